@@ -1,0 +1,54 @@
+# ContextInfinity (ctxinf). `make help` lists the targets.
+
+# The environment may pin GOTOOLCHAIN=local; go.mod asks for Go 1.27, which
+# the go command fetches from the module proxy when allowed to.
+export GOTOOLCHAIN := auto
+
+GO       ?= go
+BIN      := bin/ctxinf
+PKGS     := ./...
+FUZZTIME ?= 10s
+
+.DEFAULT_GOAL := help
+
+.PHONY: help
+help: ## list the targets
+	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  %-8s %s\n", $$1, $$2}'
+
+.PHONY: build
+build: ## build bin/ctxinf
+	$(GO) build -o $(BIN) ./cmd/ctxinf
+
+.PHONY: run
+run: build ## build ctxinf and measure the context store on a temporary directory
+	./$(BIN) bench store
+
+.PHONY: test
+test: ## vet, run every test with -race, run every benchmark once
+	$(GO) vet $(PKGS)
+	$(GO) test -race -count=1 $(PKGS)
+	$(GO) test -run='^$$' -bench=. -benchtime=1x -count=1 $(PKGS)
+
+.PHONY: bench
+bench: build ## the store figures (ctxinf bench store) and the Go micro-benchmarks
+	./$(BIN) bench store
+	$(GO) test -run='^$$' -bench=. -benchmem -count=1 $(PKGS)
+
+.PHONY: fuzz
+fuzz: ## run each fuzz target for FUZZTIME (default 10s)
+	@set -e; for pkg in $$($(GO) list $(PKGS)); do \
+	  for f in $$($(GO) test -list='^Fuzz' $$pkg | grep '^Fuzz' || true); do \
+	    echo "fuzz $$pkg $$f"; \
+	    $(GO) test -run='^$$' -fuzz="^$$f$$" -fuzztime=$(FUZZTIME) $$pkg; \
+	  done; \
+	done
+
+.PHONY: lint
+lint: ## gofmt check and go vet
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	  if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+	$(GO) vet $(PKGS)
+
+.PHONY: clean
+clean: ## remove build output
+	rm -rf bin

@@ -1,0 +1,31 @@
+package main
+
+import (
+	"io"
+	"os"
+	"time"
+
+	"github.com/mattn/go-isatty"
+	"github.com/rs/zerolog"
+
+	"github.com/contextinfinity/ctxinf/internal/config"
+)
+
+// newLogger builds the one root logger: console output on a terminal (or
+// when asked), JSON lines otherwise, at the configured level.
+func newLogger(c config.LogConfig, w io.Writer) zerolog.Logger {
+	level, err := zerolog.ParseLevel(c.Level)
+	if err != nil {
+		level = zerolog.InfoLevel // Validate already rejected bad levels
+	}
+	console := c.Format == config.FormatConsole
+	if c.Format == config.FormatAuto {
+		if f, ok := w.(*os.File); ok {
+			console = isatty.IsTerminal(f.Fd())
+		}
+	}
+	if console {
+		w = zerolog.ConsoleWriter{Out: w, TimeFormat: time.TimeOnly}
+	}
+	return zerolog.New(w).Level(level).With().Timestamp().Logger()
+}

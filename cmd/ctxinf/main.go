@@ -1,0 +1,130 @@
+// Command ctxinf is ContextInfinity's one binary.
+//
+//	ctxinf [--config FILE] bench store [--dir D] [--json] [--quick]
+//	ctxinf version
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/rs/zerolog"
+
+	"github.com/contextinfinity/ctxinf/internal/config"
+	"github.com/contextinfinity/ctxinf/persistence"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+const usage = `ctxinf: ContextInfinity, unlimited conversation context for LLM agents.
+
+Usage:
+  ctxinf [--config FILE] <command> [flags]
+
+Commands:
+  bench store [--dir D] [--json] [--quick]
+                 measure the context store (durable appends, group commit,
+                 reads, forks, depth ranges, dedup, bytes on disk)
+  version        print the version
+
+Global flags:
+  --config FILE  configuration file (default ./config.yaml if present);
+                 CTX_* environment variables override it
+`
+
+func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
+
+// env is what every command gets: validated config, the root logger and
+// the output streams.
+type env struct {
+	cfg    config.Config
+	log    zerolog.Logger
+	stdout io.Writer
+	stderr io.Writer
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("ctxinf", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, usage) }
+	cfgPath := fs.String("config", "", "configuration file")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	rest := fs.Args()
+	if len(rest) == 0 {
+		fs.Usage()
+		return 2
+	}
+	switch rest[0] {
+	case "version":
+		fmt.Fprintln(stdout, "ctxinf", version)
+		return 0
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return 0
+	}
+	cfg, err := config.Load(*cfgPath)
+	if err != nil {
+		fmt.Fprintf(stderr, "ctxinf: %v\n", err)
+		return 2
+	}
+	e := &env{cfg: cfg, log: newLogger(cfg.Log, stderr), stdout: stdout, stderr: stderr}
+	switch {
+	case rest[0] == "bench" && len(rest) > 1 && rest[1] == "store":
+		err = benchStore(e, rest[2:])
+	default:
+		fmt.Fprintf(stderr, "ctxinf: unknown command %q\n\n%s", joinArgs(rest), usage)
+		return 2
+	}
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		e.log.Error().Err(err).Msg("command failed")
+		fmt.Fprintf(stderr, "ctxinf: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+func joinArgs(a []string) string {
+	if len(a) > 2 {
+		a = a[:2]
+	}
+	s := ""
+	for i, x := range a {
+		if i > 0 {
+			s += " "
+		}
+		s += x
+	}
+	return s
+}
+
+// storeOptions maps the store section of the config onto the store's options.
+func storeOptions(c config.Config, dir string, log zerolog.Logger) persistence.Options {
+	o := persistence.DefaultOptions(dir)
+	sc := c.Store
+	if sc.Durability == config.DurabilityRelaxed {
+		o.Durability = persistence.DurabilityRelaxed
+	}
+	if sc.Compression == config.CompressionNone {
+		o.Compress = persistence.CompressNone
+	}
+	o.Limits.MaxPayloadBytes = sc.MaxPayloadBytes
+	o.GroupCommitMax = sc.GroupCommitMax
+	o.ValueThreshold = sc.ValueThresholdBytes
+	o.MemTableSize = sc.MemTableBytes
+	o.BlockCacheSize = sc.BlockCacheBytes
+	o.ValueLogFileSize = sc.ValueLogFileBytes
+	o.TurnCacheEntries = sc.TurnCacheEntries
+	o.GCInterval = sc.GCInterval
+	o.GCDiscardRatio = sc.GCDiscardRatio
+	o.Logger = log.With().Str("component", "store").Logger()
+	return o
+}

@@ -1,0 +1,107 @@
+// Package config holds the typed configuration of ctxinf and loads it from a
+// YAML file and CTX_* environment variables.
+//
+// It is the only package that imports viper. Everything else receives a
+// validated Config (or one of its sections) as a plain value.
+//
+// To add a section (retrieval, models, server, ...), add a struct type with
+// mapstructure tags, a field on Config, its defaults in Default, its checks in
+// Validate, and the keys with comments in config.yaml. Viper defaults,
+// environment bindings and the set of known keys are derived from Default by
+// reflection, so there is no second list to keep in step.
+package config
+
+import "time"
+
+// Size units for byte-valued settings.
+const (
+	KiB int64 = 1 << 10
+	MiB int64 = 1 << 20
+	GiB int64 = 1 << 30
+)
+
+// Config is the whole configuration. Load returns it validated.
+type Config struct {
+	DataDir string      `mapstructure:"data_dir"`
+	Log     LogConfig   `mapstructure:"log"`
+	Store   StoreConfig `mapstructure:"store"`
+}
+
+// LogConfig configures the root logger built in cmd.
+type LogConfig struct {
+	Level  string `mapstructure:"level"`  // trace|debug|info|warn|error
+	Format string `mapstructure:"format"` // auto|console|json; auto is console on a terminal, JSON otherwise
+}
+
+// Log levels accepted by log.level.
+const (
+	LevelTrace = "trace"
+	LevelDebug = "debug"
+	LevelInfo  = "info"
+	LevelWarn  = "warn"
+	LevelError = "error"
+)
+
+// Log formats accepted by log.format.
+const (
+	FormatAuto    = "auto"
+	FormatConsole = "console"
+	FormatJSON    = "json"
+)
+
+// StoreConfig configures the persistent store (Badger) and its write path.
+type StoreConfig struct {
+	Durability          string        `mapstructure:"durability"`            // sync|relaxed
+	MaxPayloadBytes     int64         `mapstructure:"max_payload_bytes"`     // largest accepted payload
+	GroupCommitMax      int           `mapstructure:"group_commit_max"`      // max appends per group commit batch
+	ValueThresholdBytes int64         `mapstructure:"value_threshold_bytes"` // Badger value threshold
+	MemTableBytes       int64         `mapstructure:"memtable_bytes"`        // Badger memtable size
+	BlockCacheBytes     int64         `mapstructure:"block_cache_bytes"`     // Badger block cache size; 0 disables
+	ValueLogFileBytes   int64         `mapstructure:"value_log_file_bytes"`  // Badger value log file size
+	TurnCacheEntries    int           `mapstructure:"turn_cache_entries"`    // decoded turns kept in memory; 0 disables
+	GCInterval          time.Duration `mapstructure:"gc_interval"`           // value-log GC period; 0 disables
+	GCDiscardRatio      float64       `mapstructure:"gc_discard_ratio"`      // value-log GC discard ratio
+	Compression         string        `mapstructure:"compression"`           // zstd|none
+}
+
+// Durability modes accepted by store.durability.
+const (
+	// DurabilitySync acknowledges a write only after it has been fsynced.
+	DurabilitySync = "sync"
+	// DurabilityRelaxed never fsyncs; for tests and bulk loads only.
+	DurabilityRelaxed = "relaxed"
+)
+
+// Compression policies accepted by store.compression.
+const (
+	// CompressionZstd compresses blobs with zstd and stores them raw when
+	// compression does not make them smaller.
+	CompressionZstd = "zstd"
+	// CompressionNone stores blobs raw.
+	CompressionNone = "none"
+)
+
+// Default returns the configuration used for every key that neither the file
+// nor the environment sets. It is the only source of default values.
+func Default() Config {
+	return Config{
+		DataDir: "./data",
+		Log: LogConfig{
+			Level:  LevelInfo,
+			Format: FormatAuto,
+		},
+		Store: StoreConfig{
+			Durability:          DurabilitySync,
+			MaxPayloadBytes:     8 * MiB,
+			GroupCommitMax:      512,
+			ValueThresholdBytes: 1 * KiB,
+			MemTableBytes:       64 * MiB,
+			BlockCacheBytes:     256 * MiB,
+			ValueLogFileBytes:   256 * MiB,
+			TurnCacheEntries:    1 << 18,
+			GCInterval:          10 * time.Minute,
+			GCDiscardRatio:      0.5,
+			Compression:         CompressionZstd,
+		},
+	}
+}

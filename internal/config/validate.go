@@ -1,0 +1,74 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Validate reports every problem in c at once (joined with errors.Join), each
+// naming its full key, the bad value and the limit, for example
+// "store.max_payload_bytes: 0 is out of range [1, 1073741824]".
+// It returns nil when c is usable.
+func (c Config) Validate() error {
+	var p problems
+	if strings.TrimSpace(c.DataDir) == "" {
+		p.addf("data_dir: must not be empty")
+	}
+	c.Log.validate(&p, "log.")
+	c.Store.validate(&p, "store.")
+	return errors.Join(p...)
+}
+
+func (c LogConfig) validate(p *problems, prefix string) {
+	p.oneOf(prefix+"level", c.Level, LevelTrace, LevelDebug, LevelInfo, LevelWarn, LevelError)
+	p.oneOf(prefix+"format", c.Format, FormatAuto, FormatConsole, FormatJSON)
+}
+
+func (c StoreConfig) validate(p *problems, prefix string) {
+	p.oneOf(prefix+"durability", c.Durability, DurabilitySync, DurabilityRelaxed)
+	p.inRange(prefix+"max_payload_bytes", c.MaxPayloadBytes, 1, 1*GiB)
+	p.inRange(prefix+"group_commit_max", int64(c.GroupCommitMax), 1, 65536)
+	p.inRange(prefix+"value_threshold_bytes", c.ValueThresholdBytes, 64, 1*MiB)
+	p.inRange(prefix+"memtable_bytes", c.MemTableBytes, 1*MiB, 1*GiB)
+	p.inRange(prefix+"block_cache_bytes", c.BlockCacheBytes, 0, 16*GiB)
+	p.inRange(prefix+"value_log_file_bytes", c.ValueLogFileBytes, 1*MiB, 2*GiB)
+	if c.MaxPayloadBytes <= 1*GiB && c.ValueLogFileBytes >= 1*MiB && c.ValueLogFileBytes < c.MaxPayloadBytes+64*KiB {
+		p.addf("%svalue_log_file_bytes: %d must be at least %smax_payload_bytes (%d) + 64 KiB",
+			prefix, c.ValueLogFileBytes, prefix, c.MaxPayloadBytes)
+	}
+	p.inRange(prefix+"turn_cache_entries", int64(c.TurnCacheEntries), 0, 1<<26)
+	if c.GCInterval != 0 && c.GCInterval < time.Second {
+		p.addf("%sgc_interval: %v is out of range: must be 0 (disabled) or at least 1s", prefix, c.GCInterval)
+	}
+	// Written so that NaN fails too.
+	if !(c.GCDiscardRatio > 0 && c.GCDiscardRatio < 1) {
+		p.addf("%sgc_discard_ratio: %v is out of range (0, 1)", prefix, c.GCDiscardRatio)
+	}
+	p.oneOf(prefix+"compression", c.Compression, CompressionZstd, CompressionNone)
+}
+
+// problems collects validation errors so that all of them are reported.
+type problems []error
+
+func (p *problems) addf(format string, args ...any) {
+	*p = append(*p, fmt.Errorf(format, args...))
+}
+
+// inRange checks lo <= v <= hi.
+func (p *problems) inRange(key string, v, lo, hi int64) {
+	if v < lo || v > hi {
+		p.addf("%s: %d is out of range [%d, %d]", key, v, lo, hi)
+	}
+}
+
+// oneOf checks that v is exactly one of allowed.
+func (p *problems) oneOf(key, v string, allowed ...string) {
+	for _, a := range allowed {
+		if v == a {
+			return
+		}
+	}
+	p.addf("%s: %q is not one of %s", key, v, strings.Join(allowed, "|"))
+}

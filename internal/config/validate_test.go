@@ -1,0 +1,125 @@
+package config
+
+import (
+	"errors"
+	"math"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestValidateRejects(t *testing.T) {
+	tests := []struct {
+		name   string
+		modify func(*Config)
+		want   string
+	}{
+		{"empty data_dir", func(c *Config) { c.DataDir = "" }, `data_dir: must not be empty`},
+		{"blank data_dir", func(c *Config) { c.DataDir = "  " }, `data_dir: must not be empty`},
+		{"log level", func(c *Config) { c.Log.Level = "verbose" }, `log.level: "verbose" is not one of trace|debug|info|warn|error`},
+		{"log level case", func(c *Config) { c.Log.Level = "INFO" }, `log.level: "INFO" is not one of trace|debug|info|warn|error`},
+		{"log format", func(c *Config) { c.Log.Format = "text" }, `log.format: "text" is not one of auto|console|json`},
+		{"durability", func(c *Config) { c.Store.Durability = "fast" }, `store.durability: "fast" is not one of sync|relaxed`},
+		{"payload zero", func(c *Config) { c.Store.MaxPayloadBytes = 0 }, `store.max_payload_bytes: 0 is out of range [1, 1073741824]`},
+		{"payload too big", func(c *Config) { c.Store.MaxPayloadBytes = GiB + 1 }, `store.max_payload_bytes: 1073741825 is out of range [1, 1073741824]`},
+		{"group commit zero", func(c *Config) { c.Store.GroupCommitMax = 0 }, `store.group_commit_max: 0 is out of range [1, 65536]`},
+		{"group commit too big", func(c *Config) { c.Store.GroupCommitMax = 65537 }, `store.group_commit_max: 65537 is out of range [1, 65536]`},
+		{"value threshold small", func(c *Config) { c.Store.ValueThresholdBytes = 63 }, `store.value_threshold_bytes: 63 is out of range [64, 1048576]`},
+		{"value threshold big", func(c *Config) { c.Store.ValueThresholdBytes = MiB + 1 }, `store.value_threshold_bytes: 1048577 is out of range [64, 1048576]`},
+		{"memtable small", func(c *Config) { c.Store.MemTableBytes = MiB - 1 }, `store.memtable_bytes: 1048575 is out of range [1048576, 1073741824]`},
+		{"memtable big", func(c *Config) { c.Store.MemTableBytes = GiB + 1 }, `store.memtable_bytes: 1073741825 is out of range [1048576, 1073741824]`},
+		{"block cache negative", func(c *Config) { c.Store.BlockCacheBytes = -1 }, `store.block_cache_bytes: -1 is out of range [0, 17179869184]`},
+		{"block cache big", func(c *Config) { c.Store.BlockCacheBytes = 16*GiB + 1 }, `store.block_cache_bytes: 17179869185 is out of range [0, 17179869184]`},
+		{"vlog file small", func(c *Config) { c.Store.ValueLogFileBytes = MiB - 1 }, `store.value_log_file_bytes: 1048575 is out of range [1048576, 2147483648]`},
+		{"vlog file big", func(c *Config) { c.Store.ValueLogFileBytes = 2*GiB + 1 }, `store.value_log_file_bytes: 2147483649 is out of range [1048576, 2147483648]`},
+		{"gc interval short", func(c *Config) { c.Store.GCInterval = 500 * time.Millisecond }, `store.gc_interval: 500ms is out of range: must be 0 (disabled) or at least 1s`},
+		{"gc interval negative", func(c *Config) { c.Store.GCInterval = -time.Second }, `store.gc_interval: -1s is out of range: must be 0 (disabled) or at least 1s`},
+		{"gc ratio zero", func(c *Config) { c.Store.GCDiscardRatio = 0 }, `store.gc_discard_ratio: 0 is out of range (0, 1)`},
+		{"gc ratio one", func(c *Config) { c.Store.GCDiscardRatio = 1 }, `store.gc_discard_ratio: 1 is out of range (0, 1)`},
+		{"gc ratio NaN", func(c *Config) { c.Store.GCDiscardRatio = math.NaN() }, `store.gc_discard_ratio: NaN is out of range (0, 1)`},
+		{"compression", func(c *Config) { c.Store.Compression = "gzip" }, `store.compression: "gzip" is not one of zstd|none`},
+	}
+	leaves, _ := flatten(Default())
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := Default()
+			tt.modify(&c)
+			err := c.Validate()
+			if err == nil || err.Error() != tt.want {
+				t.Fatalf("Validate() = %v, want %q", err, tt.want)
+			}
+			key, _, _ := strings.Cut(tt.want, ":")
+			if _, ok := leaves[key]; !ok {
+				t.Errorf("error names key %q, which is not a known key", key)
+			}
+		})
+	}
+}
+
+func TestValidateAcceptsLimits(t *testing.T) {
+	tests := []struct {
+		name   string
+		modify func(*Config)
+	}{
+		{"lowest", func(c *Config) {
+			c.Store.MaxPayloadBytes = 1
+			c.Store.GroupCommitMax = 1
+			c.Store.ValueThresholdBytes = 64
+			c.Store.MemTableBytes = MiB
+			c.Store.BlockCacheBytes = 0
+			c.Store.ValueLogFileBytes = MiB
+			c.Store.TurnCacheEntries = 0
+			c.Store.GCInterval = 0
+			c.Store.GCDiscardRatio = 0.001
+		}},
+		{"highest", func(c *Config) {
+			c.Store.MaxPayloadBytes = GiB
+			c.Store.GroupCommitMax = 65536
+			c.Store.TurnCacheEntries = 1 << 26
+			c.Store.ValueThresholdBytes = MiB
+			c.Store.MemTableBytes = GiB
+			c.Store.BlockCacheBytes = 16 * GiB
+			c.Store.ValueLogFileBytes = 2 * GiB
+			c.Store.GCInterval = time.Second
+			c.Store.GCDiscardRatio = 0.999
+		}},
+		{"other choices", func(c *Config) {
+			c.Log.Level = LevelTrace
+			c.Log.Format = FormatJSON
+			c.Store.Durability = DurabilityRelaxed
+			c.Store.Compression = CompressionNone
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := Default()
+			tt.modify(&c)
+			if err := c.Validate(); err != nil {
+				t.Errorf("Validate() = %v, want nil", err)
+			}
+		})
+	}
+}
+
+func TestValidateReportsEveryProblem(t *testing.T) {
+	c := Default()
+	c.DataDir = ""
+	c.Log.Level = "loud"
+	c.Store.MaxPayloadBytes = 0
+	c.Store.GCDiscardRatio = 2
+	c.Store.Compression = "lz4"
+
+	err := c.Validate()
+	var joined interface{ Unwrap() []error }
+	if !errors.As(err, &joined) {
+		t.Fatalf("Validate() = %v, want errors joined with errors.Join", err)
+	}
+	if got := len(joined.Unwrap()); got != 5 {
+		t.Errorf("Validate() reported %d problems, want 5:\n%v", got, err)
+	}
+	for _, key := range []string{"data_dir:", "log.level:", "store.max_payload_bytes:", "store.gc_discard_ratio:", "store.compression:"} {
+		if !strings.Contains(err.Error(), key) {
+			t.Errorf("Validate() = %v, want a problem naming %s", err, key)
+		}
+	}
+}

@@ -1,0 +1,141 @@
+package messages
+
+import (
+	"encoding/json"
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+// textEnum is the interface shared by the enums.
+type textEnum interface {
+	String() string
+	MarshalText() ([]byte, error)
+}
+
+func TestEnumText(t *testing.T) {
+	tests := []struct {
+		v    textEnum
+		text string
+	}{
+		{RoleUser, "user"},
+		{RoleAssistant, "assistant"},
+		{PhaseAccepted, "accepted"},
+		{PhaseContextPrepared, "context_prepared"},
+		{PhaseResponding, "responding"},
+		{PhaseResponseFinalized, "response_finalized"},
+		{PhaseStateCommitted, "state_committed"},
+		{PhaseIndexed, "indexed"},
+		{PhaseDone, "done"},
+		{PhaseFailed, "failed"},
+		{OutcomeCompleted, "completed"},
+		{OutcomeIncomplete, "incomplete"},
+		{OutcomePaused, "paused"},
+		{OutcomeFailed, "failed"},
+		{OutcomeCancelled, "cancelled"},
+		{ChunkCode, "code"},
+		{ChunkExplanation, "explanation"},
+		{ChunkDecision, "decision"},
+		{ChunkUserContext, "user_context"},
+		{ChunkToolResult, "tool_result"},
+		{ChunkOther, "other"},
+	}
+	for _, tc := range tests {
+		got, err := json.Marshal(tc.v)
+		if want := `"` + tc.text + `"`; err != nil || string(got) != want {
+			t.Errorf("json.Marshal(%v) = %s, %v, want %s", tc.v, got, err, want)
+		}
+		if s := tc.v.String(); s != tc.text {
+			t.Errorf("String() = %q, want %q", s, tc.text)
+		}
+		back := reflect.New(reflect.TypeOf(tc.v))
+		if err := json.Unmarshal(got, back.Interface()); err != nil || back.Elem().Interface() != tc.v {
+			t.Errorf("json.Unmarshal(%s) = %v, %v, want %v", got, back.Elem(), err, tc.v)
+		}
+	}
+}
+
+func TestEnumErrors(t *testing.T) {
+	var (
+		r Role
+		p TurnPhase
+		k OutcomeKind
+		c ChunkType
+	)
+	tests := []struct {
+		v    interface{ UnmarshalText([]byte) error }
+		text string
+		want string
+	}{
+		{&r, "system", `messages: unknown value: role "system"`},
+		{&r, "", `messages: unknown value: role ""`},
+		{&p, "Accepted", `messages: unknown value: turn phase "Accepted"`},
+		{&k, "timeout", `messages: unknown value: step outcome "timeout"`},
+		{&c, "prose", `messages: unknown value: chunk type "prose"`},
+	}
+	for _, tc := range tests {
+		if err := tc.v.UnmarshalText([]byte(tc.text)); !errors.Is(err, ErrUnknownValue) || err.Error() != tc.want {
+			t.Errorf("UnmarshalText(%q) = %v, want %s", tc.text, err, tc.want)
+		}
+	}
+	for _, v := range []textEnum{Role(0), Role(3), TurnPhase(0), TurnPhase(9), OutcomeKind(0), ChunkType(7)} {
+		if got, err := v.MarshalText(); !errors.Is(err, ErrUnknownValue) {
+			t.Errorf("MarshalText(%v) = %q, %v, want ErrUnknownValue", v, got, err)
+		}
+	}
+	if got, want := TurnPhase(9).String(), "turn phase(9)"; got != want {
+		t.Errorf("TurnPhase(9).String() = %q, want %q", got, want)
+	}
+}
+
+func TestTurnPhaseOrder(t *testing.T) {
+	order := []TurnPhase{PhaseAccepted, PhaseContextPrepared, PhaseResponding, PhaseResponseFinalized,
+		PhaseStateCommitted, PhaseIndexed, PhaseDone, PhaseFailed}
+	for i := 1; i < len(order); i++ {
+		if !(order[i-1] < order[i]) {
+			t.Errorf("%v < %v = false, want true", order[i-1], order[i])
+		}
+	}
+}
+
+func TestStepOutcomeJSON(t *testing.T) {
+	tests := []struct {
+		o    StepOutcome
+		json string
+	}{
+		{StepOutcome{Kind: OutcomeCompleted}, `{"kind":"completed"}`},
+		{StepOutcome{Kind: OutcomeIncomplete, Reason: "max_output_tokens"}, `{"kind":"incomplete","reason":"max_output_tokens"}`},
+		{StepOutcome{Kind: OutcomePaused, Reason: "pause_turn"}, `{"kind":"paused","reason":"pause_turn"}`},
+		{StepOutcome{Kind: OutcomeFailed, Code: "overloaded_error", Message: "Overloaded"}, `{"kind":"failed","code":"overloaded_error","message":"Overloaded"}`},
+		{StepOutcome{Kind: OutcomeCancelled}, `{"kind":"cancelled"}`},
+	}
+	for _, tc := range tests {
+		got, err := json.Marshal(tc.o)
+		if err != nil || string(got) != tc.json {
+			t.Errorf("json.Marshal(%+v) = %s, %v, want %s", tc.o, got, err, tc.json)
+		}
+		var back StepOutcome
+		if err := json.Unmarshal(got, &back); err != nil || back != tc.o {
+			t.Errorf("json.Unmarshal(%s) = %+v, %v, want %+v", got, back, err, tc.o)
+		}
+	}
+	errTests := []struct {
+		in   string
+		want string
+		is   error
+	}{
+		{`{"reason":"x"}`, `messages: invalid step outcome: field "kind" is required`, ErrInvalidOutcome},
+		{`{"kind":"timeout"}`, `step outcome "timeout"`, ErrUnknownValue},
+		{`{"kind":"failed","code":7}`, `messages: invalid step outcome`, ErrInvalidOutcome},
+	}
+	for _, tc := range errTests {
+		var o StepOutcome
+		if err := json.Unmarshal([]byte(tc.in), &o); !errors.Is(err, tc.is) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("json.Unmarshal(%s) = %v, want error containing %q", tc.in, err, tc.want)
+		}
+	}
+	if _, err := json.Marshal(StepOutcome{}); !errors.Is(err, ErrUnknownValue) {
+		t.Errorf("json.Marshal(StepOutcome{}) = %v, want ErrUnknownValue", err)
+	}
+}

@@ -1,0 +1,649 @@
+package persistence
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/dgraph-io/badger/v4"
+	"github.com/dgraph-io/badger/v4/options"
+	"github.com/rs/zerolog"
+
+	"github.com/contextinfinity/ctxinf/messages"
+)
+
+// Durability says when an append is acknowledged.
+type Durability int
+
+const (
+	// DurabilitySync acknowledges a write only after it is fsynced. Writes
+	// that arrive together share one sync (group commit).
+	DurabilitySync Durability = iota
+	// DurabilityRelaxed acknowledges a write once it is in the OS page
+	// cache: it survives a process crash but not a power loss.
+	DurabilityRelaxed
+)
+
+// Options configure a Badger-backed store.
+type Options struct {
+	Dir        string
+	Durability Durability
+	Limits     Limits
+	Compress   Compression
+	// GroupCommitMax bounds the writes in one group commit.
+	GroupCommitMax int
+	// ValueThreshold: values at least this long go to Badger's value log,
+	// shorter ones stay in the LSM tree.
+	ValueThreshold   int64
+	MemTableSize     int64
+	BlockCacheSize   int64
+	ValueLogFileSize int64
+	// TurnCacheEntries bounds the cache of decoded turns (0 disables it).
+	TurnCacheEntries int
+	// GCInterval is the period of value-log GC; 0 disables it.
+	GCInterval     time.Duration
+	GCDiscardRatio float64
+	Logger         zerolog.Logger
+	// Now is the clock for created_at stamps and ids (default time.Now).
+	Now func() time.Time
+}
+
+// DefaultOptions returns the options a server uses for a data directory.
+func DefaultOptions(dir string) Options {
+	return Options{
+		Dir:              dir,
+		Durability:       DurabilitySync,
+		Limits:           Limits{MaxPayloadBytes: DefaultMaxPayloadBytes},
+		Compress:         CompressZstd,
+		GroupCommitMax:   512,
+		ValueThreshold:   1 << 10,
+		MemTableSize:     64 << 20,
+		BlockCacheSize:   256 << 20,
+		ValueLogFileSize: 256 << 20,
+		TurnCacheEntries: 1 << 18,
+		GCInterval:       10 * time.Minute,
+		GCDiscardRatio:   0.5,
+		Logger:           zerolog.Nop(),
+	}
+}
+
+// TestOptions returns DefaultOptions with small memory and file sizes, so
+// that tests can open many stores without reserving gigabytes.
+func TestOptions(dir string) Options {
+	o := DefaultOptions(dir)
+	o.MemTableSize = 4 << 20
+	o.BlockCacheSize = 4 << 20
+	o.ValueLogFileSize = 16 << 20
+	o.TurnCacheEntries = 4096
+	o.GCInterval = 0
+	return o
+}
+
+// badgerStore implements Store on one Badger database in managed-
+// timestamp mode. A single committer goroutine performs every write, in
+// groups: each group is one Badger write batch at a fresh timestamp,
+// synced before any writer in it is acknowledged. Readers read at the
+// timestamp of the last completed group, so they never see a write that is
+// not yet durable.
+type badgerStore struct {
+	db   *badger.DB
+	opts Options
+	log  zerolog.Logger
+
+	readTs atomic.Uint64 // timestamp of the last durable group
+	turns  *turnCache
+
+	overlayMu sync.RWMutex
+	overlays  map[messages.TurnID][]Overlay // every overlay; they are rare
+
+	mu     sync.RWMutex // guards closed and sends on ops
+	closed bool
+	ops    chan *op
+	done   chan struct{} // closed when the committer exits
+	failed atomic.Pointer[error]
+	stopGC chan struct{}
+	gcDone chan struct{}
+	stats  statsCounters
+	lastTs uint64 // committer only
+	ovSeq  uint64 // committer only: last overlay seq
+}
+
+type statsCounters struct {
+	appends, blobWrites, blobDedups, groups, syncs, storedBytes, rawBytes atomic.Uint64
+}
+
+const metaOverlaySeq = "overlay_seq"
+
+// OpenBadger opens (creating if needed) the store in opts.Dir.
+func OpenBadger(opts Options) (Store, error) {
+	return openBadger(opts)
+}
+
+func openBadger(opts Options) (*badgerStore, error) {
+	if opts.Dir == "" {
+		return nil, fmt.Errorf("%w: store directory is empty", ErrInvalidArgument)
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.GroupCommitMax <= 0 {
+		opts.GroupCommitMax = 1
+	}
+	if opts.Limits.MaxPayloadBytes <= 0 {
+		opts.Limits.MaxPayloadBytes = DefaultMaxPayloadBytes
+	}
+	if opts.ValueLogFileSize < opts.Limits.MaxPayloadBytes+64<<10 {
+		return nil, fmt.Errorf("%w: value log file size %d must be at least the payload limit %d + 64 KiB",
+			ErrInvalidArgument, opts.ValueLogFileSize, opts.Limits.MaxPayloadBytes)
+	}
+	bo := badger.DefaultOptions(opts.Dir).
+		WithLogger(badgerLogger{opts.Logger}).
+		WithSyncWrites(opts.Durability == DurabilitySync).
+		WithDetectConflicts(false).
+		WithValueThreshold(opts.ValueThreshold).
+		WithMemTableSize(opts.MemTableSize).
+		WithBlockCacheSize(opts.BlockCacheSize).
+		WithValueLogFileSize(opts.ValueLogFileSize).
+		WithCompression(options.ZSTD).
+		WithNumVersionsToKeep(1).
+		WithMetricsEnabled(false).
+		WithNumCompactors(2)
+	db, err := badger.OpenManaged(bo)
+	if err != nil {
+		return nil, fmt.Errorf("open store %s: %w", opts.Dir, err)
+	}
+	s := &badgerStore{
+		db:       db,
+		opts:     opts,
+		log:      opts.Logger,
+		turns:    newTurnCache(opts.TurnCacheEntries),
+		overlays: make(map[messages.TurnID][]Overlay),
+		ops:      make(chan *op, 4*opts.GroupCommitMax),
+		done:     make(chan struct{}),
+		stopGC:   make(chan struct{}),
+		gcDone:   make(chan struct{}),
+	}
+	s.lastTs = db.MaxVersion()
+	s.readTs.Store(s.lastTs)
+	if err := s.loadOverlays(); err != nil {
+		db.Close()
+		return nil, err
+	}
+	go s.commitLoop()
+	go s.gcLoop()
+	return s, nil
+}
+
+func (s *badgerStore) loadOverlays() error {
+	txn := s.db.NewTransactionAt(s.lastTs, false)
+	defer txn.Discard()
+	it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{tableOverlay}, PrefetchValues: true})
+	defer it.Close()
+	for it.Rewind(); it.Valid(); it.Next() {
+		k, err := decodeKey(it.Item().Key())
+		if err != nil {
+			return err
+		}
+		v, err := it.Item().ValueCopy(nil)
+		if err != nil {
+			return fmt.Errorf("load overlays: %w", err)
+		}
+		o, err := decodeOverlay(k.a, k.seq, v)
+		if err != nil {
+			return err
+		}
+		s.overlays[o.Turn] = append(s.overlays[o.Turn], o)
+		s.ovSeq = max(s.ovSeq, o.Seq)
+	}
+	return nil
+}
+
+// Close stops accepting writes, lets those already submitted finish, and
+// closes the database.
+func (s *badgerStore) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	close(s.ops)
+	s.mu.Unlock()
+	<-s.done
+	close(s.stopGC)
+	<-s.gcDone
+	return s.db.Close()
+}
+
+func (s *badgerStore) Stats() Stats {
+	c := &s.stats
+	return Stats{
+		Appends: c.appends.Load(), BlobWrites: c.blobWrites.Load(), BlobDedups: c.blobDedups.Load(),
+		Groups: c.groups.Load(), Syncs: c.syncs.Load(),
+		StoredBytes: c.storedBytes.Load(), RawBytes: c.rawBytes.Load(),
+	}
+}
+
+// gcLoop runs value-log GC every GCInterval. Old versions become
+// discardable one interval after they were superseded, so that no reader
+// still holding an older timestamp loses them.
+func (s *badgerStore) gcLoop() {
+	defer close(s.gcDone)
+	if s.opts.GCInterval <= 0 {
+		return
+	}
+	t := time.NewTicker(s.opts.GCInterval)
+	defer t.Stop()
+	prev := s.readTs.Load()
+	for {
+		select {
+		case <-s.stopGC:
+			return
+		case <-t.C:
+			s.db.SetDiscardTs(prev)
+			prev = s.readTs.Load()
+			s.runValueLogGC()
+		}
+	}
+}
+
+func (s *badgerStore) runValueLogGC() {
+	for range 16 {
+		if err := s.db.RunValueLogGC(s.opts.GCDiscardRatio); err != nil {
+			if !errors.Is(err, badger.ErrNoRewrite) && !errors.Is(err, badger.ErrRejected) {
+				s.log.Warn().Err(err).Msg("value log gc")
+			}
+			return
+		}
+	}
+}
+
+// Compact compacts s if it keeps files (see badgerStore.Compact); for
+// other stores it does nothing.
+func Compact(s Store) error {
+	if c, ok := s.(interface{ Compact() error }); ok {
+		return c.Compact()
+	}
+	return nil
+}
+
+// Compact makes every superseded version discardable, flattens the LSM
+// tree and runs value-log GC. It is for measurements and maintenance, when
+// no read is in flight.
+func (s *badgerStore) Compact() error {
+	s.db.SetDiscardTs(s.readTs.Load())
+	if err := s.db.Flatten(2); err != nil {
+		return fmt.Errorf("compact: %w", err)
+	}
+	s.runValueLogGC()
+	return nil
+}
+
+// --- reads ---
+
+func (s *badgerStore) view() *badgerReader { return &badgerReader{s: s, latest: true} }
+
+func (s *badgerStore) AsOf(seq uint64) Reader { return &badgerReader{s: s, asOf: seq} }
+
+func (s *badgerStore) Head(ctx context.Context, b messages.BranchID) (Head, error) {
+	return s.view().Head(ctx, b)
+}
+func (s *badgerStore) Turn(ctx context.Context, id messages.TurnID) (Turn, error) {
+	return s.view().Turn(ctx, id)
+}
+func (s *badgerStore) Blob(ctx context.Context, h Hash) ([]byte, error) {
+	return s.view().Blob(ctx, h)
+}
+func (s *badgerStore) Last(ctx context.Context, b messages.BranchID, n int) (Page, error) {
+	return s.view().Last(ctx, b, n)
+}
+func (s *badgerStore) Before(ctx context.Context, id messages.TurnID, n int) (Page, error) {
+	return s.view().Before(ctx, id, n)
+}
+func (s *badgerStore) Chain(ctx context.Context, id messages.TurnID) ([]Turn, error) {
+	return s.view().Chain(ctx, id)
+}
+func (s *badgerStore) Range(ctx context.Context, b messages.BranchID, start uint64, limit int) (RangePage, error) {
+	return s.view().Range(ctx, b, start, limit)
+}
+
+func (s *badgerStore) Children(ctx context.Context, id messages.TurnID) ([]messages.TurnID, error) {
+	var out []messages.TurnID
+	err := s.read(func(txn *badger.Txn) error {
+		if _, err := s.turnRecord(txn, id); err != nil {
+			return err
+		}
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: childPrefix(id)})
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			k, err := decodeKey(it.Item().Key())
+			if err != nil {
+				return err
+			}
+			out = append(out, messages.TurnID(k.b))
+		}
+		return nil
+	})
+	return out, err
+}
+
+func (s *badgerStore) Overlays(ctx context.Context, turn messages.TurnID) ([]Overlay, error) {
+	if err := s.read(func(txn *badger.Txn) error {
+		_, err := s.turnRecord(txn, turn)
+		return err
+	}); err != nil {
+		return nil, err
+	}
+	s.overlayMu.RLock()
+	defer s.overlayMu.RUnlock()
+	return append([]Overlay(nil), s.overlays[turn]...), nil
+}
+
+func (s *badgerStore) OverlaySeq(ctx context.Context) (uint64, error) {
+	var seq uint64
+	s.overlayMu.RLock()
+	for _, os := range s.overlays {
+		seq = max(seq, os[len(os)-1].Seq)
+	}
+	s.overlayMu.RUnlock()
+	return seq, s.alive()
+}
+
+func (s *badgerStore) BlobRefs(ctx context.Context, h Hash) (uint64, error) {
+	var n uint64
+	err := s.read(func(txn *badger.Txn) error {
+		var err error
+		n, err = getRefs(txn, h)
+		return err
+	})
+	return n, err
+}
+
+func (s *badgerStore) alive() error {
+	if p := s.failed.Load(); p != nil {
+		return *p
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed {
+		return ErrClosed
+	}
+	return nil
+}
+
+// read runs fn in a read transaction at the last durable timestamp.
+func (s *badgerStore) read(fn func(*badger.Txn) error) error {
+	if err := s.alive(); err != nil {
+		return err
+	}
+	txn := s.db.NewTransactionAt(s.readTs.Load(), false)
+	defer txn.Discard()
+	return fn(txn)
+}
+
+func getHead(txn *badger.Txn, b messages.BranchID) (Head, error) {
+	if b.IsZero() {
+		return Head{}, errZeroBranch
+	}
+	item, err := txn.Get(headKey(b))
+	if errors.Is(err, badger.ErrKeyNotFound) {
+		return Head{}, branchNotFound(b)
+	}
+	if err != nil {
+		return Head{}, fmt.Errorf("read head of branch %s: %w", b, err)
+	}
+	var h Head
+	err = item.Value(func(v []byte) error {
+		h, err = decodeHead(b, v)
+		return err
+	})
+	return h, err
+}
+
+func getRefs(txn *badger.Txn, h Hash) (uint64, error) {
+	item, err := txn.Get(refsKey(h))
+	if errors.Is(err, badger.ErrKeyNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("read refs of blob %s: %w", h, err)
+	}
+	var n uint64
+	err = item.Value(func(v []byte) error {
+		d := decoder{b: v}
+		n = d.uvarint()
+		return d.done()
+	})
+	return n, err
+}
+
+func hasKey(txn *badger.Txn, k []byte) (bool, error) {
+	_, err := txn.Get(k)
+	if errors.Is(err, badger.ErrKeyNotFound) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// turnRecord loads a durable turn, from the cache when it is there.
+func (s *badgerStore) turnRecord(txn *badger.Txn, id messages.TurnID) (turnRecord, error) {
+	if id.IsZero() {
+		return turnRecord{}, fmt.Errorf("%w: turn id is zero", ErrInvalidArgument)
+	}
+	if r, ok := s.turns.get(id); ok {
+		return r, nil
+	}
+	item, err := txn.Get(turnKey(id))
+	if errors.Is(err, badger.ErrKeyNotFound) {
+		return turnRecord{}, turnNotFound(id)
+	}
+	if err != nil {
+		return turnRecord{}, fmt.Errorf("read turn %s: %w", id, err)
+	}
+	var r turnRecord
+	err = item.Value(func(v []byte) error {
+		r, err = decodeTurn(id, v)
+		return err
+	})
+	if err == nil {
+		s.turns.put(r)
+	}
+	return r, err
+}
+
+// badgerReader reads with one overlay policy: latest, or as of a seq.
+type badgerReader struct {
+	s      *badgerStore
+	latest bool
+	asOf   uint64
+}
+
+// present applies the reader's overlay policy to a stored turn.
+func (r *badgerReader) present(t Turn) Turn {
+	r.s.overlayMu.RLock()
+	os := r.s.overlays[t.ID]
+	r.s.overlayMu.RUnlock()
+	for i := len(os) - 1; i >= 0; i-- {
+		if r.latest || os[i].Seq <= r.asOf {
+			return applyOverlay(t, os[i])
+		}
+	}
+	return t
+}
+
+func (r *badgerReader) Head(ctx context.Context, b messages.BranchID) (Head, error) {
+	var h Head
+	err := r.s.read(func(txn *badger.Txn) (err error) {
+		h, err = getHead(txn, b)
+		return err
+	})
+	return h, err
+}
+
+func (r *badgerReader) Turn(ctx context.Context, id messages.TurnID) (Turn, error) {
+	var t Turn
+	err := r.s.read(func(txn *badger.Txn) error {
+		rec, err := r.s.turnRecord(txn, id)
+		t = r.present(rec.Turn)
+		return err
+	})
+	return t, err
+}
+
+func (r *badgerReader) Blob(ctx context.Context, h Hash) ([]byte, error) {
+	var p []byte
+	err := r.s.read(func(txn *badger.Txn) error {
+		item, err := txn.Get(blobKey(h))
+		if errors.Is(err, badger.ErrKeyNotFound) {
+			return blobNotFound(h)
+		}
+		if err != nil {
+			return fmt.Errorf("read blob %s: %w", h, err)
+		}
+		return item.Value(func(v []byte) error {
+			p, err = decodeBlob(h, v, r.s.opts.Limits.MaxPayloadBytes)
+			return err
+		})
+	})
+	return p, err
+}
+
+// walk appends up to n turns from id towards the root (id first) to out.
+func (r *badgerReader) walk(txn *badger.Txn, id messages.TurnID, n int, out []Turn) ([]Turn, messages.TurnID, error) {
+	for ; n > 0 && !id.IsZero(); n-- {
+		rec, err := r.s.turnRecord(txn, id)
+		if err != nil {
+			return out, id, err
+		}
+		out = append(out, r.present(rec.Turn))
+		id = rec.Parent
+	}
+	return out, id, nil
+}
+
+func reverse(ts []Turn) {
+	for i, j := 0, len(ts)-1; i < j; i, j = i+1, j-1 {
+		ts[i], ts[j] = ts[j], ts[i]
+	}
+}
+
+// page turns a newest-first walk into a chronological page whose cursor
+// is its oldest turn, or zero when the walk reached the root.
+func page(ts []Turn, rest messages.TurnID) Page {
+	reverse(ts)
+	p := Page{Turns: ts}
+	if !rest.IsZero() && len(ts) > 0 {
+		p.Next = ts[0].ID
+	}
+	return p
+}
+
+func (r *badgerReader) Last(ctx context.Context, b messages.BranchID, n int) (Page, error) {
+	if err := checkPageSize(n); err != nil {
+		return Page{}, err
+	}
+	var p Page
+	err := r.s.read(func(txn *badger.Txn) error {
+		h, err := getHead(txn, b)
+		if err != nil {
+			return err
+		}
+		ts, rest, err := r.walk(txn, h.Turn, n, make([]Turn, 0, min(n, int(h.Len()))))
+		p = page(ts, rest)
+		return err
+	})
+	return p, err
+}
+
+func (r *badgerReader) Before(ctx context.Context, before messages.TurnID, n int) (Page, error) {
+	if err := checkPageSize(n); err != nil {
+		return Page{}, err
+	}
+	var p Page
+	err := r.s.read(func(txn *badger.Txn) error {
+		rec, err := r.s.turnRecord(txn, before)
+		if err != nil {
+			return err
+		}
+		ts, rest, err := r.walk(txn, rec.Parent, n, make([]Turn, 0, min(n, int(rec.Depth))))
+		p = page(ts, rest)
+		return err
+	})
+	return p, err
+}
+
+func (r *badgerReader) Chain(ctx context.Context, id messages.TurnID) ([]Turn, error) {
+	var ts []Turn
+	err := r.s.read(func(txn *badger.Txn) error {
+		rec, err := r.s.turnRecord(txn, id)
+		if err != nil {
+			return err
+		}
+		ts, _, err = r.walk(txn, id, int(rec.Depth)+1, make([]Turn, 0, rec.Depth+1))
+		reverse(ts)
+		return err
+	})
+	return ts, err
+}
+
+func (r *badgerReader) Range(ctx context.Context, b messages.BranchID, start uint64, limit int) (RangePage, error) {
+	if err := checkPageSize(limit); err != nil {
+		return RangePage{}, err
+	}
+	var p RangePage
+	err := r.s.read(func(txn *badger.Txn) error {
+		h, err := getHead(txn, b)
+		if err != nil {
+			return err
+		}
+		p.HeadDepth, p.Empty = h.Depth, h.Empty()
+		if h.Empty() || start > h.Depth || limit == 0 {
+			return nil
+		}
+		end := min(start+uint64(limit)-1, h.Depth) // last depth wanted
+		top, err := r.s.ancestorAt(txn, h.Turn, h.Depth, end)
+		if err != nil {
+			return err
+		}
+		ts, _, err := r.walk(txn, top, int(end-start+1), make([]Turn, 0, end-start+1))
+		reverse(ts)
+		p.Turns = ts
+		return err
+	})
+	return p, err
+}
+
+// ancestorAt returns the ancestor of id (at depth d) at depth target,
+// following skip pointers: O(log d) turn loads.
+func (s *badgerStore) ancestorAt(txn *badger.Txn, id messages.TurnID, d, target uint64) (messages.TurnID, error) {
+	for d > target {
+		rec, err := s.turnRecord(txn, id)
+		if err != nil {
+			return id, err
+		}
+		if k := nextHop(d, target); k == 0 {
+			id, d = rec.Parent, d-1
+		} else {
+			id, d = rec.skips[k-1], d-uint64(1)<<k
+		}
+	}
+	return id, nil
+}
+
+// badgerLogger routes Badger's log lines to zerolog; its chatty info and
+// debug lines go to debug.
+type badgerLogger struct{ l zerolog.Logger }
+
+func (b badgerLogger) Errorf(f string, a ...any) {
+	b.l.Error().Str("component", "badger").Msgf(f, a...)
+}
+func (b badgerLogger) Warningf(f string, a ...any) {
+	b.l.Warn().Str("component", "badger").Msgf(f, a...)
+}
+func (b badgerLogger) Infof(f string, a ...any) { b.l.Debug().Str("component", "badger").Msgf(f, a...) }
+func (b badgerLogger) Debugf(f string, a ...any) {
+	b.l.Trace().Str("component", "badger").Msgf(f, a...)
+}

@@ -1,0 +1,194 @@
+package persistence
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+)
+
+// The store's micro-benchmarks. `ctxinf bench store` measures the issue's
+// figures end to end; these keep the hot paths profiled and compiling.
+
+func benchStore(b *testing.B, d Durability) *badgerStore {
+	b.Helper()
+	o := DefaultOptions(b.TempDir())
+	o.MemTableSize = 16 << 20
+	o.BlockCacheSize = 32 << 20
+	o.ValueLogFileSize = 64 << 20
+	o.Durability = d
+	s, err := openBadger(o)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { s.Close() })
+	return s
+}
+
+// textPayload returns n bytes of word text that compresses like prose.
+func textPayload(rng *rand.Rand, n int) []byte {
+	words := []string{"the", "branch", "summary", "turn", "of", "a", "model", "context", "store", "and",
+		"error", "value", "request", "to", "is", "memory", "token", "we", "function", "file"}
+	out := make([]byte, 0, n+16)
+	for len(out) < n {
+		out = append(out, words[rng.IntN(len(words))]...)
+		out = append(out, ' ')
+		if rng.IntN(12) == 0 {
+			out = fmt.Appendf(out, "%d. ", rng.IntN(1e6))
+		}
+	}
+	return out[:n]
+}
+
+func benchChain(b *testing.B, s Store, n, size int) (Head, []Turn) {
+	b.Helper()
+	rng := rand.New(rand.NewPCG(1, 2))
+	h, err := s.CreateBranch(bg, BranchSpec{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ts := make([]Turn, 0, n)
+	for range n {
+		t, err := s.Append(bg, h.Branch, AppendRequest{Payload: textPayload(rng, size)})
+		if err != nil {
+			b.Fatal(err)
+		}
+		ts = append(ts, t)
+	}
+	h, _ = s.Head(bg, h.Branch)
+	return h, ts
+}
+
+func BenchmarkAppend(b *testing.B) {
+	for _, d := range []struct {
+		name string
+		d    Durability
+	}{{"sync", DurabilitySync}, {"relaxed", DurabilityRelaxed}} {
+		for _, size := range []int{1 << 10, 10 << 10} {
+			b.Run(fmt.Sprintf("durability=%s/size=%d", d.name, size), func(b *testing.B) {
+				s := benchStore(b, d.d)
+				h, _ := s.CreateBranch(bg, BranchSpec{})
+				rng := rand.New(rand.NewPCG(3, 4))
+				b.ReportAllocs()
+				b.SetBytes(int64(size))
+				for b.Loop() {
+					if _, err := s.Append(bg, h.Branch, AppendRequest{Payload: textPayload(rng, size)}); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+}
+
+func BenchmarkGroupAppend(b *testing.B) {
+	for _, writers := range []int{16, 256} {
+		b.Run(fmt.Sprintf("writers=%d", writers), func(b *testing.B) {
+			s := benchStore(b, DurabilitySync)
+			heads := make([]Head, writers)
+			for i := range heads {
+				heads[i], _ = s.CreateBranch(bg, BranchSpec{})
+			}
+			rng := rand.New(rand.NewPCG(5, 6))
+			payloads := make([][]byte, 64)
+			for i := range payloads {
+				payloads[i] = textPayload(rng, 10<<10)
+			}
+			b.ReportAllocs()
+			start := time.Now()
+			var total int
+			for b.Loop() {
+				// One iteration: every writer appends once, concurrently.
+				var wg sync.WaitGroup
+				for w := range writers {
+					wg.Go(func() {
+						p := append(payloads[w%len(payloads)][:10<<10:10<<10], fmt.Sprint(total, w)...)
+						if _, err := s.Append(bg, heads[w].Branch, AppendRequest{Payload: p}); err != nil {
+							b.Error(err)
+						}
+					})
+				}
+				wg.Wait()
+				total += writers
+			}
+			b.ReportMetric(float64(total)/time.Since(start).Seconds(), "appends/s")
+		})
+	}
+}
+
+func BenchmarkLast64(b *testing.B) {
+	s := benchStore(b, DurabilityRelaxed)
+	h, _ := benchChain(b, s, 1000, 1<<10)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := s.Last(bg, h.Branch, 64); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkHistory400(b *testing.B) {
+	s := benchStore(b, DurabilityRelaxed)
+	h, _ := benchChain(b, s, 400, 10<<10)
+	b.ReportAllocs()
+	for b.Loop() {
+		ts, err := s.Chain(bg, h.Turn)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, t := range ts {
+			if _, err := s.Blob(bg, t.PayloadHash); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+}
+
+func BenchmarkRange64(b *testing.B) {
+	for _, cache := range []int{0, 1 << 18} {
+		b.Run(fmt.Sprintf("cache=%d", cache), func(b *testing.B) {
+			s := benchStore(b, DurabilityRelaxed)
+			s.turns = newTurnCache(cache)
+			h, _ := benchChain(b, s, 20_000, 64)
+			rng := rand.New(rand.NewPCG(7, 8))
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := s.Range(bg, h.Branch, rng.Uint64N(h.Depth-63), 64); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+func BenchmarkFork(b *testing.B) {
+	s := benchStore(b, DurabilitySync)
+	_, ts := benchChain(b, s, 100, 64)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := s.CreateBranch(bg, BranchSpec{At: ts[len(ts)-1].ID}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkBlobCodec(b *testing.B) {
+	p := textPayload(rand.New(rand.NewPCG(9, 10)), 10<<10)
+	h := HashOf(p)
+	rec := encodeBlob(p, CompressZstd)
+	b.Run("encode", func(b *testing.B) {
+		b.SetBytes(int64(len(p)))
+		for b.Loop() {
+			encodeBlob(p, CompressZstd)
+		}
+	})
+	b.Run("decode", func(b *testing.B) {
+		b.SetBytes(int64(len(p)))
+		for b.Loop() {
+			if _, err := decodeBlob(h, rec, 1<<20); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}

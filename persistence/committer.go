@@ -1,0 +1,461 @@
+package persistence
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/dgraph-io/badger/v4"
+
+	"github.com/contextinfinity/ctxinf/messages"
+)
+
+// The write path. Every write is an op handed to the single committer
+// goroutine, which drains whatever ops are waiting (up to GroupCommitMax),
+// validates them in order against the durable state plus the effects of
+// the earlier ops of the same group, writes all their entries in one Badger
+// write batch at a new timestamp and waits for it to be synced. Only then
+// does it publish the timestamp to readers and wake the writers. Within an
+// append, the head entry is written after the turn it points at, so even a
+// torn batch never leaves a head pointing at a missing turn.
+
+type opKind int
+
+const (
+	opAppend opKind = iota
+	opBranch
+	opOverlay
+)
+
+type op struct {
+	kind   opKind
+	branch messages.BranchID
+	append AppendRequest
+	spec   BranchSpec
+	turn   messages.TurnID
+	ovReq  OverlayRequest
+	hash   Hash   // of the payload, for appends and patches
+	blob   []byte // the encoded blob, when the caller saw it missing
+
+	res  result
+	done chan struct{}
+}
+
+type result struct {
+	turn    Turn
+	head    Head
+	overlay Overlay
+	err     error
+}
+
+func (s *badgerStore) submit(ctx context.Context, o *op) error {
+	if err := s.alive(); err != nil {
+		return err
+	}
+	o.done = make(chan struct{})
+	s.mu.RLock()
+	if s.closed {
+		s.mu.RUnlock()
+		return ErrClosed
+	}
+	select {
+	case s.ops <- o:
+	case <-ctx.Done():
+		s.mu.RUnlock()
+		return ctx.Err()
+	}
+	s.mu.RUnlock()
+	select {
+	case <-o.done:
+		return o.res.err
+	case <-ctx.Done():
+		// The write may still land; a caller that must know uses
+		// ExpectParent on its next append.
+		return ctx.Err()
+	}
+}
+
+// prepareBlob hashes p and, unless the blob is already stored, encodes it,
+// so that this work happens on the caller's goroutine, not the committer's.
+func (s *badgerStore) prepareBlob(o *op, p []byte) {
+	o.hash = HashOf(p)
+	_ = s.read(func(txn *badger.Txn) error {
+		if ok, _ := hasKey(txn, blobKey(o.hash)); !ok {
+			o.blob = encodeBlob(p, s.opts.Compress)
+		}
+		return nil
+	})
+}
+
+func (s *badgerStore) Append(ctx context.Context, branch messages.BranchID, req AppendRequest) (Turn, error) {
+	if err := checkAppend(branch, req, s.opts.Limits); err != nil {
+		return Turn{}, err
+	}
+	o := &op{kind: opAppend, branch: branch, append: req}
+	s.prepareBlob(o, req.Payload)
+	if err := s.submit(ctx, o); err != nil {
+		return Turn{}, err
+	}
+	return o.res.turn, nil
+}
+
+func (s *badgerStore) CreateBranch(ctx context.Context, spec BranchSpec) (Head, error) {
+	o := &op{kind: opBranch, spec: spec}
+	if err := s.submit(ctx, o); err != nil {
+		return Head{}, err
+	}
+	return o.res.head, nil
+}
+
+func (s *badgerStore) PutOverlay(ctx context.Context, turn messages.TurnID, req OverlayRequest) (Overlay, error) {
+	if err := checkOverlay(turn, req, s.opts.Limits); err != nil {
+		return Overlay{}, err
+	}
+	o := &op{kind: opOverlay, turn: turn, ovReq: req}
+	if !req.Tombstone {
+		s.prepareBlob(o, req.Payload)
+	}
+	if err := s.submit(ctx, o); err != nil {
+		return Overlay{}, err
+	}
+	return o.res.overlay, nil
+}
+
+func (s *badgerStore) commitLoop() {
+	defer close(s.done)
+	batch := make([]*op, 0, s.opts.GroupCommitMax)
+	for first := range s.ops {
+		batch = append(batch[:0], first)
+	drain:
+		for len(batch) < s.opts.GroupCommitMax {
+			select {
+			case o, ok := <-s.ops:
+				if !ok {
+					break drain
+				}
+				batch = append(batch, o)
+			default:
+				break drain
+			}
+		}
+		s.commitGroup(batch)
+		clear(batch)
+	}
+}
+
+type entry struct {
+	key, val []byte
+	del      bool
+}
+
+// group is the state of one group commit: the durable state as of the
+// last group (txn) overlaid with what this group's earlier ops wrote.
+type group struct {
+	s        *badgerStore
+	txn      *badger.Txn
+	entries  []entry
+	heads    map[messages.BranchID]Head
+	turns    map[messages.TurnID]turnRecord
+	refs     map[Hash]uint64
+	blobs    map[Hash]bool // present after this group's writes so far
+	overlays map[messages.TurnID][]Overlay
+	ovSeq    uint64
+	newTurns []turnRecord
+	newOv    []Overlay
+}
+
+func (s *badgerStore) commitGroup(batch []*op) {
+	g := &group{
+		s:        s,
+		txn:      s.db.NewTransactionAt(s.lastTs, false),
+		heads:    make(map[messages.BranchID]Head),
+		turns:    make(map[messages.TurnID]turnRecord),
+		refs:     make(map[Hash]uint64),
+		blobs:    make(map[Hash]bool),
+		overlays: make(map[messages.TurnID][]Overlay),
+		ovSeq:    s.ovSeq,
+	}
+	defer g.txn.Discard()
+	failed := s.failed.Load()
+	for _, o := range batch {
+		if failed != nil {
+			o.res.err = *failed
+			continue
+		}
+		mark := len(g.entries)
+		o.res = g.apply(o)
+		if o.res.err != nil {
+			g.entries = g.entries[:mark] // a failed op writes nothing
+		}
+	}
+	if len(g.entries) > 0 && failed == nil {
+		if err := s.write(g.entries); err != nil {
+			err = fmt.Errorf("persistence: store failed, reopen it: %w", err)
+			s.failed.Store(&err)
+			s.log.Error().Err(err).Msg("group commit")
+			for _, o := range batch {
+				if o.res.err == nil {
+					o.res = result{err: err}
+				}
+			}
+		} else {
+			s.publish(g)
+		}
+	}
+	for _, o := range batch {
+		close(o.done)
+	}
+}
+
+// write commits entries at the next timestamp; with SyncWrites Badger has
+// synced the value log and then the WAL before Flush returns.
+func (s *badgerStore) write(entries []entry) error {
+	ts := s.lastTs + 1
+	wb := s.db.NewWriteBatchAt(ts)
+	defer wb.Cancel()
+	for _, e := range entries {
+		var err error
+		if e.del {
+			err = wb.Delete(e.key)
+		} else {
+			err = wb.Set(e.key, e.val)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if err := wb.Flush(); err != nil {
+		return err
+	}
+	s.lastTs = ts
+	s.stats.groups.Add(1)
+	if s.opts.Durability == DurabilitySync {
+		s.stats.syncs.Add(1)
+	}
+	return nil
+}
+
+func (s *badgerStore) publish(g *group) {
+	for _, r := range g.newTurns {
+		s.turns.put(r)
+	}
+	if len(g.newOv) > 0 {
+		s.overlayMu.Lock()
+		for _, o := range g.newOv {
+			s.overlays[o.Turn] = append(s.overlays[o.Turn], o)
+		}
+		s.ovSeq = g.ovSeq
+		s.overlayMu.Unlock()
+	}
+	s.readTs.Store(s.lastTs)
+}
+
+func (g *group) set(k, v []byte) { g.entries = append(g.entries, entry{key: k, val: v}) }
+
+func (g *group) apply(o *op) result {
+	switch o.kind {
+	case opAppend:
+		return g.appendTurn(o)
+	case opBranch:
+		return g.createBranch(o)
+	case opOverlay:
+		return g.putOverlay(o)
+	}
+	return result{err: fmt.Errorf("persistence: unknown op %d", o.kind)}
+}
+
+func (g *group) head(b messages.BranchID) (Head, error) {
+	if h, ok := g.heads[b]; ok {
+		return h, nil
+	}
+	return getHead(g.txn, b)
+}
+
+func (g *group) record(id messages.TurnID) (turnRecord, error) {
+	if r, ok := g.turns[id]; ok {
+		return r, nil
+	}
+	return g.s.turnRecord(g.txn, id)
+}
+
+func (g *group) blobExists(h Hash) (bool, error) {
+	if ok, seen := g.blobs[h]; seen {
+		return ok, nil
+	}
+	return hasKey(g.txn, blobKey(h))
+}
+
+func (g *group) blobRefs(h Hash) (uint64, error) {
+	if n, ok := g.refs[h]; ok {
+		return n, nil
+	}
+	return getRefs(g.txn, h)
+}
+
+// addRef stores payload p under hash (unless already stored) and counts
+// one more reference to it.
+func (g *group) addRef(o *op, p []byte) error {
+	ok, err := g.blobExists(o.hash)
+	if err != nil {
+		return err
+	}
+	st := &g.s.stats
+	if ok {
+		st.blobDedups.Add(1)
+	} else {
+		if o.blob == nil {
+			o.blob = encodeBlob(p, g.s.opts.Compress)
+		}
+		g.set(blobKey(o.hash), o.blob)
+		g.blobs[o.hash] = true
+		st.blobWrites.Add(1)
+		st.storedBytes.Add(uint64(len(o.blob)))
+		st.rawBytes.Add(uint64(len(p)))
+	}
+	n, err := g.blobRefs(o.hash)
+	if err != nil {
+		return err
+	}
+	g.setRefs(o.hash, n+1)
+	return nil
+}
+
+func (g *group) setRefs(h Hash, n uint64) {
+	g.refs[h] = n
+	if n == 0 {
+		g.entries = append(g.entries, entry{key: refsKey(h), del: true}, entry{key: blobKey(h), del: true})
+		g.blobs[h] = false
+		return
+	}
+	g.set(refsKey(h), binaryUvarint(n))
+}
+
+func (g *group) appendTurn(o *op) result {
+	h, err := g.head(o.branch)
+	if err != nil {
+		return result{err: err}
+	}
+	if want := o.append.ExpectParent; want != nil && *want != h.Turn {
+		return result{err: &HeadMismatchError{Branch: o.branch, Want: *want, Got: h.Turn}}
+	}
+	now := g.s.opts.Now()
+	r := turnRecord{Turn: Turn{
+		ID:          messages.NewID[messages.TurnID](now),
+		TypeTag:     o.append.TypeTag,
+		Codec:       o.append.Codec,
+		PayloadHash: o.hash,
+		Flags:       o.append.Flags,
+		CreatedAt:   timeMillis(now),
+	}}
+	if !h.Empty() {
+		r.Parent, r.Depth = h.Turn, h.Depth+1
+		if r.skips, err = g.skips(r.Parent, r.Depth); err != nil {
+			return result{err: err}
+		}
+	}
+	if err := g.addRef(o, o.append.Payload); err != nil {
+		return result{err: err}
+	}
+	g.set(turnKey(r.ID), encodeTurn(r))
+	if !r.Parent.IsZero() {
+		g.set(childKey(r.Parent, r.ID), nil)
+	}
+	h.Turn, h.Depth = r.ID, r.Depth
+	g.set(headKey(o.branch), encodeHead(h))
+	g.heads[o.branch] = h
+	g.turns[r.ID] = r
+	g.newTurns = append(g.newTurns, r)
+	g.s.stats.appends.Add(1)
+	return result{turn: r.Turn, head: h}
+}
+
+// skips computes the skip pointers of a new turn at depth d whose parent
+// is parent: ptr_k = ptr_{k-1}(ptr_{k-1}), ptr_0 being the parent.
+func (g *group) skips(parent messages.TurnID, d uint64) ([]messages.TurnID, error) {
+	n := skipLevels(d)
+	if n == 0 {
+		return nil, nil
+	}
+	out := make([]messages.TurnID, n)
+	prev := parent // ptr_{k-1} of the new turn
+	for k := 1; k <= n; k++ {
+		r, err := g.record(prev)
+		if err != nil {
+			return nil, err
+		}
+		if k == 1 {
+			out[0] = r.Parent
+		} else {
+			out[k-1] = r.skips[k-2]
+		}
+		prev = out[k-1]
+	}
+	return out, nil
+}
+
+func (g *group) createBranch(o *op) result {
+	now := g.s.opts.Now()
+	id := o.spec.ID
+	if id.IsZero() {
+		id = messages.NewID[messages.BranchID](now)
+	}
+	if _, err := g.head(id); err == nil {
+		return result{err: fmt.Errorf("%w: %s", ErrBranchExists, id)}
+	} else if !errors.Is(err, ErrBranchNotFound) {
+		return result{err: err}
+	}
+	h := Head{Branch: id, CreatedAt: timeMillis(now)}
+	if !o.spec.At.IsZero() {
+		r, err := g.record(o.spec.At)
+		if err != nil {
+			return result{err: fmt.Errorf("fork at turn: %w", err)}
+		}
+		h.Turn, h.Depth, h.Base = r.ID, r.Depth, r.ID
+	}
+	g.set(headKey(id), encodeHead(h))
+	g.heads[id] = h
+	return result{head: h}
+}
+
+func (g *group) putOverlay(o *op) result {
+	r, err := g.record(o.turn)
+	if err != nil {
+		return result{err: err}
+	}
+	ov := Overlay{Turn: o.turn, Seq: g.ovSeq + 1, Tombstone: o.ovReq.Tombstone, CreatedAt: timeMillis(g.s.opts.Now())}
+	current := r.PayloadHash
+	if os := g.turnOverlays(o.turn); len(os) > 0 {
+		current = os[len(os)-1].Hash
+	}
+	if !ov.Tombstone {
+		ov.Hash = o.hash
+		if err := g.addRef(o, o.ovReq.Payload); err != nil {
+			return result{err: err}
+		}
+	}
+	if o.ovReq.Purge && !current.IsZero() {
+		n, err := g.blobRefs(current)
+		if err != nil {
+			return result{err: err}
+		}
+		if n > 0 {
+			g.setRefs(current, n-1)
+		}
+		ov.Purged = current
+	}
+	g.set(overlayKey(ov.Turn, ov.Seq), encodeOverlay(ov))
+	g.set(overlayOrderKey(ov.Seq, ov.Turn), nil)
+	g.ovSeq = ov.Seq
+	g.overlays[ov.Turn] = append(g.turnOverlays(ov.Turn), ov)
+	g.newOv = append(g.newOv, ov)
+	return result{overlay: ov}
+}
+
+func (g *group) turnOverlays(turn messages.TurnID) []Overlay {
+	if os, ok := g.overlays[turn]; ok {
+		return os
+	}
+	g.s.overlayMu.RLock()
+	defer g.s.overlayMu.RUnlock()
+	return append([]Overlay(nil), g.s.overlays[turn]...)
+}

@@ -1,0 +1,399 @@
+package persistence
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/contextinfinity/ctxinf/messages"
+)
+
+// memoryStore implements Store in memory with plain parent walks. It is
+// for tests and embedding without a data directory; nothing survives it.
+type memoryStore struct {
+	mu       sync.RWMutex
+	limits   Limits
+	now      func() time.Time
+	closed   bool
+	heads    map[messages.BranchID]Head
+	turns    map[messages.TurnID]Turn
+	children map[messages.TurnID][]messages.TurnID
+	blobs    map[Hash][]byte
+	refs     map[Hash]uint64
+	overlays map[messages.TurnID][]Overlay
+	ovSeq    uint64
+	stats    Stats
+}
+
+// NewMemory returns an empty in-memory store.
+func NewMemory(lim Limits) Store {
+	if lim.MaxPayloadBytes <= 0 {
+		lim.MaxPayloadBytes = DefaultMaxPayloadBytes
+	}
+	return &memoryStore{
+		limits:   lim,
+		now:      time.Now,
+		heads:    make(map[messages.BranchID]Head),
+		turns:    make(map[messages.TurnID]Turn),
+		children: make(map[messages.TurnID][]messages.TurnID),
+		blobs:    make(map[Hash][]byte),
+		refs:     make(map[Hash]uint64),
+		overlays: make(map[messages.TurnID][]Overlay),
+	}
+}
+
+func (m *memoryStore) Close() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.closed = true
+	return nil
+}
+
+func (m *memoryStore) Stats() Stats {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.stats
+}
+
+// rlock takes the read lock unless the store is closed.
+func (m *memoryStore) rlock() error {
+	m.mu.RLock()
+	if m.closed {
+		m.mu.RUnlock()
+		return ErrClosed
+	}
+	return nil
+}
+
+func (m *memoryStore) lock() error {
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return ErrClosed
+	}
+	return nil
+}
+
+func (m *memoryStore) CreateBranch(ctx context.Context, spec BranchSpec) (Head, error) {
+	if err := m.lock(); err != nil {
+		return Head{}, err
+	}
+	defer m.mu.Unlock()
+	now := m.now()
+	id := spec.ID
+	if id.IsZero() {
+		id = messages.NewID[messages.BranchID](now)
+	}
+	if _, ok := m.heads[id]; ok {
+		return Head{}, fmt.Errorf("%w: %s", ErrBranchExists, id)
+	}
+	h := Head{Branch: id, CreatedAt: timeMillis(now)}
+	if !spec.At.IsZero() {
+		t, err := m.turn(spec.At)
+		if err != nil {
+			return Head{}, fmt.Errorf("fork at turn: %w", err)
+		}
+		h.Turn, h.Depth, h.Base = t.ID, t.Depth, t.ID
+	}
+	m.heads[id] = h
+	return h, nil
+}
+
+func (m *memoryStore) addRef(p []byte) Hash {
+	h := HashOf(p)
+	if _, ok := m.blobs[h]; ok {
+		m.stats.BlobDedups++
+	} else {
+		m.blobs[h] = append([]byte(nil), p...)
+		m.stats.BlobWrites++
+		m.stats.RawBytes += uint64(len(p))
+		m.stats.StoredBytes += uint64(len(p))
+	}
+	m.refs[h]++
+	return h
+}
+
+func (m *memoryStore) Append(ctx context.Context, branch messages.BranchID, req AppendRequest) (Turn, error) {
+	if err := checkAppend(branch, req, m.limits); err != nil {
+		return Turn{}, err
+	}
+	if err := m.lock(); err != nil {
+		return Turn{}, err
+	}
+	defer m.mu.Unlock()
+	h, err := m.head(branch)
+	if err != nil {
+		return Turn{}, err
+	}
+	if want := req.ExpectParent; want != nil && *want != h.Turn {
+		return Turn{}, &HeadMismatchError{Branch: branch, Want: *want, Got: h.Turn}
+	}
+	now := m.now()
+	t := Turn{
+		ID:        messages.NewID[messages.TurnID](now),
+		TypeTag:   req.TypeTag,
+		Codec:     req.Codec,
+		Flags:     req.Flags,
+		CreatedAt: timeMillis(now),
+	}
+	if !h.Empty() {
+		t.Parent, t.Depth = h.Turn, h.Depth+1
+		m.children[t.Parent] = append(m.children[t.Parent], t.ID)
+	}
+	t.PayloadHash = m.addRef(req.Payload)
+	m.turns[t.ID] = t
+	h.Turn, h.Depth = t.ID, t.Depth
+	m.heads[branch] = h
+	m.stats.Appends++
+	return t, nil
+}
+
+func (m *memoryStore) head(b messages.BranchID) (Head, error) {
+	if b.IsZero() {
+		return Head{}, errZeroBranch
+	}
+	h, ok := m.heads[b]
+	if !ok {
+		return Head{}, branchNotFound(b)
+	}
+	return h, nil
+}
+
+func (m *memoryStore) turn(id messages.TurnID) (Turn, error) {
+	if id.IsZero() {
+		return Turn{}, fmt.Errorf("%w: turn id is zero", ErrInvalidArgument)
+	}
+	t, ok := m.turns[id]
+	if !ok {
+		return Turn{}, turnNotFound(id)
+	}
+	return t, nil
+}
+
+func (m *memoryStore) Children(ctx context.Context, id messages.TurnID) ([]messages.TurnID, error) {
+	if err := m.rlock(); err != nil {
+		return nil, err
+	}
+	defer m.mu.RUnlock()
+	if _, err := m.turn(id); err != nil {
+		return nil, err
+	}
+	return append([]messages.TurnID(nil), m.children[id]...), nil
+}
+
+func (m *memoryStore) PutOverlay(ctx context.Context, turn messages.TurnID, req OverlayRequest) (Overlay, error) {
+	if err := checkOverlay(turn, req, m.limits); err != nil {
+		return Overlay{}, err
+	}
+	if err := m.lock(); err != nil {
+		return Overlay{}, err
+	}
+	defer m.mu.Unlock()
+	t, err := m.turn(turn)
+	if err != nil {
+		return Overlay{}, err
+	}
+	current := t.PayloadHash
+	if os := m.overlays[turn]; len(os) > 0 {
+		current = os[len(os)-1].Hash
+	}
+	o := Overlay{Turn: turn, Seq: m.ovSeq + 1, Tombstone: req.Tombstone, CreatedAt: timeMillis(m.now())}
+	if !req.Tombstone {
+		o.Hash = m.addRef(req.Payload)
+	}
+	if req.Purge && !current.IsZero() {
+		if m.refs[current] > 0 {
+			m.refs[current]--
+		}
+		if m.refs[current] == 0 {
+			delete(m.refs, current)
+			delete(m.blobs, current)
+		}
+		o.Purged = current
+	}
+	m.ovSeq = o.Seq
+	m.overlays[turn] = append(m.overlays[turn], o)
+	return o, nil
+}
+
+func (m *memoryStore) Overlays(ctx context.Context, turn messages.TurnID) ([]Overlay, error) {
+	if err := m.rlock(); err != nil {
+		return nil, err
+	}
+	defer m.mu.RUnlock()
+	if _, err := m.turn(turn); err != nil {
+		return nil, err
+	}
+	return append([]Overlay(nil), m.overlays[turn]...), nil
+}
+
+func (m *memoryStore) OverlaySeq(ctx context.Context) (uint64, error) {
+	if err := m.rlock(); err != nil {
+		return 0, err
+	}
+	defer m.mu.RUnlock()
+	return m.ovSeq, nil
+}
+
+func (m *memoryStore) BlobRefs(ctx context.Context, h Hash) (uint64, error) {
+	if err := m.rlock(); err != nil {
+		return 0, err
+	}
+	defer m.mu.RUnlock()
+	return m.refs[h], nil
+}
+
+func (m *memoryStore) AsOf(seq uint64) Reader { return memoryReader{m: m, asOf: seq} }
+
+func (m *memoryStore) view() memoryReader { return memoryReader{m: m, latest: true} }
+
+func (m *memoryStore) Head(ctx context.Context, b messages.BranchID) (Head, error) {
+	return m.view().Head(ctx, b)
+}
+func (m *memoryStore) Turn(ctx context.Context, id messages.TurnID) (Turn, error) {
+	return m.view().Turn(ctx, id)
+}
+func (m *memoryStore) Blob(ctx context.Context, h Hash) ([]byte, error) {
+	return m.view().Blob(ctx, h)
+}
+func (m *memoryStore) Last(ctx context.Context, b messages.BranchID, n int) (Page, error) {
+	return m.view().Last(ctx, b, n)
+}
+func (m *memoryStore) Before(ctx context.Context, id messages.TurnID, n int) (Page, error) {
+	return m.view().Before(ctx, id, n)
+}
+func (m *memoryStore) Chain(ctx context.Context, id messages.TurnID) ([]Turn, error) {
+	return m.view().Chain(ctx, id)
+}
+func (m *memoryStore) Range(ctx context.Context, b messages.BranchID, start uint64, limit int) (RangePage, error) {
+	return m.view().Range(ctx, b, start, limit)
+}
+
+// memoryReader reads with one overlay policy: latest, or as of a seq.
+type memoryReader struct {
+	m      *memoryStore
+	latest bool
+	asOf   uint64
+}
+
+func (r memoryReader) present(t Turn) Turn {
+	os := r.m.overlays[t.ID]
+	for i := len(os) - 1; i >= 0; i-- {
+		if r.latest || os[i].Seq <= r.asOf {
+			return applyOverlay(t, os[i])
+		}
+	}
+	return t
+}
+
+func (r memoryReader) Head(ctx context.Context, b messages.BranchID) (Head, error) {
+	if err := r.m.rlock(); err != nil {
+		return Head{}, err
+	}
+	defer r.m.mu.RUnlock()
+	return r.m.head(b)
+}
+
+func (r memoryReader) Turn(ctx context.Context, id messages.TurnID) (Turn, error) {
+	if err := r.m.rlock(); err != nil {
+		return Turn{}, err
+	}
+	defer r.m.mu.RUnlock()
+	t, err := r.m.turn(id)
+	return r.present(t), err
+}
+
+func (r memoryReader) Blob(ctx context.Context, h Hash) ([]byte, error) {
+	if err := r.m.rlock(); err != nil {
+		return nil, err
+	}
+	defer r.m.mu.RUnlock()
+	p, ok := r.m.blobs[h]
+	if !ok {
+		return nil, blobNotFound(h)
+	}
+	return append([]byte(nil), p...), nil
+}
+
+// walk returns up to n turns from id towards the root, newest first, and
+// the id where it stopped.
+func (r memoryReader) walk(id messages.TurnID, n int) ([]Turn, messages.TurnID) {
+	var out []Turn
+	for ; n > 0 && !id.IsZero(); n-- {
+		t := r.m.turns[id]
+		out = append(out, r.present(t))
+		id = t.Parent
+	}
+	return out, id
+}
+
+func (r memoryReader) Last(ctx context.Context, b messages.BranchID, n int) (Page, error) {
+	if err := checkPageSize(n); err != nil {
+		return Page{}, err
+	}
+	if err := r.m.rlock(); err != nil {
+		return Page{}, err
+	}
+	defer r.m.mu.RUnlock()
+	h, err := r.m.head(b)
+	if err != nil {
+		return Page{}, err
+	}
+	return page(r.walk(h.Turn, n)), nil
+}
+
+func (r memoryReader) Before(ctx context.Context, before messages.TurnID, n int) (Page, error) {
+	if err := checkPageSize(n); err != nil {
+		return Page{}, err
+	}
+	if err := r.m.rlock(); err != nil {
+		return Page{}, err
+	}
+	defer r.m.mu.RUnlock()
+	t, err := r.m.turn(before)
+	if err != nil {
+		return Page{}, err
+	}
+	return page(r.walk(t.Parent, n)), nil
+}
+
+func (r memoryReader) Chain(ctx context.Context, id messages.TurnID) ([]Turn, error) {
+	if err := r.m.rlock(); err != nil {
+		return nil, err
+	}
+	defer r.m.mu.RUnlock()
+	t, err := r.m.turn(id)
+	if err != nil {
+		return nil, err
+	}
+	ts, _ := r.walk(id, int(t.Depth)+1)
+	reverse(ts)
+	return ts, nil
+}
+
+func (r memoryReader) Range(ctx context.Context, b messages.BranchID, start uint64, limit int) (RangePage, error) {
+	if err := checkPageSize(limit); err != nil {
+		return RangePage{}, err
+	}
+	if err := r.m.rlock(); err != nil {
+		return RangePage{}, err
+	}
+	defer r.m.mu.RUnlock()
+	h, err := r.m.head(b)
+	if err != nil {
+		return RangePage{}, err
+	}
+	p := RangePage{HeadDepth: h.Depth, Empty: h.Empty()}
+	if h.Empty() || start > h.Depth || limit == 0 {
+		return p, nil
+	}
+	end := min(start+uint64(limit)-1, h.Depth)
+	id := h.Turn
+	for d := h.Depth; d > end; d-- {
+		id = r.m.turns[id].Parent
+	}
+	p.Turns, _ = r.walk(id, int(end-start+1))
+	reverse(p.Turns)
+	return p, nil
+}

@@ -1,0 +1,283 @@
+// Package persistence is ContextInfinity's durable storage: the context
+// store (an immutable turn DAG over a content-addressed blob store, with
+// mutable branch heads) and, later, the lifecycle tables and actor logs.
+// Only this package imports Badger.
+package persistence
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/contextinfinity/ctxinf/messages"
+)
+
+// Sentinel errors. Callers test them with errors.Is; the returned errors
+// wrap them with the id, field or limit involved.
+var (
+	// ErrNotFound is the root of every "does not exist" error.
+	ErrNotFound = errors.New("persistence: not found")
+	// ErrBranchNotFound is returned when no branch has the given id.
+	ErrBranchNotFound = fmt.Errorf("%w: branch", ErrNotFound)
+	// ErrTurnNotFound is returned when no turn has the given id.
+	ErrTurnNotFound = fmt.Errorf("%w: turn", ErrNotFound)
+	// ErrBlobNotFound is returned when no blob has the given hash (or it
+	// was purged by an overlay).
+	ErrBlobNotFound = fmt.Errorf("%w: blob", ErrNotFound)
+	// ErrBranchExists is returned by CreateBranch when the id is taken.
+	ErrBranchExists = errors.New("persistence: branch already exists")
+	// ErrHeadMismatch is returned by Append when the branch head is not
+	// the parent the caller expected; nothing was written.
+	ErrHeadMismatch = errors.New("persistence: branch head is not the expected parent")
+	// ErrInvalidArgument is the root of every bad-input error.
+	ErrInvalidArgument = errors.New("persistence: invalid argument")
+	// ErrCorrupt is returned when stored bytes fail their integrity check.
+	ErrCorrupt = errors.New("persistence: corrupt data")
+	// ErrClosed is returned by every call made after Close.
+	ErrClosed = errors.New("persistence: store is closed")
+)
+
+// DefaultMaxPayloadBytes is the default limit on one turn's payload.
+const DefaultMaxPayloadBytes = 8 << 20
+
+// MaxPageTurns is the largest number of turns one paging call returns.
+const MaxPageTurns = 10_000
+
+// Turn flags. The low 16 bits are the caller's; the store sets the high ones
+// on returned turns to describe overlays.
+const (
+	// FlagPatched: an overlay replaced the payload; PayloadHash is the new one.
+	FlagPatched uint32 = 1 << 30
+	// FlagTombstoned: an overlay deleted the payload; PayloadHash is zero.
+	FlagTombstoned uint32 = 1 << 31
+	// CallerFlagsMask selects the flags a caller may set on Append.
+	CallerFlagsMask uint32 = 0xFFFF
+)
+
+// Turn is an immutable node of the turn DAG. Turns read through a view
+// with overlays carry the effective PayloadHash and the overlay flags.
+type Turn struct {
+	ID          messages.TurnID
+	Parent      messages.TurnID // zero for a root turn
+	Depth       uint64          // root depth is 0; a child is parent depth + 1
+	TypeTag     uint64          // the caller's payload type
+	Codec       uint32          // the caller's payload encoding
+	PayloadHash Hash
+	Flags       uint32
+	CreatedAt   time.Time // millisecond precision
+	OverlaySeq  uint64    // the overlay applied by the view; 0 if none
+}
+
+// Head is a branch: a mutable pointer to a turn. An empty branch has a zero
+// Turn; its first append creates a root turn.
+type Head struct {
+	Branch    messages.BranchID
+	Turn      messages.TurnID // zero for an empty branch
+	Depth     uint64          // depth of Turn; 0 when empty
+	Base      messages.TurnID // the turn the branch was created at (zero: empty)
+	CreatedAt time.Time
+}
+
+// Empty reports whether the branch has no turns.
+func (h Head) Empty() bool { return h.Turn.IsZero() }
+
+// Len is the number of turns on the branch's chain.
+func (h Head) Len() uint64 {
+	if h.Empty() {
+		return 0
+	}
+	return h.Depth + 1
+}
+
+// BranchSpec says how to create a branch.
+type BranchSpec struct {
+	// ID of the new branch; zero means the store makes one.
+	ID messages.BranchID
+	// At is the turn the new branch's head points at: zero for an empty
+	// branch, any existing turn for a fork. No history is copied.
+	At messages.TurnID
+}
+
+// AppendRequest is one turn to add at a branch's head.
+type AppendRequest struct {
+	Payload []byte
+	TypeTag uint64
+	Codec   uint32
+	Flags   uint32 // only CallerFlagsMask bits
+	// ExpectParent, when set, makes the append fail with ErrHeadMismatch
+	// unless the branch head is exactly this turn (zero: the branch must
+	// be empty). It lets one writer detect that another moved the head.
+	ExpectParent *messages.TurnID
+}
+
+// Page is a run of turns in chronological order (oldest first) with the
+// cursor for the next older page: pass Next to Before. Next is zero when
+// the page reaches the root.
+type Page struct {
+	Turns []Turn
+	Next  messages.TurnID
+}
+
+// RangePage is the answer to a depth-range query: the turns at depths
+// [start, start+limit) of the branch, chronological, and the head depth.
+type RangePage struct {
+	Turns     []Turn
+	HeadDepth uint64
+	Empty     bool // the branch has no turns
+}
+
+// OverlayRequest describes a redaction of a turn's payload.
+type OverlayRequest struct {
+	// Payload replaces the turn's payload (a patch). Nil with Tombstone
+	// set deletes it.
+	Payload   []byte
+	Tombstone bool
+	// Purge releases the superseded payload: its reference is dropped and
+	// the blob is deleted when nothing else references it. Views as of
+	// before this overlay then report ErrBlobNotFound for that payload.
+	Purge bool
+}
+
+// Overlay is a stored redaction. Seq is global and strictly increasing.
+type Overlay struct {
+	Turn      messages.TurnID
+	Seq       uint64
+	Hash      Hash // new payload; zero for a tombstone
+	Tombstone bool
+	Purged    Hash // the payload this overlay released, if Purge was set
+	CreatedAt time.Time
+}
+
+// Reader is the read side of the context store. Reads see only durable
+// state: a head is never visible before the turn it points at is durable.
+type Reader interface {
+	// Head returns the branch's head.
+	Head(ctx context.Context, branch messages.BranchID) (Head, error)
+	// Turn returns one turn.
+	Turn(ctx context.Context, id messages.TurnID) (Turn, error)
+	// Blob returns the payload bytes stored under h, verified against h.
+	Blob(ctx context.Context, h Hash) ([]byte, error)
+	// Last returns the last n turns of a branch, oldest first.
+	Last(ctx context.Context, branch messages.BranchID, n int) (Page, error)
+	// Before returns up to n turns strictly older than the turn before on
+	// its ancestry, oldest first. Pass the previous page's Next.
+	Before(ctx context.Context, before messages.TurnID, n int) (Page, error)
+	// Chain returns every turn from the root to id, oldest first.
+	Chain(ctx context.Context, id messages.TurnID) ([]Turn, error)
+	// Range returns the branch's turns at depths [start, start+limit).
+	Range(ctx context.Context, branch messages.BranchID, start uint64, limit int) (RangePage, error)
+}
+
+// Store is the context store: an immutable turn DAG over a content-addressed
+// blob store, with branch heads that fork in O(1).
+type Store interface {
+	Reader
+	// CreateBranch creates an empty branch or a fork at an existing turn.
+	CreateBranch(ctx context.Context, spec BranchSpec) (Head, error)
+	// Append adds a turn at the branch head and moves the head to it. It
+	// returns once the turn and the new head are durable.
+	Append(ctx context.Context, branch messages.BranchID, req AppendRequest) (Turn, error)
+	// Children lists the turns whose parent is id, oldest first.
+	Children(ctx context.Context, id messages.TurnID) ([]messages.TurnID, error)
+	// PutOverlay records a patch or tombstone on a turn.
+	PutOverlay(ctx context.Context, turn messages.TurnID, req OverlayRequest) (Overlay, error)
+	// Overlays lists a turn's overlays, oldest first.
+	Overlays(ctx context.Context, turn messages.TurnID) ([]Overlay, error)
+	// OverlaySeq returns the highest overlay sequence number so far.
+	OverlaySeq(ctx context.Context) (uint64, error)
+	// AsOf returns a view that applies only overlays with Seq <= seq;
+	// AsOf(0) shows every turn as first written. The Store itself reads
+	// with every overlay applied.
+	AsOf(seq uint64) Reader
+	// BlobRefs returns how many turns and overlays reference a blob.
+	BlobRefs(ctx context.Context, h Hash) (uint64, error)
+	// Stats returns counters about the store's work so far.
+	Stats() Stats
+	// Close releases the store. Appends in flight finish first.
+	Close() error
+}
+
+// Stats are counters of a store's work since it was opened.
+type Stats struct {
+	Appends     uint64 // turns appended
+	BlobWrites  uint64 // new blobs written
+	BlobDedups  uint64 // appends whose payload was already stored
+	Groups      uint64 // group commits (one sync each when durable)
+	Syncs       uint64
+	StoredBytes uint64 // blob bytes written (after compression)
+	RawBytes    uint64 // blob bytes accepted (before compression)
+}
+
+// Limits are the bounds a store enforces on input.
+type Limits struct {
+	MaxPayloadBytes int64
+}
+
+func (l Limits) checkPayload(field string, p []byte) error {
+	if len(p) == 0 {
+		return fmt.Errorf("%w: %s is empty", ErrInvalidArgument, field)
+	}
+	if int64(len(p)) > l.MaxPayloadBytes {
+		return fmt.Errorf("%w: %s is %d bytes, over the limit of %d (store.max_payload_bytes)",
+			ErrInvalidArgument, field, len(p), l.MaxPayloadBytes)
+	}
+	return nil
+}
+
+func checkPageSize(n int) error {
+	if n < 0 || n > MaxPageTurns {
+		return fmt.Errorf("%w: limit %d is out of range [0, %d]", ErrInvalidArgument, n, MaxPageTurns)
+	}
+	return nil
+}
+
+var errZeroBranch = fmt.Errorf("%w: branch id is zero", ErrInvalidArgument)
+
+func checkAppend(branch messages.BranchID, req AppendRequest, lim Limits) error {
+	if branch.IsZero() {
+		return errZeroBranch
+	}
+	if req.Flags&^CallerFlagsMask != 0 {
+		return fmt.Errorf("%w: flags %#x use bits outside %#x", ErrInvalidArgument, req.Flags, CallerFlagsMask)
+	}
+	return lim.checkPayload("payload", req.Payload)
+}
+
+func checkOverlay(turn messages.TurnID, req OverlayRequest, lim Limits) error {
+	if turn.IsZero() {
+		return fmt.Errorf("%w: turn id is zero", ErrInvalidArgument)
+	}
+	if req.Tombstone {
+		if req.Payload != nil {
+			return fmt.Errorf("%w: overlay payload must be nil for a tombstone", ErrInvalidArgument)
+		}
+		return nil
+	}
+	return lim.checkPayload("overlay payload", req.Payload)
+}
+
+// HeadMismatchError is the ErrHeadMismatch returned by Append.
+type HeadMismatchError struct {
+	Branch    messages.BranchID
+	Want, Got messages.TurnID
+}
+
+func (e *HeadMismatchError) Error() string {
+	return fmt.Sprintf("persistence: branch %s: head is %q, expected parent %q", e.Branch, e.Got, e.Want)
+}
+
+// Is makes errors.Is(err, ErrHeadMismatch) true.
+func (e *HeadMismatchError) Is(target error) bool { return target == ErrHeadMismatch }
+
+func branchNotFound(id messages.BranchID) error {
+	return fmt.Errorf("%w %s", ErrBranchNotFound, id)
+}
+
+func turnNotFound(id messages.TurnID) error {
+	return fmt.Errorf("%w %s", ErrTurnNotFound, id)
+}
+
+func blobNotFound(h Hash) error {
+	return fmt.Errorf("%w %s", ErrBlobNotFound, h)
+}

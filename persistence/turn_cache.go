@@ -1,0 +1,68 @@
+package persistence
+
+import (
+	"sync"
+
+	"github.com/contextinfinity/ctxinf/messages"
+)
+
+// turnCache keeps decoded turn records. Turns are immutable, so entries are
+// never invalidated; only durable turns are ever put in. A full shard drops
+// about half of its entries (map order is random), which is cheap and good
+// enough for the access pattern of walking recent chains.
+type turnCache struct {
+	shards   [64]turnShard
+	perShard int
+}
+
+type turnShard struct {
+	mu sync.RWMutex
+	m  map[messages.TurnID]turnRecord
+}
+
+func newTurnCache(entries int) *turnCache {
+	c := &turnCache{perShard: max(entries/64, 1)}
+	if entries <= 0 {
+		c.perShard = 0
+	}
+	for i := range c.shards {
+		c.shards[i].m = make(map[messages.TurnID]turnRecord)
+	}
+	return c
+}
+
+func (c *turnCache) shard(id messages.TurnID) *turnShard {
+	// The last ULID byte is random (or a monotonic counter's low bits).
+	return &c.shards[id[15]&63]
+}
+
+func (c *turnCache) get(id messages.TurnID) (turnRecord, bool) {
+	if c.perShard == 0 {
+		return turnRecord{}, false
+	}
+	s := c.shard(id)
+	s.mu.RLock()
+	r, ok := s.m[id]
+	s.mu.RUnlock()
+	return r, ok
+}
+
+func (c *turnCache) put(r turnRecord) {
+	if c.perShard == 0 {
+		return
+	}
+	s := c.shard(r.ID)
+	s.mu.Lock()
+	if len(s.m) >= c.perShard {
+		n := len(s.m) / 2
+		for k := range s.m {
+			if n == 0 {
+				break
+			}
+			delete(s.m, k)
+			n--
+		}
+	}
+	s.m[r.ID] = r
+	s.mu.Unlock()
+}
