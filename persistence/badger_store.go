@@ -43,6 +43,8 @@ type Options struct {
 	ValueLogFileSize int64
 	// TurnCacheEntries bounds the cache of decoded turns (0 disables it).
 	TurnCacheEntries int
+	// BlobCacheBytes bounds the cache of decompressed payloads (0 disables it).
+	BlobCacheBytes int64
 	// GCInterval is the period of value-log GC; 0 disables it.
 	GCInterval     time.Duration
 	GCDiscardRatio float64
@@ -64,6 +66,7 @@ func DefaultOptions(dir string) Options {
 		BlockCacheSize:   256 << 20,
 		ValueLogFileSize: 256 << 20,
 		TurnCacheEntries: 1 << 18,
+		BlobCacheBytes:   64 << 20,
 		GCInterval:       10 * time.Minute,
 		GCDiscardRatio:   0.5,
 		Logger:           zerolog.Nop(),
@@ -78,6 +81,7 @@ func TestOptions(dir string) Options {
 	o.BlockCacheSize = 4 << 20
 	o.ValueLogFileSize = 16 << 20
 	o.TurnCacheEntries = 4096
+	o.BlobCacheBytes = 1 << 20
 	o.GCInterval = 0
 	return o
 }
@@ -95,6 +99,7 @@ type badgerStore struct {
 
 	readTs atomic.Uint64 // timestamp of the last durable group
 	turns  *turnCache
+	blobs  *blobCache
 
 	overlayMu sync.RWMutex
 	overlays  map[messages.TurnID][]Overlay // every overlay; they are rare
@@ -160,6 +165,7 @@ func openBadger(opts Options) (*badgerStore, error) {
 		opts:     opts,
 		log:      opts.Logger,
 		turns:    newTurnCache(opts.TurnCacheEntries),
+		blobs:    newBlobCache(opts.BlobCacheBytes),
 		overlays: make(map[messages.TurnID][]Overlay),
 		ops:      make(chan *op, 4*opts.GroupCommitMax),
 		done:     make(chan struct{}),
@@ -494,6 +500,13 @@ func (r *badgerReader) Turn(ctx context.Context, id messages.TurnID) (Turn, erro
 }
 
 func (r *badgerReader) Blob(ctx context.Context, h Hash) ([]byte, error) {
+	if p, ok := r.s.blobs.get(h); ok {
+		if err := r.s.alive(); err != nil {
+			return nil, err
+		}
+		return p, nil
+	}
+	gen := r.s.blobs.gen.Load() // before the read's timestamp; see blobCache
 	var p []byte
 	err := r.s.read(func(txn *badger.Txn) error {
 		item, err := txn.Get(blobKey(h))
@@ -508,7 +521,11 @@ func (r *badgerReader) Blob(ctx context.Context, h Hash) ([]byte, error) {
 			return err
 		})
 	})
-	return p, err
+	if err != nil {
+		return nil, err
+	}
+	r.s.blobs.put(h, append([]byte(nil), p...), gen)
+	return p, nil
 }
 
 // walk appends up to n turns from id towards the root (id first) to out.

@@ -6,6 +6,7 @@ import (
 	"hash/crc32"
 	"sync"
 
+	"github.com/klauspost/compress/s2"
 	"github.com/klauspost/compress/zstd"
 )
 
@@ -13,6 +14,7 @@ import (
 const (
 	codecRaw  byte = 0
 	codecZstd byte = 1
+	codecS2   byte = 2
 )
 
 const blobVersion byte = 1
@@ -25,6 +27,9 @@ const (
 	CompressZstd Compression = iota
 	// CompressNone always stores blobs raw.
 	CompressNone
+	// CompressS2 stores a blob S2-compressed when that is smaller: about
+	// four times faster than zstd both ways, about a third larger on text.
+	CompressS2
 )
 
 var (
@@ -67,11 +72,20 @@ func encodeBlob(p []byte, c Compression) []byte {
 	hdr[1] = codecRaw
 	hdr = binary.AppendUvarint(hdr, uint64(len(p)))
 	out := hdr
-	if c == CompressZstd && len(p) >= 64 {
-		enc, _ := zstdCodecs()
-		if z := enc.EncodeAll(p, hdr); len(z)-len(hdr) < len(p) {
-			z[1] = codecZstd
-			out = z
+	if len(p) >= 64 {
+		switch c {
+		case CompressZstd:
+			enc, _ := zstdCodecs()
+			if z := enc.EncodeAll(p, hdr); len(z)-len(hdr) < len(p) {
+				z[1] = codecZstd
+				out = z
+			}
+		case CompressS2:
+			z := s2.Encode(nil, p)
+			if len(z) < len(p) {
+				out = append(hdr, z...)
+				out[1] = codecS2
+			}
 		}
 	}
 	if out[1] == codecRaw {
@@ -105,6 +119,14 @@ func decodeBlob(h Hash, rec []byte, maxRaw int64) ([]byte, error) {
 		var err error
 		p, err = dec.DecodeAll(stored, make([]byte, 0, rawLen))
 		if err != nil {
+			return nil, fmt.Errorf("%w: blob %s: %v", ErrCorrupt, h, err)
+		}
+	case codecS2:
+		n, err := s2.DecodedLen(stored)
+		if err != nil || uint64(n) != rawLen {
+			return nil, fmt.Errorf("%w: blob %s: bad s2 length", ErrCorrupt, h)
+		}
+		if p, err = s2.Decode(make([]byte, n), stored); err != nil {
 			return nil, fmt.Errorf("%w: blob %s: %v", ErrCorrupt, h, err)
 		}
 	default:

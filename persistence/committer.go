@@ -162,6 +162,7 @@ type group struct {
 	ovSeq    uint64
 	newTurns []turnRecord
 	newOv    []Overlay
+	newBlobs map[Hash][]byte // payloads written, for the blob cache
 }
 
 func (s *badgerStore) commitGroup(batch []*op) {
@@ -174,6 +175,7 @@ func (s *badgerStore) commitGroup(batch []*op) {
 		blobs:    make(map[Hash]bool),
 		overlays: make(map[messages.TurnID][]Overlay),
 		ovSeq:    s.ovSeq,
+		newBlobs: make(map[Hash][]byte),
 	}
 	defer g.txn.Discard()
 	failed := s.failed.Load()
@@ -248,6 +250,26 @@ func (s *badgerStore) publish(g *group) {
 		s.overlayMu.Unlock()
 	}
 	s.readTs.Store(s.lastTs)
+	// Purged blobs leave the cache after the new timestamp is visible and
+	// before anyone is acknowledged; see blobCache for why in this order.
+	var purged []Hash
+	for h, present := range g.blobs {
+		if !present {
+			purged = append(purged, h)
+		}
+	}
+	if len(purged) > 0 {
+		s.blobs.gen.Add(1)
+		for _, h := range purged {
+			s.blobs.drop(h)
+		}
+	}
+	gen := s.blobs.gen.Load()
+	for h, p := range g.newBlobs {
+		if g.blobs[h] {
+			s.blobs.put(h, p, gen)
+		}
+	}
 }
 
 func (g *group) set(k, v []byte) { g.entries = append(g.entries, entry{key: k, val: v}) }
@@ -308,6 +330,7 @@ func (g *group) addRef(o *op, p []byte) error {
 		}
 		g.set(blobKey(o.hash), o.blob)
 		g.blobs[o.hash] = true
+		g.newBlobs[o.hash] = append([]byte(nil), p...)
 		st.blobWrites.Add(1)
 		st.storedBytes.Add(uint64(len(o.blob)))
 		st.rawBytes.Add(uint64(len(p)))

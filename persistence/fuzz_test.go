@@ -46,17 +46,15 @@ func FuzzKeyCodec(f *testing.F) {
 // returns bytes without an error unless the record is intact; intact
 // records of any payload round-trip.
 func FuzzBlobDecode(f *testing.F) {
-	f.Add([]byte("hello"), []byte{}, false)
-	f.Add(bytes.Repeat([]byte("conversation text "), 200), []byte{}, false)
-	f.Add([]byte{0x89, 'P', 'N', 'G', 0, 1, 2, 3}, []byte{5}, true)
-	f.Fuzz(func(t *testing.T, payload, flip []byte, none bool) {
+	f.Add([]byte("hello"), []byte{}, uint8(0))
+	f.Add(bytes.Repeat([]byte("conversation text "), 200), []byte{}, uint8(0))
+	f.Add(bytes.Repeat([]byte("s2 text "), 200), []byte{1, 2}, uint8(2))
+	f.Add([]byte{0x89, 'P', 'N', 'G', 0, 1, 2, 3}, []byte{5}, uint8(1))
+	f.Fuzz(func(t *testing.T, payload, flip []byte, codec uint8) {
 		if len(payload) == 0 {
 			return
 		}
-		c := CompressZstd
-		if none {
-			c = CompressNone
-		}
+		c := []Compression{CompressZstd, CompressNone, CompressS2}[codec%3]
 		h := HashOf(payload)
 		rec := encodeBlob(payload, c)
 		got, err := decodeBlob(h, rec, 1<<30)

@@ -505,7 +505,9 @@ func TestBadgerReopen(t *testing.T) {
 }
 
 func TestBadgerCorruptBlob(t *testing.T) {
-	s, err := openBadger(TestOptions(t.TempDir()))
+	o := TestOptions(t.TempDir())
+	o.BlobCacheBytes = 0 // read from disk, not from what the append cached
+	s, err := openBadger(o)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -113,8 +113,11 @@ func storeOptions(c config.Config, dir string, log zerolog.Logger) persistence.O
 	if sc.Durability == config.DurabilityRelaxed {
 		o.Durability = persistence.DurabilityRelaxed
 	}
-	if sc.Compression == config.CompressionNone {
+	switch sc.Compression {
+	case config.CompressionNone:
 		o.Compress = persistence.CompressNone
+	case config.CompressionS2:
+		o.Compress = persistence.CompressS2
 	}
 	o.Limits.MaxPayloadBytes = sc.MaxPayloadBytes
 	o.GroupCommitMax = sc.GroupCommitMax
@@ -123,6 +126,7 @@ func storeOptions(c config.Config, dir string, log zerolog.Logger) persistence.O
 	o.BlockCacheSize = sc.BlockCacheBytes
 	o.ValueLogFileSize = sc.ValueLogFileBytes
 	o.TurnCacheEntries = sc.TurnCacheEntries
+	o.BlobCacheBytes = sc.BlobCacheBytes
 	o.GCInterval = sc.GCInterval
 	o.GCDiscardRatio = sc.GCDiscardRatio
 	o.Logger = log.With().Str("component", "store").Logger()

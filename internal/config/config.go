@@ -59,9 +59,10 @@ type StoreConfig struct {
 	BlockCacheBytes     int64         `mapstructure:"block_cache_bytes"`     // Badger block cache size; 0 disables
 	ValueLogFileBytes   int64         `mapstructure:"value_log_file_bytes"`  // Badger value log file size
 	TurnCacheEntries    int           `mapstructure:"turn_cache_entries"`    // decoded turns kept in memory; 0 disables
+	BlobCacheBytes      int64         `mapstructure:"blob_cache_bytes"`      // decompressed payloads kept in memory; 0 disables
 	GCInterval          time.Duration `mapstructure:"gc_interval"`           // value-log GC period; 0 disables
 	GCDiscardRatio      float64       `mapstructure:"gc_discard_ratio"`      // value-log GC discard ratio
-	Compression         string        `mapstructure:"compression"`           // zstd|none
+	Compression         string        `mapstructure:"compression"`           // zstd|s2|none
 }
 
 // Durability modes accepted by store.durability.
@@ -79,6 +80,9 @@ const (
 	CompressionZstd = "zstd"
 	// CompressionNone stores blobs raw.
 	CompressionNone = "none"
+	// CompressionS2 compresses blobs with S2 (faster, larger than zstd) and
+	// stores them raw when compression does not make them smaller.
+	CompressionS2 = "s2"
 )
 
 // Default returns the configuration used for every key that neither the file
@@ -99,6 +103,7 @@ func Default() Config {
 			BlockCacheBytes:     256 * MiB,
 			ValueLogFileBytes:   256 * MiB,
 			TurnCacheEntries:    1 << 18,
+			BlobCacheBytes:      64 * MiB,
 			GCInterval:          10 * time.Minute,
 			GCDiscardRatio:      0.5,
 			Compression:         CompressionZstd,

@@ -43,6 +43,7 @@ store:
   block_cache_bytes: 0
   value_log_file_bytes: 134217728
   turn_cache_entries: 1000
+  blob_cache_bytes: 4096
   gc_interval: 1h30m
   gc_discard_ratio: 0.7
   compression: none
@@ -59,6 +60,7 @@ store:
 					BlockCacheBytes:     0,
 					ValueLogFileBytes:   128 * MiB,
 					TurnCacheEntries:    1000,
+					BlobCacheBytes:      4096,
 					GCInterval:          90 * time.Minute,
 					GCDiscardRatio:      0.7,
 					Compression:         CompressionNone,

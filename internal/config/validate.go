@@ -39,6 +39,7 @@ func (c StoreConfig) validate(p *problems, prefix string) {
 			prefix, c.ValueLogFileBytes, prefix, c.MaxPayloadBytes)
 	}
 	p.inRange(prefix+"turn_cache_entries", int64(c.TurnCacheEntries), 0, 1<<26)
+	p.inRange(prefix+"blob_cache_bytes", c.BlobCacheBytes, 0, 16*GiB)
 	if c.GCInterval != 0 && c.GCInterval < time.Second {
 		p.addf("%sgc_interval: %v is out of range: must be 0 (disabled) or at least 1s", prefix, c.GCInterval)
 	}
@@ -46,7 +47,7 @@ func (c StoreConfig) validate(p *problems, prefix string) {
 	if !(c.GCDiscardRatio > 0 && c.GCDiscardRatio < 1) {
 		p.addf("%sgc_discard_ratio: %v is out of range (0, 1)", prefix, c.GCDiscardRatio)
 	}
-	p.oneOf(prefix+"compression", c.Compression, CompressionZstd, CompressionNone)
+	p.oneOf(prefix+"compression", c.Compression, CompressionZstd, CompressionS2, CompressionNone)
 }
 
 // problems collects validation errors so that all of them are reported.

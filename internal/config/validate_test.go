@@ -37,7 +37,7 @@ func TestValidateRejects(t *testing.T) {
 		{"gc ratio zero", func(c *Config) { c.Store.GCDiscardRatio = 0 }, `store.gc_discard_ratio: 0 is out of range (0, 1)`},
 		{"gc ratio one", func(c *Config) { c.Store.GCDiscardRatio = 1 }, `store.gc_discard_ratio: 1 is out of range (0, 1)`},
 		{"gc ratio NaN", func(c *Config) { c.Store.GCDiscardRatio = math.NaN() }, `store.gc_discard_ratio: NaN is out of range (0, 1)`},
-		{"compression", func(c *Config) { c.Store.Compression = "gzip" }, `store.compression: "gzip" is not one of zstd|none`},
+		{"compression", func(c *Config) { c.Store.Compression = "gzip" }, `store.compression: "gzip" is not one of zstd|s2|none`},
 	}
 	leaves, _ := flatten(Default())
 	for _, tt := range tests {
