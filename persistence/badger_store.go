@@ -1,6 +1,7 @@
 package persistence
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -529,16 +530,57 @@ func (r *badgerReader) Blob(ctx context.Context, h Hash) ([]byte, error) {
 }
 
 // walk appends up to n turns from id towards the root (id first) to out.
+// Turns missing from the cache are read with one reverse iterator: a
+// chain written by one writer lies in consecutive keys (ids grow with
+// time), so each parent is usually the very next key; when it is not,
+// the iterator seeks to it.
 func (r *badgerReader) walk(txn *badger.Txn, id messages.TurnID, n int, out []Turn) ([]Turn, messages.TurnID, error) {
+	var it *badger.Iterator
+	defer func() {
+		if it != nil {
+			it.Close()
+		}
+	}()
 	for ; n > 0 && !id.IsZero(); n-- {
-		rec, err := r.s.turnRecord(txn, id)
-		if err != nil {
-			return out, id, err
+		rec, ok := r.s.turns.get(id)
+		if !ok {
+			if it == nil {
+				it = txn.NewIterator(badger.IteratorOptions{Reverse: true, Prefix: []byte{tableTurn}})
+			}
+			var err error
+			if rec, err = r.s.iterTurn(it, id); err != nil {
+				return out, id, err
+			}
 		}
 		out = append(out, r.present(rec.Turn))
 		id = rec.Parent
 	}
 	return out, id, nil
+}
+
+// iterTurn reads turn id at the reverse iterator's position, seeking
+// first unless the iterator is already there, and leaves the iterator on
+// the next older key.
+func (s *badgerStore) iterTurn(it *badger.Iterator, id messages.TurnID) (turnRecord, error) {
+	k := turnKey(id)
+	if !it.Valid() || !bytes.Equal(it.Item().Key(), k) {
+		it.Seek(k)
+		if !it.Valid() || !bytes.Equal(it.Item().Key(), k) {
+			return turnRecord{}, turnNotFound(id)
+		}
+	}
+	var rec turnRecord
+	err := it.Item().Value(func(v []byte) error {
+		var err error
+		rec, err = decodeTurn(id, v)
+		return err
+	})
+	if err != nil {
+		return rec, err
+	}
+	s.turns.put(rec)
+	it.Next()
+	return rec, nil
 }
 
 func reverse(ts []Turn) {
