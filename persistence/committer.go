@@ -25,6 +25,7 @@ const (
 	opAppend opKind = iota
 	opBranch
 	opOverlay
+	opTx
 )
 
 type op struct {
@@ -36,6 +37,8 @@ type op struct {
 	ovReq  OverlayRequest
 	hash   Hash   // of the payload, for appends and patches
 	blob   []byte // the encoded blob, when the caller saw it missing
+	tx     *Tx
+	parts  []*op // a tx's appends, prepared like single appends
 
 	res  result
 	done chan struct{}
@@ -45,6 +48,7 @@ type result struct {
 	turn    Turn
 	head    Head
 	overlay Overlay
+	tx      TxResult
 	err     error
 }
 
@@ -150,6 +154,9 @@ type entry struct {
 
 // group is the state of one group commit: the durable state as of the
 // last group (txn) overlaid with what this group's earlier ops wrote.
+// Every change to it is recorded in an undo log, so that an op failing
+// halfway (a transaction whose third part is invalid) leaves the group
+// exactly as it found it.
 type group struct {
 	s        *badgerStore
 	txn      *badger.Txn
@@ -159,10 +166,54 @@ type group struct {
 	refs     map[Hash]uint64
 	blobs    map[Hash]bool // present after this group's writes so far
 	overlays map[messages.TurnID][]Overlay
+	rows     map[string]bool // lifecycle row keys written by this group
 	ovSeq    uint64
 	newTurns []turnRecord
 	newOv    []Overlay
 	newBlobs map[Hash][]byte // payloads written, for the blob cache
+	st       groupStats
+	undo     []func()
+}
+
+// groupStats are the Stats counts of one group, added to the store's at
+// publish time (so failed ops never count).
+type groupStats struct {
+	appends, blobWrites, blobDedups, storedBytes, rawBytes uint64
+}
+
+// groupMark is where an op started; rollback returns the group to it.
+type groupMark struct {
+	entries, undo, newTurns, newOv int
+	ovSeq                          uint64
+	st                             groupStats
+}
+
+func (g *group) mark() groupMark {
+	return groupMark{len(g.entries), len(g.undo), len(g.newTurns), len(g.newOv), g.ovSeq, g.st}
+}
+
+func (g *group) rollback(m groupMark) {
+	for i := len(g.undo) - 1; i >= m.undo; i-- {
+		g.undo[i]()
+	}
+	g.undo = g.undo[:m.undo]
+	g.entries = g.entries[:m.entries]
+	g.newTurns = g.newTurns[:m.newTurns]
+	g.newOv = g.newOv[:m.newOv]
+	g.ovSeq, g.st = m.ovSeq, m.st
+}
+
+// put sets m[k] = v in a group map, recording how to undo it.
+func put[K comparable, V any](g *group, m map[K]V, k K, v V) {
+	old, had := m[k]
+	g.undo = append(g.undo, func() {
+		if had {
+			m[k] = old
+		} else {
+			delete(m, k)
+		}
+	})
+	m[k] = v
 }
 
 func (s *badgerStore) commitGroup(batch []*op) {
@@ -174,6 +225,7 @@ func (s *badgerStore) commitGroup(batch []*op) {
 		refs:     make(map[Hash]uint64),
 		blobs:    make(map[Hash]bool),
 		overlays: make(map[messages.TurnID][]Overlay),
+		rows:     make(map[string]bool),
 		ovSeq:    s.ovSeq,
 		newBlobs: make(map[Hash][]byte),
 	}
@@ -184,10 +236,10 @@ func (s *badgerStore) commitGroup(batch []*op) {
 			o.res.err = *failed
 			continue
 		}
-		mark := len(g.entries)
+		m := g.mark()
 		o.res = g.apply(o)
 		if o.res.err != nil {
-			g.entries = g.entries[:mark] // a failed op writes nothing
+			g.rollback(m) // a failed op writes nothing
 		}
 	}
 	if len(g.entries) > 0 && failed == nil {
@@ -238,6 +290,12 @@ func (s *badgerStore) write(entries []entry) error {
 }
 
 func (s *badgerStore) publish(g *group) {
+	st := &s.stats
+	st.appends.Add(g.st.appends)
+	st.blobWrites.Add(g.st.blobWrites)
+	st.blobDedups.Add(g.st.blobDedups)
+	st.storedBytes.Add(g.st.storedBytes)
+	st.rawBytes.Add(g.st.rawBytes)
 	for _, r := range g.newTurns {
 		s.turns.put(r)
 	}
@@ -282,6 +340,9 @@ func (g *group) apply(o *op) result {
 		return g.createBranch(o)
 	case opOverlay:
 		return g.putOverlay(o)
+	case opTx:
+		r, err := g.applyTx(o)
+		return result{tx: r, err: err}
 	}
 	return result{err: fmt.Errorf("persistence: unknown op %d", o.kind)}
 }
@@ -321,19 +382,18 @@ func (g *group) addRef(o *op, p []byte) error {
 	if err != nil {
 		return err
 	}
-	st := &g.s.stats
 	if ok {
-		st.blobDedups.Add(1)
+		g.st.blobDedups++
 	} else {
 		if o.blob == nil {
 			o.blob = encodeBlob(p, g.s.opts.Compress)
 		}
 		g.set(blobKey(o.hash), o.blob)
-		g.blobs[o.hash] = true
-		g.newBlobs[o.hash] = append([]byte(nil), p...)
-		st.blobWrites.Add(1)
-		st.storedBytes.Add(uint64(len(o.blob)))
-		st.rawBytes.Add(uint64(len(p)))
+		put(g, g.blobs, o.hash, true)
+		put(g, g.newBlobs, o.hash, append([]byte(nil), p...))
+		g.st.blobWrites++
+		g.st.storedBytes += uint64(len(o.blob))
+		g.st.rawBytes += uint64(len(p))
 	}
 	n, err := g.blobRefs(o.hash)
 	if err != nil {
@@ -344,52 +404,66 @@ func (g *group) addRef(o *op, p []byte) error {
 }
 
 func (g *group) setRefs(h Hash, n uint64) {
-	g.refs[h] = n
+	put(g, g.refs, h, n)
 	if n == 0 {
 		g.entries = append(g.entries, entry{key: refsKey(h), del: true}, entry{key: blobKey(h), del: true})
-		g.blobs[h] = false
+		put(g, g.blobs, h, false)
 		return
 	}
 	g.set(refsKey(h), binaryUvarint(n))
 }
 
 func (g *group) appendTurn(o *op) result {
-	h, err := g.head(o.branch)
+	t, h, err := g.appendNode(o, o.branch, messages.TurnID{}, o.append)
+	return result{turn: t, head: h, err: err}
+}
+
+// appendNode appends req at branch's head as turn id (zero: a fresh id);
+// o carries the payload's hash and encoded blob.
+func (g *group) appendNode(o *op, branch messages.BranchID, id messages.TurnID, req AppendRequest) (Turn, Head, error) {
+	h, err := g.head(branch)
 	if err != nil {
-		return result{err: err}
+		return Turn{}, Head{}, err
 	}
-	if want := o.append.ExpectParent; want != nil && *want != h.Turn {
-		return result{err: &HeadMismatchError{Branch: o.branch, Want: *want, Got: h.Turn}}
+	if want := req.ExpectParent; want != nil && *want != h.Turn {
+		return Turn{}, Head{}, &HeadMismatchError{Branch: branch, Want: *want, Got: h.Turn}
 	}
 	now := g.s.opts.Now()
+	if id.IsZero() {
+		id = messages.NewID[messages.TurnID](now)
+	} else if _, err := g.record(id); err == nil {
+		return Turn{}, Head{}, fmt.Errorf("%w: turn %s already exists", ErrDuplicate, id)
+	} else if !errors.Is(err, ErrTurnNotFound) {
+		return Turn{}, Head{}, err
+	}
 	r := turnRecord{Turn: Turn{
-		ID:          messages.NewID[messages.TurnID](now),
-		TypeTag:     o.append.TypeTag,
-		Codec:       o.append.Codec,
+		ID:          id,
+		TypeTag:     req.TypeTag,
+		Codec:       req.Codec,
 		PayloadHash: o.hash,
-		Flags:       o.append.Flags,
+		Flags:       req.Flags,
 		CreatedAt:   timeMillis(now),
 	}}
 	if !h.Empty() {
 		r.Parent, r.Depth = h.Turn, h.Depth+1
 		if r.skips, err = g.skips(r.Parent, r.Depth); err != nil {
-			return result{err: err}
+			return Turn{}, Head{}, err
 		}
 	}
-	if err := g.addRef(o, o.append.Payload); err != nil {
-		return result{err: err}
+	if err := g.addRef(o, req.Payload); err != nil {
+		return Turn{}, Head{}, err
 	}
 	g.set(turnKey(r.ID), encodeTurn(r))
 	if !r.Parent.IsZero() {
 		g.set(childKey(r.Parent, r.ID), nil)
 	}
 	h.Turn, h.Depth = r.ID, r.Depth
-	g.set(headKey(o.branch), encodeHead(h))
-	g.heads[o.branch] = h
-	g.turns[r.ID] = r
+	g.set(headKey(branch), encodeHead(h))
+	put(g, g.heads, branch, h)
+	put(g, g.turns, r.ID, r)
 	g.newTurns = append(g.newTurns, r)
-	g.s.stats.appends.Add(1)
-	return result{turn: r.Turn, head: h}
+	g.st.appends++
+	return r.Turn, h, nil
 }
 
 // skips computes the skip pointers of a new turn at depth d whose parent
@@ -417,27 +491,32 @@ func (g *group) skips(parent messages.TurnID, d uint64) ([]messages.TurnID, erro
 }
 
 func (g *group) createBranch(o *op) result {
+	h, err := g.newBranch(o.spec)
+	return result{head: h, err: err}
+}
+
+func (g *group) newBranch(spec BranchSpec) (Head, error) {
 	now := g.s.opts.Now()
-	id := o.spec.ID
+	id := spec.ID
 	if id.IsZero() {
 		id = messages.NewID[messages.BranchID](now)
 	}
 	if _, err := g.head(id); err == nil {
-		return result{err: fmt.Errorf("%w: %s", ErrBranchExists, id)}
+		return Head{}, fmt.Errorf("%w: %s", ErrBranchExists, id)
 	} else if !errors.Is(err, ErrBranchNotFound) {
-		return result{err: err}
+		return Head{}, err
 	}
 	h := Head{Branch: id, CreatedAt: timeMillis(now)}
-	if !o.spec.At.IsZero() {
-		r, err := g.record(o.spec.At)
+	if !spec.At.IsZero() {
+		r, err := g.record(spec.At)
 		if err != nil {
-			return result{err: fmt.Errorf("fork at turn: %w", err)}
+			return Head{}, fmt.Errorf("fork at turn: %w", err)
 		}
 		h.Turn, h.Depth, h.Base = r.ID, r.Depth, r.ID
 	}
 	g.set(headKey(id), encodeHead(h))
-	g.heads[id] = h
-	return result{head: h}
+	put(g, g.heads, id, h)
+	return h, nil
 }
 
 func (g *group) putOverlay(o *op) result {
@@ -469,7 +548,7 @@ func (g *group) putOverlay(o *op) result {
 	g.set(overlayKey(ov.Turn, ov.Seq), encodeOverlay(ov))
 	g.set(overlayOrderKey(ov.Seq, ov.Turn), nil)
 	g.ovSeq = ov.Seq
-	g.overlays[ov.Turn] = append(g.turnOverlays(ov.Turn), ov)
+	put(g, g.overlays, ov.Turn, append(g.turnOverlays(ov.Turn), ov))
 	g.newOv = append(g.newOv, ov)
 	return result{overlay: ov}
 }

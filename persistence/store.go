@@ -34,6 +34,9 @@ var (
 	ErrInvalidArgument = errors.New("persistence: invalid argument")
 	// ErrCorrupt is returned when stored bytes fail their integrity check.
 	ErrCorrupt = errors.New("persistence: corrupt data")
+	// ErrDuplicate is returned when a write would break a uniqueness rule:
+	// a turn id, (branch, turn_seq) or (branch, state_seq) already taken.
+	ErrDuplicate = errors.New("persistence: duplicate")
 	// ErrClosed is returned by every call made after Close.
 	ErrClosed = errors.New("persistence: store is closed")
 )

@@ -1,0 +1,469 @@
+package messages
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// ErrInvalidEvent is returned when a branch event cannot be encoded or
+// decoded: it is not a JSON object, a field has the wrong type, or a
+// required field is missing. An event whose "type" names no branch event
+// fails with ErrUnknownValue instead.
+var ErrInvalidEvent = errors.New("messages: invalid branch event")
+
+// BranchEvent is a fact recorded in a branch's log: BranchCreated,
+// TurnAccepted, ResponseStarted, ResponseFinalized, TurnFailed,
+// StateCommitted, TurnIndexed or FactPinned. The set is closed. Events are
+// persisted, then applied in order by the branch state machine; replaying
+// the log rebuilds the branch.
+//
+// On the wire an event is a JSON object tagged by "type", with snake_case
+// fields (see MarshalBranchEvent). Times are written in UTC as RFC 3339
+// text and decode in UTC.
+type BranchEvent interface {
+	branchEvent()
+}
+
+// StateCheckpoint is a committed working state (SRD §5.5): the bounded
+// summary of the turns folded so far and the facts pinned verbatim. Seq is
+// the branch-local state_seq; a branch holds one checkpoint per Seq.
+//
+//	{"id":"01J…","seq":3,"summary":"…","pinned":["use tabs"]}
+//
+// Pinned is left out when empty and decodes as nil.
+type StateCheckpoint struct {
+	ID      StateID
+	Seq     uint64
+	Summary string
+	Pinned  []string
+}
+
+// PendingTurn is a finalized turn not yet folded into a state, carried into
+// a fork so that it still reaches the fork's context (SRD §6.2). Reply is
+// the transcript node of its assistant message.
+type PendingTurn struct {
+	Turn  TurnID `json:"turn"`
+	Seq   uint64 `json:"seq"`
+	Reply TurnID `json:"reply"`
+}
+
+// BranchCreated starts a branch: a new one (Parent and ForkAt zero) or a
+// fork of Parent at turn ForkAt. Tip is the transcript node the branch
+// starts at (zero for an empty branch), State its base state, Pending the
+// finalized turns of the parent not folded into State, in order, and
+// TurnSeq the turn_seq at the fork point.
+//
+//	{"type":"branch_created","session":"…","branch":"…","parent":"","fork_at":"","tip":"",
+//	 "state":{…},"turn_seq":0,"at":"2025-01-02T03:04:05Z"}
+type BranchCreated struct {
+	Session SessionID
+	Branch  BranchID
+	Parent  BranchID
+	ForkAt  TurnID
+	Tip     TurnID
+	State   StateCheckpoint
+	Pending []PendingTurn
+	TurnSeq uint64
+	At      time.Time
+}
+
+// TurnAccepted records a user message accepted as turn Seq (TX-0). Turn is
+// also the transcript node of the user message; StateBefore is the head
+// state at acceptance.
+//
+//	{"type":"turn_accepted","turn":"…","seq":1,"state_before":"…","at":"…"}
+type TurnAccepted struct {
+	Turn        TurnID
+	Seq         uint64
+	StateBefore StateID
+	At          time.Time
+}
+
+// ResponseStarted records that the context of Turn was prepared and
+// provider step Step started streaming: the turn is responding.
+//
+//	{"type":"response_started","turn":"…","step":"…","at":"…"}
+type ResponseStarted struct {
+	Turn TurnID
+	Step StepID
+	At   time.Time
+}
+
+// ResponseFinalized records the final assistant message of Turn (TX-A, the
+// user-visible durability boundary). Reply is the transcript node of the
+// assistant message; Displayed and Durable count the streamed bytes shown
+// and journaled.
+//
+//	{"type":"response_finalized","turn":"…","step":"…","reply":"…",
+//	 "outcome":{"kind":"completed"},"displayed":120,"durable":120,"at":"…"}
+type ResponseFinalized struct {
+	Turn      TurnID
+	Step      StepID
+	Reply     TurnID
+	Outcome   StepOutcome
+	Displayed uint64
+	Durable   uint64
+	At        time.Time
+}
+
+// TurnFailed records that Turn failed before its response was finalized.
+// Step is the provider step that was running, zero if none.
+//
+//	{"type":"turn_failed","turn":"…","step":"","reason":"provider: overloaded","at":"…"}
+type TurnFailed struct {
+	Turn   TurnID
+	Step   StepID
+	Reason string
+	At     time.Time
+}
+
+// StateCommitted records a new head state (TX-B): State folds Turns, in
+// order, into the previous head. Epoch is the summary epoch the state was
+// computed for.
+//
+//	{"type":"state_committed","state":{…},"turns":["…"],"epoch":0,"at":"…"}
+type StateCommitted struct {
+	State StateCheckpoint
+	Turns []TurnID
+	Epoch uint64
+	At    time.Time
+}
+
+// TurnIndexed records that Turn was split into Chunks retrieval chunks and
+// indexed (TX-C).
+//
+//	{"type":"turn_indexed","turn":"…","chunks":3,"at":"…"}
+type TurnIndexed struct {
+	Turn   TurnID
+	Chunks int
+	At     time.Time
+}
+
+// FactPinned records a fact pinned by the user: it is kept verbatim in every
+// later state.
+//
+//	{"type":"fact_pinned","fact":"answer in French","at":"…"}
+type FactPinned struct {
+	Fact string
+	At   time.Time
+}
+
+func (BranchCreated) branchEvent()     {}
+func (TurnAccepted) branchEvent()      {}
+func (ResponseStarted) branchEvent()   {}
+func (ResponseFinalized) branchEvent() {}
+func (TurnFailed) branchEvent()        {}
+func (StateCommitted) branchEvent()    {}
+func (TurnIndexed) branchEvent()       {}
+func (FactPinned) branchEvent()        {}
+
+// MarshalBranchEvent returns the JSON form of ev, tagged by "type":
+// "branch_created", "turn_accepted", "response_started",
+// "response_finalized", "turn_failed", "state_committed", "turn_indexed"
+// or "fact_pinned". Every field is written, except empty lists. Zero IDs
+// are written as "". It fails with ErrInvalidEvent when a required field
+// is zero (the ids naming what the event is about, a finalized outcome) or
+// a time lies outside years 0–9999.
+func MarshalBranchEvent(ev BranchEvent) ([]byte, error) {
+	var w *writer
+	switch ev := ev.(type) {
+	case BranchCreated:
+		w = newWriter(scope{ErrInvalidEvent, "branch_created"})
+		writeID(w, "session", ev.Session, true)
+		writeID(w, "branch", ev.Branch, true)
+		writeID(w, "parent", ev.Parent, false)
+		writeID(w, "fork_at", ev.ForkAt, false)
+		writeID(w, "tip", ev.Tip, false)
+		w.state("state", ev.State)
+		if len(ev.Pending) > 0 {
+			w.value("pending", ev.Pending)
+		}
+		w.value("turn_seq", ev.TurnSeq)
+		w.time("at", ev.At)
+	case TurnAccepted:
+		w = newWriter(scope{ErrInvalidEvent, "turn_accepted"})
+		writeID(w, "turn", ev.Turn, true)
+		w.value("seq", ev.Seq)
+		writeID(w, "state_before", ev.StateBefore, false)
+		w.time("at", ev.At)
+	case ResponseStarted:
+		w = newWriter(scope{ErrInvalidEvent, "response_started"})
+		writeID(w, "turn", ev.Turn, true)
+		writeID(w, "step", ev.Step, true)
+		w.time("at", ev.At)
+	case ResponseFinalized:
+		w = newWriter(scope{ErrInvalidEvent, "response_finalized"})
+		writeID(w, "turn", ev.Turn, true)
+		writeID(w, "step", ev.Step, true)
+		writeID(w, "reply", ev.Reply, true)
+		if ev.Outcome.Kind == 0 && w.err == nil {
+			w.err = w.errorf("outcome", "is required")
+		}
+		w.value("outcome", ev.Outcome)
+		w.value("displayed", ev.Displayed)
+		w.value("durable", ev.Durable)
+		w.time("at", ev.At)
+	case TurnFailed:
+		w = newWriter(scope{ErrInvalidEvent, "turn_failed"})
+		writeID(w, "turn", ev.Turn, true)
+		writeID(w, "step", ev.Step, false)
+		w.str("reason", ev.Reason)
+		w.time("at", ev.At)
+	case StateCommitted:
+		w = newWriter(scope{ErrInvalidEvent, "state_committed"})
+		if ev.State.ID.IsZero() && w.err == nil {
+			w.err = w.errorf("state", "is invalid: field %q is required", "id")
+		}
+		w.state("state", ev.State)
+		if len(ev.Turns) > 0 {
+			w.value("turns", ev.Turns)
+		}
+		w.value("epoch", ev.Epoch)
+		w.time("at", ev.At)
+	case TurnIndexed:
+		w = newWriter(scope{ErrInvalidEvent, "turn_indexed"})
+		writeID(w, "turn", ev.Turn, true)
+		w.value("chunks", ev.Chunks)
+		w.time("at", ev.At)
+	case FactPinned:
+		w = newWriter(scope{ErrInvalidEvent, "fact_pinned"})
+		w.str("fact", ev.Fact)
+		w.time("at", ev.At)
+	case nil:
+		return nil, fmt.Errorf("%w: nil event", ErrInvalidEvent)
+	default:
+		return nil, fmt.Errorf("%w: unsupported type %T", ErrInvalidEvent, ev)
+	}
+	return w.finish()
+}
+
+// UnmarshalBranchEvent decodes the JSON form of a branch event. Fields it
+// does not know are ignored; absent fields read as zero, except the
+// required ones. A "type" that names no branch event fails with an error
+// wrapping ErrUnknownValue that names it.
+func UnmarshalBranchEvent(data []byte) (BranchEvent, error) {
+	r, err := readObject(scope{sentinel: ErrInvalidEvent}, data)
+	if err != nil {
+		return nil, err
+	}
+	var ev BranchEvent
+	switch r.kind = r.required("type"); r.kind {
+	case "":
+		return nil, r.err
+	case "branch_created":
+		var e BranchCreated
+		e.Session = readID[sessionKind](r, "session", true)
+		e.Branch = readID[branchKind](r, "branch", true)
+		e.Parent = readID[branchKind](r, "parent", false)
+		e.ForkAt = readID[turnKind](r, "fork_at", false)
+		e.Tip = readID[turnKind](r, "tip", false)
+		e.State = r.state("state")
+		if r.decode("pending", &e.Pending) && len(e.Pending) == 0 {
+			e.Pending = nil
+		}
+		r.decode("turn_seq", &e.TurnSeq)
+		e.At = r.time("at")
+		ev = e
+	case "turn_accepted":
+		var e TurnAccepted
+		e.Turn = readID[turnKind](r, "turn", true)
+		r.decode("seq", &e.Seq)
+		e.StateBefore = readID[stateKind](r, "state_before", false)
+		e.At = r.time("at")
+		ev = e
+	case "response_started":
+		var e ResponseStarted
+		e.Turn = readID[turnKind](r, "turn", true)
+		e.Step = readID[stepKind](r, "step", true)
+		e.At = r.time("at")
+		ev = e
+	case "response_finalized":
+		var e ResponseFinalized
+		e.Turn = readID[turnKind](r, "turn", true)
+		e.Step = readID[stepKind](r, "step", true)
+		e.Reply = readID[turnKind](r, "reply", true)
+		if r.decode("outcome", &e.Outcome); e.Outcome.Kind == 0 && r.err == nil {
+			r.err = r.errorf("outcome", "is required")
+		}
+		r.decode("displayed", &e.Displayed)
+		r.decode("durable", &e.Durable)
+		e.At = r.time("at")
+		ev = e
+	case "turn_failed":
+		var e TurnFailed
+		e.Turn = readID[turnKind](r, "turn", true)
+		e.Step = readID[stepKind](r, "step", false)
+		e.Reason = r.str("reason")
+		e.At = r.time("at")
+		ev = e
+	case "state_committed":
+		var e StateCommitted
+		if e.State = r.state("state"); e.State.ID.IsZero() && r.err == nil {
+			r.err = r.errorf("state", "is invalid: field %q is required", "id")
+		}
+		if r.decode("turns", &e.Turns) && len(e.Turns) == 0 {
+			e.Turns = nil
+		}
+		r.decode("epoch", &e.Epoch)
+		e.At = r.time("at")
+		ev = e
+	case "turn_indexed":
+		var e TurnIndexed
+		e.Turn = readID[turnKind](r, "turn", true)
+		r.decode("chunks", &e.Chunks)
+		e.At = r.time("at")
+		ev = e
+	case "fact_pinned":
+		var e FactPinned
+		e.Fact = r.str("fact")
+		e.At = r.time("at")
+		ev = e
+	default:
+		return nil, fmt.Errorf("%w: branch event %q", ErrUnknownValue, r.kind)
+	}
+	if r.err != nil {
+		return nil, r.err
+	}
+	return ev, nil
+}
+
+// MarshalJSON encodes s; summary and pinned facts are written with <, >
+// and & unescaped.
+func (s StateCheckpoint) MarshalJSON() ([]byte, error) {
+	w := newWriter(scope{sentinel: ErrInvalidEvent})
+	writeID(w, "id", s.ID, false)
+	w.value("seq", s.Seq)
+	w.str("summary", s.Summary)
+	if len(s.Pinned) > 0 {
+		w.key("pinned")
+		w.buf = append(w.buf, '[')
+		for i, p := range s.Pinned {
+			if i > 0 {
+				w.buf = append(w.buf, ',')
+			}
+			w.buf = appendString(w.buf, p)
+		}
+		w.buf = append(w.buf, ']')
+	}
+	return w.finish()
+}
+
+// UnmarshalJSON decodes s; null leaves s alone, and an empty pinned list
+// decodes as nil.
+func (s *StateCheckpoint) UnmarshalJSON(data []byte) error {
+	if string(data) == "null" {
+		return nil
+	}
+	r, err := readObject(scope{sentinel: ErrInvalidEvent}, data)
+	if err != nil {
+		return err
+	}
+	var v StateCheckpoint
+	v.ID = readID[stateKind](r, "id", false)
+	r.decode("seq", &v.Seq)
+	v.Summary = r.str("summary")
+	if r.decode("pinned", &v.Pinned) && len(v.Pinned) == 0 {
+		v.Pinned = nil
+	}
+	if r.err != nil {
+		return r.err
+	}
+	*s = v
+	return nil
+}
+
+// writeID writes id as field k; a required id must not be zero.
+func writeID[K any](w *writer, k string, id ID[K], required bool) {
+	if required && id.IsZero() && w.err == nil {
+		w.err = w.errorf(k, "is required")
+	}
+	w.str(k, id.String())
+}
+
+// readID returns the id in field k; a required id must be present and not
+// zero.
+func readID[K any](r *reader, k string, required bool) ID[K] {
+	var id ID[K]
+	if r.decode(k, &id); required && id.IsZero() && r.err == nil {
+		r.err = r.errorf(k, "is required")
+	}
+	return id
+}
+
+// value writes v as field k in the form json.Marshal gives it.
+func (w *writer) value(k string, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		if w.err == nil {
+			w.err = w.errorf(k, "is invalid: %w", err)
+		}
+		return
+	}
+	w.key(k)
+	w.buf = append(w.buf, b...)
+}
+
+// time writes t in UTC as RFC 3339 text; it fails for years outside
+// 0–9999.
+func (w *writer) time(k string, t time.Time) {
+	b, err := t.UTC().MarshalText()
+	if err != nil {
+		if w.err == nil {
+			w.err = w.errorf(k, "is invalid: %w", err)
+		}
+		return
+	}
+	w.str(k, string(b))
+}
+
+// state writes s as the object field k.
+func (w *writer) state(k string, s StateCheckpoint) {
+	b, err := s.MarshalJSON()
+	if err != nil {
+		if w.err == nil {
+			w.err = w.errorf(k, "is invalid: %w", err)
+		}
+		return
+	}
+	w.key(k)
+	w.buf = append(w.buf, b...)
+}
+
+// appendString appends s to buf as a JSON string, with <, > and &
+// unescaped.
+func appendString(buf []byte, s string) []byte {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(s) // never fails for a string
+	return append(buf, bytes.TrimSuffix(b.Bytes(), []byte{'\n'})...)
+}
+
+// time returns the time in field k, in UTC; absent or null reads as the
+// zero time. Times whose UTC year lies outside 0–9999 are rejected, since
+// they could not be written back.
+func (r *reader) time(k string) time.Time {
+	var t time.Time
+	if !r.decode(k, &t) {
+		return time.Time{}
+	}
+	t = t.UTC()
+	if y := t.Year(); (y < 0 || y > 9999) && r.err == nil {
+		r.err = r.errorf(k, "is invalid: year %d is outside 0–9999", y)
+	}
+	return t
+}
+
+// state returns the checkpoint in object field k.
+func (r *reader) state(k string) StateCheckpoint {
+	var s StateCheckpoint
+	if raw, ok := r.fields[k]; ok && r.err == nil {
+		if err := s.UnmarshalJSON(raw); err != nil {
+			r.err = r.errorf(k, "is invalid: %w", err)
+		}
+	}
+	return s
+}

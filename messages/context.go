@@ -1,0 +1,45 @@
+package messages
+
+// AssembledContext is what the model sees for one provider step (SRD
+// §5.9): the authoritative input a provider adapter maps to its request.
+// Sections are in the order a prompt lays them out.
+type AssembledContext struct {
+	SystemInstructions string           `json:"system_instructions"`
+	PinnedFacts        []string         `json:"pinned_facts,omitempty"`
+	Summary            string           `json:"summary,omitempty"`   // the head state's summary
+	Window             []Message        `json:"window,omitempty"`    // committed recent messages, oldest first
+	Pending            []Message        `json:"pending,omitempty"`   // finalized, uncommitted turns, in order
+	Retrieved          []RetrievedChunk `json:"retrieved,omitempty"` // untrusted memory artifacts
+	User               Message          `json:"user"`                // the current user message
+	// Continuation holds, within a tool loop, the items produced by the
+	// earlier steps of this turn (tool calls and their outputs), in order.
+	Continuation Items    `json:"continuation,omitempty"`
+	Tools        []Tool   `json:"tools,omitempty"`
+	ToolMode     ToolMode `json:"tool_mode,omitempty"`
+}
+
+// RetrievedChunk is one piece of history brought back by retrieval.
+type RetrievedChunk struct {
+	Chunk      ChunkID `json:"chunk"`
+	SourceTurn TurnID  `json:"source_turn"`
+	Text       string  `json:"text"`
+	Score      float64 `json:"score"`
+}
+
+// Tool describes a tool the model may call: its name, what it does and
+// the JSON schema of its input.
+type Tool struct {
+	Name        string `json:"name"`
+	Description string `json:"description"`
+	InputSchema []byte `json:"input_schema,omitempty"`
+}
+
+// ToolMode is the tools policy (SRD §12.1). The zero value is disabled.
+type ToolMode string
+
+// The tool modes.
+const (
+	ToolsDisabled  ToolMode = ""
+	ToolsParseOnly ToolMode = "parse_only"
+	ToolsEnabled   ToolMode = "enabled"
+)

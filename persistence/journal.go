@@ -1,0 +1,495 @@
+package persistence
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/contextinfinity/ctxinf/messages"
+)
+
+// The stream journal (SRD §13): one JSON Lines file per streaming provider
+// step, {dir}/{step_id}.jsonl, holding every raw provider event in arrival
+// order so that a crash mid-stream leaves the partial output recoverable.
+// Each line is
+//
+//	{"ts":"<RFC3339Nano UTC>","provider":"...","event_type":"...","seq":N,"payload":<raw JSON>}
+//
+// with seq counting from 1. The journal does no I/O on its own schedule: it
+// starts no goroutines and reads time only through the injected clock, so
+// its owner (an actor) drives it with Append and a periodic Tick.
+
+// journalExt is the file name extension of a stream journal.
+const journalExt = ".jsonl"
+
+// Default stream journal policy (SRD §13.2).
+const (
+	DefaultJournalFlushInterval = 250 * time.Millisecond
+	DefaultJournalFlushBytes    = 8 << 10
+	DefaultJournalFsyncInterval = 2000 * time.Millisecond
+)
+
+// JournalPolicy says how long appended bytes may wait in the journal's
+// buffer and how long written bytes may wait for an fsync. A zero field
+// takes its default; a negative one is invalid. The intervals are honoured
+// as often as the owner calls Append or Tick: a journal never acts between
+// calls.
+type JournalPolicy struct {
+	// FlushInterval: buffered bytes are written to the OS once this much
+	// time has passed since the last write (default 250ms).
+	FlushInterval time.Duration
+	// FlushBytes: buffered bytes are written to the OS as soon as at
+	// least this many are buffered (default 8192).
+	FlushBytes int
+	// FsyncInterval: bytes not yet durable are written and fsynced once
+	// this much time has passed since the last fsync (default 2000ms).
+	FsyncInterval time.Duration
+}
+
+// DefaultJournalPolicy returns the policy of SRD §13.2: flush at least
+// every 250ms or 8KB, fsync at least every 2000ms (and at Close).
+func DefaultJournalPolicy() JournalPolicy {
+	return JournalPolicy{
+		FlushInterval: DefaultJournalFlushInterval,
+		FlushBytes:    DefaultJournalFlushBytes,
+		FsyncInterval: DefaultJournalFsyncInterval,
+	}
+}
+
+// withDefaults fills zero fields with their defaults and rejects negative
+// ones.
+func (p JournalPolicy) withDefaults() (JournalPolicy, error) {
+	d := DefaultJournalPolicy()
+	var errs []error
+	switch {
+	case p.FlushInterval < 0:
+		errs = append(errs, fmt.Errorf("%w: FlushInterval %v is negative", ErrInvalidArgument, p.FlushInterval))
+	case p.FlushInterval == 0:
+		p.FlushInterval = d.FlushInterval
+	}
+	switch {
+	case p.FlushBytes < 0:
+		errs = append(errs, fmt.Errorf("%w: FlushBytes %d is negative", ErrInvalidArgument, p.FlushBytes))
+	case p.FlushBytes == 0:
+		p.FlushBytes = d.FlushBytes
+	}
+	switch {
+	case p.FsyncInterval < 0:
+		errs = append(errs, fmt.Errorf("%w: FsyncInterval %v is negative", ErrInvalidArgument, p.FsyncInterval))
+	case p.FsyncInterval == 0:
+		p.FsyncInterval = d.FsyncInterval
+	}
+	return p, errors.Join(errs...)
+}
+
+// JournalEntry is one line of a stream journal. Payload is the provider's
+// event exactly as written; an empty payload was written (and reads back)
+// as null.
+type JournalEntry struct {
+	TS        time.Time // UTC
+	Provider  string
+	EventType string
+	Seq       uint64 // from 1, strictly increasing within a journal
+	Payload   json.RawMessage
+}
+
+// JournalCounters are the byte counts shown as "Stream: durable/displayed"
+// (SRD §13.3). Displayed counts the bytes of every journal line handed to
+// Append; Durable counts those known to be fsynced. Durable <= Displayed,
+// and they are equal after Close.
+type JournalCounters struct {
+	Displayed uint64
+	Durable   uint64
+}
+
+// Buffered reports whether some displayed output is not yet durable.
+func (c JournalCounters) Buffered() bool { return c.Durable < c.Displayed }
+
+// Journal appends the raw events of one streaming provider step to its
+// journal file. It is not safe for concurrent use: one owner calls every
+// method, including Tick on a timer of its own. After a write or fsync
+// fails, every later Append and Tick returns that error.
+type Journal struct {
+	f        *os.File
+	path     string
+	step     messages.StepID
+	provider string
+	policy   JournalPolicy
+	now      func() time.Time
+
+	buf       []byte // lines appended but not yet written
+	seq       uint64 // seq of the last appended line
+	written   uint64 // bytes handed to the OS
+	counters  JournalCounters
+	lastFlush time.Time // last write to the OS (or creation)
+	lastSync  time.Time // last fsync (or creation)
+	err       error     // sticky write/fsync error
+	closed    bool
+}
+
+// JournalPath returns the journal file of step in dir: {dir}/{step_id}.jsonl.
+func JournalPath(dir string, step messages.StepID) string {
+	return filepath.Join(dir, step.String()+journalExt)
+}
+
+// CreateJournal creates the journal of step in dir (the runtime passes
+// {data_dir}/streams), making dir if it is missing. A step's journal is
+// created once: if the file exists CreateJournal returns an error wrapping
+// fs.ErrExist and leaves the file alone. A zero step, empty dir or empty
+// provider is ErrInvalidArgument. now is the clock used for timestamps and
+// the policy's intervals; nil means time.Now.
+func CreateJournal(dir string, step messages.StepID, provider string, p JournalPolicy, now func() time.Time) (*Journal, error) {
+	if step.IsZero() {
+		return nil, fmt.Errorf("create journal: %w: step id is zero", ErrInvalidArgument)
+	}
+	if dir == "" {
+		return nil, fmt.Errorf("create journal %s: %w: dir is empty", step, ErrInvalidArgument)
+	}
+	if provider == "" {
+		return nil, fmt.Errorf("create journal %s: %w: provider is empty", step, ErrInvalidArgument)
+	}
+	p, err := p.withDefaults()
+	if err != nil {
+		return nil, fmt.Errorf("create journal %s: policy: %w", step, err)
+	}
+	if now == nil {
+		now = time.Now
+	}
+	// Journals hold conversation content: owner-only permissions.
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("create journal %s: %w", step, err)
+	}
+	path := JournalPath(dir, step)
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("create journal %s: %w", step, err)
+	}
+	// Make the new directory entry durable, so that fsynced lines cannot
+	// be lost with the file's name.
+	if err := syncDir(dir); err != nil {
+		_ = f.Close()
+		return nil, fmt.Errorf("create journal %s: sync dir: %w", step, err)
+	}
+	t := now()
+	return &Journal{
+		f:         f,
+		path:      path,
+		step:      step,
+		provider:  provider,
+		policy:    p,
+		now:       now,
+		lastFlush: t,
+		lastSync:  t,
+	}, nil
+}
+
+// syncDir fsyncs a directory so that entries created in it survive a crash.
+// Windows cannot open directories for syncing; there it does nothing.
+func syncDir(dir string) error {
+	if runtime.GOOS == "windows" {
+		return nil
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// Path returns the journal's file path.
+func (j *Journal) Path() string { return j.path }
+
+// Counters returns the displayed and durable byte counts.
+func (j *Journal) Counters() JournalCounters { return j.counters }
+
+// Append adds one provider event, stamped with now() and the next seq,
+// then writes and fsyncs as the policy requires. payload must be valid
+// JSON; it is written verbatim unless it holds newlines, which are
+// compacted away so that the entry stays on one line. An empty payload is
+// written as null. Invalid JSON is ErrInvalidArgument and appends nothing.
+func (j *Journal) Append(eventType string, payload json.RawMessage) (JournalCounters, error) {
+	if err := j.usable(); err != nil {
+		return j.counters, err
+	}
+	if len(payload) == 0 {
+		payload = json.RawMessage("null")
+	} else if !json.Valid(payload) {
+		return j.counters, fmt.Errorf("journal %s: append seq %d: %w: payload is not valid JSON", j.step, j.seq+1, ErrInvalidArgument)
+	}
+	t := j.now()
+	start := len(j.buf)
+	j.buf = append(j.buf, `{"ts":`...)
+	j.buf = strconv.AppendQuote(j.buf, t.UTC().Format(time.RFC3339Nano))
+	j.buf = append(j.buf, `,"provider":`...)
+	j.buf = appendJSONString(j.buf, j.provider)
+	j.buf = append(j.buf, `,"event_type":`...)
+	j.buf = appendJSONString(j.buf, eventType)
+	j.buf = append(j.buf, `,"seq":`...)
+	j.buf = strconv.AppendUint(j.buf, j.seq+1, 10)
+	j.buf = append(j.buf, `,"payload":`...)
+	if bytes.IndexByte(payload, '\n') >= 0 {
+		var b bytes.Buffer
+		// Cannot fail: payload is valid JSON.
+		_ = json.Compact(&b, payload)
+		j.buf = append(j.buf, b.Bytes()...)
+	} else {
+		j.buf = append(j.buf, payload...)
+	}
+	j.buf = append(j.buf, "}\n"...)
+	j.seq++
+	j.counters.Displayed += uint64(len(j.buf) - start)
+	return j.counters, j.apply(t)
+}
+
+// appendJSONString appends s as a JSON string.
+func appendJSONString(b []byte, s string) []byte {
+	q, _ := json.Marshal(s) // a string always marshals
+	return append(b, q...)
+}
+
+// Tick writes and fsyncs what the policy says is due at now(). The owner
+// calls it on a timer, at least as often as the policy's intervals, so
+// that output does not sit buffered between events.
+func (j *Journal) Tick() (JournalCounters, error) {
+	if err := j.usable(); err != nil {
+		return j.counters, err
+	}
+	return j.counters, j.apply(j.now())
+}
+
+// Close writes and fsyncs everything appended, so that at completion the
+// whole stream is durable (Durable == Displayed), then closes the file.
+// Calls after the first return nil.
+func (j *Journal) Close() error {
+	if j.closed {
+		return nil
+	}
+	j.closed = true
+	err := j.err
+	if err == nil {
+		err = j.sync(j.now())
+	}
+	if cerr := j.f.Close(); err == nil && cerr != nil {
+		err = fmt.Errorf("journal %s: close: %w", j.step, cerr)
+	}
+	return err
+}
+
+// usable returns the reason the journal can take no more calls, if any.
+func (j *Journal) usable() error {
+	if j.closed {
+		return fmt.Errorf("journal %s: %w", j.step, ErrClosed)
+	}
+	return j.err
+}
+
+// apply performs the writes and fsync that are due at t.
+func (j *Journal) apply(t time.Time) error {
+	if len(j.buf) > 0 && (len(j.buf) >= j.policy.FlushBytes || t.Sub(j.lastFlush) >= j.policy.FlushInterval) {
+		if err := j.flush(t); err != nil {
+			return err
+		}
+	}
+	if j.counters.Durable < j.counters.Displayed && t.Sub(j.lastSync) >= j.policy.FsyncInterval {
+		return j.sync(t)
+	}
+	return nil
+}
+
+// flush hands the buffer to the OS in one write.
+func (j *Journal) flush(t time.Time) error {
+	if len(j.buf) == 0 {
+		return nil
+	}
+	n, err := j.f.Write(j.buf)
+	j.written += uint64(n)
+	if err != nil {
+		// Part of a line may be on disk; appending more would put a
+		// corrupt line in the middle of the journal. Stop here.
+		j.err = fmt.Errorf("journal %s: write: %w", j.step, err)
+		return j.err
+	}
+	j.buf = j.buf[:0]
+	j.lastFlush = t
+	return nil
+}
+
+// sync writes the buffer and fsyncs the file, making everything displayed
+// durable.
+func (j *Journal) sync(t time.Time) error {
+	if err := j.flush(t); err != nil {
+		return err
+	}
+	if j.counters.Durable == j.written {
+		return nil
+	}
+	if err := j.f.Sync(); err != nil {
+		// After a failed fsync the kernel may have dropped the dirty
+		// pages; nothing written since the last good fsync can be trusted.
+		j.err = fmt.Errorf("journal %s: fsync: %w", j.step, err)
+		return j.err
+	}
+	j.counters.Durable = j.written
+	j.lastSync = t
+	return nil
+}
+
+// journalLine is the decoded form of one journal line.
+type journalLine struct {
+	TS        *string         `json:"ts"`
+	Provider  *string         `json:"provider"`
+	EventType *string         `json:"event_type"`
+	Seq       *uint64         `json:"seq"`
+	Payload   json.RawMessage `json:"payload"`
+}
+
+// ReadJournal reads the journal at path, for recovery after a crash. A
+// torn final line — one without its trailing newline, or one that is not
+// valid JSON when no line follows it — is what a crash mid-write leaves;
+// it is discarded and reported with torn = true. Any other bad line, a
+// line missing a field, or a seq that is not strictly increasing from 1
+// is ErrCorrupt naming the line number (1-based). Other errors come from
+// the file system (fs.ErrNotExist when there is no journal).
+func ReadJournal(path string) (entries []JournalEntry, torn bool, err error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, false, fmt.Errorf("read journal: %w", err)
+	}
+	defer f.Close()
+	entries, torn, err = readJournal(f)
+	if err != nil {
+		return nil, false, fmt.Errorf("read journal %s: %w", path, err)
+	}
+	return entries, torn, nil
+}
+
+// readJournal decodes journal lines from r; see ReadJournal.
+func readJournal(r io.Reader) (entries []JournalEntry, torn bool, err error) {
+	br := bufio.NewReader(r)
+	var (
+		prevSeq uint64
+		pending []byte // the last complete line, not yet known to be final
+		pendNo  int
+	)
+	for lineNo := 1; ; lineNo++ {
+		line, rerr := br.ReadBytes('\n')
+		if rerr != nil && rerr != io.EOF {
+			return nil, false, rerr
+		}
+		complete := rerr == nil
+		if pending != nil {
+			// Another line (or a torn tail) follows: pending is a middle
+			// line and must decode.
+			if len(line) == 0 && !complete {
+				break // pending is the final line
+			}
+			e, derr := decodeJournalLine(pending, prevSeq)
+			if derr != nil {
+				return nil, false, fmt.Errorf("line %d: %w", pendNo, derr)
+			}
+			entries = append(entries, e)
+			prevSeq = e.Seq
+			pending = nil
+		}
+		if !complete {
+			// No trailing newline: a torn write if anything is there.
+			return entries, len(line) > 0, nil
+		}
+		pending, pendNo = line[:len(line)-1], lineNo
+	}
+	// pending is the final, newline-terminated line. Invalid JSON here is
+	// a torn write (e.g. a crash left a zero-filled tail); valid JSON with
+	// bad content is corruption.
+	if !json.Valid(pending) {
+		return entries, true, nil
+	}
+	e, derr := decodeJournalLine(pending, prevSeq)
+	if derr != nil {
+		return nil, false, fmt.Errorf("line %d: %w", pendNo, derr)
+	}
+	return append(entries, e), false, nil
+}
+
+// decodeJournalLine decodes one line (without its newline) whose seq must
+// exceed prevSeq. Every error wraps ErrCorrupt.
+func decodeJournalLine(line []byte, prevSeq uint64) (JournalEntry, error) {
+	var l journalLine
+	if err := json.Unmarshal(line, &l); err != nil {
+		return JournalEntry{}, fmt.Errorf("%w: %v", ErrCorrupt, err)
+	}
+	var missing []string
+	if l.TS == nil {
+		missing = append(missing, "ts")
+	}
+	if l.Provider == nil {
+		missing = append(missing, "provider")
+	}
+	if l.EventType == nil {
+		missing = append(missing, "event_type")
+	}
+	if l.Seq == nil {
+		missing = append(missing, "seq")
+	}
+	if l.Payload == nil {
+		missing = append(missing, "payload")
+	}
+	if len(missing) > 0 {
+		return JournalEntry{}, fmt.Errorf("%w: missing %s", ErrCorrupt, strings.Join(missing, ", "))
+	}
+	ts, err := time.Parse(time.RFC3339Nano, *l.TS)
+	if err != nil {
+		return JournalEntry{}, fmt.Errorf("%w: ts: %v", ErrCorrupt, err)
+	}
+	if *l.Seq <= prevSeq {
+		return JournalEntry{}, fmt.Errorf("%w: seq %d after %d, want strictly increasing from 1", ErrCorrupt, *l.Seq, prevSeq)
+	}
+	return JournalEntry{
+		TS:        ts.UTC(),
+		Provider:  *l.Provider,
+		EventType: *l.EventType,
+		Seq:       *l.Seq,
+		Payload:   l.Payload,
+	}, nil
+}
+
+// ListJournals returns the steps that have a journal file in dir, in id
+// order, for the startup reconciler. Files that are not named
+// {step_id}.jsonl are ignored; a missing dir holds no journals.
+func ListJournals(dir string) ([]messages.StepID, error) {
+	des, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list journals: %w", err)
+	}
+	var steps []messages.StepID
+	for _, de := range des {
+		name := de.Name()
+		stem, ok := strings.CutSuffix(name, journalExt)
+		if !ok || !de.Type().IsRegular() {
+			continue
+		}
+		step, err := messages.ParseID[messages.StepID](stem)
+		// Only the canonical spelling is the file JournalPath names.
+		if err != nil || step.IsZero() || step.String() != stem {
+			continue
+		}
+		steps = append(steps, step)
+	}
+	return steps, nil
+}

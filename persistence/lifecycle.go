@@ -1,0 +1,541 @@
+package persistence
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/dgraph-io/badger/v4"
+
+	"github.com/contextinfinity/ctxinf/messages"
+)
+
+// The lifecycle tables (SRD §16 in Badger): sessions, branches, turns,
+// states, jobs, chunks, and the actors' event logs and snapshots. They are
+// written only through Tx, atomically with the context-store appends and
+// the actor event that caused them, in the same group commit.
+const (
+	tableSession    byte = 'S' // S | session(16)               → SessionRow
+	tableBranchRow  byte = 'B' // B | branch(16)                → BranchRow
+	tableSessBranch byte = 'Y' // Y | session(16) | branch(16)  → empty
+	tableTurnRow    byte = 'U' // U | branch(16) | seq(8)       → TurnRow  (unique (branch, turn_seq))
+	tableStateRow   byte = 'V' // V | branch(16) | seq(8)       → StateRow (unique (branch, state_seq))
+	tableJob        byte = 'J' // J | job(16)                   → Job
+	tableChunkRow   byte = 'K' // K | turn(16) | type(1) | hash(32) → ChunkRow (unique)
+	tableEvent      byte = 'E' // E | actor | 0 | index(8)      → event bytes
+	tableSnapshot   byte = 'P' // P | actor                     → index uvarint | snapshot bytes
+	maxActorNameLen      = 256
+)
+
+// SessionRow is a conversation container (SRD §5.4).
+type SessionRow struct {
+	ID           messages.SessionID `json:"id"`
+	Title        string             `json:"title,omitempty"`
+	ActiveBranch messages.BranchID  `json:"active_branch"`
+	Created      time.Time          `json:"created"`
+}
+
+// BranchRow describes a branch of a session (SRD §5.4); its live state is
+// its actor's.
+type BranchRow struct {
+	ID      messages.BranchID  `json:"id"`
+	Session messages.SessionID `json:"session"`
+	Parent  messages.BranchID  `json:"parent,omitempty"`
+	ForkAt  messages.TurnID    `json:"fork_at,omitempty"`
+	Label   string             `json:"label,omitempty"`
+	Created time.Time          `json:"created"`
+}
+
+// TurnRow is a user turn's lifecycle record (SRD §5.6); (Branch, Seq) is
+// unique and always names the same turn.
+type TurnRow struct {
+	Branch     messages.BranchID  `json:"branch"`
+	Seq        uint64             `json:"seq"`
+	ID         messages.TurnID    `json:"id"` // also the transcript node of the user message
+	Phase      messages.TurnPhase `json:"phase"`
+	Step       messages.StepID    `json:"step,omitempty"`
+	Reply      messages.TurnID    `json:"reply,omitempty"` // transcript node of the assistant message
+	Outcome    string             `json:"outcome,omitempty"`
+	Reason     string             `json:"reason,omitempty"`
+	StateAfter messages.StateID   `json:"state_after,omitempty"`
+	StateSeq   uint64             `json:"state_seq,omitempty"`
+	Updated    time.Time          `json:"updated"`
+}
+
+// StateRow is a committed state checkpoint (SRD §5.5); (Branch, Seq) is
+// unique: a state transition is never committed twice.
+type StateRow struct {
+	Branch  messages.BranchID `json:"branch"`
+	Seq     uint64            `json:"seq"`
+	ID      messages.StateID  `json:"id"`
+	Summary string            `json:"summary"`
+	Pinned  []string          `json:"pinned,omitempty"`
+	Turns   []messages.TurnID `json:"turns,omitempty"` // folded by this commit, in order
+	Created time.Time         `json:"created"`
+}
+
+// JobType names durable background work (SRD §6.4).
+type JobType string
+
+// The job types.
+const (
+	JobSummarize JobType = "summarize_turn"
+	JobIndex     JobType = "index_turn"
+)
+
+// Job is a durable unit of librarian or indexer work: it exists as a row
+// before it is a message, so a crash replays it.
+type Job struct {
+	ID       messages.ID[JobType] `json:"id"`
+	Type     JobType              `json:"type"`
+	Branch   messages.BranchID    `json:"branch"`
+	Turn     messages.TurnID      `json:"turn,omitempty"`
+	Attempts int                  `json:"attempts"`
+	Created  time.Time            `json:"created"`
+}
+
+// JobID identifies a job.
+type JobID = messages.ID[JobType]
+
+// ChunkRow is a retrieval unit of a committed turn (SRD §5.8, §9.3):
+// unique by (SourceTurn, Type, Hash), so indexing twice inserts nothing.
+type ChunkRow struct {
+	ID         messages.ChunkID   `json:"id"`
+	Session    messages.SessionID `json:"session"`
+	Branch     messages.BranchID  `json:"branch"`
+	SourceTurn messages.TurnID    `json:"source_turn"`
+	Type       messages.ChunkType `json:"type"`
+	Text       string             `json:"text"`
+	Summary    string             `json:"summary"`
+	TokenEst   int                `json:"token_est"`
+	Hash       Hash               `json:"hash"`
+	Created    time.Time          `json:"created"`
+}
+
+// Tx is a set of writes committed atomically and in order: either all of
+// them become durable, or none. Parts that break a rule fail the whole Tx
+// with an error naming the part and nothing is written.
+type Tx struct {
+	NewBranches []BranchSpec // context-store branches to create
+	Appends     []TxAppend   // context-store appends
+	Sessions    []SessionRow // upserted
+	Branches    []BranchRow  // upserted
+	Turns       []TurnRow    // upserted; a (branch, seq) taken by another turn is ErrDuplicate
+	States      []StateRow   // inserted; an existing (branch, seq) is ErrDuplicate
+	Jobs        []Job        // upserted
+	DoneJobs    []JobID      // deleted (absent ones are ignored)
+	Chunks      []ChunkRow   // inserted unless (source_turn, type, hash) exists
+	Event       *EventRecord // an actor event, appended at its index
+	Snapshot    *EventRecord // an actor snapshot; events before its index are deleted
+}
+
+// TxAppend appends a turn with a chosen id to a context-store branch.
+type TxAppend struct {
+	Branch messages.BranchID
+	ID     messages.TurnID
+	Req    AppendRequest
+}
+
+// EventRecord is an actor's event (or snapshot) at an index of its log.
+type EventRecord struct {
+	Actor string
+	Index uint64
+	Data  []byte
+}
+
+// TxResult says what a committed Tx did beyond what it asked.
+type TxResult struct {
+	ChunksSkipped int // chunks already present
+}
+
+// Lifecycle is the read and write side of the lifecycle tables. The Badger
+// store implements it.
+type Lifecycle interface {
+	Commit(ctx context.Context, tx *Tx) (TxResult, error)
+	Session(ctx context.Context, id messages.SessionID) (SessionRow, error)
+	Sessions(ctx context.Context) ([]SessionRow, error)
+	BranchRow(ctx context.Context, id messages.BranchID) (BranchRow, error)
+	Branches(ctx context.Context, session messages.SessionID) ([]BranchRow, error)
+	TurnRows(ctx context.Context, branch messages.BranchID, fromSeq uint64, limit int) ([]TurnRow, error)
+	StateRow(ctx context.Context, branch messages.BranchID, seq uint64) (StateRow, error)
+	Jobs(ctx context.Context) ([]Job, error)
+	Chunks(ctx context.Context, turn messages.TurnID) ([]ChunkRow, error)
+	Events(ctx context.Context, actor string, from uint64, fn func(index uint64, data []byte) error) error
+	Snapshot(ctx context.Context, actor string) (EventRecord, bool, error)
+}
+
+// DB is the Badger store: the context store plus the lifecycle tables.
+type DB struct{ *badgerStore }
+
+// Open opens (creating if needed) the database in opts.Dir.
+func Open(opts Options) (*DB, error) {
+	s, err := openBadger(opts)
+	if err != nil {
+		return nil, err
+	}
+	return &DB{s}, nil
+}
+
+var (
+	_ Store     = (*DB)(nil)
+	_ Lifecycle = (*DB)(nil)
+)
+
+func id16(t byte, a [16]byte) []byte { return append([]byte{t}, a[:]...) }
+
+func seqKey(t byte, b messages.BranchID, seq uint64) []byte {
+	return binary.BigEndian.AppendUint64(id16(t, b), seq)
+}
+
+func eventKey(actor string, index uint64) []byte {
+	k := append([]byte{tableEvent}, actor...)
+	return binary.BigEndian.AppendUint64(append(k, 0), index)
+}
+
+func eventPrefix(actor string) []byte { return append(append([]byte{tableEvent}, actor...), 0) }
+
+func chunkKey(c ChunkRow) []byte {
+	k := id16(tableChunkRow, c.SourceTurn)
+	k = append(k, byte(c.Type))
+	return append(k, c.Hash[:]...)
+}
+
+func checkActor(name string) error {
+	if name == "" || len(name) > maxActorNameLen {
+		return fmt.Errorf("%w: actor name %q must be 1..%d bytes", ErrInvalidArgument, name, maxActorNameLen)
+	}
+	for i := 0; i < len(name); i++ {
+		if name[i] == 0 {
+			return fmt.Errorf("%w: actor name %q contains a NUL byte", ErrInvalidArgument, name)
+		}
+	}
+	return nil
+}
+
+// Commit writes tx atomically. It returns once tx is durable.
+func (d *DB) Commit(ctx context.Context, tx *Tx) (TxResult, error) {
+	if tx == nil {
+		return TxResult{}, fmt.Errorf("%w: tx is nil", ErrInvalidArgument)
+	}
+	for _, e := range []*EventRecord{tx.Event, tx.Snapshot} {
+		if e != nil {
+			if err := checkActor(e.Actor); err != nil {
+				return TxResult{}, err
+			}
+		}
+	}
+	o := &op{kind: opTx, tx: tx}
+	for i, a := range tx.Appends {
+		if err := checkAppend(a.Branch, a.Req, d.opts.Limits); err != nil {
+			return TxResult{}, fmt.Errorf("append %d: %w", i, err)
+		}
+		if a.ID.IsZero() {
+			return TxResult{}, fmt.Errorf("%w: append %d: turn id is zero", ErrInvalidArgument, i)
+		}
+		part := &op{}
+		d.prepareBlob(part, a.Req.Payload)
+		o.parts = append(o.parts, part)
+	}
+	if err := d.submit(ctx, o); err != nil {
+		return TxResult{}, err
+	}
+	return o.res.tx, nil
+}
+
+// rowKey marks a lifecycle key as written by this group.
+func (g *group) claimRow(k []byte) { put(g, g.rows, string(k), true) }
+
+func (g *group) rowExists(k []byte) (bool, error) {
+	if g.rows[string(k)] {
+		return true, nil
+	}
+	return hasKey(g.txn, k)
+}
+
+func (g *group) setJSON(k []byte, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("%w: encode row: %v", ErrInvalidArgument, err)
+	}
+	g.set(k, b)
+	g.claimRow(k)
+	return nil
+}
+
+func (g *group) applyTx(o *op) (TxResult, error) {
+	var res TxResult
+	tx := o.tx
+	for i, spec := range tx.NewBranches {
+		if _, err := g.newBranch(spec); err != nil {
+			return res, fmt.Errorf("new branch %d: %w", i, err)
+		}
+	}
+	for i, a := range tx.Appends {
+		if _, _, err := g.appendNode(o.parts[i], a.Branch, a.ID, a.Req); err != nil {
+			return res, fmt.Errorf("append %d: %w", i, err)
+		}
+	}
+	for _, r := range tx.Sessions {
+		if err := g.setJSON(id16(tableSession, r.ID), r); err != nil {
+			return res, err
+		}
+	}
+	for _, r := range tx.Branches {
+		if err := g.setJSON(id16(tableBranchRow, r.ID), r); err != nil {
+			return res, err
+		}
+		k := append(id16(tableSessBranch, r.Session), r.ID[:]...)
+		g.set(k, nil)
+	}
+	for _, r := range tx.Turns {
+		k := seqKey(tableTurnRow, r.Branch, r.Seq)
+		if prev, ok, err := g.turnRow(k); err != nil {
+			return res, err
+		} else if ok && prev.ID != r.ID {
+			return res, fmt.Errorf("%w: turn_seq %d of branch %s is turn %s, not %s", ErrDuplicate, r.Seq, r.Branch, prev.ID, r.ID)
+		}
+		if err := g.setJSON(k, r); err != nil {
+			return res, err
+		}
+	}
+	for _, r := range tx.States {
+		k := seqKey(tableStateRow, r.Branch, r.Seq)
+		if ok, err := g.rowExists(k); err != nil {
+			return res, err
+		} else if ok {
+			return res, fmt.Errorf("%w: state_seq %d of branch %s is already committed", ErrDuplicate, r.Seq, r.Branch)
+		}
+		if err := g.setJSON(k, r); err != nil {
+			return res, err
+		}
+	}
+	for _, j := range tx.Jobs {
+		if err := g.setJSON(id16(tableJob, j.ID), j); err != nil {
+			return res, err
+		}
+	}
+	for _, id := range tx.DoneJobs {
+		g.entries = append(g.entries, entry{key: id16(tableJob, id), del: true})
+	}
+	for _, c := range tx.Chunks {
+		k := chunkKey(c)
+		if ok, err := g.rowExists(k); err != nil {
+			return res, err
+		} else if ok {
+			res.ChunksSkipped++
+			continue
+		}
+		if err := g.setJSON(k, c); err != nil {
+			return res, err
+		}
+	}
+	if e := tx.Event; e != nil {
+		k := eventKey(e.Actor, e.Index)
+		if ok, err := g.rowExists(k); err != nil {
+			return res, err
+		} else if ok {
+			return res, fmt.Errorf("%w: event %d of %s already exists", ErrDuplicate, e.Index, e.Actor)
+		}
+		g.set(k, e.Data)
+		g.claimRow(k)
+	}
+	if e := tx.Snapshot; e != nil {
+		v := binary.AppendUvarint(nil, e.Index)
+		g.set(append([]byte{tableSnapshot}, e.Actor...), append(v, e.Data...))
+		// Compact: events before the snapshot are no longer needed.
+		it := g.txn.NewIterator(badger.IteratorOptions{Prefix: eventPrefix(e.Actor)})
+		for it.Rewind(); it.Valid(); it.Next() {
+			k := it.Item().KeyCopy(nil)
+			if binary.BigEndian.Uint64(k[len(k)-8:]) >= e.Index {
+				break
+			}
+			g.entries = append(g.entries, entry{key: k, del: true})
+		}
+		it.Close()
+	}
+	return res, nil
+}
+
+func (g *group) turnRow(k []byte) (TurnRow, bool, error) {
+	var r TurnRow
+	if g.rows[string(k)] {
+		for i := len(g.entries) - 1; i >= 0; i-- {
+			if string(g.entries[i].key) == string(k) {
+				return r, true, json.Unmarshal(g.entries[i].val, &r)
+			}
+		}
+	}
+	item, err := g.txn.Get(k)
+	if errors.Is(err, badger.ErrKeyNotFound) {
+		return r, false, nil
+	}
+	if err != nil {
+		return r, false, err
+	}
+	return r, true, item.Value(func(v []byte) error { return json.Unmarshal(v, &r) })
+}
+
+// --- reads ---
+
+func getJSON[T any](d *DB, k []byte, notFound error) (T, error) {
+	var v T
+	err := d.read(func(txn *badger.Txn) error {
+		item, err := txn.Get(k)
+		if errors.Is(err, badger.ErrKeyNotFound) {
+			return notFound
+		}
+		if err != nil {
+			return err
+		}
+		return item.Value(func(b []byte) error { return json.Unmarshal(b, &v) })
+	})
+	return v, err
+}
+
+// scanJSON decodes every row under prefix, in key order, up to limit (0:
+// all), starting at start (nil: the prefix).
+func scanJSON[T any](d *DB, prefix, start []byte, limit int) ([]T, error) {
+	var out []T
+	err := d.read(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix, PrefetchValues: true})
+		defer it.Close()
+		if start == nil {
+			start = prefix
+		}
+		for it.Seek(start); it.Valid(); it.Next() {
+			var v T
+			if err := it.Item().Value(func(b []byte) error { return json.Unmarshal(b, &v) }); err != nil {
+				return fmt.Errorf("%w: row %x: %v", ErrCorrupt, it.Item().Key(), err)
+			}
+			out = append(out, v)
+			if limit > 0 && len(out) == limit {
+				break
+			}
+		}
+		return nil
+	})
+	return out, err
+}
+
+// ErrRowNotFound is returned when a lifecycle row does not exist.
+var ErrRowNotFound = fmt.Errorf("%w: row", ErrNotFound)
+
+func (d *DB) Session(ctx context.Context, id messages.SessionID) (SessionRow, error) {
+	return getJSON[SessionRow](d, id16(tableSession, id), fmt.Errorf("%w: session %s", ErrRowNotFound, id))
+}
+
+func (d *DB) Sessions(ctx context.Context) ([]SessionRow, error) {
+	return scanJSON[SessionRow](d, []byte{tableSession}, nil, 0)
+}
+
+func (d *DB) BranchRow(ctx context.Context, id messages.BranchID) (BranchRow, error) {
+	return getJSON[BranchRow](d, id16(tableBranchRow, id), fmt.Errorf("%w: branch %s", ErrRowNotFound, id))
+}
+
+func (d *DB) Branches(ctx context.Context, session messages.SessionID) ([]BranchRow, error) {
+	var ids []messages.BranchID
+	err := d.read(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: id16(tableSessBranch, session)})
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			k := it.Item().Key()
+			ids = append(ids, messages.BranchID(k[17:33]))
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]BranchRow, 0, len(ids))
+	for _, id := range ids {
+		r, err := d.BranchRow(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+func (d *DB) TurnRows(ctx context.Context, branch messages.BranchID, fromSeq uint64, limit int) ([]TurnRow, error) {
+	if err := checkPageSize(limit); err != nil {
+		return nil, err
+	}
+	if limit == 0 {
+		return nil, nil
+	}
+	return scanJSON[TurnRow](d, id16(tableTurnRow, branch), seqKey(tableTurnRow, branch, fromSeq), limit)
+}
+
+func (d *DB) StateRow(ctx context.Context, branch messages.BranchID, seq uint64) (StateRow, error) {
+	return getJSON[StateRow](d, seqKey(tableStateRow, branch, seq),
+		fmt.Errorf("%w: state %d of branch %s", ErrRowNotFound, seq, branch))
+}
+
+// Jobs returns every pending job, in branch order and then creation order
+// (the order the reconciler re-enqueues them in).
+func (d *DB) Jobs(ctx context.Context) ([]Job, error) {
+	js, err := scanJSON[Job](d, []byte{tableJob}, nil, 0)
+	sort.SliceStable(js, func(i, k int) bool {
+		if c := js[i].Branch.Compare(js[k].Branch); c != 0 {
+			return c < 0
+		}
+		return js[i].ID.Compare(js[k].ID) < 0
+	})
+	return js, err
+}
+
+func (d *DB) Chunks(ctx context.Context, turn messages.TurnID) ([]ChunkRow, error) {
+	return scanJSON[ChunkRow](d, id16(tableChunkRow, turn), nil, 0)
+}
+
+// Events calls fn for every event of actor from index on, in order.
+func (d *DB) Events(ctx context.Context, actor string, from uint64, fn func(index uint64, data []byte) error) error {
+	if err := checkActor(actor); err != nil {
+		return err
+	}
+	return d.read(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: eventPrefix(actor), PrefetchValues: true})
+		defer it.Close()
+		for it.Seek(eventKey(actor, from)); it.Valid(); it.Next() {
+			k := it.Item().Key()
+			idx := binary.BigEndian.Uint64(k[len(k)-8:])
+			if err := it.Item().Value(func(v []byte) error { return fn(idx, v) }); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// Snapshot returns actor's latest snapshot, if it has one.
+func (d *DB) Snapshot(ctx context.Context, actor string) (EventRecord, bool, error) {
+	if err := checkActor(actor); err != nil {
+		return EventRecord{}, false, err
+	}
+	var rec EventRecord
+	found := false
+	err := d.read(func(txn *badger.Txn) error {
+		item, err := txn.Get(append([]byte{tableSnapshot}, actor...))
+		if errors.Is(err, badger.ErrKeyNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		return item.Value(func(v []byte) error {
+			idx, n := binary.Uvarint(v)
+			if n <= 0 {
+				return fmt.Errorf("%w: snapshot of %s", ErrCorrupt, actor)
+			}
+			rec = EventRecord{Actor: actor, Index: idx, Data: append([]byte(nil), v[n:]...)}
+			found = true
+			return nil
+		})
+	})
+	return rec, found, err
+}

@@ -1,0 +1,237 @@
+package persistence
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	ppersist "github.com/asynkron/protoactor-go/persistence"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/contextinfinity/ctxinf/messages"
+)
+
+func openDB(t *testing.T) *DB {
+	t.Helper()
+	d, err := Open(TestOptions(t.TempDir()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	return d
+}
+
+func TestTxIsAtomic(t *testing.T) {
+	d := openDB(t)
+	now := time.UnixMilli(1_700_000_000_000)
+	b := messages.NewID[messages.BranchID](now)
+	u1 := messages.NewID[messages.TurnID](now)
+	zero := messages.TurnID{}
+	ok := &Tx{
+		NewBranches: []BranchSpec{{ID: b}},
+		Appends:     []TxAppend{{Branch: b, ID: u1, Req: AppendRequest{Payload: []byte("hello"), ExpectParent: &zero}}},
+		Turns:       []TurnRow{{Branch: b, Seq: 1, ID: u1, Phase: messages.PhaseAccepted}},
+		States:      []StateRow{{Branch: b, Seq: 0, ID: messages.NewID[messages.StateID](now)}},
+		Event:       &EventRecord{Actor: "branch/x", Index: 0, Data: []byte("e0")},
+	}
+	if _, err := d.Commit(bg, ok); err != nil {
+		t.Fatal(err)
+	}
+	h, _ := d.Head(bg, b)
+	if h.Turn != u1 {
+		t.Fatalf("head = %s, want the appended turn %s", h.Turn, u1)
+	}
+	// Each bad part fails the whole Tx and writes nothing of it.
+	u2 := messages.NewID[messages.TurnID](now)
+	other := messages.NewID[messages.TurnID](now)
+	tests := []struct {
+		name string
+		tx   *Tx
+		want error
+	}{
+		{"duplicate state seq", &Tx{
+			Appends: []TxAppend{{Branch: b, ID: u2, Req: AppendRequest{Payload: []byte("x"), ExpectParent: &u1}}},
+			States:  []StateRow{{Branch: b, Seq: 0}},
+		}, ErrDuplicate},
+		{"turn seq taken by another turn", &Tx{
+			Appends: []TxAppend{{Branch: b, ID: u2, Req: AppendRequest{Payload: []byte("x"), ExpectParent: &u1}}},
+			Turns:   []TurnRow{{Branch: b, Seq: 1, ID: other}},
+		}, ErrDuplicate},
+		{"event index taken", &Tx{
+			Appends: []TxAppend{{Branch: b, ID: u2, Req: AppendRequest{Payload: []byte("x"), ExpectParent: &u1}}},
+			Event:   &EventRecord{Actor: "branch/x", Index: 0, Data: []byte("again")},
+		}, ErrDuplicate},
+		{"wrong parent", &Tx{
+			Appends: []TxAppend{{Branch: b, ID: u2, Req: AppendRequest{Payload: []byte("x"), ExpectParent: &zero}}},
+		}, ErrHeadMismatch},
+		{"existing turn id", &Tx{
+			Appends: []TxAppend{{Branch: b, ID: u1, Req: AppendRequest{Payload: []byte("x")}}},
+		}, ErrDuplicate},
+		{"second append of a pair fails", &Tx{
+			Appends: []TxAppend{
+				{Branch: b, ID: u2, Req: AppendRequest{Payload: []byte("x"), ExpectParent: &u1}},
+				{Branch: b, ID: other, Req: AppendRequest{Payload: []byte("y"), ExpectParent: &u1}},
+			},
+		}, ErrHeadMismatch},
+		{"bad actor name", &Tx{Event: &EventRecord{Actor: ""}}, ErrInvalidArgument},
+	}
+	for _, tt := range tests {
+		before := d.Stats()
+		if _, err := d.Commit(bg, tt.tx); !errors.Is(err, tt.want) {
+			t.Fatalf("%s: Commit error = %v, want %v", tt.name, err, tt.want)
+		}
+		if h2, _ := d.Head(bg, b); h2 != h {
+			t.Fatalf("%s: failed Tx moved the head to %s", tt.name, h2.Turn)
+		}
+		if _, err := d.Turn(bg, u2); !errors.Is(err, ErrTurnNotFound) {
+			t.Fatalf("%s: failed Tx left turn %s behind (%v)", tt.name, u2, err)
+		}
+		if after := d.Stats(); after.Appends != before.Appends {
+			t.Fatalf("%s: failed Tx counted appends %d -> %d", tt.name, before.Appends, after.Appends)
+		}
+	}
+	// Chained appends in one Tx work, and so does a Tx after the failures.
+	if _, err := d.Commit(bg, &Tx{Appends: []TxAppend{
+		{Branch: b, ID: u2, Req: AppendRequest{Payload: []byte("x"), ExpectParent: &u1}},
+		{Branch: b, ID: other, Req: AppendRequest{Payload: []byte("y"), ExpectParent: &u2}},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	if h, _ := d.Head(bg, b); h.Turn != other || h.Depth != 2 {
+		t.Fatalf("head after chained appends = %+v", h)
+	}
+}
+
+func TestTxRowsAndJobs(t *testing.T) {
+	d := openDB(t)
+	now := time.UnixMilli(1_700_000_000_000)
+	s := messages.NewID[messages.SessionID](now)
+	b := messages.NewID[messages.BranchID](now)
+	turn := messages.NewID[messages.TurnID](now)
+	job := messages.NewID[JobID](now)
+	chunk := ChunkRow{ID: messages.NewID[messages.ChunkID](now), SourceTurn: turn, Type: messages.ChunkOther, Text: "t", Hash: HashOf([]byte("t"))}
+	if _, err := d.Commit(bg, &Tx{
+		Sessions: []SessionRow{{ID: s, ActiveBranch: b, Created: now}},
+		Branches: []BranchRow{{ID: b, Session: s, Created: now}},
+		Turns:    []TurnRow{{Branch: b, Seq: 1, ID: turn, Phase: messages.PhaseResponseFinalized}},
+		Jobs:     []Job{{ID: job, Type: JobSummarize, Branch: b, Turn: turn, Created: now}},
+		Chunks:   []ChunkRow{chunk},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if ss, _ := d.Sessions(bg); len(ss) != 1 || ss[0].ActiveBranch != b {
+		t.Fatalf("Sessions = %+v", ss)
+	}
+	if bs, _ := d.Branches(bg, s); len(bs) != 1 || bs[0].ID != b {
+		t.Fatalf("Branches = %+v", bs)
+	}
+	if js, _ := d.Jobs(bg); len(js) != 1 || js[0].Turn != turn {
+		t.Fatalf("Jobs = %+v", js)
+	}
+	// Re-indexing the same chunk inserts nothing; finishing the job removes it.
+	again := chunk
+	again.ID = messages.NewID[messages.ChunkID](now)
+	res, err := d.Commit(bg, &Tx{Chunks: []ChunkRow{again}, DoneJobs: []JobID{job}})
+	if err != nil || res.ChunksSkipped != 1 {
+		t.Fatalf("second indexing = %+v, %v; want 1 skipped", res, err)
+	}
+	if cs, _ := d.Chunks(bg, turn); len(cs) != 1 || cs[0].ID != chunk.ID {
+		t.Fatalf("Chunks = %+v, want only the first", cs)
+	}
+	if js, _ := d.Jobs(bg); len(js) != 0 {
+		t.Fatalf("Jobs after done = %+v", js)
+	}
+	rows, _ := d.TurnRows(bg, b, 0, 10)
+	if len(rows) != 1 || rows[0].Phase != messages.PhaseResponseFinalized {
+		t.Fatalf("TurnRows = %+v", rows)
+	}
+}
+
+// counter is a persistent actor: it persists every "add" and rebuilds its
+// total by replay; "boom" panics.
+type counter struct {
+	ppersist.Mixin
+	total     int
+	snapshots int
+	replayed  chan int
+}
+
+func (c *counter) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *ppersist.RequestSnapshot:
+		c.snapshots++
+		c.PersistSnapshot(wrapperspb.Bytes(fmt.Append(nil, c.total)))
+	case *wrapperspb.BytesValue: // an event or a snapshot, on replay
+		var n int
+		fmt.Sscan(string(m.Value), &n)
+		if string(m.Value[:1]) == "+" {
+			c.total += n
+		} else {
+			c.total = n
+		}
+	case *ppersist.ReplayComplete:
+		c.replayed <- c.total
+	case string:
+		switch m {
+		case "boom":
+			panic("boom")
+		case "get":
+			ctx.Respond(c.total)
+		default:
+			ev := NewEnvelope([]byte("+"+m), nil)
+			c.PersistReceive(ev)
+			var n int
+			fmt.Sscan(m, &n)
+			c.total += n
+		}
+	}
+}
+
+func TestActorLogReplaysAfterPanicAndRestart(t *testing.T) {
+	d := openDB(t)
+	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
+		return slog.New(slog.NewTextHandler(io.Discard, nil))
+	}))
+	defer sys.Shutdown()
+	replayed := make(chan int, 10)
+	props := actor.PropsFromProducer(func() actor.Actor { return &counter{replayed: replayed} },
+		actor.WithReceiverMiddleware(ppersist.Using(d.ActorLog(4))))
+	pid, err := sys.Root.SpawnNamed(props, "counter-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := <-replayed; got != 0 {
+		t.Fatalf("fresh actor replayed %d", got)
+	}
+	for i := 1; i <= 10; i++ {
+		sys.Root.Send(pid, fmt.Sprint(i))
+	}
+	sys.Root.Send(pid, "boom") // restart: state is rebuilt from snapshot + events
+	if got := <-replayed; got != 55 {
+		t.Fatalf("after panic the actor replayed to %d, want 55", got)
+	}
+	// A snapshot compacted the events before it.
+	snap, ok, _ := d.Snapshot(bg, pid.Id)
+	if !ok || snap.Index == 0 {
+		t.Fatalf("no snapshot after 10 events with interval 4: %+v", snap)
+	}
+	var first uint64 = 1 << 63
+	d.Events(bg, pid.Id, 0, func(i uint64, _ []byte) error { first = min(first, i); return nil })
+	if first < snap.Index {
+		t.Fatalf("event %d kept before snapshot %d", first, snap.Index)
+	}
+	// A new actor of the same name (a restart of the process) replays too.
+	sys.Root.StopFuture(pid).Wait()
+	pid, _ = sys.Root.SpawnNamed(props, "counter-1")
+	if got := <-replayed; got != 55 {
+		t.Fatalf("respawned actor replayed to %d, want 55", got)
+	}
+	r, err := sys.Root.RequestFuture(pid, "get", time.Second).Result()
+	if err != nil || r.(int) != 55 {
+		t.Fatalf("get = %v, %v", r, err)
+	}
+}

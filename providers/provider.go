@@ -1,0 +1,119 @@
+// Package providers defines how the runtime talks to language models (SRD
+// §11): the Provider interface, its typed errors, and the adapters in the
+// subpackages (local, and later openai and anthropic). Only providers/*
+// import provider SDKs.
+package providers
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/contextinfinity/ctxinf/messages"
+)
+
+// Request is one provider step: the assembled context and the explicit,
+// policy-driven parameters of the call.
+type Request struct {
+	Model           string // the provider's model id
+	Context         messages.AssembledContext
+	MaxOutputTokens int // always set and bounded by the caller
+	// Options are provider-specific settings from config, passed through.
+	Options json.RawMessage
+}
+
+// EventKind says what a stream event carries.
+type EventKind int
+
+// The kinds of stream event.
+const (
+	// EventTextDelta: Text is appended to the output at Index (the
+	// provider's output/content index; text at different indexes is kept
+	// apart, never assumed to be one field).
+	EventTextDelta EventKind = iota + 1
+	// EventItem: a whole transcript item is done (a tool call, reasoning…).
+	EventItem
+	// EventOther: a provider event with nothing to show (started, pings,
+	// usage updates). It is still journaled.
+	EventOther
+)
+
+// Event is one streamed event, normalized. Type and Raw are the provider's
+// own event name and payload, kept for the stream journal.
+type Event struct {
+	Kind  EventKind
+	Index int
+	Text  string
+	Item  messages.TranscriptItem
+	Type  string
+	Raw   json.RawMessage
+}
+
+// Usage is the token usage a provider reports for a step.
+type Usage struct {
+	InputTokens  int `json:"input_tokens"`
+	OutputTokens int `json:"output_tokens"`
+}
+
+// Response is the end of a step: the normalized transcript items, the
+// outcome, usage, and the raw request and response for the step record.
+type Response struct {
+	Items       messages.Items
+	Outcome     messages.StepOutcome
+	Usage       Usage
+	RawRequest  json.RawMessage
+	RawResponse json.RawMessage
+}
+
+// Provider is a language model API (SRD §11.1). Implementations are safe
+// for concurrent use.
+type Provider interface {
+	// Name is the provider's name in config ("local", "openai", "anthropic").
+	Name() string
+	// ContextLimit is the context window of model in tokens.
+	ContextLimit(model string) int
+	// EstimatePromptTokens estimates the tokens req's context will use.
+	EstimatePromptTokens(req Request) (int, error)
+	// Stream runs one step, calling emit for every stream event in order,
+	// and returns the final response. It stops early with ctx's error when
+	// ctx is done, and with emit's error when emit fails. A response
+	// already begun and then cut off returns what arrived in Response
+	// along with the error.
+	Stream(ctx context.Context, req Request, emit func(Event) error) (Response, error)
+}
+
+// Error is a failed provider call. Supervision and retries decide on it
+// with errors.As.
+type Error struct {
+	Provider   string
+	StatusCode int // HTTP status, 0 when there was none
+	Code       string
+	Message    string
+	Retryable  bool          // 429, 5xx, a dropped connection
+	RetryAfter time.Duration // from Retry-After, 0 when absent
+	// ContextTooLarge is set when the provider rejected the request for
+	// its size, so the shrinker can react.
+	ContextTooLarge bool
+	Err             error // the underlying error, if any
+}
+
+func (e *Error) Error() string {
+	s := fmt.Sprintf("%s: %s", e.Provider, e.Message)
+	if e.StatusCode != 0 {
+		s = fmt.Sprintf("%s: status %d: %s", e.Provider, e.StatusCode, e.Message)
+	}
+	if e.Code != "" {
+		s += " (" + e.Code + ")"
+	}
+	return s
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// IsRetryable reports whether err is a provider error worth retrying.
+func IsRetryable(err error) bool {
+	var pe *Error
+	return errors.As(err, &pe) && pe.Retryable
+}
