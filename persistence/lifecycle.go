@@ -81,25 +81,43 @@ type StateRow struct {
 // JobType names durable background work (SRD §6.4).
 type JobType string
 
-// The job types.
+// The job types. A turn has at most one job of each type.
 const (
+	// JobRespond: the turn was accepted and has no final response yet; if
+	// the runtime stops, recovery marks it failed (SRD §6.5, rule 1).
+	JobRespond JobType = "respond_turn"
+	// JobSummarize: the turn is finalized and waits to be folded into a
+	// committed state (SRD §6.4).
 	JobSummarize JobType = "summarize_turn"
-	JobIndex     JobType = "index_turn"
+	// JobIndex: the turn is committed and waits to be indexed.
+	JobIndex JobType = "index_turn"
 )
 
-// Job is a durable unit of librarian or indexer work: it exists as a row
-// before it is a message, so a crash replays it.
+var jobTypeCodes = map[JobType]byte{JobRespond: 'r', JobSummarize: 's', JobIndex: 'i'}
+
+// Job is a durable unit of work on a turn: it exists as a row before it
+// is a message, so that the startup reconciler finds it after a crash.
 type Job struct {
-	ID       messages.ID[JobType] `json:"id"`
-	Type     JobType              `json:"type"`
-	Branch   messages.BranchID    `json:"branch"`
-	Turn     messages.TurnID      `json:"turn,omitempty"`
-	Attempts int                  `json:"attempts"`
-	Created  time.Time            `json:"created"`
+	Type     JobType           `json:"type"`
+	Branch   messages.BranchID `json:"branch"`
+	Turn     messages.TurnID   `json:"turn"`
+	Attempts int               `json:"attempts,omitempty"`
+	Created  time.Time         `json:"created"`
 }
 
-// JobID identifies a job.
-type JobID = messages.ID[JobType]
+// JobKey names a job: its type and its turn.
+type JobKey struct {
+	Type JobType
+	Turn messages.TurnID
+}
+
+func jobKey(t JobType, turn messages.TurnID) ([]byte, error) {
+	c, ok := jobTypeCodes[t]
+	if !ok {
+		return nil, fmt.Errorf("%w: job type %q", ErrInvalidArgument, t)
+	}
+	return append([]byte{tableJob, c}, turn[:]...), nil
+}
 
 // ChunkRow is a retrieval unit of a committed turn (SRD §5.8, §9.3):
 // unique by (SourceTurn, Type, Hash), so indexing twice inserts nothing.
@@ -127,7 +145,7 @@ type Tx struct {
 	Turns       []TurnRow    // upserted; a (branch, seq) taken by another turn is ErrDuplicate
 	States      []StateRow   // inserted; an existing (branch, seq) is ErrDuplicate
 	Jobs        []Job        // upserted
-	DoneJobs    []JobID      // deleted (absent ones are ignored)
+	DoneJobs    []JobKey     // deleted (absent ones are ignored)
 	Chunks      []ChunkRow   // inserted unless (source_turn, type, hash) exists
 	Event       *EventRecord // an actor event, appended at its index
 	Snapshot    *EventRecord // an actor snapshot; events before its index are deleted
@@ -314,12 +332,20 @@ func (g *group) applyTx(o *op) (TxResult, error) {
 		}
 	}
 	for _, j := range tx.Jobs {
-		if err := g.setJSON(id16(tableJob, j.ID), j); err != nil {
+		k, err := jobKey(j.Type, j.Turn)
+		if err != nil {
+			return res, err
+		}
+		if err := g.setJSON(k, j); err != nil {
 			return res, err
 		}
 	}
-	for _, id := range tx.DoneJobs {
-		g.entries = append(g.entries, entry{key: id16(tableJob, id), del: true})
+	for _, j := range tx.DoneJobs {
+		k, err := jobKey(j.Type, j.Turn)
+		if err != nil {
+			return res, err
+		}
+		g.entries = append(g.entries, entry{key: k, del: true})
 	}
 	for _, c := range tx.Chunks {
 		k := chunkKey(c)
@@ -484,7 +510,10 @@ func (d *DB) Jobs(ctx context.Context) ([]Job, error) {
 		if c := js[i].Branch.Compare(js[k].Branch); c != 0 {
 			return c < 0
 		}
-		return js[i].ID.Compare(js[k].ID) < 0
+		if !js[i].Created.Equal(js[k].Created) {
+			return js[i].Created.Before(js[k].Created)
+		}
+		return js[i].Turn.Compare(js[k].Turn) < 0
 	})
 	return js, err
 }

@@ -112,13 +112,12 @@ func TestTxRowsAndJobs(t *testing.T) {
 	s := messages.NewID[messages.SessionID](now)
 	b := messages.NewID[messages.BranchID](now)
 	turn := messages.NewID[messages.TurnID](now)
-	job := messages.NewID[JobID](now)
 	chunk := ChunkRow{ID: messages.NewID[messages.ChunkID](now), SourceTurn: turn, Type: messages.ChunkOther, Text: "t", Hash: HashOf([]byte("t"))}
 	if _, err := d.Commit(bg, &Tx{
 		Sessions: []SessionRow{{ID: s, ActiveBranch: b, Created: now}},
 		Branches: []BranchRow{{ID: b, Session: s, Created: now}},
 		Turns:    []TurnRow{{Branch: b, Seq: 1, ID: turn, Phase: messages.PhaseResponseFinalized}},
-		Jobs:     []Job{{ID: job, Type: JobSummarize, Branch: b, Turn: turn, Created: now}},
+		Jobs:     []Job{{Type: JobSummarize, Branch: b, Turn: turn, Created: now}},
 		Chunks:   []ChunkRow{chunk},
 	}); err != nil {
 		t.Fatal(err)
@@ -135,7 +134,7 @@ func TestTxRowsAndJobs(t *testing.T) {
 	// Re-indexing the same chunk inserts nothing; finishing the job removes it.
 	again := chunk
 	again.ID = messages.NewID[messages.ChunkID](now)
-	res, err := d.Commit(bg, &Tx{Chunks: []ChunkRow{again}, DoneJobs: []JobID{job}})
+	res, err := d.Commit(bg, &Tx{Chunks: []ChunkRow{again}, DoneJobs: []JobKey{{JobSummarize, turn}}})
 	if err != nil || res.ChunksSkipped != 1 {
 		t.Fatalf("second indexing = %+v, %v; want 1 skipped", res, err)
 	}

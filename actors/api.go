@@ -1,0 +1,253 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/contextinfinity/ctxinf/internal/core"
+	"github.com/contextinfinity/ctxinf/messages"
+	"github.com/contextinfinity/ctxinf/persistence"
+)
+
+// BranchInfo is what inspection shows of a branch.
+type BranchInfo struct {
+	Branch    messages.BranchID
+	Session   messages.SessionID
+	Parent    messages.BranchID
+	Tip       messages.TurnID
+	State     messages.StateCheckpoint
+	Epoch     uint64
+	TurnSeq   uint64
+	Committed uint64
+	Failed    uint64
+	Indexed   uint64
+	Turns     []core.Turn // not yet done: pending, in flight, awaiting index
+	Pending   int
+	InFlight  *core.Turn
+	Events    uint64
+}
+
+func (a *branchActor) info() BranchInfo {
+	bi := BranchInfo{Branch: a.id, Session: a.b.Session, Parent: a.b.Parent, Tip: a.b.Tip, State: a.b.State,
+		Epoch: a.b.Epoch, TurnSeq: a.b.TurnSeq, Committed: a.b.Committed, Failed: a.b.Failed, Indexed: a.b.Indexed,
+		Turns: slices.Clone(a.b.Turns), Pending: len(a.b.Pending()), Events: a.b.Events}
+	if t, ok := a.b.InFlight(); ok {
+		bi.InFlight = &t
+	}
+	if !a.b.Created {
+		return BranchInfo{}
+	}
+	return bi
+}
+
+// ErrNotForkable is returned when a fork point is a turn without a final
+// response (in flight or failed).
+var ErrNotForkable = errors.New("actors: cannot fork there")
+
+// forkPoint computes the base of a fork after turn at (zero: the head):
+// the transcript tip, the state to start from and the finalized turns not
+// folded into it, which the new branch carries as pending.
+func (a *branchActor) forkPoint(at messages.TurnID) (messages.BranchCreated, error) {
+	ev := messages.BranchCreated{Session: a.b.Session, Parent: a.id, ForkAt: at}
+	if !a.b.Created {
+		return ev, core.ErrNotCreated
+	}
+	pendingUpTo := func(last messages.TurnID) []messages.PendingTurn {
+		var out []messages.PendingTurn
+		for _, t := range a.b.Pending() {
+			out = append(out, messages.PendingTurn{Turn: t.ID, Seq: t.Seq, Reply: t.Reply})
+			if t.ID == last {
+				break
+			}
+		}
+		return out
+	}
+	if at.IsZero() {
+		if a.b.Tip.IsZero() {
+			return ev, fmt.Errorf("%w: branch %s has no turns yet", ErrNotForkable, a.id)
+		}
+		if t, ok := a.b.InFlight(); ok {
+			return ev, fmt.Errorf("%w: turn %d is %s; fork at a finished turn or wait", ErrNotForkable, t.Seq, t.Phase)
+		}
+		ev.Tip, ev.State, ev.TurnSeq = a.b.Tip, a.b.State, a.b.TurnSeq
+		ev.Pending = pendingUpTo(messages.TurnID{})
+		ev.ForkAt = a.b.Tip
+		return ev, nil
+	}
+	if t, ok := a.b.Turn(at); ok && t.Phase == messages.PhaseResponseFinalized {
+		ev.Tip, ev.State, ev.TurnSeq, ev.Pending = t.Reply, a.b.State, t.Seq, pendingUpTo(at)
+		return ev, nil
+	}
+	row, err := a.turnRow(at)
+	if err != nil {
+		return ev, err
+	}
+	if row.Phase < messages.PhaseStateCommitted || row.Phase == messages.PhaseFailed {
+		return ev, fmt.Errorf("%w: turn %d is %s", ErrNotForkable, row.Seq, row.Phase)
+	}
+	ctx := context.Background()
+	st, err := a.rt.db.StateRow(ctx, a.id, row.StateSeq)
+	if err != nil {
+		return ev, err
+	}
+	ev.Tip, ev.TurnSeq = row.Reply, row.Seq
+	i := slices.Index(st.Turns, at)
+	if i == len(st.Turns)-1 {
+		ev.State = messages.StateCheckpoint{ID: st.ID, Seq: st.Seq, Summary: st.Summary, Pinned: st.Pinned}
+		return ev, nil
+	}
+	// The commit that folded at also folded later turns: start from the
+	// state before it and carry the folded turns up to at as pending.
+	prev, err := a.rt.db.StateRow(ctx, a.id, row.StateSeq-1)
+	if err != nil {
+		return ev, err
+	}
+	ev.State = messages.StateCheckpoint{ID: prev.ID, Seq: prev.Seq, Summary: prev.Summary, Pinned: prev.Pinned}
+	for _, id := range st.Turns[:i+1] {
+		r, err := a.turnRow(id)
+		if err != nil {
+			return ev, err
+		}
+		ev.Pending = append(ev.Pending, messages.PendingTurn{Turn: r.ID, Seq: r.Seq, Reply: r.Reply})
+	}
+	return ev, nil
+}
+
+// turnRow finds the lifecycle row of turn id on this branch.
+func (a *branchActor) turnRow(id messages.TurnID) (persistence.TurnRow, error) {
+	for from := uint64(0); ; {
+		rows, err := a.rt.db.TurnRows(context.Background(), a.id, from, 1000)
+		if err != nil {
+			return persistence.TurnRow{}, err
+		}
+		for _, r := range rows {
+			if r.ID == id {
+				return r, nil
+			}
+		}
+		if len(rows) < 1000 {
+			return persistence.TurnRow{}, fmt.Errorf("%w: turn %s on branch %s", persistence.ErrTurnNotFound, id, a.id)
+		}
+		from = rows[len(rows)-1].Seq + 1
+	}
+}
+
+// CreateSession starts a new conversation with one empty branch.
+func (r *Runtime) CreateSession(ctx context.Context, title string) (persistence.SessionRow, persistence.BranchRow, error) {
+	now := r.cfg.Now()
+	s := persistence.SessionRow{ID: messages.NewID[messages.SessionID](now), Title: title, Created: now.UTC()}
+	b := persistence.BranchRow{ID: messages.NewID[messages.BranchID](now), Session: s.ID, Label: "main", Created: now.UTC()}
+	s.ActiveBranch = b.ID
+	ev := messages.BranchCreated{Session: s.ID, Branch: b.ID, At: now.UTC(),
+		State: messages.StateCheckpoint{ID: messages.NewID[messages.StateID](now)}}
+	if _, err := r.ask(ctx, b.ID, &createReq{ev: ev, session: &s, row: b}); err != nil {
+		return s, b, fmt.Errorf("create session: %w", err)
+	}
+	return s, b, nil
+}
+
+// Fork creates a branch of parent that continues after turn at (zero:
+// after the head). No history is copied; the new branch starts from the
+// state at that turn, with any finalized turns not yet folded into it
+// carried as pending.
+func (r *Runtime) Fork(ctx context.Context, parent messages.BranchID, at messages.TurnID, label string) (persistence.BranchRow, error) {
+	res, err := r.ask(ctx, parent, &forkReq{at: at})
+	if err != nil {
+		return persistence.BranchRow{}, fmt.Errorf("fork branch %s: %w", parent, err)
+	}
+	ev := res.(messages.BranchCreated)
+	now := r.cfg.Now()
+	ev.Branch = messages.NewID[messages.BranchID](now)
+	ev.At = now.UTC()
+	row := persistence.BranchRow{ID: ev.Branch, Session: ev.Session, Parent: parent, ForkAt: ev.ForkAt, Label: label, Created: now.UTC()}
+	if _, err := r.ask(ctx, ev.Branch, &createReq{ev: ev, row: row}); err != nil {
+		return row, fmt.Errorf("fork branch %s: %w", parent, err)
+	}
+	return row, nil
+}
+
+// Submit sends a user message to a branch and returns the stream of its
+// turn. It fails with core.ErrBusy while the previous turn has no final
+// response yet (SRD §6.2).
+func (r *Runtime) Submit(ctx context.Context, branch messages.BranchID, text string) (*TurnStream, error) {
+	if text == "" {
+		return nil, fmt.Errorf("%w: message text is empty", persistence.ErrInvalidArgument)
+	}
+	msg := messages.NewMessage(messages.RoleUser, messages.Text{Text: text})
+	res, err := r.ask(ctx, branch, &submitReq{msg: msg})
+	if err != nil {
+		return nil, err
+	}
+	return res.(*TurnStream), nil
+}
+
+// Pin adds a fact that every later context shows verbatim.
+func (r *Runtime) Pin(ctx context.Context, branch messages.BranchID, fact string) error {
+	_, err := r.ask(ctx, branch, &pinReq{fact: fact})
+	return err
+}
+
+// CommitPending asks the branch to fold its pending turns into a new
+// state now ("commit pending now", SRD §17.2).
+func (r *Runtime) CommitPending(ctx context.Context, branch messages.BranchID) error {
+	_, err := r.ask(ctx, branch, &commitReq{})
+	return err
+}
+
+// Inspect returns the branch's live state.
+func (r *Runtime) Inspect(ctx context.Context, branch messages.BranchID) (BranchInfo, error) {
+	res, err := r.ask(ctx, branch, &inspectReq{})
+	if err != nil {
+		return BranchInfo{}, err
+	}
+	bi := res.(BranchInfo)
+	if bi.Branch.IsZero() {
+		return bi, fmt.Errorf("%w: branch %s", persistence.ErrBranchNotFound, branch)
+	}
+	return bi, nil
+}
+
+// Kill makes a branch actor panic (chaos testing): supervision restarts
+// it and it rebuilds its state by replay.
+func (r *Runtime) Kill(ctx context.Context, branch messages.BranchID) error {
+	pid, err := r.pid(ctx, branch)
+	if err != nil {
+		return err
+	}
+	r.sys.Root.Send(pid, &killReq{})
+	return nil
+}
+
+// Entry is one message of a branch's history.
+type Entry struct {
+	Node    messages.TurnID
+	Depth   uint64
+	Message messages.Message
+}
+
+// History returns up to n messages of a branch's transcript ending just
+// before node before (zero: at the head), oldest first, and the cursor for
+// the page before it (zero at the start).
+func (r *Runtime) History(ctx context.Context, branch messages.BranchID, before messages.TurnID, n int) ([]Entry, messages.TurnID, error) {
+	var page persistence.Page
+	var err error
+	if before.IsZero() {
+		page, err = r.db.Last(ctx, branch, n)
+	} else {
+		page, err = r.db.Before(ctx, before, n)
+	}
+	if err != nil {
+		return nil, messages.TurnID{}, err
+	}
+	out := make([]Entry, 0, len(page.Turns))
+	for _, t := range page.Turns {
+		m, err := readMessage(r.db, t.ID)
+		if err != nil {
+			return nil, messages.TurnID{}, err
+		}
+		out = append(out, Entry{Node: t.ID, Depth: t.Depth, Message: m})
+	}
+	return out, page.Next, nil
+}

@@ -1,0 +1,603 @@
+package actors
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	ppersist "github.com/asynkron/protoactor-go/persistence"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/contextinfinity/ctxinf/internal/core"
+	"github.com/contextinfinity/ctxinf/messages"
+	"github.com/contextinfinity/ctxinf/persistence"
+	"github.com/contextinfinity/ctxinf/providers"
+)
+
+// Transcript payload types in the context store.
+const (
+	TypeUserMessage      uint64 = 1
+	TypeAssistantMessage uint64 = 2
+	CodecJSON            uint32 = 1
+)
+
+// Requests a branch actor answers (with ctx.Respond).
+type (
+	createReq struct {
+		ev      messages.BranchCreated
+		session *persistence.SessionRow // set when the branch opens a new session
+		row     persistence.BranchRow
+	}
+	submitReq  struct{ msg messages.Message }
+	pinReq     struct{ fact string }
+	commitReq  struct{}
+	inspectReq struct{}
+	wakeReq    struct{}
+	forkReq    struct{ at messages.TurnID } // zero: the head
+	killReq    struct{}                     // chaos: panic now
+)
+
+// Messages from the actors a branch works with.
+type (
+	stepDelta struct {
+		step               messages.StepID
+		text               string
+		displayed, durable uint64
+	}
+	stepDone struct {
+		turn               messages.TurnID
+		step               messages.StepID
+		resp               providers.Response
+		err                error
+		displayed, durable uint64
+	}
+	summaryDone struct {
+		epoch   uint64
+		turns   []messages.TurnID
+		summary string
+		err     error
+	}
+	indexDone struct {
+		turn   messages.TurnID
+		chunks int
+		err    error
+	}
+)
+
+// Event and snapshot encodings in the actor log: one tag byte, then JSON.
+const (
+	tagEvent    = 'E'
+	tagSnapshot = 'S'
+)
+
+// branchActor is one branch: the single writer of its event log, its
+// transcript branch and its lifecycle rows.
+type branchActor struct {
+	ppersist.Mixin
+	rt *Runtime
+	id messages.BranchID
+	b  core.Branch
+
+	streams     map[messages.TurnID]*TurnStream
+	step        messages.StepID // the step streaming now
+	cancelStep  context.CancelFunc
+	summarizing uint64 // epoch+1 of the summary asked for; 0 none
+	indexing    map[messages.TurnID]bool
+}
+
+func newBranchActor(rt *Runtime, id messages.BranchID) *branchActor {
+	return &branchActor{rt: rt, id: id, streams: map[messages.TurnID]*TurnStream{}, indexing: map[messages.TurnID]bool{}}
+}
+
+func (a *branchActor) now() time.Time { return a.rt.cfg.Now() }
+
+func (a *branchActor) Receive(ctx actor.Context) {
+	// Persisting may deliver a RequestSnapshot to this actor re-entrantly,
+	// which replaces the context's current envelope: capture the sender
+	// first and reply to it explicitly, never with ctx.Respond.
+	sender := ctx.Sender()
+	respond := func(v any) {
+		if sender != nil {
+			ctx.Send(sender, v)
+		}
+	}
+	switch m := ctx.Message().(type) {
+	case *wrapperspb.BytesValue:
+		a.replay(m.Value)
+	case *ppersist.RequestSnapshot:
+		b, err := json.Marshal(&a.b)
+		if err != nil {
+			panic(fmt.Errorf("%w: encode snapshot: %v", errFatal, err))
+		}
+		a.PersistSnapshot(wrapperspb.Bytes(append([]byte{tagSnapshot}, b...)))
+	case *ppersist.ReplayComplete:
+		a.recover(ctx)
+		ctx.SetReceiveTimeout(a.rt.cfg.IdleAfter)
+	case *actor.ReceiveTimeout:
+		if !a.busy() {
+			ctx.Send(ctx.Parent(), &passivateReq{id: a.id, pid: ctx.Self()})
+		}
+	case *actor.Stopping:
+		if a.cancelStep != nil {
+			a.cancelStep()
+		}
+	case *createReq:
+		respond(a.create(ctx, m))
+	case *submitReq:
+		s, err := a.submit(ctx, m.msg)
+		if err != nil {
+			respond(err)
+			return
+		}
+		respond(s)
+	case *pinReq:
+		evs, err := a.b.Pin(m.fact, a.now())
+		if err == nil {
+			a.persistAll(ctx, evs)
+		}
+		respond(errOrOK(err))
+	case *commitReq:
+		a.summarizing = 0 // ask again even if a summary is under way
+		if p := a.b.Pending(); len(p) > 0 {
+			a.run(ctx, []core.Effect{core.Summarize{Turns: turnIDs(p), Epoch: a.b.Epoch, State: a.b.State}})
+		}
+		respond(okReply{})
+	case *inspectReq:
+		respond(a.info())
+	case *forkReq:
+		res, err := a.forkPoint(m.at)
+		if err != nil {
+			respond(err)
+			return
+		}
+		respond(res)
+	case *wakeReq:
+		respond(okReply{})
+	case *killReq:
+		panic(errors.New("chaos: branch actor killed"))
+	case *stepDelta:
+		if m.step != a.step {
+			return
+		}
+		if t, ok := a.b.InFlight(); ok {
+			if s := a.streams[t.ID]; s != nil {
+				s.push(Update{Delta: m.text, Displayed: m.displayed, Durable: m.durable})
+			}
+		}
+	case *stepDone:
+		a.finishStep(ctx, m)
+	case *summaryDone:
+		a.commit(ctx, m)
+	case *indexDone:
+		delete(a.indexing, m.turn)
+		if m.err != nil {
+			a.rt.log.Warn().Err(m.err).Str("branch", a.id.String()).Str("turn", m.turn.String()).Msg("index failed; retried on next activation")
+			return
+		}
+		evs, err := a.b.MarkIndexed(m.turn, m.chunks, a.now())
+		if err != nil {
+			a.rt.log.Warn().Err(err).Str("branch", a.id.String()).Msg("mark indexed")
+			return
+		}
+		a.persistAll(ctx, evs)
+	}
+}
+
+type okReply struct{}
+
+func errOrOK(err error) any {
+	if err != nil {
+		return err
+	}
+	return okReply{}
+}
+
+// busy says whether the branch has work in flight that passivation would
+// interrupt.
+func (a *branchActor) busy() bool {
+	_, inFlight := a.b.InFlight()
+	return inFlight || a.summarizing != 0 || len(a.indexing) > 0 || len(a.b.Pending()) > 0
+}
+
+// replay applies a stored event or snapshot; effects are not run.
+func (a *branchActor) replay(data []byte) {
+	if len(data) == 0 {
+		panic(fmt.Errorf("%w: empty record in the log of branch %s", errFatal, a.id))
+	}
+	switch data[0] {
+	case tagSnapshot:
+		var b core.Branch
+		if err := json.Unmarshal(data[1:], &b); err != nil {
+			panic(fmt.Errorf("%w: snapshot of branch %s: %v", errFatal, a.id, err))
+		}
+		a.b = b
+	case tagEvent:
+		ev, err := messages.UnmarshalBranchEvent(data[1:])
+		if err == nil {
+			_, err = a.b.Apply(ev)
+		}
+		if err != nil {
+			panic(fmt.Errorf("%w: event of branch %s: %v", errFatal, a.id, err))
+		}
+	default:
+		panic(fmt.Errorf("%w: unknown record tag %q in the log of branch %s", errFatal, data[0], a.id))
+	}
+}
+
+// recover resumes work after replay (SRD §6.5): interrupted turns fail,
+// pending turns are summarized, committed turns are indexed.
+func (a *branchActor) recover(ctx actor.Context) {
+	if !a.b.Created {
+		return
+	}
+	evs, effects := a.b.Recover(a.now())
+	a.persistAll(ctx, evs)
+	a.run(ctx, effects)
+}
+
+// persist writes ev with the rows and appends it implies (one atomic
+// transaction), then applies it and runs its effects. A write that fails
+// panics inside the persistence provider: the supervisor restarts the
+// actor, which replays and so never holds state that was not written.
+func (a *branchActor) persist(ctx actor.Context, ev messages.BranchEvent, tx *persistence.Tx) {
+	data, err := messages.MarshalBranchEvent(ev)
+	if err != nil {
+		panic(fmt.Errorf("%w: encode event: %v", errFatal, err))
+	}
+	a.PersistReceive(persistence.NewEnvelope(append([]byte{tagEvent}, data...), tx))
+	effects, err := a.b.Apply(ev)
+	if err != nil {
+		panic(fmt.Errorf("%w: apply %T: %v", errFatal, ev, err))
+	}
+	if obs := a.rt.cfg.Observe; obs != nil {
+		obs(a.id, ev)
+	}
+	a.run(ctx, effects)
+}
+
+func (a *branchActor) persistAll(ctx actor.Context, evs []messages.BranchEvent) {
+	for _, ev := range evs {
+		a.persist(ctx, ev, a.txFor(ev))
+	}
+}
+
+// txFor returns the lifecycle rows and jobs that go with ev (the SRD's
+// transactions TX-0, TX-A, TX-B, TX-C as one atomic commit each).
+func (a *branchActor) txFor(ev messages.BranchEvent) *persistence.Tx {
+	tx := &persistence.Tx{}
+	row := func(t core.Turn) persistence.TurnRow {
+		return persistence.TurnRow{Branch: a.id, Seq: t.Seq, ID: t.ID, Phase: t.Phase, Step: t.Step, Reply: t.Reply,
+			Outcome: t.Outcome.Kind.String(), Reason: t.Reason, StateAfter: t.StateAfter, Updated: a.now()}
+	}
+	job := func(t persistence.JobType, turn messages.TurnID) persistence.Job {
+		return persistence.Job{Type: t, Branch: a.id, Turn: turn, Created: a.now()}
+	}
+	switch e := ev.(type) {
+	case messages.TurnAccepted:
+		tx.Turns = []persistence.TurnRow{{Branch: a.id, Seq: e.Seq, ID: e.Turn, Phase: messages.PhaseAccepted, Updated: a.now()}}
+		tx.Jobs = []persistence.Job{job(persistence.JobRespond, e.Turn)}
+	case messages.ResponseStarted:
+		if t, ok := a.b.Turn(e.Turn); ok {
+			t.Phase, t.Step = messages.PhaseResponding, e.Step
+			tx.Turns = []persistence.TurnRow{row(t)}
+		}
+	case messages.ResponseFinalized:
+		if t, ok := a.b.Turn(e.Turn); ok {
+			t.Phase, t.Reply, t.Outcome = messages.PhaseResponseFinalized, e.Reply, e.Outcome
+			tx.Turns = []persistence.TurnRow{row(t)}
+		}
+		tx.DoneJobs = []persistence.JobKey{{Type: persistence.JobRespond, Turn: e.Turn}}
+		tx.Jobs = []persistence.Job{job(persistence.JobSummarize, e.Turn)}
+	case messages.TurnFailed:
+		if t, ok := a.b.Turn(e.Turn); ok {
+			t.Phase, t.Reason = messages.PhaseFailed, e.Reason
+			tx.Turns = []persistence.TurnRow{row(t)}
+		}
+		tx.DoneJobs = []persistence.JobKey{{Type: persistence.JobRespond, Turn: e.Turn}}
+	case messages.StateCommitted:
+		tx.States = []persistence.StateRow{{Branch: a.id, Seq: e.State.Seq, ID: e.State.ID, Summary: e.State.Summary,
+			Pinned: e.State.Pinned, Turns: e.Turns, Created: a.now()}}
+		for _, id := range e.Turns {
+			if t, ok := a.b.Turn(id); ok {
+				t.Phase, t.StateAfter = messages.PhaseStateCommitted, e.State.ID
+				r := row(t)
+				r.StateSeq = e.State.Seq
+				tx.Turns = append(tx.Turns, r)
+			}
+			tx.DoneJobs = append(tx.DoneJobs, persistence.JobKey{Type: persistence.JobSummarize, Turn: id})
+			tx.Jobs = append(tx.Jobs, job(persistence.JobIndex, id))
+		}
+	case messages.TurnIndexed:
+		if t, ok := a.b.Turn(e.Turn); ok {
+			t.Phase = messages.PhaseDone
+			r := row(t)
+			if rows, err := a.rt.db.TurnRows(context.Background(), a.id, t.Seq, 1); err == nil && len(rows) == 1 {
+				r.StateSeq = rows[0].StateSeq
+			}
+			tx.Turns = []persistence.TurnRow{r}
+		}
+		tx.DoneJobs = []persistence.JobKey{{Type: persistence.JobIndex, Turn: e.Turn}}
+	}
+	return tx
+}
+
+func (a *branchActor) create(ctx actor.Context, m *createReq) any {
+	evs, err := a.b.Create(m.ev)
+	if err != nil {
+		return err
+	}
+	base := m.ev.State
+	tx := &persistence.Tx{
+		NewBranches: []persistence.BranchSpec{{ID: a.id, At: m.ev.Tip}},
+		Branches:    []persistence.BranchRow{m.row},
+		// The base state gets a row on this branch too, so that a fork of
+		// this branch finds every state it may start from locally.
+		States: []persistence.StateRow{{Branch: a.id, Seq: base.Seq, ID: base.ID, Summary: base.Summary,
+			Pinned: base.Pinned, Created: a.now()}},
+	}
+	if m.session != nil {
+		tx.Sessions = []persistence.SessionRow{*m.session}
+	}
+	for _, p := range m.ev.Pending {
+		tx.Jobs = append(tx.Jobs, persistence.Job{Type: persistence.JobSummarize, Branch: a.id, Turn: p.Turn, Created: a.now()})
+		tx.Turns = append(tx.Turns, persistence.TurnRow{Branch: a.id, Seq: p.Seq, ID: p.Turn, Phase: messages.PhaseResponseFinalized,
+			Reply: p.Reply, Updated: a.now()})
+	}
+	a.persist(ctx, evs[0], tx)
+	return okReply{}
+}
+
+func (a *branchActor) submit(ctx actor.Context, msg messages.Message) (*TurnStream, error) {
+	if msg.Role != messages.RoleUser {
+		return nil, fmt.Errorf("%w: message role is %s, want user", persistence.ErrInvalidArgument, msg.Role)
+	}
+	payload, err := msg.MarshalJSON()
+	if err != nil {
+		return nil, err
+	}
+	now := a.now()
+	turn := messages.NewID[messages.TurnID](now)
+	evs, err := a.b.Submit(turn, now)
+	if err != nil {
+		return nil, err
+	}
+	ev := evs[0].(messages.TurnAccepted)
+	tip := a.b.Tip
+	tx := a.txFor(ev)
+	tx.Appends = []persistence.TxAppend{{Branch: a.id, ID: turn,
+		Req: persistence.AppendRequest{Payload: payload, TypeTag: TypeUserMessage, Codec: CodecJSON, ExpectParent: &tip}}}
+	s := newTurnStream(a.id, turn, ev.Seq)
+	a.streams[turn] = s
+	a.persist(ctx, ev, tx)
+	return s, nil
+}
+
+// run executes effects in order.
+func (a *branchActor) run(ctx actor.Context, effects []core.Effect) {
+	for _, e := range effects {
+		switch e := e.(type) {
+		case core.PrepareContext:
+			a.prepare(ctx, e.Turn)
+		case core.Summarize:
+			if a.summarizing == e.Epoch+1 {
+				continue // this epoch's summary is on its way
+			}
+			a.summarizing = e.Epoch + 1
+			ctx.Send(a.rt.librarian, &summarizeReq{from: ctx.Self(), branch: a.id, epoch: e.Epoch,
+				previous: e.State.Summary, turns: a.pendingOf(e.Turns)})
+		case core.Index:
+			if a.indexing[e.Turn] {
+				continue
+			}
+			t, ok := a.b.Turn(e.Turn)
+			if !ok {
+				continue
+			}
+			a.indexing[e.Turn] = true
+			ctx.Send(a.rt.indexer, &indexReq{from: ctx.Self(), branch: a.id, session: a.b.Session, turn: t.ID, reply: t.Reply})
+		case core.TurnDone:
+			if s := a.streams[e.Turn]; s != nil {
+				u := Update{Done: true, Phase: e.Phase}
+				if t, ok := a.b.Turn(e.Turn); ok {
+					u.Outcome, u.Err = t.Outcome, t.Reason
+				}
+				if e.Phase == messages.PhaseFailed {
+					u.Err = a.failReason(e.Turn)
+				}
+				s.push(u)
+				delete(a.streams, e.Turn)
+			}
+		}
+	}
+}
+
+// failReason finds why a failed turn failed (failed turns leave Turns).
+func (a *branchActor) failReason(turn messages.TurnID) string {
+	rows, err := a.rt.db.TurnRows(context.Background(), a.id, a.b.TurnSeq, 1)
+	if err == nil && len(rows) == 1 && rows[0].ID == turn {
+		return rows[0].Reason
+	}
+	return "the turn failed"
+}
+
+func (a *branchActor) pendingOf(ids []messages.TurnID) []messages.PendingTurn {
+	out := make([]messages.PendingTurn, 0, len(ids))
+	for _, id := range ids {
+		if t, ok := a.b.Turn(id); ok {
+			out = append(out, messages.PendingTurn{Turn: t.ID, Seq: t.Seq, Reply: t.Reply})
+		}
+	}
+	return out
+}
+
+func turnIDs(ts []core.Turn) []messages.TurnID {
+	out := make([]messages.TurnID, len(ts))
+	for i, t := range ts {
+		out[i] = t.ID
+	}
+	return out
+}
+
+// prepare assembles the context of turn and starts its provider step; if
+// the context cannot be assembled the turn fails.
+func (a *branchActor) prepare(ctx actor.Context, turn messages.TurnID) {
+	if a.Recovering() {
+		return
+	}
+	ac, err := a.assemble(turn)
+	if err != nil {
+		a.fail(ctx, turn, "assemble context: "+err.Error())
+		return
+	}
+	now := a.now()
+	step := messages.NewID[messages.StepID](now)
+	evs, err := a.b.Start(turn, step, now)
+	if err != nil {
+		a.fail(ctx, turn, err.Error())
+		return
+	}
+	a.persistAll(ctx, evs)
+	sctx, cancel := context.WithCancel(context.Background())
+	a.step, a.cancelStep = step, cancel
+	req := providers.Request{Model: a.rt.cfg.Model, Context: ac, MaxOutputTokens: a.rt.cfg.MaxOutputTokens}
+	props := actor.PropsFromProducer(func() actor.Actor {
+		return &stepActor{rt: a.rt, ctx: sctx, branch: ctx.Self(), turn: turn, step: step, req: req}
+	})
+	if _, err := ctx.SpawnNamed(props, "step-"+step.String()); err != nil {
+		cancel()
+		a.fail(ctx, turn, "start step: "+err.Error())
+	}
+}
+
+func (a *branchActor) fail(ctx actor.Context, turn messages.TurnID, reason string) {
+	evs, err := a.b.Fail(turn, reason, a.now())
+	if err != nil {
+		a.rt.log.Warn().Err(err).Str("branch", a.id.String()).Msg("fail turn")
+		return
+	}
+	a.persistAll(ctx, evs)
+}
+
+// message reads a transcript node's message from the store.
+func (a *branchActor) message(node messages.TurnID) (messages.Message, error) {
+	return readMessage(a.rt.db, node)
+}
+
+func readMessage(db *persistence.DB, node messages.TurnID) (messages.Message, error) {
+	var m messages.Message
+	t, err := db.Turn(context.Background(), node)
+	if err != nil {
+		return m, err
+	}
+	p, err := db.Blob(context.Background(), t.PayloadHash)
+	if err != nil {
+		return m, err
+	}
+	err = m.UnmarshalJSON(p)
+	return m, err
+}
+
+// assemble builds the context of turn: system instructions, pinned facts,
+// the head summary, the verbatim window, the pending turns in order and
+// the user message (SRD §5.9). Budgets and retrieval come with the
+// context and retrieval issues.
+func (a *branchActor) assemble(turn messages.TurnID) (messages.AssembledContext, error) {
+	ac := messages.AssembledContext{
+		SystemInstructions: a.rt.cfg.SystemInstructions,
+		PinnedFacts:        a.b.State.Pinned,
+		Summary:            a.b.State.Summary,
+	}
+	for _, n := range a.b.Window {
+		m, err := a.message(n)
+		if err != nil {
+			return ac, err
+		}
+		ac.Window = append(ac.Window, m)
+	}
+	for _, p := range a.b.Pending() {
+		for _, n := range []messages.TurnID{p.ID, p.Reply} {
+			m, err := a.message(n)
+			if err != nil {
+				return ac, err
+			}
+			ac.Pending = append(ac.Pending, m)
+		}
+	}
+	user, err := a.message(turn)
+	ac.User = user
+	return ac, err
+}
+
+func (a *branchActor) finishStep(ctx actor.Context, m *stepDone) {
+	if m.step != a.step {
+		return
+	}
+	a.step, a.cancelStep = messages.StepID{}, nil
+	if m.err == nil && (m.resp.Outcome.Kind == messages.OutcomeCompleted || m.resp.Outcome.Kind == messages.OutcomeIncomplete ||
+		m.resp.Outcome.Kind == messages.OutcomePaused) {
+		reply := assistantMessage(m.resp.Items)
+		payload, err := reply.MarshalJSON()
+		if err == nil {
+			now := a.now()
+			node := messages.NewID[messages.TurnID](now)
+			var evs []messages.BranchEvent
+			if evs, err = a.b.Finalize(m.turn, m.step, node, m.resp.Outcome, m.displayed, m.durable, now); err == nil {
+				tx := a.txFor(evs[0])
+				parent := m.turn
+				tx.Appends = []persistence.TxAppend{{Branch: a.id, ID: node, Req: persistence.AppendRequest{
+					Payload: payload, TypeTag: TypeAssistantMessage, Codec: CodecJSON, ExpectParent: &parent}}}
+				a.persist(ctx, evs[0], tx)
+				return
+			}
+		}
+		m.err = err
+	}
+	reason := "provider step ended with outcome " + m.resp.Outcome.Kind.String()
+	if m.err != nil {
+		reason = m.err.Error()
+	}
+	a.fail(ctx, m.turn, reason)
+}
+
+// assistantMessage gathers the assistant blocks of a step's items.
+func assistantMessage(items messages.Items) messages.Message {
+	var blocks []messages.ContentBlock
+	for _, it := range items {
+		if am, ok := it.(messages.AssistantMessage); ok {
+			blocks = append(blocks, am.Blocks...)
+		}
+	}
+	if len(blocks) == 0 {
+		blocks = []messages.ContentBlock{messages.Text{Text: ""}}
+	}
+	return messages.NewMessage(messages.RoleAssistant, blocks...)
+}
+
+func (a *branchActor) commit(ctx actor.Context, m *summaryDone) {
+	if a.summarizing != m.epoch+1 {
+		return // superseded
+	}
+	a.summarizing = 0
+	if m.err != nil {
+		a.rt.log.Warn().Err(m.err).Str("branch", a.id.String()).Msg("summarize failed; retried on next turn")
+		return
+	}
+	now := a.now()
+	state := messages.StateCheckpoint{ID: messages.NewID[messages.StateID](now), Seq: a.b.State.Seq + 1,
+		Summary: m.summary, Pinned: a.b.State.Pinned}
+	evs, err := a.b.Commit(state, m.turns, m.epoch, now)
+	if errors.Is(err, core.ErrStaleEpoch) {
+		if p := a.b.Pending(); len(p) > 0 { // the state moved on: summarize again
+			a.run(ctx, []core.Effect{core.Summarize{Turns: turnIDs(p), Epoch: a.b.Epoch, State: a.b.State}})
+		}
+		return
+	}
+	if err != nil {
+		a.rt.log.Warn().Err(err).Str("branch", a.id.String()).Msg("commit state")
+		return
+	}
+	a.persistAll(ctx, evs)
+}

@@ -1,0 +1,190 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+	"go.uber.org/goleak"
+
+	"github.com/contextinfinity/ctxinf/internal/core"
+	"github.com/contextinfinity/ctxinf/messages"
+	"github.com/contextinfinity/ctxinf/persistence"
+	"github.com/contextinfinity/ctxinf/providers/local"
+)
+
+var bg = context.Background()
+
+// events collects what branch actors applied, for tests to wait on.
+type events struct {
+	mu   sync.Mutex
+	log  []messages.BranchEvent
+	wake chan struct{}
+}
+
+func newEvents() *events { return &events{wake: make(chan struct{}, 1)} }
+
+func (e *events) observe(_ messages.BranchID, ev messages.BranchEvent) {
+	e.mu.Lock()
+	e.log = append(e.log, ev)
+	e.mu.Unlock()
+	select {
+	case e.wake <- struct{}{}:
+	default:
+	}
+}
+
+// waitFor waits until n events match ok, or fails after a timeout.
+func (e *events) waitFor(t *testing.T, what string, n int, ok func(messages.BranchEvent) bool) {
+	t.Helper()
+	deadline := time.After(10 * time.Second)
+	for {
+		e.mu.Lock()
+		c := 0
+		for _, ev := range e.log {
+			if ok(ev) {
+				c++
+			}
+		}
+		e.mu.Unlock()
+		if c >= n {
+			return
+		}
+		select {
+		case <-e.wake:
+		case <-deadline:
+			t.Fatalf("timed out waiting for %d %s events (have %d)", n, what, c)
+		}
+	}
+}
+
+func isType[T messages.BranchEvent](ev messages.BranchEvent) bool { _, ok := ev.(T); return ok }
+
+func testConfig(t *testing.T, dir string, ev *events) Config {
+	store := persistence.TestOptions("")
+	store.Durability = persistence.DurabilityRelaxed
+	return Config{
+		DataDir:        dir,
+		Store:          store,
+		SnapshotEvery:  8,
+		Provider:       local.New(local.Options{}),
+		Model:          "local",
+		RequestTimeout: 10 * time.Second,
+		Logger:         zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel),
+		Observe:        ev.observe,
+	}
+}
+
+func openRuntime(t *testing.T, cfg Config) *Runtime {
+	t.Helper()
+	r, err := Open(bg, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func TestTurnLifecycle(t *testing.T) {
+	// protoactor's dead-letter throttle goroutine outlives Shutdown (its
+	// own, not ours).
+	defer goleak.VerifyNone(t, goleak.IgnoreAnyFunction("github.com/asynkron/protoactor-go/actor.NewThrottle.func1.1"))
+	dir := t.TempDir()
+	ev := newEvents()
+	hold := make(chan struct{})
+	cfg := testConfig(t, dir, ev)
+	cfg.Summarize = func(ctx context.Context, prev string, ex []core.Exchange) (string, error) {
+		<-hold // summaries wait until the test lets them go
+		return core.FallbackSummary(prev, ex), nil
+	}
+	r := openRuntime(t, cfg)
+	_, b, err := r.CreateSession(bg, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s1, err := r.Submit(bg, b.ID, "Remember that the deploy target is eu-west-1.")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text, last := s1.Wait(nil)
+	if !last.Done || last.Phase != messages.PhaseResponseFinalized || !strings.Contains(text, "[local]") {
+		t.Fatalf("turn 1 ended %+v with %q", last, text)
+	}
+	// Summary lag (SRD §22 test 1): turn 1 is not committed yet, so turn 2
+	// must see it as a pending turn.
+	s2, err := r.Submit(bg, b.ID, "What is the deploy target?")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text, last = s2.Wait(nil)
+	if !strings.Contains(text, "1 pending turn") || !strings.Contains(text, "Remember that the deploy") {
+		t.Fatalf("turn 2 did not see turn 1 as pending: %q", text)
+	}
+	if _, err := r.Submit(bg, b.ID, ""); !errors.Is(err, persistence.ErrInvalidArgument) {
+		t.Fatalf("empty message error = %v", err)
+	}
+	close(hold)
+	ev.waitFor(t, "TurnIndexed", 2, isType[messages.TurnIndexed])
+	info, err := r.Inspect(bg, b.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Committed != 2 || info.Indexed != 2 || info.Pending != 0 || info.TurnSeq != 2 {
+		t.Fatalf("after two turns: %+v", info)
+	}
+	if !strings.Contains(info.State.Summary, "eu-west-1") {
+		t.Fatalf("summary lost the artifact: %q", info.State.Summary)
+	}
+	if err := r.Pin(bg, b.ID, "The user's name is Ada."); err != nil {
+		t.Fatal(err)
+	}
+	hist, _, err := r.History(bg, b.ID, messages.TurnID{}, 10)
+	if err != nil || len(hist) != 4 {
+		t.Fatalf("History = %d entries, %v", len(hist), err)
+	}
+	// Fork after turn 1: the fork's history is turn 1, then its own.
+	rows, _ := r.DB().TurnRows(bg, b.ID, 0, 10)
+	f, err := r.Fork(bg, b.ID, rows[0].ID, "alt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s3, err := r.Submit(bg, f.ID, "And on the fork?")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s3.Wait(nil)
+	fh, _, _ := r.History(bg, f.ID, messages.TurnID{}, 10)
+	if len(fh) != 4 || fh[0].Message.RenderedText != hist[0].Message.RenderedText || fh[2].Message.RenderedText != "And on the fork?" {
+		t.Fatalf("fork history = %+v", fh)
+	}
+	// A killed branch actor restarts and replays; its state is intact.
+	before, _ := r.Inspect(bg, b.ID)
+	if err := r.Kill(bg, b.ID); err != nil {
+		t.Fatal(err)
+	}
+	after, err := r.Inspect(bg, b.ID)
+	if err != nil || after.State.ID != before.State.ID || after.TurnSeq != before.TurnSeq || len(after.State.Pinned) != 1 {
+		t.Fatalf("after kill: %+v, %v; before %+v", after, err, before)
+	}
+	if r.Restarts() < 1 {
+		t.Fatalf("Restarts = %d after a kill", r.Restarts())
+	}
+	r.Close()
+	// Reopen: everything is still there.
+	r = openRuntime(t, cfg)
+	defer r.Close()
+	again, err := r.Inspect(bg, b.ID)
+	if err != nil || again.State.ID != before.State.ID || again.Committed != 2 {
+		t.Fatalf("after reopen: %+v, %v", again, err)
+	}
+	s4, err := r.Submit(bg, b.ID, "Still there?")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, last := s4.Wait(nil); last.Phase != messages.PhaseResponseFinalized {
+		t.Fatalf("turn after reopen: %+v", last)
+	}
+}

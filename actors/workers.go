@@ -1,0 +1,208 @@
+package actors
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/contextinfinity/ctxinf/internal/core"
+	"github.com/contextinfinity/ctxinf/internal/retrieval"
+	"github.com/contextinfinity/ctxinf/messages"
+	"github.com/contextinfinity/ctxinf/persistence"
+	"github.com/contextinfinity/ctxinf/providers"
+)
+
+// stepActor runs one provider step: it streams from the provider, hands
+// every event to its journal actor, forwards text to the branch, and
+// reports the end. It lives for one step, as a child of its branch.
+type stepActor struct {
+	rt      *Runtime
+	ctx     context.Context
+	branch  *actor.PID
+	turn    messages.TurnID
+	step    messages.StepID
+	req     providers.Request
+	journal *actor.PID
+}
+
+type (
+	journalAppend struct {
+		eventType string
+		payload   []byte
+		text      string // the delta to forward to the branch after journaling
+	}
+	journalClose struct{}
+)
+
+func (s *stepActor) Receive(ctx actor.Context) {
+	if _, ok := ctx.Message().(*actor.Started); !ok {
+		return
+	}
+	j, err := persistence.CreateJournal(s.rt.streams, s.step, s.rt.cfg.Provider.Name(), s.rt.cfg.Journal, s.rt.cfg.Now)
+	if err != nil {
+		ctx.Send(s.branch, &stepDone{turn: s.turn, step: s.step, err: fmt.Errorf("create stream journal: %w", err)})
+		ctx.Stop(ctx.Self())
+		return
+	}
+	ja := &journalActor{j: j, branch: s.branch, step: s.step, every: s.rt.cfg.Journal.FlushInterval}
+	s.journal, _ = ctx.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return ja }), "journal")
+	resp, err := s.rt.cfg.Provider.Stream(s.ctx, s.req, func(ev providers.Event) error {
+		ctx.Send(s.journal, &journalAppend{eventType: ev.Type, payload: ev.Raw, text: ev.Text})
+		return nil
+	})
+	var counters persistence.JournalCounters
+	if res, cerr := ctx.RequestFuture(s.journal, &journalClose{}, s.rt.cfg.RequestTimeout).Result(); cerr == nil {
+		counters, _ = res.(persistence.JournalCounters)
+	}
+	ctx.Send(s.branch, &stepDone{turn: s.turn, step: s.step, resp: resp, err: err,
+		displayed: counters.Displayed, durable: counters.Durable})
+	ctx.Stop(ctx.Self())
+}
+
+// journalActor owns a step's stream journal (SRD §13): it appends every
+// event, flushes and fsyncs by the journal policy (ticking when events
+// pause), and tells the branch the displayed and durable byte counts.
+type journalActor struct {
+	j      *persistence.Journal
+	branch *actor.PID
+	step   messages.StepID
+	every  time.Duration
+	err    error
+}
+
+func (ja *journalActor) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		ctx.SetReceiveTimeout(max(ja.every, time.Millisecond))
+	case *journalAppend:
+		var c persistence.JournalCounters
+		if ja.err == nil {
+			c, ja.err = ja.j.Append(m.eventType, m.payload)
+		}
+		if m.text != "" || ja.err == nil {
+			ctx.Send(ja.branch, &stepDelta{step: ja.step, text: m.text, displayed: c.Displayed, durable: c.Durable})
+		}
+	case *actor.ReceiveTimeout:
+		if ja.err == nil {
+			before := ja.j.Counters()
+			c, err := ja.j.Tick()
+			ja.err = err
+			if c != before {
+				ctx.Send(ja.branch, &stepDelta{step: ja.step, displayed: c.Displayed, durable: c.Durable})
+			}
+		}
+	case *journalClose:
+		if err := ja.j.Close(); err != nil && ja.err == nil {
+			ja.err = err
+		}
+		ctx.Respond(ja.j.Counters())
+	case *actor.Stopping:
+		ja.j.Close()
+	}
+}
+
+// summarizeReq asks the librarian to fold turns into a new summary.
+type summarizeReq struct {
+	from     *actor.PID
+	branch   messages.BranchID
+	epoch    uint64
+	previous string
+	turns    []messages.PendingTurn
+}
+
+// librarian writes state summaries. Until a librarian model is configured
+// (the context issue) it uses the deterministic fallback (SRD §10.3).
+type librarian struct{ rt *Runtime }
+
+func (l *librarian) Receive(ctx actor.Context) {
+	m, ok := ctx.Message().(*summarizeReq)
+	if !ok {
+		return
+	}
+	done := &summaryDone{epoch: m.epoch}
+	exchanges := make([]core.Exchange, 0, len(m.turns))
+	for _, t := range m.turns {
+		u, err := readMessage(l.rt.db, t.Turn)
+		if err != nil {
+			done.err = err
+			break
+		}
+		r, err := readMessage(l.rt.db, t.Reply)
+		if err != nil {
+			done.err = err
+			break
+		}
+		exchanges = append(exchanges, core.Exchange{User: u.RenderedText, Assistant: r.RenderedText})
+		done.turns = append(done.turns, t.Turn)
+	}
+	if done.err == nil {
+		done.summary, done.err = l.rt.cfg.Summarize(context.Background(), m.previous, exchanges)
+	}
+	ctx.Send(m.from, done)
+}
+
+// indexReq asks the indexer to chunk and store a committed turn.
+type indexReq struct {
+	from    *actor.PID
+	branch  messages.BranchID
+	session messages.SessionID
+	turn    messages.TurnID
+	reply   messages.TurnID
+}
+
+// indexer turns committed turns into chunk rows, idempotently: a chunk is
+// unique by (source turn, type, content hash), so indexing twice inserts
+// nothing (SRD §9.3). Embeddings and search come with the retrieval issue.
+type indexer struct{ rt *Runtime }
+
+func (ix *indexer) Receive(ctx actor.Context) {
+	m, ok := ctx.Message().(*indexReq)
+	if !ok {
+		return
+	}
+	n, err := ix.index(m)
+	ctx.Send(m.from, &indexDone{turn: m.turn, chunks: n, err: err})
+}
+
+func (ix *indexer) index(m *indexReq) (int, error) {
+	now := ix.rt.cfg.Now()
+	var rows []persistence.ChunkRow
+	for _, node := range []messages.TurnID{m.turn, m.reply} {
+		if node.IsZero() {
+			continue
+		}
+		msg, err := readMessage(ix.rt.db, node)
+		if err != nil {
+			return 0, err
+		}
+		for _, c := range retrieval.ChunkText(msg.Role, msg.RenderedText) {
+			rows = append(rows, persistence.ChunkRow{
+				ID: messages.NewID[messages.ChunkID](now), Session: m.session, Branch: m.branch,
+				SourceTurn: m.turn, Type: c.Type, Text: c.Text, Summary: firstSentence(c.Text),
+				TokenEst: c.TokenEst, Hash: persistence.HashOf([]byte(c.Text)), Created: now,
+			})
+		}
+	}
+	if len(rows) == 0 {
+		return 0, nil
+	}
+	_, err := ix.rt.db.Commit(context.Background(), &persistence.Tx{Chunks: rows})
+	return len(rows), err
+}
+
+// firstSentence is a chunk's fallback summary: its first sentence, at
+// most 200 bytes.
+func firstSentence(s string) string {
+	for i, r := range s {
+		if (r == '.' || r == '!' || r == '?' || r == '\n') && i > 20 {
+			s = s[:i+1]
+			break
+		}
+	}
+	if len(s) > 200 {
+		s = s[:200]
+	}
+	return s
+}

@@ -1,0 +1,405 @@
+// Package core is the deterministic heart of ContextInfinity: the state
+// machine of one branch. It does no I/O, reads no clock, starts no
+// goroutines and draws no random numbers; time and ids come in as
+// arguments.
+//
+// The shell (the branch actor) drives it in three steps, as raft's RawNode
+// is driven:
+//
+//  1. A command method (Submit, Start, Finalize, Commit, …) decides: it
+//     checks the request against the branch and returns the events to
+//     record, or an error. It never mutates the branch.
+//  2. The shell persists the events, then calls Apply for each; Apply is
+//     the only mutator and returns the effects the event calls for
+//     (PrepareContext, Summarize, Index, TurnDone).
+//  3. The shell executes the effects.
+//
+// After a restart the shell replays the log through Apply, ignoring the
+// effects, and calls Recover for the events and effects still owed. A
+// Branch encodes to JSON exactly, for snapshots.
+package core
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/contextinfinity/ctxinf/messages"
+)
+
+// WindowMax is the most transcript nodes Branch.Window holds.
+const WindowMax = 12
+
+// Turn is a turn the branch still tracks (SRD §5.6): from acceptance until
+// it is indexed (Done) or has failed.
+type Turn struct {
+	ID          messages.TurnID    `json:"id"` // also the transcript node of the user message
+	Seq         uint64             `json:"seq"`
+	Phase       messages.TurnPhase `json:"phase"`
+	StateBefore messages.StateID   `json:"state_before"`
+	StateAfter  messages.StateID   `json:"state_after"` // set at StateCommitted
+	Step        messages.StepID    `json:"step"`        // the provider step, set at ResponseStarted
+	Reply       messages.TurnID    `json:"reply"`       // the assistant message node, set at ResponseFinalized
+	// Outcome is how the step ended, set at ResponseFinalized; zero for a
+	// pending turn carried into a fork.
+	Outcome messages.StepOutcome `json:"outcome,omitzero"`
+	// Reason is why the turn failed. Apply stops tracking a failed turn as
+	// it reports it (TurnDone), so a tracked turn has none yet.
+	Reason string    `json:"reason"`
+	At     time.Time `json:"at"` // when the turn entered its phase
+}
+
+// Branch is the state of one branch, rebuilt by applying its events in
+// order. Its fields are exported so that it encodes as a snapshot; only
+// Apply changes them.
+type Branch struct {
+	ID      messages.BranchID  `json:"id"`
+	Session messages.SessionID `json:"session"`
+	Parent  messages.BranchID  `json:"parent"`
+	Created bool               `json:"created"`
+	// Tip is the last transcript node on the branch: the user message of
+	// the latest turn, or its reply once finalized.
+	Tip messages.TurnID `json:"tip"`
+	// State is the head state. Its pinned facts may be newer than the
+	// stored checkpoint State.ID: they are folded in by the next commit.
+	State messages.StateCheckpoint `json:"state"`
+	// Epoch is the summary epoch, bumped by every StateCommitted and
+	// FactPinned: a summary computed for an older epoch is stale.
+	Epoch   uint64 `json:"epoch"`
+	TurnSeq uint64 `json:"turn_seq"` // the seq of the latest accepted turn
+	// Turns holds, in seq order, the turns neither indexed nor failed:
+	// committed ones awaiting their index, pending ones (finalized, not
+	// committed) and at most one in flight.
+	Turns     []Turn `json:"turns"`
+	Committed uint64 `json:"committed"` // turns folded into a state
+	Failed    uint64 `json:"failed"`
+	Indexed   uint64 `json:"indexed"`
+	// Window holds the transcript nodes (user message, reply) of the most
+	// recently committed turns, oldest first, at most WindowMax: the
+	// verbatim window of the next context.
+	Window []messages.TurnID `json:"window"`
+	Events uint64            `json:"events"` // events applied
+}
+
+// inFlight reports whether a turn in phase p awaits its response.
+func inFlight(p messages.TurnPhase) bool {
+	return p == messages.PhaseAccepted || p == messages.PhaseContextPrepared || p == messages.PhaseResponding
+}
+
+// Pending returns the turns whose response is finalized but not yet folded
+// into a state, in order (SRD §6.2): they go into the next assembled
+// context verbatim.
+func (b *Branch) Pending() []Turn {
+	var ts []Turn
+	for _, t := range b.Turns {
+		if t.Phase == messages.PhaseResponseFinalized {
+			ts = append(ts, t)
+		}
+	}
+	return ts
+}
+
+// InFlight returns the turn awaiting its response (Accepted,
+// ContextPrepared or Responding), if any. There is at most one.
+func (b *Branch) InFlight() (Turn, bool) {
+	for _, t := range b.Turns {
+		if inFlight(t.Phase) {
+			return t, true
+		}
+	}
+	return Turn{}, false
+}
+
+// Turn returns the tracked turn id. Turns indexed or failed are no longer
+// tracked.
+func (b *Branch) Turn(id messages.TurnID) (Turn, bool) {
+	if i := b.find(id); i >= 0 {
+		return b.Turns[i], true
+	}
+	return Turn{}, false
+}
+
+func (b *Branch) find(id messages.TurnID) int {
+	return slices.IndexFunc(b.Turns, func(t Turn) bool { return t.ID == id })
+}
+
+// lookup returns the index of tracked turn id, or an error naming it.
+func (b *Branch) lookup(id messages.TurnID) (int, error) {
+	if id.IsZero() {
+		return -1, invalid("turn: required")
+	}
+	i := b.find(id)
+	if i < 0 {
+		return -1, invalid("turn %s: not tracked by the branch", id)
+	}
+	return i, nil
+}
+
+// summarize returns the Summarize effect for the pending turns.
+func (b *Branch) summarize() Summarize {
+	var ids []messages.TurnID
+	for _, t := range b.Pending() {
+		ids = append(ids, t.ID)
+	}
+	return Summarize{Turns: ids, Epoch: b.Epoch, State: cloneState(b.State)}
+}
+
+// Apply applies ev, the only way a Branch changes, and returns the effects
+// it calls for. It is deterministic: the same events applied in the same
+// order to a zero Branch give the same branch and effects. It fails,
+// leaving b unchanged, only for an event that cannot apply, which means a
+// corrupt log; the error wraps ErrInvalid.
+func (b *Branch) Apply(ev messages.BranchEvent) ([]Effect, error) {
+	if err := b.check(ev); err != nil {
+		if !errors.Is(err, ErrInvalid) {
+			err = fmt.Errorf("%w: %w", ErrInvalid, err)
+		}
+		return nil, fmt.Errorf("apply %T: %w", ev, err)
+	}
+	b.Events++
+	switch ev := ev.(type) {
+	case messages.BranchCreated:
+		b.ID, b.Session, b.Parent, b.Created = ev.Branch, ev.Session, ev.Parent, true
+		b.Tip, b.State, b.TurnSeq = ev.Tip, cloneState(ev.State), ev.TurnSeq
+		for _, p := range ev.Pending {
+			b.Turns = append(b.Turns, Turn{ID: p.Turn, Seq: p.Seq, Phase: messages.PhaseResponseFinalized,
+				StateBefore: ev.State.ID, Reply: p.Reply, At: ev.At.UTC()})
+		}
+		if len(b.Turns) > 0 {
+			return []Effect{b.summarize()}, nil
+		}
+		return nil, nil
+	case messages.TurnAccepted:
+		b.Turns = append(b.Turns, Turn{ID: ev.Turn, Seq: ev.Seq, Phase: messages.PhaseAccepted,
+			StateBefore: ev.StateBefore, At: ev.At.UTC()})
+		b.TurnSeq, b.Tip = ev.Seq, ev.Turn
+		return []Effect{PrepareContext{Turn: ev.Turn}}, nil
+	case messages.ResponseStarted:
+		t := &b.Turns[b.find(ev.Turn)]
+		t.Phase, t.Step, t.At = messages.PhaseResponding, ev.Step, ev.At.UTC()
+		return nil, nil
+	case messages.ResponseFinalized:
+		t := &b.Turns[b.find(ev.Turn)]
+		t.Phase, t.Reply, t.Outcome, t.At = messages.PhaseResponseFinalized, ev.Reply, ev.Outcome, ev.At.UTC()
+		b.Tip = ev.Reply
+		return []Effect{TurnDone{Turn: ev.Turn, Phase: messages.PhaseResponseFinalized}, b.summarize()}, nil
+	case messages.TurnFailed:
+		// The user message stays in the transcript: Tip keeps pointing
+		// at it. The turn is reported (TurnDone) and no longer tracked.
+		b.remove(b.find(ev.Turn))
+		b.Failed++
+		return []Effect{TurnDone{Turn: ev.Turn, Phase: messages.PhaseFailed}}, nil
+	case messages.StateCommitted:
+		b.State = cloneState(ev.State)
+		b.Epoch++
+		effects := make([]Effect, 0, len(ev.Turns)+1)
+		for _, id := range ev.Turns {
+			t := &b.Turns[b.find(id)]
+			t.Phase, t.StateAfter, t.At = messages.PhaseStateCommitted, ev.State.ID, ev.At.UTC()
+			b.Window = append(b.Window, t.ID, t.Reply)
+			effects = append(effects, Index{Turn: id})
+		}
+		if n := len(b.Window); n > WindowMax {
+			b.Window = slices.Clone(b.Window[n-WindowMax:])
+		}
+		b.Committed += uint64(len(ev.Turns))
+		if s := b.summarize(); len(s.Turns) > 0 {
+			effects = append(effects, s)
+		}
+		return effects, nil
+	case messages.TurnIndexed:
+		b.remove(b.find(ev.Turn))
+		b.Indexed++
+		return nil, nil
+	case messages.FactPinned:
+		b.State.Pinned = append(b.State.Pinned, ev.Fact)
+		b.Epoch++
+		if s := b.summarize(); len(s.Turns) > 0 {
+			return []Effect{s}, nil
+		}
+		return nil, nil
+	}
+	panic("unreachable: check accepted an unknown event")
+}
+
+// remove stops tracking the turn at index i. An empty list becomes nil,
+// so that a snapshot decodes to an equal Branch.
+func (b *Branch) remove(i int) {
+	if b.Turns = slices.Delete(b.Turns, i, i+1); len(b.Turns) == 0 {
+		b.Turns = nil
+	}
+}
+
+// check reports whether ev can apply to b, with the error a command
+// returns when it cannot.
+func (b *Branch) check(ev messages.BranchEvent) error {
+	if ev == nil {
+		return invalid("nil event")
+	}
+	if _, ok := ev.(messages.BranchCreated); !ok && !b.Created {
+		return ErrNotCreated
+	}
+	switch ev := ev.(type) {
+	case messages.BranchCreated:
+		return b.checkCreated(ev)
+	case messages.TurnAccepted:
+		if ev.Turn.IsZero() {
+			return invalid("turn: required")
+		}
+		if b.find(ev.Turn) >= 0 {
+			return fmt.Errorf("%w: turn %s is accepted already", ErrDuplicate, ev.Turn)
+		}
+		if t, ok := b.InFlight(); ok {
+			return &BusyError{Turn: t.ID, Phase: t.Phase}
+		}
+		if ev.Seq != b.TurnSeq+1 {
+			return invalid("turn %s: seq %d, want %d", ev.Turn, ev.Seq, b.TurnSeq+1)
+		}
+		if ev.StateBefore != b.State.ID {
+			return invalid("turn %s: state_before %s, want the head state %s", ev.Turn, ev.StateBefore, b.State.ID)
+		}
+	case messages.ResponseStarted:
+		i, err := b.lookup(ev.Turn)
+		if err != nil {
+			return err
+		}
+		if p := b.Turns[i].Phase; p != messages.PhaseAccepted && p != messages.PhaseContextPrepared {
+			return invalid("turn %s is %s, want accepted", ev.Turn, p)
+		}
+		if ev.Step.IsZero() {
+			return invalid("turn %s: step: required", ev.Turn)
+		}
+	case messages.ResponseFinalized:
+		i, err := b.lookup(ev.Turn)
+		if err != nil {
+			return err
+		}
+		t := b.Turns[i]
+		switch {
+		case t.Phase != messages.PhaseResponding:
+			return invalid("turn %s is %s, want responding", ev.Turn, t.Phase)
+		case ev.Step != t.Step:
+			return invalid("turn %s: step %s is not the running step %s", ev.Turn, ev.Step, t.Step)
+		case ev.Reply.IsZero():
+			return invalid("turn %s: reply: required", ev.Turn)
+		case ev.Reply == ev.Turn:
+			return invalid("turn %s: reply: must differ from the turn", ev.Turn)
+		}
+		switch ev.Outcome.Kind {
+		case messages.OutcomeCompleted, messages.OutcomeIncomplete, messages.OutcomePaused:
+		default:
+			return invalid("turn %s: outcome %s does not finalize a response (fail the turn instead)", ev.Turn, ev.Outcome.Kind)
+		}
+	case messages.TurnFailed:
+		i, err := b.lookup(ev.Turn)
+		if err != nil {
+			return err
+		}
+		t := b.Turns[i]
+		if !inFlight(t.Phase) {
+			return invalid("turn %s is %s: only a turn in flight can fail", ev.Turn, t.Phase)
+		}
+		if ev.Step != t.Step {
+			return invalid("turn %s: step %s is not the running step %s", ev.Turn, ev.Step, t.Step)
+		}
+	case messages.StateCommitted:
+		return b.checkCommitted(ev)
+	case messages.TurnIndexed:
+		i, err := b.lookup(ev.Turn)
+		if err != nil {
+			return err
+		}
+		if p := b.Turns[i].Phase; p != messages.PhaseStateCommitted {
+			return invalid("turn %s is %s, want state_committed", ev.Turn, p)
+		}
+		if ev.Chunks < 0 {
+			return invalid("turn %s: chunks: %d is negative", ev.Turn, ev.Chunks)
+		}
+	case messages.FactPinned:
+		if ev.Fact == "" {
+			return invalid("fact: required")
+		}
+	default:
+		return invalid("unsupported event %T", ev)
+	}
+	return nil
+}
+
+func (b *Branch) checkCreated(ev messages.BranchCreated) error {
+	switch {
+	case b.Created:
+		return fmt.Errorf("%w: branch %s", ErrExists, b.ID)
+	case ev.Branch.IsZero():
+		return invalid("branch: required")
+	case ev.Session.IsZero():
+		return invalid("session: required")
+	case ev.Parent.IsZero() != ev.ForkAt.IsZero():
+		return invalid("parent and fork_at: set both for a fork, neither for a new branch")
+	}
+	var prev uint64
+	for i, p := range ev.Pending {
+		switch {
+		case p.Turn.IsZero():
+			return invalid("pending[%d].turn: required", i)
+		case p.Reply.IsZero() || p.Reply == p.Turn:
+			return invalid("pending[%d].reply: required, distinct from the turn", i)
+		case p.Seq <= prev:
+			return invalid("pending[%d].seq: %d, want more than %d", i, p.Seq, prev)
+		case p.Seq > ev.TurnSeq:
+			return invalid("pending[%d].seq: %d is after the fork point's turn_seq %d", i, p.Seq, ev.TurnSeq)
+		case slices.ContainsFunc(ev.Pending[:i], func(q messages.PendingTurn) bool { return q.Turn == p.Turn }):
+			return invalid("pending[%d].turn: %s is listed twice", i, p.Turn)
+		}
+		prev = p.Seq
+	}
+	return nil
+}
+
+// checkCommitted checks a commit: first whether its state_seq exists
+// already (a commit delivered twice), then the epoch compare-and-swap,
+// then the rest.
+func (b *Branch) checkCommitted(ev messages.StateCommitted) error {
+	s := ev.State
+	if s.Seq <= b.State.Seq && b.State.Seq > 0 {
+		return fmt.Errorf("%w: state_seq %d is committed already (head is %d)", ErrDuplicate, s.Seq, b.State.Seq)
+	}
+	if ev.Epoch != b.Epoch {
+		return fmt.Errorf("%w: summary computed for epoch %d, the branch is at epoch %d", ErrStaleEpoch, ev.Epoch, b.Epoch)
+	}
+	switch {
+	case s.Seq != b.State.Seq+1:
+		return invalid("state.seq: %d, want %d", s.Seq, b.State.Seq+1)
+	case s.ID.IsZero():
+		return invalid("state.id: required")
+	case s.ID == b.State.ID:
+		return invalid("state.id: %s is the head already", s.ID)
+	case !slices.Equal(s.Pinned, b.State.Pinned):
+		return invalid("state.pinned: %q, want the head's pinned facts %q", s.Pinned, b.State.Pinned)
+	}
+	pending := b.Pending()
+	if len(ev.Turns) == 0 || len(ev.Turns) > len(pending) {
+		return invalid("turns: %d turns, want 1 to %d (a prefix of the pending turns)", len(ev.Turns), len(pending))
+	}
+	for i, id := range ev.Turns {
+		if id != pending[i].ID {
+			return invalid("turns[%d]: %s, want %s (a prefix of the pending turns, in order)", i, id, pending[i].ID)
+		}
+	}
+	return nil
+}
+
+// cloneState returns s with its own copy of Pinned; an empty list becomes
+// nil, as it decodes.
+func cloneState(s messages.StateCheckpoint) messages.StateCheckpoint {
+	s.Pinned = cloneList(s.Pinned)
+	return s
+}
+
+// cloneList returns a copy of s, nil when s is empty.
+func cloneList[T any](s []T) []T {
+	if len(s) == 0 {
+		return nil
+	}
+	return slices.Clone(s)
+}

@@ -1,0 +1,150 @@
+package core
+
+import (
+	"slices"
+	"time"
+
+	"github.com/contextinfinity/ctxinf/messages"
+)
+
+// PinMax is the longest fact Pin accepts, in bytes.
+const PinMax = 2000
+
+// InterruptedReason is the reason of the TurnFailed events Recover decides.
+const InterruptedReason = "interrupted: the runtime stopped before the response was finalized"
+
+// The commands below decide: each checks a request against the branch and
+// returns the events to persist and then Apply, or an error. None changes
+// the branch. Times are recorded in UTC.
+
+// decide returns ev as the one event to record, if it can apply.
+func (b *Branch) decide(ev messages.BranchEvent) ([]messages.BranchEvent, error) {
+	if err := b.check(ev); err != nil {
+		return nil, err
+	}
+	return []messages.BranchEvent{ev}, nil
+}
+
+// Create starts the branch from ev, a new branch or a fork carrying its
+// pending turns. It fails with ErrExists when the branch was created
+// already, and with ErrInvalid when ev lacks its ids, sets only one of
+// Parent and ForkAt, or lists pending turns out of order or past TurnSeq.
+func (b *Branch) Create(ev messages.BranchCreated) ([]messages.BranchEvent, error) {
+	ev.State = cloneState(ev.State)
+	ev.Pending = cloneList(ev.Pending)
+	ev.At = ev.At.UTC()
+	return b.decide(ev)
+}
+
+// Submit accepts the user message whose transcript node is turn as the
+// next turn. Input is gated (SRD §6.2): while a turn is in flight it fails
+// with a *BusyError (errors.Is ErrBusy); a turn merely pending (finalized,
+// not committed) does not block. A turn accepted already fails with
+// ErrDuplicate.
+func (b *Branch) Submit(turn messages.TurnID, now time.Time) ([]messages.BranchEvent, error) {
+	return b.decide(messages.TurnAccepted{Turn: turn, Seq: b.TurnSeq + 1, StateBefore: b.State.ID, At: now.UTC()})
+}
+
+// Start records that the context of the accepted turn was prepared and
+// provider step step started streaming.
+func (b *Branch) Start(turn messages.TurnID, step messages.StepID, now time.Time) ([]messages.BranchEvent, error) {
+	return b.decide(messages.ResponseStarted{Turn: turn, Step: step, At: now.UTC()})
+}
+
+// Finalize records the final assistant message, transcript node reply, of
+// the responding turn, whose running step must be step. outcome must be
+// completed, incomplete or paused; a failed or cancelled step fails the
+// turn instead (see Fail), so those outcomes return ErrInvalid. displayed
+// and durable count the streamed bytes shown and journaled.
+func (b *Branch) Finalize(turn messages.TurnID, step messages.StepID, reply messages.TurnID,
+	outcome messages.StepOutcome, displayed, durable uint64, now time.Time) ([]messages.BranchEvent, error) {
+	return b.decide(messages.ResponseFinalized{Turn: turn, Step: step, Reply: reply, Outcome: outcome,
+		Displayed: displayed, Durable: durable, At: now.UTC()})
+}
+
+// Fail records that the turn in flight failed for reason, which must not
+// be empty. A turn finalized or failed already cannot fail: ErrInvalid.
+func (b *Branch) Fail(turn messages.TurnID, reason string, now time.Time) ([]messages.BranchEvent, error) {
+	if !b.Created {
+		return nil, ErrNotCreated
+	}
+	i, err := b.lookup(turn)
+	if err != nil {
+		return nil, err
+	}
+	if reason == "" {
+		return nil, invalid("turn %s: reason: required", turn)
+	}
+	return b.decide(messages.TurnFailed{Turn: turn, Step: b.Turns[i].Step, Reason: reason, At: now.UTC()})
+}
+
+// Commit advances the head to state, which folds turns into the head
+// (TX-B). It is a compare-and-swap on the summary epoch: epoch, from the
+// Summarize effect the summary answers, must equal b.Epoch, else
+// ErrStaleEpoch and nothing is committed. state.Seq must be State.Seq+1: a
+// state_seq committed already gives ErrDuplicate, a gap ErrInvalid. turns
+// must be a non-empty prefix of the pending turns, in order, and
+// state.Pinned the head's pinned facts; otherwise ErrInvalid.
+func (b *Branch) Commit(state messages.StateCheckpoint, turns []messages.TurnID, epoch uint64, now time.Time) ([]messages.BranchEvent, error) {
+	return b.decide(messages.StateCommitted{State: cloneState(state), Turns: slices.Clone(turns), Epoch: epoch, At: now.UTC()})
+}
+
+// MarkIndexed records that the committed turn was indexed into chunks
+// chunks (TX-C). Indexing is idempotent: for a turn the branch no longer
+// tracks (indexed already, failed, or never accepted) there is nothing to
+// record, and MarkIndexed returns no events and no error. A turn not yet
+// committed gives ErrInvalid, as do negative chunks.
+func (b *Branch) MarkIndexed(turn messages.TurnID, chunks int, now time.Time) ([]messages.BranchEvent, error) {
+	if !b.Created {
+		return nil, ErrNotCreated
+	}
+	if turn.IsZero() {
+		return nil, invalid("turn: required")
+	}
+	if i := b.find(turn); i < 0 || b.Turns[i].Phase == messages.PhaseIndexed || b.Turns[i].Phase == messages.PhaseDone {
+		return nil, nil
+	}
+	return b.decide(messages.TurnIndexed{Turn: turn, Chunks: chunks, At: now.UTC()})
+}
+
+// Pin pins fact, kept verbatim in every later state. It must be 1 to
+// PinMax bytes, else ErrInvalid naming the field and the limit. Pinning a
+// fact pinned already records nothing. Pinning bumps the epoch, so that a
+// summary computed before the pin is stale.
+func (b *Branch) Pin(fact string, now time.Time) ([]messages.BranchEvent, error) {
+	if !b.Created {
+		return nil, ErrNotCreated
+	}
+	if len(fact) > PinMax {
+		return nil, invalid("fact: %d bytes, limit %d", len(fact), PinMax)
+	}
+	if fact != "" && slices.Contains(b.State.Pinned, fact) {
+		return nil, nil
+	}
+	return b.decide(messages.FactPinned{Fact: fact, At: now.UTC()})
+}
+
+// Recover is called by the shell after replaying the log: it returns the
+// events that close what a crash interrupted, and the effects still owed.
+// A turn in flight (Accepted, ContextPrepared, Responding) lost its
+// response with the process: it fails with InterruptedReason; applying
+// those events gives their own TurnDone effects. The effects to resume are
+// an Index for each committed turn not yet indexed, then a Summarize if
+// turns are pending (SRD §6.4-§6.5). Recover does not change the branch.
+func (b *Branch) Recover(now time.Time) (events []messages.BranchEvent, effects []Effect) {
+	if !b.Created {
+		return nil, nil
+	}
+	for _, t := range b.Turns {
+		switch {
+		case inFlight(t.Phase):
+			events = append(events, messages.TurnFailed{Turn: t.ID, Step: t.Step, Reason: InterruptedReason, At: now.UTC()})
+		case t.Phase == messages.PhaseStateCommitted:
+			effects = append(effects, Index{Turn: t.ID})
+		}
+	}
+	if s := b.summarize(); len(s.Turns) > 0 {
+		effects = append(effects, s)
+	}
+	return events, effects
+}

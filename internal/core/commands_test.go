@@ -1,0 +1,419 @@
+package core
+
+import (
+	"encoding/json"
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/contextinfinity/ctxinf/messages"
+)
+
+// Names of fixed ids for the table tests.
+var (
+	T1, T2, T3 = id[messages.TurnID]("T1"), id[messages.TurnID]("T2"), id[messages.TurnID]("T3")
+	R1, R2     = id[messages.TurnID]("R1"), id[messages.TurnID]("R2")
+	S1, S2     = id[messages.StepID]("S1"), id[messages.StepID]("S2")
+	St1, St2   = id[messages.StateID]("St1"), id[messages.StateID]("St2")
+	B1, B0     = id[messages.BranchID]("B1"), id[messages.BranchID]("B0")
+	Se1        = id[messages.SessionID]("Se1")
+)
+
+// now is the time passed to the commands under test; local is the same
+// instant elsewhere, which the commands record in UTC.
+var (
+	now   = t0.Add(time.Hour)
+	local = now.In(time.FixedZone("CET", 3600))
+)
+
+var (
+	completed = messages.StepOutcome{Kind: messages.OutcomeCompleted}
+	paused    = messages.StepOutcome{Kind: messages.OutcomePaused, Reason: "pause_turn"}
+)
+
+// Script prefixes that put a branch in a known state.
+var (
+	created    = []string{"create"}
+	accepted   = append(created[:1:1], "submit T1")
+	responding = append(accepted[:2:2], "start T1 S1")
+	finalized  = append(responding[:3:3], "finalize T1 S1 R1 completed")
+	committed  = append(finalized[:4:4], "commit 1 T1 epoch=0")
+	indexed    = append(committed[:5:5], "index T1")
+)
+
+// decision is one command call of a table test.
+type decision struct {
+	setup []string // script lines run first
+	call  string   // describes the call, for messages
+	do    func(b *Branch) ([]messages.BranchEvent, error)
+	want  []messages.BranchEvent
+	err   error  // the error wanted, matched with errors.Is
+	text  string // a substring of the error wanted
+}
+
+func runDecisions(t *testing.T, tests []decision) {
+	t.Helper()
+	for _, tc := range tests {
+		s := newScript(t).run(tc.setup...)
+		before := cloneBranch(&s.b)
+		got, err := tc.do(&s.b)
+		switch {
+		case tc.err == nil && (err != nil || !reflect.DeepEqual(got, tc.want)):
+			t.Errorf("after %q: %s = %s, %v, want %s", tc.setup, tc.call, unname(fmtEvents(got)), err, unname(fmtEvents(tc.want)))
+		case tc.err != nil && (!errors.Is(err, tc.err) || !strings.Contains(unname(err.Error()), tc.text) || got != nil):
+			t.Errorf("after %q: %s = %s, %v, want error %v containing %q", tc.setup, tc.call, unname(fmtEvents(got)), err, tc.err, tc.text)
+		}
+		if !reflect.DeepEqual(&s.b, before) {
+			t.Errorf("after %q: %s changed the branch", tc.setup, tc.call)
+		}
+		for _, ev := range got {
+			if _, err := s.b.Apply(ev); err != nil {
+				t.Errorf("after %q: %s decided %s, which does not apply: %v", tc.setup, tc.call, fmtEvents(got), err)
+			}
+		}
+	}
+}
+
+func fmtEvents(evs []messages.BranchEvent) string {
+	if evs == nil {
+		return "nil"
+	}
+	var ss []string
+	for _, ev := range evs {
+		ss = append(ss, formatEvent(ev))
+	}
+	return "[" + strings.Join(ss, "; ") + "]"
+}
+
+func events(evs ...messages.BranchEvent) []messages.BranchEvent { return evs }
+
+func TestCreate(t *testing.T) {
+	fresh := messages.BranchCreated{Session: Se1, Branch: B1, At: now}
+	fork := messages.BranchCreated{Session: Se1, Branch: B1, Parent: B0, ForkAt: T2, Tip: R2,
+		State:   messages.StateCheckpoint{ID: St1, Seq: 1, Summary: "s", Pinned: []string{"p"}},
+		Pending: []messages.PendingTurn{{Turn: T2, Seq: 2, Reply: R2}}, TurnSeq: 2, At: now}
+	with := func(ev messages.BranchCreated, f func(*messages.BranchCreated)) messages.BranchCreated {
+		ev.Pending = append([]messages.PendingTurn(nil), ev.Pending...)
+		f(&ev)
+		return ev
+	}
+	create := func(ev messages.BranchCreated) func(*Branch) ([]messages.BranchEvent, error) {
+		return func(b *Branch) ([]messages.BranchEvent, error) { return b.Create(ev) }
+	}
+	tests := []decision{
+		{nil, "Create(new)", create(fresh), events(fresh), nil, ""},
+		{nil, "Create(new, local time)", create(with(fresh, func(e *messages.BranchCreated) { e.At = local })), events(fresh), nil, ""},
+		{nil, "Create(fork)", create(fork), events(fork), nil, ""},
+		{nil, "Create(empty lists)", create(with(fresh, func(e *messages.BranchCreated) {
+			e.Pending, e.State.Pinned = []messages.PendingTurn{}, []string{}
+		})), events(fresh), nil, ""},
+		{created, "Create(again)", create(fresh), nil, ErrExists, "core: branch exists: branch B1"},
+		{nil, "Create(no branch)", create(with(fresh, func(e *messages.BranchCreated) { e.Branch = messages.BranchID{} })), nil, ErrInvalid, "branch: required"},
+		{nil, "Create(no session)", create(with(fresh, func(e *messages.BranchCreated) { e.Session = messages.SessionID{} })), nil, ErrInvalid, "session: required"},
+		{nil, "Create(fork without fork_at)", create(with(fork, func(e *messages.BranchCreated) { e.ForkAt = messages.TurnID{} })), nil, ErrInvalid, "parent and fork_at"},
+		{nil, "Create(fork_at without parent)", create(with(fork, func(e *messages.BranchCreated) { e.Parent = messages.BranchID{} })), nil, ErrInvalid, "parent and fork_at"},
+		{nil, "Create(pending without turn)", create(with(fork, func(e *messages.BranchCreated) { e.Pending[0].Turn = messages.TurnID{} })), nil, ErrInvalid, "pending[0].turn: required"},
+		{nil, "Create(pending without reply)", create(with(fork, func(e *messages.BranchCreated) { e.Pending[0].Reply = messages.TurnID{} })), nil, ErrInvalid, "pending[0].reply"},
+		{nil, "Create(pending seq 0)", create(with(fork, func(e *messages.BranchCreated) { e.Pending[0].Seq = 0 })), nil, ErrInvalid, "pending[0].seq: 0"},
+		{nil, "Create(pending past turn_seq)", create(with(fork, func(e *messages.BranchCreated) { e.TurnSeq = 1 })), nil, ErrInvalid, "after the fork point's turn_seq 1"},
+		{nil, "Create(pending twice)", create(with(fork, func(e *messages.BranchCreated) {
+			e.Pending = append(e.Pending, messages.PendingTurn{Turn: T2, Seq: 3, Reply: R1})
+			e.TurnSeq = 3
+		})), nil, ErrInvalid, "pending[1].turn: T2 is listed twice"},
+	}
+	runDecisions(t, tests)
+}
+
+func TestSubmit(t *testing.T) {
+	submit := func(turn messages.TurnID, at time.Time) func(*Branch) ([]messages.BranchEvent, error) {
+		return func(b *Branch) ([]messages.BranchEvent, error) { return b.Submit(turn, at) }
+	}
+	tests := []decision{
+		{created, "Submit(T1)", submit(T1, now), events(messages.TurnAccepted{Turn: T1, Seq: 1, At: now}), nil, ""},
+		{created, "Submit(T1, local time)", submit(T1, local), events(messages.TurnAccepted{Turn: T1, Seq: 1, At: now}), nil, ""},
+		{finalized, "Submit(T2) with T1 pending", submit(T2, now), events(messages.TurnAccepted{Turn: T2, Seq: 2, At: now}), nil, ""},
+		{committed, "Submit(T2) after a commit", submit(T2, now), events(messages.TurnAccepted{Turn: T2, Seq: 2, StateBefore: St1, At: now}), nil, ""},
+		{append(committed[:5:5], "submit T2", "fail T2 x"), "Submit(T3) after a failure", submit(T3, now),
+			events(messages.TurnAccepted{Turn: T3, Seq: 3, StateBefore: St1, At: now}), nil, ""},
+		{nil, "Submit(T1) before Create", submit(T1, now), nil, ErrNotCreated, "core: branch not created"},
+		{created, "Submit(zero)", submit(messages.TurnID{}, now), nil, ErrInvalid, "turn: required"},
+		{accepted, "Submit(T2) with T1 accepted", submit(T2, now), nil, ErrBusy, "core: busy: turn T1 is accepted"},
+		{responding, "Submit(T2) with T1 responding", submit(T2, now), nil, ErrBusy, "core: busy: turn T1 is responding"},
+		{finalized, "Submit(T1) again", submit(T1, now), nil, ErrDuplicate, "turn T1 is accepted already"},
+	}
+	runDecisions(t, tests)
+
+	s := newScript(t).run(responding...)
+	_, err := s.b.Submit(T2, now)
+	var busy *BusyError
+	if !errors.As(err, &busy) || *busy != (BusyError{Turn: T1, Phase: messages.PhaseResponding}) {
+		t.Errorf("Submit(T2) = %v, want *BusyError{T1, responding}", err)
+	}
+}
+
+func TestStart(t *testing.T) {
+	start := func(turn messages.TurnID, step messages.StepID) func(*Branch) ([]messages.BranchEvent, error) {
+		return func(b *Branch) ([]messages.BranchEvent, error) { return b.Start(turn, step, local) }
+	}
+	tests := []decision{
+		{accepted, "Start(T1, S1)", start(T1, S1), events(messages.ResponseStarted{Turn: T1, Step: S1, At: now}), nil, ""},
+		{nil, "Start(T1, S1) before Create", start(T1, S1), nil, ErrNotCreated, ""},
+		{accepted, "Start(zero, S1)", start(messages.TurnID{}, S1), nil, ErrInvalid, "turn: required"},
+		{accepted, "Start(T2, S1)", start(T2, S1), nil, ErrInvalid, "turn T2: not tracked"},
+		{accepted, "Start(T1, zero)", start(T1, messages.StepID{}), nil, ErrInvalid, "turn T1: step: required"},
+		{responding, "Start(T1, S2) responding", start(T1, S2), nil, ErrInvalid, "turn T1 is responding, want accepted"},
+		{finalized, "Start(T1, S2) finalized", start(T1, S2), nil, ErrInvalid, "turn T1 is response_finalized"},
+	}
+	runDecisions(t, tests)
+}
+
+func TestFinalize(t *testing.T) {
+	finalize := func(turn messages.TurnID, step messages.StepID, reply messages.TurnID, o messages.StepOutcome) func(*Branch) ([]messages.BranchEvent, error) {
+		return func(b *Branch) ([]messages.BranchEvent, error) { return b.Finalize(turn, step, reply, o, 10, 9, local) }
+	}
+	want := func(o messages.StepOutcome) []messages.BranchEvent {
+		return events(messages.ResponseFinalized{Turn: T1, Step: S1, Reply: R1, Outcome: o, Displayed: 10, Durable: 9, At: now})
+	}
+	tests := []decision{
+		{responding, "Finalize(completed)", finalize(T1, S1, R1, completed), want(completed), nil, ""},
+		{responding, "Finalize(incomplete)", finalize(T1, S1, R1, messages.StepOutcome{Kind: messages.OutcomeIncomplete, Reason: "max_tokens"}),
+			want(messages.StepOutcome{Kind: messages.OutcomeIncomplete, Reason: "max_tokens"}), nil, ""},
+		{responding, "Finalize(paused)", finalize(T1, S1, R1, paused), want(paused), nil, ""},
+		{nil, "Finalize before Create", finalize(T1, S1, R1, completed), nil, ErrNotCreated, ""},
+		{responding, "Finalize(failed)", finalize(T1, S1, R1, messages.StepOutcome{Kind: messages.OutcomeFailed, Code: "x"}), nil, ErrInvalid, "outcome failed does not finalize"},
+		{responding, "Finalize(cancelled)", finalize(T1, S1, R1, messages.StepOutcome{Kind: messages.OutcomeCancelled}), nil, ErrInvalid, "outcome cancelled"},
+		{responding, "Finalize(zero outcome)", finalize(T1, S1, R1, messages.StepOutcome{}), nil, ErrInvalid, "outcome step outcome(0)"},
+		{responding, "Finalize(other step)", finalize(T1, S2, R1, completed), nil, ErrInvalid, "step S2 is not the running step S1"},
+		{responding, "Finalize(no reply)", finalize(T1, S1, messages.TurnID{}, completed), nil, ErrInvalid, "reply: required"},
+		{responding, "Finalize(reply = turn)", finalize(T1, S1, T1, completed), nil, ErrInvalid, "reply: must differ"},
+		{accepted, "Finalize(accepted turn)", finalize(T1, S1, R1, completed), nil, ErrInvalid, "turn T1 is accepted, want responding"},
+		{finalized, "Finalize(again)", finalize(T1, S1, R1, completed), nil, ErrInvalid, "turn T1 is response_finalized, want responding"},
+		{responding, "Finalize(unknown turn)", finalize(T2, S1, R1, completed), nil, ErrInvalid, "turn T2: not tracked"},
+	}
+	runDecisions(t, tests)
+}
+
+func TestFail(t *testing.T) {
+	fail := func(turn messages.TurnID, reason string) func(*Branch) ([]messages.BranchEvent, error) {
+		return func(b *Branch) ([]messages.BranchEvent, error) { return b.Fail(turn, reason, local) }
+	}
+	tests := []decision{
+		{accepted, "Fail(accepted)", fail(T1, "context: too large"), events(messages.TurnFailed{Turn: T1, Reason: "context: too large", At: now}), nil, ""},
+		{responding, "Fail(responding)", fail(T1, "provider: 529"), events(messages.TurnFailed{Turn: T1, Step: S1, Reason: "provider: 529", At: now}), nil, ""},
+		{nil, "Fail before Create", fail(T1, "x"), nil, ErrNotCreated, ""},
+		{responding, "Fail(no reason)", fail(T1, ""), nil, ErrInvalid, "turn T1: reason: required"},
+		{responding, "Fail(zero)", fail(messages.TurnID{}, "x"), nil, ErrInvalid, "turn: required"},
+		{responding, "Fail(unknown)", fail(T2, "x"), nil, ErrInvalid, "turn T2: not tracked"},
+		{finalized, "Fail(finalized)", fail(T1, "x"), nil, ErrInvalid, "turn T1 is response_finalized: only a turn in flight can fail"},
+		{committed, "Fail(committed)", fail(T1, "x"), nil, ErrInvalid, "turn T1 is state_committed"},
+		{append(responding[:3:3], "fail T1 x"), "Fail(failed)", fail(T1, "x"), nil, ErrInvalid, "turn T1: not tracked"},
+	}
+	runDecisions(t, tests)
+}
+
+func TestCommit(t *testing.T) {
+	st1 := messages.StateCheckpoint{ID: St1, Seq: 1, Summary: "s1"}
+	commit := func(state messages.StateCheckpoint, epoch uint64, turns ...messages.TurnID) func(*Branch) ([]messages.BranchEvent, error) {
+		return func(b *Branch) ([]messages.BranchEvent, error) { return b.Commit(state, turns, epoch, local) }
+	}
+	two := append(finalized[:4:4], "submit T2", "start T2 S2", "finalize T2 S2 R2 completed")
+	pinned := append(finalized[:4:4], `pin "p"`)
+	tests := []decision{
+		{finalized, "Commit(St1, [T1], 0)", commit(st1, 0, T1), events(messages.StateCommitted{State: st1, Turns: []messages.TurnID{T1}, Epoch: 0, At: now}), nil, ""},
+		{two, "Commit(St1, [T1], 0) of two", commit(st1, 0, T1), events(messages.StateCommitted{State: st1, Turns: []messages.TurnID{T1}, At: now}), nil, ""},
+		{two, "Commit(St1, [T1 T2], 0)", commit(st1, 0, T1, T2), events(messages.StateCommitted{State: st1, Turns: []messages.TurnID{T1, T2}, At: now}), nil, ""},
+		{pinned, "Commit(St1+pin, [T1], 1)", commit(messages.StateCheckpoint{ID: St1, Seq: 1, Pinned: []string{"p"}}, 1, T1),
+			events(messages.StateCommitted{State: messages.StateCheckpoint{ID: St1, Seq: 1, Pinned: []string{"p"}}, Turns: []messages.TurnID{T1}, Epoch: 1, At: now}), nil, ""},
+		{nil, "Commit before Create", commit(st1, 0, T1), nil, ErrNotCreated, ""},
+		{pinned, "Commit(St1, [T1], 0) after a pin", commit(st1, 0, T1), nil, ErrStaleEpoch, "summary computed for epoch 0, the branch is at epoch 1"},
+		{finalized, "Commit(St1, [T1], 1) from the future", commit(st1, 1, T1), nil, ErrStaleEpoch, ""},
+		{committed, "Commit(St1, [T1], 0) again", commit(st1, 0, T1), nil, ErrDuplicate, "state_seq 1 is committed already (head is 1)"},
+		{committed, "Commit(St1, [T1], 1) again", commit(st1, 1, T1), nil, ErrDuplicate, ""},
+		{finalized, "Commit(seq 2)", commit(messages.StateCheckpoint{ID: St1, Seq: 2}, 0, T1), nil, ErrInvalid, "state.seq: 2, want 1"},
+		{finalized, "Commit(seq 0)", commit(messages.StateCheckpoint{ID: St1}, 0, T1), nil, ErrInvalid, "state.seq: 0, want 1"},
+		{finalized, "Commit(no state id)", commit(messages.StateCheckpoint{Seq: 1}, 0, T1), nil, ErrInvalid, "state.id: required"},
+		{pinned, "Commit(pins dropped)", commit(st1, 1, T1), nil, ErrInvalid, `state.pinned: [], want the head's pinned facts ["p"]`},
+		{finalized, "Commit(no turns)", commit(st1, 0), nil, ErrInvalid, "turns: 0 turns, want 1 to 1"},
+		{created, "Commit(nothing pending)", commit(st1, 0, T1), nil, ErrInvalid, "turns: 1 turns, want 1 to 0"},
+		{responding, "Commit(turn in flight)", commit(st1, 0, T1), nil, ErrInvalid, "want 1 to 0"},
+		{two, "Commit([T2])", commit(st1, 0, T2), nil, ErrInvalid, "turns[0]: T2, want T1"},
+		{two, "Commit([T2 T1])", commit(st1, 0, T2, T1), nil, ErrInvalid, "turns[0]: T2, want T1"},
+		{two, "Commit([T1 T1])", commit(st1, 0, T1, T1), nil, ErrInvalid, "turns[1]: T1, want T2"},
+	}
+	runDecisions(t, tests)
+}
+
+func TestMarkIndexed(t *testing.T) {
+	index := func(turn messages.TurnID, chunks int) func(*Branch) ([]messages.BranchEvent, error) {
+		return func(b *Branch) ([]messages.BranchEvent, error) { return b.MarkIndexed(turn, chunks, local) }
+	}
+	tests := []decision{
+		{committed, "MarkIndexed(T1, 3)", index(T1, 3), events(messages.TurnIndexed{Turn: T1, Chunks: 3, At: now}), nil, ""},
+		{committed, "MarkIndexed(T1, 0)", index(T1, 0), events(messages.TurnIndexed{Turn: T1, At: now}), nil, ""},
+		{indexed, "MarkIndexed(T1) again", index(T1, 3), nil, nil, ""},
+		{committed, "MarkIndexed(T2) never accepted", index(T2, 3), nil, nil, ""},
+		{nil, "MarkIndexed before Create", index(T1, 3), nil, ErrNotCreated, ""},
+		{committed, "MarkIndexed(zero)", index(messages.TurnID{}, 3), nil, ErrInvalid, "turn: required"},
+		{committed, "MarkIndexed(T1, -1)", index(T1, -1), nil, ErrInvalid, "turn T1: chunks: -1 is negative"},
+		{finalized, "MarkIndexed(finalized)", index(T1, 3), nil, ErrInvalid, "turn T1 is response_finalized, want state_committed"},
+		{responding, "MarkIndexed(responding)", index(T1, 3), nil, ErrInvalid, "turn T1 is responding"},
+	}
+	runDecisions(t, tests)
+}
+
+func TestPin(t *testing.T) {
+	pin := func(fact string) func(*Branch) ([]messages.BranchEvent, error) {
+		return func(b *Branch) ([]messages.BranchEvent, error) { return b.Pin(fact, local) }
+	}
+	long := strings.Repeat("é", PinMax/2)
+	tests := []decision{
+		{created, "Pin(fact)", pin("answer in French"), events(messages.FactPinned{Fact: "answer in French", At: now}), nil, ""},
+		{created, "Pin(PinMax bytes)", pin(long), events(messages.FactPinned{Fact: long, At: now}), nil, ""},
+		{append(created[:1:1], `pin "x"`), "Pin(x) again", pin("x"), nil, nil, ""},
+		{nil, "Pin before Create", pin("x"), nil, ErrNotCreated, ""},
+		{created, `Pin("")`, pin(""), nil, ErrInvalid, "core: invalid: fact: required"},
+		{created, "Pin(PinMax+1 bytes)", pin(long + "x"), nil, ErrInvalid, "core: invalid: fact: 2001 bytes, limit 2000"},
+	}
+	runDecisions(t, tests)
+}
+
+func TestRecover(t *testing.T) {
+	tests := []struct {
+		setup   []string
+		events  []messages.BranchEvent
+		effects []Effect
+	}{
+		{nil, nil, nil},
+		{created, nil, nil},
+		{accepted, events(messages.TurnFailed{Turn: T1, Reason: InterruptedReason, At: now}), nil},
+		{responding, events(messages.TurnFailed{Turn: T1, Step: S1, Reason: InterruptedReason, At: now}), nil},
+		{finalized, nil, []Effect{Summarize{Turns: []messages.TurnID{T1}}}},
+		{append(committed[:5:5], "submit T2", "start T2 S2", "finalize T2 S2 R2 completed", "submit T3"),
+			events(messages.TurnFailed{Turn: T3, Reason: InterruptedReason, At: now}),
+			[]Effect{Index{Turn: T1}, Summarize{Turns: []messages.TurnID{T2}, Epoch: 1, State: messages.StateCheckpoint{ID: St1, Seq: 1, Summary: "summary 1"}}}},
+		{indexed, nil, nil},
+	}
+	for _, tc := range tests {
+		s := newScript(t).run(tc.setup...)
+		before := cloneBranch(&s.b)
+		evs, effects := s.b.Recover(local)
+		if !reflect.DeepEqual(evs, tc.events) || !reflect.DeepEqual(effects, tc.effects) {
+			t.Errorf("after %q: Recover() = %s, %#v, want %s, %#v", tc.setup, unname(fmtEvents(evs)), effects, unname(fmtEvents(tc.events)), tc.effects)
+		}
+		if !reflect.DeepEqual(&s.b, before) {
+			t.Errorf("after %q: Recover changed the branch", tc.setup)
+		}
+	}
+}
+
+func TestQueries(t *testing.T) {
+	s := newScript(t).run(append(committed[:5:5], "submit T2", "start T2 S2", "finalize T2 S2 R2 completed", "submit T3")...)
+	b := &s.b
+	if got := b.Pending(); len(got) != 1 || got[0].ID != T2 || got[0].Phase != messages.PhaseResponseFinalized || got[0].Reply != R2 {
+		t.Errorf("Pending() = %+v, want [T2 response_finalized]", got)
+	}
+	if got, ok := b.InFlight(); !ok || got.ID != T3 || got.Phase != messages.PhaseAccepted || got.StateBefore != St1 {
+		t.Errorf("InFlight() = %+v, %v, want T3 accepted", got, ok)
+	}
+	if got, ok := b.Turn(T1); !ok || got.Phase != messages.PhaseStateCommitted || got.StateAfter != St1 {
+		t.Errorf("Turn(T1) = %+v, %v, want T1 state_committed after St1", got, ok)
+	}
+	if got, ok := b.Turn(R1); ok {
+		t.Errorf("Turn(R1) = %+v, true, want false", got)
+	}
+	// The queries return copies.
+	b.Pending()[0].Phase = messages.PhaseFailed
+	if got, _ := b.Turn(T2); got.Phase != messages.PhaseResponseFinalized {
+		t.Errorf("Pending() shares its turns with the branch")
+	}
+	var empty Branch
+	if got, ok := empty.InFlight(); ok || got != (Turn{}) || empty.Pending() != nil {
+		t.Errorf("zero Branch: InFlight() = %+v, %v, Pending() = %v, want nothing", got, ok, empty.Pending())
+	}
+}
+
+func TestApplyRejects(t *testing.T) {
+	tests := []struct {
+		setup []string
+		ev    messages.BranchEvent
+		text  string
+	}{
+		{nil, nil, "nil event"},
+		{nil, messages.TurnAccepted{Turn: T1, Seq: 1}, "core: branch not created"},
+		{created, messages.BranchCreated{Session: Se1, Branch: B1}, "core: branch exists"},
+		{created, messages.TurnAccepted{Turn: T1, Seq: 2}, "seq 2, want 1"},
+		{created, messages.TurnAccepted{Turn: T1, Seq: 1, StateBefore: St1}, "state_before St1, want the head state"},
+		{accepted, messages.TurnAccepted{Turn: T2, Seq: 2}, "core: busy"},
+		{accepted, messages.ResponseFinalized{Turn: T1, Step: S1, Reply: R1, Outcome: completed}, "want responding"},
+		{responding, messages.TurnFailed{Turn: T1, Reason: "x"}, "is not the running step S1"},
+		{finalized, messages.StateCommitted{State: messages.StateCheckpoint{ID: St1, Seq: 1}, Turns: []messages.TurnID{T1}, Epoch: 3}, "core: stale epoch"},
+		{finalized, messages.TurnIndexed{Turn: T1}, "want state_committed"},
+		{created, messages.FactPinned{}, "fact: required"},
+		{created, &messages.FactPinned{Fact: "x"}, "unsupported event *messages.FactPinned"},
+	}
+	for _, tc := range tests {
+		s := newScript(t).run(tc.setup...)
+		before := cloneBranch(&s.b)
+		effects, err := s.b.Apply(tc.ev)
+		if !errors.Is(err, ErrInvalid) || !strings.Contains(unname(err.Error()), tc.text) || effects != nil {
+			t.Errorf("after %q: Apply(%#v) = %v, %v, want an error wrapping ErrInvalid containing %q", tc.setup, tc.ev, effects, err, tc.text)
+		}
+		if !reflect.DeepEqual(&s.b, before) {
+			t.Errorf("after %q: a rejected Apply changed the branch", tc.setup)
+		}
+	}
+}
+
+func TestApplyDoesNotAlias(t *testing.T) {
+	pinned := []string{"a", "b"}
+	pending := []messages.PendingTurn{{Turn: T1, Seq: 1, Reply: R1}}
+	var b Branch
+	effects, err := b.Apply(messages.BranchCreated{Session: Se1, Branch: B1, State: messages.StateCheckpoint{Pinned: pinned[:1]}, Pending: pending, TurnSeq: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Apply(messages.FactPinned{Fact: "c"}); err != nil {
+		t.Fatal(err)
+	}
+	if pinned[1] != "b" {
+		t.Errorf("Apply(FactPinned) wrote into the event's pinned facts: %q", pinned)
+	}
+	effects[0].(Summarize).State.Pinned[0] = "z"
+	if b.State.Pinned[0] != "a" {
+		t.Errorf("a Summarize effect shares its pinned facts with the branch")
+	}
+	committed := []string{"a", "c", "keep"}
+	if _, err := b.Apply(messages.StateCommitted{State: messages.StateCheckpoint{ID: St1, Seq: 1, Pinned: committed[:2]},
+		Turns: []messages.TurnID{T1}, Epoch: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Apply(messages.FactPinned{Fact: "d"}); err != nil {
+		t.Fatal(err)
+	}
+	if committed[2] != "keep" {
+		t.Errorf("Apply(FactPinned) wrote into the pinned facts of a StateCommitted event: %q", committed)
+	}
+}
+
+func TestSnapshotJSON(t *testing.T) {
+	s := newScript(t).run(append(committed[:5:5], `pin "<b> & c"`, "submit T2", "start T2 S2", "finalize T2 S2 R2 paused", "submit T3")...)
+	data, err := json.Marshal(&s.b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back Branch
+	if err := json.Unmarshal(data, &back); err != nil || !reflect.DeepEqual(back, s.b) {
+		t.Errorf("json.Unmarshal(%s) = %+v, %v, want %+v", data, back, err, s.b)
+	}
+	for _, key := range []string{`"tip":`, `"turn_seq":3`, `"phase":"response_finalized"`, `"outcome":{"kind":"paused"}`, `"window":[`} {
+		if !strings.Contains(string(data), key) {
+			t.Errorf("json.Marshal(branch) = %s, want it to contain %s", data, key)
+		}
+	}
+	var zero, zeroBack Branch
+	if data, err := json.Marshal(&zero); err != nil || json.Unmarshal(data, &zeroBack) != nil || !reflect.DeepEqual(zeroBack, zero) {
+		t.Errorf("zero Branch: json round trip = %+v, %v, want the zero Branch", zeroBack, err)
+	}
+}

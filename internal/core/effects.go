@@ -1,0 +1,48 @@
+package core
+
+import "github.com/contextinfinity/ctxinf/messages"
+
+// Effect is what the shell must do after an event applied: PrepareContext,
+// Summarize, Index or TurnDone. The set is closed. Effects are not
+// persisted: replaying the log gives them again, and Recover gives the
+// ones still owed after a restart.
+type Effect interface {
+	effect()
+}
+
+// PrepareContext follows TurnAccepted: the shell assembles the context of
+// Turn (head state, pending turns, retrieval) and calls Branch.Start once a
+// provider step is under way, or Branch.Fail.
+type PrepareContext struct {
+	Turn messages.TurnID
+}
+
+// Summarize asks the shell to fold Turns, the pending turns in order, into
+// a new state after State, and to commit it with Branch.Commit passing
+// Epoch. It follows ResponseFinalized, a fork with pending turns, and
+// StateCommitted or FactPinned when turns are still pending. A later
+// Summarize supersedes an earlier one; a commit computed for an old epoch
+// fails with ErrStaleEpoch. The summarizer may fold a prefix of Turns.
+type Summarize struct {
+	Turns []messages.TurnID
+	Epoch uint64
+	State messages.StateCheckpoint
+}
+
+// Index follows StateCommitted, once per folded turn: the shell chunks and
+// indexes Turn, then calls Branch.MarkIndexed. Indexing is idempotent.
+type Index struct {
+	Turn messages.TurnID
+}
+
+// TurnDone follows ResponseFinalized and TurnFailed: Turn reached Phase
+// and input is open again; the shell replies to whoever waits on the turn.
+type TurnDone struct {
+	Turn  messages.TurnID
+	Phase messages.TurnPhase
+}
+
+func (PrepareContext) effect() {}
+func (Summarize) effect()      {}
+func (Index) effect()          {}
+func (TurnDone) effect()       {}

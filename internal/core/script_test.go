@@ -1,0 +1,502 @@
+package core
+
+import (
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/contextinfinity/ctxinf/messages"
+)
+
+// This file holds a small script language that drives a Branch the way the
+// shell does: each line is a command; the events it decides are encoded,
+// decoded, applied, and printed with the effects they call for and the
+// branch they leave. The golden transcripts in testdata and the command
+// table tests are written in it.
+//
+//	create [branch=B] [session=Se] [parent=B fork_at=T] [tip=R] [state=St] [state_seq=N]
+//	       [summary="…"] [pinned="…"]… [pending=T:R:seq,…] [turn_seq=N]
+//	submit T
+//	start T S
+//	finalize T S R completed|incomplete|paused|failed|cancelled [displayed=N] [durable=N]
+//	fail T [reason…]             (the rest of the line; "" for none)
+//	commit SEQ T… epoch=N [state=St] [summary="…"] [pinned="…"]…   (pinned defaults to the head's)
+//	index T [chunks=N]
+//	pin "fact" | pin bytes=N      (a fact of N bytes)
+//	recover                       (Recover, then apply its events)
+//	crash                         (a restart: replay the log on a fresh branch)
+//	reset                         (start over with a fresh branch and log)
+//
+// Names stand for fixed ids (see id); the clock starts at t0 and advances
+// one second per command.
+
+// t0 is the start of the scripts' clock.
+var t0 = time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
+
+// idNames maps the text of every id made by id back to its name.
+var idNames sync.Map
+
+// id returns the fixed id named name: the first 16 bytes of its SHA-256.
+func id[T ~[16]byte](name string) T {
+	sum := sha256.Sum256([]byte(name))
+	var v T
+	copy(v[:], sum[:])
+	idNames.Store(messages.ID[struct{}](v).String(), name)
+	return v
+}
+
+// name returns the name of an id made by id, "-" for the zero id.
+func name[K any](v messages.ID[K]) string {
+	if v.IsZero() {
+		return "-"
+	}
+	if n, ok := idNames.Load(v.String()); ok {
+		return n.(string)
+	}
+	return v.String()
+}
+
+// unname replaces the ids in s by their names.
+func unname(s string) string {
+	var pairs []string
+	idNames.Range(func(k, v any) bool {
+		pairs = append(pairs, k.(string), v.(string))
+		return true
+	})
+	return strings.NewReplacer(pairs...).Replace(s)
+}
+
+// script is a Branch driven by script lines, with its event log.
+type script struct {
+	t     testing.TB
+	b     Branch
+	log   []messages.BranchEvent
+	clock time.Time
+}
+
+func newScript(t testing.TB) *script { return &script{t: t, clock: t0} }
+
+// run executes lines and fails the test on the first error.
+func (s *script) run(lines ...string) *script {
+	s.t.Helper()
+	for _, line := range lines {
+		if _, err := s.exec(line); err != nil {
+			s.t.Fatalf("%s: %v", line, err)
+		}
+	}
+	return s
+}
+
+// exec executes one line and returns what it prints; a command the branch
+// rejects prints its error and returns a nil error.
+func (s *script) exec(line string) ([]string, error) {
+	s.t.Helper()
+	words, args, err := tokenize(line)
+	if err != nil {
+		return nil, err
+	}
+	if len(words) == 0 {
+		return nil, fmt.Errorf("empty command")
+	}
+	s.clock = s.clock.Add(time.Second)
+	before := cloneBranch(&s.b)
+	var out []string
+	var events []messages.BranchEvent
+	switch cmd, words := words[0], words[1:]; cmd {
+	case "reset":
+		s.b, s.log = Branch{}, nil
+		return []string{"a fresh branch"}, nil
+	case "crash":
+		replayed, err := replay(s.log)
+		if err != nil {
+			return nil, err
+		}
+		s.b = replayed
+		return []string{fmt.Sprintf("replayed %d events", len(s.log))}, nil
+	case "recover":
+		var effects []Effect
+		events, effects = s.b.Recover(s.clock)
+		if !reflect.DeepEqual(&s.b, before) {
+			return nil, fmt.Errorf("recover changed the branch")
+		}
+		for _, e := range effects {
+			out = append(out, "resume "+formatEffect(e))
+		}
+	default:
+		events, err = s.decide(cmd, words, args)
+		if err != nil && !errors.Is(err, errScript) {
+			if len(events) > 0 {
+				return nil, fmt.Errorf("%s returned events %v with error %v", cmd, events, err)
+			}
+			if !reflect.DeepEqual(&s.b, before) {
+				return nil, fmt.Errorf("%s changed the branch and failed: %v", cmd, err)
+			}
+			return []string{"error: " + unname(err.Error())}, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		if !reflect.DeepEqual(&s.b, before) {
+			return nil, fmt.Errorf("%s changed the branch", cmd)
+		}
+	}
+	if len(events) == 0 {
+		return append(out, "no events"), nil
+	}
+	for _, ev := range events {
+		// Persist, then apply what was persisted.
+		data, err := messages.MarshalBranchEvent(ev)
+		if err != nil {
+			return nil, err
+		}
+		stored, err := messages.UnmarshalBranchEvent(data)
+		if err != nil {
+			return nil, err
+		}
+		if !reflect.DeepEqual(stored, ev) {
+			return nil, fmt.Errorf("event %s decodes as %+v, want %+v", data, stored, ev)
+		}
+		effects, err := s.b.Apply(stored)
+		if err != nil {
+			return nil, fmt.Errorf("apply %+v: %w", ev, err)
+		}
+		s.log = append(s.log, stored)
+		out = append(out, "event "+formatEvent(ev))
+		for _, e := range effects {
+			out = append(out, "effect "+formatEffect(e))
+		}
+	}
+	if err := checkBranch(&s.b, s.log); err != nil {
+		return nil, err
+	}
+	return append(out, formatBranch(&s.b)...), nil
+}
+
+// errScript marks an error in the script itself rather than the branch.
+var errScript = errors.New("script")
+
+func (s *script) decide(cmd string, words []string, args map[string]string) ([]messages.BranchEvent, error) {
+	need := func(n int) error {
+		if len(words) < n {
+			return fmt.Errorf("%w: %s needs %d arguments", errScript, cmd, n)
+		}
+		return nil
+	}
+	num := func(key string, def uint64) uint64 {
+		if v, ok := args[key]; ok {
+			n, err := strconv.ParseUint(v, 10, 64)
+			if err != nil {
+				s.t.Fatalf("%s=%q: %v", key, v, err)
+			}
+			return n
+		}
+		return def
+	}
+	b, now := &s.b, s.clock
+	switch cmd {
+	case "create":
+		ev := messages.BranchCreated{
+			Session: id[messages.SessionID](or(args["session"], "Se1")),
+			Branch:  id[messages.BranchID](or(args["branch"], "B1")),
+			TurnSeq: num("turn_seq", 0),
+			At:      now,
+		}
+		if v := args["parent"]; v != "" {
+			ev.Parent = id[messages.BranchID](v)
+		}
+		if v := args["fork_at"]; v != "" {
+			ev.ForkAt = id[messages.TurnID](v)
+		}
+		if v := args["tip"]; v != "" {
+			ev.Tip = id[messages.TurnID](v)
+		}
+		if v := args["state"]; v != "" {
+			ev.State.ID = id[messages.StateID](v)
+		}
+		ev.State.Seq, ev.State.Summary = num("state_seq", 0), args["summary"]
+		ev.State.Pinned = pinnedArgs(args)
+		if v := args["pending"]; v != "" {
+			for _, p := range strings.Split(v, ",") {
+				f := strings.Split(p, ":")
+				if len(f) != 3 {
+					return nil, fmt.Errorf("%w: pending %q: want T:R:seq", errScript, p)
+				}
+				seq, err := strconv.ParseUint(f[2], 10, 64)
+				if err != nil {
+					return nil, fmt.Errorf("%w: pending %q: %v", errScript, p, err)
+				}
+				ev.Pending = append(ev.Pending, messages.PendingTurn{Turn: id[messages.TurnID](f[0]), Seq: seq, Reply: id[messages.TurnID](f[1])})
+			}
+		}
+		return b.Create(ev)
+	case "submit":
+		if err := need(1); err != nil {
+			return nil, err
+		}
+		return b.Submit(id[messages.TurnID](words[0]), now)
+	case "start":
+		if err := need(2); err != nil {
+			return nil, err
+		}
+		return b.Start(id[messages.TurnID](words[0]), id[messages.StepID](words[1]), now)
+	case "finalize":
+		if err := need(4); err != nil {
+			return nil, err
+		}
+		var o messages.StepOutcome
+		if err := o.Kind.UnmarshalText([]byte(words[3])); err != nil {
+			return nil, fmt.Errorf("%w: %v", errScript, err)
+		}
+		return b.Finalize(id[messages.TurnID](words[0]), id[messages.StepID](words[1]), id[messages.TurnID](words[2]),
+			o, num("displayed", 0), num("durable", 0), now)
+	case "fail":
+		if err := need(1); err != nil {
+			return nil, err
+		}
+		return b.Fail(id[messages.TurnID](words[0]), strings.Join(words[1:], " "), now)
+	case "commit":
+		if err := need(1); err != nil {
+			return nil, err
+		}
+		seq, err := strconv.ParseUint(words[0], 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("%w: commit seq: %v", errScript, err)
+		}
+		state := messages.StateCheckpoint{
+			ID:      id[messages.StateID](or(args["state"], "St"+words[0])),
+			Seq:     seq,
+			Summary: or(args["summary"], "summary "+words[0]),
+			Pinned:  slices.Clone(b.State.Pinned),
+		}
+		if _, ok := args["pinned"]; ok {
+			state.Pinned = pinnedArgs(args)
+		}
+		var turns []messages.TurnID
+		for _, w := range words[1:] {
+			turns = append(turns, id[messages.TurnID](w))
+		}
+		return b.Commit(state, turns, num("epoch", b.Epoch), now)
+	case "index":
+		if err := need(1); err != nil {
+			return nil, err
+		}
+		return b.MarkIndexed(id[messages.TurnID](words[0]), int(num("chunks", 1)), now)
+	case "pin":
+		fact := strings.Join(words, " ")
+		if _, ok := args["bytes"]; ok {
+			fact = strings.Repeat("x", int(num("bytes", 0)))
+		}
+		return b.Pin(fact, now)
+	}
+	return nil, fmt.Errorf("%w: unknown command %q", errScript, cmd)
+}
+
+func or(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+// pinnedArgs returns the values of the pinned= arguments, which tokenize
+// joins with "\x00".
+func pinnedArgs(args map[string]string) []string {
+	v, ok := args["pinned"]
+	if !ok || v == "" {
+		return nil
+	}
+	return strings.Split(v, "\x00")
+}
+
+// tokenize splits line into words and key=value arguments; words and
+// values may be double-quoted Go strings. A repeated key joins its values
+// with "\x00".
+func tokenize(line string) (words []string, args map[string]string, err error) {
+	args = map[string]string{}
+	for line = strings.TrimSpace(line); line != ""; line = strings.TrimLeft(line, " \t") {
+		key := ""
+		if i := strings.IndexAny(line, "= \t\""); i > 0 && line[i] == '=' {
+			key, line = line[:i], line[i+1:]
+		}
+		var tok string
+		if strings.HasPrefix(line, `"`) {
+			q, err := strconv.QuotedPrefix(line)
+			if err != nil {
+				return nil, nil, fmt.Errorf("%w: %s: %v", errScript, line, err)
+			}
+			tok, _ = strconv.Unquote(q)
+			line = line[len(q):]
+		} else {
+			i := strings.IndexAny(line, " \t")
+			if i < 0 {
+				i = len(line)
+			}
+			tok, line = line[:i], line[i:]
+		}
+		switch _, seen := args[key]; {
+		case key == "":
+			words = append(words, tok)
+		case seen:
+			args[key] += "\x00" + tok
+		default:
+			args[key] = tok
+		}
+	}
+	return words, args, nil
+}
+
+// replay applies log to a fresh branch, as the shell does on restart.
+func replay(log []messages.BranchEvent) (Branch, error) {
+	var b Branch
+	for i, ev := range log {
+		if _, err := b.Apply(ev); err != nil {
+			return b, fmt.Errorf("replay event %d: %w", i, err)
+		}
+	}
+	return b, nil
+}
+
+// cloneBranch returns a deep copy of b.
+func cloneBranch(b *Branch) *Branch {
+	c := *b
+	c.State.Pinned = slices.Clone(b.State.Pinned)
+	c.Turns = slices.Clone(b.Turns)
+	c.Window = slices.Clone(b.Window)
+	return &c
+}
+
+// checkBranch checks that b survives a snapshot (a JSON round trip) and
+// that replaying log gives b exactly.
+func checkBranch(b *Branch, log []messages.BranchEvent) error {
+	data, err := json.Marshal(b)
+	if err != nil {
+		return fmt.Errorf("snapshot: %w", err)
+	}
+	var back Branch
+	if err := json.Unmarshal(data, &back); err != nil {
+		return fmt.Errorf("snapshot %s: %w", data, err)
+	}
+	if !reflect.DeepEqual(&back, b) {
+		return fmt.Errorf("snapshot %s decodes as\n%+v, want\n%+v", data, back, *b)
+	}
+	replayed, err := replay(log)
+	if err != nil {
+		return err
+	}
+	if !reflect.DeepEqual(&replayed, b) {
+		return fmt.Errorf("replaying %d events gives\n%+v, want\n%+v", len(log), replayed, *b)
+	}
+	return nil
+}
+
+func at(t time.Time) string { return "+" + t.Sub(t0).String() }
+
+func formatEvent(ev messages.BranchEvent) string {
+	switch e := ev.(type) {
+	case messages.BranchCreated:
+		s := fmt.Sprintf("branch_created %s session=%s parent=%s fork_at=%s tip=%s state=%s turn_seq=%d",
+			name(e.Branch), name(e.Session), name(e.Parent), name(e.ForkAt), name(e.Tip), formatState(e.State), e.TurnSeq)
+		if len(e.Pending) > 0 {
+			var ps []string
+			for _, p := range e.Pending {
+				ps = append(ps, fmt.Sprintf("%s:%s:%d", name(p.Turn), name(p.Reply), p.Seq))
+			}
+			s += " pending=" + strings.Join(ps, ",")
+		}
+		return s + " at=" + at(e.At)
+	case messages.TurnAccepted:
+		return fmt.Sprintf("turn_accepted %s seq=%d state_before=%s at=%s", name(e.Turn), e.Seq, name(e.StateBefore), at(e.At))
+	case messages.ResponseStarted:
+		return fmt.Sprintf("response_started %s step=%s at=%s", name(e.Turn), name(e.Step), at(e.At))
+	case messages.ResponseFinalized:
+		return fmt.Sprintf("response_finalized %s step=%s reply=%s outcome=%s displayed=%d durable=%d at=%s",
+			name(e.Turn), name(e.Step), name(e.Reply), e.Outcome.Kind, e.Displayed, e.Durable, at(e.At))
+	case messages.TurnFailed:
+		return fmt.Sprintf("turn_failed %s step=%s reason=%q at=%s", name(e.Turn), name(e.Step), e.Reason, at(e.At))
+	case messages.StateCommitted:
+		return fmt.Sprintf("state_committed state=%s turns=%s epoch=%d at=%s", formatState(e.State), names(e.Turns), e.Epoch, at(e.At))
+	case messages.TurnIndexed:
+		return fmt.Sprintf("turn_indexed %s chunks=%d at=%s", name(e.Turn), e.Chunks, at(e.At))
+	case messages.FactPinned:
+		return fmt.Sprintf("fact_pinned %s at=%s", short(e.Fact), at(e.At))
+	}
+	return fmt.Sprintf("%#v", ev)
+}
+
+func formatEffect(e Effect) string {
+	switch e := e.(type) {
+	case PrepareContext:
+		return "prepare_context " + name(e.Turn)
+	case Summarize:
+		return fmt.Sprintf("summarize %s epoch=%d state=%s", names(e.Turns), e.Epoch, formatState(e.State))
+	case Index:
+		return "index " + name(e.Turn)
+	case TurnDone:
+		return fmt.Sprintf("turn_done %s %s", name(e.Turn), e.Phase)
+	}
+	return fmt.Sprintf("%#v", e)
+}
+
+// formatState writes a checkpoint as id#seq, with its pinned facts.
+func formatState(s messages.StateCheckpoint) string {
+	str := fmt.Sprintf("%s#%d", name(s.ID), s.Seq)
+	if len(s.Pinned) > 0 {
+		var ps []string
+		for _, p := range s.Pinned {
+			ps = append(ps, short(p))
+		}
+		str += "[" + strings.Join(ps, " ") + "]"
+	}
+	return str
+}
+
+// short quotes s, eliding the middle of a long one.
+func short(s string) string {
+	if len(s) > 40 {
+		return fmt.Sprintf("%q…(%d bytes)", s[:20], len(s))
+	}
+	return strconv.Quote(s)
+}
+
+func names[K any](ids []messages.ID[K]) string {
+	var ns []string
+	for _, v := range ids {
+		ns = append(ns, name(v))
+	}
+	return "[" + strings.Join(ns, " ") + "]"
+}
+
+// formatBranch describes b in a few compact lines.
+func formatBranch(b *Branch) []string {
+	out := []string{fmt.Sprintf("branch %s tip=%s head=%s epoch=%d turn_seq=%d committed=%d failed=%d indexed=%d events=%d",
+		name(b.ID), name(b.Tip), formatState(b.State), b.Epoch, b.TurnSeq, b.Committed, b.Failed, b.Indexed, b.Events)}
+	if len(b.Turns) > 0 {
+		var ts []string
+		for _, t := range b.Turns {
+			s := fmt.Sprintf("%s#%d %s", name(t.ID), t.Seq, t.Phase)
+			if !t.Step.IsZero() {
+				s += " step=" + name(t.Step)
+			}
+			if !t.Reply.IsZero() {
+				s += " reply=" + name(t.Reply)
+			}
+			if !t.StateAfter.IsZero() {
+				s += " after=" + name(t.StateAfter)
+			}
+			ts = append(ts, s)
+		}
+		out = append(out, "  turns: "+strings.Join(ts, ", "))
+	}
+	if len(b.Window) > 0 {
+		out = append(out, "  window: "+names(b.Window))
+	}
+	return out
+}

@@ -1,0 +1,90 @@
+// Package supervision decides what happens when an actor fails: restart
+// it after a backoff, or stop it and surface the error (STYLE.md:
+// transient → restart with backoff; corruption or bad config → stop).
+package supervision
+
+import (
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/rs/zerolog"
+)
+
+// Directive is what a Decider chooses for a failure.
+type Directive int
+
+// The directives.
+const (
+	Restart Directive = iota // transient: restart the actor after a backoff
+	Stop                     // fatal: stop the actor and report the error
+)
+
+// Decider classifies a failure reason (the panic value: usually an error).
+type Decider func(reason any) Directive
+
+// Strategy is a one-for-one supervisor strategy with a decider, an
+// exponential backoff between restarts and a restart limit per window.
+type Strategy struct {
+	Decide      Decider
+	MaxRestarts int           // within Window; more stops the actor
+	Window      time.Duration // e.g. one minute
+	Backoff     time.Duration // first delay; doubles per recent failure
+	MaxBackoff  time.Duration
+	Log         zerolog.Logger
+	// OnStop is called when an actor is stopped for good, with why.
+	OnStop func(child *actor.PID, reason any)
+
+	restarts atomic.Int64
+}
+
+var _ actor.SupervisorStrategy = (*Strategy)(nil)
+
+// Restarts counts the restarts this strategy has ordered.
+func (s *Strategy) Restarts() int64 { return s.restarts.Load() }
+
+// HandleFailure implements actor.SupervisorStrategy.
+func (s *Strategy) HandleFailure(_ *actor.ActorSystem, sup actor.Supervisor, child *actor.PID,
+	rs *actor.RestartStatistics, reason any, _ any) {
+	d := Restart
+	if s.Decide != nil {
+		d = s.Decide(reason)
+	}
+	if d == Restart {
+		rs.Fail()
+		if s.MaxRestarts > 0 && rs.NumberOfFailures(s.Window) > s.MaxRestarts {
+			reason = fmt.Errorf("restarted more than %d times in %v; last failure: %v", s.MaxRestarts, s.Window, reason)
+			d = Stop
+		}
+	}
+	if d == Stop {
+		s.Log.Error().Str("actor", child.Id).Str("reason", fmt.Sprint(reason)).Msg("actor stopped")
+		if s.OnStop != nil {
+			s.OnStop(child, reason)
+		}
+		sup.StopChildren(child)
+		return
+	}
+	s.restarts.Add(1)
+	delay := s.backoff(rs.NumberOfFailures(s.Window))
+	s.Log.Warn().Str("actor", child.Id).Str("reason", fmt.Sprint(reason)).Dur("backoff", delay).Msg("actor restarting")
+	if delay <= 0 {
+		sup.RestartChildren(child)
+		return
+	}
+	time.AfterFunc(delay, func() { sup.RestartChildren(child) })
+}
+
+// backoff returns the delay before the n-th recent restart: none for the
+// first, then Backoff doubling up to MaxBackoff.
+func (s *Strategy) backoff(n int) time.Duration {
+	if n <= 1 || s.Backoff <= 0 {
+		return 0
+	}
+	d := s.Backoff
+	for i := 2; i < n && d < s.MaxBackoff; i++ {
+		d *= 2
+	}
+	return min(d, max(s.MaxBackoff, s.Backoff))
+}
