@@ -20,8 +20,8 @@ build: ## build bin/ctxinf
 	$(GO) build -o $(BIN) ./cmd/ctxinf
 
 .PHONY: run
-run: build ## build ctxinf and measure the context store on a temporary directory
-	./$(BIN) bench store
+run: build ## build ctxinf and chat with the runtime on ./data (offline local provider)
+	./$(BIN) chat
 
 .PHONY: test
 test: ## vet, run every test with -race, run every benchmark once

@@ -86,6 +86,7 @@ type branchActor struct {
 	cancelStep  context.CancelFunc
 	summarizing uint64 // epoch+1 of the summary asked for; 0 none
 	indexing    map[messages.TurnID]bool
+	counters    [2]uint64 // displayed, durable bytes of the last finished step
 }
 
 func newBranchActor(rt *Runtime, id messages.BranchID) *branchActor {
@@ -400,7 +401,7 @@ func (a *branchActor) run(ctx actor.Context, effects []core.Effect) {
 			ctx.Send(a.rt.indexer, &indexReq{from: ctx.Self(), branch: a.id, session: a.b.Session, turn: t.ID, reply: t.Reply})
 		case core.TurnDone:
 			if s := a.streams[e.Turn]; s != nil {
-				u := Update{Done: true, Phase: e.Phase}
+				u := Update{Done: true, Phase: e.Phase, Displayed: a.counters[0], Durable: a.counters[1]}
 				if t, ok := a.b.Turn(e.Turn); ok {
 					u.Outcome, u.Err = t.Outcome, t.Reason
 				}
@@ -536,6 +537,7 @@ func (a *branchActor) finishStep(ctx actor.Context, m *stepDone) {
 		return
 	}
 	a.step, a.cancelStep = messages.StepID{}, nil
+	a.counters = [2]uint64{m.displayed, m.durable}
 	if m.err == nil && (m.resp.Outcome.Kind == messages.OutcomeCompleted || m.resp.Outcome.Kind == messages.OutcomeIncomplete ||
 		m.resp.Outcome.Kind == messages.OutcomePaused) {
 		reply := assistantMessage(m.resp.Items)

@@ -1,5 +1,7 @@
 // Command ctxinf is ContextInfinity's one binary.
 //
+//	ctxinf [--config FILE] chat [--session S] [--branch B]
+//	ctxinf [--config FILE] inspect [--json]
 //	ctxinf [--config FILE] bench store [--dir D] [--json] [--quick]
 //	ctxinf version
 package main
@@ -26,6 +28,12 @@ Usage:
   ctxinf [--config FILE] <command> [flags]
 
 Commands:
+  chat [--session S] [--branch B]
+                 a line-mode chat on the embedded runtime (./data), with
+                 /fork, /history, /pin, /pending, /commit (see /help)
+  inspect [--json]
+                 sessions, branches, heads, turns with phases, pending
+                 counts and jobs in the data directory
   bench store [--dir D] [--json] [--quick]
                  measure the context store (durable appends, group commit,
                  reads, forks, depth ranges, dedup, bytes on disk)
@@ -36,18 +44,19 @@ Global flags:
                  CTX_* environment variables override it
 `
 
-func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
+func main() { os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)) }
 
 // env is what every command gets: validated config, the root logger and
 // the output streams.
 type env struct {
 	cfg    config.Config
 	log    zerolog.Logger
+	stdin  io.Reader
 	stdout io.Writer
 	stderr io.Writer
 }
 
-func run(args []string, stdout, stderr io.Writer) int {
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("ctxinf", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() { fmt.Fprint(stderr, usage) }
@@ -73,10 +82,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "ctxinf: %v\n", err)
 		return 2
 	}
-	e := &env{cfg: cfg, log: newLogger(cfg.Log, stderr), stdout: stdout, stderr: stderr}
+	e := &env{cfg: cfg, log: newLogger(cfg.Log, stderr), stdin: stdin, stdout: stdout, stderr: stderr}
 	switch {
 	case rest[0] == "bench" && len(rest) > 1 && rest[1] == "store":
 		err = benchStore(e, rest[2:])
+	case rest[0] == "chat":
+		err = chat(e, rest[1:])
+	case rest[0] == "inspect":
+		err = inspect(e, rest[1:])
 	default:
 		fmt.Fprintf(stderr, "ctxinf: unknown command %q\n\n%s", joinArgs(rest), usage)
 		return 2

@@ -16,7 +16,7 @@ func TestBenchStoreQuickJSON(t *testing.T) {
 	}
 	var out, errOut bytes.Buffer
 	dir := t.TempDir()
-	if code := run([]string{"bench", "store", "--quick", "--json", "--dir", dir}, &out, &errOut); code != 0 {
+	if code := run([]string{"bench", "store", "--quick", "--json", "--dir", dir}, nil, &out, &errOut); code != 0 {
 		t.Fatalf("bench store exited %d: %s", code, errOut.String())
 	}
 	var got map[string]float64
@@ -46,7 +46,7 @@ func TestBadConfigNamesTheKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	var out, errOut bytes.Buffer
-	if code := run([]string{"--config", cfg, "bench", "store"}, &out, &errOut); code != 2 {
+	if code := run([]string{"--config", cfg, "bench", "store"}, nil, &out, &errOut); code != 2 {
 		t.Fatalf("exit code %d, want 2", code)
 	}
 	if !strings.Contains(errOut.String(), "store.max_payload_bytes") {
@@ -56,7 +56,51 @@ func TestBadConfigNamesTheKey(t *testing.T) {
 
 func TestUnknownCommand(t *testing.T) {
 	var out, errOut bytes.Buffer
-	if code := run([]string{"frobnicate"}, &out, &errOut); code != 2 || !strings.Contains(errOut.String(), `unknown command "frobnicate"`) {
+	if code := run([]string{"frobnicate"}, nil, &out, &errOut); code != 2 || !strings.Contains(errOut.String(), `unknown command "frobnicate"`) {
 		t.Fatalf("run(frobnicate) = %d, %q", code, errOut.String())
+	}
+}
+
+func TestChatSession(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("CTX_DATA_DIR", dir)
+	t.Setenv("CTX_LOCAL_DELAY", "0")
+	t.Setenv("CTX_STORE_DURABILITY", "relaxed")
+	in := strings.NewReader("Remember the code word: bluebird-7.\n/pin The user is Ada.\n/history 2\n/fork 1\nOn the fork.\n/branches\n/nonsense\n/quit\n")
+	var out, errOut bytes.Buffer
+	if code := run([]string{"chat"}, in, &out, &errOut); code != 0 {
+		t.Fatalf("chat exited %d: %s", code, errOut.String())
+	}
+	o := out.String()
+	for _, want := range []string{
+		`[local] I received your message (5 words): "Remember the code word: bluebird-7."`,
+		"[turn 1 · response_finalized · stream durable/displayed",
+		"  pinned",
+		"#0 user: Remember the code word: bluebird-7.",
+		"now on branch",
+		`"On the fork."`,
+		"unknown command /nonsense",
+	} {
+		if !strings.Contains(o, want) {
+			t.Errorf("chat output lacks %q:\n%s", want, o)
+		}
+	}
+	if strings.Contains(o, "durable/displayed 0/0") {
+		t.Errorf("stream counters were not reported:\n%s", o)
+	}
+	// inspect sees both branches and their turns.
+	out.Reset()
+	if code := run([]string{"inspect", "--json"}, nil, &out, &errOut); code != 0 {
+		t.Fatalf("inspect exited %d: %s", code, errOut.String())
+	}
+	var rep struct {
+		Sessions []struct {
+			Branches []struct {
+				Turns int `json:"turns"`
+			} `json:"branches"`
+		} `json:"sessions"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil || len(rep.Sessions) != 1 || len(rep.Sessions[0].Branches) != 2 {
+		t.Fatalf("inspect --json = %s (%v)", out.String(), err)
 	}
 }

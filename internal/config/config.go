@@ -22,9 +22,35 @@ const (
 
 // Config is the whole configuration. Load returns it validated.
 type Config struct {
-	DataDir string      `mapstructure:"data_dir"`
-	Log     LogConfig   `mapstructure:"log"`
-	Store   StoreConfig `mapstructure:"store"`
+	DataDir string        `mapstructure:"data_dir"`
+	Log     LogConfig     `mapstructure:"log"`
+	Store   StoreConfig   `mapstructure:"store"`
+	Runtime RuntimeConfig `mapstructure:"runtime"`
+	Stream  StreamConfig  `mapstructure:"stream"`
+	Local   LocalConfig   `mapstructure:"local"`
+}
+
+// RuntimeConfig configures the actor runtime.
+type RuntimeConfig struct {
+	IdlePassivation time.Duration `mapstructure:"idle_passivation"` // passivate a branch actor idle this long
+	SnapshotEvery   int           `mapstructure:"snapshot_every"`   // branch actor snapshot interval, in events
+	RequestTimeout  time.Duration `mapstructure:"request_timeout"`  // how long a caller waits for a branch
+	MaxRestarts     int           `mapstructure:"max_restarts"`     // restarts of one branch within restart_window before it stops
+	RestartWindow   time.Duration `mapstructure:"restart_window"`
+	MaxOutputTokens int           `mapstructure:"max_output_tokens"` // bound sent with every provider step
+}
+
+// StreamConfig is the stream journal policy (SRD §13.2).
+type StreamConfig struct {
+	FlushInterval time.Duration `mapstructure:"flush_interval"`
+	FlushBytes    int           `mapstructure:"flush_bytes"`
+	FsyncInterval time.Duration `mapstructure:"fsync_interval"`
+}
+
+// LocalConfig configures the offline local provider.
+type LocalConfig struct {
+	Delay        time.Duration `mapstructure:"delay"`         // between streamed tokens
+	ContextLimit int           `mapstructure:"context_limit"` // tokens
 }
 
 // LogConfig configures the root logger built in cmd.
@@ -107,6 +133,23 @@ func Default() Config {
 			GCInterval:          10 * time.Minute,
 			GCDiscardRatio:      0.5,
 			Compression:         CompressionZstd,
+		},
+		Runtime: RuntimeConfig{
+			IdlePassivation: 5 * time.Minute,
+			SnapshotEvery:   100,
+			RequestTimeout:  30 * time.Second,
+			MaxRestarts:     10,
+			RestartWindow:   time.Minute,
+			MaxOutputTokens: 4096,
+		},
+		Stream: StreamConfig{
+			FlushInterval: 250 * time.Millisecond,
+			FlushBytes:    8192,
+			FsyncInterval: 2 * time.Second,
+		},
+		Local: LocalConfig{
+			Delay:        15 * time.Millisecond,
+			ContextLimit: 32768,
 		},
 	}
 }

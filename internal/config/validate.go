@@ -18,7 +18,30 @@ func (c Config) Validate() error {
 	}
 	c.Log.validate(&p, "log.")
 	c.Store.validate(&p, "store.")
+	c.Runtime.validate(&p, "runtime.")
+	c.Stream.validate(&p, "stream.")
+	c.Local.validate(&p, "local.")
 	return errors.Join(p...)
+}
+
+func (c RuntimeConfig) validate(p *problems, prefix string) {
+	p.durationIn(prefix+"idle_passivation", c.IdlePassivation, time.Second, 24*time.Hour)
+	p.inRange(prefix+"snapshot_every", int64(c.SnapshotEvery), 1, 1_000_000)
+	p.durationIn(prefix+"request_timeout", c.RequestTimeout, 100*time.Millisecond, time.Hour)
+	p.inRange(prefix+"max_restarts", int64(c.MaxRestarts), 1, 1000)
+	p.durationIn(prefix+"restart_window", c.RestartWindow, time.Second, 24*time.Hour)
+	p.inRange(prefix+"max_output_tokens", int64(c.MaxOutputTokens), 1, 1_000_000)
+}
+
+func (c StreamConfig) validate(p *problems, prefix string) {
+	p.durationIn(prefix+"flush_interval", c.FlushInterval, time.Millisecond, time.Minute)
+	p.inRange(prefix+"flush_bytes", int64(c.FlushBytes), 1, 64*MiB)
+	p.durationIn(prefix+"fsync_interval", c.FsyncInterval, time.Millisecond, time.Hour)
+}
+
+func (c LocalConfig) validate(p *problems, prefix string) {
+	p.durationIn(prefix+"delay", c.Delay, 0, time.Minute)
+	p.inRange(prefix+"context_limit", int64(c.ContextLimit), 256, 10_000_000)
 }
 
 func (c LogConfig) validate(p *problems, prefix string) {
@@ -61,6 +84,13 @@ func (p *problems) addf(format string, args ...any) {
 func (p *problems) inRange(key string, v, lo, hi int64) {
 	if v < lo || v > hi {
 		p.addf("%s: %d is out of range [%d, %d]", key, v, lo, hi)
+	}
+}
+
+// durationIn checks lo <= v <= hi.
+func (p *problems) durationIn(key string, v, lo, hi time.Duration) {
+	if v < lo || v > hi {
+		p.addf("%s: %v is out of range [%v, %v]", key, v, lo, hi)
 	}
 }
 

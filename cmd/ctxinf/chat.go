@@ -1,0 +1,283 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/contextinfinity/ctxinf"
+	"github.com/contextinfinity/ctxinf/actors"
+	"github.com/contextinfinity/ctxinf/messages"
+	"github.com/contextinfinity/ctxinf/persistence"
+	"github.com/contextinfinity/ctxinf/providers/local"
+)
+
+// runtimeConfig maps the configuration onto the runtime's.
+func runtimeConfig(e *env) actors.Config {
+	c := e.cfg
+	return actors.Config{
+		DataDir:         c.DataDir,
+		Store:           storeOptions(c, "", e.log),
+		SnapshotEvery:   c.Runtime.SnapshotEvery,
+		IdleAfter:       c.Runtime.IdlePassivation,
+		RequestTimeout:  c.Runtime.RequestTimeout,
+		MaxRestarts:     c.Runtime.MaxRestarts,
+		RestartWindow:   c.Runtime.RestartWindow,
+		MaxOutputTokens: c.Runtime.MaxOutputTokens,
+		Journal: persistence.JournalPolicy{FlushInterval: c.Stream.FlushInterval, FlushBytes: c.Stream.FlushBytes,
+			FsyncInterval: c.Stream.FsyncInterval},
+		Provider: local.New(local.Options{Delay: c.Local.Delay, ContextLimit: c.Local.ContextLimit}),
+		Model:    "local",
+		Logger:   e.log,
+	}
+}
+
+func openRuntime(ctx context.Context, e *env) (*ctxinf.Runtime, error) {
+	cfg := runtimeConfig(e)
+	rt, err := ctxinf.Open(ctx, ctxinf.Options{Config: &cfg})
+	if err != nil {
+		return nil, fmt.Errorf("open runtime in %s: %w", e.cfg.DataDir, err)
+	}
+	return rt, nil
+}
+
+const chatHelp = `Type a message and press Enter. Commands:
+  /history [N]   the last N messages of this branch (default 10)
+  /pending       turns answered but not yet folded into the summary
+  /pin FACT      pin a fact: every later context shows it verbatim
+  /commit        fold pending turns into the summary now
+  /fork [N]      fork after turn N (default: the head) and switch to it
+  /branches      branches of this session
+  /switch ID     switch to another branch
+  /state         the head state: summary, pinned facts, counters
+  /help          this text
+  /quit          leave (everything is already on disk)
+`
+
+func chat(e *env, args []string) error {
+	fs := flag.NewFlagSet("chat", flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	sessionFlag := fs.String("session", "", "session to resume (default: the newest, or a new one)")
+	branchFlag := fs.String("branch", "", "branch to resume (default: the session's active branch)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	ctx := context.Background()
+	rt, err := openRuntime(ctx, e)
+	if err != nil {
+		return err
+	}
+	defer rt.Close()
+	branch, err := pickBranch(ctx, rt, *sessionFlag, *branchFlag)
+	if err != nil {
+		return err
+	}
+	abs, _ := filepath.Abs(e.cfg.DataDir)
+	fmt.Fprintf(e.stdout, "ctxinf chat: session %s, branch %s (%s), data in %s, provider local.\nType a message, or /help.\n",
+		branch.Session, branch.ID, branch.Label, abs)
+	in := bufio.NewScanner(e.stdin)
+	in.Buffer(make([]byte, 64<<10), 8<<20)
+	for {
+		fmt.Fprint(e.stdout, "> ")
+		if !in.Scan() {
+			fmt.Fprintln(e.stdout)
+			return in.Err()
+		}
+		line := strings.TrimSpace(in.Text())
+		if line == "" {
+			continue
+		}
+		if strings.HasPrefix(line, "/") {
+			quit, err := chatCommand(ctx, e, rt, &branch, line)
+			if err != nil {
+				fmt.Fprintf(e.stdout, "error: %v\n", err)
+			}
+			if quit {
+				return nil
+			}
+			continue
+		}
+		s, err := rt.Submit(ctx, branch.ID, line)
+		if err != nil {
+			fmt.Fprintf(e.stdout, "error: %v\n", err)
+			continue
+		}
+		var last actors.Update
+		for us := s.Next(nil); us != nil; us = s.Next(nil) {
+			for _, u := range us {
+				fmt.Fprint(e.stdout, u.Delta)
+				if u.Done {
+					last = u
+				}
+			}
+		}
+		fmt.Fprintf(e.stdout, "\n  [turn %d · %s · stream durable/displayed %d/%d bytes]\n", s.Seq, last.Phase, last.Durable, last.Displayed)
+		if last.Err != "" {
+			fmt.Fprintf(e.stdout, "  failed: %s\n", last.Err)
+		}
+	}
+}
+
+// pickBranch resumes the given branch or session, else the newest
+// session's active branch, else a new session.
+func pickBranch(ctx context.Context, rt *ctxinf.Runtime, session, branch string) (ctxinf.Branch, error) {
+	db := rt.DB()
+	if branch != "" {
+		id, err := messages.ParseID[messages.BranchID](branch)
+		if err != nil {
+			return ctxinf.Branch{}, fmt.Errorf("--branch: %w", err)
+		}
+		return db.BranchRow(ctx, id)
+	}
+	var s persistence.SessionRow
+	if session != "" {
+		id, err := messages.ParseID[messages.SessionID](session)
+		if err != nil {
+			return ctxinf.Branch{}, fmt.Errorf("--session: %w", err)
+		}
+		if s, err = db.Session(ctx, id); err != nil {
+			return ctxinf.Branch{}, err
+		}
+	} else {
+		ss, err := db.Sessions(ctx)
+		if err != nil {
+			return ctxinf.Branch{}, err
+		}
+		if len(ss) == 0 {
+			_, b, err := rt.CreateSession(ctx, "chat")
+			return b, err
+		}
+		s = ss[len(ss)-1]
+	}
+	return db.BranchRow(ctx, s.ActiveBranch)
+}
+
+func chatCommand(ctx context.Context, e *env, rt *ctxinf.Runtime, branch *ctxinf.Branch, line string) (quit bool, err error) {
+	cmd, arg, _ := strings.Cut(line, " ")
+	arg = strings.TrimSpace(arg)
+	out := e.stdout
+	switch cmd {
+	case "/quit", "/exit":
+		return true, nil
+	case "/help":
+		fmt.Fprint(out, chatHelp)
+	case "/history":
+		n := 10
+		if arg != "" {
+			if n, err = strconv.Atoi(arg); err != nil || n < 1 || n > persistence.MaxPageTurns {
+				return false, fmt.Errorf("/history: N must be 1..%d", persistence.MaxPageTurns)
+			}
+		}
+		hist, _, err := rt.History(ctx, branch.ID, ctxinf.TurnID{}, n)
+		if err != nil {
+			return false, err
+		}
+		for _, h := range hist {
+			fmt.Fprintf(out, "  #%d %s: %s\n", h.Depth, h.Message.Role, oneLine(h.Message.RenderedText, 200))
+		}
+	case "/pending", "/state":
+		info, err := rt.Inspect(ctx, branch.ID)
+		if err != nil {
+			return false, err
+		}
+		if cmd == "/state" {
+			fmt.Fprintf(out, "  head state #%d %s · turns %d · committed %d · failed %d · indexed %d · pending %d\n",
+				info.State.Seq, info.State.ID, info.TurnSeq, info.Committed, info.Failed, info.Indexed, info.Pending)
+			for _, p := range info.State.Pinned {
+				fmt.Fprintf(out, "  pinned: %s\n", p)
+			}
+			fmt.Fprintf(out, "  summary:\n%s\n", indent(info.State.Summary))
+			return false, nil
+		}
+		if info.Pending == 0 {
+			fmt.Fprintln(out, "  no pending turns")
+		}
+		for _, t := range info.Turns {
+			if t.Phase == messages.PhaseResponseFinalized {
+				fmt.Fprintf(out, "  turn %d (%s) is pending: it goes into the next context verbatim\n", t.Seq, t.ID)
+			}
+		}
+	case "/pin":
+		if err := rt.Pin(ctx, branch.ID, arg); err != nil {
+			return false, err
+		}
+		fmt.Fprintln(out, "  pinned")
+	case "/commit":
+		if err := rt.CommitPending(ctx, branch.ID); err != nil {
+			return false, err
+		}
+		fmt.Fprintln(out, "  summarizing the pending turns")
+	case "/fork":
+		at := ctxinf.TurnID{}
+		if arg != "" {
+			seq, err := strconv.ParseUint(arg, 10, 64)
+			if err != nil || seq == 0 {
+				return false, errors.New("/fork: N must be a turn number (see /history)")
+			}
+			rows, err := rt.DB().TurnRows(ctx, branch.ID, seq, 1)
+			if err != nil {
+				return false, err
+			}
+			if len(rows) == 0 || rows[0].Seq != seq {
+				return false, fmt.Errorf("/fork: branch has no turn %d", seq)
+			}
+			at = rows[0].ID
+		}
+		b, err := rt.Fork(ctx, branch.ID, at, "fork")
+		if err != nil {
+			return false, err
+		}
+		*branch = b
+		fmt.Fprintf(out, "  now on branch %s (forked from %s)\n", b.ID, b.Parent)
+	case "/branches":
+		bs, err := rt.DB().Branches(ctx, branch.Session)
+		if err != nil {
+			return false, err
+		}
+		for _, b := range bs {
+			mark := " "
+			if b.ID == branch.ID {
+				mark = "*"
+			}
+			fmt.Fprintf(out, " %s %s %s parent=%s\n", mark, b.ID, b.Label, b.Parent)
+		}
+	case "/switch":
+		id, err := messages.ParseID[messages.BranchID](arg)
+		if err != nil {
+			return false, fmt.Errorf("/switch: %w", err)
+		}
+		b, err := rt.DB().BranchRow(ctx, id)
+		if err != nil {
+			return false, err
+		}
+		*branch = b
+		fmt.Fprintf(out, "  now on branch %s\n", b.ID)
+	default:
+		return false, fmt.Errorf("unknown command %s (try /help)", cmd)
+	}
+	return false, nil
+}
+
+func oneLine(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > n {
+		return s[:n] + "…"
+	}
+	return s
+}
+
+func indent(s string) string {
+	if s == "" {
+		return "    (empty)"
+	}
+	return "    " + strings.ReplaceAll(s, "\n", "\n    ")
+}
+
+var _ io.Reader = os.Stdin

@@ -1,0 +1,127 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"path/filepath"
+
+	"github.com/contextinfinity/ctxinf/messages"
+	"github.com/contextinfinity/ctxinf/persistence"
+)
+
+// inspectBranch is what `ctxinf inspect` shows of a branch.
+type inspectBranch struct {
+	persistence.BranchRow
+	Head      messages.TurnID       `json:"head"`
+	HeadDepth uint64                `json:"head_depth"`
+	Turns     int                   `json:"turns"`
+	Pending   int                   `json:"pending"`
+	Phases    map[string]int        `json:"phases"`
+	LastTurns []persistence.TurnRow `json:"last_turns"`
+}
+
+type inspectSession struct {
+	persistence.SessionRow
+	Branches []inspectBranch `json:"branches"`
+}
+
+type inspectReport struct {
+	DataDir  string            `json:"data_dir"`
+	Sessions []inspectSession  `json:"sessions"`
+	Jobs     []persistence.Job `json:"jobs"`
+}
+
+// inspect reads the store directly (no actors run): sessions, branches,
+// heads, turns with phases, pending counts and jobs.
+func inspect(e *env, args []string) error {
+	fs := flag.NewFlagSet("inspect", flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	asJSON := fs.Bool("json", false, "print one JSON object")
+	last := fs.Int("turns", 5, "how many of each branch's last turns to list")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	ctx := context.Background()
+	db, err := persistence.Open(storeOptions(e.cfg, filepath.Join(e.cfg.DataDir, "store"), e.log))
+	if err != nil {
+		return fmt.Errorf("open %s (is a runtime using it?): %w", e.cfg.DataDir, err)
+	}
+	defer db.Close()
+	rep := inspectReport{DataDir: e.cfg.DataDir}
+	sessions, err := db.Sessions(ctx)
+	if err != nil {
+		return err
+	}
+	for _, s := range sessions {
+		is := inspectSession{SessionRow: s}
+		branches, err := db.Branches(ctx, s.ID)
+		if err != nil {
+			return err
+		}
+		for _, b := range branches {
+			ib := inspectBranch{BranchRow: b, Phases: map[string]int{}}
+			if h, err := db.Head(ctx, b.ID); err == nil {
+				ib.Head, ib.HeadDepth = h.Turn, h.Depth
+			}
+			for from := uint64(0); ; {
+				rows, err := db.TurnRows(ctx, b.ID, from, 1000)
+				if err != nil {
+					return err
+				}
+				for _, r := range rows {
+					ib.Turns++
+					ib.Phases[r.Phase.String()]++
+					if r.Phase == messages.PhaseResponseFinalized {
+						ib.Pending++
+					}
+					ib.LastTurns = append(ib.LastTurns, r)
+					if len(ib.LastTurns) > *last {
+						ib.LastTurns = ib.LastTurns[1:]
+					}
+				}
+				if len(rows) < 1000 {
+					break
+				}
+				from = rows[len(rows)-1].Seq + 1
+			}
+			is.Branches = append(is.Branches, ib)
+		}
+		rep.Sessions = append(rep.Sessions, is)
+	}
+	if rep.Jobs, err = db.Jobs(ctx); err != nil {
+		return err
+	}
+	if *asJSON {
+		enc := json.NewEncoder(e.stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rep)
+	}
+	w := e.stdout
+	fmt.Fprintf(w, "data: %s · %d sessions · %d pending jobs\n", rep.DataDir, len(rep.Sessions), len(rep.Jobs))
+	for _, s := range rep.Sessions {
+		fmt.Fprintf(w, "session %s %q (active branch %s)\n", s.ID, s.Title, s.ActiveBranch)
+		for _, b := range s.Branches {
+			fmt.Fprintf(w, "  branch %s %s · head %s depth %d · %d turns · %d pending · phases %v\n",
+				b.ID, b.Label, b.Head, b.HeadDepth, b.Turns, b.Pending, b.Phases)
+			if !b.Parent.IsZero() {
+				fmt.Fprintf(w, "    forked from %s at %s\n", b.Parent, b.ForkAt)
+			}
+			for _, t := range b.LastTurns {
+				line := fmt.Sprintf("    turn %d %s %s", t.Seq, t.ID, t.Phase)
+				if t.Reason != "" {
+					line += " (" + t.Reason + ")"
+				}
+				if t.StateSeq > 0 {
+					line += fmt.Sprintf(" state #%d", t.StateSeq)
+				}
+				fmt.Fprintln(w, line)
+			}
+		}
+	}
+	for _, j := range rep.Jobs {
+		fmt.Fprintf(w, "job %s branch %s turn %s\n", j.Type, j.Branch, j.Turn)
+	}
+	return nil
+}

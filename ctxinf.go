@@ -1,0 +1,109 @@
+// Package ctxinf is ContextInfinity as a Go library: a runtime that hosts
+// many conversations with unlimited history. Each branch keeps a bounded
+// working context (pinned facts, a rolling summary, a verbatim window and
+// pending turns) while the full transcript stays on disk losslessly,
+// content-addressed and forkable from any turn.
+//
+// Open a runtime on a data directory, create a session, submit user turns
+// and read their streams, fork, page history, pin facts and inspect
+// branches. Every acknowledged write is durable; killing the process loses
+// nothing that was acknowledged.
+package ctxinf
+
+import (
+	"context"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/contextinfinity/ctxinf/actors"
+	"github.com/contextinfinity/ctxinf/messages"
+	"github.com/contextinfinity/ctxinf/persistence"
+	"github.com/contextinfinity/ctxinf/providers"
+	"github.com/contextinfinity/ctxinf/providers/local"
+)
+
+// Types of the runtime's API.
+type (
+	// TurnStream delivers one turn's updates: text deltas, the stream
+	// journal's displayed/durable counters, and the end.
+	TurnStream = actors.TurnStream
+	// Update is one item of a TurnStream.
+	Update = actors.Update
+	// BranchInfo is a branch's live state, as Inspect shows it.
+	BranchInfo = actors.BranchInfo
+	// Entry is one message of a branch's history.
+	Entry = actors.Entry
+	// Session and Branch are the stored rows of sessions and branches.
+	Session = persistence.SessionRow
+	Branch  = persistence.BranchRow
+	// TurnID names a turn (and a transcript node). The zero TurnID means
+	// "the head" where an API takes a turn to fork at or page before.
+	TurnID = messages.TurnID
+)
+
+// Options configure Open. Zero fields take the defaults of config.yaml.
+type Options struct {
+	DataDir  string             // required
+	Provider providers.Provider // default: the offline local provider
+	Model    string
+	// Relaxed skips fsync: writes survive a process crash but not a power
+	// loss. For tests and bulk loads.
+	Relaxed bool
+	Logger  zerolog.Logger
+	// Config, when set, is used as is (DataDir, Provider and Model above
+	// still fill its empty fields).
+	Config *actors.Config
+}
+
+// Runtime is an open ContextInfinity runtime. Its methods are safe for
+// concurrent use.
+type Runtime struct{ *actors.Runtime }
+
+// Open opens (creating if needed) the runtime stored in opts.DataDir and
+// recovers any work a crash interrupted before it returns.
+func Open(ctx context.Context, opts Options) (*Runtime, error) {
+	var cfg actors.Config
+	if opts.Config != nil {
+		cfg = *opts.Config
+	} else {
+		cfg.Store = persistence.DefaultOptions("")
+		cfg.Logger = opts.Logger
+	}
+	if cfg.DataDir == "" {
+		cfg.DataDir = opts.DataDir
+	}
+	if cfg.Provider == nil {
+		cfg.Provider = opts.Provider
+	}
+	if cfg.Provider == nil {
+		cfg.Provider = local.New(local.Options{})
+	}
+	if cfg.Model == "" {
+		cfg.Model = opts.Model
+	}
+	if opts.Relaxed {
+		cfg.Store.Durability = persistence.DurabilityRelaxed
+	}
+	r, err := actors.Open(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &Runtime{r}, nil
+}
+
+// Ask is Submit followed by reading the whole stream: it returns the reply
+// text and the final update.
+func (r *Runtime) Ask(ctx context.Context, branch Branch, text string) (string, Update, error) {
+	s, err := r.Submit(ctx, branch.ID, text)
+	if err != nil {
+		return "", Update{}, err
+	}
+	stop := make(chan struct{})
+	if d, ok := ctx.Deadline(); ok {
+		t := time.AfterFunc(time.Until(d), func() { close(stop) })
+		defer t.Stop()
+	}
+	reply, last := s.Wait(stop)
+	return reply, last, ctx.Err()
+}
