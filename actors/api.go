@@ -251,3 +251,47 @@ func (r *Runtime) History(ctx context.Context, branch messages.BranchID, before 
 	}
 	return out, page.Next, nil
 }
+
+// Reindex chunks every committed turn of branch again. Chunks are unique
+// by (source turn, type, content hash), so turns already indexed gain
+// nothing: it returns how many chunks were inserted and how many were
+// already there.
+func (r *Runtime) Reindex(ctx context.Context, branch messages.BranchID) (inserted, skipped int, err error) {
+	row, err := r.db.BranchRow(ctx, branch)
+	if err != nil {
+		return 0, 0, err
+	}
+	ix := &indexer{rt: r}
+	for from := uint64(0); ; {
+		rows, err := r.db.TurnRows(ctx, branch, from, 1000)
+		if err != nil {
+			return inserted, skipped, err
+		}
+		for _, t := range rows {
+			if t.Phase < messages.PhaseStateCommitted || t.Phase == messages.PhaseFailed {
+				continue
+			}
+			n, s, err := ix.index(&indexReq{branch: branch, session: row.Session, turn: t.ID, reply: t.Reply})
+			if err != nil {
+				return inserted, skipped, err
+			}
+			inserted, skipped = inserted+n-s, skipped+s
+		}
+		if len(rows) < 1000 {
+			return inserted, skipped, nil
+		}
+		from = rows[len(rows)-1].Seq + 1
+	}
+}
+
+// PartialOutput returns the text a step's stream journal recorded: after
+// a crash, the recovered, incomplete output of an interrupted turn.
+func (r *Runtime) PartialOutput(step messages.StepID) (text string, torn bool, err error) {
+	return PartialOutput(r.streams, step)
+}
+
+// PartialOutput reads the journal of step under streamsDir.
+func PartialOutput(streamsDir string, step messages.StepID) (string, bool, error) {
+	entries, torn, err := persistence.ReadJournal(persistence.JournalPath(streamsDir, step))
+	return persistence.JournalText(entries), torn, err
+}

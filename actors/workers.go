@@ -162,11 +162,13 @@ func (ix *indexer) Receive(ctx actor.Context) {
 	if !ok {
 		return
 	}
-	n, err := ix.index(m)
+	n, _, err := ix.index(m)
 	ctx.Send(m.from, &indexDone{turn: m.turn, chunks: n, err: err})
 }
 
-func (ix *indexer) index(m *indexReq) (int, error) {
+// index chunks a turn's two messages and stores the chunks; it returns
+// how many chunks the turn has and how many of them were already stored.
+func (ix *indexer) index(m *indexReq) (int, int, error) {
 	now := ix.rt.cfg.Now()
 	var rows []persistence.ChunkRow
 	for _, node := range []messages.TurnID{m.turn, m.reply} {
@@ -175,7 +177,7 @@ func (ix *indexer) index(m *indexReq) (int, error) {
 		}
 		msg, err := readMessage(ix.rt.db, node)
 		if err != nil {
-			return 0, err
+			return 0, 0, err
 		}
 		for _, c := range retrieval.ChunkText(msg.Role, msg.RenderedText) {
 			rows = append(rows, persistence.ChunkRow{
@@ -186,10 +188,10 @@ func (ix *indexer) index(m *indexReq) (int, error) {
 		}
 	}
 	if len(rows) == 0 {
-		return 0, nil
+		return 0, 0, nil
 	}
-	_, err := ix.rt.db.Commit(context.Background(), &persistence.Tx{Chunks: rows})
-	return len(rows), err
+	res, err := ix.rt.db.Commit(context.Background(), &persistence.Tx{Chunks: rows})
+	return len(rows), res.ChunksSkipped, err
 }
 
 // firstSentence is a chunk's fallback summary: its first sentence, at

@@ -502,6 +502,17 @@ func (d *DB) StateRow(ctx context.Context, branch messages.BranchID, seq uint64)
 		fmt.Errorf("%w: state %d of branch %s", ErrRowNotFound, seq, branch))
 }
 
+// StateRows returns the states committed on branch from seq on, in order.
+func (d *DB) StateRows(ctx context.Context, branch messages.BranchID, fromSeq uint64, limit int) ([]StateRow, error) {
+	if err := checkPageSize(limit); err != nil {
+		return nil, err
+	}
+	if limit == 0 {
+		return nil, nil
+	}
+	return scanJSON[StateRow](d, id16(tableStateRow, branch), seqKey(tableStateRow, branch, fromSeq), limit)
+}
+
 // Jobs returns every pending job, in branch order and then creation order
 // (the order the reconciler re-enqueues them in).
 func (d *DB) Jobs(ctx context.Context) ([]Job, error) {

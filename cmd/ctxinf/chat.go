@@ -11,9 +11,11 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/contextinfinity/ctxinf"
 	"github.com/contextinfinity/ctxinf/actors"
+	"github.com/contextinfinity/ctxinf/internal/core"
 	"github.com/contextinfinity/ctxinf/messages"
 	"github.com/contextinfinity/ctxinf/persistence"
 	"github.com/contextinfinity/ctxinf/providers/local"
@@ -36,6 +38,16 @@ func runtimeConfig(e *env) actors.Config {
 		Provider: local.New(local.Options{Delay: c.Local.Delay, ContextLimit: c.Local.ContextLimit}),
 		Model:    "local",
 		Logger:   e.log,
+		Summarize: func(ctx context.Context, prev string, ex []core.Exchange) (string, error) {
+			if d := c.Librarian.Delay; d > 0 {
+				select {
+				case <-time.After(d):
+				case <-ctx.Done():
+					return "", ctx.Err()
+				}
+			}
+			return core.FallbackSummary(prev, ex), nil
+		},
 	}
 }
 

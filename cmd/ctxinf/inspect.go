@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"path/filepath"
 
+	"github.com/contextinfinity/ctxinf/actors"
 	"github.com/contextinfinity/ctxinf/messages"
 	"github.com/contextinfinity/ctxinf/persistence"
 )
@@ -14,12 +15,27 @@ import (
 // inspectBranch is what `ctxinf inspect` shows of a branch.
 type inspectBranch struct {
 	persistence.BranchRow
-	Head      messages.TurnID       `json:"head"`
-	HeadDepth uint64                `json:"head_depth"`
-	Turns     int                   `json:"turns"`
-	Pending   int                   `json:"pending"`
-	Phases    map[string]int        `json:"phases"`
-	LastTurns []persistence.TurnRow `json:"last_turns"`
+	Head      messages.TurnID `json:"head"`
+	HeadDepth uint64          `json:"head_depth"`
+	Turns     int             `json:"turns"`
+	Pending   int             `json:"pending"`
+	Chunks    int             `json:"chunks"`
+	Phases    map[string]int  `json:"phases"`
+	States    []inspectState  `json:"states"`
+	LastTurns []inspectTurn   `json:"last_turns"`
+}
+
+type inspectState struct {
+	Seq   uint64            `json:"seq"`
+	ID    messages.StateID  `json:"id"`
+	Turns []messages.TurnID `json:"turns,omitempty"`
+}
+
+// inspectTurn is a turn row, with the recovered partial output of a turn
+// that never got its final response (SRD §13.4), labeled incomplete.
+type inspectTurn struct {
+	persistence.TurnRow
+	Partial string `json:"partial_output,omitempty"`
 }
 
 type inspectSession struct {
@@ -76,7 +92,16 @@ func inspect(e *env, args []string) error {
 					if r.Phase == messages.PhaseResponseFinalized {
 						ib.Pending++
 					}
-					ib.LastTurns = append(ib.LastTurns, r)
+					cs, err := db.Chunks(ctx, r.ID)
+					if err != nil {
+						return err
+					}
+					ib.Chunks += len(cs)
+					it := inspectTurn{TurnRow: r}
+					if !r.Step.IsZero() && r.Reply.IsZero() {
+						it.Partial, _, _ = actors.PartialOutput(filepath.Join(e.cfg.DataDir, "streams"), r.Step)
+					}
+					ib.LastTurns = append(ib.LastTurns, it)
 					if len(ib.LastTurns) > *last {
 						ib.LastTurns = ib.LastTurns[1:]
 					}
@@ -85,6 +110,13 @@ func inspect(e *env, args []string) error {
 					break
 				}
 				from = rows[len(rows)-1].Seq + 1
+			}
+			states, err := db.StateRows(ctx, b.ID, 0, persistence.MaxPageTurns)
+			if err != nil {
+				return err
+			}
+			for _, st := range states {
+				ib.States = append(ib.States, inspectState{Seq: st.Seq, ID: st.ID, Turns: st.Turns})
 			}
 			is.Branches = append(is.Branches, ib)
 		}
@@ -103,8 +135,8 @@ func inspect(e *env, args []string) error {
 	for _, s := range rep.Sessions {
 		fmt.Fprintf(w, "session %s %q (active branch %s)\n", s.ID, s.Title, s.ActiveBranch)
 		for _, b := range s.Branches {
-			fmt.Fprintf(w, "  branch %s %s · head %s depth %d · %d turns · %d pending · phases %v\n",
-				b.ID, b.Label, b.Head, b.HeadDepth, b.Turns, b.Pending, b.Phases)
+			fmt.Fprintf(w, "  branch %s %s · head %s depth %d · %d turns · %d pending · %d states · %d chunks · phases %v\n",
+				b.ID, b.Label, b.Head, b.HeadDepth, b.Turns, b.Pending, len(b.States), b.Chunks, b.Phases)
 			if !b.Parent.IsZero() {
 				fmt.Fprintf(w, "    forked from %s at %s\n", b.Parent, b.ForkAt)
 			}
@@ -117,6 +149,9 @@ func inspect(e *env, args []string) error {
 					line += fmt.Sprintf(" state #%d", t.StateSeq)
 				}
 				fmt.Fprintln(w, line)
+				if t.Partial != "" {
+					fmt.Fprintf(w, "      partial output (incomplete): %s\n", oneLine(t.Partial, 200))
+				}
 			}
 		}
 	}

@@ -34,6 +34,9 @@ Commands:
   inspect [--json]
                  sessions, branches, heads, turns with phases, pending
                  counts and jobs in the data directory
+  reindex [--branch B]
+                 chunk every committed turn again (idempotent: existing
+                 chunks are kept, none is duplicated)
   bench store [--dir D] [--json] [--quick]
                  measure the context store (durable appends, group commit,
                  reads, forks, depth ranges, dedup, bytes on disk)
@@ -90,6 +93,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		err = chat(e, rest[1:])
 	case rest[0] == "inspect":
 		err = inspect(e, rest[1:])
+	case rest[0] == "reindex":
+		err = reindex(e, rest[1:])
 	default:
 		fmt.Fprintf(stderr, "ctxinf: unknown command %q\n\n%s", joinArgs(rest), usage)
 		return 2

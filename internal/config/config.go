@@ -22,12 +22,20 @@ const (
 
 // Config is the whole configuration. Load returns it validated.
 type Config struct {
-	DataDir string        `mapstructure:"data_dir"`
-	Log     LogConfig     `mapstructure:"log"`
-	Store   StoreConfig   `mapstructure:"store"`
-	Runtime RuntimeConfig `mapstructure:"runtime"`
-	Stream  StreamConfig  `mapstructure:"stream"`
-	Local   LocalConfig   `mapstructure:"local"`
+	DataDir   string          `mapstructure:"data_dir"`
+	Log       LogConfig       `mapstructure:"log"`
+	Store     StoreConfig     `mapstructure:"store"`
+	Runtime   RuntimeConfig   `mapstructure:"runtime"`
+	Stream    StreamConfig    `mapstructure:"stream"`
+	Local     LocalConfig     `mapstructure:"local"`
+	Librarian LibrarianConfig `mapstructure:"librarian"`
+}
+
+// LibrarianConfig configures the librarian (summaries).
+type LibrarianConfig struct {
+	// Delay is artificial latency added to every summary, for demos and
+	// chaos tests of the window between a response and its commit.
+	Delay time.Duration `mapstructure:"delay"`
 }
 
 // RuntimeConfig configures the actor runtime.
@@ -151,5 +159,6 @@ func Default() Config {
 			Delay:        15 * time.Millisecond,
 			ContextLimit: 32768,
 		},
+		Librarian: LibrarianConfig{Delay: 0},
 	}
 }

@@ -21,6 +21,7 @@ func (c Config) Validate() error {
 	c.Runtime.validate(&p, "runtime.")
 	c.Stream.validate(&p, "stream.")
 	c.Local.validate(&p, "local.")
+	p.durationIn("librarian.delay", c.Librarian.Delay, 0, time.Hour)
 	return errors.Join(p...)
 }
 
