@@ -220,6 +220,17 @@ func (r *Runtime) Kill(ctx context.Context, branch messages.BranchID) error {
 	return nil
 }
 
+// Stop stops a branch's actor as if it had been passivated (chaos
+// testing): its next message activates it again, by replay.
+func (r *Runtime) Stop(ctx context.Context, branch messages.BranchID) error {
+	pid, err := r.pid(ctx, branch)
+	if err != nil {
+		return err
+	}
+	r.sys.Root.Send(r.root, &passivateReq{id: branch, pid: pid})
+	return nil
+}
+
 // Entry is one message of a branch's history.
 type Entry struct {
 	Node    messages.TurnID

@@ -121,9 +121,16 @@ func (a *branchActor) Receive(ctx actor.Context) {
 		if !a.busy() {
 			ctx.Send(ctx.Parent(), &passivateReq{id: a.id, pid: ctx.Self()})
 		}
-	case *actor.Stopping:
+	case *actor.Stopping, *actor.Restarting:
+		// This instance ends (stopped, or failed and about to be replaced
+		// by one rebuilt from the log): its step stops, and whoever reads
+		// a stream learns the turn was interrupted, as recovery records.
 		if a.cancelStep != nil {
 			a.cancelStep()
+		}
+		for id, s := range a.streams {
+			s.push(Update{Done: true, Phase: messages.PhaseFailed, Err: core.InterruptedReason})
+			delete(a.streams, id)
 		}
 	case *createReq:
 		respond(a.create(ctx, m))

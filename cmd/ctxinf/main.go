@@ -37,6 +37,10 @@ Commands:
   reindex [--branch B]
                  chunk every committed turn again (idempotent: existing
                  chunks are kept, none is duplicated)
+  chaos [--branches N] [--turns T] [--kill-every D] [--seed S] [--json]
+                 drive turns on N branches while panicking and stopping
+                 random branch actors; verify nothing acked was lost or
+                 committed twice and every head is valid
   bench store [--dir D] [--json] [--quick]
                  measure the context store (durable appends, group commit,
                  reads, forks, depth ranges, dedup, bytes on disk)
@@ -95,6 +99,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		err = inspect(e, rest[1:])
 	case rest[0] == "reindex":
 		err = reindex(e, rest[1:])
+	case rest[0] == "chaos":
+		err = chaos(e, rest[1:])
 	default:
 		fmt.Fprintf(stderr, "ctxinf: unknown command %q\n\n%s", joinArgs(rest), usage)
 		return 2

@@ -1,0 +1,234 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/contextinfinity/ctxinf"
+	"github.com/contextinfinity/ctxinf/messages"
+	"github.com/contextinfinity/ctxinf/persistence"
+)
+
+// chaosResult is what `ctxinf chaos --json` prints: exactly these keys.
+type chaosResult struct {
+	TurnsAcked       int   `json:"turns_acked"`
+	TurnsCommitted   int   `json:"turns_committed"`
+	Lost             int   `json:"lost"`
+	DuplicateCommits int   `json:"duplicate_commits"`
+	HeadErrors       int   `json:"head_errors"`
+	Restarts         int64 `json:"restarts"`
+}
+
+// chaos drives turns on many branches in one process while panicking and
+// stopping random branch actors, then verifies that every acknowledged
+// turn is there, none was committed twice, and every head is valid.
+func chaos(e *env, args []string) error {
+	fs := flag.NewFlagSet("chaos", flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	branches := fs.Int("branches", 50, "branches driven at once")
+	turns := fs.Int("turns", 20, "turns per branch")
+	every := fs.Duration("kill-every", 20*time.Millisecond, "how often an actor is killed")
+	seed := fs.Uint64("seed", uint64(time.Now().UnixNano()), "random seed (printed; pass it to replay)")
+	dir := fs.String("dir", "", "data directory (default: a temporary one, removed afterwards)")
+	asJSON := fs.Bool("json", false, "print one JSON object")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *branches < 1 || *turns < 1 || *every <= 0 {
+		return errors.New("chaos: --branches and --turns must be at least 1, --kill-every positive")
+	}
+	if *dir == "" {
+		tmp, err := os.MkdirTemp("", "ctxinf-chaos-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(tmp)
+		*dir = tmp
+	}
+	e.log.Info().Uint64("seed", *seed).Msg("chaos")
+	e.cfg.DataDir = *dir
+	e.cfg.Local.Delay = 0
+	e.log = e.log.Level(max(e.log.GetLevel(), zerolog.ErrorLevel)) // restarts are the point: don't log each
+	ctx := context.Background()
+	rt, err := openRuntime(ctx, e)
+	if err != nil {
+		return err
+	}
+	defer rt.Close()
+
+	ids := make([]messages.BranchID, *branches)
+	for i := range ids {
+		_, b, err := rt.CreateSession(ctx, fmt.Sprintf("chaos-%d", i))
+		if err != nil {
+			return err
+		}
+		ids[i] = b.ID
+	}
+	acked := make([][]messages.TurnID, *branches)
+	var attempts atomic.Int64
+	stop := make(chan struct{})
+	var killer sync.WaitGroup
+	killer.Go(func() {
+		rng := rand.New(rand.NewPCG(*seed, 1))
+		t := time.NewTicker(*every)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+				b := ids[rng.IntN(len(ids))]
+				if rng.IntN(2) == 0 {
+					rt.Kill(ctx, b)
+				} else {
+					rt.Stop(ctx, b)
+				}
+			}
+		}
+	})
+	var drivers sync.WaitGroup
+	for i, b := range ids {
+		drivers.Go(func() {
+			for n := 0; n < *turns; {
+				attempts.Add(1)
+				s, err := rt.Submit(ctx, b, fmt.Sprintf("branch %d turn %d", i, n))
+				if err != nil {
+					time.Sleep(time.Millisecond) // busy, restarting or passivated: try again
+					continue
+				}
+				timeout := make(chan struct{})
+				tm := time.AfterFunc(10*time.Second, func() { close(timeout) })
+				_, last := s.Wait(timeout)
+				tm.Stop()
+				if last.Done && last.Phase == messages.PhaseResponseFinalized {
+					acked[i] = append(acked[i], s.Turn)
+					n++
+				}
+			}
+		})
+	}
+	drivers.Wait()
+	close(stop)
+	killer.Wait()
+
+	res := chaosResult{Restarts: rt.Restarts()}
+	for i, b := range ids {
+		res.TurnsAcked += len(acked[i])
+		if err := waitCommitted(ctx, rt, b); err != nil {
+			return err
+		}
+		lost, dups, headErr, committed, err := verifyBranch(ctx, rt, b, acked[i])
+		if err != nil {
+			return err
+		}
+		res.Lost += lost
+		res.DuplicateCommits += dups
+		res.HeadErrors += headErr
+		res.TurnsCommitted += committed
+	}
+	if *asJSON {
+		if err := json.NewEncoder(e.stdout).Encode(res); err != nil {
+			return err
+		}
+	} else {
+		fmt.Fprintf(e.stdout, "seed %d: %d branches × %d turns (%d attempts), kill every %v\n", *seed, *branches, *turns, attempts.Load(), *every)
+		fmt.Fprintf(e.stdout, "turns acked %d · committed %d · lost %d · duplicate commits %d · head errors %d · restarts %d\n",
+			res.TurnsAcked, res.TurnsCommitted, res.Lost, res.DuplicateCommits, res.HeadErrors, res.Restarts)
+	}
+	if res.Lost != 0 || res.DuplicateCommits != 0 || res.HeadErrors != 0 {
+		return fmt.Errorf("chaos (seed %d): lost %d, duplicate commits %d, head errors %d", *seed, res.Lost, res.DuplicateCommits, res.HeadErrors)
+	}
+	return nil
+}
+
+// waitCommitted folds a branch's pending turns and waits until none is left.
+func waitCommitted(ctx context.Context, rt *ctxinf.Runtime, b messages.BranchID) error {
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		info, err := rt.Inspect(ctx, b)
+		if err == nil && info.Pending == 0 && info.InFlight == nil {
+			return nil
+		}
+		if err == nil {
+			rt.CommitPending(ctx, b)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return fmt.Errorf("branch %s: pending turns were not committed in 30s", b)
+}
+
+// verifyBranch checks a branch against what was acknowledged: every acked
+// turn has its row, user message and reply; no turn is folded into two
+// states; the transcript head is the branch's tip and walks back to the
+// root with consecutive depths.
+func verifyBranch(ctx context.Context, rt *ctxinf.Runtime, b messages.BranchID, acked []messages.TurnID) (lost, dups, headErr, committed int, err error) {
+	db := rt.DB()
+	rows := map[messages.TurnID]persistence.TurnRow{}
+	for from := uint64(0); ; {
+		rs, err := db.TurnRows(ctx, b, from, 1000)
+		if err != nil {
+			return 0, 0, 0, 0, err
+		}
+		for _, r := range rs {
+			rows[r.ID] = r
+		}
+		if len(rs) < 1000 {
+			break
+		}
+		from = rs[len(rs)-1].Seq + 1
+	}
+	for _, id := range acked {
+		r, ok := rows[id]
+		if !ok || r.Phase < messages.PhaseResponseFinalized || r.Phase == messages.PhaseFailed || r.Reply.IsZero() {
+			lost++
+			continue
+		}
+		if _, err := db.Turn(ctx, r.Reply); err != nil {
+			lost++
+		}
+	}
+	folded := map[messages.TurnID]int{}
+	states, err := db.StateRows(ctx, b, 0, persistence.MaxPageTurns)
+	if err != nil {
+		return 0, 0, 0, 0, err
+	}
+	for _, s := range states {
+		for _, id := range s.Turns {
+			folded[id]++
+		}
+	}
+	for _, n := range folded {
+		committed++
+		if n > 1 {
+			dups += n - 1
+		}
+	}
+	info, err := rt.Inspect(ctx, b)
+	if err != nil {
+		return 0, 0, 0, 0, err
+	}
+	h, err := db.Head(ctx, b)
+	if err != nil || h.Turn != info.Tip {
+		return lost, dups, 1, committed, nil
+	}
+	chain, err := db.Chain(ctx, h.Turn)
+	if err != nil || uint64(len(chain)) != h.Depth+1 {
+		return lost, dups, 1, committed, nil
+	}
+	for i, t := range chain {
+		if t.Depth != uint64(i) {
+			return lost, dups, 1, committed, nil
+		}
+	}
+	return lost, dups, 0, committed, nil
+}
