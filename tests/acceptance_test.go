@@ -144,6 +144,7 @@ type report struct {
 				Turns []string `json:"turns"`
 			} `json:"states"`
 			LastTurns []struct {
+				Seq     int    `json:"seq"`
 				ID      string `json:"id"`
 				Phase   string `json:"phase"`
 				Reason  string `json:"reason"`
@@ -158,8 +159,17 @@ type report struct {
 
 func inspect(t *testing.T, dir string) report {
 	t.Helper()
-	cmd := exec.Command(binary, "inspect", "--json")
+	return runInspect(t, inspectCmd(dir))
+}
+
+func inspectCmd(dir string, args ...string) *exec.Cmd {
+	cmd := exec.Command(binary, append([]string{"inspect", "--json"}, args...)...)
 	cmd.Env = env(dir)
+	return cmd
+}
+
+func runInspect(t *testing.T, cmd *exec.Cmd) report {
+	t.Helper()
 	out, err := cmd.Output()
 	if err != nil {
 		t.Fatalf("inspect: %v", err)
