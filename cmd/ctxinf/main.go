@@ -41,6 +41,9 @@ Commands:
                  drive turns on N branches while panicking and stopping
                  random branch actors; verify nothing acked was lost or
                  committed twice and every head is valid
+  bench turns [--branches N] [--turns T] [--passive P] [--json]
+                 committed turns/s, per-turn runtime overhead, peak RSS,
+                 RSS per passivated branch, replay of 1,000 events
   bench store [--dir D] [--json] [--quick]
                  measure the context store (durable appends, group commit,
                  reads, forks, depth ranges, dedup, bytes on disk)
@@ -93,6 +96,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	switch {
 	case rest[0] == "bench" && len(rest) > 1 && rest[1] == "store":
 		err = benchStore(e, rest[2:])
+	case rest[0] == "bench" && len(rest) > 1 && rest[1] == "turns":
+		err = benchTurns(e, rest[2:])
 	case rest[0] == "chat":
 		err = chat(e, rest[1:])
 	case rest[0] == "inspect":

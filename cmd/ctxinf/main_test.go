@@ -104,3 +104,42 @@ func TestChatSession(t *testing.T) {
 		t.Fatalf("inspect --json = %s (%v)", out.String(), err)
 	}
 }
+
+func TestChaosSmall(t *testing.T) {
+	var out, errOut bytes.Buffer
+	args := []string{"chaos", "--branches", "4", "--turns", "4", "--kill-every", "20ms", "--seed", "42", "--json", "--dir", t.TempDir()}
+	if code := run(args, nil, &out, &errOut); code != 0 {
+		t.Fatalf("chaos exited %d: %s\n%s", code, out.String(), errOut.String())
+	}
+	var res map[string]float64
+	if err := json.Unmarshal(out.Bytes(), &res); err != nil {
+		t.Fatalf("chaos --json output %q: %v", out.String(), err)
+	}
+	// A turn whose actor is killed right after its response was finalized
+	// reports "interrupted" to its reader yet stays committed, so
+	// committed may exceed acked; never the other way round.
+	if res["turns_acked"] != 16 || res["turns_committed"] < 16 || res["lost"] != 0 || res["duplicate_commits"] != 0 ||
+		res["head_errors"] != 0 {
+		t.Fatalf("chaos = %v", res)
+	}
+	if len(res) != 6 {
+		t.Fatalf("chaos --json has keys %v, want exactly the six", res)
+	}
+}
+
+func TestBenchTurnsSmall(t *testing.T) {
+	var out, errOut bytes.Buffer
+	args := []string{"bench", "turns", "--branches", "3", "--turns", "3", "--passive", "20", "--json", "--dir", t.TempDir()}
+	if code := run(args, nil, &out, &errOut); code != 0 {
+		t.Fatalf("bench turns exited %d: %s", code, errOut.String())
+	}
+	var f map[string]float64
+	if err := json.Unmarshal(out.Bytes(), &f); err != nil || len(f) != 6 {
+		t.Fatalf("bench turns --json = %q (%v), want six keys", out.String(), err)
+	}
+	for _, k := range []string{"turns_per_s", "overhead_p50_us", "overhead_p99_us", "peak_rss_mb", "replay_1000_events_ms"} {
+		if f[k] <= 0 {
+			t.Errorf("%s = %v, want a positive measurement", k, f[k])
+		}
+	}
+}

@@ -1,0 +1,263 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"text/tabwriter"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/contextinfinity/ctxinf"
+	"github.com/contextinfinity/ctxinf/messages"
+)
+
+// turnFigures are the figures of `ctxinf bench turns --json`.
+type turnFigures struct {
+	TurnsPerS             float64 `json:"turns_per_s"`
+	OverheadP50us         float64 `json:"overhead_p50_us"`
+	OverheadP99us         float64 `json:"overhead_p99_us"`
+	PeakRSSMB             float64 `json:"peak_rss_mb"`
+	BytesPerPassiveBranch float64 `json:"bytes_per_passive_branch"`
+	Replay1000EventsMs    float64 `json:"replay_1000_events_ms"`
+}
+
+// benchTurns measures the runtime with the local provider at zero delay
+// and durable transactions: committed turns per second from many branches
+// at once, the runtime's own per-turn latency (submit to finalized
+// response), peak RSS, the memory a created-then-passivated branch costs,
+// and the time to replay a branch of 1,000 events with no snapshot.
+func benchTurns(e *env, args []string) error {
+	fs := flag.NewFlagSet("bench turns", flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	branches := fs.Int("branches", 1000, "branches driven at once")
+	turns := fs.Int("turns", 20, "turns per branch")
+	passive := fs.Int("passive", 100_000, "extra branches created and passivated, for bytes_per_passive_branch")
+	dir := fs.String("dir", "", "data directory (default: a temporary one, removed afterwards)")
+	asJSON := fs.Bool("json", false, "print one JSON object")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *branches < 1 || *turns < 1 || *passive < 0 {
+		return errors.New("bench turns: --branches and --turns must be at least 1, --passive at least 0")
+	}
+	if *dir == "" {
+		tmp, err := os.MkdirTemp("", "ctxinf-bench-turns-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(tmp)
+		*dir = tmp
+	}
+	e.log = e.log.Level(max(e.log.GetLevel(), zerolog.WarnLevel))
+	e.cfg.Local.Delay = 0
+	var f turnFigures
+	if err := benchTurnThroughput(e, filepath.Join(*dir, "load"), *branches, *turns, *passive, &f); err != nil {
+		return err
+	}
+	if err := benchReplay(e, filepath.Join(*dir, "replay"), &f); err != nil {
+		return err
+	}
+	f.PeakRSSMB = float64(procStatusKB("VmHWM")) / 1024
+	if *asJSON {
+		return json.NewEncoder(e.stdout).Encode(f)
+	}
+	tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "figure\tvalue\ttarget\n")
+	fmt.Fprintf(tw, "turns_per_s\t%.0f\t>= 2000 (1000 branches x 20 turns, durable)\n", f.TurnsPerS)
+	fmt.Fprintf(tw, "overhead_p50_us\t%.0f\t\n", f.OverheadP50us)
+	fmt.Fprintf(tw, "overhead_p99_us\t%.0f\t<= 20000\n", f.OverheadP99us)
+	fmt.Fprintf(tw, "peak_rss_mb\t%.0f\t< 1024 (100,000 created, 1,000 active)\n", f.PeakRSSMB)
+	fmt.Fprintf(tw, "bytes_per_passive_branch\t%.0f\t\n", f.BytesPerPassiveBranch)
+	fmt.Fprintf(tw, "replay_1000_events_ms\t%.1f\t<= 50\n", f.Replay1000EventsMs)
+	return tw.Flush()
+}
+
+func benchTurnThroughput(e *env, dir string, branches, turns, passive int, f *turnFigures) error {
+	ctx := context.Background()
+	e.cfg.DataDir = dir
+	cfg := runtimeConfig(e)
+	var committed atomic.Int64
+	all := int64(branches * turns)
+	done := make(chan struct{})
+	cfg.Observe = func(_ messages.BranchID, ev messages.BranchEvent) {
+		if c, ok := ev.(messages.StateCommitted); ok && committed.Add(int64(len(c.Turns))) == all {
+			close(done)
+		}
+	}
+	cfg.IdleAfter = time.Hour
+	rt, err := ctxinf.Open(ctx, ctxinf.Options{Config: &cfg})
+	if err != nil {
+		return err
+	}
+	defer rt.Close()
+
+	// Memory of passivated branches: create them from 64 writers, stop
+	// their actors, and compare RSS before and after.
+	if passive > 0 {
+		e.log.Warn().Int("branches", passive).Msg("creating passive branches")
+		before := settledRSS()
+		if err := parallel(64, passive, func(int) error {
+			_, b, err := rt.CreateSession(ctx, "passive")
+			if err == nil {
+				err = rt.Stop(ctx, b.ID)
+			}
+			return err
+		}); err != nil {
+			return err
+		}
+		time.Sleep(200 * time.Millisecond) // let the stops land
+		f.BytesPerPassiveBranch = float64(settledRSS()-before) / float64(passive)
+	}
+
+	ids := make([]messages.BranchID, branches)
+	if err := parallel(64, branches, func(i int) error {
+		_, b, err := rt.CreateSession(ctx, "load")
+		ids[i] = b.ID
+		return err
+	}); err != nil {
+		return err
+	}
+	e.log.Warn().Int("branches", branches).Int("turns", turns).Msg("driving turns")
+	lat := make([][]time.Duration, branches)
+	start := time.Now()
+	if err := parallel(branches, branches, func(i int) error {
+		for n := range turns {
+			t0 := time.Now()
+			s, err := rt.Submit(ctx, ids[i], "turn "+strconv.Itoa(n)+" of a load test")
+			if err != nil {
+				return err
+			}
+			if _, last := s.Wait(nil); last.Phase != messages.PhaseResponseFinalized {
+				return fmt.Errorf("turn ended %s: %s", last.Phase, last.Err)
+			}
+			lat[i] = append(lat[i], time.Since(t0))
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	select {
+	case <-done:
+	case <-time.After(5 * time.Minute):
+		return fmt.Errorf("only %d of %d turns committed after 5 minutes", committed.Load(), all)
+	}
+	f.TurnsPerS = float64(all) / time.Since(start).Seconds()
+	var flat []time.Duration
+	for _, l := range lat {
+		flat = append(flat, l...)
+	}
+	f.OverheadP50us, f.OverheadP99us = micros(percentile(flat, 50)), micros(percentile(flat, 99))
+	return nil
+}
+
+// benchReplay builds a branch of at least 1,000 events with snapshots off,
+// then times its reactivation (a full replay) five times.
+func benchReplay(e *env, dir string, f *turnFigures) error {
+	ctx := context.Background()
+	e.cfg.DataDir = dir
+	cfg := runtimeConfig(e)
+	cfg.SnapshotEvery = 1 << 30
+	cfg.IdleAfter = time.Hour
+	rt, err := ctxinf.Open(ctx, ctxinf.Options{Config: &cfg, Relaxed: true})
+	if err != nil {
+		return err
+	}
+	defer rt.Close()
+	_, b, err := rt.CreateSession(ctx, "replay")
+	if err != nil {
+		return err
+	}
+	for {
+		info, err := rt.Inspect(ctx, b.ID)
+		if err != nil {
+			return err
+		}
+		if info.Events >= 1000 && info.Pending == 0 && len(info.Turns) == 0 {
+			break
+		}
+		if info.InFlight == nil && info.Pending == 0 {
+			if _, _, err := rt.Ask(ctx, b, "a turn to make events"); err != nil {
+				return err
+			}
+		} else {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	var lat []time.Duration
+	for range 5 {
+		if err := rt.Stop(ctx, b.ID); err != nil {
+			return err
+		}
+		time.Sleep(20 * time.Millisecond) // the stop lands
+		t0 := time.Now()
+		if _, err := rt.Inspect(ctx, b.ID); err != nil {
+			return err
+		}
+		lat = append(lat, time.Since(t0))
+	}
+	f.Replay1000EventsMs = float64(percentile(lat, 50)) / float64(time.Millisecond)
+	return nil
+}
+
+// parallel runs fn(0..n-1) on at most workers goroutines and returns the
+// first error.
+func parallel(workers, n int, fn func(i int) error) error {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	var once sync.Once
+	var first error
+	for range min(workers, n) {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= n {
+					return
+				}
+				if err := fn(i); err != nil {
+					once.Do(func() { first = err })
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return first
+}
+
+// settledRSS returns the resident set size in bytes after a GC that
+// returns freed memory to the OS.
+func settledRSS() int64 {
+	runtime.GC()
+	debug.FreeOSMemory()
+	return procStatusKB("VmRSS") * 1024
+}
+
+// procStatusKB reads a kB field of /proc/self/status (0 if unavailable).
+func procStatusKB(field string) int64 {
+	fh, err := os.Open("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	defer fh.Close()
+	sc := bufio.NewScanner(fh)
+	for sc.Scan() {
+		if rest, ok := strings.CutPrefix(sc.Text(), field+":"); ok {
+			v, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
+			return v
+		}
+	}
+	return 0
+}
