@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"time"
+	"unicode/utf8"
 
 	"github.com/asynkron/protoactor-go/actor"
 
@@ -203,8 +204,16 @@ func firstSentence(s string) string {
 			break
 		}
 	}
-	if len(s) > 200 {
-		s = s[:200]
+	return clipRunes(s, 200)
+}
+
+// clipRunes cuts s to at most n bytes without splitting a UTF-8 rune.
+func clipRunes(s string, n int) string {
+	if len(s) <= n {
+		return s
 	}
-	return s
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }

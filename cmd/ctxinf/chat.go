@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/contextinfinity/ctxinf"
 	"github.com/contextinfinity/ctxinf/actors"
@@ -279,10 +280,13 @@ func chatCommand(ctx context.Context, e *env, rt *ctxinf.Runtime, branch *ctxinf
 
 func oneLine(s string, n int) string {
 	s = strings.Join(strings.Fields(s), " ")
-	if len(s) > n {
-		return s[:n] + "…"
+	if len(s) <= n {
+		return s
 	}
-	return s
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n-- // never split a UTF-8 rune
+	}
+	return s[:n] + "…"
 }
 
 func indent(s string) string {
