@@ -117,22 +117,24 @@ func (a *branchActor) forkPoint(at messages.TurnID) (messages.BranchCreated, err
 
 // turnRow finds the lifecycle row of turn id on this branch.
 func (a *branchActor) turnRow(id messages.TurnID) (persistence.TurnRow, error) {
-	for from := uint64(0); ; {
-		rows, err := a.rt.db.TurnRows(context.Background(), a.id, from, 1000)
-		if err != nil {
-			return persistence.TurnRow{}, err
+	var found persistence.TurnRow
+	err := a.rt.db.EachTurnRow(context.Background(), a.id, func(r persistence.TurnRow) error {
+		if r.ID == id {
+			found = r
+			return errFound
 		}
-		for _, r := range rows {
-			if r.ID == id {
-				return r, nil
-			}
-		}
-		if len(rows) < 1000 {
-			return persistence.TurnRow{}, fmt.Errorf("%w: turn %s on branch %s", persistence.ErrTurnNotFound, id, a.id)
-		}
-		from = rows[len(rows)-1].Seq + 1
+		return nil
+	})
+	if err == errFound {
+		return found, nil
 	}
+	if err == nil {
+		err = fmt.Errorf("%w: turn %s on branch %s", persistence.ErrTurnNotFound, id, a.id)
+	}
+	return found, err
 }
+
+var errFound = errors.New("found")
 
 // CreateSession starts a new conversation with one empty branch.
 func (r *Runtime) CreateSession(ctx context.Context, title string) (persistence.SessionRow, persistence.BranchRow, error) {
@@ -273,26 +275,15 @@ func (r *Runtime) Reindex(ctx context.Context, branch messages.BranchID) (insert
 		return 0, 0, err
 	}
 	ix := &indexer{rt: r}
-	for from := uint64(0); ; {
-		rows, err := r.db.TurnRows(ctx, branch, from, 1000)
-		if err != nil {
-			return inserted, skipped, err
+	err = r.db.EachTurnRow(ctx, branch, func(t persistence.TurnRow) error {
+		if t.Phase < messages.PhaseStateCommitted || t.Phase == messages.PhaseFailed {
+			return nil
 		}
-		for _, t := range rows {
-			if t.Phase < messages.PhaseStateCommitted || t.Phase == messages.PhaseFailed {
-				continue
-			}
-			n, s, err := ix.index(&indexReq{branch: branch, session: row.Session, turn: t.ID, reply: t.Reply})
-			if err != nil {
-				return inserted, skipped, err
-			}
-			inserted, skipped = inserted+n-s, skipped+s
-		}
-		if len(rows) < 1000 {
-			return inserted, skipped, nil
-		}
-		from = rows[len(rows)-1].Seq + 1
-	}
+		n, s, err := ix.index(&indexReq{branch: branch, session: row.Session, turn: t.ID, reply: t.Reply})
+		inserted, skipped = inserted+n-s, skipped+s
+		return err
+	})
+	return inserted, skipped, err
 }
 
 // PartialOutput returns the text a step's stream journal recorded: after

@@ -502,6 +502,25 @@ func (d *DB) StateRow(ctx context.Context, branch messages.BranchID, seq uint64)
 		fmt.Errorf("%w: state %d of branch %s", ErrRowNotFound, seq, branch))
 }
 
+// EachTurnRow calls fn for every turn row of branch in seq order, and
+// stops at fn's first error, which it returns.
+func (d *DB) EachTurnRow(ctx context.Context, branch messages.BranchID, fn func(TurnRow) error) error {
+	return d.read(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: id16(tableTurnRow, branch), PrefetchValues: true})
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			var r TurnRow
+			if err := it.Item().Value(func(b []byte) error { return json.Unmarshal(b, &r) }); err != nil {
+				return fmt.Errorf("%w: row %x: %v", ErrCorrupt, it.Item().Key(), err)
+			}
+			if err := fn(r); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
 // StateRows returns the states committed on branch from seq on, in order.
 func (d *DB) StateRows(ctx context.Context, branch messages.BranchID, fromSeq uint64, limit int) ([]StateRow, error) {
 	if err := checkPageSize(limit); err != nil {

@@ -59,17 +59,11 @@ func benchStore(e *env, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	root := *dir
-	if root == "" {
-		tmp, err := os.MkdirTemp("", "ctxinf-bench-store-")
-		if err != nil {
-			return err
-		}
-		defer os.RemoveAll(tmp)
-		root = tmp
-	} else if err := os.MkdirAll(root, 0o755); err != nil {
+	root, done, err := workDir(*dir, "ctxinf-bench-store-")
+	if err != nil {
 		return err
 	}
+	defer done()
 	sc := fullScale
 	if *quick {
 		sc = quickScale

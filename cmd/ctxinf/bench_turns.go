@@ -53,14 +53,12 @@ func benchTurns(e *env, args []string) error {
 	if *branches < 1 || *turns < 1 || *passive < 0 {
 		return errors.New("bench turns: --branches and --turns must be at least 1, --passive at least 0")
 	}
-	if *dir == "" {
-		tmp, err := os.MkdirTemp("", "ctxinf-bench-turns-")
-		if err != nil {
-			return err
-		}
-		defer os.RemoveAll(tmp)
-		*dir = tmp
+	path, done, err := workDir(*dir, "ctxinf-bench-turns-")
+	if err != nil {
+		return err
 	}
+	defer done()
+	*dir = path
 	e.log = e.log.Level(max(e.log.GetLevel(), zerolog.WarnLevel))
 	e.cfg.Local.Delay = 0
 	var f turnFigures

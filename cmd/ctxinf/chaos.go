@@ -7,7 +7,6 @@ import (
 	"flag"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -47,14 +46,12 @@ func chaos(e *env, args []string) error {
 	if *branches < 1 || *turns < 1 || *every <= 0 {
 		return errors.New("chaos: --branches and --turns must be at least 1, --kill-every positive")
 	}
-	if *dir == "" {
-		tmp, err := os.MkdirTemp("", "ctxinf-chaos-")
-		if err != nil {
-			return err
-		}
-		defer os.RemoveAll(tmp)
-		*dir = tmp
+	path, done, err := workDir(*dir, "ctxinf-chaos-")
+	if err != nil {
+		return err
 	}
+	defer done()
+	*dir = path
 	e.log.Info().Uint64("seed", *seed).Msg("chaos")
 	e.cfg.DataDir = *dir
 	e.cfg.Local.Delay = 0
@@ -174,18 +171,8 @@ func waitCommitted(ctx context.Context, rt *ctxinf.Runtime, b messages.BranchID)
 func verifyBranch(ctx context.Context, rt *ctxinf.Runtime, b messages.BranchID, acked []messages.TurnID) (lost, dups, headErr, committed int, err error) {
 	db := rt.DB()
 	rows := map[messages.TurnID]persistence.TurnRow{}
-	for from := uint64(0); ; {
-		rs, err := db.TurnRows(ctx, b, from, 1000)
-		if err != nil {
-			return 0, 0, 0, 0, err
-		}
-		for _, r := range rs {
-			rows[r.ID] = r
-		}
-		if len(rs) < 1000 {
-			break
-		}
-		from = rs[len(rs)-1].Seq + 1
+	if err := db.EachTurnRow(ctx, b, func(r persistence.TurnRow) error { rows[r.ID] = r; return nil }); err != nil {
+		return 0, 0, 0, 0, err
 	}
 	for _, id := range acked {
 		r, ok := rows[id]

@@ -81,35 +81,29 @@ func inspect(e *env, args []string) error {
 			if h, err := db.Head(ctx, b.ID); err == nil {
 				ib.Head, ib.HeadDepth = h.Turn, h.Depth
 			}
-			for from := uint64(0); ; {
-				rows, err := db.TurnRows(ctx, b.ID, from, 1000)
+			err := db.EachTurnRow(ctx, b.ID, func(r persistence.TurnRow) error {
+				ib.Turns++
+				ib.Phases[r.Phase.String()]++
+				if r.Phase == messages.PhaseResponseFinalized {
+					ib.Pending++
+				}
+				cs, err := db.Chunks(ctx, r.ID)
 				if err != nil {
 					return err
 				}
-				for _, r := range rows {
-					ib.Turns++
-					ib.Phases[r.Phase.String()]++
-					if r.Phase == messages.PhaseResponseFinalized {
-						ib.Pending++
-					}
-					cs, err := db.Chunks(ctx, r.ID)
-					if err != nil {
-						return err
-					}
-					ib.Chunks += len(cs)
-					it := inspectTurn{TurnRow: r}
-					if !r.Step.IsZero() && r.Reply.IsZero() {
-						it.Partial, _, _ = actors.PartialOutput(filepath.Join(e.cfg.DataDir, "streams"), r.Step)
-					}
-					ib.LastTurns = append(ib.LastTurns, it)
-					if len(ib.LastTurns) > *last {
-						ib.LastTurns = ib.LastTurns[1:]
-					}
+				ib.Chunks += len(cs)
+				it := inspectTurn{TurnRow: r}
+				if !r.Step.IsZero() && r.Reply.IsZero() {
+					it.Partial, _, _ = actors.PartialOutput(filepath.Join(e.cfg.DataDir, "streams"), r.Step)
 				}
-				if len(rows) < 1000 {
-					break
+				ib.LastTurns = append(ib.LastTurns, it)
+				if len(ib.LastTurns) > *last {
+					ib.LastTurns = ib.LastTurns[1:]
 				}
-				from = rows[len(rows)-1].Seq + 1
+				return nil
+			})
+			if err != nil {
+				return err
 			}
 			states, err := db.StateRows(ctx, b.ID, 0, persistence.MaxPageTurns)
 			if err != nil {

@@ -161,3 +161,16 @@ func storeOptions(c config.Config, dir string, log zerolog.Logger) persistence.O
 	o.Logger = log.With().Str("component", "store").Logger()
 	return o
 }
+
+// workDir returns dir, created if missing, or when dir is empty a new
+// temporary directory named after prefix; done removes what workDir made.
+func workDir(dir, prefix string) (path string, done func(), err error) {
+	if dir != "" {
+		return dir, func() {}, os.MkdirAll(dir, 0o755)
+	}
+	tmp, err := os.MkdirTemp("", prefix)
+	if err != nil {
+		return "", nil, err
+	}
+	return tmp, func() { os.RemoveAll(tmp) }, nil
+}
