@@ -293,4 +293,3 @@ func indent(s string) string {
 	}
 	return "    " + strings.ReplaceAll(s, "\n", "\n    ")
 }
-
