@@ -52,6 +52,7 @@ type (
 		step               messages.StepID
 		resp               providers.Response
 		err                error
+		journalSynced      bool // false: left for the finalizing commit
 		displayed, durable uint64
 	}
 	summaryDone struct {
@@ -61,9 +62,9 @@ type (
 		err     error
 	}
 	indexDone struct {
-		turn   messages.TurnID
-		chunks int
-		err    error
+		turn messages.TurnID
+		rows []persistence.ChunkRow
+		err  error
 	}
 )
 
@@ -87,10 +88,15 @@ type branchActor struct {
 	summarizing uint64 // epoch+1 of the summary asked for; 0 none
 	indexing    map[messages.TurnID]bool
 	counters    [2]uint64 // displayed, durable bytes of the last finished step
+	// msgs holds the decoded messages of the window, the pending turns and
+	// the turn in flight, so that assembling a context reads the store only
+	// for what this instance has not seen (after activation).
+	msgs map[messages.TurnID]messages.Message
 }
 
 func newBranchActor(rt *Runtime, id messages.BranchID) *branchActor {
-	return &branchActor{rt: rt, id: id, streams: map[messages.TurnID]*TurnStream{}, indexing: map[messages.TurnID]bool{}}
+	return &branchActor{rt: rt, id: id, streams: map[messages.TurnID]*TurnStream{}, indexing: map[messages.TurnID]bool{},
+		msgs: map[messages.TurnID]messages.Message{}}
 }
 
 func (a *branchActor) now() time.Time { return a.rt.cfg.Now() }
@@ -185,12 +191,18 @@ func (a *branchActor) Receive(ctx actor.Context) {
 			a.rt.log.Warn().Err(m.err).Str("branch", a.id.String()).Str("turn", m.turn.String()).Msg("index failed; retried on next activation")
 			return
 		}
-		evs, err := a.b.MarkIndexed(m.turn, m.chunks, a.now())
+		evs, err := a.b.MarkIndexed(m.turn, len(m.rows), a.now())
 		if err != nil {
 			a.rt.log.Warn().Err(err).Str("branch", a.id.String()).Msg("mark indexed")
 			return
 		}
-		a.persistAll(ctx, evs)
+		for i, ev := range evs {
+			tx := a.txFor(ev)
+			if i == 0 {
+				tx.Chunks = m.rows // inserted unless present: indexing twice adds nothing
+			}
+			a.persist(ctx, ev, tx)
+		}
 	}
 }
 
@@ -251,11 +263,29 @@ func (a *branchActor) recover(ctx actor.Context) {
 // panics inside the persistence provider: the supervisor restarts the
 // actor, which replays and so never holds state that was not written.
 func (a *branchActor) persist(ctx actor.Context, ev messages.BranchEvent, tx *persistence.Tx) {
+	a.persistEnvelope(ctx, ev, tx, false)
+}
+
+// persistHeld is persist for an event that the effects it triggers
+// always follow with another persisted event before anything is
+// acknowledged (a submitted turn is followed by its ResponseStarted or
+// TurnFailed): the two are committed together, one synced write instead
+// of two. The caller flushes before it answers anyone.
+func (a *branchActor) persistHeld(ctx actor.Context, ev messages.BranchEvent, tx *persistence.Tx) {
+	a.persistEnvelope(ctx, ev, tx, true)
+}
+
+// flush commits any held event.
+func (a *branchActor) flush() { a.rt.actorLog.Flush(a.Name()) }
+
+func (a *branchActor) persistEnvelope(ctx actor.Context, ev messages.BranchEvent, tx *persistence.Tx, hold bool) {
 	data, err := messages.MarshalBranchEvent(ev)
 	if err != nil {
 		panic(fmt.Errorf("%w: encode event: %v", errFatal, err))
 	}
-	a.PersistReceive(persistence.NewEnvelope(append([]byte{tagEvent}, data...), tx))
+	env := persistence.NewEnvelope(append([]byte{tagEvent}, data...), tx)
+	env.Hold = hold
+	a.PersistReceive(env)
 	effects, err := a.b.Apply(ev)
 	if err != nil {
 		panic(fmt.Errorf("%w: apply %T: %v", errFatal, ev, err))
@@ -285,7 +315,7 @@ func (a *branchActor) txFor(ev messages.BranchEvent) *persistence.Tx {
 	}
 	switch e := ev.(type) {
 	case messages.TurnAccepted:
-		tx.Turns = []persistence.TurnRow{{Branch: a.id, Seq: e.Seq, ID: e.Turn, Phase: messages.PhaseAccepted, Updated: a.now()}}
+		tx.NewTurns = []persistence.TurnRow{{Branch: a.id, Seq: e.Seq, ID: e.Turn, Phase: messages.PhaseAccepted, Updated: a.now()}}
 		tx.Jobs = []persistence.Job{job(persistence.JobRespond, e.Turn)}
 	case messages.ResponseStarted:
 		if t, ok := a.b.Turn(e.Turn); ok {
@@ -351,7 +381,7 @@ func (a *branchActor) create(ctx actor.Context, m *createReq) any {
 	}
 	for _, p := range m.ev.Pending {
 		tx.Jobs = append(tx.Jobs, persistence.Job{Type: persistence.JobSummarize, Branch: a.id, Turn: p.Turn, Created: a.now()})
-		tx.Turns = append(tx.Turns, persistence.TurnRow{Branch: a.id, Seq: p.Seq, ID: p.Turn, Phase: messages.PhaseResponseFinalized,
+		tx.NewTurns = append(tx.NewTurns, persistence.TurnRow{Branch: a.id, Seq: p.Seq, ID: p.Turn, Phase: messages.PhaseResponseFinalized,
 			Reply: p.Reply, Updated: a.now()})
 	}
 	a.persist(ctx, evs[0], tx)
@@ -379,7 +409,9 @@ func (a *branchActor) submit(ctx actor.Context, msg messages.Message) (*TurnStre
 		Req: persistence.AppendRequest{Payload: payload, TypeTag: TypeUserMessage, Codec: CodecJSON, ExpectParent: &tip}}}
 	s := newTurnStream(a.id, turn, ev.Seq)
 	a.streams[turn] = s
-	a.persist(ctx, ev, tx)
+	a.msgs[turn] = msg
+	a.persistHeld(ctx, ev, tx)
+	a.flush()
 	return s, nil
 }
 
@@ -394,8 +426,13 @@ func (a *branchActor) run(ctx actor.Context, effects []core.Effect) {
 				continue // this epoch's summary is on its way
 			}
 			a.summarizing = e.Epoch + 1
-			ctx.Send(a.rt.librarian, &summarizeReq{from: ctx.Self(), branch: a.id, epoch: e.Epoch,
-				previous: e.State.Summary, turns: a.pendingOf(e.Turns)})
+			turns := a.pendingOf(e.Turns)
+			known := map[messages.TurnID]messages.Message{}
+			for _, t := range turns {
+				a.knownInto(known, t.Turn, t.Reply)
+			}
+			ctx.Send(a.rt.librarian(a.id), &summarizeReq{known: known, from: ctx.Self(), branch: a.id, epoch: e.Epoch,
+				previous: e.State.Summary, turns: turns})
 		case core.Index:
 			if a.indexing[e.Turn] {
 				continue
@@ -405,7 +442,9 @@ func (a *branchActor) run(ctx actor.Context, effects []core.Effect) {
 				continue
 			}
 			a.indexing[e.Turn] = true
-			ctx.Send(a.rt.indexer, &indexReq{from: ctx.Self(), branch: a.id, session: a.b.Session, turn: t.ID, reply: t.Reply})
+			known := map[messages.TurnID]messages.Message{}
+			a.knownInto(known, t.ID, t.Reply)
+			ctx.Send(a.rt.indexer(a.id), &indexReq{known: known, from: ctx.Self(), branch: a.id, session: a.b.Session, turn: t.ID, reply: t.Reply})
 		case core.TurnDone:
 			if s := a.streams[e.Turn]; s != nil {
 				u := Update{Done: true, Phase: e.Phase, Displayed: a.counters[0], Durable: a.counters[1]}
@@ -489,9 +528,44 @@ func (a *branchActor) fail(ctx actor.Context, turn messages.TurnID, reason strin
 	a.persistAll(ctx, evs)
 }
 
-// message reads a transcript node's message from the store.
+// message returns a transcript node's message, from msgs or the store.
 func (a *branchActor) message(node messages.TurnID) (messages.Message, error) {
-	return readMessage(a.rt.db, node)
+	if m, ok := a.msgs[node]; ok {
+		return m, nil
+	}
+	m, err := readMessage(a.rt.db, node)
+	if err == nil {
+		a.msgs[node] = m
+	}
+	return m, err
+}
+
+// knownInto copies the cached messages of nodes into known, so that the
+// librarian and indexer need not read and decode them again.
+func (a *branchActor) knownInto(known map[messages.TurnID]messages.Message, nodes ...messages.TurnID) {
+	for _, n := range nodes {
+		if m, ok := a.msgs[n]; ok {
+			known[n] = m
+		}
+	}
+}
+
+// pruneMessages drops the cached messages that are no longer in the
+// window, pending, or the turn keep.
+func (a *branchActor) pruneMessages(keep messages.TurnID) {
+	live := make(map[messages.TurnID]bool, len(a.b.Window)+8)
+	for _, n := range a.b.Window {
+		live[n] = true
+	}
+	for _, p := range a.b.Pending() {
+		live[p.ID], live[p.Reply] = true, true
+	}
+	live[keep] = true
+	for n := range a.msgs {
+		if !live[n] {
+			delete(a.msgs, n)
+		}
+	}
 }
 
 func readMessage(db *persistence.DB, node messages.TurnID) (messages.Message, error) {
@@ -536,6 +610,7 @@ func (a *branchActor) assemble(turn messages.TurnID) (messages.AssembledContext,
 	}
 	user, err := a.message(turn)
 	ac.User = user
+	a.pruneMessages(turn)
 	return ac, err
 }
 
@@ -545,8 +620,7 @@ func (a *branchActor) finishStep(ctx actor.Context, m *stepDone) {
 	}
 	a.step, a.cancelStep = messages.StepID{}, nil
 	a.counters = [2]uint64{m.displayed, m.durable}
-	if m.err == nil && (m.resp.Outcome.Kind == messages.OutcomeCompleted || m.resp.Outcome.Kind == messages.OutcomeIncomplete ||
-		m.resp.Outcome.Kind == messages.OutcomePaused) {
+	if m.err == nil && finalizable(m.resp.Outcome.Kind) {
 		reply := assistantMessage(m.resp.Items)
 		payload, err := reply.MarshalJSON()
 		if err == nil {
@@ -558,7 +632,10 @@ func (a *branchActor) finishStep(ctx actor.Context, m *stepDone) {
 				parent := m.turn
 				tx.Appends = []persistence.TxAppend{{Branch: a.id, ID: node, Req: persistence.AppendRequest{
 					Payload: payload, TypeTag: TypeAssistantMessage, Codec: CodecJSON, ExpectParent: &parent}}}
+				a.msgs[node] = reply
 				a.persist(ctx, evs[0], tx)
+				// The response is committed: everything streamed is durable.
+				a.counters[1] = a.counters[0]
 				return
 			}
 		}
@@ -567,6 +644,13 @@ func (a *branchActor) finishStep(ctx actor.Context, m *stepDone) {
 	reason := "provider step ended with outcome " + m.resp.Outcome.Kind.String()
 	if m.err != nil {
 		reason = m.err.Error()
+	}
+	if !m.journalSynced {
+		// The journal was left for a commit that did not happen: it is now
+		// the only record of the output.
+		if err := persistence.SyncJournalFile(persistence.JournalPath(a.rt.streams, m.step)); err != nil {
+			a.rt.log.Warn().Err(err).Str("branch", a.id.String()).Str("step", m.step.String()).Msg("sync journal")
+		}
 	}
 	a.fail(ctx, m.turn, reason)
 }

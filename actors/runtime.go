@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sync"
 	"time"
 
@@ -29,11 +30,14 @@ import (
 
 // Config configures a Runtime.
 type Config struct {
-	DataDir            string
-	Store              persistence.Options // Dir is set to {DataDir}/store
-	SnapshotEvery      int                 // branch actor snapshot interval in events
-	IdleAfter          time.Duration       // passivate a branch actor idle this long
-	Journal            persistence.JournalPolicy
+	DataDir       string
+	Store         persistence.Options // Dir is set to {DataDir}/store
+	SnapshotEvery int                 // branch actor snapshot interval in events
+	IdleAfter     time.Duration       // passivate a branch actor idle this long
+	Journal       persistence.JournalPolicy
+	// FsyncFinalized fsyncs the journal of a step whose response is
+	// finalized too (the finalizing transaction already makes it durable).
+	FsyncFinalized     bool
 	Provider           providers.Provider
 	Model              string
 	MaxOutputTokens    int
@@ -66,15 +70,16 @@ var (
 
 // Runtime hosts branches as actors over one database.
 type Runtime struct {
-	cfg       Config
-	db        *persistence.DB
-	sys       *actor.ActorSystem
-	root      *actor.PID
-	librarian *actor.PID
-	indexer   *actor.PID
-	log       zerolog.Logger
-	sup       *supervision.Strategy
-	streams   string // {DataDir}/streams
+	cfg        Config
+	db         *persistence.DB
+	actorLog   *persistence.ActorLog // the persistence provider of every branch
+	sys        *actor.ActorSystem
+	root       *actor.PID
+	librarians []*actor.PID // a pool: a branch always uses the same one
+	indexers   []*actor.PID
+	log        zerolog.Logger
+	sup        *supervision.Strategy
+	streams    string // {DataDir}/streams
 
 	failedMu sync.Mutex
 	failed   map[messages.BranchID]error
@@ -126,11 +131,12 @@ func Open(ctx context.Context, cfg Config) (*Runtime, error) {
 		return nil, err
 	}
 	r := &Runtime{
-		cfg:     cfg,
-		db:      db,
-		log:     cfg.Logger,
-		streams: filepath.Join(cfg.DataDir, "streams"),
-		failed:  make(map[messages.BranchID]error),
+		cfg:      cfg,
+		db:       db,
+		actorLog: db.ActorLog(cfg.SnapshotEvery),
+		log:      cfg.Logger,
+		streams:  filepath.Join(cfg.DataDir, "streams"),
+		failed:   make(map[messages.BranchID]error),
 	}
 	r.sys = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
 		return slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -153,8 +159,12 @@ func Open(ctx context.Context, cfg Config) (*Runtime, error) {
 		db.Close()
 		return nil, err
 	}
-	r.librarian, _ = r.sys.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return &librarian{rt: r} }), "librarian")
-	r.indexer, _ = r.sys.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return &indexer{rt: r} }), "indexer")
+	// Summaries and chunking are CPU work: one worker of each per core.
+	for i := range max(2, runtime.GOMAXPROCS(0)) {
+		l, _ := r.sys.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return &librarian{rt: r} }), fmt.Sprintf("librarian-%d", i))
+		x, _ := r.sys.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return &indexer{rt: r} }), fmt.Sprintf("indexer-%d", i))
+		r.librarians, r.indexers = append(r.librarians, l), append(r.indexers, x)
+	}
 	if err := r.reconcile(ctx); err != nil {
 		r.Close()
 		return nil, err
@@ -311,7 +321,7 @@ func (ro *root) spawn(ctx actor.Context, id messages.BranchID) any {
 		return ferr
 	}
 	props := actor.PropsFromProducer(func() actor.Actor { return newBranchActor(ro.rt, id) },
-		actor.WithReceiverMiddleware(ppersist.Using(ro.rt.db.ActorLog(ro.rt.cfg.SnapshotEvery))))
+		actor.WithReceiverMiddleware(ppersist.Using(ro.rt.actorLog)))
 	pid, err := ctx.SpawnNamed(props, branchName(id))
 	if err != nil {
 		return fmt.Errorf("activate branch %s: %w", id, err)
@@ -319,6 +329,16 @@ func (ro *root) spawn(ctx actor.Context, id messages.BranchID) any {
 	ro.live[id] = pid
 	ro.byPID[pid.Id] = id
 	return pid
+}
+
+// librarian and indexer return the workers of branch id: the same ones
+// every time, so that a branch's jobs run in the order it sent them.
+func (r *Runtime) librarian(id messages.BranchID) *actor.PID {
+	return r.librarians[int(id[15])%len(r.librarians)]
+}
+
+func (r *Runtime) indexer(id messages.BranchID) *actor.PID {
+	return r.indexers[int(id[15])%len(r.indexers)]
 }
 
 // pid activates branch id (if needed) and returns its actor.

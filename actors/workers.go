@@ -34,7 +34,7 @@ type (
 		payload   []byte
 		text      string // the delta to forward to the branch after journaling
 	}
-	journalClose struct{}
+	journalClose struct{ sync bool }
 )
 
 func (s *stepActor) Receive(ctx actor.Context) {
@@ -53,11 +53,16 @@ func (s *stepActor) Receive(ctx actor.Context) {
 		ctx.Send(s.journal, &journalAppend{eventType: ev.Type, payload: ev.Raw, text: ev.Text})
 		return nil
 	})
+	// A step whose response the branch will finalize becomes durable with
+	// that commit; any other end fsyncs its journal, the only record of
+	// what was streamed (SRD §13.2).
+	finalizes := err == nil && finalizable(resp.Outcome.Kind)
+	sync := !finalizes || s.rt.cfg.FsyncFinalized
 	var counters persistence.JournalCounters
-	if res, cerr := ctx.RequestFuture(s.journal, &journalClose{}, s.rt.cfg.RequestTimeout).Result(); cerr == nil {
+	if res, cerr := ctx.RequestFuture(s.journal, &journalClose{sync: sync}, s.rt.cfg.RequestTimeout).Result(); cerr == nil {
 		counters, _ = res.(persistence.JournalCounters)
 	}
-	ctx.Send(s.branch, &stepDone{turn: s.turn, step: s.step, resp: resp, err: err,
+	ctx.Send(s.branch, &stepDone{turn: s.turn, step: s.step, resp: resp, err: err, journalSynced: sync,
 		displayed: counters.Displayed, durable: counters.Durable})
 	ctx.Stop(ctx.Self())
 }
@@ -95,7 +100,11 @@ func (ja *journalActor) Receive(ctx actor.Context) {
 			}
 		}
 	case *journalClose:
-		if err := ja.j.Close(); err != nil && ja.err == nil {
+		closeJournal := ja.j.CloseUnsynced
+		if m.sync {
+			closeJournal = ja.j.Close
+		}
+		if err := closeJournal(); err != nil && ja.err == nil {
 			ja.err = err
 		}
 		ctx.Respond(ja.j.Counters())
@@ -104,8 +113,15 @@ func (ja *journalActor) Receive(ctx actor.Context) {
 	}
 }
 
+// finalizable says whether a step that ended with outcome k gets its
+// response finalized (the others fail the turn).
+func finalizable(k messages.OutcomeKind) bool {
+	return k == messages.OutcomeCompleted || k == messages.OutcomeIncomplete || k == messages.OutcomePaused
+}
+
 // summarizeReq asks the librarian to fold turns into a new summary.
 type summarizeReq struct {
+	known    map[messages.TurnID]messages.Message // messages the branch had decoded
 	from     *actor.PID
 	branch   messages.BranchID
 	epoch    uint64
@@ -125,12 +141,12 @@ func (l *librarian) Receive(ctx actor.Context) {
 	done := &summaryDone{epoch: m.epoch}
 	exchanges := make([]core.Exchange, 0, len(m.turns))
 	for _, t := range m.turns {
-		u, err := readMessage(l.rt.db, t.Turn)
+		u, err := knownMessage(l.rt.db, m.known, t.Turn)
 		if err != nil {
 			done.err = err
 			break
 		}
-		r, err := readMessage(l.rt.db, t.Reply)
+		r, err := knownMessage(l.rt.db, m.known, t.Reply)
 		if err != nil {
 			done.err = err
 			break
@@ -146,6 +162,7 @@ func (l *librarian) Receive(ctx actor.Context) {
 
 // indexReq asks the indexer to chunk and store a committed turn.
 type indexReq struct {
+	known   map[messages.TurnID]messages.Message // messages the branch had decoded
 	from    *actor.PID
 	branch  messages.BranchID
 	session messages.SessionID
@@ -163,22 +180,33 @@ func (ix *indexer) Receive(ctx actor.Context) {
 	if !ok {
 		return
 	}
-	n, _, err := ix.index(m)
-	ctx.Send(m.from, &indexDone{turn: m.turn, chunks: n, err: err})
+	rows, err := ix.chunks(m)
+	ctx.Send(m.from, &indexDone{turn: m.turn, rows: rows, err: err})
 }
 
 // index chunks a turn's two messages and stores the chunks; it returns
 // how many chunks the turn has and how many of them were already stored.
 func (ix *indexer) index(m *indexReq) (int, int, error) {
+	rows, err := ix.chunks(m)
+	if err != nil || len(rows) == 0 {
+		return 0, 0, err
+	}
+	res, err := ix.rt.db.Commit(context.Background(), &persistence.Tx{Chunks: rows})
+	return len(rows), res.ChunksSkipped, err
+}
+
+// chunks cuts a turn's two messages into chunk rows. The branch stores
+// them in the transaction that marks the turn indexed.
+func (ix *indexer) chunks(m *indexReq) ([]persistence.ChunkRow, error) {
 	now := ix.rt.cfg.Now()
 	var rows []persistence.ChunkRow
 	for _, node := range []messages.TurnID{m.turn, m.reply} {
 		if node.IsZero() {
 			continue
 		}
-		msg, err := readMessage(ix.rt.db, node)
+		msg, err := knownMessage(ix.rt.db, m.known, node)
 		if err != nil {
-			return 0, 0, err
+			return nil, err
 		}
 		for _, c := range retrieval.ChunkText(msg.Role, msg.RenderedText) {
 			rows = append(rows, persistence.ChunkRow{
@@ -188,11 +216,15 @@ func (ix *indexer) index(m *indexReq) (int, int, error) {
 			})
 		}
 	}
-	if len(rows) == 0 {
-		return 0, 0, nil
+	return rows, nil
+}
+
+// knownMessage returns known[node], or reads the node's message.
+func knownMessage(db *persistence.DB, known map[messages.TurnID]messages.Message, node messages.TurnID) (messages.Message, error) {
+	if m, ok := known[node]; ok {
+		return m, nil
 	}
-	res, err := ix.rt.db.Commit(context.Background(), &persistence.Tx{Chunks: rows})
-	return len(rows), res.ChunksSkipped, err
+	return readMessage(db, node)
 }
 
 // firstSentence is a chunk's fallback summary: its first sentence, at

@@ -432,6 +432,19 @@ func (w *writer) state(k string, s StateCheckpoint) {
 	w.buf = append(w.buf, b...)
 }
 
+// AppendJSONString appends s to buf as a JSON string, with <, > and &
+// unescaped; invalid UTF-8 becomes U+FFFD, as encoding/json writes it.
+func AppendJSONString(buf []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' {
+			return appendString(buf, s)
+		}
+	}
+	buf = append(buf, '"')
+	buf = append(buf, s...)
+	return append(buf, '"')
+}
+
 // appendString appends s to buf as a JSON string, with <, > and &
 // unescaped.
 func appendString(buf []byte, s string) []byte {

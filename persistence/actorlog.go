@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"sync"
 
 	ppersist "github.com/asynkron/protoactor-go/persistence"
 	"google.golang.org/protobuf/proto"
@@ -14,9 +15,16 @@ import (
 // middleware's PersistReceive: its own encoding of the event, and the Tx
 // to commit atomically with it (context-store appends, lifecycle rows,
 // jobs). Replay returns only the event bytes, as a *wrapperspb.BytesValue.
+//
+// A held envelope is not written when it is persisted: ActorLog keeps it
+// and commits it in one transaction with the actor's next event (or
+// snapshot, or Flush). An actor holds an event when it knows it will
+// persist another before it tells anyone about either, and so saves a
+// synced write; nothing may be acknowledged while an event is held.
 type Envelope struct {
 	*wrapperspb.BytesValue
-	Tx *Tx
+	Tx   *Tx
+	Hold bool
 }
 
 // NewEnvelope wraps event bytes and the writes that go with them.
@@ -31,6 +39,9 @@ func NewEnvelope(event []byte, tx *Tx) *Envelope {
 type ActorLog struct {
 	db    *DB
 	every int
+
+	mu   sync.Mutex
+	held map[string]*Tx // per actor: held events and their writes
 }
 
 // ActorLog returns the persistence provider; actors snapshot every
@@ -40,7 +51,7 @@ func (d *DB) ActorLog(snapshotEvery int) *ActorLog {
 	if snapshotEvery <= 0 {
 		snapshotEvery = math.MaxInt
 	}
-	return &ActorLog{db: d, every: snapshotEvery}
+	return &ActorLog{db: d, every: snapshotEvery, held: map[string]*Tx{}}
 }
 
 var (
@@ -65,25 +76,55 @@ func (l *ActorLog) GetState() ppersist.ProviderState { return l }
 func (l *ActorLog) Restart()                         {}
 func (l *ActorLog) GetSnapshotInterval() int         { return l.every }
 
-func eventBytes(msg proto.Message) ([]byte, *Tx, error) {
+func eventBytes(msg proto.Message) ([]byte, *Tx, bool, error) {
 	switch m := msg.(type) {
 	case *Envelope:
-		return m.Value, m.Tx, nil
+		return m.Value, m.Tx, m.Hold, nil
 	case *wrapperspb.BytesValue:
-		return m.Value, nil, nil
+		return m.Value, nil, false, nil
 	default:
 		b, err := proto.Marshal(msg)
-		return b, nil, err
+		return b, nil, false, err
 	}
 }
 
+// take removes and returns actor's held writes merged with tx (either may
+// be nil).
+func (l *ActorLog) take(actor string, tx *Tx) *Tx {
+	l.mu.Lock()
+	held := l.held[actor]
+	delete(l.held, actor)
+	l.mu.Unlock()
+	switch {
+	case held == nil && tx == nil:
+		return &Tx{}
+	case held == nil:
+		return tx
+	case tx != nil:
+		held.merge(tx)
+	}
+	return held
+}
+
 func (l *ActorLog) PersistEvent(actor string, index int, msg proto.Message) {
-	data, tx, err := eventBytes(msg)
-	if err == nil {
+	data, tx, hold, err := eventBytes(msg)
+	if err == nil && hold {
 		if tx == nil {
 			tx = &Tx{}
 		}
-		tx.Event = &EventRecord{Actor: actor, Index: uint64(index), Data: data}
+		tx.Events = append(tx.Events, EventRecord{Actor: actor, Index: uint64(index), Data: data})
+		l.mu.Lock()
+		if h := l.held[actor]; h != nil {
+			h.merge(tx)
+		} else {
+			l.held[actor] = tx
+		}
+		l.mu.Unlock()
+		return
+	}
+	if err == nil {
+		tx = l.take(actor, tx)
+		tx.Events = append(tx.Events, EventRecord{Actor: actor, Index: uint64(index), Data: data})
 		_, err = l.db.Commit(context.Background(), tx)
 	}
 	if err != nil {
@@ -91,17 +132,37 @@ func (l *ActorLog) PersistEvent(actor string, index int, msg proto.Message) {
 	}
 }
 
+// Flush commits actor's held events, if any.
+func (l *ActorLog) Flush(actor string) {
+	l.mu.Lock()
+	_, any := l.held[actor]
+	l.mu.Unlock()
+	if !any {
+		return
+	}
+	if _, err := l.db.Commit(context.Background(), l.take(actor, nil)); err != nil {
+		panic(&PersistError{Actor: actor, Index: -1, Err: err})
+	}
+}
+
 func (l *ActorLog) PersistSnapshot(actor string, index int, msg proto.Message) {
-	data, _, err := eventBytes(msg)
+	data, _, _, err := eventBytes(msg)
 	if err == nil {
-		_, err = l.db.Commit(context.Background(), &Tx{Snapshot: &EventRecord{Actor: actor, Index: uint64(index), Data: data}})
+		tx := l.take(actor, nil)
+		tx.Snapshot = &EventRecord{Actor: actor, Index: uint64(index), Data: data}
+		_, err = l.db.Commit(context.Background(), tx)
 	}
 	if err != nil {
 		panic(&PersistError{Actor: actor, Index: index, Err: err})
 	}
 }
 
+// GetSnapshot starts a recovery of actor: writes it held and did not
+// commit are dropped, as the crash that ends an actor drops them.
 func (l *ActorLog) GetSnapshot(actor string) (any, int, bool) {
+	l.mu.Lock()
+	delete(l.held, actor)
+	l.mu.Unlock()
 	rec, ok, err := l.db.Snapshot(context.Background(), actor)
 	if err != nil {
 		panic(&PersistError{Actor: actor, Index: -1, Err: err})

@@ -62,8 +62,8 @@ func DefaultOptions(dir string) Options {
 		Limits:           Limits{MaxPayloadBytes: DefaultMaxPayloadBytes},
 		Compress:         CompressZstd,
 		GroupCommitMax:   512,
-		ValueThreshold:   1 << 10,
-		MemTableSize:     64 << 20,
+		ValueThreshold:   64 << 10,
+		MemTableSize:     32 << 20,
 		BlockCacheSize:   256 << 20,
 		ValueLogFileSize: 256 << 20,
 		TurnCacheEntries: 1 << 18,
@@ -156,7 +156,8 @@ func openBadger(opts Options) (*badgerStore, error) {
 		WithCompression(options.ZSTD).
 		WithNumVersionsToKeep(1).
 		WithMetricsEnabled(false).
-		WithNumCompactors(2)
+		WithNumCompactors(2).
+		WithNumMemtables(3)
 	db, err := badger.OpenManaged(bo)
 	if err != nil {
 		return nil, fmt.Errorf("open store %s: %w", opts.Dir, err)

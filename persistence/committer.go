@@ -127,7 +127,15 @@ func (s *badgerStore) PutOverlay(ctx context.Context, turn messages.TurnID, req 
 
 func (s *badgerStore) commitLoop() {
 	defer close(s.done)
+	writes := make(chan *group) // unbuffered: the writer holds one group at a time
+	written := make(chan struct{})
+	go s.writeLoop(writes, written)
+	defer func() {
+		close(writes)
+		<-written
+	}()
 	batch := make([]*op, 0, s.opts.GroupCommitMax)
+	var prev *group // the group handed to the writer last
 	for first := range s.ops {
 		batch = append(batch[:0], first)
 	drain:
@@ -142,8 +150,20 @@ func (s *badgerStore) commitLoop() {
 				break drain
 			}
 		}
-		s.commitGroup(batch)
+		g := s.applyGroup(batch, prev)
 		clear(batch)
+		writes <- g // waits until the writer is done with prev
+		prev = g
+	}
+}
+
+// writeLoop writes and publishes groups in the order they were applied.
+// While it waits for one group's fsync the committer applies the next, so
+// a group costs the longer of the two stages rather than their sum.
+func (s *badgerStore) writeLoop(writes <-chan *group, written chan<- struct{}) {
+	defer close(written)
+	for g := range writes {
+		s.writeGroup(g)
 	}
 }
 
@@ -153,12 +173,20 @@ type entry struct {
 }
 
 // group is the state of one group commit: the durable state as of the
-// last group (txn) overlaid with what this group's earlier ops wrote.
-// Every change to it is recorded in an undo log, so that an op failing
-// halfway (a transaction whose third part is invalid) leaves the group
-// exactly as it found it.
+// last published group (txn), overlaid with what the group before this
+// one wrote if it may not be published yet (prev), overlaid with what this
+// group's earlier ops wrote. Every change to it is recorded in an undo
+// log, so that an op failing halfway (a transaction whose third part is
+// invalid) leaves the group exactly as it found it.
+//
+// Lookups consult prev's maps and entries but never prev.prev: when a
+// group is applied, the one before prev has been published (the writer
+// takes prev only after it is done with its predecessor). A published
+// prev is harmless, since its maps agree with txn.
 type group struct {
 	s        *badgerStore
+	batch    []*op
+	prev     *group // cleared by the writer once this group is published
 	txn      *badger.Txn
 	entries  []entry
 	heads    map[messages.BranchID]Head
@@ -216,22 +244,35 @@ func put[K comparable, V any](g *group, m map[K]V, k K, v V) {
 	m[k] = v
 }
 
-func (s *badgerStore) commitGroup(batch []*op) {
+// applyGroup validates the ops of batch in order against the state left
+// by prev (nil: none unpublished) and builds the group's entries.
+func (s *badgerStore) applyGroup(batch []*op, prev *group) *group {
 	g := &group{
 		s:        s,
-		txn:      s.db.NewTransactionAt(s.lastTs, false),
+		batch:    append([]*op(nil), batch...),
+		prev:     prev,
+		txn:      s.db.NewTransactionAt(s.readTs.Load(), false),
 		heads:    make(map[messages.BranchID]Head),
 		turns:    make(map[messages.TurnID]turnRecord),
 		refs:     make(map[Hash]uint64),
 		blobs:    make(map[Hash]bool),
 		overlays: make(map[messages.TurnID][]Overlay),
 		rows:     make(map[string]bool),
-		ovSeq:    s.ovSeq,
 		newBlobs: make(map[Hash][]byte),
 	}
-	defer g.txn.Discard()
+	defer func() {
+		g.txn.Discard()
+		g.txn, g.undo = nil, nil
+	}()
+	if prev != nil {
+		g.ovSeq = prev.ovSeq
+	} else {
+		s.overlayMu.RLock()
+		g.ovSeq = s.ovSeq
+		s.overlayMu.RUnlock()
+	}
 	failed := s.failed.Load()
-	for _, o := range batch {
+	for _, o := range g.batch {
 		if failed != nil {
 			o.res.err = *failed
 			continue
@@ -242,12 +283,26 @@ func (s *badgerStore) commitGroup(batch []*op) {
 			g.rollback(m) // a failed op writes nothing
 		}
 	}
-	if len(g.entries) > 0 && failed == nil {
+	return g
+}
+
+// writeGroup makes g durable, publishes it and wakes its writers. A
+// failed write fails the store, this group and every group after it (they
+// were validated against this one).
+func (s *badgerStore) writeGroup(g *group) {
+	failed := s.failed.Load()
+	if failed != nil {
+		for _, o := range g.batch {
+			if o.res.err == nil {
+				o.res = result{err: *failed}
+			}
+		}
+	} else if len(g.entries) > 0 {
 		if err := s.write(g.entries); err != nil {
 			err = fmt.Errorf("persistence: store failed, reopen it: %w", err)
 			s.failed.Store(&err)
 			s.log.Error().Err(err).Msg("group commit")
-			for _, o := range batch {
+			for _, o := range g.batch {
 				if o.res.err == nil {
 					o.res = result{err: err}
 				}
@@ -256,7 +311,8 @@ func (s *badgerStore) commitGroup(batch []*op) {
 			s.publish(g)
 		}
 	}
-	for _, o := range batch {
+	g.prev = nil
+	for _, o := range g.batch {
 		close(o.done)
 	}
 }
@@ -351,12 +407,22 @@ func (g *group) head(b messages.BranchID) (Head, error) {
 	if h, ok := g.heads[b]; ok {
 		return h, nil
 	}
+	if p := g.prev; p != nil {
+		if h, ok := p.heads[b]; ok {
+			return h, nil
+		}
+	}
 	return getHead(g.txn, b)
 }
 
 func (g *group) record(id messages.TurnID) (turnRecord, error) {
 	if r, ok := g.turns[id]; ok {
 		return r, nil
+	}
+	if p := g.prev; p != nil {
+		if r, ok := p.turns[id]; ok {
+			return r, nil
+		}
 	}
 	return g.s.turnRecord(g.txn, id)
 }
@@ -365,12 +431,22 @@ func (g *group) blobExists(h Hash) (bool, error) {
 	if ok, seen := g.blobs[h]; seen {
 		return ok, nil
 	}
+	if p := g.prev; p != nil {
+		if ok, seen := p.blobs[h]; seen {
+			return ok, nil
+		}
+	}
 	return hasKey(g.txn, blobKey(h))
 }
 
 func (g *group) blobRefs(h Hash) (uint64, error) {
 	if n, ok := g.refs[h]; ok {
 		return n, nil
+	}
+	if p := g.prev; p != nil {
+		if n, ok := p.refs[h]; ok {
+			return n, nil
+		}
 	}
 	return getRefs(g.txn, h)
 }
@@ -556,6 +632,11 @@ func (g *group) putOverlay(o *op) result {
 func (g *group) turnOverlays(turn messages.TurnID) []Overlay {
 	if os, ok := g.overlays[turn]; ok {
 		return os
+	}
+	if p := g.prev; p != nil {
+		if os, ok := p.overlays[turn]; ok {
+			return os
+		}
 	}
 	g.s.overlayMu.RLock()
 	defer g.s.overlayMu.RUnlock()

@@ -121,6 +121,9 @@ func (c JournalCounters) Buffered() bool { return c.Durable < c.Displayed }
 // fails, every later Append and Tick returns that error.
 type Journal struct {
 	f        *os.File
+	syncer   *groupSyncer // of dir
+	dirGen   uint64       // the generation of the file's directory entry
+	dirSafe  bool         // the directory entry is durable
 	path     string
 	step     messages.StepID
 	provider string
@@ -170,19 +173,23 @@ func CreateJournal(dir string, step messages.StepID, provider string, p JournalP
 		return nil, fmt.Errorf("create journal %s: %w", step, err)
 	}
 	path := JournalPath(dir, step)
+	// One creator at a time per directory: concurrent creates contend on
+	// the directory's lock in the kernel, which spins burning CPU; parked
+	// goroutines cost nothing.
+	gs := groupSyncerFor(dir)
+	gs.createMu.Lock()
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	gs.createMu.Unlock()
 	if err != nil {
 		return nil, fmt.Errorf("create journal %s: %w", step, err)
 	}
-	// Make the new directory entry durable, so that fsynced lines cannot
-	// be lost with the file's name.
-	if err := syncDir(dir); err != nil {
-		_ = f.Close()
-		return nil, fmt.Errorf("create journal %s: sync dir: %w", step, err)
-	}
+	// The new directory entry is made durable with the file's first sync
+	// (see sync), by a sync shared with every journal of dir meanwhile.
 	t := now()
 	return &Journal{
 		f:         f,
+		syncer:    gs,
+		dirGen:    gs.next(),
 		path:      path,
 		step:      step,
 		provider:  provider,
@@ -255,11 +262,7 @@ func (j *Journal) Append(eventType string, payload json.RawMessage) (JournalCoun
 	return j.counters, j.apply(t)
 }
 
-// appendJSONString appends s as a JSON string.
-func appendJSONString(b []byte, s string) []byte {
-	q, _ := json.Marshal(s) // a string always marshals
-	return append(b, q...)
-}
+func appendJSONString(b []byte, s string) []byte { return messages.AppendJSONString(b, s) }
 
 // Tick writes and fsyncs what the policy says is due at now(). The owner
 // calls it on a timer, at least as often as the policy's intervals, so
@@ -274,17 +277,41 @@ func (j *Journal) Tick() (JournalCounters, error) {
 // Close writes and fsyncs everything appended, so that at completion the
 // whole stream is durable (Durable == Displayed), then closes the file.
 // Calls after the first return nil.
-func (j *Journal) Close() error {
+func (j *Journal) Close() error { return j.close(j.sync) }
+
+// CloseUnsynced writes everything appended to the OS and closes the file
+// without an fsync: for a journal whose content the caller makes durable
+// another way (a step whose response is committed to the store). Durable
+// stays what the last fsync made it. Calls after the first close return
+// nil.
+func (j *Journal) CloseUnsynced() error { return j.close(j.flush) }
+
+// close ends the journal with the last write, then closes the file.
+func (j *Journal) close(last func(time.Time) error) error {
 	if j.closed {
 		return nil
 	}
 	j.closed = true
 	err := j.err
 	if err == nil {
-		err = j.sync(j.now())
+		err = last(j.now())
 	}
 	if cerr := j.f.Close(); err == nil && cerr != nil {
 		err = fmt.Errorf("journal %s: close: %w", j.step, cerr)
+	}
+	return err
+}
+
+// SyncJournalFile fsyncs a closed journal file, for when the reason to
+// close it unsynced fell through.
+func SyncJournalFile(path string) error {
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	err = f.Sync()
+	if cerr := f.Close(); err == nil {
+		err = cerr
 	}
 	return err
 }
@@ -337,12 +364,13 @@ func (j *Journal) sync(t time.Time) error {
 	if j.counters.Durable == j.written {
 		return nil
 	}
-	if err := j.f.Sync(); err != nil {
+	if err := j.syncer.syncFile(j.f, j.dirGen, !j.dirSafe); err != nil {
 		// After a failed fsync the kernel may have dropped the dirty
 		// pages; nothing written since the last good fsync can be trusted.
 		j.err = fmt.Errorf("journal %s: fsync: %w", j.step, err)
 		return j.err
 	}
+	j.dirSafe = true
 	j.counters.Durable = j.written
 	j.lastSync = t
 	return nil

@@ -1,6 +1,7 @@
 package persistence
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"encoding/json"
@@ -138,17 +139,36 @@ type ChunkRow struct {
 // them become durable, or none. Parts that break a rule fail the whole Tx
 // with an error naming the part and nothing is written.
 type Tx struct {
-	NewBranches []BranchSpec // context-store branches to create
-	Appends     []TxAppend   // context-store appends
-	Sessions    []SessionRow // upserted
-	Branches    []BranchRow  // upserted
-	Turns       []TurnRow    // upserted; a (branch, seq) taken by another turn is ErrDuplicate
-	States      []StateRow   // inserted; an existing (branch, seq) is ErrDuplicate
-	Jobs        []Job        // upserted
-	DoneJobs    []JobKey     // deleted (absent ones are ignored)
-	Chunks      []ChunkRow   // inserted unless (source_turn, type, hash) exists
-	Event       *EventRecord // an actor event, appended at its index
-	Snapshot    *EventRecord // an actor snapshot; events before its index are deleted
+	NewBranches []BranchSpec  // context-store branches to create
+	Appends     []TxAppend    // context-store appends
+	Sessions    []SessionRow  // upserted
+	Branches    []BranchRow   // upserted
+	NewTurns    []TurnRow     // inserted; a (branch, seq) taken by another turn is ErrDuplicate
+	Turns       []TurnRow     // updated: rows their branch's single writer inserted
+	States      []StateRow    // inserted; an existing (branch, seq) is ErrDuplicate
+	Jobs        []Job         // upserted
+	DoneJobs    []JobKey      // deleted (absent ones are ignored)
+	Chunks      []ChunkRow    // inserted unless (source_turn, type, hash) exists
+	Events      []EventRecord // actor events, each appended at its index
+	Snapshot    *EventRecord  // an actor snapshot; events before its index are deleted
+}
+
+// merge appends src's writes to t's, to commit both as one transaction.
+func (t *Tx) merge(src *Tx) {
+	t.NewBranches = append(t.NewBranches, src.NewBranches...)
+	t.Appends = append(t.Appends, src.Appends...)
+	t.Sessions = append(t.Sessions, src.Sessions...)
+	t.Branches = append(t.Branches, src.Branches...)
+	t.NewTurns = append(t.NewTurns, src.NewTurns...)
+	t.Turns = append(t.Turns, src.Turns...)
+	t.States = append(t.States, src.States...)
+	t.Jobs = append(t.Jobs, src.Jobs...)
+	t.DoneJobs = append(t.DoneJobs, src.DoneJobs...)
+	t.Chunks = append(t.Chunks, src.Chunks...)
+	t.Events = append(t.Events, src.Events...)
+	if src.Snapshot != nil {
+		t.Snapshot = src.Snapshot
+	}
 }
 
 // TxAppend appends a turn with a chosen id to a context-store branch.
@@ -239,11 +259,14 @@ func (d *DB) Commit(ctx context.Context, tx *Tx) (TxResult, error) {
 	if tx == nil {
 		return TxResult{}, fmt.Errorf("%w: tx is nil", ErrInvalidArgument)
 	}
-	for _, e := range []*EventRecord{tx.Event, tx.Snapshot} {
-		if e != nil {
-			if err := checkActor(e.Actor); err != nil {
-				return TxResult{}, err
-			}
+	for _, e := range tx.Events {
+		if err := checkActor(e.Actor); err != nil {
+			return TxResult{}, err
+		}
+	}
+	if e := tx.Snapshot; e != nil {
+		if err := checkActor(e.Actor); err != nil {
+			return TxResult{}, err
 		}
 	}
 	o := &op{kind: opTx, tx: tx}
@@ -268,10 +291,25 @@ func (d *DB) Commit(ctx context.Context, tx *Tx) (TxResult, error) {
 func (g *group) claimRow(k []byte) { put(g, g.rows, string(k), true) }
 
 func (g *group) rowExists(k []byte) (bool, error) {
-	if g.rows[string(k)] {
+	if g.rows[string(k)] || (g.prev != nil && g.prev.rows[string(k)]) {
 		return true, nil
 	}
 	return hasKey(g.txn, k)
+}
+
+// lastEntry returns the value this group or prev last set at k.
+func (g *group) lastEntry(k []byte) ([]byte, bool) {
+	for _, x := range []*group{g, g.prev} {
+		if x == nil || !x.rows[string(k)] {
+			continue
+		}
+		for i := len(x.entries) - 1; i >= 0; i-- {
+			if e := x.entries[i]; !e.del && string(e.key) == string(k) {
+				return e.val, true
+			}
+		}
+	}
+	return nil, false
 }
 
 func (g *group) setJSON(k []byte, v any) error {
@@ -309,7 +347,7 @@ func (g *group) applyTx(o *op) (TxResult, error) {
 		k := append(id16(tableSessBranch, r.Session), r.ID[:]...)
 		g.set(k, nil)
 	}
-	for _, r := range tx.Turns {
+	for _, r := range tx.NewTurns {
 		k := seqKey(tableTurnRow, r.Branch, r.Seq)
 		if prev, ok, err := g.turnRow(k); err != nil {
 			return res, err
@@ -317,6 +355,11 @@ func (g *group) applyTx(o *op) (TxResult, error) {
 			return res, fmt.Errorf("%w: turn_seq %d of branch %s is turn %s, not %s", ErrDuplicate, r.Seq, r.Branch, prev.ID, r.ID)
 		}
 		if err := g.setJSON(k, r); err != nil {
+			return res, err
+		}
+	}
+	for _, r := range tx.Turns {
+		if err := g.setJSON(seqKey(tableTurnRow, r.Branch, r.Seq), r); err != nil {
 			return res, err
 		}
 	}
@@ -359,7 +402,7 @@ func (g *group) applyTx(o *op) (TxResult, error) {
 			return res, err
 		}
 	}
-	if e := tx.Event; e != nil {
+	for _, e := range tx.Events {
 		k := eventKey(e.Actor, e.Index)
 		if ok, err := g.rowExists(k); err != nil {
 			return res, err
@@ -373,27 +416,37 @@ func (g *group) applyTx(o *op) (TxResult, error) {
 		v := binary.AppendUvarint(nil, e.Index)
 		g.set(append([]byte{tableSnapshot}, e.Actor...), append(v, e.Data...))
 		// Compact: events before the snapshot are no longer needed.
-		it := g.txn.NewIterator(badger.IteratorOptions{Prefix: eventPrefix(e.Actor)})
+		prefix := eventPrefix(e.Actor)
+		before := func(k []byte) bool { return binary.BigEndian.Uint64(k[len(k)-8:]) < e.Index }
+		it := g.txn.NewIterator(badger.IteratorOptions{Prefix: prefix})
 		for it.Rewind(); it.Valid(); it.Next() {
 			k := it.Item().KeyCopy(nil)
-			if binary.BigEndian.Uint64(k[len(k)-8:]) >= e.Index {
+			if !before(k) {
 				break
 			}
 			g.entries = append(g.entries, entry{key: k, del: true})
 		}
 		it.Close()
+		// Events of this group and of prev are not in txn yet.
+		var recent []entry
+		for _, x := range []*group{g.prev, g} {
+			if x != nil {
+				recent = append(recent, x.entries...)
+			}
+		}
+		for _, x := range recent {
+			if !x.del && len(x.key) == len(prefix)+8 && bytes.HasPrefix(x.key, prefix) && before(x.key) {
+				g.entries = append(g.entries, entry{key: x.key, del: true})
+			}
+		}
 	}
 	return res, nil
 }
 
 func (g *group) turnRow(k []byte) (TurnRow, bool, error) {
 	var r TurnRow
-	if g.rows[string(k)] {
-		for i := len(g.entries) - 1; i >= 0; i-- {
-			if string(g.entries[i].key) == string(k) {
-				return r, true, json.Unmarshal(g.entries[i].val, &r)
-			}
-		}
+	if v, ok := g.lastEntry(k); ok {
+		return r, true, json.Unmarshal(v, &r)
 	}
 	item, err := g.txn.Get(k)
 	if errors.Is(err, badger.ErrKeyNotFound) {

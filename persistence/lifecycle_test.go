@@ -34,9 +34,9 @@ func TestTxIsAtomic(t *testing.T) {
 	ok := &Tx{
 		NewBranches: []BranchSpec{{ID: b}},
 		Appends:     []TxAppend{{Branch: b, ID: u1, Req: AppendRequest{Payload: []byte("hello"), ExpectParent: &zero}}},
-		Turns:       []TurnRow{{Branch: b, Seq: 1, ID: u1, Phase: messages.PhaseAccepted}},
+		NewTurns:    []TurnRow{{Branch: b, Seq: 1, ID: u1, Phase: messages.PhaseAccepted}},
 		States:      []StateRow{{Branch: b, Seq: 0, ID: messages.NewID[messages.StateID](now)}},
-		Event:       &EventRecord{Actor: "branch/x", Index: 0, Data: []byte("e0")},
+		Events:      []EventRecord{{Actor: "branch/x", Index: 0, Data: []byte("e0")}},
 	}
 	if _, err := d.Commit(bg, ok); err != nil {
 		t.Fatal(err)
@@ -58,12 +58,12 @@ func TestTxIsAtomic(t *testing.T) {
 			States:  []StateRow{{Branch: b, Seq: 0}},
 		}, ErrDuplicate},
 		{"turn seq taken by another turn", &Tx{
-			Appends: []TxAppend{{Branch: b, ID: u2, Req: AppendRequest{Payload: []byte("x"), ExpectParent: &u1}}},
-			Turns:   []TurnRow{{Branch: b, Seq: 1, ID: other}},
+			Appends:  []TxAppend{{Branch: b, ID: u2, Req: AppendRequest{Payload: []byte("x"), ExpectParent: &u1}}},
+			NewTurns: []TurnRow{{Branch: b, Seq: 1, ID: other}},
 		}, ErrDuplicate},
 		{"event index taken", &Tx{
 			Appends: []TxAppend{{Branch: b, ID: u2, Req: AppendRequest{Payload: []byte("x"), ExpectParent: &u1}}},
-			Event:   &EventRecord{Actor: "branch/x", Index: 0, Data: []byte("again")},
+			Events:  []EventRecord{{Actor: "branch/x", Index: 0, Data: []byte("again")}},
 		}, ErrDuplicate},
 		{"wrong parent", &Tx{
 			Appends: []TxAppend{{Branch: b, ID: u2, Req: AppendRequest{Payload: []byte("x"), ExpectParent: &zero}}},
@@ -77,7 +77,7 @@ func TestTxIsAtomic(t *testing.T) {
 				{Branch: b, ID: other, Req: AppendRequest{Payload: []byte("y"), ExpectParent: &u1}},
 			},
 		}, ErrHeadMismatch},
-		{"bad actor name", &Tx{Event: &EventRecord{Actor: ""}}, ErrInvalidArgument},
+		{"bad actor name", &Tx{Events: []EventRecord{{Actor: ""}}}, ErrInvalidArgument},
 	}
 	for _, tt := range tests {
 		before := d.Stats()

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -37,7 +38,7 @@ type turnFigures struct {
 // benchTurns measures the runtime with the local provider at zero delay
 // and durable transactions: committed turns per second from many branches
 // at once, the runtime's own per-turn latency (submit to finalized
-// response), peak RSS, the memory a created-then-passivated branch costs,
+// response, with turns paced at a fraction of that throughput), peak RSS, the memory a created-then-passivated branch costs,
 // and the time to replay a branch of 1,000 events with no snapshot.
 func benchTurns(e *env, args []string) error {
 	fs := flag.NewFlagSet("bench turns", flag.ContinueOnError)
@@ -47,11 +48,17 @@ func benchTurns(e *env, args []string) error {
 	passive := fs.Int("passive", 100_000, "extra branches created and passivated, for bytes_per_passive_branch")
 	dir := fs.String("dir", "", "data directory (default: a temporary one, removed afterwards)")
 	asJSON := fs.Bool("json", false, "print one JSON object")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the load phase to this file")
+	pace := fs.Float64("pace", 0.5, "overhead is measured with turns arriving at this fraction of the measured throughput (0 < pace <= 1)")
+	memProfile := fs.String("memprofile", "", "write a heap profile taken at the end of the load phase to this file")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if *branches < 1 || *turns < 1 || *passive < 0 {
 		return errors.New("bench turns: --branches and --turns must be at least 1, --passive at least 0")
+	}
+	if !(*pace > 0 && *pace <= 1) {
+		return fmt.Errorf("bench turns: --pace is %v, want 0 < pace <= 1", *pace)
 	}
 	path, done, err := workDir(*dir, "ctxinf-bench-turns-")
 	if err != nil {
@@ -62,7 +69,7 @@ func benchTurns(e *env, args []string) error {
 	e.log = e.log.Level(max(e.log.GetLevel(), zerolog.WarnLevel))
 	e.cfg.Local.Delay = 0
 	var f turnFigures
-	if err := benchTurnThroughput(e, filepath.Join(*dir, "load"), *branches, *turns, *passive, &f); err != nil {
+	if err := benchTurnThroughput(e, filepath.Join(*dir, "load"), *branches, *turns, *passive, *pace, profiles{*cpuProfile, *memProfile}, &f); err != nil {
 		return err
 	}
 	if err := benchReplay(e, filepath.Join(*dir, "replay"), &f); err != nil {
@@ -75,7 +82,7 @@ func benchTurns(e *env, args []string) error {
 	tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "figure\tvalue\ttarget\n")
 	fmt.Fprintf(tw, "turns_per_s\t%.0f\t>= 2000 (1000 branches x 20 turns, durable)\n", f.TurnsPerS)
-	fmt.Fprintf(tw, "overhead_p50_us\t%.0f\t\n", f.OverheadP50us)
+	fmt.Fprintf(tw, "overhead_p50_us\t%.0f\t(turns paced at %.2f x the measured throughput)\n", f.OverheadP50us, *pace)
 	fmt.Fprintf(tw, "overhead_p99_us\t%.0f\t<= 20000\n", f.OverheadP99us)
 	fmt.Fprintf(tw, "peak_rss_mb\t%.0f\t< 1024 (100,000 created, 1,000 active)\n", f.PeakRSSMB)
 	fmt.Fprintf(tw, "bytes_per_passive_branch\t%.0f\t\n", f.BytesPerPassiveBranch)
@@ -83,7 +90,10 @@ func benchTurns(e *env, args []string) error {
 	return tw.Flush()
 }
 
-func benchTurnThroughput(e *env, dir string, branches, turns, passive int, f *turnFigures) error {
+// profiles are the files bench turns writes profiles to ("": none).
+type profiles struct{ cpu, mem string }
+
+func benchTurnThroughput(e *env, dir string, branches, turns, passive int, pace float64, prof profiles, f *turnFigures) error {
 	ctx := context.Background()
 	e.cfg.DataDir = dir
 	cfg := runtimeConfig(e)
@@ -130,6 +140,17 @@ func benchTurnThroughput(e *env, dir string, branches, turns, passive int, f *tu
 	}
 	e.log.Warn().Int("branches", branches).Int("turns", turns).Msg("driving turns")
 	lat := make([][]time.Duration, branches)
+	if prof.cpu != "" {
+		fh, err := os.Create(prof.cpu)
+		if err != nil {
+			return err
+		}
+		defer fh.Close()
+		if err := pprof.StartCPUProfile(fh); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
 	start := time.Now()
 	if err := parallel(branches, branches, func(i int) error {
 		for n := range turns {
@@ -153,12 +174,68 @@ func benchTurnThroughput(e *env, dir string, branches, turns, passive int, f *tu
 		return fmt.Errorf("only %d of %d turns committed after 5 minutes", committed.Load(), all)
 	}
 	f.TurnsPerS = float64(all) / time.Since(start).Seconds()
+	if prof.mem != "" {
+		fh, err := os.Create(prof.mem)
+		if err != nil {
+			return err
+		}
+		err = pprof.Lookup("heap").WriteTo(fh, 0)
+		if cerr := fh.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return err
+		}
+	}
 	var flat []time.Duration
 	for _, l := range lat {
 		flat = append(flat, l...)
 	}
-	f.OverheadP50us, f.OverheadP99us = micros(percentile(flat, 50)), micros(percentile(flat, 99))
+	e.log.Warn().Dur("closed_loop_p50", percentile(flat, 50)).Dur("closed_loop_p99", percentile(flat, 99)).
+		Msg("latency with every branch always waiting (Little's law: branches / throughput)")
+	lat2, err := pacedOverhead(ctx, rt, ids, f.TurnsPerS*pace)
+	if err != nil {
+		return err
+	}
+	f.OverheadP50us, f.OverheadP99us = micros(percentile(lat2, 50)), micros(percentile(lat2, 99))
 	return nil
+}
+
+// pacedOverhead measures the runtime's per-turn overhead: turns arrive at
+// a steady rate (open loop, about five seconds' worth, round robin over
+// the branches), and each is timed from its scheduled arrival to its
+// finalized response, so that a stall delays every turn due meanwhile
+// and shows in the figures. In the closed-loop load run every branch is
+// always waiting, so a turn's latency there is branches / throughput
+// whatever the runtime costs; at a rate below capacity it is what a turn
+// pays the runtime.
+func pacedOverhead(ctx context.Context, rt *ctxinf.Runtime, ids []messages.BranchID, rate float64) ([]time.Duration, error) {
+	rate = max(rate, 1)
+	n := max(min(int(rate*5), 4*len(ids)), 1)
+	interval := time.Duration(float64(time.Second) / rate)
+	lat := make([]time.Duration, n)
+	errs := make(chan error, n)
+	var wg sync.WaitGroup
+	t0 := time.Now()
+	for i := range n {
+		due := t0.Add(time.Duration(i) * interval)
+		time.Sleep(time.Until(due))
+		wg.Go(func() {
+			s, err := rt.Submit(ctx, ids[i%len(ids)], "a paced turn "+strconv.Itoa(i))
+			if err != nil {
+				errs <- err
+				return
+			}
+			if _, last := s.Wait(nil); last.Phase != messages.PhaseResponseFinalized {
+				errs <- fmt.Errorf("paced turn ended %s: %s", last.Phase, last.Err)
+				return
+			}
+			lat[i] = time.Since(due)
+		})
+	}
+	wg.Wait()
+	close(errs)
+	return lat, <-errs
 }
 
 // benchReplay builds a branch of at least 1,000 events with snapshots off,

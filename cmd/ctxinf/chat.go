@@ -34,9 +34,10 @@ func runtimeConfig(e *env) actors.Config {
 		MaxOutputTokens: c.Runtime.MaxOutputTokens,
 		Journal: persistence.JournalPolicy{FlushInterval: c.Stream.FlushInterval, FlushBytes: c.Stream.FlushBytes,
 			FsyncInterval: c.Stream.FsyncInterval},
-		Provider: local.New(local.Options{Delay: c.Local.Delay, ContextLimit: c.Local.ContextLimit}),
-		Model:    "local",
-		Logger:   e.log,
+		FsyncFinalized: c.Stream.FsyncFinalized,
+		Provider:       local.New(local.Options{Delay: c.Local.Delay, ContextLimit: c.Local.ContextLimit}),
+		Model:          "local",
+		Logger:         e.log,
 		Summarize: func(ctx context.Context, prev string, ex []core.Exchange) (string, error) {
 			if d := c.Librarian.Delay; d > 0 {
 				select {

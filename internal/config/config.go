@@ -46,6 +46,9 @@ type RuntimeConfig struct {
 	MaxRestarts     int           `mapstructure:"max_restarts"`     // restarts of one branch within restart_window before it stops
 	RestartWindow   time.Duration `mapstructure:"restart_window"`
 	MaxOutputTokens int           `mapstructure:"max_output_tokens"` // bound sent with every provider step
+	// MemoryLimitBytes is the ctxinf binary's soft memory limit (Go's
+	// GOMEMLIMIT, which wins when set); 0 disables it.
+	MemoryLimitBytes int64 `mapstructure:"memory_limit_bytes"`
 }
 
 // StreamConfig is the stream journal policy (SRD §13.2).
@@ -53,6 +56,10 @@ type StreamConfig struct {
 	FlushInterval time.Duration `mapstructure:"flush_interval"`
 	FlushBytes    int           `mapstructure:"flush_bytes"`
 	FsyncInterval time.Duration `mapstructure:"fsync_interval"`
+	// FsyncFinalized also fsyncs, at completion, the journal of a step
+	// whose response is then finalized; by default the store transaction
+	// that finalizes the response is what makes that step durable.
+	FsyncFinalized bool `mapstructure:"fsync_finalized"`
 }
 
 // LocalConfig configures the offline local provider.
@@ -132,8 +139,8 @@ func Default() Config {
 			Durability:          DurabilitySync,
 			MaxPayloadBytes:     8 * MiB,
 			GroupCommitMax:      512,
-			ValueThresholdBytes: 1 * KiB,
-			MemTableBytes:       64 * MiB,
+			ValueThresholdBytes: 64 * KiB,
+			MemTableBytes:       32 * MiB,
 			BlockCacheBytes:     256 * MiB,
 			ValueLogFileBytes:   256 * MiB,
 			TurnCacheEntries:    1 << 18,
@@ -143,12 +150,13 @@ func Default() Config {
 			Compression:         CompressionZstd,
 		},
 		Runtime: RuntimeConfig{
-			IdlePassivation: 5 * time.Minute,
-			SnapshotEvery:   100,
-			RequestTimeout:  30 * time.Second,
-			MaxRestarts:     10,
-			RestartWindow:   time.Minute,
-			MaxOutputTokens: 4096,
+			IdlePassivation:  5 * time.Minute,
+			SnapshotEvery:    100,
+			RequestTimeout:   30 * time.Second,
+			MaxRestarts:      10,
+			RestartWindow:    time.Minute,
+			MaxOutputTokens:  4096,
+			MemoryLimitBytes: 768 * MiB,
 		},
 		Stream: StreamConfig{
 			FlushInterval: 250 * time.Millisecond,

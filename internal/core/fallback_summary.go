@@ -1,6 +1,7 @@
 package core
 
 import (
+	"bytes"
 	"regexp"
 	"strings"
 )
@@ -17,6 +18,7 @@ const FallbackSummaryMaxBytes = 6000
 var (
 	artifactRE = regexp.MustCompile("(?:https?://[^\\s)\"'>]+)|(?:[\\w.-]*/[\\w./-]+\\.\\w+)|(?:`[^`\\n]{2,80}`)|(?:\\b[A-Z][A-Z0-9_]{2,}\\b)|(?:\\b\\d[\\d.,:/-]*\\d\\b)|(?:\\b[A-Za-z]+\\d*(?:[-_][A-Za-z0-9]+)*[-_]\\d+\\b)")
 	decisionRE = regexp.MustCompile(`(?i)\b(decid\w*|agreed|we will|we'll|let's|must|must not|never|always|should not|don't|do not|prefer\w*|deadline|requirement|constraint)\b`)
+	sentenceRE = regexp.MustCompile(`[.!?\n]+\s*`)
 )
 
 // FallbackSummary is the deterministic summarizer the librarian uses when
@@ -45,9 +47,13 @@ func FallbackSummary(previous string, exchanges []Exchange) string {
 	for _, ex := range exchanges {
 		said = appendNew(said, seen, "- user said: "+clip(oneLine(ex.User), 200))
 		for _, text := range []string{ex.User, ex.Assistant} {
-			for _, s := range sentences(text) {
-				if decisionRE.MatchString(s) {
-					decisions = appendNew(decisions, seen, "- decision: "+clip(s, 240))
+			// A sentence is a substring bounded by separators, so where the
+			// whole text has no decision word no sentence has one.
+			if mayDecide(text) && decisionRE.MatchString(text) {
+				for _, s := range sentences(text) {
+					if decisionRE.MatchString(s) {
+						decisions = appendNew(decisions, seen, "- decision: "+clip(s, 240))
+					}
 				}
 			}
 			for _, a := range artifactRE.FindAllString(text, -1) {
@@ -75,6 +81,34 @@ func FallbackSummary(previous string, exchanges []Exchange) string {
 			return clip(out, FallbackSummaryMaxBytes)
 		}
 	}
+}
+
+// decisionWords are substrings every decisionRE match contains, lower
+// case.
+var decisionWords = []string{"decid", "agreed", "we will", "we'll", "let's", "must", "never", "always",
+	"should not", "don't", "do not", "prefer", "deadline", "requirement", "constraint"}
+
+// mayDecide is a cheap necessary condition for decisionRE to match text:
+// false only for ASCII text holding none of decisionWords in any case
+// (non-ASCII text may match through Unicode case folding: always true).
+func mayDecide(text string) bool {
+	lower := make([]byte, len(text))
+	for i := 0; i < len(text); i++ {
+		c := text[i]
+		if c >= 0x80 {
+			return true
+		}
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		lower[i] = c
+	}
+	for _, w := range decisionWords {
+		if bytes.Contains(lower, []byte(w)) {
+			return true
+		}
+	}
+	return false
 }
 
 func render(decisions, artifacts, said, excerpt []string) string {
@@ -105,7 +139,7 @@ func appendNew(lines []string, seen map[string]bool, l string) []string {
 
 func sentences(text string) []string {
 	var out []string
-	for _, s := range regexp.MustCompile(`[.!?\n]+\s*`).Split(text, -1) {
+	for _, s := range sentenceRE.Split(text, -1) {
 		if s = strings.TrimSpace(s); s != "" {
 			out = append(out, s)
 		}

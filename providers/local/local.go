@@ -167,9 +167,7 @@ func deltaEvent(tok string) providers.Event {
 		Index: 0,
 		Text:  tok,
 		Type:  EventDelta,
-		Raw: mustJSON(struct {
-			Delta string `json:"delta"`
-		}{tok}),
+		Raw:   append(messages.AppendJSONString([]byte(`{"delta":`), tok), '}'),
 	}
 }
 
