@@ -178,7 +178,9 @@ func (r *Runtime) Submit(ctx context.Context, branch messages.BranchID, text str
 		return nil, fmt.Errorf("%w: message text is empty", persistence.ErrInvalidArgument)
 	}
 	msg := messages.NewMessage(messages.RoleUser, messages.Text{Text: text})
-	res, err := r.ask(ctx, branch, &submitReq{msg: msg})
+	// The turn id is chosen here, so that sending the request again (after
+	// the branch actor stopped with it unread) cannot make a second turn.
+	res, err := r.ask(ctx, branch, &submitReq{msg: msg, turn: messages.NewID[messages.TurnID](r.cfg.Now())})
 	if err != nil {
 		return nil, err
 	}

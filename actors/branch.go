@@ -31,7 +31,10 @@ type (
 		session *persistence.SessionRow // set when the branch opens a new session
 		row     persistence.BranchRow
 	}
-	submitReq  struct{ msg messages.Message }
+	submitReq struct {
+		msg  messages.Message
+		turn messages.TurnID // chosen by the caller: a resent request finds its turn
+	}
 	pinReq     struct{ fact string }
 	commitReq  struct{}
 	inspectReq struct{}
@@ -92,6 +95,8 @@ type branchActor struct {
 	// the turn in flight, so that assembling a context reads the store only
 	// for what this instance has not seen (after activation).
 	msgs map[messages.TurnID]messages.Message
+	// asker is the sender of the request being handled, until answered.
+	asker *actor.PID
 }
 
 func newBranchActor(rt *Runtime, id messages.BranchID) *branchActor {
@@ -107,9 +112,14 @@ func (a *branchActor) Receive(ctx actor.Context) {
 	// first and reply to it explicitly, never with ctx.Respond.
 	sender := ctx.Sender()
 	respond := func(v any) {
+		a.asker = nil
 		if sender != nil {
 			ctx.Send(sender, v)
 		}
+	}
+	switch ctx.Message().(type) {
+	case *createReq, *submitReq, *pinReq, *commitReq, *inspectReq, *forkReq, *wakeReq:
+		a.asker = sender // answered by respond, or on failure by Restarting
 	}
 	switch m := ctx.Message().(type) {
 	case *wrapperspb.BytesValue:
@@ -134,6 +144,12 @@ func (a *branchActor) Receive(ctx actor.Context) {
 		if a.cancelStep != nil {
 			a.cancelStep()
 		}
+		if a.asker != nil {
+			// The request this instance was handling failed with it: say
+			// so now rather than leave the caller to time out.
+			ctx.Send(a.asker, fmt.Errorf("%w: branch %s failed while handling the request; retry", ErrInterrupted, a.id))
+			a.asker = nil
+		}
 		for id, s := range a.streams {
 			s.push(Update{Done: true, Phase: messages.PhaseFailed, Err: core.InterruptedReason})
 			delete(a.streams, id)
@@ -141,7 +157,7 @@ func (a *branchActor) Receive(ctx actor.Context) {
 	case *createReq:
 		respond(a.create(ctx, m))
 	case *submitReq:
-		s, err := a.submit(ctx, m.msg)
+		s, err := a.submit(ctx, m.msg, m.turn)
 		if err != nil {
 			respond(err)
 			return
@@ -388,16 +404,21 @@ func (a *branchActor) create(ctx actor.Context, m *createReq) any {
 	return okReply{}
 }
 
-func (a *branchActor) submit(ctx actor.Context, msg messages.Message) (*TurnStream, error) {
+func (a *branchActor) submit(ctx actor.Context, msg messages.Message, turn messages.TurnID) (*TurnStream, error) {
 	if msg.Role != messages.RoleUser {
 		return nil, fmt.Errorf("%w: message role is %s, want user", persistence.ErrInvalidArgument, msg.Role)
+	}
+	if turn.IsZero() {
+		return nil, fmt.Errorf("%w: turn id is zero", persistence.ErrInvalidArgument)
+	}
+	if s, ok := a.submitted(turn); ok {
+		return s, nil // the same request again
 	}
 	payload, err := msg.MarshalJSON()
 	if err != nil {
 		return nil, err
 	}
 	now := a.now()
-	turn := messages.NewID[messages.TurnID](now)
 	evs, err := a.b.Submit(turn, now)
 	if err != nil {
 		return nil, err
@@ -413,6 +434,32 @@ func (a *branchActor) submit(ctx actor.Context, msg messages.Message) (*TurnStre
 	a.persistHeld(ctx, ev, tx)
 	a.flush()
 	return s, nil
+}
+
+// submitted returns the stream of turn if this branch already accepted it
+// (the latest turn): the live one while it streams, else one that reports
+// where the turn got to.
+func (a *branchActor) submitted(turn messages.TurnID) (*TurnStream, bool) {
+	if s := a.streams[turn]; s != nil {
+		return s, true
+	}
+	var seq uint64
+	var phase messages.TurnPhase
+	var reason string
+	if t, ok := a.b.Turn(turn); ok {
+		seq, phase, reason = t.Seq, t.Phase, t.Reason
+	} else if rows, err := a.rt.db.TurnRows(context.Background(), a.id, a.b.TurnSeq, 1); err == nil && len(rows) == 1 && rows[0].ID == turn {
+		seq, phase, reason = rows[0].Seq, rows[0].Phase, rows[0].Reason
+	} else {
+		return nil, false
+	}
+	s := newTurnStream(a.id, turn, seq)
+	if phase >= messages.PhaseResponseFinalized {
+		s.push(Update{Done: true, Phase: phase, Err: reason})
+	} else {
+		a.streams[turn] = s // in flight: it ends with the turn
+	}
+	return s, true
 }
 
 // run executes effects in order.

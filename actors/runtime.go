@@ -66,6 +66,9 @@ const DefaultSystemInstructions = "You are a helpful assistant in a long convers
 var (
 	ErrBranchStopped = errors.New("actors: branch stopped after repeated failures")
 	ErrTimeout       = errors.New("actors: request timed out")
+	// ErrInterrupted: the branch failed (and restarts) while handling the
+	// request. Nothing it acknowledged is lost; the request may be retried.
+	ErrInterrupted = errors.New("actors: request interrupted")
 )
 
 // Runtime hosts branches as actors over one database.
@@ -83,6 +86,9 @@ type Runtime struct {
 
 	failedMu sync.Mutex
 	failed   map[messages.BranchID]error
+
+	goneMu sync.Mutex
+	gone   map[*actor.PID]chan struct{} // per live branch actor: closed when it terminates
 }
 
 // Open opens the runtime on cfg.DataDir: the database, the actor system,
@@ -137,6 +143,7 @@ func Open(ctx context.Context, cfg Config) (*Runtime, error) {
 		log:      cfg.Logger,
 		streams:  filepath.Join(cfg.DataDir, "streams"),
 		failed:   make(map[messages.BranchID]error),
+		gone:     make(map[*actor.PID]chan struct{}),
 	}
 	r.sys = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
 		return slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -256,11 +263,13 @@ type root struct {
 	live    map[messages.BranchID]*actor.PID
 	waiting map[messages.BranchID][]*actor.PID // requesters waiting for a stop to finish
 	byPID   map[string]messages.BranchID
+	spawned map[string]*actor.PID // by PID id: the PID spawn returned
 }
 
 func newRoot(r *Runtime) *root {
 	return &root{rt: r, live: map[messages.BranchID]*actor.PID{},
-		waiting: map[messages.BranchID][]*actor.PID{}, byPID: map[string]messages.BranchID{}}
+		waiting: map[messages.BranchID][]*actor.PID{}, byPID: map[string]messages.BranchID{},
+		spawned: map[string]*actor.PID{}}
 }
 
 func branchName(id messages.BranchID) string { return "b-" + id.String() }
@@ -298,6 +307,13 @@ func (ro *root) Receive(ctx actor.Context) {
 			return
 		}
 		delete(ro.byPID, m.Who.Id)
+		if p := ro.spawned[m.Who.Id]; p != nil {
+			delete(ro.spawned, m.Who.Id)
+			ro.rt.goneMu.Lock()
+			close(ro.rt.gone[p])
+			delete(ro.rt.gone, p)
+			ro.rt.goneMu.Unlock()
+		}
 		if pid, live := ro.live[id]; live && pid.Equal(m.Who) {
 			delete(ro.live, id) // stopped by supervision
 		}
@@ -328,7 +344,86 @@ func (ro *root) spawn(ctx actor.Context, id messages.BranchID) any {
 	}
 	ro.live[id] = pid
 	ro.byPID[pid.Id] = id
+	ro.spawned[pid.Id] = pid
+	ro.rt.goneMu.Lock()
+	ro.rt.gone[pid] = make(chan struct{})
+	ro.rt.goneMu.Unlock()
 	return pid
+}
+
+// goneChan returns a channel closed once the branch actor pid terminates.
+func (r *Runtime) goneChan(pid *actor.PID) <-chan struct{} {
+	r.goneMu.Lock()
+	defer r.goneMu.Unlock()
+	if c, ok := r.gone[pid]; ok {
+		return c
+	}
+	c := make(chan struct{})
+	close(c)
+	return c
+}
+
+// replyBox is a process that receives the answer to one request into a
+// channel. An actor's answer is in the box as soon as the actor sends it,
+// so once the actor has terminated an empty box means the request was
+// never handled: a stopping actor drops what is left in its mailbox
+// unread, and the caller should send again rather than wait out its
+// timeout.
+type replyBox struct{ ch chan any }
+
+func (b *replyBox) SendUserMessage(_ *actor.PID, m any) {
+	_, msg, _ := actor.UnwrapEnvelope(m)
+	select {
+	case b.ch <- msg:
+	default: // one answer per request
+	}
+}
+func (b *replyBox) SendSystemMessage(*actor.PID, any) {}
+func (b *replyBox) Stop(*actor.PID)                   {}
+
+// errNotHandled: the request never reached the actor or was dropped
+// unread; sending it again is safe.
+var errNotHandled = errors.New("actors: request not handled")
+
+// request sends msg to pid and waits for the answer, the actor's end,
+// ctx or timeout.
+func (r *Runtime) request(ctx context.Context, pid *actor.PID, msg any, timeout time.Duration) (any, error) {
+	gone := r.goneChan(pid)
+	select {
+	case <-gone:
+		// Do not send to a terminated actor's PID: it resolves by name, and
+		// may reach the next actor of the branch while protoactor is still
+		// spawning it (the registry has it before its mailbox has handlers).
+		return nil, errNotHandled
+	default:
+	}
+	box := &replyBox{ch: make(chan any, 1)}
+	self, _ := r.sys.ProcessRegistry.Add(box, "ask"+r.sys.ProcessRegistry.NextId())
+	defer r.sys.ProcessRegistry.Remove(self)
+	r.sys.Root.RequestWithCustomSender(pid, msg, self)
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	answer := func(v any) (any, error) {
+		if _, ok := v.(*actor.DeadLetterResponse); ok {
+			return nil, errNotHandled
+		}
+		return v, nil
+	}
+	select {
+	case v := <-box.ch:
+		return answer(v)
+	case <-gone:
+		select {
+		case v := <-box.ch:
+			return answer(v)
+		default:
+			return nil, errNotHandled
+		}
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-timer.C:
+		return nil, actor.ErrTimeout
+	}
 }
 
 // librarian and indexer return the workers of branch id: the same ones
@@ -368,9 +463,12 @@ func (r *Runtime) ask(ctx context.Context, id messages.BranchID, msg any) (any, 
 		if err != nil {
 			return nil, err
 		}
-		res, err := r.sys.Root.RequestFuture(pid, msg, timeout).Result()
-		if errors.Is(err, actor.ErrDeadLetter) && attempt < 3 {
-			continue
+		res, err := r.request(ctx, pid, msg, timeout)
+		if errors.Is(err, errNotHandled) {
+			if attempt < 100 {
+				continue // never delivered, or dropped unread: safe to send again
+			}
+			return nil, fmt.Errorf("%w: branch %s kept stopping", ErrInterrupted, id)
 		}
 		if errors.Is(err, actor.ErrTimeout) {
 			r.failedMu.Lock()

@@ -188,3 +188,57 @@ func TestTurnLifecycle(t *testing.T) {
 		t.Fatalf("turn after reopen: %+v", last)
 	}
 }
+
+// A branch actor that stops drops the requests still in its mailbox
+// unread; callers must learn that and send again, not wait out the
+// request timeout. Stops race a stream of requests here.
+func TestRequestsSurviveStops(t *testing.T) {
+	cfg := testConfig(t, t.TempDir(), newEvents())
+	cfg.RequestTimeout = 20 * time.Second
+	r := openRuntime(t, cfg)
+	defer r.Close()
+	_, b, err := r.CreateSession(bg, "stops")
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	var stopper sync.WaitGroup
+	stopper.Go(func() {
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			_ = r.Stop(bg, b.ID)
+			time.Sleep(time.Millisecond)
+		}
+	})
+	var askers sync.WaitGroup
+	var mu sync.Mutex
+	var slowest time.Duration
+	for range 8 {
+		askers.Go(func() {
+			for range 50 {
+				t0 := time.Now()
+				_, err := r.Inspect(bg, b.ID)
+				d := time.Since(t0)
+				mu.Lock()
+				slowest = max(slowest, d)
+				mu.Unlock()
+				if err != nil && !errors.Is(err, ErrInterrupted) {
+					t.Errorf("Inspect during stops: %v", err)
+					return
+				}
+			}
+		})
+	}
+	askers.Wait()
+	close(stop)
+	stopper.Wait()
+	// A dropped request is noticed when the actor terminates, plus a
+	// second's grace: far below the 20 s timeout it would otherwise wait.
+	if slowest > 10*time.Second {
+		t.Errorf("slowest request took %v: a dropped request waited for its timeout", slowest)
+	}
+}
