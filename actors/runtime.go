@@ -35,10 +35,14 @@ type Config struct {
 	SnapshotEvery int                 // branch actor snapshot interval in events
 	IdleAfter     time.Duration       // passivate a branch actor idle this long
 	Journal       persistence.JournalPolicy
-	// FsyncFinalized fsyncs the journal of a step whose response is
-	// finalized too (the finalizing transaction already makes it durable).
-	FsyncFinalized     bool
+	// SkipFinalizedFsync leaves the durability of a step whose response
+	// is finalized to the commit that finalizes it, instead of also
+	// fsyncing its journal at completion (SRD §13.2 asks for that fsync).
+	SkipFinalizedFsync bool
 	Provider           providers.Provider
+	// Retry is how provider calls that fail before streaming anything are
+	// retried; nil means providers.DefaultRetryPolicy.
+	Retry              *providers.RetryPolicy
 	Model              string
 	MaxOutputTokens    int
 	SystemInstructions string
@@ -124,6 +128,11 @@ func Open(ctx context.Context, cfg Config) (*Runtime, error) {
 			return core.FallbackSummary(prev, ex), nil
 		}
 	}
+	retry := providers.DefaultRetryPolicy()
+	if cfg.Retry != nil {
+		retry = *cfg.Retry
+	}
+	cfg.Provider = providers.WithRetry(cfg.Provider, retry)
 	if cfg.Journal == (persistence.JournalPolicy{}) {
 		cfg.Journal = persistence.DefaultJournalPolicy()
 	}

@@ -14,6 +14,8 @@ import (
 	"github.com/contextinfinity/ctxinf/internal/core"
 	"github.com/contextinfinity/ctxinf/messages"
 	"github.com/contextinfinity/ctxinf/persistence"
+	"github.com/contextinfinity/ctxinf/providers"
+	"github.com/contextinfinity/ctxinf/providers/fake"
 	"github.com/contextinfinity/ctxinf/providers/local"
 )
 
@@ -240,5 +242,32 @@ func TestRequestsSurviveStops(t *testing.T) {
 	// second's grace: far below the 20 s timeout it would otherwise wait.
 	if slowest > 10*time.Second {
 		t.Errorf("slowest request took %v: a dropped request waited for its timeout", slowest)
+	}
+}
+
+// A rate-limited provider call is retried after its Retry-After and the
+// turn completes; the user sees one answer.
+func TestProviderRetryEndToEnd(t *testing.T) {
+	cfg := testConfig(t, t.TempDir(), newEvents())
+	limited := &providers.Error{Provider: "fake", StatusCode: 429, Message: "slow down", Retryable: true, RetryAfter: 20 * time.Millisecond}
+	f := fake.New(fake.Step{Err: limited}, fake.Step{Reply: "after the wait"})
+	cfg.Provider = f
+	cfg.Retry = &providers.RetryPolicy{MaxRetries: 2, BaseDelay: time.Millisecond, MaxDelay: time.Second}
+	r := openRuntime(t, cfg)
+	defer r.Close()
+	_, b, err := r.CreateSession(bg, "retry")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := r.Submit(bg, b.ID, "hello")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text, last := s.Wait(nil)
+	if last.Phase != messages.PhaseResponseFinalized || text != "after the wait" {
+		t.Fatalf("turn ended %s with %q (%s), want finalized with the retried answer", last.Phase, text, last.Err)
+	}
+	if f.Calls() != 2 {
+		t.Errorf("provider calls = %d, want 2", f.Calls())
 	}
 }

@@ -53,11 +53,12 @@ func (s *stepActor) Receive(ctx actor.Context) {
 		ctx.Send(s.journal, &journalAppend{eventType: ev.Type, payload: ev.Raw, text: ev.Text})
 		return nil
 	})
-	// A step whose response the branch will finalize becomes durable with
-	// that commit; any other end fsyncs its journal, the only record of
-	// what was streamed (SRD §13.2).
+	// The journal is fsynced at completion (SRD §13.2), unless the config
+	// leaves a step whose response the branch will finalize to that
+	// commit; a step that ends any other way is always fsynced: its
+	// journal is the only record of what was streamed.
 	finalizes := err == nil && finalizable(resp.Outcome.Kind)
-	sync := !finalizes || s.rt.cfg.FsyncFinalized
+	sync := !finalizes || !s.rt.cfg.SkipFinalizedFsync
 	var counters persistence.JournalCounters
 	if res, cerr := ctx.RequestFuture(s.journal, &journalClose{sync: sync}, s.rt.cfg.RequestTimeout).Result(); cerr == nil {
 		counters, _ = res.(persistence.JournalCounters)

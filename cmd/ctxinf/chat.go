@@ -17,6 +17,7 @@ import (
 	"github.com/contextinfinity/ctxinf/internal/core"
 	"github.com/contextinfinity/ctxinf/messages"
 	"github.com/contextinfinity/ctxinf/persistence"
+	"github.com/contextinfinity/ctxinf/providers"
 	"github.com/contextinfinity/ctxinf/providers/local"
 )
 
@@ -34,10 +35,12 @@ func runtimeConfig(e *env) actors.Config {
 		MaxOutputTokens: c.Runtime.MaxOutputTokens,
 		Journal: persistence.JournalPolicy{FlushInterval: c.Stream.FlushInterval, FlushBytes: c.Stream.FlushBytes,
 			FsyncInterval: c.Stream.FsyncInterval},
-		FsyncFinalized: c.Stream.FsyncFinalized,
-		Provider:       local.New(local.Options{Delay: c.Local.Delay, ContextLimit: c.Local.ContextLimit}),
-		Model:          "local",
-		Logger:         e.log,
+		SkipFinalizedFsync: !c.Stream.FsyncFinalized,
+		Retry: &providers.RetryPolicy{MaxRetries: c.Runtime.ProviderMaxRetries,
+			BaseDelay: c.Runtime.ProviderRetryBaseDelay, MaxDelay: c.Runtime.ProviderRetryMaxDelay},
+		Provider: local.New(local.Options{Delay: c.Local.Delay, ContextLimit: c.Local.ContextLimit}),
+		Model:    "local",
+		Logger:   e.log,
 		Summarize: func(ctx context.Context, prev string, ex []core.Exchange) (string, error) {
 			if d := c.Librarian.Delay; d > 0 {
 				select {

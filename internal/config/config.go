@@ -49,6 +49,13 @@ type RuntimeConfig struct {
 	// MemoryLimitBytes is the ctxinf binary's soft memory limit (Go's
 	// GOMEMLIMIT, which wins when set); 0 disables it.
 	MemoryLimitBytes int64 `mapstructure:"memory_limit_bytes"`
+	// Provider calls that fail with 429, 5xx or a dropped connection
+	// before streaming anything are retried this many times, waiting
+	// Retry-After or an exponential backoff from the base delay, each wait
+	// at most the max delay.
+	ProviderMaxRetries     int           `mapstructure:"provider_max_retries"`
+	ProviderRetryBaseDelay time.Duration `mapstructure:"provider_retry_base_delay"`
+	ProviderRetryMaxDelay  time.Duration `mapstructure:"provider_retry_max_delay"`
 }
 
 // StreamConfig is the stream journal policy (SRD §13.2).
@@ -56,9 +63,9 @@ type StreamConfig struct {
 	FlushInterval time.Duration `mapstructure:"flush_interval"`
 	FlushBytes    int           `mapstructure:"flush_bytes"`
 	FsyncInterval time.Duration `mapstructure:"fsync_interval"`
-	// FsyncFinalized also fsyncs, at completion, the journal of a step
-	// whose response is then finalized; by default the store transaction
-	// that finalizes the response is what makes that step durable.
+	// FsyncFinalized fsyncs, at completion, the journal of a step whose
+	// response is then finalized (SRD §13.2, the default). false leaves
+	// that step's durability to the store transaction that finalizes it.
 	FsyncFinalized bool `mapstructure:"fsync_finalized"`
 }
 
@@ -150,18 +157,22 @@ func Default() Config {
 			Compression:         CompressionZstd,
 		},
 		Runtime: RuntimeConfig{
-			IdlePassivation:  5 * time.Minute,
-			SnapshotEvery:    100,
-			RequestTimeout:   30 * time.Second,
-			MaxRestarts:      10,
-			RestartWindow:    time.Minute,
-			MaxOutputTokens:  4096,
-			MemoryLimitBytes: 768 * MiB,
+			IdlePassivation:        5 * time.Minute,
+			SnapshotEvery:          100,
+			RequestTimeout:         30 * time.Second,
+			MaxRestarts:            10,
+			RestartWindow:          time.Minute,
+			MaxOutputTokens:        4096,
+			MemoryLimitBytes:       768 * MiB,
+			ProviderMaxRetries:     3,
+			ProviderRetryBaseDelay: 500 * time.Millisecond,
+			ProviderRetryMaxDelay:  30 * time.Second,
 		},
 		Stream: StreamConfig{
-			FlushInterval: 250 * time.Millisecond,
-			FlushBytes:    8192,
-			FsyncInterval: 2 * time.Second,
+			FlushInterval:  250 * time.Millisecond,
+			FlushBytes:     8192,
+			FsyncInterval:  2 * time.Second,
+			FsyncFinalized: true,
 		},
 		Local: LocalConfig{
 			Delay:        15 * time.Millisecond,

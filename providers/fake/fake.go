@@ -184,7 +184,7 @@ func (p *Provider) Stream(ctx context.Context, req providers.Request, emit func(
 	}
 	for i, tok := range toks {
 		if i > 0 && step.Delay > 0 {
-			if err := sleep(ctx, step.Delay); err != nil {
+			if err := providers.Sleep(ctx, step.Delay); err != nil {
 				return s.cancelled(), err
 			}
 		}
@@ -330,18 +330,6 @@ func deltaEvent(tok string) providers.Event {
 		Raw: mustJSON(struct {
 			Delta string `json:"delta"`
 		}{tok}),
-	}
-}
-
-// sleep waits d, or until ctx is done and then returns ctx.Err().
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
 	}
 }
 

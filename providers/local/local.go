@@ -95,7 +95,7 @@ func (p *Provider) Stream(ctx context.Context, req providers.Request, emit func(
 	}
 	for i, tok := range toks {
 		if i > 0 {
-			if err := sleep(ctx, p.opts.Delay); err != nil {
+			if err := providers.Sleep(ctx, p.opts.Delay); err != nil {
 				return s.cancelled(), err
 			}
 		} else if err := ctx.Err(); err != nil {
@@ -143,22 +143,6 @@ func (s *stream) cancelled() providers.Response {
 func (s *stream) emitFailed(err error) (providers.Response, error) {
 	err = fmt.Errorf("local: emit: %w", err)
 	return s.response(messages.StepOutcome{Kind: messages.OutcomeFailed, Code: "emit", Message: err.Error()}), err
-}
-
-// sleep waits d, or until ctx is done and then returns ctx.Err(). With
-// d <= 0 it only checks ctx.
-func sleep(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
 
 func deltaEvent(tok string) providers.Event {
