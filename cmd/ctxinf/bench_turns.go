@@ -216,11 +216,20 @@ func pacedOverhead(ctx context.Context, rt *ctxinf.Runtime, ids []messages.Branc
 	lat := make([]time.Duration, n)
 	errs := make(chan error, n)
 	var wg sync.WaitGroup
+	// A branch takes its next turn once the last one is finalized (SRD
+	// §6.2): a turn due on a busy branch waits, and the wait counts.
+	last := make([]chan struct{}, len(ids))
 	t0 := time.Now()
 	for i := range n {
 		due := t0.Add(time.Duration(i) * interval)
 		time.Sleep(time.Until(due))
+		before, done := last[i%len(ids)], make(chan struct{})
+		last[i%len(ids)] = done
 		wg.Go(func() {
+			defer close(done)
+			if before != nil {
+				<-before
+			}
 			s, err := rt.Submit(ctx, ids[i%len(ids)], "a paced turn "+strconv.Itoa(i))
 			if err != nil {
 				errs <- err
