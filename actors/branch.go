@@ -414,6 +414,12 @@ func (a *branchActor) submit(ctx actor.Context, msg messages.Message, turn messa
 	if s, ok := a.submitted(turn); ok {
 		return s, nil // the same request again
 	}
+	if _, err := a.rt.db.Turn(context.Background(), turn); err == nil {
+		// An id of an older turn: committing it would fail the branch.
+		return nil, fmt.Errorf("%w: turn id %s is already used", persistence.ErrInvalidArgument, turn)
+	} else if !errors.Is(err, persistence.ErrTurnNotFound) {
+		return nil, err
+	}
 	payload, err := msg.MarshalJSON()
 	if err != nil {
 		return nil, err

@@ -271,3 +271,48 @@ func TestProviderRetryEndToEnd(t *testing.T) {
 		t.Errorf("provider calls = %d, want 2", f.Calls())
 	}
 }
+
+// A submit sent again with its turn id finds that turn; an older turn's
+// id is refused without harming the branch.
+func TestSubmitIsIdempotentByTurnID(t *testing.T) {
+	r := openRuntime(t, testConfig(t, t.TempDir(), newEvents()))
+	defer r.Close()
+	_, b, err := r.CreateSession(bg, "idempotent")
+	if err != nil {
+		t.Fatal(err)
+	}
+	send := func(turn messages.TurnID) (*TurnStream, error) {
+		res, err := r.ask(bg, b.ID, &submitReq{msg: messages.NewMessage(messages.RoleUser, messages.Text{Text: "hi"}), turn: turn})
+		if err != nil {
+			return nil, err
+		}
+		return res.(*TurnStream), nil
+	}
+	first := messages.NewID[messages.TurnID](time.Now())
+	s, err := send(first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, last := s.Wait(nil); last.Phase != messages.PhaseResponseFinalized {
+		t.Fatalf("first turn ended %s", last.Phase)
+	}
+	again, err := send(first)
+	if err != nil {
+		t.Fatalf("the same submit again = %v, want its turn", err)
+	}
+	if _, last := again.Wait(nil); again.Turn != first || last.Phase < messages.PhaseResponseFinalized {
+		t.Errorf("resent submit: turn %s ended %s, want turn %s finalized", again.Turn, last.Phase, first)
+	}
+	second, err := send(messages.NewID[messages.TurnID](time.Now()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	second.Wait(nil)
+	if _, err := send(first); !errors.Is(err, persistence.ErrInvalidArgument) {
+		t.Errorf("an older turn's id = %v, want ErrInvalidArgument", err)
+	}
+	info, err := r.Inspect(bg, b.ID)
+	if err != nil || info.TurnSeq != 2 {
+		t.Errorf("after the resends: turn seq %d, %v; want 2 turns and a working branch", info.TurnSeq, err)
+	}
+}
