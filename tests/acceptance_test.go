@@ -47,7 +47,7 @@ type proc struct {
 }
 
 func env(dir string, extra ...string) []string {
-	base := []string{"CTX_DATA_DIR=" + dir, "CTX_LOG_LEVEL=warn", "CTX_LOG_FORMAT=json", "CTX_LOCAL_DELAY=0"}
+	base := []string{"CTX_DATA_DIR=" + dir, "CTX_LOG_LEVEL=warn", "CTX_LOG_FORMAT=json", "CTX_LOCAL_DELAY=0", "CTX_DEFAULT_MODEL=local"}
 	return append(append(os.Environ(), base...), extra...)
 }
 

@@ -68,6 +68,7 @@ func benchTurns(e *env, args []string) error {
 	*dir = path
 	e.log = e.log.Level(max(e.log.GetLevel(), zerolog.WarnLevel))
 	e.cfg.Local.Delay = 0
+	e.cfg.DefaultModel = "" // the local provider, whatever keys are set
 	var f turnFigures
 	if err := benchTurnThroughput(e, filepath.Join(*dir, "load"), *branches, *turns, *passive, *pace, profiles{*cpuProfile, *memProfile}, &f); err != nil {
 		return err

@@ -55,6 +55,7 @@ func chaos(e *env, args []string) error {
 	e.log.Info().Uint64("seed", *seed).Msg("chaos")
 	e.cfg.DataDir = *dir
 	e.cfg.Local.Delay = 0
+	e.cfg.DefaultModel = ""                                        // the local provider, whatever keys are set
 	e.log = e.log.Level(max(e.log.GetLevel(), zerolog.ErrorLevel)) // restarts are the point: don't log each
 	ctx := context.Background()
 	rt, err := openRuntime(ctx, e)

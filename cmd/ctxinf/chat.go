@@ -6,24 +6,30 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
 
+	"github.com/rs/zerolog"
+
 	"github.com/contextinfinity/ctxinf"
 	"github.com/contextinfinity/ctxinf/actors"
+	"github.com/contextinfinity/ctxinf/internal/config"
 	"github.com/contextinfinity/ctxinf/internal/core"
 	"github.com/contextinfinity/ctxinf/messages"
 	"github.com/contextinfinity/ctxinf/persistence"
 	"github.com/contextinfinity/ctxinf/providers"
 	"github.com/contextinfinity/ctxinf/providers/local"
+	"github.com/contextinfinity/ctxinf/providers/openai"
 )
 
 // runtimeConfig maps the configuration onto the runtime's.
 func runtimeConfig(e *env) actors.Config {
 	c := e.cfg
+	provider, model := selectProvider(c, e.log)
 	return actors.Config{
 		DataDir:         c.DataDir,
 		Store:           storeOptions(c, "", e.log),
@@ -38,8 +44,8 @@ func runtimeConfig(e *env) actors.Config {
 		SkipFinalizedFsync: !c.Stream.FsyncFinalized,
 		Retry: &providers.RetryPolicy{MaxRetries: c.Runtime.ProviderMaxRetries,
 			BaseDelay: c.Runtime.ProviderRetryBaseDelay, MaxDelay: c.Runtime.ProviderRetryMaxDelay},
-		Provider: local.New(local.Options{Delay: c.Local.Delay, ContextLimit: c.Local.ContextLimit}),
-		Model:    "local",
+		Provider: provider,
+		Model:    model,
 		Logger:   e.log,
 		Summarize: func(ctx context.Context, prev string, ex []core.Exchange) (string, error) {
 			if d := c.Librarian.Delay; d > 0 {
@@ -51,6 +57,29 @@ func runtimeConfig(e *env) actors.Config {
 			}
 			return core.FallbackSummary(prev, ex), nil
 		},
+	}
+}
+
+// selectProvider returns the provider and model id of default_model: the
+// local provider when it is "" or its API key variable is unset (with a
+// warning), so that ctxinf runs without a key.
+func selectProvider(c config.Config, log zerolog.Logger) (providers.Provider, string) {
+	localProvider := local.New(local.Options{Delay: c.Local.Delay, ContextLimit: c.Local.ContextLimit})
+	if c.DefaultModel == "" {
+		return localProvider, "local"
+	}
+	m := c.Models[c.DefaultModel]
+	switch m.Provider {
+	case "openai":
+		key := os.Getenv(m.APIKeyEnv)
+		if key == "" {
+			log.Warn().Str("model", c.DefaultModel).Str("api_key_env", m.APIKeyEnv).
+				Msg("no API key in the environment; using the local provider")
+			return localProvider, "local"
+		}
+		return openai.New(openai.Options{BaseURL: m.BaseURL, APIKey: key, ContextLimit: m.ContextLimit}), m.ModelID
+	default:
+		return local.New(local.Options{Delay: c.Local.Delay, ContextLimit: m.ContextLimit}), "local"
 	}
 }
 
@@ -95,8 +124,9 @@ func chat(e *env, args []string) error {
 		return err
 	}
 	abs, _ := filepath.Abs(e.cfg.DataDir)
-	fmt.Fprintf(e.stdout, "ctxinf chat: session %s, branch %s (%s), data in %s, provider local.\nType a message, or /help.\n",
-		branch.Session, branch.ID, branch.Label, abs)
+	shownProvider, shownModel := selectProvider(e.cfg, zerolog.Nop())
+	fmt.Fprintf(e.stdout, "ctxinf chat: session %s, branch %s (%s), data in %s, provider %s, model %s.\nType a message, or /help.\n",
+		branch.Session, branch.ID, branch.Label, abs, shownProvider.Name(), shownModel)
 	in := bufio.NewScanner(e.stdin)
 	in.Buffer(make([]byte, 64<<10), 8<<20)
 	for {

@@ -3,6 +3,10 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
+	"io/fs"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
@@ -66,6 +70,7 @@ func TestChatSession(t *testing.T) {
 	t.Setenv("CTX_DATA_DIR", dir)
 	t.Setenv("CTX_LOCAL_DELAY", "0")
 	t.Setenv("CTX_STORE_DURABILITY", "relaxed")
+	t.Setenv("CTX_DEFAULT_MODEL", "local")
 	in := strings.NewReader("Remember the code word: bluebird-7.\n/pin The user is Ada.\n/history 2\n/fork 1\nOn the fork.\n/branches\n/nonsense\n/quit\n")
 	var out, errOut bytes.Buffer
 	if code := run([]string{"chat"}, in, &out, &errOut); code != 0 {
@@ -141,5 +146,60 @@ func TestBenchTurnsSmall(t *testing.T) {
 		if f[k] <= 0 {
 			t.Errorf("%s = %v, want a positive measurement", k, f[k])
 		}
+	}
+}
+
+// With a model's key in the environment, chat talks to that model (here
+// a loopback server speaking OpenAI's streaming Chat Completions), and the
+// key appears nowhere: not in the output, the logs or the data dir.
+func TestChatWithOpenAIModel(t *testing.T) {
+	const key = "sk-test-secret-4711"
+	var auth string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		auth = r.Header.Get("Authorization")
+		w.Header().Set("Content-Type", "text/event-stream")
+		for _, c := range []string{
+			`{"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"role":"assistant","content":"Hello "}}]}`,
+			`{"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"from the fake model."},"finish_reason":"stop"}]}`,
+		} {
+			fmt.Fprintf(w, "data: %s\n\n", c)
+		}
+		fmt.Fprint(w, "data: [DONE]\n\n")
+	}))
+	defer srv.Close()
+	dir := t.TempDir()
+	t.Setenv("CTX_DATA_DIR", dir)
+	t.Setenv("CTX_STORE_DURABILITY", "relaxed")
+	t.Setenv("CTX_DEFAULT_MODEL", "gpt")
+	t.Setenv("CTX_MODELS_GPT_BASE_URL", srv.URL+"/v1")
+	t.Setenv("CTX_MODELS_GPT_API_KEY_ENV", "CTXINF_TEST_KEY")
+	t.Setenv("CTXINF_TEST_KEY", key)
+	t.Setenv("OPENAI_API_KEY", "")
+	t.Setenv("OPENAI_BASE_URL", "")
+	var out, errOut bytes.Buffer
+	if code := run([]string{"chat"}, strings.NewReader("hi\n/quit\n"), &out, &errOut); code != 0 {
+		t.Fatalf("chat exited %d: %s", code, errOut.String())
+	}
+	if !strings.Contains(out.String(), "Hello from the fake model.") || !strings.Contains(out.String(), "provider openai") {
+		t.Errorf("chat output:\n%s", out.String())
+	}
+	if auth != "Bearer "+key {
+		t.Errorf("the server saw Authorization %q", auth)
+	}
+	if strings.Contains(out.String()+errOut.String(), key) {
+		t.Error("the API key appears in the output or logs")
+	}
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(path)
+		if err == nil && bytes.Contains(b, []byte(key)) {
+			t.Errorf("the API key is written in %s", path)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }

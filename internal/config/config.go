@@ -22,13 +22,29 @@ const (
 
 // Config is the whole configuration. Load returns it validated.
 type Config struct {
-	DataDir   string          `mapstructure:"data_dir"`
-	Log       LogConfig       `mapstructure:"log"`
-	Store     StoreConfig     `mapstructure:"store"`
-	Runtime   RuntimeConfig   `mapstructure:"runtime"`
-	Stream    StreamConfig    `mapstructure:"stream"`
-	Local     LocalConfig     `mapstructure:"local"`
-	Librarian LibrarianConfig `mapstructure:"librarian"`
+	DataDir string `mapstructure:"data_dir"`
+	// DefaultModel names the entry of Models new turns use; "" means the
+	// offline local provider. A model whose API key variable is unset in
+	// the environment falls back to local too, with a warning.
+	DefaultModel string                 `mapstructure:"default_model"`
+	Models       map[string]ModelConfig `mapstructure:"models"`
+	Log          LogConfig              `mapstructure:"log"`
+	Store        StoreConfig            `mapstructure:"store"`
+	Runtime      RuntimeConfig          `mapstructure:"runtime"`
+	Stream       StreamConfig           `mapstructure:"stream"`
+	Local        LocalConfig            `mapstructure:"local"`
+	Librarian    LibrarianConfig        `mapstructure:"librarian"`
+}
+
+// ModelConfig is one model a branch can use (SRD §18).
+type ModelConfig struct {
+	Provider     string `mapstructure:"provider"` // "openai" (Chat Completions) or "local"
+	ModelID      string `mapstructure:"model_id"`
+	ContextLimit int    `mapstructure:"context_limit"` // tokens
+	// APIKeyEnv names the environment variable holding the key; the key
+	// itself is never part of the configuration.
+	APIKeyEnv string `mapstructure:"api_key_env"`
+	BaseURL   string `mapstructure:"base_url"` // the API root; for OpenAI it ends in /v1
 }
 
 // LibrarianConfig configures the librarian (summaries).
@@ -137,7 +153,13 @@ const (
 // nor the environment sets. It is the only source of default values.
 func Default() Config {
 	return Config{
-		DataDir: "./data",
+		DataDir:      "./data",
+		DefaultModel: "gpt",
+		Models: map[string]ModelConfig{
+			"gpt": {Provider: "openai", ModelID: "gpt-4.1-mini", ContextLimit: 128000,
+				APIKeyEnv: "OPENAI_API_KEY", BaseURL: "https://api.openai.com/v1"},
+			"local": {Provider: "local", ModelID: "local", ContextLimit: 32768},
+		},
 		Log: LogConfig{
 			Level:  LevelInfo,
 			Format: FormatAuto,

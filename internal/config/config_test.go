@@ -82,7 +82,8 @@ func TestFlattenKeys(t *testing.T) {
 			t.Errorf("flatten(Default()) leaves lack %q", key)
 		}
 	}
-	if want := map[string]bool{"log": true, "store": true, "runtime": true, "stream": true, "local": true, "librarian": true}; !reflect.DeepEqual(sections, want) {
+	if want := map[string]bool{"log": true, "store": true, "runtime": true, "stream": true, "local": true, "librarian": true,
+		"models": true, "models.gpt": true, "models.local": true}; !reflect.DeepEqual(sections, want) {
 		t.Errorf("flatten(Default()) sections = %v, want %v", sections, want)
 	}
 }

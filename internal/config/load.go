@@ -106,7 +106,7 @@ func fileSettings(path string, data []byte, leaves map[string]any, sections map[
 	for _, key := range keys {
 		_, leaf := leaves[key]
 		switch {
-		case leaf:
+		case leaf, isModelKey(key):
 		case sections[key]:
 			if val := f.Get(key); val != nil {
 				p.addf("config %s: %s: must be a mapping of keys, got %v", path, key, val)
@@ -121,6 +121,24 @@ func fileSettings(path string, data []byte, leaves map[string]any, sections map[
 	// AllSettings leaves out keys whose value is null, so that they keep
 	// their defaults instead of shadowing them.
 	return f.AllSettings(), nil
+}
+
+// modelFields are the keys of one models.<name> entry.
+var modelFields = func() map[string]bool {
+	m := map[string]bool{}
+	t := reflect.TypeFor[ModelConfig]()
+	for i := range t.NumField() {
+		tag, _, _ := strings.Cut(t.Field(i).Tag.Get("mapstructure"), ",")
+		m[tag] = true
+	}
+	return m
+}()
+
+// isModelKey says whether key is models.<name>.<field> for a field of
+// ModelConfig: entries the file may add beyond the defaults.
+func isModelKey(key string) bool {
+	parts := strings.Split(key, ".")
+	return len(parts) == 3 && parts[0] == "models" && parts[1] != "" && modelFields[parts[2]]
 }
 
 // flatten returns every leaf setting of c by its full dotted key (its
@@ -144,6 +162,17 @@ func flattenStruct(v reflect.Value, prefix string, leaves map[string]any, sectio
 		}
 		key := prefix + tag
 		fv := v.Field(i)
+		if fv.Kind() == reflect.Map {
+			// A map of sections (models.<name>): each default entry is a
+			// section of its own; the file may add entries (see known).
+			sections[key] = true
+			for _, name := range fv.MapKeys() {
+				entry := key + "." + name.String()
+				sections[entry] = true
+				flattenStruct(fv.MapIndex(name), entry+".", leaves, sections)
+			}
+			continue
+		}
 		if fv.Kind() == reflect.Struct {
 			sections[key] = true
 			flattenStruct(fv, key+".", leaves, sections)

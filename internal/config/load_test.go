@@ -129,6 +129,20 @@ store:
 			},
 		},
 		{
+			name: "models added in the file, default overridden by env",
+			file: "default_model: llama\nmodels:\n  llama:\n    provider: openai\n    model_id: llama3\n    context_limit: 8192\n    api_key_env: LLAMA_KEY\n    base_url: http://127.0.0.1:8080/v1\n",
+			env:  map[string]string{"CTX_MODELS_GPT_MODEL_ID": "gpt-5"},
+			modify: func(c *Config) {
+				c.DefaultModel = "llama"
+				c.Models = map[string]ModelConfig{
+					"gpt":   {Provider: "openai", ModelID: "gpt-5", ContextLimit: 128000, APIKeyEnv: "OPENAI_API_KEY", BaseURL: "https://api.openai.com/v1"},
+					"local": {Provider: "local", ModelID: "local", ContextLimit: 32768},
+					"llama": {Provider: "openai", ModelID: "llama3", ContextLimit: 8192, APIKeyEnv: "LLAMA_KEY",
+						BaseURL: "http://127.0.0.1:8080/v1"},
+				}
+			},
+		},
+		{
 			name:   "empty env var is ignored",
 			file:   "log:\n  level: error\n",
 			env:    map[string]string{"CTX_LOG_LEVEL": ""},
@@ -207,6 +221,16 @@ func TestLoadRejects(t *testing.T) {
 			name: "every unknown key at once",
 			file: "logs: 1\nstore:\n  gc: 1m\n  compresion: none\n",
 			want: []string{`unknown key "logs"`, `unknown key "store.compresion"`, `unknown key "store.gc"`},
+		},
+		{
+			name: "unknown model field and unknown default model",
+			file: "default_model: nope\nmodels:\n  gpt:\n    temperature: 1\n",
+			want: []string{`unknown key "models.gpt.temperature"`},
+		},
+		{
+			name: "bad model entries",
+			file: "default_model: nope\nmodels:\n  x:\n    provider: anthropic\n    context_limit: 10\n",
+			want: []string{`models.x.provider`, `models.x.context_limit`, `default_model: "nope" is not one of models`},
 		},
 		{
 			name: "section given a scalar",

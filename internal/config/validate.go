@@ -3,6 +3,8 @@ package config
 import (
 	"errors"
 	"fmt"
+	"net/url"
+	"sort"
 	"strings"
 	"time"
 )
@@ -22,7 +24,37 @@ func (c Config) Validate() error {
 	c.Stream.validate(&p, "stream.")
 	c.Local.validate(&p, "local.")
 	p.durationIn("librarian.delay", c.Librarian.Delay, 0, time.Hour)
+	c.validateModels(&p)
 	return errors.Join(p...)
+}
+
+// validateModels checks every models entry and that default_model names
+// one of them (or is empty, for the local provider).
+func (c Config) validateModels(p *problems) {
+	names := make([]string, 0, len(c.Models))
+	for name := range c.Models {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		m, prefix := c.Models[name], "models."+name+"."
+		p.oneOf(prefix+"provider", m.Provider, "openai", "local")
+		if m.Provider == "openai" {
+			if m.ModelID == "" {
+				p.addf("%smodel_id: must be set", prefix)
+			}
+			if m.APIKeyEnv == "" {
+				p.addf("%sapi_key_env: must name the environment variable holding the key", prefix)
+			}
+			if u, err := url.Parse(m.BaseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+				p.addf("%sbase_url: %q is not an http(s) URL", prefix, m.BaseURL)
+			}
+		}
+		p.inRange(prefix+"context_limit", int64(m.ContextLimit), 1024, 10_000_000)
+	}
+	if _, ok := c.Models[c.DefaultModel]; c.DefaultModel != "" && !ok {
+		p.addf("default_model: %q is not one of models (%s); \"\" means the local provider", c.DefaultModel, strings.Join(names, ", "))
+	}
 }
 
 func (c RuntimeConfig) validate(p *problems, prefix string) {
