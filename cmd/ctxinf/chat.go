@@ -84,7 +84,10 @@ func selectProvider(c config.Config, log zerolog.Logger) (providers.Provider, st
 }
 
 func openRuntime(ctx context.Context, e *env) (*ctxinf.Runtime, error) {
-	cfg := runtimeConfig(e)
+	return openRuntimeWith(ctx, e, runtimeConfig(e))
+}
+
+func openRuntimeWith(ctx context.Context, e *env, cfg actors.Config) (*ctxinf.Runtime, error) {
 	rt, err := ctxinf.Open(ctx, ctxinf.Options{Config: &cfg})
 	if err != nil {
 		return nil, fmt.Errorf("open runtime in %s: %w", e.cfg.DataDir, err)
@@ -114,7 +117,8 @@ func chat(e *env, args []string) error {
 		return err
 	}
 	ctx := context.Background()
-	rt, err := openRuntime(ctx, e)
+	cfg := runtimeConfig(e)
+	rt, err := openRuntimeWith(ctx, e, cfg)
 	if err != nil {
 		return err
 	}
@@ -124,9 +128,8 @@ func chat(e *env, args []string) error {
 		return err
 	}
 	abs, _ := filepath.Abs(e.cfg.DataDir)
-	shownProvider, shownModel := selectProvider(e.cfg, zerolog.Nop())
 	fmt.Fprintf(e.stdout, "ctxinf chat: session %s, branch %s (%s), data in %s, provider %s, model %s.\nType a message, or /help.\n",
-		branch.Session, branch.ID, branch.Label, abs, shownProvider.Name(), shownModel)
+		branch.Session, branch.ID, branch.Label, abs, cfg.Provider.Name(), cfg.Model)
 	in := bufio.NewScanner(e.stdin)
 	in.Buffer(make([]byte, 64<<10), 8<<20)
 	for {
