@@ -411,14 +411,8 @@ func (a *branchActor) submit(ctx actor.Context, msg messages.Message, turn messa
 	if turn.IsZero() {
 		return nil, fmt.Errorf("%w: turn id is zero", persistence.ErrInvalidArgument)
 	}
-	if s, ok := a.submitted(turn); ok {
-		return s, nil // the same request again
-	}
-	if _, err := a.rt.db.Turn(context.Background(), turn); err == nil {
-		// An id of an older turn: committing it would fail the branch.
-		return nil, fmt.Errorf("%w: turn id %s is already used", persistence.ErrInvalidArgument, turn)
-	} else if !errors.Is(err, persistence.ErrTurnNotFound) {
-		return nil, err
+	if s, ok, err := a.submitted(turn); err != nil || ok {
+		return s, err // the same request again, or an id already used
 	}
 	payload, err := msg.MarshalJSON()
 	if err != nil {
@@ -443,21 +437,27 @@ func (a *branchActor) submit(ctx actor.Context, msg messages.Message, turn messa
 }
 
 // submitted returns the stream of turn if this branch already accepted it
-// (the latest turn): the live one while it streams, else one that reports
-// where the turn got to.
-func (a *branchActor) submitted(turn messages.TurnID) (*TurnStream, bool) {
+// as its latest turn: the live one while it streams, else one that
+// reports where the turn got to. An id the store holds for any other node
+// is refused (committing it would fail the branch). A new id costs one
+// store lookup.
+func (a *branchActor) submitted(turn messages.TurnID) (*TurnStream, bool, error) {
 	if s := a.streams[turn]; s != nil {
-		return s, true
+		return s, true, nil
 	}
 	var seq uint64
 	var phase messages.TurnPhase
 	var reason string
 	if t, ok := a.b.Turn(turn); ok {
 		seq, phase, reason = t.Seq, t.Phase, t.Reason
+	} else if _, err := a.rt.db.Turn(context.Background(), turn); errors.Is(err, persistence.ErrTurnNotFound) {
+		return nil, false, nil
+	} else if err != nil {
+		return nil, false, err
 	} else if rows, err := a.rt.db.TurnRows(context.Background(), a.id, a.b.TurnSeq, 1); err == nil && len(rows) == 1 && rows[0].ID == turn {
 		seq, phase, reason = rows[0].Seq, rows[0].Phase, rows[0].Reason
 	} else {
-		return nil, false
+		return nil, false, fmt.Errorf("%w: turn id %s is already used", persistence.ErrInvalidArgument, turn)
 	}
 	s := newTurnStream(a.id, turn, seq)
 	if phase >= messages.PhaseResponseFinalized {
@@ -465,7 +465,7 @@ func (a *branchActor) submitted(turn messages.TurnID) (*TurnStream, bool) {
 	} else {
 		a.streams[turn] = s // in flight: it ends with the turn
 	}
-	return s, true
+	return s, true, nil
 }
 
 // run executes effects in order.
