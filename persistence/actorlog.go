@@ -135,12 +135,13 @@ func (l *ActorLog) PersistEvent(actor string, index int, msg proto.Message) {
 // Flush commits actor's held events, if any.
 func (l *ActorLog) Flush(actor string) {
 	l.mu.Lock()
-	_, any := l.held[actor]
+	held := l.held[actor]
+	delete(l.held, actor)
 	l.mu.Unlock()
-	if !any {
+	if held == nil {
 		return
 	}
-	if _, err := l.db.Commit(context.Background(), l.take(actor, nil)); err != nil {
+	if _, err := l.db.Commit(context.Background(), held); err != nil {
 		panic(&PersistError{Actor: actor, Index: -1, Err: err})
 	}
 }

@@ -206,12 +206,17 @@ func syncDir(dir string) error {
 	if runtime.GOOS == "windows" {
 		return nil
 	}
-	d, err := os.Open(dir)
+	return syncPath(dir, os.O_RDONLY)
+}
+
+// syncPath opens path with flag, fsyncs it and closes it.
+func syncPath(path string, flag int) error {
+	f, err := os.OpenFile(path, flag, 0)
 	if err != nil {
 		return err
 	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
+	err = f.Sync()
+	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
 	return err
@@ -304,17 +309,7 @@ func (j *Journal) close(last func(time.Time) error) error {
 
 // SyncJournalFile fsyncs a closed journal file, for when the reason to
 // close it unsynced fell through.
-func SyncJournalFile(path string) error {
-	f, err := os.OpenFile(path, os.O_WRONLY, 0)
-	if err != nil {
-		return err
-	}
-	err = f.Sync()
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	return err
-}
+func SyncJournalFile(path string) error { return syncPath(path, os.O_WRONLY) }
 
 // usable returns the reason the journal can take no more calls, if any.
 func (j *Journal) usable() error {
