@@ -473,10 +473,6 @@ func (r *reader) time(k string) time.Time {
 // state returns the checkpoint in object field k.
 func (r *reader) state(k string) StateCheckpoint {
 	var s StateCheckpoint
-	if raw, ok := r.fields[k]; ok && r.err == nil {
-		if err := s.UnmarshalJSON(raw); err != nil {
-			r.err = r.errorf(k, "is invalid: %w", err)
-		}
-	}
+	r.unmarshal(k, &s)
 	return s
 }

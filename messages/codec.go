@@ -119,12 +119,17 @@ func (r *reader) rawList(key string) []json.RawMessage {
 // blocks returns the content blocks in field key.
 func (r *reader) blocks(key string) Blocks {
 	var bs Blocks
+	r.unmarshal(key, &bs)
+	return bs
+}
+
+// unmarshal decodes field key, when present, with v's own decoder.
+func (r *reader) unmarshal(key string, v json.Unmarshaler) {
 	if raw, ok := r.fields[key]; ok && r.err == nil {
-		if err := bs.UnmarshalJSON(raw); err != nil {
+		if err := v.UnmarshalJSON(raw); err != nil {
 			r.err = r.errorf(key, "is invalid: %w", err)
 		}
 	}
-	return bs
 }
 
 // writer writes one JSON object field by field. The first error sticks.
