@@ -42,12 +42,16 @@ type ToolCall struct {
 	Arguments json.RawMessage
 }
 
-// ToolOutput is the output of the tool call CallID.
+// ToolOutput is the output of the tool call CallID. IsError marks an
+// output that reports a failure (the tool failed, or never ran); it is
+// left out of the JSON form when false.
 //
 //	{"type":"tool_output","call_id":"call_1","output":"3 matches"}
+//	{"type":"tool_output","call_id":"call_2","output":"timeout","is_error":true}
 type ToolOutput struct {
-	CallID string
-	Output json.RawMessage
+	CallID  string
+	Output  json.RawMessage
+	IsError bool
 }
 
 // ReasoningItem is the model's reasoning: its encrypted form and the
@@ -106,6 +110,7 @@ func MarshalItem(it TranscriptItem) ([]byte, error) {
 		w := newWriter(scope{ErrInvalidItem, "tool_output"})
 		w.str("call_id", it.CallID)
 		w.raw("output", it.Output)
+		w.boolean("is_error", it.IsError)
 		return w.finish()
 	case ReasoningItem:
 		w := newWriter(scope{ErrInvalidItem, "reasoning"})
@@ -148,7 +153,7 @@ func UnmarshalItem(data []byte) (TranscriptItem, error) {
 	case "tool_call":
 		it = ToolCall{CallID: r.required("call_id"), Name: r.required("name"), Arguments: r.raw("arguments")}
 	case "tool_output":
-		it = ToolOutput{CallID: r.str("call_id"), Output: r.raw("output")}
+		it = ToolOutput{CallID: r.str("call_id"), Output: r.raw("output"), IsError: r.boolean("is_error")}
 	case "reasoning":
 		it = ReasoningItem{EncryptedContent: r.optStr("encrypted_content"), Raw: r.raw("raw")}
 	case "metadata":
@@ -201,4 +206,40 @@ func (its *Items) UnmarshalJSON(data []byte) error {
 	}
 	*its = out
 	return nil
+}
+
+// ItemBlocks returns the content blocks that record items in a message:
+// an assistant message gives its blocks, a tool call a ToolUse (its
+// arguments as Input, as recorded), a tool output a ToolResult with the
+// output as text (a JSON string's contents, other JSON as its text),
+// reasoning a Reasoning block and an unknown item an Unknown block.
+// Metadata has no block and is left out.
+func ItemBlocks(items Items) Blocks {
+	var out Blocks
+	for _, it := range items {
+		switch it := it.(type) {
+		case AssistantMessage:
+			out = append(out, it.Blocks...)
+		case ToolCall:
+			out = append(out, ToolUse{ToolUseID: it.CallID, Name: it.Name, Input: it.Arguments})
+		case ToolOutput:
+			out = append(out, ToolResult{ToolUseID: it.CallID, IsError: it.IsError,
+				Content: Blocks{Text{Text: outputText(it.Output)}}})
+		case ReasoningItem:
+			out = append(out, Reasoning{EncryptedContent: it.EncryptedContent, Raw: it.Raw})
+		case UnknownItem:
+			out = append(out, Unknown(it))
+		}
+	}
+	return out
+}
+
+// outputText is a tool output as text: a JSON string's contents, any other
+// JSON value as its text.
+func outputText(raw json.RawMessage) string {
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	return string(raw)
 }

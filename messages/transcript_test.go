@@ -30,6 +30,8 @@ var itemCases = []struct {
 		ToolOutput{CallID: "call_1", Output: raw(`"18°C"`)},
 		`{"type":"tool_output","call_id":"call_1","output":"18°C"}`},
 	{"tool_output/empty", ToolOutput{}, `{"type":"tool_output","call_id":""}`},
+	{"tool_output/error", ToolOutput{CallID: "c", Output: raw(`"timeout"`), IsError: true},
+		`{"type":"tool_output","call_id":"c","output":"timeout","is_error":true}`},
 	{"reasoning",
 		ReasoningItem{EncryptedContent: ptr("gAAAAB"), Raw: raw(`{"id":"rs_1","summary":[]}`)},
 		`{"type":"reasoning","encrypted_content":"gAAAAB","raw":{"id":"rs_1","summary":[]}}`},

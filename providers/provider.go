@@ -20,6 +20,11 @@ type Request struct {
 	Model           string // the provider's model id
 	Context         messages.AssembledContext
 	MaxOutputTokens int // always set and bounded by the caller
+	// ParallelToolCalls is the tool policy's answer to whether the model
+	// may call several tools in one step (OpenAI parallel_tool_calls,
+	// Anthropic's disable_parallel_tool_use negated). It matters only
+	// when the context carries tools.
+	ParallelToolCalls bool
 	// Options are provider-specific settings from config, passed through.
 	Options json.RawMessage
 }

@@ -1,0 +1,211 @@
+package providers
+
+import (
+	"bytes"
+	"encoding/json"
+
+	"github.com/contextinfinity/ctxinf/messages"
+)
+
+// MissingResultText is the output given to a tool call that has no
+// recorded result when a request is built (a parse_only call, or one cut
+// off by a crash the store has not yet mended): providers reject a tool
+// call left unanswered, so every call is answered.
+const MissingResultText = "error: no result was recorded for this tool call; it was not executed or its result was lost"
+
+// SegmentKind says who sends a segment of the conversation.
+type SegmentKind int
+
+// The kinds of segment.
+const (
+	// SegmentUser is a user message: text, images, unknown blocks.
+	SegmentUser SegmentKind = iota + 1
+	// SegmentAssistant is a model message: text, reasoning, tool uses.
+	SegmentAssistant
+	// SegmentToolResults holds the results (ToolResult blocks) of the
+	// tool uses of the assistant segment just before it, every one
+	// answered, in the order the results were recorded.
+	SegmentToolResults
+)
+
+// Segment is a run of blocks sent by one party, in provider order.
+type Segment struct {
+	Kind   SegmentKind
+	Blocks messages.Blocks
+}
+
+// Conversation lays out c's messages as the segments a provider request
+// is made of: the window, the pending turns, the user message and the
+// continuation of the current tool loop, in that order. The system text
+// (instructions, pinned facts, summary, retrieved chunks) is not part of
+// it.
+//
+// A message is split at its tool results, so a reply that holds a whole
+// tool loop becomes assistant, results, assistant… segments. The layout
+// is always valid for a provider: every tool use is answered in the
+// results segment right after it (a missing result becomes an error
+// result holding MissingResultText), results that answer no tool use of
+// the segment before them are left out, and empty history messages are
+// skipped. The last user message is always present, even when empty.
+func Conversation(c messages.AssembledContext) []Segment {
+	var segs []Segment
+	for _, m := range c.Window {
+		segs = appendMessage(segs, m, false)
+	}
+	for _, m := range c.Pending {
+		segs = appendMessage(segs, m, false)
+	}
+	segs = appendMessage(segs, c.User, true)
+	if len(c.Continuation) > 0 {
+		segs = appendBlocks(segs, SegmentAssistant, messages.ItemBlocks(c.Continuation), false)
+	}
+	return pairToolResults(segs)
+}
+
+// appendMessage appends m's segments to segs.
+func appendMessage(segs []Segment, m messages.Message, keepEmpty bool) []Segment {
+	kind := SegmentUser
+	if m.Role == messages.RoleAssistant {
+		kind = SegmentAssistant
+	}
+	blocks := m.Blocks
+	if len(blocks) == 0 && m.RenderedText != "" {
+		blocks = messages.Blocks{messages.Text{Text: m.RenderedText}}
+	}
+	return appendBlocks(segs, kind, blocks, keepEmpty)
+}
+
+// appendBlocks appends blocks sent by kind, split at tool results.
+func appendBlocks(segs []Segment, kind SegmentKind, blocks messages.Blocks, keepEmpty bool) []Segment {
+	var run messages.Blocks
+	runKind := kind
+	flush := func() {
+		if len(run) > 0 && (runKind == SegmentToolResults || !emptyBlocks(run)) {
+			segs = append(segs, Segment{Kind: runKind, Blocks: run})
+		}
+		run = nil
+	}
+	for _, b := range blocks {
+		k := kind
+		if _, ok := b.(messages.ToolResult); ok {
+			k = SegmentToolResults
+		}
+		if k != runKind {
+			flush()
+			runKind = k
+		}
+		run = append(run, b)
+	}
+	flush()
+	if keepEmpty && (len(segs) == 0 || segs[len(segs)-1].Kind != kind) {
+		segs = append(segs, Segment{Kind: kind, Blocks: messages.Blocks{messages.Text{}}})
+	}
+	return segs
+}
+
+// emptyBlocks reports whether bs holds nothing but empty text.
+func emptyBlocks(bs messages.Blocks) bool {
+	for _, b := range bs {
+		if t, ok := b.(messages.Text); !ok || t.Text != "" {
+			return false
+		}
+	}
+	return true
+}
+
+// pairToolResults makes every tool use answered by the results segment
+// right after its assistant segment, and drops results that answer none.
+func pairToolResults(in []Segment) []Segment {
+	out := make([]Segment, 0, len(in))
+	for i := 0; i < len(in); i++ {
+		s := in[i]
+		if s.Kind == SegmentToolResults {
+			continue // orphan results: their assistant segment did not claim them
+		}
+		out = append(out, s)
+		var uses []string
+		for _, b := range s.Blocks {
+			if u, ok := b.(messages.ToolUse); ok && s.Kind == SegmentAssistant {
+				uses = append(uses, u.ToolUseID)
+			}
+		}
+		if len(uses) == 0 {
+			continue
+		}
+		var results messages.Blocks
+		answered := map[string]bool{}
+		for i+1 < len(in) && in[i+1].Kind == SegmentToolResults {
+			i++
+			for _, b := range in[i].Blocks {
+				r := b.(messages.ToolResult)
+				if !answered[r.ToolUseID] && contains(uses, r.ToolUseID) {
+					answered[r.ToolUseID] = true
+					results = append(results, r)
+				}
+			}
+		}
+		for _, id := range uses {
+			if !answered[id] {
+				answered[id] = true
+				results = append(results, messages.ToolResult{ToolUseID: id, IsError: true,
+					Content: messages.Blocks{messages.Text{Text: MissingResultText}}})
+			}
+		}
+		out = append(out, Segment{Kind: SegmentToolResults, Blocks: results})
+	}
+	return out
+}
+
+func contains(ids []string, id string) bool {
+	for _, x := range ids {
+		if x == id {
+			return true
+		}
+	}
+	return false
+}
+
+// ArgumentsText returns a tool call's arguments as the text a model
+// wrote: adapters record streamed arguments as a JSON string holding that
+// text, returned unquoted; arguments recorded as a JSON object (or any
+// other value) give their compact JSON text; none give "{}".
+func ArgumentsText(raw json.RawMessage) string {
+	if len(bytes.TrimSpace(raw)) == 0 {
+		return "{}"
+	}
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	var b bytes.Buffer
+	if json.Compact(&b, raw) == nil {
+		return b.String()
+	}
+	return string(raw)
+}
+
+// ArgumentsObject returns a tool call's arguments as a JSON object, for
+// APIs whose tool input is one (Anthropic's tool_use input): the
+// arguments text when it is a JSON object, {} when there is none, and
+// otherwise the text kept whole as {"arguments": text}.
+func ArgumentsObject(raw json.RawMessage) json.RawMessage {
+	text := ArgumentsText(raw)
+	var obj map[string]json.RawMessage
+	if json.Unmarshal([]byte(text), &obj) == nil && obj != nil {
+		var b bytes.Buffer
+		if json.Compact(&b, []byte(text)) == nil {
+			return b.Bytes()
+		}
+	}
+	if text == "" {
+		return json.RawMessage(`{}`)
+	}
+	out, _ := json.Marshal(map[string]string{"arguments": text})
+	return out
+}
+
+// ResultText returns the text of a tool result's content blocks, for APIs
+// whose tool output is a string.
+func ResultText(r messages.ToolResult) string {
+	return r.Content.RenderedText()
+}
