@@ -15,8 +15,9 @@ import (
 var ErrInvalidEvent = errors.New("messages: invalid branch event")
 
 // BranchEvent is a fact recorded in a branch's log: BranchCreated,
-// TurnAccepted, ResponseStarted, ResponseFinalized, TurnFailed,
-// StateCommitted, TurnIndexed or FactPinned. The set is closed. Events are
+// TurnAccepted, ResponseStarted, ToolCallsIssued, ToolResultsRecorded,
+// ResponseFinalized, TurnFailed, StateCommitted, TurnIndexed, FactPinned
+// or ModelSelected. The set is closed. Events are
 // persisted, then applied in order by the branch state machine; replaying
 // the log rebuilds the branch.
 //
@@ -92,6 +93,43 @@ type ResponseStarted struct {
 	At   time.Time
 }
 
+// ToolCallsIssued records that provider step Step of Turn ended asking
+// for tools (SRD §12.2): Items is what the step produced, its tool calls
+// among them. It is recorded before any call runs, so a crash while a tool
+// runs leaves the call on record, to be answered on recovery rather than
+// run twice.
+//
+//	{"type":"tool_calls_issued","turn":"…","step":"…","items":[…],"at":"…"}
+type ToolCallsIssued struct {
+	Turn  TurnID
+	Step  StepID
+	Items Items
+	At    time.Time
+}
+
+// ToolResultsRecorded records the outputs answering the tool calls Turn's
+// loop has open, one each, and Next, the provider step started to go on
+// with the loop; Next is zero when the loop ends here (a step limit, a
+// cancellation, a crash) and the response is finalized next.
+//
+//	{"type":"tool_results_recorded","turn":"…","outputs":[…],"next":"…","at":"…"}
+type ToolResultsRecorded struct {
+	Turn    TurnID
+	Outputs Items
+	Next    StepID
+	At      time.Time
+}
+
+// ModelSelected records the model the branch's next turns use, by its
+// name in config; "" goes back to the default model. History is not
+// rewritten: it is stored provider-neutral.
+//
+//	{"type":"model_selected","model":"claude","at":"…"}
+type ModelSelected struct {
+	Model string
+	At    time.Time
+}
+
 // ResponseFinalized records the final assistant message of Turn (TX-A, the
 // user-visible durability boundary). Reply is the transcript node of the
 // assistant message; Displayed and Durable count the streamed bytes shown
@@ -159,11 +197,15 @@ func (TurnFailed) branchEvent()        {}
 func (StateCommitted) branchEvent()    {}
 func (TurnIndexed) branchEvent()       {}
 func (FactPinned) branchEvent()        {}
+func (ToolCallsIssued) branchEvent()     {}
+func (ToolResultsRecorded) branchEvent() {}
+func (ModelSelected) branchEvent()       {}
 
 // MarshalBranchEvent returns the JSON form of ev, tagged by "type":
 // "branch_created", "turn_accepted", "response_started",
-// "response_finalized", "turn_failed", "state_committed", "turn_indexed"
-// or "fact_pinned". Every field is written, except empty lists. Zero IDs
+// "tool_calls_issued", "tool_results_recorded", "response_finalized",
+// "turn_failed", "state_committed", "turn_indexed", "fact_pinned" or
+// "model_selected". Every field is written, except empty lists. Zero IDs
 // are written as "". It fails with ErrInvalidEvent when a required field
 // is zero (the ids naming what the event is about, a finalized outcome) or
 // a time lies outside years 0–9999.
@@ -193,6 +235,22 @@ func MarshalBranchEvent(ev BranchEvent) ([]byte, error) {
 		w = newWriter(scope{ErrInvalidEvent, "response_started"})
 		writeID(w, "turn", ev.Turn, true)
 		writeID(w, "step", ev.Step, true)
+		w.time("at", ev.At)
+	case ToolCallsIssued:
+		w = newWriter(scope{ErrInvalidEvent, "tool_calls_issued"})
+		writeID(w, "turn", ev.Turn, true)
+		writeID(w, "step", ev.Step, true)
+		w.value("items", ev.Items)
+		w.time("at", ev.At)
+	case ToolResultsRecorded:
+		w = newWriter(scope{ErrInvalidEvent, "tool_results_recorded"})
+		writeID(w, "turn", ev.Turn, true)
+		w.value("outputs", ev.Outputs)
+		writeID(w, "next", ev.Next, false)
+		w.time("at", ev.At)
+	case ModelSelected:
+		w = newWriter(scope{ErrInvalidEvent, "model_selected"})
+		w.str("model", ev.Model)
 		w.time("at", ev.At)
 	case ResponseFinalized:
 		w = newWriter(scope{ErrInvalidEvent, "response_finalized"})
@@ -278,6 +336,25 @@ func UnmarshalBranchEvent(data []byte) (BranchEvent, error) {
 		var e ResponseStarted
 		e.Turn = readID[turnKind](r, "turn", true)
 		e.Step = readID[stepKind](r, "step", true)
+		e.At = r.time("at")
+		ev = e
+	case "tool_calls_issued":
+		var e ToolCallsIssued
+		e.Turn = readID[turnKind](r, "turn", true)
+		e.Step = readID[stepKind](r, "step", true)
+		r.unmarshal("items", &e.Items)
+		e.At = r.time("at")
+		ev = e
+	case "tool_results_recorded":
+		var e ToolResultsRecorded
+		e.Turn = readID[turnKind](r, "turn", true)
+		r.unmarshal("outputs", &e.Outputs)
+		e.Next = readID[stepKind](r, "next", false)
+		e.At = r.time("at")
+		ev = e
+	case "model_selected":
+		var e ModelSelected
+		e.Model = r.str("model")
 		e.At = r.time("at")
 		ev = e
 	case "response_finalized":

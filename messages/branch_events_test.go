@@ -95,6 +95,24 @@ var eventCases = []struct {
 	{"turn_indexed",
 		TurnIndexed{Turn: evTurn, Chunks: 3, At: evAt},
 		`{"type":"turn_indexed","turn":` + jTurn + `,"chunks":3,"at":` + jAt + `}`},
+	{"tool_calls_issued",
+		ToolCallsIssued{Turn: evTurn, Step: evStep, Items: Items{
+			AssistantMessage{Blocks: Blocks{Text{Text: "looking"}}},
+			ToolCall{CallID: "c1", Name: "grep", Arguments: []byte(`"{\"q\":\"x\"}"`)}}, At: evAt},
+		`{"type":"tool_calls_issued","turn":` + jTurn + `,"step":` + jStep +
+			`,"items":[{"type":"assistant_message","blocks":[{"type":"text","text":"looking"}]},` +
+			`{"type":"tool_call","call_id":"c1","name":"grep","arguments":"{\"q\":\"x\"}"}],"at":` + jAt + `}`},
+	{"tool_results_recorded",
+		ToolResultsRecorded{Turn: evTurn, Outputs: Items{ToolOutput{CallID: "c1", Output: []byte(`"2 matches"`)},
+			ToolOutput{CallID: "c2", Output: []byte(`"interrupted"`), IsError: true}}, Next: evStep, At: evAt},
+		`{"type":"tool_results_recorded","turn":` + jTurn + `,"outputs":[{"type":"tool_output","call_id":"c1","output":"2 matches"},` +
+			`{"type":"tool_output","call_id":"c2","output":"interrupted","is_error":true}],"next":` + jStep + `,"at":` + jAt + `}`},
+	{"tool_results_recorded/last",
+		ToolResultsRecorded{Turn: evTurn, Outputs: Items{ToolOutput{CallID: "c1", Output: []byte(`"x"`)}}, At: evAt},
+		`{"type":"tool_results_recorded","turn":` + jTurn + `,"outputs":[{"type":"tool_output","call_id":"c1","output":"x"}],"next":"","at":` + jAt + `}`},
+	{"model_selected",
+		ModelSelected{Model: "claude", At: evAt},
+		`{"type":"model_selected","model":"claude","at":` + jAt + `}`},
 	{"fact_pinned",
 		FactPinned{Fact: "answer in \"French\"\n& be brief", At: evAt},
 		`{"type":"fact_pinned","fact":"answer in \"French\"\n& be brief","at":` + jAt + `}`},

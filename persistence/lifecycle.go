@@ -27,6 +27,7 @@ const (
 	tableStateRow   byte = 'V' // V | branch(16) | seq(8)       → StateRow (unique (branch, state_seq))
 	tableJob        byte = 'J' // J | job(16)                   → Job
 	tableChunkRow   byte = 'K' // K | turn(16) | type(1) | hash(32) → ChunkRow (unique)
+	tableStepRow    byte = 'T' // T | turn(16) | index(4)       → StepRow (unique (turn, step_index))
 	tableEvent      byte = 'E' // E | actor | 0 | index(8)      → event bytes
 	tableSnapshot   byte = 'P' // P | actor                     → index uvarint | snapshot bytes
 	maxActorNameLen      = 256
@@ -135,6 +136,28 @@ type ChunkRow struct {
 	Created    time.Time          `json:"created"`
 }
 
+// StepRow is a provider step of a turn (SRD §5.7): what was sent, what
+// came back, normalized, and how it ended. (Turn, Index) is unique; a
+// step's row is written once, when the step has ended.
+type StepRow struct {
+	ID       messages.StepID      `json:"id"`
+	Branch   messages.BranchID    `json:"branch"`
+	Turn     messages.TurnID      `json:"turn"`
+	Index    uint32               `json:"index"`
+	Provider string               `json:"provider"`
+	Model    string               `json:"model"`
+	Request  json.RawMessage      `json:"request,omitempty"`  // the raw request JSON as sent
+	Response json.RawMessage      `json:"response,omitempty"` // the raw response JSON
+	Items    messages.Items       `json:"items,omitempty"`    // the normalized transcript items
+	Outcome  messages.StepOutcome `json:"outcome"`
+	// StreamPath is the step's stream journal, relative to the data dir.
+	StreamPath string    `json:"stream_path,omitempty"`
+	Displayed  uint64    `json:"displayed"`
+	Durable    uint64    `json:"durable"`
+	Started    time.Time `json:"started"`
+	Ended      time.Time `json:"ended"`
+}
+
 // Tx is a set of writes committed atomically and in order: either all of
 // them become durable, or none. Parts that break a rule fail the whole Tx
 // with an error naming the part and nothing is written.
@@ -149,6 +172,7 @@ type Tx struct {
 	Jobs        []Job         // upserted
 	DoneJobs    []JobKey      // deleted (absent ones are ignored)
 	Chunks      []ChunkRow    // inserted unless (source_turn, type, hash) exists
+	Steps       []StepRow     // inserted; a (turn, index) taken by another step is ErrDuplicate
 	Events      []EventRecord // actor events, each appended at its index
 	Snapshot    *EventRecord  // an actor snapshot; events before its index are deleted
 }
@@ -165,6 +189,7 @@ func (t *Tx) merge(src *Tx) {
 	t.Jobs = append(t.Jobs, src.Jobs...)
 	t.DoneJobs = append(t.DoneJobs, src.DoneJobs...)
 	t.Chunks = append(t.Chunks, src.Chunks...)
+	t.Steps = append(t.Steps, src.Steps...)
 	t.Events = append(t.Events, src.Events...)
 	if src.Snapshot != nil {
 		t.Snapshot = src.Snapshot
@@ -349,7 +374,7 @@ func (g *group) applyTx(o *op) (TxResult, error) {
 	}
 	for _, r := range tx.NewTurns {
 		k := seqKey(tableTurnRow, r.Branch, r.Seq)
-		if prev, ok, err := g.turnRow(k); err != nil {
+		if prev, ok, err := groupRow[TurnRow](g, k); err != nil {
 			return res, err
 		} else if ok && prev.ID != r.ID {
 			return res, fmt.Errorf("%w: turn_seq %d of branch %s is turn %s, not %s", ErrDuplicate, r.Seq, r.Branch, prev.ID, r.ID)
@@ -402,6 +427,17 @@ func (g *group) applyTx(o *op) (TxResult, error) {
 			return res, err
 		}
 	}
+	for _, r := range tx.Steps {
+		k := binary.BigEndian.AppendUint32(id16(tableStepRow, r.Turn), r.Index)
+		if prev, ok, err := groupRow[StepRow](g, k); err != nil {
+			return res, err
+		} else if ok && prev.ID != r.ID {
+			return res, fmt.Errorf("%w: step %d of turn %s is step %s, not %s", ErrDuplicate, r.Index, r.Turn, prev.ID, r.ID)
+		}
+		if err := g.setJSON(k, r); err != nil {
+			return res, err
+		}
+	}
 	for _, e := range tx.Events {
 		k := eventKey(e.Actor, e.Index)
 		if ok, err := g.rowExists(k); err != nil {
@@ -443,8 +479,10 @@ func (g *group) applyTx(o *op) (TxResult, error) {
 	return res, nil
 }
 
-func (g *group) turnRow(k []byte) (TurnRow, bool, error) {
-	var r TurnRow
+// groupRow reads the row at k as this group sees it: its own writes and
+// prev's first, then the store.
+func groupRow[T any](g *group, k []byte) (T, bool, error) {
+	var r T
 	if v, ok := g.lastEntry(k); ok {
 		return r, true, json.Unmarshal(v, &r)
 	}
@@ -603,6 +641,11 @@ func (d *DB) Jobs(ctx context.Context) ([]Job, error) {
 
 func (d *DB) Chunks(ctx context.Context, turn messages.TurnID) ([]ChunkRow, error) {
 	return scanJSON[ChunkRow](d, id16(tableChunkRow, turn), nil, 0)
+}
+
+// Steps returns the provider steps of turn, in order.
+func (d *DB) Steps(ctx context.Context, turn messages.TurnID) ([]StepRow, error) {
+	return scanJSON[StepRow](d, id16(tableStepRow, turn), nil, 0)
 }
 
 // Events calls fn for every event of actor from index on, in order.

@@ -150,6 +150,36 @@ func TestTxRowsAndJobs(t *testing.T) {
 	}
 }
 
+func TestTxStepRows(t *testing.T) {
+	d := openDB(t)
+	now := time.UnixMilli(1_700_000_000_000)
+	turn := messages.NewID[messages.TurnID](now)
+	step := func(i uint32) StepRow {
+		return StepRow{ID: messages.NewID[messages.StepID](now), Turn: turn, Index: i, Provider: "openai", Model: "m",
+			Request: []byte(`{"model":"m"}`), Items: messages.Items{messages.ToolCall{CallID: "c", Name: "grep"}},
+			Outcome: messages.StepOutcome{Kind: messages.OutcomePaused, Reason: "tool_use"}, Started: now, Ended: now}
+	}
+	s0, s1 := step(0), step(1)
+	if _, err := d.Commit(bg, &Tx{Steps: []StepRow{s1, s0}}); err != nil {
+		t.Fatal(err)
+	}
+	// Writing a step again is idempotent; another step at its index is not.
+	if _, err := d.Commit(bg, &Tx{Steps: []StepRow{s0}}); err != nil {
+		t.Fatalf("rewrite step: %v", err)
+	}
+	other := step(1)
+	if _, err := d.Commit(bg, &Tx{Steps: []StepRow{other}}); !errors.Is(err, ErrDuplicate) {
+		t.Fatalf("second step at index 1: %v, want ErrDuplicate", err)
+	}
+	got, err := d.Steps(bg, turn)
+	if err != nil || len(got) != 2 || got[0].ID != s0.ID || got[1].ID != s1.ID {
+		t.Fatalf("Steps = %+v, %v; want steps 0 and 1 in order", got, err)
+	}
+	if c, ok := got[0].Items[0].(messages.ToolCall); !ok || c.Name != "grep" || got[0].Outcome.Reason != "tool_use" {
+		t.Fatalf("step 0 read back as %+v", got[0])
+	}
+}
+
 // counter is a persistent actor: it persists every "add" and rebuilds its
 // total by replay; "boom" panics.
 type counter struct {

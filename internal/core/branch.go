@@ -44,6 +44,13 @@ type Turn struct {
 	// Outcome is how the step ended, set at ResponseFinalized; zero for a
 	// pending turn carried into a fork.
 	Outcome messages.StepOutcome `json:"outcome,omitzero"`
+	// Loop holds, within a tool loop (SRD §12.2), what the turn's earlier
+	// steps produced and the tool outputs answering their calls, in
+	// order: the continuation of the next step, and the start of the
+	// reply once the response is finalized.
+	Loop messages.Items `json:"loop,omitempty"`
+	// Steps counts the provider steps started for the turn.
+	Steps uint32 `json:"steps,omitempty"`
 	// Reason is why the turn failed. Apply stops tracking a failed turn as
 	// it reports it (TurnDone), so a tracked turn has none yet.
 	Reason string    `json:"reason"`
@@ -79,7 +86,28 @@ type Branch struct {
 	// recently committed turns, oldest first, at most WindowMax: the
 	// verbatim window of the next context.
 	Window []messages.TurnID `json:"window"`
-	Events uint64            `json:"events"` // events applied
+	// Model is the name in config of the model the branch's turns use;
+	// "" is the runtime's default.
+	Model  string `json:"model,omitempty"`
+	Events uint64 `json:"events"` // events applied
+}
+
+// OpenCalls returns the tool calls of t's loop that no output answers
+// yet, in order.
+func (t Turn) OpenCalls() []messages.ToolCall {
+	answered := map[string]bool{}
+	for _, it := range t.Loop {
+		if o, ok := it.(messages.ToolOutput); ok {
+			answered[o.CallID] = true
+		}
+	}
+	var open []messages.ToolCall
+	for _, it := range t.Loop {
+		if c, ok := it.(messages.ToolCall); ok && !answered[c.CallID] {
+			open = append(open, c)
+		}
+	}
+	return open
 }
 
 // inFlight reports whether a turn in phase p awaits its response.
@@ -178,10 +206,30 @@ func (b *Branch) Apply(ev messages.BranchEvent) ([]Effect, error) {
 	case messages.ResponseStarted:
 		t := &b.Turns[b.find(ev.Turn)]
 		t.Phase, t.Step, t.At = messages.PhaseResponding, ev.Step, ev.At.UTC()
+		t.Steps++
+		return nil, nil
+	case messages.ToolCallsIssued:
+		t := &b.Turns[b.find(ev.Turn)]
+		t.Loop = append(slices.Clone(t.Loop), ev.Items...)
+		t.At = ev.At.UTC()
+		return []Effect{RunTools{Turn: ev.Turn, Step: ev.Step, Calls: t.OpenCalls()}}, nil
+	case messages.ToolResultsRecorded:
+		t := &b.Turns[b.find(ev.Turn)]
+		t.Loop = append(slices.Clone(t.Loop), ev.Outputs...)
+		t.At = ev.At.UTC()
+		if ev.Next.IsZero() {
+			return nil, nil
+		}
+		t.Step = ev.Next
+		t.Steps++
+		return []Effect{ContinueLoop{Turn: ev.Turn, Step: ev.Next}}, nil
+	case messages.ModelSelected:
+		b.Model = ev.Model
 		return nil, nil
 	case messages.ResponseFinalized:
 		t := &b.Turns[b.find(ev.Turn)]
 		t.Phase, t.Reply, t.Outcome, t.At = messages.PhaseResponseFinalized, ev.Reply, ev.Outcome, ev.At.UTC()
+		t.Loop = nil
 		b.Tip = ev.Reply
 		return []Effect{TurnDone{Turn: ev.Turn, Phase: messages.PhaseResponseFinalized}, b.summarize()}, nil
 	case messages.TurnFailed:
@@ -291,6 +339,17 @@ func (b *Branch) check(ev messages.BranchEvent) error {
 		default:
 			return invalid("turn %s: outcome %s does not finalize a response (fail the turn instead)", ev.Turn, ev.Outcome.Kind)
 		}
+		if open := t.OpenCalls(); len(open) > 0 {
+			return invalid("turn %s: tool call %s has no output: record the tool results first", ev.Turn, open[0].CallID)
+		}
+	case messages.ToolCallsIssued:
+		return b.checkCallsIssued(ev)
+	case messages.ToolResultsRecorded:
+		return b.checkResults(ev)
+	case messages.ModelSelected:
+		if len(ev.Model) > ModelNameMax {
+			return invalid("model: %d bytes, limit %d", len(ev.Model), ModelNameMax)
+		}
 	case messages.TurnFailed:
 		i, err := b.lookup(ev.Turn)
 		if err != nil {
@@ -322,6 +381,98 @@ func (b *Branch) check(ev messages.BranchEvent) error {
 		}
 	default:
 		return invalid("unsupported event %T", ev)
+	}
+	return nil
+}
+
+// ModelNameMax is the longest model name a branch records, in bytes.
+const ModelNameMax = 128
+
+// responding returns the index of turn, which must be responding.
+func (b *Branch) responding(turn messages.TurnID) (int, error) {
+	i, err := b.lookup(turn)
+	if err != nil {
+		return -1, err
+	}
+	if p := b.Turns[i].Phase; p != messages.PhaseResponding {
+		return -1, invalid("turn %s is %s, want responding", turn, p)
+	}
+	return i, nil
+}
+
+func (b *Branch) checkCallsIssued(ev messages.ToolCallsIssued) error {
+	i, err := b.responding(ev.Turn)
+	if err != nil {
+		return err
+	}
+	t := b.Turns[i]
+	switch {
+	case ev.Step != t.Step:
+		return invalid("turn %s: step %s is not the running step %s", ev.Turn, ev.Step, t.Step)
+	case len(t.OpenCalls()) > 0:
+		return invalid("turn %s: tool calls are open already", ev.Turn)
+	}
+	seen := map[string]bool{}
+	for _, it := range t.Loop {
+		if c, ok := it.(messages.ToolCall); ok {
+			seen[c.CallID] = true
+		}
+	}
+	calls := 0
+	for j, it := range ev.Items {
+		switch it := it.(type) {
+		case nil:
+			return invalid("items[%d]: nil", j)
+		case messages.ToolOutput:
+			return invalid("items[%d]: a tool output (record outputs as tool results)", j)
+		case messages.ToolCall:
+			if it.CallID == "" || it.Name == "" {
+				return invalid("items[%d]: tool call needs a call_id and a name", j)
+			}
+			if seen[it.CallID] {
+				return invalid("items[%d]: call_id %q is used already in this turn", j, it.CallID)
+			}
+			seen[it.CallID] = true
+			calls++
+		}
+	}
+	if calls == 0 {
+		return invalid("turn %s: items: no tool call", ev.Turn)
+	}
+	return nil
+}
+
+func (b *Branch) checkResults(ev messages.ToolResultsRecorded) error {
+	i, err := b.responding(ev.Turn)
+	if err != nil {
+		return err
+	}
+	t := b.Turns[i]
+	open := t.OpenCalls()
+	if len(open) == 0 {
+		return invalid("turn %s: no tool call is open", ev.Turn)
+	}
+	want := map[string]bool{}
+	for _, c := range open {
+		want[c.CallID] = true
+	}
+	for j, it := range ev.Outputs {
+		o, ok := it.(messages.ToolOutput)
+		if !ok {
+			return invalid("outputs[%d]: %T, want a tool output", j, it)
+		}
+		if !want[o.CallID] {
+			return invalid("outputs[%d]: call_id %q answers no open tool call", j, o.CallID)
+		}
+		delete(want, o.CallID)
+	}
+	for _, c := range open {
+		if want[c.CallID] {
+			return invalid("outputs: tool call %s has no output", c.CallID)
+		}
+	}
+	if !ev.Next.IsZero() && ev.Next == t.Step {
+		return invalid("turn %s: next: %s is the step that just ended", ev.Turn, ev.Next)
 	}
 	return nil
 }

@@ -1,6 +1,7 @@
 package core
 
 import (
+	"encoding/json"
 	"slices"
 	"time"
 
@@ -60,6 +61,51 @@ func (b *Branch) Finalize(turn messages.TurnID, step messages.StepID, reply mess
 	outcome messages.StepOutcome, displayed, durable uint64, now time.Time) ([]messages.BranchEvent, error) {
 	return b.decide(messages.ResponseFinalized{Turn: turn, Step: step, Reply: reply, Outcome: outcome,
 		Displayed: displayed, Durable: durable, At: now.UTC()})
+}
+
+// IssueToolCalls records that step, the running step of the responding
+// turn, ended asking for tools: items is what it produced, with at least
+// one tool call (each with a call id unused in the turn and a name) and no
+// tool outputs. No call may be open already. Applying it gives RunTools.
+func (b *Branch) IssueToolCalls(turn messages.TurnID, step messages.StepID, items messages.Items, now time.Time) ([]messages.BranchEvent, error) {
+	return b.decide(messages.ToolCallsIssued{Turn: turn, Step: step, Items: slices.Clone(items), At: now.UTC()})
+}
+
+// RecordToolResults records outputs, answering each open tool call of the
+// responding turn exactly once, and next, the provider step that goes on
+// with the loop (zero when the loop ends and the response is finalized
+// next). Applying it with a next step gives ContinueLoop.
+func (b *Branch) RecordToolResults(turn messages.TurnID, outputs messages.Items, next messages.StepID, now time.Time) ([]messages.BranchEvent, error) {
+	return b.decide(messages.ToolResultsRecorded{Turn: turn, Outputs: slices.Clone(outputs), Next: next, At: now.UTC()})
+}
+
+// AbandonOutputs returns error outputs holding text for the open tool
+// calls of turn, in order: what answers calls that will never run (a
+// step limit, a cancellation, a crash). It returns nil when none is open.
+func (b *Branch) AbandonOutputs(turn messages.TurnID, text string) messages.Items {
+	t, ok := b.Turn(turn)
+	if !ok {
+		return nil
+	}
+	var outs messages.Items
+	for _, c := range t.OpenCalls() {
+		out, _ := json.Marshal(text)
+		outs = append(outs, messages.ToolOutput{CallID: c.CallID, Output: out, IsError: true})
+	}
+	return outs
+}
+
+// SelectModel records model, a model's name in config ("" for the
+// default), for the branch's next turns. Selecting the current model
+// records nothing. A name longer than ModelNameMax is ErrInvalid.
+func (b *Branch) SelectModel(model string, now time.Time) ([]messages.BranchEvent, error) {
+	if !b.Created {
+		return nil, ErrNotCreated
+	}
+	if model == b.Model {
+		return nil, nil
+	}
+	return b.decide(messages.ModelSelected{Model: model, At: now.UTC()})
 }
 
 // Fail records that the turn in flight failed for reason, which must not
@@ -127,8 +173,10 @@ func (b *Branch) Pin(fact string, now time.Time) ([]messages.BranchEvent, error)
 // Recover is called by the shell after replaying the log: it returns the
 // events that close what a crash interrupted, and the effects still owed.
 // A turn in flight (Accepted, ContextPrepared, Responding) lost its
-// response with the process: it fails with InterruptedReason; applying
-// those events gives their own TurnDone effects. The effects to resume are
+// response with the process: it fails with InterruptedReason, applying
+// those events gives their own TurnDone effects; one inside a tool loop
+// gets an Abandon effect instead, so that what its tools did stays on
+// record. The effects to resume are
 // an Index for each committed turn not yet indexed, then a Summarize if
 // turns are pending (SRD §6.4-§6.5). Recover does not change the branch.
 func (b *Branch) Recover(now time.Time) (events []messages.BranchEvent, effects []Effect) {
@@ -137,6 +185,8 @@ func (b *Branch) Recover(now time.Time) (events []messages.BranchEvent, effects 
 	}
 	for _, t := range b.Turns {
 		switch {
+		case inFlight(t.Phase) && len(t.Loop) > 0:
+			effects = append(effects, Abandon{Turn: t.ID, Reason: "interrupted"})
 		case inFlight(t.Phase):
 			events = append(events, messages.TurnFailed{Turn: t.ID, Step: t.Step, Reason: InterruptedReason, At: now.UTC()})
 		case t.Phase == messages.PhaseStateCommitted:

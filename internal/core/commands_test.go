@@ -329,7 +329,7 @@ func TestQueries(t *testing.T) {
 		t.Errorf("Pending() shares its turns with the branch")
 	}
 	var empty Branch
-	if got, ok := empty.InFlight(); ok || got != (Turn{}) || empty.Pending() != nil {
+	if got, ok := empty.InFlight(); ok || !reflect.DeepEqual(got, Turn{}) || empty.Pending() != nil {
 		t.Errorf("zero Branch: InFlight() = %+v, %v, Pending() = %v, want nothing", got, ok, empty.Pending())
 	}
 }
@@ -415,5 +415,122 @@ func TestSnapshotJSON(t *testing.T) {
 	var zero, zeroBack Branch
 	if data, err := json.Marshal(&zero); err != nil || json.Unmarshal(data, &zeroBack) != nil || !reflect.DeepEqual(zeroBack, zero) {
 		t.Errorf("zero Branch: json round trip = %+v, %v, want the zero Branch", zeroBack, err)
+	}
+}
+
+func TestToolLoop(t *testing.T) {
+	s := newScript(t).run(responding...)
+	b := &s.b
+	apply := func(evs []messages.BranchEvent, err error) []Effect {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var effects []Effect
+		for _, ev := range evs {
+			eff, err := b.Apply(ev)
+			if err != nil {
+				t.Fatal(err)
+			}
+			effects = append(effects, eff...)
+		}
+		return effects
+	}
+	call := func(id string) messages.ToolCall {
+		return messages.ToolCall{CallID: id, Name: "grep", Arguments: json.RawMessage(`"{}"`)}
+	}
+	out := func(id string) messages.ToolOutput {
+		return messages.ToolOutput{CallID: id, Output: json.RawMessage(`"ok"`)}
+	}
+	text := messages.AssistantMessage{Blocks: messages.Blocks{messages.Text{Text: "looking"}}}
+
+	// Bad decisions change nothing.
+	for _, tc := range []struct {
+		name string
+		do   func() ([]messages.BranchEvent, error)
+		text string
+	}{
+		{"no call", func() ([]messages.BranchEvent, error) { return b.IssueToolCalls(T1, S1, messages.Items{text}, now) }, "no tool call"},
+		{"wrong step", func() ([]messages.BranchEvent, error) { return b.IssueToolCalls(T1, S2, messages.Items{call("a")}, now) }, "not the running step"},
+		{"output in items", func() ([]messages.BranchEvent, error) {
+			return b.IssueToolCalls(T1, S1, messages.Items{call("a"), out("a")}, now)
+		}, "tool output"},
+		{"duplicate id", func() ([]messages.BranchEvent, error) {
+			return b.IssueToolCalls(T1, S1, messages.Items{call("a"), call("a")}, now)
+		}, "used already"},
+		{"results with none open", func() ([]messages.BranchEvent, error) {
+			return b.RecordToolResults(T1, messages.Items{out("a")}, S2, now)
+		}, "no tool call is open"},
+	} {
+		if evs, err := tc.do(); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tc.text) || evs != nil {
+			t.Errorf("%s: %v, %v; want ErrInvalid containing %q", tc.name, evs, err, tc.text)
+		}
+	}
+
+	effects := apply(b.IssueToolCalls(T1, S1, messages.Items{text, call("a"), call("b")}, now))
+	if want := []Effect{RunTools{Turn: T1, Step: S1, Calls: []messages.ToolCall{call("a"), call("b")}}}; !reflect.DeepEqual(effects, want) {
+		t.Fatalf("IssueToolCalls effects = %#v, want %#v", effects, want)
+	}
+	// Open calls block finalizing and a second issue; results must answer
+	// every open call once.
+	if _, err := b.Finalize(T1, S1, R1, completed, 0, 0, now); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "has no output") {
+		t.Errorf("Finalize with open calls: %v", err)
+	}
+	if _, err := b.RecordToolResults(T1, messages.Items{out("a")}, S2, now); err == nil || !strings.Contains(err.Error(), "b has no output") {
+		t.Errorf("partial results: %v", err)
+	}
+	if _, err := b.RecordToolResults(T1, messages.Items{out("a"), out("b"), out("c")}, S2, now); err == nil || !strings.Contains(err.Error(), `"c" answers no open`) {
+		t.Errorf("extra result: %v", err)
+	}
+	effects = apply(b.RecordToolResults(T1, messages.Items{out("b"), out("a")}, S2, now))
+	if want := []Effect{ContinueLoop{Turn: T1, Step: S2}}; !reflect.DeepEqual(effects, want) {
+		t.Fatalf("RecordToolResults effects = %#v, want %#v", effects, want)
+	}
+	if tr, _ := b.Turn(T1); tr.Step != S2 || tr.Steps != 2 || len(tr.Loop) != 5 || len(tr.OpenCalls()) != 0 {
+		t.Fatalf("turn after one loop step = %+v", tr)
+	}
+
+	// A snapshot keeps the loop; a crash now abandons the turn instead of
+	// failing it.
+	data, err := json.Marshal(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back Branch
+	if err := json.Unmarshal(data, &back); err != nil || !reflect.DeepEqual(&back, b) {
+		t.Fatalf("snapshot round trip = %+v, %v", back, err)
+	}
+	apply(b.IssueToolCalls(T1, S2, messages.Items{call("c")}, now))
+	evs, effects := b.Recover(now)
+	if len(evs) != 0 || !reflect.DeepEqual(effects, []Effect{Abandon{Turn: T1, Reason: "interrupted"}}) {
+		t.Fatalf("Recover mid-loop = %s, %#v", fmtEvents(evs), effects)
+	}
+	outs := b.AbandonOutputs(T1, "interrupted")
+	if len(outs) != 1 || outs[0].(messages.ToolOutput).CallID != "c" || !outs[0].(messages.ToolOutput).IsError {
+		t.Fatalf("AbandonOutputs = %+v", outs)
+	}
+	apply(b.RecordToolResults(T1, outs, messages.StepID{}, now))
+	apply(b.Finalize(T1, S2, R1, messages.StepOutcome{Kind: messages.OutcomeIncomplete, Reason: "interrupted"}, 0, 0, now))
+	if tr, _ := b.Turn(T1); tr.Loop != nil || tr.Phase != messages.PhaseResponseFinalized {
+		t.Fatalf("finalized turn = %+v", tr)
+	}
+}
+
+func TestSelectModel(t *testing.T) {
+	s := newScript(t).run(created...)
+	if evs, err := s.b.SelectModel("claude", now); err != nil || len(evs) != 1 {
+		t.Fatalf("SelectModel = %v, %v", evs, err)
+	} else if _, err := s.b.Apply(evs[0]); err != nil || s.b.Model != "claude" {
+		t.Fatalf("Apply = %v, model %q", err, s.b.Model)
+	}
+	if evs, err := s.b.SelectModel("claude", now); err != nil || evs != nil {
+		t.Errorf("selecting the current model = %v, %v, want nothing", evs, err)
+	}
+	if _, err := s.b.SelectModel(strings.Repeat("m", ModelNameMax+1), now); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "limit 128") {
+		t.Errorf("long name: %v", err)
+	}
+	var zero Branch
+	if _, err := zero.SelectModel("x", now); !errors.Is(err, ErrNotCreated) {
+		t.Errorf("uncreated branch: %v", err)
 	}
 }

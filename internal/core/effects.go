@@ -3,7 +3,7 @@ package core
 import "github.com/contextinfinity/ctxinf/messages"
 
 // Effect is what the shell must do after an event applied: PrepareContext,
-// Summarize, Index or TurnDone. The set is closed. Effects are not
+// RunTools, ContinueLoop, Abandon, Summarize, Index or TurnDone. The set is closed. Effects are not
 // persisted: replaying the log gives them again, and Recover gives the
 // ones still owed after a restart.
 type Effect interface {
@@ -42,7 +42,36 @@ type TurnDone struct {
 	Phase messages.TurnPhase
 }
 
+// RunTools follows ToolCallsIssued: the shell runs Calls, the tool calls
+// Turn's step Step asked for, and records their outputs with
+// Branch.RecordToolResults, naming the next step (SRD §12.2).
+type RunTools struct {
+	Turn  messages.TurnID
+	Step  messages.StepID
+	Calls []messages.ToolCall
+}
+
+// ContinueLoop follows ToolResultsRecorded with a next step: the shell
+// runs provider step Step of Turn with the turn's loop as continuation.
+type ContinueLoop struct {
+	Turn messages.TurnID
+	Step messages.StepID
+}
+
+// Abandon comes from Recover for a turn whose tool loop a crash cut off:
+// the shell answers its open calls with errors (Branch.AbandonOutputs),
+// then finalizes the response with what the loop recorded, outcome
+// incomplete for Reason. Nothing the loop did is dropped, and the next
+// request is valid for any provider.
+type Abandon struct {
+	Turn   messages.TurnID
+	Reason string
+}
+
 func (PrepareContext) effect() {}
+func (RunTools) effect()       {}
+func (ContinueLoop) effect()   {}
+func (Abandon) effect()        {}
 func (Summarize) effect()      {}
 func (Index) effect()          {}
 func (TurnDone) effect()       {}
