@@ -189,14 +189,14 @@ type FactPinned struct {
 	At   time.Time
 }
 
-func (BranchCreated) branchEvent()     {}
-func (TurnAccepted) branchEvent()      {}
-func (ResponseStarted) branchEvent()   {}
-func (ResponseFinalized) branchEvent() {}
-func (TurnFailed) branchEvent()        {}
-func (StateCommitted) branchEvent()    {}
-func (TurnIndexed) branchEvent()       {}
-func (FactPinned) branchEvent()        {}
+func (BranchCreated) branchEvent()       {}
+func (TurnAccepted) branchEvent()        {}
+func (ResponseStarted) branchEvent()     {}
+func (ResponseFinalized) branchEvent()   {}
+func (TurnFailed) branchEvent()          {}
+func (StateCommitted) branchEvent()      {}
+func (TurnIndexed) branchEvent()         {}
+func (FactPinned) branchEvent()          {}
 func (ToolCallsIssued) branchEvent()     {}
 func (ToolResultsRecorded) branchEvent() {}
 func (ModelSelected) branchEvent()       {}

@@ -451,7 +451,9 @@ func TestToolLoop(t *testing.T) {
 		text string
 	}{
 		{"no call", func() ([]messages.BranchEvent, error) { return b.IssueToolCalls(T1, S1, messages.Items{text}, now) }, "no tool call"},
-		{"wrong step", func() ([]messages.BranchEvent, error) { return b.IssueToolCalls(T1, S2, messages.Items{call("a")}, now) }, "not the running step"},
+		{"wrong step", func() ([]messages.BranchEvent, error) {
+			return b.IssueToolCalls(T1, S2, messages.Items{call("a")}, now)
+		}, "not the running step"},
 		{"output in items", func() ([]messages.BranchEvent, error) {
 			return b.IssueToolCalls(T1, S1, messages.Items{call("a"), out("a")}, now)
 		}, "tool output"},
