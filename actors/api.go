@@ -27,12 +27,13 @@ type BranchInfo struct {
 	Pending   int
 	InFlight  *core.Turn
 	Events    uint64
+	Model     string // the selected model's name; "" is the default
 }
 
 func (a *branchActor) info() BranchInfo {
 	bi := BranchInfo{Branch: a.id, Session: a.b.Session, Parent: a.b.Parent, Tip: a.b.Tip, State: a.b.State,
 		Epoch: a.b.Epoch, TurnSeq: a.b.TurnSeq, Committed: a.b.Committed, Failed: a.b.Failed, Indexed: a.b.Indexed,
-		Turns: slices.Clone(a.b.Turns), Pending: len(a.b.Pending()), Events: a.b.Events}
+		Turns: slices.Clone(a.b.Turns), Pending: len(a.b.Pending()), Events: a.b.Events, Model: a.b.Model}
 	if t, ok := a.b.InFlight(); ok {
 		bi.InFlight = &t
 	}
@@ -187,6 +188,40 @@ func (r *Runtime) Submit(ctx context.Context, branch messages.BranchID, text str
 	return res.(*TurnStream), nil
 }
 
+// Cancel cancels the turn in flight on branch: its provider step stops
+// (or its running tools are told to stop) and the turn fails, or, inside
+// a tool loop, is finalized as incomplete with what the loop did. It
+// fails with ErrNoTurnInFlight when there is nothing to cancel.
+func (r *Runtime) Cancel(ctx context.Context, branch messages.BranchID) error {
+	_, err := r.ask(ctx, branch, &cancelReq{})
+	return err
+}
+
+// SelectModel makes branch's next turns use the model configured under
+// name ("" for the default model). History is not rewritten: it is stored
+// provider-neutral, so a branch can switch between providers mid
+// conversation. A name not configured is an error naming the known ones.
+func (r *Runtime) SelectModel(ctx context.Context, branch messages.BranchID, name string) error {
+	_, err := r.ask(ctx, branch, &modelReq{name: name})
+	return err
+}
+
+// ModelNames returns the names of the models a branch can select, sorted.
+func (r *Runtime) ModelNames() []string {
+	names := make([]string, 0, len(r.cfg.Models))
+	for n := range r.cfg.Models {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// Steps returns the provider steps of a turn, in order: raw request and
+// response, normalized items, outcome and stream counters.
+func (r *Runtime) Steps(ctx context.Context, turn messages.TurnID) ([]persistence.StepRow, error) {
+	return r.db.Steps(ctx, turn)
+}
+
 // Pin adds a fact that every later context shows verbatim.
 func (r *Runtime) Pin(ctx context.Context, branch messages.BranchID, fact string) error {
 	_, err := r.ask(ctx, branch, &pinReq{fact: fact})
@@ -290,8 +325,13 @@ func (r *Runtime) Reindex(ctx context.Context, branch messages.BranchID) (insert
 
 // PartialOutput returns the text a step's stream journal recorded: after
 // a crash, the recovered, incomplete output of an interrupted turn.
+// A torn final line (a crash mid-write) is dropped and logged.
 func (r *Runtime) PartialOutput(step messages.StepID) (text string, torn bool, err error) {
-	return PartialOutput(r.streams, step)
+	text, torn, err = PartialOutput(r.streams, step)
+	if torn {
+		r.log.Warn().Str("step", step.String()).Msg("stream journal: dropped a torn final line")
+	}
+	return text, torn, err
 }
 
 // PartialOutput reads the journal of step under streamsDir.

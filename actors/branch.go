@@ -40,6 +40,8 @@ type (
 	inspectReq struct{}
 	wakeReq    struct{}
 	forkReq    struct{ at messages.TurnID } // zero: the head
+	cancelReq  struct{}                     // cancel the turn in flight
+	modelReq   struct{ name string }        // select a model for the next turns
 	killReq    struct{}                     // chaos: panic now
 )
 
@@ -53,10 +55,19 @@ type (
 	stepDone struct {
 		turn               messages.TurnID
 		step               messages.StepID
+		provider, model    string
+		started            time.Time
 		resp               providers.Response
 		err                error
 		journalSynced      bool // false: left for the finalizing commit
 		displayed, durable uint64
+	}
+	toolsDone struct {
+		turn    messages.TurnID
+		step    messages.StepID // the step whose calls ran
+		outputs messages.Items
+		// cancelled: the turn was cancelled while the tools ran.
+		cancelled bool
 	}
 	summaryDone struct {
 		epoch   uint64
@@ -86,11 +97,13 @@ type branchActor struct {
 	b  core.Branch
 
 	streams     map[messages.TurnID]*TurnStream
-	step        messages.StepID // the step streaming now
-	cancelStep  context.CancelFunc
-	summarizing uint64 // epoch+1 of the summary asked for; 0 none
+	step        messages.StepID    // the step streaming now
+	tools       messages.StepID    // the step whose tool calls run now
+	cancelStep  context.CancelFunc // cancels the step or the tools running
+	cancelled   bool               // the user cancelled the turn in flight
+	summarizing uint64             // epoch+1 of the summary asked for; 0 none
 	indexing    map[messages.TurnID]bool
-	counters    [2]uint64 // displayed, durable bytes of the last finished step
+	counters    [2]uint64 // displayed, durable bytes of the turn's finished steps
 	// msgs holds the decoded messages of the window, the pending turns and
 	// the turn in flight, so that assembling a context reads the store only
 	// for what this instance has not seen (after activation).
@@ -118,7 +131,7 @@ func (a *branchActor) Receive(ctx actor.Context) {
 		}
 	}
 	switch ctx.Message().(type) {
-	case *createReq, *submitReq, *pinReq, *commitReq, *inspectReq, *forkReq, *wakeReq:
+	case *createReq, *submitReq, *pinReq, *commitReq, *inspectReq, *forkReq, *wakeReq, *cancelReq, *modelReq:
 		a.asker = sender // answered by respond, or on failure by Restarting
 	}
 	switch m := ctx.Message().(type) {
@@ -186,6 +199,12 @@ func (a *branchActor) Receive(ctx actor.Context) {
 		respond(res)
 	case *wakeReq:
 		respond(okReply{})
+	case *cancelReq:
+		respond(errOrOK(a.cancel()))
+	case *modelReq:
+		respond(errOrOK(a.selectModel(ctx, m.name)))
+	case *toolsDone:
+		a.toolsDone(ctx, m)
 	case *killReq:
 		panic(errors.New("chaos: branch actor killed"))
 	case *stepDelta:
@@ -194,7 +213,7 @@ func (a *branchActor) Receive(ctx actor.Context) {
 		}
 		if t, ok := a.b.InFlight(); ok {
 			if s := a.streams[t.ID]; s != nil {
-				s.push(Update{Delta: m.text, Displayed: m.displayed, Durable: m.durable})
+				s.push(Update{Delta: m.text, Displayed: a.counters[0] + m.displayed, Durable: a.counters[1] + m.durable})
 			}
 		}
 	case *stepDone:
@@ -270,6 +289,19 @@ func (a *branchActor) recover(ctx actor.Context) {
 		return
 	}
 	evs, effects := a.b.Recover(a.now())
+	for _, ev := range evs {
+		if f, ok := ev.(messages.TurnFailed); ok && !f.Step.IsZero() {
+			// The journal holds the output the crash cut off: shown as
+			// incomplete, never advancing the head (SRD §13.4).
+			text, torn, err := PartialOutput(a.rt.streams, f.Step)
+			l := a.rt.log.Info()
+			if torn {
+				l = a.rt.log.Warn()
+			}
+			l.Err(err).Str("branch", a.id.String()).Str("step", f.Step.String()).Int("recovered_bytes", len(text)).
+				Bool("torn_line_dropped", torn).Msg("recovered partial output of an interrupted turn")
+		}
+	}
 	a.persistAll(ctx, evs)
 	a.run(ctx, effects)
 }
@@ -474,6 +506,12 @@ func (a *branchActor) run(ctx actor.Context, effects []core.Effect) {
 		switch e := e.(type) {
 		case core.PrepareContext:
 			a.prepare(ctx, e.Turn)
+		case core.RunTools:
+			a.runTools(ctx, e)
+		case core.ContinueLoop:
+			a.continueLoop(ctx, e)
+		case core.Abandon:
+			a.abandon(ctx, e.Turn, e.Reason, interruptedToolText, nil)
 		case core.Summarize:
 			if a.summarizing == e.Epoch+1 {
 				continue // this epoch's summary is on its way
@@ -547,6 +585,7 @@ func (a *branchActor) prepare(ctx actor.Context, turn messages.TurnID) {
 	if a.Recovering() {
 		return
 	}
+	a.counters, a.cancelled = [2]uint64{}, false
 	ac, err := a.assemble(turn)
 	if err != nil {
 		a.fail(ctx, turn, "assemble context: "+err.Error())
@@ -560,15 +599,37 @@ func (a *branchActor) prepare(ctx actor.Context, turn messages.TurnID) {
 		return
 	}
 	a.persistAll(ctx, evs)
+	a.spawnStep(ctx, turn, step, ac)
+}
+
+// spawnStep starts provider step step of turn on context ac, with the
+// branch's model, the tools policy and the redaction hook applied.
+func (a *branchActor) spawnStep(ctx actor.Context, turn messages.TurnID, step messages.StepID, ac messages.AssembledContext) {
+	if mode := a.rt.cfg.ToolMode; mode != messages.ToolsDisabled {
+		ac.ToolMode, ac.Tools = mode, a.rt.cfg.Tools.Definitions()
+	}
+	if redact := a.rt.cfg.Redact; redact != nil {
+		var err error
+		if ac, err = redact(ac); err != nil {
+			a.endLoop(ctx, turn, "redact: "+err.Error(), nil)
+			return
+		}
+	}
+	m := a.rt.model(a.b.Model)
+	maxOut := a.rt.cfg.MaxOutputTokens
+	if m.MaxOutputTokens > 0 {
+		maxOut = m.MaxOutputTokens
+	}
 	sctx, cancel := context.WithCancel(context.Background())
 	a.step, a.cancelStep = step, cancel
-	req := providers.Request{Model: a.rt.cfg.Model, Context: ac, MaxOutputTokens: a.rt.cfg.MaxOutputTokens}
+	req := providers.Request{Model: m.ID, Context: ac, MaxOutputTokens: maxOut, ParallelToolCalls: a.rt.cfg.ParallelToolCalls}
 	props := actor.PropsFromProducer(func() actor.Actor {
-		return &stepActor{rt: a.rt, ctx: sctx, branch: ctx.Self(), turn: turn, step: step, req: req}
+		return &stepActor{rt: a.rt, ctx: sctx, branch: ctx.Self(), turn: turn, step: step, req: req, provider: m.Provider}
 	})
 	if _, err := ctx.SpawnNamed(props, "step-"+step.String()); err != nil {
 		cancel()
-		a.fail(ctx, turn, "start step: "+err.Error())
+		a.step, a.cancelStep = messages.StepID{}, nil
+		a.endLoop(ctx, turn, "start step: "+err.Error(), nil)
 	}
 }
 
@@ -665,61 +726,6 @@ func (a *branchActor) assemble(turn messages.TurnID) (messages.AssembledContext,
 	ac.User = user
 	a.pruneMessages(turn)
 	return ac, err
-}
-
-func (a *branchActor) finishStep(ctx actor.Context, m *stepDone) {
-	if m.step != a.step {
-		return
-	}
-	a.step, a.cancelStep = messages.StepID{}, nil
-	a.counters = [2]uint64{m.displayed, m.durable}
-	if m.err == nil && finalizable(m.resp.Outcome.Kind) {
-		reply := assistantMessage(m.resp.Items)
-		payload, err := reply.MarshalJSON()
-		if err == nil {
-			now := a.now()
-			node := messages.NewID[messages.TurnID](now)
-			var evs []messages.BranchEvent
-			if evs, err = a.b.Finalize(m.turn, m.step, node, m.resp.Outcome, m.displayed, m.durable, now); err == nil {
-				tx := a.txFor(evs[0])
-				parent := m.turn
-				tx.Appends = []persistence.TxAppend{{Branch: a.id, ID: node, Req: persistence.AppendRequest{
-					Payload: payload, TypeTag: TypeAssistantMessage, Codec: CodecJSON, ExpectParent: &parent}}}
-				a.msgs[node] = reply
-				a.persist(ctx, evs[0], tx)
-				// The response is committed: everything streamed is durable.
-				a.counters[1] = a.counters[0]
-				return
-			}
-		}
-		m.err = err
-	}
-	reason := "provider step ended with outcome " + m.resp.Outcome.Kind.String()
-	if m.err != nil {
-		reason = m.err.Error()
-	}
-	if !m.journalSynced {
-		// The journal was left for a commit that did not happen: it is now
-		// the only record of the output.
-		if err := persistence.SyncJournalFile(persistence.JournalPath(a.rt.streams, m.step)); err != nil {
-			a.rt.log.Warn().Err(err).Str("branch", a.id.String()).Str("step", m.step.String()).Msg("sync journal")
-		}
-	}
-	a.fail(ctx, m.turn, reason)
-}
-
-// assistantMessage gathers the assistant blocks of a step's items.
-func assistantMessage(items messages.Items) messages.Message {
-	var blocks []messages.ContentBlock
-	for _, it := range items {
-		if am, ok := it.(messages.AssistantMessage); ok {
-			blocks = append(blocks, am.Blocks...)
-		}
-	}
-	if len(blocks) == 0 {
-		blocks = []messages.ContentBlock{messages.Text{Text: ""}}
-	}
-	return messages.NewMessage(messages.RoleAssistant, blocks...)
 }
 
 func (a *branchActor) commit(ctx actor.Context, m *summaryDone) {

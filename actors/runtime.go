@@ -42,9 +42,27 @@ type Config struct {
 	Provider           providers.Provider
 	// Retry is how provider calls that fail before streaming anything are
 	// retried; nil means providers.DefaultRetryPolicy.
-	Retry              *providers.RetryPolicy
-	Model              string
-	MaxOutputTokens    int
+	Retry *providers.RetryPolicy
+	Model string
+	// Models are the models a branch may select by name (SelectModel),
+	// each with its own provider; Provider and Model are the default,
+	// used by a branch that selected none.
+	Models          map[string]Model
+	MaxOutputTokens int
+	// ToolMode is the tools policy (SRD §12.1): disabled (the zero
+	// value), parse_only or enabled. Tools are the tools offered; in
+	// enabled mode a turn runs at most MaxToolSteps provider steps
+	// (default 8), each tool call within ToolTimeout (default 60 s), the
+	// calls of one step concurrently when ParallelToolCalls.
+	ToolMode          messages.ToolMode
+	Tools             *ToolRegistry
+	MaxToolSteps      int
+	ToolTimeout       time.Duration
+	ParallelToolCalls bool
+	// Redact, if set, rewrites every assembled context just before it
+	// is sent to a provider (SRD §14.1), say to mask secrets; what is
+	// stored is not changed. An error fails the turn.
+	Redact             func(messages.AssembledContext) (messages.AssembledContext, error)
 	SystemInstructions string
 	RequestTimeout     time.Duration // for requests to actors
 	MaxRestarts        int           // per branch within RestartWindow
@@ -57,6 +75,14 @@ type Config struct {
 	// Observe, if set, is called by each branch actor after it applied an
 	// event (not during replay). It must not block.
 	Observe func(branch messages.BranchID, ev messages.BranchEvent)
+}
+
+// Model is a model a branch can use: a provider and the provider's id of
+// the model; MaxOutputTokens, when positive, overrides the runtime's.
+type Model struct {
+	Provider        providers.Provider
+	ID              string
+	MaxOutputTokens int
 }
 
 // DefaultSystemInstructions open every assembled context (SRD §8.4,
@@ -133,6 +159,29 @@ func Open(ctx context.Context, cfg Config) (*Runtime, error) {
 		retry = *cfg.Retry
 	}
 	cfg.Provider = providers.WithRetry(cfg.Provider, retry)
+	models := make(map[string]Model, len(cfg.Models))
+	for name, m := range cfg.Models {
+		if m.Provider == nil {
+			return nil, fmt.Errorf("actors: model %q: no provider", name)
+		}
+		if len(name) == 0 || len(name) > core.ModelNameMax {
+			return nil, fmt.Errorf("actors: model name %q: must be 1 to %d bytes", name, core.ModelNameMax)
+		}
+		m.Provider = providers.WithRetry(m.Provider, retry)
+		models[name] = m
+	}
+	cfg.Models = models
+	if cfg.MaxToolSteps <= 0 {
+		cfg.MaxToolSteps = 8
+	}
+	if cfg.ToolTimeout <= 0 {
+		cfg.ToolTimeout = time.Minute
+	}
+	switch cfg.ToolMode {
+	case messages.ToolsDisabled, messages.ToolsParseOnly, messages.ToolsEnabled:
+	default:
+		return nil, fmt.Errorf("actors: tool mode %q: want %q, %q or %q", cfg.ToolMode, "", messages.ToolsParseOnly, messages.ToolsEnabled)
+	}
 	if cfg.Journal == (persistence.JournalPolicy{}) {
 		cfg.Journal = persistence.DefaultJournalPolicy()
 	}
@@ -226,6 +275,15 @@ func (r *Runtime) Close() error {
 	r.sys.Root.PoisonFuture(r.root).Wait()
 	r.sys.Shutdown()
 	return r.db.Close()
+}
+
+// model returns the model a branch that selected name uses: the named
+// model, or the default for "" or a name no longer configured.
+func (r *Runtime) model(name string) Model {
+	if m, ok := r.cfg.Models[name]; ok && name != "" {
+		return m
+	}
+	return Model{Provider: r.cfg.Provider, ID: r.cfg.Model}
 }
 
 // DB is the runtime's database (for reads: history, rows, blobs).

@@ -10,7 +10,10 @@ import (
 // deltas as they stream, the journal's displayed/durable byte counters,
 // and finally Done.
 type Update struct {
-	Delta     string             // streamed text (may be empty)
+	Delta string // streamed text (may be empty)
+	// Item is a tool call as it is issued, or a tool output as it is
+	// recorded (enabled tool mode); nil otherwise.
+	Item      messages.TranscriptItem
 	Displayed uint64             // journal bytes shown so far
 	Durable   uint64             // journal bytes fsynced so far
 	Done      bool               // the turn reached its end (finalized or failed)

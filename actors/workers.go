@@ -19,13 +19,14 @@ import (
 // every event to its journal actor, forwards text to the branch, and
 // reports the end. It lives for one step, as a child of its branch.
 type stepActor struct {
-	rt      *Runtime
-	ctx     context.Context
-	branch  *actor.PID
-	turn    messages.TurnID
-	step    messages.StepID
-	req     providers.Request
-	journal *actor.PID
+	rt       *Runtime
+	ctx      context.Context
+	branch   *actor.PID
+	turn     messages.TurnID
+	step     messages.StepID
+	req      providers.Request
+	provider providers.Provider
+	journal  *actor.PID
 }
 
 type (
@@ -41,15 +42,18 @@ func (s *stepActor) Receive(ctx actor.Context) {
 	if _, ok := ctx.Message().(*actor.Started); !ok {
 		return
 	}
-	j, err := persistence.CreateJournal(s.rt.streams, s.step, s.rt.cfg.Provider.Name(), s.rt.cfg.Journal, s.rt.cfg.Now)
+	started := s.rt.cfg.Now()
+	done := &stepDone{turn: s.turn, step: s.step, provider: s.provider.Name(), model: s.req.Model, started: started}
+	j, err := persistence.CreateJournal(s.rt.streams, s.step, s.provider.Name(), s.rt.cfg.Journal, s.rt.cfg.Now)
 	if err != nil {
-		ctx.Send(s.branch, &stepDone{turn: s.turn, step: s.step, err: fmt.Errorf("create stream journal: %w", err)})
+		done.err = fmt.Errorf("create stream journal: %w", err)
+		ctx.Send(s.branch, done)
 		ctx.Stop(ctx.Self())
 		return
 	}
 	ja := &journalActor{j: j, branch: s.branch, step: s.step, every: s.rt.cfg.Journal.FlushInterval}
 	s.journal, _ = ctx.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return ja }), "journal")
-	resp, err := s.rt.cfg.Provider.Stream(s.ctx, s.req, func(ev providers.Event) error {
+	resp, err := s.provider.Stream(s.ctx, s.req, func(ev providers.Event) error {
 		ctx.Send(s.journal, &journalAppend{eventType: ev.Type, payload: ev.Raw, text: ev.Text})
 		return nil
 	})
@@ -63,8 +67,9 @@ func (s *stepActor) Receive(ctx actor.Context) {
 	if res, cerr := ctx.RequestFuture(s.journal, &journalClose{sync: sync}, s.rt.cfg.RequestTimeout).Result(); cerr == nil {
 		counters, _ = res.(persistence.JournalCounters)
 	}
-	ctx.Send(s.branch, &stepDone{turn: s.turn, step: s.step, resp: resp, err: err, journalSynced: sync,
-		displayed: counters.Displayed, durable: counters.Durable})
+	done.resp, done.err, done.journalSynced = resp, err, sync
+	done.displayed, done.durable = counters.Displayed, counters.Durable
+	ctx.Send(s.branch, done)
 	ctx.Stop(ctx.Self())
 }
 

@@ -1,0 +1,303 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"slices"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/contextinfinity/ctxinf/internal/core"
+	"github.com/contextinfinity/ctxinf/messages"
+	"github.com/contextinfinity/ctxinf/persistence"
+)
+
+// The texts of the error outputs that answer tool calls that did not run.
+const (
+	interruptedToolText = "error: the runtime stopped while this tool call was open; it may or may not have taken effect"
+	cancelledToolText   = "error: the turn was cancelled; this tool call did not run"
+	stepLimitToolText   = "error: not executed: the turn reached its limit of %d provider steps"
+	failedStepToolText  = "error: not executed: the turn ended early (%s)"
+)
+
+// ErrUnknownModel is returned by SelectModel for a name no model is
+// configured under.
+var ErrUnknownModel = errors.New("actors: unknown model")
+
+// ErrNoTurnInFlight is returned by Cancel when the branch has no turn in
+// flight to cancel.
+var ErrNoTurnInFlight = errors.New("actors: no turn in flight")
+
+// finishStep ends a provider step (SRD §12.2): a step that failed fails
+// the turn (or, inside a tool loop, ends the loop keeping what it did); a
+// step that asks for tools issues them, records them (parse_only), or is
+// an error (disabled); any other step finalizes the response. The step's
+// row is written with whatever the step leads to.
+func (a *branchActor) finishStep(ctx actor.Context, m *stepDone) {
+	if m.step != a.step {
+		return
+	}
+	a.step, a.cancelStep = messages.StepID{}, nil
+	a.counters[0] += m.displayed
+	a.counters[1] += m.durable
+	t, ok := a.b.Turn(m.turn)
+	if !ok {
+		return
+	}
+	row := a.stepRow(t, m)
+	kind := m.resp.Outcome.Kind
+	if m.err != nil || !finalizable(kind) {
+		if !m.journalSynced {
+			// The journal was left for a commit that did not happen: it
+			// is now the only record of the output.
+			if err := persistence.SyncJournalFile(persistence.JournalPath(a.rt.streams, m.step)); err != nil {
+				a.rt.log.Warn().Err(err).Str("branch", a.id.String()).Str("step", m.step.String()).Msg("sync journal")
+			}
+		}
+		reason := "provider step ended with outcome " + kind.String()
+		if kind == messages.OutcomeCancelled && a.cancelled {
+			reason = "cancelled"
+		} else if m.err != nil {
+			reason = m.err.Error()
+		}
+		a.endLoop(ctx, m.turn, reason, &row)
+		return
+	}
+	calls := toolCalls(m.resp.Items)
+	if len(calls) == 0 || kind == messages.OutcomeIncomplete {
+		a.finalize(ctx, m.turn, m.step, m.resp.Items, m.resp.Outcome, &row)
+		return
+	}
+	switch a.rt.cfg.ToolMode {
+	case messages.ToolsEnabled:
+		evs, err := a.b.IssueToolCalls(m.turn, m.step, m.resp.Items, a.now())
+		if err != nil {
+			a.endLoop(ctx, m.turn, "tool calls: "+err.Error(), &row)
+			return
+		}
+		tx := a.txFor(evs[0])
+		tx.Steps = append(tx.Steps, row)
+		a.persist(ctx, evs[0], tx) // gives RunTools
+	case messages.ToolsParseOnly:
+		// The calls are recorded and shown; nothing runs and the loop
+		// does not go on. The reply keeps the calls unanswered: requests
+		// built later answer them with an error (providers.Conversation).
+		a.finalize(ctx, m.turn, m.step, m.resp.Items, messages.StepOutcome{Kind: messages.OutcomePaused, Reason: "tool_use"}, &row)
+	default:
+		a.endLoop(ctx, m.turn, fmt.Sprintf("the model called tool %q but tools are disabled (tools.mode)", calls[0].Name), &row)
+	}
+}
+
+// toolCalls returns the tool calls among items.
+func toolCalls(items messages.Items) []messages.ToolCall {
+	var calls []messages.ToolCall
+	for _, it := range items {
+		if c, ok := it.(messages.ToolCall); ok {
+			calls = append(calls, c)
+		}
+	}
+	return calls
+}
+
+// stepRow is the record of the step m ended.
+func (a *branchActor) stepRow(t core.Turn, m *stepDone) persistence.StepRow {
+	return persistence.StepRow{ID: m.step, Branch: a.id, Turn: m.turn, Index: max(t.Steps, 1) - 1,
+		Provider: m.provider, Model: m.model, Request: m.resp.RawRequest, Response: m.resp.RawResponse,
+		Items: m.resp.Items, Outcome: m.resp.Outcome, StreamPath: filepath.Join("streams", m.step.String()+".jsonl"),
+		Displayed: m.displayed, Durable: m.durable, Started: m.started, Ended: a.now()}
+}
+
+// finalize records the response of turn (TX-A): the reply holds the
+// turn's tool loop, then items, the last step's output. row, if not nil,
+// is written with it. If the reply cannot be recorded the turn fails.
+func (a *branchActor) finalize(ctx actor.Context, turn messages.TurnID, step messages.StepID, items messages.Items,
+	outcome messages.StepOutcome, row *persistence.StepRow) {
+	t, _ := a.b.Turn(turn)
+	reply := replyMessage(append(slices.Clone(t.Loop), items...))
+	payload, err := reply.MarshalJSON()
+	if err == nil {
+		now := a.now()
+		node := messages.NewID[messages.TurnID](now)
+		var evs []messages.BranchEvent
+		if evs, err = a.b.Finalize(turn, step, node, outcome, a.counters[0], a.counters[1], now); err == nil {
+			tx := a.txFor(evs[0])
+			parent := turn
+			tx.Appends = []persistence.TxAppend{{Branch: a.id, ID: node, Req: persistence.AppendRequest{
+				Payload: payload, TypeTag: TypeAssistantMessage, Codec: CodecJSON, ExpectParent: &parent}}}
+			if row != nil {
+				tx.Steps = append(tx.Steps, *row)
+			}
+			a.msgs[node] = reply
+			a.persist(ctx, evs[0], tx)
+			// The response is committed: everything streamed is durable.
+			a.counters[1] = a.counters[0]
+			return
+		}
+	}
+	a.failStep(ctx, turn, "record the response: "+err.Error(), row)
+}
+
+// replyMessage is the assistant message recording items: text, tool uses
+// and their results, reasoning, in order.
+func replyMessage(items messages.Items) messages.Message {
+	blocks := messages.ItemBlocks(items)
+	if len(blocks) == 0 {
+		blocks = messages.Blocks{messages.Text{Text: ""}}
+	}
+	return messages.NewMessage(messages.RoleAssistant, blocks...)
+}
+
+// endLoop ends a turn that cannot go on for reason: a turn without tool
+// loop fails; one inside a loop is abandoned, so that what its tools did
+// stays in the conversation.
+func (a *branchActor) endLoop(ctx actor.Context, turn messages.TurnID, reason string, row *persistence.StepRow) {
+	if t, ok := a.b.Turn(turn); ok && len(t.Loop) > 0 {
+		a.abandon(ctx, turn, reason, fmt.Sprintf(failedStepToolText, reason), row)
+		return
+	}
+	a.failStep(ctx, turn, reason, row)
+}
+
+// abandon ends turn's tool loop early (a crash, a cancellation, a step
+// limit, a failed step): its open calls get error outputs holding text,
+// then the response is finalized with what the loop recorded, outcome
+// incomplete for reason. The next request is valid for any provider.
+func (a *branchActor) abandon(ctx actor.Context, turn messages.TurnID, reason, text string, row *persistence.StepRow) {
+	if a.Recovering() {
+		return
+	}
+	if outs := a.b.AbandonOutputs(turn, text); len(outs) > 0 {
+		evs, err := a.b.RecordToolResults(turn, outs, messages.StepID{}, a.now())
+		if err != nil {
+			a.failStep(ctx, turn, reason, row)
+			return
+		}
+		tx := a.txFor(evs[0])
+		if row != nil {
+			tx.Steps, row = append(tx.Steps, *row), nil
+		}
+		a.persist(ctx, evs[0], tx)
+	}
+	t, ok := a.b.Turn(turn)
+	if !ok {
+		return
+	}
+	a.finalize(ctx, turn, t.Step, nil, messages.StepOutcome{Kind: messages.OutcomeIncomplete, Reason: reason}, row)
+}
+
+// failStep fails turn for reason, writing row with it.
+func (a *branchActor) failStep(ctx actor.Context, turn messages.TurnID, reason string, row *persistence.StepRow) {
+	evs, err := a.b.Fail(turn, reason, a.now())
+	if err != nil {
+		a.rt.log.Warn().Err(err).Str("branch", a.id.String()).Msg("fail turn")
+		return
+	}
+	tx := a.txFor(evs[0])
+	if row != nil {
+		tx.Steps = append(tx.Steps, *row)
+	}
+	a.persist(ctx, evs[0], tx)
+}
+
+// runTools runs the calls of e, off the actor, unless the turn reached
+// its step limit. The outputs come back as toolsDone.
+func (a *branchActor) runTools(ctx actor.Context, e core.RunTools) {
+	if a.Recovering() {
+		return
+	}
+	t, ok := a.b.Turn(e.Turn)
+	if !ok {
+		return
+	}
+	if s := a.streams[e.Turn]; s != nil {
+		for _, c := range e.Calls {
+			s.push(Update{Item: c, Displayed: a.counters[0], Durable: a.counters[1]})
+		}
+	}
+	if limit := a.rt.cfg.MaxToolSteps; int(t.Steps) >= limit {
+		a.abandon(ctx, e.Turn, "tool_step_limit", fmt.Sprintf(stepLimitToolText, limit), nil)
+		return
+	}
+	tctx, cancel := context.WithCancel(context.Background())
+	a.tools, a.cancelStep = e.Step, cancel
+	self, root := ctx.Self(), ctx.ActorSystem().Root
+	reg, calls, parallel, timeout := a.rt.cfg.Tools, e.Calls, a.rt.cfg.ParallelToolCalls, a.rt.cfg.ToolTimeout
+	go func() {
+		outs := runTools(tctx, reg, calls, parallel, timeout)
+		// A restarted actor ignores this: its step does not match.
+		root.Send(self, &toolsDone{turn: e.Turn, step: e.Step, outputs: outs, cancelled: tctx.Err() != nil})
+	}()
+}
+
+// toolsDone records the outputs of the tools run for a step and starts
+// the next step, or ends the loop if the turn was cancelled meanwhile.
+func (a *branchActor) toolsDone(ctx actor.Context, m *toolsDone) {
+	if m.step != a.tools {
+		return
+	}
+	a.tools, a.cancelStep = messages.StepID{}, nil
+	if s := a.streams[m.turn]; s != nil {
+		for _, o := range m.outputs {
+			s.push(Update{Item: o, Displayed: a.counters[0], Durable: a.counters[1]})
+		}
+	}
+	var next messages.StepID
+	if !m.cancelled {
+		next = messages.NewID[messages.StepID](a.now())
+	}
+	evs, err := a.b.RecordToolResults(m.turn, m.outputs, next, a.now())
+	if err != nil {
+		a.abandon(ctx, m.turn, "tool results: "+err.Error(), interruptedToolText, nil)
+		return
+	}
+	a.persist(ctx, evs[0], a.txFor(evs[0])) // gives ContinueLoop unless cancelled
+	if m.cancelled {
+		a.abandon(ctx, m.turn, "cancelled", cancelledToolText, nil)
+	}
+}
+
+// continueLoop runs the next step of a tool loop on a freshly assembled
+// context whose continuation is the loop so far.
+func (a *branchActor) continueLoop(ctx actor.Context, e core.ContinueLoop) {
+	if a.Recovering() {
+		return
+	}
+	t, ok := a.b.Turn(e.Turn)
+	if !ok {
+		return
+	}
+	ac, err := a.assemble(e.Turn)
+	if err != nil {
+		a.abandon(ctx, e.Turn, "assemble context: "+err.Error(), interruptedToolText, nil)
+		return
+	}
+	ac.Continuation = slices.Clone(t.Loop)
+	a.spawnStep(ctx, e.Turn, e.Step, ac)
+}
+
+// cancel cancels the turn in flight: its streaming step or running tools
+// stop, and the turn fails (or, inside a tool loop, is finalized as
+// incomplete with what its tools did).
+func (a *branchActor) cancel() error {
+	if _, ok := a.b.InFlight(); !ok || a.cancelStep == nil {
+		return fmt.Errorf("%w on branch %s", ErrNoTurnInFlight, a.id)
+	}
+	a.cancelled = true
+	a.cancelStep()
+	return nil
+}
+
+// selectModel records the model the branch's next turns use.
+func (a *branchActor) selectModel(ctx actor.Context, name string) error {
+	if _, ok := a.rt.cfg.Models[name]; !ok && name != "" {
+		return fmt.Errorf("%w: model %q is not configured (models.<name> in config); known: %q",
+			ErrUnknownModel, name, a.rt.ModelNames())
+	}
+	evs, err := a.b.SelectModel(name, a.now())
+	if err == nil {
+		a.persistAll(ctx, evs)
+	}
+	return err
+}

@@ -1,0 +1,443 @@
+package actors
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/contextinfinity/ctxinf/messages"
+	"github.com/contextinfinity/ctxinf/providers"
+	"github.com/contextinfinity/ctxinf/providers/fake"
+)
+
+var (
+	pausedForTools = messages.StepOutcome{Kind: messages.OutcomePaused, Reason: "tool_use"}
+	grepDef        = messages.Tool{Name: "grep", Description: "search", InputSchema: []byte(`{"type":"object"}`)}
+)
+
+func grepCall(id, q string) messages.ToolCall {
+	args, _ := json.Marshal(`{"q":"` + q + `"}`)
+	return messages.ToolCall{CallID: id, Name: "grep", Arguments: args}
+}
+
+// grepTool answers "match:<q>" and counts its calls; it waits on gate
+// when gate is not nil.
+func grepTool(calls *atomic.Int32, gate chan struct{}) Tool {
+	return ToolFunc(grepDef, func(ctx context.Context, args json.RawMessage) (string, error) {
+		calls.Add(1)
+		if gate != nil {
+			select {
+			case <-gate:
+			case <-ctx.Done():
+				return "", ctx.Err()
+			}
+		}
+		var in struct{ Q string }
+		if err := json.Unmarshal(args, &in); err != nil {
+			return "", err
+		}
+		return "match:" + in.Q, nil
+	})
+}
+
+// toolRuntime opens a runtime on provider f with the grep tool in mode.
+func toolRuntime(t *testing.T, f providers.Provider, mode messages.ToolMode, tool Tool) (*Runtime, Config, messages.BranchID) {
+	t.Helper()
+	cfg := testConfig(t, t.TempDir(), newEvents())
+	cfg.Provider, cfg.ToolMode, cfg.ParallelToolCalls = f, mode, true
+	reg, err := NewToolRegistry(tool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Tools = reg
+	r := openRuntime(t, cfg)
+	_, b, err := r.CreateSession(bg, "tools")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r, cfg, b.ID
+}
+
+// runTurn submits text and reads its stream to the end.
+func runTurn(t *testing.T, r *Runtime, b messages.BranchID, text string) (string, Update, []Update) {
+	t.Helper()
+	s, err := r.Submit(bg, b, text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var all []Update
+	var out strings.Builder
+	var last Update
+	for us := s.Next(nil); us != nil; us = s.Next(nil) {
+		for _, u := range us {
+			all = append(all, u)
+			out.WriteString(u.Delta)
+			if u.Done {
+				last = u
+			}
+		}
+	}
+	return out.String(), last, all
+}
+
+// lastReply returns the newest message of the branch's history.
+func lastReply(t *testing.T, r *Runtime, b messages.BranchID) messages.Message {
+	t.Helper()
+	h, _, err := r.History(bg, b, messages.TurnID{}, 1)
+	if err != nil || len(h) != 1 {
+		t.Fatalf("History = %v, %v", h, err)
+	}
+	return h[0].Message
+}
+
+// blockKinds describes a message's blocks: "text:…", "use:id", "result:id[!]".
+func blockKinds(m messages.Message) []string {
+	var out []string
+	for _, b := range m.Blocks {
+		switch b := b.(type) {
+		case messages.Text:
+			out = append(out, "text:"+b.Text)
+		case messages.ToolUse:
+			out = append(out, "use:"+b.ToolUseID)
+		case messages.ToolResult:
+			s := "result:" + b.ToolUseID + "=" + b.Content.RenderedText()
+			if b.IsError {
+				s = "result:" + b.ToolUseID + "!"
+			}
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func TestToolLoopRunsToolsAndContinues(t *testing.T) {
+	var calls atomic.Int32
+	f := fake.New(
+		fake.Step{Reply: "Looking.", Items: messages.Items{grepCall("a", "x"), grepCall("b", "y")}, Outcome: pausedForTools},
+		fake.Step{Reply: "Found both."},
+		fake.Step{Reply: "Sure."},
+	)
+	r, _, b := toolRuntime(t, f, messages.ToolsEnabled, grepTool(&calls, nil))
+	defer r.Close()
+	text, last, updates := runTurn(t, r, b, "find x and y")
+	if last.Phase != messages.PhaseResponseFinalized || last.Outcome.Kind != messages.OutcomeCompleted {
+		t.Fatalf("turn ended %+v", last)
+	}
+	if text != "Looking.Found both." || calls.Load() != 2 {
+		t.Fatalf("streamed %q with %d tool calls", text, calls.Load())
+	}
+	var items []string
+	for _, u := range updates {
+		switch it := u.Item.(type) {
+		case messages.ToolCall:
+			items = append(items, "call:"+it.CallID)
+		case messages.ToolOutput:
+			items = append(items, "output:"+it.CallID+"="+string(it.Output))
+		}
+	}
+	if got := strings.Join(items, " "); got != `call:a call:b output:a="match:x" output:b="match:y"` {
+		t.Errorf("stream items = %s", got)
+	}
+	// The second step saw the calls and their outputs as continuation, in
+	// order, with the tools offered.
+	reqs := f.Requests()
+	if len(reqs) != 2 || len(reqs[1].Context.Continuation) != 5 || reqs[1].Context.ToolMode != messages.ToolsEnabled ||
+		len(reqs[1].Context.Tools) != 1 || !reqs[1].ParallelToolCalls {
+		t.Fatalf("requests = %d, second continuation %+v", len(reqs), reqs[len(reqs)-1].Context.Continuation)
+	}
+	reply := lastReply(t, r, b)
+	want := "text:Looking. use:a use:b result:a=match:x result:b=match:y text:Found both."
+	if got := strings.Join(blockKinds(reply), " "); got != want {
+		t.Fatalf("reply blocks = %s\nwant %s", got, want)
+	}
+	// Each step has its row, in order, with what it produced.
+	rows, _ := r.DB().TurnRows(bg, b, 0, 10)
+	steps, err := r.Steps(bg, rows[0].ID)
+	if err != nil || len(steps) != 2 || steps[0].Index != 0 || steps[1].Index != 1 ||
+		steps[0].Outcome.Reason != "tool_use" || steps[1].Outcome.Kind != messages.OutcomeCompleted ||
+		steps[0].Provider != "fake" || len(steps[0].Request) == 0 || steps[0].StreamPath == "" {
+		t.Fatalf("steps = %+v, %v", steps, err)
+	}
+	// The next turn's request carries the loop in its history, every use
+	// answered by its real result.
+	runTurn(t, r, b, "thanks")
+	reqs = f.Requests()
+	segs := providers.Conversation(reqs[len(reqs)-1].Context)
+	var results []string
+	for _, s := range segs {
+		if s.Kind == providers.SegmentToolResults {
+			for _, blk := range s.Blocks {
+				res := blk.(messages.ToolResult)
+				results = append(results, res.ToolUseID+"="+res.Content.RenderedText())
+			}
+		}
+	}
+	if strings.Join(results, ",") != "a=match:x,b=match:y" {
+		t.Fatalf("history results = %q", results)
+	}
+}
+
+func TestToolLoopStepLimit(t *testing.T) {
+	var calls atomic.Int32
+	f := fake.New(
+		fake.Step{Items: messages.Items{grepCall("a", "1")}, Outcome: pausedForTools},
+		fake.Step{Items: messages.Items{grepCall("b", "2")}, Outcome: pausedForTools},
+	)
+	cfg := testConfig(t, t.TempDir(), newEvents())
+	reg, _ := NewToolRegistry(grepTool(&calls, nil))
+	cfg.Provider, cfg.ToolMode, cfg.Tools, cfg.MaxToolSteps = f, messages.ToolsEnabled, reg, 2
+	r := openRuntime(t, cfg)
+	defer r.Close()
+	_, b, _ := r.CreateSession(bg, "limit")
+	_, last, _ := runTurn(t, r, b.ID, "loop forever")
+	if last.Phase != messages.PhaseResponseFinalized || last.Outcome.Kind != messages.OutcomeIncomplete || last.Outcome.Reason != "tool_step_limit" {
+		t.Fatalf("turn ended %+v, want incomplete for the step limit", last)
+	}
+	if calls.Load() != 1 || f.Calls() != 2 {
+		t.Fatalf("tool calls %d, provider calls %d; want 1 and 2", calls.Load(), f.Calls())
+	}
+	if got := strings.Join(blockKinds(lastReply(t, r, b.ID)), " "); got != "use:a result:a=match:1 use:b result:b!" {
+		t.Fatalf("reply blocks = %s", got)
+	}
+}
+
+func TestToolModesParseOnlyAndDisabled(t *testing.T) {
+	var calls atomic.Int32
+	f := fake.New(fake.Step{Reply: "I would grep.", Items: messages.Items{grepCall("a", "x")}, Outcome: pausedForTools},
+		fake.Step{Reply: "ok"})
+	r, _, b := toolRuntime(t, f, messages.ToolsParseOnly, grepTool(&calls, nil))
+	_, last, _ := runTurn(t, r, b, "grep x")
+	if last.Phase != messages.PhaseResponseFinalized || last.Outcome != pausedForTools || calls.Load() != 0 || f.Calls() != 1 {
+		t.Fatalf("parse_only: turn ended %+v, tool calls %d, provider calls %d", last, calls.Load(), f.Calls())
+	}
+	if got := strings.Join(blockKinds(lastReply(t, r, b)), " "); got != "text:I would grep. use:a" {
+		t.Fatalf("parse_only reply = %s", got)
+	}
+	// The next request answers the recorded call with an error result.
+	runTurn(t, r, b, "never mind")
+	reqs := f.Requests()
+	segs := providers.Conversation(reqs[len(reqs)-1].Context)
+	found := false
+	for _, s := range segs {
+		for _, blk := range s.Blocks {
+			if res, ok := blk.(messages.ToolResult); ok && res.ToolUseID == "a" && res.IsError {
+				found = true
+			}
+		}
+	}
+	if !found {
+		t.Fatalf("parse_only call left unanswered in the next request: %+v", segs)
+	}
+	r.Close()
+
+	f = fake.New(fake.Step{Items: messages.Items{grepCall("a", "x")}, Outcome: pausedForTools})
+	r, _, b = toolRuntime(t, f, messages.ToolsDisabled, grepTool(&calls, nil))
+	defer r.Close()
+	_, last, _ = runTurn(t, r, b, "grep x")
+	if last.Phase != messages.PhaseFailed || !strings.Contains(last.Err, `tool "grep" but tools are disabled`) || calls.Load() != 0 {
+		t.Fatalf("disabled: turn ended %+v", last)
+	}
+	if len(f.Requests()[0].Context.Tools) != 0 {
+		t.Errorf("disabled mode offered tools")
+	}
+}
+
+// A crash while a tool runs: on recovery the open call is answered with
+// an error and the turn finalized with what the loop did; the tool is not
+// run again.
+func TestToolLoopCrashMidToolIsAnswered(t *testing.T) {
+	var calls atomic.Int32
+	gate := make(chan struct{})
+	defer close(gate)
+	f := fake.New(fake.Step{Reply: "Checking.", Items: messages.Items{grepCall("a", "x")}, Outcome: pausedForTools},
+		fake.Step{Reply: "next"})
+	r, _, b := toolRuntime(t, f, messages.ToolsEnabled, grepTool(&calls, gate))
+	defer r.Close()
+	s, err := r.Submit(bg, b, "grep x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for calls.Load() == 0 {
+		s.Next(nil) // until the tool runs
+	}
+	if err := r.Kill(bg, b); err != nil {
+		t.Fatal(err)
+	}
+	if _, last := s.Wait(nil); last.Phase != messages.PhaseFailed {
+		t.Fatalf("stream of the killed actor ended %+v, want interrupted", last)
+	}
+	info, err := r.Inspect(bg, b)
+	if err != nil || info.InFlight != nil || info.Pending != 1 {
+		t.Fatalf("after the crash: %+v, %v", info, err)
+	}
+	want := "text:Checking. use:a result:a!"
+	if got := strings.Join(blockKinds(lastReply(t, r, b)), " "); got != want {
+		t.Fatalf("recovered reply = %s, want %s", got, want)
+	}
+	rows, _ := r.DB().TurnRows(bg, b, 0, 10)
+	if rows[0].Outcome != "incomplete" || calls.Load() != 1 {
+		t.Fatalf("turn row %+v, tool calls %d", rows[0], calls.Load())
+	}
+	// The branch goes on.
+	if _, last, _ := runTurn(t, r, b, "again"); last.Phase != messages.PhaseResponseFinalized {
+		t.Fatalf("next turn ended %+v", last)
+	}
+}
+
+func TestCancelToolLoop(t *testing.T) {
+	var calls atomic.Int32
+	gate := make(chan struct{})
+	defer close(gate)
+	f := fake.New(fake.Step{Items: messages.Items{grepCall("a", "x")}, Outcome: pausedForTools})
+	r, _, b := toolRuntime(t, f, messages.ToolsEnabled, grepTool(&calls, gate))
+	defer r.Close()
+	if err := r.Cancel(bg, b); !errors.Is(err, ErrNoTurnInFlight) {
+		t.Fatalf("Cancel with nothing in flight = %v", err)
+	}
+	s, err := r.Submit(bg, b, "grep x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for calls.Load() == 0 {
+		s.Next(nil)
+	}
+	if err := r.Cancel(bg, b); err != nil {
+		t.Fatal(err)
+	}
+	_, last := s.Wait(nil)
+	if last.Phase != messages.PhaseResponseFinalized || last.Outcome.Reason != "cancelled" {
+		t.Fatalf("cancelled turn ended %+v", last)
+	}
+	if got := strings.Join(blockKinds(lastReply(t, r, b)), " "); got != "use:a result:a!" {
+		t.Fatalf("reply = %s", got)
+	}
+}
+
+func TestCancelPlainTurn(t *testing.T) {
+	f := fake.New(fake.Step{Reply: "partial and then", Hang: true})
+	cfg := testConfig(t, t.TempDir(), newEvents())
+	cfg.Provider = f
+	r := openRuntime(t, cfg)
+	defer r.Close()
+	_, b, _ := r.CreateSession(bg, "cancel")
+	s, err := r.Submit(bg, b.ID, "talk")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Next(nil)
+	if err := r.Cancel(bg, b.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, last := s.Wait(nil); last.Phase != messages.PhaseFailed || last.Err != "cancelled" {
+		t.Fatalf("cancelled turn ended %+v", last)
+	}
+}
+
+func TestSelectModelSwitchesProvider(t *testing.T) {
+	def := fake.New(fake.Step{Reply: "from default"})
+	other := fake.New(fake.Step{Reply: "from other"}).WithName("other")
+	cfg := testConfig(t, t.TempDir(), newEvents())
+	cfg.Provider = def
+	cfg.Models = map[string]Model{"other": {Provider: other, ID: "other-1", MaxOutputTokens: 77}}
+	r := openRuntime(t, cfg)
+	_, b, _ := r.CreateSession(bg, "models")
+	if text, _, _ := runTurn(t, r, b.ID, "one"); text != "from default" {
+		t.Fatalf("first turn: %q", text)
+	}
+	if err := r.SelectModel(bg, b.ID, "nope"); !errors.Is(err, ErrUnknownModel) || !strings.Contains(err.Error(), `["other"]`) {
+		t.Fatalf("unknown model: %v", err)
+	}
+	if err := r.SelectModel(bg, b.ID, "other"); err != nil {
+		t.Fatal(err)
+	}
+	if text, _, _ := runTurn(t, r, b.ID, "two"); text != "from other" {
+		t.Fatalf("second turn: %q", text)
+	}
+	req := other.Requests()[0]
+	if req.Model != "other-1" || req.MaxOutputTokens != 77 || len(req.Context.Window)+len(req.Context.Pending) != 2 {
+		t.Fatalf("other model's request: model %q, max %d, history %d+%d", req.Model, req.MaxOutputTokens,
+			len(req.Context.Window), len(req.Context.Pending))
+	}
+	// The choice is durable.
+	r.Close()
+	r = openRuntime(t, cfg)
+	defer r.Close()
+	if info, err := r.Inspect(bg, b.ID); err != nil || info.Model != "other" {
+		t.Fatalf("after reopen: model %q, %v", info.Model, err)
+	}
+	if err := r.SelectModel(bg, b.ID, ""); err != nil {
+		t.Fatal(err)
+	}
+	if text, _, _ := runTurn(t, r, b.ID, "three"); text != "from default" {
+		t.Fatalf("back to default: %q", text)
+	}
+}
+
+func TestRedactRewritesOutboundOnly(t *testing.T) {
+	f := fake.New(fake.Step{Reply: "ok"})
+	cfg := testConfig(t, t.TempDir(), newEvents())
+	cfg.Provider = f
+	cfg.Redact = func(c messages.AssembledContext) (messages.AssembledContext, error) {
+		text := strings.ReplaceAll(c.User.RenderedText, "hunter2", "[redacted]")
+		c.User = messages.NewMessage(messages.RoleUser, messages.Text{Text: text})
+		return c, nil
+	}
+	r := openRuntime(t, cfg)
+	defer r.Close()
+	_, b, _ := r.CreateSession(bg, "redact")
+	runTurn(t, r, b.ID, "my password is hunter2")
+	if got := f.Requests()[0].Context.User.RenderedText; got != "my password is [redacted]" {
+		t.Fatalf("sent %q", got)
+	}
+	h, _, _ := r.History(bg, b.ID, messages.TurnID{}, 2)
+	if h[0].Message.RenderedText != "my password is hunter2" {
+		t.Fatalf("stored %q, want the original", h[0].Message.RenderedText)
+	}
+}
+
+func TestToolRegistryRejectsBadTools(t *testing.T) {
+	ok := ToolFunc(grepDef, nil)
+	for _, tc := range []struct {
+		tool Tool
+		want string
+	}{
+		{ToolFunc(messages.Tool{Name: "bad name"}, nil), `name "bad name"`},
+		{ToolFunc(messages.Tool{Name: "x", InputSchema: []byte(`[1]`)}, nil), "input_schema: must be a JSON object"},
+		{nil, "tool is nil"},
+	} {
+		if _, err := NewToolRegistry(tc.tool); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("NewToolRegistry: %v, want an error containing %q", err, tc.want)
+		}
+	}
+	reg, err := NewToolRegistry(ok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := reg.Register(ok); err == nil || !strings.Contains(err.Error(), "taken already") {
+		t.Errorf("duplicate name: %v", err)
+	}
+}
+
+func TestRunToolErrors(t *testing.T) {
+	panicky := ToolFunc(messages.Tool{Name: "boom"}, func(context.Context, json.RawMessage) (string, error) { panic("bang") })
+	failing := ToolFunc(messages.Tool{Name: "fail"}, func(context.Context, json.RawMessage) (string, error) {
+		return "", errors.New("disk full")
+	})
+	slow := ToolFunc(messages.Tool{Name: "slow"}, func(ctx context.Context, _ json.RawMessage) (string, error) {
+		<-ctx.Done()
+		return "", ctx.Err()
+	})
+	reg, _ := NewToolRegistry(panicky, failing, slow)
+	outs := runTools(bg, reg, []messages.ToolCall{{CallID: "1", Name: "boom"}, {CallID: "2", Name: "fail"},
+		{CallID: "3", Name: "slow"}, {CallID: "4", Name: "missing"}}, true, 20_000_000)
+	want := []string{"panicked: bang", "error: disk full", "did not return within 20ms", "no tool is named"}
+	for i, o := range outs {
+		out := o.(messages.ToolOutput)
+		if !out.IsError || !strings.Contains(string(out.Output), want[i]) || out.CallID == "" {
+			t.Errorf("output %d = %+v, want an error containing %q", i, out, want[i])
+		}
+	}
+}
