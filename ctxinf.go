@@ -12,6 +12,7 @@ package ctxinf
 
 import (
 	"context"
+	"encoding/json"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -40,13 +41,41 @@ type (
 	// TurnID names a turn (and a transcript node). The zero TurnID means
 	// "the head" where an API takes a turn to fork at or page before.
 	TurnID = messages.TurnID
+	// Tool is a function the model may call; ToolRegistry holds the
+	// tools a runtime offers (Options.Tools).
+	Tool         = actors.Tool
+	ToolRegistry = actors.ToolRegistry
+	// Model is a named model a branch can select (Options.Models,
+	// Runtime.SelectModel): a provider and its model id.
+	Model = actors.Model
 )
+
+// ToolFunc makes a Tool of a definition and a function.
+func ToolFunc(def messages.Tool, call func(ctx context.Context, arguments json.RawMessage) (string, error)) Tool {
+	return actors.ToolFunc(def, call)
+}
+
+// NewToolRegistry returns a registry holding tools; names must be unique
+// and valid for every provider (1 to 64 letters, digits, '_' or '-').
+func NewToolRegistry(tools ...Tool) (*ToolRegistry, error) { return actors.NewToolRegistry(tools...) }
 
 // Options configure Open. Zero fields take the defaults of config.yaml.
 type Options struct {
 	DataDir  string             // required
 	Provider providers.Provider // default: the offline local provider
 	Model    string
+	// Models are further models a branch can switch to by name.
+	Models map[string]Model
+	// ToolMode is the tools policy: messages.ToolsDisabled (default),
+	// ToolsParseOnly (calls are recorded, never run) or ToolsEnabled
+	// (calls run and the model continues, at most MaxToolSteps provider
+	// steps per turn, default 8).
+	ToolMode     messages.ToolMode
+	Tools        *ToolRegistry
+	MaxToolSteps int
+	// Redact, if set, rewrites every context just before it is sent to a
+	// provider (SRD §14.1); what is stored is unchanged.
+	Redact func(messages.AssembledContext) (messages.AssembledContext, error)
 	// Relaxed skips fsync: writes survive a process crash but not a power
 	// loss. For tests and bulk loads.
 	Relaxed bool
@@ -81,6 +110,21 @@ func Open(ctx context.Context, opts Options) (*Runtime, error) {
 	}
 	if cfg.Model == "" {
 		cfg.Model = opts.Model
+	}
+	if cfg.Models == nil {
+		cfg.Models = opts.Models
+	}
+	if cfg.ToolMode == messages.ToolsDisabled {
+		cfg.ToolMode = opts.ToolMode
+	}
+	if cfg.Tools == nil {
+		cfg.Tools = opts.Tools
+	}
+	if cfg.MaxToolSteps == 0 {
+		cfg.MaxToolSteps = opts.MaxToolSteps
+	}
+	if cfg.Redact == nil {
+		cfg.Redact = opts.Redact
 	}
 	if opts.Relaxed {
 		cfg.Store.Durability = persistence.DurabilityRelaxed

@@ -2,10 +2,14 @@ package ctxinf_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 
 	"github.com/contextinfinity/ctxinf"
+	"github.com/contextinfinity/ctxinf/messages"
+	"github.com/contextinfinity/ctxinf/providers"
+	"github.com/contextinfinity/ctxinf/providers/fake"
 )
 
 func Example() {
@@ -48,4 +52,58 @@ func ExampleRuntime_Fork() {
 	// Output:
 	// 2 messages; last user message: Plan A: use Postgres.
 	// 4 messages; last user message: Actually, plan B: use SQLite.
+}
+
+// A tool the model can call. The scripted fake provider stands in for a
+// model that asks for the tool once, then answers with its result; with a
+// real model (openai, anthropic) the loop is the same.
+func ExampleToolFunc() {
+	dir, _ := os.MkdirTemp("", "ctxinf-example-")
+	defer os.RemoveAll(dir)
+	ctx := context.Background()
+
+	weather := ctxinf.ToolFunc(messages.Tool{
+		Name:        "weather",
+		Description: "Current weather in a city.",
+		InputSchema: []byte(`{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}`),
+	}, func(ctx context.Context, args json.RawMessage) (string, error) {
+		var in struct{ City string }
+		if err := json.Unmarshal(args, &in); err != nil {
+			return "", err
+		}
+		return "18°C and sunny in " + in.City, nil
+	})
+	tools, _ := ctxinf.NewToolRegistry(weather)
+	model := fake.New(
+		fake.Step{Items: messages.Items{messages.ToolCall{CallID: "call_1", Name: "weather", Arguments: json.RawMessage(`"{\"city\":\"Paris\"}"`)}},
+			Outcome: messages.StepOutcome{Kind: messages.OutcomePaused, Reason: "tool_use"}},
+		fake.Step{Reply: "It is 18°C and sunny in Paris."},
+	)
+	rt, _ := ctxinf.Open(ctx, ctxinf.Options{DataDir: dir, Relaxed: true, Provider: model,
+		ToolMode: messages.ToolsEnabled, Tools: tools})
+	defer rt.Close()
+
+	_, main, _ := rt.CreateSession(ctx, "demo")
+	s, _ := rt.Submit(ctx, main.ID, "What's the weather in Paris?")
+	for us := s.Next(nil); us != nil; us = s.Next(nil) {
+		for _, u := range us {
+			switch it := u.Item.(type) {
+			case messages.ToolCall:
+				fmt.Println("call:", it.Name, providers.ArgumentsText(it.Arguments))
+			case messages.ToolOutput:
+				fmt.Println("result:", string(it.Output))
+			}
+			if u.Delta != "" {
+				fmt.Print(u.Delta)
+			}
+			if u.Done {
+				fmt.Println("\n" + u.Phase.String())
+			}
+		}
+	}
+	// Output:
+	// call: weather {"city":"Paris"}
+	// result: "18°C and sunny in Paris"
+	// It is 18°C and sunny in Paris.
+	// response_finalized
 }

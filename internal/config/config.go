@@ -34,17 +34,51 @@ type Config struct {
 	Stream       StreamConfig           `mapstructure:"stream"`
 	Local        LocalConfig            `mapstructure:"local"`
 	Librarian    LibrarianConfig        `mapstructure:"librarian"`
+	Tools        ToolsConfig            `mapstructure:"tools"`
 }
+
+// ToolsConfig is the tools policy (SRD §12).
+type ToolsConfig struct {
+	// Mode is disabled (no tools are offered; a tool call from the model
+	// fails the turn), parse_only (calls are recorded and shown, never
+	// run) or enabled (calls run and the loop goes on).
+	Mode     string        `mapstructure:"mode"`
+	MaxSteps int           `mapstructure:"max_steps"` // provider steps per turn in enabled mode
+	Timeout  time.Duration `mapstructure:"timeout"`   // per tool call
+	Parallel bool          `mapstructure:"parallel"`  // let the model call several tools in one step
+}
+
+// Tool modes accepted by tools.mode.
+const (
+	ToolsDisabled  = "disabled"
+	ToolsParseOnly = "parse_only"
+	ToolsEnabled   = "enabled"
+)
 
 // ModelConfig is one model a branch can use (SRD §18).
 type ModelConfig struct {
-	Provider     string `mapstructure:"provider"` // "openai" (Chat Completions) or "local"
+	Provider     string `mapstructure:"provider"` // "openai", "anthropic" or "local"
 	ModelID      string `mapstructure:"model_id"`
 	ContextLimit int    `mapstructure:"context_limit"` // tokens
 	// APIKeyEnv names the environment variable holding the key; the key
 	// itself is never part of the configuration.
 	APIKeyEnv string `mapstructure:"api_key_env"`
-	BaseURL   string `mapstructure:"base_url"` // the API root; for OpenAI it ends in /v1
+	// BaseURL is the API root: for OpenAI it ends in /v1, for Anthropic
+	// it has no /v1.
+	BaseURL string `mapstructure:"base_url"`
+	// API is OpenAI's API: "responses", "chat" (Chat Completions, which
+	// OpenAI-compatible servers such as Ollama, vLLM or llama.cpp speak),
+	// or "" for responses on api.openai.com and chat elsewhere.
+	API string `mapstructure:"api"`
+	// Store is the Responses API's store flag: let OpenAI keep the
+	// response (privacy: off by default).
+	Store bool `mapstructure:"store"`
+	// Truncation is the Responses API's truncation: "disabled" (a request
+	// too large fails, and the runtime shrinks its context) or "auto".
+	Truncation string `mapstructure:"truncation"`
+	// MaxOutputTokens bounds this model's output; 0 uses
+	// runtime.max_output_tokens.
+	MaxOutputTokens int `mapstructure:"max_output_tokens"`
 }
 
 // LibrarianConfig configures the librarian (summaries).
@@ -157,8 +191,16 @@ func Default() Config {
 		DefaultModel: "gpt",
 		Models: map[string]ModelConfig{
 			"gpt": {Provider: "openai", ModelID: "gpt-4.1-mini", ContextLimit: 128000,
-				APIKeyEnv: "OPENAI_API_KEY", BaseURL: "https://api.openai.com/v1"},
-			"local": {Provider: "local", ModelID: "local", ContextLimit: 32768},
+				APIKeyEnv: "OPENAI_API_KEY", BaseURL: "https://api.openai.com/v1", Truncation: "disabled"},
+			"claude": {Provider: "anthropic", ModelID: "claude-sonnet-4-5", ContextLimit: 200000,
+				APIKeyEnv: "ANTHROPIC_API_KEY", BaseURL: "https://api.anthropic.com", Truncation: "disabled"},
+			"local": {Provider: "local", ModelID: "local", ContextLimit: 32768, Truncation: "disabled"},
+		},
+		Tools: ToolsConfig{
+			Mode:     ToolsDisabled,
+			MaxSteps: 8,
+			Timeout:  time.Minute,
+			Parallel: true,
 		},
 		Log: LogConfig{
 			Level:  LevelInfo,

@@ -135,8 +135,10 @@ store:
 			modify: func(c *Config) {
 				c.DefaultModel = "llama"
 				c.Models = map[string]ModelConfig{
-					"gpt":   {Provider: "openai", ModelID: "gpt-5", ContextLimit: 128000, APIKeyEnv: "OPENAI_API_KEY", BaseURL: "https://api.openai.com/v1"},
-					"local": {Provider: "local", ModelID: "local", ContextLimit: 32768},
+					"gpt": {Provider: "openai", ModelID: "gpt-5", ContextLimit: 128000, APIKeyEnv: "OPENAI_API_KEY",
+						BaseURL: "https://api.openai.com/v1", Truncation: "disabled"},
+					"claude": Default().Models["claude"],
+					"local":  Default().Models["local"],
 					"llama": {Provider: "openai", ModelID: "llama3", ContextLimit: 8192, APIKeyEnv: "LLAMA_KEY",
 						BaseURL: "http://127.0.0.1:8080/v1"},
 				}
@@ -229,8 +231,8 @@ func TestLoadRejects(t *testing.T) {
 		},
 		{
 			name: "bad model entries",
-			file: "default_model: nope\nmodels:\n  x:\n    provider: anthropic\n    context_limit: 10\n",
-			want: []string{`models.x.provider`, `models.x.context_limit`, `default_model: "nope" is not one of models`},
+			file: "default_model: nope\nmodels:\n  x:\n    provider: mistral\n    context_limit: 10\n    api: chat\n",
+			want: []string{`models.x.provider`, `models.x.context_limit`, `models.x.api: "chat": only an openai model`, `default_model: "nope" is not one of models`},
 		},
 		{
 			name: "section given a scalar",

@@ -25,6 +25,9 @@ func (c Config) Validate() error {
 	c.Local.validate(&p, "local.")
 	p.durationIn("librarian.delay", c.Librarian.Delay, 0, time.Hour)
 	c.validateModels(&p)
+	p.oneOf("tools.mode", c.Tools.Mode, ToolsDisabled, ToolsParseOnly, ToolsEnabled)
+	p.inRange("tools.max_steps", int64(c.Tools.MaxSteps), 1, 1000)
+	p.durationIn("tools.timeout", c.Tools.Timeout, time.Millisecond, 24*time.Hour)
 	return errors.Join(p...)
 }
 
@@ -38,8 +41,19 @@ func (c Config) validateModels(p *problems) {
 	sort.Strings(names)
 	for _, name := range names {
 		m, prefix := c.Models[name], "models."+name+"."
-		p.oneOf(prefix+"provider", m.Provider, "openai", "local")
+		p.oneOf(prefix+"provider", m.Provider, "openai", "anthropic", "local")
+		if m.Truncation != "" { // "" is disabled
+			p.oneOf(prefix+"truncation", m.Truncation, "disabled", "auto")
+		}
+		p.inRange(prefix+"max_output_tokens", int64(m.MaxOutputTokens), 0, 1_000_000)
 		if m.Provider == "openai" {
+			if m.API != "" {
+				p.oneOf(prefix+"api", m.API, "responses", "chat")
+			}
+		} else if m.API != "" {
+			p.addf("%sapi: %q: only an openai model takes an api", prefix, m.API)
+		}
+		if m.Provider == "openai" || m.Provider == "anthropic" {
 			if m.ModelID == "" {
 				p.addf("%smodel_id: must be set", prefix)
 			}
