@@ -47,11 +47,6 @@ type (
 
 // Messages from the actors a branch works with.
 type (
-	stepDelta struct {
-		step               messages.StepID
-		text               string
-		displayed, durable uint64
-	}
 	stepDone struct {
 		turn               messages.TurnID
 		step               messages.StepID
@@ -207,15 +202,6 @@ func (a *branchActor) Receive(ctx actor.Context) {
 		a.toolsDone(ctx, m)
 	case *killReq:
 		panic(errors.New("chaos: branch actor killed"))
-	case *stepDelta:
-		if m.step != a.step {
-			return
-		}
-		if t, ok := a.b.InFlight(); ok {
-			if s := a.streams[t.ID]; s != nil {
-				s.push(Update{Delta: m.text, Displayed: a.counters[0] + m.displayed, Durable: a.counters[1] + m.durable})
-			}
-		}
 	case *stepDone:
 		a.finishStep(ctx, m)
 	case *summaryDone:
@@ -622,9 +608,11 @@ func (a *branchActor) spawnStep(ctx actor.Context, turn messages.TurnID, step me
 	}
 	sctx, cancel := context.WithCancel(context.Background())
 	a.step, a.cancelStep = step, cancel
+	stream := a.streams[turn]
 	req := providers.Request{Model: m.ID, Context: ac, MaxOutputTokens: maxOut, ParallelToolCalls: a.rt.cfg.ParallelToolCalls}
 	props := actor.PropsFromProducer(func() actor.Actor {
-		return &stepActor{rt: a.rt, ctx: sctx, branch: ctx.Self(), turn: turn, step: step, req: req, provider: m.Provider}
+		return &stepActor{rt: a.rt, ctx: sctx, branch: ctx.Self(), turn: turn, step: step, req: req, provider: m.Provider,
+			stream: stream, base: a.counters}
 	})
 	if _, err := ctx.SpawnNamed(props, "step-"+step.String()); err != nil {
 		cancel()

@@ -24,10 +24,17 @@ func grepCall(id, q string) messages.ToolCall {
 }
 
 // grepTool answers "match:<q>" and counts its calls; it waits on gate
-// when gate is not nil.
+// when gate is not nil, after saying so on running.
 func grepTool(calls *atomic.Int32, gate chan struct{}) Tool {
+	return gatedGrep(calls, gate, nil)
+}
+
+func gatedGrep(calls *atomic.Int32, gate, running chan struct{}) Tool {
 	return ToolFunc(grepDef, func(ctx context.Context, args json.RawMessage) (string, error) {
 		calls.Add(1)
+		if running != nil {
+			running <- struct{}{}
+		}
 		if gate != nil {
 			select {
 			case <-gate:
@@ -250,19 +257,17 @@ func TestToolModesParseOnlyAndDisabled(t *testing.T) {
 // run again.
 func TestToolLoopCrashMidToolIsAnswered(t *testing.T) {
 	var calls atomic.Int32
-	gate := make(chan struct{})
+	gate, running := make(chan struct{}), make(chan struct{}, 1)
 	defer close(gate)
 	f := fake.New(fake.Step{Reply: "Checking.", Items: messages.Items{grepCall("a", "x")}, Outcome: pausedForTools},
 		fake.Step{Reply: "next"})
-	r, _, b := toolRuntime(t, f, messages.ToolsEnabled, grepTool(&calls, gate))
+	r, _, b := toolRuntime(t, f, messages.ToolsEnabled, gatedGrep(&calls, gate, running))
 	defer r.Close()
 	s, err := r.Submit(bg, b, "grep x")
 	if err != nil {
 		t.Fatal(err)
 	}
-	for calls.Load() == 0 {
-		s.Next(nil) // until the tool runs
-	}
+	<-running
 	if err := r.Kill(bg, b); err != nil {
 		t.Fatal(err)
 	}
@@ -289,10 +294,10 @@ func TestToolLoopCrashMidToolIsAnswered(t *testing.T) {
 
 func TestCancelToolLoop(t *testing.T) {
 	var calls atomic.Int32
-	gate := make(chan struct{})
+	gate, running := make(chan struct{}), make(chan struct{}, 1)
 	defer close(gate)
 	f := fake.New(fake.Step{Items: messages.Items{grepCall("a", "x")}, Outcome: pausedForTools})
-	r, _, b := toolRuntime(t, f, messages.ToolsEnabled, grepTool(&calls, gate))
+	r, _, b := toolRuntime(t, f, messages.ToolsEnabled, gatedGrep(&calls, gate, running))
 	defer r.Close()
 	if err := r.Cancel(bg, b); !errors.Is(err, ErrNoTurnInFlight) {
 		t.Fatalf("Cancel with nothing in flight = %v", err)
@@ -301,9 +306,7 @@ func TestCancelToolLoop(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for calls.Load() == 0 {
-		s.Next(nil)
-	}
+	<-running
 	if err := r.Cancel(bg, b); err != nil {
 		t.Fatal(err)
 	}

@@ -27,6 +27,10 @@ type stepActor struct {
 	req      providers.Request
 	provider providers.Provider
 	journal  *actor.PID
+	// stream is the turn's subscriber stream (nil when nobody reads
+	// it); base counts the journal bytes of the turn's earlier steps.
+	stream *TurnStream
+	base   [2]uint64
 }
 
 type (
@@ -34,6 +38,7 @@ type (
 		eventType string
 		payload   []byte
 		text      string // the delta to forward to the branch after journaling
+		window    chan struct{}
 	}
 	journalClose struct{ sync bool }
 )
@@ -51,10 +56,20 @@ func (s *stepActor) Receive(ctx actor.Context) {
 		ctx.Stop(ctx.Self())
 		return
 	}
-	ja := &journalActor{j: j, branch: s.branch, step: s.step, every: s.rt.cfg.Journal.FlushInterval}
+	ja := &journalActor{j: j, stream: s.stream, base: s.base, every: s.rt.cfg.Journal.FlushInterval}
 	s.journal, _ = ctx.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return ja }), "journal")
+	// The stream may run ahead of the journal and the branch by at most
+	// streamWindow events: a provider streaming faster than the runtime
+	// can journal and forward waits, instead of queueing without bound
+	// (which would add the whole queue to every delta's latency).
+	window := make(chan struct{}, streamWindow)
 	resp, err := s.provider.Stream(s.ctx, s.req, func(ev providers.Event) error {
-		ctx.Send(s.journal, &journalAppend{eventType: ev.Type, payload: ev.Raw, text: ev.Text})
+		select {
+		case window <- struct{}{}:
+		case <-s.ctx.Done():
+			return s.ctx.Err()
+		}
+		ctx.Send(s.journal, &journalAppend{eventType: ev.Type, payload: ev.Raw, text: ev.Text, window: window})
 		return nil
 	})
 	// The journal is fsynced at completion (SRD §13.2), unless the config
@@ -75,11 +90,13 @@ func (s *stepActor) Receive(ctx actor.Context) {
 
 // journalActor owns a step's stream journal (SRD §13): it appends every
 // event, flushes and fsyncs by the journal policy (ticking when events
-// pause), and tells the branch the displayed and durable byte counts.
+// pause), and hands the text and the displayed and durable byte counts to
+// the turn's subscriber stream itself, so that a delta never waits behind
+// the branch actor's commits.
 type journalActor struct {
 	j      *persistence.Journal
-	branch *actor.PID
-	step   messages.StepID
+	stream *TurnStream
+	base   [2]uint64
 	every  time.Duration
 	err    error
 }
@@ -92,17 +109,20 @@ func (ja *journalActor) Receive(ctx actor.Context) {
 		var c persistence.JournalCounters
 		if ja.err == nil {
 			c, ja.err = ja.j.Append(m.eventType, m.payload)
+		} else {
+			c = ja.j.Counters()
 		}
-		if m.text != "" || ja.err == nil {
-			ctx.Send(ja.branch, &stepDelta{step: ja.step, text: m.text, displayed: c.Displayed, durable: c.Durable})
+		if ja.stream != nil && (m.text != "" || ja.err == nil) {
+			ja.stream.push(Update{Delta: m.text, Displayed: ja.base[0] + c.Displayed, Durable: ja.base[1] + c.Durable})
 		}
+		release(m.window)
 	case *actor.ReceiveTimeout:
 		if ja.err == nil {
 			before := ja.j.Counters()
 			c, err := ja.j.Tick()
 			ja.err = err
-			if c != before {
-				ctx.Send(ja.branch, &stepDelta{step: ja.step, displayed: c.Displayed, durable: c.Durable})
+			if c != before && ja.stream != nil {
+				ja.stream.push(Update{Displayed: ja.base[0] + c.Displayed, Durable: ja.base[1] + c.Durable})
 			}
 		}
 	case *journalClose:
@@ -116,6 +136,21 @@ func (ja *journalActor) Receive(ctx actor.Context) {
 		ctx.Respond(ja.j.Counters())
 	case *actor.Stopping:
 		ja.j.Close()
+	}
+}
+
+// streamWindow is how many stream events may be on their way from a step
+// to its subscriber (through the journal) at once.
+const streamWindow = 64
+
+// release frees a place in a step's stream window.
+func release(window chan struct{}) {
+	if window == nil {
+		return
+	}
+	select {
+	case <-window:
+	default:
 	}
 }
 

@@ -6,14 +6,11 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
-
-	"github.com/rs/zerolog"
 
 	"github.com/contextinfinity/ctxinf"
 	"github.com/contextinfinity/ctxinf/actors"
@@ -22,14 +19,16 @@ import (
 	"github.com/contextinfinity/ctxinf/messages"
 	"github.com/contextinfinity/ctxinf/persistence"
 	"github.com/contextinfinity/ctxinf/providers"
-	"github.com/contextinfinity/ctxinf/providers/local"
-	"github.com/contextinfinity/ctxinf/providers/openai"
 )
 
 // runtimeConfig maps the configuration onto the runtime's.
 func runtimeConfig(e *env) actors.Config {
 	c := e.cfg
-	provider, model := selectProvider(c, e.log)
+	def, models := runtimeModels(c, e.log)
+	toolMode := messages.ToolMode(c.Tools.Mode)
+	if c.Tools.Mode == config.ToolsDisabled {
+		toolMode = messages.ToolsDisabled
+	}
 	return actors.Config{
 		DataDir:         c.DataDir,
 		Store:           storeOptions(c, "", e.log),
@@ -44,9 +43,15 @@ func runtimeConfig(e *env) actors.Config {
 		SkipFinalizedFsync: !c.Stream.FsyncFinalized,
 		Retry: &providers.RetryPolicy{MaxRetries: c.Runtime.ProviderMaxRetries,
 			BaseDelay: c.Runtime.ProviderRetryBaseDelay, MaxDelay: c.Runtime.ProviderRetryMaxDelay},
-		Provider: provider,
-		Model:    model,
-		Logger:   e.log,
+		Provider:          def.Provider,
+		Model:             def.ID,
+		Models:            models,
+		ToolMode:          toolMode,
+		Tools:             runtimeTools(time.Now),
+		MaxToolSteps:      c.Tools.MaxSteps,
+		ToolTimeout:       c.Tools.Timeout,
+		ParallelToolCalls: c.Tools.Parallel,
+		Logger:            e.log,
 		Summarize: func(ctx context.Context, prev string, ex []core.Exchange) (string, error) {
 			if d := c.Librarian.Delay; d > 0 {
 				select {
@@ -57,29 +62,6 @@ func runtimeConfig(e *env) actors.Config {
 			}
 			return core.FallbackSummary(prev, ex), nil
 		},
-	}
-}
-
-// selectProvider returns the provider and model id of default_model: the
-// local provider when it is "" or its API key variable is unset (with a
-// warning), so that ctxinf runs without a key.
-func selectProvider(c config.Config, log zerolog.Logger) (providers.Provider, string) {
-	localProvider := local.New(local.Options{Delay: c.Local.Delay, ContextLimit: c.Local.ContextLimit})
-	if c.DefaultModel == "" {
-		return localProvider, "local"
-	}
-	m := c.Models[c.DefaultModel]
-	switch m.Provider {
-	case "openai":
-		key := os.Getenv(m.APIKeyEnv)
-		if key == "" {
-			log.Warn().Str("model", c.DefaultModel).Str("api_key_env", m.APIKeyEnv).
-				Msg("no API key in the environment; using the local provider")
-			return localProvider, "local"
-		}
-		return openai.New(openai.Options{BaseURL: m.BaseURL, APIKey: key, ContextLimit: m.ContextLimit}), m.ModelID
-	default:
-		return local.New(local.Options{Delay: c.Local.Delay, ContextLimit: m.ContextLimit}), "local"
 	}
 }
 
@@ -104,6 +86,8 @@ const chatHelp = `Type a message and press Enter. Commands:
   /branches      branches of this session
   /switch ID     switch to another branch
   /state         the head state: summary, pinned facts, counters
+  /model [NAME]  the models this branch can use, or switch it to NAME
+                 ("default" goes back to default_model)
   /help          this text
   /quit          leave (everything is already on disk)
 `
@@ -161,10 +145,19 @@ func chat(e *env, args []string) error {
 		for us := s.Next(nil); us != nil; us = s.Next(nil) {
 			for _, u := range us {
 				fmt.Fprint(e.stdout, u.Delta)
+				switch it := u.Item.(type) {
+				case messages.ToolCall:
+					fmt.Fprintf(e.stdout, "\n  [tool call %s %s]\n", it.Name, oneLine(string(it.Arguments), 200))
+				case messages.ToolOutput:
+					fmt.Fprintf(e.stdout, "  [tool result %s]\n", oneLine(string(it.Output), 200))
+				}
 				if u.Done {
 					last = u
 				}
 			}
+		}
+		if last.Outcome.Kind == messages.OutcomeIncomplete || last.Outcome.Kind == messages.OutcomePaused {
+			fmt.Fprintf(e.stdout, "\n  [%s: %s]", last.Outcome.Kind, last.Outcome.Reason)
 		}
 		fmt.Fprintf(e.stdout, "\n  [turn %d · %s · stream durable/displayed %d/%d bytes]\n", s.Seq, last.Phase, last.Durable, last.Displayed)
 		if last.Err != "" {
@@ -252,6 +245,26 @@ func chatCommand(ctx context.Context, e *env, rt *ctxinf.Runtime, branch *ctxinf
 				fmt.Fprintf(out, "  turn %d (%s) is pending: it goes into the next context verbatim\n", t.Seq, t.ID)
 			}
 		}
+	case "/model":
+		if arg == "" {
+			info, err := rt.Inspect(ctx, branch.ID)
+			if err != nil {
+				return false, err
+			}
+			current := info.Model
+			if current == "" {
+				current = "default"
+			}
+			fmt.Fprintf(out, "  this branch uses: %s; available: %s\n", current, strings.Join(rt.ModelNames(), ", "))
+			return false, nil
+		}
+		if arg == "default" {
+			arg = ""
+		}
+		if err := rt.SelectModel(ctx, branch.ID, arg); err != nil {
+			return false, err
+		}
+		fmt.Fprintln(out, "  model selected for the next turns")
 	case "/pin":
 		if err := rt.Pin(ctx, branch.ID, arg); err != nil {
 			return false, err

@@ -3,6 +3,7 @@
 //	ctxinf [--config FILE] chat [--session S] [--branch B]
 //	ctxinf [--config FILE] inspect [--json]
 //	ctxinf [--config FILE] bench store [--dir D] [--json] [--quick]
+//	ctxinf [--config FILE] bench stream [--json]
 //	ctxinf version
 package main
 
@@ -45,6 +46,10 @@ Commands:
   bench turns [--branches N] [--turns T] [--passive P] [--json]
                  committed turns/s, per-turn runtime overhead, peak RSS,
                  RSS per passivated branch, replay of 1,000 events
+  bench stream [--branches N] [--turns T] [--deltas D] [--api A] [--json]
+                 deltas/s from a fake model API on loopback through the
+                 adapter, journal and branch to a subscriber; journal bytes
+                 per displayed byte; latency added per delta
   bench store [--dir D] [--json] [--quick]
                  measure the context store (durable appends, group commit,
                  reads, forks, depth ranges, dedup, bytes on disk)
@@ -102,6 +107,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		err = benchStore(e, rest[2:])
 	case rest[0] == "bench" && len(rest) > 1 && rest[1] == "turns":
 		err = benchTurns(e, rest[2:])
+	case rest[0] == "bench" && len(rest) > 1 && rest[1] == "stream":
+		err = benchStream(e, rest[2:])
 	case rest[0] == "chat":
 		err = chat(e, rest[1:])
 	case rest[0] == "inspect":

@@ -3,12 +3,8 @@ package openai
 import (
 	"encoding/json"
 	"errors"
-	"io"
-	"net"
 	"net/http"
-	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	oai "github.com/openai/openai-go/v3"
@@ -45,7 +41,7 @@ func toError(provider string, err error, resp *http.Response) *providers.Error {
 		Provider:  provider,
 		Code:      "connection",
 		Message:   "request failed: " + err.Error(),
-		Retryable: transient(err),
+		Retryable: providers.Transient(err),
 		Err:       err,
 	}
 }
@@ -65,7 +61,7 @@ func httpError(provider string, status int, code, msg string, resp *http.Respons
 		Err:             err,
 	}
 	if resp != nil {
-		pe.RetryAfter = retryAfter(resp.Header, time.Now())
+		pe.RetryAfter = providers.RetryAfter(resp.Header, time.Now())
 	}
 	return pe
 }
@@ -82,21 +78,35 @@ func streamError(provider string, se *ssestream.StreamError) *providers.Error {
 	}
 	_ = json.Unmarshal(se.Event.Data, &body) // a bad body keeps the SDK's message
 	e := body.Error
-	code := rawCode(e.Code)
 	msg := e.Message
 	if msg == "" {
 		msg = se.Message
 	}
-	retryable := e.Type == "server_error" || code == "server_error" ||
-		e.Type == "rate_limit_exceeded" || code == "rate_limit_exceeded"
+	return failureError(provider, rawCode(e.Code), e.Type, msg, se)
+}
+
+// failureError is the error of a failure reported inside a stream (an
+// error event, a failed response) with its code, type and message.
+// Server errors and rate limits are retryable.
+func failureError(provider, code, typ, msg string, err error) *providers.Error {
 	return &providers.Error{
 		Provider:        provider,
 		Code:            code,
 		Message:         msg,
-		Retryable:       retryable,
+		Retryable:       retryableCode(code) || retryableCode(typ),
 		ContextTooLarge: code == codeContextTooLarge,
-		Err:             se,
+		Err:             err,
 	}
+}
+
+// retryableCode reports whether an error code or type is a server error
+// or a rate limit.
+func retryableCode(code string) bool {
+	switch code {
+	case "server_error", "rate_limit_exceeded":
+		return true
+	}
+	return false
 }
 
 // rawCode returns an error code sent as a JSON string or number.
@@ -111,51 +121,6 @@ func rawCode(raw json.RawMessage) string {
 	return ""
 }
 
-// transient reports whether a transport error is worth retrying: a
-// network error or a connection closed or reset mid-response.
-func transient(err error) bool {
-	var netErr net.Error
-	return errors.As(err, &netErr) ||
-		errors.Is(err, io.ErrUnexpectedEOF) ||
-		errors.Is(err, io.EOF) ||
-		errors.Is(err, syscall.ECONNRESET) ||
-		errors.Is(err, syscall.ECONNREFUSED) ||
-		errors.Is(err, syscall.EPIPE)
-}
 
-// maxRetryAfter bounds the wait read from a header.
-const maxRetryAfter = 24 * time.Hour
 
-// retryAfter is the wait the server asked for: retry-after-ms (OpenAI's
-// own header) or Retry-After, in seconds or as an HTTP date; 0 when
-// absent, unparsable or past, and at most maxRetryAfter.
-func retryAfter(h http.Header, now time.Time) time.Duration {
-	if v := strings.TrimSpace(h.Get("Retry-After-Ms")); v != "" {
-		if ms, err := strconv.ParseFloat(v, 64); err == nil {
-			return boundedWait(ms, time.Millisecond)
-		}
-	}
-	v := strings.TrimSpace(h.Get("Retry-After"))
-	if v == "" {
-		return 0
-	}
-	if secs, err := strconv.ParseFloat(v, 64); err == nil {
-		return boundedWait(secs, time.Second)
-	}
-	if t, err := http.ParseTime(v); err == nil && t.After(now) {
-		return min(t.Sub(now), maxRetryAfter)
-	}
-	return 0
-}
 
-// boundedWait is n units, 0 when n is not positive (or NaN), and at most
-// maxRetryAfter.
-func boundedWait(n float64, unit time.Duration) time.Duration {
-	if !(n > 0) {
-		return 0
-	}
-	if n >= float64(maxRetryAfter/unit) {
-		return maxRetryAfter
-	}
-	return time.Duration(n * float64(unit))
-}

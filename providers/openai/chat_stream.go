@@ -13,8 +13,9 @@ import (
 	"github.com/contextinfinity/ctxinf/providers"
 )
 
-// stream is the state of one Stream call: what the chunks said so far.
-type stream struct {
+// chatStream is the state of one Chat Completions stream: what the
+// chunks said so far.
+type chatStream struct {
 	provider   string
 	emit       func(providers.Event) error
 	rawRequest json.RawMessage
@@ -37,21 +38,21 @@ type toolCall struct {
 	args     strings.Builder
 }
 
-func newStream(provider string, emit func(providers.Event) error) *stream {
-	return &stream{provider: provider, emit: emit, choices: map[int]*choice{}}
+func newChatStream(provider string, emit func(providers.Event) error) *chatStream {
+	return &chatStream{provider: provider, emit: emit, choices: map[int]*choice{}}
 }
 
 // setRawRequest keeps body, the request as sent, when it is valid JSON.
-func (s *stream) setRawRequest(body []byte) {
-	if c := compactJSON(body); c != nil {
+func (s *chatStream) setRawRequest(body []byte) {
+	if c := providers.CompactJSON(body); c != nil {
 		s.rawRequest = c
 	}
 }
 
 // chunk takes in one streamed chunk and emits its events. It fails only
 // when emit does.
-func (s *stream) chunk(c oai.ChatCompletionChunk) error {
-	raw := compactJSON([]byte(c.RawJSON()))
+func (s *chatStream) chunk(c oai.ChatCompletionChunk) error {
+	raw := providers.CompactJSON([]byte(c.RawJSON()))
 	if c.ID != "" {
 		s.id = c.ID
 	}
@@ -97,7 +98,7 @@ func (s *stream) chunk(c oai.ChatCompletionChunk) error {
 }
 
 // choice returns the state of choice idx, created on first use.
-func (s *stream) choice(idx int) *choice {
+func (s *chatStream) choice(idx int) *choice {
 	st, ok := s.choices[idx]
 	if !ok {
 		st = &choice{calls: map[int]*toolCall{}}
@@ -125,7 +126,7 @@ func (c *choice) addToolCall(d oai.ChatCompletionChunkChoiceDeltaToolCall) {
 
 // emitToolCalls emits an EventItem for each tool call of the finished
 // choice idx, once.
-func (s *stream) emitToolCalls(idx int) error {
+func (s *chatStream) emitToolCalls(idx int) error {
 	st := s.choices[idx]
 	if st == nil || st.emitted {
 		return nil
@@ -162,20 +163,9 @@ func (c *choice) toolCalls(choiceIdx int) []messages.ToolCall {
 	return out
 }
 
-// toolCallItem makes a tool call item. Arguments is a JSON string holding
-// the model's arguments text exactly, so that arguments cut short (or
-// otherwise not JSON) are kept too.
-func toolCallItem(id, name, args string) messages.ToolCall {
-	data, err := json.Marshal(args)
-	if err != nil {
-		data = []byte(`""`)
-	}
-	return messages.ToolCall{CallID: id, Name: name, Arguments: data}
-}
-
 // items returns the response items: per choice in index order, its text
 // as an assistant message, then its tool calls.
-func (s *stream) items() messages.Items {
+func (s *chatStream) items() messages.Items {
 	var items messages.Items
 	for _, idx := range sortedKeys(s.choices) {
 		st := s.choices[idx]
@@ -191,7 +181,7 @@ func (s *stream) items() messages.Items {
 
 // finish ends a stream that closed normally: it maps the finish reasons
 // to the outcome, or fails when a choice never got one.
-func (s *stream) finish() (providers.Response, error) {
+func (s *chatStream) finish() (providers.Response, error) {
 	if len(s.choices) == 0 {
 		err := s.dropped("stream ended without any choice")
 		return s.fail(err.Code, err), err
@@ -206,13 +196,13 @@ func (s *stream) finish() (providers.Response, error) {
 }
 
 // dropped is the error of a stream cut off before its end.
-func (s *stream) dropped(msg string) *providers.Error {
+func (s *chatStream) dropped(msg string) *providers.Error {
 	return &providers.Error{Provider: s.provider, Code: "stream_incomplete", Message: msg, Retryable: true}
 }
 
 // outcome maps the finish reasons of all choices to the step's outcome;
 // the most pressing wins: tool use, then a cut, then completion.
-func (s *stream) outcome() messages.StepOutcome {
+func (s *chatStream) outcome() messages.StepOutcome {
 	var incomplete *messages.StepOutcome
 	for _, idx := range sortedKeys(s.choices) {
 		switch r := s.choices[idx].finish; r {
@@ -240,7 +230,7 @@ func outcomeOnce(o *messages.StepOutcome, reason string) *messages.StepOutcome {
 }
 
 // response returns the response for what arrived, with outcome.
-func (s *stream) response(outcome messages.StepOutcome) providers.Response {
+func (s *chatStream) response(outcome messages.StepOutcome) providers.Response {
 	resp := providers.Response{
 		Items:       s.items(),
 		Outcome:     outcome,
@@ -253,19 +243,19 @@ func (s *stream) response(outcome messages.StepOutcome) providers.Response {
 	return resp
 }
 
-func (s *stream) cancelled() providers.Response {
+func (s *chatStream) cancelled() providers.Response {
 	return s.response(messages.StepOutcome{Kind: messages.OutcomeCancelled})
 }
 
 // fail returns the response for what arrived with outcome Failed.
-func (s *stream) fail(code string, err error) providers.Response {
+func (s *chatStream) fail(code string, err error) providers.Response {
 	if code == "" {
 		code = "provider_error"
 	}
 	return s.response(messages.StepOutcome{Kind: messages.OutcomeFailed, Code: code, Message: err.Error()})
 }
 
-func (s *stream) emitFailed(err error) (providers.Response, error) {
+func (s *chatStream) emitFailed(err error) (providers.Response, error) {
 	err = fmt.Errorf("%s: emit: %w", s.provider, err)
 	return s.response(messages.StepOutcome{Kind: messages.OutcomeFailed, Code: "emit", Message: err.Error()}), err
 }
@@ -285,7 +275,7 @@ type choiceSummary struct {
 	ToolCalls    int    `json:"tool_calls,omitempty"`
 }
 
-func (s *stream) rawResponse() json.RawMessage {
+func (s *chatStream) rawResponse() json.RawMessage {
 	sum := responseSummary{ID: s.id, Model: s.model, Choices: []choiceSummary{}}
 	for _, idx := range sortedKeys(s.choices) {
 		st := s.choices[idx]
@@ -294,7 +284,7 @@ func (s *stream) rawResponse() json.RawMessage {
 		})
 	}
 	if s.usage != nil {
-		sum.Usage = compactJSON([]byte(s.usage.RawJSON()))
+		sum.Usage = providers.CompactJSON([]byte(s.usage.RawJSON()))
 	}
 	data, err := json.Marshal(sum)
 	if err != nil {

@@ -1,0 +1,290 @@
+package anthropic
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"unicode"
+
+	sdk "github.com/anthropics/anthropic-sdk-go"
+	"github.com/anthropics/anthropic-sdk-go/packages/param"
+
+	"github.com/contextinfinity/ctxinf/messages"
+	"github.com/contextinfinity/ctxinf/providers"
+)
+
+// buildParams maps req to the Messages request. It fails, naming the
+// field, when the model is missing, the output bound is not positive or
+// the context cannot be mapped.
+func buildParams(req providers.Request) (sdk.MessageNewParams, error) {
+	var params sdk.MessageNewParams
+	if req.Model == "" {
+		return params, errors.New("Request.Model: required")
+	}
+	if req.MaxOutputTokens <= 0 {
+		return params, fmt.Errorf("Request.MaxOutputTokens = %d: must be positive (it is sent as max_tokens)", req.MaxOutputTokens)
+	}
+	tools, err := buildTools(req.Context)
+	if err != nil {
+		return params, err
+	}
+	msgs, err := buildMessages(req.Context, len(tools) > 0)
+	if err != nil {
+		return params, err
+	}
+	params.Model = sdk.Model(req.Model)
+	params.MaxTokens = int64(req.MaxOutputTokens)
+	if sys := providers.SystemText(req.Context); sys != "" {
+		params.System = []sdk.TextBlockParam{{Text: sys}}
+	}
+	params.Messages = msgs
+	if len(tools) > 0 {
+		params.Tools = tools
+		params.ToolChoice = sdk.ToolChoiceUnionParam{OfAuto: &sdk.ToolChoiceAutoParam{
+			DisableParallelToolUse: sdk.Bool(!req.ParallelToolCalls),
+		}}
+	}
+	return params, nil
+}
+
+// buildMessages lays c out as Messages API messages, from
+// providers.Conversation: user segments are user messages, assistant
+// segments assistant messages, and tool results a user message whose
+// content starts with them. Messages of the same role in a row are merged
+// (so the user's text follows the tool results it comes after), and
+// messages left without content are dropped, so roles alternate.
+//
+// withTools says whether the request defines tools. The API rejects
+// tool_use and tool_result blocks in a request that defines none, so
+// without tools (the disabled mode) past tool uses and results are sent
+// as text instead.
+//
+// It fails when a tool use lacks its id or name, or when nothing is left
+// to send.
+func buildMessages(c messages.AssembledContext, withTools bool) ([]sdk.MessageParam, error) {
+	var msgs []sdk.MessageParam
+	for i, seg := range providers.Conversation(c) {
+		role := sdk.MessageParamRoleUser
+		var content []sdk.ContentBlockParamUnion
+		var err error
+		switch seg.Kind {
+		case providers.SegmentUser:
+			content = userContent(seg.Blocks)
+		case providers.SegmentAssistant:
+			role = sdk.MessageParamRoleAssistant
+			content, err = assistantContent(seg.Blocks, withTools)
+		case providers.SegmentToolResults:
+			content = resultContent(seg.Blocks, withTools)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("conversation segment %d: %w", i, err)
+		}
+		if len(content) == 0 {
+			continue
+		}
+		if n := len(msgs); n > 0 && msgs[n-1].Role == role {
+			msgs[n-1].Content = append(msgs[n-1].Content, content...)
+			continue
+		}
+		msgs = append(msgs, sdk.MessageParam{Role: role, Content: content})
+	}
+	if len(msgs) == 0 {
+		return nil, errors.New("Context.User: the user message is empty and there is no other message to send")
+	}
+	trimFinalAssistant(msgs)
+	return msgs, nil
+}
+
+// userContent maps the blocks of a user message: text, images, and
+// unknown blocks that came from this API. Anything else has no place in
+// a user message and is left out.
+func userContent(bs messages.Blocks) []sdk.ContentBlockParamUnion {
+	var out []sdk.ContentBlockParamUnion
+	for _, b := range bs {
+		switch b := b.(type) {
+		case messages.Text:
+			if hasText(b.Text) {
+				out = append(out, sdk.NewTextBlock(b.Text))
+			}
+		case messages.Image:
+			if raw, ok := imageBlock(b); ok {
+				out = append(out, rawBlock(raw))
+			}
+		case messages.Unknown:
+			if raw, ok := ownUnknown(b); ok {
+				out = append(out, rawBlock(raw))
+			}
+		}
+	}
+	return out
+}
+
+// assistantContent maps the blocks of an assistant message: text, tool
+// uses (their input as a JSON object), thinking blocks from this API that
+// can be replayed, and unknown blocks from this API, in order. Without
+// tools, a tool use is sent as text.
+func assistantContent(bs messages.Blocks, withTools bool) ([]sdk.ContentBlockParamUnion, error) {
+	var out []sdk.ContentBlockParamUnion
+	for i, b := range bs {
+		switch b := b.(type) {
+		case messages.Text:
+			if hasText(b.Text) {
+				out = append(out, sdk.NewTextBlock(b.Text))
+			}
+		case messages.ToolUse:
+			if b.ToolUseID == "" || b.Name == "" {
+				return nil, fmt.Errorf("block %d: tool use needs a ToolUseID and a Name", i)
+			}
+			input := providers.ArgumentsObject(b.Input)
+			if !withTools {
+				out = append(out, sdk.NewTextBlock(fmt.Sprintf("[tool call %s: %s %s]", b.ToolUseID, b.Name, input)))
+				continue
+			}
+			out = append(out, sdk.NewToolUseBlock(b.ToolUseID, input, b.Name))
+		case messages.Reasoning:
+			if replayableThinking(b.Raw) {
+				out = append(out, rawBlock(b.Raw))
+			}
+		case messages.Unknown:
+			if raw, ok := ownUnknown(b); ok {
+				out = append(out, rawBlock(raw))
+			}
+		}
+	}
+	return out, nil
+}
+
+// resultContent maps tool results to tool_result blocks, their content
+// the results' text; without tools they are sent as text.
+func resultContent(bs messages.Blocks, withTools bool) []sdk.ContentBlockParamUnion {
+	var out []sdk.ContentBlockParamUnion
+	for _, b := range bs {
+		r, ok := b.(messages.ToolResult)
+		if !ok {
+			continue
+		}
+		text := providers.ResultText(r)
+		if !withTools {
+			kind := "result"
+			if r.IsError {
+				kind = "error"
+			}
+			out = append(out, sdk.NewTextBlock(fmt.Sprintf("[tool %s %s: %s]", kind, r.ToolUseID, text)))
+			continue
+		}
+		res := sdk.ToolResultBlockParam{ToolUseID: r.ToolUseID}
+		if hasText(text) {
+			res.Content = []sdk.ToolResultBlockParamContentUnion{{OfText: &sdk.TextBlockParam{Text: text}}}
+		}
+		if r.IsError {
+			res.IsError = sdk.Bool(true)
+		}
+		out = append(out, sdk.ContentBlockParamUnion{OfToolResult: &res})
+	}
+	return out
+}
+
+// trimFinalAssistant removes trailing white space from the text a final
+// assistant message ends with (a prefill), which the API rejects. Text
+// blocks are never white space alone, so some text is left.
+func trimFinalAssistant(msgs []sdk.MessageParam) {
+	last := msgs[len(msgs)-1]
+	if last.Role != sdk.MessageParamRoleAssistant {
+		return
+	}
+	if t := last.Content[len(last.Content)-1].OfText; t != nil {
+		t.Text = strings.TrimRightFunc(t.Text, unicode.IsSpace)
+	}
+}
+
+// hasText reports whether s holds more than white space: the API rejects
+// empty text blocks and blocks of white space alone.
+func hasText(s string) bool {
+	return strings.TrimSpace(s) != ""
+}
+
+// rawBlock is a content block sent as the JSON raw.
+func rawBlock(raw json.RawMessage) sdk.ContentBlockParamUnion {
+	return param.Override[sdk.ContentBlockParamUnion](providers.CompactJSON(raw))
+}
+
+// ownUnknown returns an unknown block's JSON when it came from this API
+// (Provider "anthropic") and can be sent back.
+func ownUnknown(u messages.Unknown) (json.RawMessage, bool) {
+	if u.Provider != DefaultName || !isObject(u.Raw) {
+		return nil, false
+	}
+	return u.Raw, true
+}
+
+// replayableThinking reports whether raw is a thinking block of this API
+// that can be sent back as it is: a thinking block with its signature, or
+// a redacted_thinking block with its data.
+func replayableThinking(raw json.RawMessage) bool {
+	var b struct {
+		Type      string `json:"type"`
+		Signature string `json:"signature"`
+		Data      string `json:"data"`
+	}
+	if json.Unmarshal(raw, &b) != nil {
+		return false
+	}
+	return (b.Type == "thinking" && b.Signature != "") || (b.Type == "redacted_thinking" && b.Data != "")
+}
+
+// imageBlock maps an image whose source is one of this API's image
+// sources (base64, url or file) to an image block; other sources are not
+// sent.
+func imageBlock(img messages.Image) (json.RawMessage, bool) {
+	var src map[string]any
+	if json.Unmarshal(img.Source, &src) != nil || src == nil {
+		return nil, false
+	}
+	switch src["type"] {
+	case "base64":
+		if _, ok := src["media_type"]; !ok && img.MediaType != "" {
+			src["media_type"] = img.MediaType
+		}
+	case "url", "file":
+	default:
+		return nil, false
+	}
+	data, err := json.Marshal(map[string]any{"type": "image", "source": src})
+	return data, err == nil
+}
+
+// toolDef is a custom tool definition of the Messages API.
+type toolDef struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description,omitempty"`
+	InputSchema json.RawMessage `json:"input_schema"`
+}
+
+// buildTools maps c's tools to custom tool definitions when the tool mode
+// is enabled or parse_only, and to none otherwise. A tool without a
+// schema takes any object.
+func buildTools(c messages.AssembledContext) ([]sdk.ToolUnionParam, error) {
+	if c.ToolMode != messages.ToolsEnabled && c.ToolMode != messages.ToolsParseOnly {
+		return nil, nil
+	}
+	var tools []sdk.ToolUnionParam
+	for i, t := range c.Tools {
+		if t.Name == "" {
+			return nil, fmt.Errorf("Context.Tools[%d].Name: required", i)
+		}
+		schema := json.RawMessage(`{"type":"object"}`)
+		if len(t.InputSchema) > 0 {
+			if !isObject(t.InputSchema) {
+				return nil, fmt.Errorf("Context.Tools[%d].InputSchema (tool %q): not a JSON object", i, t.Name)
+			}
+			schema = providers.CompactJSON(t.InputSchema)
+		}
+		data, err := json.Marshal(toolDef{Name: t.Name, Description: t.Description, InputSchema: schema})
+		if err != nil {
+			return nil, fmt.Errorf("Context.Tools[%d] (tool %q): %w", i, t.Name, err)
+		}
+		tools = append(tools, param.Override[sdk.ToolUnionParam](json.RawMessage(data)))
+	}
+	return tools, nil
+}

@@ -1,0 +1,69 @@
+package openai
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/openai/openai-go/v3/option"
+
+	"github.com/contextinfinity/ctxinf/providers"
+)
+
+// EventChunk is the Event.Type of every event made from a streamed chat
+// completion chunk.
+const EventChunk = "chat.completion.chunk"
+
+// EventToolCall is the Event.Type of the EventItem emitted for each tool
+// call once its choice has finished; Raw is the item's JSON form.
+const EventToolCall = "chat.completion.tool_call"
+
+// streamChat runs one chat completion with streaming. For every chunk it
+// emits one EventTextDelta per choice with content (or refusal) text,
+// Index being the choice index, or an EventOther when the chunk carries
+// no text; Type is EventChunk and Raw the chunk's JSON. When a choice
+// finishes with tool calls, an EventItem of type EventToolCall follows
+// for each.
+//
+// The outcome follows the finish reason: "stop" is Completed, "length"
+// Incomplete{Reason: "max_output_tokens"}, "content_filter"
+// Incomplete{Reason: "content_filter"}, "tool_calls" and "function_call"
+// Paused{Reason: "tool_use"}; any other reason is Incomplete with the
+// reason as given. A refusal is kept as the assistant's text. A stream
+// that ends before a finish reason fails with a retryable
+// *providers.Error.
+func (p *Provider) streamChat(ctx context.Context, req providers.Request, emit func(providers.Event) error) (providers.Response, error) {
+	s := newChatStream(p.name, emit)
+	params, err := p.buildChatParams(req)
+	if err != nil {
+		err = fmt.Errorf("%s: build request: %w", p.name, err)
+		return s.fail("bad_request", err), err
+	}
+	if body, merr := json.Marshal(params); merr == nil {
+		s.rawRequest = body // replaced by the bytes sent, once sent
+	}
+	if err := ctx.Err(); err != nil {
+		return s.cancelled(), err
+	}
+	capture := &exchange{}
+	stream := p.client.Chat.Completions.NewStreaming(ctx, params, option.WithMiddleware(capture.middleware))
+	defer stream.Close()
+	for stream.Next() {
+		if err := s.chunk(stream.Current()); err != nil {
+			s.setRawRequest(capture.body)
+			return s.emitFailed(err)
+		}
+		if ctx.Err() != nil {
+			break // cancelled, maybe by emit: chunks already read are not waited on
+		}
+	}
+	s.setRawRequest(capture.body)
+	if ctx.Err() != nil {
+		return s.cancelled(), ctx.Err()
+	}
+	if err := stream.Err(); err != nil {
+		perr := toError(p.name, err, capture.response)
+		return s.fail(providers.OutcomeCode(perr), perr), perr
+	}
+	return s.finish()
+}

@@ -1,0 +1,83 @@
+package providers
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Helpers the HTTP adapters share.
+
+// Transient reports whether a transport error is worth retrying: a
+// network error or a connection closed or reset mid-response.
+func Transient(err error) bool {
+	var netErr net.Error
+	return errors.As(err, &netErr) ||
+		errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, io.EOF) ||
+		errors.Is(err, syscall.ECONNRESET) ||
+		errors.Is(err, syscall.ECONNREFUSED) ||
+		errors.Is(err, syscall.EPIPE)
+}
+
+// MaxRetryAfter bounds the wait RetryAfter reads from a header.
+const MaxRetryAfter = 24 * time.Hour
+
+// RetryAfter is the wait a server asked for: retry-after-ms or
+// Retry-After, in seconds or as an HTTP date; 0 when absent, unparsable
+// or past, and at most MaxRetryAfter.
+func RetryAfter(h http.Header, now time.Time) time.Duration {
+	if v := strings.TrimSpace(h.Get("Retry-After-Ms")); v != "" {
+		if ms, err := strconv.ParseFloat(v, 64); err == nil {
+			return boundedWait(ms, time.Millisecond)
+		}
+	}
+	v := strings.TrimSpace(h.Get("Retry-After"))
+	if v == "" {
+		return 0
+	}
+	if secs, err := strconv.ParseFloat(v, 64); err == nil {
+		return boundedWait(secs, time.Second)
+	}
+	if t, err := http.ParseTime(v); err == nil && t.After(now) {
+		return min(t.Sub(now), MaxRetryAfter)
+	}
+	return 0
+}
+
+// boundedWait is n units, 0 when n is not positive (or NaN), and at most
+// MaxRetryAfter.
+func boundedWait(n float64, unit time.Duration) time.Duration {
+	if !(n > 0) {
+		return 0
+	}
+	if n >= float64(MaxRetryAfter/unit) {
+		return MaxRetryAfter
+	}
+	return time.Duration(n * float64(unit))
+}
+
+// OutcomeCode is the Failed outcome's code for err: its error code, else
+// its HTTP status ("http_503").
+func OutcomeCode(err *Error) string {
+	if err.Code == "" && err.StatusCode != 0 {
+		return "http_" + strconv.Itoa(err.StatusCode)
+	}
+	return err.Code
+}
+
+// CompactJSON returns data compacted when it is valid JSON, else nil.
+func CompactJSON(data []byte) json.RawMessage {
+	var buf bytes.Buffer
+	if len(data) == 0 || json.Compact(&buf, data) != nil {
+		return nil
+	}
+	return buf.Bytes()
+}
