@@ -199,7 +199,6 @@ func (p *Provider) Stream(ctx context.Context, req providers.Request, emit func(
 	return s.finish()
 }
 
-
 // exchange records the request body sent and the HTTP response received,
 // for the step record and for errors the SDK could not decode. The body
 // is the JSON request only: the key travels in a header.
@@ -220,7 +219,6 @@ func (x *exchange) middleware(req *http.Request, next option.MiddlewareNext) (*h
 	x.response = resp
 	return resp, err
 }
-
 
 // isObject reports whether raw is a JSON object.
 func isObject(raw []byte) bool {

@@ -138,7 +138,3 @@ func promptTooLong(msg string) bool {
 	}
 	return false
 }
-
-
-
-

@@ -120,7 +120,3 @@ func rawCode(raw json.RawMessage) string {
 	}
 	return ""
 }
-
-
-
-

@@ -261,7 +261,6 @@ func (p *Provider) Stream(ctx context.Context, req providers.Request, emit func(
 	return p.streamResponses(ctx, req, emit)
 }
 
-
 // exchange records the request body sent and the HTTP response received,
 // for the step record and for errors the SDK could not decode.
 type exchange struct {
@@ -281,7 +280,6 @@ func (x *exchange) middleware(req *http.Request, next option.MiddlewareNext) (*h
 	x.response = resp
 	return resp, err
 }
-
 
 // pausedToolUse is the outcome of a step that stopped to call tools.
 var pausedToolUse = messages.StepOutcome{Kind: messages.OutcomePaused, Reason: "tool_use"}
