@@ -3,6 +3,7 @@ package actors
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -34,12 +35,6 @@ type stepActor struct {
 }
 
 type (
-	journalAppend struct {
-		eventType string
-		payload   []byte
-		text      string // the delta to forward to the branch after journaling
-		window    chan struct{}
-	}
 	journalClose struct{ sync bool }
 )
 
@@ -58,18 +53,13 @@ func (s *stepActor) Receive(ctx actor.Context) {
 	}
 	ja := &journalActor{j: j, stream: s.stream, base: s.base, every: s.rt.cfg.Journal.FlushInterval}
 	s.journal, _ = ctx.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return ja }), "journal")
-	// The stream may run ahead of the journal and the branch by at most
-	// streamWindow events: a provider streaming faster than the runtime
-	// can journal and forward waits, instead of queueing without bound
-	// (which would add the whole queue to every delta's latency).
-	window := make(chan struct{}, streamWindow)
+	// Each event is journaled and handed to the subscriber as it
+	// arrives, on the stream's own goroutine: no queue between the
+	// provider and the journal, so a provider streaming faster than the
+	// disk waits for it, and a delta's latency is its own work only. The
+	// journal actor applies the time-based part of the policy (ticks).
 	resp, err := s.provider.Stream(s.ctx, s.req, func(ev providers.Event) error {
-		select {
-		case window <- struct{}{}:
-		case <-s.ctx.Done():
-			return s.ctx.Err()
-		}
-		ctx.Send(s.journal, &journalAppend{eventType: ev.Type, payload: ev.Raw, text: ev.Text, window: window})
+		ja.append(ev.Type, ev.Raw, ev.Text)
 		return nil
 	})
 	// The journal is fsynced at completion (SRD §13.2), unless the config
@@ -94,6 +84,7 @@ func (s *stepActor) Receive(ctx actor.Context) {
 // the turn's subscriber stream itself, so that a delta never waits behind
 // the branch actor's commits.
 type journalActor struct {
+	mu     sync.Mutex // appends come from the step's stream, ticks from the actor
 	j      *persistence.Journal
 	stream *TurnStream
 	base   [2]uint64
@@ -101,31 +92,39 @@ type journalActor struct {
 	err    error
 }
 
+// append journals one event and gives its text to the subscriber.
+func (ja *journalActor) append(eventType string, payload []byte, text string) {
+	ja.mu.Lock()
+	var c persistence.JournalCounters
+	if ja.err == nil {
+		c, ja.err = ja.j.Append(eventType, payload)
+	} else {
+		c = ja.j.Counters()
+	}
+	ok := ja.err == nil
+	ja.mu.Unlock()
+	if ja.stream != nil && (text != "" || ok) {
+		ja.stream.push(Update{Delta: text, Displayed: ja.base[0] + c.Displayed, Durable: ja.base[1] + c.Durable})
+	}
+}
+
 func (ja *journalActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		ctx.SetReceiveTimeout(max(ja.every, time.Millisecond))
-	case *journalAppend:
-		var c persistence.JournalCounters
-		if ja.err == nil {
-			c, ja.err = ja.j.Append(m.eventType, m.payload)
-		} else {
-			c = ja.j.Counters()
-		}
-		if ja.stream != nil && (m.text != "" || ja.err == nil) {
-			ja.stream.push(Update{Delta: m.text, Displayed: ja.base[0] + c.Displayed, Durable: ja.base[1] + c.Durable})
-		}
-		release(m.window)
 	case *actor.ReceiveTimeout:
+		ja.mu.Lock()
+		var c, before persistence.JournalCounters
 		if ja.err == nil {
-			before := ja.j.Counters()
-			c, err := ja.j.Tick()
-			ja.err = err
-			if c != before && ja.stream != nil {
-				ja.stream.push(Update{Displayed: ja.base[0] + c.Displayed, Durable: ja.base[1] + c.Durable})
-			}
+			before = ja.j.Counters()
+			c, ja.err = ja.j.Tick()
+		}
+		ja.mu.Unlock()
+		if c != before && ja.stream != nil {
+			ja.stream.push(Update{Displayed: ja.base[0] + c.Displayed, Durable: ja.base[1] + c.Durable})
 		}
 	case *journalClose:
+		ja.mu.Lock()
 		closeJournal := ja.j.CloseUnsynced
 		if m.sync {
 			closeJournal = ja.j.Close
@@ -133,24 +132,13 @@ func (ja *journalActor) Receive(ctx actor.Context) {
 		if err := closeJournal(); err != nil && ja.err == nil {
 			ja.err = err
 		}
-		ctx.Respond(ja.j.Counters())
+		c := ja.j.Counters()
+		ja.mu.Unlock()
+		ctx.Respond(c)
 	case *actor.Stopping:
+		ja.mu.Lock()
 		ja.j.Close()
-	}
-}
-
-// streamWindow is how many stream events may be on their way from a step
-// to its subscriber (through the journal) at once.
-const streamWindow = 64
-
-// release frees a place in a step's stream window.
-func release(window chan struct{}) {
-	if window == nil {
-		return
-	}
-	select {
-	case <-window:
-	default:
+		ja.mu.Unlock()
 	}
 }
 

@@ -30,6 +30,12 @@ type streamFigures struct {
 	DeltaLatencyP99us            float64 `json:"delta_latency_p99_us"`
 	Deltas                       int     `json:"deltas"`
 	API                          string  `json:"api"`
+	// The latency is measured in a second run with the fake API pacing
+	// its events so that all streams together send PacedDeltasPerS, a
+	// fraction (pace) of the measured throughput: at full speed every
+	// delta waits behind the ones queued before it, which measures the
+	// queue, not the runtime.
+	PacedDeltasPerS float64 `json:"paced_deltas_per_s"`
 }
 
 // benchStream measures streaming end to end: a fake model API on
@@ -49,44 +55,97 @@ func benchStream(e *env, args []string) error {
 	api := fs.String("api", "responses", "the fake API streamed: responses, chat or anthropic")
 	dir := fs.String("dir", "", "data directory (default: a temporary one, removed afterwards)")
 	asJSON := fs.Bool("json", false, "print one JSON object")
-	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the streaming to this file")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the full-speed run to this file")
+	pace := fs.Float64("pace", 0.5, "latency is measured with the streams together at this fraction of the measured throughput (0 < pace <= 1)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if *branches < 1 || *turns < 1 || *deltas < 1 || *delta == "" {
 		return errors.New("bench stream: --branches, --turns and --deltas must be at least 1, --delta not empty")
 	}
-	srv, prov, err := streamServer(*api, *deltas, *delta)
-	if err != nil {
-		return err
+	if !(*pace > 0 && *pace <= 1) {
+		return fmt.Errorf("bench stream: --pace is %v, want 0 < pace <= 1", *pace)
 	}
-	defer srv.Close()
 	path, done, err := workDir(*dir, "ctxinf-bench-stream-")
 	if err != nil {
 		return err
 	}
 	defer done()
 	e.log = e.log.Level(max(e.log.GetLevel(), zerolog.WarnLevel))
-	e.cfg.DataDir = path
 	e.cfg.DefaultModel = ""
+	run := streamRun{branches: *branches, turns: *turns, deltas: *deltas, delta: *delta, api: *api}
+	full, err := run.measure(e, filepath.Join(path, "full"), 0, *cpuProfile)
+	if err != nil {
+		return err
+	}
+	// Every stream sends at an equal share of pace x the throughput.
+	gap := time.Duration(float64(*branches) / (*pace * full.deltasPerS) * float64(time.Second))
+	paced, err := run.measure(e, filepath.Join(path, "paced"), gap, "")
+	if err != nil {
+		return err
+	}
+	f := streamFigures{
+		DeltasPerS:                   full.deltasPerS,
+		JournalBytesPerDisplayedByte: full.journalPerShown,
+		DeltaLatencyP50us:            micros(percentile(paced.latency, 50)),
+		DeltaLatencyP99us:            micros(percentile(paced.latency, 99)),
+		Deltas:                       len(full.latency),
+		API:                          *api,
+		PacedDeltasPerS:              paced.deltasPerS,
+	}
+	if *asJSON {
+		return json.NewEncoder(e.stdout).Encode(f)
+	}
+	tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "figure\tvalue\ttarget\n")
+	fmt.Fprintf(tw, "deltas_per_s\t%.0f\t>= 50000 (%d branches x %d turns x %d deltas, %s, full speed)\n", f.DeltasPerS, *branches, *turns, *deltas, *api)
+	fmt.Fprintf(tw, "journal_bytes_per_displayed_byte\t%.1f\t(delta %q)\n", f.JournalBytesPerDisplayedByte, *delta)
+	fmt.Fprintf(tw, "delta_latency_p50_us\t%.0f\t(streams paced at %.0f deltas/s in all)\n", f.DeltaLatencyP50us, f.PacedDeltasPerS)
+	fmt.Fprintf(tw, "delta_latency_p99_us\t%.0f\t<= 1000\n", f.DeltaLatencyP99us)
+	return tw.Flush()
+}
+
+// streamRun is one run of bench stream.
+type streamRun struct {
+	branches, turns, deltas int
+	delta, api              string
+}
+
+// streamResult is what a run measured.
+type streamResult struct {
+	deltasPerS      float64
+	journalPerShown float64
+	latency         []time.Duration
+}
+
+// measure runs the branches' turns against a fake API that waits gap
+// before each event (0: full speed), on a runtime in dir.
+func (r streamRun) measure(e *env, dir string, gap time.Duration, cpuProfile string) (streamResult, error) {
+	var res streamResult
+	srv, prov, err := streamServer(r.api, r.deltas, r.delta, gap)
+	if err != nil {
+		return res, err
+	}
+	defer srv.Close()
+	e.cfg.DataDir = dir
 	cfg := runtimeConfig(e)
 	timed := &timedProvider{Provider: prov, emitted: map[string][]time.Time{}}
 	cfg.Provider, cfg.Model, cfg.Models = timed, "bench", nil
 	ctx := context.Background()
 	rt, err := ctxinf.Open(ctx, ctxinf.Options{Config: &cfg})
 	if err != nil {
-		return err
+		return res, err
 	}
 	defer rt.Close()
 
-	if *cpuProfile != "" {
-		pf, err := os.Create(*cpuProfile)
+	if cpuProfile != "" {
+		pf, err := os.Create(cpuProfile)
 		if err != nil {
-			return err
+			return res, err
 		}
 		defer pf.Close()
 		if err := pprof.StartCPUProfile(pf); err != nil {
-			return err
+			return res, err
 		}
 		defer pprof.StopCPUProfile()
 	}
@@ -94,12 +153,12 @@ func benchStream(e *env, args []string) error {
 	var lat []time.Duration
 	var shown int64
 	start := time.Now()
-	err = parallel(*branches, *branches, func(b int) error {
+	err = parallel(r.branches, r.branches, func(b int) error {
 		_, br, err := rt.CreateSession(ctx, "bench-stream")
 		if err != nil {
 			return err
 		}
-		for t := range *turns {
+		for t := range r.turns {
 			key := fmt.Sprintf("branch %d turn %d", b, t)
 			s, err := rt.Submit(ctx, br.ID, key)
 			if err != nil {
@@ -138,35 +197,21 @@ func benchStream(e *env, args []string) error {
 	})
 	elapsed := time.Since(start)
 	if err != nil {
-		return err
+		return res, err
 	}
-	journal, err := dirBytes(filepath.Join(path, "streams"))
+	journal, err := dirBytes(filepath.Join(dir, "streams"))
 	if err != nil {
-		return err
+		return res, err
 	}
-	f := streamFigures{
-		DeltasPerS:                   float64(len(lat)) / elapsed.Seconds(),
-		JournalBytesPerDisplayedByte: float64(journal) / float64(max(shown, 1)),
-		DeltaLatencyP50us:            micros(percentile(lat, 50)),
-		DeltaLatencyP99us:            micros(percentile(lat, 99)),
-		Deltas:                       len(lat),
-		API:                          *api,
-	}
-	if *asJSON {
-		return json.NewEncoder(e.stdout).Encode(f)
-	}
-	tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "figure\tvalue\ttarget\n")
-	fmt.Fprintf(tw, "deltas_per_s\t%.0f\t>= 50000 (%d branches x %d turns x %d deltas, %s)\n", f.DeltasPerS, *branches, *turns, *deltas, *api)
-	fmt.Fprintf(tw, "journal_bytes_per_displayed_byte\t%.1f\t(delta %q)\n", f.JournalBytesPerDisplayedByte, *delta)
-	fmt.Fprintf(tw, "delta_latency_p50_us\t%.0f\t\n", f.DeltaLatencyP50us)
-	fmt.Fprintf(tw, "delta_latency_p99_us\t%.0f\t<= 1000\n", f.DeltaLatencyP99us)
-	return tw.Flush()
+	res.deltasPerS = float64(len(lat)) / elapsed.Seconds()
+	res.journalPerShown = float64(journal) / float64(max(shown, 1))
+	res.latency = lat
+	return res, nil
 }
 
 // streamServer starts a fake API answering every request with n deltas of
-// text, and the provider that talks to it.
-func streamServer(api string, n int, text string) (*fakeapi.Server, providers.Provider, error) {
+// text, gap apart, and the provider that talks to it.
+func streamServer(api string, n int, text string, gap time.Duration) (*fakeapi.Server, providers.Provider, error) {
 	var reply fakeapi.Reply
 	switch api {
 	case "responses":
@@ -178,6 +223,7 @@ func streamServer(api string, n int, text string) (*fakeapi.Server, providers.Pr
 	default:
 		return nil, nil, fmt.Errorf("bench stream: --api %q: want responses, chat or anthropic", api)
 	}
+	reply.Delay = gap
 	srv := fakeapi.New(reply)
 	if api == "anthropic" {
 		return srv, anthropic.New(anthropic.Options{BaseURL: srv.URL, APIKey: "bench"}), nil
