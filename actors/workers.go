@@ -97,7 +97,7 @@ func (ja *journalActor) append(eventType string, payload []byte, text string) {
 	ja.mu.Lock()
 	var c persistence.JournalCounters
 	if ja.err == nil {
-		c, ja.err = ja.j.Append(eventType, payload)
+		c, ja.err = ja.j.AppendText(eventType, payload, text)
 	} else {
 		c = ja.j.Counters()
 	}

@@ -101,6 +101,9 @@ type JournalEntry struct {
 	EventType string
 	Seq       uint64 // from 1, strictly increasing within a journal
 	Payload   json.RawMessage
+	// Text is the text the event displayed, normalized by the adapter
+	// ("" for events that show none): what recovery shows after a crash.
+	Text string
 }
 
 // JournalCounters are the byte counts shown as "Stream: durable/displayed"
@@ -234,6 +237,13 @@ func (j *Journal) Counters() JournalCounters { return j.counters }
 // compacted away so that the entry stays on one line. An empty payload is
 // written as null. Invalid JSON is ErrInvalidArgument and appends nothing.
 func (j *Journal) Append(eventType string, payload json.RawMessage) (JournalCounters, error) {
+	return j.AppendText(eventType, payload, "")
+}
+
+// AppendText is Append for an event that displayed text: the line also
+// holds "text", the normalized text, so that recovery shows exactly what
+// was displayed whatever the provider's event shapes.
+func (j *Journal) AppendText(eventType string, payload json.RawMessage, text string) (JournalCounters, error) {
 	if err := j.usable(); err != nil {
 		return j.counters, err
 	}
@@ -260,6 +270,10 @@ func (j *Journal) Append(eventType string, payload json.RawMessage) (JournalCoun
 		j.buf = append(j.buf, b.Bytes()...)
 	} else {
 		j.buf = append(j.buf, payload...)
+	}
+	if text != "" {
+		j.buf = append(j.buf, `,"text":`...)
+		j.buf = appendJSONString(j.buf, text)
 	}
 	j.buf = append(j.buf, "}\n"...)
 	j.seq++
@@ -378,6 +392,7 @@ type journalLine struct {
 	EventType *string         `json:"event_type"`
 	Seq       *uint64         `json:"seq"`
 	Payload   json.RawMessage `json:"payload"`
+	Text      string          `json:"text"`
 }
 
 // ReadJournal reads the journal at path, for recovery after a crash. A
@@ -486,6 +501,7 @@ func decodeJournalLine(line []byte, prevSeq uint64) (JournalEntry, error) {
 		EventType: *l.EventType,
 		Seq:       *l.Seq,
 		Payload:   l.Payload,
+		Text:      l.Text,
 	}, nil
 }
 

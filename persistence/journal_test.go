@@ -578,3 +578,32 @@ func FuzzReadJournal(f *testing.F) {
 		}
 	})
 }
+
+// The text an event displayed is journaled with it, and recovery shows
+// exactly that, whatever the payload's shape.
+func TestJournalDisplayedText(t *testing.T) {
+	clk := newJournalClock()
+	j, err := CreateJournal(t.TempDir(), newJournalStep(t), "openai", DefaultJournalPolicy(), clk.now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range []struct{ typ, payload, text string }{
+		{"chat.completion.chunk", `{"choices":[{"delta":{"content":"Hé"}}]}`, "Hé"},
+		{"response.output_text.delta", `{"delta":"llo \"x\"\n"}`, "llo \"x\"\n"},
+		{"response.output_text.done", `{"text":"Héllo \"x\"\n"}`, ""}, // shows nothing new
+	} {
+		if _, err := j.AppendText(e.typ, json.RawMessage(e.payload), e.text); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+	entries, _, err := ReadJournal(j.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := JournalText(entries); got != "Héllo \"x\"\n" {
+		t.Fatalf("JournalText = %q", got)
+	}
+}

@@ -3,12 +3,19 @@ package persistence
 import "encoding/json"
 
 // JournalText reconstructs the text a journal's events displayed, for
-// showing recovered partial output after a crash (SRD §13.4). It reads
-// the common shapes of streamed text deltas: a string "delta" (local,
+// showing recovered partial output after a crash (SRD §13.4): the entries'
+// Text, as AppendText recorded it. A journal written without it is read
+// by the common shapes of streamed text deltas: a string "delta" (local,
 // OpenAI Responses' output_text.delta), "delta":{"text":…} (Anthropic's
 // content_block_delta) and "text"; other events add nothing.
 func JournalText(entries []JournalEntry) string {
 	var out []byte
+	for _, e := range entries {
+		out = append(out, e.Text...)
+	}
+	if len(out) > 0 {
+		return string(out)
+	}
 	for _, e := range entries {
 		var p struct {
 			Delta json.RawMessage `json:"delta"`
