@@ -36,6 +36,22 @@ type inspectState struct {
 type inspectTurn struct {
 	persistence.TurnRow
 	Partial string `json:"partial_output,omitempty"`
+	// Torn says a torn final journal line was dropped from Partial.
+	Torn  bool          `json:"partial_torn_line_dropped,omitempty"`
+	Steps []inspectStep `json:"steps,omitempty"`
+}
+
+// inspectStep is a provider step of a turn: who answered, how it ended
+// and its stream counters (SRD §13.3).
+type inspectStep struct {
+	Index     uint32               `json:"index"`
+	ID        messages.StepID      `json:"id"`
+	Provider  string               `json:"provider"`
+	Model     string               `json:"model"`
+	Outcome   messages.StepOutcome `json:"outcome"`
+	Items     int                  `json:"items"`
+	Displayed uint64               `json:"displayed"`
+	Durable   uint64               `json:"durable"`
 }
 
 type inspectSession struct {
@@ -47,6 +63,26 @@ type inspectReport struct {
 	DataDir  string            `json:"data_dir"`
 	Sessions []inspectSession  `json:"sessions"`
 	Jobs     []persistence.Job `json:"jobs"`
+}
+
+// inspectSteps fills in t's provider steps and, for a turn that never got
+// its response, the partial output its journal recovered.
+func (e *env) inspectSteps(ctx context.Context, db *persistence.DB, t *inspectTurn) error {
+	rows, err := db.Steps(ctx, t.ID)
+	if err != nil {
+		return err
+	}
+	for _, r := range rows {
+		t.Steps = append(t.Steps, inspectStep{Index: r.Index, ID: r.ID, Provider: r.Provider, Model: r.Model,
+			Outcome: r.Outcome, Items: len(r.Items), Displayed: r.Displayed, Durable: r.Durable})
+	}
+	if !t.Step.IsZero() && t.Reply.IsZero() {
+		t.Partial, t.Torn, _ = actors.PartialOutput(filepath.Join(e.cfg.DataDir, "streams"), t.Step)
+		if t.Torn {
+			e.log.Warn().Str("turn", t.ID.String()).Str("step", t.Step.String()).Msg("stream journal: dropped a torn final line")
+		}
+	}
+	return nil
 }
 
 // inspect reads the store directly (no actors run): sessions, branches,
@@ -92,11 +128,7 @@ func inspect(e *env, args []string) error {
 					return err
 				}
 				ib.Chunks += len(cs)
-				it := inspectTurn{TurnRow: r}
-				if !r.Step.IsZero() && r.Reply.IsZero() {
-					it.Partial, _, _ = actors.PartialOutput(filepath.Join(e.cfg.DataDir, "streams"), r.Step)
-				}
-				ib.LastTurns = append(ib.LastTurns, it)
+				ib.LastTurns = append(ib.LastTurns, inspectTurn{TurnRow: r})
 				if len(ib.LastTurns) > *last {
 					ib.LastTurns = ib.LastTurns[1:]
 				}
@@ -104,6 +136,11 @@ func inspect(e *env, args []string) error {
 			})
 			if err != nil {
 				return err
+			}
+			for i := range ib.LastTurns {
+				if err := e.inspectSteps(ctx, db, &ib.LastTurns[i]); err != nil {
+					return err
+				}
 			}
 			states, err := db.StateRows(ctx, b.ID, 0, persistence.MaxPageTurns)
 			if err != nil {
@@ -143,8 +180,20 @@ func inspect(e *env, args []string) error {
 					line += fmt.Sprintf(" state #%d", t.StateSeq)
 				}
 				fmt.Fprintln(w, line)
+				for _, st := range t.Steps {
+					outcome := st.Outcome.Kind.String()
+					if r := st.Outcome.Reason + st.Outcome.Code; r != "" {
+						outcome += " (" + r + ")"
+					}
+					fmt.Fprintf(w, "      step %d %s %s/%s %s · %d items · stream durable/displayed %d/%d bytes\n",
+						st.Index, st.ID, st.Provider, st.Model, outcome, st.Items, st.Durable, st.Displayed)
+				}
 				if t.Partial != "" {
-					fmt.Fprintf(w, "      partial output (incomplete): %s\n", oneLine(t.Partial, 200))
+					torn := ""
+					if t.Torn {
+						torn = " (a torn final journal line was dropped)"
+					}
+					fmt.Fprintf(w, "      partial output (incomplete)%s: %s\n", torn, oneLine(t.Partial, 200))
 				}
 			}
 		}
