@@ -12,6 +12,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/contextinfinity/ctxinf/internal/fakeapi"
 )
 
 func TestBenchStoreQuickJSON(t *testing.T) {
@@ -201,5 +203,77 @@ func TestChatWithOpenAIModel(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A branch switches from an OpenAI model to an Anthropic one mid
+// conversation (/model): the history goes to the new provider in its own
+// shape, and neither key reaches the data dir or the logs.
+func TestChatSwitchesModels(t *testing.T) {
+	const gptKey, claudeKey = "sk-gpt-secret-0451", "sk-ant-secret-0452"
+	gpt := fakeapi.New(fakeapi.ResponsesText("Hi from ", "gpt."))
+	defer gpt.Close()
+	claude := fakeapi.New(fakeapi.AnthropicText([]string{"Hi from ", "claude."}, "end_turn"))
+	defer claude.Close()
+	dir := t.TempDir()
+	for k, v := range map[string]string{
+		"CTX_DATA_DIR": dir, "CTX_STORE_DURABILITY": "relaxed", "CTX_DEFAULT_MODEL": "gpt",
+		"CTX_MODELS_GPT_BASE_URL": gpt.URL + "/v1", "CTX_MODELS_GPT_API": "responses", "CTX_MODELS_GPT_API_KEY_ENV": "CTXINF_GPT_KEY",
+		"CTX_MODELS_CLAUDE_BASE_URL": claude.URL, "CTX_MODELS_CLAUDE_API_KEY_ENV": "CTXINF_CLAUDE_KEY",
+		"CTXINF_GPT_KEY": gptKey, "CTXINF_CLAUDE_KEY": claudeKey, "OPENAI_API_KEY": "", "OPENAI_BASE_URL": "",
+		"ANTHROPIC_API_KEY": "", "CTX_LOG_LEVEL": "debug",
+	} {
+		t.Setenv(k, v)
+	}
+	var out, errOut bytes.Buffer
+	in := "first question\n/model claude\nsecond question\n/model\n/quit\n"
+	if code := run([]string{"chat"}, strings.NewReader(in), &out, &errOut); code != 0 {
+		t.Fatalf("chat exited %d: %s", code, errOut.String())
+	}
+	o := out.String()
+	if !strings.Contains(o, "Hi from gpt.") || !strings.Contains(o, "Hi from claude.") || !strings.Contains(o, "this branch uses: claude") {
+		t.Fatalf("chat output:\n%s", o)
+	}
+	if gpt.Count() != 1 || claude.Count() != 1 {
+		t.Fatalf("requests: gpt %d, claude %d; want 1 each", gpt.Count(), claude.Count())
+	}
+	req := claude.Requests()[0]
+	if req.Header.Get("X-Api-Key") != claudeKey || !bytes.Contains(req.Body, []byte("first question")) ||
+		!bytes.Contains(req.Body, []byte("Hi from gpt.")) || !bytes.Contains(req.Body, []byte(`"system":`)) {
+		t.Errorf("claude request: key ok %v, body %s", req.Header.Get("X-Api-Key") == claudeKey, req.Body)
+	}
+	for _, key := range []string{gptKey, claudeKey} {
+		if strings.Contains(o+errOut.String(), key) {
+			t.Errorf("a key appears in the output or logs")
+		}
+		filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+			if err != nil || d.IsDir() {
+				return err
+			}
+			if b, err := os.ReadFile(path); err == nil && bytes.Contains(b, []byte(key)) {
+				t.Errorf("a key is written in %s", path)
+			}
+			return nil
+		})
+	}
+}
+
+func TestBenchStreamJSON(t *testing.T) {
+	var out, errOut bytes.Buffer
+	args := []string{"bench", "stream", "--json", "--branches", "2", "--turns", "1", "--deltas", "200", "--dir", t.TempDir()}
+	if code := run(args, nil, &out, &errOut); code != 0 {
+		t.Fatalf("bench stream exited %d: %s", code, errOut.String())
+	}
+	var f map[string]any
+	if err := json.Unmarshal(out.Bytes(), &f); err != nil {
+		t.Fatalf("output %s: %v", out.String(), err)
+	}
+	for _, k := range []string{"deltas_per_s", "journal_bytes_per_displayed_byte", "delta_latency_p99_us"} {
+		if v, ok := f[k].(float64); !ok || !(v > 0) {
+			t.Errorf("%s = %v in %s", k, v, out.String())
+		}
+	}
+	if f["deltas"] != 400.0 {
+		t.Errorf("deltas = %v, want 400", f["deltas"])
 	}
 }
