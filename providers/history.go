@@ -47,6 +47,11 @@ type Segment struct {
 // result holding MissingResultText), results that answer no tool use of
 // the segment before them are left out, and empty history messages are
 // skipped. The last user message is always present, even when empty.
+//
+// A request that defines no tools (SendsTools is false) may hold no tool
+// blocks either (Anthropic rejects them, OpenAI-compatible servers' chat
+// templates may), so then tool uses and results are written as text: see
+// ToolsAsText.
 func Conversation(c messages.AssembledContext) []Segment {
 	var segs []Segment
 	for _, m := range c.Window {
@@ -59,7 +64,47 @@ func Conversation(c messages.AssembledContext) []Segment {
 	if len(c.Continuation) > 0 {
 		segs = appendBlocks(segs, SegmentAssistant, messages.ItemBlocks(c.Continuation), false)
 	}
-	return pairToolResults(segs)
+	segs = pairToolResults(segs)
+	if !SendsTools(c) {
+		segs = ToolsAsText(segs)
+	}
+	return segs
+}
+
+// SendsTools says whether a request for c defines tools: the tool mode is
+// enabled or parse_only and there is at least one tool.
+func SendsTools(c messages.AssembledContext) bool {
+	return (c.ToolMode == messages.ToolsEnabled || c.ToolMode == messages.ToolsParseOnly) && len(c.Tools) > 0
+}
+
+// ToolsAsText writes the tool uses and results of segs as text blocks,
+// "[tool call ID: NAME ARGUMENTS]" and "[tool result ID: TEXT]" (or
+// "[tool error ID: TEXT]"); a results segment becomes a user segment.
+func ToolsAsText(segs []Segment) []Segment {
+	out := make([]Segment, 0, len(segs))
+	for _, s := range segs {
+		blocks := make(messages.Blocks, 0, len(s.Blocks))
+		for _, b := range s.Blocks {
+			switch b := b.(type) {
+			case messages.ToolUse:
+				blocks = append(blocks, messages.Text{Text: "[tool call " + b.ToolUseID + ": " + b.Name + " " + string(ArgumentsObject(b.Input)) + "]"})
+			case messages.ToolResult:
+				kind := "result"
+				if b.IsError {
+					kind = "error"
+				}
+				blocks = append(blocks, messages.Text{Text: "[tool " + kind + " " + b.ToolUseID + ": " + ResultText(b) + "]"})
+			default:
+				blocks = append(blocks, b)
+			}
+		}
+		kind := s.Kind
+		if kind == SegmentToolResults {
+			kind = SegmentUser
+		}
+		out = append(out, Segment{Kind: kind, Blocks: blocks})
+	}
+	return out
 }
 
 // appendMessage appends m's segments to segs.

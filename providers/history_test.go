@@ -2,6 +2,7 @@ package providers_test
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/contextinfinity/ctxinf/messages"
@@ -63,6 +64,8 @@ func TestConversationPairsToolUses(t *testing.T) {
 			messages.ToolCall{CallID: "d", Name: "grep", Arguments: json.RawMessage(`"{\"q\":\"y\"}"`)},
 			messages.ToolOutput{CallID: "d", Output: json.RawMessage(`"none"`), IsError: true},
 		},
+		ToolMode: messages.ToolsEnabled,
+		Tools:    []messages.Tool{{Name: "grep"}},
 	}
 	got := layout(providers.Conversation(c))
 	want := []string{
@@ -82,6 +85,24 @@ func TestConversationPairsToolUses(t *testing.T) {
 		if got[i] != want[i] {
 			t.Fatalf("segment %d: got %q, want %q\n all: %q", i, got[i], want[i], got)
 		}
+	}
+}
+
+// Without tools in the request, tool uses and results are written as
+// text, results in user segments.
+func TestConversationWithoutToolsWritesThemAsText(t *testing.T) {
+	c := messages.AssembledContext{
+		Window: []messages.Message{messages.NewMessage(messages.RoleAssistant,
+			messages.ToolUse{ToolUseID: "a", Name: "grep", Input: json.RawMessage(`"{\"q\": 1}"`)},
+			messages.ToolResult{ToolUseID: "a", Content: messages.Blocks{text("2 hits")}},
+			text("done"))},
+		User:     messages.NewMessage(messages.RoleUser, text("next")),
+		ToolMode: messages.ToolsEnabled, // but no tools to offer
+	}
+	got := layout(providers.Conversation(c))
+	want := []string{`assistant:[tool call a: grep {"q":1}]`, "user:[tool result a: 2 hits]", "assistant:done", "user:next"}
+	if strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Fatalf("layout %q, want %q", got, want)
 	}
 }
 

@@ -124,7 +124,7 @@ func (p *Provider) EstimatePromptTokens(req providers.Request) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("%s: estimate prompt tokens: %w", p.name, err)
 	}
-	msgs, err := buildMessages(req.Context, len(tools) > 0)
+	msgs, err := buildMessages(req.Context)
 	if err != nil {
 		return 0, fmt.Errorf("%s: estimate prompt tokens: %w", p.name, err)
 	}

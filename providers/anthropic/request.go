@@ -29,7 +29,7 @@ func buildParams(req providers.Request) (sdk.MessageNewParams, error) {
 	if err != nil {
 		return params, err
 	}
-	msgs, err := buildMessages(req.Context, len(tools) > 0)
+	msgs, err := buildMessages(req.Context)
 	if err != nil {
 		return params, err
 	}
@@ -55,14 +55,12 @@ func buildParams(req providers.Request) (sdk.MessageNewParams, error) {
 // (so the user's text follows the tool results it comes after), and
 // messages left without content are dropped, so roles alternate.
 //
-// withTools says whether the request defines tools. The API rejects
-// tool_use and tool_result blocks in a request that defines none, so
-// without tools (the disabled mode) past tool uses and results are sent
-// as text instead.
+// The API rejects tool_use and tool_result blocks in a request that
+// defines no tools: providers.Conversation then writes them as text.
 //
 // It fails when a tool use lacks its id or name, or when nothing is left
 // to send.
-func buildMessages(c messages.AssembledContext, withTools bool) ([]sdk.MessageParam, error) {
+func buildMessages(c messages.AssembledContext) ([]sdk.MessageParam, error) {
 	var msgs []sdk.MessageParam
 	for i, seg := range providers.Conversation(c) {
 		role := sdk.MessageParamRoleUser
@@ -73,9 +71,9 @@ func buildMessages(c messages.AssembledContext, withTools bool) ([]sdk.MessagePa
 			content = userContent(seg.Blocks)
 		case providers.SegmentAssistant:
 			role = sdk.MessageParamRoleAssistant
-			content, err = assistantContent(seg.Blocks, withTools)
+			content, err = assistantContent(seg.Blocks)
 		case providers.SegmentToolResults:
-			content = resultContent(seg.Blocks, withTools)
+			content = resultContent(seg.Blocks)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("conversation segment %d: %w", i, err)
@@ -122,9 +120,8 @@ func userContent(bs messages.Blocks) []sdk.ContentBlockParamUnion {
 
 // assistantContent maps the blocks of an assistant message: text, tool
 // uses (their input as a JSON object), thinking blocks from this API that
-// can be replayed, and unknown blocks from this API, in order. Without
-// tools, a tool use is sent as text.
-func assistantContent(bs messages.Blocks, withTools bool) ([]sdk.ContentBlockParamUnion, error) {
+// can be replayed, and unknown blocks from this API, in order.
+func assistantContent(bs messages.Blocks) ([]sdk.ContentBlockParamUnion, error) {
 	var out []sdk.ContentBlockParamUnion
 	for i, b := range bs {
 		switch b := b.(type) {
@@ -136,12 +133,7 @@ func assistantContent(bs messages.Blocks, withTools bool) ([]sdk.ContentBlockPar
 			if b.ToolUseID == "" || b.Name == "" {
 				return nil, fmt.Errorf("block %d: tool use needs a ToolUseID and a Name", i)
 			}
-			input := providers.ArgumentsObject(b.Input)
-			if !withTools {
-				out = append(out, sdk.NewTextBlock(fmt.Sprintf("[tool call %s: %s %s]", b.ToolUseID, b.Name, input)))
-				continue
-			}
-			out = append(out, sdk.NewToolUseBlock(b.ToolUseID, input, b.Name))
+			out = append(out, sdk.NewToolUseBlock(b.ToolUseID, providers.ArgumentsObject(b.Input), b.Name))
 		case messages.Reasoning:
 			if replayableThinking(b.Raw) {
 				out = append(out, rawBlock(b.Raw))
@@ -156,8 +148,8 @@ func assistantContent(bs messages.Blocks, withTools bool) ([]sdk.ContentBlockPar
 }
 
 // resultContent maps tool results to tool_result blocks, their content
-// the results' text; without tools they are sent as text.
-func resultContent(bs messages.Blocks, withTools bool) []sdk.ContentBlockParamUnion {
+// the results' text.
+func resultContent(bs messages.Blocks) []sdk.ContentBlockParamUnion {
 	var out []sdk.ContentBlockParamUnion
 	for _, b := range bs {
 		r, ok := b.(messages.ToolResult)
@@ -165,14 +157,6 @@ func resultContent(bs messages.Blocks, withTools bool) []sdk.ContentBlockParamUn
 			continue
 		}
 		text := providers.ResultText(r)
-		if !withTools {
-			kind := "result"
-			if r.IsError {
-				kind = "error"
-			}
-			out = append(out, sdk.NewTextBlock(fmt.Sprintf("[tool %s %s: %s]", kind, r.ToolUseID, text)))
-			continue
-		}
 		res := sdk.ToolResultBlockParam{ToolUseID: r.ToolUseID}
 		if hasText(text) {
 			res.Content = []sdk.ToolResultBlockParamContentUnion{{OfText: &sdk.TextBlockParam{Text: text}}}

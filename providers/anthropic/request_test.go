@@ -293,6 +293,8 @@ func TestBadRequestInput(t *testing.T) {
 			r.Context.Tools = []messages.Tool{{Description: "nameless"}}
 		}},
 		{"tool use without id", "ToolUseID", func(r *providers.Request) {
+			r.Context.ToolMode = messages.ToolsEnabled
+			r.Context.Tools = []messages.Tool{{Name: "x"}}
 			r.Context.Continuation = messages.Items{messages.ToolCall{Name: "x"}}
 		}},
 		{"nothing to send", "Context.User", func(r *providers.Request) {

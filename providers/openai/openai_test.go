@@ -689,7 +689,11 @@ func TestBadRequestInput(t *testing.T) {
 				r.Context.ToolMode = messages.ToolsParseOnly
 				r.Context.Tools = []messages.Tool{{Description: "?"}}
 			}, "tools[0].name"},
-			"tool call no id": {func(r *providers.Request) { r.Context.Continuation = messages.Items{messages.ToolCall{Name: "x"}} }, "tool_use_id and name are required"},
+			"tool call no id": {func(r *providers.Request) {
+				r.Context.ToolMode = messages.ToolsEnabled
+				r.Context.Tools = []messages.Tool{{Name: "x"}}
+				r.Context.Continuation = messages.Items{messages.ToolCall{Name: "x"}}
+			}, "tool_use_id and name are required"},
 		} {
 			req := basicRequest()
 			c.mutate(&req)
