@@ -58,8 +58,17 @@ func (s *stepActor) Receive(ctx actor.Context) {
 	// provider and the journal, so a provider streaming faster than the
 	// disk waits for it, and a delta's latency is its own work only. The
 	// journal actor applies the time-based part of the policy (ticks).
+	var unhandled map[string]bool
 	resp, err := s.provider.Stream(s.ctx, s.req, func(ev providers.Event) error {
 		ja.append(ev.Type, ev.Raw, ev.Text)
+		if ev.Unhandled && !unhandled[ev.Type] {
+			if unhandled == nil {
+				unhandled = map[string]bool{}
+			}
+			unhandled[ev.Type] = true
+			s.rt.log.Debug().Str("provider", s.provider.Name()).Str("step", s.step.String()).Str("event_type", ev.Type).
+				Msg("stream event not handled: journaled and skipped")
+		}
 		return nil
 	})
 	// The journal is fsynced at completion (SRD §13.2), unless the config

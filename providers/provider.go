@@ -54,6 +54,11 @@ type Event struct {
 	Item  messages.TranscriptItem
 	Type  string
 	Raw   json.RawMessage
+	// Unhandled marks an event the adapter took nothing from: a type it
+	// does not know (a newer API's) or does not use. It is journaled
+	// and otherwise skipped; the runtime logs each such type once per
+	// step.
+	Unhandled bool
 }
 
 // Usage is the token usage a provider reports for a step.

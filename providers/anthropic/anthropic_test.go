@@ -434,6 +434,9 @@ func TestStreamUnknownShapes(t *testing.T) {
 	var itemEvents int
 	for _, ev := range events {
 		seen[ev.Type]++
+		if known := ev.Type != "content_block_shimmer" && ev.Type != "future_event"; ev.Unhandled == known {
+			t.Errorf("event %s: Unhandled %v", ev.Type, ev.Unhandled)
+		}
 		if ev.Kind == providers.EventItem {
 			itemEvents++
 		}

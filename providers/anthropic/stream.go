@@ -119,6 +119,9 @@ func (s *stream) event(u sdk.MessageStreamEventUnion) error {
 		s.addUsage(raw)
 	case "message_stop":
 		s.stopped = true
+	case "ping":
+	default:
+		ev.Unhandled = true
 	}
 	if err := s.emit(ev); err != nil {
 		return err

@@ -158,6 +158,8 @@ func (s *responsesStream) event(ev responses.ResponseStreamEventUnion) (end bool
 		s.terminal = evError
 		s.errCode, s.errMessage = ev.Code, ev.Message
 		end = true
+	default:
+		out.Unhandled = true
 	}
 	return end, s.emit(out)
 }

@@ -299,7 +299,8 @@ func TestResponsesUnknownEventsAndItems(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Stream: %v", err)
 	}
-	if events[2].Type != "response.future_event" || events[2].Kind != providers.EventOther || events[3].Type != "unknown" {
+	if events[2].Type != "response.future_event" || events[2].Kind != providers.EventOther || !events[2].Unhandled ||
+		events[3].Type != "unknown" || !events[3].Unhandled || events[0].Unhandled {
 		t.Errorf("unknown events %+v / %+v", events[2], events[3])
 	}
 	if len(resp.Items) != 5 {
