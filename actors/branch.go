@@ -606,7 +606,7 @@ func (a *branchActor) spawnStep(ctx actor.Context, turn messages.TurnID, step me
 	if m.MaxOutputTokens > 0 {
 		maxOut = m.MaxOutputTokens
 	}
-	sctx, cancel := context.WithCancel(context.Background())
+	sctx, cancel := context.WithTimeout(context.Background(), a.rt.cfg.StepTimeout)
 	a.step, a.cancelStep = step, cancel
 	stream := a.streams[turn]
 	req := providers.Request{Model: m.ID, Context: ac, MaxOutputTokens: maxOut, ParallelToolCalls: a.rt.cfg.ParallelToolCalls}

@@ -57,9 +57,12 @@ func (a *branchActor) finishStep(ctx actor.Context, m *stepDone) {
 			}
 		}
 		reason := "provider step ended with outcome " + kind.String()
-		if kind == messages.OutcomeCancelled && a.cancelled {
+		switch {
+		case kind == messages.OutcomeCancelled && a.cancelled:
 			reason = "cancelled"
-		} else if m.err != nil {
+		case errors.Is(m.err, context.DeadlineExceeded):
+			reason = fmt.Sprintf("the provider step timed out after %s (runtime.provider_timeout)", a.rt.cfg.StepTimeout)
+		case m.err != nil:
 			reason = m.err.Error()
 		}
 		a.endLoop(ctx, m.turn, reason, &row)

@@ -444,3 +444,16 @@ func TestRunToolErrors(t *testing.T) {
 		}
 	}
 }
+
+func TestStepTimeout(t *testing.T) {
+	cfg := testConfig(t, t.TempDir(), newEvents())
+	cfg.Provider = fake.New(fake.Step{Reply: "so far", Hang: true})
+	cfg.StepTimeout = 100_000_000 // 100 ms
+	r := openRuntime(t, cfg)
+	defer r.Close()
+	_, b, _ := r.CreateSession(bg, "timeout")
+	text, last, _ := runTurn(t, r, b.ID, "talk")
+	if last.Phase != messages.PhaseFailed || !strings.Contains(last.Err, "timed out after 100ms (runtime.provider_timeout)") || text != "so far" {
+		t.Fatalf("turn ended %+v with %q", last, text)
+	}
+}

@@ -65,10 +65,13 @@ type Config struct {
 	Redact             func(messages.AssembledContext) (messages.AssembledContext, error)
 	SystemInstructions string
 	RequestTimeout     time.Duration // for requests to actors
-	MaxRestarts        int           // per branch within RestartWindow
-	RestartWindow      time.Duration
-	Logger             zerolog.Logger
-	Now                func() time.Time
+	// StepTimeout bounds one provider step, streaming included (default
+	// 30 minutes); a step that runs longer fails its turn.
+	StepTimeout   time.Duration
+	MaxRestarts   int // per branch within RestartWindow
+	RestartWindow time.Duration
+	Logger        zerolog.Logger
+	Now           func() time.Time
 	// Summarize writes a new summary from the previous one and the turns
 	// to fold; default core.FallbackSummary. It runs in the librarian.
 	Summarize func(ctx context.Context, previous string, exchanges []core.Exchange) (string, error)
@@ -171,6 +174,9 @@ func Open(ctx context.Context, cfg Config) (*Runtime, error) {
 		models[name] = m
 	}
 	cfg.Models = models
+	if cfg.StepTimeout <= 0 {
+		cfg.StepTimeout = 30 * time.Minute
+	}
 	if cfg.MaxToolSteps <= 0 {
 		cfg.MaxToolSteps = 8
 	}

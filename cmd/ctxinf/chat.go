@@ -38,6 +38,7 @@ func runtimeConfig(e *env) actors.Config {
 		MaxRestarts:     c.Runtime.MaxRestarts,
 		RestartWindow:   c.Runtime.RestartWindow,
 		MaxOutputTokens: c.Runtime.MaxOutputTokens,
+		StepTimeout:     c.Runtime.ProviderTimeout,
 		Journal: persistence.JournalPolicy{FlushInterval: c.Stream.FlushInterval, FlushBytes: c.Stream.FlushBytes,
 			FsyncInterval: c.Stream.FsyncInterval},
 		SkipFinalizedFsync: !c.Stream.FsyncFinalized,

@@ -96,6 +96,7 @@ type RuntimeConfig struct {
 	MaxRestarts     int           `mapstructure:"max_restarts"`     // restarts of one branch within restart_window before it stops
 	RestartWindow   time.Duration `mapstructure:"restart_window"`
 	MaxOutputTokens int           `mapstructure:"max_output_tokens"` // bound sent with every provider step
+	ProviderTimeout time.Duration `mapstructure:"provider_timeout"`  // bound on one provider step, streaming included
 	// MemoryLimitBytes is the ctxinf binary's soft memory limit (Go's
 	// GOMEMLIMIT, which wins when set); 0 disables it.
 	MemoryLimitBytes int64 `mapstructure:"memory_limit_bytes"`
@@ -227,6 +228,7 @@ func Default() Config {
 			MaxRestarts:            10,
 			RestartWindow:          time.Minute,
 			MaxOutputTokens:        4096,
+			ProviderTimeout:        30 * time.Minute,
 			MemoryLimitBytes:       768 * MiB,
 			ProviderMaxRetries:     3,
 			ProviderRetryBaseDelay: 500 * time.Millisecond,

@@ -78,6 +78,7 @@ func (c RuntimeConfig) validate(p *problems, prefix string) {
 	p.inRange(prefix+"max_restarts", int64(c.MaxRestarts), 1, 1000)
 	p.durationIn(prefix+"restart_window", c.RestartWindow, time.Second, 24*time.Hour)
 	p.inRange(prefix+"max_output_tokens", int64(c.MaxOutputTokens), 1, 1_000_000)
+	p.durationIn(prefix+"provider_timeout", c.ProviderTimeout, time.Second, 24*time.Hour)
 	p.inRange(prefix+"provider_max_retries", int64(c.ProviderMaxRetries), 0, 100)
 	p.durationIn(prefix+"provider_retry_base_delay", c.ProviderRetryBaseDelay, time.Millisecond, time.Minute)
 	p.durationIn(prefix+"provider_retry_max_delay", c.ProviderRetryMaxDelay, time.Millisecond, time.Hour)
