@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -11,6 +12,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/contextinfinity/ctxinf/messages"
 )
 
 // Helpers the HTTP adapters share.
@@ -80,4 +83,42 @@ func CompactJSON(data []byte) json.RawMessage {
 		return nil
 	}
 	return buf.Bytes()
+}
+
+// Exchange records the request body an SDK sent and the HTTP response it
+// got, for the step record (the raw request as sent) and for errors the
+// SDK could not decode. The body is the JSON request only: keys travel in
+// headers. Its Middleware fits the SDKs' option.WithMiddleware.
+type Exchange struct {
+	Body     []byte
+	Response *http.Response
+}
+
+// Middleware copies the request body, then passes the request on.
+func (x *Exchange) Middleware(req *http.Request, next func(*http.Request) (*http.Response, error)) (*http.Response, error) {
+	if req.GetBody != nil {
+		if rc, err := req.GetBody(); err == nil {
+			x.Body, _ = io.ReadAll(rc)
+			_ = rc.Close()
+		}
+	}
+	resp, err := next(req)
+	x.Response = resp
+	return resp, err
+}
+
+// FailedOutcome is the outcome of a step that failed with err; code ""
+// is "provider_error".
+func FailedOutcome(code string, err error) messages.StepOutcome {
+	if code == "" {
+		code = "provider_error"
+	}
+	return messages.StepOutcome{Kind: messages.OutcomeFailed, Code: code, Message: err.Error()}
+}
+
+// EmitFailed is the error and outcome of a stream stopped because its
+// consumer's emit failed with err.
+func EmitFailed(provider string, err error) (messages.StepOutcome, error) {
+	err = fmt.Errorf("%s: emit: %w", provider, err)
+	return messages.StepOutcome{Kind: messages.OutcomeFailed, Code: "emit", Message: err.Error()}, err
 }

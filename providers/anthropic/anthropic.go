@@ -16,7 +16,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"time"
 	"unicode/utf8"
@@ -172,52 +171,31 @@ func (p *Provider) Stream(ctx context.Context, req providers.Request, emit func(
 	if err := ctx.Err(); err != nil {
 		return s.cancelled(), err
 	}
-	capture := &exchange{}
-	stream := p.client.Messages.NewStreaming(ctx, params, option.WithMiddleware(capture.middleware))
+	capture := &providers.Exchange{}
+	stream := p.client.Messages.NewStreaming(ctx, params, option.WithMiddleware(capture.Middleware))
 	defer stream.Close()
 	for stream.Next() {
 		if err := s.event(stream.Current()); err != nil {
-			s.setRawRequest(capture.body)
+			s.setRawRequest(capture.Body)
 			return s.emitFailed(err)
 		}
 		if ctx.Err() != nil {
-			s.setRawRequest(capture.body)
+			s.setRawRequest(capture.Body)
 			return s.cancelled(), ctx.Err()
 		}
 	}
-	s.setRawRequest(capture.body)
+	s.setRawRequest(capture.Body)
 	if err := stream.Err(); err != nil {
 		if ctx.Err() != nil {
 			return s.cancelled(), ctx.Err()
 		}
-		perr := toError(p.name, err, capture.response)
+		perr := toError(p.name, err, capture.Response)
 		return s.fail(providers.OutcomeCode(perr), perr), perr
 	}
 	if ctx.Err() != nil {
 		return s.cancelled(), ctx.Err()
 	}
 	return s.finish()
-}
-
-// exchange records the request body sent and the HTTP response received,
-// for the step record and for errors the SDK could not decode. The body
-// is the JSON request only: the key travels in a header.
-type exchange struct {
-	body     []byte
-	response *http.Response
-}
-
-// middleware copies the request body, then passes the request on.
-func (x *exchange) middleware(req *http.Request, next option.MiddlewareNext) (*http.Response, error) {
-	if req.GetBody != nil {
-		if rc, err := req.GetBody(); err == nil {
-			x.body, _ = io.ReadAll(rc)
-			_ = rc.Close()
-		}
-	}
-	resp, err := next(req)
-	x.response = resp
-	return resp, err
 }
 
 // isObject reports whether raw is a JSON object.

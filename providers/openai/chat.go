@@ -45,24 +45,24 @@ func (p *Provider) streamChat(ctx context.Context, req providers.Request, emit f
 	if err := ctx.Err(); err != nil {
 		return s.cancelled(), err
 	}
-	capture := &exchange{}
-	stream := p.client.Chat.Completions.NewStreaming(ctx, params, option.WithMiddleware(capture.middleware))
+	capture := &providers.Exchange{}
+	stream := p.client.Chat.Completions.NewStreaming(ctx, params, option.WithMiddleware(capture.Middleware))
 	defer stream.Close()
 	for stream.Next() {
 		if err := s.chunk(stream.Current()); err != nil {
-			s.setRawRequest(capture.body)
+			s.setRawRequest(capture.Body)
 			return s.emitFailed(err)
 		}
 		if ctx.Err() != nil {
 			break // cancelled, maybe by emit: chunks already read are not waited on
 		}
 	}
-	s.setRawRequest(capture.body)
+	s.setRawRequest(capture.Body)
 	if ctx.Err() != nil {
 		return s.cancelled(), ctx.Err()
 	}
 	if err := stream.Err(); err != nil {
-		perr := toError(p.name, err, capture.response)
+		perr := toError(p.name, err, capture.Response)
 		return s.fail(providers.OutcomeCode(perr), perr), perr
 	}
 	return s.finish()

@@ -249,15 +249,12 @@ func (s *chatStream) cancelled() providers.Response {
 
 // fail returns the response for what arrived with outcome Failed.
 func (s *chatStream) fail(code string, err error) providers.Response {
-	if code == "" {
-		code = "provider_error"
-	}
-	return s.response(messages.StepOutcome{Kind: messages.OutcomeFailed, Code: code, Message: err.Error()})
+	return s.response(providers.FailedOutcome(code, err))
 }
 
 func (s *chatStream) emitFailed(err error) (providers.Response, error) {
-	err = fmt.Errorf("%s: emit: %w", s.provider, err)
-	return s.response(messages.StepOutcome{Kind: messages.OutcomeFailed, Code: "emit", Message: err.Error()}), err
+	outcome, err := providers.EmitFailed(s.provider, err)
+	return s.response(outcome), err
 }
 
 // responseSummary is the RawResponse of a step.

@@ -22,7 +22,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"strings"
@@ -259,26 +258,6 @@ func (p *Provider) Stream(ctx context.Context, req providers.Request, emit func(
 		return p.streamChat(ctx, req, emit)
 	}
 	return p.streamResponses(ctx, req, emit)
-}
-
-// exchange records the request body sent and the HTTP response received,
-// for the step record and for errors the SDK could not decode.
-type exchange struct {
-	body     []byte
-	response *http.Response
-}
-
-// middleware copies the request body, then passes the request on.
-func (x *exchange) middleware(req *http.Request, next option.MiddlewareNext) (*http.Response, error) {
-	if req.GetBody != nil {
-		if rc, err := req.GetBody(); err == nil {
-			x.body, _ = io.ReadAll(rc)
-			_ = rc.Close()
-		}
-	}
-	resp, err := next(req)
-	x.response = resp
-	return resp, err
 }
 
 // pausedToolUse is the outcome of a step that stopped to call tools.

@@ -53,29 +53,29 @@ func (p *Provider) streamResponses(ctx context.Context, req providers.Request, e
 	if err := ctx.Err(); err != nil {
 		return s.cancelled(), err
 	}
-	capture := &exchange{}
-	stream := p.client.Responses.NewStreaming(ctx, params, option.WithMiddleware(capture.middleware))
+	capture := &providers.Exchange{}
+	stream := p.client.Responses.NewStreaming(ctx, params, option.WithMiddleware(capture.Middleware))
 	defer stream.Close()
 	for stream.Next() {
 		end, err := s.event(stream.Current())
 		if err != nil {
-			s.setRawRequest(capture.body)
+			s.setRawRequest(capture.Body)
 			return s.emitFailed(err)
 		}
 		if ctx.Err() != nil {
 			break // cancelled, maybe by emit: events already read are not waited on
 		}
 		if end {
-			s.setRawRequest(capture.body)
+			s.setRawRequest(capture.Body)
 			return s.finish()
 		}
 	}
-	s.setRawRequest(capture.body)
+	s.setRawRequest(capture.Body)
 	if ctx.Err() != nil {
 		return s.cancelled(), ctx.Err()
 	}
 	if err := stream.Err(); err != nil {
-		perr := toError(p.name, err, capture.response)
+		perr := toError(p.name, err, capture.Response)
 		return s.fail(providers.OutcomeCode(perr), perr), perr
 	}
 	return s.finish()
