@@ -212,6 +212,7 @@ func Open(ctx context.Context, cfg Config) (*Runtime, error) {
 	r.sys = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
 		return slog.New(slog.NewTextHandler(io.Discard, nil))
 	}))
+	var rootRef *root // set once the root runs; Stopping and Defer run on its goroutine
 	r.sup = &supervision.Strategy{
 		Decide:      decide,
 		MaxRestarts: max(cfg.MaxRestarts, 1),
@@ -220,11 +221,15 @@ func Open(ctx context.Context, cfg Config) (*Runtime, error) {
 		MaxBackoff:  2 * time.Second,
 		Log:         r.log,
 		OnStop:      r.branchStopped,
+		Stopping:    func(child *actor.PID) bool { return rootRef != nil && rootRef.stopping[child.Id] },
+		Defer: func(d time.Duration, f func()) {
+			time.AfterFunc(d, func() { r.sys.Root.Send(r.root, &deferred{f: f}) })
+		},
 	}
 	if cfg.MaxRestarts <= 0 {
 		r.sup.MaxRestarts = 10
 	}
-	rootProps := actor.PropsFromProducer(func() actor.Actor { return newRoot(r) },
+	rootProps := actor.PropsFromProducer(func() actor.Actor { rootRef = newRoot(r); return rootRef },
 		actor.WithSupervisor(r.sup))
 	if r.root, err = r.sys.Root.SpawnNamed(rootProps, "ctxinf"); err != nil {
 		db.Close()
@@ -322,6 +327,9 @@ func (r *Runtime) reconcile(ctx context.Context) error {
 // --- the root actor: supervision and the branch registry ---
 
 type activateReq struct{ id messages.BranchID }
+
+// deferred is work the supervision strategy runs on the root's goroutine.
+type deferred struct{ f func() }
 type passivateReq struct {
 	id  messages.BranchID
 	pid *actor.PID
@@ -332,15 +340,16 @@ type passivateReq struct {
 // costs nothing but its rows. Activations that arrive while an old actor
 // of the same branch is still stopping wait for it to terminate.
 type root struct {
-	rt      *Runtime
-	live    map[messages.BranchID]*actor.PID
-	waiting map[messages.BranchID][]*actor.PID // requesters waiting for a stop to finish
-	byPID   map[string]messages.BranchID
-	spawned map[string]*actor.PID // by PID id: the PID spawn returned
+	rt       *Runtime
+	stopping map[string]bool // by PID id: branch actors asked to stop, not yet terminated
+	live     map[messages.BranchID]*actor.PID
+	waiting  map[messages.BranchID][]*actor.PID // requesters waiting for a stop to finish
+	byPID    map[string]messages.BranchID
+	spawned  map[string]*actor.PID // by PID id: the PID spawn returned
 }
 
 func newRoot(r *Runtime) *root {
-	return &root{rt: r, live: map[messages.BranchID]*actor.PID{},
+	return &root{rt: r, stopping: map[string]bool{}, live: map[messages.BranchID]*actor.PID{},
 		waiting: map[messages.BranchID][]*actor.PID{}, byPID: map[string]messages.BranchID{},
 		spawned: map[string]*actor.PID{}}
 }
@@ -372,9 +381,13 @@ func (ro *root) Receive(ctx actor.Context) {
 		if pid, ok := ro.live[m.id]; ok && pid.Equal(m.pid) {
 			delete(ro.live, m.id)
 			ro.waiting[m.id] = nil
+			ro.stopping[pid.Id] = true
 			ctx.Stop(pid)
 		}
+	case *deferred:
+		m.f()
 	case *actor.Terminated:
+		delete(ro.stopping, m.Who.Id)
 		id, ok := ro.byPID[m.Who.Id]
 		if !ok {
 			return

@@ -35,6 +35,17 @@ type Strategy struct {
 	Log         zerolog.Logger
 	// OnStop is called when an actor is stopped for good, with why.
 	OnStop func(child *actor.PID, reason any)
+	// Stopping, if set, reports whether the supervisor has asked child to
+	// stop: such a child is not restarted. protoactor's restart turns a
+	// stopping actor back into a live one that never reports Terminated,
+	// so a restart that reaches an actor after its stop would leave
+	// whoever waits for that stop waiting for ever. It is called on the
+	// supervisor's goroutine.
+	Stopping func(child *actor.PID) bool
+	// Defer, if set, runs f after d on the supervisor's goroutine (by a
+	// message to it), so that a delayed restart is ordered with the
+	// supervisor's stops; without it f runs on a timer goroutine.
+	Defer func(d time.Duration, f func())
 
 	restarts atomic.Int64
 }
@@ -69,11 +80,20 @@ func (s *Strategy) HandleFailure(_ *actor.ActorSystem, sup actor.Supervisor, chi
 	s.restarts.Add(1)
 	delay := s.backoff(rs.NumberOfFailures(s.Window))
 	s.Log.Warn().Str("actor", child.Id).Str("reason", fmt.Sprint(reason)).Dur("backoff", delay).Msg("actor restarting")
-	if delay <= 0 {
+	restart := func() {
+		if s.Stopping != nil && s.Stopping(child) {
+			return // its stop wins: it terminates instead
+		}
 		sup.RestartChildren(child)
-		return
 	}
-	time.AfterFunc(delay, func() { sup.RestartChildren(child) })
+	switch {
+	case delay <= 0:
+		restart()
+	case s.Defer != nil:
+		s.Defer(delay, restart)
+	default:
+		time.AfterFunc(delay, restart)
+	}
 }
 
 // backoff returns the delay before the n-th recent restart: none for the
