@@ -295,6 +295,9 @@ func (a *branchActor) cancel() error {
 // selectModel records the model the branch's next turns use.
 func (a *branchActor) selectModel(ctx actor.Context, name string) error {
 	if _, ok := a.rt.cfg.Models[name]; !ok && name != "" {
+		if why, ok := a.rt.cfg.Unavailable[name]; ok {
+			return fmt.Errorf("%w: model %q cannot be used: %s", ErrUnknownModel, name, why)
+		}
 		return fmt.Errorf("%w: model %q is not configured (models.<name> in config); known: %q",
 			ErrUnknownModel, name, a.rt.ModelNames())
 	}

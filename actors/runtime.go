@@ -47,7 +47,10 @@ type Config struct {
 	// Models are the models a branch may select by name (SelectModel),
 	// each with its own provider; Provider and Model are the default,
 	// used by a branch that selected none.
-	Models          map[string]Model
+	Models map[string]Model
+	// Unavailable names configured models that cannot be used, with why
+	// ("no API key in …"), for the error selecting one gives.
+	Unavailable     map[string]string
 	MaxOutputTokens int
 	// ToolMode is the tools policy (SRD §12.1): disabled (the zero
 	// value), parse_only or enabled. Tools are the tools offered; in

@@ -24,7 +24,7 @@ import (
 // runtimeConfig maps the configuration onto the runtime's.
 func runtimeConfig(e *env) actors.Config {
 	c := e.cfg
-	def, models := runtimeModels(c, e.log)
+	def, models, unavailable := runtimeModels(c, e.log)
 	toolMode := messages.ToolMode(c.Tools.Mode)
 	if c.Tools.Mode == config.ToolsDisabled {
 		toolMode = messages.ToolsDisabled
@@ -47,6 +47,7 @@ func runtimeConfig(e *env) actors.Config {
 		Provider:          def.Provider,
 		Model:             def.ID,
 		Models:            models,
+		Unavailable:       unavailable,
 		ToolMode:          toolMode,
 		Tools:             runtimeTools(time.Now),
 		MaxToolSteps:      c.Tools.MaxSteps,

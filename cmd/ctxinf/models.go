@@ -62,8 +62,8 @@ func buildModel(c config.Config, name string, m config.ModelConfig) (actors.Mode
 // needs its key). The default is default_model, or the local provider when
 // that is "" or cannot be used (with a warning), so that ctxinf runs
 // without a key.
-func runtimeModels(c config.Config, log zerolog.Logger) (def actors.Model, models map[string]actors.Model) {
-	models = map[string]actors.Model{}
+func runtimeModels(c config.Config, log zerolog.Logger) (def actors.Model, models map[string]actors.Model, unavailable map[string]string) {
+	models, unavailable = map[string]actors.Model{}, map[string]string{}
 	names := make([]string, 0, len(c.Models))
 	for name := range c.Models {
 		names = append(names, name)
@@ -77,17 +77,18 @@ func runtimeModels(c config.Config, log zerolog.Logger) (def actors.Model, model
 				lvl = log.Warn()
 			}
 			lvl.Err(err).Str("model", name).Msg("model not available")
+			unavailable[name] = err.Error()
 			continue
 		}
 		models[name] = m
 	}
 	if m, ok := models[c.DefaultModel]; ok && c.DefaultModel != "" {
-		return m, models
+		return m, models, unavailable
 	}
 	if c.DefaultModel != "" {
 		log.Warn().Str("model", c.DefaultModel).Msg("using the local provider instead")
 	}
-	return actors.Model{Provider: local.New(local.Options{Delay: c.Local.Delay, ContextLimit: c.Local.ContextLimit}), ID: "local"}, models
+	return actors.Model{Provider: local.New(local.Options{Delay: c.Local.Delay, ContextLimit: c.Local.ContextLimit}), ID: "local"}, models, unavailable
 }
 
 // runtimeTools returns the tools the binary offers when tools.mode is
