@@ -108,8 +108,8 @@ type branchActor struct {
 }
 
 func newBranchActor(rt *Runtime, id messages.BranchID) *branchActor {
-	return &branchActor{rt: rt, id: id, streams: map[messages.TurnID]*TurnStream{}, indexing: map[messages.TurnID]bool{},
-		msgs: map[messages.TurnID]messages.Message{}}
+	return &branchActor{rt: rt, id: id, b: core.Branch{Policy: rt.cfg.Fold}, streams: map[messages.TurnID]*TurnStream{},
+		indexing: map[messages.TurnID]bool{}, msgs: map[messages.TurnID]messages.Message{}}
 }
 
 func (a *branchActor) now() time.Time { return a.rt.cfg.Now() }
@@ -179,8 +179,8 @@ func (a *branchActor) Receive(ctx actor.Context) {
 		respond(errOrOK(err))
 	case *commitReq:
 		a.summarizing = 0 // ask again even if a summary is under way
-		if p := a.b.Pending(); len(p) > 0 {
-			a.run(ctx, []core.Effect{core.Summarize{Turns: turnIDs(p), Epoch: a.b.Epoch, State: a.b.State}})
+		if fold, ok := a.b.FoldDue(core.FoldManual); ok {
+			a.run(ctx, []core.Effect{fold})
 		}
 		respond(okReply{})
 	case *inspectReq:
@@ -254,6 +254,7 @@ func (a *branchActor) replay(data []byte) {
 		if err := json.Unmarshal(data[1:], &b); err != nil {
 			panic(fmt.Errorf("%w: snapshot of branch %s: %v", errFatal, a.id, err))
 		}
+		b.Policy = a.rt.cfg.Fold
 		a.b = b
 	case tagEvent:
 		ev, err := messages.UnmarshalBranchEvent(data[1:])
@@ -557,14 +558,6 @@ func (a *branchActor) pendingOf(ids []messages.TurnID) []messages.PendingTurn {
 	return out
 }
 
-func turnIDs(ts []core.Turn) []messages.TurnID {
-	out := make([]messages.TurnID, len(ts))
-	for i, t := range ts {
-		out[i] = t.ID
-	}
-	return out
-}
-
 // prepare assembles the context of turn and starts its provider step; if
 // the context cannot be assembled the turn fails.
 func (a *branchActor) prepare(ctx actor.Context, turn messages.TurnID) {
@@ -730,8 +723,8 @@ func (a *branchActor) commit(ctx actor.Context, m *summaryDone) {
 		Summary: m.summary, Pinned: a.b.State.Pinned}
 	evs, err := a.b.Commit(state, m.turns, m.epoch, now)
 	if errors.Is(err, core.ErrStaleEpoch) {
-		if p := a.b.Pending(); len(p) > 0 { // the state moved on: summarize again
-			a.run(ctx, []core.Effect{core.Summarize{Turns: turnIDs(p), Epoch: a.b.Epoch, State: a.b.State}})
+		if fold, ok := a.b.FoldDue(core.FoldAuto); ok { // the state moved on: fold again if still due
+			a.run(ctx, []core.Effect{fold})
 		}
 		return
 	}

@@ -4,10 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
 
+	"github.com/contextinfinity/ctxinf/internal/core"
 	"github.com/contextinfinity/ctxinf/messages"
 	"github.com/contextinfinity/ctxinf/providers"
 	"github.com/contextinfinity/ctxinf/providers/fake"
@@ -455,5 +457,32 @@ func TestStepTimeout(t *testing.T) {
 	text, last, _ := runTurn(t, r, b.ID, "talk")
 	if last.Phase != messages.PhaseFailed || !strings.Contains(last.Err, "timed out after 100ms (runtime.provider_timeout)") || text != "so far" {
 		t.Fatalf("turn ended %+v with %q", last, text)
+	}
+}
+
+// With K=2, B=2 a fold is due once three turns are pending, and it
+// leaves the newest turn pending: every turn stays in the prompt until
+// the summary that folds it is committed.
+func TestFoldPolicyInRuntime(t *testing.T) {
+	ev := newEvents()
+	cfg := testConfig(t, t.TempDir(), ev)
+	f := fake.New()
+	cfg.Provider, cfg.Fold = f, core.Policy{K: 2, B: 2}
+	r := openRuntime(t, cfg)
+	defer r.Close()
+	_, b, _ := r.CreateSession(bg, "fold")
+	for i := range 3 {
+		runTurn(t, r, b.ID, fmt.Sprint("message ", i+1))
+	}
+	ev.waitFor(t, "StateCommitted", 1, isType[messages.StateCommitted])
+	info, err := r.Inspect(bg, b.ID)
+	if err != nil || info.Committed != 2 || info.Pending != 1 {
+		t.Fatalf("after 3 turns: committed %d, pending %d (%v); want the oldest 2 folded, the newest pending", info.Committed, info.Pending, err)
+	}
+	runTurn(t, r, b.ID, "message 4")
+	reqs := f.Requests()
+	last := reqs[len(reqs)-1].Context
+	if len(last.Pending) != 2 || last.Pending[0].RenderedText != "message 3" || last.Summary == "" {
+		t.Fatalf("4th prompt: pending %d messages (first %q), summary %q", len(last.Pending), last.Pending[0].RenderedText, last.Summary)
 	}
 }

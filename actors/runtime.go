@@ -75,6 +75,10 @@ type Config struct {
 	RestartWindow time.Duration
 	Logger        zerolog.Logger
 	Now           func() time.Time
+	// Fold is the summary-as-state policy (K verbatim messages, B
+	// overflow, a safety fold every SafetyTurns turns). The zero Policy
+	// folds every turn as soon as it is finalized.
+	Fold core.Policy
 	// Summarize writes a new summary from the previous one and the turns
 	// to fold; default core.FallbackSummary. It runs in the librarian.
 	Summarize func(ctx context.Context, previous string, exchanges []core.Exchange) (string, error)

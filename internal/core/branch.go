@@ -90,6 +90,10 @@ type Branch struct {
 	// "" is the runtime's default.
 	Model  string `json:"model,omitempty"`
 	Events uint64 `json:"events"` // events applied
+	// Policy decides when pending turns are folded into the summary. It
+	// is configuration, not state: the shell sets it, and it is not part
+	// of a snapshot.
+	Policy Policy `json:"-"`
 }
 
 // OpenCalls returns the tool calls of t's loop that no output answers
@@ -164,13 +168,13 @@ func (b *Branch) lookup(id messages.TurnID) (int, error) {
 	return i, nil
 }
 
-// summarize returns the Summarize effect for the pending turns.
-func (b *Branch) summarize() Summarize {
-	var ids []messages.TurnID
-	for _, t := range b.Pending() {
-		ids = append(ids, t.ID)
+// summarize returns the Summarize effect the policy calls for now, if
+// any: see Policy.
+func (b *Branch) summarize() []Effect {
+	if s, ok := b.FoldDue(FoldAuto); ok {
+		return []Effect{s}
 	}
-	return Summarize{Turns: ids, Epoch: b.Epoch, State: cloneState(b.State)}
+	return nil
 }
 
 // Apply applies ev, the only way a Branch changes, and returns the effects
@@ -194,10 +198,7 @@ func (b *Branch) Apply(ev messages.BranchEvent) ([]Effect, error) {
 			b.Turns = append(b.Turns, Turn{ID: p.Turn, Seq: p.Seq, Phase: messages.PhaseResponseFinalized,
 				StateBefore: ev.State.ID, Reply: p.Reply, At: ev.At.UTC()})
 		}
-		if len(b.Turns) > 0 {
-			return []Effect{b.summarize()}, nil
-		}
-		return nil, nil
+		return b.summarize(), nil
 	case messages.TurnAccepted:
 		b.Turns = append(b.Turns, Turn{ID: ev.Turn, Seq: ev.Seq, Phase: messages.PhaseAccepted,
 			StateBefore: ev.StateBefore, At: ev.At.UTC()})
@@ -231,7 +232,7 @@ func (b *Branch) Apply(ev messages.BranchEvent) ([]Effect, error) {
 		t.Phase, t.Reply, t.Outcome, t.At = messages.PhaseResponseFinalized, ev.Reply, ev.Outcome, ev.At.UTC()
 		t.Loop = nil
 		b.Tip = ev.Reply
-		return []Effect{TurnDone{Turn: ev.Turn, Phase: messages.PhaseResponseFinalized}, b.summarize()}, nil
+		return append([]Effect{TurnDone{Turn: ev.Turn, Phase: messages.PhaseResponseFinalized}}, b.summarize()...), nil
 	case messages.TurnFailed:
 		// The user message stays in the transcript: Tip keeps pointing
 		// at it. The turn is reported (TurnDone) and no longer tracked.
@@ -252,10 +253,7 @@ func (b *Branch) Apply(ev messages.BranchEvent) ([]Effect, error) {
 			b.Window = slices.Clone(b.Window[n-WindowMax:])
 		}
 		b.Committed += uint64(len(ev.Turns))
-		if s := b.summarize(); len(s.Turns) > 0 {
-			effects = append(effects, s)
-		}
-		return effects, nil
+		return append(effects, b.summarize()...), nil
 	case messages.TurnIndexed:
 		b.remove(b.find(ev.Turn))
 		b.Indexed++
@@ -263,10 +261,7 @@ func (b *Branch) Apply(ev messages.BranchEvent) ([]Effect, error) {
 	case messages.FactPinned:
 		b.State.Pinned = append(b.State.Pinned, ev.Fact)
 		b.Epoch++
-		if s := b.summarize(); len(s.Turns) > 0 {
-			return []Effect{s}, nil
-		}
-		return nil, nil
+		return b.summarize(), nil
 	}
 	panic("unreachable: check accepted an unknown event")
 }

@@ -193,8 +193,5 @@ func (b *Branch) Recover(now time.Time) (events []messages.BranchEvent, effects 
 			effects = append(effects, Index{Turn: t.ID})
 		}
 	}
-	if s := b.summarize(); len(s.Turns) > 0 {
-		effects = append(effects, s)
-	}
-	return events, effects
+	return events, append(effects, b.summarize()...)
 }

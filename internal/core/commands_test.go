@@ -289,10 +289,10 @@ func TestRecover(t *testing.T) {
 		{created, nil, nil},
 		{accepted, events(messages.TurnFailed{Turn: T1, Reason: InterruptedReason, At: now}), nil},
 		{responding, events(messages.TurnFailed{Turn: T1, Step: S1, Reason: InterruptedReason, At: now}), nil},
-		{finalized, nil, []Effect{Summarize{Turns: []messages.TurnID{T1}}}},
+		{finalized, nil, []Effect{Summarize{Turns: []messages.TurnID{T1}, Reason: FoldOverflow}}},
 		{append(committed[:5:5], "submit T2", "start T2 S2", "finalize T2 S2 R2 completed", "submit T3"),
 			events(messages.TurnFailed{Turn: T3, Reason: InterruptedReason, At: now}),
-			[]Effect{Index{Turn: T1}, Summarize{Turns: []messages.TurnID{T2}, Epoch: 1, State: messages.StateCheckpoint{ID: St1, Seq: 1, Summary: "summary 1"}}}},
+			[]Effect{Index{Turn: T1}, Summarize{Turns: []messages.TurnID{T2}, Epoch: 1, State: messages.StateCheckpoint{ID: St1, Seq: 1, Summary: "summary 1"}, Reason: FoldOverflow}}},
 		{indexed, nil, nil},
 	}
 	for _, tc := range tests {

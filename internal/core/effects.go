@@ -17,16 +17,18 @@ type PrepareContext struct {
 	Turn messages.TurnID
 }
 
-// Summarize asks the shell to fold Turns, the pending turns in order, into
-// a new state after State, and to commit it with Branch.Commit passing
-// Epoch. It follows ResponseFinalized, a fork with pending turns, and
-// StateCommitted or FactPinned when turns are still pending. A later
+// Summarize asks the shell to fold Turns, the oldest pending turns in
+// order, into a new state after State, and to commit it with
+// Branch.Commit passing Epoch. The Policy decides when it is due: it can
+// follow ResponseFinalized, a fork with pending turns, StateCommitted or
+// FactPinned, and Recover; Reason says which trigger fired. A later
 // Summarize supersedes an earlier one; a commit computed for an old epoch
 // fails with ErrStaleEpoch. The summarizer may fold a prefix of Turns.
 type Summarize struct {
-	Turns []messages.TurnID
-	Epoch uint64
-	State messages.StateCheckpoint
+	Turns  []messages.TurnID
+	Epoch  uint64
+	State  messages.StateCheckpoint
+	Reason FoldReason
 }
 
 // Index follows StateCommitted, once per folded turn: the shell chunks and
