@@ -53,7 +53,7 @@ func (b *Branch) FoldDue(reason FoldReason) (Summarize, bool) {
 		return Summarize{}, false
 	}
 	keep := max(b.Policy.K, 0) / 2 // turns left unfolded
-	n := 0                          // turns to fold
+	n := 0                         // turns to fold
 	switch reason {
 	case FoldManual:
 		n = len(pending)
