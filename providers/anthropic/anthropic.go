@@ -18,13 +18,13 @@ import (
 	"fmt"
 	"net/http"
 	"time"
-	"unicode/utf8"
 
 	sdk "github.com/anthropics/anthropic-sdk-go"
 	"github.com/anthropics/anthropic-sdk-go/option"
 
 	"github.com/contextinfinity/ctxinf/messages"
 	"github.com/contextinfinity/ctxinf/providers"
+	"github.com/contextinfinity/ctxinf/providers/tokens"
 )
 
 // Defaults used by New for unset Options.
@@ -114,10 +114,11 @@ func (p *Provider) Name() string { return p.name }
 // ContextLimit returns Options.ContextLimit whatever the model.
 func (p *Provider) ContextLimit(string) int { return p.limit }
 
-// EstimatePromptTokens returns a rough estimate of the prompt's size: one
-// token per four characters (runes) of the JSON system prompt, messages
-// and tools the request would send, rounded up. It fails when the
-// context cannot be mapped to a request.
+// EstimatePromptTokens estimates the prompt's size: tokens.Anthropic's
+// estimate (Claude's tokenizer is not public) of the JSON system prompt,
+// messages and tools the request would send, whose keys and quotes cost
+// more than the framing they stand for. It fails when the context cannot
+// be mapped to a request.
 func (p *Provider) EstimatePromptTokens(req providers.Request) (int, error) {
 	tools, err := buildTools(req.Context)
 	if err != nil {
@@ -135,7 +136,7 @@ func (p *Provider) EstimatePromptTokens(req providers.Request) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("%s: estimate prompt tokens: encode: %w", p.name, err)
 	}
-	return (utf8.RuneCount(data) + 3) / 4, nil
+	return tokens.ForModel("anthropic", req.Model).Count(string(data)), nil
 }
 
 // Stream runs one Messages request with streaming. Each stream event

@@ -3,13 +3,13 @@ package openai
 import (
 	"encoding/json"
 	"fmt"
-	"unicode/utf8"
 
 	oai "github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/shared"
 
 	"github.com/contextinfinity/ctxinf/messages"
 	"github.com/contextinfinity/ctxinf/providers"
+	"github.com/contextinfinity/ctxinf/providers/tokens"
 )
 
 // buildChatParams maps req to the chat completion request. It fails,
@@ -42,8 +42,9 @@ func (p *Provider) buildChatParams(req providers.Request) (oai.ChatCompletionNew
 	return params, nil
 }
 
-// estimateChat estimates the tokens of c's chat messages and tools.
-func estimateChat(c messages.AssembledContext) (int, error) {
+// estimateChat counts with tc the tokens of the JSON of c's chat
+// messages and tools.
+func estimateChat(c messages.AssembledContext, tc tokens.Counter) (int, error) {
 	msgs, err := chatMessages(c)
 	if err != nil {
 		return 0, err
@@ -59,7 +60,7 @@ func estimateChat(c messages.AssembledContext) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("encode: %w", err)
 	}
-	return (utf8.RuneCount(data) + 3) / 4, nil
+	return tc.Count(string(data)), nil
 }
 
 // chatMessages lays c out as chat messages: the system message

@@ -31,6 +31,7 @@ import (
 
 	"github.com/contextinfinity/ctxinf/messages"
 	"github.com/contextinfinity/ctxinf/providers"
+	"github.com/contextinfinity/ctxinf/providers/tokens"
 )
 
 // Defaults used by New for unset Options.
@@ -200,21 +201,23 @@ func (p *Provider) API() string { return p.api }
 // ContextLimit returns Options.ContextLimit whatever the model.
 func (p *Provider) ContextLimit(string) int { return p.limit }
 
-// EstimatePromptTokens returns a rough estimate of the prompt's size: one
-// token per four characters (runes) of the JSON instructions, messages
-// or input items, and tools the request would send, rounded up. It fails
-// when the options are invalid or the context cannot be mapped to a
-// request.
+// EstimatePromptTokens estimates the prompt's size: the tokens, in
+// req.Model's tiktoken encoding (tokens.ForModel), of the JSON
+// instructions, messages or input items, and tools the request would
+// send. JSON keys and quotes cost more than the chat framing they stand
+// for, so it errs high. It fails when the options are invalid or the
+// context cannot be mapped to a request.
 func (p *Provider) EstimatePromptTokens(req providers.Request) (int, error) {
 	if p.optsErr != nil {
 		return 0, p.optsErr
 	}
 	var n int
 	var err error
+	tc := tokens.ForModel("openai", req.Model)
 	if p.api == APIChat {
-		n, err = estimateChat(req.Context)
+		n, err = estimateChat(req.Context, tc)
 	} else {
-		n, err = p.estimateResponses(req.Context)
+		n, err = p.estimateResponses(req.Context, tc)
 	}
 	if err != nil {
 		return 0, fmt.Errorf("%s: estimate prompt tokens: %w", p.name, err)

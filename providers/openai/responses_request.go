@@ -3,13 +3,13 @@ package openai
 import (
 	"encoding/json"
 	"fmt"
-	"unicode/utf8"
 
 	"github.com/openai/openai-go/v3/packages/param"
 	"github.com/openai/openai-go/v3/responses"
 
 	"github.com/contextinfinity/ctxinf/messages"
 	"github.com/contextinfinity/ctxinf/providers"
+	"github.com/contextinfinity/ctxinf/providers/tokens"
 )
 
 // buildResponsesParams maps req to the Responses request. The
@@ -48,9 +48,9 @@ func (p *Provider) buildResponsesParams(req providers.Request) (responses.Respon
 	return params, nil
 }
 
-// estimateResponses estimates the tokens of c's instructions, input items
-// and tools.
-func (p *Provider) estimateResponses(c messages.AssembledContext) (int, error) {
+// estimateResponses counts with tc the tokens of the JSON of c's
+// instructions, input items and tools.
+func (p *Provider) estimateResponses(c messages.AssembledContext, tc tokens.Counter) (int, error) {
 	input, err := responsesInput(c)
 	if err != nil {
 		return 0, err
@@ -67,7 +67,7 @@ func (p *Provider) estimateResponses(c messages.AssembledContext) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("encode: %w", err)
 	}
-	return (utf8.RuneCount(data) + 3) / 4, nil
+	return tc.Count(string(data)), nil
 }
 
 // responsesInput lays c's conversation (providers.Conversation) out as
