@@ -108,7 +108,7 @@ type branchActor struct {
 }
 
 func newBranchActor(rt *Runtime, id messages.BranchID) *branchActor {
-	return &branchActor{rt: rt, id: id, b: core.Branch{Policy: rt.cfg.Fold}, streams: map[messages.TurnID]*TurnStream{},
+	return &branchActor{rt: rt, id: id, b: core.Branch{Policy: *rt.cfg.Fold}, streams: map[messages.TurnID]*TurnStream{},
 		indexing: map[messages.TurnID]bool{}, msgs: map[messages.TurnID]messages.Message{}}
 }
 
@@ -254,7 +254,7 @@ func (a *branchActor) replay(data []byte) {
 		if err := json.Unmarshal(data[1:], &b); err != nil {
 			panic(fmt.Errorf("%w: snapshot of branch %s: %v", errFatal, a.id, err))
 		}
-		b.Policy = a.rt.cfg.Fold
+		b.Policy = *a.rt.cfg.Fold
 		a.b = b
 	case tagEvent:
 		ev, err := messages.UnmarshalBranchEvent(data[1:])
@@ -467,8 +467,10 @@ func (a *branchActor) submitted(turn messages.TurnID) (*TurnStream, bool, error)
 	var seq uint64
 	var phase messages.TurnPhase
 	var reason string
-	if t, ok := a.b.Turn(turn); ok {
+	if t, ok := a.b.Turn(turn); ok && t.Seq == a.b.TurnSeq {
 		seq, phase, reason = t.Seq, t.Phase, t.Reason
+	} else if ok {
+		return nil, false, fmt.Errorf("%w: turn id %s is already used", persistence.ErrInvalidArgument, turn)
 	} else if _, err := a.rt.db.Turn(context.Background(), turn); errors.Is(err, persistence.ErrTurnNotFound) {
 		return nil, false, nil
 	} else if err != nil {
@@ -509,7 +511,7 @@ func (a *branchActor) run(ctx actor.Context, effects []core.Effect) {
 			for _, t := range turns {
 				a.knownInto(known, t.Turn, t.Reply)
 			}
-			ctx.Send(a.rt.librarian(a.id), &summarizeReq{known: known, from: ctx.Self(), branch: a.id, epoch: e.Epoch,
+			ctx.Send(a.rt.librarian(a.id), &summarizeReq{known: known, from: ctx.Self(), branch: a.id, epoch: e.Epoch, pinned: e.State.Pinned,
 				previous: e.State.Summary, turns: turns})
 		case core.Index:
 			if a.indexing[e.Turn] {
@@ -565,9 +567,13 @@ func (a *branchActor) prepare(ctx actor.Context, turn messages.TurnID) {
 		return
 	}
 	a.counters, a.cancelled = [2]uint64{}, false
-	ac, err := a.assemble(turn)
+	ac, rep, err := a.assemble(turn, nil)
 	if err != nil {
 		a.fail(ctx, turn, "assemble context: "+err.Error())
+		return
+	}
+	if err := a.fitContext(ctx, rep); err != nil {
+		a.fail(ctx, turn, err.Error())
 		return
 	}
 	now := a.now()
@@ -677,36 +683,71 @@ func readMessage(db *persistence.DB, node messages.TurnID) (messages.Message, er
 	return m, err
 }
 
-// assemble builds the context of turn: system instructions, pinned facts,
-// the head summary, the verbatim window, the pending turns in order and
-// the user message (SRD §5.9). Budgets and retrieval come with the
-// context and retrieval issues.
-func (a *branchActor) assemble(turn messages.TurnID) (messages.AssembledContext, error) {
-	ac := messages.AssembledContext{
-		SystemInstructions: a.rt.cfg.SystemInstructions,
-		PinnedFacts:        a.b.State.Pinned,
-		Summary:            a.b.State.Summary,
+// assemble builds the context of turn (SRD §5.9, §7) with core.Assemble:
+// system instructions, pinned facts, the head summary, the verbatim
+// window, the pending turns in order, the user message and continuation,
+// within the budget of the branch's model. The verbatim window tops the
+// pending (unfolded) messages up to the policy's K with the most recent
+// folded ones. Retrieval comes with the retrieval issue.
+func (a *branchActor) assemble(turn messages.TurnID, continuation messages.Items) (messages.AssembledContext, core.AssemblyReport, error) {
+	in := core.AssembleInput{
+		System:       a.rt.cfg.SystemInstructions,
+		Pinned:       a.b.State.Pinned,
+		Summary:      a.b.State.Summary,
+		Continuation: continuation,
 	}
-	for _, n := range a.b.Window {
-		m, err := a.message(n)
-		if err != nil {
-			return ac, err
+	var rep core.AssemblyReport
+	pending := a.b.Pending()
+	if need := a.b.Policy.K - 2*len(pending); need > 0 {
+		for _, n := range a.b.Window[max(len(a.b.Window)-need, 0):] {
+			m, err := a.message(n)
+			if err != nil {
+				return messages.AssembledContext{}, rep, err
+			}
+			in.Window = append(in.Window, m)
 		}
-		ac.Window = append(ac.Window, m)
 	}
-	for _, p := range a.b.Pending() {
+	for _, p := range pending {
+		pm := core.PendingMessages{Turn: p.ID}
 		for _, n := range []messages.TurnID{p.ID, p.Reply} {
 			m, err := a.message(n)
 			if err != nil {
-				return ac, err
+				return messages.AssembledContext{}, rep, err
 			}
-			ac.Pending = append(ac.Pending, m)
+			pm.Messages = append(pm.Messages, m)
 		}
+		in.Pending = append(in.Pending, pm)
 	}
 	user, err := a.message(turn)
-	ac.User = user
+	if err != nil {
+		return messages.AssembledContext{}, rep, err
+	}
+	in.User = user
 	a.pruneMessages(turn)
-	return ac, err
+	m := a.rt.model(a.b.Model)
+	ac, rep := core.Assemble(in, a.rt.budget(m), a.rt.counter(m))
+	for _, st := range rep.Shrink {
+		a.rt.log.Info().Str("branch", a.id.String()).Str("turn", turn.String()).Str("step", st.Step).
+			Int("saved_tokens", st.Saved).Str("detail", st.Detail).Msg("context shrunk")
+	}
+	return ac, rep, nil
+}
+
+// fitContext checks an assembled context against its budget: over the
+// policy's fraction of the budget it asks for a budget fold (the
+// contract's primary trigger), and over the budget itself it returns the
+// error the turn fails with.
+func (a *branchActor) fitContext(ctx actor.Context, rep core.AssemblyReport) error {
+	over := !rep.Fits()
+	if over || float64(rep.Total) > a.rt.cfg.FoldAtFraction*float64(rep.Budget.Input()) {
+		if fold, ok := a.b.FoldDue(core.FoldBudget); ok && a.summarizing == 0 {
+			a.run(ctx, []core.Effect{fold})
+		}
+	}
+	if over {
+		return errors.New(rep.Error())
+	}
+	return nil
 }
 
 func (a *branchActor) commit(ctx actor.Context, m *summaryDone) {

@@ -271,12 +271,14 @@ func (a *branchActor) continueLoop(ctx actor.Context, e core.ContinueLoop) {
 	if !ok {
 		return
 	}
-	ac, err := a.assemble(e.Turn)
+	ac, rep, err := a.assemble(e.Turn, slices.Clone(t.Loop))
+	if err == nil {
+		err = a.fitContext(ctx, rep)
+	}
 	if err != nil {
 		a.abandon(ctx, e.Turn, "assemble context: "+err.Error(), interruptedToolText, nil)
 		return
 	}
-	ac.Continuation = slices.Clone(t.Loop)
 	a.spawnStep(ctx, e.Turn, e.Step, ac)
 }
 

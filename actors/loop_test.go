@@ -467,7 +467,7 @@ func TestFoldPolicyInRuntime(t *testing.T) {
 	ev := newEvents()
 	cfg := testConfig(t, t.TempDir(), ev)
 	f := fake.New()
-	cfg.Provider, cfg.Fold = f, core.Policy{K: 2, B: 2}
+	cfg.Provider, cfg.Fold = f, &core.Policy{K: 2, B: 2}
 	r := openRuntime(t, cfg)
 	defer r.Close()
 	_, b, _ := r.CreateSession(bg, "fold")

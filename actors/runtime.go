@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"io"
 	"log/slog"
 	"os"
@@ -16,6 +17,7 @@ import (
 	"runtime"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/asynkron/protoactor-go/actor"
 	ppersist "github.com/asynkron/protoactor-go/persistence"
@@ -75,10 +77,24 @@ type Config struct {
 	RestartWindow time.Duration
 	Logger        zerolog.Logger
 	Now           func() time.Time
+	// Budget: the input of a step may use the model's context limit less
+	// its output bound and SafetyMargin tokens (default 2 % of the limit,
+	// at least 256); retrieved memory at most RetrievalMax tokens
+	// (default 6,000), a chunk over ChunkMax (default 800) is sent as its
+	// summary when shrinking. FoldAtFraction (default 0.70) is the share
+	// of the input budget above which a budget fold is asked for.
+	SafetyMargin   int
+	RetrievalMax   int
+	ChunkMax       int
+	FoldAtFraction float64
+	// Counter returns the token counter of a model; the default counts
+	// one token per four runes.
+	Counter func(Model) core.Counter
 	// Fold is the summary-as-state policy (K verbatim messages, B
-	// overflow, a safety fold every SafetyTurns turns). The zero Policy
-	// folds every turn as soon as it is finalized.
-	Fold core.Policy
+	// overflow, a safety fold every SafetyTurns turns); nil means
+	// DefaultFold. &core.Policy{} folds every turn as soon as it is
+	// finalized.
+	Fold *core.Policy
 	// Summarize writes a new summary from the previous one and the turns
 	// to fold; default core.FallbackSummary. It runs in the librarian.
 	Summarize func(ctx context.Context, previous string, exchanges []core.Exchange) (string, error)
@@ -86,6 +102,10 @@ type Config struct {
 	// event (not during replay). It must not block.
 	Observe func(branch messages.BranchID, ev messages.BranchEvent)
 }
+
+// DefaultFold is the summarization contract's policy: K = 6 verbatim
+// messages, B = 4 overflow, a safety fold every 10 user turns.
+var DefaultFold = core.Policy{K: 6, B: 4, SafetyTurns: 10}
 
 // Model is a model a branch can use: a provider and the provider's id of
 // the model; MaxOutputTokens, when positive, overrides the runtime's.
@@ -129,6 +149,10 @@ type Runtime struct {
 
 	goneMu sync.Mutex
 	gone   map[*actor.PID]chan struct{} // per live branch actor: closed when it terminates
+
+	countMu   sync.Mutex
+	counts    map[uint64]int // token counts by hash of model and text
+	countSeed maphash.Seed
 }
 
 // Open opens the runtime on cfg.DataDir: the database, the actor system,
@@ -181,6 +205,22 @@ func Open(ctx context.Context, cfg Config) (*Runtime, error) {
 		models[name] = m
 	}
 	cfg.Models = models
+	if cfg.Fold == nil {
+		p := DefaultFold
+		cfg.Fold = &p
+	}
+	if cfg.RetrievalMax <= 0 {
+		cfg.RetrievalMax = 6000
+	}
+	if cfg.ChunkMax <= 0 {
+		cfg.ChunkMax = 800
+	}
+	if !(cfg.FoldAtFraction > 0 && cfg.FoldAtFraction <= 1) {
+		cfg.FoldAtFraction = 0.70
+	}
+	if cfg.Counter == nil {
+		cfg.Counter = func(Model) core.Counter { return estimateTokens }
+	}
 	if cfg.StepTimeout <= 0 {
 		cfg.StepTimeout = 30 * time.Minute
 	}
@@ -215,7 +255,9 @@ func Open(ctx context.Context, cfg Config) (*Runtime, error) {
 		streams:  filepath.Join(cfg.DataDir, "streams"),
 		failed:   make(map[messages.BranchID]error),
 		gone:     make(map[*actor.PID]chan struct{}),
+		counts:   make(map[uint64]int),
 	}
+	r.countSeed = maphash.MakeSeed()
 	r.sys = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
 		return slog.New(slog.NewTextHandler(io.Discard, nil))
 	}))
@@ -303,6 +345,59 @@ func (r *Runtime) model(name string) Model {
 	}
 	return Model{Provider: r.cfg.Provider, ID: r.cfg.Model}
 }
+
+// budget is the token budget of a step with model m.
+func (r *Runtime) budget(m Model) core.Budget {
+	limit := m.Provider.ContextLimit(m.ID)
+	out := r.cfg.MaxOutputTokens
+	if m.MaxOutputTokens > 0 {
+		out = m.MaxOutputTokens
+	}
+	margin := r.cfg.SafetyMargin
+	if margin <= 0 {
+		margin = max(limit/50, 256)
+	}
+	return core.Budget{ContextLimit: limit, ResponseReserve: out, SafetyMargin: margin,
+		RetrievalMax: r.cfg.RetrievalMax, ChunkMax: r.cfg.ChunkMax}
+}
+
+// counter is the token counter of model m, behind a cache shared by the
+// runtime: a context is counted every turn, and most of its messages were
+// counted the turn before.
+func (r *Runtime) counter(m Model) core.Counter {
+	count := r.cfg.Counter(m)
+	model := m.Provider.Name() + "\x00" + m.ID
+	return func(text string) int {
+		if len(text) < 64 {
+			return count(text)
+		}
+		var h maphash.Hash
+		h.SetSeed(r.countSeed)
+		h.WriteString(model)
+		h.WriteString(text)
+		k := h.Sum64()
+		r.countMu.Lock()
+		n, ok := r.counts[k]
+		r.countMu.Unlock()
+		if ok {
+			return n
+		}
+		n = count(text)
+		r.countMu.Lock()
+		if len(r.counts) >= maxCachedCounts {
+			clear(r.counts) // crude, bounded: the next turns refill it
+		}
+		r.counts[k] = n
+		r.countMu.Unlock()
+		return n
+	}
+}
+
+// maxCachedCounts bounds the token-count cache (entries).
+const maxCachedCounts = 1 << 16
+
+// estimateTokens is one token per four runes, rounded up.
+func estimateTokens(s string) int { return (utf8.RuneCountInString(s) + 3) / 4 }
 
 // DB is the runtime's database (for reads: history, rows, blobs).
 func (r *Runtime) DB() *persistence.DB { return r.db }

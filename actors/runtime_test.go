@@ -98,6 +98,7 @@ func TestTurnLifecycle(t *testing.T) {
 	ev := newEvents()
 	hold := make(chan struct{})
 	cfg := testConfig(t, dir, ev)
+	cfg.Fold = &core.Policy{} // fold every turn as soon as it is finalized
 	cfg.Summarize = func(ctx context.Context, prev string, ex []core.Exchange) (string, error) {
 		<-hold // summaries wait until the test lets them go
 		return core.FallbackSummary(prev, ex), nil

@@ -164,11 +164,12 @@ type summarizeReq struct {
 	branch   messages.BranchID
 	epoch    uint64
 	previous string
+	pinned   []string // the head's pinned facts: the summary must not lose them
 	turns    []messages.PendingTurn
 }
 
-// librarian writes state summaries. Until a librarian model is configured
-// (the context issue) it uses the deterministic fallback (SRD §10.3).
+// librarian writes state summaries with Config.Summarize: a librarian
+// model (LLMSummarizer) or the deterministic fallback (SRD §10.3).
 type librarian struct{ rt *Runtime }
 
 func (l *librarian) Receive(ctx actor.Context) {
@@ -193,7 +194,7 @@ func (l *librarian) Receive(ctx actor.Context) {
 		done.turns = append(done.turns, t.Turn)
 	}
 	if done.err == nil {
-		done.summary, done.err = l.rt.cfg.Summarize(context.Background(), m.previous, exchanges)
+		done.summary, done.err = l.rt.cfg.Summarize(WithPinnedFacts(context.Background(), m.pinned), m.previous, exchanges)
 	}
 	ctx.Send(m.from, done)
 }

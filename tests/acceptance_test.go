@@ -46,6 +46,12 @@ type proc struct {
 	done  chan struct{}
 }
 
+// foldEveryTurn makes the binary fold every turn into the summary as soon
+// as it ends (the SRD's tests 3 and the chaos test reason about one commit
+// per turn); by default the contract's K/B policy keeps the newest turns
+// verbatim.
+var foldEveryTurn = []string{"CTX_CONTEXT_WINDOW_MESSAGES=0", "CTX_CONTEXT_OVERFLOW_MESSAGES=0"}
+
 func env(dir string, extra ...string) []string {
 	base := []string{"CTX_DATA_DIR=" + dir, "CTX_LOG_LEVEL=warn", "CTX_LOG_FORMAT=json", "CTX_LOCAL_DELAY=0", "CTX_DEFAULT_MODEL=local"}
 	return append(append(os.Environ(), base...), extra...)
@@ -243,7 +249,7 @@ func TestKillMidStream(t *testing.T) {
 // running indexing again inserts no duplicate chunks.
 func TestKillBeforeCommitThenReindex(t *testing.T) {
 	dir := t.TempDir()
-	p := start(t, dir, "CTX_LIBRARIAN_DELAY=1m")
+	p := start(t, dir, append(foldEveryTurn, "CTX_LIBRARIAN_DELAY=1m")...)
 	p.send("Remember the code word bluebird-7.")
 	p.waitFor("[turn 1 · response_finalized", 0)
 	p.kill()
@@ -253,7 +259,7 @@ func TestKillBeforeCommitThenReindex(t *testing.T) {
 	}
 
 	for restart := range 2 {
-		q := start(t, dir)
+		q := start(t, dir, foldEveryTurn...)
 		for i := 0; ; i++ {
 			n := len(q.output())
 			q.send("/pending")

@@ -33,7 +33,7 @@ func TestProcessKills(t *testing.T) {
 	finalized := regexp.MustCompile(`\[turn (\d+) · response_finalized`)
 	acked := map[int]bool{}
 	for i := range kills {
-		p := start(t, dir, "CTX_LOCAL_DELAY=1ms", "CTX_STREAM_FLUSH_INTERVAL=5ms")
+		p := start(t, dir, append(foldEveryTurn, "CTX_LOCAL_DELAY=1ms", "CTX_STREAM_FLUSH_INTERVAL=5ms")...)
 		go func() {
 			for j := 0; ; j++ {
 				if _, err := io.WriteString(p.stdin, fmt.Sprintf("kill %d message %d: remember item-%d-%d\n", i, j, i, j)); err != nil {
@@ -54,7 +54,7 @@ func TestProcessKills(t *testing.T) {
 		t.Fatal("no turn was acknowledged before any kill")
 	}
 	// Recover and let every pending turn commit.
-	q := start(t, dir)
+	q := start(t, dir, foldEveryTurn...)
 	for i := 0; ; i++ {
 		n := len(q.output())
 		q.send("/pending")

@@ -44,9 +44,16 @@ func runtimeConfig(e *env) actors.Config {
 		SkipFinalizedFsync: !c.Stream.FsyncFinalized,
 		Retry: &providers.RetryPolicy{MaxRetries: c.Runtime.ProviderMaxRetries,
 			BaseDelay: c.Runtime.ProviderRetryBaseDelay, MaxDelay: c.Runtime.ProviderRetryMaxDelay},
-		Provider:          def.Provider,
-		Model:             def.ID,
-		Models:            models,
+		Provider: def.Provider,
+		Model:    def.ID,
+		Models:   models,
+		Fold: &core.Policy{K: c.Context.WindowMessages, B: c.Context.OverflowMessages,
+			SafetyTurns: c.Context.SummarizeEveryTurns},
+		FoldAtFraction:    c.Context.SummarizeAtFraction,
+		SafetyMargin:      c.Context.SafetyMarginTokens,
+		RetrievalMax:      c.Context.RetrievalMaxTokens,
+		ChunkMax:          c.Context.ChunkMaxTokens,
+		Counter:           tokenCounter,
 		Unavailable:       unavailable,
 		ToolMode:          toolMode,
 		Tools:             runtimeTools(time.Now),
@@ -54,16 +61,7 @@ func runtimeConfig(e *env) actors.Config {
 		ToolTimeout:       c.Tools.Timeout,
 		ParallelToolCalls: c.Tools.Parallel,
 		Logger:            e.log,
-		Summarize: func(ctx context.Context, prev string, ex []core.Exchange) (string, error) {
-			if d := c.Librarian.Delay; d > 0 {
-				select {
-				case <-time.After(d):
-				case <-ctx.Done():
-					return "", ctx.Err()
-				}
-			}
-			return core.FallbackSummary(prev, ex), nil
-		},
+		Summarize:         librarianSummarize(c, models, unavailable, e.log),
 	}
 }
 

@@ -12,10 +12,12 @@ import (
 
 	"github.com/contextinfinity/ctxinf/actors"
 	"github.com/contextinfinity/ctxinf/internal/config"
+	"github.com/contextinfinity/ctxinf/internal/core"
 	"github.com/contextinfinity/ctxinf/messages"
 	"github.com/contextinfinity/ctxinf/providers/anthropic"
 	"github.com/contextinfinity/ctxinf/providers/local"
 	"github.com/contextinfinity/ctxinf/providers/openai"
+	"github.com/contextinfinity/ctxinf/providers/tokens"
 )
 
 // errNoKey is why a model with a remote provider cannot be used.
@@ -120,4 +122,11 @@ func runtimeTools(now func() time.Time) *actors.ToolRegistry {
 		panic(err) // a fixed, valid definition
 	}
 	return reg
+}
+
+// tokenCounter counts tokens as model m's provider does: tiktoken's
+// encodings for OpenAI models, a calibrated estimate for Anthropic's,
+// cl100k for anything else (providers/tokens).
+func tokenCounter(m actors.Model) core.Counter {
+	return tokens.ForModel(m.Provider.Name(), m.ID).Count
 }

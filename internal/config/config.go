@@ -35,6 +35,31 @@ type Config struct {
 	Local        LocalConfig            `mapstructure:"local"`
 	Librarian    LibrarianConfig        `mapstructure:"librarian"`
 	Tools        ToolsConfig            `mapstructure:"tools"`
+	Context      ContextConfig          `mapstructure:"context"`
+}
+
+// ContextConfig is the bounded working context: the summary-as-state
+// policy (summarization contract v2.2) and the token budget (SRD §7).
+type ContextConfig struct {
+	// WindowMessages (K) is how many of the newest messages stay verbatim
+	// after a fold; OverflowMessages (B) how many more may accumulate
+	// before one is due. 0 and 0 fold every turn as soon as it ends.
+	WindowMessages   int `mapstructure:"window_messages"`
+	OverflowMessages int `mapstructure:"overflow_messages"`
+	// SummarizeEveryTurns folds once that many user turns are pending
+	// (the safety trigger); 0 disables it.
+	SummarizeEveryTurns int `mapstructure:"summarize_every_turns"`
+	// SummarizeAtFraction folds when a context uses more than this share
+	// of its input budget (the primary trigger).
+	SummarizeAtFraction float64 `mapstructure:"summarize_at_fraction"`
+	// SafetyMarginTokens is kept free in every context for estimation
+	// error; 0 means 2 % of the model's context limit, at least 256.
+	SafetyMarginTokens int `mapstructure:"safety_margin_tokens"`
+	// RetrievalMaxTokens caps retrieved memory in a context;
+	// ChunkMaxTokens is the size above which a retrieved chunk is sent as
+	// its summary when the context must shrink.
+	RetrievalMaxTokens int `mapstructure:"retrieval_max_tokens"`
+	ChunkMaxTokens     int `mapstructure:"chunk_max_tokens"`
 }
 
 // ToolsConfig is the tools policy (SRD §12).
@@ -81,11 +106,18 @@ type ModelConfig struct {
 	MaxOutputTokens int `mapstructure:"max_output_tokens"`
 }
 
-// LibrarianConfig configures the librarian (summaries).
+// LibrarianConfig configures the librarian (summaries, SRD §10).
 type LibrarianConfig struct {
 	// Delay is artificial latency added to every summary, for demos and
 	// chaos tests of the window between a response and its commit.
 	Delay time.Duration `mapstructure:"delay"`
+	// Model names the entry of Models the librarian writes summaries
+	// with; "" means the deterministic fallback summarizer (offline, no
+	// key). A model whose API key variable is unset falls back to it
+	// too, with a warning.
+	Model string `mapstructure:"model"`
+	// MaxOutputTokens bounds each librarian call: the summary's size.
+	MaxOutputTokens int `mapstructure:"max_output_tokens"`
 }
 
 // RuntimeConfig configures the actor runtime.
@@ -197,6 +229,15 @@ func Default() Config {
 				APIKeyEnv: "ANTHROPIC_API_KEY", BaseURL: "https://api.anthropic.com", Truncation: "disabled"},
 			"local": {Provider: "local", ModelID: "local", ContextLimit: 32768, Truncation: "disabled"},
 		},
+		Context: ContextConfig{
+			WindowMessages:      6,
+			OverflowMessages:    4,
+			SummarizeEveryTurns: 10,
+			SummarizeAtFraction: 0.70,
+			SafetyMarginTokens:  0,
+			RetrievalMaxTokens:  6000,
+			ChunkMaxTokens:      800,
+		},
 		Tools: ToolsConfig{
 			Mode:     ToolsDisabled,
 			MaxSteps: 8,
@@ -244,6 +285,6 @@ func Default() Config {
 			Delay:        15 * time.Millisecond,
 			ContextLimit: 32768,
 		},
-		Librarian: LibrarianConfig{Delay: 0},
+		Librarian: LibrarianConfig{Delay: 0, Model: "", MaxOutputTokens: 1024},
 	}
 }

@@ -24,7 +24,17 @@ func (c Config) Validate() error {
 	c.Stream.validate(&p, "stream.")
 	c.Local.validate(&p, "local.")
 	p.durationIn("librarian.delay", c.Librarian.Delay, 0, time.Hour)
+	p.inRange("librarian.max_output_tokens", int64(c.Librarian.MaxOutputTokens), 64, 1_000_000)
 	c.validateModels(&p)
+	p.inRange("context.window_messages", int64(c.Context.WindowMessages), 0, 1000)
+	p.inRange("context.overflow_messages", int64(c.Context.OverflowMessages), 0, 1000)
+	p.inRange("context.summarize_every_turns", int64(c.Context.SummarizeEveryTurns), 0, 10000)
+	if f := c.Context.SummarizeAtFraction; !(f > 0 && f <= 1) {
+		p.addf("context.summarize_at_fraction: %v is out of range (0, 1]", f)
+	}
+	p.inRange("context.safety_margin_tokens", int64(c.Context.SafetyMarginTokens), 0, 10_000_000)
+	p.inRange("context.retrieval_max_tokens", int64(c.Context.RetrievalMaxTokens), 1, 10_000_000)
+	p.inRange("context.chunk_max_tokens", int64(c.Context.ChunkMaxTokens), 1, 10_000_000)
 	p.oneOf("tools.mode", c.Tools.Mode, ToolsDisabled, ToolsParseOnly, ToolsEnabled)
 	p.inRange("tools.max_steps", int64(c.Tools.MaxSteps), 1, 1000)
 	p.durationIn("tools.timeout", c.Tools.Timeout, time.Millisecond, 24*time.Hour)
@@ -68,6 +78,9 @@ func (c Config) validateModels(p *problems) {
 	}
 	if _, ok := c.Models[c.DefaultModel]; c.DefaultModel != "" && !ok {
 		p.addf("default_model: %q is not one of models (%s); \"\" means the local provider", c.DefaultModel, strings.Join(names, ", "))
+	}
+	if _, ok := c.Models[c.Librarian.Model]; c.Librarian.Model != "" && !ok {
+		p.addf("librarian.model: %q is not one of models (%s); \"\" means the deterministic summarizer", c.Librarian.Model, strings.Join(names, ", "))
 	}
 }
 

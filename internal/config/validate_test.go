@@ -38,6 +38,10 @@ func TestValidateRejects(t *testing.T) {
 		{"gc ratio one", func(c *Config) { c.Store.GCDiscardRatio = 1 }, `store.gc_discard_ratio: 1 is out of range (0, 1)`},
 		{"gc ratio NaN", func(c *Config) { c.Store.GCDiscardRatio = math.NaN() }, `store.gc_discard_ratio: NaN is out of range (0, 1)`},
 		{"compression", func(c *Config) { c.Store.Compression = "gzip" }, `store.compression: "gzip" is not one of zstd|s2|none`},
+		{"librarian model", func(c *Config) { c.Librarian.Model = "gpt5" },
+			`librarian.model: "gpt5" is not one of models (claude, gpt, local); "" means the deterministic summarizer`},
+		{"librarian output small", func(c *Config) { c.Librarian.MaxOutputTokens = 63 }, `librarian.max_output_tokens: 63 is out of range [64, 1000000]`},
+		{"librarian output big", func(c *Config) { c.Librarian.MaxOutputTokens = 1_000_001 }, `librarian.max_output_tokens: 1000001 is out of range [64, 1000000]`},
 	}
 	leaves, _ := flatten(Default())
 	for _, tt := range tests {
@@ -82,6 +86,10 @@ func TestValidateAcceptsLimits(t *testing.T) {
 			c.Store.ValueLogFileBytes = 2 * GiB
 			c.Store.GCInterval = time.Second
 			c.Store.GCDiscardRatio = 0.999
+		}},
+		{"librarian model", func(c *Config) {
+			c.Librarian.Model = "claude"
+			c.Librarian.MaxOutputTokens = 64
 		}},
 		{"other choices", func(c *Config) {
 			c.Log.Level = LevelTrace

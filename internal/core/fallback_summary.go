@@ -1,10 +1,6 @@
 package core
 
-import (
-	"bytes"
-	"regexp"
-	"strings"
-)
+import "strings"
 
 // Exchange is one user turn as the summarizer sees it: what the user said
 // and what the assistant answered.
@@ -15,49 +11,78 @@ type Exchange struct {
 // FallbackSummaryMaxBytes bounds the deterministic fallback summary.
 const FallbackSummaryMaxBytes = 6000
 
-var (
-	artifactRE = regexp.MustCompile("(?:https?://[^\\s)\"'>]+)|(?:[\\w.-]*/[\\w./-]+\\.\\w+)|(?:`[^`\\n]{2,80}`)|(?:\\b[A-Z][A-Z0-9_]{2,}\\b)|(?:\\b\\d[\\d.,:/-]*\\d\\b)|(?:\\b[A-Za-z]+\\d*(?:[-_][A-Za-z0-9]+)*[-_]\\d+\\b)")
-	decisionRE = regexp.MustCompile(`(?i)\b(decid\w*|agreed|we will|we'll|let's|must|must not|never|always|should not|don't|do not|prefer\w*|deadline|requirement|constraint)\b`)
-	sentenceRE = regexp.MustCompile(`[.!?\n]+\s*`)
-)
-
 // FallbackSummary is the deterministic summarizer the librarian uses when
 // no model is configured or the model fails (SRD §10.3). It rewrites the
 // summary from the previous one and the new exchanges: it keeps every
-// artifact (paths, URLs, code spans, identifiers, numbers), every sentence
-// that reads as a decision or constraint, and a short line of what the
-// user said in each turn; it appends an excerpt of the last exchange, and
-// trims to FallbackSummaryMaxBytes, dropping the oldest lines first (user
-// lines, then artifacts and decisions). Pinned facts are not part of the
-// summary: the state keeps them verbatim.
+// artifact (paths, URLs, symbols, ids, numbers, short quotes; see
+// ExtractEntities), every decision and constraint sentence, the other
+// lines of a previous summary written by a model (as facts), and a short
+// line of what the user said in each turn; it appends an excerpt of the
+// last exchange, and trims to FallbackSummaryMaxBytes, dropping the
+// oldest lines first (user lines, then facts, then artifacts and
+// decisions). Pinned facts are not part of the summary: the state keeps
+// them verbatim.
 func FallbackSummary(previous string, exchanges []Exchange) string {
-	var decisions, artifacts, said, excerpt []string
+	var statements, facts, artifacts, said, excerpt []string
 	seen := map[string]bool{}
+	add := func(list *[]string, key, line string) {
+		if !seen[key] {
+			seen[key] = true
+			*list = append(*list, line)
+		}
+	}
+	addEntity := func(e Entity) {
+		switch {
+		case e.Kind.isStatement():
+			add(&statements, dedupKey(e), "- "+e.Kind.String()+": "+clip(e.Text, 240))
+		case e.Kind.IsArtifact():
+			add(&artifacts, dedupKey(e), "- artifact: "+clip(e.Text, 120))
+		}
+	}
+	// Lines of the previous summary in this function's format are kept
+	// as they are; the others (a summary a model wrote) are read for
+	// their entities, and kept as facts.
+	var foreign []string
 	for _, line := range strings.Split(previous, "\n") {
 		line = strings.TrimSpace(line)
-		switch {
-		case strings.HasPrefix(line, "- decision: "):
-			decisions = appendNew(decisions, seen, line)
-		case strings.HasPrefix(line, "- artifact: "):
-			artifacts = appendNew(artifacts, seen, line)
-		case strings.HasPrefix(line, "- user said: "):
-			said = appendNew(said, seen, line)
+		label, rest, _ := strings.Cut(line, ": ")
+		switch label {
+		case "- decision", "- constraint":
+			add(&statements, dedupKey(Entity{Kind: EntityDecision, Text: rest}), line)
+		case "- artifact":
+			add(&artifacts, dedupKey(Entity{Kind: EntityPath, Text: rest}), line)
+		case "- user said":
+			add(&said, "u"+line, line)
+		case "- fact":
+			add(&facts, "f"+normalize(rest), line)
+		case "- user", "- assistant":
+			// the previous last exchange, folded already
+		default:
+			if line != "" && !fallbackHeadings[line] {
+				foreign = append(foreign, line)
+			}
+		}
+	}
+	if len(foreign) > 0 {
+		for _, e := range ExtractEntities(strings.Join(foreign, "\n")) {
+			addEntity(e)
+		}
+		for _, line := range foreign {
+			if h := bulletRE.FindString(line); strings.HasPrefix(h, "#") {
+				continue
+			}
+			body := strings.TrimSpace(line[len(bulletRE.FindString(line)):])
+			n := normalize(body)
+			if n != " " && !seen["s"+n] {
+				add(&facts, "f"+n, "- fact: "+clip(oneLine(body), 240))
+			}
 		}
 	}
 	for _, ex := range exchanges {
-		said = appendNew(said, seen, "- user said: "+clip(oneLine(ex.User), 200))
+		add(&said, "u- user said: "+clip(oneLine(ex.User), 200), "- user said: "+clip(oneLine(ex.User), 200))
 		for _, text := range []string{ex.User, ex.Assistant} {
-			// A sentence is a substring bounded by separators, so where the
-			// whole text has no decision word no sentence has one.
-			if mayDecide(text) && decisionRE.MatchString(text) {
-				for _, s := range sentences(text) {
-					if decisionRE.MatchString(s) {
-						decisions = appendNew(decisions, seen, "- decision: "+clip(s, 240))
-					}
-				}
-			}
-			for _, a := range artifactRE.FindAllString(text, -1) {
-				artifacts = appendNew(artifacts, seen, "- artifact: "+clip(a, 120))
+			for _, e := range ExtractEntities(text) {
+				addEntity(e)
 			}
 		}
 	}
@@ -66,85 +91,54 @@ func FallbackSummary(previous string, exchanges []Exchange) string {
 		excerpt = append(excerpt, "- user: "+clip(oneLine(last.User), 300), "- assistant: "+clip(oneLine(last.Assistant), 300))
 	}
 	for {
-		out := render(decisions, artifacts, said, excerpt)
+		out := render(statements, facts, artifacts, said, excerpt)
 		if len(out) <= FallbackSummaryMaxBytes {
 			return out
 		}
 		switch {
 		case len(said) > 0:
 			said = said[1:]
-		case len(artifacts) > 0 && len(artifacts) >= len(decisions):
+		case len(facts) > 0:
+			facts = facts[1:]
+		case len(artifacts) > 0 && len(artifacts) >= len(statements):
 			artifacts = artifacts[1:]
-		case len(decisions) > 0:
-			decisions = decisions[1:]
+		case len(statements) > 0:
+			statements = statements[1:]
 		default:
 			return clip(out, FallbackSummaryMaxBytes)
 		}
 	}
 }
 
-// decisionWords are substrings every decisionRE match contains, lower
-// case.
-var decisionWords = []string{"decid", "agreed", "we will", "we'll", "let's", "must", "never", "always",
-	"should not", "don't", "do not", "prefer", "deadline", "requirement", "constraint"}
+// The section headings of FallbackSummary, in order.
+const (
+	headingStatements = "## Decisions and constraints"
+	headingFacts      = "## Facts"
+	headingArtifacts  = "## Key artifacts"
+	headingSaid       = "## What the user said"
+	headingLast       = "## Last exchange"
+)
 
-// mayDecide is a cheap necessary condition for decisionRE to match text:
-// false only for ASCII text holding none of decisionWords in any case
-// (non-ASCII text may match through Unicode case folding: always true).
-func mayDecide(text string) bool {
-	lower := make([]byte, len(text))
-	for i := 0; i < len(text); i++ {
-		c := text[i]
-		if c >= 0x80 {
-			return true
-		}
-		if 'A' <= c && c <= 'Z' {
-			c += 'a' - 'A'
-		}
-		lower[i] = c
-	}
-	for _, w := range decisionWords {
-		if bytes.Contains(lower, []byte(w)) {
-			return true
-		}
-	}
-	return false
-}
+var fallbackHeadings = map[string]bool{headingStatements: true, headingFacts: true, headingArtifacts: true,
+	headingSaid: true, headingLast: true}
 
-func render(decisions, artifacts, said, excerpt []string) string {
+func render(statements, facts, artifacts, said, excerpt []string) string {
 	var b strings.Builder
-	section := func(title string, lines []string) {
+	section := func(heading string, lines []string) {
 		if len(lines) == 0 {
 			return
 		}
-		b.WriteString("## " + title + "\n")
+		b.WriteString(heading + "\n")
 		for _, l := range lines {
 			b.WriteString(l + "\n")
 		}
 	}
-	section("Decisions and constraints", decisions)
-	section("Key artifacts", artifacts)
-	section("What the user said", said)
-	section("Last exchange", excerpt)
+	section(headingStatements, statements)
+	section(headingFacts, facts)
+	section(headingArtifacts, artifacts)
+	section(headingSaid, said)
+	section(headingLast, excerpt)
 	return strings.TrimRight(b.String(), "\n")
-}
-
-func appendNew(lines []string, seen map[string]bool, l string) []string {
-	if seen[l] {
-		return lines
-	}
-	seen[l] = true
-	return append(lines, l)
-}
-
-func sentences(text string) []string {
-	var out []string
-	for _, s := range sentenceRE.Split(text, -1) {
-		if s = strings.TrimSpace(s); s != "" {
-			out = append(out, s)
-		}
-	}
-	return out
 }
 
 func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
