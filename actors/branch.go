@@ -725,7 +725,19 @@ func (a *branchActor) assemble(turn messages.TurnID, continuation messages.Items
 	in.User = user
 	a.pruneMessages(turn)
 	m := a.rt.model(a.b.Model)
-	ac, rep := core.Assemble(in, a.rt.budget(m), a.rt.counter(m))
+	budget, count := a.rt.budget(m), a.rt.counter(m)
+	ac, rep := core.Assemble(in, budget, count)
+	if !rep.Fits() && in.Summary != "" {
+		// 4. Shrink the summary sent (the state keeps it whole), keeping
+		// every entity it holds, and assemble again.
+		before := count(in.Summary)
+		if shrunk := core.ShrinkSummary(in.Summary, max(before-rep.Over, 1), count); count(shrunk) < before {
+			in.Summary = shrunk
+			ac, rep = core.Assemble(in, budget, count)
+			rep.Shrink = append(rep.Shrink, core.ShrinkStep{Step: "shrink_summary", Saved: before - count(shrunk),
+				Detail: fmt.Sprintf("summary of %d tokens sent as %d (entities kept)", before, count(shrunk))})
+		}
+	}
 	for _, st := range rep.Shrink {
 		a.rt.log.Info().Str("branch", a.id.String()).Str("turn", turn.String()).Str("step", st.Step).
 			Int("saved_tokens", st.Saved).Str("detail", st.Detail).Msg("context shrunk")

@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -8,6 +9,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+
+	"github.com/rs/zerolog"
 
 	"github.com/contextinfinity/ctxinf/internal/core"
 	"github.com/contextinfinity/ctxinf/messages"
@@ -484,5 +487,66 @@ func TestFoldPolicyInRuntime(t *testing.T) {
 	last := reqs[len(reqs)-1].Context
 	if len(last.Pending) != 2 || last.Pending[0].RenderedText != "message 3" || last.Summary == "" {
 		t.Fatalf("4th prompt: pending %d messages (first %q), summary %q", len(last.Pending), last.Pending[0].RenderedText, last.Summary)
+	}
+}
+
+// SRD §22 test 4: a context over its model's limit is shrunk in the
+// defined order, each step logged, and what cannot fit fails the turn
+// with the sections' sizes and the keys to change.
+func TestContextShrinker(t *testing.T) {
+	var logs bytes.Buffer
+	ev := newEvents()
+	cfg := testConfig(t, t.TempDir(), ev)
+	f := fake.New().WithContextLimit(600) // echoes the user message
+	cfg.Provider, cfg.MaxOutputTokens, cfg.SafetyMargin = f, 100, 10
+	cfg.Logger = zerolog.New(&logs).Level(zerolog.InfoLevel)
+	cfg.Fold = &core.Policy{K: 6, B: 4}
+	var long strings.Builder
+	for range 40 {
+		long.WriteString("- the user likes concise answers with examples\n")
+	}
+	cfg.Summarize = func(context.Context, string, []core.Exchange) (string, error) { return long.String(), nil }
+	r := openRuntime(t, cfg)
+	defer r.Close()
+	_, b, _ := r.CreateSession(bg, "shrink")
+	input := 600 - 100 - 10
+	para := strings.Repeat("word ", 80) // about 100 tokens
+	// Pending turns pile up until the oldest no longer fit.
+	for i := range 3 {
+		if _, last, _ := runTurn(t, r, b.ID, fmt.Sprint(i, " ", para)); last.Phase != messages.PhaseResponseFinalized {
+			t.Fatalf("turn %d ended %+v", i, last)
+		}
+	}
+	if !strings.Contains(logs.String(), `"step":"drop_pending_turn"`) {
+		t.Fatalf("no pending turn was dropped from an over-budget prompt:\n%s", logs.String())
+	}
+	last := f.Requests()[len(f.Requests())-1].Context
+	if len(last.Pending) >= 4 {
+		t.Errorf("the third prompt kept %d pending messages", len(last.Pending))
+	}
+	// Fold everything: the long summary is then shrunk for the prompt,
+	// never in the state.
+	if err := r.CommitPending(bg, b.ID); err != nil {
+		t.Fatal(err)
+	}
+	ev.waitFor(t, "StateCommitted", 1, isType[messages.StateCommitted])
+	logs.Reset()
+	if _, last, _ := runTurn(t, r, b.ID, "and now?"); last.Phase != messages.PhaseResponseFinalized {
+		t.Fatalf("turn after the fold ended %+v", last)
+	}
+	sent := f.Requests()[len(f.Requests())-1].Context
+	info, _ := r.Inspect(bg, b.ID)
+	if !strings.Contains(logs.String(), `"step":"shrink_summary"`) || len(sent.Summary) >= len(info.State.Summary) ||
+		info.State.Summary != long.String() {
+		t.Fatalf("summary sent %d bytes, state %d; logs:\n%s", len(sent.Summary), len(info.State.Summary), logs.String())
+	}
+	if n := estimateTokens(sent.SystemInstructions) + estimateTokens(sent.Summary); n > input {
+		t.Errorf("the shrunk prompt is still %d tokens over a budget of %d", n, input)
+	}
+	// A user message that cannot fit fails the turn, saying why.
+	_, failed, _ := runTurn(t, r, b.ID, strings.Repeat("huge ", 3000))
+	if failed.Phase != messages.PhaseFailed || !strings.Contains(failed.Err, "context too large") ||
+		!strings.Contains(failed.Err, "user ") || !strings.Contains(failed.Err, "context_limit") {
+		t.Fatalf("oversized turn ended %+v", failed)
 	}
 }

@@ -133,8 +133,9 @@ func (r AssemblyReport) Error() string {
 // When the result is over budget it shrinks, in the SRD's order, logging
 // each step: drop retrieved chunks, lowest score first (keeping the best
 // one for the next step); replace oversized chunks by their summaries;
-// drop the rest of retrieved memory; drop the oldest pending turns from
-// this prompt (they stay pending until folded). What is still over is
+// drop the rest of retrieved memory; drop the window's folded messages,
+// oldest first, then the oldest pending turns from this prompt (they stay
+// pending until folded). What is still over is
 // in the report (Over). It is deterministic: the same input, budget and
 // counter give the same context and report.
 func Assemble(in AssembleInput, budget Budget, count Counter) (messages.AssembledContext, AssemblyReport) {
@@ -174,12 +175,10 @@ func Assemble(in AssembleInput, budget Budget, count Counter) (messages.Assemble
 	}
 
 	pending := slices.Clone(in.Pending)
+	window := slices.Clone(in.Window)
 	fixed := count(in.System) + MessageOverhead + count(in.Summary) + msgTokens(in.User)
 	for _, p := range in.Pinned {
 		fixed += count(p) + 1
-	}
-	for _, m := range in.Window {
-		fixed += msgTokens(m)
 	}
 	for _, it := range in.Continuation {
 		fixed += count(itemText(it)) + MessageOverhead
@@ -193,6 +192,9 @@ func Assemble(in AssembleInput, budget Budget, count Counter) (messages.Assemble
 	}
 	total := func() int {
 		t := fixed
+		for _, m := range window {
+			t += msgTokens(m)
+		}
 		for _, p := range pending {
 			t += pendingTokens(p)
 		}
@@ -229,7 +231,14 @@ func Assemble(in AssembleInput, budget Budget, count Counter) (messages.Assemble
 		rep.Shrink = append(rep.Shrink, ShrinkStep{Step: "drop_chunk", Saved: last.tokens,
 			Detail: fmt.Sprintf("chunk %s (score %.3f)", last.c.Chunk.Chunk, last.c.Chunk.Score)})
 	}
-	// 3. Drop the oldest pending turns from this prompt.
+	// 3. Reduce the verbatim window: first its folded messages (the
+	// summary holds them), then the oldest pending turns (they stay
+	// pending until folded).
+	for total() > limit && len(window) > 0 {
+		rep.Shrink = append(rep.Shrink, ShrinkStep{Step: "drop_window_message", Saved: msgTokens(window[0]),
+			Detail: "the oldest folded message of the verbatim window (the summary holds it)"})
+		window = window[1:]
+	}
 	for total() > limit && len(pending) > 0 {
 		p := pending[0]
 		pending = pending[1:]
@@ -241,7 +250,7 @@ func Assemble(in AssembleInput, budget Budget, count Counter) (messages.Assemble
 		SystemInstructions: in.System,
 		PinnedFacts:        slices.Clone(in.Pinned),
 		Summary:            in.Summary,
-		Window:             slices.Clone(in.Window),
+		Window:             window,
 		User:               in.User,
 		Continuation:       slices.Clone(in.Continuation),
 		Tools:              slices.Clone(in.Tools),
@@ -251,7 +260,7 @@ func Assemble(in AssembleInput, budget Budget, count Counter) (messages.Assemble
 	for _, p := range in.Pinned {
 		pinnedTokens += count(p) + 1
 	}
-	for _, m := range in.Window {
+	for _, m := range window {
 		windowTokens += msgTokens(m)
 	}
 	for _, p := range pending {
@@ -276,7 +285,7 @@ func Assemble(in AssembleInput, budget Budget, count Counter) (messages.Assemble
 		{SectionSystem, count(in.System) + MessageOverhead, 1},
 		{SectionPinned, pinnedTokens, len(in.Pinned)},
 		{SectionSummary, count(in.Summary), btoi(in.Summary != "")},
-		{SectionWindow, windowTokens, len(in.Window)},
+		{SectionWindow, windowTokens, len(window)},
 		{SectionPending, pendingTotal, pendingMsgs},
 		{SectionRetrieved, retrievedTokens, len(chunks)},
 		{SectionUser, userTokens, 1 + len(in.Continuation)},
