@@ -2,6 +2,8 @@ package actors
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -92,11 +94,12 @@ type branchActor struct {
 	b  core.Branch
 
 	streams     map[messages.TurnID]*TurnStream
-	step        messages.StepID    // the step streaming now
-	tools       messages.StepID    // the step whose tool calls run now
-	cancelStep  context.CancelFunc // cancels the step or the tools running
-	cancelled   bool               // the user cancelled the turn in flight
-	summarizing uint64             // epoch+1 of the summary asked for; 0 none
+	step        messages.StepID            // the step streaming now
+	tools       messages.StepID            // the step whose tool calls run now
+	cancelStep  context.CancelFunc         // cancels the step or the tools running
+	cancelled   bool                       // the user cancelled the turn in flight
+	recipe      *persistence.ContextRecipe // of the turn in flight's first step
+	summarizing uint64                     // epoch+1 of the summary asked for; 0 none
 	indexing    map[messages.TurnID]bool
 	counters    [2]uint64 // displayed, durable bytes of the turn's finished steps
 	// msgs holds the decoded messages of the window, the pending turns and
@@ -126,7 +129,7 @@ func (a *branchActor) Receive(ctx actor.Context) {
 		}
 	}
 	switch ctx.Message().(type) {
-	case *createReq, *submitReq, *pinReq, *commitReq, *inspectReq, *forkReq, *wakeReq, *cancelReq, *modelReq:
+	case *createReq, *submitReq, *pinReq, *commitReq, *inspectReq, *forkReq, *wakeReq, *cancelReq, *modelReq, *debugReq:
 		a.asker = sender // answered by respond, or on failure by Restarting
 	}
 	switch m := ctx.Message().(type) {
@@ -196,6 +199,13 @@ func (a *branchActor) Receive(ctx actor.Context) {
 		respond(okReply{})
 	case *cancelReq:
 		respond(errOrOK(a.cancel()))
+	case *debugReq:
+		d, err := a.debugNext(m.text)
+		if err != nil {
+			respond(err)
+			return
+		}
+		respond(d)
 	case *modelReq:
 		respond(errOrOK(a.selectModel(ctx, m.name)))
 	case *toolsDone:
@@ -690,59 +700,91 @@ func readMessage(db *persistence.DB, node messages.TurnID) (messages.Message, er
 // pending (unfolded) messages up to the policy's K with the most recent
 // folded ones. Retrieval comes with the retrieval issue.
 func (a *branchActor) assemble(turn messages.TurnID, continuation messages.Items) (messages.AssembledContext, core.AssemblyReport, error) {
-	in := core.AssembleInput{
-		System:       a.rt.cfg.SystemInstructions,
-		Pinned:       a.b.State.Pinned,
-		Summary:      a.b.State.Summary,
-		Continuation: continuation,
+	user, err := a.message(turn)
+	if err != nil {
+		return messages.AssembledContext{}, core.AssemblyReport{}, err
 	}
-	var rep core.AssemblyReport
+	ac, rep, recipe, err := a.assembleFor(turn, user, continuation)
+	if err != nil {
+		return ac, rep, err
+	}
+	a.pruneMessages(turn)
+	a.recipe = recipe
+	for _, st := range rep.Shrink {
+		a.rt.log.Info().Str("branch", a.id.String()).Str("turn", turn.String()).Str("step", st.Step).
+			Int("saved_tokens", st.Saved).Str("detail", st.Detail).Msg("context shrunk")
+	}
+	return ac, rep, nil
+}
+
+// assembleFor assembles the context of user message user (transcript
+// node userNode; zero for a message not stored) and returns the recipe
+// to rebuild it from the store.
+func (a *branchActor) assembleFor(userNode messages.TurnID, user messages.Message, continuation messages.Items) (
+	messages.AssembledContext, core.AssemblyReport, *persistence.ContextRecipe, error) {
+	recipe := &persistence.ContextRecipe{State: a.b.State.ID, Pinned: a.b.State.Pinned, User: userNode}
 	pending := a.b.Pending()
 	if need := a.b.Policy.K - 2*len(pending); need > 0 {
-		for _, n := range a.b.Window[max(len(a.b.Window)-need, 0):] {
-			m, err := a.message(n)
-			if err != nil {
-				return messages.AssembledContext{}, rep, err
-			}
-			in.Window = append(in.Window, m)
+		recipe.Window = a.b.Window[max(len(a.b.Window)-need, 0):]
+	}
+	for _, p := range pending {
+		recipe.Pending = append(recipe.Pending, p.ID)
+	}
+	in := core.AssembleInput{System: a.rt.cfg.SystemInstructions, Pinned: a.b.State.Pinned, Summary: a.b.State.Summary,
+		User: user, Continuation: continuation}
+	for _, n := range recipe.Window {
+		m, err := a.message(n)
+		if err != nil {
+			return messages.AssembledContext{}, core.AssemblyReport{}, nil, err
 		}
+		in.Window = append(in.Window, m)
 	}
 	for _, p := range pending {
 		pm := core.PendingMessages{Turn: p.ID}
 		for _, n := range []messages.TurnID{p.ID, p.Reply} {
 			m, err := a.message(n)
 			if err != nil {
-				return messages.AssembledContext{}, rep, err
+				return messages.AssembledContext{}, core.AssemblyReport{}, nil, err
 			}
 			pm.Messages = append(pm.Messages, m)
 		}
 		in.Pending = append(in.Pending, pm)
 	}
-	user, err := a.message(turn)
-	if err != nil {
-		return messages.AssembledContext{}, rep, err
-	}
-	in.User = user
-	a.pruneMessages(turn)
 	m := a.rt.model(a.b.Model)
-	budget, count := a.rt.budget(m), a.rt.counter(m)
+	budget := a.rt.budget(m)
+	recipe.ContextLimit, recipe.ResponseReserve, recipe.SafetyMargin = budget.ContextLimit, budget.ResponseReserve, budget.SafetyMargin
+	recipe.RetrievalMax, recipe.ChunkMax = budget.RetrievalMax, budget.ChunkMax
+	ac, rep := assembleShrinking(in, budget, a.rt.counter(m))
+	recipe.Hash = contextHash(ac)
+	return ac, rep, recipe, nil
+}
+
+// assembleShrinking is core.Assemble and, when the context is still over
+// budget, step 4 of the shrinker: the summary sent (never the state's) is
+// shrunk keeping every entity it holds, and the context assembled again.
+func assembleShrinking(in core.AssembleInput, budget core.Budget, count core.Counter) (messages.AssembledContext, core.AssemblyReport) {
 	ac, rep := core.Assemble(in, budget, count)
-	if !rep.Fits() && in.Summary != "" {
-		// 4. Shrink the summary sent (the state keeps it whole), keeping
-		// every entity it holds, and assemble again.
-		before := count(in.Summary)
-		if shrunk := core.ShrinkSummary(in.Summary, max(before-rep.Over, 1), count); count(shrunk) < before {
-			in.Summary = shrunk
-			ac, rep = core.Assemble(in, budget, count)
-			rep.Shrink = append(rep.Shrink, core.ShrinkStep{Step: "shrink_summary", Saved: before - count(shrunk),
-				Detail: fmt.Sprintf("summary of %d tokens sent as %d (entities kept)", before, count(shrunk))})
-		}
+	if rep.Fits() || in.Summary == "" {
+		return ac, rep
 	}
-	for _, st := range rep.Shrink {
-		a.rt.log.Info().Str("branch", a.id.String()).Str("turn", turn.String()).Str("step", st.Step).
-			Int("saved_tokens", st.Saved).Str("detail", st.Detail).Msg("context shrunk")
+	before := count(in.Summary)
+	if shrunk := core.ShrinkSummary(in.Summary, max(before-rep.Over, 1), count); count(shrunk) < before {
+		in.Summary = shrunk
+		ac, rep = core.Assemble(in, budget, count)
+		rep.Shrink = append(rep.Shrink, core.ShrinkStep{Step: "shrink_summary", Saved: before - count(shrunk),
+			Detail: fmt.Sprintf("summary of %d tokens sent as %d (entities kept)", before, count(shrunk))})
 	}
-	return ac, rep, nil
+	return ac, rep
+}
+
+// contextHash is the SHA-256 of an assembled context's JSON, hex.
+func contextHash(ac messages.AssembledContext) string {
+	data, err := json.Marshal(ac)
+	if err != nil {
+		return ""
+	}
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:])
 }
 
 // fitContext checks an assembled context against its budget: over the

@@ -104,9 +104,14 @@ func toolCalls(items messages.Items) []messages.ToolCall {
 	return calls
 }
 
-// stepRow is the record of the step m ended.
+// stepRow is the record of the step m ended; a turn's first step keeps
+// the recipe of its context.
 func (a *branchActor) stepRow(t core.Turn, m *stepDone) persistence.StepRow {
-	return persistence.StepRow{ID: m.step, Branch: a.id, Turn: m.turn, Index: max(t.Steps, 1) - 1,
+	var recipe *persistence.ContextRecipe
+	if t.Steps <= 1 && a.recipe != nil && a.recipe.User == m.turn {
+		recipe = a.recipe
+	}
+	return persistence.StepRow{ID: m.step, Branch: a.id, Turn: m.turn, Index: max(t.Steps, 1) - 1, Context: recipe,
 		Provider: m.provider, Model: m.model, Request: m.resp.RawRequest, Response: m.resp.RawResponse,
 		Items: m.resp.Items, Outcome: m.resp.Outcome, StreamPath: filepath.Join("streams", m.step.String()+".jsonl"),
 		Displayed: m.displayed, Durable: m.durable, Started: m.started, Ended: a.now()}

@@ -87,9 +87,9 @@ type Config struct {
 	RetrievalMax   int
 	ChunkMax       int
 	FoldAtFraction float64
-	// Counter returns the token counter of a model; the default counts
-	// one token per four runes.
-	Counter func(Model) core.Counter
+	// Counter returns the token counter of a provider's model; the
+	// default counts one token per four runes.
+	Counter func(provider, modelID string) core.Counter
 	// Fold is the summary-as-state policy (K verbatim messages, B
 	// overflow, a safety fold every SafetyTurns turns); nil means
 	// DefaultFold. &core.Policy{} folds every turn as soon as it is
@@ -219,7 +219,7 @@ func Open(ctx context.Context, cfg Config) (*Runtime, error) {
 		cfg.FoldAtFraction = 0.70
 	}
 	if cfg.Counter == nil {
-		cfg.Counter = func(Model) core.Counter { return estimateTokens }
+		cfg.Counter = func(string, string) core.Counter { return estimateTokens }
 	}
 	if cfg.StepTimeout <= 0 {
 		cfg.StepTimeout = 30 * time.Minute
@@ -364,9 +364,12 @@ func (r *Runtime) budget(m Model) core.Budget {
 // counter is the token counter of model m, behind a cache shared by the
 // runtime: a context is counted every turn, and most of its messages were
 // counted the turn before.
-func (r *Runtime) counter(m Model) core.Counter {
-	count := r.cfg.Counter(m)
-	model := m.Provider.Name() + "\x00" + m.ID
+func (r *Runtime) counter(m Model) core.Counter { return r.counterFor(m.Provider.Name(), m.ID) }
+
+// counterFor is counter by the provider's name and the model id.
+func (r *Runtime) counterFor(provider, modelID string) core.Counter {
+	count := r.cfg.Counter(provider, modelID)
+	model := provider + "\x00" + modelID
 	return func(text string) int {
 		if len(text) < 64 {
 			return count(text)

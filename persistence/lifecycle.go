@@ -156,6 +156,29 @@ type StepRow struct {
 	Durable    uint64    `json:"durable"`
 	Started    time.Time `json:"started"`
 	Ended      time.Time `json:"ended"`
+	// Context says what the step's context was assembled from, so that
+	// it can be rebuilt from the transcript and the state rows (ctxinf
+	// context debug); set on a turn's first step.
+	Context *ContextRecipe `json:"context,omitempty"`
+}
+
+// ContextRecipe is what a context was assembled from: the head state
+// (its summary is in a StateRow), the pinned facts at the time, the
+// transcript nodes of the verbatim window, the pending turns, the user
+// message, the budget and fold policy; and Hash, the SHA-256 of the
+// assembled context's JSON, to check a rebuild against.
+type ContextRecipe struct {
+	State           messages.StateID  `json:"state"`
+	Pinned          []string          `json:"pinned,omitempty"`
+	Window          []messages.TurnID `json:"window,omitempty"`
+	Pending         []messages.TurnID `json:"pending,omitempty"` // turns, oldest first
+	User            messages.TurnID   `json:"user"`
+	ContextLimit    int               `json:"context_limit"`
+	ResponseReserve int               `json:"response_reserve"`
+	SafetyMargin    int               `json:"safety_margin"`
+	RetrievalMax    int               `json:"retrieval_max"`
+	ChunkMax        int               `json:"chunk_max"`
+	Hash            string            `json:"hash"`
 }
 
 // Tx is a set of writes committed atomically and in order: either all of

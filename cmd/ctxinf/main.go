@@ -36,6 +36,10 @@ Commands:
   inspect [--json]
                  sessions, branches, heads, turns with phases, pending
                  counts and jobs in the data directory
+  context debug --branch B [--turn N] [--json]
+                 the exact context a turn's model saw (rebuilt from the
+                 store, checked against what was sent) or the next turn
+                 would see: sections, tokens, budget, shrink steps
   reindex [--branch B]
                  chunk every committed turn again (idempotent: existing
                  chunks are kept, none is duplicated)
@@ -107,6 +111,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		err = benchStore(e, rest[2:])
 	case rest[0] == "bench" && len(rest) > 1 && rest[1] == "turns":
 		err = benchTurns(e, rest[2:])
+	case rest[0] == "context" && len(rest) > 1 && rest[1] == "debug":
+		err = contextDebug(e, rest[2:])
 	case rest[0] == "bench" && len(rest) > 1 && rest[1] == "stream":
 		err = benchStream(e, rest[2:])
 	case rest[0] == "chat":

@@ -277,3 +277,51 @@ func TestBenchStreamJSON(t *testing.T) {
 		t.Errorf("deltas = %v, want 400", f["deltas"])
 	}
 }
+
+func TestContextDebug(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("CTX_DATA_DIR", dir)
+	t.Setenv("CTX_STORE_DURABILITY", "relaxed")
+	t.Setenv("CTX_DEFAULT_MODEL", "local")
+	t.Setenv("CTX_LOCAL_DELAY", "0s")
+	var out, errOut bytes.Buffer
+	if code := run([]string{"chat"}, strings.NewReader("first\nsecond\n/quit\n"), &out, &errOut); code != 0 {
+		t.Fatalf("chat exited %d: %s", code, errOut.String())
+	}
+	out.Reset()
+	if code := run([]string{"inspect", "--json"}, nil, &out, &errOut); code != 0 {
+		t.Fatalf("inspect exited %d: %s", code, errOut.String())
+	}
+	var rep struct {
+		Sessions []struct{ Branches []struct{ ID string } }
+	}
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+		t.Fatal(err)
+	}
+	branch := rep.Sessions[0].Branches[0].ID
+	out.Reset()
+	if code := run([]string{"context", "debug", "--branch", branch, "--turn", "2", "--json"}, nil, &out, &errOut); code != 0 {
+		t.Fatalf("context debug exited %d: %s", code, errOut.String())
+	}
+	var d struct {
+		Matches bool
+		Context struct {
+			Pending []json.RawMessage
+			User    struct {
+				RenderedText string `json:"rendered_text"`
+			}
+		}
+		Report struct{ Sections []struct{ Name string } }
+	}
+	if err := json.Unmarshal(out.Bytes(), &d); err != nil {
+		t.Fatalf("%v: %s", err, out.String())
+	}
+	if !d.Matches || len(d.Context.Pending) != 2 || d.Context.User.RenderedText != "second" || len(d.Report.Sections) != 7 {
+		t.Fatalf("context debug --turn 2 = %s", out.String())
+	}
+	out.Reset()
+	if code := run([]string{"context", "debug", "--branch", branch, "--turn", "9"}, nil, &out, &errOut); code == 0 ||
+		!strings.Contains(errOut.String(), "has no turn 9") {
+		t.Errorf("a missing turn: exit %d, %s", code, errOut.String())
+	}
+}

@@ -124,9 +124,9 @@ func runtimeTools(now func() time.Time) *actors.ToolRegistry {
 	return reg
 }
 
-// tokenCounter counts tokens as model m's provider does: tiktoken's
+// tokenCounter counts tokens as a provider's model does: tiktoken's
 // encodings for OpenAI models, a calibrated estimate for Anthropic's,
 // cl100k for anything else (providers/tokens).
-func tokenCounter(m actors.Model) core.Counter {
-	return tokens.ForModel(m.Provider.Name(), m.ID).Count
+func tokenCounter(provider, modelID string) core.Counter {
+	return tokens.ForModel(provider, modelID).Count
 }

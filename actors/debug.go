@@ -1,0 +1,152 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/contextinfinity/ctxinf/internal/core"
+	"github.com/contextinfinity/ctxinf/messages"
+	"github.com/contextinfinity/ctxinf/persistence"
+)
+
+// ContextDebug is an assembled context with its arithmetic: what a model
+// saw (or would see) and why.
+type ContextDebug struct {
+	Turn     messages.TurnID           `json:"turn,omitempty"` // zero: the next turn
+	Step     messages.StepID           `json:"step,omitempty"`
+	Provider string                    `json:"provider,omitempty"`
+	Model    string                    `json:"model,omitempty"`
+	Context  messages.AssembledContext `json:"context"`
+	Report   core.AssemblyReport       `json:"report"`
+	// SentHash is the hash recorded when the step ran, RebuiltHash the
+	// rebuild's; Matches says they agree (the rebuild is what was sent).
+	SentHash    string `json:"sent_hash,omitempty"`
+	RebuiltHash string `json:"rebuilt_hash"`
+	Matches     bool   `json:"matches"`
+}
+
+// ErrNoRecipe is returned by DebugContext for a turn whose first step
+// recorded no context recipe (it failed before its step ran, or predates
+// recipes).
+var ErrNoRecipe = errors.New("actors: no context recorded for this turn")
+
+type debugReq struct{ text string }
+
+// DebugNextContext assembles the context branch's next turn would get if
+// the user sent text, without storing anything.
+func (r *Runtime) DebugNextContext(ctx context.Context, branch messages.BranchID, text string) (ContextDebug, error) {
+	res, err := r.ask(ctx, branch, &debugReq{text: text})
+	if err != nil {
+		return ContextDebug{}, err
+	}
+	return res.(ContextDebug), nil
+}
+
+func (a *branchActor) debugNext(text string) (ContextDebug, error) {
+	user := messages.NewMessage(messages.RoleUser, messages.Text{Text: text})
+	ac, rep, recipe, err := a.assembleFor(messages.TurnID{}, user, nil)
+	if err != nil {
+		return ContextDebug{}, err
+	}
+	m := a.rt.model(a.b.Model)
+	return ContextDebug{Provider: m.Provider.Name(), Model: m.ID, Context: ac, Report: rep, RebuiltHash: recipe.Hash, Matches: true}, nil
+}
+
+// DebugContext rebuilds the context of turn's first provider step from
+// the store: the transcript messages, the state row of its summary and
+// the recipe the step recorded, through the same assembler; it reports
+// whether the rebuild is exactly what was sent.
+func (r *Runtime) DebugContext(ctx context.Context, branch messages.BranchID, turn messages.TurnID) (ContextDebug, error) {
+	steps, err := r.db.Steps(ctx, turn)
+	if err != nil {
+		return ContextDebug{}, err
+	}
+	if len(steps) == 0 || steps[0].Context == nil {
+		return ContextDebug{}, fmt.Errorf("%w: turn %s", ErrNoRecipe, turn)
+	}
+	st := steps[0]
+	rc := st.Context
+	summary, err := r.stateSummary(ctx, branch, rc.State)
+	if err != nil {
+		return ContextDebug{}, err
+	}
+	replies, err := r.replies(ctx, branch)
+	if err != nil {
+		return ContextDebug{}, err
+	}
+	in := core.AssembleInput{System: r.cfg.SystemInstructions, Pinned: rc.Pinned, Summary: summary}
+	for _, n := range rc.Window {
+		m, err := readMessage(r.db, n)
+		if err != nil {
+			return ContextDebug{}, fmt.Errorf("window message %s: %w", n, err)
+		}
+		in.Window = append(in.Window, m)
+	}
+	for _, p := range rc.Pending {
+		pm := core.PendingMessages{Turn: p}
+		for _, n := range []messages.TurnID{p, replies[p]} {
+			m, err := readMessage(r.db, n)
+			if err != nil {
+				return ContextDebug{}, fmt.Errorf("pending turn %s: %w", p, err)
+			}
+			pm.Messages = append(pm.Messages, m)
+		}
+		in.Pending = append(in.Pending, pm)
+	}
+	if in.User, err = readMessage(r.db, rc.User); err != nil {
+		return ContextDebug{}, fmt.Errorf("user message %s: %w", rc.User, err)
+	}
+	budget := core.Budget{ContextLimit: rc.ContextLimit, ResponseReserve: rc.ResponseReserve, SafetyMargin: rc.SafetyMargin,
+		RetrievalMax: rc.RetrievalMax, ChunkMax: rc.ChunkMax}
+	ac, rep := assembleShrinking(in, budget, r.counterFor(st.Provider, st.Model))
+	d := ContextDebug{Turn: turn, Step: st.ID, Provider: st.Provider, Model: st.Model, Context: ac, Report: rep,
+		SentHash: rc.Hash, RebuiltHash: contextHash(ac)}
+	d.Matches = d.SentHash == d.RebuiltHash
+	return d, nil
+}
+
+// stateSummary finds the summary of state id among the state rows of
+// branch and its ancestors (a fork starts from its parent's state); the
+// initial state of a branch has none.
+func (r *Runtime) stateSummary(ctx context.Context, branch messages.BranchID, id messages.StateID) (string, error) {
+	for b := branch; !b.IsZero(); {
+		states, err := r.db.StateRows(ctx, b, 0, persistence.MaxPageTurns)
+		if err != nil {
+			return "", err
+		}
+		for _, s := range states {
+			if s.ID == id {
+				return s.Summary, nil
+			}
+		}
+		row, err := r.db.BranchRow(ctx, b)
+		if err != nil {
+			return "", err
+		}
+		b = row.Parent
+	}
+	return "", nil
+}
+
+// replies maps the turns of branch and its ancestors to their replies.
+func (r *Runtime) replies(ctx context.Context, branch messages.BranchID) (map[messages.TurnID]messages.TurnID, error) {
+	out := map[messages.TurnID]messages.TurnID{}
+	for b := branch; !b.IsZero(); {
+		err := r.db.EachTurnRow(ctx, b, func(t persistence.TurnRow) error {
+			if !t.Reply.IsZero() {
+				out[t.ID] = t.Reply
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+		row, err := r.db.BranchRow(ctx, b)
+		if err != nil {
+			return nil, err
+		}
+		b = row.Parent
+	}
+	return out, nil
+}

@@ -1,0 +1,113 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"strconv"
+	"text/tabwriter"
+
+	"github.com/contextinfinity/ctxinf/actors"
+	"github.com/contextinfinity/ctxinf/messages"
+)
+
+// contextDebug shows the exact context a turn's model saw (rebuilt from
+// the store and checked against what was sent) or the next turn would
+// see: sections in order with token counts, the budget arithmetic and the
+// shrink steps.
+func contextDebug(e *env, args []string) error {
+	fs := flag.NewFlagSet("context debug", flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	branchFlag := fs.String("branch", "", "branch (required)")
+	turnFlag := fs.String("turn", "", "turn number on the branch (default: the next turn)")
+	text := fs.String("text", "(your next message)", "with no --turn: the next user message to assemble for")
+	asJSON := fs.Bool("json", false, "print one JSON object")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	branch, err := messages.ParseID[messages.BranchID](*branchFlag)
+	if err != nil {
+		return fmt.Errorf("context debug: --branch: %w", err)
+	}
+	ctx := context.Background()
+	rt, err := openRuntime(ctx, e)
+	if err != nil {
+		return err
+	}
+	defer rt.Close()
+	var d actors.ContextDebug
+	if *turnFlag == "" {
+		d, err = rt.DebugNextContext(ctx, branch, *text)
+	} else {
+		seq, perr := strconv.ParseUint(*turnFlag, 10, 64)
+		if perr != nil || seq == 0 {
+			return errors.New("context debug: --turn: must be a turn number (1, 2, …; see ctxinf inspect)")
+		}
+		rows, rerr := rt.DB().TurnRows(ctx, branch, seq, 1)
+		if rerr != nil {
+			return rerr
+		}
+		if len(rows) == 0 || rows[0].Seq != seq {
+			return fmt.Errorf("context debug: --turn: branch %s has no turn %d", branch, seq)
+		}
+		d, err = rt.DebugContext(ctx, branch, rows[0].ID)
+	}
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		enc := json.NewEncoder(e.stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(d)
+	}
+	w := e.stdout
+	if d.Turn.IsZero() {
+		fmt.Fprintf(w, "next turn of branch %s · %s/%s\n", branch, d.Provider, d.Model)
+	} else {
+		match := "matches what was sent"
+		if !d.Matches {
+			match = "DIFFERS from what was sent (config or history changed since?)"
+		}
+		fmt.Fprintf(w, "turn %s · step %s · %s/%s · rebuilt from the store: %s\n", d.Turn, d.Step, d.Provider, d.Model, match)
+	}
+	b := d.Report.Budget
+	fmt.Fprintf(w, "budget: context limit %d - response reserve %d - safety margin %d = %d input tokens; used %d",
+		b.ContextLimit, b.ResponseReserve, b.SafetyMargin, b.Input(), d.Report.Total)
+	if d.Report.Over > 0 {
+		fmt.Fprintf(w, " (OVER by %d)", d.Report.Over)
+	}
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "section\ttokens\titems")
+	for _, s := range d.Report.Sections {
+		fmt.Fprintf(tw, "%s\t%d\t%d\n", s.Name, s.Tokens, s.Items)
+	}
+	tw.Flush()
+	for _, c := range d.Report.Chunks {
+		fmt.Fprintf(w, "retrieved chunk %s score %.3f · %d tokens (summary %v)\n", c.Chunk, c.Score, c.Tokens, c.Summary)
+	}
+	for _, st := range d.Report.Shrink {
+		fmt.Fprintf(w, "shrink: %s, %d tokens: %s\n", st.Step, st.Saved, st.Detail)
+	}
+	c := d.Context
+	fmt.Fprintln(w, "--- context, in order ---")
+	for _, p := range c.PinnedFacts {
+		fmt.Fprintf(w, "[pinned] %s\n", p)
+	}
+	if c.Summary != "" {
+		fmt.Fprintf(w, "[summary]\n%s\n", indent(c.Summary))
+	}
+	for _, m := range c.Window {
+		fmt.Fprintf(w, "[window %s] %s\n", m.Role, oneLine(m.RenderedText, 160))
+	}
+	for _, m := range c.Pending {
+		fmt.Fprintf(w, "[pending %s] %s\n", m.Role, oneLine(m.RenderedText, 160))
+	}
+	for _, ch := range c.Retrieved {
+		fmt.Fprintf(w, "[retrieved %s] %s\n", ch.Chunk, oneLine(ch.Text, 160))
+	}
+	fmt.Fprintf(w, "[user] %s\n", oneLine(c.User.RenderedText, 160))
+	return nil
+}
