@@ -522,6 +522,7 @@ func (a *branchActor) run(ctx actor.Context, effects []core.Effect) {
 				a.knownInto(known, t.Turn, t.Reply)
 			}
 			ctx.Send(a.rt.librarian(a.id), &summarizeReq{known: known, from: ctx.Self(), branch: a.id, epoch: e.Epoch, pinned: e.State.Pinned,
+				count:    a.rt.counter(a.rt.model(a.b.Model)),
 				previous: e.State.Summary, turns: turns})
 		case core.Index:
 			if a.indexing[e.Turn] {
@@ -577,10 +578,14 @@ func (a *branchActor) prepare(ctx actor.Context, turn messages.TurnID) {
 		return
 	}
 	a.counters, a.cancelled = [2]uint64{}, false
+	t0 := time.Now()
 	ac, rep, err := a.assemble(turn, nil)
 	if err != nil {
 		a.fail(ctx, turn, "assemble context: "+err.Error())
 		return
+	}
+	if obs := a.rt.cfg.ObserveAssembly; obs != nil {
+		obs(a.id, time.Since(t0), rep)
 	}
 	if err := a.fitContext(ctx, rep); err != nil {
 		a.fail(ctx, turn, err.Error())
@@ -621,7 +626,7 @@ func (a *branchActor) spawnStep(ctx actor.Context, turn messages.TurnID, step me
 	req := providers.Request{Model: m.ID, Context: ac, MaxOutputTokens: maxOut, ParallelToolCalls: a.rt.cfg.ParallelToolCalls}
 	props := actor.PropsFromProducer(func() actor.Actor {
 		return &stepActor{rt: a.rt, ctx: sctx, branch: ctx.Self(), turn: turn, step: step, req: req, provider: m.Provider,
-			stream: stream, base: a.counters}
+			stream: stream, base: a.counters, count: a.rt.counter(m)}
 	})
 	if _, err := ctx.SpawnNamed(props, "step-"+step.String()); err != nil {
 		cancel()

@@ -98,6 +98,9 @@ type Config struct {
 	// Summarize writes a new summary from the previous one and the turns
 	// to fold; default core.FallbackSummary. It runs in the librarian.
 	Summarize func(ctx context.Context, previous string, exchanges []core.Exchange) (string, error)
+	// ObserveAssembly, if set, is called with the time each turn's
+	// context took to assemble and its report. It must not block.
+	ObserveAssembly func(branch messages.BranchID, took time.Duration, rep core.AssemblyReport)
 	// Observe, if set, is called by each branch actor after it applied an
 	// event (not during replay). It must not block.
 	Observe func(branch messages.BranchID, ev messages.BranchEvent)

@@ -3,6 +3,7 @@ package actors
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -32,6 +33,7 @@ type stepActor struct {
 	// it); base counts the journal bytes of the turn's earlier steps.
 	stream *TurnStream
 	base   [2]uint64
+	count  core.Counter // the model's token counter
 }
 
 type (
@@ -80,6 +82,11 @@ func (s *stepActor) Receive(ctx actor.Context) {
 	var counters persistence.JournalCounters
 	if res, cerr := ctx.RequestFuture(s.journal, &journalClose{sync: sync}, s.rt.cfg.RequestTimeout).Result(); cerr == nil {
 		counters, _ = res.(persistence.JournalCounters)
+	}
+	if s.count != nil {
+		// Count the reply here, off the branch: the next turn's assembly
+		// finds it in the runtime's count cache.
+		s.count(replyMessage(append(slices.Clone(s.req.Context.Continuation), resp.Items...)).RenderedText)
 	}
 	done.resp, done.err, done.journalSynced = resp, err, sync
 	done.displayed, done.durable = counters.Displayed, counters.Durable
@@ -166,6 +173,7 @@ type summarizeReq struct {
 	previous string
 	pinned   []string // the head's pinned facts: the summary must not lose them
 	turns    []messages.PendingTurn
+	count    core.Counter // the branch model's: the new summary is counted here, off the branch
 }
 
 // librarian writes state summaries with Config.Summarize: a librarian
@@ -195,6 +203,9 @@ func (l *librarian) Receive(ctx actor.Context) {
 	}
 	if done.err == nil {
 		done.summary, done.err = l.rt.cfg.Summarize(WithPinnedFacts(context.Background(), m.pinned), m.previous, exchanges)
+	}
+	if done.err == nil && m.count != nil {
+		m.count(done.summary) // warms the runtime's count cache for the next assembly
 	}
 	ctx.Send(m.from, done)
 }

@@ -50,6 +50,9 @@ Commands:
   bench turns [--branches N] [--turns T] [--passive P] [--json]
                  committed turns/s, per-turn runtime overhead, peak RSS,
                  RSS per passivated branch, replay of 1,000 events
+  bench context [--small N] [--large M] [--sample S] [--json]
+                 context assembly latency at N and M turns of history;
+                 working-set tokens per turn against the full history
   bench stream [--branches N] [--turns T] [--deltas D] [--api A] [--json]
                  deltas/s from a fake model API on loopback through the
                  adapter, journal and branch to a subscriber; journal bytes
@@ -113,6 +116,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		err = benchTurns(e, rest[2:])
 	case rest[0] == "context" && len(rest) > 1 && rest[1] == "debug":
 		err = contextDebug(e, rest[2:])
+	case rest[0] == "bench" && len(rest) > 1 && rest[1] == "context":
+		err = benchContext(e, rest[2:])
 	case rest[0] == "bench" && len(rest) > 1 && rest[1] == "stream":
 		err = benchStream(e, rest[2:])
 	case rest[0] == "chat":

@@ -325,3 +325,24 @@ func TestContextDebug(t *testing.T) {
 		t.Errorf("a missing turn: exit %d, %s", code, errOut.String())
 	}
 }
+
+func TestBenchContextJSON(t *testing.T) {
+	var out, errOut bytes.Buffer
+	args := []string{"bench", "context", "--json", "--small", "30", "--large", "60", "--sample", "10", "--dir", t.TempDir()}
+	if code := run(args, nil, &out, &errOut); code != 0 {
+		t.Fatalf("bench context exited %d: %s", code, errOut.String())
+	}
+	var f map[string]float64
+	if err := json.Unmarshal(out.Bytes(), &f); err != nil {
+		t.Fatalf("output %s: %v", out.String(), err)
+	}
+	for _, k := range []string{"assembly_p50_us_1k", "assembly_p99_us_1k", "assembly_p50_us_100k", "assembly_p99_us_100k",
+		"working_set_tokens_mean", "full_history_tokens", "token_saving_ratio"} {
+		if v, ok := f[k]; !ok || !(v > 0) {
+			t.Errorf("%s = %v in %s", k, v, out.String())
+		}
+	}
+	if len(f) != 7 {
+		t.Errorf("keys %v, want exactly the seven", f)
+	}
+}
