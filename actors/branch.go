@@ -760,7 +760,7 @@ func (a *branchActor) assembleFor(userNode messages.TurnID, user messages.Messag
 	recipe.ContextLimit, recipe.ResponseReserve, recipe.SafetyMargin = budget.ContextLimit, budget.ResponseReserve, budget.SafetyMargin
 	recipe.RetrievalMax, recipe.ChunkMax = budget.RetrievalMax, budget.ChunkMax
 	ac, rep := assembleShrinking(in, budget, a.rt.counter(m))
-	recipe.Hash = contextHash(ac)
+	recipe.Hash, recipe.Estimated = contextHash(ac), rep.Total
 	return ac, rep, recipe, nil
 }
 

@@ -193,6 +193,10 @@ func TestEndToEndProviders(t *testing.T) {
 				if err != nil || len(steps) != 1 || !strings.Contains(string(steps[0].Request), `"model-e2e"`) || len(steps[0].Response) == 0 {
 					t.Fatalf("step rows %+v, %v", steps, err)
 				}
+				// The provider's usage is kept beside the assembler's estimate.
+				if steps[0].InputTokens <= 0 || steps[0].Context == nil || steps[0].Context.Estimated <= 0 {
+					t.Errorf("step usage %d, estimate %+v", steps[0].InputTokens, steps[0].Context)
+				}
 				if reqs := srv.Requests(); len(reqs) != 1 || bytes.Contains(reqs[0].Body, []byte(e2eKey)) {
 					t.Errorf("requests: %d (the key belongs in a header only)", len(reqs))
 				}

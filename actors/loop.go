@@ -114,7 +114,8 @@ func (a *branchActor) stepRow(t core.Turn, m *stepDone) persistence.StepRow {
 	return persistence.StepRow{ID: m.step, Branch: a.id, Turn: m.turn, Index: max(t.Steps, 1) - 1, Context: recipe,
 		Provider: m.provider, Model: m.model, Request: m.resp.RawRequest, Response: m.resp.RawResponse,
 		Items: m.resp.Items, Outcome: m.resp.Outcome, StreamPath: filepath.Join("streams", m.step.String()+".jsonl"),
-		Displayed: m.displayed, Durable: m.durable, Started: m.started, Ended: a.now()}
+		Displayed: m.displayed, Durable: m.durable, Started: m.started, Ended: a.now(),
+		InputTokens: m.resp.Usage.InputTokens, OutputTokens: m.resp.Usage.OutputTokens}
 }
 
 // finalize records the response of turn (TX-A): the reply holds the

@@ -151,11 +151,16 @@ type StepRow struct {
 	Items    messages.Items       `json:"items,omitempty"`    // the normalized transcript items
 	Outcome  messages.StepOutcome `json:"outcome"`
 	// StreamPath is the step's stream journal, relative to the data dir.
-	StreamPath string    `json:"stream_path,omitempty"`
-	Displayed  uint64    `json:"displayed"`
-	Durable    uint64    `json:"durable"`
-	Started    time.Time `json:"started"`
-	Ended      time.Time `json:"ended"`
+	StreamPath string `json:"stream_path,omitempty"`
+	Displayed  uint64 `json:"displayed"`
+	Durable    uint64 `json:"durable"`
+	// InputTokens and OutputTokens are the usage the provider reported
+	// (0 when it reported none), to compare with the estimate the
+	// context was assembled with (Context.Estimated).
+	InputTokens  int       `json:"input_tokens,omitempty"`
+	OutputTokens int       `json:"output_tokens,omitempty"`
+	Started      time.Time `json:"started"`
+	Ended        time.Time `json:"ended"`
 	// Context says what the step's context was assembled from, so that
 	// it can be rebuilt from the transcript and the state rows (ctxinf
 	// context debug); set on a turn's first step.
@@ -178,6 +183,7 @@ type ContextRecipe struct {
 	SafetyMargin    int               `json:"safety_margin"`
 	RetrievalMax    int               `json:"retrieval_max"`
 	ChunkMax        int               `json:"chunk_max"`
+	Estimated       int               `json:"estimated_tokens"` // the assembler's count of the context
 	Hash            string            `json:"hash"`
 }
 

@@ -52,6 +52,10 @@ type inspectStep struct {
 	Items     int                  `json:"items"`
 	Displayed uint64               `json:"displayed"`
 	Durable   uint64               `json:"durable"`
+	// Estimated is the assembler's count of the context, InputTokens
+	// the provider's (0: not reported).
+	Estimated   int `json:"estimated_tokens,omitempty"`
+	InputTokens int `json:"input_tokens,omitempty"`
 }
 
 type inspectSession struct {
@@ -73,8 +77,12 @@ func (e *env) inspectSteps(ctx context.Context, db *persistence.DB, t *inspectTu
 		return err
 	}
 	for _, r := range rows {
-		t.Steps = append(t.Steps, inspectStep{Index: r.Index, ID: r.ID, Provider: r.Provider, Model: r.Model,
-			Outcome: r.Outcome, Items: len(r.Items), Displayed: r.Displayed, Durable: r.Durable})
+		st := inspectStep{Index: r.Index, ID: r.ID, Provider: r.Provider, Model: r.Model,
+			Outcome: r.Outcome, Items: len(r.Items), Displayed: r.Displayed, Durable: r.Durable, InputTokens: r.InputTokens}
+		if r.Context != nil {
+			st.Estimated = r.Context.Estimated
+		}
+		t.Steps = append(t.Steps, st)
 	}
 	if !t.Step.IsZero() && t.Reply.IsZero() {
 		t.Partial, t.Torn, _ = actors.PartialOutput(filepath.Join(e.cfg.DataDir, "streams"), t.Step)
@@ -185,8 +193,8 @@ func inspect(e *env, args []string) error {
 					if r := st.Outcome.Reason + st.Outcome.Code; r != "" {
 						outcome += " (" + r + ")"
 					}
-					fmt.Fprintf(w, "      step %d %s %s/%s %s · %d items · stream durable/displayed %d/%d bytes\n",
-						st.Index, st.ID, st.Provider, st.Model, outcome, st.Items, st.Durable, st.Displayed)
+					fmt.Fprintf(w, "      step %d %s %s/%s %s · %d items · stream durable/displayed %d/%d bytes · input tokens estimated %d, reported %d\n",
+						st.Index, st.ID, st.Provider, st.Model, outcome, st.Items, st.Durable, st.Displayed, st.Estimated, st.InputTokens)
 				}
 				if t.Partial != "" {
 					torn := ""
