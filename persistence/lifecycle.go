@@ -478,13 +478,22 @@ func (g *group) applyTx(o *op) (TxResult, error) {
 		g.claimRow(k)
 	}
 	if e := tx.Snapshot; e != nil {
+		snapKey := append([]byte{tableSnapshot}, e.Actor...)
+		// Compact: events before the snapshot are no longer needed. Those
+		// before the previous snapshot were deleted then: start there, or
+		// every snapshot would walk all the tombstones of the actor's
+		// history (until compaction drops them), a cost growing with it.
+		from, err := g.snapshotIndex(snapKey)
+		if err != nil {
+			return res, err
+		}
 		v := binary.AppendUvarint(nil, e.Index)
-		g.set(append([]byte{tableSnapshot}, e.Actor...), append(v, e.Data...))
-		// Compact: events before the snapshot are no longer needed.
+		g.set(snapKey, append(v, e.Data...))
+		g.claimRow(snapKey)
 		prefix := eventPrefix(e.Actor)
 		before := func(k []byte) bool { return binary.BigEndian.Uint64(k[len(k)-8:]) < e.Index }
 		it := g.txn.NewIterator(badger.IteratorOptions{Prefix: prefix})
-		for it.Rewind(); it.Valid(); it.Next() {
+		for it.Seek(eventKey(e.Actor, from)); it.Valid(); it.Next() {
 			k := it.Item().KeyCopy(nil)
 			if !before(k) {
 				break
@@ -506,6 +515,29 @@ func (g *group) applyTx(o *op) (TxResult, error) {
 		}
 	}
 	return res, nil
+}
+
+// snapshotIndex is the index of the snapshot stored at key k as this group
+// sees it, 0 when there is none.
+func (g *group) snapshotIndex(k []byte) (uint64, error) {
+	v, ok := g.lastEntry(k)
+	if !ok {
+		item, err := g.txn.Get(k)
+		if errors.Is(err, badger.ErrKeyNotFound) {
+			return 0, nil
+		}
+		if err != nil {
+			return 0, err
+		}
+		if v, err = item.ValueCopy(nil); err != nil {
+			return 0, err
+		}
+	}
+	idx, n := binary.Uvarint(v)
+	if n <= 0 {
+		return 0, fmt.Errorf("%w: snapshot record of %q", ErrCorrupt, k[1:])
+	}
+	return idx, nil
 }
 
 // groupRow reads the row at k as this group sees it: its own writes and
