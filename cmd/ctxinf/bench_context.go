@@ -6,7 +6,10 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"os"
 	"path/filepath"
+	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"sync"
 	"text/tabwriter"
@@ -47,6 +50,7 @@ func benchContext(e *env, args []string) error {
 	sample := fs.Int("sample", 200, "turns measured at each length")
 	dir := fs.String("dir", "", "data directory (default: a temporary one, removed afterwards)")
 	asJSON := fs.Bool("json", false, "print one JSON object")
+	memProfile := fs.String("memprofile", "", "write a heap profile taken at the end to this file")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -137,6 +141,18 @@ func benchContext(e *env, args []string) error {
 		return err
 	}
 	f.AssemblyP50us100k, f.AssemblyP99us100k = micros(percentile(lat, 50)), micros(percentile(lat, 99))
+	if *memProfile != "" {
+		fh, err := os.Create(*memProfile)
+		if err != nil {
+			return err
+		}
+		runtime.GC()
+		err = pprof.WriteHeapProfile(fh)
+		fh.Close()
+		if err != nil {
+			return err
+		}
+	}
 	if *asJSON {
 		return json.NewEncoder(e.stdout).Encode(f)
 	}
