@@ -99,6 +99,7 @@ type branchActor struct {
 	cancelStep  context.CancelFunc         // cancels the step or the tools running
 	cancelled   bool                       // the user cancelled the turn in flight
 	recipe      *persistence.ContextRecipe // of the turn in flight's first step
+	sizeRetries int                        // steps of the turn in flight the provider rejected for size
 	summarizing uint64                     // epoch+1 of the summary asked for; 0 none
 	indexing    map[messages.TurnID]bool
 	counters    [2]uint64 // displayed, durable bytes of the turn's finished steps
@@ -508,7 +509,9 @@ func (a *branchActor) run(ctx actor.Context, effects []core.Effect) {
 		case core.RunTools:
 			a.runTools(ctx, e)
 		case core.ContinueLoop:
-			a.continueLoop(ctx, e)
+			a.continueLoop(ctx, e.Turn, e.Step)
+		case core.RetryStep:
+			a.continueLoop(ctx, e.Turn, e.Step)
 		case core.Abandon:
 			a.abandon(ctx, e.Turn, e.Reason, interruptedToolText, nil)
 		case core.Summarize:
@@ -577,7 +580,7 @@ func (a *branchActor) prepare(ctx actor.Context, turn messages.TurnID) {
 	if a.Recovering() {
 		return
 	}
-	a.counters, a.cancelled = [2]uint64{}, false
+	a.counters, a.cancelled, a.sizeRetries = [2]uint64{}, false, 0
 	t0 := time.Now()
 	ac, rep, err := a.assemble(turn, nil)
 	if err != nil {
@@ -757,6 +760,10 @@ func (a *branchActor) assembleFor(userNode messages.TurnID, user messages.Messag
 	}
 	m := a.rt.model(a.b.Model)
 	budget := a.rt.budget(m)
+	for range a.sizeRetries {
+		// The provider counted more than estimated: aim a quarter lower.
+		budget.SafetyMargin += budget.Input() / 4
+	}
 	recipe.ContextLimit, recipe.ResponseReserve, recipe.SafetyMargin = budget.ContextLimit, budget.ResponseReserve, budget.SafetyMargin
 	recipe.RetrievalMax, recipe.ChunkMax = budget.RetrievalMax, budget.ChunkMax
 	ac, rep := assembleShrinking(in, budget, a.rt.counter(m))

@@ -12,6 +12,7 @@ import (
 	"github.com/contextinfinity/ctxinf/internal/core"
 	"github.com/contextinfinity/ctxinf/messages"
 	"github.com/contextinfinity/ctxinf/persistence"
+	"github.com/contextinfinity/ctxinf/providers"
 )
 
 // The texts of the error outputs that answer tool calls that did not run.
@@ -55,6 +56,9 @@ func (a *branchActor) finishStep(ctx actor.Context, m *stepDone) {
 			if err := persistence.SyncJournalFile(persistence.JournalPath(a.rt.streams, m.step)); err != nil {
 				a.rt.log.Warn().Err(err).Str("branch", a.id.String()).Str("step", m.step.String()).Msg("sync journal")
 			}
+		}
+		if a.retryForSize(ctx, m, row) {
+			return
 		}
 		reason := "provider step ended with outcome " + kind.String()
 		switch {
@@ -267,25 +271,51 @@ func (a *branchActor) toolsDone(ctx actor.Context, m *toolsDone) {
 	}
 }
 
-// continueLoop runs the next step of a tool loop on a freshly assembled
-// context whose continuation is the loop so far.
-func (a *branchActor) continueLoop(ctx actor.Context, e core.ContinueLoop) {
+// continueLoop runs step of turn (the next step of a tool loop, or a
+// retry) on a freshly assembled context whose continuation is the loop so
+// far.
+func (a *branchActor) continueLoop(ctx actor.Context, turn messages.TurnID, step messages.StepID) {
 	if a.Recovering() {
 		return
 	}
-	t, ok := a.b.Turn(e.Turn)
+	t, ok := a.b.Turn(turn)
 	if !ok {
 		return
 	}
-	ac, rep, err := a.assemble(e.Turn, slices.Clone(t.Loop))
+	ac, rep, err := a.assemble(turn, slices.Clone(t.Loop))
 	if err == nil {
 		err = a.fitContext(ctx, rep)
 	}
 	if err != nil {
-		a.abandon(ctx, e.Turn, "assemble context: "+err.Error(), interruptedToolText, nil)
+		a.endLoop(ctx, turn, "assemble context: "+err.Error(), nil)
 		return
 	}
-	a.spawnStep(ctx, e.Turn, e.Step, ac)
+	a.spawnStep(ctx, turn, step, ac)
+}
+
+// maxSizeRetries is how many times a turn's step is run again on a
+// smaller context after the provider rejected one for its size.
+const maxSizeRetries = 2
+
+// retryForSize runs the step m ended again on a smaller context if the
+// provider rejected it for size (SRD §7.2), and reports whether it did.
+func (a *branchActor) retryForSize(ctx actor.Context, m *stepDone, row persistence.StepRow) bool {
+	var pe *providers.Error
+	if !errors.As(m.err, &pe) || !pe.ContextTooLarge || a.sizeRetries >= maxSizeRetries {
+		return false
+	}
+	next := messages.NewID[messages.StepID](a.now())
+	evs, err := a.b.RetryStep(m.turn, m.step, next, "context too large: "+pe.Message, a.now())
+	if err != nil {
+		return false
+	}
+	a.sizeRetries++
+	a.rt.log.Warn().Str("branch", a.id.String()).Str("turn", m.turn.String()).Int("retry", a.sizeRetries).
+		Msg("the provider rejected the context for its size; shrinking it and trying again")
+	tx := a.txFor(evs[0])
+	tx.Steps = append(tx.Steps, row)
+	a.persist(ctx, evs[0], tx) // gives RetryStep
+	return true
 }
 
 // cancel cancels the turn in flight: its streaming step or running tools

@@ -550,3 +550,35 @@ func TestContextShrinker(t *testing.T) {
 		t.Fatalf("oversized turn ended %+v", failed)
 	}
 }
+
+// A provider that rejects a context for its size gets the step again on a
+// smaller context (SRD §7.2), at most twice.
+func TestRetryWhenContextTooLarge(t *testing.T) {
+	tooLarge := &providers.Error{Provider: "fake", StatusCode: 400, Message: "prompt is too long", ContextTooLarge: true}
+	f := fake.New(fake.Step{Err: tooLarge}, fake.Step{Reply: "fits now"})
+	cfg := testConfig(t, t.TempDir(), newEvents())
+	cfg.Provider = f
+	r := openRuntime(t, cfg)
+	defer r.Close()
+	_, b, _ := r.CreateSession(bg, "too-large")
+	text, last, _ := runTurn(t, r, b.ID, "hello")
+	if last.Phase != messages.PhaseResponseFinalized || text != "fits now" || f.Calls() != 2 {
+		t.Fatalf("turn ended %+v with %q after %d calls", last, text, f.Calls())
+	}
+	rows, _ := r.DB().TurnRows(bg, b.ID, 0, 1)
+	steps, err := r.Steps(bg, rows[0].ID)
+	if err != nil || len(steps) != 2 || steps[0].Outcome.Kind != messages.OutcomeFailed || steps[1].Outcome.Kind != messages.OutcomeCompleted {
+		t.Fatalf("steps %+v, %v", steps, err)
+	}
+	// Always too large: two retries, then the turn fails saying why.
+	f2 := fake.New(fake.Step{Err: tooLarge})
+	cfg2 := testConfig(t, t.TempDir(), newEvents())
+	cfg2.Provider = f2
+	r2 := openRuntime(t, cfg2)
+	defer r2.Close()
+	_, b2, _ := r2.CreateSession(bg, "too-large")
+	if _, last, _ := runTurn(t, r2, b2.ID, "hello"); last.Phase != messages.PhaseFailed ||
+		!strings.Contains(last.Err, "prompt is too long") || f2.Calls() != 3 {
+		t.Fatalf("turn ended %+v after %d calls, want failed after 1 + 2 retries", last, f2.Calls())
+	}
+}

@@ -120,6 +120,19 @@ type ToolResultsRecorded struct {
 	At      time.Time
 }
 
+// StepRetried records that provider step Step of Turn was given up (the
+// provider rejected its context for size) and step Next runs instead,
+// on a context assembled smaller; Reason says why.
+//
+//	{"type":"step_retried","turn":"…","step":"…","next":"…","reason":"context too large","at":"…"}
+type StepRetried struct {
+	Turn   TurnID
+	Step   StepID
+	Next   StepID
+	Reason string
+	At     time.Time
+}
+
 // ModelSelected records the model the branch's next turns use, by its
 // name in config; "" goes back to the default model. History is not
 // rewritten: it is stored provider-neutral.
@@ -200,10 +213,11 @@ func (FactPinned) branchEvent()          {}
 func (ToolCallsIssued) branchEvent()     {}
 func (ToolResultsRecorded) branchEvent() {}
 func (ModelSelected) branchEvent()       {}
+func (StepRetried) branchEvent()         {}
 
 // MarshalBranchEvent returns the JSON form of ev, tagged by "type":
 // "branch_created", "turn_accepted", "response_started",
-// "tool_calls_issued", "tool_results_recorded", "response_finalized",
+// "tool_calls_issued", "tool_results_recorded", "step_retried", "response_finalized",
 // "turn_failed", "state_committed", "turn_indexed", "fact_pinned" or
 // "model_selected". Every field is written, except empty lists. Zero IDs
 // are written as "". It fails with ErrInvalidEvent when a required field
@@ -247,6 +261,13 @@ func MarshalBranchEvent(ev BranchEvent) ([]byte, error) {
 		writeID(w, "turn", ev.Turn, true)
 		w.value("outputs", ev.Outputs)
 		writeID(w, "next", ev.Next, false)
+		w.time("at", ev.At)
+	case StepRetried:
+		w = newWriter(scope{ErrInvalidEvent, "step_retried"})
+		writeID(w, "turn", ev.Turn, true)
+		writeID(w, "step", ev.Step, true)
+		writeID(w, "next", ev.Next, true)
+		w.str("reason", ev.Reason)
 		w.time("at", ev.At)
 	case ModelSelected:
 		w = newWriter(scope{ErrInvalidEvent, "model_selected"})
@@ -350,6 +371,14 @@ func UnmarshalBranchEvent(data []byte) (BranchEvent, error) {
 		e.Turn = readID[turnKind](r, "turn", true)
 		r.unmarshal("outputs", &e.Outputs)
 		e.Next = readID[stepKind](r, "next", false)
+		e.At = r.time("at")
+		ev = e
+	case "step_retried":
+		var e StepRetried
+		e.Turn = readID[turnKind](r, "turn", true)
+		e.Step = readID[stepKind](r, "step", true)
+		e.Next = readID[stepKind](r, "next", true)
+		e.Reason = r.str("reason")
 		e.At = r.time("at")
 		ev = e
 	case "model_selected":

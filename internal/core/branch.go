@@ -227,6 +227,11 @@ func (b *Branch) Apply(ev messages.BranchEvent) ([]Effect, error) {
 	case messages.ModelSelected:
 		b.Model = ev.Model
 		return nil, nil
+	case messages.StepRetried:
+		t := &b.Turns[b.find(ev.Turn)]
+		t.Step, t.At = ev.Next, ev.At.UTC()
+		t.Steps++
+		return []Effect{RetryStep{Turn: ev.Turn, Step: ev.Next}}, nil
 	case messages.ResponseFinalized:
 		t := &b.Turns[b.find(ev.Turn)]
 		t.Phase, t.Reply, t.Outcome, t.At = messages.PhaseResponseFinalized, ev.Reply, ev.Outcome, ev.At.UTC()
@@ -341,6 +346,19 @@ func (b *Branch) check(ev messages.BranchEvent) error {
 		return b.checkCallsIssued(ev)
 	case messages.ToolResultsRecorded:
 		return b.checkResults(ev)
+	case messages.StepRetried:
+		i, err := b.responding(ev.Turn)
+		if err != nil {
+			return err
+		}
+		switch t := b.Turns[i]; {
+		case ev.Step != t.Step:
+			return invalid("turn %s: step %s is not the running step %s", ev.Turn, ev.Step, t.Step)
+		case ev.Next.IsZero() || ev.Next == ev.Step:
+			return invalid("turn %s: next: required, distinct from the step", ev.Turn)
+		case len(t.OpenCalls()) > 0:
+			return invalid("turn %s: tool calls are open", ev.Turn)
+		}
 	case messages.ModelSelected:
 		if len(ev.Model) > ModelNameMax {
 			return invalid("model: %d bytes, limit %d", len(ev.Model), ModelNameMax)

@@ -95,6 +95,13 @@ func (b *Branch) AbandonOutputs(turn messages.TurnID, text string) messages.Item
 	return outs
 }
 
+// RetryStep records that step, the running step of the responding turn,
+// is given up for reason and step next runs instead; applying it gives
+// RetryStep.
+func (b *Branch) RetryStep(turn messages.TurnID, step, next messages.StepID, reason string, now time.Time) ([]messages.BranchEvent, error) {
+	return b.decide(messages.StepRetried{Turn: turn, Step: step, Next: next, Reason: reason, At: now.UTC()})
+}
+
 // SelectModel records model, a model's name in config ("" for the
 // default), for the branch's next turns. Selecting the current model
 // records nothing. A name longer than ModelNameMax is ErrInvalid.

@@ -536,3 +536,28 @@ func TestSelectModel(t *testing.T) {
 		t.Errorf("uncreated branch: %v", err)
 	}
 }
+
+func TestRetryStep(t *testing.T) {
+	s := newScript(t).run(responding...)
+	b := &s.b
+	if _, err := b.RetryStep(T1, S2, S1, "too large", now); !errors.Is(err, ErrInvalid) {
+		t.Errorf("retrying a step that is not running: %v", err)
+	}
+	if _, err := b.RetryStep(T1, S1, S1, "too large", now); !errors.Is(err, ErrInvalid) {
+		t.Errorf("retrying a step as itself: %v", err)
+	}
+	evs, err := b.RetryStep(T1, S1, S2, "too large", now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	effects, err := b.Apply(evs[0])
+	if err != nil || !reflect.DeepEqual(effects, []Effect{RetryStep{Turn: T1, Step: S2}}) {
+		t.Fatalf("Apply = %#v, %v", effects, err)
+	}
+	if tr, _ := b.Turn(T1); tr.Step != S2 || tr.Steps != 2 || tr.Phase != messages.PhaseResponding {
+		t.Fatalf("turn after a retry = %+v", tr)
+	}
+	if _, err := b.Finalize(T1, S2, R1, completed, 0, 0, now); err != nil {
+		t.Fatalf("finalizing the retried step: %v", err)
+	}
+}

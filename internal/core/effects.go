@@ -70,6 +70,15 @@ type Abandon struct {
 	Reason string
 }
 
+// RetryStep follows StepRetried: the shell runs provider step Step of
+// Turn again on a smaller context (the provider rejected the last one
+// for its size, SRD §7.2).
+type RetryStep struct {
+	Turn messages.TurnID
+	Step messages.StepID
+}
+
+func (RetryStep) effect()      {}
 func (PrepareContext) effect() {}
 func (RunTools) effect()       {}
 func (ContinueLoop) effect()   {}
