@@ -100,6 +100,7 @@ type branchActor struct {
 	cancelled   bool                       // the user cancelled the turn in flight
 	recipe      *persistence.ContextRecipe // of the turn in flight's first step
 	sizeRetries int                        // steps of the turn in flight the provider rejected for size
+	manualFold  bool                       // a /commit is folding every pending turn
 	summarizing uint64                     // epoch+1 of the summary asked for; 0 none
 	indexing    map[messages.TurnID]bool
 	counters    [2]uint64 // displayed, durable bytes of the turn's finished steps
@@ -183,9 +184,8 @@ func (a *branchActor) Receive(ctx actor.Context) {
 		respond(errOrOK(err))
 	case *commitReq:
 		a.summarizing = 0 // ask again even if a summary is under way
-		if fold, ok := a.b.FoldDue(core.FoldManual); ok {
-			a.run(ctx, []core.Effect{fold})
-		}
+		a.manualFold = true
+		a.foldAgain(ctx)
 		respond(okReply{})
 	case *inspectReq:
 		respond(a.info())
@@ -830,9 +830,7 @@ func (a *branchActor) commit(ctx actor.Context, m *summaryDone) {
 		Summary: m.summary, Pinned: a.b.State.Pinned}
 	evs, err := a.b.Commit(state, m.turns, m.epoch, now)
 	if errors.Is(err, core.ErrStaleEpoch) {
-		if fold, ok := a.b.FoldDue(core.FoldAuto); ok { // the state moved on: fold again if still due
-			a.run(ctx, []core.Effect{fold})
-		}
+		a.foldAgain(ctx) // the state moved on: fold again if still due
 		return
 	}
 	if err != nil {
@@ -840,4 +838,21 @@ func (a *branchActor) commit(ctx actor.Context, m *summaryDone) {
 		return
 	}
 	a.persistAll(ctx, evs)
+	if a.manualFold && a.summarizing == 0 {
+		a.foldAgain(ctx) // a manual fold goes on until nothing is pending
+	}
+}
+
+// foldAgain asks for the fold due now: every pending turn while a manual
+// fold (/commit) is unfinished, else what the policy calls for.
+func (a *branchActor) foldAgain(ctx actor.Context) {
+	reason := core.FoldAuto
+	if a.manualFold {
+		reason = core.FoldManual
+	}
+	if fold, ok := a.b.FoldDue(reason); ok {
+		a.run(ctx, []core.Effect{fold})
+	} else {
+		a.manualFold = false
+	}
 }
