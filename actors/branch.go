@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -730,10 +731,10 @@ func (a *branchActor) assemble(turn messages.TurnID, continuation messages.Items
 // to rebuild it from the store.
 func (a *branchActor) assembleFor(userNode messages.TurnID, user messages.Message, continuation messages.Items) (
 	messages.AssembledContext, core.AssemblyReport, *persistence.ContextRecipe, error) {
-	recipe := &persistence.ContextRecipe{State: a.b.State.ID, Pinned: a.b.State.Pinned, User: userNode}
+	recipe := &persistence.ContextRecipe{State: a.b.State.ID, Pinned: slices.Clone(a.b.State.Pinned), User: userNode}
 	pending := a.b.Pending()
 	if need := a.b.Policy.K - 2*len(pending); need > 0 {
-		recipe.Window = a.b.Window[max(len(a.b.Window)-need, 0):]
+		recipe.Window = slices.Clone(a.b.Window[max(len(a.b.Window)-need, 0):])
 	}
 	for _, p := range pending {
 		recipe.Pending = append(recipe.Pending, p.ID)
