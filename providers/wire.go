@@ -122,3 +122,16 @@ func EmitFailed(provider string, err error) (messages.StepOutcome, error) {
 	err = fmt.Errorf("%s: emit: %w", provider, err)
 	return messages.StepOutcome{Kind: messages.OutcomeFailed, Code: "emit", Message: err.Error()}, err
 }
+
+// TransportError is the error of a call that got no usable answer and no
+// error response: a stream event the SDK could not decode (code
+// bad_stream, what names the event's kind), or a failed connection (code
+// connection, retryable when Transient).
+func TransportError(provider, what string, err error) *Error {
+	var syntaxErr *json.SyntaxError
+	var typeErr *json.UnmarshalTypeError
+	if errors.As(err, &syntaxErr) || errors.As(err, &typeErr) {
+		return &Error{Provider: provider, Code: "bad_stream", Message: "malformed stream " + what + ": " + err.Error(), Err: err}
+	}
+	return &Error{Provider: provider, Code: "connection", Message: "request failed: " + err.Error(), Retryable: Transient(err), Err: err}
+}

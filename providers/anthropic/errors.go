@@ -42,18 +42,7 @@ func toError(provider string, err error, resp *http.Response) *providers.Error {
 		}
 		return streamError(provider, code, msg, err)
 	}
-	var syntaxErr *json.SyntaxError
-	var typeErr *json.UnmarshalTypeError
-	if errors.As(err, &syntaxErr) || errors.As(err, &typeErr) {
-		return &providers.Error{Provider: provider, Code: "bad_stream", Message: "malformed stream event: " + err.Error(), Err: err}
-	}
-	return &providers.Error{
-		Provider:  provider,
-		Code:      "connection",
-		Message:   "request failed: " + err.Error(),
-		Retryable: providers.Transient(err),
-		Err:       err,
-	}
+	return providers.TransportError(provider, "event", err)
 }
 
 // errorBody reads the API's error shape,

@@ -32,18 +32,7 @@ func toError(provider string, err error, resp *http.Response) *providers.Error {
 	if errors.As(err, &streamErr) {
 		return streamError(provider, streamErr)
 	}
-	var syntaxErr *json.SyntaxError
-	var typeErr *json.UnmarshalTypeError
-	if errors.As(err, &syntaxErr) || errors.As(err, &typeErr) {
-		return &providers.Error{Provider: provider, Code: "bad_stream", Message: "malformed stream chunk: " + err.Error(), Err: err}
-	}
-	return &providers.Error{
-		Provider:  provider,
-		Code:      "connection",
-		Message:   "request failed: " + err.Error(),
-		Retryable: providers.Transient(err),
-		Err:       err,
-	}
+	return providers.TransportError(provider, "chunk", err)
 }
 
 // httpError is the error of an HTTP error response.
