@@ -71,10 +71,6 @@ func (r *Runtime) DebugContext(ctx context.Context, branch messages.BranchID, tu
 	if err != nil {
 		return ContextDebug{}, err
 	}
-	replies, err := r.replies(ctx, branch)
-	if err != nil {
-		return ContextDebug{}, err
-	}
 	in := core.AssembleInput{System: r.cfg.SystemInstructions, Pinned: rc.Pinned, Summary: summary}
 	for _, n := range rc.Window {
 		m, err := readMessage(r.db, n)
@@ -84,8 +80,12 @@ func (r *Runtime) DebugContext(ctx context.Context, branch messages.BranchID, tu
 		in.Window = append(in.Window, m)
 	}
 	for _, p := range rc.Pending {
+		reply, err := r.replyOf(ctx, p)
+		if err != nil {
+			return ContextDebug{}, fmt.Errorf("pending turn %s: %w", p, err)
+		}
 		pm := core.PendingMessages{Turn: p}
-		for _, n := range []messages.TurnID{p, replies[p]} {
+		for _, n := range []messages.TurnID{p, reply} {
 			m, err := readMessage(r.db, n)
 			if err != nil {
 				return ContextDebug{}, fmt.Errorf("pending turn %s: %w", p, err)
@@ -129,24 +129,22 @@ func (r *Runtime) stateSummary(ctx context.Context, branch messages.BranchID, id
 	return "", nil
 }
 
-// replies maps the turns of branch and its ancestors to their replies.
-func (r *Runtime) replies(ctx context.Context, branch messages.BranchID) (map[messages.TurnID]messages.TurnID, error) {
-	out := map[messages.TurnID]messages.TurnID{}
-	for b := branch; !b.IsZero(); {
-		err := r.db.EachTurnRow(ctx, b, func(t persistence.TurnRow) error {
-			if !t.Reply.IsZero() {
-				out[t.ID] = t.Reply
-			}
-			return nil
-		})
-		if err != nil {
-			return nil, err
-		}
-		row, err := r.db.BranchRow(ctx, b)
-		if err != nil {
-			return nil, err
-		}
-		b = row.Parent
+// replyOf finds the reply of a finalized turn: the assistant message its
+// user message's transcript node leads to (a turn finalized is never
+// continued from its user message, only from its reply).
+func (r *Runtime) replyOf(ctx context.Context, turn messages.TurnID) (messages.TurnID, error) {
+	children, err := r.db.Children(ctx, turn)
+	if err != nil {
+		return messages.TurnID{}, err
 	}
-	return out, nil
+	for _, c := range children {
+		t, err := r.db.Turn(ctx, c)
+		if err != nil {
+			return messages.TurnID{}, err
+		}
+		if t.TypeTag == TypeAssistantMessage {
+			return c, nil
+		}
+	}
+	return messages.TurnID{}, errors.New("no reply in the transcript")
 }
