@@ -3,6 +3,7 @@ package providers
 import (
 	"bytes"
 	"encoding/json"
+	"slices"
 
 	"github.com/contextinfinity/ctxinf/messages"
 )
@@ -183,7 +184,7 @@ func pairToolResults(in []Segment) []Segment {
 			i++
 			for _, b := range in[i].Blocks {
 				r := b.(messages.ToolResult)
-				if !answered[r.ToolUseID] && contains(uses, r.ToolUseID) {
+				if !answered[r.ToolUseID] && slices.Contains(uses, r.ToolUseID) {
 					answered[r.ToolUseID] = true
 					results = append(results, r)
 				}
@@ -199,15 +200,6 @@ func pairToolResults(in []Segment) []Segment {
 		out = append(out, Segment{Kind: SegmentToolResults, Blocks: results})
 	}
 	return out
-}
-
-func contains(ids []string, id string) bool {
-	for _, x := range ids {
-		if x == id {
-			return true
-		}
-	}
-	return false
 }
 
 // ArgumentsText returns a tool call's arguments as the text a model
