@@ -17,7 +17,6 @@ import (
 	"runtime"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"github.com/asynkron/protoactor-go/actor"
 	ppersist "github.com/asynkron/protoactor-go/persistence"
@@ -27,6 +26,7 @@ import (
 	"github.com/contextinfinity/ctxinf/messages"
 	"github.com/contextinfinity/ctxinf/persistence"
 	"github.com/contextinfinity/ctxinf/providers"
+	"github.com/contextinfinity/ctxinf/providers/tokens"
 	"github.com/contextinfinity/ctxinf/supervision"
 )
 
@@ -222,7 +222,7 @@ func Open(ctx context.Context, cfg Config) (*Runtime, error) {
 		cfg.FoldAtFraction = 0.70
 	}
 	if cfg.Counter == nil {
-		cfg.Counter = func(string, string) core.Counter { return estimateTokens }
+		cfg.Counter = func(string, string) core.Counter { return tokens.EstimateRunes }
 	}
 	if cfg.StepTimeout <= 0 {
 		cfg.StepTimeout = 30 * time.Minute
@@ -401,9 +401,6 @@ func (r *Runtime) counterFor(provider, modelID string) core.Counter {
 
 // maxCachedCounts bounds the token-count cache (entries).
 const maxCachedCounts = 1 << 16
-
-// estimateTokens is one token per four runes, rounded up.
-func estimateTokens(s string) int { return (utf8.RuneCountInString(s) + 3) / 4 }
 
 // DB is the runtime's database (for reads: history, rows, blobs).
 func (r *Runtime) DB() *persistence.DB { return r.db }

@@ -6,13 +6,13 @@ import (
 	"fmt"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/rs/zerolog"
 
 	"github.com/contextinfinity/ctxinf/internal/core"
 	"github.com/contextinfinity/ctxinf/messages"
 	"github.com/contextinfinity/ctxinf/providers"
+	"github.com/contextinfinity/ctxinf/providers/tokens"
 )
 
 // Librarian writes summaries with a language model under the SRD's
@@ -112,7 +112,7 @@ func (l Librarian) Summarize(ctx context.Context, previous string, exchanges []c
 func (l Librarian) Shrink(ctx context.Context, summary string, targetTokens int) (string, error) {
 	count := l.Count
 	if count == nil {
-		count = librarianEstimate
+		count = tokens.EstimateRunes
 	}
 	if count(summary) <= targetTokens {
 		return summary, nil
@@ -180,7 +180,7 @@ func (l Librarian) check(ctx context.Context, task string, attempt int, system, 
 		if target >= 0 {
 			count := l.Count
 			if count == nil {
-				count = librarianEstimate
+				count = tokens.EstimateRunes
 			}
 			if n := count(text); n > target {
 				if e == nil {
@@ -294,7 +294,3 @@ func entityKinds(es []core.Entity) string {
 	}
 	return strings.Join(parts, ", ")
 }
-
-// librarianEstimate estimates the tokens of s: a quarter of its runes,
-// rounded up (core.ShrinkSummary's default).
-func librarianEstimate(s string) int { return (utf8.RuneCountInString(s) + 3) / 4 }
