@@ -78,6 +78,11 @@ type (
 		rows []persistence.ChunkRow
 		err  error
 	}
+	shrinkDone struct {
+		epoch   uint64 // of the head summary shrunk
+		summary string
+		err     error
+	}
 )
 
 // Event and snapshot encodings in the actor log: one tag byte, then JSON.
@@ -103,6 +108,11 @@ type branchActor struct {
 	sizeRetries int                        // steps of the turn in flight the provider rejected for size
 	manualFold  bool                       // a /commit is folding every pending turn
 	summarizing uint64                     // epoch+1 of the summary asked for; 0 none
+	// shrinkAsked is epoch+1 of the last head summary the librarian was
+	// asked to shrink (Config.Shrink), so that each summary is asked
+	// once; shrinkTurn is the turn waiting for it, zero when none.
+	shrinkAsked uint64
+	shrinkTurn  messages.TurnID
 	indexing    map[messages.TurnID]bool
 	counters    [2]uint64 // displayed, durable bytes of the turn's finished steps
 	// msgs holds the decoded messages of the window, the pending turns and
@@ -218,6 +228,8 @@ func (a *branchActor) Receive(ctx actor.Context) {
 		a.finishStep(ctx, m)
 	case *summaryDone:
 		a.commit(ctx, m)
+	case *shrinkDone:
+		a.shrunk(ctx, m)
 	case *indexDone:
 		delete(a.indexing, m.turn)
 		if m.err != nil {
@@ -591,6 +603,9 @@ func (a *branchActor) prepare(ctx actor.Context, turn messages.TurnID) {
 	if obs := a.rt.cfg.ObserveAssembly; obs != nil {
 		obs(a.id, time.Since(t0), rep)
 	}
+	if a.askShrink(ctx, turn, rep) {
+		return // prepared again when the librarian answers
+	}
 	if err := a.fitContext(ctx, rep); err != nil {
 		a.fail(ctx, turn, err.Error())
 		return
@@ -604,6 +619,64 @@ func (a *branchActor) prepare(ctx actor.Context, turn messages.TurnID) {
 	}
 	a.persistAll(ctx, evs)
 	a.spawnStep(ctx, turn, step, ac)
+}
+
+// askShrink starts step 4 of the shrinker with a librarian model
+// (Config.Shrink) when the context of turn needed it: the librarian is
+// asked to shrink the head summary and turn waits (still accepted) until
+// the answer is committed as a new state (shrunk). It reports whether
+// turn now waits. Each head summary is asked for once; without
+// Config.Shrink, or when the answer cannot be used, the deterministic
+// core.ShrinkSummary of assembleShrinking stands.
+func (a *branchActor) askShrink(ctx actor.Context, turn messages.TurnID, rep core.AssemblyReport) bool {
+	if a.rt.cfg.Shrink == nil || a.shrinkAsked == a.b.Epoch+1 {
+		return false
+	}
+	i := slices.IndexFunc(rep.Shrink, func(s core.ShrinkStep) bool { return s.Step == core.StepShrinkSummary })
+	if i < 0 {
+		return false
+	}
+	a.shrinkAsked, a.shrinkTurn = a.b.Epoch+1, turn
+	a.rt.log.Info().Str("branch", a.id.String()).Str("turn", turn.String()).Int("target_tokens", rep.Shrink[i].Target).
+		Msg("context over budget: the librarian shrinks the head summary")
+	ctx.Send(a.rt.librarian(a.id), &shrinkReq{from: ctx.Self(), epoch: a.b.Epoch, summary: a.b.State.Summary,
+		target: rep.Shrink[i].Target, count: a.rt.counter(a.rt.model(a.b.Model))})
+	return true
+}
+
+// shrunk commits the librarian's shrunk head summary as a new state, if
+// it is shorter and the branch is still at the epoch it was read at, and
+// prepares the waiting turn again (or fails it, if cancelled meanwhile).
+func (a *branchActor) shrunk(ctx actor.Context, m *shrinkDone) {
+	turn := a.shrinkTurn
+	a.shrinkTurn = messages.TurnID{}
+	log := a.rt.log.With().Str("branch", a.id.String()).Logger()
+	switch {
+	case m.err != nil:
+		log.Warn().Err(m.err).Msg("shrink summary failed; the deterministic shrink is used")
+	case len(m.summary) >= len(a.b.State.Summary) || m.epoch != a.b.Epoch:
+		log.Info().Uint64("epoch", m.epoch).Uint64("head_epoch", a.b.Epoch).Msg("shrunk summary not used: stale or not shorter")
+	default:
+		now := a.now()
+		state := messages.StateCheckpoint{ID: messages.NewID[messages.StateID](now), Seq: a.b.State.Seq + 1,
+			Summary: m.summary, Pinned: a.b.State.Pinned}
+		evs, err := a.b.CommitShrunk(state, m.epoch, now)
+		if err != nil {
+			log.Warn().Err(err).Msg("commit shrunk summary")
+			break
+		}
+		a.persistAll(ctx, evs)
+		a.shrinkAsked = a.b.Epoch + 1 // this summary is the shrunk one: do not shrink it again
+	}
+	t, ok := a.b.Turn(turn)
+	if !ok || t.Phase != messages.PhaseAccepted {
+		return
+	}
+	if a.cancelled {
+		a.fail(ctx, turn, "cancelled while the context was being shrunk")
+		return
+	}
+	a.prepare(ctx, turn)
 }
 
 // spawnStep starts provider step step of turn on context ac, with the
@@ -781,10 +854,11 @@ func assembleShrinking(in core.AssembleInput, budget core.Budget, count core.Cou
 		return ac, rep
 	}
 	before := count(in.Summary)
-	if shrunk := core.ShrinkSummary(in.Summary, max(before-rep.Over, 1), count); count(shrunk) < before {
+	target := max(before-rep.Over, 1)
+	if shrunk := core.ShrinkSummary(in.Summary, target, count); count(shrunk) < before {
 		in.Summary = shrunk
 		ac, rep = core.Assemble(in, budget, count)
-		rep.Shrink = append(rep.Shrink, core.ShrinkStep{Step: "shrink_summary", Saved: before - count(shrunk),
+		rep.Shrink = append(rep.Shrink, core.ShrinkStep{Step: core.StepShrinkSummary, Saved: before - count(shrunk), Target: target,
 			Detail: fmt.Sprintf("summary of %d tokens sent as %d (entities kept)", before, count(shrunk))})
 	}
 	return ac, rep

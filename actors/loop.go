@@ -322,6 +322,10 @@ func (a *branchActor) retryForSize(ctx actor.Context, m *stepDone, row persisten
 // stop, and the turn fails (or, inside a tool loop, is finalized as
 // incomplete with what its tools did).
 func (a *branchActor) cancel() error {
+	if t, ok := a.b.InFlight(); ok && t.ID == a.shrinkTurn && !a.shrinkTurn.IsZero() {
+		a.cancelled = true // failed when the librarian answers
+		return nil
+	}
 	if _, ok := a.b.InFlight(); !ok || a.cancelStep == nil {
 		return fmt.Errorf("%w on branch %s", ErrNoTurnInFlight, a.id)
 	}

@@ -552,6 +552,90 @@ func TestContextShrinker(t *testing.T) {
 	}
 }
 
+// With a librarian model, step 4 of the shrinker asks it to shrink the
+// head summary (the shrink prompt) while the turn waits; the shorter
+// summary becomes the head state, the turn goes on with it, and what was
+// sent is what context debug rebuilds. A librarian model that fails
+// falls back to the deterministic shrink, which then becomes the head.
+func TestContextShrinkerAsksTheLibrarian(t *testing.T) {
+	var long strings.Builder
+	for range 40 {
+		long.WriteString("- the user likes concise answers with examples, see /srv/app/config.yaml\n")
+	}
+	short := "## Goals and preferences\n- concise answers with examples; config in /srv/app/config.yaml"
+	for _, fails := range []bool{false, true} {
+		t.Run(fmt.Sprint("fails=", fails), func(t *testing.T) {
+			var logs bytes.Buffer
+			ev := newEvents()
+			cfg := testConfig(t, t.TempDir(), ev)
+			f := fake.New().WithContextLimit(600)
+			cfg.Provider, cfg.MaxOutputTokens, cfg.SafetyMargin = f, 100, 10
+			cfg.Logger = zerolog.New(&logs).Level(zerolog.InfoLevel)
+			cfg.Fold = &core.Policy{K: 6, B: 4}
+			// The first fold writes a long summary; later ones keep it.
+			cfg.Summarize = func(_ context.Context, prev string, _ []core.Exchange) (string, error) {
+				if prev != "" {
+					return prev, nil
+				}
+				return long.String(), nil
+			}
+			librarian := fake.New(fake.Step{Reply: short})
+			if fails {
+				librarian = fake.New(fake.Step{Err: errors.New("librarian down")})
+			}
+			cfg.Shrink = LLMShrinker(librarian, "lib", 0, cfg.Logger)
+			r := openRuntime(t, cfg)
+			defer r.Close()
+			_, b, _ := r.CreateSession(bg, "shrink")
+			runTurn(t, r, b.ID, "first")
+			if err := r.CommitPending(bg, b.ID); err != nil {
+				t.Fatal(err)
+			}
+			ev.waitFor(t, "StateCommitted", 1, isType[messages.StateCommitted])
+			for i := range 2 {
+				if _, last, _ := runTurn(t, r, b.ID, fmt.Sprint("and now? ", i)); last.Phase != messages.PhaseResponseFinalized {
+					t.Fatalf("turn %d after the fold ended %+v", i, last)
+				}
+			}
+			reqs := f.Requests()
+			info, _ := r.Inspect(bg, b.ID)
+			shrunkStates := ev.count(func(e messages.BranchEvent) bool {
+				c, ok := e.(messages.StateCommitted)
+				return ok && c.Shrunk
+			})
+			want := short
+			if fails {
+				// The librarian falls back to the deterministic shrink,
+				// which keeps every entity; that is the new head.
+				if !strings.Contains(logs.String(), "shrinking the summary deterministically") {
+					t.Errorf("no fallback logged:\n%s", logs.String())
+				}
+				want = info.State.Summary
+				if len(want) >= long.Len() || !strings.Contains(want, "/srv/app/config.yaml") {
+					t.Fatalf("head summary after a failing librarian: %d bytes; logs:\n%s", len(want), logs.String())
+				}
+			} else if len(librarian.Requests()) != 1 ||
+				!strings.Contains(librarian.Requests()[0].Context.User.RenderedText, "/srv/app/config.yaml") {
+				t.Errorf("the librarian got %d requests", len(librarian.Requests()))
+			}
+			if shrunkStates != 1 || info.State.Summary != want {
+				t.Fatalf("%d shrunk states; head summary %q", shrunkStates, info.State.Summary)
+			}
+			for i, req := range reqs[1:] {
+				if req.Context.Summary != want {
+					t.Errorf("turn %d after the fold was sent the summary %q", i, req.Context.Summary)
+				}
+			}
+			rows, _ := r.DB().TurnRows(bg, b.ID, 0, 10)
+			for _, row := range rows {
+				if d, err := r.DebugContext(bg, b.ID, row.ID); err != nil || !d.Matches {
+					t.Errorf("turn %d: context debug %v, matches %v", row.Seq, err, d.Matches)
+				}
+			}
+		})
+	}
+}
+
 // A provider that rejects a context for its size gets the step again on a
 // smaller context (SRD §7.2), at most twice.
 func TestRetryWhenContextTooLarge(t *testing.T) {

@@ -98,6 +98,16 @@ type Config struct {
 	// Summarize writes a new summary from the previous one and the turns
 	// to fold; default core.FallbackSummary. It runs in the librarian.
 	Summarize func(ctx context.Context, previous string, exchanges []core.Exchange) (string, error)
+	// Shrink, if set, is the shrinker's step 4 with the librarian's shrink
+	// prompt (SRD §7.3, §10.4; LLMShrinker): it rewrites a summary to at
+	// most targetTokens. When a context is still over budget after steps
+	// 1–3, the turn waits while the librarian shrinks the head summary;
+	// the answer, if shorter, is committed as a new state
+	// (StateCommitted.Shrunk, compare-and-swap on the epoch) and the
+	// context assembled again. Each head summary is shrunk once. Without
+	// Shrink, or when it fails, the deterministic core.ShrinkSummary
+	// shortens the summary sent (not the state's).
+	Shrink func(ctx context.Context, summary string, targetTokens int) (string, error)
 	// ObserveAssembly, if set, is called with the time each turn's
 	// context took to assemble and its report. It must not block.
 	ObserveAssembly func(branch messages.BranchID, took time.Duration, rep core.AssemblyReport)

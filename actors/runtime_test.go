@@ -64,6 +64,19 @@ func (e *events) waitFor(t *testing.T, what string, n int, ok func(messages.Bran
 	}
 }
 
+// count counts the events so far that match ok.
+func (e *events) count(ok func(messages.BranchEvent) bool) int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	c := 0
+	for _, ev := range e.log {
+		if ok(ev) {
+			c++
+		}
+	}
+	return c
+}
+
 func isType[T messages.BranchEvent](ev messages.BranchEvent) bool { _, ok := ev.(T); return ok }
 
 func testConfig(t *testing.T, dir string, ev *events) Config {

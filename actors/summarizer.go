@@ -68,6 +68,17 @@ func PinnedFacts(ctx context.Context) []string {
 	return pinned
 }
 
+// counterKey is the context key of WithCounter.
+type counterKey struct{}
+
+// WithCounter returns ctx carrying the token counter of the model a
+// summary is shrunk for: Config.Shrink's target is in its tokens. The
+// librarian actor passes it this way; Librarian.Shrink uses it when its
+// own Count is nil.
+func WithCounter(ctx context.Context, count core.Counter) context.Context {
+	return context.WithValue(ctx, counterKey{}, count)
+}
+
 // Why a model's answer is not used.
 var (
 	errEmptySummary = errors.New("librarian: the model returned no text")
@@ -111,9 +122,13 @@ func (l Librarian) Summarize(ctx context.Context, previous string, exchanges []c
 // as it is. It returns an error only when ctx is done.
 func (l Librarian) Shrink(ctx context.Context, summary string, targetTokens int) (string, error) {
 	count := l.Count
+	if c, ok := ctx.Value(counterKey{}).(core.Counter); ok && count == nil && c != nil {
+		count = c
+	}
 	if count == nil {
 		count = tokens.EstimateRunes
 	}
+	l.Count = count // for check
 	if count(summary) <= targetTokens {
 		return summary, nil
 	}

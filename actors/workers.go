@@ -176,15 +176,35 @@ type summarizeReq struct {
 	count    core.Counter // the branch model's: the new summary is counted here, off the branch
 }
 
+// shrinkReq asks the librarian to shrink a head summary (Config.Shrink).
+type shrinkReq struct {
+	from    *actor.PID
+	epoch   uint64
+	summary string
+	target  int          // tokens, as count counts them
+	count   core.Counter // the branch model's
+}
+
 // librarian writes state summaries with Config.Summarize: a librarian
-// model (LLMSummarizer) or the deterministic fallback (SRD §10.3).
+// model (LLMSummarizer) or the deterministic fallback (SRD §10.3); and
+// shrinks them with Config.Shrink.
 type librarian struct{ rt *Runtime }
 
 func (l *librarian) Receive(ctx actor.Context) {
-	m, ok := ctx.Message().(*summarizeReq)
-	if !ok {
-		return
+	switch m := ctx.Message().(type) {
+	case *summarizeReq:
+		l.summarize(ctx, m)
+	case *shrinkReq:
+		done := &shrinkDone{epoch: m.epoch}
+		done.summary, done.err = l.rt.cfg.Shrink(WithCounter(context.Background(), m.count), m.summary, m.target)
+		if done.err == nil && m.count != nil {
+			m.count(done.summary) // warms the count cache, as for a summary
+		}
+		ctx.Send(m.from, done)
 	}
+}
+
+func (l *librarian) summarize(ctx actor.Context, m *summarizeReq) {
 	done := &summaryDone{epoch: m.epoch}
 	exchanges := make([]core.Exchange, 0, len(m.turns))
 	for _, t := range m.turns {

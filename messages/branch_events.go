@@ -173,14 +173,17 @@ type TurnFailed struct {
 
 // StateCommitted records a new head state (TX-B): State folds Turns, in
 // order, into the previous head. Epoch is the summary epoch the state was
-// computed for.
+// computed for. A Shrunk state folds no turn: it is the previous head's
+// summary rewritten shorter by the context shrinker (SRD §7.3 step 4).
 //
 //	{"type":"state_committed","state":{…},"turns":["…"],"epoch":0,"at":"…"}
+//	{"type":"state_committed","state":{…},"shrunk":true,"epoch":3,"at":"…"}
 type StateCommitted struct {
-	State StateCheckpoint
-	Turns []TurnID
-	Epoch uint64
-	At    time.Time
+	State  StateCheckpoint
+	Turns  []TurnID
+	Shrunk bool
+	Epoch  uint64
+	At     time.Time
 }
 
 // TurnIndexed records that Turn was split into Chunks retrieval chunks and
@@ -300,6 +303,7 @@ func MarshalBranchEvent(ev BranchEvent) ([]byte, error) {
 		if len(ev.Turns) > 0 {
 			w.value("turns", ev.Turns)
 		}
+		w.boolean("shrunk", ev.Shrunk)
 		w.value("epoch", ev.Epoch)
 		w.time("at", ev.At)
 	case TurnIndexed:
@@ -413,6 +417,7 @@ func UnmarshalBranchEvent(data []byte) (BranchEvent, error) {
 		if r.decode("turns", &e.Turns) && len(e.Turns) == 0 {
 			e.Turns = nil
 		}
+		e.Shrunk = r.boolean("shrunk")
 		r.decode("epoch", &e.Epoch)
 		e.At = r.time("at")
 		ev = e

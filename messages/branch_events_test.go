@@ -92,6 +92,9 @@ var eventCases = []struct {
 			Turns: []TurnID{evTurn, evTurn2}, Epoch: 3, At: evAt},
 		`{"type":"state_committed","state":{"id":` + jState + `,"seq":2,"summary":"We chose Go.","pinned":["<b>"]}` +
 			`,"turns":[` + jTurn + `,` + jTurn2 + `],"epoch":3,"at":` + jAt + `}`},
+	{"state_committed/shrunk",
+		StateCommitted{State: StateCheckpoint{ID: evState, Seq: 3, Summary: "Go."}, Shrunk: true, Epoch: 4, At: evAt},
+		`{"type":"state_committed","state":{"id":` + jState + `,"seq":3,"summary":"Go."},"shrunk":true,"epoch":4,"at":` + jAt + `}`},
 	{"turn_indexed",
 		TurnIndexed{Turn: evTurn, Chunks: 3, At: evAt},
 		`{"type":"turn_indexed","turn":` + jTurn + `,"chunks":3,"at":` + jAt + `}`},

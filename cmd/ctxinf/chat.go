@@ -25,6 +25,7 @@ import (
 func runtimeConfig(e *env) actors.Config {
 	c := e.cfg
 	def, models, unavailable := runtimeModels(c, e.log)
+	lib, hasLib := librarianModel(c, models, unavailable, e.log)
 	toolMode := messages.ToolMode(c.Tools.Mode)
 	if c.Tools.Mode == config.ToolsDisabled {
 		toolMode = messages.ToolsDisabled
@@ -61,7 +62,8 @@ func runtimeConfig(e *env) actors.Config {
 		ToolTimeout:       c.Tools.Timeout,
 		ParallelToolCalls: c.Tools.Parallel,
 		Logger:            e.log,
-		Summarize:         librarianSummarize(c, models, unavailable, e.log),
+		Summarize:         librarianSummarize(lib, hasLib, c.Librarian.Delay),
+		Shrink:            librarianShrink(lib, hasLib),
 	}
 }
 

@@ -75,11 +75,22 @@ type SectionUsage struct {
 	Items  int    `json:"items"`
 }
 
+// The shrinker's steps (SRD §7.3), as ShrinkStep.Step names them.
+const (
+	StepDropChunk         = "drop_chunk"
+	StepChunkSummary      = "chunk_summary"
+	StepDropWindowMessage = "drop_window_message"
+	StepDropPendingTurn   = "drop_pending_turn"
+	StepShrinkSummary     = "shrink_summary"
+)
+
 // ShrinkStep is one step the shrinker took (SRD §7.3), logged.
 type ShrinkStep struct {
-	Step   string `json:"step"` // drop_chunk, chunk_summary, drop_pending_turn
+	Step   string `json:"step"` // one of the Step* names
 	Detail string `json:"detail"`
 	Saved  int    `json:"saved_tokens"`
+	// Target is, for shrink_summary, the tokens the summary had to fit in.
+	Target int `json:"target_tokens,omitempty"`
 }
 
 // AssemblyReport is the arithmetic of an assembled context: the budget,
@@ -208,7 +219,7 @@ func Assemble(in AssembleInput, budget Budget, count Counter) (messages.Assemble
 	for total() > limit && len(chunks) > 1 {
 		last := chunks[len(chunks)-1]
 		chunks = chunks[:len(chunks)-1]
-		rep.Shrink = append(rep.Shrink, ShrinkStep{Step: "drop_chunk", Saved: last.tokens,
+		rep.Shrink = append(rep.Shrink, ShrinkStep{Step: StepDropChunk, Saved: last.tokens,
 			Detail: fmt.Sprintf("chunk %s (score %.3f)", last.c.Chunk.Chunk, last.c.Chunk.Score)})
 	}
 	// 2. Replace oversized chunks by their summaries.
@@ -219,7 +230,7 @@ func Assemble(in AssembleInput, budget Budget, count Counter) (messages.Assemble
 		}
 		n := count(c.c.Summary) + MessageOverhead
 		if n < c.tokens {
-			rep.Shrink = append(rep.Shrink, ShrinkStep{Step: "chunk_summary", Saved: c.tokens - n,
+			rep.Shrink = append(rep.Shrink, ShrinkStep{Step: StepChunkSummary, Saved: c.tokens - n,
 				Detail: fmt.Sprintf("chunk %s: %d tokens sent as a %d-token summary", c.c.Chunk.Chunk, c.tokens, n)})
 			c.tokens, c.summary = n, true
 		}
@@ -228,21 +239,21 @@ func Assemble(in AssembleInput, budget Budget, count Counter) (messages.Assemble
 	for total() > limit && len(chunks) > 0 {
 		last := chunks[len(chunks)-1]
 		chunks = chunks[:len(chunks)-1]
-		rep.Shrink = append(rep.Shrink, ShrinkStep{Step: "drop_chunk", Saved: last.tokens,
+		rep.Shrink = append(rep.Shrink, ShrinkStep{Step: StepDropChunk, Saved: last.tokens,
 			Detail: fmt.Sprintf("chunk %s (score %.3f)", last.c.Chunk.Chunk, last.c.Chunk.Score)})
 	}
 	// 3. Reduce the verbatim window: first its folded messages (the
 	// summary holds them), then the oldest pending turns (they stay
 	// pending until folded).
 	for total() > limit && len(window) > 0 {
-		rep.Shrink = append(rep.Shrink, ShrinkStep{Step: "drop_window_message", Saved: msgTokens(window[0]),
+		rep.Shrink = append(rep.Shrink, ShrinkStep{Step: StepDropWindowMessage, Saved: msgTokens(window[0]),
 			Detail: "the oldest folded message of the verbatim window (the summary holds it)"})
 		window = window[1:]
 	}
 	for total() > limit && len(pending) > 0 {
 		p := pending[0]
 		pending = pending[1:]
-		rep.Shrink = append(rep.Shrink, ShrinkStep{Step: "drop_pending_turn", Saved: pendingTokens(p),
+		rep.Shrink = append(rep.Shrink, ShrinkStep{Step: StepDropPendingTurn, Saved: pendingTokens(p),
 			Detail: fmt.Sprintf("pending turn %s left out of this prompt (it stays pending until folded)", p.Turn)})
 	}
 

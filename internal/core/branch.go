@@ -541,6 +541,15 @@ func (b *Branch) checkCommitted(ev messages.StateCommitted) error {
 	case !slices.Equal(s.Pinned, b.State.Pinned):
 		return invalid("state.pinned: %q, want the head's pinned facts %q", s.Pinned, b.State.Pinned)
 	}
+	if ev.Shrunk {
+		switch {
+		case len(ev.Turns) > 0:
+			return invalid("turns: %d turns in a shrunk state, want none (it folds no turn)", len(ev.Turns))
+		case len(s.Summary) >= len(b.State.Summary):
+			return invalid("state.summary: %d bytes in a shrunk state, want fewer than the head's %d", len(s.Summary), len(b.State.Summary))
+		}
+		return nil
+	}
 	pending := b.Pending()
 	if len(ev.Turns) == 0 || len(ev.Turns) > len(pending) {
 		return invalid("turns: %d turns, want 1 to %d (a prefix of the pending turns)", len(ev.Turns), len(pending))

@@ -142,6 +142,14 @@ func (b *Branch) Commit(state messages.StateCheckpoint, turns []messages.TurnID,
 	return b.decide(messages.StateCommitted{State: cloneState(state), Turns: slices.Clone(turns), Epoch: epoch, At: now.UTC()})
 }
 
+// CommitShrunk records state, the head summary rewritten shorter by the
+// context shrinker (SRD §7.3 step 4), as the new head; it folds no turn.
+// Like Commit it is a compare-and-swap on epoch: ErrStaleEpoch when the
+// branch moved on since the summary was read.
+func (b *Branch) CommitShrunk(state messages.StateCheckpoint, epoch uint64, now time.Time) ([]messages.BranchEvent, error) {
+	return b.decide(messages.StateCommitted{State: cloneState(state), Shrunk: true, Epoch: epoch, At: now.UTC()})
+}
+
 // MarkIndexed records that the committed turn was indexed into chunks
 // chunks (TX-C). Indexing is idempotent: for a turn the branch no longer
 // tracks (indexed already, failed, or never accepted) there is nothing to

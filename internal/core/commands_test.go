@@ -245,6 +245,40 @@ func TestCommit(t *testing.T) {
 	runDecisions(t, tests)
 }
 
+func TestCommitShrunk(t *testing.T) {
+	shrink := func(summary string, epoch uint64) func(*Branch) ([]messages.BranchEvent, error) {
+		return func(b *Branch) ([]messages.BranchEvent, error) {
+			return b.CommitShrunk(messages.StateCheckpoint{ID: St2, Seq: 2, Summary: summary}, epoch, local)
+		}
+	}
+	pendingToo := append(committed[:5:5], "submit T2", "start T2 S2", "finalize T2 S2 R2 completed")
+	tests := []decision{
+		{committed, "CommitShrunk(shorter, 1)", shrink("sum 1", 1),
+			events(messages.StateCommitted{State: messages.StateCheckpoint{ID: St2, Seq: 2, Summary: "sum 1"}, Shrunk: true, Epoch: 1, At: now}), nil, ""},
+		{pendingToo, "CommitShrunk with a turn pending", shrink("sum 1", 1),
+			events(messages.StateCommitted{State: messages.StateCheckpoint{ID: St2, Seq: 2, Summary: "sum 1"}, Shrunk: true, Epoch: 1, At: now}), nil, ""},
+		{committed, "CommitShrunk(stale)", shrink("sum 1", 0), nil, ErrStaleEpoch, "computed for epoch 0, the branch is at epoch 1"},
+		{committed, "CommitShrunk(not shorter)", shrink("summary 2", 1), nil, ErrInvalid,
+			"state.summary: 9 bytes in a shrunk state, want fewer than the head's 9"},
+		{nil, "CommitShrunk before Create", shrink("", 0), nil, ErrNotCreated, ""},
+	}
+	runDecisions(t, tests)
+	// A shrunk state folds no turn: the pending one is still pending.
+	s := newScript(t).run(pendingToo...)
+	evs, err := s.b.CommitShrunk(messages.StateCheckpoint{ID: St2, Seq: 2, Summary: "s"}, 1, local)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ev := range evs {
+		if _, err := s.b.Apply(ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if p := s.b.Pending(); len(p) != 1 || p[0].ID != T2 || s.b.Epoch != 2 || s.b.State.Summary != "s" {
+		t.Errorf("after CommitShrunk: pending %v, epoch %d, summary %q; want [T2], 2, %q", p, s.b.Epoch, s.b.State.Summary, "s")
+	}
+}
+
 func TestMarkIndexed(t *testing.T) {
 	index := func(turn messages.TurnID, chunks int) func(*Branch) ([]messages.BranchEvent, error) {
 		return func(b *Branch) ([]messages.BranchEvent, error) { return b.MarkIndexed(turn, chunks, local) }
