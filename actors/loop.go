@@ -40,7 +40,8 @@ func (a *branchActor) finishStep(ctx actor.Context, m *stepDone) {
 	if m.step != a.step {
 		return
 	}
-	a.step, a.cancelStep = messages.StepID{}, nil
+	a.releaseStep()
+	a.step = messages.StepID{}
 	a.counters[0] += m.displayed
 	a.counters[1] += m.durable
 	t, ok := a.b.Turn(m.turn)
@@ -244,13 +245,23 @@ func (a *branchActor) runTools(ctx actor.Context, e core.RunTools) {
 	}()
 }
 
+// releaseStep releases the context of the step or tools that ended: its
+// timer would otherwise live until the step timeout.
+func (a *branchActor) releaseStep() {
+	if a.cancelStep != nil {
+		a.cancelStep()
+		a.cancelStep = nil
+	}
+}
+
 // toolsDone records the outputs of the tools run for a step and starts
 // the next step, or ends the loop if the turn was cancelled meanwhile.
 func (a *branchActor) toolsDone(ctx actor.Context, m *toolsDone) {
 	if m.step != a.tools {
 		return
 	}
-	a.tools, a.cancelStep = messages.StepID{}, nil
+	a.releaseStep()
+	a.tools = messages.StepID{}
 	if s := a.streams[m.turn]; s != nil {
 		for _, o := range m.outputs {
 			s.push(Update{Item: o, Displayed: a.counters[0], Durable: a.counters[1]})
