@@ -48,8 +48,11 @@ type BranchRow struct {
 	Session messages.SessionID `json:"session"`
 	Parent  messages.BranchID  `json:"parent,omitempty"`
 	ForkAt  messages.TurnID    `json:"fork_at,omitempty"`
-	Label   string             `json:"label,omitempty"`
-	Created time.Time          `json:"created"`
+	// ForkSeq is the parent's turn_seq at the fork point: the fork sees
+	// the parent's turns up to it.
+	ForkSeq uint64    `json:"fork_seq,omitempty"`
+	Label   string    `json:"label,omitempty"`
+	Created time.Time `json:"created"`
 }
 
 // TurnRow is a user turn's lifecycle record (SRD §5.6); (Branch, Seq) is
@@ -123,17 +126,31 @@ func jobKey(t JobType, turn messages.TurnID) ([]byte, error) {
 
 // ChunkRow is a retrieval unit of a committed turn (SRD §5.8, §9.3):
 // unique by (SourceTurn, Type, Hash), so indexing twice inserts nothing.
+// Its ID is derived from those three (retrieval.ChunkIDFor), so a turn
+// indexed again, on the same or another branch, names the same chunk.
 type ChunkRow struct {
 	ID         messages.ChunkID   `json:"id"`
 	Session    messages.SessionID `json:"session"`
-	Branch     messages.BranchID  `json:"branch"`
+	Branch     messages.BranchID  `json:"branch"` // the branch that indexed it first
 	SourceTurn messages.TurnID    `json:"source_turn"`
-	Type       messages.ChunkType `json:"type"`
-	Text       string             `json:"text"`
-	Summary    string             `json:"summary"`
-	TokenEst   int                `json:"token_est"`
-	Hash       Hash               `json:"hash"`
-	Created    time.Time          `json:"created"`
+	// Seq is the source turn's turn_seq; Node the transcript node (the
+	// user message or the reply) the text is from, and Start and End its
+	// byte offsets in that message's rendered text.
+	Seq      uint64             `json:"seq"`
+	Node     messages.TurnID    `json:"node,omitzero"`
+	Start    int                `json:"start"`
+	End      int                `json:"end"`
+	Type     messages.ChunkType `json:"type"`
+	Text     string             `json:"text"`
+	Summary  string             `json:"summary"`
+	TokenEst int                `json:"token_est"`
+	Hash     Hash               `json:"hash"`
+	Created  time.Time          `json:"created"`
+	// Terms and TermCount are the full-text index terms of Text and
+	// their number (retrieval.TermFreqs); they are stored in the branch's
+	// partition row (BranchChunks), not in the chunk row.
+	Terms     map[string]uint32 `json:"-"`
+	TermCount int               `json:"-"`
 }
 
 // StepRow is a provider step of a turn (SRD §5.7): what was sent, what
@@ -185,6 +202,19 @@ type ContextRecipe struct {
 	ChunkMax        int               `json:"chunk_max"`
 	Estimated       int               `json:"estimated_tokens"` // the assembler's count of the context
 	Hash            string            `json:"hash"`
+	// Retrieved are the chunks retrieval offered the assembler, with
+	// their scores; RetrievalError why retrieval failed, if it did (the
+	// turn then went on without it).
+	Retrieved      []RetrievedRef `json:"retrieved,omitempty"`
+	RetrievalError string         `json:"retrieval_error,omitempty"`
+}
+
+// RetrievedRef is a chunk offered to a context and its score.
+type RetrievedRef struct {
+	Chunk messages.ChunkID `json:"chunk"`
+	Score float64          `json:"score"`
+	// Forced: chosen by the user for this turn (Runtime.ForceChunks).
+	Forced bool `json:"forced,omitempty"`
 }
 
 // Tx is a set of writes committed atomically and in order: either all of
@@ -200,7 +230,8 @@ type Tx struct {
 	States      []StateRow    // inserted; an existing (branch, seq) is ErrDuplicate
 	Jobs        []Job         // upserted
 	DoneJobs    []JobKey      // deleted (absent ones are ignored)
-	Chunks      []ChunkRow    // inserted unless (source_turn, type, hash) exists
+	Chunks      []ChunkRow    // inserted unless (source_turn, type, hash) exists; added to their Branch's partition either way
+	Vectors     []VectorRow   // upserted
 	Steps       []StepRow     // inserted; a (turn, index) taken by another step is ErrDuplicate
 	Events      []EventRecord // actor events, each appended at its index
 	Snapshot    *EventRecord  // an actor snapshot; events before its index are deleted
@@ -218,6 +249,7 @@ func (t *Tx) merge(src *Tx) {
 	t.Jobs = append(t.Jobs, src.Jobs...)
 	t.DoneJobs = append(t.DoneJobs, src.DoneJobs...)
 	t.Chunks = append(t.Chunks, src.Chunks...)
+	t.Vectors = append(t.Vectors, src.Vectors...)
 	t.Steps = append(t.Steps, src.Steps...)
 	t.Events = append(t.Events, src.Events...)
 	if src.Snapshot != nil {
@@ -445,14 +477,12 @@ func (g *group) applyTx(o *op) (TxResult, error) {
 		g.entries = append(g.entries, entry{key: k, del: true})
 	}
 	for _, c := range tx.Chunks {
-		k := chunkKey(c)
-		if ok, err := g.rowExists(k); err != nil {
+		if err := g.putChunk(c, &res); err != nil {
 			return res, err
-		} else if ok {
-			res.ChunksSkipped++
-			continue
 		}
-		if err := g.setJSON(k, c); err != nil {
+	}
+	for _, v := range tx.Vectors {
+		if err := g.putVector(v); err != nil {
 			return res, err
 		}
 	}

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -112,7 +114,7 @@ func TestTxRowsAndJobs(t *testing.T) {
 	s := messages.NewID[messages.SessionID](now)
 	b := messages.NewID[messages.BranchID](now)
 	turn := messages.NewID[messages.TurnID](now)
-	chunk := ChunkRow{ID: messages.NewID[messages.ChunkID](now), SourceTurn: turn, Type: messages.ChunkOther, Text: "t", Hash: HashOf([]byte("t"))}
+	chunk := ChunkRow{ID: messages.NewID[messages.ChunkID](now), Branch: b, SourceTurn: turn, Type: messages.ChunkOther, Text: "t", Hash: HashOf([]byte("t"))}
 	if _, err := d.Commit(bg, &Tx{
 		Sessions: []SessionRow{{ID: s, ActiveBranch: b, Created: now}},
 		Branches: []BranchRow{{ID: b, Session: s, Created: now}},
@@ -262,5 +264,54 @@ func TestActorLogReplaysAfterPanicAndRestart(t *testing.T) {
 	r, err := sys.Root.RequestFuture(pid, "get", time.Second).Result()
 	if err != nil || r.(int) != 55 {
 		t.Fatalf("get = %v, %v", r, err)
+	}
+}
+
+// A chunk joins the partition of every branch that indexes it, stored
+// once; its vector is kept per namespace.
+func TestRetrievalTables(t *testing.T) {
+	d := openDB(t)
+	now := time.UnixMilli(1_700_000_000_000)
+	parent, fork := messages.NewID[messages.BranchID](now), messages.NewID[messages.BranchID](now.Add(time.Second))
+	turn := messages.NewID[messages.TurnID](now)
+	chunk := ChunkRow{ID: messages.NewID[messages.ChunkID](now), Branch: parent, SourceTurn: turn, Seq: 7, Type: messages.ChunkUserContext,
+		Text: "deploy to eu-west-1", Hash: HashOf([]byte("deploy to eu-west-1")),
+		Terms: map[string]uint32{"deploy": 1, "eu": 1, "west": 1, "1": 1}, TermCount: 4}
+	vec := VectorRow{Namespace: "hash-4", Chunk: chunk.ID, Vector: []float32{0.5, -0.5, 0.5, -0.5}}
+	if _, err := d.Commit(bg, &Tx{Chunks: []ChunkRow{chunk}, Vectors: []VectorRow{vec}}); err != nil {
+		t.Fatal(err)
+	}
+	// The fork indexes the same turn (a pending turn carried into it),
+	// under another id: the stored chunk is the one it gets.
+	again := chunk
+	again.ID, again.Branch = messages.NewID[messages.ChunkID](now.Add(time.Second)), fork
+	if res, err := d.Commit(bg, &Tx{Chunks: []ChunkRow{again}}); err != nil || res.ChunksSkipped != 1 {
+		t.Fatalf("indexing on the fork: %+v, %v", res, err)
+	}
+	for _, b := range []messages.BranchID{parent, fork} {
+		var docs []ChunkDoc
+		if err := d.BranchChunks(bg, b, func(c ChunkDoc) error { docs = append(docs, c); return nil }); err != nil {
+			t.Fatal(err)
+		}
+		if len(docs) != 1 || docs[0].Chunk != chunk.ID || docs[0].Seq != 7 || docs[0].TermCount != 4 || docs[0].Terms["deploy"] != 1 {
+			t.Errorf("partition of %s = %+v", b, docs)
+		}
+	}
+	row, err := d.ChunkByID(bg, chunk.ID)
+	if err != nil || row.Text != chunk.Text || row.Seq != 7 {
+		t.Errorf("ChunkByID = %+v, %v", row, err)
+	}
+	if _, err := d.ChunkByID(bg, again.ID); !errors.Is(err, ErrNotFound) {
+		t.Errorf("ChunkByID(an id never stored) = %v, want ErrNotFound", err)
+	}
+	if got, err := d.Vector(bg, "hash-4", chunk.ID); err != nil || !slices.Equal(got, vec.Vector) {
+		t.Errorf("Vector = %v, %v", got, err)
+	}
+	if got, _ := d.Vector(bg, "glove-100d", chunk.ID); got != nil {
+		t.Errorf("a vector in another namespace: %v", got)
+	}
+	if _, err := d.Commit(bg, &Tx{Vectors: []VectorRow{{Namespace: "x", Chunk: chunk.ID}}}); !errors.Is(err, ErrInvalidArgument) ||
+		!strings.Contains(err.Error(), "0 dimensions, want 1 to 8192") {
+		t.Errorf("an empty vector: %v", err)
 	}
 }

@@ -1,0 +1,227 @@
+package persistence
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/dgraph-io/badger/v4"
+
+	"github.com/contextinfinity/ctxinf/messages"
+)
+
+// The retrieval tables: chunks by id, each branch's partition (the chunks
+// it may retrieve, with their full-text terms), and chunk vectors by
+// embedding namespace (SRD §8.1: one model and dimension per index).
+const (
+	tableChunkByID byte = 'I' // I | chunk(16)                          → chunk row key
+	tableMember    byte = 'X' // X | branch(16) | seq(8) | chunk(16)    → ChunkDoc record
+	tableVector    byte = 'W' // W | namespace hash(8) | chunk(16)      → float32 little endian
+)
+
+// MaxVectorDims bounds a stored vector's dimension.
+const MaxVectorDims = 8192
+
+// VectorRow is a chunk's embedding in a namespace (the embedder's name
+// and dimension).
+type VectorRow struct {
+	Namespace string
+	Chunk     messages.ChunkID
+	Vector    []float32
+}
+
+// ChunkDoc is a chunk's entry in a branch's retrieval partition: enough
+// to rebuild the branch's full-text index without reading chunk rows.
+type ChunkDoc struct {
+	Chunk     messages.ChunkID
+	Seq       uint64
+	Terms     map[string]uint32
+	TermCount int
+}
+
+func memberKey(b messages.BranchID, seq uint64, c messages.ChunkID) []byte {
+	return append(seqKey(tableMember, b, seq), c[:]...)
+}
+
+func vectorKey(ns string, c messages.ChunkID) []byte {
+	h := HashOf([]byte(ns))
+	return append(append([]byte{tableVector}, h[:8]...), c[:]...)
+}
+
+// putChunk inserts c unless (source turn, type, hash) exists, and adds it
+// to its branch's partition either way.
+func (g *group) putChunk(c ChunkRow, res *TxResult) error {
+	if c.ID.IsZero() || c.Branch.IsZero() || c.SourceTurn.IsZero() {
+		return fmt.Errorf("%w: chunk: id, branch and source_turn are required", ErrInvalidArgument)
+	}
+	k := chunkKey(c)
+	if prev, ok, err := groupRow[ChunkRow](g, k); err != nil {
+		return err
+	} else if ok {
+		res.ChunksSkipped++
+		c.ID = prev.ID // the partition names the stored chunk
+	} else {
+		if err := g.setJSON(k, c); err != nil {
+			return err
+		}
+		g.set(id16(tableChunkByID, c.ID), k)
+	}
+	g.set(memberKey(c.Branch, c.Seq, c.ID), encodeDoc(c.Terms, c.TermCount))
+	return nil
+}
+
+func (g *group) putVector(v VectorRow) error {
+	switch {
+	case v.Namespace == "":
+		return fmt.Errorf("%w: vector: namespace is required", ErrInvalidArgument)
+	case len(v.Vector) == 0 || len(v.Vector) > MaxVectorDims:
+		return fmt.Errorf("%w: vector: %d dimensions, want 1 to %d", ErrInvalidArgument, len(v.Vector), MaxVectorDims)
+	}
+	b := make([]byte, 0, 4*len(v.Vector))
+	for _, x := range v.Vector {
+		b = binary.LittleEndian.AppendUint32(b, math.Float32bits(x))
+	}
+	g.set(vectorKey(v.Namespace, v.Chunk), b)
+	return nil
+}
+
+// encodeDoc encodes a partition entry: uvarint term count, uvarint
+// number of distinct terms, then each term (uvarint length, bytes) and
+// its frequency (uvarint), in term order.
+func encodeDoc(terms map[string]uint32, n int) []byte {
+	keys := make([]string, 0, len(terms))
+	for t := range terms {
+		keys = append(keys, t)
+	}
+	slices.Sort(keys)
+	b := binary.AppendUvarint(nil, uint64(n))
+	b = binary.AppendUvarint(b, uint64(len(keys)))
+	for _, t := range keys {
+		b = binary.AppendUvarint(b, uint64(len(t)))
+		b = append(b, t...)
+		b = binary.AppendUvarint(b, uint64(terms[t]))
+	}
+	return b
+}
+
+var errBadDoc = errors.New("bad partition entry")
+
+func decodeDoc(b []byte) (map[string]uint32, int, error) {
+	next := func() (uint64, error) {
+		v, n := binary.Uvarint(b)
+		if n <= 0 {
+			return 0, errBadDoc
+		}
+		b = b[n:]
+		return v, nil
+	}
+	count, err := next()
+	if err != nil {
+		return nil, 0, err
+	}
+	distinct, err := next()
+	if err != nil || distinct > uint64(len(b)) {
+		return nil, 0, errBadDoc
+	}
+	terms := make(map[string]uint32, distinct)
+	for range distinct {
+		l, err := next()
+		if err != nil || l > uint64(len(b)) {
+			return nil, 0, errBadDoc
+		}
+		t := string(b[:l])
+		b = b[l:]
+		f, err := next()
+		if err != nil || f > math.MaxUint32 {
+			return nil, 0, errBadDoc
+		}
+		terms[t] = uint32(f)
+	}
+	return terms, int(count), nil
+}
+
+// ChunkByID returns the chunk row of id (ErrNotFound if none).
+func (d *DB) ChunkByID(ctx context.Context, id messages.ChunkID) (ChunkRow, error) {
+	var row ChunkRow
+	err := d.read(func(txn *badger.Txn) error {
+		item, err := txn.Get(id16(tableChunkByID, id))
+		if errors.Is(err, badger.ErrKeyNotFound) {
+			return fmt.Errorf("%w: chunk %s", ErrRowNotFound, id)
+		}
+		if err != nil {
+			return err
+		}
+		k, err := item.ValueCopy(nil)
+		if err != nil {
+			return err
+		}
+		if item, err = txn.Get(k); err != nil {
+			return fmt.Errorf("%w: chunk %s: row %x: %v", ErrCorrupt, id, k, err)
+		}
+		return item.Value(func(b []byte) error { return json.Unmarshal(b, &row) })
+	})
+	return row, err
+}
+
+// BranchChunks calls fn with every chunk of branch's partition, in seq
+// order, and stops at fn's first error, which it returns.
+func (d *DB) BranchChunks(ctx context.Context, branch messages.BranchID, fn func(ChunkDoc) error) error {
+	return d.read(func(txn *badger.Txn) error {
+		prefix := id16(tableMember, branch)
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix, PrefetchValues: true, PrefetchSize: 256})
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			k := it.Item().Key()
+			if len(k) != 1+16+8+16 {
+				return fmt.Errorf("%w: partition key %x", ErrCorrupt, k)
+			}
+			doc := ChunkDoc{Seq: binary.BigEndian.Uint64(k[17:25])}
+			copy(doc.Chunk[:], k[25:])
+			err := it.Item().Value(func(b []byte) error {
+				var err error
+				doc.Terms, doc.TermCount, err = decodeDoc(b)
+				return err
+			})
+			if err != nil {
+				return fmt.Errorf("%w: partition entry %x: %v", ErrCorrupt, k, err)
+			}
+			if err := fn(doc); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// Vector returns the vector of chunk in namespace ns, or nil if it has
+// none.
+func (d *DB) Vector(ctx context.Context, ns string, chunk messages.ChunkID) ([]float32, error) {
+	var out []float32
+	err := d.read(func(txn *badger.Txn) error {
+		item, err := txn.Get(vectorKey(ns, chunk))
+		if errors.Is(err, badger.ErrKeyNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		return item.Value(func(b []byte) error {
+			if len(b)%4 != 0 {
+				return fmt.Errorf("%w: vector of chunk %s: %d bytes", ErrCorrupt, chunk, len(b))
+			}
+			out = make([]float32, len(b)/4)
+			for i := range out {
+				out[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
+			}
+			return nil
+		})
+	})
+	return out, err
+}
