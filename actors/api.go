@@ -164,7 +164,8 @@ func (r *Runtime) Fork(ctx context.Context, parent messages.BranchID, at message
 	now := r.cfg.Now()
 	ev.Branch = messages.NewID[messages.BranchID](now)
 	ev.At = now.UTC()
-	row := persistence.BranchRow{ID: ev.Branch, Session: ev.Session, Parent: parent, ForkAt: ev.ForkAt, Label: label, Created: now.UTC()}
+	row := persistence.BranchRow{ID: ev.Branch, Session: ev.Session, Parent: parent, ForkAt: ev.ForkAt, ForkSeq: ev.TurnSeq,
+		Label: label, Created: now.UTC()}
 	if _, err := r.ask(ctx, ev.Branch, &createReq{ev: ev, row: row}); err != nil {
 		return row, fmt.Errorf("fork branch %s: %w", parent, err)
 	}
@@ -316,7 +317,7 @@ func (r *Runtime) Reindex(ctx context.Context, branch messages.BranchID) (insert
 		if t.Phase < messages.PhaseStateCommitted || t.Phase == messages.PhaseFailed {
 			return nil
 		}
-		n, s, err := ix.index(&indexReq{branch: branch, session: row.Session, turn: t.ID, reply: t.Reply})
+		n, s, err := ix.index(&indexReq{branch: branch, session: row.Session, turn: t.ID, seq: t.Seq, reply: t.Reply})
 		inserted, skipped = inserted+n-s, skipped+s
 		return err
 	})

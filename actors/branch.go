@@ -76,6 +76,8 @@ type (
 	indexDone struct {
 		turn messages.TurnID
 		rows []persistence.ChunkRow
+		vecs []persistence.VectorRow
+		ups  []persistence.TermUpdate
 		err  error
 	}
 	shrinkDone struct {
@@ -119,6 +121,9 @@ type branchActor struct {
 	// the turn in flight, so that assembling a context reads the store only
 	// for what this instance has not seen (after activation).
 	msgs map[messages.TurnID]messages.Message
+	// forced are chunks the user chose for the next turn
+	// (Runtime.ForceChunks), cleared when a turn is accepted.
+	forced []messages.ChunkID
 	// asker is the sender of the request being handled, until answered.
 	asker *actor.PID
 }
@@ -220,6 +225,16 @@ func (a *branchActor) Receive(ctx actor.Context) {
 		respond(d)
 	case *modelReq:
 		respond(errOrOK(a.selectModel(ctx, m.name)))
+	case *importReq:
+		ids, err := a.importTurns(ctx, m.exchanges)
+		if err != nil {
+			respond(err)
+			return
+		}
+		respond(ids)
+	case *forceReq:
+		a.forced = append(a.forced, m.chunks...)
+		respond(okReply{})
 	case *toolsDone:
 		a.toolsDone(ctx, m)
 	case *killReq:
@@ -245,8 +260,13 @@ func (a *branchActor) Receive(ctx actor.Context) {
 			tx := a.txFor(ev)
 			if i == 0 {
 				tx.Chunks = m.rows // inserted unless present: indexing twice adds nothing
+				tx.Vectors = m.vecs
+				tx.TermUpdates = m.ups
 			}
 			a.persist(ctx, ev, tx)
+			if i == 0 {
+				a.rt.mem.added(m.rows, m.vecs, m.ups)
+			}
 		}
 	}
 }
@@ -373,6 +393,10 @@ func (a *branchActor) txFor(ev messages.BranchEvent) *persistence.Tx {
 		return persistence.Job{Type: t, Branch: a.id, Turn: turn, Created: a.now()}
 	}
 	switch e := ev.(type) {
+	case messages.TurnRecorded:
+		tx.NewTurns = []persistence.TurnRow{{Branch: a.id, Seq: e.Seq, ID: e.Turn, Phase: messages.PhaseResponseFinalized,
+			Reply: e.Reply, Outcome: messages.OutcomeCompleted.String(), Updated: a.now()}}
+		tx.Jobs = []persistence.Job{job(persistence.JobSummarize, e.Turn)}
 	case messages.TurnAccepted:
 		tx.NewTurns = []persistence.TurnRow{{Branch: a.id, Seq: e.Seq, ID: e.Turn, Phase: messages.PhaseAccepted, Updated: a.now()}}
 		tx.Jobs = []persistence.Job{job(persistence.JobRespond, e.Turn)}
@@ -445,6 +469,49 @@ func (a *branchActor) create(ctx actor.Context, m *createReq) any {
 	}
 	a.persist(ctx, evs[0], tx)
 	return okReply{}
+}
+
+// importTurns records exchanges as finished turns (TurnRecorded), all
+// committed together before it returns; they are then folded and indexed
+// like any other turn.
+func (a *branchActor) importTurns(ctx actor.Context, exchanges []Exchange) ([]messages.PendingTurn, error) {
+	if t, ok := a.b.InFlight(); ok {
+		return nil, &core.BusyError{Turn: t.ID, Phase: t.Phase}
+	}
+	payloads := make([][2][]byte, len(exchanges))
+	for i, x := range exchanges { // every payload checked before anything is stored
+		var err error
+		if payloads[i][0], err = x.User.MarshalJSON(); err != nil {
+			return nil, fmt.Errorf("exchanges[%d].user: %w", i, err)
+		}
+		if payloads[i][1], err = x.Reply.MarshalJSON(); err != nil {
+			return nil, fmt.Errorf("exchanges[%d].reply: %w", i, err)
+		}
+	}
+	now := a.now()
+	ids := make([]messages.PendingTurn, 0, len(exchanges))
+	for i, x := range exchanges {
+		turn, reply := messages.NewID[messages.TurnID](now), messages.NewID[messages.TurnID](now)
+		tip := a.b.Tip
+		evs, err := a.b.Record(turn, reply, now)
+		if err != nil {
+			a.flush()
+			return nil, err
+		}
+		tx := a.txFor(evs[0])
+		tx.Appends = []persistence.TxAppend{
+			{Branch: a.id, ID: turn, Req: persistence.AppendRequest{Payload: payloads[i][0], TypeTag: TypeUserMessage,
+				Codec: CodecJSON, ExpectParent: &tip}},
+			{Branch: a.id, ID: reply, Req: persistence.AppendRequest{Payload: payloads[i][1], TypeTag: TypeAssistantMessage,
+				Codec: CodecJSON, ExpectParent: &turn}},
+		}
+		a.msgs[turn], a.msgs[reply] = x.User, x.Reply
+		a.persistHeld(ctx, evs[0], tx)
+		ids = append(ids, messages.PendingTurn{Turn: turn, Seq: a.b.TurnSeq, Reply: reply})
+	}
+	a.flush()
+	a.pruneMessages(messages.TurnID{})
+	return ids, nil
 }
 
 func (a *branchActor) submit(ctx actor.Context, msg messages.Message, turn messages.TurnID) (*TurnStream, error) {
@@ -551,7 +618,8 @@ func (a *branchActor) run(ctx actor.Context, effects []core.Effect) {
 			a.indexing[e.Turn] = true
 			known := map[messages.TurnID]messages.Message{}
 			a.knownInto(known, t.ID, t.Reply)
-			ctx.Send(a.rt.indexer(a.id), &indexReq{known: known, from: ctx.Self(), branch: a.id, session: a.b.Session, turn: t.ID, reply: t.Reply})
+			ctx.Send(a.rt.indexer(a.id), &indexReq{known: known, from: ctx.Self(), branch: a.id, session: a.b.Session,
+				turn: t.ID, seq: t.Seq, reply: t.Reply})
 		case core.TurnDone:
 			if s := a.streams[e.Turn]; s != nil {
 				u := Update{Done: true, Phase: e.Phase, Displayed: a.counters[0], Durable: a.counters[1]}
@@ -606,6 +674,7 @@ func (a *branchActor) prepare(ctx actor.Context, turn messages.TurnID) {
 	if a.askShrink(ctx, turn, rep) {
 		return // prepared again when the librarian answers
 	}
+	a.forced = nil // offered to this turn
 	if err := a.fitContext(ctx, rep); err != nil {
 		a.fail(ctx, turn, err.Error())
 		return
@@ -832,6 +901,7 @@ func (a *branchActor) assembleFor(userNode messages.TurnID, user messages.Messag
 		}
 		in.Pending = append(in.Pending, pm)
 	}
+	in.Retrieved = a.retrieve(user, recipe)
 	m := a.rt.model(a.b.Model)
 	budget := a.rt.budget(m)
 	for range a.sizeRetries {
@@ -843,6 +913,60 @@ func (a *branchActor) assembleFor(userNode messages.TurnID, user messages.Messag
 	ac, rep := assembleShrinking(in, budget, a.rt.counter(m))
 	recipe.Hash, recipe.Estimated = contextHash(ac), rep.Total
 	return ac, rep, recipe, nil
+}
+
+// ForcedScore is the score of a chunk the user forced into a turn
+// (Runtime.ForceChunks): above any search hit (at most 1 plus the
+// recency boost), so it is packed first.
+const ForcedScore = 10.0
+
+// retrieve returns the retrieved memory offered to the context of user
+// (SRD §8): the chunks forced into this turn, then the hybrid search's
+// hits for the user's text, leaving out the turns in the prompt
+// verbatim; and records them in recipe. A failed search is recorded and
+// logged, and the turn goes on without retrieval (SRD §8.3).
+func (a *branchActor) retrieve(user messages.Message, recipe *persistence.ContextRecipe) []core.Candidate {
+	if a.rt.cfg.NoRetrieval || user.RenderedText == "" {
+		return nil
+	}
+	var out []core.Candidate
+	seen := map[messages.ChunkID]bool{}
+	add := func(c persistence.ChunkRow, score float64, forced bool) {
+		if seen[c.ID] {
+			return
+		}
+		seen[c.ID] = true
+		out = append(out, core.Candidate{Summary: c.Summary,
+			Chunk: messages.RetrievedChunk{Chunk: c.ID, SourceTurn: c.SourceTurn, Text: c.Text, Score: score}})
+		recipe.Retrieved = append(recipe.Retrieved, persistence.RetrievedRef{Chunk: c.ID, Score: score, Forced: forced})
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for _, id := range a.forced {
+		c, err := a.rt.db.ChunkByID(ctx, id)
+		if err != nil {
+			a.rt.log.Warn().Err(err).Str("branch", a.id.String()).Msg("forced chunk not found")
+			continue
+		}
+		add(c, ForcedScore, true)
+	}
+	verbatim := map[messages.TurnID]bool{}
+	for _, n := range recipe.Window {
+		verbatim[n] = true
+	}
+	for _, t := range recipe.Pending {
+		verbatim[t] = true
+	}
+	hits, err := a.rt.mem.search(ctx, a.id, user.RenderedText, a.rt.mem.opts, verbatim)
+	if err != nil {
+		recipe.RetrievalError = err.Error()
+		a.rt.log.Warn().Err(err).Str("branch", a.id.String()).Msg("retrieval failed; the turn goes on without it")
+		return out
+	}
+	for _, h := range hits {
+		add(h.Chunk, h.Score, false)
+	}
+	return out
 }
 
 // assembleShrinking is core.Assemble and, when the context is still over

@@ -24,6 +24,11 @@ type ContextDebug struct {
 	SentHash    string `json:"sent_hash,omitempty"`
 	RebuiltHash string `json:"rebuilt_hash"`
 	Matches     bool   `json:"matches"`
+	// Retrieved are the chunks retrieval offered, with their scores (the
+	// report's Chunks says which were packed); RetrievalError why it
+	// failed, if it did.
+	Retrieved      []persistence.RetrievedRef `json:"retrieved,omitempty"`
+	RetrievalError string                     `json:"retrieval_error,omitempty"`
 }
 
 // ErrNoRecipe is returned by DebugContext for a turn whose first step
@@ -50,7 +55,8 @@ func (a *branchActor) debugNext(text string) (ContextDebug, error) {
 		return ContextDebug{}, err
 	}
 	m := a.rt.model(a.b.Model)
-	return ContextDebug{Provider: m.Provider.Name(), Model: m.ID, Context: ac, Report: rep, RebuiltHash: recipe.Hash, Matches: true}, nil
+	return ContextDebug{Provider: m.Provider.Name(), Model: m.ID, Context: ac, Report: rep, RebuiltHash: recipe.Hash, Matches: true,
+		Retrieved: recipe.Retrieved, RetrievalError: recipe.RetrievalError}, nil
 }
 
 // DebugContext rebuilds the context of turn's first provider step from
@@ -97,11 +103,19 @@ func (r *Runtime) DebugContext(ctx context.Context, branch messages.BranchID, tu
 	if in.User, err = readMessage(r.db, rc.User); err != nil {
 		return ContextDebug{}, fmt.Errorf("user message %s: %w", rc.User, err)
 	}
+	for _, ref := range rc.Retrieved {
+		c, err := r.db.ChunkByID(ctx, ref.Chunk)
+		if err != nil {
+			return ContextDebug{}, fmt.Errorf("retrieved chunk %s: %w", ref.Chunk, err)
+		}
+		in.Retrieved = append(in.Retrieved, core.Candidate{Summary: c.Summary,
+			Chunk: messages.RetrievedChunk{Chunk: c.ID, SourceTurn: c.SourceTurn, Text: c.Text, Score: ref.Score}})
+	}
 	budget := core.Budget{ContextLimit: rc.ContextLimit, ResponseReserve: rc.ResponseReserve, SafetyMargin: rc.SafetyMargin,
 		RetrievalMax: rc.RetrievalMax, ChunkMax: rc.ChunkMax}
 	ac, rep := assembleShrinking(in, budget, r.counterFor(st.Provider, st.Model))
 	d := ContextDebug{Turn: turn, Step: st.ID, Provider: st.Provider, Model: st.Model, Context: ac, Report: rep,
-		SentHash: rc.Hash, RebuiltHash: contextHash(ac)}
+		SentHash: rc.Hash, RebuiltHash: contextHash(ac), Retrieved: rc.Retrieved, RetrievalError: rc.RetrievalError}
 	d.Matches = d.SentHash == d.RebuiltHash
 	return d, nil
 }
@@ -111,14 +125,20 @@ func (r *Runtime) DebugContext(ctx context.Context, branch messages.BranchID, tu
 // initial state of a branch has none.
 func (r *Runtime) stateSummary(ctx context.Context, branch messages.BranchID, id messages.StateID) (string, error) {
 	for b := branch; !b.IsZero(); {
-		states, err := r.db.StateRows(ctx, b, 0, persistence.MaxPageTurns)
-		if err != nil {
-			return "", err
-		}
-		for _, s := range states {
-			if s.ID == id {
-				return s.Summary, nil
+		for from := uint64(0); ; {
+			states, err := r.db.StateRows(ctx, b, from, persistence.MaxPageTurns)
+			if err != nil {
+				return "", err
 			}
+			for _, s := range states {
+				if s.ID == id {
+					return s.Summary, nil
+				}
+			}
+			if len(states) < persistence.MaxPageTurns {
+				break
+			}
+			from = states[len(states)-1].Seq + 1
 		}
 		row, err := r.db.BranchRow(ctx, b)
 		if err != nil {

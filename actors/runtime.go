@@ -23,6 +23,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/contextinfinity/ctxinf/internal/core"
+	"github.com/contextinfinity/ctxinf/internal/retrieval"
 	"github.com/contextinfinity/ctxinf/messages"
 	"github.com/contextinfinity/ctxinf/persistence"
 	"github.com/contextinfinity/ctxinf/providers"
@@ -87,6 +88,15 @@ type Config struct {
 	RetrievalMax   int
 	ChunkMax       int
 	FoldAtFraction float64
+	// Embedder embeds chunks and queries for the vector search (default
+	// retrieval.HashEmbedder{}); its name and dimension namespace the
+	// stored vectors. Rank is the hybrid ranker's settings (nil:
+	// retrieval.DefaultRankOptions()), validated by Open.
+	Embedder retrieval.Embedder
+	Rank     *retrieval.RankOptions
+	// NoRetrieval leaves retrieved memory out of every context (the
+	// chunks are still indexed and searchable).
+	NoRetrieval bool
 	// Counter returns the token counter of a provider's model; the
 	// default counts one token per four runes.
 	Counter func(provider, modelID string) core.Counter
@@ -163,6 +173,11 @@ type Runtime struct {
 	goneMu sync.Mutex
 	gone   map[*actor.PID]chan struct{} // per live branch actor: closed when it terminates
 
+	mem *memory // retrieval: the embedder and the branches' indexes
+
+	closeOnce sync.Once
+	closeErr  error
+
 	countMu   sync.Mutex
 	counts    map[uint64]int // token counts by hash of model and text
 	countSeed maphash.Seed
@@ -228,6 +243,16 @@ func Open(ctx context.Context, cfg Config) (*Runtime, error) {
 	if cfg.ChunkMax <= 0 {
 		cfg.ChunkMax = 800
 	}
+	if cfg.Embedder == nil {
+		cfg.Embedder = retrieval.HashEmbedder{}
+	}
+	rank := retrieval.DefaultRankOptions()
+	if cfg.Rank != nil {
+		rank = *cfg.Rank
+	}
+	if err := rank.Validate(); err != nil {
+		return nil, fmt.Errorf("actors: %w", err)
+	}
 	if !(cfg.FoldAtFraction > 0 && cfg.FoldAtFraction <= 1) {
 		cfg.FoldAtFraction = 0.70
 	}
@@ -269,6 +294,7 @@ func Open(ctx context.Context, cfg Config) (*Runtime, error) {
 		failed:   make(map[messages.BranchID]error),
 		gone:     make(map[*actor.PID]chan struct{}),
 		counts:   make(map[uint64]int),
+		mem:      newMemory(db, cfg.Embedder, rank),
 	}
 	r.countSeed = maphash.MakeSeed()
 	r.sys = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
@@ -343,11 +369,15 @@ func (r *Runtime) branchStopped(child *actor.PID, reason any) {
 }
 
 // Close stops every actor (branches finish the message in hand) and
-// closes the database.
+// closes the database. Closing again does nothing and returns the same
+// error.
 func (r *Runtime) Close() error {
-	r.sys.Root.PoisonFuture(r.root).Wait()
-	r.sys.Shutdown()
-	return r.db.Close()
+	r.closeOnce.Do(func() {
+		r.sys.Root.PoisonFuture(r.root).Wait()
+		r.sys.Shutdown()
+		r.closeErr = r.db.Close()
+	})
+	return r.closeErr
 }
 
 // model returns the model a branch that selected name uses: the named

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -237,56 +238,181 @@ type indexReq struct {
 	branch  messages.BranchID
 	session messages.SessionID
 	turn    messages.TurnID
+	seq     uint64
 	reply   messages.TurnID
 }
 
-// indexer turns committed turns into chunk rows, idempotently: a chunk is
-// unique by (source turn, type, content hash), so indexing twice inserts
-// nothing (SRD §9.3). Embeddings and search come with the retrieval issue.
-type indexer struct{ rt *Runtime }
+// indexer turns committed turns into chunk rows, embedded, idempotently:
+// a chunk is unique by (source turn, type, content hash), so indexing
+// twice inserts nothing (SRD §9.3).
+type indexer struct {
+	rt *Runtime
+	// recent holds the chunks of the turns it indexed last, per branch:
+	// the branch may not have committed them yet when the next turn
+	// gives them its context.
+	recent map[messages.BranchID][]recentTurn
+}
+
+type recentTurn struct {
+	turn   messages.TurnID
+	chunks []persistence.ChunkRow
+}
+
+// remember keeps turn's chunks among the branch's last few.
+func (ix *indexer) remember(b messages.BranchID, turn messages.TurnID, rows []persistence.ChunkRow) {
+	if ix.recent == nil {
+		ix.recent = map[messages.BranchID][]recentTurn{}
+	}
+	r := append(ix.recent[b], recentTurn{turn: turn, chunks: rows})
+	if len(r) > len(contextWeights)+1 {
+		r = slices.Delete(r, 0, len(r)-len(contextWeights)-1)
+	}
+	ix.recent[b] = r
+	if len(ix.recent) > 4096 { // many branches: start again rather than grow
+		clear(ix.recent)
+	}
+}
+
+// chunksOf returns the chunks of turn: remembered, or stored.
+func (ix *indexer) chunksOf(b messages.BranchID, turn messages.TurnID) ([]persistence.ChunkRow, error) {
+	for _, r := range ix.recent[b] {
+		if r.turn == turn {
+			return r.chunks, nil
+		}
+	}
+	return ix.rt.db.Chunks(context.Background(), turn)
+}
 
 func (ix *indexer) Receive(ctx actor.Context) {
 	m, ok := ctx.Message().(*indexReq)
 	if !ok {
 		return
 	}
-	rows, err := ix.chunks(m)
-	ctx.Send(m.from, &indexDone{turn: m.turn, rows: rows, err: err})
+	rows, vecs, ups, err := ix.chunks(m)
+	ctx.Send(m.from, &indexDone{turn: m.turn, rows: rows, vecs: vecs, ups: ups, err: err})
 }
 
 // index chunks a turn's two messages and stores the chunks; it returns
 // how many chunks the turn has and how many of them were already stored.
 func (ix *indexer) index(m *indexReq) (int, int, error) {
-	rows, err := ix.chunks(m)
+	rows, vecs, ups, err := ix.chunks(m)
 	if err != nil || len(rows) == 0 {
 		return 0, 0, err
 	}
-	res, err := ix.rt.db.Commit(context.Background(), &persistence.Tx{Chunks: rows})
+	res, err := ix.rt.db.Commit(context.Background(), &persistence.Tx{Chunks: rows, Vectors: vecs, TermUpdates: ups})
+	if err == nil {
+		ix.rt.mem.added(rows, vecs, ups)
+	}
 	return len(rows), res.ChunksSkipped, err
 }
 
-// chunks cuts a turn's two messages into chunk rows. The branch stores
-// them in the transaction that marks the turn indexed.
-func (ix *indexer) chunks(m *indexReq) ([]persistence.ChunkRow, error) {
+// Neighbour context (LoCoMo dev: recall@10 0.652 → 0.761 with it): a
+// chunk's full-text entry holds, besides its own terms, the terms of the
+// turns around its own at these weights: the previous turn and the one
+// before it when the chunk is indexed, the next two as they are.
+var contextWeights = [2]float32{0.5, 0.25}
+
+// chunks cuts a turn's two messages into chunk rows, with their
+// full-text terms and neighbour context, and embeds them; it returns too
+// the context this turn adds to the two turns before it on the branch.
+// The branch stores it all in the transaction that marks the turn
+// indexed. A failed embedding leaves the chunks to full-text search
+// (logged): indexing does not wait for an embedding server.
+func (ix *indexer) chunks(m *indexReq) ([]persistence.ChunkRow, []persistence.VectorRow, []persistence.TermUpdate, error) {
 	now := ix.rt.cfg.Now()
 	var rows []persistence.ChunkRow
+	var own strings.Builder
 	for _, node := range []messages.TurnID{m.turn, m.reply} {
 		if node.IsZero() {
 			continue
 		}
 		msg, err := knownMessage(ix.rt.db, m.known, node)
 		if err != nil {
-			return nil, err
+			return nil, nil, nil, err
 		}
+		own.WriteString(msg.RenderedText + "\n")
 		for _, c := range retrieval.ChunkText(msg.Role, msg.RenderedText) {
+			hash := persistence.HashOf([]byte(c.Text))
+			terms, n := retrieval.TermFreqs(c.Text)
 			rows = append(rows, persistence.ChunkRow{
-				ID: messages.NewID[messages.ChunkID](now), Session: m.session, Branch: m.branch,
-				SourceTurn: m.turn, Type: c.Type, Text: c.Text, Summary: firstSentence(c.Text),
-				TokenEst: c.TokenEst, Hash: persistence.HashOf([]byte(c.Text)), Created: now,
+				ID: ChunkIDFor(m.turn, c.Type, hash), Session: m.session, Branch: m.branch,
+				SourceTurn: m.turn, Seq: m.seq, Node: node, Start: c.Start, End: c.Start + len(c.Text),
+				Type: c.Type, Text: c.Text, Summary: firstSentence(c.Text),
+				TokenEst: c.TokenEst, Hash: hash, Created: now, Terms: terms, TermCount: n,
 			})
 		}
 	}
-	return rows, nil
+	prev, err := ix.previousTurns(m, len(contextWeights))
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	for i := range rows {
+		r := &rows[i]
+		for j, p := range prev {
+			tf, n := retrieval.TermFreqs(p.text)
+			r.TermCount += retrieval.AddWeighted(r.Terms, tf, n, contextWeights[j])
+		}
+	}
+	var ups []persistence.TermUpdate
+	if len(prev) > 0 {
+		tf, n := retrieval.TermFreqs(own.String())
+		for j, p := range prev {
+			for _, c := range p.chunks {
+				add := map[string]float32{}
+				count := retrieval.AddWeighted(add, tf, n, contextWeights[j])
+				ups = append(ups, persistence.TermUpdate{Branch: m.branch, Seq: c.Seq, Chunk: c.ID, Add: add, Count: count})
+			}
+		}
+	}
+	ix.remember(m.branch, m.turn, rows)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	vecs, err := ix.rt.mem.embedChunks(ctx, rows)
+	if err != nil {
+		ix.rt.log.Warn().Err(err).Str("branch", m.branch.String()).Str("turn", m.turn.String()).
+			Msg("index: chunks stored without vectors (full-text search only)")
+	}
+	return rows, vecs, ups, nil
+}
+
+// neighbour is a turn before the one indexed: its text and its chunks.
+type neighbour struct {
+	text   string
+	chunks []persistence.ChunkRow
+}
+
+// previousTurns returns up to n turns before m's, nearest first, found
+// by walking the transcript back from its user message (so a fork's
+// first turns find their parent's): each turn is the messages from a
+// user message up to the next one.
+func (ix *indexer) previousTurns(m *indexReq, n int) ([]neighbour, error) {
+	var out []neighbour
+	node, err := ix.rt.db.Turn(context.Background(), m.turn)
+	if err != nil {
+		return nil, err
+	}
+	var text []string
+	for len(out) < n && !node.Parent.IsZero() {
+		if node, err = ix.rt.db.Turn(context.Background(), node.Parent); err != nil {
+			return nil, err
+		}
+		msg, err := knownMessage(ix.rt.db, m.known, node.ID)
+		if err != nil {
+			return nil, err
+		}
+		text = append(text, msg.RenderedText)
+		if node.TypeTag != TypeUserMessage {
+			continue
+		}
+		slices.Reverse(text)
+		chunks, err := ix.chunksOf(m.branch, node.ID)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, neighbour{text: strings.Join(text, "\n"), chunks: chunks})
+		text = text[:0]
+	}
+	return out, nil
 }
 
 // knownMessage returns known[node], or reads the node's message.

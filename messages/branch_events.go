@@ -16,8 +16,8 @@ var ErrInvalidEvent = errors.New("messages: invalid branch event")
 
 // BranchEvent is a fact recorded in a branch's log: BranchCreated,
 // TurnAccepted, ResponseStarted, ToolCallsIssued, ToolResultsRecorded,
-// ResponseFinalized, TurnFailed, StateCommitted, TurnIndexed, FactPinned
-// or ModelSelected. The set is closed. Events are
+// ResponseFinalized, TurnFailed, StateCommitted, TurnIndexed, FactPinned,
+// ModelSelected, StepRetried or TurnRecorded. The set is closed. Events are
 // persisted, then applied in order by the branch state machine; replaying
 // the log rebuilds the branch.
 //
@@ -217,12 +217,26 @@ func (ToolCallsIssued) branchEvent()     {}
 func (ToolResultsRecorded) branchEvent() {}
 func (ModelSelected) branchEvent()       {}
 func (StepRetried) branchEvent()         {}
+func (TurnRecorded) branchEvent()        {}
+
+// TurnRecorded records an exchange taken as it is, with no provider step
+// (an import, or an evaluation harness feeding a conversation): Turn is
+// the transcript node of the user message, Reply the assistant's. The
+// turn is finalized at once and then folded and indexed like any other.
+//
+//	{"type":"turn_recorded","turn":"…","seq":4,"reply":"…","at":"…"}
+type TurnRecorded struct {
+	Turn  TurnID
+	Seq   uint64
+	Reply TurnID
+	At    time.Time
+}
 
 // MarshalBranchEvent returns the JSON form of ev, tagged by "type":
 // "branch_created", "turn_accepted", "response_started",
 // "tool_calls_issued", "tool_results_recorded", "step_retried", "response_finalized",
-// "turn_failed", "state_committed", "turn_indexed", "fact_pinned" or
-// "model_selected". Every field is written, except empty lists. Zero IDs
+// "turn_failed", "state_committed", "turn_indexed", "fact_pinned",
+// "model_selected" or "turn_recorded". Every field is written, except empty lists. Zero IDs
 // are written as "". It fails with ErrInvalidEvent when a required field
 // is zero (the ids naming what the event is about, a finalized outcome) or
 // a time lies outside years 0–9999.
@@ -247,6 +261,12 @@ func MarshalBranchEvent(ev BranchEvent) ([]byte, error) {
 		writeID(w, "turn", ev.Turn, true)
 		w.value("seq", ev.Seq)
 		writeID(w, "state_before", ev.StateBefore, false)
+		w.time("at", ev.At)
+	case TurnRecorded:
+		w = newWriter(scope{ErrInvalidEvent, "turn_recorded"})
+		writeID(w, "turn", ev.Turn, true)
+		w.value("seq", ev.Seq)
+		writeID(w, "reply", ev.Reply, true)
 		w.time("at", ev.At)
 	case ResponseStarted:
 		w = newWriter(scope{ErrInvalidEvent, "response_started"})
@@ -355,6 +375,13 @@ func UnmarshalBranchEvent(data []byte) (BranchEvent, error) {
 		e.Turn = readID[turnKind](r, "turn", true)
 		r.decode("seq", &e.Seq)
 		e.StateBefore = readID[stateKind](r, "state_before", false)
+		e.At = r.time("at")
+		ev = e
+	case "turn_recorded":
+		var e TurnRecorded
+		e.Turn = readID[turnKind](r, "turn", true)
+		r.decode("seq", &e.Seq)
+		e.Reply = readID[turnKind](r, "reply", true)
 		e.At = r.time("at")
 		ev = e
 	case "response_started":

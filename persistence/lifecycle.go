@@ -146,11 +146,12 @@ type ChunkRow struct {
 	TokenEst int                `json:"token_est"`
 	Hash     Hash               `json:"hash"`
 	Created  time.Time          `json:"created"`
-	// Terms and TermCount are the full-text index terms of Text and
-	// their number (retrieval.TermFreqs); they are stored in the branch's
+	// Terms are the full-text index terms of the chunk with their
+	// weights (its text's counts, plus its neighbour turns' at lower
+	// weights) and TermCount their sum; they are stored in the branch's
 	// partition row (BranchChunks), not in the chunk row.
-	Terms     map[string]uint32 `json:"-"`
-	TermCount int               `json:"-"`
+	Terms     map[string]float32 `json:"-"`
+	TermCount float32            `json:"-"`
 }
 
 // StepRow is a provider step of a turn (SRD §5.7): what was sent, what
@@ -232,6 +233,7 @@ type Tx struct {
 	DoneJobs    []JobKey      // deleted (absent ones are ignored)
 	Chunks      []ChunkRow    // inserted unless (source_turn, type, hash) exists; added to their Branch's partition either way
 	Vectors     []VectorRow   // upserted
+	TermUpdates []TermUpdate  // added to partition rows that exist (others are ignored)
 	Steps       []StepRow     // inserted; a (turn, index) taken by another step is ErrDuplicate
 	Events      []EventRecord // actor events, each appended at its index
 	Snapshot    *EventRecord  // an actor snapshot; events before its index are deleted
@@ -250,6 +252,7 @@ func (t *Tx) merge(src *Tx) {
 	t.DoneJobs = append(t.DoneJobs, src.DoneJobs...)
 	t.Chunks = append(t.Chunks, src.Chunks...)
 	t.Vectors = append(t.Vectors, src.Vectors...)
+	t.TermUpdates = append(t.TermUpdates, src.TermUpdates...)
 	t.Steps = append(t.Steps, src.Steps...)
 	t.Events = append(t.Events, src.Events...)
 	if src.Snapshot != nil {
@@ -483,6 +486,11 @@ func (g *group) applyTx(o *op) (TxResult, error) {
 	}
 	for _, v := range tx.Vectors {
 		if err := g.putVector(v); err != nil {
+			return res, err
+		}
+	}
+	for _, u := range tx.TermUpdates {
+		if err := g.addTerms(u); err != nil {
 			return res, err
 		}
 	}

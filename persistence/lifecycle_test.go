@@ -276,7 +276,7 @@ func TestRetrievalTables(t *testing.T) {
 	turn := messages.NewID[messages.TurnID](now)
 	chunk := ChunkRow{ID: messages.NewID[messages.ChunkID](now), Branch: parent, SourceTurn: turn, Seq: 7, Type: messages.ChunkUserContext,
 		Text: "deploy to eu-west-1", Hash: HashOf([]byte("deploy to eu-west-1")),
-		Terms: map[string]uint32{"deploy": 1, "eu": 1, "west": 1, "1": 1}, TermCount: 4}
+		Terms: map[string]float32{"deploy": 1, "eu": 1, "west": 1, "1": 1}, TermCount: 4}
 	vec := VectorRow{Namespace: "hash-4", Chunk: chunk.ID, Vector: []float32{0.5, -0.5, 0.5, -0.5}}
 	if _, err := d.Commit(bg, &Tx{Chunks: []ChunkRow{chunk}, Vectors: []VectorRow{vec}}); err != nil {
 		t.Fatal(err)
@@ -296,6 +296,19 @@ func TestRetrievalTables(t *testing.T) {
 		if len(docs) != 1 || docs[0].Chunk != chunk.ID || docs[0].Seq != 7 || docs[0].TermCount != 4 || docs[0].Terms["deploy"] != 1 {
 			t.Errorf("partition of %s = %+v", b, docs)
 		}
+	}
+	// A later turn's text is added to the parent's entry only.
+	up := TermUpdate{Branch: parent, Seq: 7, Chunk: chunk.ID, Add: map[string]float32{"deploy": 0.5, "friday": 0.5}, Count: 1}
+	if _, err := d.Commit(bg, &Tx{TermUpdates: []TermUpdate{up, {Branch: parent, Seq: 8, Chunk: chunk.ID, Add: up.Add}}}); err != nil {
+		t.Fatal(err)
+	}
+	for b, want := range map[messages.BranchID][2]float32{parent: {1.5, 5}, fork: {1, 4}} {
+		_ = d.BranchChunks(bg, b, func(c ChunkDoc) error {
+			if c.Terms["deploy"] != want[0] || c.TermCount != want[1] || (b == parent) != (c.Terms["friday"] == 0.5) {
+				t.Errorf("entry of %s after the update: %+v", b, c)
+			}
+			return nil
+		})
 	}
 	row, err := d.ChunkByID(bg, chunk.ID)
 	if err != nil || row.Text != chunk.Text || row.Seq != 7 {

@@ -39,8 +39,19 @@ type VectorRow struct {
 type ChunkDoc struct {
 	Chunk     messages.ChunkID
 	Seq       uint64
-	Terms     map[string]uint32
-	TermCount int
+	Terms     map[string]float32
+	TermCount float32
+}
+
+// TermUpdate adds weighted terms to a chunk's entry in a branch's
+// partition: the text of a turn that came after it (its neighbour
+// context). An entry the branch does not have is left alone.
+type TermUpdate struct {
+	Branch messages.BranchID
+	Seq    uint64
+	Chunk  messages.ChunkID
+	Add    map[string]float32
+	Count  float32 // added to the entry's term count
 }
 
 func memberKey(b messages.BranchID, seq uint64, c messages.ChunkID) []byte {
@@ -53,7 +64,7 @@ func vectorKey(ns string, c messages.ChunkID) []byte {
 }
 
 // putChunk inserts c unless (source turn, type, hash) exists, and adds it
-// to its branch's partition either way.
+// to its branch's partition unless it is there already.
 func (g *group) putChunk(c ChunkRow, res *TxResult) error {
 	if c.ID.IsZero() || c.Branch.IsZero() || c.SourceTurn.IsZero() {
 		return fmt.Errorf("%w: chunk: id, branch and source_turn are required", ErrInvalidArgument)
@@ -70,7 +81,12 @@ func (g *group) putChunk(c ChunkRow, res *TxResult) error {
 		}
 		g.set(id16(tableChunkByID, c.ID), k)
 	}
-	g.set(memberKey(c.Branch, c.Seq, c.ID), encodeDoc(c.Terms, c.TermCount))
+	mk := memberKey(c.Branch, c.Seq, c.ID)
+	if ok, err := g.rowExists(mk); err != nil || ok {
+		return err // in the partition already, maybe with later context: kept
+	}
+	g.set(mk, encodeDoc(c.Terms, c.TermCount))
+	g.claimRow(mk) // later updates in this group read it
 	return nil
 }
 
@@ -89,59 +105,95 @@ func (g *group) putVector(v VectorRow) error {
 	return nil
 }
 
-// encodeDoc encodes a partition entry: uvarint term count, uvarint
-// number of distinct terms, then each term (uvarint length, bytes) and
-// its frequency (uvarint), in term order.
-func encodeDoc(terms map[string]uint32, n int) []byte {
+// encodeDoc encodes a partition entry: the term count (float32), the
+// number of distinct terms (uvarint), then each term (uvarint length,
+// bytes) and its weight (float32), in term order. Floats are little
+// endian.
+func encodeDoc(terms map[string]float32, n float32) []byte {
 	keys := make([]string, 0, len(terms))
 	for t := range terms {
 		keys = append(keys, t)
 	}
 	slices.Sort(keys)
-	b := binary.AppendUvarint(nil, uint64(n))
+	b := binary.LittleEndian.AppendUint32(nil, math.Float32bits(n))
 	b = binary.AppendUvarint(b, uint64(len(keys)))
 	for _, t := range keys {
 		b = binary.AppendUvarint(b, uint64(len(t)))
 		b = append(b, t...)
-		b = binary.AppendUvarint(b, uint64(terms[t]))
+		b = binary.LittleEndian.AppendUint32(b, math.Float32bits(terms[t]))
 	}
 	return b
 }
 
 var errBadDoc = errors.New("bad partition entry")
 
-func decodeDoc(b []byte) (map[string]uint32, int, error) {
-	next := func() (uint64, error) {
-		v, n := binary.Uvarint(b)
-		if n <= 0 {
+func decodeDoc(b []byte) (map[string]float32, float32, error) {
+	f32 := func() (float32, error) {
+		if len(b) < 4 {
 			return 0, errBadDoc
 		}
-		b = b[n:]
+		v := math.Float32frombits(binary.LittleEndian.Uint32(b))
+		b = b[4:]
+		if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) || v < 0 {
+			return 0, errBadDoc
+		}
 		return v, nil
 	}
-	count, err := next()
+	count, err := f32()
 	if err != nil {
 		return nil, 0, err
 	}
-	distinct, err := next()
-	if err != nil || distinct > uint64(len(b)) {
+	distinct, n := binary.Uvarint(b)
+	if n <= 0 || distinct > uint64(len(b)) {
 		return nil, 0, errBadDoc
 	}
-	terms := make(map[string]uint32, distinct)
+	b = b[n:]
+	terms := make(map[string]float32, distinct)
 	for range distinct {
-		l, err := next()
-		if err != nil || l > uint64(len(b)) {
+		l, n := binary.Uvarint(b)
+		if n <= 0 || l > uint64(len(b)-n) {
 			return nil, 0, errBadDoc
 		}
-		t := string(b[:l])
-		b = b[l:]
-		f, err := next()
-		if err != nil || f > math.MaxUint32 {
-			return nil, 0, errBadDoc
+		t := string(b[n : n+int(l)])
+		b = b[n+int(l):]
+		w, err := f32()
+		if err != nil {
+			return nil, 0, err
 		}
-		terms[t] = uint32(f)
+		terms[t] = w
 	}
-	return terms, int(count), nil
+	return terms, count, nil
+}
+
+// addTerms merges u into the partition entry it names, if the branch has
+// it (committed before, or earlier in this group).
+func (g *group) addTerms(u TermUpdate) error {
+	k := memberKey(u.Branch, u.Seq, u.Chunk)
+	var cur []byte
+	if v, ok := g.lastEntry(k); ok {
+		cur = v
+	} else {
+		item, err := g.txn.Get(k)
+		if errors.Is(err, badger.ErrKeyNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if cur, err = item.ValueCopy(nil); err != nil {
+			return err
+		}
+	}
+	terms, n, err := decodeDoc(cur)
+	if err != nil {
+		return fmt.Errorf("%w: partition entry %x: %v", ErrCorrupt, k, err)
+	}
+	for t, w := range u.Add {
+		terms[t] += w
+	}
+	g.set(k, encodeDoc(terms, n+u.Count))
+	g.claimRow(k)
+	return nil
 }
 
 // ChunkByID returns the chunk row of id (ErrNotFound if none).

@@ -66,7 +66,10 @@ func benchContext(e *env, args []string) error {
 	e.cfg.DataDir = filepath.Join(path, "data")
 	e.cfg.DefaultModel = ""
 	e.cfg.Local.Delay = 0
-	cfg := runtimeConfig(e)
+	cfg, err := runtimeConfig(e)
+	if err != nil {
+		return err
+	}
 	// Building 100,000 turns of history is not what is measured: no
 	// fsync on the way (the assembly reads memory and the store either way).
 	cfg.SkipFinalizedFsync = true

@@ -128,7 +128,10 @@ func (r streamRun) measure(e *env, dir string, gap time.Duration, cpuProfile str
 	}
 	defer srv.Close()
 	e.cfg.DataDir = dir
-	cfg := runtimeConfig(e)
+	cfg, err := runtimeConfig(e)
+	if err != nil {
+		return streamResult{}, err
+	}
 	timed := &timedProvider{Provider: prov, emitted: map[string][]time.Time{}}
 	cfg.Provider, cfg.Model, cfg.Models = timed, "bench", nil
 	ctx := context.Background()

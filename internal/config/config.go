@@ -36,6 +36,48 @@ type Config struct {
 	Librarian    LibrarianConfig        `mapstructure:"librarian"`
 	Tools        ToolsConfig            `mapstructure:"tools"`
 	Context      ContextConfig          `mapstructure:"context"`
+	Retrieval    RetrievalConfig        `mapstructure:"retrieval"`
+}
+
+// Embedders accepted by retrieval.embedder.
+const (
+	// EmbedderAuto is EmbedderStatic when retrieval.vectors_path exists,
+	// else EmbedderHash.
+	EmbedderAuto   = "auto"
+	EmbedderHash   = "hash"
+	EmbedderStatic = "static"
+	EmbedderOpenAI = "openai"
+)
+
+// RetrievalConfig is retrieval (SRD §8, §9): the embedder of the vector
+// search and the hybrid ranker.
+type RetrievalConfig struct {
+	// Enabled puts retrieved memory into contexts; when false chunks are
+	// still indexed and searchable.
+	Enabled bool `mapstructure:"enabled"`
+	// Embedder is auto, hash, static or openai.
+	Embedder string `mapstructure:"embedder"`
+	// HashDims is the hash embedder's dimension.
+	HashDims int `mapstructure:"hash_dims"`
+	// VectorsPath is the static embedder's word-vector file (make models).
+	VectorsPath string `mapstructure:"vectors_path"`
+	// The openai embedder: any OpenAI-compatible /v1/embeddings endpoint.
+	EmbedModel      string `mapstructure:"embed_model"`
+	EmbedBaseURL    string `mapstructure:"embed_base_url"`
+	EmbedAPIKeyEnv  string `mapstructure:"embed_api_key_env"`
+	EmbedDimensions int    `mapstructure:"embed_dimensions"`
+	// The hybrid ranker: weights of the normalized vector and full-text
+	// scores (summing to 1), the recency boost and its half-life in
+	// turns, the relevance threshold, MMR's lambda, candidates per search
+	// and results kept.
+	VectorWeight         float64 `mapstructure:"vector_weight"`
+	TextWeight           float64 `mapstructure:"text_weight"`
+	RecencyWeight        float64 `mapstructure:"recency_weight"`
+	RecencyHalfLifeTurns float64 `mapstructure:"recency_half_life_turns"`
+	Threshold            float64 `mapstructure:"threshold"`
+	MMRLambda            float64 `mapstructure:"mmr_lambda"`
+	Overfetch            int     `mapstructure:"overfetch"`
+	TopK                 int     `mapstructure:"top_k"`
 }
 
 // ContextConfig is the bounded working context: the summary-as-state
@@ -237,6 +279,24 @@ func Default() Config {
 			SafetyMarginTokens:  0,
 			RetrievalMaxTokens:  6000,
 			ChunkMaxTokens:      800,
+		},
+		Retrieval: RetrievalConfig{
+			Enabled:              true,
+			Embedder:             EmbedderAuto,
+			HashDims:             512,
+			VectorsPath:          "models/glove-100d.ctxvec",
+			EmbedModel:           "text-embedding-3-small",
+			EmbedBaseURL:         "https://api.openai.com/v1",
+			EmbedAPIKeyEnv:       "OPENAI_API_KEY",
+			EmbedDimensions:      0,
+			VectorWeight:         0.3,
+			TextWeight:           0.7,
+			RecencyWeight:        0,
+			RecencyHalfLifeTurns: 500,
+			Threshold:            0,
+			MMRLambda:            0.9,
+			Overfetch:            16,
+			TopK:                 6,
 		},
 		Tools: ToolsConfig{
 			Mode:     ToolsDisabled,

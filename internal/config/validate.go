@@ -35,10 +35,45 @@ func (c Config) Validate() error {
 	p.inRange("context.safety_margin_tokens", int64(c.Context.SafetyMarginTokens), 0, 10_000_000)
 	p.inRange("context.retrieval_max_tokens", int64(c.Context.RetrievalMaxTokens), 1, 10_000_000)
 	p.inRange("context.chunk_max_tokens", int64(c.Context.ChunkMaxTokens), 1, 10_000_000)
+	c.Retrieval.validate(&p, "retrieval.")
 	p.oneOf("tools.mode", c.Tools.Mode, ToolsDisabled, ToolsParseOnly, ToolsEnabled)
 	p.inRange("tools.max_steps", int64(c.Tools.MaxSteps), 1, 1000)
 	p.durationIn("tools.timeout", c.Tools.Timeout, time.Millisecond, 24*time.Hour)
 	return errors.Join(p...)
+}
+
+func (r RetrievalConfig) validate(p *problems, prefix string) {
+	p.oneOf(prefix+"embedder", r.Embedder, EmbedderAuto, EmbedderHash, EmbedderStatic, EmbedderOpenAI)
+	p.inRange(prefix+"hash_dims", int64(r.HashDims), 8, 8192)
+	p.inRange(prefix+"embed_dimensions", int64(r.EmbedDimensions), 0, 8192)
+	if r.Embedder == EmbedderStatic && strings.TrimSpace(r.VectorsPath) == "" {
+		p.addf("%svectors_path: required with embedder static", prefix)
+	}
+	if r.Embedder == EmbedderOpenAI {
+		if r.EmbedModel == "" {
+			p.addf("%sembed_model: required with embedder openai", prefix)
+		}
+		if u, err := url.Parse(r.EmbedBaseURL); err != nil || u.Scheme == "" || u.Host == "" {
+			p.addf("%sembed_base_url: %q is not an absolute URL", prefix, r.EmbedBaseURL)
+		}
+	}
+	for _, f := range []struct {
+		key string
+		v   float64
+	}{{"vector_weight", r.VectorWeight}, {"text_weight", r.TextWeight}, {"recency_weight", r.RecencyWeight},
+		{"threshold", r.Threshold}, {"mmr_lambda", r.MMRLambda}} {
+		if !(f.v >= 0 && f.v <= 1) {
+			p.addf("%s%s: %v is out of range [0, 1]", prefix, f.key, f.v)
+		}
+	}
+	if s := r.VectorWeight + r.TextWeight; s < 1-1e-6 || s > 1+1e-6 {
+		p.addf("%svector_weight + %stext_weight: %v, want 1", prefix, prefix, s)
+	}
+	if !(r.RecencyHalfLifeTurns > 0) {
+		p.addf("%srecency_half_life_turns: %v, want more than 0", prefix, r.RecencyHalfLifeTurns)
+	}
+	p.inRange(prefix+"overfetch", int64(r.Overfetch), 1, 1000)
+	p.inRange(prefix+"top_k", int64(r.TopK), 1, int64(max(r.Overfetch, 1)))
 }
 
 // validateModels checks every models entry and that default_model names

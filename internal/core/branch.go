@@ -204,6 +204,12 @@ func (b *Branch) Apply(ev messages.BranchEvent) ([]Effect, error) {
 			StateBefore: ev.StateBefore, At: ev.At.UTC()})
 		b.TurnSeq, b.Tip = ev.Seq, ev.Turn
 		return []Effect{PrepareContext{Turn: ev.Turn}}, nil
+	case messages.TurnRecorded:
+		b.Turns = append(b.Turns, Turn{ID: ev.Turn, Seq: ev.Seq, Phase: messages.PhaseResponseFinalized,
+			StateBefore: b.State.ID, Reply: ev.Reply, Outcome: messages.StepOutcome{Kind: messages.OutcomeCompleted},
+			At: ev.At.UTC()})
+		b.TurnSeq, b.Tip = ev.Seq, ev.Reply
+		return b.summarize(), nil
 	case messages.ResponseStarted:
 		t := &b.Turns[b.find(ev.Turn)]
 		t.Phase, t.Step, t.At = messages.PhaseResponding, ev.Step, ev.At.UTC()
@@ -306,6 +312,22 @@ func (b *Branch) check(ev messages.BranchEvent) error {
 		}
 		if ev.StateBefore != b.State.ID {
 			return invalid("turn %s: state_before %s, want the head state %s", ev.Turn, ev.StateBefore, b.State.ID)
+		}
+	case messages.TurnRecorded:
+		switch {
+		case ev.Turn.IsZero():
+			return invalid("turn: required")
+		case ev.Reply.IsZero():
+			return invalid("reply: required")
+		case ev.Reply == ev.Turn:
+			return invalid("reply: %s is the turn's own node", ev.Reply)
+		case b.find(ev.Turn) >= 0:
+			return fmt.Errorf("%w: turn %s is accepted already", ErrDuplicate, ev.Turn)
+		case ev.Seq != b.TurnSeq+1:
+			return invalid("turn %s: seq %d, want %d", ev.Turn, ev.Seq, b.TurnSeq+1)
+		}
+		if t, ok := b.InFlight(); ok {
+			return &BusyError{Turn: t.ID, Phase: t.Phase}
 		}
 	case messages.ResponseStarted:
 		i, err := b.lookup(ev.Turn)

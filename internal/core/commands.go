@@ -46,6 +46,14 @@ func (b *Branch) Submit(turn messages.TurnID, now time.Time) ([]messages.BranchE
 	return b.decide(messages.TurnAccepted{Turn: turn, Seq: b.TurnSeq + 1, StateBefore: b.State.ID, At: now.UTC()})
 }
 
+// Record records an exchange taken as it is (an import): the user
+// message at transcript node turn and the assistant's at reply, finalized
+// at once with no provider step. Like Submit it fails with a *BusyError
+// while a turn is in flight.
+func (b *Branch) Record(turn, reply messages.TurnID, now time.Time) ([]messages.BranchEvent, error) {
+	return b.decide(messages.TurnRecorded{Turn: turn, Seq: b.TurnSeq + 1, Reply: reply, At: now.UTC()})
+}
+
 // Start records that the context of the accepted turn was prepared and
 // provider step step started streaming.
 func (b *Branch) Start(turn messages.TurnID, step messages.StepID, now time.Time) ([]messages.BranchEvent, error) {

@@ -245,6 +245,29 @@ func TestCommit(t *testing.T) {
 	runDecisions(t, tests)
 }
 
+func TestRecord(t *testing.T) {
+	record := func(turn, reply messages.TurnID) func(*Branch) ([]messages.BranchEvent, error) {
+		return func(b *Branch) ([]messages.BranchEvent, error) { return b.Record(turn, reply, local) }
+	}
+	tests := []decision{
+		{created, "Record(T1, R1)", record(T1, R1), events(messages.TurnRecorded{Turn: T1, Seq: 1, Reply: R1, At: now}), nil, ""},
+		{committed, "Record(T2, R2) after a turn", record(T2, R2), events(messages.TurnRecorded{Turn: T2, Seq: 2, Reply: R2, At: now}), nil, ""},
+		{responding, "Record while a turn responds", record(T2, R2), nil, ErrBusy, ""},
+		{committed, "Record(T1) again", record(T1, R2), nil, ErrDuplicate, "turn T1 is accepted already"},
+		{created, "Record(zero turn)", record(messages.TurnID{}, R1), nil, ErrInvalid, "turn: required"},
+		{created, "Record(zero reply)", record(T1, messages.TurnID{}), nil, ErrInvalid, "reply: required"},
+		{created, "Record(T1, T1)", record(T1, T1), nil, ErrInvalid, "is the turn's own node"},
+		{nil, "Record before Create", record(T1, R1), nil, ErrNotCreated, ""},
+	}
+	runDecisions(t, tests)
+	// A recorded turn is pending like a finalized one, and folds.
+	s := newScript(t).run(append(created[:1:1], "record T1 R1", "record T2 R2", "commit 1 T1 T2 epoch=0")...)
+	if s.b.TurnSeq != 2 || s.b.Tip != R2 || s.b.Committed != 2 || len(s.b.Pending()) != 0 {
+		t.Errorf("after two recorded turns and a commit: seq %d, tip %s, committed %d, pending %d",
+			s.b.TurnSeq, s.b.Tip, s.b.Committed, len(s.b.Pending()))
+	}
+}
+
 func TestCommitShrunk(t *testing.T) {
 	shrink := func(summary string, epoch uint64) func(*Branch) ([]messages.BranchEvent, error) {
 		return func(b *Branch) ([]messages.BranchEvent, error) {

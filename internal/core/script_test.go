@@ -242,6 +242,11 @@ func (s *script) decide(cmd string, words []string, args map[string]string) ([]m
 			return nil, err
 		}
 		return b.Submit(id[messages.TurnID](words[0]), now)
+	case "record":
+		if err := need(2); err != nil {
+			return nil, err
+		}
+		return b.Record(id[messages.TurnID](words[0]), id[messages.TurnID](words[1]), now)
 	case "start":
 		if err := need(2); err != nil {
 			return nil, err

@@ -172,14 +172,7 @@ func New(opts Options) *Provider {
 	if opts.Truncation == "" {
 		opts.Truncation = TruncationDisabled
 	}
-	copts := []option.RequestOption{
-		option.WithBaseURL(opts.BaseURL),
-		option.WithAPIKey(opts.APIKey),
-		option.WithMaxRetries(0),
-	}
-	if opts.HTTPClient != nil {
-		copts = append(copts, option.WithHTTPClient(opts.HTTPClient))
-	}
+	copts := clientOptions(opts.BaseURL, opts.APIKey, opts.HTTPClient)
 	return &Provider{
 		name:       opts.Name,
 		limit:      opts.ContextLimit,
@@ -276,4 +269,15 @@ func toolCallItem(id, name, args string) messages.ToolCall {
 		data = []byte(`""`)
 	}
 	return messages.ToolCall{CallID: id, Name: name, Arguments: data}
+}
+
+// clientOptions are the SDK client's options for an API root and key:
+// the SDK's own retries are off (the runtime retries), and hc, if set,
+// makes the requests.
+func clientOptions(baseURL, apiKey string, hc *http.Client) []option.RequestOption {
+	o := []option.RequestOption{option.WithBaseURL(baseURL), option.WithAPIKey(apiKey), option.WithMaxRetries(0)}
+	if hc != nil {
+		o = append(o, option.WithHTTPClient(hc))
+	}
+	return o
 }

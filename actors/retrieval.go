@@ -1,0 +1,349 @@
+package actors
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+	"time"
+
+	"github.com/contextinfinity/ctxinf/internal/retrieval"
+	"github.com/contextinfinity/ctxinf/messages"
+	"github.com/contextinfinity/ctxinf/persistence"
+)
+
+// memory is the runtime's retrieval (SRD §8, §9): the embedder and the
+// in-memory index of each branch's partition, loaded from the store when
+// first searched and kept up to date as chunks are committed. The store
+// is the source of truth; an index is a cache. It is safe for concurrent
+// use.
+type memory struct {
+	db    *persistence.DB
+	embed retrieval.Embedder
+	ns    string // retrieval.Namespace(embed)
+	opts  retrieval.RankOptions
+
+	mu    sync.Mutex
+	parts map[messages.BranchID]*partition
+}
+
+// partition is a branch's index, ready once loaded.
+type partition struct {
+	p     *retrieval.Partition
+	ready chan struct{}
+	err   error
+}
+
+func newMemory(db *persistence.DB, embed retrieval.Embedder, opts retrieval.RankOptions) *memory {
+	return &memory{db: db, embed: embed, ns: retrieval.Namespace(embed), opts: opts,
+		parts: map[messages.BranchID]*partition{}}
+}
+
+// ChunkIDFor is the id of the chunk (turn, type, hash): the turn's
+// timestamp, then 80 bits of a SHA-256 of the three, so that the same
+// chunk indexed twice, or by two branches, has one id.
+func ChunkIDFor(turn messages.TurnID, typ messages.ChunkType, hash persistence.Hash) messages.ChunkID {
+	h := sha256.New()
+	h.Write(turn[:])
+	h.Write([]byte{byte(typ)})
+	h.Write(hash[:])
+	var id messages.ChunkID
+	copy(id[:6], turn[:6])
+	copy(id[6:], h.Sum(nil)[:10])
+	return id
+}
+
+// partition returns branch's index, loading it from the store the first
+// time: its partition rows and, for each, the vector of the runtime's
+// embedder namespace.
+func (m *memory) partition(ctx context.Context, branch messages.BranchID) (*retrieval.Partition, error) {
+	m.mu.Lock()
+	pt, ok := m.parts[branch]
+	if !ok {
+		pt = &partition{p: retrieval.NewPartition(m.embed.Dim()), ready: make(chan struct{})}
+		m.parts[branch] = pt
+	}
+	m.mu.Unlock()
+	if !ok {
+		// Registered before it is read: chunks committed meanwhile are
+		// added to it by added (Add is idempotent).
+		pt.err = m.db.BranchChunks(context.Background(), branch, func(d persistence.ChunkDoc) error {
+			vec, err := m.db.Vector(context.Background(), m.ns, d.Chunk)
+			if err != nil {
+				return err
+			}
+			pt.p.Add(retrieval.Doc{ID: d.Chunk, Seq: d.Seq, Terms: d.Terms, Len: d.TermCount, Vector: vec})
+			return nil
+		})
+		if pt.err != nil {
+			m.mu.Lock()
+			delete(m.parts, branch) // loaded again next time
+			m.mu.Unlock()
+		}
+		close(pt.ready)
+	}
+	select {
+	case <-pt.ready:
+		return pt.p, pt.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// added adds committed chunks to the loaded indexes of their branches;
+// a branch not loaded reads them from the store when it is.
+func (m *memory) added(rows []persistence.ChunkRow, vecs []persistence.VectorRow, ups []persistence.TermUpdate) {
+	byChunk := make(map[messages.ChunkID][]float32, len(vecs))
+	for _, v := range vecs {
+		if v.Namespace == m.ns {
+			byChunk[v.Chunk] = v.Vector
+		}
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, c := range rows {
+		if pt, ok := m.parts[c.Branch]; ok {
+			pt.p.Add(retrieval.Doc{ID: c.ID, Seq: c.Seq, Terms: c.Terms, Len: c.TermCount, Vector: byChunk[c.ID]})
+		}
+	}
+	for _, u := range ups {
+		if pt, ok := m.parts[u.Branch]; ok {
+			pt.p.AddTerms(u.Chunk, u.Add, u.Count)
+		}
+	}
+}
+
+// forget drops branch's index (a branch deleted, or a test reopening).
+func (m *memory) forget(branch messages.BranchID) {
+	m.mu.Lock()
+	delete(m.parts, branch)
+	m.mu.Unlock()
+}
+
+// embedChunks embeds the texts of rows and returns their vector rows.
+func (m *memory) embedChunks(ctx context.Context, rows []persistence.ChunkRow) ([]persistence.VectorRow, error) {
+	if len(rows) == 0 {
+		return nil, nil
+	}
+	texts := make([]string, len(rows))
+	for i, r := range rows {
+		texts[i] = r.Text
+	}
+	vecs, err := m.embed.Embed(ctx, texts)
+	if err != nil {
+		return nil, fmt.Errorf("embed %d chunks with %s: %w", len(rows), m.ns, err)
+	}
+	if len(vecs) != len(rows) {
+		return nil, fmt.Errorf("embed %d chunks with %s: %d vectors", len(rows), m.ns, len(vecs))
+	}
+	out := make([]persistence.VectorRow, len(rows))
+	for i, r := range rows {
+		out[i] = persistence.VectorRow{Namespace: m.ns, Chunk: r.ID, Vector: vecs[i]}
+	}
+	return out, nil
+}
+
+// Hit is a chunk a search found: its row and how it ranked.
+type Hit struct {
+	Chunk persistence.ChunkRow `json:"chunk"`
+	// Score is the final score; Vector and Text the normalized scores
+	// of the two searches, Relevance their weighted sum (before the
+	// recency boost).
+	Score     float64 `json:"score"`
+	Vector    float64 `json:"vector"`
+	Text      float64 `json:"text"`
+	Relevance float64 `json:"relevance"`
+}
+
+// scopes returns what a query on branch may see: its own partition, and
+// each ancestor's up to the seq it was forked at.
+func (m *memory) scopes(ctx context.Context, branch messages.BranchID) ([]retrieval.Scope, error) {
+	var out []retrieval.Scope
+	maxSeq := uint64(math.MaxUint64)
+	for b, depth := branch, 0; !b.IsZero(); depth++ {
+		if depth > 1000 {
+			return nil, fmt.Errorf("branch %s: more than 1000 ancestors", branch)
+		}
+		p, err := m.partition(ctx, b)
+		if err != nil {
+			return nil, fmt.Errorf("load the index of branch %s: %w", b, err)
+		}
+		out = append(out, retrieval.Scope{Part: p, MaxSeq: maxSeq})
+		row, err := m.db.BranchRow(ctx, b)
+		if err != nil {
+			return nil, err
+		}
+		if row.Parent.IsZero() {
+			break
+		}
+		b, maxSeq = row.Parent, min(maxSeq, row.ForkSeq)
+	}
+	return out, nil
+}
+
+// search runs the hybrid search for text on branch (its partition and
+// its ancestors' up to the fork points), leaving out the chunks whose
+// source turn exclude holds (they are in the prompt verbatim), and
+// returns the hits with their chunk rows.
+func (m *memory) search(ctx context.Context, branch messages.BranchID, text string, opts retrieval.RankOptions,
+	exclude map[messages.TurnID]bool) ([]Hit, error) {
+	scopes, err := m.scopes(ctx, branch)
+	if err != nil {
+		return nil, err
+	}
+	vecs, err := m.embed.Embed(ctx, []string{text})
+	if err != nil {
+		return nil, fmt.Errorf("embed the query with %s: %w", m.ns, err)
+	}
+	q := retrieval.Query{Text: text, Scopes: scopes}
+	if len(vecs) == 1 {
+		q.Vector = vecs[0]
+	}
+	var excluded map[messages.ChunkID]bool
+	if len(exclude) > 0 {
+		excluded = map[messages.ChunkID]bool{}
+		q.Exclude = func(id retrieval.DocID) bool { return excluded[id] }
+		// Chunk ids begin with their turn's timestamp but are not
+		// derived from the turn id alone: find them through the rows.
+		for turn := range exclude {
+			rows, err := m.db.Chunks(ctx, turn)
+			if err != nil {
+				return nil, err
+			}
+			for _, r := range rows {
+				excluded[r.ID] = true
+			}
+		}
+	}
+	ranked, err := retrieval.Search(ctx, q, opts)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Hit, 0, len(ranked))
+	for _, r := range ranked {
+		row, err := m.db.ChunkByID(ctx, r.Doc)
+		if errors.Is(err, persistence.ErrNotFound) {
+			continue // indexed but its row is gone: not expected; skip it
+		}
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, Hit{Chunk: row, Score: r.Score, Vector: r.Vector, Text: r.Text, Relevance: r.Relevance})
+	}
+	return out, nil
+}
+
+// Search runs the hybrid retrieval of branch for query (SRD §8): the
+// chunks of the branch's own turns and of its ancestors' up to the fork
+// points, best first, at most opts.TopK (zero opts: the runtime's).
+func (r *Runtime) Search(ctx context.Context, branch messages.BranchID, query string, opts *retrieval.RankOptions) ([]Hit, error) {
+	if query == "" {
+		return nil, fmt.Errorf("%w: query is empty", persistence.ErrInvalidArgument)
+	}
+	if _, err := r.db.BranchRow(ctx, branch); err != nil {
+		return nil, err
+	}
+	o := r.mem.opts
+	if opts != nil {
+		o = *opts
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	return r.mem.search(ctx, branch, query, o, nil)
+}
+
+type forceReq struct{ chunks []messages.ChunkID }
+
+// ForceChunks makes chunks part of the retrieved memory of branch's next
+// turn, ahead of the search's hits (ForcedScore), still within the
+// retrieval budget. Each must be retrievable on branch: a chunk of its
+// own turns or of its ancestors' up to the fork points. The choice is
+// held by the branch actor until that turn: a restart of the branch
+// before it forgets it.
+func (r *Runtime) ForceChunks(ctx context.Context, branch messages.BranchID, chunks []messages.ChunkID) error {
+	if len(chunks) == 0 || len(chunks) > 64 {
+		return fmt.Errorf("%w: chunks: %d, want 1 to 64", persistence.ErrInvalidArgument, len(chunks))
+	}
+	scopes, err := r.mem.scopes(ctx, branch)
+	if err != nil {
+		return err
+	}
+	for _, id := range chunks {
+		visible := false
+		for _, s := range scopes {
+			if seq, ok := s.Part.Seq(id); ok && seq <= s.MaxSeq {
+				visible = true
+				break
+			}
+		}
+		if !visible {
+			return fmt.Errorf("%w: chunk %s is not retrievable on branch %s", persistence.ErrNotFound, id, branch)
+		}
+	}
+	_, err = r.ask(ctx, branch, &forceReq{chunks: chunks})
+	return err
+}
+
+// Exchange is a finished exchange to import: a user message and the
+// assistant's reply (which may be empty).
+type Exchange struct {
+	User  messages.Message
+	Reply messages.Message
+}
+
+type importReq struct{ exchanges []Exchange }
+
+// MaxImport is the most exchanges one Import takes.
+const MaxImport = 1000
+
+// Import records exchanges on branch as finished turns, in order, with no
+// provider step (messages.TurnRecorded): an import of a conversation, or
+// an evaluation harness feeding one. They are durable when it returns,
+// and are then folded into the summary and indexed for retrieval like
+// any other turn. It fails with core.ErrBusy while a turn is in flight.
+// It returns the new turns: their ids, seqs and reply nodes.
+func (r *Runtime) Import(ctx context.Context, branch messages.BranchID, exchanges []Exchange) ([]messages.PendingTurn, error) {
+	if len(exchanges) == 0 || len(exchanges) > MaxImport {
+		return nil, fmt.Errorf("%w: exchanges: %d, want 1 to %d", persistence.ErrInvalidArgument, len(exchanges), MaxImport)
+	}
+	for i, x := range exchanges {
+		switch {
+		case x.User.Role != messages.RoleUser:
+			return nil, fmt.Errorf("%w: exchanges[%d].user: role %s, want user", persistence.ErrInvalidArgument, i, x.User.Role)
+		case x.Reply.Role != messages.RoleAssistant:
+			return nil, fmt.Errorf("%w: exchanges[%d].reply: role %s, want assistant", persistence.ErrInvalidArgument, i, x.Reply.Role)
+		}
+	}
+	res, err := r.ask(ctx, branch, &importReq{exchanges: exchanges})
+	if err != nil {
+		return nil, err
+	}
+	return res.([]messages.PendingTurn), nil
+}
+
+// Settle folds every pending turn of branch into its summary now and
+// waits until every turn of the branch is indexed (searchable), or ctx
+// is done.
+func (r *Runtime) Settle(ctx context.Context, branch messages.BranchID) error {
+	if err := r.CommitPending(ctx, branch); err != nil {
+		return err
+	}
+	wait := 200 * time.Microsecond
+	for {
+		info, err := r.Inspect(ctx, branch)
+		if err != nil {
+			return err
+		}
+		if len(info.Turns) == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("settle branch %s: %d turns not indexed yet: %w", branch, len(info.Turns), ctx.Err())
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 5*time.Millisecond)
+	}
+}

@@ -1,0 +1,281 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/contextinfinity/ctxinf/internal/core"
+	"github.com/contextinfinity/ctxinf/internal/retrieval"
+	"github.com/contextinfinity/ctxinf/messages"
+	"github.com/contextinfinity/ctxinf/persistence"
+	"github.com/contextinfinity/ctxinf/providers/fake"
+)
+
+// facts are user turns with one distinct detail each.
+var facts = []string{
+	"The staging database runs on host db-stage-7 in Frankfurt.",
+	"Our release train leaves every second Tuesday at noon.",
+	"The billing service is written in Rust and owned by Priya.",
+	"Invoices are archived to the bucket s3://acme-invoices for seven years.",
+	"The mobile app uses Kotlin Multiplatform for shared code.",
+	"Customer support escalations go to the pager rotation named sunrise.",
+}
+
+// indexedConfig folds every turn at once, so that each is committed and
+// indexed right after it is finalized.
+func indexedConfig(t *testing.T, ev *events) Config {
+	cfg := testConfig(t, t.TempDir(), ev)
+	cfg.Fold = &core.Policy{}
+	return cfg
+}
+
+func waitIndexed(t *testing.T, ev *events, n int) {
+	t.Helper()
+	ev.waitFor(t, "TurnIndexed", n, isType[messages.TurnIndexed])
+}
+
+func sourceTurns(hits []Hit) []messages.TurnID {
+	var out []messages.TurnID
+	for _, h := range hits {
+		out = append(out, h.Chunk.SourceTurn)
+	}
+	return out
+}
+
+// A fork retrieves its own turns and its parent's up to the fork point;
+// never the parent's later turns, and the parent never the fork's.
+func TestRetrievalIsForkAware(t *testing.T) {
+	ev := newEvents()
+	r := openRuntime(t, indexedConfig(t, ev))
+	defer r.Close()
+	_, main, _ := r.CreateSession(bg, "fork-aware")
+	var turns []messages.TurnID
+	for _, f := range facts[:3] {
+		runTurn(t, r, main.ID, f)
+		rows, _ := r.DB().TurnRows(bg, main.ID, uint64(len(turns)+1), 1)
+		turns = append(turns, rows[0].ID)
+	}
+	waitIndexed(t, ev, 3)
+	fork, err := r.Fork(bg, main.ID, messages.TurnID{}, "fork")
+	if err != nil {
+		t.Fatal(err)
+	}
+	runTurn(t, r, main.ID, facts[3]) // the parent after the fork point
+	runTurn(t, r, fork.ID, facts[4]) // the fork's own
+	waitIndexed(t, ev, 5)
+	mainAfter, _ := r.DB().TurnRows(bg, main.ID, 4, 1)
+	forkOwn, _ := r.DB().TurnRows(bg, fork.ID, 4, 1)
+
+	hits, err := r.Search(bg, fork.ID, "where are invoices archived", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if slices.Contains(sourceTurns(hits), mainAfter[0].ID) {
+		t.Errorf("the fork retrieved the parent's turn after the fork point: %+v", hits)
+	}
+	hits, _ = r.Search(bg, fork.ID, "which language does the mobile app use for shared code", nil)
+	if len(hits) == 0 || hits[0].Chunk.SourceTurn != forkOwn[0].ID {
+		t.Errorf("the fork's own turn is not its best hit: %+v", hits)
+	}
+	// (The fork's own turn holds the billing turn as its neighbour
+	// context, so it may rank first.)
+	hits, _ = r.Search(bg, fork.ID, "who owns the billing service written in Rust", nil)
+	if !slices.Contains(sourceTurns(hits[:min(2, len(hits))]), turns[2]) {
+		t.Errorf("the parent's turn before the fork is not among the fork's best hits: %+v", hits)
+	}
+	hits, _ = r.Search(bg, main.ID, "which language does the mobile app use for shared code", nil)
+	if slices.Contains(sourceTurns(hits), forkOwn[0].ID) {
+		t.Errorf("the parent retrieved the fork's turn: %+v", hits)
+	}
+	hits, _ = r.Search(bg, main.ID, "where are invoices archived", nil)
+	if len(hits) == 0 || hits[0].Chunk.SourceTurn != mainAfter[0].ID {
+		t.Errorf("the parent's own later turn is not its best hit: %+v", hits)
+	}
+
+	// The same after a restart: the indexes are rebuilt from the store.
+	dir := r.cfg.DataDir
+	r.Close()
+	cfg := indexedConfig(t, newEvents())
+	cfg.DataDir = dir
+	r2 := openRuntime(t, cfg)
+	defer r2.Close()
+	hits, _ = r2.Search(bg, fork.ID, "where are invoices archived", nil)
+	if slices.Contains(sourceTurns(hits), mainAfter[0].ID) {
+		t.Errorf("after a restart the fork retrieved the parent's later turn: %+v", hits)
+	}
+	hits, _ = r2.Search(bg, main.ID, "where are invoices archived", nil)
+	if len(hits) == 0 || hits[0].Chunk.SourceTurn != mainAfter[0].ID {
+		t.Errorf("after a restart: %+v", hits)
+	}
+}
+
+// An old turn that left the verbatim window comes back as retrieved
+// memory when the conversation needs it; what was offered is recorded
+// and context debug rebuilds the context with it exactly.
+func TestRetrievedMemoryReachesTheContext(t *testing.T) {
+	ev := newEvents()
+	cfg := indexedConfig(t, ev)
+	f := fake.New()
+	cfg.Provider = f
+	cfg.Fold = &core.Policy{K: 2, B: 0}
+	r := openRuntime(t, cfg)
+	defer r.Close()
+	_, b, _ := r.CreateSession(bg, "memory")
+	for _, fact := range facts {
+		runTurn(t, r, b.ID, fact)
+	}
+	waitIndexed(t, ev, len(facts)-1)
+	rows, _ := r.DB().TurnRows(bg, b.ID, 1, 1)
+	runTurn(t, r, b.ID, "Remind me: which host runs the staging database?")
+	sent := f.Requests()[len(f.Requests())-1].Context
+	if len(sent.Retrieved) == 0 || sent.Retrieved[0].SourceTurn != rows[0].ID || !strings.Contains(sent.Retrieved[0].Text, "db-stage-7") {
+		t.Fatalf("retrieved memory sent: %+v", sent.Retrieved)
+	}
+	for _, w := range sent.Window {
+		if strings.Contains(w.RenderedText, "db-stage-7") {
+			t.Fatal("the first turn is still in the verbatim window: the test proves nothing")
+		}
+	}
+	last, _ := r.DB().TurnRows(bg, b.ID, uint64(len(facts)+1), 1)
+	d, err := r.DebugContext(bg, b.ID, last[0].ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !d.Matches || len(d.Retrieved) == 0 || d.Retrieved[0].Chunk != sent.Retrieved[0].Chunk || len(d.Report.Chunks) == 0 {
+		t.Errorf("context debug: matches %v, retrieved %+v, report chunks %+v", d.Matches, d.Retrieved, d.Report.Chunks)
+	}
+}
+
+// failingEmbedder fails every call.
+type failingEmbedder struct{ retrieval.HashEmbedder }
+
+func (failingEmbedder) Embed(context.Context, []string) ([][]float32, error) {
+	return nil, errors.New("embedding server down")
+}
+
+// With the embedder failing, chunks are still indexed for full-text
+// search; a turn whose search fails goes on without retrieval, and the
+// failure is recorded with its context.
+func TestRetrievalFailureDoesNotFailTheTurn(t *testing.T) {
+	ev := newEvents()
+	cfg := indexedConfig(t, ev)
+	cfg.Embedder = failingEmbedder{}
+	r := openRuntime(t, cfg)
+	defer r.Close()
+	_, b, _ := r.CreateSession(bg, "failing")
+	runTurn(t, r, b.ID, facts[0])
+	waitIndexed(t, ev, 1)
+	_, last, _ := runTurn(t, r, b.ID, "which host runs staging?")
+	if last.Phase != messages.PhaseResponseFinalized {
+		t.Fatalf("the turn ended %+v", last)
+	}
+	rows, _ := r.DB().TurnRows(bg, b.ID, 2, 1)
+	steps, _ := r.DB().Steps(bg, rows[0].ID)
+	if len(steps) != 1 || !strings.Contains(steps[0].Context.RetrievalError, "embedding server down") {
+		t.Errorf("recorded retrieval error: %+v", steps[0].Context)
+	}
+	first, _ := r.DB().TurnRows(bg, b.ID, 1, 1)
+	if cs, _ := r.DB().Chunks(bg, first[0].ID); len(cs) == 0 {
+		t.Error("the first turn was not indexed")
+	}
+}
+
+// Chunks chosen by the user reach the next turn first, once; a chunk of
+// a sibling branch cannot be chosen.
+func TestForceChunks(t *testing.T) {
+	ev := newEvents()
+	cfg := indexedConfig(t, ev)
+	f := fake.New()
+	cfg.Provider = f
+	r := openRuntime(t, cfg)
+	defer r.Close()
+	_, b, _ := r.CreateSession(bg, "force")
+	for _, fact := range facts[:4] {
+		runTurn(t, r, b.ID, fact)
+	}
+	waitIndexed(t, ev, 4)
+	hits, err := r.Search(bg, b.ID, "release train Tuesday", nil)
+	if err != nil || len(hits) == 0 {
+		t.Fatal(hits, err)
+	}
+	chosen := hits[0].Chunk.ID
+	if err := r.ForceChunks(bg, b.ID, []messages.ChunkID{chosen}); err != nil {
+		t.Fatal(err)
+	}
+	runTurn(t, r, b.ID, "unrelated: what is for lunch")
+	sent := f.Requests()[len(f.Requests())-1].Context
+	if len(sent.Retrieved) == 0 || sent.Retrieved[0].Chunk != chosen || sent.Retrieved[0].Score != ForcedScore {
+		t.Errorf("the forced chunk was not sent first: %+v", sent.Retrieved)
+	}
+	runTurn(t, r, b.ID, "unrelated again: what is for dinner")
+	if sent := f.Requests()[len(f.Requests())-1].Context; slices.ContainsFunc(sent.Retrieved, func(c messages.RetrievedChunk) bool {
+		return c.Score == ForcedScore
+	}) {
+		t.Error("the chunk was forced into a second turn")
+	}
+	_, other, _ := r.CreateSession(bg, "other")
+	if err := r.ForceChunks(bg, other.ID, []messages.ChunkID{chosen}); !errors.Is(err, persistence.ErrNotFound) {
+		t.Errorf("forcing another session's chunk: %v", err)
+	}
+	if err := r.ForceChunks(bg, b.ID, nil); !errors.Is(err, persistence.ErrInvalidArgument) {
+		t.Errorf("forcing nothing: %v", err)
+	}
+}
+
+// Imported exchanges become turns without a provider step: in the
+// transcript, folded, indexed and retrievable, and still there after a
+// restart.
+func TestImport(t *testing.T) {
+	ev := newEvents()
+	cfg := indexedConfig(t, ev)
+	f := fake.New()
+	cfg.Provider = f
+	r := openRuntime(t, cfg)
+	_, b, _ := r.CreateSession(bg, "import")
+	var xs []Exchange
+	for _, fact := range facts {
+		xs = append(xs, Exchange{User: messages.NewMessage(messages.RoleUser, messages.Text{Text: fact}),
+			Reply: messages.NewMessage(messages.RoleAssistant)})
+	}
+	ids, err := r.Import(bg, b.ID, xs)
+	if err != nil || len(ids) != len(facts) {
+		t.Fatal(ids, err)
+	}
+	waitIndexed(t, ev, len(facts))
+	if len(f.Requests()) != 0 {
+		t.Errorf("an import called the provider %d times", len(f.Requests()))
+	}
+	hits, err := r.Search(bg, b.ID, "who owns the billing service", nil)
+	if err != nil || len(hits) == 0 || hits[0].Chunk.SourceTurn != ids[2].Turn || ids[2].Seq != 3 {
+		t.Fatalf("search after import: %+v, %v", hits, err)
+	}
+	h, _, _ := r.History(bg, b.ID, messages.TurnID{}, 100)
+	if len(h) != 2*len(facts) || h[0].Message.RenderedText != facts[0] || h[1].Message.Role != messages.RoleAssistant {
+		t.Errorf("history after import: %d entries", len(h))
+	}
+	// A turn after the import sees them like any other.
+	runTurn(t, r, b.ID, "and the release train?")
+	if rows, _ := r.DB().TurnRows(bg, b.ID, 7, 1); len(rows) != 1 || rows[0].Seq != 7 {
+		t.Errorf("the turn after the import: %+v", rows)
+	}
+	if _, err := r.Import(bg, b.ID, []Exchange{{User: messages.NewMessage(messages.RoleAssistant), Reply: xs[0].Reply}}); !errors.Is(err, persistence.ErrInvalidArgument) ||
+		!strings.Contains(err.Error(), "exchanges[0].user: role assistant, want user") {
+		t.Errorf("an exchange with the wrong role: %v", err)
+	}
+	if _, err := r.Import(bg, b.ID, nil); !errors.Is(err, persistence.ErrInvalidArgument) {
+		t.Errorf("importing nothing: %v", err)
+	}
+	dir := r.cfg.DataDir
+	r.Close()
+	cfg2 := indexedConfig(t, newEvents())
+	cfg2.DataDir = dir
+	r2 := openRuntime(t, cfg2)
+	defer r2.Close()
+	info, err := r2.Inspect(bg, b.ID)
+	if err != nil || info.TurnSeq != 7 {
+		t.Errorf("after a restart: %+v, %v", info, err)
+	}
+}

@@ -1,0 +1,341 @@
+package retrieval
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"math"
+	"slices"
+	"sync"
+)
+
+// RankOptions are the hybrid ranker's settings (SRD §8.2, budget plan
+// workstream 5). DefaultRankOptions gives the SRD's defaults.
+type RankOptions struct {
+	// VectorWeight and TextWeight weigh the normalized vector and
+	// full-text scores; they sum to 1.
+	VectorWeight float64
+	TextWeight   float64
+	// RecencyWeight is added, times 2^(-age/RecencyHalfLife), to the
+	// score of a chunk age turns older than the newest one searched.
+	RecencyWeight   float64
+	RecencyHalfLife float64
+	// Threshold drops candidates whose combined relevance (before the
+	// recency boost) is below it.
+	Threshold float64
+	// MMRLambda trades relevance (1) against diversity (0) when picking
+	// the results from the candidates (maximal marginal relevance).
+	MMRLambda float64
+	// Overfetch is how many candidates each search returns; TopK how
+	// many results are kept.
+	Overfetch int
+	TopK      int
+}
+
+// DefaultRankOptions returns 0.3 vector / 0.7 full text, no recency
+// boost, no threshold, MMR at 0.9, overfetch 16 and top 6. The SRD's
+// 0.7 vector / 0.3 full text assumes a strong embedding model; with the
+// offline embedders full text must lead (LoCoMo dev, docs/BENCHMARKS.md:
+// recall@10 0.762 at 0.3 vector, and lower with a recency boost).
+func DefaultRankOptions() RankOptions {
+	return RankOptions{VectorWeight: 0.3, TextWeight: 0.7, RecencyHalfLife: 500, MMRLambda: 0.9, Overfetch: 16, TopK: 6}
+}
+
+// Validate reports the first setting out of range, naming it and its
+// limits.
+func (o RankOptions) Validate() error {
+	switch {
+	case o.VectorWeight < 0 || o.VectorWeight > 1:
+		return fmt.Errorf("retrieval: vector_weight: %g, want 0 to 1", o.VectorWeight)
+	case o.TextWeight < 0 || o.TextWeight > 1:
+		return fmt.Errorf("retrieval: text_weight: %g, want 0 to 1", o.TextWeight)
+	case math.Abs(o.VectorWeight+o.TextWeight-1) > 1e-6:
+		return fmt.Errorf("retrieval: vector_weight + text_weight: %g, want 1", o.VectorWeight+o.TextWeight)
+	case o.RecencyWeight < 0 || o.RecencyWeight > 1:
+		return fmt.Errorf("retrieval: recency_weight: %g, want 0 to 1", o.RecencyWeight)
+	case o.RecencyWeight > 0 && o.RecencyHalfLife <= 0:
+		return fmt.Errorf("retrieval: recency_half_life: %g, want more than 0 turns", o.RecencyHalfLife)
+	case o.Threshold < 0 || o.Threshold > 1:
+		return fmt.Errorf("retrieval: threshold: %g, want 0 to 1", o.Threshold)
+	case o.MMRLambda < 0 || o.MMRLambda > 1:
+		return fmt.Errorf("retrieval: mmr_lambda: %g, want 0 to 1", o.MMRLambda)
+	case o.Overfetch < 1 || o.Overfetch > 1000:
+		return fmt.Errorf("retrieval: overfetch: %d, want 1 to 1000", o.Overfetch)
+	case o.TopK < 1 || o.TopK > o.Overfetch:
+		return fmt.Errorf("retrieval: top_k: %d, want 1 to overfetch (%d)", o.TopK, o.Overfetch)
+	}
+	return nil
+}
+
+// Ranked is a result of a hybrid search.
+type Ranked struct {
+	Doc   DocID
+	Seq   uint64  // the turn seq of the chunk's source
+	Score float64 // final: combined relevance plus the recency boost
+	// Vector and Text are the normalized scores combined (0 when that
+	// search did not find the chunk); Relevance their weighted sum.
+	Vector, Text, Relevance float64
+}
+
+// Doc is one chunk as a Partition indexes it.
+type Doc struct {
+	ID     DocID
+	Seq    uint64             // the turn seq of its source, for recency and fork cut-offs
+	Terms  map[string]float32 // TermFreqs of its text, plus its neighbours' context
+	Len    float32            // the sum of Terms
+	Vector []float32          // its embedding; nil if it has none
+}
+
+// Partition is the in-memory index of one branch's chunks: full text
+// and vectors, safe for concurrent use.
+type Partition struct {
+	mu     sync.RWMutex
+	text   *FullText
+	vec    *Vectors
+	seq    map[DocID]uint64
+	newest uint64
+}
+
+// NewPartition returns an empty partition for dim-dimensional vectors.
+func NewPartition(dim int) *Partition {
+	return &Partition{text: NewFullText(), vec: NewVectors(dim), seq: map[DocID]uint64{}}
+}
+
+// Add indexes d; a chunk present already is left as it is (false).
+func (p *Partition) Add(d Doc) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if _, ok := p.seq[d.ID]; ok {
+		return false
+	}
+	p.seq[d.ID] = d.Seq
+	p.newest = max(p.newest, d.Seq)
+	p.text.Add(d.ID, d.Terms, d.Len)
+	if d.Vector != nil {
+		p.vec.Add(d.ID, d.Vector)
+	}
+	return true
+}
+
+// AddTerms adds a later turn's context to chunk id's full-text entry.
+func (p *Partition) AddTerms(id DocID, tf map[string]float32, n float32) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.text.AddTerms(id, tf, n)
+}
+
+// Seq returns the turn seq of chunk id, and whether it is indexed.
+func (p *Partition) Seq(id DocID) (uint64, bool) {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	s, ok := p.seq[id]
+	return s, ok
+}
+
+// Len returns the number of chunks indexed.
+func (p *Partition) Len() int {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	return len(p.seq)
+}
+
+// Scope is a partition and the newest turn seq of it a query may see: a
+// fork sees its parent's chunks up to the fork point only.
+type Scope struct {
+	Part   *Partition
+	MaxSeq uint64 // math.MaxUint64: all
+}
+
+// Query is a hybrid search over scopes (the branch's own partition and
+// its ancestors', cut at the fork points).
+type Query struct {
+	Text   string
+	Vector []float32 // the query's embedding; nil searches full text only
+	Scopes []Scope
+	// Exclude leaves chunks out (those already in the prompt verbatim).
+	Exclude func(DocID) bool
+}
+
+// Search runs the full-text and vector searches of every scope in
+// parallel, normalizes each signal to [0, 1] over the candidates (min to
+// max), combines them with the weights, adds the recency boost, drops
+// what is under the threshold and picks TopK by maximal marginal
+// relevance. Ties are broken by score, then recency, then id.
+func Search(ctx context.Context, q Query, o RankOptions) ([]Ranked, error) {
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	type found struct {
+		text, vec []Hit
+		seq       map[DocID]uint64
+		vectors   map[DocID][]float32
+		newest    uint64
+	}
+	res := make([]found, len(q.Scopes))
+	terms := QueryTerms(q.Text)
+	var stats Stats
+	for _, s := range q.Scopes {
+		s.Part.mu.RLock()
+		s.Part.text.AddStats(&stats, terms)
+	}
+	var wg sync.WaitGroup
+	for i, s := range q.Scopes {
+		keep := func(id DocID) bool {
+			return s.Part.seq[id] <= s.MaxSeq && (q.Exclude == nil || !q.Exclude(id))
+		}
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			res[i].text = s.Part.text.SearchTerms(terms, stats, o.Overfetch, keep)
+		}()
+		go func() {
+			defer wg.Done()
+			if q.Vector != nil && o.VectorWeight > 0 {
+				res[i].vec = s.Part.vec.Search(q.Vector, o.Overfetch, keep)
+			}
+		}()
+	}
+	wg.Wait()
+	for i, s := range q.Scopes {
+		r := &res[i]
+		r.seq, r.vectors = map[DocID]uint64{}, map[DocID][]float32{}
+		for _, h := range slices.Concat(r.text, r.vec) {
+			r.seq[h.Doc] = s.Part.seq[h.Doc]
+			r.vectors[h.Doc] = s.Part.vec.Vector(h.Doc)
+		}
+		r.newest = min(s.Part.newest, s.MaxSeq)
+		s.Part.mu.RUnlock()
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	cands := map[DocID]*Ranked{}
+	vectors := map[DocID][]float32{}
+	var newest uint64
+	add := func(hits []Hit, r *found, vector bool) {
+		for _, h := range hits {
+			c := cands[h.Doc]
+			if c == nil {
+				c = &Ranked{Doc: h.Doc, Seq: r.seq[h.Doc], Vector: math.NaN(), Text: math.NaN()}
+				cands[h.Doc] = c
+				vectors[h.Doc] = r.vectors[h.Doc]
+			}
+			if vector {
+				c.Vector = math.Max(nanTo(c.Vector, -2), h.Score)
+			} else {
+				c.Text = math.Max(nanTo(c.Text, -1), h.Score)
+			}
+		}
+	}
+	for i := range res {
+		add(res[i].text, &res[i], false)
+		add(res[i].vec, &res[i], true)
+		newest = max(newest, res[i].newest)
+	}
+	list := make([]*Ranked, 0, len(cands))
+	for _, c := range cands {
+		list = append(list, c)
+	}
+	normalize(list, func(r *Ranked) *float64 { return &r.Vector }, false)
+	normalize(list, func(r *Ranked) *float64 { return &r.Text }, true)
+	kept := list[:0]
+	for _, c := range list {
+		c.Relevance = o.VectorWeight*c.Vector + o.TextWeight*c.Text
+		if q.Vector == nil || o.VectorWeight == 0 {
+			c.Relevance = c.Text
+		}
+		if c.Relevance < o.Threshold {
+			continue
+		}
+		c.Score = c.Relevance
+		if o.RecencyWeight > 0 {
+			age := float64(newest - min(c.Seq, newest))
+			c.Score += o.RecencyWeight * math.Exp2(-age/o.RecencyHalfLife)
+		}
+		kept = append(kept, c)
+	}
+	slices.SortFunc(kept, byScore)
+	kept = kept[:min(len(kept), o.Overfetch)]
+	return mmr(kept, vectors, o), nil
+}
+
+func nanTo(x, v float64) float64 {
+	if math.IsNaN(x) {
+		return v
+	}
+	return x
+}
+
+// normalize maps one signal of the candidates to [0, 1], min to max (or
+// 0 to max when fromZero: BM25 scores start at 0 for a document without
+// the query's terms, which the candidates, the best few, do not show); a
+// candidate the signal did not find gets 0, and when all found are equal
+// they get 1.
+func normalize(list []*Ranked, field func(*Ranked) *float64, fromZero bool) {
+	lo, hi := math.Inf(1), math.Inf(-1)
+	for _, c := range list {
+		if v := *field(c); !math.IsNaN(v) {
+			lo, hi = math.Min(lo, v), math.Max(hi, v)
+		}
+	}
+	if fromZero && lo > 0 {
+		lo = 0
+	}
+	for _, c := range list {
+		f := field(c)
+		switch {
+		case math.IsNaN(*f):
+			*f = 0
+		case hi > lo:
+			*f = (*f - lo) / (hi - lo)
+		default:
+			*f = 1
+		}
+	}
+}
+
+func byScore(a, b *Ranked) int {
+	switch {
+	case a.Score > b.Score:
+		return -1
+	case a.Score < b.Score:
+		return 1
+	case a.Seq > b.Seq:
+		return -1
+	case a.Seq < b.Seq:
+		return 1
+	}
+	return bytes.Compare(a.Doc[:], b.Doc[:])
+}
+
+// mmr picks TopK of the candidates (sorted by score) one at a time, each
+// the one with the best λ·score − (1−λ)·(greatest cosine similarity to
+// one picked already); candidates without a vector are similar to none.
+func mmr(cands []*Ranked, vectors map[DocID][]float32, o RankOptions) []Ranked {
+	out := make([]Ranked, 0, min(o.TopK, len(cands)))
+	if o.MMRLambda == 1 { // relevance only: the order they are in
+		for _, c := range cands[:min(o.TopK, len(cands))] {
+			out = append(out, *c)
+		}
+		return out
+	}
+	picked := make([]bool, len(cands))
+	for len(out) < o.TopK && len(out) < len(cands) {
+		best, bestVal := -1, math.Inf(-1)
+		for i, c := range cands {
+			if picked[i] {
+				continue
+			}
+			sim := 0.0
+			for _, r := range out {
+				sim = math.Max(sim, cosine(vectors[c.Doc], vectors[r.Doc]))
+			}
+			if v := o.MMRLambda*c.Score - (1-o.MMRLambda)*sim; v > bestVal {
+				best, bestVal = i, v
+			}
+		}
+		picked[best] = true
+		out = append(out, *cands[best])
+	}
+	return out
+}

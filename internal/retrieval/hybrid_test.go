@@ -1,0 +1,166 @@
+package retrieval
+
+import (
+	"context"
+	"math"
+	"slices"
+	"strings"
+	"testing"
+)
+
+func doc(n byte) DocID { return DocID{15: n} }
+
+func TestTerms(t *testing.T) {
+	got := Terms("We're DEPLOYING the new deployment to eu-west-1; Zoë's café — it's deployed!")
+	// "We're" splits at the apostrophe into two stop words; "s" too.
+	want := []string{"deploy", "new", "deploy", "eu", "west", "1", "zoë", "café", "deploy"}
+	if !slices.Equal(got, want) {
+		t.Errorf("Terms() = %q, want %q", got, want)
+	}
+	if long := Terms(strings.Repeat("x", 200)); len(long) != 1 || len(long[0]) != MaxTermBytes {
+		t.Errorf("a 200-byte run gave %q", long)
+	}
+}
+
+func TestFullTextRanksRareTermsFirst(t *testing.T) {
+	f := NewFullText()
+	texts := []string{
+		"the weather is nice and the weather is warm",
+		"we moved the database to postgres last week",
+		"weather again: rain tomorrow",
+		"postgres replication lag alarms fired",
+	}
+	for i, s := range texts {
+		tf, n := TermFreqs(s)
+		if !f.Add(doc(byte(i)), tf, n) {
+			t.Fatalf("Add(%d) = false", i)
+		}
+	}
+	if tf, n := TermFreqs("again"); f.Add(doc(0), tf, n) || f.Len() != 4 {
+		t.Error("a document added twice was indexed again")
+	}
+	hits := f.Search("postgres replication", 10, nil)
+	if len(hits) != 2 || hits[0].Doc != doc(3) || hits[1].Doc != doc(1) || hits[0].Score <= hits[1].Score {
+		t.Errorf("Search = %+v, want doc 3 then doc 1", hits)
+	}
+	hits = f.Search("postgres", 10, func(d DocID) bool { return d != doc(3) })
+	if len(hits) != 1 || hits[0].Doc != doc(1) {
+		t.Errorf("filtered Search = %+v, want doc 1 only", hits)
+	}
+	if hits := f.Search("the and is", 10, nil); len(hits) != 0 {
+		t.Errorf("a query of stop words found %+v", hits)
+	}
+}
+
+func TestVectorsSearchFilters(t *testing.T) {
+	v := NewVectors(2)
+	for i := range 50 {
+		a := float64(i) * math.Pi / 100 // angles 0 .. π/2
+		v.Add(doc(byte(i)), []float32{float32(math.Cos(a)), float32(math.Sin(a))})
+	}
+	if v.Add(doc(99), []float32{1, 2, 3}) || v.Add(doc(98), []float32{0, 0}) || v.Add(doc(0), []float32{1, 0}) {
+		t.Error("a vector of the wrong dimension, a zero vector or a duplicate id was indexed")
+	}
+	// The nearest to angle 0 that are odd-numbered: 1, 3, 5.
+	hits := v.Search([]float32{1, 0}, 3, func(d DocID) bool { return d[15]%2 == 1 })
+	if len(hits) != 3 || hits[0].Doc != doc(1) || hits[1].Doc != doc(3) || hits[2].Doc != doc(5) {
+		t.Errorf("Search = %+v", hits)
+	}
+	if hits := v.Search([]float32{1, 0}, 3, func(DocID) bool { return false }); len(hits) != 0 {
+		t.Errorf("nothing passes, yet %+v", hits)
+	}
+}
+
+func TestRankOptionsValidate(t *testing.T) {
+	if err := DefaultRankOptions().Validate(); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		edit func(*RankOptions)
+		want string
+	}{
+		{func(o *RankOptions) { o.VectorWeight = 0.8 }, "vector_weight + text_weight: 1.5, want 1"},
+		{func(o *RankOptions) { o.TextWeight = -0.3; o.VectorWeight = 1.3 }, "vector_weight: 1.3, want 0 to 1"},
+		{func(o *RankOptions) { o.MMRLambda = 2 }, "mmr_lambda: 2, want 0 to 1"},
+		{func(o *RankOptions) { o.TopK = 17 }, "top_k: 17, want 1 to overfetch (16)"},
+		{func(o *RankOptions) { o.Overfetch = 0 }, "overfetch: 0, want 1 to 1000"},
+		{func(o *RankOptions) { o.RecencyWeight, o.RecencyHalfLife = 0.1, 0 }, "recency_half_life"},
+	} {
+		o := DefaultRankOptions()
+		tc.edit(&o)
+		if err := o.Validate(); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Validate() = %v, want %q", err, tc.want)
+		}
+	}
+}
+
+// A fork's query sees its parent's chunks only up to the fork point, and
+// its own.
+func TestSearchRespectsScopes(t *testing.T) {
+	parent, fork := NewPartition(2), NewPartition(2)
+	add := func(p *Partition, id byte, seq uint64, text string, vec []float32) {
+		tf, n := TermFreqs(text)
+		p.Add(Doc{ID: doc(id), Seq: seq, Terms: tf, Len: n, Vector: vec})
+	}
+	add(parent, 1, 1, "the launch date is March", []float32{1, 0})
+	add(parent, 2, 5, "the launch date moved to June", []float32{1, 0.1})
+	add(fork, 3, 4, "on the fork the launch date is July", []float32{1, 0.2})
+	q := Query{Text: "launch date", Vector: []float32{1, 0},
+		Scopes: []Scope{{Part: fork, MaxSeq: math.MaxUint64}, {Part: parent, MaxSeq: 3}}}
+	got, err := Search(context.Background(), q, DefaultRankOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []byte
+	for _, r := range got {
+		ids = append(ids, r.Doc[15])
+	}
+	if slices.Contains(ids, 2) || !slices.Contains(ids, 1) || !slices.Contains(ids, 3) {
+		t.Errorf("the fork found %v, want 1 and 3 and never 2 (after the fork point)", ids)
+	}
+	q.Exclude = func(d DocID) bool { return d == doc(3) }
+	if got, _ := Search(context.Background(), q, DefaultRankOptions()); len(got) != 1 || got[0].Doc != doc(1) {
+		t.Errorf("excluding 3: %+v", got)
+	}
+}
+
+// The same inputs give the same ranking; hybrid weights and MMR do what
+// they say.
+func TestSearchRanking(t *testing.T) {
+	p := NewPartition(2)
+	add := func(id byte, seq uint64, text string, vec []float32) {
+		tf, n := TermFreqs(text)
+		p.Add(Doc{ID: doc(id), Seq: seq, Terms: tf, Len: n, Vector: vec})
+	}
+	add(1, 1, "kubernetes cluster upgrade plan", []float32{0, 1})  // words match, vector far
+	add(2, 2, "we talked about containers", []float32{1, 0})       // vector matches
+	add(3, 3, "we talked about containers again", []float32{1, 0}) // the same vector
+	add(4, 4, "unrelated note about lunch", []float32{0.7, 0.7})   // half way
+	q := Query{Text: "kubernetes upgrade", Vector: []float32{1, 0}, Scopes: []Scope{{Part: p, MaxSeq: math.MaxUint64}}}
+	o := DefaultRankOptions()
+	o.VectorWeight, o.TextWeight, o.RecencyWeight, o.MMRLambda, o.TopK = 0.7, 0.3, 0, 1, 4
+	first, _ := Search(context.Background(), q, o)
+	again, _ := Search(context.Background(), q, o)
+	if !slices.Equal(first, again) || len(first) != 4 {
+		t.Fatalf("two runs differ or are short: %+v / %+v", first, again)
+	}
+	// Vector-heavy: the two container chunks first, the newer ahead on
+	// the tie.
+	if first[0].Doc != doc(3) || first[1].Doc != doc(2) {
+		t.Errorf("0.7 vector: %+v", first)
+	}
+	o.VectorWeight, o.TextWeight = 0.2, 0.8
+	if got, _ := Search(context.Background(), q, o); got[0].Doc != doc(1) {
+		t.Errorf("0.8 text: %+v, want the kubernetes chunk first", got)
+	}
+	// Diversity: the second container chunk is a duplicate of the first.
+	o.VectorWeight, o.TextWeight, o.MMRLambda, o.TopK = 0.7, 0.3, 0.5, 2
+	if got, _ := Search(context.Background(), q, o); got[0].Doc != doc(3) || got[1].Doc == doc(2) {
+		t.Errorf("MMR 0.5: %+v, want a second pick other than the duplicate", got)
+	}
+	// Threshold: only the best survive.
+	o.MMRLambda, o.Threshold, o.TopK = 1, 0.69, 4
+	if got, _ := Search(context.Background(), q, o); len(got) != 2 {
+		t.Errorf("threshold 0.69 kept %+v", got)
+	}
+}

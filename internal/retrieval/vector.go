@@ -1,0 +1,91 @@
+package retrieval
+
+import (
+	"math"
+
+	"github.com/kelindar/search"
+)
+
+// Vectors is an exact cosine index (github.com/kelindar/search) over one
+// partition's chunk vectors, all of one embedder. It is a cache: the
+// store keeps every vector, and a Vectors is rebuilt from them on load.
+// It is not safe for concurrent use.
+type Vectors struct {
+	dim  int
+	idx  *search.Index[DocID]
+	byID map[DocID][]float32
+}
+
+// NewVectors returns an empty index of dim-dimensional vectors.
+func NewVectors(dim int) *Vectors {
+	return &Vectors{dim: dim, idx: search.NewIndex[DocID](), byID: map[DocID][]float32{}}
+}
+
+// Len returns the number of vectors indexed.
+func (v *Vectors) Len() int { return v.idx.Len() }
+
+// Add indexes a copy of vec under id. A vector of the wrong dimension, or
+// zero, or not finite, is not indexed (false), nor is an id present
+// already.
+func (v *Vectors) Add(id DocID, vec []float32) bool {
+	if _, ok := v.byID[id]; ok || len(vec) != v.dim || !usable(vec) {
+		return false
+	}
+	c := append([]float32(nil), vec...)
+	v.idx.Add(c, id) // normalizes c in place and keeps it
+	v.byID[id] = c
+	return true
+}
+
+// Vector returns the unit vector indexed under id, or nil.
+func (v *Vectors) Vector(id DocID) []float32 { return v.byID[id] }
+
+// Search returns the k vectors most similar to query (cosine, best
+// first) among those keep passes (nil keeps all). It asks the exact
+// index for more than k until k pass or every vector was looked at.
+func (v *Vectors) Search(query []float32, k int, keep func(DocID) bool) []Hit {
+	if k <= 0 || v.idx.Len() == 0 || len(query) != v.dim || !usable(query) {
+		return nil
+	}
+	q := append([]float32(nil), query...)
+	for want := k; ; want *= 4 {
+		want = min(want, v.idx.Len())
+		res := v.idx.Search(append([]float32(nil), q...), want)
+		out := make([]Hit, 0, k)
+		for _, r := range res {
+			if keep == nil || keep(r.Value) {
+				out = append(out, Hit{Doc: r.Value, Score: r.Relevance})
+				if len(out) == k {
+					return out
+				}
+			}
+		}
+		if want == v.idx.Len() {
+			return out
+		}
+	}
+}
+
+// usable reports whether vec can be normalized: finite and not zero.
+func usable(vec []float32) bool {
+	var n float64
+	for _, x := range vec {
+		if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
+			return false
+		}
+		n += float64(x) * float64(x)
+	}
+	return n > 0
+}
+
+// cosine returns the dot product of two unit vectors (0 if either is nil).
+func cosine(a, b []float32) float64 {
+	if len(a) == 0 || len(a) != len(b) {
+		return 0
+	}
+	var s float64
+	for i := range a {
+		s += float64(a[i]) * float64(b[i])
+	}
+	return s
+}
