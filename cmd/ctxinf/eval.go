@@ -8,7 +8,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"strings"
 	"time"
 
@@ -33,8 +35,20 @@ func evalServe(e *env, args []string) error {
 	fs.SetOutput(e.stderr)
 	dataDir := fs.String("data-dir", "", "data directory (default: a fresh temporary one, removed at the end)")
 	batch := fs.Int("batch", 64, "appends imported together (one durable write)")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole session to this file")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *cpuProfile != "" {
+		fh, err := os.Create(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer fh.Close()
+		if err := pprof.StartCPUProfile(fh); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
 	}
 	if *batch < 1 || *batch > actors.MaxImport {
 		return fmt.Errorf("eval serve: --batch %d, want 1 to %d", *batch, actors.MaxImport)
@@ -54,6 +68,9 @@ func evalServe(e *env, args []string) error {
 	if err != nil {
 		return err
 	}
+	// Load the token counter's encoding before the first conversation
+	// rather than in its first fold (it is counted into flush otherwise).
+	cfg.Counter(cfg.Provider.Name(), cfg.Model)("warm up")
 	ctx := context.Background()
 	rt, err := ctxinf.Open(ctx, ctxinf.Options{Config: &cfg})
 	if err != nil {

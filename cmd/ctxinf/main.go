@@ -66,6 +66,10 @@ Commands:
   bench context [--small N] [--large M] [--sample S] [--json]
                  context assembly latency at N and M turns of history;
                  working-set tokens per turn against the full history
+  bench retrieval [--turns N] [--ingest M] [--json]
+                 retrieval through the runtime: ingest turns/s until
+                 searchable, flush latency, query latency with N turns
+                 in one conversation
   bench stream [--branches N] [--turns T] [--deltas D] [--api A] [--json]
                  deltas/s from a fake model API on loopback through the
                  adapter, journal and branch to a subscriber; journal bytes
@@ -131,6 +135,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		err = contextDebug(e, rest[2:])
 	case rest[0] == "bench" && len(rest) > 1 && rest[1] == "context":
 		err = benchContext(e, rest[2:])
+	case rest[0] == "bench" && len(rest) > 1 && rest[1] == "retrieval":
+		err = benchRetrieval(e, rest[2:])
 	case rest[0] == "bench" && len(rest) > 1 && rest[1] == "stream":
 		err = benchStream(e, rest[2:])
 	case rest[0] == "chat":

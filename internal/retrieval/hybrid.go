@@ -320,22 +320,27 @@ func mmr(cands []*Ranked, vectors map[DocID][]float32, o RankOptions) []Ranked {
 		return out
 	}
 	picked := make([]bool, len(cands))
+	// maxSim[i] is candidate i's greatest similarity to the picks so
+	// far, updated against each new pick only.
+	maxSim := make([]float64, len(cands))
 	for len(out) < o.TopK && len(out) < len(cands) {
 		best, bestVal := -1, math.Inf(-1)
 		for i, c := range cands {
 			if picked[i] {
 				continue
 			}
-			sim := 0.0
-			for _, r := range out {
-				sim = math.Max(sim, cosine(vectors[c.Doc], vectors[r.Doc]))
-			}
-			if v := o.MMRLambda*c.Score - (1-o.MMRLambda)*sim; v > bestVal {
+			if v := o.MMRLambda*c.Score - (1-o.MMRLambda)*maxSim[i]; v > bestVal {
 				best, bestVal = i, v
 			}
 		}
 		picked[best] = true
 		out = append(out, *cands[best])
+		pv := vectors[cands[best].Doc]
+		for i, c := range cands {
+			if !picked[i] {
+				maxSim[i] = math.Max(maxSim[i], cosine(vectors[c.Doc], pv))
+			}
+		}
 	}
 	return out
 }

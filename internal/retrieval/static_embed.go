@@ -867,11 +867,8 @@ func readWink(r io.Reader, maxWords int) (*WordVectors, error) {
 	if len(vecs) == 0 {
 		return nil, bad("no vectors")
 	}
-	if dim < 0 {
-		for _, v := range vecs {
-			dim = len(v)
-			break
-		}
+	if v, ok := vecs[0]; dim < 0 && ok {
+		dim = len(v) // the most frequent word's; the others must agree
 	}
 	if normAt >= 0 && normAt < dim {
 		return nil, bad("l2NormIndex %d is inside the %d dimensions", normAt, dim)

@@ -14,7 +14,14 @@ type Vectors struct {
 	dim  int
 	idx  *search.Index[DocID]
 	byID map[DocID][]float32
+	// arena holds the vectors back to back, so that a search reads
+	// memory in order (vectors allocated one by one among the runtime's
+	// other objects made a 100,000-vector scan several times slower).
+	arena []float32
 }
+
+// arenaVectors is how many vectors an arena block holds.
+const arenaVectors = 4096
 
 // NewVectors returns an empty index of dim-dimensional vectors.
 func NewVectors(dim int) *Vectors {
@@ -31,7 +38,12 @@ func (v *Vectors) Add(id DocID, vec []float32) bool {
 	if _, ok := v.byID[id]; ok || len(vec) != v.dim || !usable(vec) {
 		return false
 	}
-	c := append([]float32(nil), vec...)
+	if len(v.arena)+v.dim > cap(v.arena) {
+		v.arena = make([]float32, 0, arenaVectors*v.dim)
+	}
+	n := len(v.arena)
+	v.arena = append(v.arena, vec...)
+	c := v.arena[n : n+v.dim : n+v.dim]
 	v.idx.Add(c, id) // normalizes c in place and keeps it
 	v.byID[id] = c
 	return true
