@@ -123,9 +123,6 @@ type branchActor struct {
 	// the turn in flight, so that assembling a context reads the store only
 	// for what this instance has not seen (after activation).
 	msgs map[messages.TurnID]messages.Message
-	// forced are chunks the user chose for the next turn
-	// (Runtime.ForceChunks), cleared when a turn is accepted.
-	forced []messages.ChunkID
 	// asker is the sender of the request being handled, until answered.
 	asker *actor.PID
 }
@@ -236,8 +233,11 @@ func (a *branchActor) Receive(ctx actor.Context) {
 		}
 		respond(ids)
 	case *forceReq:
-		a.forced = append(a.forced, m.chunks...)
-		respond(okReply{})
+		evs, err := a.b.Force(m.chunks, a.now())
+		if err == nil {
+			a.persistAll(ctx, evs)
+		}
+		respond(errOrOK(err))
 	case *toolsDone:
 		a.toolsDone(ctx, m)
 	case *killReq:
@@ -701,7 +701,6 @@ func (a *branchActor) prepare(ctx actor.Context, turn messages.TurnID) {
 	if a.askShrink(ctx, turn, rep) {
 		return // prepared again when the librarian answers
 	}
-	a.forced = nil // offered to this turn
 	if err := a.fitContext(ctx, rep); err != nil {
 		a.fail(ctx, turn, err.Error())
 		return
@@ -969,7 +968,7 @@ func (a *branchActor) retrieve(user messages.Message, recipe *persistence.Contex
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	for _, id := range a.forced {
+	for _, id := range a.b.Forced {
 		c, err := a.rt.db.ChunkByID(ctx, id)
 		if err != nil {
 			a.rt.log.Warn().Err(err).Str("branch", a.id.String()).Msg("forced chunk not found")

@@ -259,9 +259,9 @@ type forceReq struct{ chunks []messages.ChunkID }
 // ForceChunks makes chunks part of the retrieved memory of branch's next
 // turn, ahead of the search's hits (ForcedScore), still within the
 // retrieval budget. Each must be retrievable on branch: a chunk of its
-// own turns or of its ancestors' up to the fork points. The choice is
-// held by the branch actor until that turn: a restart of the branch
-// before it forgets it.
+// own turns or of its ancestors' up to the fork points. The choice is a
+// durable event (messages.ChunksForced); at most core.ForcedMax chunks
+// wait for a turn.
 func (r *Runtime) ForceChunks(ctx context.Context, branch messages.BranchID, chunks []messages.ChunkID) error {
 	if len(chunks) == 0 || len(chunks) > 64 {
 		return fmt.Errorf("%w: chunks: %d, want 1 to 64", persistence.ErrInvalidArgument, len(chunks))

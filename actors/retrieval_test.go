@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/contextinfinity/ctxinf/internal/core"
@@ -188,8 +189,8 @@ func TestRetrievalFailureDoesNotFailTheTurn(t *testing.T) {
 	}
 }
 
-// Chunks chosen by the user reach the next turn first, once; a chunk of
-// a sibling branch cannot be chosen.
+// Chunks chosen by the user reach the next turn first, once, even after
+// a restart; a chunk of another session cannot be chosen.
 func TestForceChunks(t *testing.T) {
 	ev := newEvents()
 	cfg := indexedConfig(t, ev)
@@ -210,6 +211,10 @@ func TestForceChunks(t *testing.T) {
 	if err := r.ForceChunks(bg, b.ID, []messages.ChunkID{chosen}); err != nil {
 		t.Fatal(err)
 	}
+	r.Close()
+	cfg.DataDir = r.cfg.DataDir
+	r = openRuntime(t, cfg)
+	defer r.Close()
 	runTurn(t, r, b.ID, "unrelated: what is for lunch")
 	sent := f.Requests()[len(f.Requests())-1].Context
 	if len(sent.Retrieved) == 0 || sent.Retrieved[0].Chunk != chosen || sent.Retrieved[0].Score != ForcedScore {
@@ -283,5 +288,34 @@ func TestImport(t *testing.T) {
 	info, err := r2.Inspect(bg, b.ID)
 	if err != nil || info.TurnSeq != 7 {
 		t.Errorf("after a restart: %+v, %v", info, err)
+	}
+}
+
+// A tool's result is indexed as a ToolResult chunk, labelled with the
+// tool, and comes back from search.
+func TestToolResultsAreIndexed(t *testing.T) {
+	var calls atomic.Int32
+	f := fake.New(
+		fake.Step{Reply: "Looking.", Items: messages.Items{grepCall("a", "invoice-7781-kestrel")}, Outcome: pausedForTools},
+		fake.Step{Reply: "Found it."},
+	)
+	r, _, b := toolRuntime(t, f, messages.ToolsEnabled, grepTool(&calls, nil))
+	defer r.Close()
+	runTurn(t, r, b, "find the invoice")
+	if err := r.Settle(bg, b); err != nil {
+		t.Fatal(err)
+	}
+	hits, err := r.Search(bg, b, "kestrel invoice 7781", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, h := range hits {
+		if h.Chunk.Type == messages.ChunkToolResult && h.Chunk.Text == "result of grep: match:invoice-7781-kestrel" {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("no tool result chunk among %+v", hits)
 	}
 }

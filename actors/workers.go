@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -300,13 +301,15 @@ func (ix *indexer) Receive(ctx actor.Context) {
 // index chunks a turn's two messages and stores the chunks; it returns
 // how many chunks the turn has and how many of them were already stored.
 func (ix *indexer) index(m *indexReq) (int, int, error) {
-	rows, vecs, ups, err := ix.chunks(m)
+	// The context this turn gives the turns before it is not added
+	// again: their partition entries hold it since they were indexed.
+	rows, vecs, _, err := ix.chunks(m)
 	if err != nil || len(rows) == 0 {
 		return 0, 0, err
 	}
-	res, err := ix.rt.db.Commit(context.Background(), &persistence.Tx{Chunks: rows, Vectors: vecs, TermUpdates: ups})
+	res, err := ix.rt.db.Commit(context.Background(), &persistence.Tx{Chunks: rows, Vectors: vecs})
 	if err == nil {
-		ix.rt.mem.added(rows, vecs, ups)
+		ix.rt.mem.added(rows, vecs, nil)
 	}
 	return len(rows), res.ChunksSkipped, err
 }
@@ -336,12 +339,21 @@ func (ix *indexer) chunks(m *indexReq) ([]persistence.ChunkRow, []persistence.Ve
 			return nil, nil, nil, err
 		}
 		own.WriteString(msg.RenderedText + "\n")
-		for _, c := range retrieval.ChunkText(msg.Role, msg.RenderedText) {
+		chunks := retrieval.ChunkText(msg.Role, msg.RenderedText)
+		for _, tr := range toolResults(msg.Blocks) {
+			own.WriteString(tr.text + "\n")
+			chunks = append(chunks, retrieval.ChunkToolResult("result of "+tr.tool, tr.text)...)
+		}
+		for _, c := range chunks {
 			hash := persistence.HashOf([]byte(c.Text))
+			start, end := c.Start, c.Start+len(c.Text)
+			if c.Type == messages.ChunkToolResult {
+				start, end = 0, 0 // not in the rendered text: no offsets
+			}
 			terms, n := retrieval.TermFreqs(c.Text)
 			rows = append(rows, persistence.ChunkRow{
 				ID: ChunkIDFor(m.turn, c.Type, hash), Session: m.session, Branch: m.branch,
-				SourceTurn: m.turn, Seq: m.seq, Node: node, Start: c.Start, End: c.Start + len(c.Text),
+				SourceTurn: m.turn, Seq: m.seq, Node: node, Start: start, End: end,
 				Type: c.Type, Text: c.Text, Summary: firstSentence(c.Text),
 				TokenEst: c.TokenEst, Hash: hash, Created: now, Terms: terms, TermCount: n,
 			})
@@ -377,6 +389,27 @@ func (ix *indexer) chunks(m *indexReq) ([]persistence.ChunkRow, []persistence.Ve
 			Msg("index: chunks stored without vectors (full-text search only)")
 	}
 	return rows, vecs, ups, nil
+}
+
+// toolResult is the text of a tool's result in a message.
+type toolResult struct{ tool, text string }
+
+// toolResults returns the results of tool calls a message holds (a reply
+// with its tool loop), each with the name of the tool that gave it.
+func toolResults(bs messages.Blocks) []toolResult {
+	names := map[string]string{}
+	var out []toolResult
+	for _, b := range bs {
+		switch b := b.(type) {
+		case messages.ToolUse:
+			names[b.ToolUseID] = b.Name
+		case messages.ToolResult:
+			if t := b.Content.RenderedText(); strings.TrimSpace(t) != "" {
+				out = append(out, toolResult{tool: cmp.Or(names[b.ToolUseID], "a tool"), text: t})
+			}
+		}
+	}
+	return out
 }
 
 // neighbour is a turn before the one indexed: its terms and its chunks.

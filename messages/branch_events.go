@@ -17,7 +17,7 @@ var ErrInvalidEvent = errors.New("messages: invalid branch event")
 // BranchEvent is a fact recorded in a branch's log: BranchCreated,
 // TurnAccepted, ResponseStarted, ToolCallsIssued, ToolResultsRecorded,
 // ResponseFinalized, TurnFailed, StateCommitted, TurnIndexed, FactPinned,
-// ModelSelected, StepRetried or TurnRecorded. The set is closed. Events are
+// ModelSelected, StepRetried, TurnRecorded or ChunksForced. The set is closed. Events are
 // persisted, then applied in order by the branch state machine; replaying
 // the log rebuilds the branch.
 //
@@ -218,6 +218,16 @@ func (ToolResultsRecorded) branchEvent() {}
 func (ModelSelected) branchEvent()       {}
 func (StepRetried) branchEvent()         {}
 func (TurnRecorded) branchEvent()        {}
+func (ChunksForced) branchEvent()        {}
+
+// ChunksForced records retrieval chunks the user chose for the branch's
+// next turn: its first context offers them ahead of the search's hits.
+//
+//	{"type":"chunks_forced","chunks":["…"],"at":"…"}
+type ChunksForced struct {
+	Chunks []ChunkID
+	At     time.Time
+}
 
 // TurnRecorded records an exchange taken as it is, with no provider step
 // (an import, or an evaluation harness feeding a conversation): Turn is
@@ -236,7 +246,7 @@ type TurnRecorded struct {
 // "branch_created", "turn_accepted", "response_started",
 // "tool_calls_issued", "tool_results_recorded", "step_retried", "response_finalized",
 // "turn_failed", "state_committed", "turn_indexed", "fact_pinned",
-// "model_selected" or "turn_recorded". Every field is written, except empty lists. Zero IDs
+// "model_selected", "turn_recorded" or "chunks_forced". Every field is written, except empty lists. Zero IDs
 // are written as "". It fails with ErrInvalidEvent when a required field
 // is zero (the ids naming what the event is about, a finalized outcome) or
 // a time lies outside years 0–9999.
@@ -291,6 +301,10 @@ func MarshalBranchEvent(ev BranchEvent) ([]byte, error) {
 		writeID(w, "step", ev.Step, true)
 		writeID(w, "next", ev.Next, true)
 		w.str("reason", ev.Reason)
+		w.time("at", ev.At)
+	case ChunksForced:
+		w = newWriter(scope{ErrInvalidEvent, "chunks_forced"})
+		w.value("chunks", ev.Chunks)
 		w.time("at", ev.At)
 	case ModelSelected:
 		w = newWriter(scope{ErrInvalidEvent, "model_selected"})
@@ -410,6 +424,11 @@ func UnmarshalBranchEvent(data []byte) (BranchEvent, error) {
 		e.Step = readID[stepKind](r, "step", true)
 		e.Next = readID[stepKind](r, "next", true)
 		e.Reason = r.str("reason")
+		e.At = r.time("at")
+		ev = e
+	case "chunks_forced":
+		var e ChunksForced
+		r.decode("chunks", &e.Chunks)
 		e.At = r.time("at")
 		ev = e
 	case "model_selected":

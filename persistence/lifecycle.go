@@ -135,7 +135,8 @@ type ChunkRow struct {
 	SourceTurn messages.TurnID    `json:"source_turn"`
 	// Seq is the source turn's turn_seq; Node the transcript node (the
 	// user message or the reply) the text is from, and Start and End its
-	// byte offsets in that message's rendered text.
+	// byte offsets in that message's rendered text (0 and 0 for a tool's
+	// result, which the rendered text does not hold).
 	Seq      uint64             `json:"seq"`
 	Node     messages.TurnID    `json:"node,omitzero"`
 	Start    int                `json:"start"`

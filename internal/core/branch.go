@@ -88,8 +88,11 @@ type Branch struct {
 	Window []messages.TurnID `json:"window"`
 	// Model is the name in config of the model the branch's turns use;
 	// "" is the runtime's default.
-	Model  string `json:"model,omitempty"`
-	Events uint64 `json:"events"` // events applied
+	Model string `json:"model,omitempty"`
+	// Forced are retrieval chunks chosen for the next turn's first
+	// context (ChunksForced), cleared when its first step starts.
+	Forced []messages.ChunkID `json:"forced,omitempty"`
+	Events uint64             `json:"events"` // events applied
 	// Policy decides when pending turns are folded into the summary. It
 	// is configuration, not state: the shell sets it, and it is not part
 	// of a snapshot.
@@ -214,6 +217,7 @@ func (b *Branch) Apply(ev messages.BranchEvent) ([]Effect, error) {
 		t := &b.Turns[b.find(ev.Turn)]
 		t.Phase, t.Step, t.At = messages.PhaseResponding, ev.Step, ev.At.UTC()
 		t.Steps++
+		b.Forced = nil // offered to this turn's context
 		return nil, nil
 	case messages.ToolCallsIssued:
 		t := &b.Turns[b.find(ev.Turn)]
@@ -232,6 +236,9 @@ func (b *Branch) Apply(ev messages.BranchEvent) ([]Effect, error) {
 		return []Effect{ContinueLoop{Turn: ev.Turn, Step: ev.Next}}, nil
 	case messages.ModelSelected:
 		b.Model = ev.Model
+		return nil, nil
+	case messages.ChunksForced:
+		b.Forced = append(slices.Clone(b.Forced), ev.Chunks...)
 		return nil, nil
 	case messages.StepRetried:
 		t := &b.Turns[b.find(ev.Turn)]
@@ -381,6 +388,18 @@ func (b *Branch) check(ev messages.BranchEvent) error {
 		case len(t.OpenCalls()) > 0:
 			return invalid("turn %s: tool calls are open", ev.Turn)
 		}
+	case messages.ChunksForced:
+		switch n := len(b.Forced) + len(ev.Chunks); {
+		case len(ev.Chunks) == 0:
+			return invalid("chunks: required")
+		case n > ForcedMax:
+			return invalid("chunks: %d forced for the next turn, limit %d", n, ForcedMax)
+		}
+		for i, c := range ev.Chunks {
+			if c.IsZero() {
+				return invalid("chunks[%d]: required", i)
+			}
+		}
 	case messages.ModelSelected:
 		if len(ev.Model) > ModelNameMax {
 			return invalid("model: %d bytes, limit %d", len(ev.Model), ModelNameMax)
@@ -419,6 +438,9 @@ func (b *Branch) check(ev messages.BranchEvent) error {
 	}
 	return nil
 }
+
+// ForcedMax is the most chunks forced into one turn.
+const ForcedMax = 64
 
 // ModelNameMax is the longest model name a branch records, in bytes.
 const ModelNameMax = 128

@@ -54,6 +54,12 @@ func (b *Branch) Record(turn, reply messages.TurnID, now time.Time) ([]messages.
 	return b.decide(messages.TurnRecorded{Turn: turn, Seq: b.TurnSeq + 1, Reply: reply, At: now.UTC()})
 }
 
+// Force records chunks chosen for the next turn's context (at most
+// ForcedMax waiting, else ErrInvalid naming the limit).
+func (b *Branch) Force(chunks []messages.ChunkID, now time.Time) ([]messages.BranchEvent, error) {
+	return b.decide(messages.ChunksForced{Chunks: slices.Clone(chunks), At: now.UTC()})
+}
+
 // Start records that the context of the accepted turn was prepared and
 // provider step step started streaming.
 func (b *Branch) Start(turn messages.TurnID, step messages.StepID, now time.Time) ([]messages.BranchEvent, error) {

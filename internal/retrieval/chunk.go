@@ -117,3 +117,21 @@ func decisionWords(s string) bool {
 	}
 	return false
 }
+
+// ChunkToolResult splits the text of a tool's result into ToolResult
+// chunks of at most MaxChunkTokens, at line breaks; label (the tool's
+// name, say) heads each so that a chunk says what it is. Start is the
+// byte offset in text.
+func ChunkToolResult(label, text string) []Chunk {
+	var out []Chunk
+	splitLong(text, 0, messages.ChunkToolResult, func(t messages.ChunkType, s string, start int) {
+		if strings.TrimSpace(s) == "" {
+			return
+		}
+		if label != "" {
+			s = label + ": " + s
+		}
+		out = append(out, Chunk{Type: t, Text: s, Start: start, TokenEst: EstimateTokens(s)})
+	})
+	return out
+}

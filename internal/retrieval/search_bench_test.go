@@ -1,0 +1,51 @@
+package retrieval
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+// BenchmarkSearch100k is one hybrid query over a partition of 100,000
+// chunks of synthetic text with random 100-dimensional vectors (`go test
+// -run X -bench Search100k ./internal/retrieval`: about 8 ms a query on
+// the dev VM; building the index takes a few seconds).
+func BenchmarkSearch100k(b *testing.B) {
+	r := rand.New(rand.NewPCG(1, 2))
+	zipf := rand.NewZipf(r, 1.1, 2, 999)
+	words := make([]string, 1000)
+	for i := range words {
+		words[i] = fmt.Sprintf("w%dx", i)
+	}
+	text := func(n int) string {
+		s := ""
+		for range n {
+			s += words[zipf.Uint64()] + " "
+		}
+		return s
+	}
+	p := NewPartition(100)
+	for i := range 100_000 {
+		tf, n := TermFreqs(text(20))
+		v := make([]float32, 100)
+		for j := range v {
+			v[j] = float32(r.NormFloat64())
+		}
+		var id DocID
+		id[0], id[1], id[2] = byte(i), byte(i>>8), byte(i>>16)
+		p.Add(Doc{ID: id, Seq: uint64(i), Terms: tf, Len: n, Vector: v})
+	}
+	q := Query{Text: text(6), Vector: make([]float32, 100), Scopes: []Scope{{Part: p, MaxSeq: math.MaxUint64}}}
+	for j := range q.Vector {
+		q.Vector[j] = float32(r.NormFloat64())
+	}
+	o := DefaultRankOptions()
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := Search(context.Background(), q, o); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
