@@ -319,3 +319,46 @@ func TestToolResultsAreIndexed(t *testing.T) {
 		t.Errorf("no tool result chunk among %+v", hits)
 	}
 }
+
+// Vectors are kept per embedder: after a switch the search goes on with
+// full text alone, never comparing vectors of two models, until the
+// turns are embedded again (Reindex) in the new namespace.
+func TestEmbedderSwitchUsesANewNamespace(t *testing.T) {
+	ev := newEvents()
+	cfg := indexedConfig(t, ev)
+	cfg.Embedder = retrieval.HashEmbedder{Dims: 512}
+	r := openRuntime(t, cfg)
+	defer r.Close()
+	_, b, _ := r.CreateSession(bg, "switch")
+	for _, f := range facts[:3] {
+		runTurn(t, r, b.ID, f)
+	}
+	waitIndexed(t, r, b.ID, ev, 3)
+	r.Close()
+	cfg.Embedder = retrieval.HashEmbedder{Dims: 64}
+	r2 := openRuntime(t, cfg)
+	defer r2.Close()
+	hits, err := r2.Search(bg, b.ID, "who owns the billing service", nil)
+	if err != nil || len(hits) == 0 || !strings.Contains(hits[0].Chunk.Text, "billing") {
+		t.Fatalf("search after the switch: %+v, %v", hits, err)
+	}
+	for _, h := range hits {
+		if h.Vector != 0 {
+			t.Fatalf("a vector score with no vectors in the new namespace: %+v", h)
+		}
+	}
+	if _, _, err := r2.Reindex(bg, b.ID); err != nil {
+		t.Fatal(err)
+	}
+	hits, _ = r2.Search(bg, b.ID, "who owns the billing service", nil)
+	if len(hits) == 0 || hits[0].Vector == 0 {
+		t.Errorf("after reindexing no vector scores: %+v", hits)
+	}
+	r2.Close()
+	r3 := openRuntime(t, cfg) // the index is loaded from the store again
+	defer r3.Close()
+	hits, _ = r3.Search(bg, b.ID, "who owns the billing service", nil)
+	if len(hits) == 0 || hits[0].Vector == 0 {
+		t.Errorf("after reindexing no vector scores: %+v", hits)
+	}
+}

@@ -94,6 +94,9 @@ type Config struct {
 	// retrieval.DefaultRankOptions()), validated by Open.
 	Embedder retrieval.Embedder
 	Rank     *retrieval.RankOptions
+	// ChunkOverlap is the tokens a chunk cut for its size repeats of the
+	// one before it (retrieval.ChunkTextWith); 0 for none.
+	ChunkOverlap int
 	// NoRetrieval leaves retrieved memory out of every context (the
 	// chunks are still indexed and searchable).
 	NoRetrieval bool

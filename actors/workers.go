@@ -339,7 +339,7 @@ func (ix *indexer) chunks(m *indexReq) ([]persistence.ChunkRow, []persistence.Ve
 			return nil, nil, nil, err
 		}
 		own.WriteString(msg.RenderedText + "\n")
-		chunks := retrieval.ChunkText(msg.Role, msg.RenderedText)
+		chunks := retrieval.ChunkTextWith(msg.Role, msg.RenderedText, ix.rt.cfg.ChunkOverlap)
 		for _, tr := range toolResults(msg.Blocks) {
 			own.WriteString(tr.text + "\n")
 			chunks = append(chunks, retrieval.ChunkToolResult("result of "+tr.tool, tr.text)...)

@@ -72,6 +72,7 @@ func runtimeConfig(e *env) (actors.Config, error) {
 		Embedder:          embedder,
 		Rank:              &rank,
 		NoRetrieval:       !c.Retrieval.Enabled,
+		ChunkOverlap:      c.Retrieval.ChunkOverlapTokens,
 	}, nil
 }
 

@@ -59,6 +59,9 @@ type RetrievalConfig struct {
 	Embedder string `mapstructure:"embedder"`
 	// HashDims is the hash embedder's dimension.
 	HashDims int `mapstructure:"hash_dims"`
+	// ChunkOverlapTokens is how much a chunk cut for its size repeats of
+	// the one before it (SRD §9.1's optional overlap); 0 for none.
+	ChunkOverlapTokens int `mapstructure:"chunk_overlap_tokens"`
 	// VectorsPath is the static embedder's word-vector file (make models).
 	VectorsPath string `mapstructure:"vectors_path"`
 	// The openai embedder: any OpenAI-compatible /v1/embeddings endpoint.
@@ -284,6 +287,7 @@ func Default() Config {
 			Enabled:              true,
 			Embedder:             EmbedderAuto,
 			HashDims:             512,
+			ChunkOverlapTokens:   0,
 			VectorsPath:          "models/glove-100d.ctxvec",
 			EmbedModel:           "text-embedding-3-small",
 			EmbedBaseURL:         "https://api.openai.com/v1",

@@ -45,6 +45,7 @@ func (c Config) Validate() error {
 func (r RetrievalConfig) validate(p *problems, prefix string) {
 	p.oneOf(prefix+"embedder", r.Embedder, EmbedderAuto, EmbedderHash, EmbedderStatic, EmbedderOpenAI)
 	p.inRange(prefix+"hash_dims", int64(r.HashDims), 8, 8192)
+	p.inRange(prefix+"chunk_overlap_tokens", int64(r.ChunkOverlapTokens), 0, 200)
 	p.inRange(prefix+"embed_dimensions", int64(r.EmbedDimensions), 0, 8192)
 	if r.Embedder == EmbedderStatic && strings.TrimSpace(r.VectorsPath) == "" {
 		p.addf("%svectors_path: required with embedder static", prefix)

@@ -3,7 +3,9 @@
 package retrieval
 
 import (
+	"regexp"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/contextinfinity/ctxinf/messages"
 )
@@ -28,12 +30,45 @@ func EstimateTokens(s string) int {
 	return (len(s) + 3) / 4
 }
 
-// ChunkText splits the text of one message into chunks: at code fences
-// (a fenced block is a Code chunk), then at headings and blank lines,
-// packing paragraphs up to MaxChunkTokens. role decides the type of prose:
-// UserContext for the user, Explanation (or Decision when it reads as one)
-// for the assistant. The result is deterministic.
-func ChunkText(role messages.Role, text string) []Chunk {
+// ChunkText is ChunkTextWith with no overlap.
+func ChunkText(role messages.Role, text string) []Chunk { return ChunkTextWith(role, text, 0) }
+
+// MaxOverlapTokens bounds ChunkTextWith's overlap.
+const MaxOverlapTokens = 200
+
+// ChunkTextWith splits the text of one message into chunks: at code
+// fences (a fenced block is a Code chunk; one longer than MaxChunkTokens
+// is cut at function boundaries where it has them, else at line breaks),
+// then at headings and blank lines, packing paragraphs up to
+// MaxChunkTokens. role decides the type of prose: UserContext for the
+// user, Explanation (or Decision when it reads as one) for the
+// assistant. When a run was cut only for its size (not at a heading or a
+// fence), the next chunk repeats about overlap tokens of the one before
+// it, from a word boundary (SRD §9.1's optional overlap; 0 for none, at
+// most MaxOverlapTokens). The result is deterministic.
+func ChunkTextWith(role messages.Role, text string, overlap int) []Chunk {
+	out := chunkText(role, text)
+	if overlap <= 0 {
+		return out
+	}
+	overlap = min(overlap, MaxOverlapTokens)
+	for i := 1; i < len(out); i++ {
+		prev, c := out[i-1], &out[i]
+		if prev.Type != c.Type || prev.Start+len(prev.Text) != c.Start || strings.HasPrefix(strings.TrimSpace(c.Text), "#") {
+			continue // a section, fence or type boundary: nothing to carry over
+		}
+		from := max(len(prev.Text)-4*overlap, 0)
+		if j := strings.IndexAny(prev.Text[from:], " \n\t"); from > 0 && j >= 0 {
+			from += j + 1
+		}
+		carried := prev.Text[from:]
+		c.Text, c.Start = carried+c.Text, c.Start-len(carried)
+		c.TokenEst = EstimateTokens(c.Text)
+	}
+	return out
+}
+
+func chunkText(role messages.Role, text string) []Chunk {
 	var out []Chunk
 	prose := messages.ChunkExplanation
 	if role == messages.RoleUser {
@@ -94,13 +129,32 @@ func packProse(s string, base int, t messages.ChunkType, emit func(messages.Chun
 	}
 }
 
-// splitLong cuts a run longer than MaxChunkTokens at line breaks.
+// funcStart matches a line that starts a function, method or type in the
+// usual languages: where a long code block is best cut.
+var funcStart = regexp.MustCompile(`(?m)^[ \t]*(?:func|def|class|fn|function|pub fn|async def|async function|public|private|protected|static|interface|type|impl|struct|module|sub)\b`)
+
+// splitLong cuts a run longer than MaxChunkTokens: code at the last
+// function boundary that leaves the piece at least a quarter full, else
+// at a line break; anything else at a line break.
 func splitLong(s string, base int, t messages.ChunkType, emit func(messages.ChunkType, string, int)) {
 	limit := MaxChunkTokens * 4
 	for len(s) > limit {
-		cut := strings.LastIndex(s[:limit], "\n")
+		cut := -1
+		if t == messages.ChunkCode {
+			for _, m := range funcStart.FindAllStringIndex(s[:limit], -1) {
+				if m[0] >= limit/4 {
+					cut = m[0]
+				}
+			}
+		}
+		if cut <= 0 {
+			cut = strings.LastIndex(s[:limit], "\n")
+		}
 		if cut <= 0 {
 			cut = limit
+		}
+		for cut < len(s) && !utf8.RuneStart(s[cut]) {
+			cut++ // never inside a rune
 		}
 		emit(t, s[:cut], base)
 		s, base = s[cut:], base+cut

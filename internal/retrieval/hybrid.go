@@ -101,11 +101,16 @@ func NewPartition(dim int) *Partition {
 	return &Partition{text: NewFullText(), vec: NewVectors(dim), seq: map[DocID]uint64{}}
 }
 
-// Add indexes d; a chunk present already is left as it is (false).
+// Add indexes d; a chunk present already is left as it is (false),
+// but gains d's vector if it had none (embedded again after a switch of
+// embedder).
 func (p *Partition) Add(d Doc) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if _, ok := p.seq[d.ID]; ok {
+		if d.Vector != nil {
+			p.vec.Add(d.ID, d.Vector)
+		}
 		return false
 	}
 	p.seq[d.ID] = d.Seq
