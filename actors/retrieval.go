@@ -347,3 +347,6 @@ func (r *Runtime) Settle(ctx context.Context, branch messages.BranchID) error {
 		wait = min(2*wait, 5*time.Millisecond)
 	}
 }
+
+// RankOptions returns the hybrid ranker's settings the runtime uses.
+func (r *Runtime) RankOptions() retrieval.RankOptions { return r.mem.opts }

@@ -30,6 +30,10 @@ Usage:
   ctxinf [--config FILE] <command> [flags]
 
 Commands:
+  serve [--addr A]
+                 the HTTP API (sessions, branches, turns with SSE
+                 streaming, history, pins, retrieval, context debug,
+                 export/import; GET /openapi.json) on 127.0.0.1:8080
   chat [--session S] [--branch B]
                  a line-mode chat on the embedded runtime (./data), with
                  /fork, /history, /pin, /pending, /commit (see /help)
@@ -139,6 +143,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		err = benchRetrieval(e, rest[2:])
 	case rest[0] == "bench" && len(rest) > 1 && rest[1] == "stream":
 		err = benchStream(e, rest[2:])
+	case rest[0] == "serve":
+		err = serve(e, rest[1:])
 	case rest[0] == "chat":
 		err = chat(e, rest[1:])
 	case rest[0] == "inspect":

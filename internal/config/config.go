@@ -37,6 +37,27 @@ type Config struct {
 	Tools        ToolsConfig            `mapstructure:"tools"`
 	Context      ContextConfig          `mapstructure:"context"`
 	Retrieval    RetrievalConfig        `mapstructure:"retrieval"`
+	Server       ServerConfig           `mapstructure:"server"`
+}
+
+// ServerConfig is `ctxinf serve`: the HTTP API's address, authentication
+// and limits.
+type ServerConfig struct {
+	// Addr is the HTTP API's address; one that is not loopback needs
+	// bearer tokens.
+	Addr string `mapstructure:"addr"`
+	// TokensEnv names the environment variable holding the bearer tokens
+	// (comma-separated); unset or empty means no authentication.
+	TokensEnv string `mapstructure:"tokens_env"`
+	// MaxBodyBytes bounds a request body; MaxInFlight the requests
+	// handled at once (more get 429).
+	MaxBodyBytes int64 `mapstructure:"max_body_bytes"`
+	MaxInFlight  int   `mapstructure:"max_in_flight"`
+	// ReadHeaderTimeout and IdleTimeout bound slow clients; Drain is how
+	// long a shutdown waits for requests in flight.
+	ReadHeaderTimeout time.Duration `mapstructure:"read_header_timeout"`
+	IdleTimeout       time.Duration `mapstructure:"idle_timeout"`
+	Drain             time.Duration `mapstructure:"drain"`
 }
 
 // Embedders accepted by retrieval.embedder.
@@ -301,6 +322,15 @@ func Default() Config {
 			MMRLambda:            0.9,
 			Overfetch:            16,
 			TopK:                 6,
+		},
+		Server: ServerConfig{
+			Addr:              "127.0.0.1:8080",
+			TokensEnv:         "CTX_SERVER_TOKENS",
+			MaxBodyBytes:      8 * MiB,
+			MaxInFlight:       1024,
+			ReadHeaderTimeout: 10 * time.Second,
+			IdleTimeout:       2 * time.Minute,
+			Drain:             30 * time.Second,
 		},
 		Tools: ToolsConfig{
 			Mode:     ToolsDisabled,

@@ -36,6 +36,14 @@ func (c Config) Validate() error {
 	p.inRange("context.retrieval_max_tokens", int64(c.Context.RetrievalMaxTokens), 1, 10_000_000)
 	p.inRange("context.chunk_max_tokens", int64(c.Context.ChunkMaxTokens), 1, 10_000_000)
 	c.Retrieval.validate(&p, "retrieval.")
+	if strings.TrimSpace(c.Server.Addr) == "" {
+		p.addf("server.addr: must not be empty")
+	}
+	p.inRange("server.max_body_bytes", c.Server.MaxBodyBytes, 1024, 1<<30)
+	p.inRange("server.max_in_flight", int64(c.Server.MaxInFlight), 1, 1_000_000)
+	p.durationIn("server.read_header_timeout", c.Server.ReadHeaderTimeout, time.Millisecond, time.Hour)
+	p.durationIn("server.idle_timeout", c.Server.IdleTimeout, time.Millisecond, 24*time.Hour)
+	p.durationIn("server.drain", c.Server.Drain, 0, time.Hour)
 	p.oneOf("tools.mode", c.Tools.Mode, ToolsDisabled, ToolsParseOnly, ToolsEnabled)
 	p.inRange("tools.max_steps", int64(c.Tools.MaxSteps), 1, 1000)
 	p.durationIn("tools.timeout", c.Tools.Timeout, time.Millisecond, 24*time.Hour)

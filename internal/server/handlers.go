@@ -1,0 +1,494 @@
+package server
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/contextinfinity/ctxinf/actors"
+	"github.com/contextinfinity/ctxinf/internal/retrieval"
+	"github.com/contextinfinity/ctxinf/messages"
+	"github.com/contextinfinity/ctxinf/persistence"
+)
+
+// Limits of request fields.
+const (
+	MaxTitleBytes = 256
+	MaxLabelBytes = 128
+	MaxQueryBytes = 8 << 10
+	MaxHistory    = 1000
+	MaxSearchK    = 100
+)
+
+func (s *Server) createSession(w http.ResponseWriter, r *http.Request) error {
+	var in struct {
+		Title string `json:"title"`
+	}
+	if err := decode(r, &in); err != nil {
+		return err
+	}
+	if len(in.Title) > MaxTitleBytes {
+		return invalid("title: %d bytes, limit %d", len(in.Title), MaxTitleBytes)
+	}
+	sess, b, err := s.rt.CreateSession(r.Context(), in.Title)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusCreated, map[string]any{"session": sess, "branch": b})
+	return nil
+}
+
+func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) error {
+	ss, err := s.rt.DB().Sessions(r.Context())
+	if err != nil {
+		return err
+	}
+	if ss == nil {
+		ss = []persistence.SessionRow{}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"sessions": ss})
+	return nil
+}
+
+func (s *Server) listBranches(w http.ResponseWriter, r *http.Request) error {
+	id, err := pathID[messages.SessionID](r, "session")
+	if err != nil {
+		return err
+	}
+	if _, err := s.rt.DB().Session(r.Context(), id); err != nil {
+		return err
+	}
+	bs, err := s.rt.DB().Branches(r.Context(), id)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"branches": bs})
+	return nil
+}
+
+// branchInfo is GET /v1/branches/{branch}.
+type branchInfo struct {
+	Branch    persistence.BranchRow    `json:"branch"`
+	Tip       messages.TurnID          `json:"tip"`
+	State     messages.StateCheckpoint `json:"state"`
+	Epoch     uint64                   `json:"epoch"`
+	TurnSeq   uint64                   `json:"turn_seq"`
+	Committed uint64                   `json:"committed"`
+	Failed    uint64                   `json:"failed"`
+	Indexed   uint64                   `json:"indexed"`
+	Pending   int                      `json:"pending"`
+	InFlight  *messages.TurnID         `json:"in_flight,omitempty"`
+	Model     string                   `json:"model,omitempty"`
+}
+
+func (s *Server) branch(r *http.Request) (messages.BranchID, persistence.BranchRow, error) {
+	id, err := pathID[messages.BranchID](r, "branch")
+	if err != nil {
+		return id, persistence.BranchRow{}, err
+	}
+	row, err := s.rt.DB().BranchRow(r.Context(), id)
+	if errors.Is(err, persistence.ErrNotFound) {
+		return id, row, notFound("branch %s", id)
+	}
+	return id, row, err
+}
+
+func (s *Server) getBranch(w http.ResponseWriter, r *http.Request) error {
+	id, row, err := s.branch(r)
+	if err != nil {
+		return err
+	}
+	info, err := s.rt.Inspect(r.Context(), id)
+	if err != nil {
+		return err
+	}
+	out := branchInfo{Branch: row, Tip: info.Tip, State: info.State, Epoch: info.Epoch, TurnSeq: info.TurnSeq,
+		Committed: info.Committed, Failed: info.Failed, Indexed: info.Indexed, Pending: info.Pending, Model: info.Model}
+	if info.InFlight != nil {
+		out.InFlight = &info.InFlight.ID
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+func (s *Server) fork(w http.ResponseWriter, r *http.Request) error {
+	id, _, err := s.branch(r)
+	if err != nil {
+		return err
+	}
+	var in struct {
+		At    string `json:"at"`
+		Label string `json:"label"`
+	}
+	if err := decode(r, &in); err != nil {
+		return err
+	}
+	var at messages.TurnID
+	if in.At != "" {
+		if at, err = messages.ParseID[messages.TurnID](in.At); err != nil {
+			return invalid("at: %q is not a turn id", in.At)
+		}
+	}
+	if len(in.Label) > MaxLabelBytes {
+		return invalid("label: %d bytes, limit %d", len(in.Label), MaxLabelBytes)
+	}
+	b, err := s.rt.Fork(r.Context(), id, at, in.Label)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusCreated, b)
+	return nil
+}
+
+// turnResult is the answer to a turn submitted without streaming.
+type turnResult struct {
+	Turn      messages.TurnID      `json:"turn"`
+	Seq       uint64               `json:"seq"`
+	Reply     string               `json:"reply"`
+	Phase     messages.TurnPhase   `json:"phase"`
+	Outcome   messages.StepOutcome `json:"outcome"`
+	Error     string               `json:"error,omitempty"`
+	Displayed uint64               `json:"displayed"`
+	Durable   uint64               `json:"durable"`
+}
+
+// submitTurn runs a turn. With "stream": true or Accept: text/event-stream
+// it answers with server-sent events as the turn streams: "turn" (its id
+// and seq), "delta" (text and the journal's displayed/durable byte
+// counts), "item" (a tool call or output), and "done" (phase, outcome,
+// counts, error); otherwise it waits for the end and answers JSON.
+func (s *Server) submitTurn(w http.ResponseWriter, r *http.Request) error {
+	id, _, err := s.branch(r)
+	if err != nil {
+		return err
+	}
+	var in struct {
+		Text   string `json:"text"`
+		Stream bool   `json:"stream"`
+	}
+	if err := decode(r, &in); err != nil {
+		return err
+	}
+	if strings.TrimSpace(in.Text) == "" {
+		return invalid("text: required")
+	}
+	stream, err := s.rt.Submit(r.Context(), id, in.Text)
+	if err != nil {
+		return err
+	}
+	if in.Stream || strings.Contains(r.Header.Get("Accept"), "text/event-stream") {
+		return s.streamTurn(w, r, stream)
+	}
+	text, last := stream.Wait(r.Context().Done())
+	if !last.Done {
+		return &apiError{http.StatusServiceUnavailable, CodeUnavailable, "the client went away before the turn ended; it goes on"}
+	}
+	writeJSON(w, http.StatusOK, turnResult{Turn: stream.Turn, Seq: stream.Seq, Reply: text, Phase: last.Phase, Outcome: last.Outcome,
+		Error: last.Err, Displayed: last.Displayed, Durable: last.Durable})
+	return nil
+}
+
+func (s *Server) streamTurn(w http.ResponseWriter, r *http.Request, st *actors.TurnStream) error {
+	fl, ok := w.(http.Flusher)
+	if !ok {
+		return errors.New("server: streaming unsupported by the connection")
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	bw := bufio.NewWriter(w)
+	send := func(event string, v any) {
+		data, _ := json.Marshal(v)
+		fmt.Fprintf(bw, "event: %s\ndata: %s\n\n", event, data)
+	}
+	send("turn", map[string]any{"turn": st.Turn, "seq": st.Seq, "branch": st.Branch})
+	bw.Flush()
+	fl.Flush()
+	for us := st.Next(r.Context().Done()); us != nil; us = st.Next(r.Context().Done()) {
+		for _, u := range us {
+			switch {
+			case u.Done:
+				send("done", map[string]any{"phase": u.Phase, "outcome": u.Outcome, "error": u.Err,
+					"displayed": u.Displayed, "durable": u.Durable})
+			case u.Item != nil:
+				item, err := messages.MarshalItem(u.Item)
+				if err == nil {
+					send("item", map[string]any{"item": json.RawMessage(item), "displayed": u.Displayed, "durable": u.Durable})
+				}
+			default:
+				send("delta", map[string]any{"text": u.Delta, "displayed": u.Displayed, "durable": u.Durable})
+			}
+		}
+		if err := bw.Flush(); err != nil {
+			return nil // the client went away; the turn goes on
+		}
+		fl.Flush()
+	}
+	return nil
+}
+
+func (s *Server) getTurn(w http.ResponseWriter, r *http.Request) error {
+	id, _, err := s.branch(r)
+	if err != nil {
+		return err
+	}
+	turn, err := pathID[messages.TurnID](r, "turn")
+	if err != nil {
+		return err
+	}
+	var found *persistence.TurnRow
+	errStop := errors.New("stop")
+	err = s.rt.DB().EachTurnRow(r.Context(), id, func(t persistence.TurnRow) error {
+		if t.ID == turn {
+			found = &t
+			return errStop
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, errStop) {
+		return err
+	}
+	if found == nil {
+		return notFound("turn %s on branch %s", turn, id)
+	}
+	steps, err := s.rt.Steps(r.Context(), turn)
+	if err != nil {
+		return err
+	}
+	type step struct {
+		ID           messages.StepID      `json:"id"`
+		Index        uint32               `json:"index"`
+		Provider     string               `json:"provider"`
+		Model        string               `json:"model"`
+		Outcome      messages.StepOutcome `json:"outcome"`
+		InputTokens  int                  `json:"input_tokens,omitempty"`
+		OutputTokens int                  `json:"output_tokens,omitempty"`
+		Displayed    uint64               `json:"displayed"`
+		Durable      uint64               `json:"durable"`
+	}
+	out := struct {
+		persistence.TurnRow
+		Steps []step `json:"steps"`
+	}{TurnRow: *found, Steps: []step{}}
+	for _, st := range steps {
+		out.Steps = append(out.Steps, step{ID: st.ID, Index: st.Index, Provider: st.Provider, Model: st.Model, Outcome: st.Outcome,
+			InputTokens: st.InputTokens, OutputTokens: st.OutputTokens, Displayed: st.Displayed, Durable: st.Durable})
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+func (s *Server) cancel(w http.ResponseWriter, r *http.Request) error {
+	id, _, err := s.branch(r)
+	if err != nil {
+		return err
+	}
+	if err := s.rt.Cancel(r.Context(), id); err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusAccepted, map[string]bool{"cancelling": true})
+	return nil
+}
+
+// historyEntry is one message of a branch's transcript.
+type historyEntry struct {
+	Node    messages.TurnID  `json:"node"`
+	Depth   uint64           `json:"depth"`
+	Message messages.Message `json:"message"`
+}
+
+func (s *Server) history(w http.ResponseWriter, r *http.Request) error {
+	id, _, err := s.branch(r)
+	if err != nil {
+		return err
+	}
+	limit, err := queryInt(r, "limit", 50, 1, MaxHistory)
+	if err != nil {
+		return err
+	}
+	var before messages.TurnID
+	if b := r.URL.Query().Get("before"); b != "" {
+		if before, err = messages.ParseID[messages.TurnID](b); err != nil {
+			return invalid("before: %q is not a node id", b)
+		}
+	}
+	entries, next, err := s.rt.History(r.Context(), id, before, limit)
+	if err != nil {
+		return err
+	}
+	out := struct {
+		Entries []historyEntry   `json:"entries"`
+		Before  *messages.TurnID `json:"before,omitempty"` // the cursor of the page before, if any
+	}{Entries: []historyEntry{}}
+	for _, e := range entries {
+		out.Entries = append(out.Entries, historyEntry{Node: e.Node, Depth: e.Depth, Message: e.Message})
+	}
+	if !next.IsZero() {
+		out.Before = &next
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+func (s *Server) pin(w http.ResponseWriter, r *http.Request) error {
+	id, _, err := s.branch(r)
+	if err != nil {
+		return err
+	}
+	var in struct {
+		Fact string `json:"fact"`
+	}
+	if err := decode(r, &in); err != nil {
+		return err
+	}
+	if err := s.rt.Pin(r.Context(), id, in.Fact); err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusCreated, map[string]string{"fact": in.Fact})
+	return nil
+}
+
+func (s *Server) pending(w http.ResponseWriter, r *http.Request) error {
+	id, _, err := s.branch(r)
+	if err != nil {
+		return err
+	}
+	info, err := s.rt.Inspect(r.Context(), id)
+	if err != nil {
+		return err
+	}
+	type turn struct {
+		Turn  messages.TurnID    `json:"turn"`
+		Seq   uint64             `json:"seq"`
+		Phase messages.TurnPhase `json:"phase"`
+		Reply messages.TurnID    `json:"reply,omitzero"`
+	}
+	out := []turn{}
+	for _, t := range info.Turns {
+		if t.Phase == messages.PhaseResponseFinalized {
+			out = append(out, turn{Turn: t.ID, Seq: t.Seq, Phase: t.Phase, Reply: t.Reply})
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"pending": out})
+	return nil
+}
+
+func (s *Server) commit(w http.ResponseWriter, r *http.Request) error {
+	id, _, err := s.branch(r)
+	if err != nil {
+		return err
+	}
+	if err := s.rt.CommitPending(r.Context(), id); err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusAccepted, map[string]bool{"folding": true})
+	return nil
+}
+
+func (s *Server) search(w http.ResponseWriter, r *http.Request) error {
+	id, _, err := s.branch(r)
+	if err != nil {
+		return err
+	}
+	var in struct {
+		Query  string   `json:"query"`
+		K      int      `json:"k"`
+		Force  bool     `json:"force"`
+		Chunks []string `json:"chunks"`
+	}
+	if err := decode(r, &in); err != nil {
+		return err
+	}
+	switch {
+	case in.Query == "" && len(in.Chunks) == 0:
+		return invalid("query: required (or chunks, with force)")
+	case len(in.Query) > MaxQueryBytes:
+		return invalid("query: %d bytes, limit %d", len(in.Query), MaxQueryBytes)
+	case in.K < 0 || in.K > MaxSearchK:
+		return invalid("k: %d, want 0 (the default) to %d", in.K, MaxSearchK)
+	case len(in.Chunks) > 0 && !in.Force:
+		return invalid("chunks: only with force")
+	}
+	var opts *retrieval.RankOptions
+	if in.K > 0 {
+		o := s.rt.RankOptions()
+		o.TopK, o.Overfetch = in.K, max(o.Overfetch, in.K)
+		opts = &o
+	}
+	hits := []actors.Hit{}
+	var ids []messages.ChunkID
+	if in.Query != "" {
+		if hits, err = s.rt.Search(r.Context(), id, in.Query, opts); err != nil {
+			return err
+		}
+		for _, h := range hits {
+			ids = append(ids, h.Chunk.ID)
+		}
+	}
+	for i, c := range in.Chunks {
+		cid, err := messages.ParseID[messages.ChunkID](c)
+		if err != nil {
+			return invalid("chunks[%d]: %q is not a chunk id", i, c)
+		}
+		ids = append(ids, cid)
+	}
+	forced := 0
+	if in.Force && len(ids) > 0 {
+		if err := s.rt.ForceChunks(r.Context(), id, ids); err != nil {
+			return err
+		}
+		forced = len(ids)
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"hits": hits, "forced": forced})
+	return nil
+}
+
+func (s *Server) contextDebug(w http.ResponseWriter, r *http.Request) error {
+	id, _, err := s.branch(r)
+	if err != nil {
+		return err
+	}
+	var d actors.ContextDebug
+	if t := r.URL.Query().Get("turn"); t != "" {
+		turn, err := messages.ParseID[messages.TurnID](t)
+		if err != nil {
+			return invalid("turn: %q is not a turn id", t)
+		}
+		d, err = s.rt.DebugContext(r.Context(), id, turn)
+		if err != nil {
+			return err
+		}
+	} else {
+		text := r.URL.Query().Get("text")
+		if text == "" {
+			text = "(the next message)"
+		}
+		if d, err = s.rt.DebugNextContext(r.Context(), id, text); err != nil {
+			return err
+		}
+	}
+	writeJSON(w, http.StatusOK, d)
+	return nil
+}
+
+func (s *Server) selectModel(w http.ResponseWriter, r *http.Request) error {
+	id, _, err := s.branch(r)
+	if err != nil {
+		return err
+	}
+	var in struct {
+		Model string `json:"model"`
+	}
+	if err := decode(r, &in); err != nil {
+		return err
+	}
+	if err := s.rt.SelectModel(r.Context(), id, in.Model); err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"model": in.Model})
+	return nil
+}

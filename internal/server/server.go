@@ -1,0 +1,249 @@
+// Package server is ContextInfinity's network face: an HTTP/JSON API
+// with SSE streaming over the runtime (sessions, branches, turns,
+// history, pins, pending turns, retrieval, context debug, models,
+// export and import), health and readiness, and its OpenAPI document.
+package server
+
+import (
+	"context"
+	_ "embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/contextinfinity/ctxinf/actors"
+	"github.com/contextinfinity/ctxinf/messages"
+)
+
+// Options configure a Server. Zero values take the defaults.
+type Options struct {
+	// Addr is where ListenAndServe listens (default 127.0.0.1:8080). An
+	// address that is not loopback is refused unless Tokens is set.
+	Addr string
+	// Tokens are the bearer tokens a request must carry
+	// ("Authorization: Bearer <token>"); none means no authentication,
+	// allowed on loopback only.
+	Tokens []string
+	// MaxBodyBytes bounds a request body (default 8 MiB).
+	MaxBodyBytes int64
+	// MaxInFlight bounds the requests handled at once; more get 429 with
+	// Retry-After (default 1024).
+	MaxInFlight int
+	// ReadHeaderTimeout and IdleTimeout bound slow clients (defaults 10 s
+	// and 2 minutes).
+	ReadHeaderTimeout time.Duration
+	IdleTimeout       time.Duration
+	Log               zerolog.Logger
+}
+
+// Server serves the API over a runtime.
+type Server struct {
+	rt       *actors.Runtime
+	opts     Options
+	mux      *http.ServeMux
+	ready    atomic.Bool
+	inFlight atomic.Int64
+}
+
+// route is one operation of the API; the OpenAPI document lists the same
+// set (a test checks it).
+type route struct {
+	method, path string
+	handle       func(s *Server, w http.ResponseWriter, r *http.Request) error
+}
+
+var routes = []route{
+	{"GET", "/healthz", (*Server).health},
+	{"GET", "/readyz", (*Server).readiness},
+	{"GET", "/openapi.json", (*Server).openAPI},
+	{"POST", "/v1/sessions", (*Server).createSession},
+	{"GET", "/v1/sessions", (*Server).listSessions},
+	{"GET", "/v1/sessions/{session}/branches", (*Server).listBranches},
+	{"GET", "/v1/sessions/{session}/export", (*Server).exportSession},
+	{"POST", "/v1/sessions/import", (*Server).importSession},
+	{"GET", "/v1/branches/{branch}", (*Server).getBranch},
+	{"POST", "/v1/branches/{branch}/forks", (*Server).fork},
+	{"POST", "/v1/branches/{branch}/turns", (*Server).submitTurn},
+	{"GET", "/v1/branches/{branch}/turns/{turn}", (*Server).getTurn},
+	{"POST", "/v1/branches/{branch}/cancel", (*Server).cancel},
+	{"GET", "/v1/branches/{branch}/history", (*Server).history},
+	{"POST", "/v1/branches/{branch}/pins", (*Server).pin},
+	{"GET", "/v1/branches/{branch}/pending", (*Server).pending},
+	{"POST", "/v1/branches/{branch}/commit", (*Server).commit},
+	{"POST", "/v1/branches/{branch}/search", (*Server).search},
+	{"GET", "/v1/branches/{branch}/context", (*Server).contextDebug},
+	{"PUT", "/v1/branches/{branch}/model", (*Server).selectModel},
+}
+
+// New returns a server over rt. The runtime has recovered when it is
+// open (actors.Open reconciles before it returns), so the server is
+// ready at once; SetReady(false) marks it unready (shutting down).
+func New(rt *actors.Runtime, opts Options) *Server {
+	if opts.Addr == "" {
+		opts.Addr = "127.0.0.1:8080"
+	}
+	if opts.MaxBodyBytes <= 0 {
+		opts.MaxBodyBytes = 8 << 20
+	}
+	if opts.MaxInFlight <= 0 {
+		opts.MaxInFlight = 1024
+	}
+	if opts.ReadHeaderTimeout <= 0 {
+		opts.ReadHeaderTimeout = 10 * time.Second
+	}
+	if opts.IdleTimeout <= 0 {
+		opts.IdleTimeout = 2 * time.Minute
+	}
+	s := &Server{rt: rt, opts: opts, mux: http.NewServeMux()}
+	for _, rt := range routes {
+		h := rt.handle
+		s.mux.HandleFunc(rt.method+" "+rt.path, func(w http.ResponseWriter, r *http.Request) {
+			if err := h(s, w, r); err != nil {
+				writeError(w, err)
+			}
+		})
+	}
+	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, notFound("no route %s %s (GET /openapi.json lists them)", r.Method, r.URL.Path))
+	})
+	s.ready.Store(true)
+	return s
+}
+
+// SetReady sets what /readyz answers.
+func (s *Server) SetReady(ok bool) { s.ready.Store(ok) }
+
+// ServeHTTP authenticates, bounds the body and the requests in flight,
+// and routes.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if len(s.opts.Tokens) > 0 && r.URL.Path != "/healthz" && r.URL.Path != "/readyz" {
+		tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if !ok || !slices.Contains(s.opts.Tokens, tok) {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="ctxinf"`)
+			writeError(w, &apiError{http.StatusUnauthorized, CodeUnauthorized, "a valid bearer token is required (Authorization: Bearer <token>)"})
+			return
+		}
+	}
+	if n := s.inFlight.Add(1); n > int64(s.opts.MaxInFlight) {
+		s.inFlight.Add(-1)
+		writeError(w, &apiError{http.StatusTooManyRequests, CodeOverloaded,
+			fmt.Sprintf("%d requests in flight, the limit is %d (server.max_in_flight)", n-1, s.opts.MaxInFlight)})
+		return
+	}
+	defer s.inFlight.Add(-1)
+	r.Body = http.MaxBytesReader(w, r.Body, s.opts.MaxBodyBytes)
+	s.mux.ServeHTTP(w, r)
+}
+
+// ErrPublicBind is returned by ListenAndServe for an address that is not
+// loopback when no token is configured.
+var ErrPublicBind = errors.New("server: refusing to listen beyond loopback without bearer tokens (set server.tokens_env)")
+
+// Listen checks the bind policy and listens on opts.Addr.
+func (s *Server) Listen() (net.Listener, error) {
+	host, _, err := net.SplitHostPort(s.opts.Addr)
+	if err != nil {
+		return nil, fmt.Errorf("server: addr %q: %w", s.opts.Addr, err)
+	}
+	if ip := net.ParseIP(host); len(s.opts.Tokens) == 0 && host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+		return nil, fmt.Errorf("%w: %s", ErrPublicBind, s.opts.Addr)
+	}
+	return net.Listen("tcp", s.opts.Addr)
+}
+
+// Serve serves on l until ctx is done, then shuts down gracefully: it
+// stops accepting, marks itself unready, and waits up to drain for the
+// requests in flight (turns finalize or journal what they streamed).
+func (s *Server) Serve(ctx context.Context, l net.Listener, drain time.Duration) error {
+	hs := &http.Server{Handler: s, ReadHeaderTimeout: s.opts.ReadHeaderTimeout, IdleTimeout: s.opts.IdleTimeout,
+		ErrorLog: nil}
+	done := make(chan error, 1)
+	go func() { done <- hs.Serve(l) }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+	}
+	s.SetReady(false)
+	sctx, cancel := context.WithTimeout(context.Background(), drain)
+	defer cancel()
+	err := hs.Shutdown(sctx)
+	<-done
+	return err
+}
+
+// decode reads a JSON body into v, naming the field that is wrong.
+func decode(r *http.Request, v any) error {
+	dec := json.NewDecoder(r.Body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		var mbe *http.MaxBytesError
+		var ute *json.UnmarshalTypeError
+		switch {
+		case errors.As(err, &mbe):
+			return err
+		case errors.Is(err, io.EOF):
+			return invalid("the request body is empty: want a JSON object")
+		case errors.As(err, &ute):
+			return invalid("field %q: want a %s, not a JSON %s", ute.Field, ute.Type, ute.Value)
+		case strings.HasPrefix(err.Error(), "json: unknown field "):
+			return invalid("unknown field %s", strings.TrimPrefix(err.Error(), "json: unknown field "))
+		}
+		return invalid("the request body is not valid JSON: %v", err)
+	}
+	return nil
+}
+
+// pathID parses path parameter name as an id of kind T.
+func pathID[T messages.TurnID | messages.BranchID | messages.SessionID](r *http.Request, name string) (T, error) {
+	id, err := messages.ParseID[T](r.PathValue(name))
+	if err != nil {
+		return id, invalid("%s: %q is not an id (26 characters of Crockford base32)", name, r.PathValue(name))
+	}
+	return id, nil
+}
+
+// queryInt reads query parameter name, def when absent, within [lo, hi].
+func queryInt(r *http.Request, name string, def, lo, hi int) (int, error) {
+	s := r.URL.Query().Get(name)
+	if s == "" {
+		return def, nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < lo || n > hi {
+		return 0, invalid("%s: %q, want an integer from %d to %d", name, s, lo, hi)
+	}
+	return n, nil
+}
+
+//go:embed openapi.json
+var openAPIDoc []byte
+
+func (s *Server) openAPI(w http.ResponseWriter, _ *http.Request) error {
+	w.Header().Set("Content-Type", "application/json")
+	_, err := w.Write(openAPIDoc)
+	return err
+}
+
+func (s *Server) health(w http.ResponseWriter, _ *http.Request) error {
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	return nil
+}
+
+func (s *Server) readiness(w http.ResponseWriter, _ *http.Request) error {
+	if !s.ready.Load() {
+		return &apiError{http.StatusServiceUnavailable, CodeUnavailable, "not ready: recovering or shutting down"}
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+	return nil
+}

@@ -1,0 +1,326 @@
+package server
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/contextinfinity/ctxinf/actors"
+	"github.com/contextinfinity/ctxinf/internal/core"
+	"github.com/contextinfinity/ctxinf/persistence"
+	"github.com/contextinfinity/ctxinf/providers/local"
+)
+
+// The OpenAPI document and the routes served are the same set.
+func TestOpenAPIMatchesRoutes(t *testing.T) {
+	var doc struct {
+		OpenAPI string                                `json:"openapi"`
+		Paths   map[string]map[string]json.RawMessage `json:"paths"`
+	}
+	if err := json.Unmarshal(openAPIDoc, &doc); err != nil || !strings.HasPrefix(doc.OpenAPI, "3.") {
+		t.Fatalf("openapi.json: %v (version %q)", err, doc.OpenAPI)
+	}
+	inDoc := map[string]bool{}
+	for path, ops := range doc.Paths {
+		for method := range ops {
+			inDoc[strings.ToUpper(method)+" "+path] = true
+		}
+	}
+	served := map[string]bool{}
+	for _, r := range routes {
+		served[r.method+" "+r.path] = true
+		if !inDoc[r.method+" "+r.path] {
+			t.Errorf("route %s %s is not in openapi.json", r.method, r.path)
+		}
+	}
+	for op := range inDoc {
+		if !served[op] {
+			t.Errorf("openapi.json lists %s, which is not served", op)
+		}
+	}
+}
+
+type testServer struct {
+	*httptest.Server
+	rt *actors.Runtime
+}
+
+func newTestServer(t *testing.T, opts Options, delay time.Duration) *testServer {
+	t.Helper()
+	store := persistence.TestOptions("")
+	store.Durability = persistence.DurabilityRelaxed
+	rt, err := actors.Open(context.Background(), actors.Config{DataDir: t.TempDir(), Store: store,
+		Provider: local.New(local.Options{Delay: delay}), Model: "local", Fold: &core.Policy{},
+		RequestTimeout: 10 * time.Second, Logger: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := &testServer{Server: httptest.NewServer(New(rt, opts)), rt: rt}
+	t.Cleanup(func() {
+		ts.Close()
+		rt.Close()
+	})
+	return ts
+}
+
+// call sends a JSON request and decodes the JSON answer into out (if not
+// nil); it returns the status.
+func (ts *testServer) call(t *testing.T, method, path string, body any, out any, headers ...string) int {
+	t.Helper()
+	var rd io.Reader
+	switch b := body.(type) {
+	case nil:
+	case string:
+		rd = strings.NewReader(b)
+	default:
+		data, _ := json.Marshal(b)
+		rd = bytes.NewReader(data)
+	}
+	req, _ := http.NewRequest(method, ts.URL+path, rd)
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	if out != nil {
+		if err := json.Unmarshal(data, out); err != nil {
+			t.Fatalf("%s %s: %d %q: %v", method, path, resp.StatusCode, data, err)
+		}
+	}
+	return resp.StatusCode
+}
+
+type apiErr struct {
+	Error struct{ Code, Message string }
+}
+
+func TestAPI(t *testing.T) {
+	ts := newTestServer(t, Options{}, 0)
+	var created struct {
+		Session persistence.SessionRow
+		Branch  persistence.BranchRow
+	}
+	if st := ts.call(t, "POST", "/v1/sessions", map[string]string{"title": "demo"}, &created); st != 201 {
+		t.Fatalf("create session: %d", st)
+	}
+	b := "/v1/branches/" + created.Branch.ID.String()
+	var res turnResult
+	if st := ts.call(t, "POST", b+"/turns", map[string]string{"text": "The deploy target is eu-west-1."}, &res); st != 200 ||
+		res.Phase.String() != "response_finalized" || !strings.Contains(res.Reply, "[local]") || res.Durable == 0 {
+		t.Fatalf("turn: %d %+v", st, res)
+	}
+	// Streaming: turn, deltas with counters, done.
+	req, _ := http.NewRequest("POST", ts.URL+b+"/turns", strings.NewReader(`{"text":"Where do we deploy?","stream":true}`))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/event-stream" {
+		t.Fatalf("stream: %v %v", resp, err)
+	}
+	var events []string
+	var text strings.Builder
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		line := sc.Text()
+		if ev, ok := strings.CutPrefix(line, "event: "); ok {
+			events = append(events, ev)
+		}
+		if data, ok := strings.CutPrefix(line, "data: "); ok && events[len(events)-1] == "delta" {
+			var d struct {
+				Text               string
+				Displayed, Durable uint64
+			}
+			_ = json.Unmarshal([]byte(data), &d)
+			text.WriteString(d.Text)
+		}
+	}
+	resp.Body.Close()
+	if len(events) < 3 || events[0] != "turn" || events[len(events)-1] != "done" || !strings.Contains(text.String(), "Where do we deploy?") {
+		t.Fatalf("events %v, text %q", events, text.String())
+	}
+	var info branchInfo
+	if st := ts.call(t, "GET", b, nil, &info); st != 200 || info.TurnSeq != 2 || info.Branch.ID != created.Branch.ID {
+		t.Fatalf("branch: %d %+v", st, info)
+	}
+	var hist struct{ Entries []historyEntry }
+	if st := ts.call(t, "GET", b+"/history?limit=10", nil, &hist); st != 200 || len(hist.Entries) != 4 ||
+		hist.Entries[0].Message.RenderedText != "The deploy target is eu-west-1." {
+		t.Fatalf("history: %d %+v", st, hist)
+	}
+	if st := ts.call(t, "POST", b+"/pins", map[string]string{"fact": "answer briefly"}, nil); st != 201 {
+		t.Fatalf("pin: %d", st)
+	}
+	if st := ts.call(t, "POST", b+"/commit", nil, nil); st != 202 {
+		t.Fatalf("commit: %d", st)
+	}
+	if err := ts.rt.Settle(context.Background(), created.Branch.ID); err != nil {
+		t.Fatal(err)
+	}
+	var hits struct {
+		Hits []actors.Hit
+	}
+	if st := ts.call(t, "POST", b+"/search", map[string]any{"query": "deploy target eu-west-1", "k": 3}, &hits); st != 200 ||
+		len(hits.Hits) == 0 || !strings.Contains(hits.Hits[0].Chunk.Text, "eu-west-1") {
+		t.Fatalf("search: %d %+v", st, hits)
+	}
+	var dbg actors.ContextDebug
+	if st := ts.call(t, "GET", b+"/context?turn="+res.Turn.String(), nil, &dbg); st != 200 || !dbg.Matches {
+		t.Fatalf("context debug: %d matches %v", st, dbg.Matches)
+	}
+	var fork persistence.BranchRow
+	if st := ts.call(t, "POST", b+"/forks", map[string]string{"label": "alt"}, &fork); st != 201 || fork.Parent != created.Branch.ID {
+		t.Fatalf("fork: %d %+v", st, fork)
+	}
+	var turn struct {
+		persistence.TurnRow
+		Steps []json.RawMessage
+	}
+	if st := ts.call(t, "GET", b+"/turns/"+res.Turn.String(), nil, &turn); st != 200 || turn.Seq != 1 || len(turn.Steps) != 1 {
+		t.Fatalf("turn row: %d %+v", st, turn)
+	}
+
+	// Errors: code, message naming the field or limit, status.
+	for _, tc := range []struct {
+		method, path string
+		body         any
+		status       int
+		code, msg    string
+	}{
+		{"POST", b + "/turns", map[string]string{"text": ""}, 400, CodeInvalid, "text: required"},
+		{"POST", b + "/turns", `{"text": 5}`, 400, CodeInvalid, `field "text"`},
+		{"POST", b + "/turns", `{"txt": "hi"}`, 400, CodeInvalid, `unknown field "txt"`},
+		{"POST", "/v1/branches/nope/turns", map[string]string{"text": "hi"}, 400, CodeInvalid, "branch: \"nope\" is not an id"},
+		{"POST", "/v1/branches/01M7ZZZZZZZZZZZZZZZZZZZZZZ/turns", map[string]string{"text": "hi"}, 404, CodeNotFound, "branch"},
+		{"GET", b + "/history?limit=5000", nil, 400, CodeInvalid, "limit: \"5000\", want an integer from 1 to 1000"},
+		{"PUT", b + "/model", map[string]string{"model": "gpt-9"}, 400, CodeInvalid, `model "gpt-9"`},
+		{"POST", b + "/cancel", nil, 409, CodeConflict, "no turn in flight"},
+		{"GET", "/v1/nothing", nil, 404, CodeNotFound, "no route"},
+	} {
+		var e apiErr
+		if st := ts.call(t, tc.method, tc.path, tc.body, &e); st != tc.status || e.Error.Code != tc.code || !strings.Contains(e.Error.Message, tc.msg) {
+			t.Errorf("%s %s: %d %+v, want %d %s %q", tc.method, tc.path, st, e, tc.status, tc.code, tc.msg)
+		}
+	}
+	var health map[string]string
+	if st := ts.call(t, "GET", "/readyz", nil, &health); st != 200 || health["status"] != "ready" {
+		t.Errorf("readyz: %d %v", st, health)
+	}
+}
+
+// A second turn while one streams is refused with 409; a body over the
+// limit with 413; past the in-flight limit with 429 and Retry-After.
+func TestAPILimits(t *testing.T) {
+	ts := newTestServer(t, Options{MaxBodyBytes: 1024, MaxInFlight: 1}, 20*time.Millisecond)
+	var created struct{ Branch persistence.BranchRow }
+	ts.call(t, "POST", "/v1/sessions", map[string]string{}, &created)
+	b := "/v1/branches/" + created.Branch.ID.String()
+	req, _ := http.NewRequest("POST", ts.URL+b+"/turns", strings.NewReader(`{"text":"a slow turn please","stream":true}`))
+	resp, err := http.DefaultClient.Do(req) // streams for a while: holds the one slot
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var e apiErr
+	r2, _ := http.NewRequest("GET", ts.URL+"/v1/sessions", nil)
+	resp2, err := http.DefaultClient.Do(r2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = json.NewDecoder(resp2.Body).Decode(&e)
+	resp2.Body.Close()
+	if resp2.StatusCode != 429 || e.Error.Code != CodeOverloaded || resp2.Header.Get("Retry-After") == "" {
+		t.Errorf("over the in-flight limit: %d %+v", resp2.StatusCode, e)
+	}
+	// The busy branch, through the runtime (the server's one slot is taken).
+	if _, err := ts.rt.Submit(context.Background(), created.Branch.ID, "another"); !errors.Is(err, core.ErrBusy) {
+		t.Errorf("second turn: %v", err)
+	} else if ae := classify(err); ae.Status != 409 || ae.Code != CodeBusy {
+		t.Errorf("busy maps to %+v", ae)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body) // the turn ends
+	big := `{"text":"` + strings.Repeat("x", 2000) + `"}`
+	if st := ts.call(t, "POST", b+"/turns", big, &e); st != 413 || e.Error.Code != CodeTooLarge || !strings.Contains(e.Error.Message, "1024 bytes") {
+		t.Errorf("too large: %d %+v", st, e)
+	}
+}
+
+func TestAPIAuthAndBind(t *testing.T) {
+	ts := newTestServer(t, Options{Tokens: []string{"s3cret"}}, 0)
+	var e apiErr
+	if st := ts.call(t, "GET", "/v1/sessions", nil, &e); st != 401 || e.Error.Code != CodeUnauthorized {
+		t.Errorf("no token: %d %+v", st, e)
+	}
+	if st := ts.call(t, "GET", "/v1/sessions", nil, nil, "Authorization", "Bearer s3cret"); st != 200 {
+		t.Errorf("with the token: %d", st)
+	}
+	if st := ts.call(t, "GET", "/healthz", nil, nil); st != 200 {
+		t.Errorf("health needs no token: %d", st)
+	}
+	s := New(ts.rt, Options{Addr: "0.0.0.0:0"})
+	if _, err := s.Listen(); !errors.Is(err, ErrPublicBind) {
+		t.Errorf("binding 0.0.0.0 without tokens: %v", err)
+	}
+	s = New(ts.rt, Options{Addr: "127.0.0.1:0"})
+	l, err := s.Listen()
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Close()
+}
+
+// An export imported again is the same conversation in a new session.
+func TestExportImport(t *testing.T) {
+	ts := newTestServer(t, Options{}, 0)
+	var created struct {
+		Session persistence.SessionRow
+		Branch  persistence.BranchRow
+	}
+	ts.call(t, "POST", "/v1/sessions", map[string]string{"title": "orig"}, &created)
+	b := "/v1/branches/" + created.Branch.ID.String()
+	for _, text := range []string{"first question", "second question"} {
+		ts.call(t, "POST", b+"/turns", map[string]string{"text": text}, nil)
+	}
+	resp, err := http.Get(ts.URL + "/v1/sessions/" + created.Session.ID.String() + "/export")
+	if err != nil {
+		t.Fatal(err)
+	}
+	export, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if lines := strings.Count(string(export), "\n"); lines != 5 {
+		t.Fatalf("export has %d lines:\n%s", lines, export)
+	}
+	var imported struct {
+		Session persistence.SessionRow
+		Branch  persistence.BranchRow
+		Turns   int
+	}
+	if st := ts.call(t, "POST", "/v1/sessions/import", string(export), &imported); st != 201 || imported.Turns != 2 || imported.Session.Title != "orig" {
+		t.Fatalf("import: %d %+v", st, imported)
+	}
+	var hist struct{ Entries []historyEntry }
+	ts.call(t, "GET", "/v1/branches/"+imported.Branch.ID.String()+"/history", nil, &hist)
+	var got []string
+	for _, e := range hist.Entries {
+		got = append(got, e.Message.RenderedText)
+	}
+	if len(got) != 4 || got[0] != "first question" || got[2] != "second question" || !strings.Contains(got[1], "[local]") {
+		t.Errorf("imported history %q", got)
+	}
+	var e apiErr
+	if st := ts.call(t, "POST", "/v1/sessions/import", `{"type":"weird"}`, &e); st != 400 || !strings.Contains(e.Error.Message, `line 1: type "weird"`) {
+		t.Errorf("bad import: %d %+v", st, e)
+	}
+
+}
