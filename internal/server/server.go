@@ -53,6 +53,7 @@ type Server struct {
 	mux      *http.ServeMux
 	ready    atomic.Bool
 	inFlight atomic.Int64
+	proxy    proxySessions
 }
 
 // route is one operation of the API; the OpenAPI document lists the same
@@ -83,6 +84,8 @@ var routes = []route{
 	{"POST", "/v1/branches/{branch}/search", (*Server).search},
 	{"GET", "/v1/branches/{branch}/context", (*Server).contextDebug},
 	{"PUT", "/v1/branches/{branch}/model", (*Server).selectModel},
+	{"POST", "/v1/chat/completions", (*Server).chatCompletions},
+	{"POST", "/v1/responses", (*Server).responses},
 }
 
 // New returns a server over rt. The runtime has recovered when it is

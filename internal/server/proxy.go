@@ -1,0 +1,412 @@
+package server
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/contextinfinity/ctxinf/actors"
+	"github.com/contextinfinity/ctxinf/messages"
+)
+
+// The OpenAI-compatible proxy: POST /v1/chat/completions and
+// /v1/responses take a request as OpenAI's API does, run its newest user
+// message as a turn on a branch of the runtime (assembled context,
+// summary, retrieval, journal, against the runtime's model), and answer
+// in the API's own format, streaming or not. The conversation is the
+// X-Ctx-Branch header (a branch id), or else a key: the X-Ctx-Conversation
+// header, the request's "user" (chat), or "conversation" or
+// metadata.conversation (responses); a key names a session the proxy
+// creates on first use ("proxy:<key>"). Earlier messages of the request
+// are ignored: the runtime holds the conversation.
+
+// ProxyBranchHeader and ProxyConversationHeader choose the conversation.
+const (
+	ProxyBranchHeader       = "X-Ctx-Branch"
+	ProxyConversationHeader = "X-Ctx-Conversation"
+	MaxConversationKey      = 200
+)
+
+// proxySessions maps conversation keys to branches, from the sessions
+// titled "proxy:<key>".
+type proxySessions struct {
+	mu     sync.Mutex
+	loaded bool
+	byKey  map[string]messages.BranchID
+}
+
+func (s *Server) proxyBranch(r *http.Request, key string) (messages.BranchID, error) {
+	if h := r.Header.Get(ProxyBranchHeader); h != "" {
+		id, err := messages.ParseID[messages.BranchID](h)
+		if err != nil {
+			return id, invalid("%s: %q is not a branch id", ProxyBranchHeader, h)
+		}
+		if _, err := s.rt.DB().BranchRow(r.Context(), id); err != nil {
+			return id, err
+		}
+		return id, nil
+	}
+	if h := r.Header.Get(ProxyConversationHeader); h != "" {
+		key = h
+	}
+	if key == "" {
+		return messages.BranchID{}, invalid("no conversation: set the %s or %s header, or the request's user (chat) or conversation (responses)",
+			ProxyBranchHeader, ProxyConversationHeader)
+	}
+	if len(key) > MaxConversationKey {
+		return messages.BranchID{}, invalid("conversation: %d bytes, limit %d", len(key), MaxConversationKey)
+	}
+	ps := &s.proxy
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	if !ps.loaded {
+		ss, err := s.rt.DB().Sessions(r.Context())
+		if err != nil {
+			return messages.BranchID{}, err
+		}
+		ps.byKey = map[string]messages.BranchID{}
+		for _, sess := range ss {
+			if k, ok := strings.CutPrefix(sess.Title, "proxy:"); ok {
+				ps.byKey[k] = sess.ActiveBranch
+			}
+		}
+		ps.loaded = true
+	}
+	if b, ok := ps.byKey[key]; ok {
+		return b, nil
+	}
+	_, b, err := s.rt.CreateSession(r.Context(), "proxy:"+key)
+	if err != nil {
+		return messages.BranchID{}, err
+	}
+	ps.byKey[key] = b.ID
+	return b.ID, nil
+}
+
+// chatRequest is the part of a Chat Completions request the proxy reads.
+type chatRequest struct {
+	Model    string `json:"model"`
+	Messages []struct {
+		Role    string          `json:"role"`
+		Content json.RawMessage `json:"content"`
+	} `json:"messages"`
+	Stream        bool            `json:"stream"`
+	StreamOptions json.RawMessage `json:"stream_options"`
+	User          string          `json:"user"`
+}
+
+// contentText is the text of a message content: a string, or the text
+// parts of an array of parts.
+func contentText(raw json.RawMessage) (string, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return "", nil
+	}
+	var s string
+	if err := json.Unmarshal(raw, &s); err == nil {
+		return s, nil
+	}
+	var parts []struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	}
+	if err := json.Unmarshal(raw, &parts); err != nil {
+		return "", errors.New("want a string or an array of content parts")
+	}
+	var b strings.Builder
+	for _, p := range parts {
+		if p.Type == "text" || p.Type == "input_text" {
+			b.WriteString(p.Text)
+		}
+	}
+	return b.String(), nil
+}
+
+// proxyModel selects the request's model on the branch when the runtime
+// has a model of that name; any other name runs on the branch's model.
+func (s *Server) proxyModel(ctx context.Context, b messages.BranchID, model string) (string, error) {
+	for _, name := range s.rt.ModelNames() {
+		if name == model {
+			return model, s.rt.SelectModel(ctx, b, model)
+		}
+	}
+	return model, nil
+}
+
+func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) error {
+	var req chatRequest
+	dec := json.NewDecoder(r.Body)
+	if err := dec.Decode(&req); err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return err
+		}
+		return invalid("the request body is not a Chat Completions request: %v", err)
+	}
+	text := ""
+	for i := len(req.Messages) - 1; i >= 0; i-- {
+		if req.Messages[i].Role == "user" {
+			t, err := contentText(req.Messages[i].Content)
+			if err != nil {
+				return invalid("messages[%d].content: %v", i, err)
+			}
+			text = t
+			break
+		}
+	}
+	if strings.TrimSpace(text) == "" {
+		return invalid("messages: no user message with text")
+	}
+	b, err := s.proxyBranch(r, req.User)
+	if err != nil {
+		return err
+	}
+	model, err := s.proxyModel(r.Context(), b, req.Model)
+	if err != nil {
+		return err
+	}
+	st, err := s.rt.Submit(r.Context(), b, text)
+	if err != nil {
+		return err
+	}
+	id := "chatcmpl-" + st.Turn.String()
+	created := time.Now().Unix()
+	w.Header().Set(ProxyBranchHeader, b.String())
+	if !req.Stream {
+		reply, last := st.Wait(r.Context().Done())
+		if err := turnError(last); err != nil {
+			return err
+		}
+		writeJSON(w, http.StatusOK, map[string]any{
+			"id": id, "object": "chat.completion", "created": created, "model": model,
+			"choices": []any{map[string]any{"index": 0, "finish_reason": finishReason(last),
+				"message": map[string]any{"role": "assistant", "content": reply}}},
+			"usage": map[string]int{"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},
+		})
+		return nil
+	}
+	return sseStream(w, r, st, func(send func(string, any), u actors.Update, first bool) {
+		chunk := func(delta map[string]any, finish any) {
+			send("", map[string]any{"id": id, "object": "chat.completion.chunk", "created": created, "model": model,
+				"choices": []any{map[string]any{"index": 0, "delta": delta, "finish_reason": finish}}})
+		}
+		if first {
+			chunk(map[string]any{"role": "assistant", "content": ""}, nil)
+		}
+		switch {
+		case u.Done:
+			if u.Phase == messages.PhaseFailed {
+				send("", map[string]any{"error": map[string]string{"message": u.Err, "type": "server_error"}})
+				return
+			}
+			chunk(map[string]any{}, finishReason(u))
+		case u.Delta != "":
+			chunk(map[string]any{"content": u.Delta}, nil)
+		}
+	}, "[DONE]")
+}
+
+// responsesRequest is the part of a Responses request the proxy reads.
+type responsesRequest struct {
+	Model        string            `json:"model"`
+	Input        json.RawMessage   `json:"input"`
+	Stream       bool              `json:"stream"`
+	Conversation json.RawMessage   `json:"conversation"`
+	Metadata     map[string]string `json:"metadata"`
+	User         string            `json:"user"`
+}
+
+// responsesInput is the text of the newest user input: the input string,
+// or the last user message of an input list.
+func responsesInput(raw json.RawMessage) (string, error) {
+	var s string
+	if err := json.Unmarshal(raw, &s); err == nil {
+		return s, nil
+	}
+	var items []struct {
+		Type    string          `json:"type"`
+		Role    string          `json:"role"`
+		Content json.RawMessage `json:"content"`
+	}
+	if err := json.Unmarshal(raw, &items); err != nil {
+		return "", errors.New("want a string or a list of input items")
+	}
+	for i := len(items) - 1; i >= 0; i-- {
+		if items[i].Role == "user" && (items[i].Type == "" || items[i].Type == "message") {
+			return contentText(items[i].Content)
+		}
+	}
+	return "", nil
+}
+
+func (s *Server) responses(w http.ResponseWriter, r *http.Request) error {
+	var req responsesRequest
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return err
+		}
+		return invalid("the request body is not a Responses request: %v", err)
+	}
+	text, err := responsesInput(req.Input)
+	if err != nil {
+		return invalid("input: %v", err)
+	}
+	if strings.TrimSpace(text) == "" {
+		return invalid("input: no user text")
+	}
+	key := req.Metadata["conversation"]
+	if len(req.Conversation) > 0 {
+		var c string
+		var co struct {
+			ID string `json:"id"`
+		}
+		if json.Unmarshal(req.Conversation, &c) == nil {
+			key = c
+		} else if json.Unmarshal(req.Conversation, &co) == nil {
+			key = co.ID
+		}
+	}
+	if key == "" {
+		key = req.User
+	}
+	b, err := s.proxyBranch(r, key)
+	if err != nil {
+		return err
+	}
+	model, err := s.proxyModel(r.Context(), b, req.Model)
+	if err != nil {
+		return err
+	}
+	st, err := s.rt.Submit(r.Context(), b, text)
+	if err != nil {
+		return err
+	}
+	w.Header().Set(ProxyBranchHeader, b.String())
+	respID, msgID := "resp_"+st.Turn.String(), "msg_"+st.Turn.String()
+	created := time.Now().Unix()
+	response := func(status, reply string, last actors.Update) map[string]any {
+		out := map[string]any{"id": respID, "object": "response", "created_at": created, "model": model, "status": status,
+			"output": []any{}, "usage": map[string]int{"input_tokens": 0, "output_tokens": 0, "total_tokens": 0}}
+		if status != "in_progress" {
+			out["output"] = []any{map[string]any{"type": "message", "id": msgID, "role": "assistant", "status": "completed",
+				"content": []any{map[string]any{"type": "output_text", "text": reply, "annotations": []any{}}}}}
+		}
+		if status == "incomplete" {
+			out["incomplete_details"] = map[string]string{"reason": last.Outcome.Reason}
+		}
+		return out
+	}
+	if !req.Stream {
+		reply, last := st.Wait(r.Context().Done())
+		if err := turnError(last); err != nil {
+			return err
+		}
+		writeJSON(w, http.StatusOK, response(responseStatus(last), reply, last))
+		return nil
+	}
+	var text2 strings.Builder
+	seq := 0
+	return sseStream(w, r, st, func(send func(string, any), u actors.Update, first bool) {
+		ev := func(typ string, v map[string]any) {
+			v["type"], v["sequence_number"] = typ, seq
+			seq++
+			send(typ, v)
+		}
+		if first {
+			ev("response.created", map[string]any{"response": response("in_progress", "", u)})
+			ev("response.output_item.added", map[string]any{"output_index": 0, "item": map[string]any{"type": "message", "id": msgID,
+				"role": "assistant", "status": "in_progress", "content": []any{}}})
+			ev("response.content_part.added", map[string]any{"item_id": msgID, "output_index": 0, "content_index": 0,
+				"part": map[string]any{"type": "output_text", "text": "", "annotations": []any{}}})
+		}
+		switch {
+		case u.Done && u.Phase == messages.PhaseFailed:
+			ev("error", map[string]any{"code": "server_error", "message": u.Err})
+		case u.Done:
+			all := text2.String()
+			ev("response.output_text.done", map[string]any{"item_id": msgID, "output_index": 0, "content_index": 0, "text": all})
+			ev("response.content_part.done", map[string]any{"item_id": msgID, "output_index": 0, "content_index": 0,
+				"part": map[string]any{"type": "output_text", "text": all, "annotations": []any{}}})
+			ev("response.output_item.done", map[string]any{"output_index": 0, "item": map[string]any{"type": "message", "id": msgID,
+				"role": "assistant", "status": "completed",
+				"content": []any{map[string]any{"type": "output_text", "text": all, "annotations": []any{}}}}})
+			status := responseStatus(u)
+			ev("response."+status, map[string]any{"response": response(status, all, u)})
+		case u.Delta != "":
+			text2.WriteString(u.Delta)
+			ev("response.output_text.delta", map[string]any{"item_id": msgID, "output_index": 0, "content_index": 0, "delta": u.Delta})
+		}
+	}, "")
+}
+
+// sseStream writes a turn's updates as server-sent events built by each
+// (first is true for the first update), then the done line if not empty.
+func sseStream(w http.ResponseWriter, r *http.Request, st *actors.TurnStream,
+	each func(send func(event string, v any), u actors.Update, first bool), done string) error {
+	fl, ok := w.(http.Flusher)
+	if !ok {
+		return errors.New("server: streaming unsupported by the connection")
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(http.StatusOK)
+	bw := bufio.NewWriter(w)
+	send := func(event string, v any) {
+		data, _ := json.Marshal(v)
+		if event != "" {
+			fmt.Fprintf(bw, "event: %s\n", event)
+		}
+		fmt.Fprintf(bw, "data: %s\n\n", data)
+	}
+	first := true
+	for us := st.Next(r.Context().Done()); us != nil; us = st.Next(r.Context().Done()) {
+		for _, u := range us {
+			if u.Item != nil {
+				continue
+			}
+			each(send, u, first)
+			first = false
+		}
+		if err := bw.Flush(); err != nil {
+			return nil // the client went away; the turn goes on
+		}
+		fl.Flush()
+	}
+	if done != "" {
+		fmt.Fprintf(bw, "data: %s\n\n", done)
+	}
+	_ = bw.Flush()
+	fl.Flush()
+	return nil
+}
+
+// turnError is the error of a turn that failed (or whose client left).
+func turnError(last actors.Update) error {
+	switch {
+	case !last.Done:
+		return &apiError{http.StatusServiceUnavailable, CodeUnavailable, "the client went away before the turn ended; it goes on"}
+	case last.Phase == messages.PhaseFailed:
+		return &apiError{http.StatusBadGateway, "upstream_failed", "the turn failed: " + last.Err}
+	}
+	return nil
+}
+
+func finishReason(u actors.Update) string {
+	if u.Outcome.Kind == messages.OutcomeIncomplete {
+		return "length"
+	}
+	return "stop"
+}
+
+func responseStatus(u actors.Update) string {
+	if u.Outcome.Kind == messages.OutcomeIncomplete {
+		return "incomplete"
+	}
+	return "completed"
+}

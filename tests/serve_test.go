@@ -1,0 +1,221 @@
+package tests
+
+import (
+	"context"
+	"encoding/json"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/responses"
+)
+
+// server is a running `ctxinf serve`.
+type server struct {
+	cmd  *exec.Cmd
+	url  string
+	done chan error
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+func startServe(t *testing.T, dir string) *server {
+	t.Helper()
+	addr := "127.0.0.1:" + strconv.Itoa(freePort(t))
+	cmd := exec.Command(binary, "serve", "--addr", addr)
+	cmd.Env = env(dir)
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	s := &server{cmd: cmd, url: "http://" + addr, done: make(chan error, 1)}
+	go func() { s.done <- cmd.Wait() }()
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			_ = cmd.Process.Kill()
+			<-s.done
+		}
+	})
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		resp, err := http.Get(s.url + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return s
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("ctxinf serve not ready: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// stop sends SIGTERM and waits for a clean exit.
+func (s *server) stop(t *testing.T) {
+	t.Helper()
+	_ = s.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-s.done:
+		if err != nil {
+			t.Errorf("ctxinf serve after SIGTERM: %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("ctxinf serve did not stop on SIGTERM")
+	}
+}
+
+// An application using the official Go client gets managed context by
+// changing its base URL: each request's newest user message is a turn on
+// the conversation's branch, which the runtime remembers across
+// requests, streaming or not, over both APIs.
+func TestProxyWithOpenAIGoClient(t *testing.T) {
+	dir := t.TempDir()
+	s := startServe(t, dir)
+	t.Setenv("OPENAI_API_KEY", "unused-by-the-proxy")
+	t.Setenv("OPENAI_BASE_URL", s.url+"/v1")
+	client := openai.NewClient(option.WithBaseURL(s.url+"/v1"), option.WithHeader("X-Ctx-Conversation", "app-user-42"),
+		option.WithMaxRetries(0))
+	ctx := context.Background()
+
+	chat, err := client.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{
+		Model:    "gpt-4.1-mini",
+		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Remember: the deploy target is eu-west-1.")},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(chat.Choices) != 1 || !strings.Contains(chat.Choices[0].Message.Content, "the deploy target is eu-west-1") ||
+		chat.Choices[0].FinishReason != "stop" {
+		t.Fatalf("chat completion: %+v", chat)
+	}
+
+	stream := client.Chat.Completions.NewStreaming(ctx, openai.ChatCompletionNewParams{
+		Model:    "gpt-4.1-mini",
+		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("What is the deploy target?")},
+	})
+	var acc openai.ChatCompletionAccumulator
+	for stream.Next() {
+		acc.AddChunk(stream.Current())
+	}
+	if err := stream.Err(); err != nil {
+		t.Fatal(err)
+	}
+	// The local model reports its context: the first turn is there.
+	if got := acc.Choices[0].Message.Content; !strings.Contains(got, "What is the deploy target?") ||
+		strings.Contains(got, "0 window messages, 0 pending turns") {
+		t.Fatalf("streamed reply %q: the conversation was not kept", got)
+	}
+
+	resp, err := client.Responses.New(ctx, responses.ResponseNewParams{
+		Model: "gpt-4.1-mini",
+		Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("And the region again?")},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Status != "completed" || !strings.Contains(resp.OutputText(), "And the region again?") {
+		t.Fatalf("response: %s %q", resp.Status, resp.OutputText())
+	}
+	rs := client.Responses.NewStreaming(ctx, responses.ResponseNewParams{
+		Model: "gpt-4.1-mini",
+		Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("One more question.")},
+	})
+	var deltas strings.Builder
+	completed := false
+	for rs.Next() {
+		ev := rs.Current()
+		switch ev.Type {
+		case "response.output_text.delta":
+			deltas.WriteString(ev.Delta)
+		case "response.completed":
+			completed = true
+		}
+	}
+	if err := rs.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if !completed || !strings.Contains(deltas.String(), "One more question.") {
+		t.Fatalf("streamed response: completed %v, text %q", completed, deltas.String())
+	}
+
+	// All four turns are one conversation in the runtime.
+	r, err := http.Get(s.url + "/v1/sessions")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var list struct {
+		Sessions []struct{ Title, ActiveBranch string }
+	}
+	_ = json.NewDecoder(r.Body).Decode(&list)
+	r.Body.Close()
+	if len(list.Sessions) != 1 || list.Sessions[0].Title != "proxy:app-user-42" {
+		t.Fatalf("sessions: %+v", list)
+	}
+	s.stop(t)
+}
+
+// The same with the openai package from npm, as a Node application would
+// use it (installed into a temporary directory; skipped without npm).
+func TestProxyWithOpenAINodeClient(t *testing.T) {
+	npm, err := exec.LookPath("npm")
+	node, err2 := exec.LookPath("node")
+	if err != nil || err2 != nil {
+		t.Skip("npm and node are needed for this test (apt-get install npm)")
+	}
+	work := t.TempDir()
+	install := exec.Command(npm, "install", "--silent", "--no-audit", "--no-fund", "openai@5")
+	install.Dir = work
+	if out, err := install.CombinedOutput(); err != nil {
+		t.Skipf("npm install openai failed (no registry?): %v\n%s", err, out)
+	}
+	s := startServe(t, t.TempDir())
+	script := `
+const OpenAI = require("openai");
+const client = new OpenAI({ baseURL: process.argv[2] + "/v1", apiKey: "unused", defaultHeaders: { "X-Ctx-Conversation": "node-app" }, maxRetries: 0 });
+(async () => {
+  const c = await client.chat.completions.create({ model: "gpt-4.1-mini", messages: [{ role: "user", content: "Remember the code word: bluebird." }] });
+  let streamed = "";
+  const s = await client.chat.completions.create({ model: "gpt-4.1-mini", stream: true, messages: [{ role: "user", content: "What was the code word?" }] });
+  for await (const chunk of s) streamed += chunk.choices[0]?.delta?.content || "";
+  const r = await client.responses.create({ model: "gpt-4.1-mini", input: "Thanks." });
+  console.log(JSON.stringify({ first: c.choices[0].message.content, streamed, response: r.output_text }));
+})().catch((e) => { console.error(e); process.exit(1); });
+`
+	if err := os.WriteFile(filepath.Join(work, "app.js"), []byte(script), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(node, "app.js", s.url)
+	cmd.Dir = work
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("node app: %v\n%s", err, out)
+	}
+	var got struct{ First, Streamed, Response string }
+	if err := json.Unmarshal(out, &got); err != nil {
+		t.Fatalf("node output %q: %v", out, err)
+	}
+	if !strings.Contains(got.First, "bluebird") || !strings.Contains(got.Streamed, "What was the code word?") ||
+		strings.Contains(got.Streamed, "0 window messages, 0 pending turns") || !strings.Contains(got.Response, "Thanks.") {
+		t.Fatalf("node client got %+v", got)
+	}
+	s.stop(t)
+}
