@@ -983,7 +983,11 @@ func (a *branchActor) retrieve(user messages.Message, recipe *persistence.Contex
 	for _, t := range recipe.Pending {
 		verbatim[t] = true
 	}
+	t0 := time.Now()
 	hits, err := a.rt.mem.search(ctx, a.id, user.RenderedText, a.rt.mem.opts, verbatim)
+	if obs := a.rt.cfg.ObserveRetrieval; obs != nil {
+		obs(a.id, len(hits), time.Since(t0), err)
+	}
 	if err != nil {
 		recipe.RetrievalError = err.Error()
 		a.rt.log.Warn().Err(err).Str("branch", a.id.String()).Msg("retrieval failed; the turn goes on without it")
@@ -1046,6 +1050,9 @@ func (a *branchActor) commit(ctx actor.Context, m *summaryDone) {
 		return // superseded
 	}
 	a.summarizing = 0
+	if obs := a.rt.cfg.ObserveSummary; obs != nil {
+		defer func() { obs(a.id, m.epoch+1 == a.b.Epoch, m.err) }()
+	}
 	if m.err != nil {
 		a.rt.log.Warn().Err(m.err).Str("branch", a.id.String()).Msg("summarize failed; retried on next turn")
 		return

@@ -49,6 +49,9 @@ func (a *branchActor) finishStep(ctx actor.Context, m *stepDone) {
 		return
 	}
 	row := a.stepRow(t, m)
+	if obs := a.rt.cfg.ObserveStep; obs != nil {
+		obs(a.id, row)
+	}
 	kind := m.resp.Outcome.Kind
 	if m.err != nil || !finalizable(kind) {
 		if !m.journalSynced {

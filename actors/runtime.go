@@ -127,6 +127,13 @@ type Config struct {
 	// Observe, if set, is called by each branch actor after it applied an
 	// event (not during replay). It must not block.
 	Observe func(branch messages.BranchID, ev messages.BranchEvent)
+	// ObserveStep, ObserveRetrieval and ObserveSummary, if set, are
+	// called with each provider step's row when it ends, each context's
+	// retrieval (chunks offered, time, error), and each summary written
+	// (its time, and whether it was committed). They must not block.
+	ObserveStep      func(branch messages.BranchID, row persistence.StepRow)
+	ObserveRetrieval func(branch messages.BranchID, hits int, took time.Duration, err error)
+	ObserveSummary   func(branch messages.BranchID, committed bool, err error)
 }
 
 // DefaultFold is the summarization contract's policy: K = 6 verbatim

@@ -32,14 +32,21 @@ func serve(e *env, args []string) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	rt, err := openRuntime(ctx, e)
+	cfg, err := runtimeConfig(e)
+	if err != nil {
+		return err
+	}
+	metrics := server.NewMetrics()
+	metrics.Hook(&cfg)
+	rt, err := openRuntimeWith(ctx, e, cfg)
 	if err != nil {
 		return err
 	}
 	defer rt.Close()
+	metrics.Runtime(rt.Runtime)
 	s := server.New(rt.Runtime, server.Options{Addr: *addr, Tokens: tokens, MaxBodyBytes: c.MaxBodyBytes,
 		MaxInFlight: c.MaxInFlight, ReadHeaderTimeout: c.ReadHeaderTimeout, IdleTimeout: c.IdleTimeout,
-		Log: e.log})
+		Log: e.log, Metrics: metrics})
 	l, err := s.Listen()
 	if err != nil {
 		return err

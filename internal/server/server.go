@@ -44,6 +44,9 @@ type Options struct {
 	ReadHeaderTimeout time.Duration
 	IdleTimeout       time.Duration
 	Log               zerolog.Logger
+	// Metrics are served at /metrics; nil serves the HTTP metrics alone
+	// (Metrics.Hook feeds the runtime's into them).
+	Metrics *Metrics
 }
 
 // Server serves the API over a runtime.
@@ -67,6 +70,7 @@ var routes = []route{
 	{"GET", "/healthz", (*Server).health},
 	{"GET", "/readyz", (*Server).readiness},
 	{"GET", "/openapi.json", (*Server).openAPI},
+	{"GET", "/metrics", (*Server).metrics},
 	{"POST", "/v1/sessions", (*Server).createSession},
 	{"GET", "/v1/sessions", (*Server).listSessions},
 	{"GET", "/v1/sessions/{session}/branches", (*Server).listBranches},
@@ -107,13 +111,19 @@ func New(rt *actors.Runtime, opts Options) *Server {
 	if opts.IdleTimeout <= 0 {
 		opts.IdleTimeout = 2 * time.Minute
 	}
+	if opts.Metrics == nil {
+		opts.Metrics = NewMetrics()
+	}
 	s := &Server{rt: rt, opts: opts, mux: http.NewServeMux()}
 	for _, rt := range routes {
-		h := rt.handle
-		s.mux.HandleFunc(rt.method+" "+rt.path, func(w http.ResponseWriter, r *http.Request) {
-			if err := h(s, w, r); err != nil {
-				writeError(w, err)
+		h, name := rt.handle, rt.method+" "+rt.path
+		s.mux.HandleFunc(name, func(w http.ResponseWriter, r *http.Request) {
+			t0 := time.Now()
+			sw := &statusWriter{ResponseWriter: w}
+			if err := h(s, sw, r); err != nil {
+				writeError(sw, err)
 			}
+			opts.Metrics.observe(name, sw.code, time.Since(t0))
 		})
 	}
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
@@ -236,6 +246,11 @@ func (s *Server) openAPI(w http.ResponseWriter, _ *http.Request) error {
 	w.Header().Set("Content-Type", "application/json")
 	_, err := w.Write(openAPIDoc)
 	return err
+}
+
+func (s *Server) metrics(w http.ResponseWriter, r *http.Request) error {
+	s.opts.Metrics.handler().ServeHTTP(w, r)
+	return nil
 }
 
 func (s *Server) health(w http.ResponseWriter, _ *http.Request) error {

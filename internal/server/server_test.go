@@ -59,12 +59,18 @@ func newTestServer(t *testing.T, opts Options, delay time.Duration) *testServer 
 	t.Helper()
 	store := persistence.TestOptions("")
 	store.Durability = persistence.DurabilityRelaxed
-	rt, err := actors.Open(context.Background(), actors.Config{DataDir: t.TempDir(), Store: store,
+	cfg := actors.Config{DataDir: t.TempDir(), Store: store,
 		Provider: local.New(local.Options{Delay: delay}), Model: "local", Fold: &core.Policy{},
-		RequestTimeout: 10 * time.Second, Logger: zerolog.Nop()})
+		RequestTimeout: 10 * time.Second, Logger: zerolog.Nop()}
+	if opts.Metrics == nil {
+		opts.Metrics = NewMetrics()
+		opts.Metrics.Hook(&cfg)
+	}
+	rt, err := actors.Open(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
+	opts.Metrics.Runtime(rt)
 	ts := &testServer{Server: httptest.NewServer(New(rt, opts)), rt: rt}
 	t.Cleanup(func() {
 		ts.Close()
@@ -216,6 +222,25 @@ func TestAPI(t *testing.T) {
 	var health map[string]string
 	if st := ts.call(t, "GET", "/readyz", nil, &health); st != 200 || health["status"] != "ready" {
 		t.Errorf("readyz: %d %v", st, health)
+	}
+	mresp, err := http.Get(ts.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, _ := io.ReadAll(mresp.Body)
+	mresp.Body.Close()
+	for _, want := range []string{
+		`ctxinf_turns_total{event="accepted"} 2`,
+		`ctxinf_turns_total{event="finalized_completed"} 2`,
+		`ctxinf_http_requests_total{code="201",route="POST /v1/sessions"} 1`,
+		`ctxinf_http_requests_total{code="400",route="POST /v1/branches/{branch}/turns"} 4`,
+		"ctxinf_step_seconds_count", "ctxinf_context_assembly_seconds_count", "ctxinf_retrieval_seconds_count",
+		`ctxinf_summaries_total{result="committed"}`, "ctxinf_journal_bytes_total", "ctxinf_actor_restarts_total 0",
+		"ctxinf_indexed_chunks_total",
+	} {
+		if !strings.Contains(string(metrics), want) {
+			t.Errorf("metrics lack %q", want)
+		}
 	}
 }
 
