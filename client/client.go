@@ -1,0 +1,372 @@
+// Package client is a Go client for the HTTP API of `ctxinf serve`:
+// sessions, branches and forks, turns (waited for or streamed), history,
+// pins, folds, retrieval, context debug, models.
+//
+//	c := client.New("http://127.0.0.1:8080")
+//	_, branch, err := c.CreateSession(ctx, "support")
+//	res, err := c.Send(ctx, branch.ID, "Hello")
+//	fmt.Println(res.Reply)
+package client
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/contextinfinity/ctxinf/actors"
+	"github.com/contextinfinity/ctxinf/messages"
+	"github.com/contextinfinity/ctxinf/persistence"
+)
+
+// Types of the API.
+type (
+	Session = persistence.SessionRow
+	Branch  = persistence.BranchRow
+	Hit     = actors.Hit
+)
+
+// Client talks to one server. Its methods are safe for concurrent use.
+type Client struct {
+	base  string
+	token string
+	http  *http.Client
+}
+
+// Option configures a Client.
+type Option func(*Client)
+
+// WithToken sends "Authorization: Bearer token" (servers bound beyond
+// loopback require one).
+func WithToken(token string) Option { return func(c *Client) { c.token = token } }
+
+// WithHTTPClient makes the requests with hc (default: a client without a
+// timeout, as turns stream for as long as the model takes; bound calls
+// with their context).
+func WithHTTPClient(hc *http.Client) Option { return func(c *Client) { c.http = hc } }
+
+// New returns a client of the server at baseURL (e.g.
+// http://127.0.0.1:8080).
+func New(baseURL string, opts ...Option) *Client {
+	c := &Client{base: strings.TrimRight(baseURL, "/"), http: &http.Client{}}
+	for _, o := range opts {
+		o(c)
+	}
+	return c
+}
+
+// Error is an error answer of the server: its HTTP status, its stable
+// code (invalid_request, not_found, turn_in_flight, overloaded…) and its
+// message, and for 429 and 503 how long to wait before trying again.
+type Error struct {
+	Status     int
+	Code       string
+	Message    string
+	RetryAfter time.Duration
+}
+
+func (e *Error) Error() string {
+	return fmt.Sprintf("ctxinf: %d %s: %s", e.Status, e.Code, e.Message)
+}
+
+// IsBusy reports whether err says the branch has a turn in flight.
+func IsBusy(err error) bool {
+	var e *Error
+	return errors.As(err, &e) && e.Code == "turn_in_flight"
+}
+
+// IsNotFound reports whether err says what was asked for does not exist.
+func IsNotFound(err error) bool {
+	var e *Error
+	return errors.As(err, &e) && e.Status == http.StatusNotFound
+}
+
+func (c *Client) request(ctx context.Context, method, path string, in any, accept string) (*http.Response, error) {
+	var body io.Reader
+	if in != nil {
+		data, err := json.Marshal(in)
+		if err != nil {
+			return nil, err
+		}
+		body = bytes.NewReader(data)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, body)
+	if err != nil {
+		return nil, err
+	}
+	if in != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if accept != "" {
+		req.Header.Set("Accept", accept)
+	}
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode >= 300 {
+		defer resp.Body.Close()
+		var e struct {
+			Error struct{ Code, Message string }
+		}
+		data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		out := &Error{Status: resp.StatusCode, Code: "http_" + strconv.Itoa(resp.StatusCode), Message: strings.TrimSpace(string(data))}
+		if json.Unmarshal(data, &e) == nil && e.Error.Code != "" {
+			out.Code, out.Message = e.Error.Code, e.Error.Message
+		}
+		if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil {
+			out.RetryAfter = time.Duration(s) * time.Second
+		}
+		return nil, out
+	}
+	return resp, nil
+}
+
+// do sends a JSON request and decodes the JSON answer into out (if not
+// nil).
+func (c *Client) do(ctx context.Context, method, path string, in, out any) error {
+	resp, err := c.request(ctx, method, path, in, "")
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if out == nil {
+		_, _ = io.Copy(io.Discard, resp.Body)
+		return nil
+	}
+	return json.NewDecoder(resp.Body).Decode(out)
+}
+
+// CreateSession creates a session and its main branch.
+func (c *Client) CreateSession(ctx context.Context, title string) (Session, Branch, error) {
+	var out struct {
+		Session Session
+		Branch  Branch
+	}
+	err := c.do(ctx, "POST", "/v1/sessions", map[string]string{"title": title}, &out)
+	return out.Session, out.Branch, err
+}
+
+// Sessions lists the sessions.
+func (c *Client) Sessions(ctx context.Context) ([]Session, error) {
+	var out struct{ Sessions []Session }
+	err := c.do(ctx, "GET", "/v1/sessions", nil, &out)
+	return out.Sessions, err
+}
+
+// Branches lists a session's branches.
+func (c *Client) Branches(ctx context.Context, session messages.SessionID) ([]Branch, error) {
+	var out struct{ Branches []Branch }
+	err := c.do(ctx, "GET", "/v1/sessions/"+session.String()+"/branches", nil, &out)
+	return out.Branches, err
+}
+
+// BranchInfo is a branch's live state.
+type BranchInfo struct {
+	Branch    Branch                   `json:"branch"`
+	Tip       messages.TurnID          `json:"tip"`
+	State     messages.StateCheckpoint `json:"state"`
+	Epoch     uint64                   `json:"epoch"`
+	TurnSeq   uint64                   `json:"turn_seq"`
+	Committed uint64                   `json:"committed"`
+	Failed    uint64                   `json:"failed"`
+	Indexed   uint64                   `json:"indexed"`
+	Pending   int                      `json:"pending"`
+	InFlight  *messages.TurnID         `json:"in_flight"`
+	Model     string                   `json:"model"`
+}
+
+// Branch returns a branch's live state.
+func (c *Client) Branch(ctx context.Context, branch messages.BranchID) (BranchInfo, error) {
+	var out BranchInfo
+	err := c.do(ctx, "GET", "/v1/branches/"+branch.String(), nil, &out)
+	return out, err
+}
+
+// Fork creates a branch of branch that continues after turn at (zero:
+// after the head).
+func (c *Client) Fork(ctx context.Context, branch messages.BranchID, at messages.TurnID, label string) (Branch, error) {
+	in := map[string]string{"label": label}
+	if !at.IsZero() {
+		in["at"] = at.String()
+	}
+	var out Branch
+	err := c.do(ctx, "POST", "/v1/branches/"+branch.String()+"/forks", in, &out)
+	return out, err
+}
+
+// TurnResult is how a turn ended.
+type TurnResult struct {
+	Turn      messages.TurnID      `json:"turn"`
+	Seq       uint64               `json:"seq"`
+	Reply     string               `json:"reply"`
+	Phase     messages.TurnPhase   `json:"phase"`
+	Outcome   messages.StepOutcome `json:"outcome"`
+	Error     string               `json:"error"`
+	Displayed uint64               `json:"displayed"`
+	Durable   uint64               `json:"durable"`
+}
+
+// Send runs a turn and waits for its end.
+func (c *Client) Send(ctx context.Context, branch messages.BranchID, text string) (TurnResult, error) {
+	var out TurnResult
+	err := c.do(ctx, "POST", "/v1/branches/"+branch.String()+"/turns", map[string]string{"text": text}, &out)
+	return out, err
+}
+
+// Event is one event of a streamed turn: Type "turn", "delta", "item" or
+// "done", with the fields that type carries.
+type Event struct {
+	Type      string
+	Turn      messages.TurnID
+	Text      string          // delta
+	Item      json.RawMessage // item: a tool call or output
+	Displayed uint64
+	Durable   uint64
+	Phase     messages.TurnPhase   // done
+	Outcome   messages.StepOutcome // done
+	Error     string               // done
+}
+
+// Stream runs a turn and calls fn with each of its events as the server
+// sends them; it returns the turn's result at the end. An error from fn
+// stops reading (the turn goes on on the server).
+func (c *Client) Stream(ctx context.Context, branch messages.BranchID, text string, fn func(Event) error) (TurnResult, error) {
+	resp, err := c.request(ctx, "POST", "/v1/branches/"+branch.String()+"/turns",
+		map[string]any{"text": text, "stream": true}, "text/event-stream")
+	if err != nil {
+		return TurnResult{}, err
+	}
+	defer resp.Body.Close()
+	var res TurnResult
+	var reply strings.Builder
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 64<<20)
+	event := ""
+	for sc.Scan() {
+		line := sc.Text()
+		if e, ok := strings.CutPrefix(line, "event: "); ok {
+			event = e
+			continue
+		}
+		data, ok := strings.CutPrefix(line, "data: ")
+		if !ok {
+			continue
+		}
+		var raw struct {
+			Turn      messages.TurnID      `json:"turn"`
+			Seq       uint64               `json:"seq"`
+			Text      string               `json:"text"`
+			Item      json.RawMessage      `json:"item"`
+			Displayed uint64               `json:"displayed"`
+			Durable   uint64               `json:"durable"`
+			Phase     messages.TurnPhase   `json:"phase"`
+			Outcome   messages.StepOutcome `json:"outcome"`
+			Error     string               `json:"error"`
+		}
+		if err := json.Unmarshal([]byte(data), &raw); err != nil {
+			return res, fmt.Errorf("ctxinf: bad %s event: %w", event, err)
+		}
+		ev := Event{Type: event, Turn: raw.Turn, Text: raw.Text, Item: raw.Item, Displayed: raw.Displayed, Durable: raw.Durable,
+			Phase: raw.Phase, Outcome: raw.Outcome, Error: raw.Error}
+		switch event {
+		case "turn":
+			res.Turn, res.Seq = raw.Turn, raw.Seq
+			ev.Turn = raw.Turn
+		case "delta":
+			reply.WriteString(raw.Text)
+		case "done":
+			res.Phase, res.Outcome, res.Error = raw.Phase, raw.Outcome, raw.Error
+		}
+		res.Displayed, res.Durable = max(res.Displayed, raw.Displayed), max(res.Durable, raw.Durable)
+		if fn != nil {
+			if err := fn(ev); err != nil {
+				return res, err
+			}
+		}
+	}
+	res.Reply = reply.String()
+	if err := sc.Err(); err != nil {
+		return res, err
+	}
+	if res.Phase == 0 {
+		return res, errors.New("ctxinf: the stream ended before the turn did")
+	}
+	return res, nil
+}
+
+// Cancel cancels the branch's turn in flight.
+func (c *Client) Cancel(ctx context.Context, branch messages.BranchID) error {
+	return c.do(ctx, "POST", "/v1/branches/"+branch.String()+"/cancel", nil, nil)
+}
+
+// HistoryEntry is one message of a transcript.
+type HistoryEntry struct {
+	Node    messages.TurnID  `json:"node"`
+	Depth   uint64           `json:"depth"`
+	Message messages.Message `json:"message"`
+}
+
+// History returns up to limit messages of the branch's transcript before
+// node before (zero: up to the head), oldest first, and the cursor of the
+// page before them (zero at the start).
+func (c *Client) History(ctx context.Context, branch messages.BranchID, before messages.TurnID, limit int) ([]HistoryEntry, messages.TurnID, error) {
+	q := url.Values{"limit": {strconv.Itoa(limit)}}
+	if !before.IsZero() {
+		q.Set("before", before.String())
+	}
+	var out struct {
+		Entries []HistoryEntry
+		Before  messages.TurnID
+	}
+	err := c.do(ctx, "GET", "/v1/branches/"+branch.String()+"/history?"+q.Encode(), nil, &out)
+	return out.Entries, out.Before, err
+}
+
+// Pin pins a fact: kept verbatim in every later context of the branch.
+func (c *Client) Pin(ctx context.Context, branch messages.BranchID, fact string) error {
+	return c.do(ctx, "POST", "/v1/branches/"+branch.String()+"/pins", map[string]string{"fact": fact}, nil)
+}
+
+// Commit folds every pending turn into the branch's summary now.
+func (c *Client) Commit(ctx context.Context, branch messages.BranchID) error {
+	return c.do(ctx, "POST", "/v1/branches/"+branch.String()+"/commit", nil, nil)
+}
+
+// Search runs the hybrid retrieval of the branch (k hits; 0 is the
+// server's default); with force, the hits go into the next turn.
+func (c *Client) Search(ctx context.Context, branch messages.BranchID, query string, k int, force bool) ([]Hit, error) {
+	var out struct{ Hits []Hit }
+	err := c.do(ctx, "POST", "/v1/branches/"+branch.String()+"/search",
+		map[string]any{"query": query, "k": k, "force": force}, &out)
+	return out.Hits, err
+}
+
+// Context returns the exact context the model saw for turn (zero: the one
+// the next turn would get), as the server's JSON.
+func (c *Client) Context(ctx context.Context, branch messages.BranchID, turn messages.TurnID) (json.RawMessage, error) {
+	path := "/v1/branches/" + branch.String() + "/context"
+	if !turn.IsZero() {
+		path += "?turn=" + turn.String()
+	}
+	var out json.RawMessage
+	err := c.do(ctx, "GET", path, nil, &out)
+	return out, err
+}
+
+// SelectModel selects the model of the branch's next turns by its name
+// in the server's config.
+func (c *Client) SelectModel(ctx context.Context, branch messages.BranchID, model string) error {
+	return c.do(ctx, "PUT", "/v1/branches/"+branch.String()+"/model", map[string]string{"model": model}, nil)
+}
