@@ -70,6 +70,10 @@ Commands:
   bench context [--small N] [--large M] [--sample S] [--json]
                  context assembly latency at N and M turns of history;
                  working-set tokens per turn against the full history
+  bench serve [--conversations N] [--turns T] [--json]
+                 the server on loopback: N conversations streaming over
+                 SSE at once (turns/s, time to the first delta), and the
+                 OpenAI-compatible proxy's added latency
   bench retrieval [--turns N] [--ingest M] [--json]
                  retrieval through the runtime: ingest turns/s until
                  searchable, flush latency, query latency with N turns
@@ -139,6 +143,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		err = contextDebug(e, rest[2:])
 	case rest[0] == "bench" && len(rest) > 1 && rest[1] == "context":
 		err = benchContext(e, rest[2:])
+	case rest[0] == "bench" && len(rest) > 1 && rest[1] == "serve":
+		err = benchServe(e, rest[2:])
 	case rest[0] == "bench" && len(rest) > 1 && rest[1] == "retrieval":
 		err = benchRetrieval(e, rest[2:])
 	case rest[0] == "bench" && len(rest) > 1 && rest[1] == "stream":
