@@ -218,5 +218,3 @@ func benchServer(ctx context.Context, e *env, prov *openaiprov.Provider) (string
 		rt.Close()
 	}, nil
 }
-
-
