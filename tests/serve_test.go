@@ -17,13 +17,18 @@ import (
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/responses"
+
+	"github.com/contextinfinity/ctxinf/client/frame"
+	"github.com/contextinfinity/ctxinf/messages"
+	"github.com/contextinfinity/ctxinf/persistence"
 )
 
 // server is a running `ctxinf serve`.
 type server struct {
-	cmd  *exec.Cmd
-	url  string
-	done chan error
+	cmd   *exec.Cmd
+	url   string
+	frame string // the frame protocol's address
+	done  chan error
 }
 
 func freePort(t *testing.T) int {
@@ -39,13 +44,14 @@ func freePort(t *testing.T) int {
 func startServe(t *testing.T, dir string) *server {
 	t.Helper()
 	addr := "127.0.0.1:" + strconv.Itoa(freePort(t))
+	frameAddr := "127.0.0.1:" + strconv.Itoa(freePort(t))
 	cmd := exec.Command(binary, "serve", "--addr", addr)
-	cmd.Env = env(dir)
+	cmd.Env = env(dir, "CTX_SERVER_FRAME_ADDR="+frameAddr)
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	s := &server{cmd: cmd, url: "http://" + addr, done: make(chan error, 1)}
+	s := &server{cmd: cmd, url: "http://" + addr, frame: frameAddr, done: make(chan error, 1)}
 	go func() { s.done <- cmd.Wait() }()
 	t.Cleanup(func() {
 		if cmd.ProcessState == nil {
@@ -216,6 +222,50 @@ const client = new OpenAI({ baseURL: process.argv[2] + "/v1", apiKey: "unused", 
 	if !strings.Contains(got.First, "bluebird") || !strings.Contains(got.Streamed, "What was the code word?") ||
 		strings.Contains(got.Streamed, "0 window messages, 0 pending turns") || !strings.Contains(got.Response, "Thanks.") {
 		t.Fatalf("node client got %+v", got)
+	}
+	s.stop(t)
+}
+
+// The binary frame protocol serves the same store: a client makes its own
+// branches and appends to them; the runtime's branches it may read, not
+// write.
+func TestServeFrameProtocol(t *testing.T) {
+	s := startServe(t, t.TempDir())
+	ctx := context.Background()
+	c, err := frame.Dial(ctx, s.frame)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	b := messages.NewID[messages.BranchID](time.Now())
+	if _, err := c.CreateBranch(ctx, persistence.BranchSpec{ID: b}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		if _, err := c.Append(ctx, b, persistence.AppendRequest{Payload: []byte(strconv.Itoa(i)), TypeTag: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	page, err := c.GetLast(ctx, b, 64)
+	if err != nil || len(page.Turns) != 3 {
+		t.Fatalf("GetLast: %+v, %v", page, err)
+	}
+	// A runtime branch, made over HTTP: readable, not writable.
+	resp, err := http.Post(s.url+"/v1/sessions", "application/json", strings.NewReader(`{"title":"rt"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var created struct {
+		Branch struct{ ID messages.BranchID }
+	}
+	_ = json.NewDecoder(resp.Body).Decode(&created)
+	resp.Body.Close()
+	if _, err := c.Head(ctx, created.Branch.ID); err != nil {
+		t.Errorf("head of a runtime branch: %v", err)
+	}
+	if _, err := c.Append(ctx, created.Branch.ID, persistence.AppendRequest{Payload: []byte("x"), TypeTag: 1}); err == nil ||
+		!strings.Contains(err.Error(), "belongs to the runtime") {
+		t.Errorf("append to a runtime branch: %v", err)
 	}
 	s.stop(t)
 }

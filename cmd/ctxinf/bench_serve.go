@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -11,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/pprof"
+	"strconv"
 	"sync"
 	"text/tabwriter"
 	"time"
@@ -21,22 +23,27 @@ import (
 
 	"github.com/contextinfinity/ctxinf"
 	"github.com/contextinfinity/ctxinf/client"
+	framec "github.com/contextinfinity/ctxinf/client/frame"
 	"github.com/contextinfinity/ctxinf/internal/fakeapi"
 	"github.com/contextinfinity/ctxinf/internal/server"
+	"github.com/contextinfinity/ctxinf/internal/server/frame"
+	"github.com/contextinfinity/ctxinf/messages"
+	"github.com/contextinfinity/ctxinf/persistence"
 	openaiprov "github.com/contextinfinity/ctxinf/providers/openai"
 )
 
 // serveFigures are the figures of `ctxinf bench serve --json`.
 type serveFigures struct {
-	TurnsPerS          float64  `json:"turns_per_s"`
-	FirstDeltaP50us    float64  `json:"first_delta_p50_us"`
-	FirstDeltaP99us    float64  `json:"first_delta_p99_us"`
-	FrameAppendP50us   *float64 `json:"frame_append_p50_us"`
-	FrameAppendP99us   *float64 `json:"frame_append_p99_us"`
-	FrameGetLast64P50  *float64 `json:"frame_get_last64_p50_us"`
-	ProxyOverheadP50us float64  `json:"proxy_overhead_p50_us"`
-	ProxyDirectP50us   float64  `json:"-"`
-	ProxyViaP50us      float64  `json:"-"`
+	TurnsPerS          float64 `json:"turns_per_s"`
+	FirstDeltaP50us    float64 `json:"first_delta_p50_us"`
+	FirstDeltaP99us    float64 `json:"first_delta_p99_us"`
+	FrameAppendP50us   float64 `json:"frame_append_p50_us"`
+	FrameAppendP99us   float64 `json:"frame_append_p99_us"`
+	FramePipelinedPerS float64 `json:"frame_append_pipelined_per_s"`
+	FrameGetLast64P50  float64 `json:"frame_get_last64_p50_us"`
+	ProxyOverheadP50us float64 `json:"proxy_overhead_p50_us"`
+	ProxyDirectP50us   float64 `json:"-"`
+	ProxyViaP50us      float64 `json:"-"`
 }
 
 // benchServe measures the server on loopback: --conversations
@@ -51,6 +58,7 @@ func benchServe(e *env, args []string) error {
 	convs := fs.Int("conversations", 1000, "conversations streaming at once")
 	turns := fs.Int("turns", 5, "turns per conversation")
 	proxyN := fs.Int("proxy-requests", 300, "requests to the fake upstream, directly and through the proxy")
+	frameN := fs.Int("frame-requests", 500, "APPEND_TURN and GET_LAST requests of the frame protocol, each")
 	dir := fs.String("dir", "", "data directory (default: a temporary one, removed afterwards)")
 	asJSON := fs.Bool("json", false, "print one JSON object")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the SSE phase to this file")
@@ -173,6 +181,9 @@ func benchServe(e *env, args []string) error {
 	}
 	f.ProxyDirectP50us, f.ProxyViaP50us = micros(percentile(direct, 50)), micros(percentile(via, 50))
 	f.ProxyOverheadP50us = f.ProxyViaP50us - f.ProxyDirectP50us
+	if err := benchFrames(ctx, e, filepath.Join(path, "frame"), *frameN, &f); err != nil {
+		return err
+	}
 	if *asJSON {
 		return json.NewEncoder(e.stdout).Encode(f)
 	}
@@ -183,6 +194,10 @@ func benchServe(e *env, args []string) error {
 	fmt.Fprintf(tw, "first_delta_p99_us\t%.0f\t<= 10000\n", f.FirstDeltaP99us)
 	fmt.Fprintf(tw, "proxy_overhead_p50_us\t%.0f\t<= 2000 (direct %.0f, through the proxy %.0f)\n",
 		f.ProxyOverheadP50us, f.ProxyDirectP50us, f.ProxyViaP50us)
+	fmt.Fprintf(tw, "frame_append_p50_us\t%.0f\t(APPEND_TURN of 10 KB, durable, one at a time)\n", f.FrameAppendP50us)
+	fmt.Fprintf(tw, "frame_append_p99_us\t%.0f\t\n", f.FrameAppendP99us)
+	fmt.Fprintf(tw, "frame_append_pipelined_per_s\t%.0f\t(64 in flight on one connection)\n", f.FramePipelinedPerS)
+	fmt.Fprintf(tw, "frame_get_last64_p50_us\t%.0f\t<= 300\n", f.FrameGetLast64P50)
 	return tw.Flush()
 }
 
@@ -217,4 +232,89 @@ func benchServer(ctx context.Context, e *env, prov *openaiprov.Provider) (string
 		<-served
 		rt.Close()
 	}, nil
+}
+
+// benchFrames measures the binary frame protocol on loopback over a store
+// of its own with the configured durability: APPEND_TURN of 10 KB one at
+// a time, then 64 in flight on one connection, and GET_LAST(64).
+func benchFrames(ctx context.Context, e *env, dir string, n int, f *serveFigures) error {
+	db, err := persistence.Open(storeOptions(e.cfg, dir, e.log))
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	srv, err := frame.ListenAndServe(ctx, "127.0.0.1:0", db, frame.Options{MaxPayload: e.cfg.Store.MaxPayloadBytes, Log: e.log})
+	if err != nil {
+		return err
+	}
+	defer srv.Close()
+	c, err := framec.Dial(ctx, srv.Addr().String())
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	b := messages.NewID[messages.BranchID](time.Now())
+	if _, err := c.CreateBranch(ctx, persistence.BranchSpec{ID: b}); err != nil {
+		return err
+	}
+	payload := make([]byte, 10<<10)
+	for i := range payload {
+		payload[i] = byte('a' + i%26)
+	}
+	turn := func(i int) persistence.AppendRequest {
+		p := append([]byte(strconv.Itoa(i)+" "), payload...) // distinct: no dedup
+		return persistence.AppendRequest{Payload: p, TypeTag: 1}
+	}
+	var lat []time.Duration
+	for i := range n {
+		t := time.Now()
+		if _, err := c.Append(ctx, b, turn(i)); err != nil {
+			return fmt.Errorf("frame append: %w", err)
+		}
+		lat = append(lat, time.Since(t))
+	}
+	f.FrameAppendP50us, f.FrameAppendP99us = micros(percentile(lat, 50)), micros(percentile(lat, 99))
+	// Pipelined: 64 goroutines share the connection, each on its own
+	// branch (appends to one branch in flight together may race).
+	const inFlight = 64
+	var wg sync.WaitGroup
+	var firstErr error
+	var mu sync.Mutex
+	t0 := time.Now()
+	for g := range inFlight {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			gb := messages.NewID[messages.BranchID](time.Now())
+			if _, err := c.CreateBranch(ctx, persistence.BranchSpec{ID: gb}); err != nil {
+				mu.Lock()
+				firstErr = cmp.Or(firstErr, err)
+				mu.Unlock()
+				return
+			}
+			for i := range max(n/inFlight, 1) {
+				if _, err := c.Append(ctx, gb, turn(g*n+i)); err != nil {
+					mu.Lock()
+					firstErr = cmp.Or(firstErr, err)
+					mu.Unlock()
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if firstErr != nil {
+		return fmt.Errorf("frame pipelined append: %w", firstErr)
+	}
+	f.FramePipelinedPerS = float64(inFlight*max(n/inFlight, 1)) / time.Since(t0).Seconds()
+	lat = lat[:0]
+	for range n {
+		t := time.Now()
+		if _, err := c.GetLast(ctx, b, 64); err != nil {
+			return fmt.Errorf("frame get_last: %w", err)
+		}
+		lat = append(lat, time.Since(t))
+	}
+	f.FrameGetLast64P50 = micros(percentile(lat, 50))
+	return nil
 }

@@ -4,13 +4,46 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"net"
 	"os"
 	"os/signal"
 	"strings"
 	"syscall"
 
 	"github.com/contextinfinity/ctxinf/internal/server"
+	"github.com/contextinfinity/ctxinf/internal/server/frame"
+	"github.com/contextinfinity/ctxinf/messages"
+	"github.com/contextinfinity/ctxinf/persistence"
 )
+
+// serveFrames serves the binary frame protocol over the runtime's store
+// on addr, which must be loopback: the protocol has no authentication.
+func serveFrames(ctx context.Context, addr string, db *persistence.DB, maxPayload int64, e *env) (*frame.Server, error) {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, fmt.Errorf("server.frame_addr %q: %w", addr, err)
+	}
+	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+		return nil, fmt.Errorf("server.frame_addr %q: the frame protocol has no authentication: a loopback address only", addr)
+	}
+	return frame.ListenAndServe(ctx, addr, runtimeGuard{Store: db, db: db}, frame.Options{MaxPayload: maxPayload, Log: e.log})
+}
+
+// runtimeGuard is the store as the frame protocol sees it: the branches
+// the runtime owns (those with a branch row) are read-only, so that no
+// append moves their heads behind their actors' backs.
+type runtimeGuard struct {
+	persistence.Store
+	db *persistence.DB
+}
+
+func (g runtimeGuard) Append(ctx context.Context, branch messages.BranchID, req persistence.AppendRequest) (persistence.Turn, error) {
+	if _, err := g.db.BranchRow(ctx, branch); err == nil {
+		return persistence.Turn{}, fmt.Errorf("%w: branch %s belongs to the runtime: append to it through the HTTP API",
+			persistence.ErrInvalidArgument, branch)
+	}
+	return g.Store.Append(ctx, branch, req)
+}
 
 // serve is `ctxinf serve [--addr A]`: the HTTP API over the runtime on
 // the data directory, until SIGINT or SIGTERM, then a graceful shutdown.
@@ -50,6 +83,15 @@ func serve(e *env, args []string) error {
 	l, err := s.Listen()
 	if err != nil {
 		return err
+	}
+	if c.FrameAddr != "" {
+		fs, err := serveFrames(ctx, c.FrameAddr, rt.DB(), e.cfg.Store.MaxPayloadBytes, e)
+		if err != nil {
+			l.Close()
+			return err
+		}
+		defer fs.Close()
+		fmt.Fprintf(e.stdout, "ctxinf serve: frame protocol on %s\n", fs.Addr())
 	}
 	e.log.Info().Str("addr", l.Addr().String()).Bool("auth", len(tokens) > 0).Str("data_dir", e.cfg.DataDir).Msg("serving")
 	fmt.Fprintf(e.stdout, "ctxinf serve: http://%s (GET /openapi.json), data in %s\n", l.Addr(), e.cfg.DataDir)

@@ -46,6 +46,10 @@ type ServerConfig struct {
 	// Addr is the HTTP API's address; one that is not loopback needs
 	// bearer tokens.
 	Addr string `mapstructure:"addr"`
+	// FrameAddr is the binary frame protocol's address (the context store,
+	// docs/FRAME_PROTOCOL.md); "" turns it off. It has no
+	// authentication, so it must be a loopback address.
+	FrameAddr string `mapstructure:"frame_addr"`
 	// TokensEnv names the environment variable holding the bearer tokens
 	// (comma-separated); unset or empty means no authentication.
 	TokensEnv string `mapstructure:"tokens_env"`
@@ -325,6 +329,7 @@ func Default() Config {
 		},
 		Server: ServerConfig{
 			Addr:              "127.0.0.1:8080",
+			FrameAddr:         "127.0.0.1:8081",
 			TokensEnv:         "CTX_SERVER_TOKENS",
 			MaxBodyBytes:      8 * MiB,
 			MaxInFlight:       1024,

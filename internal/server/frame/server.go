@@ -1,0 +1,662 @@
+package frame
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/contextinfinity/ctxinf/persistence"
+)
+
+// Server defaults.
+const (
+	// DefaultMaxInFlight bounds the requests of one connection handled at
+	// once; the server stops reading that connection while it is reached.
+	DefaultMaxInFlight = 256
+	// DefaultMaxInFlightBytes bounds the request bytes of one connection
+	// held at once; a frame larger than that is still accepted when it is
+	// the only one in flight.
+	DefaultMaxInFlightBytes = 64 << 20
+	// DefaultWriteTimeout is how long a write to a client that does not
+	// read may block before the connection is dropped.
+	DefaultWriteTimeout = 30 * time.Second
+	// ServerName is sent in the HELLO reply.
+	ServerName = "ctxinf"
+
+	readBufferSize  = 64 << 10
+	writeBufferSize = 64 << 10
+	// After a protocol error the server half-closes and discards what the
+	// client still sends, for at most lingerTime and lingerBytes, so that
+	// the client reads the ERROR frame before the connection is reset.
+	lingerTime  = time.Second
+	lingerBytes = 1 << 20
+)
+
+// Log field names.
+const (
+	logRemote = "remote"
+	logReqID  = "req_id"
+	logType   = "msg_type"
+	logAddr   = "addr"
+)
+
+// ErrServerClosed is returned by Serve after Shutdown or Close.
+var ErrServerClosed = errors.New("frame: server closed")
+
+// Options configure a Server; zero values take the defaults.
+type Options struct {
+	// MaxFrame is the largest frame payload accepted (DefaultMaxFrame);
+	// it is capped at MaxPayload + FrameOverhead.
+	MaxFrame int
+	// MaxPayload is the store's limit on one payload
+	// (persistence.Limits.MaxPayloadBytes; persistence.DefaultMaxPayloadBytes).
+	MaxPayload int64
+	// MaxInFlight bounds the requests of one connection handled at once
+	// (DefaultMaxInFlight).
+	MaxInFlight int
+	// MaxInFlightBytes bounds the request payload bytes of one connection
+	// held at once (DefaultMaxInFlightBytes).
+	MaxInFlightBytes int64
+	// WriteTimeout bounds a blocked write to one client (DefaultWriteTimeout).
+	WriteTimeout time.Duration
+	Log          zerolog.Logger
+}
+
+// Server serves the frame protocol over a persistence.Store. Set the
+// exported fields before the first Serve or ServeConn; zero values take
+// the defaults of Options. Each connection has one goroutine reading
+// frames; requests run concurrently and are answered as they finish,
+// matched by req_id; answers are written whole, one at a time.
+type Server struct {
+	Store            persistence.Store
+	MaxFrame         int
+	MaxPayload       int64
+	MaxInFlight      int
+	MaxInFlightBytes int64
+	WriteTimeout     time.Duration
+	Log              zerolog.Logger
+
+	initOnce sync.Once
+	maxFrame int // effective
+	ctx      context.Context
+	cancel   context.CancelFunc
+	done     chan struct{} // closed by Shutdown and Close
+
+	mu        sync.Mutex
+	closing   bool
+	listeners map[net.Listener]struct{}
+	conns     map[*conn]struct{}
+	wg        sync.WaitGroup // Serve loops and connections
+	addr      net.Addr
+}
+
+// New returns a Server for store configured by opts.
+func New(store persistence.Store, opts Options) *Server {
+	return &Server{
+		Store: store, MaxFrame: opts.MaxFrame, MaxPayload: opts.MaxPayload,
+		MaxInFlight: opts.MaxInFlight, MaxInFlightBytes: opts.MaxInFlightBytes,
+		WriteTimeout: opts.WriteTimeout, Log: opts.Log,
+	}
+}
+
+// ListenAndServe listens on the TCP address addr (":0" picks a port) and
+// serves in the background until Shutdown or Close; ctx bounds only the
+// listen. Addr returns the bound address.
+func ListenAndServe(ctx context.Context, addr string, store persistence.Store, opts Options) (*Server, error) {
+	if store == nil {
+		return nil, errors.New("frame: ListenAndServe: store is nil")
+	}
+	var lc net.ListenConfig
+	l, err := lc.Listen(ctx, "tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("frame: listen %s: %w", addr, err)
+	}
+	s := New(store, opts)
+	s.init()
+	s.mu.Lock()
+	s.addr = l.Addr()
+	s.mu.Unlock()
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		if err := s.serve(l); err != nil && !errors.Is(err, ErrServerClosed) {
+			s.Log.Error().Err(err).Str(logAddr, l.Addr().String()).Msg("frame: serve stopped")
+		}
+	}()
+	s.Log.Info().Str(logAddr, l.Addr().String()).Int("max_frame", s.maxFrame).Msg("frame: listening")
+	return s, nil
+}
+
+// Addr returns the address ListenAndServe bound, or nil.
+func (s *Server) Addr() net.Addr {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.addr
+}
+
+// EffectiveMaxFrame returns the largest frame payload the server accepts.
+func (s *Server) EffectiveMaxFrame() int {
+	s.init()
+	return s.maxFrame
+}
+
+func (s *Server) init() {
+	s.initOnce.Do(func() {
+		if s.MaxPayload <= 0 {
+			s.MaxPayload = persistence.DefaultMaxPayloadBytes
+		}
+		s.maxFrame = MaxFrameFor(s.MaxFrame, s.MaxPayload)
+		if s.MaxInFlight <= 0 {
+			s.MaxInFlight = DefaultMaxInFlight
+		}
+		if s.MaxInFlightBytes <= 0 {
+			s.MaxInFlightBytes = DefaultMaxInFlightBytes
+		}
+		if s.WriteTimeout <= 0 {
+			s.WriteTimeout = DefaultWriteTimeout
+		}
+		s.ctx, s.cancel = context.WithCancel(context.Background())
+		s.done = make(chan struct{})
+		s.listeners = make(map[net.Listener]struct{})
+		s.conns = make(map[*conn]struct{})
+	})
+}
+
+// Serve accepts connections on l and serves each until Shutdown or
+// Close, when it returns ErrServerClosed. It closes l.
+func (s *Server) Serve(l net.Listener) error {
+	s.init()
+	s.mu.Lock()
+	if s.closing {
+		s.mu.Unlock()
+		l.Close()
+		return ErrServerClosed
+	}
+	s.wg.Add(1)
+	s.mu.Unlock()
+	defer s.wg.Done()
+	return s.serve(l)
+}
+
+func (s *Server) serve(l net.Listener) error {
+	s.mu.Lock()
+	if s.closing {
+		s.mu.Unlock()
+		l.Close()
+		return ErrServerClosed
+	}
+	s.listeners[l] = struct{}{}
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.listeners, l)
+		s.mu.Unlock()
+		l.Close()
+	}()
+	var backoff time.Duration
+	for {
+		nc, err := l.Accept()
+		if err != nil {
+			if s.isClosing() {
+				return ErrServerClosed
+			}
+			if errors.Is(err, net.ErrClosed) {
+				return err
+			}
+			// Out of file descriptors and the like: wait and retry, as
+			// net/http does.
+			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+			s.Log.Warn().Err(err).Dur("retry_in", backoff).Msg("frame: accept")
+			select {
+			case <-time.After(backoff):
+			case <-s.done:
+				return ErrServerClosed
+			}
+			continue
+		}
+		backoff = 0
+		c, ok := s.newConn(nc)
+		if !ok {
+			continue
+		}
+		go func() {
+			defer s.wg.Done()
+			c.serve()
+		}()
+	}
+}
+
+// ServeConn serves one connection until it ends; it closes nc.
+func (s *Server) ServeConn(nc net.Conn) {
+	s.init()
+	c, ok := s.newConn(nc)
+	if !ok {
+		return
+	}
+	defer s.wg.Done()
+	c.serve()
+}
+
+func (s *Server) isClosing() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closing
+}
+
+// newConn registers a connection; the caller must call s.wg.Done when it
+// has been served.
+func (s *Server) newConn(nc net.Conn) (*conn, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closing {
+		nc.Close()
+		return nil, false
+	}
+	ctx, cancel := context.WithCancel(s.ctx)
+	c := &conn{
+		s: s, nc: nc, ctx: ctx, cancel: cancel,
+		r:       NewReader(nc, readBufferSize),
+		w:       NewWriter(nc, writeBufferSize, s.WriteTimeout),
+		sem:     make(chan struct{}, s.MaxInFlight),
+		bytes:   newBudget(s.MaxInFlightBytes),
+		stopped: make(chan struct{}),
+		log:     s.Log.With().Str(logRemote, nc.RemoteAddr().String()).Logger(),
+	}
+	c.peerMax.Store(int64(DefaultMaxFrame))
+	s.conns[c] = struct{}{}
+	s.wg.Add(1)
+	return c, true
+}
+
+func (s *Server) removeConn(c *conn) {
+	s.mu.Lock()
+	delete(s.conns, c)
+	s.mu.Unlock()
+}
+
+// beginClose marks the server closing, closes its listeners and returns
+// its connections.
+func (s *Server) beginClose() []*conn {
+	s.init()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.closing {
+		s.closing = true
+		close(s.done)
+	}
+	for l := range s.listeners {
+		l.Close()
+	}
+	cs := make([]*conn, 0, len(s.conns))
+	for c := range s.conns {
+		cs = append(cs, c)
+	}
+	return cs
+}
+
+// Shutdown stops accepting connections and reading requests, lets the
+// requests already read finish and their answers be written, then closes
+// every connection. If ctx ends first it closes everything at once (see
+// Close) and returns ctx's error. A request whose frame was not fully
+// read is dropped unanswered.
+func (s *Server) Shutdown(ctx context.Context) error {
+	for _, c := range s.beginClose() {
+		c.stop()
+	}
+	done := make(chan struct{})
+	go func() {
+		s.wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		s.cancel()
+		return nil
+	case <-ctx.Done():
+		s.Close()
+		return ctx.Err()
+	}
+}
+
+// Close closes the listeners and every connection at once, cancels the
+// requests in flight and waits for their goroutines to end. It does not
+// close the store.
+func (s *Server) Close() error {
+	cs := s.beginClose()
+	s.cancel()
+	for _, c := range cs {
+		c.nc.Close()
+	}
+	s.wg.Wait()
+	return nil
+}
+
+// conn is one client connection.
+type conn struct {
+	s       *Server
+	nc      net.Conn
+	ctx     context.Context // canceled by Close or when the client is gone
+	cancel  context.CancelFunc
+	r       *Reader
+	w       *Writer
+	sem     chan struct{} // requests in flight
+	bytes   *budget       // their payload bytes
+	peerMax atomic.Int64  // the client's largest frame, from HELLO
+
+	handlers sync.WaitGroup
+	stopOnce sync.Once
+	stopped  chan struct{} // closed by stop: read no more requests
+	log      zerolog.Logger
+}
+
+// stop makes the reader return without reading further requests.
+func (c *conn) stop() {
+	c.stopOnce.Do(func() {
+		close(c.stopped)
+		c.nc.SetReadDeadline(time.Now())
+	})
+}
+
+func (c *conn) isStopped() bool {
+	select {
+	case <-c.stopped:
+		return true
+	default:
+		return false
+	}
+}
+
+func (c *conn) serve() {
+	c.log.Debug().Msg("frame: connection opened")
+	fatal := c.readLoop()
+	c.handlers.Wait()
+	if fatal {
+		c.linger()
+	}
+	c.nc.Close()
+	c.cancel()
+	c.s.removeConn(c)
+	c.log.Debug().Msg("frame: connection closed")
+}
+
+// readLoop reads requests until the connection ends, is stopped or
+// breaks the protocol; it reports the last case, after answering it.
+func (c *conn) readLoop() (fatal bool) {
+	for {
+		h, err := c.r.ReadHeader()
+		if err != nil {
+			c.readEnded(err)
+			return false
+		}
+		if err := CheckRequest(h, c.s.maxFrame); err != nil {
+			c.fail(h, err)
+			return true
+		}
+		// Wait for room before reading, so that a client cannot make the
+		// server hold more than MaxInFlight requests and MaxInFlightBytes.
+		select {
+		case c.sem <- struct{}{}:
+		case <-c.stopped:
+			return false
+		case <-c.ctx.Done():
+			return false
+		}
+		n := int64(h.Len)
+		if !c.bytes.acquire(n, c.stopped, c.ctx.Done()) {
+			return false
+		}
+		release := func() {
+			c.bytes.release(n)
+			<-c.sem
+		}
+		p, err := c.r.ReadPayload(h)
+		if err != nil {
+			release()
+			c.readEnded(err)
+			return false
+		}
+		req, err := DecodeRequest(h.Type, p)
+		if err != nil {
+			release()
+			c.fail(h, err)
+			return true
+		}
+		if hello, ok := req.(Hello); ok {
+			// Answered in order, so that the limits it sets apply to
+			// every request after it.
+			err := c.hello(h.ReqID, hello)
+			release()
+			if err != nil {
+				c.fail(h, err)
+				return true
+			}
+			continue
+		}
+		c.handlers.Add(1)
+		go c.handle(h.ReqID, req, release)
+	}
+}
+
+func (c *conn) readEnded(err error) {
+	if c.isStopped() || errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) {
+		return
+	}
+	c.log.Debug().Err(err).Msg("frame: read")
+}
+
+// fail answers a frame that broke the protocol; the connection closes.
+func (c *conn) fail(h Header, err error) {
+	c.log.Warn().Err(err).Uint64(logReqID, h.ReqID).Stringer(logType, h.Type).Msg("frame: protocol error, closing connection")
+	c.writeError(h.ReqID, ErrorFor(err))
+}
+
+// linger half-closes a connection that broke the protocol and discards
+// what the client still sends, so that the client reads the ERROR frame
+// instead of a reset.
+func (c *conn) linger() {
+	cw, ok := c.nc.(interface{ CloseWrite() error })
+	if !ok || cw.CloseWrite() != nil {
+		return
+	}
+	c.nc.SetReadDeadline(time.Now().Add(lingerTime))
+	io.CopyN(io.Discard, c.nc, lingerBytes)
+}
+
+func (c *conn) hello(reqID uint64, m Hello) error {
+	if m.Version == 0 {
+		return fmt.Errorf("%w: client speaks version %d, the server %d", ErrUnsupportedVersion, m.Version, Version)
+	}
+	peer := int64(DefaultMaxFrame)
+	if m.MaxFrame != 0 {
+		peer = max(int64(m.MaxFrame), MinMaxFrame)
+	}
+	c.peerMax.Store(peer)
+	maxFrame := min(int64(c.s.maxFrame), peer)
+	reply := HelloReply{
+		Version:    min(m.Version, Version),
+		MaxFrame:   uint32(c.s.maxFrame),
+		MaxPage:    uint32(MaxPageFor(int(maxFrame))),
+		MaxPayload: uint32(min(c.s.MaxPayload, 1<<32-1)),
+		Name:       ServerName,
+	}
+	c.log.Debug().Str("client", m.Name).Uint16("version", m.Version).Msg("frame: hello")
+	buf := AppendFrame(nil, MsgHello.Response(), reqID, reply.AppendPayload)
+	c.write(buf, nil)
+	return nil
+}
+
+var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b }}
+
+func (c *conn) handle(reqID uint64, req Request, release func()) {
+	bp := bufPool.Get().(*[]byte)
+	defer func() {
+		if r := recover(); r != nil {
+			c.log.Error().Interface("panic", r).Bytes("stack", debug.Stack()).Stringer(logType, req.Type()).Msg("frame: request panicked")
+			c.writeError(reqID, &Error{Code: CodeInternal, Message: "internal error"})
+		}
+		if cap(*bp) <= 1<<20 {
+			bufPool.Put(bp)
+		}
+		release()
+		c.handlers.Done()
+	}()
+	buf, tail, err := c.s.answer(c.ctx, reqID, req, (*bp)[:0], c.maxAnswer())
+	if err != nil {
+		c.writeError(reqID, ErrorFor(err))
+		return
+	}
+	*bp = buf
+	c.write(buf, tail)
+}
+
+// maxAnswer is the largest payload the client accepts.
+func (c *conn) maxAnswer() int {
+	return int(min(int64(c.s.maxFrame), c.peerMax.Load()))
+}
+
+func (c *conn) writeError(reqID uint64, e *Error) {
+	c.write(AppendFrame(nil, MsgError, reqID, func(b []byte) []byte { return AppendError(b, e) }), nil)
+}
+
+func (c *conn) write(frame, tail []byte) {
+	if err := c.w.WriteFrame(frame, tail); err != nil {
+		// The client is gone or does not read: drop the connection.
+		c.cancel()
+		c.nc.Close()
+	}
+}
+
+// answer runs req against the store and appends its answer frame to buf;
+// tail, when not nil, is the rest of the payload (a blob), not copied.
+func (s *Server) answer(ctx context.Context, reqID uint64, req Request, buf []byte, maxAnswer int) (frame, tail []byte, err error) {
+	st := s.Store
+	maxPage := MaxPageFor(maxAnswer)
+	pageSize := func(limit uint32) int {
+		if limit > persistence.MaxPageTurns {
+			return int(limit) // the store reports the limit
+		}
+		return min(int(limit), maxPage)
+	}
+	rt := req.Type().Response()
+	switch m := req.(type) {
+	case CreateRequest:
+		h, err := st.CreateBranch(ctx, persistence.BranchSpec{ID: m.Branch, At: m.At})
+		if err != nil {
+			return nil, nil, err
+		}
+		return AppendFrame(buf, rt, reqID, func(b []byte) []byte { return AppendHead(b, h) }), nil, nil
+	case ForkRequest:
+		at := m.At
+		switch {
+		case m.Source.IsZero() == m.At.IsZero():
+			return nil, nil, fmt.Errorf("%w: CTX_FORK needs exactly one of source and at", persistence.ErrInvalidArgument)
+		case !m.Source.IsZero():
+			h, err := st.Head(ctx, m.Source)
+			if err != nil {
+				return nil, nil, err
+			}
+			at = h.Turn
+		}
+		h, err := st.CreateBranch(ctx, persistence.BranchSpec{ID: m.Branch, At: at})
+		if err != nil {
+			return nil, nil, err
+		}
+		return AppendFrame(buf, rt, reqID, func(b []byte) []byte { return AppendHead(b, h) }), nil, nil
+	case HeadRequest:
+		h, err := st.Head(ctx, m.Branch)
+		if err != nil {
+			return nil, nil, err
+		}
+		return AppendFrame(buf, rt, reqID, func(b []byte) []byte { return AppendHead(b, h) }), nil, nil
+	case AppendRequest:
+		t, err := st.Append(ctx, m.Branch, persistence.AppendRequest{
+			Payload: m.Payload, TypeTag: m.TypeTag, Codec: m.Codec, Flags: m.Flags, ExpectParent: m.ExpectParent,
+		})
+		if err != nil {
+			return nil, nil, err
+		}
+		return AppendFrame(buf, rt, reqID, func(b []byte) []byte { return AppendTurn(b, t) }), nil, nil
+	case LastRequest:
+		p, err := st.Last(ctx, m.Branch, pageSize(m.Limit))
+		if err != nil {
+			return nil, nil, err
+		}
+		return AppendFrame(buf, rt, reqID, func(b []byte) []byte { return AppendPage(b, p) }), nil, nil
+	case BeforeRequest:
+		p, err := st.Before(ctx, m.Before, pageSize(m.Limit))
+		if err != nil {
+			return nil, nil, err
+		}
+		return AppendFrame(buf, rt, reqID, func(b []byte) []byte { return AppendPage(b, p) }), nil, nil
+	case RangeRequest:
+		p, err := st.Range(ctx, m.Branch, m.Start, pageSize(m.Limit))
+		if err != nil {
+			return nil, nil, err
+		}
+		return AppendFrame(buf, rt, reqID, func(b []byte) []byte { return AppendRangePage(b, p) }), nil, nil
+	case BlobRequest:
+		blob, err := st.Blob(ctx, m.Hash)
+		if err != nil {
+			return nil, nil, err
+		}
+		if len(blob) > maxAnswer {
+			return nil, nil, &Error{Code: CodeResponseTooLarge, Message: fmt.Sprintf(
+				"blob %s is %d bytes, over the client's maximum frame of %d", m.Hash, len(blob), maxAnswer)}
+		}
+		buf = AppendHeader(buf, Header{Len: uint32(len(blob)), Type: rt, ReqID: reqID})
+		return buf, blob, nil
+	}
+	return nil, nil, fmt.Errorf("%w: %s has no handler", ErrUnknownType, req.Type())
+}
+
+// budget is a count of bytes that one goroutine takes and any returns.
+type budget struct {
+	mu    sync.Mutex
+	max   int64
+	avail int64
+	wake  chan struct{} // one taker waits at a time
+}
+
+func newBudget(n int64) *budget {
+	return &budget{max: n, avail: n, wake: make(chan struct{}, 1)}
+}
+
+// acquire takes n bytes, waiting for returns; a request larger than the
+// whole budget gets it when nothing else is held. It reports false when
+// stop or done closed first.
+func (b *budget) acquire(n int64, stop, done <-chan struct{}) bool {
+	for {
+		b.mu.Lock()
+		if b.avail >= n || b.avail == b.max {
+			b.avail -= n
+			b.mu.Unlock()
+			return true
+		}
+		b.mu.Unlock()
+		select {
+		case <-b.wake:
+		case <-stop:
+			return false
+		case <-done:
+			return false
+		}
+	}
+}
+
+func (b *budget) release(n int64) {
+	b.mu.Lock()
+	b.avail += n
+	b.mu.Unlock()
+	select {
+	case b.wake <- struct{}{}:
+	default:
+	}
+}
