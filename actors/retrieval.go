@@ -115,13 +115,6 @@ func (m *memory) added(rows []persistence.ChunkRow, vecs []persistence.VectorRow
 	}
 }
 
-// forget drops branch's index (a branch deleted, or a test reopening).
-func (m *memory) forget(branch messages.BranchID) {
-	m.mu.Lock()
-	delete(m.parts, branch)
-	m.mu.Unlock()
-}
-
 // embedChunks embeds the texts of rows and returns their vector rows.
 func (m *memory) embedChunks(ctx context.Context, rows []persistence.ChunkRow) ([]persistence.VectorRow, error) {
 	if len(rows) == 0 {

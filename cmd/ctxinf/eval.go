@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/pprof"
+	"slices"
 	"strings"
 	"time"
 
@@ -167,7 +168,7 @@ func (s *evalServer) handle(ctx context.Context, req evalRequest) (any, error) {
 		if req.ID == "" {
 			return nil, errors.New("append: id is required")
 		}
-		if _, dup := c.turnOf[req.ID]; dup || containsString(c.ids, req.ID) {
+		if _, dup := c.turnOf[req.ID]; dup || slices.Contains(c.ids, req.ID) {
 			return nil, fmt.Errorf("append: id %q is appended already", req.ID)
 		}
 		text := renderUtterance(req)
@@ -198,15 +199,6 @@ func (s *evalServer) handle(ctx context.Context, req evalRequest) (any, error) {
 		return evalOK, nil
 	}
 	return nil, fmt.Errorf("unknown op %q", req.Op)
-}
-
-func containsString(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // renderUtterance is the user message an utterance becomes: its date

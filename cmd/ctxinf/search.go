@@ -127,10 +127,12 @@ func search(e *env, args []string) error {
 			ids = append(ids, id)
 		}
 	}
+	forced := 0
 	if *force && len(ids) > 0 {
 		if err := rt.ForceChunks(ctx, branch, ids); err != nil {
 			return err
 		}
+		forced = len(ids)
 	}
 	if *asJSON {
 		if hits == nil {
@@ -140,7 +142,7 @@ func search(e *env, args []string) error {
 			Query  string       `json:"query"`
 			Hits   []actors.Hit `json:"hits"`
 			Forced int          `json:"forced,omitempty"`
-		}{query, hits, map[bool]int{true: len(ids)}[*force]})
+		}{query, hits, forced})
 	}
 	tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "score\tvector\ttext\tturn seq\tsource turn\tchunk\ttext")
@@ -154,8 +156,8 @@ func search(e *env, args []string) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	if *force && len(ids) > 0 {
-		fmt.Fprintf(e.stdout, "%d chunks forced into the next turn of branch %s\n", len(ids), branch)
+	if forced > 0 {
+		fmt.Fprintf(e.stdout, "%d chunks forced into the next turn of branch %s\n", forced, branch)
 	}
 	return nil
 }

@@ -1,10 +1,8 @@
 package server
 
 import (
-	"bufio"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"net/http"
 	"strings"
 
@@ -192,43 +190,23 @@ func (s *Server) submitTurn(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) streamTurn(w http.ResponseWriter, r *http.Request, st *actors.TurnStream) error {
-	fl, ok := w.(http.Flusher)
-	if !ok {
-		return errors.New("server: streaming unsupported by the connection")
+	head := func(send func(string, any)) {
+		send("turn", map[string]any{"turn": st.Turn, "seq": st.Seq, "branch": st.Branch})
 	}
-	w.Header().Set("Content-Type", "text/event-stream")
-	w.Header().Set("Cache-Control", "no-store")
-	w.Header().Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
-	bw := bufio.NewWriter(w)
-	send := func(event string, v any) {
-		data, _ := json.Marshal(v)
-		fmt.Fprintf(bw, "event: %s\ndata: %s\n\n", event, data)
-	}
-	send("turn", map[string]any{"turn": st.Turn, "seq": st.Seq, "branch": st.Branch})
-	bw.Flush()
-	fl.Flush()
-	for us := st.Next(r.Context().Done()); us != nil; us = st.Next(r.Context().Done()) {
-		for _, u := range us {
-			switch {
-			case u.Done:
-				send("done", map[string]any{"phase": u.Phase, "outcome": u.Outcome, "error": u.Err,
-					"displayed": u.Displayed, "durable": u.Durable})
-			case u.Item != nil:
-				item, err := messages.MarshalItem(u.Item)
-				if err == nil {
-					send("item", map[string]any{"item": json.RawMessage(item), "displayed": u.Displayed, "durable": u.Durable})
-				}
-			default:
-				send("delta", map[string]any{"text": u.Delta, "displayed": u.Displayed, "durable": u.Durable})
+	return sseStream(w, r, st, head, func(send func(string, any), u actors.Update) {
+		switch {
+		case u.Done:
+			send("done", map[string]any{"phase": u.Phase, "outcome": u.Outcome, "error": u.Err,
+				"displayed": u.Displayed, "durable": u.Durable})
+		case u.Item != nil:
+			item, err := messages.MarshalItem(u.Item)
+			if err == nil {
+				send("item", map[string]any{"item": json.RawMessage(item), "displayed": u.Displayed, "durable": u.Durable})
 			}
+		default:
+			send("delta", map[string]any{"text": u.Delta, "displayed": u.Displayed, "durable": u.Durable})
 		}
-		if err := bw.Flush(); err != nil {
-			return nil // the client went away; the turn goes on
-		}
-		fl.Flush()
-	}
-	return nil
+	}, "")
 }
 
 func (s *Server) getTurn(w http.ResponseWriter, r *http.Request) error {

@@ -89,6 +89,20 @@ func (s *Server) proxyBranch(r *http.Request, key string) (messages.BranchID, er
 	return b.ID, nil
 }
 
+// decodeAPIRequest reads the body of a request to the OpenAI API named
+// api into v. Unlike decode it allows fields the proxy does not read: an
+// application sends the API's whole request.
+func decodeAPIRequest(r *http.Request, v any, api string) error {
+	if err := json.NewDecoder(r.Body).Decode(v); err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return err
+		}
+		return invalid("the request body is not a %s request: %v", api, err)
+	}
+	return nil
+}
+
 // chatRequest is the part of a Chat Completions request the proxy reads.
 type chatRequest struct {
 	Model    string `json:"model"`
@@ -140,13 +154,8 @@ func (s *Server) proxyModel(ctx context.Context, b messages.BranchID, model stri
 
 func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) error {
 	var req chatRequest
-	dec := json.NewDecoder(r.Body)
-	if err := dec.Decode(&req); err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return err
-		}
-		return invalid("the request body is not a Chat Completions request: %v", err)
+	if err := decodeAPIRequest(r, &req, "Chat Completions"); err != nil {
+		return err
 	}
 	text := ""
 	for i := len(req.Messages) - 1; i >= 0; i-- {
@@ -190,7 +199,13 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) error {
 		})
 		return nil
 	}
-	return sseStream(w, r, st, func(send func(string, any), u actors.Update, first bool) {
+	started := false
+	return sseStream(w, r, st, nil, func(send func(string, any), u actors.Update) {
+		if u.Item != nil {
+			return // tool calls and outputs are the runtime's own
+		}
+		first := !started
+		started = true
 		chunk := func(delta map[string]any, finish any) {
 			send("", map[string]any{"id": id, "object": "chat.completion.chunk", "created": created, "model": model,
 				"choices": []any{map[string]any{"index": 0, "delta": delta, "finish_reason": finish}}})
@@ -246,12 +261,8 @@ func responsesInput(raw json.RawMessage) (string, error) {
 
 func (s *Server) responses(w http.ResponseWriter, r *http.Request) error {
 	var req responsesRequest
-	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return err
-		}
-		return invalid("the request body is not a Responses request: %v", err)
+	if err := decodeAPIRequest(r, &req, "Responses"); err != nil {
+		return err
 	}
 	text, err := responsesInput(req.Input)
 	if err != nil {
@@ -312,7 +323,13 @@ func (s *Server) responses(w http.ResponseWriter, r *http.Request) error {
 	}
 	var text2 strings.Builder
 	seq := 0
-	return sseStream(w, r, st, func(send func(string, any), u actors.Update, first bool) {
+	started := false
+	return sseStream(w, r, st, nil, func(send func(string, any), u actors.Update) {
+		if u.Item != nil {
+			return // tool calls and outputs are the runtime's own
+		}
+		first := !started
+		started = true
 		ev := func(typ string, v map[string]any) {
 			v["type"], v["sequence_number"] = typ, seq
 			seq++
@@ -345,16 +362,19 @@ func (s *Server) responses(w http.ResponseWriter, r *http.Request) error {
 	}, "")
 }
 
-// sseStream writes a turn's updates as server-sent events built by each
-// (first is true for the first update), then the done line if not empty.
-func sseStream(w http.ResponseWriter, r *http.Request, st *actors.TurnStream,
-	each func(send func(event string, v any), u actors.Update, first bool), done string) error {
+// sseStream answers with server-sent events: head's (if any), flushed at
+// once, then those each builds from every update of the turn, flushed as
+// they come, then the done line if not empty. A client that goes away
+// ends it; the turn goes on.
+func sseStream(w http.ResponseWriter, r *http.Request, st *actors.TurnStream, head func(send func(event string, v any)),
+	each func(send func(event string, v any), u actors.Update), done string) error {
 	fl, ok := w.(http.Flusher)
 	if !ok {
 		return errors.New("server: streaming unsupported by the connection")
 	}
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
 	bw := bufio.NewWriter(w)
 	send := func(event string, v any) {
@@ -364,14 +384,16 @@ func sseStream(w http.ResponseWriter, r *http.Request, st *actors.TurnStream,
 		}
 		fmt.Fprintf(bw, "data: %s\n\n", data)
 	}
-	first := true
+	if head != nil {
+		head(send)
+		if err := bw.Flush(); err != nil {
+			return nil
+		}
+		fl.Flush()
+	}
 	for us := st.Next(r.Context().Done()); us != nil; us = st.Next(r.Context().Done()) {
 		for _, u := range us {
-			if u.Item != nil {
-				continue
-			}
-			each(send, u, first)
-			first = false
+			each(send, u)
 		}
 		if err := bw.Flush(); err != nil {
 			return nil // the client went away; the turn goes on
