@@ -59,6 +59,7 @@ type (
 		err                error
 		journalSynced      bool // false: left for the finalizing commit
 		displayed, durable uint64
+		hash               string // of the context the recipe rebuilds, if asked
 	}
 	toolsDone struct {
 		turn    messages.TurnID
@@ -712,8 +713,19 @@ func (a *branchActor) prepare(ctx actor.Context, turn messages.TurnID) {
 		a.fail(ctx, turn, err.Error())
 		return
 	}
-	a.persistAll(ctx, evs)
+	// The step starts while its ResponseStarted (with a submitted
+	// turn's TX-0, held since submit) is synced: the provider's time to
+	// its first token overlaps the commit. Nothing the step does is
+	// acknowledged before the flush: Submit answers (and hands out the
+	// turn's stream) after it, the step's result reaches this actor
+	// after this message, and tools run only then. A crash before the
+	// flush leaves a provider call and, at most, a journal file that no
+	// step of the store names.
+	for _, ev := range evs {
+		a.persistHeld(ctx, ev, a.txFor(ev))
+	}
 	a.spawnStep(ctx, turn, step, ac)
+	a.flush()
 }
 
 // askShrink starts step 4 of the shrinker with a librarian model
@@ -777,6 +789,11 @@ func (a *branchActor) shrunk(ctx actor.Context, m *shrinkDone) {
 // spawnStep starts provider step step of turn on context ac, with the
 // branch's model, the tools policy and the redaction hook applied.
 func (a *branchActor) spawnStep(ctx actor.Context, turn messages.TurnID, step messages.StepID, ac messages.AssembledContext) {
+	var hashed *messages.AssembledContext // as assembled: what the recipe rebuilds
+	if t, _ := a.b.Turn(turn); t.Steps <= 1 && a.recipe != nil && a.recipe.User == turn && a.recipe.Hash == "" {
+		orig := ac
+		hashed = &orig
+	}
 	if mode := a.rt.cfg.ToolMode; mode != messages.ToolsDisabled {
 		ac.ToolMode, ac.Tools = mode, a.rt.cfg.Tools.Definitions()
 	}
@@ -798,7 +815,7 @@ func (a *branchActor) spawnStep(ctx actor.Context, turn messages.TurnID, step me
 	req := providers.Request{Model: m.ID, Context: ac, MaxOutputTokens: maxOut, ParallelToolCalls: a.rt.cfg.ParallelToolCalls}
 	props := actor.PropsFromProducer(func() actor.Actor {
 		return &stepActor{rt: a.rt, ctx: sctx, branch: ctx.Self(), turn: turn, step: step, req: req, provider: m.Provider,
-			stream: stream, base: a.counters, count: a.rt.counter(m)}
+			stream: stream, base: a.counters, count: a.rt.counter(m), hashed: hashed}
 	})
 	if _, err := ctx.SpawnNamed(props, "step-"+step.String()); err != nil {
 		cancel()
@@ -937,7 +954,9 @@ func (a *branchActor) assembleFor(userNode messages.TurnID, user messages.Messag
 	recipe.ContextLimit, recipe.ResponseReserve, recipe.SafetyMargin = budget.ContextLimit, budget.ResponseReserve, budget.SafetyMargin
 	recipe.RetrievalMax, recipe.ChunkMax = budget.RetrievalMax, budget.ChunkMax
 	ac, rep := assembleShrinking(in, budget, a.rt.counter(m))
-	recipe.Hash, recipe.Estimated = contextHash(ac), rep.Total
+	// recipe.Hash is left to whoever needs it: a turn's step hashes the
+	// context it sends once the stream is under way (stepDone.hash).
+	recipe.Estimated = rep.Total
 	return ac, rep, recipe, nil
 }
 

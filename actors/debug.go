@@ -55,7 +55,7 @@ func (a *branchActor) debugNext(text string) (ContextDebug, error) {
 		return ContextDebug{}, err
 	}
 	m := a.rt.model(a.b.Model)
-	return ContextDebug{Provider: m.Provider.Name(), Model: m.ID, Context: ac, Report: rep, RebuiltHash: recipe.Hash, Matches: true,
+	return ContextDebug{Provider: m.Provider.Name(), Model: m.ID, Context: ac, Report: rep, RebuiltHash: contextHash(ac), Matches: true,
 		Retrieved: recipe.Retrieved, RetrievalError: recipe.RetrievalError}, nil
 }
 

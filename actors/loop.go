@@ -118,6 +118,9 @@ func (a *branchActor) stepRow(t core.Turn, m *stepDone) persistence.StepRow {
 	var recipe *persistence.ContextRecipe
 	if t.Steps <= 1 && a.recipe != nil && a.recipe.User == m.turn {
 		recipe = a.recipe
+		if m.hash != "" {
+			recipe.Hash = m.hash
+		}
 	}
 	return persistence.StepRow{ID: m.step, Branch: a.id, Turn: m.turn, Index: max(t.Steps, 1) - 1, Context: recipe,
 		Provider: m.provider, Model: m.model, Request: m.resp.RawRequest, Response: m.resp.RawResponse,

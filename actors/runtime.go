@@ -188,9 +188,7 @@ type Runtime struct {
 	closeOnce sync.Once
 	closeErr  error
 
-	countMu   sync.Mutex
-	counts    map[uint64]int // token counts by hash of model and text
-	countSeed maphash.Seed
+	counts countCache
 }
 
 // Open opens the runtime on cfg.DataDir: the database, the actor system,
@@ -303,10 +301,9 @@ func Open(ctx context.Context, cfg Config) (*Runtime, error) {
 		streams:  filepath.Join(cfg.DataDir, "streams"),
 		failed:   make(map[messages.BranchID]error),
 		gone:     make(map[*actor.PID]chan struct{}),
-		counts:   make(map[uint64]int),
 		mem:      newMemory(db, cfg.Embedder, rank),
 	}
-	r.countSeed = maphash.MakeSeed()
+	r.counts.seed = maphash.MakeSeed()
 	// Token counters may load their encodings on first use (tiktoken's
 	// take about 200 ms): load the default model's now, in the
 	// background, rather than in the first turn or fold.
@@ -428,33 +425,64 @@ func (r *Runtime) counterFor(provider, modelID string) core.Counter {
 	count := r.cfg.Counter(provider, modelID)
 	model := provider + "\x00" + modelID
 	return func(text string) int {
-		if len(text) < 64 {
+		if text == "" {
 			return count(text)
 		}
+		// Even a short text is worth the lookup: tiktoken's pre-split
+		// regexp costs tens of microseconds on a one-line message.
 		var h maphash.Hash
-		h.SetSeed(r.countSeed)
+		h.SetSeed(r.counts.seed)
 		h.WriteString(model)
 		h.WriteString(text)
 		k := h.Sum64()
-		r.countMu.Lock()
-		n, ok := r.counts[k]
-		r.countMu.Unlock()
-		if ok {
+		if n, ok := r.counts.get(k); ok {
 			return n
 		}
-		n = count(text)
-		r.countMu.Lock()
-		if len(r.counts) >= maxCachedCounts {
-			clear(r.counts) // crude, bounded: the next turns refill it
-		}
-		r.counts[k] = n
-		r.countMu.Unlock()
+		n := count(text)
+		r.counts.put(k, n)
 		return n
 	}
 }
 
-// maxCachedCounts bounds the token-count cache (entries).
+// countCache holds token counts by a hash of model and text in two
+// generations of at most maxCachedCounts entries: when the current one is
+// full it becomes the old one (the older is dropped), and a count found
+// only in the old one moves back. The counts in use stay; the rest age
+// out.
+type countCache struct {
+	seed     maphash.Seed
+	mu       sync.Mutex
+	cur, old map[uint64]int
+}
+
+// maxCachedCounts bounds each generation of the token-count cache.
 const maxCachedCounts = 1 << 16
+
+func (c *countCache) get(k uint64) (int, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if n, ok := c.cur[k]; ok {
+		return n, true
+	}
+	n, ok := c.old[k]
+	if ok {
+		c.putLocked(k, n)
+	}
+	return n, ok
+}
+
+func (c *countCache) put(k uint64, n int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.putLocked(k, n)
+}
+
+func (c *countCache) putLocked(k uint64, n int) {
+	if c.cur == nil || len(c.cur) >= maxCachedCounts {
+		c.old, c.cur = c.cur, make(map[uint64]int, 1024)
+	}
+	c.cur[k] = n
+}
 
 // DB is the runtime's database (for reads: history, rows, blobs).
 func (r *Runtime) DB() *persistence.DB { return r.db }

@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/rs/zerolog"
 
 	"github.com/contextinfinity/ctxinf/internal/core"
 	"github.com/contextinfinity/ctxinf/internal/retrieval"
@@ -36,6 +37,10 @@ type stepActor struct {
 	stream *TurnStream
 	base   [2]uint64
 	count  core.Counter // the model's token counter
+	// hashed, if not nil, is the context as assembled (before tool
+	// definitions and redaction), hashed for the turn's recipe once the
+	// stream is done, off the branch and after the first delta.
+	hashed *messages.AssembledContext
 }
 
 type (
@@ -48,14 +53,16 @@ func (s *stepActor) Receive(ctx actor.Context) {
 	}
 	started := s.rt.cfg.Now()
 	done := &stepDone{turn: s.turn, step: s.step, provider: s.provider.Name(), model: s.req.Model, started: started}
-	j, err := persistence.CreateJournal(s.rt.streams, s.step, s.provider.Name(), s.rt.cfg.Journal, s.rt.cfg.Now)
+	// The journal's file is created at its first write (NewJournal):
+	// the first delta does not wait for it.
+	j, err := persistence.NewJournal(s.rt.streams, s.step, s.provider.Name(), s.rt.cfg.Journal, s.rt.cfg.Now)
 	if err != nil {
 		done.err = fmt.Errorf("create stream journal: %w", err)
 		ctx.Send(s.branch, done)
 		ctx.Stop(ctx.Self())
 		return
 	}
-	ja := &journalActor{j: j, stream: s.stream, base: s.base, every: s.rt.cfg.Journal.FlushInterval}
+	ja := &journalActor{j: j, stream: s.stream, base: s.base, every: s.rt.cfg.Journal.FlushInterval, log: s.rt.log}
 	s.journal, _ = ctx.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return ja }), "journal")
 	// Each event is journaled and handed to the subscriber as it
 	// arrives, on the stream's own goroutine: no queue between the
@@ -90,6 +97,9 @@ func (s *stepActor) Receive(ctx actor.Context) {
 		// finds it in the runtime's count cache.
 		s.count(replyMessage(append(slices.Clone(s.req.Context.Continuation), resp.Items...)).RenderedText)
 	}
+	if s.hashed != nil {
+		done.hash = contextHash(*s.hashed)
+	}
 	done.resp, done.err, done.journalSynced = resp, err, sync
 	done.displayed, done.durable = counters.Displayed, counters.Durable
 	ctx.Send(s.branch, done)
@@ -107,7 +117,8 @@ type journalActor struct {
 	stream *TurnStream
 	base   [2]uint64
 	every  time.Duration
-	err    error
+	err    error // sticky: the journal takes no more after it
+	log    zerolog.Logger
 }
 
 // append journals one event and gives its text to the subscriber.
@@ -149,6 +160,11 @@ func (ja *journalActor) Receive(ctx actor.Context) {
 		}
 		if err := closeJournal(); err != nil && ja.err == nil {
 			ja.err = err
+		}
+		if ja.err != nil {
+			// The step goes on: its output is committed with the turn,
+			// and the durable count shows what the journal holds.
+			ja.log.Warn().Err(ja.err).Str("path", ja.j.Path()).Msg("stream journal failed")
 		}
 		c := ja.j.Counters()
 		ja.mu.Unlock()

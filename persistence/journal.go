@@ -123,7 +123,8 @@ func (c JournalCounters) Buffered() bool { return c.Durable < c.Displayed }
 // method, including Tick on a timer of its own. After a write or fsync
 // fails, every later Append and Tick returns that error.
 type Journal struct {
-	f        *os.File
+	f        *os.File // nil until the first write (NewJournal)
+	dir      string
 	syncer   *groupSyncer // of dir
 	dirGen   uint64       // the generation of the file's directory entry
 	dirSafe  bool         // the directory entry is durable
@@ -155,6 +156,24 @@ func JournalPath(dir string, step messages.StepID) string {
 // provider is ErrInvalidArgument. now is the clock used for timestamps and
 // the policy's intervals; nil means time.Now.
 func CreateJournal(dir string, step messages.StepID, provider string, p JournalPolicy, now func() time.Time) (*Journal, error) {
+	j, err := NewJournal(dir, step, provider, p, now)
+	if err != nil {
+		return nil, err
+	}
+	if err := j.open(); err != nil {
+		return nil, err
+	}
+	return j, nil
+}
+
+// NewJournal is CreateJournal without touching the file system: the file
+// is created (exclusively, making dir if missing) when the journal first
+// writes to the OS, which Append does when its policy says so, or at
+// Close. A step's first events then never wait for a file system busy
+// with other files' fsyncs; they are displayed from the buffer, and were
+// not durable before their first fsync either way. If the file exists by
+// then, that write fails with an error wrapping fs.ErrExist, which sticks.
+func NewJournal(dir string, step messages.StepID, provider string, p JournalPolicy, now func() time.Time) (*Journal, error) {
 	if step.IsZero() {
 		return nil, fmt.Errorf("create journal: %w: step id is zero", ErrInvalidArgument)
 	}
@@ -171,29 +190,11 @@ func CreateJournal(dir string, step messages.StepID, provider string, p JournalP
 	if now == nil {
 		now = time.Now
 	}
-	// Journals hold conversation content: owner-only permissions.
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("create journal %s: %w", step, err)
-	}
-	path := JournalPath(dir, step)
-	// One creator at a time per directory: concurrent creates contend on
-	// the directory's lock in the kernel, which spins burning CPU; parked
-	// goroutines cost nothing.
-	gs := groupSyncerFor(dir)
-	gs.createMu.Lock()
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	gs.createMu.Unlock()
-	if err != nil {
-		return nil, fmt.Errorf("create journal %s: %w", step, err)
-	}
-	// The new directory entry is made durable with the file's first sync
-	// (see sync), by a sync shared with every journal of dir meanwhile.
 	t := now()
 	return &Journal{
-		f:         f,
-		syncer:    gs,
-		dirGen:    gs.next(),
-		path:      path,
+		syncer:    groupSyncerFor(dir),
+		dir:       dir,
+		path:      JournalPath(dir, step),
 		step:      step,
 		provider:  provider,
 		policy:    p,
@@ -201,6 +202,32 @@ func CreateJournal(dir string, step messages.StepID, provider string, p JournalP
 		lastFlush: t,
 		lastSync:  t,
 	}, nil
+}
+
+// open creates the journal's file; an error sticks.
+func (j *Journal) open() error {
+	if j.f != nil || j.err != nil {
+		return j.err
+	}
+	// Journals hold conversation content: owner-only permissions.
+	if err := os.MkdirAll(j.dir, 0o700); err != nil {
+		j.err = fmt.Errorf("create journal %s: %w", j.step, err)
+		return j.err
+	}
+	// One creator at a time per directory: concurrent creates contend on
+	// the directory's lock in the kernel, which spins burning CPU; parked
+	// goroutines cost nothing.
+	j.syncer.createMu.Lock()
+	f, err := os.OpenFile(j.path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	j.syncer.createMu.Unlock()
+	if err != nil {
+		j.err = fmt.Errorf("create journal %s: %w", j.step, err)
+		return j.err
+	}
+	// The new directory entry is made durable with the file's first sync
+	// (see sync), by a sync shared with every journal of dir meanwhile.
+	j.f, j.dirGen = f, j.syncer.next()
+	return nil
 }
 
 // syncDir fsyncs a directory so that entries created in it survive a crash.
@@ -313,10 +340,15 @@ func (j *Journal) close(last func(time.Time) error) error {
 	j.closed = true
 	err := j.err
 	if err == nil {
-		err = last(j.now())
+		// Every step closed has its file, even one that streamed nothing.
+		if err = j.open(); err == nil {
+			err = last(j.now())
+		}
 	}
-	if cerr := j.f.Close(); err == nil && cerr != nil {
-		err = fmt.Errorf("journal %s: close: %w", j.step, cerr)
+	if j.f != nil {
+		if cerr := j.f.Close(); err == nil && cerr != nil {
+			err = fmt.Errorf("journal %s: close: %w", j.step, cerr)
+		}
 	}
 	return err
 }
@@ -350,6 +382,9 @@ func (j *Journal) apply(t time.Time) error {
 func (j *Journal) flush(t time.Time) error {
 	if len(j.buf) == 0 {
 		return nil
+	}
+	if err := j.open(); err != nil {
+		return err
 	}
 	n, err := j.f.Write(j.buf)
 	j.written += uint64(n)

@@ -607,3 +607,73 @@ func TestJournalDisplayedText(t *testing.T) {
 		t.Fatalf("JournalText = %q", got)
 	}
 }
+
+// NewJournal touches the file system only when it first writes: at the
+// policy's first flush, or at Close for a journal that never flushed
+// (which still leaves a file, even an empty one). A file already there by
+// then is the sticky error CreateJournal would have returned at once.
+func TestNewJournalCreatesTheFileAtItsFirstWrite(t *testing.T) {
+	clk := newJournalClock()
+	never := time.Hour
+	policy := JournalPolicy{FlushInterval: never, FlushBytes: 512, FsyncInterval: never}
+	dir := filepath.Join(t.TempDir(), "streams") // made when needed
+	j, err := NewJournal(dir, newJournalStep(t), "local", policy, clk.now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exists := func() bool {
+		_, err := os.Stat(j.Path())
+		return err == nil
+	}
+	if exists() {
+		t.Fatal("NewJournal created the file")
+	}
+	c, err := j.Append("delta", json.RawMessage(`{"d":"a"}`)) // one short line: buffered
+	if err != nil || exists() {
+		t.Fatalf("after a buffered Append: err %v, file exists %v; want nil, false", err, exists())
+	}
+	if c.Displayed == 0 || c.Durable != 0 {
+		t.Fatalf("after a buffered Append: counters %+v, want displayed and nothing durable", c)
+	}
+	if _, err := j.Append("delta", json.RawMessage(`{"d":"`+strings.Repeat("b", 512)+`"}`)); err != nil || !exists() {
+		t.Fatalf("after the policy's first flush: err %v, file exists %v; want nil, true", err, exists())
+	}
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if entries, torn, err := ReadJournal(j.Path()); err != nil || torn || len(entries) != 2 {
+		t.Fatalf("ReadJournal = %d entries, torn %v, %v; want 2, false, nil", len(entries), torn, err)
+	}
+
+	empty, err := NewJournal(dir, newJournalStep(t), "local", policy, clk.now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := empty.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if size := journalFileSize(t, empty.Path()); size != 0 {
+		t.Errorf("a journal closed empty: file size %d, want an empty file", size)
+	}
+
+	step := newJournalStep(t)
+	taken, err := NewJournal(dir, step, "local", policy, clk.now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(JournalPath(dir, step), []byte("someone else's\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := taken.Append("delta", json.RawMessage(`{"d":"`+strings.Repeat("c", 512)+`"}`)); !errors.Is(err, fs.ErrExist) {
+		t.Errorf("first write over an existing file = %v, want fs.ErrExist", err)
+	}
+	if _, err := taken.Tick(); !errors.Is(err, fs.ErrExist) {
+		t.Errorf("Tick after the failed create = %v, want the same error", err)
+	}
+	if err := taken.Close(); !errors.Is(err, fs.ErrExist) {
+		t.Errorf("Close after the failed create = %v, want the same error", err)
+	}
+	if data, _ := os.ReadFile(JournalPath(dir, step)); string(data) != "someone else's\n" {
+		t.Errorf("the existing file was changed: %q", data)
+	}
+}

@@ -7,11 +7,10 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"net/http"
-	"os"
 	"path/filepath"
-	"runtime/pprof"
 	"strconv"
 	"sync"
 	"text/tabwriter"
@@ -34,24 +33,31 @@ import (
 
 // serveFigures are the figures of `ctxinf bench serve --json`.
 type serveFigures struct {
-	TurnsPerS          float64 `json:"turns_per_s"`
-	FirstDeltaP50us    float64 `json:"first_delta_p50_us"`
-	FirstDeltaP99us    float64 `json:"first_delta_p99_us"`
-	FrameAppendP50us   float64 `json:"frame_append_p50_us"`
-	FrameAppendP99us   float64 `json:"frame_append_p99_us"`
-	FramePipelinedPerS float64 `json:"frame_append_pipelined_per_s"`
-	FrameGetLast64P50  float64 `json:"frame_get_last64_p50_us"`
-	ProxyOverheadP50us float64 `json:"proxy_overhead_p50_us"`
-	ProxyDirectP50us   float64 `json:"-"`
-	ProxyViaP50us      float64 `json:"-"`
+	TurnsPerS       float64 `json:"turns_per_s"`
+	FirstDeltaP50us float64 `json:"first_delta_p50_us"`
+	FirstDeltaP99us float64 `json:"first_delta_p99_us"`
+	// The paced phase's offered and achieved rates (first_delta_* are
+	// its figures), and the saturated phase's first-delta times.
+	PacedOfferedPerS    float64 `json:"paced_offered_per_s"`
+	PacedTurnsPerS      float64 `json:"paced_turns_per_s"`
+	SaturatedFirstP50us float64 `json:"saturated_first_delta_p50_us"`
+	SaturatedFirstP99us float64 `json:"saturated_first_delta_p99_us"`
+	FrameAppendP50us    float64 `json:"frame_append_p50_us"`
+	FrameAppendP99us    float64 `json:"frame_append_p99_us"`
+	FramePipelinedPerS  float64 `json:"frame_append_pipelined_per_s"`
+	FrameGetLast64P50   float64 `json:"frame_get_last64_p50_us"`
+	ProxyOverheadP50us  float64 `json:"proxy_overhead_p50_us"`
+	ProxyDirectP50us    float64 `json:"-"`
+	ProxyViaP50us       float64 `json:"-"`
 }
 
 // benchServe measures the server on loopback: --conversations
-// conversations streaming --turns turns each through SSE at once (the
-// local provider at zero delay; committed turns/s and the time from
-// sending a turn to its first delta), and the OpenAI-compatible proxy's
-// added latency over calling a fake upstream directly (--proxy-requests
-// each way, one at a time).
+// conversations streaming through SSE with the local provider at zero
+// delay (see benchSSE: committed turns/s when they all send at once, and
+// the time from sending a turn to its first delta when they offer --rate
+// turns/s together), the OpenAI-compatible proxy's added latency over
+// calling a fake upstream directly (--proxy-requests each way, one at a
+// time), and the binary frame protocol.
 func benchServe(e *env, args []string) error {
 	fs := flag.NewFlagSet("bench serve", flag.ContinueOnError)
 	fs.SetOutput(e.stderr)
@@ -61,12 +67,14 @@ func benchServe(e *env, args []string) error {
 	frameN := fs.Int("frame-requests", 500, "APPEND_TURN and GET_LAST requests of the frame protocol, each")
 	dir := fs.String("dir", "", "data directory (default: a temporary one, removed afterwards)")
 	asJSON := fs.Bool("json", false, "print one JSON object")
-	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the SSE phase to this file")
+	rate := fs.Float64("rate", 50, "turns/s the conversations offer together in the paced phase")
+	pacedFor := fs.Duration("paced-for", 15*time.Second, "how long the paced phase offers turns")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the SSE phases to this file")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if *convs < 1 || *turns < 1 || *proxyN < 10 {
-		return errors.New("bench serve: want --conversations and --turns >= 1, --proxy-requests >= 10")
+	if *convs < 1 || *turns < 1 || *pacedFor <= 0 || *proxyN < 10 || !(*rate > 0) {
+		return errors.New("bench serve: want --conversations and --turns >= 1, --rate and --paced-for > 0, --proxy-requests >= 10")
 	}
 	path, done, err := workDir(*dir, "ctxinf-bench-serve-")
 	if err != nil {
@@ -79,73 +87,17 @@ func benchServe(e *env, args []string) error {
 	var f serveFigures
 	ctx := context.Background()
 
-	// SSE: many conversations at once.
+	// SSE: many conversations at once, saturated, then paced.
 	e.cfg.DataDir = filepath.Join(path, "sse")
 	url, stop, err := benchServer(ctx, e, nil)
 	if err != nil {
 		return err
 	}
-	c := client.New(url, client.WithHTTPClient(&http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: *convs}}))
-	branches := make([]client.Branch, *convs)
-	for i := range branches {
-		if _, branches[i], err = c.CreateSession(ctx, fmt.Sprint("bench-", i)); err != nil {
-			stop()
-			return err
-		}
-	}
-	var mu sync.Mutex
-	var first []time.Duration
-	var firstErr error
-	var wg sync.WaitGroup
-	if *cpuProfile != "" {
-		fh, err := os.Create(*cpuProfile)
-		if err != nil {
-			stop()
-			return err
-		}
-		if err := pprof.StartCPUProfile(fh); err != nil {
-			stop()
-			return err
-		}
-		defer fh.Close()
-	}
-	t0 := time.Now()
-	for _, b := range branches {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range *turns {
-				sent := time.Now()
-				var at time.Duration
-				_, err := c.Stream(ctx, b.ID, fmt.Sprint("turn ", i, " of a benchmark conversation"), func(ev client.Event) error {
-					if ev.Type == "delta" && ev.Text != "" && at == 0 {
-						at = time.Since(sent)
-					}
-					return nil
-				})
-				mu.Lock()
-				if err != nil && firstErr == nil {
-					firstErr = err
-				}
-				first = append(first, at)
-				mu.Unlock()
-				if err != nil {
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	elapsed := time.Since(t0)
-	if *cpuProfile != "" {
-		pprof.StopCPUProfile()
+	if err := benchSSE(ctx, url, *convs, *turns, *rate, *pacedFor, *cpuProfile, &f); err != nil {
+		stop()
+		return err
 	}
 	stop()
-	if firstErr != nil {
-		return fmt.Errorf("bench serve: %w", firstErr)
-	}
-	f.TurnsPerS = float64(*convs**turns) / elapsed.Seconds()
-	f.FirstDeltaP50us, f.FirstDeltaP99us = micros(percentile(first, 50)), micros(percentile(first, 99))
 
 	// Proxy: the same streamed chat completion, directly and through ctxinf.
 	up := fakeapi.New(fakeapi.ChatText("stop", "The ", "answer ", "is ", "forty-two."))
@@ -189,8 +141,11 @@ func benchServe(e *env, args []string) error {
 	}
 	tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "figure\tvalue\ttarget\n")
-	fmt.Fprintf(tw, "turns_per_s\t%.0f\t(%d conversations x %d turns over SSE, committed)\n", f.TurnsPerS, *convs, *turns)
-	fmt.Fprintf(tw, "first_delta_p50_us\t%.0f\t\n", f.FirstDeltaP50us)
+	fmt.Fprintf(tw, "turns_per_s\t%.0f\t(saturated: %d conversations x %d turns over SSE at once, committed)\n", f.TurnsPerS, *convs, *turns)
+	fmt.Fprintf(tw, "saturated_first_delta_p50_us\t%.0f\t(queueing: about conversations / turns_per_s)\n", f.SaturatedFirstP50us)
+	fmt.Fprintf(tw, "saturated_first_delta_p99_us\t%.0f\t\n", f.SaturatedFirstP99us)
+	fmt.Fprintf(tw, "first_delta_p50_us\t%.0f\t(paced: %d conversations offering %.0f turns/s, %.0f/s achieved)\n",
+		f.FirstDeltaP50us, *convs, f.PacedOfferedPerS, f.PacedTurnsPerS)
 	fmt.Fprintf(tw, "first_delta_p99_us\t%.0f\t<= 10000\n", f.FirstDeltaP99us)
 	fmt.Fprintf(tw, "proxy_overhead_p50_us\t%.0f\t<= 2000 (direct %.0f, through the proxy %.0f)\n",
 		f.ProxyOverheadP50us, f.ProxyDirectP50us, f.ProxyViaP50us)
@@ -316,5 +271,108 @@ func benchFrames(ctx context.Context, e *env, dir string, n int, f *serveFigures
 		lat = append(lat, time.Since(t))
 	}
 	f.FrameGetLast64P50 = micros(percentile(lat, 50))
+	return nil
+}
+
+// benchSSE streams turns of convs conversations through SSE in two
+// phases. Saturated: every conversation sends turns turns back to back,
+// all at once; this gives the committed turns/s, and its first-delta
+// times are queueing (a closed loop of n conversations waits about
+// n / throughput for each turn). Paced: for the duration pacedFor the
+// same conversations, all live, receive turns that arrive at random
+// (Poisson) times at rate turns/s together, each on a conversation with
+// no turn in flight, as people and agents send them; this gives the
+// first-delta p50/p99 of a server carrying convs conversations below
+// its capacity.
+func benchSSE(ctx context.Context, url string, convs, turns int, rate float64, pacedFor time.Duration, cpuProfile string, f *serveFigures) error {
+	c := client.New(url, client.WithHTTPClient(&http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: convs}}))
+	branches := make([]client.Branch, convs)
+	for i := range branches {
+		var err error
+		if _, branches[i], err = c.CreateSession(ctx, fmt.Sprint("bench-", i)); err != nil {
+			return err
+		}
+	}
+	if cpuProfile != "" {
+		stop, err := startCPUProfile(cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
+	var (
+		mu       sync.Mutex
+		first    []time.Duration
+		firstErr error
+		wg       sync.WaitGroup
+	)
+	// send streams one turn and records the time to its first delta.
+	send := func(b client.Branch, text string) error {
+		sent := time.Now()
+		var at time.Duration
+		_, err := c.Stream(ctx, b.ID, text, func(ev client.Event) error {
+			if ev.Type == "delta" && ev.Text != "" && at == 0 {
+				at = time.Since(sent)
+			}
+			return nil
+		})
+		mu.Lock()
+		defer mu.Unlock()
+		firstErr = cmp.Or(firstErr, err)
+		first = append(first, at)
+		return err
+	}
+	idle := make(chan client.Branch, convs)
+	for _, b := range rand.Perm(convs) {
+		idle <- branches[b]
+	}
+	var busy int // arrivals that found every conversation busy
+	t0 := time.Now()
+	next := t0
+	for n := 0; ; n++ {
+		next = next.Add(time.Duration(rand.ExpFloat64() / rate * float64(time.Second)))
+		if next.Sub(t0) >= pacedFor {
+			break
+		}
+		time.Sleep(time.Until(next))
+		select {
+		case b := <-idle:
+			wg.Go(func() {
+				if send(b, fmt.Sprint("paced turn ", n, " of a benchmark conversation")) == nil {
+					idle <- b
+				}
+			})
+		default:
+			busy++
+		}
+	}
+	wg.Wait()
+	if firstErr != nil {
+		return fmt.Errorf("bench serve: paced: %w", firstErr)
+	}
+	if busy > 0 {
+		return fmt.Errorf("bench serve: paced: %d turns found all %d conversations busy: lower --rate", busy, convs)
+	}
+	f.PacedOfferedPerS = rate
+	f.PacedTurnsPerS = float64(len(first)) / time.Since(t0).Seconds()
+	f.FirstDeltaP50us, f.FirstDeltaP99us = micros(percentile(first, 50)), micros(percentile(first, 99))
+	first = first[:0]
+	t0 = time.Now()
+	for _, b := range branches {
+		wg.Go(func() {
+			for i := range turns {
+				if send(b, fmt.Sprint("turn ", i, " of a benchmark conversation")) != nil {
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if firstErr != nil {
+		return fmt.Errorf("bench serve: saturated: %w", firstErr)
+	}
+	f.TurnsPerS = float64(convs*turns) / time.Since(t0).Seconds()
+	f.SaturatedFirstP50us, f.SaturatedFirstP99us = micros(percentile(first, 50)), micros(percentile(first, 99))
+
 	return nil
 }

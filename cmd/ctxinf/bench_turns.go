@@ -147,15 +147,11 @@ func benchTurnThroughput(e *env, dir string, branches, turns, passive int, pace 
 	e.log.Warn().Int("branches", branches).Int("turns", turns).Msg("driving turns")
 	lat := make([][]time.Duration, branches)
 	if prof.cpu != "" {
-		fh, err := os.Create(prof.cpu)
+		stop, err := startCPUProfile(prof.cpu)
 		if err != nil {
 			return err
 		}
-		defer fh.Close()
-		if err := pprof.StartCPUProfile(fh); err != nil {
-			return err
-		}
-		defer pprof.StopCPUProfile()
+		defer stop()
 	}
 	start := time.Now()
 	if err := parallel(branches, branches, func(i int) error {

@@ -8,9 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
-	"runtime/pprof"
 	"slices"
 	"strings"
 	"time"
@@ -41,15 +39,11 @@ func evalServe(e *env, args []string) error {
 		return err
 	}
 	if *cpuProfile != "" {
-		fh, err := os.Create(*cpuProfile)
+		stop, err := startCPUProfile(*cpuProfile)
 		if err != nil {
 			return err
 		}
-		defer fh.Close()
-		if err := pprof.StartCPUProfile(fh); err != nil {
-			return err
-		}
-		defer pprof.StopCPUProfile()
+		defer stop()
 	}
 	if *batch < 1 || *batch > actors.MaxImport {
 		return fmt.Errorf("eval serve: --batch %d, want 1 to %d", *batch, actors.MaxImport)

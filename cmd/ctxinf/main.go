@@ -14,6 +14,7 @@ import (
 	"io"
 	"os"
 	"runtime/debug"
+	"runtime/pprof"
 
 	"github.com/rs/zerolog"
 
@@ -70,10 +71,12 @@ Commands:
   bench context [--small N] [--large M] [--sample S] [--json]
                  context assembly latency at N and M turns of history;
                  working-set tokens per turn against the full history
-  bench serve [--conversations N] [--turns T] [--json]
+  bench serve [--conversations N] [--rate R] [--paced-for D] [--turns T] [--json]
                  the server on loopback: N conversations streaming over
-                 SSE at once (turns/s, time to the first delta), and the
-                 OpenAI-compatible proxy's added latency
+                 SSE, offered R turns/s together at random times (time to
+                 the first delta), then sending T turns each at once
+                 (committed turns/s); the OpenAI-compatible proxy's
+                 added latency; the binary frame protocol
   bench retrieval [--turns N] [--ingest M] [--json]
                  retrieval through the runtime: ingest turns/s until
                  searchable, flush latency, query latency with N turns
@@ -132,6 +135,9 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	if n := cfg.Runtime.MemoryLimitBytes; n > 0 && os.Getenv("GOMEMLIMIT") == "" {
 		debug.SetMemoryLimit(n)
+	}
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(cfg.Runtime.GCPercent)
 	}
 	e := &env{cfg: cfg, log: newLogger(cfg.Log, stderr), stdin: stdin, stdout: stdout, stderr: stderr}
 	switch {
@@ -232,4 +238,20 @@ func workDir(dir, prefix string) (path string, done func(), err error) {
 		return "", nil, err
 	}
 	return tmp, func() { os.RemoveAll(tmp) }, nil
+}
+
+// startCPUProfile writes a CPU profile to path until stop is called.
+func startCPUProfile(path string) (stop func(), err error) {
+	fh, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(fh); err != nil {
+		fh.Close()
+		return nil, err
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		fh.Close()
+	}, nil
 }

@@ -278,6 +278,32 @@ func TestBenchStreamJSON(t *testing.T) {
 	}
 }
 
+func TestBenchServeJSON(t *testing.T) {
+	t.Setenv("CTX_STORE_DURABILITY", "relaxed")
+	var out, errOut bytes.Buffer
+	args := []string{"bench", "serve", "--json", "--conversations", "8", "--turns", "1", "--rate", "40", "--paced-for", "1s",
+		"--proxy-requests", "10", "--frame-requests", "10", "--dir", t.TempDir()}
+	if code := run(args, nil, &out, &errOut); code != 0 {
+		t.Fatalf("bench serve exited %d: %s", code, errOut.String())
+	}
+	var f map[string]any
+	if err := json.Unmarshal(out.Bytes(), &f); err != nil {
+		t.Fatalf("output %s: %v", out.String(), err)
+	}
+	for _, k := range []string{"turns_per_s", "first_delta_p50_us", "first_delta_p99_us", "paced_turns_per_s",
+		"saturated_first_delta_p99_us", "frame_append_p50_us", "frame_append_p99_us", "frame_get_last64_p50_us"} {
+		if v, ok := f[k].(float64); !ok || !(v > 0) {
+			t.Errorf("%s = %v in %s", k, v, out.String())
+		}
+	}
+	if _, ok := f["proxy_overhead_p50_us"].(float64); !ok {
+		t.Errorf("proxy_overhead_p50_us missing in %s", out.String())
+	}
+	if f["paced_offered_per_s"] != 40.0 {
+		t.Errorf("paced_offered_per_s = %v, want 40", f["paced_offered_per_s"])
+	}
+}
+
 func TestContextDebug(t *testing.T) {
 	dir := t.TempDir()
 	t.Setenv("CTX_DATA_DIR", dir)

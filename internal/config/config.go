@@ -202,6 +202,10 @@ type RuntimeConfig struct {
 	// MemoryLimitBytes is the ctxinf binary's soft memory limit (Go's
 	// GOMEMLIMIT, which wins when set); 0 disables it.
 	MemoryLimitBytes int64 `mapstructure:"memory_limit_bytes"`
+	// GCPercent is the ctxinf binary's GOGC (the environment's GOGC wins):
+	// how far the heap grows past what the last collection kept before
+	// the next one; the memory limit caps it either way.
+	GCPercent int `mapstructure:"gc_percent"`
 	// Provider calls that fail with 429, 5xx or a dropped connection
 	// before streaming anything are retried this many times, waiting
 	// Retry-After or an exponential backoff from the base delay, each wait
@@ -370,6 +374,7 @@ func Default() Config {
 			MaxOutputTokens:        4096,
 			ProviderTimeout:        30 * time.Minute,
 			MemoryLimitBytes:       768 * MiB,
+			GCPercent:              300,
 			ProviderMaxRetries:     3,
 			ProviderRetryBaseDelay: 500 * time.Millisecond,
 			ProviderRetryMaxDelay:  30 * time.Second,

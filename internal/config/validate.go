@@ -142,6 +142,7 @@ func (c RuntimeConfig) validate(p *problems, prefix string) {
 	if c.MemoryLimitBytes != 0 {
 		p.inRange(prefix+"memory_limit_bytes", c.MemoryLimitBytes, 64*MiB, 1<<50)
 	}
+	p.inRange(prefix+"gc_percent", int64(c.GCPercent), 25, 10000)
 }
 
 func (c StreamConfig) validate(p *problems, prefix string) {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/contextinfinity/ctxinf/actors"
@@ -193,6 +194,7 @@ func (s *Server) streamTurn(w http.ResponseWriter, r *http.Request, st *actors.T
 	head := func(send func(string, any)) {
 		send("turn", map[string]any{"turn": st.Turn, "seq": st.Seq, "branch": st.Branch})
 	}
+	var buf []byte
 	return sseStream(w, r, st, head, func(send func(string, any), u actors.Update) {
 		switch {
 		case u.Done:
@@ -204,7 +206,14 @@ func (s *Server) streamTurn(w http.ResponseWriter, r *http.Request, st *actors.T
 				send("item", map[string]any{"item": json.RawMessage(item), "displayed": u.Displayed, "durable": u.Durable})
 			}
 		default:
-			send("delta", map[string]any{"text": u.Delta, "displayed": u.Displayed, "durable": u.Durable})
+			// By hand: a turn sends one per token.
+			buf = append(buf[:0], `{"text":`...)
+			buf = messages.AppendJSONString(buf, u.Delta)
+			buf = append(buf, `,"displayed":`...)
+			buf = strconv.AppendUint(buf, u.Displayed, 10)
+			buf = append(buf, `,"durable":`...)
+			buf = strconv.AppendUint(buf, u.Durable, 10)
+			send("delta", json.RawMessage(append(buf, '}')))
 		}
 	}, "")
 }

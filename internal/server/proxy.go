@@ -378,27 +378,47 @@ func sseStream(w http.ResponseWriter, r *http.Request, st *actors.TurnStream, he
 	w.WriteHeader(http.StatusOK)
 	bw := bufio.NewWriter(w)
 	send := func(event string, v any) {
-		data, _ := json.Marshal(v)
-		if event != "" {
-			fmt.Fprintf(bw, "event: %s\n", event)
+		data, ok := v.(json.RawMessage) // encoded by the caller
+		if !ok {
+			data, _ = json.Marshal(v)
 		}
-		fmt.Fprintf(bw, "data: %s\n\n", data)
+		if event != "" {
+			bw.WriteString("event: ")
+			bw.WriteString(event)
+			bw.WriteByte('\n')
+		}
+		bw.WriteString("data: ")
+		bw.Write(data)
+		bw.WriteString("\n\n")
+	}
+	flush := func() error {
+		if err := bw.Flush(); err != nil {
+			return err
+		}
+		fl.Flush()
+		return nil
 	}
 	if head != nil {
 		head(send)
-		if err := bw.Flush(); err != nil {
+		if flush() != nil {
 			return nil
 		}
-		fl.Flush()
 	}
+	shown := false // the first text went out on its own
 	for us := st.Next(r.Context().Done()); us != nil; us = st.Next(r.Context().Done()) {
 		for _, u := range us {
 			each(send, u)
+			if !shown && u.Delta != "" {
+				// The rest of a batch can wait for the first text.
+				shown = true
+				if flush() != nil {
+					return nil
+				}
+			}
 		}
-		if err := bw.Flush(); err != nil {
+		if flush() != nil {
 			return nil // the client went away; the turn goes on
 		}
-		fl.Flush()
 	}
 	if done != "" {
 		fmt.Fprintf(bw, "data: %s\n\n", done)
