@@ -26,7 +26,10 @@ func serveFrames(ctx context.Context, addr string, db *persistence.DB, maxPayloa
 	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
 		return nil, fmt.Errorf("server.frame_addr %q: the frame protocol has no authentication: a loopback address only", addr)
 	}
-	return frame.ListenAndServe(ctx, addr, runtimeGuard{Store: db, db: db}, frame.Options{MaxPayload: maxPayload, Log: e.log})
+	// Its connections share the HTTP API's limits: max_in_flight of
+	// them at once, closed after idle_timeout without a request.
+	return frame.ListenAndServe(ctx, addr, runtimeGuard{Store: db, db: db}, frame.Options{MaxPayload: maxPayload, Log: e.log,
+		MaxConns: e.cfg.Server.MaxInFlight, IdleTimeout: e.cfg.Server.IdleTimeout})
 }
 
 // runtimeGuard is the store as the frame protocol sees it: the branches

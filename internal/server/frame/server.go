@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
@@ -28,6 +29,12 @@ const (
 	// DefaultWriteTimeout is how long a write to a client that does not
 	// read may block before the connection is dropped.
 	DefaultWriteTimeout = 30 * time.Second
+	// DefaultMaxConns bounds the connections served at once; one more is
+	// answered with an ERROR frame (UNAVAILABLE) and closed.
+	DefaultMaxConns = 1024
+	// DefaultIdleTimeout is how long a connection may send nothing before
+	// the server closes it (answers already due are written first).
+	DefaultIdleTimeout = 5 * time.Minute
 	// ServerName is sent in the HELLO reply.
 	ServerName = "ctxinf"
 
@@ -67,7 +74,12 @@ type Options struct {
 	MaxInFlightBytes int64
 	// WriteTimeout bounds a blocked write to one client (DefaultWriteTimeout).
 	WriteTimeout time.Duration
-	Log          zerolog.Logger
+	// MaxConns bounds the connections served at once (DefaultMaxConns).
+	MaxConns int
+	// IdleTimeout closes a connection that sent nothing for this long
+	// (DefaultIdleTimeout).
+	IdleTimeout time.Duration
+	Log         zerolog.Logger
 }
 
 // Server serves the frame protocol over a persistence.Store. Set the
@@ -82,6 +94,8 @@ type Server struct {
 	MaxInFlight      int
 	MaxInFlightBytes int64
 	WriteTimeout     time.Duration
+	MaxConns         int
+	IdleTimeout      time.Duration
 	Log              zerolog.Logger
 
 	initOnce sync.Once
@@ -103,7 +117,7 @@ func New(store persistence.Store, opts Options) *Server {
 	return &Server{
 		Store: store, MaxFrame: opts.MaxFrame, MaxPayload: opts.MaxPayload,
 		MaxInFlight: opts.MaxInFlight, MaxInFlightBytes: opts.MaxInFlightBytes,
-		WriteTimeout: opts.WriteTimeout, Log: opts.Log,
+		WriteTimeout: opts.WriteTimeout, MaxConns: opts.MaxConns, IdleTimeout: opts.IdleTimeout, Log: opts.Log,
 	}
 }
 
@@ -162,6 +176,12 @@ func (s *Server) init() {
 		}
 		if s.WriteTimeout <= 0 {
 			s.WriteTimeout = DefaultWriteTimeout
+		}
+		if s.MaxConns <= 0 {
+			s.MaxConns = DefaultMaxConns
+		}
+		if s.IdleTimeout <= 0 {
+			s.IdleTimeout = DefaultIdleTimeout
 		}
 		s.ctx, s.cancel = context.WithCancel(context.Background())
 		s.done = make(chan struct{})
@@ -260,6 +280,10 @@ func (s *Server) newConn(nc net.Conn) (*conn, bool) {
 		nc.Close()
 		return nil, false
 	}
+	if len(s.conns) >= s.MaxConns {
+		go s.refuse(nc)
+		return nil, false
+	}
 	ctx, cancel := context.WithCancel(s.ctx)
 	c := &conn{
 		s: s, nc: nc, ctx: ctx, cancel: cancel,
@@ -274,6 +298,16 @@ func (s *Server) newConn(nc net.Conn) (*conn, bool) {
 	s.conns[c] = struct{}{}
 	s.wg.Add(1)
 	return c, true
+}
+
+// refuse tells a connection over MaxConns why, in an ERROR frame for
+// req_id 0 on a short deadline, and closes it.
+func (s *Server) refuse(nc net.Conn) {
+	s.Log.Warn().Int("max_conns", s.MaxConns).Msg("frame: connection refused: too many connections")
+	e := &Error{Code: CodeUnavailable, Message: fmt.Sprintf("too many connections: the server serves at most %d at once (max_conns)", s.MaxConns)}
+	nc.SetWriteDeadline(time.Now().Add(time.Second))
+	nc.Write(AppendFrame(nil, MsgError, 0, func(b []byte) []byte { return AppendError(b, e) }))
+	nc.Close()
 }
 
 func (s *Server) removeConn(c *conn) {
@@ -381,9 +415,9 @@ func (c *conn) serve() {
 	if fatal {
 		c.linger()
 	}
+	c.s.removeConn(c) // first: a client that saw the close finds its slot free
 	c.nc.Close()
 	c.cancel()
-	c.s.removeConn(c)
 	c.log.Debug().Msg("frame: connection closed")
 }
 
@@ -391,6 +425,11 @@ func (c *conn) serve() {
 // breaks the protocol; it reports the last case, after answering it.
 func (c *conn) readLoop() (fatal bool) {
 	for {
+		// An idle client is closed; stop's deadline must win over this one.
+		c.nc.SetReadDeadline(time.Now().Add(c.s.IdleTimeout))
+		if c.isStopped() {
+			c.nc.SetReadDeadline(time.Now())
+		}
 		h, err := c.r.ReadHeader()
 		if err != nil {
 			c.readEnded(err)
@@ -447,6 +486,10 @@ func (c *conn) readLoop() (fatal bool) {
 
 func (c *conn) readEnded(err error) {
 	if c.isStopped() || errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) {
+		return
+	}
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		c.log.Debug().Dur("idle_timeout", c.s.IdleTimeout).Msg("frame: idle connection closed")
 		return
 	}
 	c.log.Debug().Err(err).Msg("frame: read")

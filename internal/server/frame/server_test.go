@@ -716,3 +716,32 @@ func TestShutdown(t *testing.T) {
 		t.Fatalf("a call after Shutdown = %v, want ErrClosed", err)
 	}
 }
+
+// A connection over MaxConns is told why (UNAVAILABLE, req_id 0) and
+// closed; one that sends nothing for IdleTimeout is closed; the others
+// are served as before.
+func TestConnectionLimits(t *testing.T) {
+	db := openDB(t)
+	s := startServer(t, db, frame.Options{MaxConns: 1, IdleTimeout: 300 * time.Millisecond})
+	first := rawDial(t, s)
+	first.send(req(1, frame.Hello{Version: frame.Version, MaxFrame: frame.DefaultMaxFrame}))
+	if h, _ := first.read(); h.Type != frame.MsgHello.Response() || h.ReqID != 1 {
+		t.Fatalf("HELLO answer = %s req %d", h.Type, h.ReqID)
+	}
+	second := rawDial(t, s)
+	second.readError(0, frame.CodeUnavailable)
+	second.expectEOF()
+
+	// The first is idle now: closed after IdleTimeout, not before.
+	start := time.Now()
+	first.expectEOF()
+	if idle := time.Since(start); idle < 100*time.Millisecond {
+		t.Errorf("idle connection closed after %v, want about 300ms", idle)
+	}
+	// Its slot is free again.
+	third := rawDial(t, s)
+	third.send(req(2, frame.Hello{Version: frame.Version, MaxFrame: frame.DefaultMaxFrame}))
+	if h, _ := third.read(); h.Type != frame.MsgHello.Response() || h.ReqID != 2 {
+		t.Fatalf("HELLO answer after the slot was freed = %s req %d", h.Type, h.ReqID)
+	}
+}
