@@ -304,8 +304,8 @@ func Open(ctx context.Context, cfg Config) (*Runtime, error) {
 		mem:      newMemory(db, cfg.Embedder, rank),
 	}
 	r.counts.seed = maphash.MakeSeed()
-	// Token counters may load their encodings on first use (tiktoken's
-	// take about 200 ms): load the default model's now, in the
+	// Token counters may load their encodings on first use (o200k's
+	// takes about 200 ms): load the default model's now, in the
 	// background, rather than in the first turn or fold.
 	go r.counter(r.model(""))("warm up")
 	r.sys = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
@@ -428,8 +428,8 @@ func (r *Runtime) counterFor(provider, modelID string) core.Counter {
 		if text == "" {
 			return count(text)
 		}
-		// Even a short text is worth the lookup: tiktoken's pre-split
-		// regexp costs tens of microseconds on a one-line message.
+		// Even a short text is worth the lookup: a hash and a map read
+		// cost less than counting a one-line message.
 		var h maphash.Hash
 		h.SetSeed(r.counts.seed)
 		h.WriteString(model)

@@ -6,18 +6,8 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/pkoukk/tiktoken-go"
 	tiktoken_loader "github.com/pkoukk/tiktoken-go-loader"
 )
-
-// init makes tiktoken read its encodings from the files embedded by
-// tiktoken-go-loader. tiktoken's default loader downloads them from
-// openaipublic.blob.core.windows.net and caches them in a temporary
-// directory; the loader is a package variable with no lock, so it is set
-// here, before any goroutine can load an encoding.
-func init() {
-	tiktoken.SetBpeLoader(tiktoken_loader.NewOfflineLoader())
-}
 
 // The counters of the two encodings, shared by every caller.
 var (
@@ -25,24 +15,48 @@ var (
 	cl100k = &encoding{name: CL100KBase}
 )
 
-// encoding is a Counter for one tiktoken encoding, loaded on first use.
+// encoding is a Counter for one tiktoken encoding: its byte-pair ranks,
+// read on first use from the files embedded by tiktoken-go-loader, and
+// its pre-tokenizer (bpe.go).
 type encoding struct {
-	name string
-	once sync.Once
-	tk   *tiktoken.Tiktoken // nil when loading failed
-	err  error
+	name  string
+	once  sync.Once
+	piece pieceFunc
+	ranks map[string]int // nil when loading failed
+	err   error
 }
 
+// rankFiles are the encodings' rank files as tiktoken-go-loader knows
+// them (it reads them from its embedded copies, never from the network),
+// and pieceFuncs their pre-tokenizers.
+var (
+	rankFiles = map[string]string{
+		O200KBase:  "https://openaipublic.blob.core.windows.net/encodings/o200k_base.tiktoken",
+		CL100KBase: "https://openaipublic.blob.core.windows.net/encodings/cl100k_base.tiktoken",
+	}
+	pieceFuncs = map[string]pieceFunc{O200KBase: o200kPiece, CL100KBase: cl100kPiece}
+)
+
 // load loads the encoding the first time it is called and is a no-op
-// after that. A load that fails (or panics) leaves tk nil.
+// after that. A load that fails (or panics) leaves ranks nil.
 func (e *encoding) load() {
 	e.once.Do(func() {
 		defer func() {
 			if r := recover(); r != nil {
-				e.tk, e.err = nil, fmt.Errorf("tokens: load %s: panic: %v", e.name, r)
+				e.ranks, e.err = nil, fmt.Errorf("tokens: load %s: panic: %v", e.name, r)
 			}
 		}()
-		e.tk, e.err = tiktoken.GetEncoding(e.name)
+		file, piece := rankFiles[e.name], pieceFuncs[e.name]
+		if piece == nil {
+			e.err = fmt.Errorf("tokens: no encoding %q", e.name)
+			return
+		}
+		ranks, err := tiktoken_loader.NewOfflineLoader().LoadTiktokenBpe(file)
+		if err != nil {
+			e.err = fmt.Errorf("tokens: load %s: %w", e.name, err)
+			return
+		}
+		e.piece, e.ranks = piece, ranks
 	})
 }
 
@@ -50,7 +64,7 @@ func (e *encoding) load() {
 // loaded.
 func (e *encoding) Name() string {
 	e.load()
-	if e.tk == nil {
+	if e.ranks == nil {
 		return RuneEstimate
 	}
 	return e.name
@@ -71,7 +85,7 @@ func (e *encoding) Count(text string) (n int) {
 		return 0
 	}
 	e.load()
-	if e.tk == nil {
+	if e.ranks == nil {
 		return EstimateRunes(text)
 	}
 	defer func() {
@@ -81,7 +95,7 @@ func (e *encoding) Count(text string) (n int) {
 	}()
 	for text != "" {
 		cut := nextCut(text)
-		n += len(e.tk.EncodeOrdinary(text[:cut]))
+		n += countPieces(text[:cut], e.piece, e.ranks)
 		text = text[cut:]
 	}
 	return n
