@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sync"
 	"time"
 
@@ -27,6 +28,19 @@ type memory struct {
 
 	mu    sync.Mutex
 	parts map[messages.BranchID]*partition
+
+	// Off the store's read path of every search: a branch's parent and
+	// fork point never change, and a turn's chunks change only by
+	// additions, which added merges in.
+	parents    genCache[messages.BranchID, forkPoint]
+	turnChunks genCache[messages.TurnID, []messages.ChunkID]
+}
+
+// forkPoint is where a branch was forked: its parent (zero for a root)
+// and the parent's seq it was forked at.
+type forkPoint struct {
+	parent messages.BranchID
+	seq    uint64
 }
 
 // partition is a branch's index, ready once loaded.
@@ -101,6 +115,23 @@ func (m *memory) added(rows []persistence.ChunkRow, vecs []persistence.VectorRow
 			byChunk[v.Chunk] = v.Vector
 		}
 	}
+	// Indexing hands over all of a turn's chunks at once: the cache
+	// holds them whole (with any it held before).
+	byTurn := map[messages.TurnID][]messages.ChunkID{}
+	for _, c := range rows {
+		byTurn[c.SourceTurn] = append(byTurn[c.SourceTurn], c.ID)
+	}
+	for turn, ids := range byTurn {
+		m.turnChunks.update(turn, func(old []messages.ChunkID, _ bool) []messages.ChunkID {
+			out := slices.Clone(old)
+			for _, id := range ids {
+				if !slices.Contains(out, id) {
+					out = append(out, id)
+				}
+			}
+			return out
+		})
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, c := range rows {
@@ -164,14 +195,19 @@ func (m *memory) scopes(ctx context.Context, branch messages.BranchID) ([]retrie
 			return nil, fmt.Errorf("load the index of branch %s: %w", b, err)
 		}
 		out = append(out, retrieval.Scope{Part: p, MaxSeq: maxSeq})
-		row, err := m.db.BranchRow(ctx, b)
-		if err != nil {
-			return nil, err
+		fp, ok := m.parents.get(b)
+		if !ok {
+			row, err := m.db.BranchRow(ctx, b)
+			if err != nil {
+				return nil, err
+			}
+			fp = forkPoint{parent: row.Parent, seq: row.ForkSeq}
+			m.parents.put(b, fp)
 		}
-		if row.Parent.IsZero() {
+		if fp.parent.IsZero() {
 			break
 		}
-		b, maxSeq = row.Parent, min(maxSeq, row.ForkSeq)
+		b, maxSeq = fp.parent, min(maxSeq, fp.seq)
 	}
 	return out, nil
 }
@@ -201,12 +237,12 @@ func (m *memory) search(ctx context.Context, branch messages.BranchID, text stri
 		// Chunk ids begin with their turn's timestamp but are not
 		// derived from the turn id alone: find them through the rows.
 		for turn := range exclude {
-			rows, err := m.db.Chunks(ctx, turn)
+			ids, err := m.chunksOf(ctx, turn)
 			if err != nil {
 				return nil, err
 			}
-			for _, r := range rows {
-				excluded[r.ID] = true
+			for _, id := range ids {
+				excluded[id] = true
 			}
 		}
 	}
@@ -226,6 +262,31 @@ func (m *memory) search(ctx context.Context, branch messages.BranchID, text stri
 		out = append(out, Hit{Chunk: row, Score: r.Score, Vector: r.Vector, Text: r.Text, Relevance: r.Relevance})
 	}
 	return out, nil
+}
+
+// chunksOf returns the ids of turn's chunks. A turn not indexed yet has
+// none, and is read again next time.
+func (m *memory) chunksOf(ctx context.Context, turn messages.TurnID) ([]messages.ChunkID, error) {
+	if ids, ok := m.turnChunks.get(turn); ok {
+		return ids, nil
+	}
+	rows, err := m.db.Chunks(ctx, turn)
+	if err != nil || len(rows) == 0 {
+		return nil, err
+	}
+	ids := make([]messages.ChunkID, len(rows))
+	for i, r := range rows {
+		ids[i] = r.ID
+	}
+	m.turnChunks.update(turn, func(old []messages.ChunkID, _ bool) []messages.ChunkID {
+		for _, id := range old {
+			if !slices.Contains(ids, id) {
+				ids = append(ids, id)
+			}
+		}
+		return ids
+	})
+	return ids, nil
 }
 
 // Search runs the hybrid retrieval of branch for query (SRD §8): the

@@ -118,21 +118,32 @@ func TestRetrievalIsForkAware(t *testing.T) {
 	}
 }
 
-// An old turn that left the verbatim window comes back as retrieved
-// memory when the conversation needs it; what was offered is recorded
-// and context debug rebuilds the context with it exactly.
-func TestRetrievedMemoryReachesTheContext(t *testing.T) {
+// memoryRuntime runs turns on a new branch of a runtime that folds every
+// turn at once and keeps two turns verbatim, its provider the fake f.
+func memoryRuntime(t *testing.T, turns []string) (*Runtime, *fake.Provider, *events, *persistence.BranchRow) {
+	t.Helper()
 	ev := newEvents()
 	cfg := indexedConfig(t, ev)
 	f := fake.New()
 	cfg.Provider = f
 	cfg.Fold = &core.Policy{K: 2, B: 0}
 	r := openRuntime(t, cfg)
-	defer r.Close()
-	_, b, _ := r.CreateSession(bg, "memory")
-	for _, fact := range facts {
-		runTurn(t, r, b.ID, fact)
+	t.Cleanup(func() { r.Close() })
+	_, b, err := r.CreateSession(bg, "memory")
+	if err != nil {
+		t.Fatal(err)
 	}
+	for _, text := range turns {
+		runTurn(t, r, b.ID, text)
+	}
+	return r, f, ev, &b
+}
+
+// An old turn that left the verbatim window comes back as retrieved
+// memory when the conversation needs it; what was offered is recorded
+// and context debug rebuilds the context with it exactly.
+func TestRetrievedMemoryReachesTheContext(t *testing.T) {
+	r, f, ev, b := memoryRuntime(t, facts)
 	waitIndexed(t, r, b.ID, ev, len(facts)-1)
 	rows, _ := r.DB().TurnRows(bg, b.ID, 1, 1)
 	runTurn(t, r, b.ID, "Remind me: which host runs the staging database?")
@@ -152,6 +163,34 @@ func TestRetrievedMemoryReachesTheContext(t *testing.T) {
 	}
 	if !d.Matches || len(d.Retrieved) == 0 || d.Retrieved[0].Chunk != sent.Retrieved[0].Chunk || len(d.Report.Chunks) == 0 {
 		t.Errorf("context debug: matches %v, retrieved %+v, report chunks %+v", d.Matches, d.Retrieved, d.Report.Chunks)
+	}
+}
+
+// A turn still in the verbatim window is never offered again as
+// retrieved memory, however well it matches, while one that left the
+// window is; every turn is indexed when the question is asked.
+func TestVerbatimTurnsAreNotRetrieved(t *testing.T) {
+	turns := append(slices.Clone(facts), "The launch code word for the staging database is zebra-42.")
+	r, f, ev, b := memoryRuntime(t, turns)
+	waitIndexed(t, r, b.ID, ev, len(turns)-1) // Settle indexes the last one
+	runTurn(t, r, b.ID, "Which launch code word and which host belong to the staging database?")
+	sent := f.Requests()[len(f.Requests())-1].Context
+	inWindow := false
+	for _, w := range sent.Window {
+		inWindow = inWindow || strings.Contains(w.RenderedText, "zebra-42")
+	}
+	if !inWindow {
+		t.Fatal("the last fact is not in the verbatim window: the test proves nothing")
+	}
+	stage := false
+	for _, c := range sent.Retrieved {
+		if strings.Contains(c.Text, "zebra-42") {
+			t.Errorf("retrieved chunk %s repeats a turn in the verbatim window", c.Chunk)
+		}
+		stage = stage || strings.Contains(c.Text, "db-stage-7")
+	}
+	if !stage {
+		t.Errorf("the first fact, out of the window, was not retrieved: %+v", sent.Retrieved)
 	}
 }
 

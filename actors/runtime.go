@@ -188,7 +188,8 @@ type Runtime struct {
 	closeOnce sync.Once
 	closeErr  error
 
-	counts countCache
+	counts    genCache[uint64, int] // token counts by a hash of model and text
+	countSeed maphash.Seed
 }
 
 // Open opens the runtime on cfg.DataDir: the database, the actor system,
@@ -303,7 +304,7 @@ func Open(ctx context.Context, cfg Config) (*Runtime, error) {
 		gone:     make(map[*actor.PID]chan struct{}),
 		mem:      newMemory(db, cfg.Embedder, rank),
 	}
-	r.counts.seed = maphash.MakeSeed()
+	r.countSeed = maphash.MakeSeed()
 	// Token counters may load their encodings on first use (o200k's
 	// takes about 200 ms): load the default model's now, in the
 	// background, rather than in the first turn or fold.
@@ -431,7 +432,7 @@ func (r *Runtime) counterFor(provider, modelID string) core.Counter {
 		// Even a short text is worth the lookup: a hash and a map read
 		// cost less than counting a one-line message.
 		var h maphash.Hash
-		h.SetSeed(r.counts.seed)
+		h.SetSeed(r.countSeed)
 		h.WriteString(model)
 		h.WriteString(text)
 		k := h.Sum64()
@@ -442,46 +443,6 @@ func (r *Runtime) counterFor(provider, modelID string) core.Counter {
 		r.counts.put(k, n)
 		return n
 	}
-}
-
-// countCache holds token counts by a hash of model and text in two
-// generations of at most maxCachedCounts entries: when the current one is
-// full it becomes the old one (the older is dropped), and a count found
-// only in the old one moves back. The counts in use stay; the rest age
-// out.
-type countCache struct {
-	seed     maphash.Seed
-	mu       sync.Mutex
-	cur, old map[uint64]int
-}
-
-// maxCachedCounts bounds each generation of the token-count cache.
-const maxCachedCounts = 1 << 16
-
-func (c *countCache) get(k uint64) (int, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if n, ok := c.cur[k]; ok {
-		return n, true
-	}
-	n, ok := c.old[k]
-	if ok {
-		c.putLocked(k, n)
-	}
-	return n, ok
-}
-
-func (c *countCache) put(k uint64, n int) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.putLocked(k, n)
-}
-
-func (c *countCache) putLocked(k uint64, n int) {
-	if c.cur == nil || len(c.cur) >= maxCachedCounts {
-		c.old, c.cur = c.cur, make(map[uint64]int, 1024)
-	}
-	c.cur[k] = n
 }
 
 // DB is the runtime's database (for reads: history, rows, blobs).

@@ -2,12 +2,12 @@ package actors
 
 import "testing"
 
-// The token-count cache keeps what is in use across generations and
-// forgets the rest, within two generations of maxCachedCounts entries.
+// A genCache keeps what is in use across generations and
+// forgets the rest, within two generations of maxCached entries.
 func TestCountCacheKeepsWhatIsInUse(t *testing.T) {
-	var c countCache
+	var c genCache[uint64, int]
 	c.put(1, 10) // used on every round below
-	for k := uint64(2); k < 2+3*maxCachedCounts; k++ {
+	for k := uint64(2); k < 2+3*maxCached; k++ {
 		c.put(k, int(k))
 		if k%1024 == 0 {
 			if n, ok := c.get(1); !ok || n != 10 {
@@ -18,10 +18,10 @@ func TestCountCacheKeepsWhatIsInUse(t *testing.T) {
 	if _, ok := c.get(2); ok {
 		t.Error("an entry unused for two generations is still cached")
 	}
-	if n, ok := c.get(1 + 3*maxCachedCounts); !ok || n != 1+3*maxCachedCounts {
+	if n, ok := c.get(1 + 3*maxCached); !ok || n != 1+3*maxCached {
 		t.Errorf("the latest entry: get = %d, %v", n, ok)
 	}
-	if size := len(c.cur) + len(c.old); size > 2*maxCachedCounts {
-		t.Errorf("the cache holds %d entries, want at most %d", size, 2*maxCachedCounts)
+	if size := len(c.cur) + len(c.old); size > 2*maxCached {
+		t.Errorf("the cache holds %d entries, want at most %d", size, 2*maxCached)
 	}
 }
