@@ -47,8 +47,12 @@ type serveFigures struct {
 	FramePipelinedPerS  float64 `json:"frame_append_pipelined_per_s"`
 	FrameGetLast64P50   float64 `json:"frame_get_last64_p50_us"`
 	ProxyOverheadP50us  float64 `json:"proxy_overhead_p50_us"`
-	ProxyDirectP50us    float64 `json:"-"`
-	ProxyViaP50us       float64 `json:"-"`
+	// The disk's floor in the same run: a 4 KB append+fsync, timed
+	// before the SSE phases.
+	Fsync4kP50us     float64 `json:"fsync_4k_p50_us"`
+	Fsync4kP99us     float64 `json:"fsync_4k_p99_us"`
+	ProxyDirectP50us float64 `json:"-"`
+	ProxyViaP50us    float64 `json:"-"`
 }
 
 // benchServe measures the server on loopback: --conversations
@@ -87,7 +91,13 @@ func benchServe(e *env, args []string) error {
 	var f serveFigures
 	ctx := context.Background()
 
-	// SSE: many conversations at once, saturated, then paced.
+	floor, err := fsyncLatencies(path, make([]byte, 4<<10), 500)
+	if err != nil {
+		return err
+	}
+	f.Fsync4kP50us, f.Fsync4kP99us = micros(percentile(floor, 50)), micros(percentile(floor, 99))
+
+	// SSE: many conversations, paced, then saturated.
 	e.cfg.DataDir = filepath.Join(path, "sse")
 	url, stop, err := benchServer(ctx, e, nil)
 	if err != nil {
@@ -141,6 +151,7 @@ func benchServe(e *env, args []string) error {
 	}
 	tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "figure\tvalue\ttarget\n")
+	fmt.Fprintf(tw, "fsync_4k_p50_us\t%.0f\t(the disk in this run: 4 KB append+fsync; p99 %.0f)\n", f.Fsync4kP50us, f.Fsync4kP99us)
 	fmt.Fprintf(tw, "turns_per_s\t%.0f\t(saturated: %d conversations x %d turns over SSE at once, committed)\n", f.TurnsPerS, *convs, *turns)
 	fmt.Fprintf(tw, "saturated_first_delta_p50_us\t%.0f\t(queueing: about conversations / turns_per_s)\n", f.SaturatedFirstP50us)
 	fmt.Fprintf(tw, "saturated_first_delta_p99_us\t%.0f\t\n", f.SaturatedFirstP99us)

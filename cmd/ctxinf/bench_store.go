@@ -118,27 +118,37 @@ func (b *storeBench) run() (storeFigures, error) {
 // fsyncFloor: a raw 10 KB append + fsync to a file in the same directory.
 func (b *storeBench) fsyncFloor(f *storeFigures) error {
 	b.progress("fsync floor")
-	path := filepath.Join(b.root, "fsync.floor")
-	file, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	lat, err := fsyncLatencies(b.root, b.text.payload(10<<10), b.sc.samples)
 	if err != nil {
 		return err
 	}
+	f.Fsync10kP50us = micros(percentile(lat, 50))
+	return nil
+}
+
+// fsyncLatencies times n appends of buf, each fsynced, to a file of its
+// own in dir (removed afterwards): the disk's floor under whatever else
+// the machine is doing.
+func fsyncLatencies(dir string, buf []byte, n int) ([]time.Duration, error) {
+	path := filepath.Join(dir, "fsync.floor")
+	file, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, err
+	}
 	defer os.Remove(path)
 	defer file.Close()
-	buf := b.text.payload(10 << 10)
-	lat := make([]time.Duration, 0, b.sc.samples)
-	for range b.sc.samples {
+	lat := make([]time.Duration, 0, n)
+	for range n {
 		t0 := time.Now()
 		if _, err := file.Write(buf); err != nil {
-			return err
+			return nil, err
 		}
 		if err := file.Sync(); err != nil {
-			return err
+			return nil, err
 		}
 		lat = append(lat, time.Since(t0))
 	}
-	f.Fsync10kP50us = micros(percentile(lat, 50))
-	return nil
+	return lat, nil
 }
 
 // appends: durable 10 KB appends to one branch, then from 256 branches at
