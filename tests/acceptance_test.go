@@ -270,6 +270,19 @@ func TestKillBeforeCommitThenReindex(t *testing.T) {
 				t.Fatalf("restart %d: turn 1 never committed:\n%s", restart, q.output())
 			}
 		}
+		// Indexing follows the fold in the background; a quit before it
+		// is done leaves the job to the next start. Wait for it, so that
+		// what the test reads does not depend on the timing of /quit.
+		for i := 0; ; i++ {
+			n := len(q.output())
+			q.send("/state")
+			if strings.Contains(q.waitFor("> ", n+1), "· indexed 1 ·") {
+				break
+			}
+			if i > 2000 {
+				t.Fatalf("restart %d: turn 1 never indexed:\n%s", restart, q.output())
+			}
+		}
 		q.quit()
 	}
 	r = inspect(t, dir)

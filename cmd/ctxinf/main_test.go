@@ -281,7 +281,7 @@ func TestBenchStreamJSON(t *testing.T) {
 func TestBenchServeJSON(t *testing.T) {
 	t.Setenv("CTX_STORE_DURABILITY", "relaxed")
 	var out, errOut bytes.Buffer
-	args := []string{"bench", "serve", "--json", "--conversations", "8", "--turns", "1", "--rate", "40", "--paced-for", "1s",
+	args := []string{"bench", "serve", "--json", "--conversations", "64", "--turns", "1", "--rate", "20", "--paced-for", "1s",
 		"--proxy-requests", "10", "--frame-requests", "10", "--dir", t.TempDir()}
 	if code := run(args, nil, &out, &errOut); code != 0 {
 		t.Fatalf("bench serve exited %d: %s", code, errOut.String())
@@ -300,8 +300,8 @@ func TestBenchServeJSON(t *testing.T) {
 	if _, ok := f["proxy_overhead_p50_us"].(float64); !ok {
 		t.Errorf("proxy_overhead_p50_us missing in %s", out.String())
 	}
-	if f["paced_offered_per_s"] != 40.0 {
-		t.Errorf("paced_offered_per_s = %v, want 40", f["paced_offered_per_s"])
+	if f["paced_offered_per_s"] != 20.0 {
+		t.Errorf("paced_offered_per_s = %v, want 20", f["paced_offered_per_s"])
 	}
 }
 
