@@ -27,7 +27,8 @@ import (
 	"github.com/contextinfinity/ctxinf/persistence"
 )
 
-// Types of the API.
+// Types of the API. The server writes these very types (internal/server
+// imports them), so the two cannot drift apart.
 type (
 	Session = persistence.SessionRow
 	Branch  = persistence.BranchRow
@@ -183,8 +184,8 @@ type BranchInfo struct {
 	Failed    uint64                   `json:"failed"`
 	Indexed   uint64                   `json:"indexed"`
 	Pending   int                      `json:"pending"`
-	InFlight  *messages.TurnID         `json:"in_flight"`
-	Model     string                   `json:"model"`
+	InFlight  *messages.TurnID         `json:"in_flight,omitempty"`
+	Model     string                   `json:"model,omitempty"`
 }
 
 // Branch returns a branch's live state.
@@ -213,7 +214,7 @@ type TurnResult struct {
 	Reply     string               `json:"reply"`
 	Phase     messages.TurnPhase   `json:"phase"`
 	Outcome   messages.StepOutcome `json:"outcome"`
-	Error     string               `json:"error"`
+	Error     string               `json:"error,omitempty"`
 	Displayed uint64               `json:"displayed"`
 	Durable   uint64               `json:"durable"`
 }

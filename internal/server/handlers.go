@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/contextinfinity/ctxinf/actors"
+	"github.com/contextinfinity/ctxinf/client"
 	"github.com/contextinfinity/ctxinf/internal/retrieval"
 	"github.com/contextinfinity/ctxinf/messages"
 	"github.com/contextinfinity/ctxinf/persistence"
@@ -68,21 +69,6 @@ func (s *Server) listBranches(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// branchInfo is GET /v1/branches/{branch}.
-type branchInfo struct {
-	Branch    persistence.BranchRow    `json:"branch"`
-	Tip       messages.TurnID          `json:"tip"`
-	State     messages.StateCheckpoint `json:"state"`
-	Epoch     uint64                   `json:"epoch"`
-	TurnSeq   uint64                   `json:"turn_seq"`
-	Committed uint64                   `json:"committed"`
-	Failed    uint64                   `json:"failed"`
-	Indexed   uint64                   `json:"indexed"`
-	Pending   int                      `json:"pending"`
-	InFlight  *messages.TurnID         `json:"in_flight,omitempty"`
-	Model     string                   `json:"model,omitempty"`
-}
-
 func (s *Server) branch(r *http.Request) (messages.BranchID, persistence.BranchRow, error) {
 	id, err := pathID[messages.BranchID](r, "branch")
 	if err != nil {
@@ -104,7 +90,7 @@ func (s *Server) getBranch(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	out := branchInfo{Branch: row, Tip: info.Tip, State: info.State, Epoch: info.Epoch, TurnSeq: info.TurnSeq,
+	out := client.BranchInfo{Branch: row, Tip: info.Tip, State: info.State, Epoch: info.Epoch, TurnSeq: info.TurnSeq,
 		Committed: info.Committed, Failed: info.Failed, Indexed: info.Indexed, Pending: info.Pending, Model: info.Model}
 	if info.InFlight != nil {
 		out.InFlight = &info.InFlight.ID
@@ -142,18 +128,6 @@ func (s *Server) fork(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// turnResult is the answer to a turn submitted without streaming.
-type turnResult struct {
-	Turn      messages.TurnID      `json:"turn"`
-	Seq       uint64               `json:"seq"`
-	Reply     string               `json:"reply"`
-	Phase     messages.TurnPhase   `json:"phase"`
-	Outcome   messages.StepOutcome `json:"outcome"`
-	Error     string               `json:"error,omitempty"`
-	Displayed uint64               `json:"displayed"`
-	Durable   uint64               `json:"durable"`
-}
-
 // submitTurn runs a turn. With "stream": true or Accept: text/event-stream
 // it answers with server-sent events as the turn streams: "turn" (its id
 // and seq), "delta" (text and the journal's displayed/durable byte
@@ -185,7 +159,7 @@ func (s *Server) submitTurn(w http.ResponseWriter, r *http.Request) error {
 	if !last.Done {
 		return &apiError{http.StatusServiceUnavailable, CodeUnavailable, "the client went away before the turn ended; it goes on"}
 	}
-	writeJSON(w, http.StatusOK, turnResult{Turn: stream.Turn, Seq: stream.Seq, Reply: text, Phase: last.Phase, Outcome: last.Outcome,
+	writeJSON(w, http.StatusOK, client.TurnResult{Turn: stream.Turn, Seq: stream.Seq, Reply: text, Phase: last.Phase, Outcome: last.Outcome,
 		Error: last.Err, Displayed: last.Displayed, Durable: last.Durable})
 	return nil
 }
@@ -281,13 +255,6 @@ func (s *Server) cancel(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// historyEntry is one message of a branch's transcript.
-type historyEntry struct {
-	Node    messages.TurnID  `json:"node"`
-	Depth   uint64           `json:"depth"`
-	Message messages.Message `json:"message"`
-}
-
 func (s *Server) history(w http.ResponseWriter, r *http.Request) error {
 	id, _, err := s.branch(r)
 	if err != nil {
@@ -308,11 +275,11 @@ func (s *Server) history(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	out := struct {
-		Entries []historyEntry   `json:"entries"`
-		Before  *messages.TurnID `json:"before,omitempty"` // the cursor of the page before, if any
-	}{Entries: []historyEntry{}}
+		Entries []client.HistoryEntry `json:"entries"`
+		Before  *messages.TurnID      `json:"before,omitempty"` // the cursor of the page before, if any
+	}{Entries: []client.HistoryEntry{}}
 	for _, e := range entries {
-		out.Entries = append(out.Entries, historyEntry{Node: e.Node, Depth: e.Depth, Message: e.Message})
+		out.Entries = append(out.Entries, client.HistoryEntry{Node: e.Node, Depth: e.Depth, Message: e.Message})
 	}
 	if !next.IsZero() {
 		out.Before = &next

@@ -16,6 +16,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/contextinfinity/ctxinf/actors"
+	"github.com/contextinfinity/ctxinf/client"
 	"github.com/contextinfinity/ctxinf/internal/core"
 	"github.com/contextinfinity/ctxinf/persistence"
 	"github.com/contextinfinity/ctxinf/providers/local"
@@ -124,7 +125,7 @@ func TestAPI(t *testing.T) {
 		t.Fatalf("create session: %d", st)
 	}
 	b := "/v1/branches/" + created.Branch.ID.String()
-	var res turnResult
+	var res client.TurnResult
 	if st := ts.call(t, "POST", b+"/turns", map[string]string{"text": "The deploy target is eu-west-1."}, &res); st != 200 ||
 		res.Phase.String() != "response_finalized" || !strings.Contains(res.Reply, "[local]") || res.Durable == 0 {
 		t.Fatalf("turn: %d %+v", st, res)
@@ -156,11 +157,11 @@ func TestAPI(t *testing.T) {
 	if len(events) < 3 || events[0] != "turn" || events[len(events)-1] != "done" || !strings.Contains(text.String(), "Where do we deploy?") {
 		t.Fatalf("events %v, text %q", events, text.String())
 	}
-	var info branchInfo
+	var info client.BranchInfo
 	if st := ts.call(t, "GET", b, nil, &info); st != 200 || info.TurnSeq != 2 || info.Branch.ID != created.Branch.ID {
 		t.Fatalf("branch: %d %+v", st, info)
 	}
-	var hist struct{ Entries []historyEntry }
+	var hist struct{ Entries []client.HistoryEntry }
 	if st := ts.call(t, "GET", b+"/history?limit=10", nil, &hist); st != 200 || len(hist.Entries) != 4 ||
 		hist.Entries[0].Message.RenderedText != "The deploy target is eu-west-1." {
 		t.Fatalf("history: %d %+v", st, hist)
@@ -334,7 +335,7 @@ func TestExportImport(t *testing.T) {
 	if st := ts.call(t, "POST", "/v1/sessions/import", string(export), &imported); st != 201 || imported.Turns != 2 || imported.Session.Title != "orig" {
 		t.Fatalf("import: %d %+v", st, imported)
 	}
-	var hist struct{ Entries []historyEntry }
+	var hist struct{ Entries []client.HistoryEntry }
 	ts.call(t, "GET", "/v1/branches/"+imported.Branch.ID.String()+"/history", nil, &hist)
 	var got []string
 	for _, e := range hist.Entries {
