@@ -308,6 +308,33 @@ func (r *Runtime) Search(ctx context.Context, branch messages.BranchID, query st
 	return r.mem.search(ctx, branch, query, o, nil)
 }
 
+// SearchAndForce is Search for query (none when it is empty) and then,
+// with force, ForceChunks of its hits followed by chunks: what `ctxinf
+// search` and the HTTP API's search do. It returns the hits and how many
+// chunks were forced.
+func (r *Runtime) SearchAndForce(ctx context.Context, branch messages.BranchID, query string, opts *retrieval.RankOptions,
+	force bool, chunks []messages.ChunkID) ([]Hit, int, error) {
+	var hits []Hit
+	var ids []messages.ChunkID
+	if query != "" {
+		var err error
+		if hits, err = r.Search(ctx, branch, query, opts); err != nil {
+			return nil, 0, err
+		}
+		for _, h := range hits {
+			ids = append(ids, h.Chunk.ID)
+		}
+	}
+	ids = append(ids, chunks...)
+	if !force || len(ids) == 0 {
+		return hits, 0, nil
+	}
+	if err := r.ForceChunks(ctx, branch, ids); err != nil {
+		return nil, 0, err
+	}
+	return hits, len(ids), nil
+}
+
 type forceReq struct{ chunks []messages.ChunkID }
 
 // ForceChunks makes chunks part of the retrieved memory of branch's next

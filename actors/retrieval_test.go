@@ -401,3 +401,40 @@ func TestEmbedderSwitchUsesANewNamespace(t *testing.T) {
 		t.Errorf("after reindexing no vector scores: %+v", hits)
 	}
 }
+
+// SearchAndForce forces its hits, then the chunks named, into the next
+// turn only when asked; without a query it forces the chunks alone.
+func TestSearchAndForce(t *testing.T) {
+	r, f, ev, b := memoryRuntime(t, facts[:4])
+	waitIndexed(t, r, b.ID, ev, 3) // Settle indexes the last one
+	hits, forced, err := r.SearchAndForce(bg, b.ID, "release train Tuesday", nil, false, nil)
+	if err != nil || len(hits) == 0 || forced != 0 {
+		t.Fatalf("search without force: %d hits, %d forced, %v", len(hits), forced, err)
+	}
+	named := hits[len(hits)-1].Chunk.ID
+	if _, forced, err = r.SearchAndForce(bg, b.ID, "", nil, true, []messages.ChunkID{named}); err != nil || forced != 1 {
+		t.Fatalf("force one named chunk: %d forced, %v", forced, err)
+	}
+	got, forced, err := r.SearchAndForce(bg, b.ID, "release train Tuesday", nil, true, []messages.ChunkID{named})
+	if err != nil || forced != len(got)+1 {
+		t.Fatalf("search and force: %d hits, %d forced, %v", len(got), forced, err)
+	}
+	runTurn(t, r, b.ID, "unrelated: what is for lunch")
+	sent := f.Requests()[len(f.Requests())-1].Context
+	for _, id := range append([]messages.ChunkID{named}, sourceChunks(got)...) {
+		if !slices.ContainsFunc(sent.Retrieved, func(c messages.RetrievedChunk) bool { return c.Chunk == id && c.Score == ForcedScore }) {
+			t.Errorf("chunk %s was not sent forced: %+v", id, sent.Retrieved)
+		}
+	}
+	if _, _, err := r.SearchAndForce(bg, b.ID, "", nil, true, []messages.ChunkID{{1}}); !errors.Is(err, persistence.ErrNotFound) {
+		t.Errorf("forcing an unknown chunk: %v", err)
+	}
+}
+
+func sourceChunks(hits []Hit) []messages.ChunkID {
+	var out []messages.ChunkID
+	for _, h := range hits {
+		out = append(out, h.Chunk.ID)
+	}
+	return out
+}

@@ -108,31 +108,19 @@ func search(e *env, args []string) error {
 		return err
 	}
 	defer rt.Close()
-	var hits []actors.Hit
-	var ids []messages.ChunkID
-	if query != "" {
-		if hits, err = rt.Search(ctx, branch, query, &opts); err != nil {
-			return err
-		}
-		for _, h := range hits {
-			ids = append(ids, h.Chunk.ID)
-		}
-	}
+	var chunks []messages.ChunkID
 	for _, s := range strings.Split(*chunkFlag, ",") {
 		if s = strings.TrimSpace(s); s != "" {
 			id, err := messages.ParseID[messages.ChunkID](s)
 			if err != nil {
 				return fmt.Errorf("--chunks: %w", err)
 			}
-			ids = append(ids, id)
+			chunks = append(chunks, id)
 		}
 	}
-	forced := 0
-	if *force && len(ids) > 0 {
-		if err := rt.ForceChunks(ctx, branch, ids); err != nil {
-			return err
-		}
-		forced = len(ids)
+	hits, forced, err := rt.SearchAndForce(ctx, branch, query, &opts, *force, chunks)
+	if err != nil {
+		return err
 	}
 	if *asJSON {
 		if hits == nil {

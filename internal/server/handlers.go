@@ -373,29 +373,20 @@ func (s *Server) search(w http.ResponseWriter, r *http.Request) error {
 		o.TopK, o.Overfetch = in.K, max(o.Overfetch, in.K)
 		opts = &o
 	}
-	hits := []actors.Hit{}
-	var ids []messages.ChunkID
-	if in.Query != "" {
-		if hits, err = s.rt.Search(r.Context(), id, in.Query, opts); err != nil {
-			return err
-		}
-		for _, h := range hits {
-			ids = append(ids, h.Chunk.ID)
-		}
-	}
+	var chunks []messages.ChunkID
 	for i, c := range in.Chunks {
 		cid, err := messages.ParseID[messages.ChunkID](c)
 		if err != nil {
 			return invalid("chunks[%d]: %q is not a chunk id", i, c)
 		}
-		ids = append(ids, cid)
+		chunks = append(chunks, cid)
 	}
-	forced := 0
-	if in.Force && len(ids) > 0 {
-		if err := s.rt.ForceChunks(r.Context(), id, ids); err != nil {
-			return err
-		}
-		forced = len(ids)
+	hits, forced, err := s.rt.SearchAndForce(r.Context(), id, in.Query, opts, in.Force, chunks)
+	if err != nil {
+		return err
+	}
+	if hits == nil {
+		hits = []actors.Hit{}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"hits": hits, "forced": forced})
 	return nil
