@@ -159,6 +159,7 @@ func (a *branchActor) Receive(ctx actor.Context) {
 			panic(fmt.Errorf("%w: encode snapshot: %v", errFatal, err))
 		}
 		a.PersistSnapshot(wrapperspb.Bytes(append([]byte{tagSnapshot}, b...)))
+		a.committed() // a snapshot commits what was held with it
 	case *ppersist.ReplayComplete:
 		a.recover(ctx)
 		ctx.SetReceiveTimeout(a.rt.cfg.IdleAfter)
@@ -166,23 +167,11 @@ func (a *branchActor) Receive(ctx actor.Context) {
 		if !a.busy() {
 			ctx.Send(ctx.Parent(), &passivateReq{id: a.id, pid: ctx.Self()})
 		}
-	case *actor.Stopping, *actor.Restarting:
-		// This instance ends (stopped, or failed and about to be replaced
-		// by one rebuilt from the log): its step stops, and whoever reads
-		// a stream learns the turn was interrupted, as recovery records.
-		if a.cancelStep != nil {
-			a.cancelStep()
-		}
-		if a.asker != nil {
-			// The request this instance was handling failed with it: say
-			// so now rather than leave the caller to time out.
-			ctx.Send(a.asker, fmt.Errorf("%w: branch %s failed while handling the request; retry", ErrInterrupted, a.id))
-			a.asker = nil
-		}
-		for id, s := range a.streams {
-			s.push(Update{Done: true, Phase: messages.PhaseFailed, Err: core.InterruptedReason})
-			delete(a.streams, id)
-		}
+	case *actor.Stopping:
+		a.flushOnStop()
+		a.ended(ctx)
+	case *actor.Restarting:
+		a.ended(ctx) // what it held is dropped, as a crash drops it
 	case *createReq:
 		respond(a.create(ctx, m))
 	case *submitReq:
@@ -268,15 +257,19 @@ func (a *branchActor) Receive(ctx actor.Context) {
 				tx.TermUpdates = m.ups
 				a.indexed = append(a.indexed, m)
 			}
-			// Held: the index results waiting in the mailbox are committed
-			// together (one synced write) when flushIndexedReq comes round.
-			// Nobody is told a turn is indexed; a crash before the commit
-			// loses nothing, as the index jobs run again.
+			// Held: committed with the branch's next write (the next
+			// turn's, if it comes soon) or else by flushIndexedReq after
+			// IndexFlushDelay, with any other index results by then: a
+			// synced write saved, off the path of any turn. Nobody is
+			// told a turn is indexed before (Inspect flushes first); a
+			// crash before the commit loses nothing, as the index jobs
+			// run again.
 			a.persistHeld(ctx, ev, tx)
 		}
 		if !a.flushQueued {
 			a.flushQueued = true
-			ctx.Send(ctx.Self(), &flushIndexedReq{})
+			self := ctx.Self()
+			time.AfterFunc(a.rt.cfg.IndexFlushDelay, func() { a.rt.sys.Root.Send(self, &flushIndexedReq{}) })
 		}
 	case *flushIndexedReq:
 		a.flushIndexed()
@@ -285,14 +278,54 @@ func (a *branchActor) Receive(ctx actor.Context) {
 
 type flushIndexedReq struct{}
 
-// flushIndexed commits the held index results and adds their chunks to
-// the retrieval index: searchable from now on.
+// flushOnStop commits the index results a stopping branch holds (its
+// index jobs would run again otherwise). A failure is only logged: the
+// jobs are still there.
+func (a *branchActor) flushOnStop() {
+	if len(a.indexed) == 0 {
+		return
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			a.rt.log.Warn().Str("branch", a.id.String()).Interface("error", p).Msg("commit index results at stop")
+		}
+	}()
+	a.flush()
+}
+
+// ended is the end of this instance (stopped, or failed and about to be
+// replaced by one rebuilt from the log): its step stops, and whoever
+// reads a stream learns the turn was interrupted, as recovery records.
+func (a *branchActor) ended(ctx actor.Context) {
+	if a.cancelStep != nil {
+		a.cancelStep()
+	}
+	if a.asker != nil {
+		// The request this instance was handling failed with it: say
+		// so now rather than leave the caller to time out.
+		ctx.Send(a.asker, fmt.Errorf("%w: branch %s failed while handling the request; retry", ErrInterrupted, a.id))
+		a.asker = nil
+	}
+	for id, s := range a.streams {
+		s.push(Update{Done: true, Phase: messages.PhaseFailed, Err: core.InterruptedReason})
+		delete(a.streams, id)
+	}
+}
+
+// flushIndexed commits the held index results, if a write has not taken
+// them already, and so makes their chunks searchable.
 func (a *branchActor) flushIndexed() {
 	a.flushQueued = false
 	if len(a.indexed) == 0 {
 		return
 	}
 	a.flush()
+}
+
+// committed is called after every write of this actor, which commits
+// whatever it held: the index results among that are durable, and their
+// chunks go into the retrieval index.
+func (a *branchActor) committed() {
 	for _, m := range a.indexed {
 		a.rt.mem.added(m.rows, m.vecs, m.ups)
 	}
@@ -383,7 +416,10 @@ func (a *branchActor) persistHeld(ctx actor.Context, ev messages.BranchEvent, tx
 }
 
 // flush commits any held event.
-func (a *branchActor) flush() { a.rt.actorLog.Flush(a.Name()) }
+func (a *branchActor) flush() {
+	a.rt.actorLog.Flush(a.Name())
+	a.committed()
+}
 
 func (a *branchActor) persistEnvelope(ctx actor.Context, ev messages.BranchEvent, tx *persistence.Tx, hold bool) {
 	data, err := messages.MarshalBranchEvent(ev)
@@ -393,6 +429,9 @@ func (a *branchActor) persistEnvelope(ctx actor.Context, ev messages.BranchEvent
 	env := persistence.NewEnvelope(append([]byte{tagEvent}, data...), tx)
 	env.Hold = hold
 	a.PersistReceive(env)
+	if !hold {
+		a.committed()
+	}
 	effects, err := a.b.Apply(ev)
 	if err != nil {
 		panic(fmt.Errorf("%w: apply %T: %v", errFatal, ev, err))

@@ -150,9 +150,12 @@ func (a *branchActor) finalize(ctx actor.Context, turn messages.TurnID, step mes
 				tx.Steps = append(tx.Steps, *row)
 			}
 			a.msgs[node] = reply
-			a.persist(ctx, evs[0], tx)
-			// The response is committed: everything streamed is durable.
+			// Once the response is committed everything streamed is
+			// durable, whatever the journal's fsync at completion has got
+			// to: the turn's end (run by persist, after the commit) says
+			// so. A failed commit restarts the actor, counters and all.
 			a.counters[1] = a.counters[0]
+			a.persist(ctx, evs[0], tx)
 			return
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/contextinfinity/ctxinf/internal/core"
 	"github.com/contextinfinity/ctxinf/internal/retrieval"
@@ -437,4 +438,62 @@ func sourceChunks(hits []Hit) []messages.ChunkID {
 		out = append(out, h.Chunk.ID)
 	}
 	return out
+}
+
+// A turn's index results are held for the branch's next write: with the
+// flush delay far off, they are committed (searchable, their job done)
+// with the next turn's first commit and not before; Inspect commits what
+// is held before it reports a turn indexed.
+func TestIndexResultsRideTheNextWrite(t *testing.T) {
+	ev := newEvents()
+	cfg := indexedConfig(t, ev)
+	cfg.IndexFlushDelay = time.Hour
+	r := openRuntime(t, cfg)
+	defer r.Close()
+	_, b, _ := r.CreateSession(bg, "ride")
+	indexJobs := func() int {
+		jobs, err := r.DB().Jobs(bg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, j := range jobs {
+			if j.Type == persistence.JobIndex && j.Branch == b.ID {
+				n++
+			}
+		}
+		return n
+	}
+	staging := func() bool {
+		hits, err := r.Search(bg, b.ID, "staging database host Frankfurt", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, h := range hits {
+			if strings.Contains(h.Chunk.Text, "db-stage-7") {
+				return true
+			}
+		}
+		return false
+	}
+	runTurn(t, r, b.ID, facts[0])
+	ev.waitFor(t, "TurnIndexed", 1, isType[messages.TurnIndexed])
+	if staging() || indexJobs() != 1 {
+		t.Fatalf("held index results: searchable %v, index jobs %d; want not yet, 1", staging(), indexJobs())
+	}
+	runTurn(t, r, b.ID, facts[1])
+	if !staging() {
+		t.Fatal("the first turn's index results were not committed with the second turn")
+	}
+	ev.waitFor(t, "TurnIndexed", 2, isType[messages.TurnIndexed])
+	if n := indexJobs(); n != 1 {
+		t.Fatalf("index jobs %d after the second turn was indexed, want 1 (its own, held)", n)
+	}
+	info, err := r.Inspect(bg, b.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := indexJobs(); n != 0 || len(info.Turns) != 0 {
+		t.Fatalf("after Inspect: index jobs %d, turns not indexed %d; want 0, 0", n, len(info.Turns))
+	}
 }

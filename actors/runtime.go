@@ -100,6 +100,10 @@ type Config struct {
 	// NoRetrieval leaves retrieved memory out of every context (the
 	// chunks are still indexed and searchable).
 	NoRetrieval bool
+	// IndexFlushDelay is how long a branch holds a turn's index results
+	// for its next write to commit them with (default 25ms): after it
+	// they are committed alone. They are searchable once committed.
+	IndexFlushDelay time.Duration
 	// Counter returns the token counter of a provider's model; the
 	// default counts one token per four runes.
 	Counter func(provider, modelID string) core.Counter
@@ -186,7 +190,10 @@ type Runtime struct {
 	mem *memory // retrieval: the embedder and the branches' indexes
 
 	closeOnce sync.Once
-	closeErr  error
+	// journalSyncs are the closing fsyncs of finalized steps' journals
+	// under way (syncJournal).
+	journalSyncs sync.WaitGroup
+	closeErr     error
 
 	counts    genCache[uint64, int] // token counts by a hash of model and text
 	countSeed maphash.Seed
@@ -251,6 +258,9 @@ func Open(ctx context.Context, cfg Config) (*Runtime, error) {
 	}
 	if cfg.ChunkMax <= 0 {
 		cfg.ChunkMax = 800
+	}
+	if cfg.IndexFlushDelay <= 0 {
+		cfg.IndexFlushDelay = 25 * time.Millisecond
 	}
 	if cfg.Embedder == nil {
 		cfg.Embedder = retrieval.HashEmbedder{}
@@ -387,9 +397,22 @@ func (r *Runtime) Close() error {
 	r.closeOnce.Do(func() {
 		r.sys.Root.PoisonFuture(r.root).Wait()
 		r.sys.Shutdown()
+		r.journalSyncs.Wait()
 		r.closeErr = r.db.Close()
 	})
 	return r.closeErr
+}
+
+// syncJournal runs the closing fsync of a finalized step's journal
+// (Journal.CloseDeferred) on a goroutine of its own, which Close waits
+// for. A failure is only logged: the commit that finalizes the step holds
+// the same output, and nothing waits for this fsync to acknowledge it.
+func (r *Runtime) syncJournal(step messages.StepID, sync func() error) {
+	r.journalSyncs.Go(func() {
+		if err := sync(); err != nil {
+			r.log.Warn().Err(err).Str("step", step.String()).Msg("stream journal: fsync at completion")
+		}
+	})
 }
 
 // model returns the model a branch that selected name uses: the named

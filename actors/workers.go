@@ -43,9 +43,24 @@ type stepActor struct {
 	hashed *messages.AssembledContext
 }
 
-type (
-	journalClose struct{ sync bool }
+// journalClose ends a step's journal: closeSynced fsyncs it first,
+// closeUnsynced does not, closeDeferred hands the fsync back (in
+// journalClosed) to run beside the commit that finalizes the step.
+type journalClose struct{ mode closeMode }
+
+type closeMode int
+
+const (
+	closeSynced closeMode = iota
+	closeUnsynced
+	closeDeferred
 )
+
+// journalClosed answers journalClose.
+type journalClosed struct {
+	counters persistence.JournalCounters
+	sync     func() error // closeDeferred: the fsync still to run, if any
+}
 
 func (s *stepActor) Receive(ctx actor.Context) {
 	if _, ok := ctx.Message().(*actor.Started); !ok {
@@ -82,15 +97,27 @@ func (s *stepActor) Receive(ctx actor.Context) {
 		}
 		return nil
 	})
-	// The journal is fsynced at completion (SRD §13.2), unless the config
-	// leaves a step whose response the branch will finalize to that
-	// commit; a step that ends any other way is always fsynced: its
-	// journal is the only record of what was streamed.
+	// The journal is fsynced at completion (SRD §13.2). A step that ends
+	// in a way that fails its turn waits for that fsync: its journal is
+	// the only record of what was streamed. The journal of a step whose
+	// response the branch will finalize is fsynced beside that commit
+	// (TX-A, which holds the same output), not before it, or with
+	// stream.fsync_finalized off not at all.
 	finalizes := err == nil && finalizable(resp.Outcome.Kind)
-	sync := !finalizes || !s.rt.cfg.SkipFinalizedFsync
+	mode := closeSynced
+	if finalizes {
+		mode = closeDeferred
+		if s.rt.cfg.SkipFinalizedFsync {
+			mode = closeUnsynced
+		}
+	}
 	var counters persistence.JournalCounters
-	if res, cerr := ctx.RequestFuture(s.journal, &journalClose{sync: sync}, s.rt.cfg.RequestTimeout).Result(); cerr == nil {
-		counters, _ = res.(persistence.JournalCounters)
+	if res, cerr := ctx.RequestFuture(s.journal, &journalClose{mode: mode}, s.rt.cfg.RequestTimeout).Result(); cerr == nil {
+		closed, _ := res.(journalClosed)
+		counters = closed.counters
+		if closed.sync != nil {
+			s.rt.syncJournal(s.step, closed.sync)
+		}
 	}
 	if s.count != nil {
 		// Count the reply here, off the branch: the next turn's assembly
@@ -100,7 +127,7 @@ func (s *stepActor) Receive(ctx actor.Context) {
 	if s.hashed != nil {
 		done.hash = contextHash(*s.hashed)
 	}
-	done.resp, done.err, done.journalSynced = resp, err, sync
+	done.resp, done.err, done.journalSynced = resp, err, mode != closeUnsynced
 	done.displayed, done.durable = counters.Displayed, counters.Durable
 	ctx.Send(s.branch, done)
 	ctx.Stop(ctx.Self())
@@ -154,11 +181,17 @@ func (ja *journalActor) Receive(ctx actor.Context) {
 		}
 	case *journalClose:
 		ja.mu.Lock()
-		closeJournal := ja.j.CloseUnsynced
-		if m.sync {
-			closeJournal = ja.j.Close
+		var sync func() error
+		var err error
+		switch m.mode {
+		case closeSynced:
+			err = ja.j.Close()
+		case closeUnsynced:
+			err = ja.j.CloseUnsynced()
+		case closeDeferred:
+			sync, err = ja.j.CloseDeferred()
 		}
-		if err := closeJournal(); err != nil && ja.err == nil {
+		if err != nil && ja.err == nil {
 			ja.err = err
 		}
 		if ja.err != nil {
@@ -168,7 +201,7 @@ func (ja *journalActor) Receive(ctx actor.Context) {
 		}
 		c := ja.j.Counters()
 		ja.mu.Unlock()
-		ctx.Respond(c)
+		ctx.Respond(journalClosed{counters: c, sync: sync})
 	case *actor.Stopping:
 		ja.mu.Lock()
 		ja.j.Close()

@@ -182,11 +182,7 @@ func TestJournalCloseMakesEverythingDurable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i := range 5 {
-		if _, err := j.Append("delta", json.RawMessage(fmt.Sprintf(`{"i":%d}`, i))); err != nil {
-			t.Fatal(err)
-		}
-	}
+	appendDeltas(t, j, 5)
 	c := j.Counters()
 	if c.Durable != 0 || c.Displayed == 0 {
 		t.Fatalf("before Close: counters = %+v, want nothing durable", c)
@@ -219,11 +215,7 @@ func TestJournalCloseUnsyncedWritesWithoutFsync(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i := range 3 {
-		if _, err := j.Append("delta", json.RawMessage(fmt.Sprintf(`{"i":%d}`, i))); err != nil {
-			t.Fatal(err)
-		}
-	}
+	appendDeltas(t, j, 3)
 	if err := j.CloseUnsynced(); err != nil {
 		t.Fatalf("CloseUnsynced() = %v", err)
 	}
@@ -656,14 +648,7 @@ func TestNewJournalCreatesTheFileAtItsFirstWrite(t *testing.T) {
 		t.Errorf("a journal closed empty: file size %d, want an empty file", size)
 	}
 
-	step := newJournalStep(t)
-	taken, err := NewJournal(dir, step, "local", policy, clk.now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(JournalPath(dir, step), []byte("someone else's\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	step, taken := journalOverExistingFile(t, dir, policy, clk.now)
 	if _, err := taken.Append("delta", json.RawMessage(`{"d":"`+strings.Repeat("c", 512)+`"}`)); !errors.Is(err, fs.ErrExist) {
 		t.Errorf("first write over an existing file = %v, want fs.ErrExist", err)
 	}
@@ -676,4 +661,105 @@ func TestNewJournalCreatesTheFileAtItsFirstWrite(t *testing.T) {
 	if data, _ := os.ReadFile(JournalPath(dir, step)); string(data) != "someone else's\n" {
 		t.Errorf("the existing file was changed: %q", data)
 	}
+}
+
+// CloseDeferred ends the journal at once and leaves the file system's
+// work to finish: a journal that never wrote has no file until finish
+// creates it with every line; one that wrote has the rest appended. The
+// journal takes nothing after it, and its counters stay as they were.
+func TestJournalCloseDeferred(t *testing.T) {
+	clk := newJournalClock()
+	never := time.Hour
+	policy := JournalPolicy{FlushInterval: never, FlushBytes: 512, FsyncInterval: never}
+	dir := filepath.Join(t.TempDir(), "streams") // made by finish
+	exists := func(j *Journal) bool {
+		_, err := os.Stat(j.Path())
+		return err == nil
+	}
+	j, err := NewJournal(dir, newJournalStep(t), "local", policy, clk.now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendDeltas(t, j, 3)
+	before := j.Counters()
+	finish, err := j.CloseDeferred()
+	if err != nil || exists(j) {
+		t.Fatalf("CloseDeferred: err %v, file exists %v; want nil, false", err, exists(j))
+	}
+	if _, err := j.Append("delta", json.RawMessage(`{}`)); !errors.Is(err, ErrClosed) {
+		t.Errorf("Append after CloseDeferred = %v, want ErrClosed", err)
+	}
+	if err := finish(); err != nil {
+		t.Fatalf("finish = %v", err)
+	}
+	if entries, torn, err := ReadJournal(j.Path()); err != nil || torn || len(entries) != 3 {
+		t.Fatalf("ReadJournal = %d entries, torn %v, %v; want 3, false, nil", len(entries), torn, err)
+	}
+	if c := j.Counters(); c != before || c.Durable != 0 {
+		t.Errorf("counters after finish %+v, want unchanged %+v", c, before)
+	}
+	if err := j.Close(); err != nil {
+		t.Errorf("Close after CloseDeferred = %v, want nil", err)
+	}
+
+	written, err := NewJournal(dir, newJournalStep(t), "local", policy, clk.now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := written.Append("delta", json.RawMessage(`{"d":"`+strings.Repeat("a", 512)+`"}`)); err != nil || !exists(written) {
+		t.Fatalf("first flush: err %v, file exists %v", err, exists(written))
+	}
+	if _, err := written.Append("delta", json.RawMessage(`{"d":"b"}`)); err != nil {
+		t.Fatal(err)
+	}
+	finish, err = written.CloseDeferred()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if size := journalFileSize(t, written.Path()); size == written.Counters().Displayed {
+		t.Error("CloseDeferred wrote the buffer itself")
+	}
+	if err := finish(); err != nil {
+		t.Fatal(err)
+	}
+	if size := journalFileSize(t, written.Path()); size != written.Counters().Displayed {
+		t.Errorf("after finish: file size %d, want every appended byte (%d)", size, written.Counters().Displayed)
+	}
+
+	step, taken := journalOverExistingFile(t, dir, policy, clk.now)
+	finish, err = taken.CloseDeferred()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := finish(); !errors.Is(err, fs.ErrExist) {
+		t.Errorf("finish over an existing file = %v, want fs.ErrExist", err)
+	}
+	if data, _ := os.ReadFile(JournalPath(dir, step)); string(data) != "someone else's\n" {
+		t.Errorf("the existing file was changed: %q", data)
+	}
+}
+
+// appendDeltas appends n small delta events to j.
+func appendDeltas(t *testing.T, j *Journal, n int) {
+	t.Helper()
+	for i := range n {
+		if _, err := j.Append("delta", json.RawMessage(fmt.Sprintf(`{"i":%d}`, i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// journalOverExistingFile returns a new journal in dir whose file someone
+// else created first.
+func journalOverExistingFile(t *testing.T, dir string, policy JournalPolicy, now func() time.Time) (messages.StepID, *Journal) {
+	t.Helper()
+	step := newJournalStep(t)
+	j, err := NewJournal(dir, step, "local", policy, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(JournalPath(dir, step), []byte("someone else's\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return step, j
 }
