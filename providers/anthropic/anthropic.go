@@ -173,7 +173,13 @@ func (p *Provider) Stream(ctx context.Context, req providers.Request, emit func(
 		return s.cancelled(), err
 	}
 	capture := &providers.Exchange{}
-	stream := p.client.Messages.NewStreaming(ctx, params, option.WithMiddleware(capture.Middleware))
+	// The body is sent as encoded above rather than encoded again by the
+	// client; what the client reads from params besides the body (its
+	// headers, its thinking warning) it still finds in head.
+	head := sdk.MessageNewParams{Model: params.Model, Thinking: params.Thinking,
+		UserProfileID: params.UserProfileID, WorkspaceID: params.WorkspaceID}
+	stream := p.client.Messages.NewStreaming(ctx, head, option.WithRequestBody("application/json", []byte(s.rawRequest)),
+		option.WithMiddleware(capture.Middleware))
 	defer stream.Close()
 	for stream.Next() {
 		if err := s.event(stream.Current()); err != nil {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/responses"
 
 	"github.com/contextinfinity/ctxinf/providers"
 )
@@ -47,14 +48,21 @@ func (p *Provider) streamResponses(ctx context.Context, req providers.Request, e
 		err = fmt.Errorf("%s: build request: %w", p.name, err)
 		return s.fail("bad_request", err), err
 	}
-	if body, merr := json.Marshal(params); merr == nil {
-		s.rawRequest = body // replaced by the bytes sent, once sent
+	// The body is encoded once, here, and handed to the client as it is
+	// (the client would encode params again: a large context's encoding
+	// costs more than the rest of the call's own work).
+	body, err := json.Marshal(params)
+	if err != nil {
+		err = fmt.Errorf("%s: encode request: %w", p.name, err)
+		return s.fail("bad_request", err), err
 	}
+	s.rawRequest = body // replaced by the bytes sent, once sent
 	if err := ctx.Err(); err != nil {
 		return s.cancelled(), err
 	}
 	capture := &providers.Exchange{}
-	stream := p.client.Responses.NewStreaming(ctx, params, option.WithMiddleware(capture.Middleware))
+	stream := p.client.Responses.NewStreaming(ctx, responses.ResponseNewParams{}, option.WithRequestBody("application/json", body),
+		option.WithMiddleware(capture.Middleware))
 	defer stream.Close()
 	for stream.Next() {
 		end, err := s.event(stream.Current())
