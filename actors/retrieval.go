@@ -265,19 +265,23 @@ func (m *memory) search(ctx context.Context, branch messages.BranchID, text stri
 }
 
 // chunksOf returns the ids of turn's chunks. A turn not indexed yet has
-// none, and is read again next time.
+// none, and is cached so: chunks reach the store only through commits
+// that then call added (index results, reindexing), which adds them to
+// the cache too. (The turns in the verbatim window, excluded from every
+// search, are mostly not indexed yet: each used to cost a store scan.)
 func (m *memory) chunksOf(ctx context.Context, turn messages.TurnID) ([]messages.ChunkID, error) {
 	if ids, ok := m.turnChunks.get(turn); ok {
 		return ids, nil
 	}
 	rows, err := m.db.Chunks(ctx, turn)
-	if err != nil || len(rows) == 0 {
+	if err != nil {
 		return nil, err
 	}
 	ids := make([]messages.ChunkID, len(rows))
 	for i, r := range rows {
 		ids[i] = r.ID
 	}
+	// Merged with what added put meanwhile, if it did.
 	m.turnChunks.update(turn, func(old []messages.ChunkID, _ bool) []messages.ChunkID {
 		for _, id := range old {
 			if !slices.Contains(ids, id) {

@@ -161,11 +161,16 @@ type Query struct {
 	Exclude func(DocID) bool
 }
 
-// Search runs the full-text and vector searches of every scope in
-// parallel, normalizes each signal to [0, 1] over the candidates (min to
-// max), combines them with the weights, adds the recency boost, drops
-// what is under the threshold and picks TopK by maximal marginal
-// relevance. Ties are broken by score, then recency, then id.
+// parallelSearchDocs is the number of chunks in a query's scopes from
+// which Search runs its searches on goroutines of their own.
+const parallelSearchDocs = 8192
+
+// Search runs the full-text and vector searches of every scope (in
+// parallel over parallelSearchDocs chunks), normalizes each signal to
+// [0, 1] over the candidates (min to max), combines them with the
+// weights, adds the recency boost, drops what is under the threshold and
+// picks TopK by maximal marginal relevance. Ties are broken by score,
+// then recency, then id.
 func Search(ctx context.Context, q Query, o RankOptions) ([]Ranked, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
@@ -183,22 +188,30 @@ func Search(ctx context.Context, q Query, o RankOptions) ([]Ranked, error) {
 		s.Part.mu.RLock()
 		s.Part.text.AddStats(&stats, terms)
 	}
+	// The full-text and vector searches of each scope run side by side
+	// when there is enough to search (about 80 ns a chunk); below that a
+	// goroutine's wait for a CPU costs more than it saves.
+	docs := 0
+	for _, s := range q.Scopes {
+		docs += len(s.Part.seq)
+	}
+	run := func(f func()) { f() }
 	var wg sync.WaitGroup
+	if docs >= parallelSearchDocs {
+		run = wg.Go
+	}
 	for i, s := range q.Scopes {
 		keep := func(id DocID) bool {
 			return s.Part.seq[id] <= s.MaxSeq && (q.Exclude == nil || !q.Exclude(id))
 		}
-		wg.Add(2)
-		go func() {
-			defer wg.Done()
+		run(func() {
 			res[i].text = s.Part.text.SearchTerms(terms, stats, o.Overfetch, keep)
-		}()
-		go func() {
-			defer wg.Done()
+		})
+		run(func() {
 			if q.Vector != nil && o.VectorWeight > 0 {
 				res[i].vec = s.Part.vec.Search(q.Vector, o.Overfetch, keep)
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	for i, s := range q.Scopes {
