@@ -190,8 +190,8 @@ type Runtime struct {
 	mem *memory // retrieval: the embedder and the branches' indexes
 
 	closeOnce sync.Once
-	// journalSyncs are the closing fsyncs of finalized steps' journals
-	// under way (syncJournal).
+	// journalSyncs are the closing writes and fsyncs of finalized steps'
+	// journals under way (finishJournal).
 	journalSyncs sync.WaitGroup
 	closeErr     error
 
@@ -403,14 +403,15 @@ func (r *Runtime) Close() error {
 	return r.closeErr
 }
 
-// syncJournal runs the closing fsync of a finalized step's journal
-// (Journal.CloseDeferred) on a goroutine of its own, which Close waits
-// for. A failure is only logged: the commit that finalizes the step holds
-// the same output, and nothing waits for this fsync to acknowledge it.
-func (r *Runtime) syncJournal(step messages.StepID, sync func() error) {
+// finishJournal runs the closing work of a finalized step's journal
+// (Journal.CloseDeferred: its file's creation, last write and fsync) on
+// a goroutine of its own, which Close waits for. A failure is only
+// logged: the commit that finalizes the step holds the same output, and
+// nothing waits for this work to acknowledge it.
+func (r *Runtime) finishJournal(step messages.StepID, finish func() error) {
 	r.journalSyncs.Go(func() {
-		if err := sync(); err != nil {
-			r.log.Warn().Err(err).Str("step", step.String()).Msg("stream journal: fsync at completion")
+		if err := finish(); err != nil {
+			r.log.Warn().Err(err).Str("step", step.String()).Msg("stream journal: closing write and fsync")
 		}
 	})
 }

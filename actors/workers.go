@@ -43,23 +43,22 @@ type stepActor struct {
 	hashed *messages.AssembledContext
 }
 
-// journalClose ends a step's journal: closeSynced fsyncs it first,
-// closeUnsynced does not, closeDeferred hands the fsync back (in
-// journalClosed) to run beside the commit that finalizes the step.
-type journalClose struct{ mode closeMode }
-
+// closeMode is how a step's journal ends: closeSynced writes and fsyncs
+// it before the step goes on; closeDeferred hands that work back (in
+// journalClosed) to run beside the commit that finalizes the step, and
+// closeDeferredUnsynced the same without the fsync.
 type closeMode int
 
 const (
 	closeSynced closeMode = iota
-	closeUnsynced
 	closeDeferred
+	closeDeferredUnsynced
 )
 
-// journalClosed answers journalClose.
+// journalClosed is what journalActor.close returns.
 type journalClosed struct {
 	counters persistence.JournalCounters
-	sync     func() error // closeDeferred: the fsync still to run, if any
+	finish   func() error // the deferred modes: the work still to run
 }
 
 func (s *stepActor) Receive(ctx actor.Context) {
@@ -84,9 +83,20 @@ func (s *stepActor) Receive(ctx actor.Context) {
 	// provider and the journal, so a provider streaming faster than the
 	// disk waits for it, and a delta's latency is its own work only. The
 	// journal actor applies the time-based part of the policy (ticks).
+	// The context's hash, for the turn's recipe, is computed beside the
+	// stream once it has begun (not before the first delta, nor after
+	// the last: it takes a JSON encoding of the whole context).
+	var hash chan string
+	startHash := func() {
+		if s.hashed != nil && hash == nil {
+			hash = make(chan string, 1)
+			go func() { hash <- contextHash(*s.hashed) }()
+		}
+	}
 	var unhandled map[string]bool
 	resp, err := s.provider.Stream(s.ctx, s.req, func(ev providers.Event) error {
 		ja.append(ev.Type, ev.Raw, ev.Text)
+		startHash()
 		if ev.Unhandled && !unhandled[ev.Type] {
 			if unhandled == nil {
 				unhandled = map[string]bool{}
@@ -100,34 +110,32 @@ func (s *stepActor) Receive(ctx actor.Context) {
 	// The journal is fsynced at completion (SRD §13.2). A step that ends
 	// in a way that fails its turn waits for that fsync: its journal is
 	// the only record of what was streamed. The journal of a step whose
-	// response the branch will finalize is fsynced beside that commit
-	// (TX-A, which holds the same output), not before it, or with
-	// stream.fsync_finalized off not at all.
+	// response the branch will finalize is written and fsynced beside
+	// that commit (TX-A, which holds the same output), not before it
+	// (with stream.fsync_finalized off, written and not fsynced).
 	finalizes := err == nil && finalizable(resp.Outcome.Kind)
 	mode := closeSynced
 	if finalizes {
 		mode = closeDeferred
 		if s.rt.cfg.SkipFinalizedFsync {
-			mode = closeUnsynced
+			mode = closeDeferredUnsynced
 		}
 	}
-	var counters persistence.JournalCounters
-	if res, cerr := ctx.RequestFuture(s.journal, &journalClose{mode: mode}, s.rt.cfg.RequestTimeout).Result(); cerr == nil {
-		closed, _ := res.(journalClosed)
-		counters = closed.counters
-		if closed.sync != nil {
-			s.rt.syncJournal(s.step, closed.sync)
-		}
+	closed := ja.close(mode)
+	if closed.finish != nil {
+		s.rt.finishJournal(s.step, closed.finish)
 	}
 	if s.count != nil {
 		// Count the reply here, off the branch: the next turn's assembly
 		// finds it in the runtime's count cache.
 		s.count(replyMessage(append(slices.Clone(s.req.Context.Continuation), resp.Items...)).RenderedText)
 	}
-	if s.hashed != nil {
-		done.hash = contextHash(*s.hashed)
+	startHash() // if nothing was streamed
+	if hash != nil {
+		done.hash = <-hash
 	}
-	done.resp, done.err, done.journalSynced = resp, err, mode != closeUnsynced
+	counters := closed.counters
+	done.resp, done.err, done.journalSynced = resp, err, mode != closeDeferredUnsynced
 	done.displayed, done.durable = counters.Displayed, counters.Durable
 	ctx.Send(s.branch, done)
 	ctx.Stop(ctx.Self())
@@ -165,7 +173,7 @@ func (ja *journalActor) append(eventType string, payload []byte, text string) {
 }
 
 func (ja *journalActor) Receive(ctx actor.Context) {
-	switch m := ctx.Message().(type) {
+	switch ctx.Message().(type) {
 	case *actor.Started:
 		ctx.SetReceiveTimeout(max(ja.every, time.Millisecond))
 	case *actor.ReceiveTimeout:
@@ -179,34 +187,37 @@ func (ja *journalActor) Receive(ctx actor.Context) {
 		if c != before && ja.stream != nil {
 			ja.stream.push(Update{Displayed: ja.base[0] + c.Displayed, Durable: ja.base[1] + c.Durable})
 		}
-	case *journalClose:
-		ja.mu.Lock()
-		var sync func() error
-		var err error
-		switch m.mode {
-		case closeSynced:
-			err = ja.j.Close()
-		case closeUnsynced:
-			err = ja.j.CloseUnsynced()
-		case closeDeferred:
-			sync, err = ja.j.CloseDeferred()
-		}
-		if err != nil && ja.err == nil {
-			ja.err = err
-		}
-		if ja.err != nil {
-			// The step goes on: its output is committed with the turn,
-			// and the durable count shows what the journal holds.
-			ja.log.Warn().Err(ja.err).Str("path", ja.j.Path()).Msg("stream journal failed")
-		}
-		c := ja.j.Counters()
-		ja.mu.Unlock()
-		ctx.Respond(journalClosed{counters: c, sync: sync})
 	case *actor.Stopping:
 		ja.mu.Lock()
 		ja.j.Close()
 		ja.mu.Unlock()
 	}
+}
+
+// close ends the journal by mode; the step calls it once its stream has
+// ended (a tick that comes after finds the journal closed).
+func (ja *journalActor) close(mode closeMode) journalClosed {
+	ja.mu.Lock()
+	defer ja.mu.Unlock()
+	var finish func() error
+	var err error
+	switch mode {
+	case closeSynced:
+		err = ja.j.Close()
+	case closeDeferred:
+		finish, err = ja.j.CloseDeferred(true)
+	case closeDeferredUnsynced:
+		finish, err = ja.j.CloseDeferred(false)
+	}
+	if err != nil && ja.err == nil {
+		ja.err = err
+	}
+	if ja.err != nil {
+		// The step goes on: its output is committed with the turn, and
+		// the durable count shows what the journal holds.
+		ja.log.Warn().Err(ja.err).Str("path", ja.j.Path()).Msg("stream journal failed")
+	}
+	return journalClosed{counters: ja.j.Counters(), finish: finish}
 }
 
 // finalizable says whether a step that ended with outcome k gets its

@@ -342,10 +342,11 @@ func (j *Journal) Close() error { return j.close(j.sync) }
 // nil.
 func (j *Journal) CloseUnsynced() error { return j.close(j.flush) }
 
-// CloseDeferred is Close with the work handed back: it ends the journal
-// at once, without a system call, and returns finish, which creates the
-// file if the journal never wrote, writes what is buffered, fsyncs the
-// file (and a new file's directory entry) and closes it. The caller runs
+// CloseDeferred is Close (with fsync) or CloseUnsynced with the work
+// handed back: it ends the journal at once, without a system call, and
+// returns finish, which creates the file if the journal never wrote,
+// writes what is buffered, with fsync fsyncs the file (and a new file's
+// directory entry), and closes it. The caller runs
 // finish once, on any goroutine, for a journal whose output another write
 // makes durable meanwhile (a step whose response a commit finalizes): the
 // two proceed together, and the file system's work (a file creation costs
@@ -353,7 +354,7 @@ func (j *Journal) CloseUnsynced() error { return j.close(j.flush) }
 // what they were (Durable: the last fsync before the close); the journal
 // takes no more calls. A journal that had failed returns its error and
 // no finish.
-func (j *Journal) CloseDeferred() (finish func() error, err error) {
+func (j *Journal) CloseDeferred(fsync bool) (finish func() error, err error) {
 	if j.closed {
 		return func() error { return nil }, nil
 	}
@@ -367,7 +368,7 @@ func (j *Journal) CloseDeferred() (finish func() error, err error) {
 		return nil, j.err
 	}
 	gen, newEntry := j.dirGen, !j.dirSafe
-	unsynced := j.written > j.counters.Durable || len(buf) > 0
+	unsynced := fsync && (j.written > j.counters.Durable || len(buf) > 0)
 	return func() error {
 		if f == nil {
 			var err error

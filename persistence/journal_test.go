@@ -682,7 +682,7 @@ func TestJournalCloseDeferred(t *testing.T) {
 	}
 	appendDeltas(t, j, 3)
 	before := j.Counters()
-	finish, err := j.CloseDeferred()
+	finish, err := j.CloseDeferred(true)
 	if err != nil || exists(j) {
 		t.Fatalf("CloseDeferred: err %v, file exists %v; want nil, false", err, exists(j))
 	}
@@ -712,7 +712,7 @@ func TestJournalCloseDeferred(t *testing.T) {
 	if _, err := written.Append("delta", json.RawMessage(`{"d":"b"}`)); err != nil {
 		t.Fatal(err)
 	}
-	finish, err = written.CloseDeferred()
+	finish, err = written.CloseDeferred(true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -726,8 +726,23 @@ func TestJournalCloseDeferred(t *testing.T) {
 		t.Errorf("after finish: file size %d, want every appended byte (%d)", size, written.Counters().Displayed)
 	}
 
+	unsynced, err := NewJournal(dir, newJournalStep(t), "local", policy, clk.now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendDeltas(t, unsynced, 2)
+	if finish, err = unsynced.CloseDeferred(false); err != nil || exists(unsynced) {
+		t.Fatalf("CloseDeferred(false): err %v, file exists %v; want nil, false", err, exists(unsynced))
+	}
+	if err := finish(); err != nil {
+		t.Fatal(err)
+	}
+	if entries, _, err := ReadJournal(unsynced.Path()); err != nil || len(entries) != 2 {
+		t.Fatalf("unsynced: ReadJournal = %d entries, %v; want 2", len(entries), err)
+	}
+
 	step, taken := journalOverExistingFile(t, dir, policy, clk.now)
-	finish, err = taken.CloseDeferred()
+	finish, err = taken.CloseDeferred(true)
 	if err != nil {
 		t.Fatal(err)
 	}
