@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 
 	oai "github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/packages/ssestream"
 
 	"github.com/contextinfinity/ctxinf/providers"
 )
@@ -35,15 +37,14 @@ const EventToolCall = "chat.completion.tool_call"
 // *providers.Error.
 func (p *Provider) streamChat(ctx context.Context, req providers.Request, emit func(providers.Event) error) (providers.Response, error) {
 	s := newChatStream(p.name, emit)
-	params, err := p.buildChatParams(req)
+	r, err := p.buildChatRequest(req)
 	if err != nil {
 		err = fmt.Errorf("%s: build request: %w", p.name, err)
 		return s.fail("bad_request", err), err
 	}
-	// The body is encoded once, here, and handed to the client as it is
-	// (the client would encode params again: a large context's encoding
-	// costs more than the rest of the call's own work).
-	body, err := json.Marshal(params)
+	// The body is encoded here (chatRequest) and handed to the SDK's
+	// client as it is.
+	body, err := json.Marshal(r)
 	if err != nil {
 		err = fmt.Errorf("%s: encode request: %w", p.name, err)
 		return s.fail("bad_request", err), err
@@ -53,8 +54,18 @@ func (p *Provider) streamChat(ctx context.Context, req providers.Request, emit f
 		return s.cancelled(), err
 	}
 	capture := &providers.Exchange{}
-	stream := p.client.Chat.Completions.NewStreaming(ctx, oai.ChatCompletionNewParams{}, option.WithRequestBody("application/json", body),
-		option.WithMiddleware(capture.Middleware))
+	// The SDK makes the request (auth, retries, errors); its events are
+	// decoded here as chatChunk (see there).
+	var res *http.Response
+	call := p.client.Chat.Completions.NewStreaming(ctx, oai.ChatCompletionNewParams{}, option.WithRequestBody("application/json", body),
+		option.WithMiddleware(capture.Middleware), option.WithResponseInto(&res))
+	defer call.Close()
+	var stream *ssestream.Stream[chatChunk]
+	if call.Err() != nil || res == nil {
+		stream = ssestream.NewStream[chatChunk](nil, call.Err())
+	} else {
+		stream = ssestream.NewStream[chatChunk](ssestream.NewDecoder(res), nil)
+	}
 	defer stream.Close()
 	for stream.Next() {
 		if err := s.chunk(stream.Current()); err != nil {

@@ -7,11 +7,55 @@ import (
 	"strconv"
 	"strings"
 
-	oai "github.com/openai/openai-go/v3"
-
 	"github.com/contextinfinity/ctxinf/messages"
 	"github.com/contextinfinity/ctxinf/providers"
 )
+
+// chatChunk is what the stream reads of a streamed chat completion
+// chunk. It is decoded with encoding/json rather than as the SDK's
+// ChatCompletionChunk, whose decoder takes five times as long (18 µs a
+// chunk against 3.3 on the dev VM), once for every streamed token.
+type chatChunk struct {
+	ID      string            `json:"id"`
+	Model   string            `json:"model"`
+	Choices []chatChunkChoice `json:"choices"`
+	Usage   json.RawMessage   `json:"usage"`
+	raw     json.RawMessage   // the chunk, compacted
+}
+
+type chatChunkChoice struct {
+	Index int `json:"index"`
+	Delta struct {
+		Content   string              `json:"content"`
+		Refusal   string              `json:"refusal"`
+		ToolCalls []chatChunkToolCall `json:"tool_calls"`
+	} `json:"delta"`
+	FinishReason string `json:"finish_reason"`
+}
+
+type chatChunkToolCall struct {
+	Index    int    `json:"index"`
+	ID       string `json:"id"`
+	Function struct {
+		Name      string `json:"name"`
+		Arguments string `json:"arguments"`
+	} `json:"function"`
+}
+
+// chatUsage is the usage a chunk may carry (stream_options.include_usage).
+type chatUsage struct {
+	PromptTokens     int `json:"prompt_tokens"`
+	CompletionTokens int `json:"completion_tokens"`
+}
+
+func (c *chatChunk) UnmarshalJSON(data []byte) error {
+	type plain chatChunk
+	if err := json.Unmarshal(data, (*plain)(c)); err != nil {
+		return err
+	}
+	c.raw = providers.CompactJSON(data)
+	return nil
+}
 
 // chatStream is the state of one Chat Completions stream: what the
 // chunks said so far.
@@ -21,7 +65,7 @@ type chatStream struct {
 	rawRequest json.RawMessage
 	id, model  string
 	choices    map[int]*choice
-	usage      *oai.CompletionUsage
+	usage      json.RawMessage // the last usage a chunk carried
 }
 
 // choice accumulates one choice of the completion.
@@ -51,22 +95,21 @@ func (s *chatStream) setRawRequest(body []byte) {
 
 // chunk takes in one streamed chunk and emits its events. It fails only
 // when emit does.
-func (s *chatStream) chunk(c oai.ChatCompletionChunk) error {
-	raw := providers.CompactJSON([]byte(c.RawJSON()))
+func (s *chatStream) chunk(c chatChunk) error {
+	raw := c.raw
 	if c.ID != "" {
 		s.id = c.ID
 	}
 	if c.Model != "" {
 		s.model = c.Model
 	}
-	if c.JSON.Usage.Valid() {
-		u := c.Usage
-		s.usage = &u
+	if u := providers.CompactJSON(c.Usage); u != nil && string(u) != "null" {
+		s.usage = u
 	}
 	texts := 0
 	var finished []int
 	for _, ch := range c.Choices {
-		idx := int(ch.Index)
+		idx := ch.Index
 		st := s.choice(idx)
 		text := ch.Delta.Content + ch.Delta.Refusal
 		if text != "" {
@@ -108,8 +151,8 @@ func (s *chatStream) choice(idx int) *choice {
 }
 
 // addToolCall merges one tool call delta into the call at its index.
-func (c *choice) addToolCall(d oai.ChatCompletionChunkChoiceDeltaToolCall) {
-	idx := int(d.Index)
+func (c *choice) addToolCall(d chatChunkToolCall) {
+	idx := d.Index
 	tc, ok := c.calls[idx]
 	if !ok {
 		tc = &toolCall{}
@@ -237,8 +280,9 @@ func (s *chatStream) response(outcome messages.StepOutcome) providers.Response {
 		RawRequest:  s.rawRequest,
 		RawResponse: s.rawResponse(),
 	}
-	if s.usage != nil {
-		resp.Usage = providers.Usage{InputTokens: int(s.usage.PromptTokens), OutputTokens: int(s.usage.CompletionTokens)}
+	var u chatUsage
+	if s.usage != nil && json.Unmarshal(s.usage, &u) == nil {
+		resp.Usage = providers.Usage{InputTokens: u.PromptTokens, OutputTokens: u.CompletionTokens}
 	}
 	return resp
 }
@@ -280,9 +324,7 @@ func (s *chatStream) rawResponse() json.RawMessage {
 			Index: idx, Text: st.text.String(), FinishReason: st.finish, ToolCalls: len(st.calls),
 		})
 	}
-	if s.usage != nil {
-		sum.Usage = providers.CompactJSON([]byte(s.usage.RawJSON()))
-	}
+	sum.Usage = s.usage
 	data, err := json.Marshal(sum)
 	if err != nil {
 		return nil

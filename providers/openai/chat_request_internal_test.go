@@ -1,0 +1,109 @@
+package openai
+
+import (
+	"encoding/json"
+	"reflect"
+	"testing"
+
+	oai "github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/shared"
+
+	"github.com/contextinfinity/ctxinf/messages"
+	"github.com/contextinfinity/ctxinf/providers"
+)
+
+// sdkParams is chatRequest r as the SDK's own params: what the provider
+// sent before it encoded its requests itself.
+func sdkParams(r chatRequest) oai.ChatCompletionNewParams {
+	var p oai.ChatCompletionNewParams
+	p.Model = r.Model
+	p.MaxCompletionTokens = oai.Int(int64(r.MaxCompletionTokens))
+	p.StreamOptions.IncludeUsage = oai.Bool(r.StreamOptions.IncludeUsage)
+	if r.Store {
+		p.Store = oai.Bool(true)
+	}
+	if r.ParallelToolCalls != nil {
+		p.ParallelToolCalls = oai.Bool(*r.ParallelToolCalls)
+	}
+	for _, m := range r.Messages {
+		switch m.Role {
+		case "system":
+			p.Messages = append(p.Messages, oai.SystemMessage(*m.Content))
+		case "user":
+			p.Messages = append(p.Messages, oai.UserMessage(*m.Content))
+		case "tool":
+			p.Messages = append(p.Messages, oai.ToolMessage(*m.Content, m.ToolCallID))
+		case "assistant":
+			a := &oai.ChatCompletionAssistantMessageParam{}
+			if m.Content != nil {
+				a.Content.OfString = oai.String(*m.Content)
+			}
+			for _, c := range m.ToolCalls {
+				a.ToolCalls = append(a.ToolCalls, oai.ChatCompletionMessageToolCallUnionParam{
+					OfFunction: &oai.ChatCompletionMessageFunctionToolCallParam{ID: c.ID,
+						Function: oai.ChatCompletionMessageFunctionToolCallFunctionParam{Name: c.Function.Name, Arguments: c.Function.Arguments}}})
+			}
+			p.Messages = append(p.Messages, oai.ChatCompletionMessageParamUnion{OfAssistant: a})
+		}
+	}
+	for _, t := range r.Tools {
+		fn := shared.FunctionDefinitionParam{Name: t.Function.Name, Parameters: t.Function.Parameters}
+		if t.Function.Description != "" {
+			fn.Description = oai.String(t.Function.Description)
+		}
+		p.Tools = append(p.Tools, oai.ChatCompletionFunctionTool(fn))
+	}
+	return p
+}
+
+// The request body the provider encodes is, value for value, what the
+// SDK encodes from the same request (with the "stream": true the SDK
+// adds), for every kind of message and tool.
+func TestChatRequestEncodesAsTheSDK(t *testing.T) {
+	c := messages.AssembledContext{
+		SystemInstructions: "You are helpful.",
+		PinnedFacts:        []string{"The repo is Go."},
+		Summary:            "We talked about tests.",
+		Retrieved:          []messages.RetrievedChunk{{Text: "an old note", Score: 0.5}},
+		Window: []messages.Message{
+			messages.NewMessage(messages.RoleUser, messages.Text{Text: "w1 \"quoted\" <b>&</b> é"}),
+			messages.NewMessage(messages.RoleAssistant,
+				messages.ToolUse{ToolUseID: "call_w", Name: "ls", Input: json.RawMessage(`{"dir":"."}`)},
+				messages.ToolResult{ToolUseID: "call_w", Content: messages.Blocks{messages.Text{Text: "a.go"}}},
+				messages.Text{Text: "w3"}),
+		},
+		User:     messages.NewMessage(messages.RoleUser, messages.Text{Text: "Hi there"}),
+		ToolMode: messages.ToolsEnabled,
+		Tools: []messages.Tool{{Name: "grep", Description: "search files",
+			InputSchema: json.RawMessage(`{"type":"object","properties":{"q":{"type":"string"}}}`)}, {Name: "ls"}},
+	}
+	for _, store := range []bool{false, true} {
+		p := &Provider{store: store}
+		r, err := p.buildChatRequest(providers.Request{Model: "gpt-test", MaxOutputTokens: 256, Context: c, ParallelToolCalls: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ours, err := json.Marshal(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sdk, err := json.Marshal(sdkParams(r))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var a, b map[string]any
+		if err := json.Unmarshal(ours, &a); err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal(sdk, &b); err != nil {
+			t.Fatal(err)
+		}
+		b["stream"] = true
+		if !reflect.DeepEqual(a, b) {
+			t.Errorf("store %v: body\n%s\nthe SDK's\n%s", store, ours, sdk)
+		}
+		if len(r.Messages) < 6 || len(r.Tools) != 2 {
+			t.Errorf("store %v: %d messages, %d tools: the request lost some", store, len(r.Messages), len(r.Tools))
+		}
+	}
+}
