@@ -2,6 +2,7 @@ package openai
 
 import (
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"testing"
 
@@ -106,4 +107,57 @@ func TestChatRequestEncodesAsTheSDK(t *testing.T) {
 			t.Errorf("store %v: %d messages, %d tools: the request lost some", store, len(r.Messages), len(r.Tools))
 		}
 	}
+}
+
+// BenchmarkChatRequestEncode encodes the request of a context of 21
+// messages and two tools as the provider does, and as the SDK's params
+// (`go test -run X -bench ChatRequestEncode ./providers/openai`).
+func BenchmarkChatRequestEncode(b *testing.B) {
+	c := messages.AssembledContext{SystemInstructions: "You are helpful.", Summary: "We talked about tests.",
+		User: messages.NewMessage(messages.RoleUser, messages.Text{Text: "And now?"}), ToolMode: messages.ToolsEnabled,
+		Tools: []messages.Tool{{Name: "grep", Description: "search files"}, {Name: "ls"}}}
+	for i := range 10 {
+		c.Window = append(c.Window,
+			messages.NewMessage(messages.RoleUser, messages.Text{Text: fmt.Sprintf("question %d about the staging database", i)}),
+			messages.NewMessage(messages.RoleAssistant, messages.Text{Text: "The answer is forty-two, with a few more words."}))
+	}
+	r, err := (&Provider{}).buildChatRequest(providers.Request{Model: "gpt-test", MaxOutputTokens: 256, Context: c})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for name, v := range map[string]any{"ctxinf": r, "sdk": sdkParams(r)} {
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := json.Marshal(v); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkChatChunkDecode decodes one streamed text chunk as the stream
+// does (chatChunk) and as the SDK's ChatCompletionChunk.
+func BenchmarkChatChunkDecode(b *testing.B) {
+	data := []byte(`{"id":"chatcmpl-abc","object":"chat.completion.chunk","created":1700000000,"model":"gpt-4o-mini",` +
+		`"system_fingerprint":"fp_1","choices":[{"index":0,"delta":{"content":"answer "},"logprobs":null,"finish_reason":null}]}`)
+	b.Run("ctxinf", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			var c chatChunk
+			if err := json.Unmarshal(data, &c); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("sdk", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			var c oai.ChatCompletionChunk
+			if err := json.Unmarshal(data, &c); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }
