@@ -342,18 +342,17 @@ func (j *Journal) Close() error { return j.close(j.sync) }
 // nil.
 func (j *Journal) CloseUnsynced() error { return j.close(j.flush) }
 
-// CloseDeferred is Close (with fsync) or CloseUnsynced with the work
+// CloseDeferred is Close (fsync true) or CloseUnsynced with the work
 // handed back: it ends the journal at once, without a system call, and
 // returns finish, which creates the file if the journal never wrote,
-// writes what is buffered, with fsync fsyncs the file (and a new file's
-// directory entry), and closes it. The caller runs
-// finish once, on any goroutine, for a journal whose output another write
-// makes durable meanwhile (a step whose response a commit finalizes): the
-// two proceed together, and the file system's work (a file creation costs
-// this VM up to a millisecond) is off the caller's path. Counters stay
-// what they were (Durable: the last fsync before the close); the journal
-// takes no more calls. A journal that had failed returns its error and
-// no finish.
+// writes what is buffered, fsyncs the file and a new file's directory
+// entry if fsync, and closes the file. The caller runs finish once, on
+// any goroutine, for a journal whose output another write makes durable
+// meanwhile (a step whose response a commit finalizes): the two proceed
+// together, and the file system's work (a file creation costs this VM up
+// to a millisecond) is off the caller's path. Counters stay what they
+// were (Durable: the last fsync before the close); the journal takes no
+// more calls. A journal that had failed returns its error and no finish.
 func (j *Journal) CloseDeferred(fsync bool) (finish func() error, err error) {
 	if j.closed {
 		return func() error { return nil }, nil
