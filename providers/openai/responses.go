@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 
 	"github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/packages/ssestream"
 	"github.com/openai/openai-go/v3/responses"
 
 	"github.com/contextinfinity/ctxinf/providers"
@@ -61,8 +63,18 @@ func (p *Provider) streamResponses(ctx context.Context, req providers.Request, e
 		return s.cancelled(), err
 	}
 	capture := &providers.Exchange{}
-	stream := p.client.Responses.NewStreaming(ctx, responses.ResponseNewParams{}, option.WithRequestBody("application/json", body),
-		option.WithMiddleware(capture.Middleware))
+	// The SDK makes the request (auth, retries, errors); its events are
+	// decoded here as responsesEvent (see there).
+	var res *http.Response
+	call := p.client.Responses.NewStreaming(ctx, responses.ResponseNewParams{}, option.WithRequestBody("application/json", body),
+		option.WithMiddleware(capture.Middleware), option.WithResponseInto(&res))
+	defer call.Close()
+	var stream *ssestream.Stream[responsesEvent]
+	if call.Err() != nil || res == nil {
+		stream = ssestream.NewStream[responsesEvent](nil, call.Err())
+	} else {
+		stream = ssestream.NewStream[responsesEvent](ssestream.NewDecoder(res), nil)
+	}
 	defer stream.Close()
 	for stream.Next() {
 		end, err := s.event(stream.Current())

@@ -100,10 +100,58 @@ func (s *responsesStream) setRawRequest(body []byte) {
 	}
 }
 
+// responsesEvent is one streamed Responses event. The per-token ones
+// (text, refusal and argument deltas) are decoded as responsesDelta with
+// encoding/json; the others, a handful per response, as the SDK's union,
+// whose decoder costs several times as much (BenchmarkStream).
+type responsesEvent struct {
+	delta *responsesDelta
+	sdk   responses.ResponseStreamEventUnion
+	raw   json.RawMessage // the event, compacted
+}
+
+// responsesDelta is a response.output_text.delta, response.refusal.delta
+// or response.function_call_arguments.delta event.
+type responsesDelta struct {
+	Type         string `json:"type"`
+	OutputIndex  int    `json:"output_index"`
+	ContentIndex int    `json:"content_index"`
+	Delta        string `json:"delta"`
+}
+
+func (e *responsesEvent) UnmarshalJSON(data []byte) error {
+	var d responsesDelta
+	if json.Unmarshal(data, &d) == nil && (d.Type == evTextDelta || d.Type == evRefusalDelta || d.Type == evArgsDelta) {
+		e.delta = &d
+	} else if err := json.Unmarshal(data, &e.sdk); err != nil {
+		return err
+	}
+	e.raw = providers.CompactJSON(data)
+	return nil
+}
+
 // event takes in one stream event, emits it, and reports whether it
 // ended the response. It fails only when emit does.
-func (s *responsesStream) event(ev responses.ResponseStreamEventUnion) (end bool, err error) {
-	raw := providers.CompactJSON([]byte(ev.RawJSON()))
+func (s *responsesStream) event(e responsesEvent) (end bool, err error) {
+	if d := e.delta; d != nil {
+		out := providers.Event{Kind: providers.EventOther, Type: d.Type, Raw: e.raw}
+		if d.Type == evArgsDelta {
+			s.slot(d.OutputIndex).args.WriteString(d.Delta)
+			return false, s.emit(out)
+		}
+		p := s.slot(d.OutputIndex).part(d.ContentIndex)
+		p.refusal = d.Type == evRefusalDelta
+		p.text.WriteString(d.Delta)
+		if d.Delta != "" {
+			out.Kind, out.Index, out.Text = providers.EventTextDelta, d.OutputIndex*TextIndexStride+d.ContentIndex, d.Delta
+		}
+		return false, s.emit(out)
+	}
+	return s.sdkEvent(e.sdk, e.raw)
+}
+
+// sdkEvent is event for the events decoded as the SDK's union.
+func (s *responsesStream) sdkEvent(ev responses.ResponseStreamEventUnion, raw json.RawMessage) (end bool, err error) {
 	typ := ev.Type
 	if typ == "" {
 		typ = evUnnamed
