@@ -60,12 +60,7 @@ func (p *Provider) streamChat(ctx context.Context, req providers.Request, emit f
 	call := p.client.Chat.Completions.NewStreaming(ctx, oai.ChatCompletionNewParams{}, option.WithRequestBody("application/json", body),
 		option.WithMiddleware(capture.Middleware), option.WithResponseInto(&res))
 	defer call.Close()
-	var stream *ssestream.Stream[chatChunk]
-	if call.Err() != nil || res == nil {
-		stream = ssestream.NewStream[chatChunk](nil, call.Err())
-	} else {
-		stream = ssestream.NewStream[chatChunk](ssestream.NewDecoder(res), nil)
-	}
+	stream := redecode[chatChunk](call, res)
 	defer stream.Close()
 	for stream.Next() {
 		if err := s.chunk(stream.Current()); err != nil {
@@ -85,4 +80,14 @@ func (p *Provider) streamChat(ctx context.Context, req providers.Request, emit f
 		return s.fail(providers.OutcomeCode(perr), perr), perr
 	}
 	return s.finish()
+}
+
+// redecode is the stream of the response res to a streaming request the
+// SDK made (call, which holds its error if it failed), with its events
+// decoded as T rather than as the SDK's type.
+func redecode[T, S any](call *ssestream.Stream[S], res *http.Response) *ssestream.Stream[T] {
+	if call.Err() != nil || res == nil {
+		return ssestream.NewStream[T](nil, call.Err())
+	}
+	return ssestream.NewStream[T](ssestream.NewDecoder(res), nil)
 }

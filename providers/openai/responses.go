@@ -7,7 +7,6 @@ import (
 	"net/http"
 
 	"github.com/openai/openai-go/v3/option"
-	"github.com/openai/openai-go/v3/packages/ssestream"
 	"github.com/openai/openai-go/v3/responses"
 
 	"github.com/contextinfinity/ctxinf/providers"
@@ -69,12 +68,7 @@ func (p *Provider) streamResponses(ctx context.Context, req providers.Request, e
 	call := p.client.Responses.NewStreaming(ctx, responses.ResponseNewParams{}, option.WithRequestBody("application/json", body),
 		option.WithMiddleware(capture.Middleware), option.WithResponseInto(&res))
 	defer call.Close()
-	var stream *ssestream.Stream[responsesEvent]
-	if call.Err() != nil || res == nil {
-		stream = ssestream.NewStream[responsesEvent](nil, call.Err())
-	} else {
-		stream = ssestream.NewStream[responsesEvent](ssestream.NewDecoder(res), nil)
-	}
+	stream := redecode[responsesEvent](call, res)
 	defer stream.Close()
 	for stream.Next() {
 		end, err := s.event(stream.Current())
