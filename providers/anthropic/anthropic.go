@@ -15,12 +15,14 @@ package anthropic
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"time"
 
 	sdk "github.com/anthropics/anthropic-sdk-go"
 	"github.com/anthropics/anthropic-sdk-go/option"
+	"github.com/anthropics/anthropic-sdk-go/packages/ssestream"
 
 	"github.com/contextinfinity/ctxinf/messages"
 	"github.com/contextinfinity/ctxinf/providers"
@@ -178,8 +180,21 @@ func (p *Provider) Stream(ctx context.Context, req providers.Request, emit func(
 	// headers, its thinking warning) it still finds in head.
 	head := sdk.MessageNewParams{Model: params.Model, Thinking: params.Thinking,
 		UserProfileID: params.UserProfileID, WorkspaceID: params.WorkspaceID}
-	stream := p.client.Messages.NewStreaming(ctx, head, option.WithRequestBody("application/json", []byte(s.rawRequest)),
-		option.WithMiddleware(capture.Middleware))
+	// The SDK makes the request (auth, retries, errors); its events are
+	// decoded here as streamEvent (see there).
+	var res *http.Response
+	call := p.client.Messages.NewStreaming(ctx, head, option.WithRequestBody("application/json", []byte(s.rawRequest)),
+		option.WithMiddleware(capture.Middleware), option.WithResponseInto(&res))
+	defer call.Close()
+	var stream *ssestream.Stream[streamEvent]
+	switch {
+	case call.Err() != nil:
+		stream = ssestream.NewStream[streamEvent](nil, call.Err())
+	case res == nil:
+		stream = ssestream.NewStream[streamEvent](nil, errors.New("the client returned no response"))
+	default:
+		stream = ssestream.NewStream[streamEvent](ssestream.NewDecoder(res), nil)
+	}
 	defer stream.Close()
 	for stream.Next() {
 		if err := s.event(stream.Current()); err != nil {

@@ -755,3 +755,34 @@ func BenchmarkStream(b *testing.B) {
 		})
 	}
 }
+
+// A citations_delta (decoded by the SDK's union) and the text deltas
+// around it (decoded on their own) make one text block with its
+// citation, in order.
+func TestStreamCitations(t *testing.T) {
+	citation := `{"type":"char_location","cited_text":"Go 1.27","document_index":0,"document_title":"notes","start_char_index":0,"end_char_index":7}`
+	reply := fakeapi.NewAnthropicStream().
+		Block(`{"type":"text","text":""}`,
+			`{"type":"text_delta","text":"Per the notes, "}`,
+			`{"type":"citations_delta","citation":`+citation+`}`,
+			`{"type":"text_delta","text":"it is Go 1.27."}`).
+		Stop("end_turn")
+	_, resp, err := run(t, newServer(t, reply), basicRequest())
+	if err != nil {
+		t.Fatalf("Stream: %v", err)
+	}
+	var text []messages.Text
+	for _, it := range resp.Items {
+		if m, ok := it.(messages.AssistantMessage); ok {
+			for _, b := range m.Blocks {
+				if tb, ok := b.(messages.Text); ok {
+					text = append(text, tb)
+				}
+			}
+		}
+	}
+	if len(text) != 1 || text[0].Text != "Per the notes, it is Go 1.27." || len(text[0].Annotations) != 1 ||
+		!strings.Contains(string(text[0].Annotations[0]), `"cited_text":"Go 1.27"`) {
+		t.Fatalf("text blocks %+v, want one with the text and its citation", text)
+	}
+}

@@ -70,10 +70,64 @@ type eventUsage struct {
 	Usage map[string]json.RawMessage `json:"usage"`
 }
 
+// streamEvent is one Messages stream event. The per-token ones, a
+// content_block_delta of text, tool input JSON, thinking or signature,
+// are decoded as blockDelta with encoding/json; the others, a handful per
+// message, as the SDK's union, whose decoder costs several times as much.
+type streamEvent struct {
+	delta *blockDelta
+	sdk   sdk.MessageStreamEventUnion
+	raw   json.RawMessage // the event, compacted
+}
+
+// blockDelta is a content_block_delta event.
+type blockDelta struct {
+	Type  string     `json:"type"`
+	Index int        `json:"index"`
+	Delta deltaParts `json:"delta"`
+}
+
+// deltaParts are the fields of a content block delta the stream reads.
+type deltaParts struct {
+	Type        string          `json:"type"`
+	Text        string          `json:"text"`
+	PartialJSON string          `json:"partial_json"`
+	Thinking    string          `json:"thinking"`
+	Signature   string          `json:"signature"`
+	citation    json.RawMessage // of a citations_delta (decoded by the SDK)
+}
+
+func (e *streamEvent) UnmarshalJSON(data []byte) error {
+	var d blockDelta
+	if json.Unmarshal(data, &d) == nil && d.Type == "content_block_delta" {
+		switch d.Delta.Type {
+		case "text_delta", "input_json_delta", "thinking_delta", "signature_delta":
+			e.delta, e.raw = &d, providers.CompactJSON(data)
+			return nil
+		}
+	}
+	if err := json.Unmarshal(data, &e.sdk); err != nil {
+		return err
+	}
+	e.raw = providers.CompactJSON(data)
+	return nil
+}
+
 // event takes in one stream event and emits its provider events. It
 // fails only when emit does.
-func (s *stream) event(u sdk.MessageStreamEventUnion) error {
-	raw := providers.CompactJSON([]byte(u.RawJSON()))
+func (s *stream) event(e streamEvent) error {
+	if d := e.delta; d != nil {
+		ev := providers.Event{Kind: providers.EventOther, Type: d.Type, Raw: e.raw, Index: d.Index}
+		if s.delta(d.Index, d.Delta) {
+			ev.Kind, ev.Text = providers.EventTextDelta, d.Delta.Text
+		}
+		return s.emit(ev)
+	}
+	return s.sdkEvent(e.sdk, e.raw)
+}
+
+// sdkEvent is event for the events decoded as the SDK's union.
+func (s *stream) sdkEvent(u sdk.MessageStreamEventUnion, raw json.RawMessage) error {
 	idx := int(u.Index)
 	ev := providers.Event{Kind: providers.EventOther, Type: u.Type, Raw: raw}
 	var done *block
@@ -99,7 +153,8 @@ func (s *stream) event(u sdk.MessageStreamEventUnion) error {
 		}
 	case "content_block_delta":
 		ev.Index = idx
-		if s.delta(idx, u.Delta) {
+		if s.delta(idx, deltaParts{Type: u.Delta.Type, Text: u.Delta.Text, PartialJSON: u.Delta.PartialJSON,
+			Thinking: u.Delta.Thinking, Signature: u.Delta.Signature, citation: json.RawMessage(u.Delta.Citation.RawJSON())}) {
 			ev.Kind, ev.Text = providers.EventTextDelta, u.Delta.Text
 		}
 	case "content_block_stop":
@@ -160,7 +215,7 @@ func startBlock(cb sdk.ContentBlockStartEventContentBlockUnion) *block {
 // delta merges a content_block_delta into block idx and reports whether
 // it was text to show. Deltas for a block that never started are dropped,
 // but for text, which starts a text block.
-func (s *stream) delta(idx int, d sdk.MessageStreamEventUnionDelta) (isText bool) {
+func (s *stream) delta(idx int, d deltaParts) (isText bool) {
 	b := s.blocks[idx]
 	if b == nil {
 		if d.Type != "text_delta" {
@@ -176,7 +231,7 @@ func (s *stream) delta(idx int, d sdk.MessageStreamEventUnionDelta) (isText bool
 			return true
 		}
 	case "citations_delta":
-		if c := providers.CompactJSON([]byte(d.Citation.RawJSON())); b.kind == kindText && c != nil {
+		if c := providers.CompactJSON(d.citation); b.kind == kindText && c != nil {
 			b.citations = append(b.citations, c)
 		}
 	case "input_json_delta":
