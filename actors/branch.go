@@ -57,7 +57,6 @@ type (
 		started            time.Time
 		resp               providers.Response
 		err                error
-		journalSynced      bool // false: left for the finalizing commit
 		displayed, durable uint64
 		hash               string // of the context the recipe rebuilds, if asked
 	}

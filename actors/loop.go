@@ -54,13 +54,6 @@ func (a *branchActor) finishStep(ctx actor.Context, m *stepDone) {
 	}
 	kind := m.resp.Outcome.Kind
 	if m.err != nil || !finalizable(kind) {
-		if !m.journalSynced {
-			// The journal was left for a commit that did not happen: it
-			// is now the only record of the output.
-			if err := persistence.SyncJournalFile(persistence.JournalPath(a.rt.streams, m.step)); err != nil {
-				a.rt.log.Warn().Err(err).Str("branch", a.id.String()).Str("step", m.step.String()).Msg("sync journal")
-			}
-		}
 		if a.retryForSize(ctx, m, row) {
 			return
 		}

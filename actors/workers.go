@@ -31,7 +31,6 @@ type stepActor struct {
 	step     messages.StepID
 	req      providers.Request
 	provider providers.Provider
-	journal  *actor.PID
 	// stream is the turn's subscriber stream (nil when nobody reads
 	// it); base counts the journal bytes of the turn's earlier steps.
 	stream *TurnStream
@@ -77,7 +76,7 @@ func (s *stepActor) Receive(ctx actor.Context) {
 		return
 	}
 	ja := &journalActor{j: j, stream: s.stream, base: s.base, every: s.rt.cfg.Journal.FlushInterval, log: s.rt.log}
-	s.journal, _ = ctx.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return ja }), "journal")
+	_, _ = ctx.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return ja }), "journal")
 	// Each event is journaled and handed to the subscriber as it
 	// arrives, on the stream's own goroutine: no queue between the
 	// provider and the journal, so a provider streaming faster than the
@@ -135,7 +134,7 @@ func (s *stepActor) Receive(ctx actor.Context) {
 		done.hash = <-hash
 	}
 	counters := closed.counters
-	done.resp, done.err, done.journalSynced = resp, err, mode != closeDeferredUnsynced
+	done.resp, done.err = resp, err
 	done.displayed, done.durable = counters.Displayed, counters.Durable
 	ctx.Send(s.branch, done)
 	ctx.Stop(ctx.Self())

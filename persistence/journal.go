@@ -332,18 +332,29 @@ func (j *Journal) Tick() (JournalCounters, error) {
 
 // Close writes and fsyncs everything appended, so that at completion the
 // whole stream is durable (Durable == Displayed), then closes the file.
+// Every journal closed has its file, even one that streamed nothing.
 // Calls after the first return nil.
-func (j *Journal) Close() error { return j.close(j.sync) }
+func (j *Journal) Close() error {
+	if j.closed {
+		return nil
+	}
+	j.closed = true
+	err := j.err
+	if err == nil {
+		if err = j.open(); err == nil {
+			err = j.sync(j.now())
+		}
+	}
+	if j.f != nil {
+		if cerr := j.f.Close(); err == nil && cerr != nil {
+			err = fmt.Errorf("journal %s: close: %w", j.step, cerr)
+		}
+	}
+	return err
+}
 
-// CloseUnsynced writes everything appended to the OS and closes the file
-// without an fsync: for a journal whose content the caller makes durable
-// another way (a step whose response is committed to the store). Durable
-// stays what the last fsync made it. Calls after the first close return
-// nil.
-func (j *Journal) CloseUnsynced() error { return j.close(j.flush) }
-
-// CloseDeferred is Close (fsync true) or CloseUnsynced with the work
-// handed back: it ends the journal at once, without a system call, and
+// CloseDeferred is Close, or with fsync false Close without the fsync,
+// with the work handed back: it ends the journal at once, without a system call, and
 // returns finish, which creates the file if the journal never wrote,
 // writes what is buffered, fsyncs the file and a new file's directory
 // entry if fsync, and closes the file. The caller runs finish once, on
@@ -392,31 +403,6 @@ func (j *Journal) CloseDeferred(fsync bool) (finish func() error, err error) {
 		return err
 	}, nil
 }
-
-// close ends the journal with the last write, then closes the file.
-func (j *Journal) close(last func(time.Time) error) error {
-	if j.closed {
-		return nil
-	}
-	j.closed = true
-	err := j.err
-	if err == nil {
-		// Every step closed has its file, even one that streamed nothing.
-		if err = j.open(); err == nil {
-			err = last(j.now())
-		}
-	}
-	if j.f != nil {
-		if cerr := j.f.Close(); err == nil && cerr != nil {
-			err = fmt.Errorf("journal %s: close: %w", j.step, cerr)
-		}
-	}
-	return err
-}
-
-// SyncJournalFile fsyncs a closed journal file, for when the reason to
-// close it unsynced fell through.
-func SyncJournalFile(path string) error { return syncPath(path, os.O_WRONLY) }
 
 // usable returns the reason the journal can take no more calls, if any.
 func (j *Journal) usable() error {

@@ -208,36 +208,6 @@ func TestJournalCloseMakesEverythingDurable(t *testing.T) {
 	}
 }
 
-func TestJournalCloseUnsyncedWritesWithoutFsync(t *testing.T) {
-	clk := newJournalClock()
-	never := time.Hour
-	j, err := CreateJournal(t.TempDir(), newJournalStep(t), "local", JournalPolicy{FlushInterval: never, FlushBytes: 1 << 20, FsyncInterval: never}, clk.now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	appendDeltas(t, j, 3)
-	if err := j.CloseUnsynced(); err != nil {
-		t.Fatalf("CloseUnsynced() = %v", err)
-	}
-	c := j.Counters()
-	if c.Durable != 0 {
-		t.Errorf("after CloseUnsynced: Durable = %d, want 0 (nothing was fsynced)", c.Durable)
-	}
-	if size := journalFileSize(t, j.Path()); size != c.Displayed {
-		t.Errorf("after CloseUnsynced: file size = %d, want every appended byte (%d)", size, c.Displayed)
-	}
-	entries, torn, err := ReadJournal(j.Path())
-	if err != nil || torn || len(entries) != 3 {
-		t.Errorf("ReadJournal = %d entries, torn %v, %v; want 3, false, nil", len(entries), torn, err)
-	}
-	if err := SyncJournalFile(j.Path()); err != nil {
-		t.Errorf("SyncJournalFile = %v", err)
-	}
-	if err := j.Close(); err != nil {
-		t.Errorf("Close after CloseUnsynced = %v, want nil", err)
-	}
-}
-
 func TestJournalRoundTrip(t *testing.T) {
 	clk := newJournalClock()
 	dir := filepath.Join(t.TempDir(), "streams") // created on demand
@@ -739,6 +709,10 @@ func TestJournalCloseDeferred(t *testing.T) {
 	}
 	if entries, _, err := ReadJournal(unsynced.Path()); err != nil || len(entries) != 2 {
 		t.Fatalf("unsynced: ReadJournal = %d entries, %v; want 2", len(entries), err)
+	}
+	if c := unsynced.Counters(); c.Durable != 0 || journalFileSize(t, unsynced.Path()) != c.Displayed {
+		t.Errorf("unsynced: counters %+v, file size %d; want nothing durable and every appended byte written",
+			c, journalFileSize(t, unsynced.Path()))
 	}
 
 	step, taken := journalOverExistingFile(t, dir, policy, clk.now)
