@@ -199,13 +199,7 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) error {
 		})
 		return nil
 	}
-	started := false
-	return sseStream(w, r, st, nil, func(send func(string, any), u actors.Update) {
-		if u.Item != nil {
-			return // tool calls and outputs are the runtime's own
-		}
-		first := !started
-		started = true
+	return proxyStream(w, r, st, func(send func(string, any), u actors.Update, first bool) {
 		chunk := func(delta map[string]any, finish any) {
 			send("", map[string]any{"id": id, "object": "chat.completion.chunk", "created": created, "model": model,
 				"choices": []any{map[string]any{"index": 0, "delta": delta, "finish_reason": finish}}})
@@ -323,13 +317,7 @@ func (s *Server) responses(w http.ResponseWriter, r *http.Request) error {
 	}
 	var text2 strings.Builder
 	seq := 0
-	started := false
-	return sseStream(w, r, st, nil, func(send func(string, any), u actors.Update) {
-		if u.Item != nil {
-			return // tool calls and outputs are the runtime's own
-		}
-		first := !started
-		started = true
+	return proxyStream(w, r, st, func(send func(string, any), u actors.Update, first bool) {
 		ev := func(typ string, v map[string]any) {
 			v["type"], v["sequence_number"] = typ, seq
 			seq++
@@ -360,6 +348,22 @@ func (s *Server) responses(w http.ResponseWriter, r *http.Request) error {
 			ev("response.output_text.delta", map[string]any{"item_id": msgID, "output_index": 0, "content_index": 0, "delta": u.Delta})
 		}
 	}, "")
+}
+
+// proxyStream is sseStream for the proxy's APIs: they carry the turn's
+// text only (tool calls and outputs are the runtime's own), and each is
+// told whether the update is the first it is given.
+func proxyStream(w http.ResponseWriter, r *http.Request, st *actors.TurnStream,
+	each func(send func(event string, v any), u actors.Update, first bool), done string) error {
+	started := false
+	return sseStream(w, r, st, nil, func(send func(string, any), u actors.Update) {
+		if u.Item != nil {
+			return
+		}
+		first := !started
+		started = true
+		each(send, u, first)
+	}, done)
 }
 
 // sseStream answers with server-sent events: head's (if any), flushed at
