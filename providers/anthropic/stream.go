@@ -97,16 +97,14 @@ type deltaParts struct {
 	citation    json.RawMessage // of a citations_delta (decoded by the SDK)
 }
 
+// plainDelta are the delta types blockDelta holds whole.
+var plainDelta = map[string]bool{"text_delta": true, "input_json_delta": true, "thinking_delta": true, "signature_delta": true}
+
 func (e *streamEvent) UnmarshalJSON(data []byte) error {
 	var d blockDelta
-	if json.Unmarshal(data, &d) == nil && d.Type == "content_block_delta" {
-		switch d.Delta.Type {
-		case "text_delta", "input_json_delta", "thinking_delta", "signature_delta":
-			e.delta, e.raw = &d, providers.CompactJSON(data)
-			return nil
-		}
-	}
-	if err := json.Unmarshal(data, &e.sdk); err != nil {
+	if json.Unmarshal(data, &d) == nil && d.Type == "content_block_delta" && plainDelta[d.Delta.Type] {
+		e.delta = &d
+	} else if err := json.Unmarshal(data, &e.sdk); err != nil {
 		return err
 	}
 	e.raw = providers.CompactJSON(data)
