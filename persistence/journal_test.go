@@ -579,26 +579,19 @@ func TestNewJournalCreatesTheFileAtItsFirstWrite(t *testing.T) {
 	never := time.Hour
 	policy := JournalPolicy{FlushInterval: never, FlushBytes: 512, FsyncInterval: never}
 	dir := filepath.Join(t.TempDir(), "streams") // made when needed
-	j, err := NewJournal(dir, newJournalStep(t), "local", policy, clk.now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	exists := func() bool {
-		_, err := os.Stat(j.Path())
-		return err == nil
-	}
-	if exists() {
+	j := lazyJournal(t, dir, policy, clk.now)
+	if exists(j) {
 		t.Fatal("NewJournal created the file")
 	}
 	c, err := j.Append("delta", json.RawMessage(`{"d":"a"}`)) // one short line: buffered
-	if err != nil || exists() {
-		t.Fatalf("after a buffered Append: err %v, file exists %v; want nil, false", err, exists())
+	if err != nil || exists(j) {
+		t.Fatalf("after a buffered Append: err %v, file exists %v; want nil, false", err, exists(j))
 	}
 	if c.Displayed == 0 || c.Durable != 0 {
 		t.Fatalf("after a buffered Append: counters %+v, want displayed and nothing durable", c)
 	}
-	if _, err := j.Append("delta", json.RawMessage(`{"d":"`+strings.Repeat("b", 512)+`"}`)); err != nil || !exists() {
-		t.Fatalf("after the policy's first flush: err %v, file exists %v; want nil, true", err, exists())
+	if _, err := j.Append("delta", json.RawMessage(`{"d":"`+strings.Repeat("b", 512)+`"}`)); err != nil || !exists(j) {
+		t.Fatalf("after the policy's first flush: err %v, file exists %v; want nil, true", err, exists(j))
 	}
 	if err := j.Close(); err != nil {
 		t.Fatal(err)
@@ -607,10 +600,7 @@ func TestNewJournalCreatesTheFileAtItsFirstWrite(t *testing.T) {
 		t.Fatalf("ReadJournal = %d entries, torn %v, %v; want 2, false, nil", len(entries), torn, err)
 	}
 
-	empty, err := NewJournal(dir, newJournalStep(t), "local", policy, clk.now)
-	if err != nil {
-		t.Fatal(err)
-	}
+	empty := lazyJournal(t, dir, policy, clk.now)
 	if err := empty.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -642,14 +632,7 @@ func TestJournalCloseDeferred(t *testing.T) {
 	never := time.Hour
 	policy := JournalPolicy{FlushInterval: never, FlushBytes: 512, FsyncInterval: never}
 	dir := filepath.Join(t.TempDir(), "streams") // made by finish
-	exists := func(j *Journal) bool {
-		_, err := os.Stat(j.Path())
-		return err == nil
-	}
-	j, err := NewJournal(dir, newJournalStep(t), "local", policy, clk.now)
-	if err != nil {
-		t.Fatal(err)
-	}
+	j := lazyJournal(t, dir, policy, clk.now)
 	appendDeltas(t, j, 3)
 	before := j.Counters()
 	finish, err := j.CloseDeferred(true)
@@ -672,10 +655,7 @@ func TestJournalCloseDeferred(t *testing.T) {
 		t.Errorf("Close after CloseDeferred = %v, want nil", err)
 	}
 
-	written, err := NewJournal(dir, newJournalStep(t), "local", policy, clk.now)
-	if err != nil {
-		t.Fatal(err)
-	}
+	written := lazyJournal(t, dir, policy, clk.now)
 	if _, err := written.Append("delta", json.RawMessage(`{"d":"`+strings.Repeat("a", 512)+`"}`)); err != nil || !exists(written) {
 		t.Fatalf("first flush: err %v, file exists %v", err, exists(written))
 	}
@@ -696,10 +676,7 @@ func TestJournalCloseDeferred(t *testing.T) {
 		t.Errorf("after finish: file size %d, want every appended byte (%d)", size, written.Counters().Displayed)
 	}
 
-	unsynced, err := NewJournal(dir, newJournalStep(t), "local", policy, clk.now)
-	if err != nil {
-		t.Fatal(err)
-	}
+	unsynced := lazyJournal(t, dir, policy, clk.now)
 	appendDeltas(t, unsynced, 2)
 	if finish, err = unsynced.CloseDeferred(false); err != nil || exists(unsynced) {
 		t.Fatalf("CloseDeferred(false): err %v, file exists %v; want nil, false", err, exists(unsynced))
@@ -751,4 +728,20 @@ func journalOverExistingFile(t *testing.T, dir string, policy JournalPolicy, now
 		t.Fatal(err)
 	}
 	return step, j
+}
+
+// lazyJournal is NewJournal of a new step in dir: no file yet.
+func lazyJournal(t *testing.T, dir string, policy JournalPolicy, now func() time.Time) *Journal {
+	t.Helper()
+	j, err := NewJournal(dir, newJournalStep(t), "local", policy, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return j
+}
+
+// exists reports whether j's file exists.
+func exists(j *Journal) bool {
+	_, err := os.Stat(j.Path())
+	return err == nil
 }

@@ -123,6 +123,22 @@ func (p *proc) waitFor(s string, from int) string {
 	}
 }
 
+// until sends cmd, each time waiting for the prompt to come back, until
+// the output contains want; after tries more attempts it gives up and
+// says so.
+func (p *proc) until(cmd, want string, tries int) bool {
+	for i := 0; ; i++ {
+		n := len(p.output())
+		p.send(cmd)
+		if strings.Contains(p.waitFor("> ", n+1), want) {
+			return true
+		}
+		if i > tries {
+			return false
+		}
+	}
+}
+
 func (p *proc) kill() {
 	p.cmd.Process.Signal(syscall.SIGKILL)
 	<-p.done
@@ -260,28 +276,14 @@ func TestKillBeforeCommitThenReindex(t *testing.T) {
 
 	for restart := range 2 {
 		q := start(t, dir, foldEveryTurn...)
-		for i := 0; ; i++ {
-			n := len(q.output())
-			q.send("/pending")
-			if strings.Contains(q.waitFor("> ", n+1), "no pending turns") {
-				break
-			}
-			if i > 2000 {
-				t.Fatalf("restart %d: turn 1 never committed:\n%s", restart, q.output())
-			}
+		if !q.until("/pending", "no pending turns", 2000) {
+			t.Fatalf("restart %d: turn 1 never committed:\n%s", restart, q.output())
 		}
 		// Indexing follows the fold in the background; a quit before it
 		// is done leaves the job to the next start. Wait for it, so that
 		// what the test reads does not depend on the timing of /quit.
-		for i := 0; ; i++ {
-			n := len(q.output())
-			q.send("/state")
-			if strings.Contains(q.waitFor("> ", n+1), "· indexed 1 ·") {
-				break
-			}
-			if i > 2000 {
-				t.Fatalf("restart %d: turn 1 never indexed:\n%s", restart, q.output())
-			}
+		if !q.until("/state", "· indexed 1 ·", 2000) {
+			t.Fatalf("restart %d: turn 1 never indexed:\n%s", restart, q.output())
 		}
 		q.quit()
 	}

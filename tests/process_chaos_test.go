@@ -7,7 +7,6 @@ import (
 	"math/rand/v2"
 	"regexp"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 )
@@ -55,15 +54,8 @@ func TestProcessKills(t *testing.T) {
 	}
 	// Recover and let every pending turn commit.
 	q := start(t, dir, foldEveryTurn...)
-	for i := 0; ; i++ {
-		n := len(q.output())
-		q.send("/pending")
-		if strings.Contains(q.waitFor("> ", n+1), "no pending turns") {
-			break
-		}
-		if i > 5000 {
-			t.Fatalf("pending turns never committed:\n%s", q.output())
-		}
+	if !q.until("/pending", "no pending turns", 5000) {
+		t.Fatalf("pending turns never committed:\n%s", q.output())
 	}
 	q.quit()
 
