@@ -115,6 +115,12 @@ type badgerStore struct {
 	stats  statsCounters
 	lastTs uint64 // committer only
 	ovSeq  uint64 // committer only: last overlay seq
+
+	// With DurabilitySync, the logs a group wrote are synced by the store,
+	// not by Badger (see logTail).
+	syncMu   sync.Mutex // the writer and value-log GC both sync
+	walTail  *logTail
+	vlogTail *logTail
 }
 
 type statsCounters struct {
@@ -147,7 +153,7 @@ func openBadger(opts Options) (*badgerStore, error) {
 	}
 	bo := badger.DefaultOptions(opts.Dir).
 		WithLogger(badgerLogger{opts.Logger}).
-		WithSyncWrites(opts.Durability == DurabilitySync).
+		WithSyncWrites(false). // the store syncs what each group wrote; see logTail
 		WithDetectConflicts(false).
 		WithValueThreshold(opts.ValueThreshold).
 		WithMemTableSize(opts.MemTableSize).
@@ -176,7 +182,13 @@ func openBadger(opts Options) (*badgerStore, error) {
 	}
 	s.lastTs = db.MaxVersion()
 	s.readTs.Store(s.lastTs)
+	if err := s.openTails(); err != nil {
+		s.closeTails()
+		db.Close()
+		return nil, fmt.Errorf("open store %s: %w", opts.Dir, err)
+	}
 	if err := s.loadOverlays(); err != nil {
+		s.closeTails()
 		db.Close()
 		return nil, err
 	}
@@ -223,7 +235,46 @@ func (s *badgerStore) Close() error {
 	<-s.done
 	close(s.stopGC)
 	<-s.gcDone
-	return s.db.Close()
+	err := s.db.Close()
+	s.closeTails()
+	return err
+}
+
+// openTails finds the logs Badger writes, which a durable store syncs.
+func (s *badgerStore) openTails() error {
+	if s.opts.Durability != DurabilitySync {
+		return nil
+	}
+	var err error
+	if s.walTail, err = openLogTail(s.opts.Dir, ".mem", 5); err != nil {
+		return err
+	}
+	s.vlogTail, err = openLogTail(s.opts.Dir, ".vlog", 6)
+	return err
+}
+
+func (s *badgerStore) closeTails() {
+	for _, t := range []*logTail{s.walTail, s.vlogTail} {
+		if t != nil {
+			t.close()
+		}
+	}
+}
+
+// syncLogs makes a written group durable: the value log first when the
+// group put a value there (its pointers are in the WAL), then the WAL.
+func (s *badgerStore) syncLogs(valueLog bool) error {
+	if s.opts.Durability != DurabilitySync {
+		return nil
+	}
+	s.syncMu.Lock()
+	defer s.syncMu.Unlock()
+	if valueLog {
+		if err := s.vlogTail.sync(); err != nil {
+			return err
+		}
+	}
+	return s.walTail.sync()
 }
 
 func (s *badgerStore) Stats() Stats {
@@ -258,15 +309,44 @@ func (s *badgerStore) gcLoop() {
 	}
 }
 
+// runValueLogGC rewrites value-log files that are mostly garbage. GC moves
+// their live values into the memtables and then deletes the old file;
+// Badger does not sync the moved values first, since SyncWrites is off, so
+// an open iterator (Badger deletes no value-log file while one is open)
+// holds the old files until the store has synced every log.
 func (s *badgerStore) runValueLogGC() {
+	txn := s.db.NewTransactionAt(s.readTs.Load(), false)
+	hold := txn.NewIterator(badger.IteratorOptions{})
 	for range 16 {
 		if err := s.db.RunValueLogGC(s.opts.GCDiscardRatio); err != nil {
 			if !errors.Is(err, badger.ErrNoRewrite) && !errors.Is(err, badger.ErrRejected) {
 				s.log.Warn().Err(err).Msg("value log gc")
 			}
-			return
+			break
 		}
 	}
+	if err := s.syncAllLogs(); err != nil {
+		// Keep the old files: leave the iterator open for good.
+		err = fmt.Errorf("persistence: store failed, reopen it: value log gc: %w", err)
+		s.failed.CompareAndSwap(nil, &err)
+		s.log.Error().Err(err).Msg("value log gc")
+		return
+	}
+	hold.Close() // deletes the rewritten files
+	txn.Discard()
+}
+
+// syncAllLogs syncs every WAL and the value log, for value-log GC.
+func (s *badgerStore) syncAllLogs() error {
+	if s.opts.Durability != DurabilitySync {
+		return nil
+	}
+	s.syncMu.Lock()
+	defer s.syncMu.Unlock()
+	if err := s.vlogTail.syncAll(); err != nil {
+		return err
+	}
+	return s.walTail.syncAll()
 }
 
 // Compact compacts s if it keeps files (see badgerStore.Compact); for

@@ -317,24 +317,29 @@ func (s *badgerStore) writeGroup(g *group) {
 	}
 }
 
-// write commits entries at the next timestamp; with SyncWrites Badger has
-// synced the value log and then the WAL before Flush returns.
+// write commits entries at the next timestamp and, with DurabilitySync,
+// syncs the logs Badger wrote them to.
 func (s *badgerStore) write(entries []entry) error {
 	ts := s.lastTs + 1
 	wb := s.db.NewWriteBatchAt(ts)
 	defer wb.Cancel()
+	valueLog := false // a value went to the value log
 	for _, e := range entries {
 		var err error
 		if e.del {
 			err = wb.Delete(e.key)
 		} else {
 			err = wb.Set(e.key, e.val)
+			valueLog = valueLog || int64(len(e.val)) >= s.opts.ValueThreshold
 		}
 		if err != nil {
 			return err
 		}
 	}
 	if err := wb.Flush(); err != nil {
+		return err
+	}
+	if err := s.syncLogs(valueLog); err != nil {
 		return err
 	}
 	s.lastTs = ts

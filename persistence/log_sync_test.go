@@ -1,0 +1,122 @@
+package persistence
+
+import (
+	"crypto/rand"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+func touch(t *testing.T, path string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestLogTailFollowsNumbers(t *testing.T) {
+	dir := t.TempDir()
+	touch(t, filepath.Join(dir, "00002.mem"))
+	touch(t, filepath.Join(dir, "00007.mem"))
+	touch(t, filepath.Join(dir, "000009.vlog"))
+	tail, err := openLogTail(dir, ".mem", 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tail.close()
+	if tail.fid != 7 {
+		t.Fatalf("opened at %d, want the newest, 7", tail.fid)
+	}
+	if err := tail.sync(); err != nil || tail.fid != 7 {
+		t.Fatalf("sync with no rotation: fid %d, %v", tail.fid, err)
+	}
+	touch(t, filepath.Join(dir, "00008.mem"))
+	touch(t, filepath.Join(dir, "00009.mem"))
+	if err := os.Remove(filepath.Join(dir, "00007.mem")); err != nil { // flushed into a table
+		t.Fatal(err)
+	}
+	if err := tail.sync(); err != nil || tail.fid != 9 {
+		t.Fatalf("sync after two rotations: fid %d, %v; want 9", tail.fid, err)
+	}
+	if err := tail.syncAll(); err != nil {
+		t.Fatal(err)
+	}
+
+	empty, err := openLogTail(t.TempDir(), ".vlog", 6)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := empty.sync(); err != nil || empty.fid != 0 {
+		t.Fatalf("sync with no file: fid %d, %v", empty.fid, err)
+	}
+}
+
+// newestLog is the highest number among dir's files ending in ext.
+func newestLog(t *testing.T, dir, ext string) int {
+	t.Helper()
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, e := range ents {
+		if name, ok := strings.CutSuffix(e.Name(), ext); ok {
+			if fid, err := strconv.Atoi(name); err == nil {
+				n = max(n, fid)
+			}
+		}
+	}
+	return n
+}
+
+// smallLogs opens a durable store whose memtables and value-log files fill
+// after a few hundred kilobytes of 4 KiB values.
+func smallLogs(t *testing.T) *badgerStore {
+	t.Helper()
+	o := TestOptions(t.TempDir())
+	o.MemTableSize = 1 << 20
+	o.ValueLogFileSize = 1 << 20
+	o.Limits.MaxPayloadBytes = 256 << 10
+	o.ValueThreshold = 1 << 10
+	o.Compress = CompressNone
+	s, err := openBadger(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// writeValues writes keys prefix00000... with random values of size bytes
+// after the one-byte tag, one group each.
+func writeValues(t *testing.T, s *badgerStore, prefix string, keys, size int, tag string) {
+	t.Helper()
+	for i := range keys {
+		v := make([]byte, size)
+		rand.Read(v)
+		if err := s.write([]entry{{key: fmt.Appendf(nil, "%s%05d", prefix, i), val: append([]byte(tag), v...)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// The store syncs the newest WAL and value-log files after each group;
+// Badger starts new ones as they fill, and the store must follow.
+func TestStoreSyncsTheNewestLogs(t *testing.T) {
+	s := smallLogs(t)
+	mem0, vlog0 := s.walTail.fid, s.vlogTail.fid
+	writeValues(t, s, "k", 500, 4<<10, "a") // to the value log
+	writeValues(t, s, "w", 2000, 900, "a")  // to the WAL
+	if mem, vlog := newestLog(t, s.opts.Dir, ".mem"), newestLog(t, s.opts.Dir, ".vlog"); mem <= mem0 || vlog <= vlog0 {
+		t.Fatalf("no rotation to follow: WAL %d -> %d, value log %d -> %d", mem0, mem, vlog0, vlog)
+	}
+	if got, want := s.walTail.fid, newestLog(t, s.opts.Dir, ".mem"); got != want {
+		t.Errorf("WAL synced is %d, newest is %d", got, want)
+	}
+	if got, want := s.vlogTail.fid, newestLog(t, s.opts.Dir, ".vlog"); got != want {
+		t.Errorf("value log synced is %d, newest is %d", got, want)
+	}
+}
