@@ -40,21 +40,32 @@ func (t *logTail) path(fid int) string {
 	return filepath.Join(t.dir, fmt.Sprintf("%0*d%s", t.width, fid, t.ext))
 }
 
-// openLogTail finds the newest log file with extension ext in dir.
-func openLogTail(dir, ext string, width int) (*logTail, error) {
-	t := &logTail{dir: dir, ext: ext, width: width}
+// logFids returns the numbers of dir's log files with extension ext.
+func logFids(dir, ext string) ([]int, error) {
 	ents, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, err
 	}
+	var fids []int
 	for _, e := range ents {
-		name, ok := strings.CutSuffix(e.Name(), ext)
-		if !ok {
-			continue
+		if name, ok := strings.CutSuffix(e.Name(), ext); ok {
+			if fid, err := strconv.Atoi(name); err == nil {
+				fids = append(fids, fid)
+			}
 		}
-		if fid, err := strconv.Atoi(name); err == nil && fid > t.fid {
-			t.fid = fid
-		}
+	}
+	return fids, nil
+}
+
+// openLogTail finds the newest log file with extension ext in dir.
+func openLogTail(dir, ext string, width int) (*logTail, error) {
+	t := &logTail{dir: dir, ext: ext, width: width}
+	fids, err := logFids(dir, ext)
+	if err != nil {
+		return nil, err
+	}
+	for _, fid := range fids {
+		t.fid = max(t.fid, fid)
 	}
 	if t.fid > 0 {
 		if t.f, err = openLog(t.path(t.fid)); err != nil {
@@ -107,24 +118,13 @@ func (t *logTail) close() {
 // syncAll makes durable every log file of t's kind in its directory: after
 // value-log GC, whose rewrites may have gone into several memtables.
 func (t *logTail) syncAll() error {
-	ents, err := os.ReadDir(t.dir)
+	fids, err := logFids(t.dir, t.ext)
 	if err != nil {
 		return err
 	}
-	for _, e := range ents {
-		if !strings.HasSuffix(e.Name(), t.ext) {
-			continue
-		}
-		f, err := openLog(filepath.Join(t.dir, e.Name()))
-		if errors.Is(err, fs.ErrNotExist) {
-			continue // a WAL flushed into a table meanwhile
-		}
-		if err != nil {
-			return err
-		}
-		err = fdatasync(f)
-		f.Close()
-		if err != nil {
+	for _, fid := range fids {
+		err := syncPath(t.path(fid), os.O_RDWR)
+		if err != nil && !errors.Is(err, fs.ErrNotExist) { // gone: a WAL flushed into a table meanwhile
 			return err
 		}
 	}

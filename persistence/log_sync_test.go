@@ -5,8 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
+	"slices"
 	"testing"
 )
 
@@ -57,19 +56,11 @@ func TestLogTailFollowsNumbers(t *testing.T) {
 // newestLog is the highest number among dir's files ending in ext.
 func newestLog(t *testing.T, dir, ext string) int {
 	t.Helper()
-	ents, err := os.ReadDir(dir)
+	fids, err := logFids(dir, ext)
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := 0
-	for _, e := range ents {
-		if name, ok := strings.CutSuffix(e.Name(), ext); ok {
-			if fid, err := strconv.Atoi(name); err == nil {
-				n = max(n, fid)
-			}
-		}
-	}
-	return n
+	return slices.Max(append(fids, 0))
 }
 
 // smallLogs opens a durable store whose memtables and value-log files fill
