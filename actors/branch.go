@@ -1026,7 +1026,7 @@ func (a *branchActor) retrieve(user messages.Message, recipe *persistence.Contex
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	for _, id := range a.b.Forced {
-		c, err := a.rt.db.ChunkByID(ctx, id)
+		c, err := a.rt.mem.chunk(ctx, id)
 		if err != nil {
 			a.rt.log.Warn().Err(err).Str("branch", a.id.String()).Msg("forced chunk not found")
 			continue

@@ -5,14 +5,15 @@ import "sync"
 // maxCached bounds each generation of a genCache.
 const maxCached = 1 << 16
 
-// genCache is a bounded map in two generations of at most maxCached
-// entries: when the current one is full it becomes the old one (the
+// genCache is a bounded map in two generations of at most limit
+// (default maxCached) entries: when the current one is full it becomes the old one (the
 // older is dropped), and an entry found only in the old one moves back.
 // The entries in use stay; the rest age out. It is safe for concurrent
 // use; the zero value is ready.
 type genCache[K comparable, V any] struct {
 	mu       sync.Mutex
 	cur, old map[K]V
+	limit    int // entries per generation; zero is maxCached
 }
 
 func (c *genCache[K, V]) get(k K) (V, bool) {
@@ -46,7 +47,11 @@ func (c *genCache[K, V]) update(k K, f func(V, bool) V) {
 }
 
 func (c *genCache[K, V]) putLocked(k K, v V) {
-	if c.cur == nil || len(c.cur) >= maxCached {
+	limit := c.limit
+	if limit <= 0 {
+		limit = maxCached
+	}
+	if c.cur == nil || len(c.cur) >= limit {
 		c.old, c.cur = c.cur, make(map[K]V, 1024)
 	}
 	c.cur[k] = v

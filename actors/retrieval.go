@@ -34,7 +34,15 @@ type memory struct {
 	// additions, which added merges in.
 	parents    genCache[messages.BranchID, forkPoint]
 	turnChunks genCache[messages.TurnID, []messages.ChunkID]
+	// Chunk rows are written once and never change: a search's hits
+	// are read from the store (two reads and a JSON decoding each) the
+	// first time only.
+	rows genCache[messages.ChunkID, persistence.ChunkRow]
 }
+
+// maxCachedRows bounds each generation of the chunk rows' cache (rows
+// hold their text: a few KB each at most).
+const maxCachedRows = 4096
 
 // forkPoint is where a branch was forked: its parent (zero for a root)
 // and the parent's seq it was forked at.
@@ -52,7 +60,19 @@ type partition struct {
 
 func newMemory(db *persistence.DB, embed retrieval.Embedder, opts retrieval.RankOptions) *memory {
 	return &memory{db: db, embed: embed, ns: retrieval.Namespace(embed), opts: opts,
-		parts: map[messages.BranchID]*partition{}}
+		parts: map[messages.BranchID]*partition{}, rows: genCache[messages.ChunkID, persistence.ChunkRow]{limit: maxCachedRows}}
+}
+
+// chunk returns the row of chunk id.
+func (m *memory) chunk(ctx context.Context, id messages.ChunkID) (persistence.ChunkRow, error) {
+	if row, ok := m.rows.get(id); ok {
+		return row, nil
+	}
+	row, err := m.db.ChunkByID(ctx, id)
+	if err == nil {
+		m.rows.put(id, row)
+	}
+	return row, err
 }
 
 // ChunkIDFor is the id of the chunk (turn, type, hash): the turn's
@@ -252,7 +272,7 @@ func (m *memory) search(ctx context.Context, branch messages.BranchID, text stri
 	}
 	out := make([]Hit, 0, len(ranked))
 	for _, r := range ranked {
-		row, err := m.db.ChunkByID(ctx, r.Doc)
+		row, err := m.chunk(ctx, r.Doc)
 		if errors.Is(err, persistence.ErrNotFound) {
 			continue // indexed but its row is gone: not expected; skip it
 		}

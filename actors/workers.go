@@ -83,19 +83,18 @@ func (s *stepActor) Receive(ctx actor.Context) {
 	// disk waits for it, and a delta's latency is its own work only. The
 	// journal actor applies the time-based part of the policy (ticks).
 	// The context's hash, for the turn's recipe, is computed beside the
-	// stream once it has begun (not before the first delta, nor after
-	// the last: it takes a JSON encoding of the whole context).
+	// stream, on a goroutine started with the step: it takes a JSON
+	// encoding of the whole context, which is done while the provider
+	// thinks rather than after its last event, where the step waits
+	// for it.
 	var hash chan string
-	startHash := func() {
-		if s.hashed != nil && hash == nil {
-			hash = make(chan string, 1)
-			go func() { hash <- contextHash(*s.hashed) }()
-		}
+	if s.hashed != nil {
+		hash = make(chan string, 1)
+		go func() { hash <- contextHash(*s.hashed) }()
 	}
 	var unhandled map[string]bool
 	resp, err := s.provider.Stream(s.ctx, s.req, func(ev providers.Event) error {
 		ja.append(ev.Type, ev.Raw, ev.Text)
-		startHash()
 		if ev.Unhandled && !unhandled[ev.Type] {
 			if unhandled == nil {
 				unhandled = map[string]bool{}
@@ -129,7 +128,6 @@ func (s *stepActor) Receive(ctx actor.Context) {
 		// finds it in the runtime's count cache.
 		s.count(replyMessage(append(slices.Clone(s.req.Context.Continuation), resp.Items...)).RenderedText)
 	}
-	startHash() // if nothing was streamed
 	if hash != nil {
 		done.hash = <-hash
 	}

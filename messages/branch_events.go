@@ -1,7 +1,6 @@
 package messages
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -600,16 +599,6 @@ func AppendJSONString(buf []byte, s string) []byte {
 	buf = append(buf, '"')
 	buf = append(buf, s...)
 	return append(buf, '"')
-}
-
-// appendString appends s to buf as a JSON string, with <, > and &
-// unescaped.
-func appendString(buf []byte, s string) []byte {
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	_ = enc.Encode(s) // never fails for a string
-	return append(buf, bytes.TrimSuffix(b.Bytes(), []byte{'\n'})...)
 }
 
 // time returns the time in field k, in UTC; absent or null reads as the

@@ -3,7 +3,9 @@ package messages
 import (
 	"bytes"
 	"encoding/json"
+	"encoding/json/jsontext"
 	"fmt"
+	"strings"
 )
 
 // This file holds the JSON plumbing shared by blocks, items and messages.
@@ -160,12 +162,29 @@ func (w *writer) key(k string) {
 // str writes string field k. Unlike json.Marshal it leaves <, > and &
 // unescaped: transcripts are full of code.
 func (w *writer) str(k, v string) {
+	w.key(k)
+	w.buf = appendString(w.buf, v)
+}
+
+// appendString appends v as a JSON string, as encoding/json's Encoder
+// with SetEscapeHTML(false) writes it: jsontext.AppendQuote's minimal
+// escaping is the same except for U+2028 and U+2029 (which
+// encoding/json escapes) and invalid UTF-8 (which both replace, the
+// quoter with an error), so those few strings go through the Encoder.
+// Stored messages are content-addressed by these bytes: they must not
+// change.
+func appendString(dst []byte, v string) []byte {
+	// U+2028 and U+2029 are E2 80 A8 and E2 80 A9 in UTF-8.
+	if strings.IndexByte(v, 0xE2) < 0 || !strings.Contains(v, "\u2028") && !strings.Contains(v, "\u2029") {
+		if out, err := jsontext.AppendQuote(dst, v); err == nil {
+			return out
+		}
+	}
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)
 	enc.SetEscapeHTML(false)
 	_ = enc.Encode(v) // never fails for a string
-	w.key(k)
-	w.buf = append(w.buf, bytes.TrimSuffix(b.Bytes(), []byte{'\n'})...)
+	return append(dst, bytes.TrimSuffix(b.Bytes(), []byte{'\n'})...)
 }
 
 // required writes string field k, which must not be empty.

@@ -74,6 +74,7 @@ func benchServe(e *env, args []string) error {
 	rate := fs.Float64("rate", 50, "turns/s the conversations offer together in the paced phase")
 	pacedFor := fs.Duration("paced-for", 15*time.Second, "how long the paced phase offers turns")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the SSE phases to this file")
+	proxyProfile := fs.String("proxy-cpuprofile", "", "write a CPU profile of the proxy phase to this file")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -130,6 +131,12 @@ func benchServe(e *env, args []string) error {
 		return time.Since(t), s.Err()
 	}
 	var direct, via []time.Duration
+	stopProfile := func() {}
+	if *proxyProfile != "" {
+		if stopProfile, err = startCPUProfile(*proxyProfile); err != nil {
+			return err
+		}
+	}
 	for i := range *proxyN {
 		d, err := stream(up.URL+"/v1", i)
 		if err != nil {
@@ -141,6 +148,7 @@ func benchServe(e *env, args []string) error {
 		}
 		direct, via = append(direct, d), append(via, v)
 	}
+	stopProfile()
 	f.ProxyDirectP50us, f.ProxyViaP50us = micros(percentile(direct, 50)), micros(percentile(via, 50))
 	f.ProxyOverheadP50us = f.ProxyViaP50us - f.ProxyDirectP50us
 	if err := benchFrames(ctx, e, filepath.Join(path, "frame"), *frameN, &f); err != nil {

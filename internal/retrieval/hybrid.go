@@ -216,7 +216,8 @@ func Search(ctx context.Context, q Query, o RankOptions) ([]Ranked, error) {
 	wg.Wait()
 	for i, s := range q.Scopes {
 		r := &res[i]
-		r.seq, r.vectors = map[DocID]uint64{}, map[DocID][]float32{}
+		n := len(r.text) + len(r.vec)
+		r.seq, r.vectors = make(map[DocID]uint64, n), make(map[DocID][]float32, n)
 		for _, h := range slices.Concat(r.text, r.vec) {
 			r.seq[h.Doc] = s.Part.seq[h.Doc]
 			r.vectors[h.Doc] = s.Part.vec.Vector(h.Doc)
@@ -227,8 +228,12 @@ func Search(ctx context.Context, q Query, o RankOptions) ([]Ranked, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	cands := map[DocID]*Ranked{}
-	vectors := map[DocID][]float32{}
+	n := 0
+	for i := range res {
+		n += len(res[i].text) + len(res[i].vec)
+	}
+	cands := make(map[DocID]*Ranked, n)
+	vectors := make(map[DocID][]float32, n)
 	var newest uint64
 	add := func(hits []Hit, r *found, vector bool) {
 		for _, h := range hits {
