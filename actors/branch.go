@@ -59,6 +59,10 @@ type (
 		err                error
 		displayed, durable uint64
 		hash               string // of the context the recipe rebuilds, if asked
+		// committed, if not nil, holds back the fsync of the step's
+		// journal (finishJournal) until the branch has committed what
+		// the step leads to; finishStep closes it.
+		committed chan struct{}
 	}
 	toolsDone struct {
 		turn    messages.TurnID

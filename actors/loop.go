@@ -37,6 +37,11 @@ var ErrNoTurnInFlight = errors.New("actors: no turn in flight")
 // an error (disabled); any other step finalizes the response. The step's
 // row is written with whatever the step leads to.
 func (a *branchActor) finishStep(ctx actor.Context, m *stepDone) {
+	if m.committed != nil {
+		// Whatever the step leads to is committed below (or it is
+		// stale): its journal's fsync may go now.
+		defer close(m.committed)
+	}
 	if m.step != a.step {
 		return
 	}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/rs/zerolog"
 
@@ -666,4 +667,53 @@ func TestRetryWhenContextTooLarge(t *testing.T) {
 		!strings.Contains(last.Err, "prompt is too long") || f2.Calls() != 3 {
 		t.Fatalf("turn ended %+v after %d calls, want failed after 1 + 2 retries", last, f2.Calls())
 	}
+}
+
+// A finalized step's journal is written at once and fsynced once the
+// branch has committed what the step leads to (its TX-A), so that the
+// two flushes do not queue on the device together; a branch that never
+// says so (it crashed first) holds the fsync back for journalSyncWait
+// at most, and Close for no time.
+func TestJournalFsyncWaitsForTheCommit(t *testing.T) {
+	r := &Runtime{closing: make(chan struct{}), log: zerolog.Nop()}
+	finish := func(synced chan<- time.Time) func(func()) error {
+		return func(beforeSync func()) error {
+			beforeSync()
+			synced <- time.Now()
+			return nil
+		}
+	}
+	committed, synced := make(chan struct{}), make(chan time.Time, 1)
+	r.finishJournal(messages.StepID{}, finish(synced), committed)
+	select {
+	case <-synced:
+		t.Fatal("the journal was fsynced before the commit")
+	case <-time.After(journalSyncWait / 5):
+	}
+	close(committed)
+	select {
+	case <-synced:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the journal was not fsynced after the commit")
+	}
+
+	start := time.Now()
+	r.finishJournal(messages.StepID{}, finish(synced), make(chan struct{})) // never committed
+	select {
+	case at := <-synced:
+		if waited := at.Sub(start); waited < journalSyncWait {
+			t.Errorf("uncommitted: fsynced after %v, want journalSyncWait (%v)", waited, journalSyncWait)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("uncommitted: the journal was never fsynced")
+	}
+
+	close(r.closing)
+	start = time.Now()
+	r.finishJournal(messages.StepID{}, finish(synced), make(chan struct{}))
+	r.journalSyncs.Wait()
+	if waited := time.Since(start); waited >= journalSyncWait {
+		t.Errorf("closing: the fsync waited %v", waited)
+	}
+	<-synced
 }

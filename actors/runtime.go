@@ -190,6 +190,7 @@ type Runtime struct {
 	mem *memory // retrieval: the embedder and the branches' indexes
 
 	closeOnce sync.Once
+	closing   chan struct{} // closed when Close begins
 	// journalSyncs are the closing writes and fsyncs of finalized steps'
 	// journals under way (finishJournal).
 	journalSyncs sync.WaitGroup
@@ -305,6 +306,7 @@ func Open(ctx context.Context, cfg Config) (*Runtime, error) {
 		return nil, err
 	}
 	r := &Runtime{
+		closing:  make(chan struct{}),
 		cfg:      cfg,
 		db:       db,
 		actorLog: db.ActorLog(cfg.SnapshotEvery),
@@ -395,6 +397,7 @@ func (r *Runtime) branchStopped(child *actor.PID, reason any) {
 // error.
 func (r *Runtime) Close() error {
 	r.closeOnce.Do(func() {
+		close(r.closing)
 		r.sys.Root.PoisonFuture(r.root).Wait()
 		r.sys.Shutdown()
 		r.journalSyncs.Wait()
@@ -403,14 +406,32 @@ func (r *Runtime) Close() error {
 	return r.closeErr
 }
 
+// journalSyncWait bounds how long a finalized step's journal holds its
+// fsync back for the branch's commit (finishJournal): a branch that
+// never takes the step's end (it crashed first) does not leave the
+// journal unsynced.
+const journalSyncWait = 100 * time.Millisecond
+
 // finishJournal runs the closing work of a finalized step's journal
 // (Journal.CloseDeferred: its file's creation, last write and fsync) on
-// a goroutine of its own, which Close waits for. A failure is only
-// logged: the commit that finalizes the step holds the same output, and
-// nothing waits for this work to acknowledge it.
-func (r *Runtime) finishJournal(step messages.StepID, finish func() error) {
+// a goroutine of its own, which Close waits for. The file is written at
+// once; its fsync waits until committed is closed (the branch committed
+// what the step leads to: TX-A, whose flush this fsync would otherwise
+// queue beside on the device), for journalSyncWait at most. A failure
+// is only logged: the commit that finalizes the step holds the same
+// output, and nothing waits for this work to acknowledge it.
+func (r *Runtime) finishJournal(step messages.StepID, finish func(beforeSync func()) error, committed <-chan struct{}) {
 	r.journalSyncs.Go(func() {
-		if err := finish(); err != nil {
+		err := finish(func() {
+			t := time.NewTimer(journalSyncWait)
+			defer t.Stop()
+			select {
+			case <-committed:
+			case <-t.C:
+			case <-r.closing:
+			}
+		})
+		if err != nil {
 			r.log.Warn().Err(err).Str("step", step.String()).Msg("stream journal: closing write and fsync")
 		}
 	})

@@ -37,15 +37,16 @@ type stepActor struct {
 	base   [2]uint64
 	count  core.Counter // the model's token counter
 	// hashed, if not nil, is the context as assembled (before tool
-	// definitions and redaction), hashed for the turn's recipe once the
-	// stream is done, off the branch and after the first delta.
+	// definitions and redaction), hashed for the turn's recipe beside
+	// the stream, off the branch.
 	hashed *messages.AssembledContext
 }
 
 // closeMode is how a step's journal ends: closeSynced writes and fsyncs
 // it before the step goes on; closeDeferred hands that work back (in
-// journalClosed) to run beside the commit that finalizes the step, and
-// closeDeferredUnsynced the same without the fsync.
+// journalClosed) to run off the step's path, its fsync after the commit
+// that finalizes the step, and closeDeferredUnsynced the same without
+// the fsync.
 type closeMode int
 
 const (
@@ -57,7 +58,7 @@ const (
 // journalClosed is what journalActor.close returns.
 type journalClosed struct {
 	counters persistence.JournalCounters
-	finish   func() error // the deferred modes: the work still to run
+	finish   func(beforeSync func()) error // the deferred modes: the work still to run
 }
 
 func (s *stepActor) Receive(ctx actor.Context) {
@@ -108,9 +109,10 @@ func (s *stepActor) Receive(ctx actor.Context) {
 	// The journal is fsynced at completion (SRD §13.2). A step that ends
 	// in a way that fails its turn waits for that fsync: its journal is
 	// the only record of what was streamed. The journal of a step whose
-	// response the branch will finalize is written and fsynced beside
-	// that commit (TX-A, which holds the same output), not before it
-	// (with stream.fsync_finalized off, written and not fsynced).
+	// response the branch will finalize is written at once and fsynced
+	// once that commit (TX-A, which holds the same output) is made, not
+	// before it (with stream.fsync_finalized off, written and not
+	// fsynced).
 	finalizes := err == nil && finalizable(resp.Outcome.Kind)
 	mode := closeSynced
 	if finalizes {
@@ -121,7 +123,8 @@ func (s *stepActor) Receive(ctx actor.Context) {
 	}
 	closed := ja.close(mode)
 	if closed.finish != nil {
-		s.rt.finishJournal(s.step, closed.finish)
+		done.committed = make(chan struct{})
+		s.rt.finishJournal(s.step, closed.finish, done.committed)
 	}
 	if s.count != nil {
 		// Count the reply here, off the branch: the next turn's assembly
@@ -196,7 +199,7 @@ func (ja *journalActor) Receive(ctx actor.Context) {
 func (ja *journalActor) close(mode closeMode) journalClosed {
 	ja.mu.Lock()
 	defer ja.mu.Unlock()
-	var finish func() error
+	var finish func(func()) error
 	var err error
 	switch mode {
 	case closeSynced:
