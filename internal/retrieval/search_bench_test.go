@@ -12,7 +12,13 @@ import (
 // chunks of synthetic text with random 100-dimensional vectors (`go test
 // -run X -bench Search100k ./internal/retrieval`: about 8 ms a query on
 // the dev VM; building the index takes a few seconds).
-func BenchmarkSearch100k(b *testing.B) {
+func BenchmarkSearch100k(b *testing.B) { benchSearch(b, 100_000) }
+
+// BenchmarkSearch1k is the same over 1,000 chunks, a conversation of a
+// few hundred turns: the search of every turn's context.
+func BenchmarkSearch1k(b *testing.B) { benchSearch(b, 1000) }
+
+func benchSearch(b *testing.B, chunks int) {
 	r := rand.New(rand.NewPCG(1, 2))
 	zipf := rand.NewZipf(r, 1.1, 2, 999)
 	words := make([]string, 1000)
@@ -27,7 +33,7 @@ func BenchmarkSearch100k(b *testing.B) {
 		return s
 	}
 	p := NewPartition(100)
-	for i := range 100_000 {
+	for i := range chunks {
 		tf, n := TermFreqs(text(20))
 		v := make([]float32, 100)
 		for j := range v {
