@@ -89,7 +89,8 @@ func TestOptions(dir string) Options {
 
 // badgerStore implements Store on one Badger database in managed-
 // timestamp mode. A single committer goroutine performs every write, in
-// groups: each group is one Badger write batch at a fresh timestamp,
+// groups: each group is one Badger transaction (or, too big for one, a
+// write batch) at a fresh timestamp,
 // synced before any writer in it is acknowledged. Readers read at the
 // timestamp of the last completed group, so they never see a write that is
 // not yet durable.

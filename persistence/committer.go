@@ -14,7 +14,7 @@ import (
 // goroutine, which drains whatever ops are waiting (up to GroupCommitMax),
 // validates them in order against the durable state plus the effects of
 // the earlier ops of the same group, writes all their entries in one Badger
-// write batch at a new timestamp and waits for it to be synced. Only then
+// transaction (commitAt) at a new timestamp and waits for it to be synced. Only then
 // does it publish the timestamp to readers and wake the writers. Within an
 // append, the head entry is written after the turn it points at, so even a
 // torn batch never leaves a head pointing at a missing turn.
@@ -321,23 +321,12 @@ func (s *badgerStore) writeGroup(g *group) {
 // syncs the logs Badger wrote them to.
 func (s *badgerStore) write(entries []entry) error {
 	ts := s.lastTs + 1
-	wb := s.db.NewWriteBatchAt(ts)
-	defer wb.Cancel()
+	if err := s.commitAt(entries, ts); err != nil {
+		return err
+	}
 	valueLog := false // a value went to the value log
 	for _, e := range entries {
-		var err error
-		if e.del {
-			err = wb.Delete(e.key)
-		} else {
-			err = wb.Set(e.key, e.val)
-			valueLog = valueLog || int64(len(e.val)) >= s.opts.ValueThreshold
-		}
-		if err != nil {
-			return err
-		}
-	}
-	if err := wb.Flush(); err != nil {
-		return err
+		valueLog = valueLog || !e.del && int64(len(e.val)) >= s.opts.ValueThreshold
 	}
 	if err := s.syncLogs(valueLog); err != nil {
 		return err
@@ -346,6 +335,46 @@ func (s *badgerStore) write(entries []entry) error {
 	s.stats.groups.Add(1)
 	if s.opts.Durability == DurabilitySync {
 		s.stats.syncs.Add(1)
+	}
+	return nil
+}
+
+// commitAt writes entries at ts: as one Badger transaction, committed
+// on this goroutine, or through a WriteBatch (which splits what is too
+// big for one transaction, and hands each part's commit to a goroutine
+// of its own) when they do not fit in one.
+func (s *badgerStore) commitAt(entries []entry, ts uint64) error {
+	txn := s.db.NewTransactionAt(ts-1, true)
+	defer txn.Discard()
+	if err := setEntries(txn, entries); errors.Is(err, badger.ErrTxnTooBig) {
+		wb := s.db.NewWriteBatchAt(ts)
+		defer wb.Cancel()
+		if err := setEntries(wb, entries); err != nil {
+			return err
+		}
+		return wb.Flush()
+	} else if err != nil {
+		return err
+	}
+	return txn.CommitAt(ts, nil)
+}
+
+// setEntries sets or deletes each of entries in w (a transaction or a
+// write batch).
+func setEntries(w interface {
+	Set(k, v []byte) error
+	Delete(k []byte) error
+}, entries []entry) error {
+	for _, e := range entries {
+		var err error
+		if e.del {
+			err = w.Delete(e.key)
+		} else {
+			err = w.Set(e.key, e.val)
+		}
+		if err != nil {
+			return err
+		}
 	}
 	return nil
 }

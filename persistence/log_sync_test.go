@@ -1,6 +1,7 @@
 package persistence
 
 import (
+	"bytes"
 	"crypto/rand"
 	"fmt"
 	"os"
@@ -109,5 +110,32 @@ func TestStoreSyncsTheNewestLogs(t *testing.T) {
 	}
 	if got, want := s.vlogTail.fid, newestLog(t, s.opts.Dir, ".vlog"); got != want {
 		t.Errorf("value log synced is %d, newest is %d", got, want)
+	}
+}
+
+// A group is written as one Badger transaction; one too big for a
+// transaction (here 360 KB against a 1 MiB memtable's limit of about
+// 150 KB) goes through a WriteBatch instead, whole.
+func TestStoreWritesGroupsTooBigForOneTransaction(t *testing.T) {
+	s := smallLogs(t)
+	var es []entry
+	for i := range 400 {
+		v := make([]byte, 900)
+		rand.Read(v)
+		es = append(es, entry{key: fmt.Appendf(nil, "big%05d", i), val: v})
+	}
+	if err := s.write(es); err != nil {
+		t.Fatalf("write of %d entries: %v", len(es), err)
+	}
+	txn := s.db.NewTransactionAt(s.lastTs, false)
+	defer txn.Discard()
+	for _, e := range es {
+		item, err := txn.Get(e.key)
+		if err != nil {
+			t.Fatalf("%s: %v", e.key, err)
+		}
+		if v, _ := item.ValueCopy(nil); !bytes.Equal(v, e.val) {
+			t.Fatalf("%s: value differs", e.key)
+		}
 	}
 }
