@@ -125,6 +125,11 @@ func TestProxyWithOpenAIGoClient(t *testing.T) {
 	if err := stream.Err(); err != nil {
 		t.Fatal(err)
 	}
+	if !strings.HasPrefix(acc.ID, "chatcmpl-") || acc.Model != "gpt-4.1-mini" || acc.Created == 0 ||
+		acc.Choices[0].FinishReason != "stop" || acc.Choices[0].Message.Role != "assistant" {
+		t.Errorf("streamed chunks: id %q, model %q, created %d, finish %q, role %q", acc.ID, acc.Model, acc.Created,
+			acc.Choices[0].FinishReason, acc.Choices[0].Message.Role)
+	}
 	// The local model reports its context: the first turn is there.
 	if got := acc.Choices[0].Message.Content; !strings.Contains(got, "What is the deploy target?") ||
 		strings.Contains(got, "0 window messages, 0 pending turns") {
@@ -147,10 +152,16 @@ func TestProxyWithOpenAIGoClient(t *testing.T) {
 	})
 	var deltas strings.Builder
 	completed := false
-	for rs.Next() {
+	for seq := int64(0); rs.Next(); seq++ {
 		ev := rs.Current()
+		if ev.SequenceNumber != seq {
+			t.Errorf("event %s: sequence_number %d, want %d", ev.Type, ev.SequenceNumber, seq)
+		}
 		switch ev.Type {
 		case "response.output_text.delta":
+			if !strings.HasPrefix(ev.ItemID, "msg_") {
+				t.Errorf("delta item_id %q", ev.ItemID)
+			}
 			deltas.WriteString(ev.Delta)
 		case "response.completed":
 			completed = true

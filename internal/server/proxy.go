@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -199,13 +200,24 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) error {
 		})
 		return nil
 	}
-	return proxyStream(w, r, st, func(send func(string, any), u actors.Update, first bool) {
-		chunk := func(delta map[string]any, finish any) {
-			send("", map[string]any{"id": id, "object": "chat.completion.chunk", "created": created, "model": model,
-				"choices": []any{map[string]any{"index": 0, "delta": delta, "finish_reason": finish}}})
+	// Chunks are encoded by hand (one per token): everything but the
+	// delta and the finish reason is the same in each.
+	head := fmt.Appendf(nil, `{"id":%s,"object":"chat.completion.chunk","created":%d,"model":`,
+		messages.AppendJSONString(nil, id), created)
+	head = append(messages.AppendJSONString(head, model), `,"choices":[{"index":0,"delta":`...)
+	var buf []byte
+	chunk := func(send func(string, any), delta, finish string) {
+		buf = append(append(append(buf[:0], head...), delta...), `,"finish_reason":`...)
+		if finish == "" {
+			buf = append(buf, "null"...)
+		} else {
+			buf = messages.AppendJSONString(buf, finish)
 		}
+		send("", json.RawMessage(append(buf, "}]}"...)))
+	}
+	return proxyStream(w, r, st, func(send func(string, any), u actors.Update, first bool) {
 		if first {
-			chunk(map[string]any{"role": "assistant", "content": ""}, nil)
+			chunk(send, `{"role":"assistant","content":""}`, "")
 		}
 		switch {
 		case u.Done:
@@ -213,9 +225,9 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) error {
 				send("", map[string]any{"error": map[string]string{"message": u.Err, "type": "server_error"}})
 				return
 			}
-			chunk(map[string]any{}, finishReason(u))
+			chunk(send, "{}", finishReason(u))
 		case u.Delta != "":
-			chunk(map[string]any{"content": u.Delta}, nil)
+			chunk(send, string(append(messages.AppendJSONString([]byte(`{"content":`), u.Delta), '}')), "")
 		}
 	}, "[DONE]")
 }
@@ -316,6 +328,7 @@ func (s *Server) responses(w http.ResponseWriter, r *http.Request) error {
 		return nil
 	}
 	var text2 strings.Builder
+	var buf []byte
 	seq := 0
 	return proxyStream(w, r, st, func(send func(string, any), u actors.Update, first bool) {
 		ev := func(typ string, v map[string]any) {
@@ -344,8 +357,16 @@ func (s *Server) responses(w http.ResponseWriter, r *http.Request) error {
 			status := responseStatus(u)
 			ev("response."+status, map[string]any{"response": response(status, all, u)})
 		case u.Delta != "":
+			// By hand: one per token.
 			text2.WriteString(u.Delta)
-			ev("response.output_text.delta", map[string]any{"item_id": msgID, "output_index": 0, "content_index": 0, "delta": u.Delta})
+			buf = append(buf[:0], `{"type":"response.output_text.delta","sequence_number":`...)
+			buf = strconv.AppendInt(buf, int64(seq), 10)
+			seq++
+			buf = append(buf, `,"item_id":`...)
+			buf = messages.AppendJSONString(buf, msgID)
+			buf = append(buf, `,"output_index":0,"content_index":0,"delta":`...)
+			buf = messages.AppendJSONString(buf, u.Delta)
+			send("response.output_text.delta", json.RawMessage(append(buf, '}')))
 		}
 	}, "")
 }
