@@ -6,8 +6,9 @@ import "sync"
 const maxCached = 1 << 16
 
 // genCache is a bounded map in two generations of at most limit
-// (default maxCached) entries: when the current one is full it becomes the old one (the
-// older is dropped), and an entry found only in the old one moves back.
+// (default maxCached) entries: when the current one is full it becomes
+// the old one (the older is dropped), and an entry found only in the old
+// one moves back.
 // The entries in use stay; the rest age out. It is safe for concurrent
 // use; the zero value is ready.
 type genCache[K comparable, V any] struct {
