@@ -14,10 +14,10 @@ import (
 // goroutine, which drains whatever ops are waiting (up to GroupCommitMax),
 // validates them in order against the durable state plus the effects of
 // the earlier ops of the same group, writes all their entries in one Badger
-// transaction (commitAt) at a new timestamp and waits for it to be synced. Only then
-// does it publish the timestamp to readers and wake the writers. Within an
-// append, the head entry is written after the turn it points at, so even a
-// torn batch never leaves a head pointing at a missing turn.
+// transaction (commitAt) at a new timestamp and waits for it to be synced.
+// Only then does it publish the timestamp to readers and wake the writers.
+// Within an append, the head entry is written after the turn it points at,
+// so even a torn batch never leaves a head pointing at a missing turn.
 
 type opKind int
 
