@@ -201,13 +201,16 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) error {
 		return nil
 	}
 	// Chunks are encoded by hand (one per token): everything but the
-	// delta and the finish reason is the same in each.
+	// delta and the finish reason is the same in each. A chunk is
+	// begun with its delta's opening (head, then open), the delta's
+	// content appended to buf, and ended with its finish reason.
 	head := fmt.Appendf(nil, `{"id":%s,"object":"chat.completion.chunk","created":%d,"model":`,
 		messages.AppendJSONString(nil, id), created)
 	head = append(messages.AppendJSONString(head, model), `,"choices":[{"index":0,"delta":`...)
 	var buf []byte
-	chunk := func(send func(string, any), delta, finish string) {
-		buf = append(append(append(buf[:0], head...), delta...), `,"finish_reason":`...)
+	begin := func(open string) { buf = append(append(buf[:0], head...), open...) }
+	end := func(send func(string, any), finish string) {
+		buf = append(buf, `,"finish_reason":`...)
 		if finish == "" {
 			buf = append(buf, "null"...)
 		} else {
@@ -217,7 +220,8 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) error {
 	}
 	return proxyStream(w, r, st, func(send func(string, any), u actors.Update, first bool) {
 		if first {
-			chunk(send, `{"role":"assistant","content":""}`, "")
+			begin(`{"role":"assistant","content":""}`)
+			end(send, "")
 		}
 		switch {
 		case u.Done:
@@ -225,9 +229,12 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) error {
 				send("", map[string]any{"error": map[string]string{"message": u.Err, "type": "server_error"}})
 				return
 			}
-			chunk(send, "{}", finishReason(u))
+			begin("{}")
+			end(send, finishReason(u))
 		case u.Delta != "":
-			chunk(send, string(append(messages.AppendJSONString([]byte(`{"content":`), u.Delta), '}')), "")
+			begin(`{"content":`)
+			buf = append(messages.AppendJSONString(buf, u.Delta), '}')
+			end(send, "")
 		}
 	}, "[DONE]")
 }
