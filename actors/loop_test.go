@@ -669,16 +669,15 @@ func TestRetryWhenContextTooLarge(t *testing.T) {
 	}
 }
 
-// A finalized step's journal is written at once and fsynced once the
-// branch has committed what the step leads to (its TX-A), so that the
-// two flushes do not queue on the device together; a branch that never
-// says so (it crashed first) holds the fsync back for journalSyncWait
-// at most, and Close for no time.
+// A finalized step's journal is written and fsynced once the branch has
+// committed what the step leads to (its TX-A), so that the file system's
+// work does not compete with the commit; a branch that never says so (it
+// crashed first) holds the work back for journalSyncWait at most, and
+// Close for no time.
 func TestJournalFsyncWaitsForTheCommit(t *testing.T) {
 	r := &Runtime{closing: make(chan struct{}), log: zerolog.Nop()}
-	finish := func(synced chan<- time.Time) func(func()) error {
-		return func(beforeSync func()) error {
-			beforeSync()
+	finish := func(synced chan<- time.Time) func() error {
+		return func() error {
 			synced <- time.Now()
 			return nil
 		}

@@ -407,31 +407,30 @@ func (r *Runtime) Close() error {
 }
 
 // journalSyncWait bounds how long a finalized step's journal holds its
-// fsync back for the branch's commit (finishJournal): a branch that
-// never takes the step's end (it crashed first) does not leave the
-// journal unsynced.
+// closing work back for the branch's commit (finishJournal): a branch
+// that never takes the step's end (it crashed first) does not leave the
+// journal unwritten.
 const journalSyncWait = 100 * time.Millisecond
 
 // finishJournal runs the closing work of a finalized step's journal
 // (Journal.CloseDeferred: its file's creation, last write and fsync) on
-// a goroutine of its own, which Close waits for. The file is written at
-// once; its fsync waits until committed is closed (the branch committed
-// what the step leads to: TX-A, whose flush this fsync would otherwise
-// queue beside on the device), for journalSyncWait at most. A failure
-// is only logged: the commit that finalizes the step holds the same
-// output, and nothing waits for this work to acknowledge it.
-func (r *Runtime) finishJournal(step messages.StepID, finish func(beforeSync func()) error, committed <-chan struct{}) {
+// a goroutine of its own, which Close waits for, once committed is
+// closed (the branch committed what the step leads to: TX-A, which
+// holds the same output), for journalSyncWait at most. Until then the
+// work would compete with the step's way to that commit: for the CPU
+// (a file's creation) and on the device (the fsync beside the commit's
+// flush). A failure is only logged: nothing waits for this work to
+// acknowledge the step.
+func (r *Runtime) finishJournal(step messages.StepID, finish func() error, committed <-chan struct{}) {
 	r.journalSyncs.Go(func() {
-		err := finish(func() {
-			t := time.NewTimer(journalSyncWait)
-			defer t.Stop()
-			select {
-			case <-committed:
-			case <-t.C:
-			case <-r.closing:
-			}
-		})
-		if err != nil {
+		t := time.NewTimer(journalSyncWait)
+		select {
+		case <-committed:
+		case <-t.C:
+		case <-r.closing:
+		}
+		t.Stop()
+		if err := finish(); err != nil {
 			r.log.Warn().Err(err).Str("step", step.String()).Msg("stream journal: closing write and fsync")
 		}
 	})

@@ -44,9 +44,8 @@ type stepActor struct {
 
 // closeMode is how a step's journal ends: closeSynced writes and fsyncs
 // it before the step goes on; closeDeferred hands that work back (in
-// journalClosed) to run off the step's path, its fsync after the commit
-// that finalizes the step, and closeDeferredUnsynced the same without
-// the fsync.
+// journalClosed) to run after the commit that finalizes the step, and
+// closeDeferredUnsynced the same without the fsync.
 type closeMode int
 
 const (
@@ -58,7 +57,7 @@ const (
 // journalClosed is what journalActor.close returns.
 type journalClosed struct {
 	counters persistence.JournalCounters
-	finish   func(beforeSync func()) error // the deferred modes: the work still to run
+	finish   func() error // the deferred modes: the work still to run
 }
 
 func (s *stepActor) Receive(ctx actor.Context) {
@@ -109,10 +108,9 @@ func (s *stepActor) Receive(ctx actor.Context) {
 	// The journal is fsynced at completion (SRD §13.2). A step that ends
 	// in a way that fails its turn waits for that fsync: its journal is
 	// the only record of what was streamed. The journal of a step whose
-	// response the branch will finalize is written at once and fsynced
-	// once that commit (TX-A, which holds the same output) is made, not
-	// before it (with stream.fsync_finalized off, written and not
-	// fsynced).
+	// response the branch will finalize is written and fsynced once that
+	// commit (TX-A, which holds the same output) is made, not before it
+	// (with stream.fsync_finalized off, written and not fsynced).
 	finalizes := err == nil && finalizable(resp.Outcome.Kind)
 	mode := closeSynced
 	if finalizes {
@@ -199,7 +197,7 @@ func (ja *journalActor) Receive(ctx actor.Context) {
 func (ja *journalActor) close(mode closeMode) journalClosed {
 	ja.mu.Lock()
 	defer ja.mu.Unlock()
-	var finish func(func()) error
+	var finish func() error
 	var err error
 	switch mode {
 	case closeSynced:

@@ -354,22 +354,20 @@ func (j *Journal) Close() error {
 }
 
 // CloseDeferred is Close, or with fsync false Close without the fsync,
-// with the work handed back: it ends the journal at once, without a system call, and
-// returns finish, which creates the file if the journal never wrote,
-// writes what is buffered, fsyncs the file and a new file's directory
-// entry if fsync, and closes the file. The caller runs finish once, on
-// any goroutine, for a journal whose output another write makes durable
-// meanwhile (a step whose response a commit finalizes): the file
-// system's work (a file creation costs this VM up to a millisecond) is
-// off the caller's path. If there is an fsync to do, finish calls
-// beforeSync (unless nil) between the write and the fsync, which may
-// wait there: for that other write's own flush, so that the two do not
-// queue on the device together. Counters stay what they were (Durable:
-// the last fsync before the close); the journal takes no more calls. A
-// journal that had failed returns its error and no finish.
-func (j *Journal) CloseDeferred(fsync bool) (finish func(beforeSync func()) error, err error) {
+// with the work handed back: it ends the journal at once, without a
+// system call, and returns finish, which creates the file if the journal
+// never wrote, writes what is buffered, fsyncs the file and a new file's
+// directory entry if fsync, and closes the file. The caller runs finish
+// once, on any goroutine, for a journal whose output another write makes
+// durable meanwhile (a step whose response a commit finalizes), and so
+// may run it after that write: the file system's work (a file creation
+// costs this VM up to a millisecond of CPU) is then off the caller's
+// path and does not compete with it. Counters stay what they were
+// (Durable: the last fsync before the close); the journal takes no more
+// calls. A journal that had failed returns its error and no finish.
+func (j *Journal) CloseDeferred(fsync bool) (finish func() error, err error) {
 	if j.closed {
-		return func(func()) error { return nil }, nil
+		return func() error { return nil }, nil
 	}
 	j.closed = true
 	f, buf := j.f, j.buf
@@ -382,7 +380,7 @@ func (j *Journal) CloseDeferred(fsync bool) (finish func(beforeSync func()) erro
 	}
 	gen, newEntry := j.dirGen, !j.dirSafe
 	unsynced := fsync && (j.written > j.counters.Durable || len(buf) > 0)
-	return func(beforeSync func()) error {
+	return func() error {
 		if f == nil {
 			var err error
 			if f, gen, err = j.create(); err != nil {
@@ -394,9 +392,6 @@ func (j *Journal) CloseDeferred(fsync bool) (finish func(beforeSync func()) erro
 			if _, err = f.Write(buf); err != nil {
 				err = fmt.Errorf("journal %s: write: %w", j.step, err)
 			}
-		}
-		if err == nil && unsynced && beforeSync != nil {
-			beforeSync()
 		}
 		if err == nil && unsynced {
 			if err = j.syncer.syncFile(f, gen, newEntry); err != nil {
