@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/contextinfinity/ctxinf/internal/core"
 	"github.com/contextinfinity/ctxinf/messages"
@@ -175,14 +176,32 @@ func (r *Runtime) Fork(ctx context.Context, parent messages.BranchID, at message
 // Submit sends a user message to a branch and returns the stream of its
 // turn. It fails with core.ErrBusy while the previous turn has no final
 // response yet (SRD §6.2).
+//
+// The turn is accepted durably (its TX-0 is committed) before Submit
+// returns.
 func (r *Runtime) Submit(ctx context.Context, branch messages.BranchID, text string) (*TurnStream, error) {
+	return r.SubmitDeferred(ctx, branch, text, 0)
+}
+
+// SubmitDeferred is Submit for a caller that tells its client nothing
+// about the turn before the turn's last update (Done), as an
+// OpenAI-compatible endpoint does: those APIs have no acceptance to
+// acknowledge, only a response. It returns the stream without waiting
+// for the turn's acceptance to be durable. That commit is held: it goes
+// with the next one the turn leads to (its finalization, TX-A: one
+// synced write instead of two) if that comes within within, else at
+// within, or before the branch answers any other request. A crash
+// before it loses the turn as if it had never been sent, and the
+// stream ends failed. The last update still comes after the turn's
+// finalization is durable. within <= 0 is Submit.
+func (r *Runtime) SubmitDeferred(ctx context.Context, branch messages.BranchID, text string, within time.Duration) (*TurnStream, error) {
 	if text == "" {
 		return nil, fmt.Errorf("%w: message text is empty", persistence.ErrInvalidArgument)
 	}
 	msg := messages.NewMessage(messages.RoleUser, messages.Text{Text: text})
 	// The turn id is chosen here, so that sending the request again (after
 	// the branch actor stopped with it unread) cannot make a second turn.
-	res, err := r.ask(ctx, branch, &submitReq{msg: msg, turn: messages.NewID[messages.TurnID](r.cfg.Now())})
+	res, err := r.ask(ctx, branch, &submitReq{msg: msg, turn: messages.NewID[messages.TurnID](r.cfg.Now()), within: within})
 	if err != nil {
 		return nil, err
 	}

@@ -37,6 +37,9 @@ type (
 	submitReq struct {
 		msg  messages.Message
 		turn messages.TurnID // chosen by the caller: a resent request finds its turn
+		// within, if positive, defers the commit of the turn's
+		// acceptance (Runtime.SubmitDeferred).
+		within time.Duration
 	}
 	pinReq     struct{ fact string }
 	commitReq  struct{}
@@ -122,7 +125,11 @@ type branchActor struct {
 	indexing    map[messages.TurnID]bool
 	indexed     []*indexDone // held, committed by flushIndexed
 	flushQueued bool         // a flushIndexedReq is in the mailbox
-	counters    [2]uint64    // displayed, durable bytes of the turn's finished steps
+	// deferring is set while a deferred submit runs its effects, so that
+	// prepare leaves the turn's acceptance held; unacked while it is
+	// held after (SubmitDeferred), until this actor's next write.
+	deferring, unacked bool
+	counters           [2]uint64 // displayed, durable bytes of the turn's finished steps
 	// msgs holds the decoded messages of the window, the pending turns and
 	// the turn in flight, so that assembling a context reads the store only
 	// for what this instance has not seen (after activation).
@@ -153,6 +160,13 @@ func (a *branchActor) Receive(ctx actor.Context) {
 	case *createReq, *submitReq, *pinReq, *commitReq, *inspectReq, *forkReq, *wakeReq, *cancelReq, *modelReq, *debugReq:
 		a.asker = sender // answered by respond, or on failure by Restarting
 	}
+	switch ctx.Message().(type) {
+	case *createReq, *pinReq, *commitReq, *inspectReq, *forkReq, *wakeReq, *cancelReq, *modelReq, *debugReq, *importReq, *forceReq:
+		if a.unacked {
+			// Nothing is told while a turn's acceptance is held.
+			a.flush()
+		}
+	}
 	switch m := ctx.Message().(type) {
 	case *wrapperspb.BytesValue:
 		a.replay(m.Value)
@@ -178,7 +192,7 @@ func (a *branchActor) Receive(ctx actor.Context) {
 	case *createReq:
 		respond(a.create(ctx, m))
 	case *submitReq:
-		s, err := a.submit(ctx, m.msg, m.turn)
+		s, err := a.submit(ctx, m.msg, m.turn, m.within)
 		if err != nil {
 			respond(err)
 			return
@@ -276,16 +290,23 @@ func (a *branchActor) Receive(ctx actor.Context) {
 		}
 	case *flushIndexedReq:
 		a.flushIndexed()
+	case *flushUnackedReq:
+		if a.unacked {
+			a.flush()
+		}
 	}
 }
 
-type flushIndexedReq struct{}
+type (
+	flushIndexedReq struct{}
+	flushUnackedReq struct{} // a deferred acceptance's deadline
+)
 
 // flushOnStop commits the index results a stopping branch holds (its
 // index jobs would run again otherwise). A failure is only logged: the
 // jobs are still there.
 func (a *branchActor) flushOnStop() {
-	if len(a.indexed) == 0 {
+	if len(a.indexed) == 0 && !a.unacked {
 		return
 	}
 	defer func() {
@@ -326,9 +347,10 @@ func (a *branchActor) flushIndexed() {
 }
 
 // committed is called after every write of this actor, which commits
-// whatever it held: the index results among that are durable, and their
-// chunks go into the retrieval index.
+// whatever it held: a deferred acceptance is durable, and so are the
+// index results, whose chunks go into the retrieval index.
 func (a *branchActor) committed() {
+	a.unacked = false
 	for _, m := range a.indexed {
 		a.rt.mem.added(m.rows, m.vecs, m.ups)
 	}
@@ -584,7 +606,7 @@ func (a *branchActor) importTurns(ctx actor.Context, exchanges []Exchange) ([]me
 	return ids, nil
 }
 
-func (a *branchActor) submit(ctx actor.Context, msg messages.Message, turn messages.TurnID) (*TurnStream, error) {
+func (a *branchActor) submit(ctx actor.Context, msg messages.Message, turn messages.TurnID, within time.Duration) (*TurnStream, error) {
 	if msg.Role != messages.RoleUser {
 		return nil, fmt.Errorf("%w: message role is %s, want user", persistence.ErrInvalidArgument, msg.Role)
 	}
@@ -611,7 +633,17 @@ func (a *branchActor) submit(ctx actor.Context, msg messages.Message, turn messa
 	s := newTurnStream(a.id, turn, ev.Seq)
 	a.streams[turn] = s
 	a.msgs[turn] = msg
-	a.persistHeld(ctx, ev, tx)
+	a.deferring = within > 0
+	a.persistHeld(ctx, ev, tx) // and its effects: prepare starts the step
+	a.deferring = false
+	if within > 0 && !a.step.IsZero() {
+		// Deferred, and the step runs: its acceptance is committed with
+		// what the step leads to, or by the deadline.
+		a.unacked = true
+		self := ctx.Self()
+		time.AfterFunc(within, func() { a.rt.sys.Root.Send(self, &flushUnackedReq{}) })
+		return s, nil
+	}
 	a.flush()
 	return s, nil
 }
@@ -762,12 +794,15 @@ func (a *branchActor) prepare(ctx actor.Context, turn messages.TurnID) {
 	// turn's stream) after it, the step's result reaches this actor
 	// after this message, and tools run only then. A crash before the
 	// flush leaves a provider call and, at most, a journal file that no
-	// step of the store names.
+	// step of the store names. A deferred submit (SubmitDeferred) holds
+	// the two on past the step's start.
 	for _, ev := range evs {
 		a.persistHeld(ctx, ev, a.txFor(ev))
 	}
 	a.spawnStep(ctx, turn, step, ac)
-	a.flush()
+	if !a.deferring {
+		a.flush()
+	}
 }
 
 // askShrink starts step 4 of the shrinker with a librarian model

@@ -180,12 +180,44 @@ func TestProxyWithOpenAIGoClient(t *testing.T) {
 		t.Fatal(err)
 	}
 	var list struct {
-		Sessions []struct{ Title, ActiveBranch string }
+		Sessions []struct {
+			Title        string
+			ActiveBranch string `json:"active_branch"`
+		}
 	}
 	_ = json.NewDecoder(r.Body).Decode(&list)
 	r.Body.Close()
 	if len(list.Sessions) != 1 || list.Sessions[0].Title != "proxy:app-user-42" {
 		t.Fatalf("sessions: %+v", list)
+	}
+
+	// A response that has ended is durable: killed at once, the server
+	// comes back with every exchange (a proxied turn's acceptance is
+	// committed with its response: server.proxy_commit_within).
+	_ = s.cmd.Process.Kill()
+	<-s.done
+	s = startServe(t, dir)
+	r, err = http.Get(s.url + "/v1/branches/" + list.Sessions[0].ActiveBranch + "/history?limit=50")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var hist struct {
+		Entries []struct {
+			Message messages.Message `json:"message"`
+		} `json:"entries"`
+	}
+	err = json.NewDecoder(r.Body).Decode(&hist)
+	r.Body.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var roles []string
+	for _, e := range hist.Entries {
+		roles = append(roles, e.Message.Role.String())
+	}
+	if want := "user assistant user assistant user assistant user assistant"; strings.Join(roles, " ") != want ||
+		hist.Entries[6].Message.RenderedText != "One more question." {
+		t.Fatalf("after SIGKILL: history roles %v, want %s", roles, want)
 	}
 	s.stop(t)
 }

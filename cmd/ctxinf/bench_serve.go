@@ -189,7 +189,8 @@ func benchServer(ctx context.Context, e *env, prov *openaiprov.Provider) (string
 	if err != nil {
 		return "", nil, err
 	}
-	s := server.New(rt.Runtime, server.Options{Addr: "127.0.0.1:0", MaxInFlight: 1 << 20})
+	s := server.New(rt.Runtime, server.Options{Addr: "127.0.0.1:0", MaxInFlight: 1 << 20,
+		ProxyCommitWithin: proxyCommitWithin(e.cfg.Server)})
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		rt.Close()

@@ -9,7 +9,9 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
 
+	"github.com/contextinfinity/ctxinf/internal/config"
 	"github.com/contextinfinity/ctxinf/internal/server"
 	"github.com/contextinfinity/ctxinf/internal/server/frame"
 	"github.com/contextinfinity/ctxinf/messages"
@@ -82,7 +84,7 @@ func serve(e *env, args []string) error {
 	metrics.Runtime(rt.Runtime)
 	s := server.New(rt.Runtime, server.Options{Addr: *addr, Tokens: tokens, MaxBodyBytes: c.MaxBodyBytes,
 		MaxInFlight: c.MaxInFlight, ReadHeaderTimeout: c.ReadHeaderTimeout, IdleTimeout: c.IdleTimeout,
-		Log: e.log, Metrics: metrics})
+		Log: e.log, Metrics: metrics, ProxyCommitWithin: proxyCommitWithin(c)})
 	l, err := s.Listen()
 	if err != nil {
 		return err
@@ -101,4 +103,13 @@ func serve(e *env, args []string) error {
 	err = s.Serve(ctx, l, c.Drain)
 	e.log.Info().Msg("stopped")
 	return err
+}
+
+// proxyCommitWithin is server.proxy_commit_within as server.Options takes
+// it (there 0 is the default and a negative value means at once).
+func proxyCommitWithin(c config.ServerConfig) time.Duration {
+	if c.ProxyCommitWithin == 0 {
+		return -1
+	}
+	return c.ProxyCommitWithin
 }

@@ -62,6 +62,11 @@ type ServerConfig struct {
 	ReadHeaderTimeout time.Duration `mapstructure:"read_header_timeout"`
 	IdleTimeout       time.Duration `mapstructure:"idle_timeout"`
 	Drain             time.Duration `mapstructure:"drain"`
+	// ProxyCommitWithin is how long a turn of the OpenAI-compatible
+	// proxy may hold the commit of its acceptance, to make it with the
+	// turn's response (actors.Runtime.SubmitDeferred); 0 commits it
+	// before the response starts.
+	ProxyCommitWithin time.Duration `mapstructure:"proxy_commit_within"`
 }
 
 // Embedders accepted by retrieval.embedder.
@@ -340,6 +345,7 @@ func Default() Config {
 			ReadHeaderTimeout: 10 * time.Second,
 			IdleTimeout:       2 * time.Minute,
 			Drain:             30 * time.Second,
+			ProxyCommitWithin: 50 * time.Millisecond,
 		},
 		Tools: ToolsConfig{
 			Mode:     ToolsDisabled,

@@ -180,7 +180,7 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	st, err := s.rt.Submit(r.Context(), b, text)
+	st, err := s.rt.SubmitDeferred(r.Context(), b, text, s.opts.ProxyCommitWithin)
 	if err != nil {
 		return err
 	}
@@ -307,7 +307,7 @@ func (s *Server) responses(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	st, err := s.rt.Submit(r.Context(), b, text)
+	st, err := s.rt.SubmitDeferred(r.Context(), b, text, s.opts.ProxyCommitWithin)
 	if err != nil {
 		return err
 	}

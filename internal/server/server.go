@@ -47,6 +47,11 @@ type Options struct {
 	// Metrics are served at /metrics; nil serves the HTTP metrics alone
 	// (Metrics.Hook feeds the runtime's into them).
 	Metrics *Metrics
+	// ProxyCommitWithin is how long a proxied turn may hold the commit
+	// of its acceptance for its response's (Runtime.SubmitDeferred):
+	// the OpenAI APIs tell a client nothing before the response ends.
+	// 0 means 50 ms; a negative value commits it at once.
+	ProxyCommitWithin time.Duration
 }
 
 // Server serves the API over a runtime.
@@ -113,6 +118,9 @@ func New(rt *actors.Runtime, opts Options) *Server {
 	}
 	if opts.Metrics == nil {
 		opts.Metrics = NewMetrics()
+	}
+	if opts.ProxyCommitWithin == 0 {
+		opts.ProxyCommitWithin = 50 * time.Millisecond
 	}
 	s := &Server{rt: rt, opts: opts, mux: http.NewServeMux()}
 	for _, rt := range routes {

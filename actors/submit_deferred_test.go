@@ -1,0 +1,149 @@
+package actors
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/contextinfinity/ctxinf/messages"
+	"github.com/contextinfinity/ctxinf/persistence"
+	"github.com/contextinfinity/ctxinf/providers/fake"
+)
+
+// turnRows returns the lifecycle rows of branch b that the store holds.
+func turnRows(t *testing.T, r *Runtime, b messages.BranchID) []persistence.TurnRow {
+	t.Helper()
+	rows, err := r.DB().TurnRows(bg, b, 0, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rows
+}
+
+// fakeBranch opens a runtime on a fake provider taking steps, closed
+// with the test, and creates a branch on it.
+func fakeBranch(t *testing.T, steps ...fake.Step) (*Runtime, messages.BranchID) {
+	t.Helper()
+	cfg := testConfig(t, t.TempDir(), newEvents())
+	cfg.Provider = fake.New(steps...)
+	r := openRuntime(t, cfg)
+	t.Cleanup(func() { r.Close() })
+	_, b, err := r.CreateSession(bg, t.Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r, b.ID
+}
+
+// drain reads s to its end and returns the text and the last update.
+func drain(s *TurnStream) (string, Update) {
+	var out strings.Builder
+	var last Update
+	for us := s.Next(nil); us != nil; us = s.Next(nil) {
+		for _, u := range us {
+			out.WriteString(u.Delta)
+			last = u
+		}
+	}
+	return out.String(), last
+}
+
+// A deferred submit returns before the turn is in the store; the turn's
+// acceptance is committed with its response, and the last update comes
+// after that commit.
+func TestSubmitDeferredCommitsAcceptanceWithResponse(t *testing.T) {
+	block := make(chan struct{})
+	r, b := fakeBranch(t, fake.Step{Reply: "deferred reply", Block: block})
+	s, err := r.SubmitDeferred(bg, b, "hello", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The step has started (it waits on block); nothing is committed.
+	if rows := turnRows(t, r, b); len(rows) != 0 {
+		t.Fatalf("before the response: the store holds %+v, want no turn", rows)
+	}
+	close(block)
+	text, last := drain(s)
+	if text != "deferred reply" || last.Phase != messages.PhaseResponseFinalized {
+		t.Fatalf("turn ended %+v with %q", last, text)
+	}
+	rows := turnRows(t, r, b)
+	if len(rows) != 1 || rows[0].ID != s.Turn || rows[0].Phase < messages.PhaseResponseFinalized {
+		t.Fatalf("after the last update: rows %+v, want turn %s finalized", rows, s.Turn)
+	}
+	if _, err := r.DB().Turn(bg, s.Turn); err != nil {
+		t.Errorf("the user message is not in the store: %v", err)
+	}
+}
+
+// A deferred acceptance is committed by its deadline when the response
+// takes longer, and before the branch answers any other request.
+func TestSubmitDeferredCommitsByDeadlineOrRequest(t *testing.T) {
+	block := make(chan struct{})
+	r, b := fakeBranch(t, fake.Step{Reply: "slow", Block: block})
+	s, err := r.SubmitDeferred(bg, b, "one", 20*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for len(turnRows(t, r, b)) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the acceptance was not committed by its deadline")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if rows := turnRows(t, r, b); rows[0].ID != s.Turn || rows[0].Phase != messages.PhaseResponding {
+		t.Fatalf("while streaming: rows %+v, want turn %s responding", rows, s.Turn)
+	}
+	close(block)
+	if _, last := drain(s); last.Phase != messages.PhaseResponseFinalized {
+		t.Fatalf("first turn ended %+v", last)
+	}
+
+	block = make(chan struct{})
+	r2, b2 := fakeBranch(t, fake.Step{Reply: "asked", Block: block})
+	s2, err := r2.SubmitDeferred(bg, b2, "two", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := r2.Inspect(bg, b2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rows := turnRows(t, r2, b2); len(rows) != 1 || rows[0].ID != s2.Turn {
+		t.Fatalf("after Inspect (%+v): rows %+v, want turn %s committed first", info, rows, s2.Turn)
+	}
+	close(block)
+	if _, last := drain(s2); last.Phase != messages.PhaseResponseFinalized {
+		t.Fatalf("second turn ended %+v", last)
+	}
+}
+
+// A branch that fails while it holds a deferred acceptance loses the
+// turn, which nobody was told of: its stream ends failed, the store
+// holds nothing of it, and the branch takes the next turn.
+func TestSubmitDeferredCrashLosesTheUnacknowledgedTurn(t *testing.T) {
+	block := make(chan struct{})
+	r, b := fakeBranch(t, fake.Step{Reply: "never", Block: block}, fake.Step{Reply: "after the crash"})
+	s, err := r.SubmitDeferred(bg, b, "lost", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Kill(bg, b); err != nil {
+		t.Fatal(err)
+	}
+	if _, last := drain(s); last.Phase != messages.PhaseFailed {
+		t.Fatalf("the stream ended %+v, want failed", last)
+	}
+	close(block)
+	if rows := turnRows(t, r, b); len(rows) != 0 {
+		t.Fatalf("after the crash: rows %+v, want none", rows)
+	}
+	text, last, _ := runTurn(t, r, b, "again")
+	if text != "after the crash" || last.Phase != messages.PhaseResponseFinalized {
+		t.Fatalf("next turn ended %+v with %q", last, text)
+	}
+	if rows := turnRows(t, r, b); len(rows) != 1 || rows[0].Seq != 1 {
+		t.Fatalf("rows %+v, want the one turn after the crash, seq 1", rows)
+	}
+}
