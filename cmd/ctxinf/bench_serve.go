@@ -130,25 +130,14 @@ func benchServe(e *env, args []string) error {
 		}
 		return time.Since(t), s.Err()
 	}
-	var direct, via []time.Duration
-	stopProfile := func() {}
-	if *proxyProfile != "" {
-		if stopProfile, err = startCPUProfile(*proxyProfile); err != nil {
-			return err
-		}
+	direct, via, err := benchProxy(*proxyN, *proxyProfile, func(i int) (time.Duration, error) {
+		return stream(up.URL+"/v1", i)
+	}, func(i int) (time.Duration, error) {
+		return stream(url+"/v1", i)
+	})
+	if err != nil {
+		return err
 	}
-	for i := range *proxyN {
-		d, err := stream(up.URL+"/v1", i)
-		if err != nil {
-			return fmt.Errorf("bench serve: direct: %w", err)
-		}
-		v, err := stream(url+"/v1", i)
-		if err != nil {
-			return fmt.Errorf("bench serve: via the proxy: %w", err)
-		}
-		direct, via = append(direct, d), append(via, v)
-	}
-	stopProfile()
 	f.ProxyDirectP50us, f.ProxyViaP50us = micros(percentile(direct, 50)), micros(percentile(via, 50))
 	f.ProxyOverheadP50us = f.ProxyViaP50us - f.ProxyDirectP50us
 	if err := benchFrames(ctx, e, filepath.Join(path, "frame"), *frameN, &f); err != nil {
@@ -173,6 +162,30 @@ func benchServe(e *env, args []string) error {
 	fmt.Fprintf(tw, "frame_append_pipelined_per_s\t%.0f\t(64 in flight on one connection)\n", f.FramePipelinedPerS)
 	fmt.Fprintf(tw, "frame_get_last64_p50_us\t%.0f\t<= 300\n", f.FrameGetLast64P50)
 	return tw.Flush()
+}
+
+// benchProxy times n requests each way, alternately, with a CPU profile
+// of them written to cpuProfile unless it is "".
+func benchProxy(n int, cpuProfile string, direct, proxied func(int) (time.Duration, error)) (d, v []time.Duration, err error) {
+	if cpuProfile != "" {
+		stop, err := startCPUProfile(cpuProfile)
+		if err != nil {
+			return nil, nil, err
+		}
+		defer stop()
+	}
+	for i := range n {
+		dt, err := direct(i)
+		if err != nil {
+			return nil, nil, fmt.Errorf("bench serve: direct: %w", err)
+		}
+		vt, err := proxied(i)
+		if err != nil {
+			return nil, nil, fmt.Errorf("bench serve: via the proxy: %w", err)
+		}
+		d, v = append(d, dt), append(v, vt)
+	}
+	return d, v, nil
 }
 
 // benchServer opens a runtime on e's data dir (with provider, if not
