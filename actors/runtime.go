@@ -186,6 +186,10 @@ type Runtime struct {
 
 	goneMu sync.Mutex
 	gone   map[*actor.PID]chan struct{} // per live branch actor: closed when it terminates
+	// pids holds the branch actors root has activated (BranchID to
+	// *actor.PID), so that asking a live one takes no round trip
+	// through root; an entry whose gone channel is closed is stale.
+	pids sync.Map
 
 	mem *memory // retrieval: the embedder and the branches' indexes
 
@@ -714,14 +718,25 @@ func (r *Runtime) indexer(id messages.BranchID) *actor.PID {
 	return r.indexers[int(id[15])%len(r.indexers)]
 }
 
-// pid activates branch id (if needed) and returns its actor.
+// pid returns branch id's actor: the one root last activated while it
+// lives, else what root activates (if needed) now.
 func (r *Runtime) pid(ctx context.Context, id messages.BranchID) (*actor.PID, error) {
+	if v, ok := r.pids.Load(id); ok {
+		pid := v.(*actor.PID)
+		select {
+		case <-r.goneChan(pid):
+			r.pids.CompareAndDelete(id, pid)
+		default:
+			return pid, nil
+		}
+	}
 	res, err := r.sys.Root.RequestFuture(r.root, &activateReq{id: id}, r.cfg.RequestTimeout).Result()
 	if err != nil {
 		return nil, fmt.Errorf("activate branch %s: %w", id, err)
 	}
 	switch v := res.(type) {
 	case *actor.PID:
+		r.pids.Store(id, v)
 		return v, nil
 	case error:
 		return nil, v
@@ -743,6 +758,7 @@ func (r *Runtime) ask(ctx context.Context, id messages.BranchID, msg any) (any, 
 		}
 		res, err := r.request(ctx, pid, msg, timeout)
 		if errors.Is(err, errNotHandled) {
+			r.pids.CompareAndDelete(id, pid) // ask root again
 			if attempt < 100 {
 				continue // never delivered, or dropped unread: safe to send again
 			}

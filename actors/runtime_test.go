@@ -79,7 +79,7 @@ func (e *events) count(ok func(messages.BranchEvent) bool) int {
 
 func isType[T messages.BranchEvent](ev messages.BranchEvent) bool { _, ok := ev.(T); return ok }
 
-func testConfig(t *testing.T, dir string, ev *events) Config {
+func testConfig(t testing.TB, dir string, ev *events) Config {
 	store := persistence.TestOptions("")
 	store.Durability = persistence.DurabilityRelaxed
 	return Config{
@@ -94,7 +94,7 @@ func testConfig(t *testing.T, dir string, ev *events) Config {
 	}
 }
 
-func openRuntime(t *testing.T, cfg Config) *Runtime {
+func openRuntime(t testing.TB, cfg Config) *Runtime {
 	t.Helper()
 	r, err := Open(bg, cfg)
 	if err != nil {
