@@ -136,7 +136,15 @@ type branchActor struct {
 	msgs map[messages.TurnID]messages.Message
 	// asker is the sender of the request being handled, until answered.
 	asker *actor.PID
+	// active is when this actor last took a message; idle is the timer
+	// of the next idleCheck (passivation after Config.IdleAfter).
+	active time.Time
+	idle   *time.Timer
 }
+
+// idleCheck makes a branch actor passivate if it has been idle for
+// Config.IdleAfter, or look again when it could be.
+type idleCheck struct{ to *branchActor }
 
 func newBranchActor(rt *Runtime, id messages.BranchID) *branchActor {
 	return &branchActor{rt: rt, id: id, b: core.Branch{Policy: *rt.cfg.Fold}, streams: map[messages.TurnID]*TurnStream{},
@@ -160,6 +168,9 @@ func (a *branchActor) Receive(ctx actor.Context) {
 	case *createReq, *submitReq, *pinReq, *commitReq, *inspectReq, *forkReq, *wakeReq, *cancelReq, *modelReq, *debugReq:
 		a.asker = sender // answered by respond, or on failure by Restarting
 	}
+	if _, ok := ctx.Message().(*idleCheck); !ok {
+		a.active = time.Now()
+	}
 	switch ctx.Message().(type) {
 	case *createReq, *pinReq, *commitReq, *inspectReq, *forkReq, *wakeReq, *cancelReq, *modelReq, *debugReq, *importReq, *forceReq:
 		if a.unacked {
@@ -179,15 +190,25 @@ func (a *branchActor) Receive(ctx actor.Context) {
 		a.committed() // a snapshot commits what was held with it
 	case *ppersist.ReplayComplete:
 		a.recover(ctx)
-		ctx.SetReceiveTimeout(a.rt.cfg.IdleAfter)
-	case *actor.ReceiveTimeout:
-		if !a.busy() {
-			ctx.Send(ctx.Parent(), &passivateReq{id: a.id, pid: ctx.Self()})
+		a.idle = after(ctx, a.rt.cfg.IdleAfter, &idleCheck{a})
+	case *idleCheck:
+		if m.to != a {
+			return // an earlier instance's
 		}
+		if wait := a.rt.cfg.IdleAfter - time.Since(a.active); wait > 0 || a.busy() {
+			if wait <= 0 {
+				wait = a.rt.cfg.IdleAfter
+			}
+			a.idle = after(ctx, wait, &idleCheck{a})
+			return
+		}
+		ctx.Send(ctx.Parent(), &passivateReq{id: a.id, pid: ctx.Self()})
 	case *actor.Stopping:
+		a.stopIdle()
 		a.flushOnStop()
 		a.ended(ctx)
 	case *actor.Restarting:
+		a.stopIdle()
 		a.ended(ctx) // what it held is dropped, as a crash drops it
 	case *createReq:
 		respond(a.create(ctx, m))
@@ -294,6 +315,13 @@ func (a *branchActor) Receive(ctx actor.Context) {
 		if a.unacked {
 			a.flush()
 		}
+	}
+}
+
+// stopIdle stops the idle timer of this instance, if it has one.
+func (a *branchActor) stopIdle() {
+	if a.idle != nil {
+		a.idle.Stop()
 	}
 }
 

@@ -152,6 +152,19 @@ type journalActor struct {
 	every  time.Duration
 	err    error // sticky: the journal takes no more after it
 	log    zerolog.Logger
+	tick   *time.Timer // the next journalTick; the actor's goroutine only
+}
+
+// journalTick makes a journal actor apply its policy's intervals.
+type journalTick struct{ to *journalActor }
+
+// after sends msg to the actor of ctx after d, from a timer of its own.
+// Protoactor's receive timeout is not used: it fires once and then stays
+// off, and its timer reads the actor's context from the timer's
+// goroutine, racing with the actor's stop.
+func after(ctx actor.Context, d time.Duration, msg any) *time.Timer {
+	sys, self := ctx.ActorSystem(), ctx.Self()
+	return time.AfterFunc(d, func() { sys.Root.Send(self, msg) })
 }
 
 // append journals one event and gives its text to the subscriber.
@@ -171,21 +184,31 @@ func (ja *journalActor) append(eventType string, payload []byte, text string) {
 }
 
 func (ja *journalActor) Receive(ctx actor.Context) {
-	switch ctx.Message().(type) {
+	switch m := ctx.Message().(type) {
 	case *actor.Started:
-		ctx.SetReceiveTimeout(max(ja.every, time.Millisecond))
-	case *actor.ReceiveTimeout:
+		ja.tick = after(ctx, max(ja.every, time.Millisecond), &journalTick{ja})
+	case *journalTick:
+		if m.to != ja {
+			return // an earlier instance's
+		}
 		ja.mu.Lock()
 		var c, before persistence.JournalCounters
 		if ja.err == nil {
 			before = ja.j.Counters()
 			c, ja.err = ja.j.Tick()
 		}
+		ok := ja.err == nil
 		ja.mu.Unlock()
 		if c != before && ja.stream != nil {
 			ja.stream.push(Update{Displayed: ja.base[0] + c.Displayed, Durable: ja.base[1] + c.Durable})
 		}
+		if ok {
+			ja.tick = after(ctx, max(ja.every, time.Millisecond), &journalTick{ja})
+		}
 	case *actor.Stopping:
+		if ja.tick != nil {
+			ja.tick.Stop()
+		}
 		ja.mu.Lock()
 		ja.j.Close()
 		ja.mu.Unlock()

@@ -1,0 +1,83 @@
+package actors
+
+import (
+	"testing"
+	"time"
+
+	"github.com/contextinfinity/ctxinf/persistence"
+	"github.com/contextinfinity/ctxinf/providers/fake"
+)
+
+// A branch actor idle for Config.IdleAfter passivates, also when it was
+// busy (a turn in flight, turns pending) the first times it looked; the
+// next request activates it again.
+func TestBranchPassivatesWhenIdle(t *testing.T) {
+	cfg := testConfig(t, t.TempDir(), newEvents())
+	cfg.IdleAfter = 50 * time.Millisecond
+	block := make(chan struct{})
+	cfg.Provider = fake.New(fake.Step{Reply: "late", Block: block})
+	r := openRuntime(t, cfg)
+	defer r.Close()
+	_, b, err := r.CreateSession(bg, "idle")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := r.Submit(bg, b.ID, "hello")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := r.pid(bg, b.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(4 * cfg.IdleAfter) // busy past several looks
+	select {
+	case <-r.goneChan(pid):
+		t.Fatal("the branch passivated with a turn in flight")
+	default:
+	}
+	close(block)
+	if _, last := drain(s); last.Err != "" {
+		t.Fatalf("turn ended %+v", last)
+	}
+	// A branch with pending turns is busy too: fold the one turn.
+	if err := r.CommitPending(bg, b.ID); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-r.goneChan(pid):
+	case <-time.After(10 * time.Second):
+		t.Fatal("the branch did not passivate once idle")
+	}
+	info, err := r.Inspect(bg, b.ID)
+	if err != nil || info.TurnSeq != 1 {
+		t.Fatalf("after passivation: Inspect = %+v, %v", info, err)
+	}
+}
+
+// A step's journal applies its policy's intervals for as long as the
+// stream pauses, not once: here its first tick only flushes, and a
+// later one fsyncs before the next token comes.
+func TestJournalTicksWhileTheStreamPauses(t *testing.T) {
+	cfg := testConfig(t, t.TempDir(), newEvents())
+	cfg.Journal = persistence.JournalPolicy{FlushInterval: 10 * time.Millisecond, FlushBytes: 1 << 20,
+		FsyncInterval: 60 * time.Millisecond}
+	cfg.Provider = fake.New(fake.Step{Reply: "one two", Delay: 400 * time.Millisecond})
+	r := openRuntime(t, cfg)
+	defer r.Close()
+	_, b, err := r.CreateSession(bg, "ticks")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, updates := runTurn(t, r, b.ID, "hello")
+	deltas := 0
+	for _, u := range updates {
+		if u.Delta != "" {
+			deltas++
+		}
+		if deltas == 1 && u.Delta == "" && !u.Done && u.Durable > 0 && u.Durable == u.Displayed {
+			return // fsynced during the pause
+		}
+	}
+	t.Fatalf("no fsync between the first and the second token: %+v", updates)
+}
