@@ -395,10 +395,11 @@ func errOrOK(err error) any {
 }
 
 // busy says whether the branch has work in flight that passivation would
-// interrupt.
+// interrupt. Pending turns are not: they are in the log, and the fold
+// policy folds them when it is due, in whichever instance.
 func (a *branchActor) busy() bool {
 	_, inFlight := a.b.InFlight()
-	return inFlight || a.summarizing != 0 || len(a.indexing) > 0 || len(a.b.Pending()) > 0
+	return inFlight || a.summarizing != 0 || len(a.indexing) > 0
 }
 
 // replay applies a stored event or snapshot; effects are not run.

@@ -9,8 +9,9 @@ import (
 )
 
 // A branch actor idle for Config.IdleAfter passivates, also when it was
-// busy (a turn in flight, turns pending) the first times it looked; the
-// next request activates it again.
+// busy (a turn in flight) the first times it looked and when it has
+// pending turns; the next request activates it again, turns still
+// pending.
 func TestBranchPassivatesWhenIdle(t *testing.T) {
 	cfg := testConfig(t, t.TempDir(), newEvents())
 	cfg.IdleAfter = 50 * time.Millisecond
@@ -40,9 +41,9 @@ func TestBranchPassivatesWhenIdle(t *testing.T) {
 	if _, last := drain(s); last.Err != "" {
 		t.Fatalf("turn ended %+v", last)
 	}
-	// A branch with pending turns is busy too: fold the one turn.
-	if err := r.CommitPending(bg, b.ID); err != nil {
-		t.Fatal(err)
+	// Its one turn stays pending (unfolded): that keeps nothing busy.
+	if info, err := r.Inspect(bg, b.ID); err != nil || info.Pending != 1 {
+		t.Fatalf("Inspect = %+v, %v; want the turn pending", info, err)
 	}
 	select {
 	case <-r.goneChan(pid):
@@ -50,7 +51,7 @@ func TestBranchPassivatesWhenIdle(t *testing.T) {
 		t.Fatal("the branch did not passivate once idle")
 	}
 	info, err := r.Inspect(bg, b.ID)
-	if err != nil || info.TurnSeq != 1 {
+	if err != nil || info.TurnSeq != 1 || info.Pending != 1 {
 		t.Fatalf("after passivation: Inspect = %+v, %v", info, err)
 	}
 }
