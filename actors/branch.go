@@ -330,9 +330,10 @@ type (
 	flushUnackedReq struct{} // a deferred acceptance's deadline
 )
 
-// flushOnStop commits the index results a stopping branch holds (its
-// index jobs would run again otherwise). A failure is only logged: the
-// jobs are still there.
+// flushOnStop commits what a stopping branch holds: index results (their
+// index jobs would run again otherwise) and a deferred acceptance (its
+// turn is in flight, and would be lost). A failure is only logged: the
+// jobs are still there, and nobody was told of the turn.
 func (a *branchActor) flushOnStop() {
 	if len(a.indexed) == 0 && !a.unacked {
 		return
