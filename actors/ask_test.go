@@ -6,35 +6,30 @@ import "testing"
 // it); once it has stopped, or was killed and restarted, the next request
 // reaches the actor that replaced it, with the state it rebuilt.
 func TestAskFindsTheLiveActor(t *testing.T) {
-	r := openRuntime(t, testConfig(t, t.TempDir(), newEvents()))
-	defer r.Close()
-	_, b, err := r.CreateSession(bg, "ask")
+	r, b := branchOn(t, testConfig(t, t.TempDir(), newEvents()))
+	runTurn(t, r, b, "hello")
+	first, err := r.pid(bg, b)
 	if err != nil {
 		t.Fatal(err)
 	}
-	runTurn(t, r, b.ID, "hello")
-	first, err := r.pid(bg, b.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if again, _ := r.pid(bg, b.ID); again != first {
+	if again, _ := r.pid(bg, b); again != first {
 		t.Fatalf("a live branch's actor: %v, then %v", first, again)
 	}
 	for i := range 20 {
 		if i%2 == 0 {
-			err = r.Stop(bg, b.ID)
+			err = r.Stop(bg, b)
 		} else {
-			err = r.Kill(bg, b.ID)
+			err = r.Kill(bg, b)
 		}
 		if err != nil {
 			t.Fatal(err)
 		}
-		info, err := r.Inspect(bg, b.ID)
+		info, err := r.Inspect(bg, b)
 		if err != nil || info.TurnSeq != 1 {
 			t.Fatalf("after stop or kill %d: Inspect = %+v, %v; want the one turn", i, info, err)
 		}
 	}
-	if pid, _ := r.pid(bg, b.ID); pid == first {
+	if pid, _ := r.pid(bg, b); pid == first {
 		select {
 		case <-r.goneChan(first):
 			t.Fatal("a stopped actor's PID is still handed out")
@@ -45,14 +40,9 @@ func TestAskFindsTheLiveActor(t *testing.T) {
 
 // BenchmarkAsk is one request to a live branch actor and its answer.
 func BenchmarkAsk(b *testing.B) {
-	r := openRuntime(b, testConfig(b, b.TempDir(), newEvents()))
-	defer r.Close()
-	_, br, err := r.CreateSession(bg, "ask")
-	if err != nil {
-		b.Fatal(err)
-	}
+	r, br := branchOn(b, testConfig(b, b.TempDir(), newEvents()))
 	for b.Loop() {
-		if _, err := r.Inspect(bg, br.ID); err != nil {
+		if _, err := r.Inspect(bg, br); err != nil {
 			b.Fatal(err)
 		}
 	}

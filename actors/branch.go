@@ -306,8 +306,7 @@ func (a *branchActor) Receive(ctx actor.Context) {
 		}
 		if !a.flushQueued {
 			a.flushQueued = true
-			self := ctx.Self()
-			time.AfterFunc(a.rt.cfg.IndexFlushDelay, func() { a.rt.sys.Root.Send(self, &flushIndexedReq{}) })
+			after(ctx, a.rt.cfg.IndexFlushDelay, &flushIndexedReq{})
 		}
 	case *flushIndexedReq:
 		a.flushIndexed()
@@ -670,8 +669,7 @@ func (a *branchActor) submit(ctx actor.Context, msg messages.Message, turn messa
 		// Deferred, and the step runs: its acceptance is committed with
 		// what the step leads to, or by the deadline.
 		a.unacked = true
-		self := ctx.Self()
-		time.AfterFunc(within, func() { a.rt.sys.Root.Send(self, &flushUnackedReq{}) })
+		after(ctx, within, &flushUnackedReq{})
 		return s, nil
 	}
 	a.flush()

@@ -1,7 +1,6 @@
 package actors
 
 import (
-	"strings"
 	"testing"
 	"time"
 
@@ -20,12 +19,10 @@ func turnRows(t *testing.T, r *Runtime, b messages.BranchID) []persistence.TurnR
 	return rows
 }
 
-// fakeBranch opens a runtime on a fake provider taking steps, closed
-// with the test, and creates a branch on it.
-func fakeBranch(t *testing.T, steps ...fake.Step) (*Runtime, messages.BranchID) {
+// branchOn opens a runtime with cfg, closed with the test, and creates
+// a branch on it.
+func branchOn(t testing.TB, cfg Config) (*Runtime, messages.BranchID) {
 	t.Helper()
-	cfg := testConfig(t, t.TempDir(), newEvents())
-	cfg.Provider = fake.New(steps...)
 	r := openRuntime(t, cfg)
 	t.Cleanup(func() { r.Close() })
 	_, b, err := r.CreateSession(bg, t.Name())
@@ -35,17 +32,12 @@ func fakeBranch(t *testing.T, steps ...fake.Step) (*Runtime, messages.BranchID) 
 	return r, b.ID
 }
 
-// drain reads s to its end and returns the text and the last update.
-func drain(s *TurnStream) (string, Update) {
-	var out strings.Builder
-	var last Update
-	for us := s.Next(nil); us != nil; us = s.Next(nil) {
-		for _, u := range us {
-			out.WriteString(u.Delta)
-			last = u
-		}
-	}
-	return out.String(), last
+// fakeBranch is branchOn with a fake provider taking steps.
+func fakeBranch(t *testing.T, steps ...fake.Step) (*Runtime, messages.BranchID) {
+	t.Helper()
+	cfg := testConfig(t, t.TempDir(), newEvents())
+	cfg.Provider = fake.New(steps...)
+	return branchOn(t, cfg)
 }
 
 // A deferred submit returns before the turn is in the store; the turn's
@@ -63,7 +55,7 @@ func TestSubmitDeferredCommitsAcceptanceWithResponse(t *testing.T) {
 		t.Fatalf("before the response: the store holds %+v, want no turn", rows)
 	}
 	close(block)
-	text, last := drain(s)
+	text, last := s.Wait(nil)
 	if text != "deferred reply" || last.Phase != messages.PhaseResponseFinalized {
 		t.Fatalf("turn ended %+v with %q", last, text)
 	}
@@ -96,7 +88,7 @@ func TestSubmitDeferredCommitsByDeadlineOrRequest(t *testing.T) {
 		t.Fatalf("while streaming: rows %+v, want turn %s responding", rows, s.Turn)
 	}
 	close(block)
-	if _, last := drain(s); last.Phase != messages.PhaseResponseFinalized {
+	if _, last := s.Wait(nil); last.Phase != messages.PhaseResponseFinalized {
 		t.Fatalf("first turn ended %+v", last)
 	}
 
@@ -114,7 +106,7 @@ func TestSubmitDeferredCommitsByDeadlineOrRequest(t *testing.T) {
 		t.Fatalf("after Inspect (%+v): rows %+v, want turn %s committed first", info, rows, s2.Turn)
 	}
 	close(block)
-	if _, last := drain(s2); last.Phase != messages.PhaseResponseFinalized {
+	if _, last := s2.Wait(nil); last.Phase != messages.PhaseResponseFinalized {
 		t.Fatalf("second turn ended %+v", last)
 	}
 }
@@ -132,7 +124,7 @@ func TestSubmitDeferredCrashLosesTheUnacknowledgedTurn(t *testing.T) {
 	if err := r.Kill(bg, b); err != nil {
 		t.Fatal(err)
 	}
-	if _, last := drain(s); last.Phase != messages.PhaseFailed {
+	if _, last := s.Wait(nil); last.Phase != messages.PhaseFailed {
 		t.Fatalf("the stream ended %+v, want failed", last)
 	}
 	close(block)

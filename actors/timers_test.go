@@ -17,17 +17,12 @@ func TestBranchPassivatesWhenIdle(t *testing.T) {
 	cfg.IdleAfter = 50 * time.Millisecond
 	block := make(chan struct{})
 	cfg.Provider = fake.New(fake.Step{Reply: "late", Block: block})
-	r := openRuntime(t, cfg)
-	defer r.Close()
-	_, b, err := r.CreateSession(bg, "idle")
+	r, b := branchOn(t, cfg)
+	s, err := r.Submit(bg, b, "hello")
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := r.Submit(bg, b.ID, "hello")
-	if err != nil {
-		t.Fatal(err)
-	}
-	pid, err := r.pid(bg, b.ID)
+	pid, err := r.pid(bg, b)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,11 +33,11 @@ func TestBranchPassivatesWhenIdle(t *testing.T) {
 	default:
 	}
 	close(block)
-	if _, last := drain(s); last.Err != "" {
+	if _, last := s.Wait(nil); last.Err != "" {
 		t.Fatalf("turn ended %+v", last)
 	}
 	// Its one turn stays pending (unfolded): that keeps nothing busy.
-	if info, err := r.Inspect(bg, b.ID); err != nil || info.Pending != 1 {
+	if info, err := r.Inspect(bg, b); err != nil || info.Pending != 1 {
 		t.Fatalf("Inspect = %+v, %v; want the turn pending", info, err)
 	}
 	select {
@@ -50,7 +45,7 @@ func TestBranchPassivatesWhenIdle(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the branch did not passivate once idle")
 	}
-	info, err := r.Inspect(bg, b.ID)
+	info, err := r.Inspect(bg, b)
 	if err != nil || info.TurnSeq != 1 || info.Pending != 1 {
 		t.Fatalf("after passivation: Inspect = %+v, %v", info, err)
 	}
@@ -64,13 +59,8 @@ func TestJournalTicksWhileTheStreamPauses(t *testing.T) {
 	cfg.Journal = persistence.JournalPolicy{FlushInterval: 10 * time.Millisecond, FlushBytes: 1 << 20,
 		FsyncInterval: 60 * time.Millisecond}
 	cfg.Provider = fake.New(fake.Step{Reply: "one two", Delay: 400 * time.Millisecond})
-	r := openRuntime(t, cfg)
-	defer r.Close()
-	_, b, err := r.CreateSession(bg, "ticks")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, _, updates := runTurn(t, r, b.ID, "hello")
+	r, b := branchOn(t, cfg)
+	_, _, updates := runTurn(t, r, b, "hello")
 	deltas := 0
 	for _, u := range updates {
 		if u.Delta != "" {
