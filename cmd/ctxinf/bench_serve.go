@@ -120,9 +120,15 @@ func benchServe(e *env, args []string) error {
 		return err
 	}
 	defer stop()
-	stream := func(base string, i int) (time.Duration, error) {
-		cl := openai.NewClient(option.WithBaseURL(base), option.WithAPIKey("bench"), option.WithMaxRetries(0),
+	// One client each way, kept, as an application keeps its client: a
+	// client made for each request (openai.NewClient clones a transport
+	// each time) would dial each request anew both ways.
+	client := func(base string) openai.Client {
+		return openai.NewClient(option.WithBaseURL(base), option.WithAPIKey("bench"), option.WithMaxRetries(0),
 			option.WithHeader("X-Ctx-Conversation", "bench-proxy"))
+	}
+	directCl, viaCl := client(up.URL+"/v1"), client(url+"/v1")
+	stream := func(cl openai.Client, i int) (time.Duration, error) {
 		t := time.Now()
 		s := cl.Chat.Completions.NewStreaming(ctx, openai.ChatCompletionNewParams{Model: "bench",
 			Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage(fmt.Sprint("question ", i))}})
@@ -131,9 +137,9 @@ func benchServe(e *env, args []string) error {
 		return time.Since(t), s.Err()
 	}
 	direct, via, err := benchProxy(*proxyN, *proxyProfile, func(i int) (time.Duration, error) {
-		return stream(up.URL+"/v1", i)
+		return stream(directCl, i)
 	}, func(i int) (time.Duration, error) {
-		return stream(url+"/v1", i)
+		return stream(viaCl, i)
 	})
 	if err != nil {
 		return err

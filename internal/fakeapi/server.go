@@ -34,6 +34,10 @@ type Reply struct {
 	Cut bool
 	// Delay is slept before each event.
 	Delay time.Duration
+	// Linger holds the response open this long after its last event,
+	// which is flushed: the end of the body comes after the end of the
+	// stream, as it does over a network.
+	Linger time.Duration
 }
 
 // Request is a request the server received.
@@ -166,6 +170,12 @@ func write(w http.ResponseWriter, r *http.Request, reply Reply) {
 	}
 	if flusher != nil {
 		flusher.Flush()
+	}
+	if reply.Linger > 0 {
+		select {
+		case <-time.After(reply.Linger):
+		case <-r.Context().Done():
+		}
 	}
 	if reply.Cut {
 		// Abort the response: the connection is closed without the

@@ -448,6 +448,9 @@ func sseStream(w http.ResponseWriter, r *http.Request, st *actors.TurnStream, he
 				}
 			}
 		}
+		if us[len(us)-1].Done {
+			break // the last events go with the end of the body
+		}
 		if flush() != nil {
 			return nil // the client went away; the turn goes on
 		}
@@ -455,8 +458,13 @@ func sseStream(w http.ResponseWriter, r *http.Request, st *actors.TurnStream, he
 	if done != "" {
 		fmt.Fprintf(bw, "data: %s\n\n", done)
 	}
+	// Not flushed: the server sends the last events with the end of the
+	// chunked body when the handler returns, in one write. A client that
+	// reads the last event then finds the end of the body too, and keeps
+	// its connection for its next request. A client that closes the body
+	// at the last event (the OpenAI SDKs do, at [DONE]) before the end of
+	// the body has come closes its connection with it.
 	_ = bw.Flush()
-	fl.Flush()
 	return nil
 }
 

@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
+	"time"
 
 	oai "github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
@@ -59,9 +61,8 @@ func (p *Provider) streamChat(ctx context.Context, req providers.Request, emit f
 	var res *http.Response
 	call := p.client.Chat.Completions.NewStreaming(ctx, oai.ChatCompletionNewParams{}, option.WithRequestBody("application/json", body),
 		option.WithMiddleware(capture.Middleware), option.WithResponseInto(&res))
-	defer call.Close()
-	stream := redecode[chatChunk](call, res)
-	defer stream.Close()
+	stream, ended, release := redecode[chatChunk](call, res)
+	defer release()
 	for stream.Next() {
 		if err := s.chunk(stream.Current()); err != nil {
 			s.setRawRequest(capture.Body)
@@ -79,15 +80,58 @@ func (p *Provider) streamChat(ctx context.Context, req providers.Request, emit f
 		perr := toError(p.name, err, capture.Response)
 		return s.fail(providers.OutcomeCode(perr), perr), perr
 	}
+	ended()
 	return s.finish()
 }
 
 // redecode is the stream of the response res to a streaming request the
 // SDK made (call, which holds its error if it failed), with its events
-// decoded as T rather than as the SDK's type.
-func redecode[T, S any](call *ssestream.Stream[S], res *http.Response) *ssestream.Stream[T] {
+// decoded as T rather than as the SDK's type. The stream does not close
+// the body: the caller calls ended once the stream has ended cleanly,
+// and release (deferred) in any case, which closes it (see heldBody).
+func redecode[T, S any](call *ssestream.Stream[S], res *http.Response) (stream *ssestream.Stream[T], ended, release func()) {
 	if call.Err() != nil || res == nil {
-		return ssestream.NewStream[T](nil, call.Err())
+		return ssestream.NewStream[T](nil, call.Err()), func() {}, func() { _ = call.Close() }
 	}
-	return ssestream.NewStream[T](ssestream.NewDecoder(res), nil)
+	b := &heldBody{body: res.Body}
+	return ssestream.NewStream[T](ssestream.NewDecoder(&http.Response{Header: res.Header, Body: b}), nil),
+		func() { b.ended = true }, b.release
+}
+
+// heldBody is a streamed response's body as the SSE decoder sees it: its
+// Close does nothing. The decoder closes the body at the event that ends
+// the stream ("[DONE]"), and a response body closed before its end closes
+// its connection too: unless the end of the chunked body had come with
+// that event, the next request to the upstream dialled a new connection
+// (over TLS, with a new handshake). The provider releases the body
+// instead, once done with the stream.
+type heldBody struct {
+	body  io.ReadCloser
+	ended bool // the stream ended cleanly
+}
+
+func (b *heldBody) Read(p []byte) (int, error) { return b.body.Read(p) }
+
+func (*heldBody) Close() error { return nil }
+
+// The most a drain reads, and for how long, before the body is closed
+// unread: an upstream that goes on sending after the end of its stream,
+// or holds the response open, loses its connection, and costs its turn
+// drainFor at most.
+const (
+	drainMax = 64 << 10
+	drainFor = 20 * time.Millisecond
+)
+
+// release closes the body, after reading it to its end if its stream
+// ended cleanly (at most drainMax bytes, for at most drainFor): the end
+// of the chunked body follows the last event at once, and the connection
+// goes back to the client's pool.
+func (b *heldBody) release() {
+	if b.ended {
+		t := time.AfterFunc(drainFor, func() { _ = b.body.Close() })
+		_, _ = io.CopyN(io.Discard, b.body, drainMax)
+		t.Stop()
+	}
+	_ = b.body.Close()
 }

@@ -67,9 +67,8 @@ func (p *Provider) streamResponses(ctx context.Context, req providers.Request, e
 	var res *http.Response
 	call := p.client.Responses.NewStreaming(ctx, responses.ResponseNewParams{}, option.WithRequestBody("application/json", body),
 		option.WithMiddleware(capture.Middleware), option.WithResponseInto(&res))
-	defer call.Close()
-	stream := redecode[responsesEvent](call, res)
-	defer stream.Close()
+	stream, ended, release := redecode[responsesEvent](call, res)
+	defer release()
 	for stream.Next() {
 		end, err := s.event(stream.Current())
 		if err != nil {
@@ -81,6 +80,7 @@ func (p *Provider) streamResponses(ctx context.Context, req providers.Request, e
 		}
 		if end {
 			s.setRawRequest(capture.Body)
+			ended()
 			return s.finish()
 		}
 	}
@@ -92,5 +92,6 @@ func (p *Provider) streamResponses(ctx context.Context, req providers.Request, e
 		perr := toError(p.name, err, capture.Response)
 		return s.fail(providers.OutcomeCode(perr), perr), perr
 	}
+	ended()
 	return s.finish()
 }
