@@ -1,6 +1,7 @@
 package persistence
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -179,6 +180,37 @@ func TestTxStepRows(t *testing.T) {
 	}
 	if c, ok := got[0].Items[0].(messages.ToolCall); !ok || c.Name != "grep" || got[0].Outcome.Reason != "tool_use" {
 		t.Fatalf("step 0 read back as %+v", got[0])
+	}
+}
+
+// A step's raw request and response are stored as they were sent and
+// received, byte for byte; invalid JSON in either is refused.
+func TestStepRowKeepsRawExchange(t *testing.T) {
+	d := openDB(t)
+	now := time.UnixMilli(1_700_000_000_000)
+	turn := messages.NewID[messages.TurnID](now)
+	req := json.RawMessage("{\n  \"model\": \"m\",\n  \"input\": \"<b>a & b</b> \\u00e9\"\n}")
+	resp := json.RawMessage(`[{"type":"response.completed"} , {"x":null}]`)
+	row := StepRow{ID: messages.NewID[messages.StepID](now), Turn: turn, Provider: "openai", Model: "m",
+		Request: req, Response: resp, Outcome: messages.StepOutcome{Kind: messages.OutcomeCompleted}, Started: now, Ended: now}
+	if _, err := d.Commit(bg, &Tx{Steps: []StepRow{row}}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := d.Steps(bg, turn)
+	if err != nil || len(got) != 1 {
+		t.Fatalf("Steps = %+v, %v", got, err)
+	}
+	if string(got[0].Request) != string(req) || string(got[0].Response) != string(resp) || got[0].Model != "m" ||
+		!got[0].Started.Equal(now) {
+		t.Errorf("read back: request %s, response %s, model %q, started %v", got[0].Request, got[0].Response, got[0].Model, got[0].Started)
+	}
+	bad := row
+	bad.ID, bad.Index, bad.Request = messages.NewID[messages.StepID](now), 1, json.RawMessage(`{"model":`)
+	if _, err := d.Commit(bg, &Tx{Steps: []StepRow{bad}}); !errors.Is(err, ErrInvalidArgument) {
+		t.Errorf("a step with a truncated request: %v, want ErrInvalidArgument", err)
+	}
+	if got, _ := d.Steps(bg, turn); len(got) != 1 {
+		t.Errorf("after the refused step: %d steps, want 1", len(got))
 	}
 }
 
