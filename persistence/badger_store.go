@@ -46,6 +46,10 @@ type Options struct {
 	TurnCacheEntries int
 	// BlobCacheBytes bounds the cache of decompressed payloads (0 disables it).
 	BlobCacheBytes int64
+	// RedoLogBytes is the size of the redo log (see redo.go), which a
+	// DurabilitySync store syncs instead of Badger's logs; 0 goes without
+	// it, syncing Badger's logs after each group.
+	RedoLogBytes int64
 	// GCInterval is the period of value-log GC; 0 disables it.
 	GCInterval     time.Duration
 	GCDiscardRatio float64
@@ -68,6 +72,7 @@ func DefaultOptions(dir string) Options {
 		ValueLogFileSize: 256 << 20,
 		TurnCacheEntries: 1 << 18,
 		BlobCacheBytes:   64 << 20,
+		RedoLogBytes:     64 << 20,
 		GCInterval:       10 * time.Minute,
 		GCDiscardRatio:   0.5,
 		Logger:           zerolog.Nop(),
@@ -83,6 +88,7 @@ func TestOptions(dir string) Options {
 	o.ValueLogFileSize = 16 << 20
 	o.TurnCacheEntries = 4096
 	o.BlobCacheBytes = 1 << 20
+	o.RedoLogBytes = 1 << 20
 	o.GCInterval = 0
 	return o
 }
@@ -118,10 +124,12 @@ type badgerStore struct {
 	ovSeq  uint64 // committer only: last overlay seq
 
 	// With DurabilitySync, the logs a group wrote are synced by the store,
-	// not by Badger (see logTail).
+	// not by Badger (see logTail): at checkpoints of the redo log, or after
+	// each group without one.
 	syncMu   sync.Mutex // the writer and value-log GC both sync
 	walTail  *logTail
 	vlogTail *logTail
+	redo     *redoLog // writer only, after open
 }
 
 type statsCounters struct {
@@ -182,12 +190,15 @@ func openBadger(opts Options) (*badgerStore, error) {
 		gcDone:   make(chan struct{}),
 	}
 	s.lastTs = db.MaxVersion()
-	s.readTs.Store(s.lastTs)
-	if err := s.openTails(); err != nil {
+	if err := s.openTails(); err == nil {
+		err = s.openRedo()
+	}
+	if err != nil {
 		s.closeTails()
 		db.Close()
 		return nil, fmt.Errorf("open store %s: %w", opts.Dir, err)
 	}
+	s.readTs.Store(s.lastTs)
 	if err := s.loadOverlays(); err != nil {
 		s.closeTails()
 		db.Close()
@@ -260,6 +271,51 @@ func (s *badgerStore) closeTails() {
 			t.close()
 		}
 	}
+	if s.redo != nil {
+		s.redo.close()
+		s.redo = nil
+	}
+}
+
+// openRedo opens the redo log of a durable store, applies the groups of
+// its last lap to Badger again (those a crash kept from Badger's synced
+// logs, and others, which are written again as they were), makes them
+// durable in Badger's logs, gives the log its size if it has another (a
+// new log, or store.redo_log_bytes changed) and starts a lap.
+func (s *badgerStore) openRedo() error {
+	if s.opts.Durability != DurabilitySync || s.opts.RedoLogBytes <= 0 {
+		return nil
+	}
+	l, recs, err := openRedo(s.opts.Dir, s.opts.RedoLogBytes)
+	if err != nil {
+		return err
+	}
+	s.redo = l
+	for _, r := range recs {
+		if err := s.commitAt(r.entries, r.ts); err != nil {
+			return fmt.Errorf("redo log: apply the group of ts %d: %w", r.ts, err)
+		}
+		s.lastTs = max(s.lastTs, r.ts)
+	}
+	if len(recs) > 0 {
+		s.log.Info().Int("groups", len(recs)).Uint64("last_ts", s.lastTs).Msg("redo log applied")
+	}
+	if err := s.syncLogs(true); err != nil {
+		return err
+	}
+	if err := l.prepare(); err != nil {
+		return err
+	}
+	return l.startLap()
+}
+
+// checkpoint makes every group written so far durable in Badger's logs and
+// starts a lap of the redo log.
+func (s *badgerStore) checkpoint() error {
+	if err := s.syncLogs(true); err != nil {
+		return err
+	}
+	return s.redo.startLap()
 }
 
 // syncLogs makes a written group durable: the value log first when the

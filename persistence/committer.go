@@ -318,18 +318,25 @@ func (s *badgerStore) writeGroup(g *group) {
 }
 
 // write commits entries at the next timestamp and, with DurabilitySync,
-// syncs the logs Badger wrote them to.
+// makes them durable: in the redo log, or in the logs Badger wrote them
+// to when there is none or the group is too big for it.
 func (s *badgerStore) write(entries []entry) error {
 	ts := s.lastTs + 1
-	if err := s.commitAt(entries, ts); err != nil {
-		return err
-	}
-	valueLog := false // a value went to the value log
-	for _, e := range entries {
-		valueLog = valueLog || !e.del && int64(len(e.val)) >= s.opts.ValueThreshold
-	}
-	if err := s.syncLogs(valueLog); err != nil {
-		return err
+	if n := recordMax(entries); s.redo != nil && s.redo.fits(n) {
+		if err := s.writeLogged(entries, ts, n); err != nil {
+			return err
+		}
+	} else {
+		if err := s.commitAt(entries, ts); err != nil {
+			return err
+		}
+		valueLog := false // a value went to the value log
+		for _, e := range entries {
+			valueLog = valueLog || !e.del && int64(len(e.val)) >= s.opts.ValueThreshold
+		}
+		if err := s.syncLogs(valueLog); err != nil {
+			return err
+		}
 	}
 	s.lastTs = ts
 	s.stats.groups.Add(1)
@@ -337,6 +344,30 @@ func (s *badgerStore) write(entries []entry) error {
 		s.stats.syncs.Add(1)
 	}
 	return nil
+}
+
+// writeLogged writes the group of entries at ts to the redo log (a record
+// of at most n bytes; a new lap first if the log is full) and to Badger,
+// and syncs the log while Badger commits. A group whose Badger commit
+// failed may be in the synced log, and so in Badger after the next open:
+// such a failure fails the store, and its writers are told that the write
+// failed, not that nothing was written.
+func (s *badgerStore) writeLogged(entries []entry, ts uint64, n int64) error {
+	if s.redo.full(n) {
+		if err := s.checkpoint(); err != nil {
+			return err
+		}
+	}
+	if err := s.redo.append(ts, entries); err != nil {
+		return err
+	}
+	synced := make(chan error, 1)
+	go func() { synced <- s.redo.sync() }()
+	err := s.commitAt(entries, ts)
+	if serr := <-synced; err == nil {
+		err = serr
+	}
+	return err
 }
 
 // commitAt writes entries at ts: as one Badger transaction, committed

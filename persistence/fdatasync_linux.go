@@ -7,8 +7,10 @@ import (
 )
 
 // fdatasync flushes f's data (and the metadata needed to read it back) but
-// not its timestamps: Badger preallocates its logs, so a write changes no
-// size, and the flush needs no journal commit.
+// not its timestamps. Into blocks written before (the redo log's), that is
+// a flush of data only. Badger's logs are sparse: a write that reaches a
+// block of one for the first time allocates it, and the flush then commits
+// the file system's journal too.
 func fdatasync(f *os.File) error {
 	for {
 		err := syscall.Fdatasync(int(f.Fd()))

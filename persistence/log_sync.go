@@ -13,11 +13,13 @@ import (
 // Badger's SyncWrites syncs two files per write: the value log, even when
 // the write put nothing in it, and then the memtable's WAL. Each sync is a
 // device flush, and on a busy disk the second doubles the tail of every
-// commit. So the store opens Badger without SyncWrites and syncs, after
-// each group, only the files the group wrote: the WAL always, the value log
-// when one of its values was at least the value threshold (Badger writes
-// shorter ones into the WAL and the LSM tree, and nothing else writes the
-// value log but value-log GC; see badgerStore.runValueLogGC).
+// commit. So the store opens Badger without SyncWrites and syncs only the
+// files a group wrote: the WAL always, the value log when one of its
+// values was at least the value threshold (Badger writes shorter ones into
+// the WAL and the LSM tree, and nothing else writes the value log but
+// value-log GC; see badgerStore.runValueLogGC). With a redo log (redo.go),
+// it does so at the log's checkpoints, and for groups too big for it;
+// without one, after every group.
 //
 // A log file is found by its name. Badger numbers both kinds in sequence
 // (%05d.mem, %06d.vlog) and writes only the newest of each, so a logTail

@@ -223,6 +223,7 @@ func storeOptions(c config.Config, dir string, log zerolog.Logger) persistence.O
 	o.BlobCacheBytes = sc.BlobCacheBytes
 	o.GCInterval = sc.GCInterval
 	o.GCDiscardRatio = sc.GCDiscardRatio
+	o.RedoLogBytes = sc.RedoLogBytes
 	o.Logger = log.With().Str("component", "store").Logger()
 	return o
 }

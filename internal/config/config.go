@@ -273,6 +273,7 @@ type StoreConfig struct {
 	GCInterval          time.Duration `mapstructure:"gc_interval"`           // value-log GC period; 0 disables
 	GCDiscardRatio      float64       `mapstructure:"gc_discard_ratio"`      // value-log GC discard ratio
 	Compression         string        `mapstructure:"compression"`           // zstd|s2|none
+	RedoLogBytes        int64         `mapstructure:"redo_log_bytes"`        // the store's redo log; 0: none
 }
 
 // Durability modes accepted by store.durability.
@@ -370,6 +371,7 @@ func Default() Config {
 			GCInterval:          10 * time.Minute,
 			GCDiscardRatio:      0.5,
 			Compression:         CompressionZstd,
+			RedoLogBytes:        64 * MiB,
 		},
 		Runtime: RuntimeConfig{
 			IdlePassivation:        5 * time.Minute,

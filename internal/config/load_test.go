@@ -64,6 +64,7 @@ store:
 					GCInterval:          90 * time.Minute,
 					GCDiscardRatio:      0.7,
 					Compression:         CompressionNone,
+					RedoLogBytes:        64 * MiB,
 				}
 			},
 		},

@@ -184,6 +184,10 @@ func (c StoreConfig) validate(p *problems, prefix string) {
 		p.addf("%sgc_discard_ratio: %v is out of range (0, 1)", prefix, c.GCDiscardRatio)
 	}
 	p.oneOf(prefix+"compression", c.Compression, CompressionZstd, CompressionS2, CompressionNone)
+	if c.RedoLogBytes != 0 && (c.RedoLogBytes < 1*MiB || c.RedoLogBytes > 4*GiB) {
+		p.addf("%sredo_log_bytes: %d is out of range: must be 0 (none) or 1048576 (1 MiB) to 4294967296 (4 GiB)",
+			prefix, c.RedoLogBytes)
+	}
 }
 
 // problems collects validation errors so that all of them are reported.

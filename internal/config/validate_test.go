@@ -26,6 +26,8 @@ func TestValidateRejects(t *testing.T) {
 		{"group commit too big", func(c *Config) { c.Store.GroupCommitMax = 65537 }, `store.group_commit_max: 65537 is out of range [1, 65536]`},
 		{"value threshold small", func(c *Config) { c.Store.ValueThresholdBytes = 63 }, `store.value_threshold_bytes: 63 is out of range [64, 1048576]`},
 		{"value threshold big", func(c *Config) { c.Store.ValueThresholdBytes = MiB + 1 }, `store.value_threshold_bytes: 1048577 is out of range [64, 1048576]`},
+		{"redo log small", func(c *Config) { c.Store.RedoLogBytes = MiB - 1 }, `store.redo_log_bytes: 1048575 is out of range: must be 0 (none) or 1048576 (1 MiB) to 4294967296 (4 GiB)`},
+		{"redo log big", func(c *Config) { c.Store.RedoLogBytes = 4*GiB + 1 }, `store.redo_log_bytes: 4294967297 is out of range: must be 0 (none) or 1048576 (1 MiB) to 4294967296 (4 GiB)`},
 		{"memtable small", func(c *Config) { c.Store.MemTableBytes = MiB - 1 }, `store.memtable_bytes: 1048575 is out of range [1048576, 1073741824]`},
 		{"memtable big", func(c *Config) { c.Store.MemTableBytes = GiB + 1 }, `store.memtable_bytes: 1073741825 is out of range [1048576, 1073741824]`},
 		{"block cache negative", func(c *Config) { c.Store.BlockCacheBytes = -1 }, `store.block_cache_bytes: -1 is out of range [0, 17179869184]`},
