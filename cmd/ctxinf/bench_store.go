@@ -130,20 +130,48 @@ func (b *storeBench) fsyncFloor(f *storeFigures) error {
 // own in dir (removed afterwards): the disk's floor under whatever else
 // the machine is doing.
 func fsyncLatencies(dir string, buf []byte, n int) ([]time.Duration, error) {
+	return syncLatencies(dir, buf, n, false)
+}
+
+// syncLatencies is fsyncLatencies, or with overwrite the same writes into
+// a file written full of zeros and synced first, each followed by an
+// fdatasync: the floor of the store's redo log, whose syncs flush data
+// into blocks written before and need no file-system journal commit.
+func syncLatencies(dir string, buf []byte, n int, overwrite bool) ([]time.Duration, error) {
 	path := filepath.Join(dir, "fsync.floor")
-	file, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	flag := os.O_CREATE | os.O_WRONLY | os.O_APPEND
+	if overwrite {
+		flag = os.O_CREATE | os.O_WRONLY | os.O_TRUNC
+	}
+	file, err := os.OpenFile(path, flag, 0o644)
 	if err != nil {
 		return nil, err
 	}
 	defer os.Remove(path)
 	defer file.Close()
-	lat := make([]time.Duration, 0, n)
-	for range n {
-		t0 := time.Now()
-		if _, err := file.Write(buf); err != nil {
+	sync := file.Sync
+	if overwrite {
+		if _, err := file.Write(make([]byte, n*len(buf))); err != nil {
 			return nil, err
 		}
 		if err := file.Sync(); err != nil {
+			return nil, err
+		}
+		sync = func() error { return persistence.Fdatasync(file) }
+	}
+	lat := make([]time.Duration, 0, n)
+	for i := range n {
+		t0 := time.Now()
+		var err error
+		if overwrite {
+			_, err = file.WriteAt(buf, int64(i*len(buf)))
+		} else {
+			_, err = file.Write(buf)
+		}
+		if err != nil {
+			return nil, err
+		}
+		if err := sync(); err != nil {
 			return nil, err
 		}
 		lat = append(lat, time.Since(t0))
