@@ -5,6 +5,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -281,9 +284,14 @@ func (s *badgerStore) closeTails() {
 // its last lap to Badger again (those a crash kept from Badger's synced
 // logs, and others, which are written again as they were), makes them
 // durable in Badger's logs, gives the log its size if it has another (a
-// new log, or store.redo_log_bytes changed) and starts a lap.
+// new log, or store.redo_log_bytes changed) and starts a lap. A store
+// without a redo log (relaxed, or store.redo_log_bytes 0) applies the
+// last lap of one it finds the same way, and then removes it: a lap left
+// behind would be applied at a later open over what was written since.
 func (s *badgerStore) openRedo() error {
-	if s.opts.Durability != DurabilitySync || s.opts.RedoLogBytes <= 0 {
+	use := s.opts.Durability == DurabilitySync && s.opts.RedoLogBytes > 0
+	path := filepath.Join(s.opts.Dir, redoFileName)
+	if _, err := os.Stat(path); !use && errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
 	l, recs, err := openRedo(s.opts.Dir, s.opts.RedoLogBytes)
@@ -299,6 +307,28 @@ func (s *badgerStore) openRedo() error {
 	}
 	if len(recs) > 0 {
 		s.log.Info().Int("groups", len(recs)).Uint64("last_ts", s.lastTs).Msg("redo log applied")
+	}
+	if !use {
+		// Badger's logs are not synced in these modes: sync them all once.
+		for _, ext := range []struct {
+			ext   string
+			width int
+		}{{".mem", 5}, {".vlog", 6}} {
+			t, err := openLogTail(s.opts.Dir, ext.ext, ext.width)
+			if err == nil {
+				err = t.syncAll()
+				t.close()
+			}
+			if err != nil {
+				return fmt.Errorf("redo log: %w", err)
+			}
+		}
+		l.close()
+		s.redo = nil
+		if err := os.Remove(path); err != nil {
+			return fmt.Errorf("redo log: %w", err)
+		}
+		return syncDir(s.opts.Dir)
 	}
 	if err := s.syncLogs(true); err != nil {
 		return err

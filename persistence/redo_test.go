@@ -137,6 +137,24 @@ func TestRedoLogRestoresAcknowledgedGroups(t *testing.T) {
 	}
 	s.Close()
 
+	// A store opened without a redo log (relaxed here) applies the lap it
+	// finds all the same, and removes the log, which a later open would
+	// otherwise apply again over what was written since.
+	relaxed := copyDir(t, lost)
+	copyFile(t, redo, filepath.Join(relaxed, redoFileName))
+	ro := TestOptions(relaxed)
+	ro.Durability = DurabilityRelaxed
+	if s, err = OpenBadger(ro); err != nil {
+		t.Fatal(err)
+	}
+	if rp, err := s.Range(bg, h.Branch, 0, 20); err != nil || len(rp.Turns) != len(before)+len(after) {
+		t.Errorf("relaxed open: %d turns, %v; want %d", len(rp.Turns), err, len(before)+len(after))
+	}
+	s.Close()
+	if _, err := os.Stat(filepath.Join(relaxed, redoFileName)); !os.IsNotExist(err) {
+		t.Errorf("the redo log after a relaxed open: %v, want it removed", err)
+	}
+
 	// A torn record ends the lap: the last three appends (the second
 	// branch's chain) and the one before them are not applied.
 	torn := copyDir(t, lost)
