@@ -218,15 +218,17 @@ func (l *redoLog) encode(ts uint64, entries []entry) []byte {
 	return b
 }
 
-// startLap begins a lap, with a new id, at the start of the log. The
-// caller has made every group of the lap before durable in Badger (a
-// checkpoint). The lap's first record is written and not synced: it is
-// synced with the lap's first group, and until then the lap before is
-// read, which holds nothing a checkpoint has not made durable already.
+// startLap begins a lap, with a new id, at the start of the log, and
+// syncs its first record. The caller has made every group of the lap
+// before durable in Badger (a checkpoint); once the new lap's record is
+// on disk, that lap is never read again.
 func (l *redoLog) startLap() error {
 	l.lap = rand.Uint64()
 	rec := l.encode(0, nil)
 	if _, err := l.f.WriteAt(rec, 0); err != nil {
+		return fmt.Errorf("redo log: %w", err)
+	}
+	if err := l.sync(); err != nil {
 		return fmt.Errorf("redo log: %w", err)
 	}
 	l.off = int64(len(rec))
