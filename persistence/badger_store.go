@@ -294,19 +294,19 @@ func (s *badgerStore) openRedo() error {
 	if _, err := os.Stat(path); !use && errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
-	l, recs, err := openRedo(s.opts.Dir, s.opts.RedoLogBytes)
+	l, n, err := openRedo(s.opts.Dir, s.opts.RedoLogBytes, func(ts uint64, entries []entry) error {
+		if err := s.commitAt(entries, ts); err != nil {
+			return fmt.Errorf("apply the group of ts %d: %w", ts, err)
+		}
+		s.lastTs = max(s.lastTs, ts)
+		return nil
+	})
 	if err != nil {
 		return err
 	}
 	s.redo = l
-	for _, r := range recs {
-		if err := s.commitAt(r.entries, r.ts); err != nil {
-			return fmt.Errorf("redo log: apply the group of ts %d: %w", r.ts, err)
-		}
-		s.lastTs = max(s.lastTs, r.ts)
-	}
-	if len(recs) > 0 {
-		s.log.Info().Int("groups", len(recs)).Uint64("last_ts", s.lastTs).Msg("redo log applied")
+	if n > 0 {
+		s.log.Info().Int("groups", n).Uint64("last_ts", s.lastTs).Msg("redo log applied")
 	}
 	if !use {
 		// Badger's logs are not synced in these modes: sync them all once.

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
-	"io"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -16,8 +15,9 @@ import (
 // Badger's memtable WAL is a sparse file: a write that reaches a page of
 // it for the first time allocates a block, and syncing it then commits the
 // file system's journal as well as the data. On the dev VM's ext4 a 4 KB
-// write and fdatasync costs a median 0.6–0.7 ms that way, against 0.2–0.35
-// ms when the block was written before (see docs/BENCHMARKS.md). So the
+// write and sync costs a p50 of 0.3–0.9 ms that way, against 0.2–0.4 ms
+// into blocks written before (the two disk probes of ctxinf bench serve;
+// docs/BENCHMARKS.md, session 10). So the
 // store keeps a log of its own, a file of fixed size written full of zeros
 // once, which it overwrites in place from the start, lap after lap: each
 // group's entries go into it as one record, and only it is synced before
@@ -60,33 +60,28 @@ type redoLog struct {
 	buf  []byte
 }
 
-// redoRecord is a group read back from the log.
-type redoRecord struct {
-	ts      uint64
-	entries []entry
-}
-
 // openRedo opens dir's redo log, creating the file if it is missing, and
-// returns the groups of its last lap, in order. The log is not written
-// until prepare has given it size bytes (if it has another size) and
-// startLap has begun a lap.
-func openRedo(dir string, size int64) (*redoLog, []redoRecord, error) {
+// calls apply for each group of its last lap, in order, as it reads them;
+// it returns how many there were. The log is not written until prepare
+// has given it size bytes (if it has another size) and startLap has begun
+// a lap.
+func openRedo(dir string, size int64, apply func(ts uint64, entries []entry) error) (*redoLog, int, error) {
 	path := filepath.Join(dir, redoFileName)
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
-		return nil, nil, fmt.Errorf("redo log: %w", err)
+		return nil, 0, fmt.Errorf("redo log: %w", err)
 	}
 	l := &redoLog{f: f, size: size}
 	st, err := f.Stat()
-	var recs []redoRecord
+	n := 0
 	if err == nil {
-		recs, err = l.read(st.Size())
+		n, err = l.read(st.Size(), apply)
 	}
 	if err != nil {
 		f.Close()
-		return nil, nil, fmt.Errorf("redo log %s: %w", path, err)
+		return nil, 0, fmt.Errorf("redo log %s: %w", path, err)
 	}
-	return l, recs, nil
+	return l, n, nil
 }
 
 // prepare gives the log its size, full of zeros and synced, unless it has
@@ -118,16 +113,28 @@ func (l *redoLog) fill() error {
 	return syncDir(filepath.Dir(l.f.Name()))
 }
 
-// read returns the groups of the last lap of the log's first n bytes.
-func (l *redoLog) read(n int64) ([]redoRecord, error) {
-	data, err := io.ReadAll(io.NewSectionReader(l.f, 0, n))
-	if err != nil {
-		return nil, err
-	}
-	var recs []redoRecord
-	var lap, last uint64
-	for off := 0; ; {
-		rlap, ts, payload, n, ok := decodeRedo(data[off:])
+// read calls apply for each group of the last lap of the log's first size
+// bytes, reading one record at a time, and returns how many there were.
+func (l *redoLog) read(size int64, apply func(ts uint64, entries []entry) error) (int, error) {
+	var (
+		head      = make([]byte, redoHeader)
+		buf       []byte
+		lap, last uint64
+		n         int
+	)
+	for off := int64(0); off+redoHeader <= size; {
+		if _, err := l.f.ReadAt(head, off); err != nil {
+			return n, err
+		}
+		plen := int64(binary.LittleEndian.Uint32(head[4:]))
+		if binary.LittleEndian.Uint32(head) != redoMagic || plen > size-off-redoHeader {
+			break
+		}
+		buf = append(append(buf[:0], head...), make([]byte, plen)...)
+		if _, err := l.f.ReadAt(buf[redoHeader:], off+redoHeader); err != nil {
+			return n, err
+		}
+		rlap, ts, payload, ok := decodeRedo(buf)
 		if !ok || off == 0 && ts != 0 || off > 0 && (rlap != lap || ts <= last) {
 			break
 		}
@@ -137,29 +144,28 @@ func (l *redoLog) read(n int64) ([]redoRecord, error) {
 			entries, err := decodeRedoEntries(payload)
 			if err != nil {
 				// The CRC matched: not a torn write but a bug.
-				return nil, fmt.Errorf("%w: redo record of ts %d: %v", ErrCorrupt, ts, err)
+				return n, fmt.Errorf("%w: redo record of ts %d: %v", ErrCorrupt, ts, err)
 			}
-			recs = append(recs, redoRecord{ts: ts, entries: entries})
+			if err := apply(ts, entries); err != nil {
+				return n, err
+			}
+			n++
 		}
-		last, off = ts, off+n
+		last, off = ts, off+redoHeader+plen
 	}
-	return recs, nil
+	return n, nil
 }
 
-// decodeRedo decodes the record at the start of b.
-func decodeRedo(b []byte) (lap, ts uint64, payload []byte, n int, ok bool) {
-	if len(b) < redoHeader || binary.LittleEndian.Uint32(b) != redoMagic {
-		return 0, 0, nil, 0, false
+// decodeRedo decodes the record b, checking its magic, length and CRC.
+func decodeRedo(b []byte) (lap, ts uint64, payload []byte, ok bool) {
+	if len(b) < redoHeader || binary.LittleEndian.Uint32(b) != redoMagic ||
+		int64(binary.LittleEndian.Uint32(b[4:])) != int64(len(b)-redoHeader) {
+		return 0, 0, nil, false
 	}
-	plen := int(binary.LittleEndian.Uint32(b[4:]))
-	if plen > len(b)-redoHeader {
-		return 0, 0, nil, 0, false
+	if crc32.Checksum(b[12:], castagnoli) != binary.LittleEndian.Uint32(b[8:]) {
+		return 0, 0, nil, false
 	}
-	n = redoHeader + plen
-	if crc32.Checksum(b[12:n], castagnoli) != binary.LittleEndian.Uint32(b[8:]) {
-		return 0, 0, nil, 0, false
-	}
-	return binary.LittleEndian.Uint64(b[12:]), binary.LittleEndian.Uint64(b[20:]), b[redoHeader:n], n, true
+	return binary.LittleEndian.Uint64(b[12:]), binary.LittleEndian.Uint64(b[20:]), b[redoHeader:], true
 }
 
 // A record's payload: per entry, a flag byte (1: deletion), the key's
