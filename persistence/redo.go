@@ -265,6 +265,9 @@ func (l *redoLog) append(ts uint64, entries []entry) error {
 		return fmt.Errorf("redo log: %w", err)
 	}
 	l.off += int64(len(rec))
+	if cap(l.buf) > redoZeroChunk {
+		l.buf = nil // a big group's buffer is not kept
+	}
 	return nil
 }
 
