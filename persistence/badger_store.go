@@ -261,10 +261,7 @@ func (s *badgerStore) openTails() error {
 		return nil
 	}
 	var err error
-	if s.walTail, err = openLogTail(s.opts.Dir, ".mem", 5); err != nil {
-		return err
-	}
-	s.vlogTail, err = openLogTail(s.opts.Dir, ".vlog", 6)
+	s.walTail, s.vlogTail, err = openLogTails(s.opts.Dir)
 	return err
 }
 
@@ -310,18 +307,14 @@ func (s *badgerStore) openRedo() error {
 	}
 	if !use {
 		// Badger's logs are not synced in these modes: sync them all once.
-		for _, ext := range []struct {
-			ext   string
-			width int
-		}{{".mem", 5}, {".vlog", 6}} {
-			t, err := openLogTail(s.opts.Dir, ext.ext, ext.width)
-			if err == nil {
-				err = t.syncAll()
-				t.close()
-			}
-			if err != nil {
-				return fmt.Errorf("redo log: %w", err)
-			}
+		wal, vlog, err := openLogTails(s.opts.Dir)
+		if err == nil {
+			err = errors.Join(wal.syncAll(), vlog.syncAll())
+			wal.close()
+			vlog.close()
+		}
+		if err != nil {
+			return fmt.Errorf("redo log: %w", err)
 		}
 		l.close()
 		s.redo = nil

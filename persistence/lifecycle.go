@@ -407,9 +407,14 @@ func (g *group) setJSON(k []byte, v any) error {
 	if err != nil {
 		return fmt.Errorf("%w: encode row: %v", ErrInvalidArgument, err)
 	}
+	g.setRow(k, b)
+	return nil
+}
+
+// setRow writes the encoded lifecycle row b at k.
+func (g *group) setRow(k, b []byte) {
 	g.set(k, b)
 	g.claimRow(k)
-	return nil
 }
 
 // encodeStepRow is json.Marshal(r) with the raw request and response
@@ -532,8 +537,7 @@ func (g *group) applyTx(o *op) (TxResult, error) {
 		if err != nil {
 			return res, fmt.Errorf("%w: encode row: %v", ErrInvalidArgument, err)
 		}
-		g.set(k, b)
-		g.claimRow(k)
+		g.setRow(k, b)
 	}
 	for _, e := range tx.Events {
 		k := eventKey(e.Actor, e.Index)
@@ -542,8 +546,7 @@ func (g *group) applyTx(o *op) (TxResult, error) {
 		} else if ok {
 			return res, fmt.Errorf("%w: event %d of %s already exists", ErrDuplicate, e.Index, e.Actor)
 		}
-		g.set(k, e.Data)
-		g.claimRow(k)
+		g.setRow(k, e.Data)
 	}
 	if e := tx.Snapshot; e != nil {
 		snapKey := append([]byte{tableSnapshot}, e.Actor...)
@@ -556,8 +559,7 @@ func (g *group) applyTx(o *op) (TxResult, error) {
 			return res, err
 		}
 		v := binary.AppendUvarint(nil, e.Index)
-		g.set(snapKey, append(v, e.Data...))
-		g.claimRow(snapKey)
+		g.setRow(snapKey, append(v, e.Data...))
 		prefix := eventPrefix(e.Actor)
 		before := func(k []byte) bool { return binary.BigEndian.Uint64(k[len(k)-8:]) < e.Index }
 		it := g.txn.NewIterator(badger.IteratorOptions{Prefix: prefix})

@@ -77,6 +77,19 @@ func openLogTail(dir, ext string, width int) (*logTail, error) {
 	return t, nil
 }
 
+// openLogTails finds the newest of Badger's WAL files and of its value-log
+// files in dir.
+func openLogTails(dir string) (wal, vlog *logTail, err error) {
+	if wal, err = openLogTail(dir, ".mem", 5); err != nil {
+		return nil, nil, err
+	}
+	if vlog, err = openLogTail(dir, ".vlog", 6); err != nil {
+		wal.close()
+		return nil, nil, err
+	}
+	return wal, vlog, nil
+}
+
 // sync makes durable what was written to the newest file and to every file
 // before it since the last sync.
 func (t *logTail) sync() error {

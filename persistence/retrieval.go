@@ -85,8 +85,7 @@ func (g *group) putChunk(c ChunkRow, res *TxResult) error {
 	if ok, err := g.rowExists(mk); err != nil || ok {
 		return err // in the partition already, maybe with later context: kept
 	}
-	g.set(mk, encodeDoc(c.Terms, c.TermCount))
-	g.claimRow(mk) // later updates in this group read it
+	g.setRow(mk, encodeDoc(c.Terms, c.TermCount)) // later updates in this group read it
 	return nil
 }
 
@@ -191,8 +190,7 @@ func (g *group) addTerms(u TermUpdate) error {
 	for t, w := range u.Add {
 		terms[t] += w
 	}
-	g.set(k, encodeDoc(terms, n+u.Count))
-	g.claimRow(k)
+	g.setRow(k, encodeDoc(terms, n+u.Count))
 	return nil
 }
 
