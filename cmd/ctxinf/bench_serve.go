@@ -55,6 +55,13 @@ type serveFigures struct {
 	// floor of the store's redo log.
 	Overwrite4kP50us float64 `json:"fdatasync_4k_overwrite_p50_us"`
 	Overwrite4kP99us float64 `json:"fdatasync_4k_overwrite_p99_us"`
+	// The machine's scheduling in the same run (bench_machine.go): one
+	// handoff between two parked threads, and how late a 1 ms sleep
+	// wakes.
+	HandoffP50us     float64 `json:"thread_handoff_p50_us"`
+	HandoffP99us     float64 `json:"thread_handoff_p99_us"`
+	SleepLateP50us   float64 `json:"sleep_1ms_late_p50_us"`
+	SleepLateP99us   float64 `json:"sleep_1ms_late_p99_us"`
 	ProxyDirectP50us float64 `json:"-"`
 	ProxyViaP50us    float64 `json:"-"`
 }
@@ -105,6 +112,10 @@ func benchServe(e *env, args []string) error {
 		return err
 	}
 	f.Overwrite4kP50us, f.Overwrite4kP99us = micros(percentile(floor, 50)), micros(percentile(floor, 99))
+	handoffs := handoffLatencies(1000, 200*time.Microsecond)
+	f.HandoffP50us, f.HandoffP99us = micros(percentile(handoffs, 50)), micros(percentile(handoffs, 99))
+	late := sleepLateness(1000, time.Millisecond)
+	f.SleepLateP50us, f.SleepLateP99us = micros(percentile(late, 50)), micros(percentile(late, 99))
 
 	// SSE: many conversations, paced, then saturated.
 	e.cfg.DataDir = filepath.Join(path, "sse")
@@ -165,6 +176,10 @@ func benchServe(e *env, args []string) error {
 	fmt.Fprintf(tw, "fsync_4k_p50_us\t%.0f\t(the disk in this run: 4 KB append+fsync; p99 %.0f)\n", f.Fsync4kP50us, f.Fsync4kP99us)
 	fmt.Fprintf(tw, "fdatasync_4k_overwrite_p50_us\t%.0f\t(4 KB into blocks written before + fdatasync: the redo log's floor; p99 %.0f)\n",
 		f.Overwrite4kP50us, f.Overwrite4kP99us)
+	fmt.Fprintf(tw, "thread_handoff_p50_us\t%.0f\t(the machine in this run: one goroutine wakes another on a parked thread; p99 %.0f)\n",
+		f.HandoffP50us, f.HandoffP99us)
+	fmt.Fprintf(tw, "sleep_1ms_late_p50_us\t%.0f\t(the machine in this run: how late a 1 ms sleep wakes; p99 %.0f)\n",
+		f.SleepLateP50us, f.SleepLateP99us)
 	fmt.Fprintf(tw, "turns_per_s\t%.0f\t(saturated: %d conversations x %d turns over SSE at once, committed)\n", f.TurnsPerS, *convs, *turns)
 	fmt.Fprintf(tw, "saturated_first_delta_p50_us\t%.0f\t(queueing: about conversations / turns_per_s)\n", f.SaturatedFirstP50us)
 	fmt.Fprintf(tw, "saturated_first_delta_p99_us\t%.0f\t\n", f.SaturatedFirstP99us)

@@ -292,7 +292,8 @@ func TestBenchServeJSON(t *testing.T) {
 	}
 	for _, k := range []string{"turns_per_s", "first_delta_p50_us", "first_delta_p99_us", "paced_turns_per_s",
 		"saturated_first_delta_p99_us", "frame_append_p50_us", "frame_append_p99_us", "frame_get_last64_p50_us",
-		"fsync_4k_p50_us", "fsync_4k_p99_us", "fdatasync_4k_overwrite_p50_us", "fdatasync_4k_overwrite_p99_us"} {
+		"fsync_4k_p50_us", "fsync_4k_p99_us", "fdatasync_4k_overwrite_p50_us", "fdatasync_4k_overwrite_p99_us",
+		"thread_handoff_p50_us", "thread_handoff_p99_us", "sleep_1ms_late_p99_us"} {
 		if v, ok := f[k].(float64); !ok || !(v > 0) {
 			t.Errorf("%s = %v in %s", k, v, out.String())
 		}
