@@ -272,15 +272,50 @@ func (f *FullText) SearchTerms(terms []string, s Stats, k int, keep func(DocID) 
 			scores[p.doc] += idf * p.tf * (bm25K1 + 1) / (p.tf + norm + per*f.docs[p.doc].len)
 		}
 	}
-	// The best k that keep passes, by a min-heap; keep is asked only of
-	// documents that would enter it.
+	h := bestPassing(touched, scores, k, keep, f.docs)
+	out := make([]Hit, 0, len(h))
+	for _, x := range h {
+		out = append(out, Hit{Doc: f.docs[x.doc].id, Score: float64(x.score)})
+	}
+	return out
+}
+
+// bestPassing returns the best k of the scored documents (best first)
+// that keep passes. keep (for Search, two map lookups) is first asked
+// only of the best 2k by score alone, in rank order; only when fewer
+// than k of those pass is it asked of every document that would enter a
+// heap of the best k passing. That alone asked it of nearly every
+// document when many tie on a common term: ties go to the newer
+// document, so each one enters in turn.
+func bestPassing(touched []int32, scores []float32, k int, keep func(DocID) bool, docs []ftDoc) hitHeap {
+	pre := min(len(touched), 2*k)
+	if keep != nil && pre < len(touched) {
+		h := topScored(touched, scores, pre, nil, docs)
+		n := 0
+		for _, x := range h {
+			if keep(docs[x.doc].id) {
+				h[n] = x
+				n++
+				if n == k {
+					return h[:n]
+				}
+			}
+		}
+	}
+	return topScored(touched, scores, k, keep, docs)
+}
+
+// topScored returns the best k of the scored documents that keep passes
+// (nil passes all), best first; keep is asked only of documents that
+// would enter the heap.
+func topScored(touched []int32, scores []float32, k int, keep func(DocID) bool, docs []ftDoc) hitHeap {
 	h := make(hitHeap, 0, k)
 	for _, d := range touched {
 		sc := scores[d]
 		if len(h) == k && !h.better(sc, d, 0) {
 			continue
 		}
-		if keep != nil && !keep(f.docs[d].id) {
+		if keep != nil && !keep(docs[d].id) {
 			continue
 		}
 		if len(h) < k {
@@ -299,11 +334,7 @@ func (f *FullText) SearchTerms(terms []string, s Stats, k int, keep func(DocID) 
 		}
 		return int(b.doc - a.doc)
 	})
-	out := make([]Hit, 0, len(h))
-	for _, x := range h {
-		out = append(out, Hit{Doc: f.docs[x.doc].id, Score: float64(x.score)})
-	}
-	return out
+	return h
 }
 
 // scratch is a search's working memory, pooled.

@@ -52,6 +52,55 @@ func TestFullTextRanksRareTermsFirst(t *testing.T) {
 	}
 }
 
+// TestFullTextFilterAsksLittle: many documents tied on a common term
+// (ties go to the newer) each used to enter the heap in turn, and keep
+// was asked of every one; the result must still be the unfiltered
+// ranking with the refused documents taken out, whatever keep refuses.
+func TestFullTextFilterAsksLittle(t *testing.T) {
+	f := NewFullText()
+	for i := range 2000 {
+		text := "question about the deployment"
+		if i%7 == 0 {
+			text = "question about the deployment and the question again"
+		}
+		tf, n := TermFreqs(text)
+		f.Add(DocID{0: byte(i >> 8), 1: byte(i), 15: 1}, tf, n)
+	}
+	all := f.Search("question", f.Len(), nil)
+	if len(all) != f.Len() {
+		t.Fatalf("unfiltered Search found %d of %d", len(all), f.Len())
+	}
+	for _, tc := range []struct {
+		name    string
+		refuse  func(i int) bool
+		maxAsks int // 0: no bound
+	}{
+		{"a few refused", func(i int) bool { return i%10 == 3 }, 40},
+		{"the newest refused", func(i int) bool { return i >= 1990 }, 40},
+		{"most refused", func(i int) bool { return i%50 != 0 }, 0},
+		{"all refused", func(int) bool { return true }, 0},
+	} {
+		asks := 0
+		keep := func(d DocID) bool {
+			asks++
+			return !tc.refuse(int(d[0])<<8 | int(d[1]))
+		}
+		got := f.Search("question", 10, keep)
+		var want []Hit
+		for _, h := range all {
+			if len(want) < 10 && !tc.refuse(int(h.Doc[0])<<8|int(h.Doc[1])) {
+				want = append(want, h)
+			}
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("%s: Search = %v, want %v", tc.name, got, want)
+		}
+		if tc.maxAsks > 0 && asks > tc.maxAsks {
+			t.Errorf("%s: keep was asked %d times, want at most %d", tc.name, asks, tc.maxAsks)
+		}
+	}
+}
+
 func TestVectorsSearchFilters(t *testing.T) {
 	v := NewVectors(2)
 	for i := range 50 {
