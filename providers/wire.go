@@ -85,6 +85,21 @@ func CompactJSON(data []byte) json.RawMessage {
 	return buf.Bytes()
 }
 
+// SentJSON is the request body an SDK sent, for a step's record, given
+// encoded, the body the provider encoded and handed it: encoded itself
+// when the SDK sent it unchanged, which spares compacting 10 KB again on
+// the way to the step's commit; else sent compacted, or encoded when
+// sent is not valid JSON.
+func SentJSON(encoded json.RawMessage, sent []byte) json.RawMessage {
+	if bytes.Equal(encoded, sent) {
+		return encoded
+	}
+	if c := CompactJSON(sent); c != nil {
+		return c
+	}
+	return encoded
+}
+
 // Exchange records the request body an SDK sent and the HTTP response it
 // got, for the step record (the raw request as sent) and for errors the
 // SDK could not decode. The body is the JSON request only: keys travel in

@@ -54,11 +54,9 @@ func newStream(provider string, emit func(providers.Event) error) *stream {
 	return &stream{provider: provider, emit: emit, usage: map[string]json.RawMessage{}, blocks: map[int]*block{}}
 }
 
-// setRawRequest keeps body, the request as sent, when it is valid JSON.
+// setRawRequest keeps body, the request as sent (see providers.SentJSON).
 func (s *stream) setRawRequest(body []byte) {
-	if c := providers.CompactJSON(body); c != nil {
-		s.rawRequest = c
-	}
+	s.rawRequest = providers.SentJSON(s.rawRequest, body)
 }
 
 // eventUsage is the part of message_start and message_delta events read

@@ -87,11 +87,9 @@ func newChatStream(provider string, emit func(providers.Event) error) *chatStrea
 	return &chatStream{provider: provider, emit: emit, choices: map[int]*choice{}}
 }
 
-// setRawRequest keeps body, the request as sent, when it is valid JSON.
+// setRawRequest keeps body, the request as sent (see providers.SentJSON).
 func (s *chatStream) setRawRequest(body []byte) {
-	if c := providers.CompactJSON(body); c != nil {
-		s.rawRequest = c
-	}
+	s.rawRequest = providers.SentJSON(s.rawRequest, body)
 }
 
 // chunk takes in one streamed chunk and emits its events. It fails only

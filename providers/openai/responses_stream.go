@@ -93,11 +93,9 @@ func newResponsesStream(provider string, emit func(providers.Event) error) *resp
 	return &responsesStream{provider: provider, emit: emit, outputs: map[int]*outputSlot{}}
 }
 
-// setRawRequest keeps body, the request as sent, when it is valid JSON.
+// setRawRequest keeps body, the request as sent (see providers.SentJSON).
 func (s *responsesStream) setRawRequest(body []byte) {
-	if c := providers.CompactJSON(body); c != nil {
-		s.rawRequest = c
-	}
+	s.rawRequest = providers.SentJSON(s.rawRequest, body)
 }
 
 // responsesEvent is one streamed Responses event. The per-token ones
