@@ -1,8 +1,17 @@
 package main
 
 import (
+	"bytes"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
 	"runtime"
+	"sync"
 	"time"
+
+	"github.com/contextinfinity/ctxinf/persistence"
 )
 
 // The machine's own scheduling, timed alongside the server's figures:
@@ -49,4 +58,97 @@ func sleepLateness(n int, d time.Duration) []time.Duration {
 		lat = append(lat, max(time.Since(t)-d, 0))
 	}
 	return lat
+}
+
+// floorProxy serves the least a proxy that makes its exchanges durable
+// can do, as a baseline for the proxy's overhead: each POST is sent on
+// to upstream+path as it came, with net/http alone (no SDK, no parsing,
+// no context), the reply streamed back as it arrives, and request and
+// reply written into a file of fixed size and fdatasynced (as the
+// store's redo log is) before the stream's last read ("[DONE]") goes
+// out.
+func floorProxy(upstream, dir string) (url string, stop func(), err error) {
+	const logSize = 64 << 20
+	log, err := os.OpenFile(filepath.Join(dir, "floor.log"), os.O_CREATE|os.O_RDWR|os.O_TRUNC, 0o600)
+	if err != nil {
+		return "", nil, err
+	}
+	if _, err := log.Write(make([]byte, logSize)); err != nil {
+		log.Close()
+		return "", nil, err
+	}
+	if err := log.Sync(); err != nil {
+		log.Close()
+		return "", nil, err
+	}
+	var (
+		mu  sync.Mutex // the log's offset; one record at a time
+		off int64
+	)
+	record := func(rec []byte) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if off+int64(len(rec)) > logSize {
+			off = 0
+		}
+		if _, err := log.WriteAt(rec, off); err != nil {
+			return err
+		}
+		off += int64(len(rec))
+		return persistence.Fdatasync(log)
+	}
+	hc := &http.Client{}
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		req, err := http.NewRequestWithContext(r.Context(), http.MethodPost, upstream+r.URL.Path, bytes.NewReader(body))
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		req.Header.Set("Content-Type", "application/json")
+		res, err := hc.Do(req)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		defer res.Body.Close()
+		w.Header().Set("Content-Type", "text/event-stream")
+		fl := w.(http.Flusher)
+		rec := body
+		buf := make([]byte, 32<<10)
+		for {
+			n, rerr := res.Body.Read(buf)
+			rec = append(rec, buf[:n]...)
+			if n > 0 && !bytes.Contains(buf[:n], []byte("[DONE]")) {
+				_, _ = w.Write(buf[:n])
+				fl.Flush()
+				n = 0
+			}
+			if rerr != nil || n > 0 {
+				if err := record(rec); err != nil {
+					return // the stream ends without its last events
+				}
+				_, _ = w.Write(buf[:n])
+				if rerr == nil {
+					_, _ = io.Copy(w, res.Body)
+				}
+				return
+			}
+		}
+	})
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		log.Close()
+		return "", nil, err
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(l) }()
+	return "http://" + l.Addr().String(), func() {
+		_ = srv.Close()
+		log.Close()
+	}, nil
 }

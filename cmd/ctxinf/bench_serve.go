@@ -47,6 +47,9 @@ type serveFigures struct {
 	FramePipelinedPerS  float64 `json:"frame_append_pipelined_per_s"`
 	FrameGetLast64P50   float64 `json:"frame_get_last64_p50_us"`
 	ProxyOverheadP50us  float64 `json:"proxy_overhead_p50_us"`
+	// The same overhead of floorProxy, the least a proxy that makes its
+	// exchanges durable can add, timed alongside as a baseline.
+	ProxyFloorOverheadP50us float64 `json:"proxy_floor_overhead_p50_us"`
 	// The disk's floor in the same run: a 4 KB append+fsync, timed
 	// before the SSE phases.
 	Fsync4kP50us float64 `json:"fsync_4k_p50_us"`
@@ -146,24 +149,29 @@ func benchServe(e *env, args []string) error {
 		return openai.NewClient(option.WithBaseURL(base), option.WithAPIKey("bench"), option.WithMaxRetries(0),
 			option.WithHeader("X-Ctx-Conversation", "bench-proxy"))
 	}
-	directCl, viaCl := client(up.URL+"/v1"), client(url+"/v1")
-	stream := func(cl openai.Client, i int) (time.Duration, error) {
-		t := time.Now()
-		s := cl.Chat.Completions.NewStreaming(ctx, openai.ChatCompletionNewParams{Model: "bench",
-			Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage(fmt.Sprint("question ", i))}})
-		for s.Next() {
-		}
-		return time.Since(t), s.Err()
-	}
-	direct, via, err := benchProxy(*proxyN, *proxyProfile, func(i int) (time.Duration, error) {
-		return stream(directCl, i)
-	}, func(i int) (time.Duration, error) {
-		return stream(viaCl, i)
-	})
+	floorURL, stopFloor, err := floorProxy(up.URL, path)
 	if err != nil {
 		return err
 	}
-	f.ProxyDirectP50us, f.ProxyViaP50us = micros(percentile(direct, 50)), micros(percentile(via, 50))
+	defer stopFloor()
+	directCl, viaCl, floorCl := client(up.URL+"/v1"), client(url+"/v1"), client(floorURL+"/v1")
+	stream := func(cl openai.Client) func(int) (time.Duration, error) {
+		return func(i int) (time.Duration, error) {
+			t := time.Now()
+			s := cl.Chat.Completions.NewStreaming(ctx, openai.ChatCompletionNewParams{Model: "bench",
+				Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage(fmt.Sprint("question ", i))}})
+			for s.Next() {
+			}
+			return time.Since(t), s.Err()
+		}
+	}
+	lat, err := benchProxy(*proxyN, *proxyProfile, []string{"direct", "the floor proxy", "the proxy"},
+		stream(directCl), stream(floorCl), stream(viaCl))
+	if err != nil {
+		return err
+	}
+	f.ProxyDirectP50us, f.ProxyViaP50us = micros(percentile(lat[0], 50)), micros(percentile(lat[2], 50))
+	f.ProxyFloorOverheadP50us = micros(percentile(lat[1], 50)) - f.ProxyDirectP50us
 	f.ProxyOverheadP50us = f.ProxyViaP50us - f.ProxyDirectP50us
 	if err := benchFrames(ctx, e, filepath.Join(path, "frame"), *frameN, &f); err != nil {
 		return err
@@ -188,6 +196,8 @@ func benchServe(e *env, args []string) error {
 	fmt.Fprintf(tw, "first_delta_p99_us\t%.0f\t<= 10000\n", f.FirstDeltaP99us)
 	fmt.Fprintf(tw, "proxy_overhead_p50_us\t%.0f\t<= 2000 (direct %.0f, through the proxy %.0f)\n",
 		f.ProxyOverheadP50us, f.ProxyDirectP50us, f.ProxyViaP50us)
+	fmt.Fprintf(tw, "proxy_floor_overhead_p50_us\t%.0f\t(baseline: net/http forwarding, one fdatasync of the exchange; the proxy adds %.1fx)\n",
+		f.ProxyFloorOverheadP50us, f.ProxyOverheadP50us/f.ProxyFloorOverheadP50us)
 	fmt.Fprintf(tw, "frame_append_p50_us\t%.0f\t(APPEND_TURN of 10 KB, durable, one at a time)\n", f.FrameAppendP50us)
 	fmt.Fprintf(tw, "frame_append_p99_us\t%.0f\t\n", f.FrameAppendP99us)
 	fmt.Fprintf(tw, "frame_append_pipelined_per_s\t%.0f\t(64 in flight on one connection)\n", f.FramePipelinedPerS)
@@ -195,28 +205,28 @@ func benchServe(e *env, args []string) error {
 	return tw.Flush()
 }
 
-// benchProxy times n requests each way, alternately, with a CPU profile
-// of them written to cpuProfile unless it is "".
-func benchProxy(n int, cpuProfile string, direct, proxied func(int) (time.Duration, error)) (d, v []time.Duration, err error) {
+// benchProxy times n requests each way (named by names), one way after
+// the other, with a CPU profile of them written to cpuProfile unless it
+// is "".
+func benchProxy(n int, cpuProfile string, names []string, ways ...func(int) (time.Duration, error)) ([][]time.Duration, error) {
 	if cpuProfile != "" {
 		stop, err := startCPUProfile(cpuProfile)
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		defer stop()
 	}
+	lat := make([][]time.Duration, len(ways))
 	for i := range n {
-		dt, err := direct(i)
-		if err != nil {
-			return nil, nil, fmt.Errorf("bench serve: direct: %w", err)
+		for w, way := range ways {
+			d, err := way(i)
+			if err != nil {
+				return nil, fmt.Errorf("bench serve: %s: %w", names[w], err)
+			}
+			lat[w] = append(lat[w], d)
 		}
-		vt, err := proxied(i)
-		if err != nil {
-			return nil, nil, fmt.Errorf("bench serve: via the proxy: %w", err)
-		}
-		d, v = append(d, dt), append(v, vt)
 	}
-	return d, v, nil
+	return lat, nil
 }
 
 // benchServer opens a runtime on e's data dir (with provider, if not

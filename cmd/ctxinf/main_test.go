@@ -298,8 +298,10 @@ func TestBenchServeJSON(t *testing.T) {
 			t.Errorf("%s = %v in %s", k, v, out.String())
 		}
 	}
-	if _, ok := f["proxy_overhead_p50_us"].(float64); !ok {
-		t.Errorf("proxy_overhead_p50_us missing in %s", out.String())
+	for _, k := range []string{"proxy_overhead_p50_us", "proxy_floor_overhead_p50_us"} {
+		if _, ok := f[k].(float64); !ok {
+			t.Errorf("%s missing in %s", k, out.String())
+		}
 	}
 	if f["paced_offered_per_s"] != 20.0 {
 		t.Errorf("paced_offered_per_s = %v, want 20", f["paced_offered_per_s"])
