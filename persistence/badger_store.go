@@ -137,6 +137,9 @@ type badgerStore struct {
 
 type statsCounters struct {
 	appends, blobWrites, blobDedups, groups, syncs, storedBytes, rawBytes atomic.Uint64
+	// syncTimes and syncNanos are Stats.SyncTimes and Stats.SyncTime.
+	syncTimes [len(SyncTimeBounds) + 1]atomic.Uint64
+	syncNanos atomic.Int64
 }
 
 const metaOverlaySeq = "overlay_seq"
@@ -359,11 +362,16 @@ func (s *badgerStore) syncLogs(valueLog bool) error {
 
 func (s *badgerStore) Stats() Stats {
 	c := &s.stats
-	return Stats{
+	st := Stats{
 		Appends: c.appends.Load(), BlobWrites: c.blobWrites.Load(), BlobDedups: c.blobDedups.Load(),
 		Groups: c.groups.Load(), Syncs: c.syncs.Load(),
 		StoredBytes: c.storedBytes.Load(), RawBytes: c.rawBytes.Load(),
 	}
+	for i := range c.syncTimes {
+		st.SyncTimes[i] = c.syncTimes[i].Load()
+	}
+	st.SyncTime = time.Duration(c.syncNanos.Load())
+	return st
 }
 
 // gcLoop runs value-log GC every GCInterval. Old versions become

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/dgraph-io/badger/v4"
 
@@ -321,6 +322,7 @@ func (s *badgerStore) writeGroup(g *group) {
 // makes them durable: in the redo log, or in the logs Badger wrote them
 // to when there is none or the group is too big for it.
 func (s *badgerStore) write(entries []entry) error {
+	start := time.Now()
 	ts := s.lastTs + 1
 	if n := recordMax(entries); s.redo != nil && s.redo.fits(n) {
 		if err := s.writeLogged(entries, ts, n); err != nil {
@@ -342,6 +344,9 @@ func (s *badgerStore) write(entries []entry) error {
 	s.stats.groups.Add(1)
 	if s.opts.Durability == DurabilitySync {
 		s.stats.syncs.Add(1)
+		took := time.Since(start)
+		s.stats.syncTimes[SyncTimeBucket(took)].Add(1)
+		s.stats.syncNanos.Add(int64(took))
 	}
 	return nil
 }

@@ -210,6 +210,39 @@ type Stats struct {
 	Syncs       uint64
 	StoredBytes uint64 // blob bytes written (after compression)
 	RawBytes    uint64 // blob bytes accepted (before compression)
+	// SyncTimes counts the durable group commits by how long their write
+	// and sync took, which every writer in the group waited for: bucket i
+	// holds those under SyncTimeBounds[i] (and at or over the bound
+	// before it), the last one those at or over the last bound. The
+	// disk's stalls show here first.
+	SyncTimes [len(SyncTimeBounds) + 1]uint64
+	SyncTime  time.Duration // their total
+}
+
+// SyncTimeBounds are the upper bounds of the buckets of Stats.SyncTimes.
+var SyncTimeBounds = [...]time.Duration{250 * time.Microsecond, 500 * time.Microsecond, time.Millisecond,
+	2 * time.Millisecond, 4 * time.Millisecond, 8 * time.Millisecond, 16 * time.Millisecond, 32 * time.Millisecond,
+	64 * time.Millisecond}
+
+// SyncTimeBucket returns the bucket of Stats.SyncTimes that d falls in.
+func SyncTimeBucket(d time.Duration) int {
+	for i, b := range SyncTimeBounds {
+		if d < b {
+			return i
+		}
+	}
+	return len(SyncTimeBounds)
+}
+
+// SyncsOver returns how many of the syncs counted in times took at
+// least bound when bound is one of SyncTimeBounds; for any other bound
+// it counts the whole bucket that holds bound too.
+func SyncsOver(times [len(SyncTimeBounds) + 1]uint64, bound time.Duration) uint64 {
+	var n uint64
+	for i := SyncTimeBucket(bound); i < len(times); i++ {
+		n += times[i]
+	}
+	return n
 }
 
 // Limits are the bounds a store enforces on input.

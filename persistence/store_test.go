@@ -8,6 +8,7 @@ import (
 	"math/bits"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/contextinfinity/ctxinf/messages"
 )
@@ -560,6 +561,34 @@ func TestConcurrentAppendsShareSyncs(t *testing.T) {
 	}
 	if st.Syncs >= st.Appends+branches {
 		t.Fatalf("%d syncs for %d writes: no group commit happened", st.Syncs, st.Appends+branches)
+	}
+	var timed uint64
+	for _, n := range st.SyncTimes {
+		timed += n
+	}
+	if timed != st.Syncs {
+		t.Errorf("SyncTimes %v hold %d syncs, want Syncs = %d", st.SyncTimes, timed, st.Syncs)
+	}
+}
+
+func TestSyncTimeBuckets(t *testing.T) {
+	for _, tc := range []struct {
+		d    time.Duration
+		want int
+	}{
+		{0, 0}, {249 * time.Microsecond, 0}, {250 * time.Microsecond, 1}, {3 * time.Millisecond, 4},
+		{4 * time.Millisecond, 5}, {64*time.Millisecond - 1, 8}, {64 * time.Millisecond, 9}, {time.Hour, 9},
+	} {
+		if got := SyncTimeBucket(tc.d); got != tc.want {
+			t.Errorf("SyncTimeBucket(%v) = %d, want %d", tc.d, got, tc.want)
+		}
+	}
+	times := [len(SyncTimeBounds) + 1]uint64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}
+	if got := SyncsOver(times, 4*time.Millisecond); got != 6+7+8+9+10 {
+		t.Errorf("SyncsOver(4ms) = %d, want %d", got, 6+7+8+9+10)
+	}
+	if got := SyncsOver(times, 0); got != 55 {
+		t.Errorf("SyncsOver(0) = %d, want 55", got)
 	}
 }
 

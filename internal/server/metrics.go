@@ -127,10 +127,32 @@ func (m *Metrics) Hook(cfg *actors.Config) {
 	}
 }
 
-// Runtime adds the metrics only the open runtime knows (actor restarts).
+// Runtime adds the metrics only the open runtime knows: actor restarts,
+// and how long the store's durable group commits took.
 func (m *Metrics) Runtime(rt *actors.Runtime) {
 	m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "ctxinf_actor_restarts_total",
-		Help: "Actor restarts by supervision."}, func() float64 { return float64(rt.Restarts()) }))
+		Help: "Actor restarts by supervision."}, func() float64 { return float64(rt.Restarts()) }),
+		syncCollector{stats: rt.DB().Stats})
+}
+
+// syncCollector serves the store's Stats.SyncTimes as a histogram.
+type syncCollector struct{ stats func() persistence.Stats }
+
+var syncDesc = prometheus.NewDesc("ctxinf_store_sync_seconds",
+	"Time of each durable group commit of the store (write and sync), which every write in the group waits for.", nil, nil)
+
+func (syncCollector) Describe(ch chan<- *prometheus.Desc) { ch <- syncDesc }
+
+func (c syncCollector) Collect(ch chan<- prometheus.Metric) {
+	st := c.stats()
+	buckets := make(map[float64]uint64, len(persistence.SyncTimeBounds))
+	var n uint64
+	for i, b := range persistence.SyncTimeBounds {
+		n += st.SyncTimes[i]
+		buckets[b.Seconds()] = n
+	}
+	n += st.SyncTimes[len(persistence.SyncTimeBounds)]
+	ch <- prometheus.MustNewConstHistogram(syncDesc, n, st.SyncTime.Seconds(), buckets)
 }
 
 func (m *Metrics) event(ev messages.BranchEvent) {

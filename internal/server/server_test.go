@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
 	"github.com/contextinfinity/ctxinf/actors"
@@ -237,7 +238,7 @@ func TestAPI(t *testing.T) {
 		`ctxinf_http_requests_total{code="400",route="POST /v1/branches/{branch}/turns"} 4`,
 		"ctxinf_step_seconds_count", "ctxinf_context_assembly_seconds_count", "ctxinf_retrieval_seconds_count",
 		`ctxinf_summaries_total{result="committed"}`, "ctxinf_journal_bytes_total", "ctxinf_actor_restarts_total 0",
-		"ctxinf_indexed_chunks_total",
+		"ctxinf_indexed_chunks_total", "ctxinf_store_sync_seconds_count",
 	} {
 		if !strings.Contains(string(metrics), want) {
 			t.Errorf("metrics lack %q", want)
@@ -349,4 +350,27 @@ func TestExportImport(t *testing.T) {
 		t.Errorf("bad import: %d %+v", st, e)
 	}
 
+}
+
+// The store's sync times reach /metrics as a histogram: cumulative
+// buckets in seconds, the count and the sum.
+func TestSyncHistogram(t *testing.T) {
+	st := persistence.Stats{SyncTime: 30 * time.Millisecond}
+	st.SyncTimes[0], st.SyncTimes[persistence.SyncTimeBucket(3*time.Millisecond)], st.SyncTimes[len(st.SyncTimes)-1] = 4, 2, 1
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(syncCollector{stats: func() persistence.Stats { return st }})
+	mfs, err := reg.Gather()
+	if err != nil || len(mfs) != 1 {
+		t.Fatalf("Gather = %v, %v", mfs, err)
+	}
+	h := mfs[0].GetMetric()[0].GetHistogram()
+	if h.GetSampleCount() != 7 || h.GetSampleSum() != 0.03 {
+		t.Errorf("count %d sum %v, want 7 and 0.03", h.GetSampleCount(), h.GetSampleSum())
+	}
+	want := map[float64]uint64{0.00025: 4, 0.0005: 4, 0.001: 4, 0.002: 4, 0.004: 6, 0.064: 6}
+	for _, b := range h.GetBucket() {
+		if w, ok := want[b.GetUpperBound()]; ok && b.GetCumulativeCount() != w {
+			t.Errorf("bucket <= %vs holds %d, want %d", b.GetUpperBound(), b.GetCumulativeCount(), w)
+		}
+	}
 }
