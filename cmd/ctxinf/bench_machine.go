@@ -152,3 +152,31 @@ func floorProxy(upstream, dir string) (url string, stop func(), err error) {
 		log.Close()
 	}, nil
 }
+
+// countStalls counts, until stop is called, the sleeps of 1 ms on a
+// goroutine of its own that woke more than late after their time: the
+// host's stalls while a phase runs (a process with nothing else to do
+// sees them too). stop returns the count.
+func countStalls(late time.Duration) (stop func() int) {
+	done, n := make(chan struct{}), make(chan int, 1)
+	go func() {
+		count := 0
+		for {
+			select {
+			case <-done:
+				n <- count
+				return
+			default:
+			}
+			t := time.Now()
+			time.Sleep(time.Millisecond)
+			if time.Since(t)-time.Millisecond > late {
+				count++
+			}
+		}
+	}()
+	return func() int {
+		close(done)
+		return <-n
+	}
+}

@@ -38,8 +38,13 @@ type serveFigures struct {
 	FirstDeltaP99us float64 `json:"first_delta_p99_us"`
 	// The paced phase's offered and achieved rates (first_delta_* are
 	// its figures), and the saturated phase's first-delta times.
-	PacedOfferedPerS    float64 `json:"paced_offered_per_s"`
-	PacedTurnsPerS      float64 `json:"paced_turns_per_s"`
+	PacedOfferedPerS float64 `json:"paced_offered_per_s"`
+	PacedTurnsPerS   float64 `json:"paced_turns_per_s"`
+	// The machine during the paced phase: the host's stalls (1 ms
+	// sleeps that woke over 5 ms late) per second, and the share of the
+	// store's group commits that took 4 ms or more.
+	PacedStallsPerS     float64 `json:"paced_host_stalls_per_s"`
+	PacedSlowSyncPct    float64 `json:"paced_slow_sync_pct"`
 	SaturatedFirstP50us float64 `json:"saturated_first_delta_p50_us"`
 	SaturatedFirstP99us float64 `json:"saturated_first_delta_p99_us"`
 	FrameAppendP50us    float64 `json:"frame_append_p50_us"`
@@ -122,11 +127,11 @@ func benchServe(e *env, args []string) error {
 
 	// SSE: many conversations, paced, then saturated.
 	e.cfg.DataDir = filepath.Join(path, "sse")
-	url, stop, err := benchServer(ctx, e, nil)
+	url, stats, stop, err := benchServer(ctx, e, nil)
 	if err != nil {
 		return err
 	}
-	if err := benchSSE(ctx, url, *convs, *turns, *rate, *pacedFor, *cpuProfile, &f); err != nil {
+	if err := benchSSE(ctx, url, stats, *convs, *turns, *rate, *pacedFor, *cpuProfile, &f); err != nil {
 		stop()
 		return err
 	}
@@ -137,7 +142,7 @@ func benchServe(e *env, args []string) error {
 	defer up.Close()
 	e.cfg.DataDir = filepath.Join(path, "proxy")
 	prov := openaiprov.New(openaiprov.Options{BaseURL: up.URL + "/v1", APIKey: "bench", API: "chat"})
-	url, stop, err = benchServer(ctx, e, prov)
+	url, _, stop, err = benchServer(ctx, e, prov)
 	if err != nil {
 		return err
 	}
@@ -193,7 +198,8 @@ func benchServe(e *env, args []string) error {
 	fmt.Fprintf(tw, "saturated_first_delta_p99_us\t%.0f\t\n", f.SaturatedFirstP99us)
 	fmt.Fprintf(tw, "first_delta_p50_us\t%.0f\t(paced: %d conversations offering %.0f turns/s, %.0f/s achieved)\n",
 		f.FirstDeltaP50us, *convs, f.PacedOfferedPerS, f.PacedTurnsPerS)
-	fmt.Fprintf(tw, "first_delta_p99_us\t%.0f\t<= 10000\n", f.FirstDeltaP99us)
+	fmt.Fprintf(tw, "first_delta_p99_us\t%.0f\t<= 10000 (meanwhile %.1f host stalls/s over 5 ms; %.1f %% of commits took 4 ms or more)\n",
+		f.FirstDeltaP99us, f.PacedStallsPerS, f.PacedSlowSyncPct)
 	fmt.Fprintf(tw, "proxy_overhead_p50_us\t%.0f\t<= 2000 (direct %.0f, through the proxy %.0f)\n",
 		f.ProxyOverheadP50us, f.ProxyDirectP50us, f.ProxyViaP50us)
 	fmt.Fprintf(tw, "proxy_floor_overhead_p50_us\t%.0f\t(baseline: net/http forwarding, one fdatasync of the exchange; the proxy adds %.1fx)\n",
@@ -230,25 +236,26 @@ func benchProxy(n int, cpuProfile string, names []string, ways ...func(int) (tim
 }
 
 // benchServer opens a runtime on e's data dir (with provider, if not
-// nil, as its model) and serves it on a loopback port; stop shuts both.
-func benchServer(ctx context.Context, e *env, prov *openaiprov.Provider) (string, func(), error) {
+// nil, as its model) and serves it on a loopback port; stats are its
+// store's, and stop shuts both.
+func benchServer(ctx context.Context, e *env, prov *openaiprov.Provider) (url string, stats func() persistence.Stats, stop func(), err error) {
 	cfg, err := runtimeConfig(e)
 	if err != nil {
-		return "", nil, err
+		return "", nil, nil, err
 	}
 	if prov != nil {
 		cfg.Provider, cfg.Model, cfg.Models = prov, "bench", nil
 	}
 	rt, err := ctxinf.Open(ctx, ctxinf.Options{Config: &cfg})
 	if err != nil {
-		return "", nil, err
+		return "", nil, nil, err
 	}
 	s := server.New(rt.Runtime, server.Options{Addr: "127.0.0.1:0", MaxInFlight: 1 << 20,
 		ProxyCommitWithin: proxyCommitWithin(e.cfg.Server)})
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		rt.Close()
-		return "", nil, err
+		return "", nil, nil, err
 	}
 	sctx, cancel := context.WithCancel(ctx)
 	served := make(chan struct{})
@@ -256,7 +263,7 @@ func benchServer(ctx context.Context, e *env, prov *openaiprov.Provider) (string
 		_ = s.Serve(sctx, l, 10*time.Second)
 		close(served)
 	}()
-	return "http://" + l.Addr().String(), func() {
+	return "http://" + l.Addr().String(), rt.DB().Stats, func() {
 		cancel()
 		<-served
 		rt.Close()
@@ -358,7 +365,7 @@ func benchFrames(ctx context.Context, e *env, dir string, n int, f *serveFigures
 // no turn in flight, as people and agents send them; this gives the
 // first-delta p50/p99 of a server carrying convs conversations below
 // its capacity.
-func benchSSE(ctx context.Context, url string, convs, turns int, rate float64, pacedFor time.Duration, cpuProfile string, f *serveFigures) error {
+func benchSSE(ctx context.Context, url string, stats func() persistence.Stats, convs, turns int, rate float64, pacedFor time.Duration, cpuProfile string, f *serveFigures) error {
 	c := client.New(url, client.WithHTTPClient(&http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: convs}}))
 	branches := make([]client.Branch, convs)
 	for i := range branches {
@@ -401,6 +408,9 @@ func benchSSE(ctx context.Context, url string, convs, turns int, rate float64, p
 		idle <- branches[b]
 	}
 	var busy int // arrivals that found every conversation busy
+	// The machine while the phase runs: the host's stalls, and the
+	// store's group commits slow enough to show in a turn's first delta.
+	stalls, syncs0 := countStalls(5*time.Millisecond), stats().SyncTimes
 	t0 := time.Now()
 	next := t0
 	for n := 0; ; n++ {
@@ -421,6 +431,16 @@ func benchSSE(ctx context.Context, url string, convs, turns int, rate float64, p
 		}
 	}
 	wg.Wait()
+	paced, syncs := time.Since(t0), stats().SyncTimes
+	f.PacedStallsPerS = float64(stalls()) / paced.Seconds()
+	var all uint64
+	for i := range syncs {
+		syncs[i] -= syncs0[i]
+		all += syncs[i]
+	}
+	if all > 0 {
+		f.PacedSlowSyncPct = 100 * float64(persistence.SyncsOver(syncs, 4*time.Millisecond)) / float64(all)
+	}
 	if firstErr != nil {
 		return fmt.Errorf("bench serve: paced: %w", firstErr)
 	}

@@ -298,7 +298,7 @@ func TestBenchServeJSON(t *testing.T) {
 			t.Errorf("%s = %v in %s", k, v, out.String())
 		}
 	}
-	for _, k := range []string{"proxy_overhead_p50_us", "proxy_floor_overhead_p50_us"} {
+	for _, k := range []string{"proxy_overhead_p50_us", "proxy_floor_overhead_p50_us", "paced_host_stalls_per_s", "paced_slow_sync_pct"} {
 		if _, ok := f[k].(float64); !ok {
 			t.Errorf("%s missing in %s", k, out.String())
 		}
