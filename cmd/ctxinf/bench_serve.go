@@ -79,8 +79,10 @@ type serveFigures struct {
 // delay (see benchSSE: committed turns/s when they all send at once, and
 // the time from sending a turn to its first delta when they offer --rate
 // turns/s together), the OpenAI-compatible proxy's added latency over
-// calling a fake upstream directly (--proxy-requests each way, one at a
-// time), and the binary frame protocol.
+// calling a fake upstream directly, beside a floor proxy's as its
+// baseline (--proxy-requests each way, one at a time), and the binary
+// frame protocol. The disk's syncs and the machine's scheduling are
+// timed first, as the floors the figures stand on.
 func benchServe(e *env, args []string) error {
 	fs := flag.NewFlagSet("bench serve", flag.ContinueOnError)
 	fs.SetOutput(e.stderr)
@@ -202,8 +204,12 @@ func benchServe(e *env, args []string) error {
 		f.FirstDeltaP99us, f.PacedStallsPerS, f.PacedSlowSyncPct)
 	fmt.Fprintf(tw, "proxy_overhead_p50_us\t%.0f\t<= 2000 (direct %.0f, through the proxy %.0f)\n",
 		f.ProxyOverheadP50us, f.ProxyDirectP50us, f.ProxyViaP50us)
-	fmt.Fprintf(tw, "proxy_floor_overhead_p50_us\t%.0f\t(baseline: net/http forwarding, one fdatasync of the exchange; the proxy adds %.1fx)\n",
-		f.ProxyFloorOverheadP50us, f.ProxyOverheadP50us/f.ProxyFloorOverheadP50us)
+	ratio := "-"
+	if f.ProxyFloorOverheadP50us > 0 {
+		ratio = fmt.Sprintf("%.1fx", f.ProxyOverheadP50us/f.ProxyFloorOverheadP50us)
+	}
+	fmt.Fprintf(tw, "proxy_floor_overhead_p50_us\t%.0f\t(baseline: net/http forwarding, one fdatasync of the exchange; the proxy adds %s)\n",
+		f.ProxyFloorOverheadP50us, ratio)
 	fmt.Fprintf(tw, "frame_append_p50_us\t%.0f\t(APPEND_TURN of 10 KB, durable, one at a time)\n", f.FrameAppendP50us)
 	fmt.Fprintf(tw, "frame_append_p99_us\t%.0f\t\n", f.FrameAppendP99us)
 	fmt.Fprintf(tw, "frame_append_pipelined_per_s\t%.0f\t(64 in flight on one connection)\n", f.FramePipelinedPerS)
