@@ -68,7 +68,7 @@ func sleepLateness(n int, d time.Duration) []time.Duration {
 // store's redo log is) before the stream's last read ("[DONE]") goes
 // out.
 func floorProxy(upstream, dir string) (url string, stop func(), err error) {
-	const logSize = 64 << 20
+	const logSize = 16 << 20 // wraps; a record is a few KB
 	log, err := os.OpenFile(filepath.Join(dir, "floor.log"), os.O_CREATE|os.O_RDWR|os.O_TRUNC, 0o600)
 	if err != nil {
 		return "", nil, err
