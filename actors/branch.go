@@ -2,8 +2,6 @@ package actors
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -134,6 +132,9 @@ type branchActor struct {
 	// the turn in flight, so that assembling a context reads the store only
 	// for what this instance has not seen (after activation).
 	msgs map[messages.TurnID]messages.Message
+	// hasher hashes the contexts of this branch's steps, keeping the
+	// JSON of the last one's messages for the next.
+	hasher contextHasher
 	// asker is the sender of the request being handled, until answered.
 	asker *actor.PID
 	// active is when this actor last took a message; idle is the timer
@@ -920,7 +921,7 @@ func (a *branchActor) spawnStep(ctx actor.Context, turn messages.TurnID, step me
 	req := providers.Request{Model: m.ID, Context: ac, MaxOutputTokens: maxOut, ParallelToolCalls: a.rt.cfg.ParallelToolCalls}
 	props := actor.PropsFromProducer(func() actor.Actor {
 		return &stepActor{rt: a.rt, ctx: sctx, branch: ctx.Self(), turn: turn, step: step, req: req, provider: m.Provider,
-			stream: stream, base: a.counters, count: a.rt.counter(m), hashed: hashed}
+			stream: stream, base: a.counters, count: a.rt.counter(m), hashed: hashed, hasher: &a.hasher}
 	})
 	if _, err := ctx.SpawnNamed(props, "step-"+step.String()); err != nil {
 		cancel()
@@ -1140,16 +1141,6 @@ func assembleShrinking(in core.AssembleInput, budget core.Budget, count core.Cou
 			Detail: fmt.Sprintf("summary of %d tokens sent as %d (entities kept)", before, count(shrunk))})
 	}
 	return ac, rep
-}
-
-// contextHash is the SHA-256 of an assembled context's JSON, hex.
-func contextHash(ac messages.AssembledContext) string {
-	data, err := json.Marshal(ac)
-	if err != nil {
-		return ""
-	}
-	sum := sha256.Sum256(data)
-	return hex.EncodeToString(sum[:])
 }
 
 // fitContext checks an assembled context against its budget: over the

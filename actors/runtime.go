@@ -67,7 +67,9 @@ type Config struct {
 	ParallelToolCalls bool
 	// Redact, if set, rewrites every assembled context just before it
 	// is sent to a provider (SRD §14.1), say to mask secrets; what is
-	// stored is not changed. An error fails the turn.
+	// stored is not changed. It must not change the messages it is
+	// given in place (they are the branch's own, shared with the
+	// context's hash): it returns new ones. An error fails the turn.
 	Redact             func(messages.AssembledContext) (messages.AssembledContext, error)
 	SystemInstructions string
 	RequestTimeout     time.Duration // for requests to actors

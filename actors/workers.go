@@ -37,9 +37,10 @@ type stepActor struct {
 	base   [2]uint64
 	count  core.Counter // the model's token counter
 	// hashed, if not nil, is the context as assembled (before tool
-	// definitions and redaction), hashed for the turn's recipe beside
-	// the stream, off the branch.
+	// definitions and redaction), hashed by hasher (the branch's) for
+	// the turn's recipe beside the stream, off the branch.
 	hashed *messages.AssembledContext
+	hasher *contextHasher
 }
 
 // closeMode is how a step's journal ends: closeSynced writes and fsyncs
@@ -90,7 +91,7 @@ func (s *stepActor) Receive(ctx actor.Context) {
 	var hash chan string
 	if s.hashed != nil {
 		hash = make(chan string, 1)
-		go func() { hash <- contextHash(*s.hashed) }()
+		go func() { hash <- s.hasher.hash(*s.hashed) }()
 	}
 	var unhandled map[string]bool
 	resp, err := s.provider.Stream(s.ctx, s.req, func(ev providers.Event) error {
