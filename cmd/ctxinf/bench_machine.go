@@ -53,11 +53,16 @@ func handoffLatencies(n int, pause time.Duration) []time.Duration {
 func sleepLateness(n int, d time.Duration) []time.Duration {
 	lat := make([]time.Duration, 0, n)
 	for range n {
-		t := time.Now()
-		time.Sleep(d)
-		lat = append(lat, max(time.Since(t)-d, 0))
+		lat = append(lat, sleepLate(d))
 	}
 	return lat
+}
+
+// sleepLate sleeps for d and returns how late it woke.
+func sleepLate(d time.Duration) time.Duration {
+	t := time.Now()
+	time.Sleep(d)
+	return max(time.Since(t)-d, 0)
 }
 
 // floorProxy serves the least a proxy that makes its exchanges durable
@@ -168,9 +173,7 @@ func countStalls(late time.Duration) (stop func() int) {
 				return
 			default:
 			}
-			t := time.Now()
-			time.Sleep(time.Millisecond)
-			if time.Since(t)-time.Millisecond > late {
+			if sleepLate(time.Millisecond) > late {
 				count++
 			}
 		}
