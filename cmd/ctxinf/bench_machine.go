@@ -78,11 +78,7 @@ func floorProxy(upstream, dir string) (url string, stop func(), err error) {
 	if err != nil {
 		return "", nil, err
 	}
-	if _, err := log.Write(make([]byte, logSize)); err != nil {
-		log.Close()
-		return "", nil, err
-	}
-	if err := log.Sync(); err != nil {
+	if err := fillZeros(log, logSize); err != nil {
 		log.Close()
 		return "", nil, err
 	}

@@ -133,6 +133,16 @@ func fsyncLatencies(dir string, buf []byte, n int) ([]time.Duration, error) {
 	return syncLatencies(dir, buf, n, false)
 }
 
+// fillZeros writes size zero bytes to f and syncs them: a file whose
+// blocks are written, as the store's redo log is, so that later writes
+// into it allocate nothing.
+func fillZeros(f *os.File, size int) error {
+	if _, err := f.Write(make([]byte, size)); err != nil {
+		return err
+	}
+	return f.Sync()
+}
+
 // syncLatencies is fsyncLatencies, or with overwrite the same writes into
 // a file written full of zeros and synced first, each followed by an
 // fdatasync: the floor of the store's redo log, whose syncs flush data
@@ -151,10 +161,7 @@ func syncLatencies(dir string, buf []byte, n int, overwrite bool) ([]time.Durati
 	defer file.Close()
 	sync := file.Sync
 	if overwrite {
-		if _, err := file.Write(make([]byte, n*len(buf))); err != nil {
-			return nil, err
-		}
-		if err := file.Sync(); err != nil {
+		if err := fillZeros(file, n*len(buf)); err != nil {
 			return nil, err
 		}
 		sync = func() error { return persistence.Fdatasync(file) }
