@@ -119,24 +119,8 @@ func (a *branchActor) forkPoint(at messages.TurnID) (messages.BranchCreated, err
 
 // turnRow finds the lifecycle row of turn id on this branch.
 func (a *branchActor) turnRow(id messages.TurnID) (persistence.TurnRow, error) {
-	var found persistence.TurnRow
-	err := a.rt.db.EachTurnRow(context.Background(), a.id, func(r persistence.TurnRow) error {
-		if r.ID == id {
-			found = r
-			return errFound
-		}
-		return nil
-	})
-	if err == errFound {
-		return found, nil
-	}
-	if err == nil {
-		err = fmt.Errorf("%w: turn %s on branch %s", persistence.ErrTurnNotFound, id, a.id)
-	}
-	return found, err
+	return a.rt.db.TurnRow(context.Background(), a.id, id)
 }
-
-var errFound = errors.New("found")
 
 // CreateSession starts a new conversation with one empty branch.
 func (r *Runtime) CreateSession(ctx context.Context, title string) (persistence.SessionRow, persistence.BranchRow, error) {

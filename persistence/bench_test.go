@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/contextinfinity/ctxinf/messages"
 )
 
 // The store's micro-benchmarks. `ctxinf bench store` measures the issue's
@@ -212,6 +214,49 @@ func BenchmarkBlobCodec(b *testing.B) {
 		for b.Loop() {
 			if _, err := decodeBlob(h, rec, 1<<20); err != nil {
 				b.Fatal(err)
+			}
+		}
+	})
+}
+
+// BenchmarkTurnRowLookup finds the row of a branch's last turn among 10k:
+// by its id (the index), and by scanning the branch's rows, as the API's
+// turn lookup and fork did before the index.
+func BenchmarkTurnRowLookup(b *testing.B) {
+	d, err := Open(TestOptions(b.TempDir()))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { d.Close() })
+	now := time.UnixMilli(1_700_000_000_000)
+	br := messages.NewID[messages.BranchID](now)
+	var last messages.TurnID
+	for start := uint64(1); start <= 10000; start += 1000 {
+		tx := &Tx{}
+		for seq := start; seq < start+1000; seq++ {
+			last = messages.NewID[messages.TurnID](now)
+			tx.NewTurns = append(tx.NewTurns, TurnRow{Branch: br, Seq: seq, ID: last, Phase: messages.PhaseStateCommitted, Reply: last, Updated: now})
+		}
+		if _, err := d.Commit(bg, tx); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.Run("by-id", func(b *testing.B) {
+		for b.Loop() {
+			if r, err := d.TurnRow(bg, br, last); err != nil || r.ID != last {
+				b.Fatal(r, err)
+			}
+		}
+	})
+	b.Run("scan", func(b *testing.B) {
+		for b.Loop() {
+			found := false
+			_ = d.EachTurnRow(bg, br, func(r TurnRow) error {
+				found = found || r.ID == last
+				return nil
+			})
+			if !found {
+				b.Fatal("not found")
 			}
 		}
 	})

@@ -27,6 +27,7 @@ const (
 	opBranch
 	opOverlay
 	opTx
+	opRaw // entries written as they are: store maintenance (indexTurnRows)
 )
 
 type op struct {
@@ -40,6 +41,7 @@ type op struct {
 	blob   []byte // the encoded blob, when the caller saw it missing
 	tx     *Tx
 	parts  []*op // a tx's appends, prepared like single appends
+	raw    []entry
 
 	res  result
 	done chan struct{}
@@ -102,6 +104,11 @@ func (s *badgerStore) Append(ctx context.Context, branch messages.BranchID, req 
 		return Turn{}, err
 	}
 	return o.res.turn, nil
+}
+
+// writeRaw commits entries as they are, in one group.
+func (s *badgerStore) writeRaw(entries []entry) error {
+	return s.submit(context.Background(), &op{kind: opRaw, raw: entries})
 }
 
 func (s *badgerStore) CreateBranch(ctx context.Context, spec BranchSpec) (Head, error) {
@@ -492,6 +499,9 @@ func (g *group) apply(o *op) result {
 	case opTx:
 		r, err := g.applyTx(o)
 		return result{tx: r, err: err}
+	case opRaw:
+		g.entries = append(g.entries, o.raw...)
+		return result{}
 	}
 	return result{err: fmt.Errorf("persistence: unknown op %d", o.kind)}
 }

@@ -24,6 +24,7 @@ const (
 	tableBranchRow  byte = 'B' // B | branch(16)                → BranchRow
 	tableSessBranch byte = 'Y' // Y | session(16) | branch(16)  → empty
 	tableTurnRow    byte = 'U' // U | branch(16) | seq(8)       → TurnRow  (unique (branch, turn_seq))
+	tableTurnByID   byte = 'R' // R | turn(16)                  → its TurnRow's key (U | branch | seq)
 	tableStateRow   byte = 'V' // V | branch(16) | seq(8)       → StateRow (unique (branch, state_seq))
 	tableJob        byte = 'J' // J | job(16)                   → Job
 	tableChunkRow   byte = 'K' // K | turn(16) | type(1) | hash(32) → ChunkRow (unique)
@@ -289,6 +290,7 @@ type Lifecycle interface {
 	BranchRow(ctx context.Context, id messages.BranchID) (BranchRow, error)
 	Branches(ctx context.Context, session messages.SessionID) ([]BranchRow, error)
 	TurnRows(ctx context.Context, branch messages.BranchID, fromSeq uint64, limit int) ([]TurnRow, error)
+	TurnRow(ctx context.Context, branch messages.BranchID, turn messages.TurnID) (TurnRow, error)
 	StateRow(ctx context.Context, branch messages.BranchID, seq uint64) (StateRow, error)
 	Jobs(ctx context.Context) ([]Job, error)
 	Chunks(ctx context.Context, turn messages.TurnID) ([]ChunkRow, error)
@@ -305,8 +307,55 @@ func Open(opts Options) (*DB, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &DB{s}, nil
+	d := &DB{s}
+	if err := d.indexTurnRows(); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("open store %s: %w", opts.Dir, err)
+	}
+	return d, nil
 }
+
+// turnIndexMeta marks a store whose turn rows are all indexed by turn id
+// (tableTurnByID): every store created since the index came, and older
+// ones once Open has indexed them.
+const turnIndexMeta = "turn_row_index"
+
+// indexTurnRows indexes the turn rows of a store written before the
+// index existed, in groups of turnIndexBatch, and then marks it done; a
+// crash on the way leaves the mark unset, and the next Open starts again
+// (the entries are the same each time).
+func (d *DB) indexTurnRows() error {
+	return d.read(func(txn *badger.Txn) error {
+		if ok, err := hasKey(txn, metaKey(turnIndexMeta)); err != nil || ok {
+			return err
+		}
+		var entries []entry
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{tableTurnRow}, PrefetchValues: true})
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			var r TurnRow
+			if err := it.Item().Value(func(b []byte) error { return json.Unmarshal(b, &r) }); err != nil {
+				return fmt.Errorf("%w: row %x: %v", ErrCorrupt, it.Item().Key(), err)
+			}
+			entries = append(entries, entry{key: id16(tableTurnByID, r.ID), val: it.Item().KeyCopy(nil)})
+			if len(entries) == turnIndexBatch {
+				if err := d.writeRaw(entries); err != nil {
+					return fmt.Errorf("index turn rows: %w", err)
+				}
+				entries = nil
+			}
+		}
+		entries = append(entries, entry{key: metaKey(turnIndexMeta), val: []byte{1}})
+		if err := d.writeRaw(entries); err != nil {
+			return fmt.Errorf("index turn rows: %w", err)
+		}
+		return nil
+	})
+}
+
+// turnIndexBatch is how many turn rows indexTurnRows indexes per commit
+// (a variable for tests).
+var turnIndexBatch = 10000
 
 var (
 	_ Store     = (*DB)(nil)
@@ -478,11 +527,14 @@ func (g *group) applyTx(o *op) (TxResult, error) {
 		if err := g.setJSON(k, r); err != nil {
 			return res, err
 		}
+		g.set(id16(tableTurnByID, r.ID), k)
 	}
 	for _, r := range tx.Turns {
-		if err := g.setJSON(seqKey(tableTurnRow, r.Branch, r.Seq), r); err != nil {
+		k := seqKey(tableTurnRow, r.Branch, r.Seq)
+		if err := g.setJSON(k, r); err != nil {
 			return res, err
 		}
+		g.set(id16(tableTurnByID, r.ID), k)
 	}
 	for _, r := range tx.States {
 		k := seqKey(tableStateRow, r.Branch, r.Seq)
@@ -717,6 +769,36 @@ func (d *DB) TurnRows(ctx context.Context, branch messages.BranchID, fromSeq uin
 		return nil, nil
 	}
 	return scanJSON[TurnRow](d, id16(tableTurnRow, branch), seqKey(tableTurnRow, branch, fromSeq), limit)
+}
+
+// TurnRow returns the row of turn on branch, found by its id (a turn
+// of branch's parent, which a fork sees, is not on branch).
+func (d *DB) TurnRow(ctx context.Context, branch messages.BranchID, turn messages.TurnID) (TurnRow, error) {
+	var r TurnRow
+	err := d.read(func(txn *badger.Txn) error {
+		item, err := txn.Get(id16(tableTurnByID, turn))
+		if errors.Is(err, badger.ErrKeyNotFound) {
+			return fmt.Errorf("%w: %s on branch %s", ErrTurnNotFound, turn, branch)
+		}
+		if err != nil {
+			return err
+		}
+		k, err := item.ValueCopy(nil)
+		if err != nil {
+			return err
+		}
+		if len(k) != 1+16+8 || k[0] != tableTurnRow {
+			return fmt.Errorf("%w: turn index entry of %s is %x", ErrCorrupt, turn, k)
+		}
+		if messages.BranchID(k[1:17]) != branch {
+			return fmt.Errorf("%w: %s on branch %s", ErrTurnNotFound, turn, branch)
+		}
+		if item, err = txn.Get(k); err != nil {
+			return fmt.Errorf("%w: the row of turn %s: %v", ErrCorrupt, turn, err)
+		}
+		return item.Value(func(b []byte) error { return json.Unmarshal(b, &r) })
+	})
+	return r, err
 }
 
 func (d *DB) StateRow(ctx context.Context, branch messages.BranchID, seq uint64) (StateRow, error) {

@@ -360,3 +360,85 @@ func TestRetrievalTables(t *testing.T) {
 		t.Errorf("an empty vector: %v", err)
 	}
 }
+
+func TestTurnRowByID(t *testing.T) {
+	dir := t.TempDir()
+	d, err := Open(TestOptions(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.UnixMilli(1_700_000_000_000)
+	b1, b2 := messages.NewID[messages.BranchID](now), messages.NewID[messages.BranchID](now)
+	var ids []messages.TurnID
+	for seq := uint64(1); seq <= 25; seq++ {
+		id := messages.NewID[messages.TurnID](now.Add(time.Duration(seq) * time.Millisecond))
+		ids = append(ids, id)
+		if _, err := d.Commit(bg, &Tx{NewTurns: []TurnRow{{Branch: b1, Seq: seq, ID: id, Phase: messages.PhaseAccepted}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A row written by Turns alone is found too, and an update shows.
+	other := messages.NewID[messages.TurnID](now)
+	if _, err := d.Commit(bg, &Tx{
+		Turns: []TurnRow{{Branch: b2, Seq: 1, ID: other, Phase: messages.PhaseResponseFinalized},
+			{Branch: b1, Seq: 3, ID: ids[2], Phase: messages.PhaseStateCommitted}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	check := func(d *DB) {
+		t.Helper()
+		for i, id := range ids {
+			r, err := d.TurnRow(bg, b1, id)
+			if err != nil || r.ID != id || r.Seq != uint64(i+1) {
+				t.Fatalf("TurnRow(b1, turn %d) = %+v, %v", i+1, r, err)
+			}
+		}
+		if r, err := d.TurnRow(bg, b1, ids[2]); err != nil || r.Phase != messages.PhaseStateCommitted {
+			t.Fatalf("updated row = %+v, %v", r, err)
+		}
+		if r, err := d.TurnRow(bg, b2, other); err != nil || r.Seq != 1 {
+			t.Fatalf("TurnRow(b2) = %+v, %v", r, err)
+		}
+		if _, err := d.TurnRow(bg, b2, ids[0]); !errors.Is(err, ErrTurnNotFound) {
+			t.Fatalf("a turn of another branch: err = %v, want ErrTurnNotFound", err)
+		}
+		if _, err := d.TurnRow(bg, b1, messages.NewID[messages.TurnID](now)); !errors.Is(err, ErrTurnNotFound) {
+			t.Fatalf("an unknown turn: err = %v, want ErrTurnNotFound", err)
+		}
+	}
+	check(d)
+
+	// A store written before the index: its rows are indexed at Open, in
+	// batches, and once.
+	del := []entry{{key: metaKey(turnIndexMeta), del: true}, {key: id16(tableTurnByID, other), del: true}}
+	for _, id := range ids {
+		del = append(del, entry{key: id16(tableTurnByID, id), del: true})
+	}
+	if err := d.writeRaw(del); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.TurnRow(bg, b1, ids[0]); !errors.Is(err, ErrTurnNotFound) {
+		t.Fatalf("without its index entry: err = %v, want ErrTurnNotFound", err)
+	}
+	d.Close()
+	defer func(n int) { turnIndexBatch = n }(turnIndexBatch)
+	turnIndexBatch = 7
+	d, err = Open(TestOptions(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g := d.Stats().Groups; g != 4 {
+		t.Fatalf("indexing 26 rows 7 at a time took %d group commits, want 4", g)
+	}
+	check(d)
+	d.Close()
+	d, err = Open(TestOptions(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if g := d.Stats().Groups; g != 0 {
+		t.Fatalf("an indexed store's Open wrote %d groups, want 0", g)
+	}
+	check(d)
+}

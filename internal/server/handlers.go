@@ -201,20 +201,12 @@ func (s *Server) getTurn(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	var found *persistence.TurnRow
-	errStop := errors.New("stop")
-	err = s.rt.DB().EachTurnRow(r.Context(), id, func(t persistence.TurnRow) error {
-		if t.ID == turn {
-			found = &t
-			return errStop
-		}
-		return nil
-	})
-	if err != nil && !errors.Is(err, errStop) {
-		return err
-	}
-	if found == nil {
+	found, err := s.rt.DB().TurnRow(r.Context(), id, turn)
+	if errors.Is(err, persistence.ErrTurnNotFound) {
 		return notFound("turn %s on branch %s", turn, id)
+	}
+	if err != nil {
+		return err
 	}
 	steps, err := s.rt.Steps(r.Context(), turn)
 	if err != nil {
@@ -234,7 +226,7 @@ func (s *Server) getTurn(w http.ResponseWriter, r *http.Request) error {
 	out := struct {
 		persistence.TurnRow
 		Steps []step `json:"steps"`
-	}{TurnRow: *found, Steps: []step{}}
+	}{TurnRow: found, Steps: []step{}}
 	for _, st := range steps {
 		out.Steps = append(out.Steps, step{ID: st.ID, Index: st.Index, Provider: st.Provider, Model: st.Model, Outcome: st.Outcome,
 			InputTokens: st.InputTokens, OutputTokens: st.OutputTokens, Displayed: st.Displayed, Durable: st.Durable})

@@ -214,6 +214,8 @@ func TestAPI(t *testing.T) {
 		{"GET", b + "/history?limit=5000", nil, 400, CodeInvalid, "limit: \"5000\", want an integer from 1 to 1000"},
 		{"PUT", b + "/model", map[string]string{"model": "gpt-9"}, 400, CodeInvalid, `model "gpt-9"`},
 		{"POST", b + "/cancel", nil, 409, CodeConflict, "no turn in flight"},
+		{"GET", b + "/turns/01M7ZZZZZZZZZZZZZZZZZZZZZZ", nil, 404, CodeNotFound, "turn 01M7ZZZZZZZZZZZZZZZZZZZZZZ on branch"},
+		{"GET", "/v1/branches/" + fork.ID.String() + "/turns/" + res.Turn.String(), nil, 404, CodeNotFound, "on branch " + fork.ID.String()},
 		{"GET", "/v1/nothing", nil, 404, CodeNotFound, "no route"},
 	} {
 		var e apiErr
