@@ -306,6 +306,40 @@ func (r *Runtime) History(ctx context.Context, branch messages.BranchID, before 
 	return out, page.Next, nil
 }
 
+// EachMessage calls fn with each message of a branch's transcript as it
+// stood when the call began, oldest first, reading page messages at a
+// time (at least 1): memory stays that of one page however long the
+// transcript. It stops at fn's first error, which it returns.
+func (r *Runtime) EachMessage(ctx context.Context, branch messages.BranchID, page int, fn func(Entry) error) error {
+	page = max(page, 1)
+	first, err := r.db.Range(ctx, branch, 0, page)
+	if err != nil || first.Empty {
+		return err
+	}
+	end := first.HeadDepth + 1 // the depths [0, end) were the branch when the call began
+	for start := uint64(0); start < end; start += uint64(page) {
+		p := first
+		if start > 0 {
+			if p, err = r.db.Range(ctx, branch, start, int(min(uint64(page), end-start))); err != nil {
+				return err
+			}
+		}
+		for _, t := range p.Turns {
+			if t.Depth >= end {
+				return nil
+			}
+			m, err := readMessage(r.db, t.ID)
+			if err != nil {
+				return err
+			}
+			if err := fn(Entry{Node: t.ID, Depth: t.Depth, Message: m}); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
 // Reindex chunks every committed turn of branch again. Chunks are unique
 // by (source turn, type, content hash), so turns already indexed gain
 // nothing: it returns how many chunks were inserted and how many were

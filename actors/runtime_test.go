@@ -176,6 +176,31 @@ func TestTurnLifecycle(t *testing.T) {
 	if len(fh) != 4 || fh[0].Message.RenderedText != hist[0].Message.RenderedText || fh[2].Message.RenderedText != "And on the fork?" {
 		t.Fatalf("fork history = %+v", fh)
 	}
+	// EachMessage reads the same transcripts forwards, a page at a time.
+	for _, want := range []struct {
+		b    messages.BranchID
+		hist []Entry
+	}{{b.ID, hist}, {f.ID, fh}} {
+		for _, page := range []int{0, 1, 3, 4, 10} {
+			var got []Entry
+			if err := r.EachMessage(bg, want.b, page, func(e Entry) error { got = append(got, e); return nil }); err != nil {
+				t.Fatal(err)
+			}
+			if len(got) != len(want.hist) {
+				t.Fatalf("EachMessage(page %d) = %d entries, want %d", page, len(got), len(want.hist))
+			}
+			for i := range got {
+				if got[i].Node != want.hist[i].Node || got[i].Depth != want.hist[i].Depth ||
+					got[i].Message.RenderedText != want.hist[i].Message.RenderedText {
+					t.Fatalf("EachMessage(page %d)[%d] = %+v, want %+v", page, i, got[i], want.hist[i])
+				}
+			}
+		}
+	}
+	stop, calls := errors.New("stop"), 0
+	if err := r.EachMessage(bg, b.ID, 3, func(Entry) error { calls++; return stop }); err != stop || calls != 1 {
+		t.Fatalf("EachMessage stopped by its fn: %v after %d calls", err, calls)
+	}
 	// A killed branch actor restarts and replays; its state is intact.
 	before, _ := r.Inspect(bg, b.ID)
 	if err := r.Kill(bg, b.ID); err != nil {

@@ -34,31 +34,37 @@ func (s *Server) exportSession(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	// Page back from the head, then write oldest first.
-	var pages [][]actors.Entry
-	var before messages.TurnID
-	for {
-		es, next, err := s.rt.History(r.Context(), sess.ActiveBranch, before, MaxHistory)
-		if err != nil {
-			return err
-		}
-		pages = append(pages, es)
-		if next.IsZero() || len(es) == 0 {
-			break
-		}
-		before = next
-	}
-	w.Header().Set("Content-Type", "application/x-ndjson")
+	// Streamed a page at a time, oldest first: an export of any length
+	// holds one page in memory. Until the first line goes out a failure
+	// is an error reply; after it, the connection is cut, so that the
+	// client sees a broken stream rather than an export that looks whole.
 	bw := bufio.NewWriter(w)
 	enc := json.NewEncoder(bw)
-	_ = enc.Encode(exportLine{Type: "session", Title: sess.Title, Session: sess.ID, Branch: sess.ActiveBranch})
-	for i := len(pages) - 1; i >= 0; i-- {
-		for _, e := range pages[i] {
-			m := e.Message
-			_ = enc.Encode(exportLine{Type: "message", Message: &m})
+	started := false
+	start := func() error {
+		if started {
+			return nil
+		}
+		started = true
+		w.Header().Set("Content-Type", "application/x-ndjson")
+		return enc.Encode(exportLine{Type: "session", Title: sess.Title, Session: sess.ID, Branch: sess.ActiveBranch})
+	}
+	err = s.rt.EachMessage(r.Context(), sess.ActiveBranch, MaxHistory, func(e actors.Entry) error {
+		if err := start(); err != nil {
+			return err
+		}
+		return enc.Encode(exportLine{Type: "message", Message: &e.Message})
+	})
+	if err == nil {
+		if err = start(); err == nil {
+			err = bw.Flush()
 		}
 	}
-	return bw.Flush()
+	if err != nil && started {
+		s.opts.Log.Warn().Err(err).Str("session", id.String()).Msg("export cut short")
+		panic(http.ErrAbortHandler)
+	}
+	return err
 }
 
 // importSession reads an export and makes it a new session: each user
