@@ -103,6 +103,7 @@ func Open(ctx context.Context, opts Options) (*Runtime, error) {
 	} else {
 		cfg.Store = persistence.DefaultOptions("")
 		cfg.Logger = opts.Logger
+		cfg.RetainFinalized = 7 * 24 * time.Hour // stream.retain_finalized
 	}
 	if cfg.DataDir == "" {
 		cfg.DataDir = opts.DataDir

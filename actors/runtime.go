@@ -42,7 +42,11 @@ type Config struct {
 	// is finalized to the commit that finalizes it, instead of also
 	// fsyncing its journal at completion (SRD §13.2 asks for that fsync).
 	SkipFinalizedFsync bool
-	Provider           providers.Provider
+	// RetainFinalized is how long a step's journal is kept after the step
+	// ended once its turn's response is finalized (PruneJournals); 0
+	// keeps journals forever.
+	RetainFinalized time.Duration
+	Provider        providers.Provider
 	// Retry is how provider calls that fail before streaming anything are
 	// retried; nil means providers.DefaultRetryPolicy.
 	Retry *providers.RetryPolicy
@@ -200,6 +204,7 @@ type Runtime struct {
 	// journalSyncs are the closing writes and fsyncs of finalized steps'
 	// journals under way (finishJournal).
 	journalSyncs sync.WaitGroup
+	pruning      sync.WaitGroup // pruneLoop
 	closeErr     error
 
 	counts    genCache[uint64, int] // token counts by a hash of model and text
@@ -363,6 +368,9 @@ func Open(ctx context.Context, cfg Config) (*Runtime, error) {
 		r.Close()
 		return nil, err
 	}
+	if cfg.RetainFinalized > 0 {
+		r.pruning.Go(r.pruneLoop)
+	}
 	return r, nil
 }
 
@@ -407,6 +415,7 @@ func (r *Runtime) Close() error {
 		r.sys.Root.PoisonFuture(r.root).Wait()
 		r.sys.Shutdown()
 		r.journalSyncs.Wait()
+		r.pruning.Wait()
 		r.closeErr = r.db.Close()
 	})
 	return r.closeErr

@@ -29,6 +29,7 @@ const (
 	tableJob        byte = 'J' // J | job(16)                   → Job
 	tableChunkRow   byte = 'K' // K | turn(16) | type(1) | hash(32) → ChunkRow (unique)
 	tableStepRow    byte = 'T' // T | turn(16) | index(4)       → StepRow (unique (turn, step_index))
+	tableStepByID   byte = 'Q' // Q | step(16)                  → its StepRow's key (T | turn | index)
 	tableEvent      byte = 'E' // E | actor | 0 | index(8)      → event bytes
 	tableSnapshot   byte = 'P' // P | actor                     → index uvarint | snapshot bytes
 	maxActorNameLen      = 256
@@ -308,54 +309,80 @@ func Open(opts Options) (*DB, error) {
 		return nil, err
 	}
 	d := &DB{s}
-	if err := d.indexTurnRows(); err != nil {
+	if err := d.indexRows(); err != nil {
 		s.Close()
 		return nil, fmt.Errorf("open store %s: %w", opts.Dir, err)
 	}
 	return d, nil
 }
 
-// turnIndexMeta marks a store whose turn rows are all indexed by turn id
-// (tableTurnByID): every store created since the index came, and older
-// ones once Open has indexed them.
-const turnIndexMeta = "turn_row_index"
+// The indexes by id of the turn rows (tableTurnByID) and step rows
+// (tableStepByID) came after the rows. Each has a meta key marking a store
+// whose rows are all indexed: every store created since, and older ones
+// once Open has indexed them.
+const (
+	turnIndexMeta = "turn_row_index"
+	stepIndexMeta = "step_row_index"
+)
 
-// indexTurnRows indexes the turn rows of a store written before the
-// index existed, in groups of turnIndexBatch, and then marks it done; a
-// crash on the way leaves the mark unset, and the next Open starts again
-// (the entries are the same each time).
-func (d *DB) indexTurnRows() error {
+// indexRows indexes the rows of a store written before the indexes.
+func (d *DB) indexRows() error {
+	err := d.backfillIndex(turnIndexMeta, tableTurnRow, func(v []byte) ([]byte, error) {
+		var r struct {
+			ID messages.TurnID `json:"id"`
+		}
+		err := json.Unmarshal(v, &r)
+		return id16(tableTurnByID, r.ID), err
+	})
+	if err != nil {
+		return err
+	}
+	return d.backfillIndex(stepIndexMeta, tableStepRow, func(v []byte) ([]byte, error) {
+		var r struct {
+			ID messages.StepID `json:"id"`
+		}
+		err := json.Unmarshal(v, &r)
+		return id16(tableStepByID, r.ID), err
+	})
+}
+
+// backfillIndex writes, unless meta marks it done, an index entry (key
+// from the row's value, value the row's key) for every row of table, in
+// groups of indexBatch, and then sets meta; a crash on the way leaves
+// meta unset, and the next Open starts again (the entries are the same
+// each time).
+func (d *DB) backfillIndex(meta string, table byte, key func(v []byte) ([]byte, error)) error {
 	return d.read(func(txn *badger.Txn) error {
-		if ok, err := hasKey(txn, metaKey(turnIndexMeta)); err != nil || ok {
+		if ok, err := hasKey(txn, metaKey(meta)); err != nil || ok {
 			return err
 		}
 		var entries []entry
-		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{tableTurnRow}, PrefetchValues: true})
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{table}, PrefetchValues: true})
 		defer it.Close()
 		for it.Rewind(); it.Valid(); it.Next() {
-			var r TurnRow
-			if err := it.Item().Value(func(b []byte) error { return json.Unmarshal(b, &r) }); err != nil {
+			var k []byte
+			if err := it.Item().Value(func(v []byte) (err error) { k, err = key(v); return err }); err != nil {
 				return fmt.Errorf("%w: row %x: %v", ErrCorrupt, it.Item().Key(), err)
 			}
-			entries = append(entries, entry{key: id16(tableTurnByID, r.ID), val: it.Item().KeyCopy(nil)})
-			if len(entries) == turnIndexBatch {
+			entries = append(entries, entry{key: k, val: it.Item().KeyCopy(nil)})
+			if len(entries) == indexBatch {
 				if err := d.writeRaw(entries); err != nil {
-					return fmt.Errorf("index turn rows: %w", err)
+					return fmt.Errorf("index rows: %w", err)
 				}
 				entries = nil
 			}
 		}
-		entries = append(entries, entry{key: metaKey(turnIndexMeta), val: []byte{1}})
+		entries = append(entries, entry{key: metaKey(meta), val: []byte{1}})
 		if err := d.writeRaw(entries); err != nil {
-			return fmt.Errorf("index turn rows: %w", err)
+			return fmt.Errorf("index rows: %w", err)
 		}
 		return nil
 	})
 }
 
-// turnIndexBatch is how many turn rows indexTurnRows indexes per commit
-// (a variable for tests).
-var turnIndexBatch = 10000
+// indexBatch is how many rows backfillIndex indexes per commit (a
+// variable for tests).
+var indexBatch = 10000
 
 var (
 	_ Store     = (*DB)(nil)
@@ -590,6 +617,7 @@ func (g *group) applyTx(o *op) (TxResult, error) {
 			return res, fmt.Errorf("%w: encode row: %v", ErrInvalidArgument, err)
 		}
 		g.setRow(k, b)
+		g.set(id16(tableStepByID, r.ID), k)
 	}
 	for _, e := range tx.Events {
 		k := eventKey(e.Actor, e.Index)
@@ -774,11 +802,37 @@ func (d *DB) TurnRows(ctx context.Context, branch messages.BranchID, fromSeq uin
 // TurnRow returns the row of turn on branch, found by its id (a turn
 // of branch's parent, which a fork sees, is not on branch).
 func (d *DB) TurnRow(ctx context.Context, branch messages.BranchID, turn messages.TurnID) (TurnRow, error) {
-	var r TurnRow
+	notFound := fmt.Errorf("%w: %s on branch %s", ErrTurnNotFound, turn, branch)
+	return indexedJSON[TurnRow](d, id16(tableTurnByID, turn), notFound, func(k []byte) error {
+		if len(k) != 1+16+8 || k[0] != tableTurnRow {
+			return fmt.Errorf("%w: turn index entry of %s is %x", ErrCorrupt, turn, k)
+		}
+		if messages.BranchID(k[1:17]) != branch {
+			return notFound
+		}
+		return nil
+	})
+}
+
+// StepRow returns the row of step, found by its id.
+func (d *DB) StepRow(ctx context.Context, step messages.StepID) (StepRow, error) {
+	return indexedJSON[StepRow](d, id16(tableStepByID, step), fmt.Errorf("%w: step %s", ErrRowNotFound, step), func(k []byte) error {
+		if len(k) != 1+16+4 || k[0] != tableStepRow {
+			return fmt.Errorf("%w: step index entry of %s is %x", ErrCorrupt, step, k)
+		}
+		return nil
+	})
+}
+
+// indexedJSON reads the row an index entry points at: the entry at idx
+// holds the row's key, which check may refuse; notFound is the error when
+// there is no entry. A missing row is corruption.
+func indexedJSON[T any](d *DB, idx []byte, notFound error, check func(rowKey []byte) error) (T, error) {
+	var v T
 	err := d.read(func(txn *badger.Txn) error {
-		item, err := txn.Get(id16(tableTurnByID, turn))
+		item, err := txn.Get(idx)
 		if errors.Is(err, badger.ErrKeyNotFound) {
-			return fmt.Errorf("%w: %s on branch %s", ErrTurnNotFound, turn, branch)
+			return notFound
 		}
 		if err != nil {
 			return err
@@ -787,18 +841,17 @@ func (d *DB) TurnRow(ctx context.Context, branch messages.BranchID, turn message
 		if err != nil {
 			return err
 		}
-		if len(k) != 1+16+8 || k[0] != tableTurnRow {
-			return fmt.Errorf("%w: turn index entry of %s is %x", ErrCorrupt, turn, k)
-		}
-		if messages.BranchID(k[1:17]) != branch {
-			return fmt.Errorf("%w: %s on branch %s", ErrTurnNotFound, turn, branch)
+		if check != nil {
+			if err := check(k); err != nil {
+				return err
+			}
 		}
 		if item, err = txn.Get(k); err != nil {
-			return fmt.Errorf("%w: the row of turn %s: %v", ErrCorrupt, turn, err)
+			return fmt.Errorf("%w: row %x of index entry %x: %v", ErrCorrupt, k, idx, err)
 		}
-		return item.Value(func(b []byte) error { return json.Unmarshal(b, &r) })
+		return item.Value(func(b []byte) error { return json.Unmarshal(b, &v) })
 	})
-	return r, err
+	return v, err
 }
 
 func (d *DB) StateRow(ctx context.Context, branch messages.BranchID, seq uint64) (StateRow, error) {

@@ -181,6 +181,15 @@ func TestTxStepRows(t *testing.T) {
 	if c, ok := got[0].Items[0].(messages.ToolCall); !ok || c.Name != "grep" || got[0].Outcome.Reason != "tool_use" {
 		t.Fatalf("step 0 read back as %+v", got[0])
 	}
+	// By id: the refused step was not indexed either.
+	if r, err := d.StepRow(bg, s1.ID); err != nil || r.ID != s1.ID || r.Index != 1 {
+		t.Fatalf("StepRow(s1) = %+v, %v", r, err)
+	}
+	for _, id := range []messages.StepID{other.ID, messages.NewID[messages.StepID](now)} {
+		if _, err := d.StepRow(bg, id); !errors.Is(err, ErrRowNotFound) {
+			t.Fatalf("StepRow(%s) err = %v, want ErrRowNotFound", id, err)
+		}
+	}
 }
 
 // A step's raw request and response are stored as they were sent and
@@ -361,7 +370,7 @@ func TestRetrievalTables(t *testing.T) {
 	}
 }
 
-func TestTurnRowByID(t *testing.T) {
+func TestRowsByID(t *testing.T) {
 	dir := t.TempDir()
 	d, err := Open(TestOptions(dir))
 	if err != nil {
@@ -385,8 +394,18 @@ func TestTurnRowByID(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
+	steps := []StepRow{{ID: messages.NewID[messages.StepID](now), Turn: ids[0], Branch: b1, Index: 0, Outcome: messages.StepOutcome{Kind: messages.OutcomeCompleted}},
+		{ID: messages.NewID[messages.StepID](now), Turn: ids[1], Branch: b1, Index: 0, Outcome: messages.StepOutcome{Kind: messages.OutcomeCompleted}}}
+	if _, err := d.Commit(bg, &Tx{Steps: steps}); err != nil {
+		t.Fatal(err)
+	}
 	check := func(d *DB) {
 		t.Helper()
+		for _, st := range steps {
+			if r, err := d.StepRow(bg, st.ID); err != nil || r.Turn != st.Turn {
+				t.Fatalf("StepRow(%s) = %+v, %v", st.ID, r, err)
+			}
+		}
 		for i, id := range ids {
 			r, err := d.TurnRow(bg, b1, id)
 			if err != nil || r.ID != id || r.Seq != uint64(i+1) {
@@ -410,9 +429,13 @@ func TestTurnRowByID(t *testing.T) {
 
 	// A store written before the index: its rows are indexed at Open, in
 	// batches, and once.
-	del := []entry{{key: metaKey(turnIndexMeta), del: true}, {key: id16(tableTurnByID, other), del: true}}
+	del := []entry{{key: metaKey(turnIndexMeta), del: true}, {key: id16(tableTurnByID, other), del: true},
+		{key: metaKey(stepIndexMeta), del: true}}
 	for _, id := range ids {
 		del = append(del, entry{key: id16(tableTurnByID, id), del: true})
+	}
+	for _, st := range steps {
+		del = append(del, entry{key: id16(tableStepByID, st.ID), del: true})
 	}
 	if err := d.writeRaw(del); err != nil {
 		t.Fatal(err)
@@ -420,15 +443,18 @@ func TestTurnRowByID(t *testing.T) {
 	if _, err := d.TurnRow(bg, b1, ids[0]); !errors.Is(err, ErrTurnNotFound) {
 		t.Fatalf("without its index entry: err = %v, want ErrTurnNotFound", err)
 	}
+	if _, err := d.StepRow(bg, steps[0].ID); !errors.Is(err, ErrRowNotFound) {
+		t.Fatalf("without its index entry: err = %v, want ErrRowNotFound", err)
+	}
 	d.Close()
-	defer func(n int) { turnIndexBatch = n }(turnIndexBatch)
-	turnIndexBatch = 7
+	defer func(n int) { indexBatch = n }(indexBatch)
+	indexBatch = 7
 	d, err = Open(TestOptions(dir))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if g := d.Stats().Groups; g != 4 {
-		t.Fatalf("indexing 26 rows 7 at a time took %d group commits, want 4", g)
+	if g := d.Stats().Groups; g != 4+1 {
+		t.Fatalf("indexing 26 turn rows and 2 step rows 7 at a time took %d group commits, want 5", g)
 	}
 	check(d)
 	d.Close()

@@ -3,7 +3,6 @@ package persistence
 import (
 	"context"
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -196,25 +195,7 @@ func (g *group) addTerms(u TermUpdate) error {
 
 // ChunkByID returns the chunk row of id (ErrNotFound if none).
 func (d *DB) ChunkByID(ctx context.Context, id messages.ChunkID) (ChunkRow, error) {
-	var row ChunkRow
-	err := d.read(func(txn *badger.Txn) error {
-		item, err := txn.Get(id16(tableChunkByID, id))
-		if errors.Is(err, badger.ErrKeyNotFound) {
-			return fmt.Errorf("%w: chunk %s", ErrRowNotFound, id)
-		}
-		if err != nil {
-			return err
-		}
-		k, err := item.ValueCopy(nil)
-		if err != nil {
-			return err
-		}
-		if item, err = txn.Get(k); err != nil {
-			return fmt.Errorf("%w: chunk %s: row %x: %v", ErrCorrupt, id, k, err)
-		}
-		return item.Value(func(b []byte) error { return json.Unmarshal(b, &row) })
-	})
-	return row, err
+	return indexedJSON[ChunkRow](d, id16(tableChunkByID, id), fmt.Errorf("%w: chunk %s", ErrRowNotFound, id), nil)
 }
 
 // BranchChunks calls fn with every chunk of branch's partition, in seq

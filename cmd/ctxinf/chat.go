@@ -48,6 +48,7 @@ func runtimeConfig(e *env) (actors.Config, error) {
 		Journal: persistence.JournalPolicy{FlushInterval: c.Stream.FlushInterval, FlushBytes: c.Stream.FlushBytes,
 			FsyncInterval: c.Stream.FsyncInterval},
 		SkipFinalizedFsync: !c.Stream.FsyncFinalized,
+		RetainFinalized:    c.Stream.RetainFinalized,
 		Retry: &providers.RetryPolicy{MaxRetries: c.Runtime.ProviderMaxRetries,
 			BaseDelay: c.Runtime.ProviderRetryBaseDelay, MaxDelay: c.Runtime.ProviderRetryMaxDelay},
 		Provider: def.Provider,

@@ -229,6 +229,11 @@ type StreamConfig struct {
 	// response is then finalized (SRD §13.2, the default). false leaves
 	// that step's durability to the store transaction that finalizes it.
 	FsyncFinalized bool `mapstructure:"fsync_finalized"`
+	// RetainFinalized is how long the journal of a step whose turn's
+	// response was finalized is kept after the step ended; the store holds
+	// that output, so the journal is then redundant. 0 keeps journals
+	// forever. Journals of failed turns are always kept.
+	RetainFinalized time.Duration `mapstructure:"retain_finalized"`
 }
 
 // LocalConfig configures the offline local provider.
@@ -388,10 +393,11 @@ func Default() Config {
 			ProviderRetryMaxDelay:  30 * time.Second,
 		},
 		Stream: StreamConfig{
-			FlushInterval:  250 * time.Millisecond,
-			FlushBytes:     8192,
-			FsyncInterval:  2 * time.Second,
-			FsyncFinalized: true,
+			FlushInterval:   250 * time.Millisecond,
+			FlushBytes:      8192,
+			FsyncInterval:   2 * time.Second,
+			FsyncFinalized:  true,
+			RetainFinalized: 7 * 24 * time.Hour,
 		},
 		Local: LocalConfig{
 			Delay:        15 * time.Millisecond,

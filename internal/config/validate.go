@@ -150,6 +150,9 @@ func (c StreamConfig) validate(p *problems, prefix string) {
 	p.durationIn(prefix+"flush_interval", c.FlushInterval, time.Millisecond, time.Minute)
 	p.inRange(prefix+"flush_bytes", int64(c.FlushBytes), 1, 64*MiB)
 	p.durationIn(prefix+"fsync_interval", c.FsyncInterval, time.Millisecond, time.Hour)
+	if c.RetainFinalized != 0 && (c.RetainFinalized < time.Minute || c.RetainFinalized > 87600*time.Hour) {
+		p.addf("%sretain_finalized: %v is out of range: must be 0 (keep forever) or from 1m to 87600h", prefix, c.RetainFinalized)
+	}
 }
 
 func (c LocalConfig) validate(p *problems, prefix string) {

@@ -1,0 +1,122 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"time"
+
+	"github.com/contextinfinity/ctxinf/messages"
+	"github.com/contextinfinity/ctxinf/persistence"
+)
+
+// A step's stream journal holds every raw event its provider streamed
+// (SRD §13): with OpenAI's chunks about 450 bytes per token, in a file of
+// its own. Once the step's turn has its response finalized, the store
+// holds that output (the reply and the step's row), and the journal is
+// only a record of how it streamed: left alone, journals would outgrow
+// the transcript many times over in a long-lived runtime. PruneJournals
+// removes them once they are Config.RetainFinalized old. The journal of
+// a turn that failed or was interrupted stays: it is the only record of
+// what was shown (PartialOutput).
+
+// PruneJournals removes the stream journals of steps that ended more than
+// Config.RetainFinalized ago, whose outcome and whose turn's response
+// were finalized, and returns how many it removed. With RetainFinalized
+// 0 it removes none.
+func (r *Runtime) PruneJournals(ctx context.Context) (int, error) {
+	if r.cfg.RetainFinalized <= 0 {
+		return 0, nil
+	}
+	steps, err := persistence.ListJournals(r.streams)
+	if err != nil {
+		return 0, err
+	}
+	cutoff := r.cfg.Now().Add(-r.cfg.RetainFinalized)
+	removed := 0
+	for _, step := range steps {
+		if err := ctx.Err(); err != nil {
+			return removed, err
+		}
+		// A step ends after it starts: one that started after the
+		// cutoff needs no lookup.
+		if !step.Time().Before(cutoff) {
+			continue
+		}
+		ok, err := r.prunable(ctx, step, cutoff)
+		if err != nil {
+			return removed, err
+		}
+		if !ok {
+			continue
+		}
+		if err := os.Remove(persistence.JournalPath(r.streams, step)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return removed, fmt.Errorf("prune journal of step %s: %w", step, err)
+		}
+		removed++
+	}
+	return removed, nil
+}
+
+// prunable says whether the journal of step may go: its step row says it
+// ended before cutoff with an outcome that is kept in the store, and its
+// turn's response was finalized. A step without a row (interrupted before
+// it ended) keeps its journal.
+func (r *Runtime) prunable(ctx context.Context, step messages.StepID, cutoff time.Time) (bool, error) {
+	row, err := r.db.StepRow(ctx, step)
+	if errors.Is(err, persistence.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	if !row.Ended.Before(cutoff) || !finalizable(row.Outcome.Kind) {
+		return false, nil
+	}
+	t, err := r.db.TurnRow(ctx, row.Branch, row.Turn)
+	if errors.Is(err, persistence.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return t.Phase >= messages.PhaseResponseFinalized && t.Phase != messages.PhaseFailed, nil
+}
+
+// pruneInterval is how often the runtime prunes journals with retention
+// retain: a quarter of it, from a minute to an hour.
+func pruneInterval(retain time.Duration) time.Duration {
+	return min(max(retain/4, time.Minute), time.Hour)
+}
+
+// pruneLoop prunes journals at start and then every pruneInterval until
+// the runtime closes.
+func (r *Runtime) pruneLoop() {
+	t := time.NewTicker(pruneInterval(r.cfg.RetainFinalized))
+	defer t.Stop()
+	for {
+		ctx, cancel := context.WithCancel(context.Background())
+		go func() {
+			select {
+			case <-r.closing:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+		n, err := r.PruneJournals(ctx)
+		cancel()
+		switch {
+		case err != nil && !errors.Is(err, context.Canceled):
+			r.log.Warn().Err(err).Int("removed", n).Msg("prune stream journals")
+		case n > 0:
+			r.log.Info().Int("removed", n).Dur("retain_finalized", r.cfg.RetainFinalized).Msg("pruned the stream journals of finalized steps")
+		}
+		select {
+		case <-t.C:
+		case <-r.closing:
+			return
+		}
+	}
+}
