@@ -357,6 +357,7 @@ func (d *DB) backfillIndex(meta string, table byte, key func(v []byte) ([]byte, 
 			return err
 		}
 		var entries []entry
+		start, n := time.Now(), 0
 		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{table}, PrefetchValues: true})
 		defer it.Close()
 		for it.Rewind(); it.Valid(); it.Next() {
@@ -365,6 +366,7 @@ func (d *DB) backfillIndex(meta string, table byte, key func(v []byte) ([]byte, 
 				return fmt.Errorf("%w: row %x: %v", ErrCorrupt, it.Item().Key(), err)
 			}
 			entries = append(entries, entry{key: k, val: it.Item().KeyCopy(nil)})
+			n++
 			if len(entries) == indexBatch {
 				if err := d.writeRaw(entries); err != nil {
 					return fmt.Errorf("index rows: %w", err)
@@ -375,6 +377,10 @@ func (d *DB) backfillIndex(meta string, table byte, key func(v []byte) ([]byte, 
 		entries = append(entries, entry{key: metaKey(meta), val: []byte{1}})
 		if err := d.writeRaw(entries); err != nil {
 			return fmt.Errorf("index rows: %w", err)
+		}
+		if n > 0 {
+			d.log.Info().Str("index", meta).Int("rows", n).Dur("took", time.Since(start)).
+				Msg("indexed the rows of a store written before this index (once)")
 		}
 		return nil
 	})
