@@ -145,7 +145,11 @@ func (a *branchActor) finalize(ctx actor.Context, turn messages.TurnID, step mes
 			tx.Appends = []persistence.TxAppend{{Branch: a.id, ID: node, Req: persistence.AppendRequest{
 				Payload: payload, TypeTag: TypeAssistantMessage, Codec: CodecJSON, ExpectParent: &parent}}}
 			if row != nil {
-				tx.Steps = append(tx.Steps, *row)
+				// The commit that writes the row holds the step's output:
+				// all it displayed is durable with it.
+				r := *row
+				r.Durable = r.Displayed
+				tx.Steps = append(tx.Steps, r)
 			}
 			a.msgs[node] = reply
 			// Once the response is committed everything streamed is

@@ -1,6 +1,7 @@
 // Package client is a Go client for the HTTP API of `ctxinf serve`:
-// sessions, branches and forks, turns (waited for or streamed), history,
-// pins, folds, retrieval, context debug, models.
+// sessions, branches and forks, turns (waited for or streamed, and
+// looked up), history, pins, pending turns and folds, retrieval, context
+// debug, models, export and import.
 //
 //	c := client.New("http://127.0.0.1:8080")
 //	_, branch, err := c.CreateSession(ctx, "support")
@@ -91,20 +92,25 @@ func IsNotFound(err error) bool {
 }
 
 func (c *Client) request(ctx context.Context, method, path string, in any, accept string) (*http.Response, error) {
-	var body io.Reader
-	if in != nil {
-		data, err := json.Marshal(in)
-		if err != nil {
-			return nil, err
-		}
-		body = bytes.NewReader(data)
+	if in == nil {
+		return c.send(ctx, method, path, nil, "", accept)
 	}
+	data, err := json.Marshal(in)
+	if err != nil {
+		return nil, err
+	}
+	return c.send(ctx, method, path, bytes.NewReader(data), "application/json", accept)
+}
+
+// send makes a request with body (of contentType; nil: none) and returns
+// the answer, or the server's error as an *Error.
+func (c *Client) send(ctx context.Context, method, path string, body io.Reader, contentType, accept string) (*http.Response, error) {
 	req, err := http.NewRequestWithContext(ctx, method, c.base+path, body)
 	if err != nil {
 		return nil, err
 	}
-	if in != nil {
-		req.Header.Set("Content-Type", "application/json")
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
 	}
 	if accept != "" {
 		req.Header.Set("Accept", accept)
@@ -305,6 +311,82 @@ func (c *Client) Stream(ctx context.Context, branch messages.BranchID, text stri
 		return res, errors.New("ctxinf: the stream ended before the turn did")
 	}
 	return res, nil
+}
+
+// TurnInfo is a turn's lifecycle row and its provider steps.
+type TurnInfo struct {
+	persistence.TurnRow
+	Steps []StepInfo `json:"steps"`
+}
+
+// StepInfo is one provider step of a turn: what it ran on, how it ended,
+// the tokens the provider reported and the journal's byte counts.
+type StepInfo struct {
+	ID           messages.StepID      `json:"id"`
+	Index        uint32               `json:"index"`
+	Provider     string               `json:"provider"`
+	Model        string               `json:"model"`
+	Outcome      messages.StepOutcome `json:"outcome"`
+	InputTokens  int                  `json:"input_tokens,omitempty"`
+	OutputTokens int                  `json:"output_tokens,omitempty"`
+	Displayed    uint64               `json:"displayed"`
+	Durable      uint64               `json:"durable"`
+}
+
+// Turn returns a turn of the branch: its phase, reply and steps.
+func (c *Client) Turn(ctx context.Context, branch messages.BranchID, turn messages.TurnID) (TurnInfo, error) {
+	var out TurnInfo
+	err := c.do(ctx, "GET", "/v1/branches/"+branch.String()+"/turns/"+turn.String(), nil, &out)
+	return out, err
+}
+
+// PendingTurn is a turn whose response is final but not yet folded into
+// the branch's summary: the next contexts carry it verbatim.
+type PendingTurn struct {
+	Turn  messages.TurnID    `json:"turn"`
+	Seq   uint64             `json:"seq"`
+	Phase messages.TurnPhase `json:"phase"`
+	Reply messages.TurnID    `json:"reply,omitzero"`
+}
+
+// Pending returns the branch's pending turns, oldest first.
+func (c *Client) Pending(ctx context.Context, branch messages.BranchID) ([]PendingTurn, error) {
+	var out struct{ Pending []PendingTurn }
+	err := c.do(ctx, "GET", "/v1/branches/"+branch.String()+"/pending", nil, &out)
+	return out.Pending, err
+}
+
+// Export writes the session's export to w: JSON lines, the session first,
+// then every message of its active branch, oldest first. A server that
+// fails partway cuts the connection, and Export returns an error.
+func (c *Client) Export(ctx context.Context, session messages.SessionID, w io.Writer) error {
+	resp, err := c.send(ctx, "GET", "/v1/sessions/"+session.String()+"/export", nil, "", "application/x-ndjson")
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	_, err = io.Copy(w, resp.Body)
+	return err
+}
+
+// Imported is a session made from an export.
+type Imported struct {
+	Session Session `json:"session"`
+	Branch  Branch  `json:"branch"`
+	Turns   int     `json:"turns"` // the exchanges imported, each a turn
+}
+
+// Import makes a new session of an export read from r (Export's format);
+// no model is called, and the turns are folded and indexed like any
+// other.
+func (c *Client) Import(ctx context.Context, r io.Reader) (Imported, error) {
+	var out Imported
+	resp, err := c.send(ctx, "POST", "/v1/sessions/import", r, "application/x-ndjson", "")
+	if err != nil {
+		return out, err
+	}
+	defer resp.Body.Close()
+	return out, json.NewDecoder(resp.Body).Decode(&out)
 }
 
 // Cancel cancels the branch's turn in flight.

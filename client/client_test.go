@@ -1,9 +1,11 @@
 package client_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -81,6 +83,37 @@ func TestClient(t *testing.T) {
 	if _, err := c.Context(ctx, b.ID, res.Turn); err != nil {
 		t.Fatal(err)
 	}
+	turn, err := c.Turn(ctx, b.ID, res.Turn)
+	if err != nil || turn.Seq != 1 || turn.Reply.IsZero() || len(turn.Steps) != 1 || turn.Steps[0].Provider != "local" ||
+		turn.Steps[0].Outcome.Kind != messages.OutcomeCompleted || turn.Steps[0].Durable == 0 {
+		t.Fatalf("turn: %+v, %v", turn, err)
+	}
+	if _, err := c.Turn(ctx, fork.ID, res.Turn); !client.IsNotFound(err) {
+		t.Errorf("a turn of another branch: %v", err)
+	}
+	pending, err := c.Pending(ctx, b.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pending {
+		if p.Phase != messages.PhaseResponseFinalized || p.Seq == 0 || p.Seq > 2 {
+			t.Errorf("pending turn %+v", p)
+		}
+	}
+	var export strings.Builder
+	if err := c.Export(ctx, sess.ID, &export); err != nil || strings.Count(export.String(), "\n") != 5 {
+		t.Fatalf("export: %v\n%s", err, export.String())
+	}
+	imported, err := c.Import(ctx, strings.NewReader(export.String()))
+	if err != nil || imported.Turns != 2 || imported.Session.Title != "client test" || imported.Branch.Session != imported.Session.ID {
+		t.Fatalf("import: %+v, %v", imported, err)
+	}
+	if _, err := c.Import(ctx, strings.NewReader(`{"type":"song"}`)); err == nil || !strings.Contains(err.Error(), `type "song"`) {
+		t.Errorf("bad import: %v", err)
+	}
+	if err := c.Export(ctx, messages.SessionID{1}, io.Discard); !client.IsNotFound(err) {
+		t.Errorf("export of an unknown session: %v", err)
+	}
 	if err := c.SelectModel(ctx, b.ID, "nope"); err == nil || !strings.Contains(err.Error(), "invalid_request") {
 		t.Errorf("unknown model: %v", err)
 	}
@@ -99,6 +132,46 @@ func TestClientAuthError(t *testing.T) {
 }
 
 func errorsAs(err error, target **client.Error) bool { return errors.As(err, target) }
+
+// Page back through a transcript of any length, newest page first.
+func ExampleClient_History() {
+	c := client.New("http://127.0.0.1:8080")
+	ctx := context.Background()
+	branch, _ := messages.ParseID[messages.BranchID]("01K9Z3V6Q8D4T2M0R5C7B1N3XW")
+	var before messages.TurnID // zero: from the head
+	for {
+		page, next, err := c.History(ctx, branch, before, 100)
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		for i := len(page) - 1; i >= 0; i-- {
+			fmt.Println(page[i].Depth, page[i].Message.Role, page[i].Message.RenderedText)
+		}
+		if next.IsZero() {
+			return
+		}
+		before = next
+	}
+}
+
+// Copy a conversation to another server: export it, then import it.
+func ExampleClient_Export() {
+	ctx := context.Background()
+	from, to := client.New("http://127.0.0.1:8080"), client.New("http://127.0.0.1:9090")
+	session, _ := messages.ParseID[messages.SessionID]("01K9Z3V6Q8D4T2M0R5C7B1N3XV")
+	var export bytes.Buffer
+	if err := from.Export(ctx, session, &export); err != nil {
+		fmt.Println(err)
+		return
+	}
+	imported, err := to.Import(ctx, &export)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println("session", imported.Session.ID, "holds", imported.Turns, "turns")
+}
 
 func ExampleClient_Stream() {
 	c := client.New("http://127.0.0.1:8080")

@@ -7,6 +7,7 @@ import (
 	"net/http"
 
 	"github.com/contextinfinity/ctxinf/actors"
+	"github.com/contextinfinity/ctxinf/client"
 	"github.com/contextinfinity/ctxinf/messages"
 )
 
@@ -121,6 +122,6 @@ func (s *Server) importSession(w http.ResponseWriter, r *http.Request) error {
 			return fmt.Errorf("import into session %s: %w", sess.ID, err)
 		}
 	}
-	writeJSON(w, http.StatusCreated, map[string]any{"session": sess, "branch": b, "turns": len(xs)})
+	writeJSON(w, http.StatusCreated, client.Imported{Session: sess, Branch: b, Turns: len(xs)})
 	return nil
 }

@@ -212,24 +212,10 @@ func (s *Server) getTurn(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	type step struct {
-		ID           messages.StepID      `json:"id"`
-		Index        uint32               `json:"index"`
-		Provider     string               `json:"provider"`
-		Model        string               `json:"model"`
-		Outcome      messages.StepOutcome `json:"outcome"`
-		InputTokens  int                  `json:"input_tokens,omitempty"`
-		OutputTokens int                  `json:"output_tokens,omitempty"`
-		Displayed    uint64               `json:"displayed"`
-		Durable      uint64               `json:"durable"`
-	}
-	out := struct {
-		persistence.TurnRow
-		Steps []step `json:"steps"`
-	}{TurnRow: found, Steps: []step{}}
+	out := client.TurnInfo{TurnRow: found, Steps: []client.StepInfo{}}
 	for _, st := range steps {
-		out.Steps = append(out.Steps, step{ID: st.ID, Index: st.Index, Provider: st.Provider, Model: st.Model, Outcome: st.Outcome,
-			InputTokens: st.InputTokens, OutputTokens: st.OutputTokens, Displayed: st.Displayed, Durable: st.Durable})
+		out.Steps = append(out.Steps, client.StepInfo{ID: st.ID, Index: st.Index, Provider: st.Provider, Model: st.Model,
+			Outcome: st.Outcome, InputTokens: st.InputTokens, OutputTokens: st.OutputTokens, Displayed: st.Displayed, Durable: st.Durable})
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil
@@ -307,16 +293,10 @@ func (s *Server) pending(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	type turn struct {
-		Turn  messages.TurnID    `json:"turn"`
-		Seq   uint64             `json:"seq"`
-		Phase messages.TurnPhase `json:"phase"`
-		Reply messages.TurnID    `json:"reply,omitzero"`
-	}
-	out := []turn{}
+	out := []client.PendingTurn{}
 	for _, t := range info.Turns {
 		if t.Phase == messages.PhaseResponseFinalized {
-			out = append(out, turn{Turn: t.ID, Seq: t.Seq, Phase: t.Phase, Reply: t.Reply})
+			out = append(out, client.PendingTurn{Turn: t.ID, Seq: t.Seq, Phase: t.Phase, Reply: t.Reply})
 		}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"pending": out})
