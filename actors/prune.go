@@ -92,30 +92,30 @@ func pruneInterval(retain time.Duration) time.Duration {
 }
 
 // pruneLoop prunes journals at start and then every pruneInterval until
-// the runtime closes.
+// the runtime closes, which also stops a pruning under way.
 func (r *Runtime) pruneLoop() {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-r.closing:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
 	t := time.NewTicker(pruneInterval(r.cfg.RetainFinalized))
 	defer t.Stop()
 	for {
-		ctx, cancel := context.WithCancel(context.Background())
-		go func() {
-			select {
-			case <-r.closing:
-				cancel()
-			case <-ctx.Done():
-			}
-		}()
 		n, err := r.PruneJournals(ctx)
-		cancel()
 		switch {
-		case err != nil && !errors.Is(err, context.Canceled):
+		case err != nil && ctx.Err() == nil:
 			r.log.Warn().Err(err).Int("removed", n).Msg("prune stream journals")
 		case n > 0:
 			r.log.Info().Int("removed", n).Dur("retain_finalized", r.cfg.RetainFinalized).Msg("pruned the stream journals of finalized steps")
 		}
 		select {
 		case <-t.C:
-		case <-r.closing:
+		case <-ctx.Done():
 			return
 		}
 	}
