@@ -7,8 +7,10 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -50,6 +52,72 @@ func TestOpenAPIMatchesRoutes(t *testing.T) {
 			t.Errorf("openapi.json lists %s, which is not served", op)
 		}
 	}
+}
+
+// Every schema of the document that stands for a Go type the API writes
+// names exactly that type's JSON fields.
+func TestOpenAPISchemasMatchTypes(t *testing.T) {
+	var doc struct {
+		Components struct {
+			Schemas map[string]struct {
+				Properties map[string]json.RawMessage `json:"properties"`
+			} `json:"schemas"`
+		} `json:"components"`
+	}
+	if err := json.Unmarshal(openAPIDoc, &doc); err != nil {
+		t.Fatal(err)
+	}
+	types := map[string]reflect.Type{
+		"Session": reflect.TypeFor[client.Session](), "Branch": reflect.TypeFor[client.Branch](),
+		"BranchInfo": reflect.TypeFor[client.BranchInfo](), "TurnResult": reflect.TypeFor[client.TurnResult](),
+		"HistoryEntry": reflect.TypeFor[client.HistoryEntry](), "TurnRow": reflect.TypeFor[persistence.TurnRow](),
+		"TurnInfo": reflect.TypeFor[client.TurnInfo](), "StepInfo": reflect.TypeFor[client.StepInfo](),
+		"PendingTurn": reflect.TypeFor[client.PendingTurn](), "Imported": reflect.TypeFor[client.Imported](),
+		"Hit": reflect.TypeFor[client.Hit](), "Chunk": reflect.TypeFor[persistence.ChunkRow](),
+	}
+	for name, typ := range types {
+		schema, ok := doc.Components.Schemas[name]
+		if !ok {
+			t.Errorf("openapi.json has no schema %s (%s)", name, typ)
+			continue
+		}
+		want := jsonFields(typ)
+		for f := range want {
+			if _, ok := schema.Properties[f]; !ok {
+				t.Errorf("schema %s lacks %s's field %q", name, typ, f)
+			}
+		}
+		for f := range schema.Properties {
+			if !want[f] {
+				t.Errorf("schema %s has %q, which %s does not write", name, f, typ)
+			}
+		}
+	}
+	for name := range doc.Components.Schemas {
+		if _, ok := types[name]; !ok && name != "Error" {
+			t.Errorf("schema %s is not checked against a type: add it to this test", name)
+		}
+	}
+}
+
+// jsonFields returns the names encoding/json gives typ's fields,
+// embedded structs' included.
+func jsonFields(typ reflect.Type) map[string]bool {
+	out := map[string]bool{}
+	for f := range typ.Fields() {
+		tag := f.Tag.Get("json")
+		name, _, _ := strings.Cut(tag, ",")
+		switch {
+		case name == "-" || !f.IsExported():
+		case f.Anonymous && name == "" && f.Type.Kind() == reflect.Struct:
+			maps.Copy(out, jsonFields(f.Type))
+		case name == "":
+			out[f.Name] = true
+		default:
+			out[name] = true
+		}
+	}
+	return out
 }
 
 type testServer struct {
