@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"reflect"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -99,6 +100,58 @@ func TestOpenAPISchemasMatchTypes(t *testing.T) {
 			t.Errorf("schema %s is not checked against a type: add it to this test", name)
 		}
 	}
+}
+
+// checkSchema checks that the string values of v match the patterns of
+// the openapi.json schema name, following $refs and arrays.
+func checkSchema(t *testing.T, where, name string, v map[string]any) {
+	t.Helper()
+	var doc struct {
+		Components struct {
+			Schemas map[string]schemaDoc `json:"schemas"`
+		} `json:"components"`
+	}
+	if err := json.Unmarshal(openAPIDoc, &doc); err != nil {
+		t.Fatal(err)
+	}
+	var check func(name string, v map[string]any)
+	check = func(name string, v map[string]any) {
+		for prop, sch := range doc.Components.Schemas[name].Properties {
+			val, ok := v[prop]
+			if !ok {
+				continue
+			}
+			ref := strings.TrimPrefix(sch.Ref, "#/components/schemas/")
+			switch val := val.(type) {
+			case string:
+				if sch.Pattern != "" && !regexp.MustCompile(sch.Pattern).MatchString(val) {
+					t.Errorf("%s: %s.%s = %q does not match %s", where, name, prop, val, sch.Pattern)
+				}
+			case map[string]any:
+				if ref != "" {
+					check(ref, val)
+				}
+			case []any:
+				item := strings.TrimPrefix(sch.Items.Ref, "#/components/schemas/")
+				for _, e := range val {
+					if m, ok := e.(map[string]any); ok && item != "" {
+						check(item, m)
+					}
+				}
+			}
+		}
+	}
+	check(name, v)
+}
+
+type schemaDoc struct {
+	Properties map[string]struct {
+		Ref     string `json:"$ref"`
+		Pattern string `json:"pattern"`
+		Items   struct {
+			Ref string `json:"$ref"`
+		} `json:"items"`
+	} `json:"properties"`
 }
 
 // jsonFields returns the names encoding/json gives typ's fields,
@@ -266,6 +319,18 @@ func TestAPI(t *testing.T) {
 	}
 	if st := ts.call(t, "GET", b+"/turns/"+res.Turn.String(), nil, &turn); st != 200 || turn.Seq != 1 || len(turn.Steps) != 1 {
 		t.Fatalf("turn row: %d %+v", st, turn)
+	}
+	// Answers fit their schemas' patterns (ids, and empty ids where the
+	// schema allows them).
+	for _, c := range []struct{ path, schema string }{
+		{b + "/turns/" + res.Turn.String(), "TurnInfo"}, {b, "BranchInfo"},
+		{"/v1/branches/" + fork.ID.String(), "BranchInfo"}, {"/v1/branches/" + fork.ID.String() + "/context", "ContextDebug"},
+	} {
+		var raw map[string]any
+		if st := ts.call(t, "GET", c.path, nil, &raw); st != 200 {
+			t.Fatalf("GET %s: %d", c.path, st)
+		}
+		checkSchema(t, c.path, c.schema, raw)
 	}
 
 	// Errors: code, message naming the field or limit, status.
