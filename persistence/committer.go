@@ -27,7 +27,7 @@ const (
 	opBranch
 	opOverlay
 	opTx
-	opRaw // entries written as they are: store maintenance (indexTurnRows)
+	opRaw // entries written as they are: store maintenance (backfillIndex)
 )
 
 type op struct {

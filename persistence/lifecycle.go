@@ -832,32 +832,28 @@ func (d *DB) StepRow(ctx context.Context, step messages.StepID) (StepRow, error)
 
 // indexedJSON reads the row an index entry points at: the entry at idx
 // holds the row's key, which check may refuse; notFound is the error when
-// there is no entry. A missing row is corruption.
+// there is no entry. A missing row is corruption: the entry and its row
+// are written in one commit, and rows are never deleted.
 func indexedJSON[T any](d *DB, idx []byte, notFound error, check func(rowKey []byte) error) (T, error) {
-	var v T
+	var k []byte
 	err := d.read(func(txn *badger.Txn) error {
 		item, err := txn.Get(idx)
 		if errors.Is(err, badger.ErrKeyNotFound) {
 			return notFound
 		}
-		if err != nil {
-			return err
+		if err == nil {
+			k, err = item.ValueCopy(nil)
 		}
-		k, err := item.ValueCopy(nil)
-		if err != nil {
-			return err
-		}
-		if check != nil {
-			if err := check(k); err != nil {
-				return err
-			}
-		}
-		if item, err = txn.Get(k); err != nil {
-			return fmt.Errorf("%w: row %x of index entry %x: %v", ErrCorrupt, k, idx, err)
-		}
-		return item.Value(func(b []byte) error { return json.Unmarshal(b, &v) })
+		return err
 	})
-	return v, err
+	if err == nil && check != nil {
+		err = check(k)
+	}
+	if err != nil {
+		var zero T
+		return zero, err
+	}
+	return getJSON[T](d, k, fmt.Errorf("%w: row %x of index entry %x is missing", ErrCorrupt, k, idx))
 }
 
 func (d *DB) StateRow(ctx context.Context, branch messages.BranchID, seq uint64) (StateRow, error) {
