@@ -310,9 +310,20 @@ func (a *branchActor) Receive(ctx actor.Context) {
 			after(ctx, a.rt.cfg.IndexFlushDelay, &flushIndexedReq{})
 		}
 	case *flushIndexedReq:
+		if _, inFlight := a.b.InFlight(); inFlight {
+			// The turn in flight ends with a write of its own (its
+			// response or its failure; a stop flushes first), which
+			// takes the index results with it. Committing them now
+			// would stall the turn behind a synced write, and commit a
+			// deferred acceptance before its response.
+			a.flushQueued = false
+			return
+		}
 		a.flushIndexed()
 	case *flushUnackedReq:
-		if a.unacked {
+		// The deadline of turn m.turn's acceptance: a later turn's
+		// acceptance, held when it fires, has a deadline of its own.
+		if t, ok := a.b.InFlight(); a.unacked && ok && t.ID == m.turn {
 			a.flush()
 		}
 	}
@@ -327,7 +338,7 @@ func (a *branchActor) stopIdle() {
 
 type (
 	flushIndexedReq struct{}
-	flushUnackedReq struct{} // a deferred acceptance's deadline
+	flushUnackedReq struct{ turn messages.TurnID } // a deferred acceptance's deadline
 )
 
 // flushOnStop commits what a stopping branch holds: index results (their
@@ -670,7 +681,7 @@ func (a *branchActor) submit(ctx actor.Context, msg messages.Message, turn messa
 		// Deferred, and the step runs: its acceptance is committed with
 		// what the step leads to, or by the deadline.
 		a.unacked = true
-		after(ctx, within, &flushUnackedReq{})
+		after(ctx, within, &flushUnackedReq{turn: turn})
 		return s, nil
 	}
 	a.flush()

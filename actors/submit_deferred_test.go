@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/contextinfinity/ctxinf/internal/core"
 	"github.com/contextinfinity/ctxinf/messages"
 	"github.com/contextinfinity/ctxinf/persistence"
 	"github.com/contextinfinity/ctxinf/providers/fake"
@@ -137,5 +138,80 @@ func TestSubmitDeferredCrashLosesTheUnacknowledgedTurn(t *testing.T) {
 	}
 	if rows := turnRows(t, r, b); len(rows) != 1 || rows[0].Seq != 1 {
 		t.Fatalf("rows %+v, want the one turn after the crash, seq 1", rows)
+	}
+}
+
+// A deferred acceptance's deadline is its own turn's: one set for an
+// earlier turn that fires while a later turn's acceptance is held
+// commits nothing.
+func TestSubmitDeferredDeadlineIsTheTurnsOwn(t *testing.T) {
+	block := make(chan struct{})
+	r, b := fakeBranch(t, fake.Step{Reply: "quick"}, fake.Step{Reply: "slow", Block: block})
+	const within = 50 * time.Millisecond
+	first := time.Now()
+	s, err := r.SubmitDeferred(bg, b, "one", within)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, last := s.Wait(nil); last.Phase != messages.PhaseResponseFinalized {
+		t.Fatalf("first turn ended %+v", last)
+	}
+	s2, err := r.SubmitDeferred(bg, b, "two", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if time.Since(first) >= within {
+		t.Skip("the first turn took longer than its deadline; nothing to check")
+	}
+	time.Sleep(4 * within) // the first turn's deadline has fired
+	if rows := turnRows(t, r, b); len(rows) != 1 || rows[0].ID != s.Turn {
+		t.Fatalf("while the second turn streams: rows %+v, want only the first turn %s", rows, s.Turn)
+	}
+	close(block)
+	if _, last := s2.Wait(nil); last.Phase != messages.PhaseResponseFinalized {
+		t.Fatalf("second turn ended %+v", last)
+	}
+	if rows := turnRows(t, r, b); len(rows) != 2 || rows[1].ID != s2.Turn {
+		t.Fatalf("after the second turn: rows %+v", rows)
+	}
+}
+
+// Index results held when a turn starts are committed with that turn's
+// own write, not by their flush timer in the middle of it (which would
+// stall the turn behind a synced write and commit its deferred
+// acceptance early).
+func TestIndexResultsWaitForTheTurnInFlight(t *testing.T) {
+	block := make(chan struct{})
+	ev := newEvents()
+	cfg := testConfig(t, t.TempDir(), ev)
+	cfg.Provider = fake.New(fake.Step{Reply: "first reply"}, fake.Step{Reply: "second reply", Block: block})
+	cfg.Fold = &core.Policy{} // fold (and so index) every turn at once
+	cfg.IndexFlushDelay = 100 * time.Millisecond
+	r, b := branchOn(t, cfg)
+	s, err := r.SubmitDeferred(bg, b, "one", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Wait(nil)
+	ev.waitFor(t, "the first turn's index results", 1, func(e messages.BranchEvent) bool {
+		x, ok := e.(messages.TurnIndexed)
+		return ok && x.Turn == s.Turn
+	})
+	s2, err := r.SubmitDeferred(bg, b, "two", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(3 * cfg.IndexFlushDelay) // the flush timer has fired
+	rows := turnRows(t, r, b)
+	if len(rows) != 1 || rows[0].ID != s.Turn || rows[0].Phase == messages.PhaseDone {
+		t.Fatalf("while the second turn streams: rows %+v, want only the first turn, not yet marked indexed", rows)
+	}
+	close(block)
+	if _, last := s2.Wait(nil); last.Phase != messages.PhaseResponseFinalized {
+		t.Fatalf("second turn ended %+v", last)
+	}
+	rows = turnRows(t, r, b)
+	if len(rows) != 2 || rows[0].Phase != messages.PhaseDone || rows[1].ID != s2.Turn {
+		t.Fatalf("after the second turn: rows %+v, want the first indexed (committed with the second)", rows)
 	}
 }
