@@ -179,13 +179,32 @@ func (r *Runtime) Submit(ctx context.Context, branch messages.BranchID, text str
 // stream ends failed. The last update still comes after the turn's
 // finalization is durable. within <= 0 is Submit.
 func (r *Runtime) SubmitDeferred(ctx context.Context, branch messages.BranchID, text string, within time.Duration) (*TurnStream, error) {
+	return r.SubmitWith(ctx, branch, text, SubmitOptions{Within: within})
+}
+
+// SubmitOptions are the ways of SubmitWith.
+type SubmitOptions struct {
+	// Within, if positive, defers the commit of the turn's acceptance
+	// (SubmitDeferred).
+	Within time.Duration
+	// Model, if not "", is selected on the branch first, as SelectModel
+	// does, in the same request to the branch: the turn and the ones
+	// after it use it. Its change is committed with the turn's
+	// acceptance, and a turn the branch refuses (another one is in
+	// flight) leaves the branch's model as it was.
+	Model string
+}
+
+// SubmitWith is Submit with options.
+func (r *Runtime) SubmitWith(ctx context.Context, branch messages.BranchID, text string, o SubmitOptions) (*TurnStream, error) {
 	if text == "" {
 		return nil, fmt.Errorf("%w: message text is empty", persistence.ErrInvalidArgument)
 	}
 	msg := messages.NewMessage(messages.RoleUser, messages.Text{Text: text})
 	// The turn id is chosen here, so that sending the request again (after
 	// the branch actor stopped with it unread) cannot make a second turn.
-	res, err := r.ask(ctx, branch, &submitReq{msg: msg, turn: messages.NewID[messages.TurnID](r.cfg.Now()), within: within})
+	res, err := r.ask(ctx, branch, &submitReq{msg: msg, turn: messages.NewID[messages.TurnID](r.cfg.Now()),
+		within: o.Within, model: o.Model})
 	if err != nil {
 		return nil, err
 	}

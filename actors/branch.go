@@ -38,6 +38,7 @@ type (
 		// within, if positive, defers the commit of the turn's
 		// acceptance (Runtime.SubmitDeferred).
 		within time.Duration
+		model  string // selected first, unless "" (SubmitOptions.Model)
 	}
 	pinReq     struct{ fact string }
 	commitReq  struct{}
@@ -214,7 +215,7 @@ func (a *branchActor) Receive(ctx actor.Context) {
 	case *createReq:
 		respond(a.create(ctx, m))
 	case *submitReq:
-		s, err := a.submit(ctx, m.msg, m.turn, m.within)
+		s, err := a.submit(ctx, m.msg, m.turn, m.within, m.model)
 		if err != nil {
 			respond(err)
 			return
@@ -647,7 +648,7 @@ func (a *branchActor) importTurns(ctx actor.Context, exchanges []Exchange) ([]me
 	return ids, nil
 }
 
-func (a *branchActor) submit(ctx actor.Context, msg messages.Message, turn messages.TurnID, within time.Duration) (*TurnStream, error) {
+func (a *branchActor) submit(ctx actor.Context, msg messages.Message, turn messages.TurnID, within time.Duration, model string) (*TurnStream, error) {
 	if msg.Role != messages.RoleUser {
 		return nil, fmt.Errorf("%w: message role is %s, want user", persistence.ErrInvalidArgument, msg.Role)
 	}
@@ -665,6 +666,18 @@ func (a *branchActor) submit(ctx actor.Context, msg messages.Message, turn messa
 	evs, err := a.b.Submit(turn, now)
 	if err != nil {
 		return nil, err
+	}
+	if model != "" {
+		// The turn is valid (decided on a state the model does not
+		// touch): its model is selected first, held, and committed
+		// with its acceptance.
+		sel, err := a.modelEvents(model)
+		if err != nil {
+			return nil, err
+		}
+		for _, ev := range sel {
+			a.persistHeld(ctx, ev, a.txFor(ev))
+		}
 	}
 	ev := evs[0].(messages.TurnAccepted)
 	tip := a.b.Tip

@@ -358,16 +358,22 @@ func (a *branchActor) cancel() error {
 
 // selectModel records the model the branch's next turns use.
 func (a *branchActor) selectModel(ctx actor.Context, name string) error {
-	if _, ok := a.rt.cfg.Models[name]; !ok && name != "" {
-		if why, ok := a.rt.cfg.Unavailable[name]; ok {
-			return fmt.Errorf("%w: model %q cannot be used: %s", ErrUnknownModel, name, why)
-		}
-		return fmt.Errorf("%w: model %q is not configured (models.<name> in config); known: %q",
-			ErrUnknownModel, name, a.rt.ModelNames())
-	}
-	evs, err := a.b.SelectModel(name, a.now())
+	evs, err := a.modelEvents(name)
 	if err == nil {
 		a.persistAll(ctx, evs)
 	}
 	return err
+}
+
+// modelEvents returns the events that select model name on the branch:
+// none if it is selected already, an error if it is not configured.
+func (a *branchActor) modelEvents(name string) ([]messages.BranchEvent, error) {
+	if _, ok := a.rt.cfg.Models[name]; !ok && name != "" {
+		if why, ok := a.rt.cfg.Unavailable[name]; ok {
+			return nil, fmt.Errorf("%w: model %q cannot be used: %s", ErrUnknownModel, name, why)
+		}
+		return nil, fmt.Errorf("%w: model %q is not configured (models.<name> in config); known: %q",
+			ErrUnknownModel, name, a.rt.ModelNames())
+	}
+	return a.b.SelectModel(name, a.now())
 }

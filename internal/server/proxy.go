@@ -2,11 +2,11 @@ package server
 
 import (
 	"bufio"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -142,15 +142,15 @@ func contentText(raw json.RawMessage) (string, error) {
 	return b.String(), nil
 }
 
-// proxyModel selects the request's model on the branch when the runtime
-// has a model of that name; any other name runs on the branch's model.
-func (s *Server) proxyModel(ctx context.Context, b messages.BranchID, model string) (string, error) {
-	for _, name := range s.rt.ModelNames() {
-		if name == model {
-			return model, s.rt.SelectModel(ctx, b, model)
-		}
+// proxyModel is the model a proxied request names, to be selected on its
+// branch with its turn (actors.SubmitOptions.Model) when the runtime has
+// a model of that name, else "": any other name runs on the branch's
+// model.
+func (s *Server) proxyModel(model string) string {
+	if slices.Contains(s.rt.ModelNames(), model) {
+		return model
 	}
-	return model, nil
+	return ""
 }
 
 func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) error {
@@ -176,11 +176,9 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	model, err := s.proxyModel(r.Context(), b, req.Model)
-	if err != nil {
-		return err
-	}
-	st, err := s.rt.SubmitDeferred(r.Context(), b, text, s.opts.ProxyCommitWithin)
+	model := req.Model
+	st, err := s.rt.SubmitWith(r.Context(), b, text,
+		actors.SubmitOptions{Within: s.opts.ProxyCommitWithin, Model: s.proxyModel(model)})
 	if err != nil {
 		return err
 	}
@@ -303,11 +301,9 @@ func (s *Server) responses(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	model, err := s.proxyModel(r.Context(), b, req.Model)
-	if err != nil {
-		return err
-	}
-	st, err := s.rt.SubmitDeferred(r.Context(), b, text, s.opts.ProxyCommitWithin)
+	model := req.Model
+	st, err := s.rt.SubmitWith(r.Context(), b, text,
+		actors.SubmitOptions{Within: s.opts.ProxyCommitWithin, Model: s.proxyModel(model)})
 	if err != nil {
 		return err
 	}

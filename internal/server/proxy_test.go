@@ -1,13 +1,21 @@
 package server
 
 import (
+	"bufio"
 	"context"
+	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/contextinfinity/ctxinf/actors"
+	"github.com/contextinfinity/ctxinf/messages"
+	"github.com/contextinfinity/ctxinf/providers/local"
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
@@ -75,4 +83,72 @@ func (c spacedConn) Write(p []byte) (int, error) {
 	n, err := c.Conn.Write(p)
 	time.Sleep(10 * time.Millisecond)
 	return n, err
+}
+
+// A proxied request naming a configured model selects it on its branch
+// with its turn; a request the branch refuses (its turn is in flight)
+// leaves the model as it was; a name not configured runs on the
+// branch's model.
+func TestProxySelectsTheNamedModel(t *testing.T) {
+	ts := newTestServerWith(t, Options{}, 0, func(c *actors.Config) {
+		c.Models = map[string]actors.Model{
+			"quick": {Provider: c.Provider, ID: "local"},
+			"slow":  {Provider: local.New(local.Options{Delay: 20 * time.Millisecond}), ID: "local"},
+		}
+	})
+	chat := func(model string, stream bool) *http.Response {
+		t.Helper()
+		body := fmt.Sprintf(`{"model":%q,"stream":%v,"messages":[{"role":"user","content":"hello"}]}`, model, stream)
+		req, _ := http.NewRequest("POST", ts.URL+"/v1/chat/completions", strings.NewReader(body))
+		req.Header.Set("X-Ctx-Conversation", "models")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	modelOf := func(b string) string {
+		t.Helper()
+		id, err := messages.ParseID[messages.BranchID](b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		info, err := ts.rt.Inspect(context.Background(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return info.Model
+	}
+	resp := chat("quick", false)
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	b := resp.Header.Get(ProxyBranchHeader)
+	if resp.StatusCode != 200 || modelOf(b) != "quick" {
+		t.Fatalf("naming a configured model: %d, branch model %q", resp.StatusCode, modelOf(b))
+	}
+
+	// A slow turn in flight: the next request is refused, its model not
+	// selected.
+	slow := chat("slow", true)
+	defer slow.Body.Close()
+	if _, err := bufio.NewReader(slow.Body).ReadString('\n'); err != nil || slow.StatusCode != 200 {
+		t.Fatalf("slow stream: %d %v", slow.StatusCode, err)
+	}
+	refused := chat("quick", false)
+	data, _ := io.ReadAll(refused.Body)
+	refused.Body.Close()
+	if refused.StatusCode != http.StatusConflict {
+		t.Fatalf("a request while a turn is in flight: %d %s, want 409", refused.StatusCode, data)
+	}
+	io.Copy(io.Discard, slow.Body)
+	if m := modelOf(b); m != "slow" {
+		t.Fatalf("after a refused request naming quick: branch model %q, want slow", m)
+	}
+
+	resp = chat("gpt-not-configured", false)
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || modelOf(b) != "slow" {
+		t.Fatalf("naming a model not configured: %d, branch model %q, want slow kept", resp.StatusCode, modelOf(b))
+	}
 }

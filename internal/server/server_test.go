@@ -181,11 +181,21 @@ type testServer struct {
 
 func newTestServer(t *testing.T, opts Options, delay time.Duration) *testServer {
 	t.Helper()
+	return newTestServerWith(t, opts, delay, nil)
+}
+
+// newTestServerWith is newTestServer with the runtime's configuration
+// changed by edit, if not nil.
+func newTestServerWith(t *testing.T, opts Options, delay time.Duration, edit func(*actors.Config)) *testServer {
+	t.Helper()
 	store := persistence.TestOptions("")
 	store.Durability = persistence.DurabilityRelaxed
 	cfg := actors.Config{DataDir: t.TempDir(), Store: store,
 		Provider: local.New(local.Options{Delay: delay}), Model: "local", Fold: &core.Policy{},
 		RequestTimeout: 10 * time.Second, Logger: zerolog.Nop()}
+	if edit != nil {
+		edit(&cfg)
+	}
 	if opts.Metrics == nil {
 		opts.Metrics = NewMetrics()
 		opts.Metrics.Hook(&cfg)
