@@ -76,7 +76,7 @@ func NewMetrics() *Metrics {
 	m.journalBytes = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ctxinf_journal_bytes_total",
 		Help: "Stream journal bytes of finalized turns: displayed to the client, and durable (fsynced)."}, []string{"kind"})
 	m.httpRequests = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ctxinf_http_requests_total",
-		Help: "HTTP requests by route and status."}, []string{"route", "code"})
+		Help: "HTTP requests by route and status (\"aborted\": the server cut the connection partway, as an export does when a read fails after its first line)."}, []string{"route", "code"})
 	m.httpSeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "ctxinf_http_request_seconds",
 		Help: "HTTP request duration by route (a streamed turn counts until its end).", Buckets: latencyBuckets}, []string{"route"})
 	m.reg.MustRegister(m.turns, m.turnSeconds, m.assembly, m.contextTokens, m.stepSeconds, m.stepTokens, m.retrievalSecs,
@@ -215,10 +215,18 @@ func (w *statusWriter) Flush() {
 }
 
 // observe counts a request on route with the status it got.
+// codeAborted is the code observed for a request whose handler cut its
+// connection: the status it had written is not what the client got.
+const codeAborted = -1
+
 func (m *Metrics) observe(route string, code int, took time.Duration) {
-	if code == 0 {
-		code = http.StatusOK
+	label := strconv.Itoa(code)
+	switch code {
+	case 0:
+		label = strconv.Itoa(http.StatusOK)
+	case codeAborted:
+		label = "aborted"
 	}
-	m.httpRequests.WithLabelValues(route, strconv.Itoa(code)).Inc()
+	m.httpRequests.WithLabelValues(route, label).Inc()
 	m.httpSeconds.WithLabelValues(route).Observe(took.Seconds())
 }

@@ -124,21 +124,35 @@ func New(rt *actors.Runtime, opts Options) *Server {
 	}
 	s := &Server{rt: rt, opts: opts, mux: http.NewServeMux()}
 	for _, rt := range routes {
-		h, name := rt.handle, rt.method+" "+rt.path
-		s.mux.HandleFunc(name, func(w http.ResponseWriter, r *http.Request) {
-			t0 := time.Now()
-			sw := &statusWriter{ResponseWriter: w}
-			if err := h(s, sw, r); err != nil {
-				writeError(sw, err)
-			}
-			opts.Metrics.observe(name, sw.code, time.Since(t0))
-		})
+		name := rt.method + " " + rt.path
+		s.mux.HandleFunc(name, s.instrument(name, rt.handle))
 	}
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, notFound("no route %s %s (GET /openapi.json lists them)", r.Method, r.URL.Path))
 	})
 	s.ready.Store(true)
 	return s
+}
+
+// instrument serves route name with h: an error h returns is answered
+// as JSON, and the request is counted and timed.
+func (s *Server) instrument(name string, h func(*Server, http.ResponseWriter, *http.Request) error) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		t0 := time.Now()
+		sw := &statusWriter{ResponseWriter: w}
+		defer func() {
+			// A handler that cuts its connection (an export whose read
+			// failed after its first line) is counted as such.
+			if v := recover(); v != nil {
+				s.opts.Metrics.observe(name, codeAborted, time.Since(t0))
+				panic(v)
+			}
+		}()
+		if err := h(s, sw, r); err != nil {
+			writeError(sw, err)
+		}
+		s.opts.Metrics.observe(name, sw.code, time.Since(t0))
+	}
 }
 
 // SetReady sets what /readyz answers.

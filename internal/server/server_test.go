@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/rs/zerolog"
 
 	"github.com/contextinfinity/ctxinf/actors"
@@ -518,5 +519,34 @@ func TestSyncHistogram(t *testing.T) {
 		if w, ok := want[b.GetUpperBound()]; ok && b.GetCumulativeCount() != w {
 			t.Errorf("bucket <= %vs holds %d, want %d", b.GetUpperBound(), b.GetCumulativeCount(), w)
 		}
+	}
+}
+
+// A handler that cuts its connection partway (an export whose read
+// failed after its first line) is counted as aborted, not by the status
+// it had written; the client does not get a whole body.
+func TestAbortedRequestsAreCounted(t *testing.T) {
+	m := NewMetrics()
+	s := &Server{opts: Options{Metrics: m}}
+	ts := httptest.NewServer(s.instrument("GET /cut", func(_ *Server, w http.ResponseWriter, _ *http.Request) error {
+		w.WriteHeader(http.StatusOK)
+		io.WriteString(w, "{\"first\":1}\n")
+		w.(http.Flusher).Flush()
+		panic(http.ErrAbortHandler)
+	}))
+	defer ts.Close()
+	resp, err := http.Get(ts.URL)
+	if err == nil {
+		_, err = io.ReadAll(resp.Body)
+		resp.Body.Close()
+	}
+	if err == nil {
+		t.Fatal("the client read a whole body from a handler that cut its connection")
+	}
+	if n := testutil.ToFloat64(m.httpRequests.WithLabelValues("GET /cut", "aborted")); n != 1 {
+		t.Errorf("aborted requests counted: %v, want 1", n)
+	}
+	if n := testutil.ToFloat64(m.httpRequests.WithLabelValues("GET /cut", "200")); n != 0 {
+		t.Errorf("the aborted request was also counted as 200 (%v)", n)
 	}
 }
