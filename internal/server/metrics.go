@@ -214,11 +214,11 @@ func (w *statusWriter) Flush() {
 	}
 }
 
-// observe counts a request on route with the status it got.
 // codeAborted is the code observed for a request whose handler cut its
 // connection: the status it had written is not what the client got.
 const codeAborted = -1
 
+// observe counts a request on route with the status it got.
 func (m *Metrics) observe(route string, code int, took time.Duration) {
 	label := strconv.Itoa(code)
 	switch code {

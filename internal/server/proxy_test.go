@@ -13,13 +13,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/contextinfinity/ctxinf/actors"
-	"github.com/contextinfinity/ctxinf/messages"
-	"github.com/contextinfinity/ctxinf/providers/local"
-
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/responses"
+
+	"github.com/contextinfinity/ctxinf/actors"
+	"github.com/contextinfinity/ctxinf/messages"
+	"github.com/contextinfinity/ctxinf/providers/local"
 )
 
 // The official client keeps its connection to the proxy from one
