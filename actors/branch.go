@@ -16,6 +16,7 @@ import (
 	"github.com/contextinfinity/ctxinf/messages"
 	"github.com/contextinfinity/ctxinf/persistence"
 	"github.com/contextinfinity/ctxinf/providers"
+	"github.com/contextinfinity/ctxinf/supervision"
 )
 
 // Transcript payload types in the context store.
@@ -91,6 +92,15 @@ type (
 		summary string
 		err     error
 	}
+	// workLost: a worker failed while doing one of this branch's jobs
+	// (one of the three is set), and restarts; the branch asks again.
+	workLost struct {
+		kind    supervision.Kind
+		reason  string
+		summary *summarizeReq
+		shrink  *shrinkReq
+		index   *indexReq
+	}
 )
 
 // Event and snapshot encodings in the actor log: one tag byte, then JSON.
@@ -136,6 +146,11 @@ type branchActor struct {
 	// hasher hashes the contexts of this branch's steps, keeping the
 	// JSON of the last one's messages for the next.
 	hasher contextHasher
+	// lost counts the jobs of this instance its workers lost in a row
+	// (workLost): past maxLostJobs they are left to the next turn or
+	// activation, so that a job that always kills its worker does not
+	// loop.
+	lost int
 	// asker is the sender of the request being handled, until answered.
 	asker *actor.PID
 	// active is when this actor last took a message; idle is the timer
@@ -278,8 +293,11 @@ func (a *branchActor) Receive(ctx actor.Context) {
 		a.commit(ctx, m)
 	case *shrinkDone:
 		a.shrunk(ctx, m)
+	case *workLost:
+		a.workLost(ctx, m)
 	case *indexDone:
 		delete(a.indexing, m.turn)
+		a.lost = 0
 		if m.err != nil {
 			a.rt.log.Warn().Err(m.err).Str("branch", a.id.String()).Str("turn", m.turn.String()).Msg("index failed; retried on next activation")
 			return
@@ -326,6 +344,42 @@ func (a *branchActor) Receive(ctx actor.Context) {
 		// acceptance, held when it fires, has a deadline of its own.
 		if t, ok := a.b.InFlight(); a.unacked && ok && t.ID == m.turn {
 			a.flush()
+		}
+	}
+}
+
+// maxLostJobs bounds the jobs in a row a branch asks for again after
+// their worker failed (workLost).
+const maxLostJobs = 5
+
+// workLost asks again for a job whose worker failed while doing it (the
+// job is durable: it is derived again from the branch's state); a shrink
+// falls back to the deterministic one, which needs no worker.
+func (a *branchActor) workLost(ctx actor.Context, m *workLost) {
+	a.lost++
+	retry := a.lost <= maxLostJobs
+	log := a.rt.log.Warn().Str("branch", a.id.String()).Str("kind", string(m.kind)).Str("reason", m.reason).Bool("asked_again", retry)
+	switch {
+	case m.summary != nil:
+		if a.summarizing != m.summary.epoch+1 {
+			return // superseded, or asked again already
+		}
+		log.Uint64("epoch", m.summary.epoch).Msg("a summary's worker failed")
+		a.summarizing = 0
+		if retry {
+			a.foldAgain(ctx)
+		}
+	case m.shrink != nil:
+		log.Uint64("epoch", m.shrink.epoch).Msg("a shrink's worker failed; the deterministic shrink is used")
+		a.shrunk(ctx, &shrinkDone{epoch: m.shrink.epoch, err: errors.New(m.reason)})
+	case m.index != nil:
+		if !a.indexing[m.index.turn] {
+			return
+		}
+		log.Str("turn", m.index.turn.String()).Msg("an index job's worker failed")
+		delete(a.indexing, m.index.turn)
+		if retry {
+			a.run(ctx, []core.Effect{core.Index{Turn: m.index.turn}})
 		}
 	}
 }
@@ -621,6 +675,11 @@ func (a *branchActor) importTurns(ctx actor.Context, exchanges []Exchange) ([]me
 		if payloads[i][1], err = x.Reply.MarshalJSON(); err != nil {
 			return nil, fmt.Errorf("exchanges[%d].reply: %w", i, err)
 		}
+		for j, field := range [2]string{"user", "reply"} {
+			if err := a.rt.db.CheckPayload(fmt.Sprintf("exchanges[%d].%s", i, field), len(payloads[i][j])); err != nil {
+				return nil, err
+			}
+		}
 	}
 	now := a.now()
 	ids := make([]messages.PendingTurn, 0, len(exchanges))
@@ -660,6 +719,11 @@ func (a *branchActor) submit(ctx actor.Context, msg messages.Message, turn messa
 	}
 	payload, err := msg.MarshalJSON()
 	if err != nil {
+		return nil, err
+	}
+	// Refused here, before anything is accepted: the store would refuse
+	// the append, and its commit failing would fail the branch.
+	if err := a.rt.db.CheckPayload("the user message (its text stored twice, as text and rendered text)", len(payload)); err != nil {
 		return nil, err
 	}
 	now := a.now()
@@ -946,7 +1010,7 @@ func (a *branchActor) spawnStep(ctx actor.Context, turn messages.TurnID, step me
 	props := actor.PropsFromProducer(func() actor.Actor {
 		return &stepActor{rt: a.rt, ctx: sctx, branch: ctx.Self(), turn: turn, step: step, req: req, provider: m.Provider,
 			stream: stream, base: a.counters, count: a.rt.counter(m), hashed: hashed, hasher: &a.hasher}
-	})
+	}, actor.WithSupervisor(a.rt.journalSup))
 	if _, err := ctx.SpawnNamed(props, "step-"+step.String()); err != nil {
 		cancel()
 		a.step, a.cancelStep = messages.StepID{}, nil
@@ -1188,7 +1252,7 @@ func (a *branchActor) commit(ctx actor.Context, m *summaryDone) {
 	if a.summarizing != m.epoch+1 {
 		return // superseded
 	}
-	a.summarizing = 0
+	a.summarizing, a.lost = 0, 0
 	if obs := a.rt.cfg.ObserveSummary; obs != nil {
 		defer func() { obs(a.id, m.epoch+1 == a.b.Epoch, m.err) }()
 	}

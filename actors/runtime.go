@@ -184,11 +184,18 @@ type Runtime struct {
 	librarians []*actor.PID // a pool: a branch always uses the same one
 	indexers   []*actor.PID
 	log        zerolog.Logger
-	sup        *supervision.Strategy
+	sup        *supervision.Strategy // of the branch actors (under root)
+	// The strategies of the other kinds: a step actor is stopped, never
+	// restarted (that would call its provider again), and its turn ends
+	// as interrupted; a journal actor restarts, its journal intact; a
+	// librarian or indexer restarts, and the branch whose job it lost
+	// asks again.
+	stepSup, journalSup, librarianSup, indexerSup *supervision.Strategy
+	kills                                         *supervision.KillSwitch
 	streams    string // {DataDir}/streams
 
 	failedMu sync.Mutex
-	failed   map[messages.BranchID]error
+	failed   map[messages.BranchID]*stoppedBranch
 
 	goneMu sync.Mutex
 	gone   map[*actor.PID]chan struct{} // per live branch actor: closed when it terminates
@@ -323,9 +330,10 @@ func Open(ctx context.Context, cfg Config) (*Runtime, error) {
 		actorLog: db.ActorLog(cfg.SnapshotEvery),
 		log:      cfg.Logger,
 		streams:  filepath.Join(cfg.DataDir, "streams"),
-		failed:   make(map[messages.BranchID]error),
+		failed:   make(map[messages.BranchID]*stoppedBranch),
 		gone:     make(map[*actor.PID]chan struct{}),
 		mem:      newMemory(db, cfg.Embedder, rank),
+		kills:    &supervision.KillSwitch{},
 	}
 	r.countSeed = maphash.MakeSeed()
 	// Token counters may load their encodings on first use (o200k's
@@ -352,6 +360,17 @@ func Open(ctx context.Context, cfg Config) (*Runtime, error) {
 	if cfg.MaxRestarts <= 0 {
 		r.sup.MaxRestarts = 10
 	}
+	r.stepSup = &supervision.Strategy{
+		Decide:         func(any) supervision.Directive { return supervision.Stop },
+		StopIsRecovery: true,
+		Log:            r.log,
+	}
+	worker := func(kind supervision.Kind) *supervision.Strategy {
+		return &supervision.Strategy{Decide: func(any) supervision.Directive { return supervision.Restart },
+			Backoff: 10 * time.Millisecond, MaxBackoff: time.Second, Window: time.Minute, Log: r.log.With().Str("kind", string(kind)).Logger(),
+			OnFailure: func(_ *actor.PID, reason, message any) { r.workLost(kind, reason, message) }}
+	}
+	r.journalSup, r.librarianSup, r.indexerSup = worker(supervision.KindJournal), worker(supervision.KindLibrarian), worker(supervision.KindIndexer)
 	rootProps := actor.PropsFromProducer(func() actor.Actor { rootRef = newRoot(r); return rootRef },
 		actor.WithSupervisor(r.sup))
 	if r.root, err = r.sys.Root.SpawnNamed(rootProps, "ctxinf"); err != nil {
@@ -360,8 +379,10 @@ func Open(ctx context.Context, cfg Config) (*Runtime, error) {
 	}
 	// Summaries and chunking are CPU work: one worker of each per core.
 	for i := range max(2, runtime.GOMAXPROCS(0)) {
-		l, _ := r.sys.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return &librarian{rt: r} }), fmt.Sprintf("librarian-%d", i))
-		x, _ := r.sys.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return &indexer{rt: r} }), fmt.Sprintf("indexer-%d", i))
+		l, _ := r.sys.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return &librarian{rt: r} },
+			actor.WithGuardian(r.librarianSup)), fmt.Sprintf("librarian-%d", i))
+		x, _ := r.sys.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return &indexer{rt: r} },
+			actor.WithGuardian(r.indexerSup)), fmt.Sprintf("indexer-%d", i))
 		r.librarians, r.indexers = append(r.librarians, l), append(r.indexers, x)
 	}
 	if err := r.reconcile(ctx); err != nil {
@@ -392,6 +413,25 @@ func decide(reason any) supervision.Directive {
 // errFatal marks failures no restart can fix (a corrupt event log).
 var errFatal = errors.New("actors: fatal")
 
+// stoppedBranch is a branch whose actor supervision stopped: requests
+// fail with err until retry, when the next one activates the branch
+// again from its durable state.
+type stoppedBranch struct {
+	err   error
+	at    time.Time // when it stopped
+	retry time.Time
+	times int // stops in a row, each no longer than stopForgetAfter after the last
+}
+
+// The backoff of a stopped branch's reactivation: stopBackoff after its
+// first stop, doubling with each stop in a row up to stopBackoffMax; a
+// stop more than stopForgetAfter after the one before starts again.
+const (
+	stopBackoff     = time.Second
+	stopBackoffMax  = time.Minute
+	stopForgetAfter = 10 * time.Minute
+)
+
 func (r *Runtime) branchStopped(child *actor.PID, reason any) {
 	id, ok := branchOfPID(child)
 	if !ok {
@@ -401,9 +441,32 @@ func (r *Runtime) branchStopped(child *actor.PID, reason any) {
 	if err == nil {
 		err = fmt.Errorf("%v", reason)
 	}
+	now := time.Now()
 	r.failedMu.Lock()
-	r.failed[id] = fmt.Errorf("%w: %v", ErrBranchStopped, err)
-	r.failedMu.Unlock()
+	defer r.failedMu.Unlock()
+	times := 1
+	if prev := r.failed[id]; prev != nil && now.Sub(prev.at) < stopForgetAfter {
+		times = prev.times + 1
+	}
+	wait := stopBackoff
+	for i := 1; i < times && wait < stopBackoffMax; i++ {
+		wait *= 2
+	}
+	wait = min(wait, stopBackoffMax)
+	r.failed[id] = &stoppedBranch{at: now, retry: now.Add(wait), times: times,
+		err: fmt.Errorf("%w (it is activated again from its durable state by a request after %s): %v",
+			ErrBranchStopped, now.Add(wait).UTC().Format(time.RFC3339), err)}
+}
+
+// stoppedErr returns why branch id cannot be activated now: its actor
+// was stopped and its backoff has not passed; nil once it has.
+func (r *Runtime) stoppedErr(id messages.BranchID) error {
+	r.failedMu.Lock()
+	defer r.failedMu.Unlock()
+	if f := r.failed[id]; f != nil && time.Now().Before(f.retry) {
+		return f.err
+	}
+	return nil
 }
 
 // Close stops every actor (branches finish the message in hand) and
@@ -507,8 +570,53 @@ func (r *Runtime) counterFor(provider, modelID string) core.Counter {
 // DB is the runtime's database (for reads: history, rows, blobs).
 func (r *Runtime) DB() *persistence.DB { return r.db }
 
-// Restarts counts actor restarts ordered by supervision.
-func (r *Runtime) Restarts() int64 { return r.sup.Restarts() }
+// Restarts counts actor restarts ordered by supervision, of every kind.
+func (r *Runtime) Restarts() int64 {
+	return r.sup.Restarts() + r.journalSup.Restarts() + r.librarianSup.Restarts() + r.indexerSup.Restarts()
+}
+
+// Failures counts the actor failures supervision handled, by actor kind:
+// a branch, journal, librarian or indexer actor is restarted (a branch
+// stopped after too many restarts comes back on a later request); a step
+// actor is stopped and its turn ends as interrupted.
+func (r *Runtime) Failures() map[supervision.Kind]int64 {
+	return map[supervision.Kind]int64{
+		supervision.KindBranch: r.sup.Failures(), supervision.KindStep: r.stepSup.Failures(),
+		supervision.KindJournal: r.journalSup.Failures(), supervision.KindLibrarian: r.librarianSup.Failures(),
+		supervision.KindIndexer: r.indexerSup.Failures(),
+	}
+}
+
+// ArmKill makes the next actor of kind to reach one of its kill points
+// panic there (chaos testing; supervision.KillSwitch). Branch actors are
+// killed by Kill instead, at once.
+func (r *Runtime) ArmKill(kind supervision.Kind) { r.kills.Arm(kind) }
+
+// ArmedKills returns the kills of kind armed and not yet taken.
+func (r *Runtime) ArmedKills(kind supervision.Kind) int64 { return r.kills.Armed(kind) }
+
+// Killed counts the actors of kind killed by ArmKill.
+func (r *Runtime) Killed(kind supervision.Kind) int64 { return r.kills.Killed(kind) }
+
+// workLost is called when a worker (librarian, indexer) failed while
+// handling message: the branch that asked for the work is told, and
+// asks again from its state (the job is durable); a journal actor's
+// failure loses nothing, as its step writes the journal itself.
+func (r *Runtime) workLost(kind supervision.Kind, reason, message any) {
+	var to *actor.PID
+	lost := &workLost{kind: kind, reason: fmt.Sprint(reason)}
+	switch m := message.(type) {
+	case *summarizeReq:
+		to, lost.summary = m.from, m
+	case *shrinkReq:
+		to, lost.shrink = m.from, m
+	case *indexReq:
+		to, lost.index = m.from, m
+	}
+	if to != nil {
+		r.sys.Root.Send(to, lost)
+	}
+}
 
 // reconcile applies SRD §6.5 at start: every branch with a pending job
 // (a turn without final response, a turn to summarize or to index) is
@@ -623,14 +731,11 @@ func (ro *root) Receive(ctx actor.Context) {
 }
 
 func (ro *root) spawn(ctx actor.Context, id messages.BranchID) any {
-	ro.rt.failedMu.Lock()
-	ferr := ro.rt.failed[id]
-	ro.rt.failedMu.Unlock()
-	if ferr != nil {
-		return ferr
+	if err := ro.rt.stoppedErr(id); err != nil {
+		return err
 	}
 	props := actor.PropsFromProducer(func() actor.Actor { return newBranchActor(ro.rt, id) },
-		actor.WithReceiverMiddleware(ppersist.Using(ro.rt.actorLog)))
+		actor.WithReceiverMiddleware(ppersist.Using(ro.rt.actorLog)), actor.WithSupervisor(ro.rt.stepSup))
 	pid, err := ctx.SpawnNamed(props, branchName(id))
 	if err != nil {
 		return fmt.Errorf("activate branch %s: %w", id, err)
@@ -776,10 +881,7 @@ func (r *Runtime) ask(ctx context.Context, id messages.BranchID, msg any) (any, 
 			return nil, fmt.Errorf("%w: branch %s kept stopping", ErrInterrupted, id)
 		}
 		if errors.Is(err, actor.ErrTimeout) {
-			r.failedMu.Lock()
-			ferr := r.failed[id]
-			r.failedMu.Unlock()
-			if ferr != nil {
+			if ferr := r.stoppedErr(id); ferr != nil {
 				return nil, ferr
 			}
 			return nil, fmt.Errorf("%w: branch %s", ErrTimeout, id)

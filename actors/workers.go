@@ -3,6 +3,7 @@ package actors
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -18,6 +19,7 @@ import (
 	"github.com/contextinfinity/ctxinf/messages"
 	"github.com/contextinfinity/ctxinf/persistence"
 	"github.com/contextinfinity/ctxinf/providers"
+	"github.com/contextinfinity/ctxinf/supervision"
 )
 
 // stepActor runs one provider step: it streams from the provider, hands
@@ -76,7 +78,7 @@ func (s *stepActor) Receive(ctx actor.Context) {
 		ctx.Stop(ctx.Self())
 		return
 	}
-	ja := &journalActor{j: j, stream: s.stream, base: s.base, every: s.rt.cfg.Journal.FlushInterval, log: s.rt.log}
+	ja := &journalActor{j: j, stream: s.stream, base: s.base, every: s.rt.cfg.Journal.FlushInterval, log: s.rt.log, kills: s.rt.kills}
 	_, _ = ctx.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return ja }), "journal")
 	// Each event is journaled and handed to the subscriber as it
 	// arrives, on the stream's own goroutine: no queue between the
@@ -93,9 +95,16 @@ func (s *stepActor) Receive(ctx actor.Context) {
 		hash = make(chan string, 1)
 		go func() { hash <- s.hasher.hash(*s.hashed) }()
 	}
+	defer func() {
+		if p := recover(); p != nil {
+			s.crashed(ctx, ja, done, hash, p)
+			panic(p) // to the supervisor, which stops this actor: a step never runs twice
+		}
+	}()
 	var unhandled map[string]bool
 	resp, err := s.provider.Stream(s.ctx, s.req, func(ev providers.Event) error {
 		ja.append(ev.Type, ev.Raw, ev.Text)
+		s.rt.kills.Point(supervision.KindStep)
 		if ev.Unhandled && !unhandled[ev.Type] {
 			if unhandled == nil {
 				unhandled = map[string]bool{}
@@ -140,6 +149,25 @@ func (s *stepActor) Receive(ctx actor.Context) {
 	ctx.Stop(ctx.Self())
 }
 
+// crashed reports a step that panicked (reason p) to its branch as a step
+// that failed, with what its journal holds, closed and fsynced: the turn
+// ends as interrupted, its partial output kept (SRD §13.4), and the
+// provider is not called again for this step.
+func (s *stepActor) crashed(ctx actor.Context, ja *journalActor, done *stepDone, hash chan string, p any) {
+	closed := ja.close(closeSynced)
+	if hash != nil {
+		<-hash // the branch's hasher is free again
+	}
+	done.resp = providers.Response{Outcome: messages.StepOutcome{Kind: messages.OutcomeFailed,
+		Reason: fmt.Sprintf("the provider step's actor failed: %v", p)}}
+	done.err = fmt.Errorf("%w: %v", errStepCrashed, p)
+	done.displayed, done.durable = closed.counters.Displayed, closed.counters.Durable
+	ctx.Send(s.branch, done)
+}
+
+// errStepCrashed is the error of a step whose actor failed mid-stream.
+var errStepCrashed = errors.New("the provider step's actor failed mid-stream; the turn is interrupted and was not sent again")
+
 // journalActor owns a step's stream journal (SRD §13): it appends every
 // event, flushes and fsyncs by the journal policy (ticking when events
 // pause), and hands the text and the displayed and durable byte counts to
@@ -154,10 +182,15 @@ type journalActor struct {
 	err    error // sticky: the journal takes no more after it
 	log    zerolog.Logger
 	tick   *time.Timer // the next journalTick; the actor's goroutine only
+	gen    int         // of the tick chain: a restart starts a new one
+	kills  *supervision.KillSwitch
 }
 
 // journalTick makes a journal actor apply its policy's intervals.
-type journalTick struct{ to *journalActor }
+type journalTick struct {
+	to  *journalActor
+	gen int
+}
 
 // after sends msg to the actor of ctx after d, from a timer of its own.
 // Protoactor's receive timeout is not used: it fires once and then stays
@@ -187,11 +220,20 @@ func (ja *journalActor) append(eventType string, payload []byte, text string) {
 func (ja *journalActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
-		ja.tick = after(ctx, max(ja.every, time.Millisecond), &journalTick{ja})
-	case *journalTick:
-		if m.to != ja {
-			return // an earlier instance's
+		ja.gen++
+		ja.tick = after(ctx, max(ja.every, time.Millisecond), &journalTick{ja, ja.gen})
+		ja.kills.Point(supervision.KindJournal)
+	case *actor.Restarting:
+		// Restarted after a failure: the journal and its counters are
+		// this same value's, and go on; only the tick chain starts again.
+		if ja.tick != nil {
+			ja.tick.Stop()
 		}
+	case *journalTick:
+		if m.to != ja || m.gen != ja.gen {
+			return // an earlier instance's, or chain's
+		}
+		ja.kills.Point(supervision.KindJournal)
 		ja.mu.Lock()
 		var c, before persistence.JournalCounters
 		if ja.err == nil {
@@ -204,7 +246,7 @@ func (ja *journalActor) Receive(ctx actor.Context) {
 			ja.stream.push(Update{Displayed: ja.base[0] + c.Displayed, Durable: ja.base[1] + c.Durable})
 		}
 		if ok {
-			ja.tick = after(ctx, max(ja.every, time.Millisecond), &journalTick{ja})
+			ja.tick = after(ctx, max(ja.every, time.Millisecond), &journalTick{ja, ja.gen})
 		}
 	case *actor.Stopping:
 		if ja.tick != nil {
@@ -277,8 +319,10 @@ type librarian struct{ rt *Runtime }
 func (l *librarian) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *summarizeReq:
+		l.rt.kills.Point(supervision.KindLibrarian)
 		l.summarize(ctx, m)
 	case *shrinkReq:
+		l.rt.kills.Point(supervision.KindLibrarian)
 		done := &shrinkDone{epoch: m.epoch}
 		done.summary, done.err = l.rt.cfg.Shrink(WithCounter(context.Background(), m.count), m.summary, m.target)
 		if done.err == nil && m.count != nil {
@@ -376,6 +420,7 @@ func (ix *indexer) Receive(ctx actor.Context) {
 	if !ok {
 		return
 	}
+	ix.rt.kills.Point(supervision.KindIndexer)
 	rows, vecs, ups, err := ix.chunks(m)
 	ctx.Send(m.from, &indexDone{turn: m.turn, rows: rows, vecs: vecs, ups: ups, err: err})
 }

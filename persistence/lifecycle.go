@@ -316,6 +316,13 @@ func Open(opts Options) (*DB, error) {
 	return d, nil
 }
 
+// CheckPayload refuses a payload of n bytes that the store would refuse
+// to append (over store.max_payload_bytes), naming field: callers check
+// input before they accept it, rather than have its commit fail.
+func (d *DB) CheckPayload(field string, n int) error {
+	return d.opts.Limits.checkSize(field, n)
+}
+
 // The indexes by id of the turn rows (tableTurnByID) and step rows
 // (tableStepByID) came after the rows. Each has a meta key marking a store
 // whose rows are all indexed: every store created since, and older ones

@@ -32,6 +32,9 @@ var (
 	ErrHeadMismatch = errors.New("persistence: branch head is not the expected parent")
 	// ErrInvalidArgument is the root of every bad-input error.
 	ErrInvalidArgument = errors.New("persistence: invalid argument")
+	// ErrTooLarge is returned (beside ErrInvalidArgument) for a payload
+	// over Limits.MaxPayloadBytes.
+	ErrTooLarge = fmt.Errorf("%w: too large", ErrInvalidArgument)
 	// ErrCorrupt is returned when stored bytes fail their integrity check.
 	ErrCorrupt = errors.New("persistence: corrupt data")
 	// ErrDuplicate is returned when a write would break a uniqueness rule:
@@ -254,9 +257,14 @@ func (l Limits) checkPayload(field string, p []byte) error {
 	if len(p) == 0 {
 		return fmt.Errorf("%w: %s is empty", ErrInvalidArgument, field)
 	}
-	if int64(len(p)) > l.MaxPayloadBytes {
+	return l.checkSize(field, len(p))
+}
+
+// checkSize refuses a payload of n bytes over the limit.
+func (l Limits) checkSize(field string, n int) error {
+	if int64(n) > l.MaxPayloadBytes {
 		return fmt.Errorf("%w: %s is %d bytes, over the limit of %d (store.max_payload_bytes)",
-			ErrInvalidArgument, field, len(p), l.MaxPayloadBytes)
+			ErrTooLarge, field, n, l.MaxPayloadBytes)
 	}
 	return nil
 }

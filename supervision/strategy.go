@@ -33,8 +33,18 @@ type Strategy struct {
 	Backoff     time.Duration // first delay; doubles per recent failure
 	MaxBackoff  time.Duration
 	Log         zerolog.Logger
+	// StopIsRecovery says that a stop is how this strategy handles
+	// failures (a provider step is never run twice): it is logged as a
+	// warning, not an error.
+	StopIsRecovery bool
 	// OnStop is called when an actor is stopped for good, with why.
 	OnStop func(child *actor.PID, reason any)
+	// OnFailure, if set, is called first for every failure, with the
+	// message the child was handling when it failed (nil when none, or
+	// when the failure came from outside a message): a worker's
+	// supervisor tells whoever asked for that work that it was lost,
+	// so that it is asked for again from the durable job.
+	OnFailure func(child *actor.PID, reason, message any)
 	// Stopping, if set, reports whether the supervisor has asked child to
 	// stop: such a child is not restarted. protoactor's restart turns a
 	// stopping actor back into a live one that never reports Terminated,
@@ -47,7 +57,7 @@ type Strategy struct {
 	// supervisor's stops; without it f runs on a timer goroutine.
 	Defer func(d time.Duration, f func())
 
-	restarts atomic.Int64
+	restarts, failures atomic.Int64
 }
 
 var _ actor.SupervisorStrategy = (*Strategy)(nil)
@@ -55,9 +65,17 @@ var _ actor.SupervisorStrategy = (*Strategy)(nil)
 // Restarts counts the restarts this strategy has ordered.
 func (s *Strategy) Restarts() int64 { return s.restarts.Load() }
 
+// Failures counts the failures this strategy has handled, whatever it
+// decided for them.
+func (s *Strategy) Failures() int64 { return s.failures.Load() }
+
 // HandleFailure implements actor.SupervisorStrategy.
 func (s *Strategy) HandleFailure(_ *actor.ActorSystem, sup actor.Supervisor, child *actor.PID,
-	rs *actor.RestartStatistics, reason any, _ any) {
+	rs *actor.RestartStatistics, reason any, message any) {
+	s.failures.Add(1)
+	if s.OnFailure != nil {
+		s.OnFailure(child, reason, actor.UnwrapEnvelopeMessage(message))
+	}
 	d := Restart
 	if s.Decide != nil {
 		d = s.Decide(reason)
@@ -70,7 +88,11 @@ func (s *Strategy) HandleFailure(_ *actor.ActorSystem, sup actor.Supervisor, chi
 		}
 	}
 	if d == Stop {
-		s.Log.Error().Str("actor", child.Id).Str("reason", fmt.Sprint(reason)).Msg("actor stopped")
+		l := s.Log.Error()
+		if s.StopIsRecovery {
+			l = s.Log.Warn()
+		}
+		l.Str("actor", child.Id).Str("reason", fmt.Sprint(reason)).Msg("actor stopped")
 		if s.OnStop != nil {
 			s.OnStop(child, reason)
 		}

@@ -16,35 +16,56 @@ import (
 	"github.com/contextinfinity/ctxinf"
 	"github.com/contextinfinity/ctxinf/messages"
 	"github.com/contextinfinity/ctxinf/persistence"
+	"github.com/contextinfinity/ctxinf/supervision"
 )
 
 // chaosResult is what `ctxinf chaos --json` prints: exactly these keys.
 type chaosResult struct {
-	TurnsAcked       int   `json:"turns_acked"`
-	TurnsCommitted   int   `json:"turns_committed"`
-	Lost             int   `json:"lost"`
-	DuplicateCommits int   `json:"duplicate_commits"`
-	HeadErrors       int   `json:"head_errors"`
-	Restarts         int64 `json:"restarts"`
+	Seed             uint64 `json:"seed"`
+	TurnsAcked       int    `json:"turns_acked"`
+	TurnsCommitted   int    `json:"turns_committed"`
+	Lost             int    `json:"lost"`
+	DuplicateCommits int    `json:"duplicate_commits"`
+	HeadErrors       int    `json:"head_errors"`
+	// StuckBranches counts branches that made no progress for --stall
+	// (no turn acknowledged, or pending turns not committed): their
+	// drivers gave up on them, and the verdict is "fail".
+	StuckBranches int   `json:"stuck_branches"`
+	Restarts      int64 `json:"restarts"`
+	// Kills counts the actors killed, by kind; Failures the failures
+	// supervision handled, by kind (a kill, or any other failure).
+	Kills    map[supervision.Kind]int64 `json:"kills"`
+	Failures map[supervision.Kind]int64 `json:"failures"`
+	Seconds  float64                    `json:"seconds"`
+	Verdict  string                     `json:"verdict"` // "pass" or "fail"
 }
 
-// chaos drives turns on many branches in one process while panicking and
-// stopping random branch actors, then verifies that every acknowledged
-// turn is there, none was committed twice, and every head is valid.
+// chaos drives turns on many branches in one process while killing
+// actors of the chosen kinds (branch actors panicked or stopped, step,
+// journal, librarian and indexer actors panicked mid-work), then verifies
+// that every acknowledged turn is there, none was committed twice, and
+// every head is valid. It always ends with a verdict: a branch that makes
+// no progress for --stall is counted stuck, and fails it.
 func chaos(e *env, args []string) error {
 	fs := flag.NewFlagSet("chaos", flag.ContinueOnError)
 	fs.SetOutput(e.stderr)
 	branches := fs.Int("branches", 50, "branches driven at once")
 	turns := fs.Int("turns", 20, "turns per branch")
 	every := fs.Duration("kill-every", 20*time.Millisecond, "how often an actor is killed")
+	kindList := fs.String("kill-kinds", "all", "actor kinds killed, comma-separated: branch, step, journal, librarian, indexer, or all")
+	stall := fs.Duration("stall", time.Minute, "a branch with no progress for this long is stuck: its driver gives up and the verdict is fail")
 	seed := fs.Uint64("seed", uint64(time.Now().UnixNano()), "random seed (printed; pass it to replay)")
 	dir := fs.String("dir", "", "data directory (default: a temporary one, removed afterwards)")
 	asJSON := fs.Bool("json", false, "print one JSON object")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if *branches < 1 || *turns < 1 || *every <= 0 {
-		return errors.New("chaos: --branches and --turns must be at least 1, --kill-every positive")
+	if *branches < 1 || *turns < 1 || *every <= 0 || *stall <= 0 {
+		return errors.New("chaos: --branches and --turns must be at least 1, --kill-every and --stall positive")
+	}
+	kinds, err := supervision.ParseKinds(*kindList)
+	if err != nil {
+		return fmt.Errorf("chaos: --kill-kinds: %w", err)
 	}
 	path, done, err := workDir(*dir, "ctxinf-chaos-")
 	if err != nil {
@@ -72,8 +93,10 @@ func chaos(e *env, args []string) error {
 		}
 		ids[i] = b.ID
 	}
+	started := time.Now()
 	acked := make([][]messages.TurnID, *branches)
-	var attempts atomic.Int64
+	stuck := make([]bool, *branches)
+	var attempts, branchKills atomic.Int64
 	stop := make(chan struct{})
 	var killer sync.WaitGroup
 	killer.Go(func() {
@@ -85,7 +108,17 @@ func chaos(e *env, args []string) error {
 			case <-stop:
 				return
 			case <-t.C:
+				kind := kinds[rng.IntN(len(kinds))]
+				if kind != supervision.KindBranch {
+					// Killed at its next kill point, mid-work; one kill
+					// at most waits per kind, so that work goes on.
+					if rt.ArmedKills(kind) == 0 {
+						rt.ArmKill(kind)
+					}
+					continue
+				}
 				b := ids[rng.IntN(len(ids))]
+				branchKills.Add(1)
 				if rng.IntN(2) == 0 {
 					rt.Kill(ctx, b)
 				} else {
@@ -97,7 +130,12 @@ func chaos(e *env, args []string) error {
 	var drivers sync.WaitGroup
 	for i, b := range ids {
 		drivers.Go(func() {
+			progress := time.Now()
 			for n := 0; n < *turns; {
+				if time.Since(progress) > *stall {
+					stuck[i] = true
+					return
+				}
 				attempts.Add(1)
 				s, err := rt.Submit(ctx, b, fmt.Sprintf("branch %d turn %d", i, n))
 				if err != nil {
@@ -110,6 +148,7 @@ func chaos(e *env, args []string) error {
 				tm.Stop()
 				if last.Done && last.Phase == messages.PhaseResponseFinalized {
 					acked[i] = append(acked[i], s.Turn)
+					progress = time.Now()
 					n++
 				}
 			}
@@ -119,11 +158,12 @@ func chaos(e *env, args []string) error {
 	close(stop)
 	killer.Wait()
 
-	res := chaosResult{Restarts: rt.Restarts()}
+	res := chaosResult{Seed: *seed}
 	for i, b := range ids {
 		res.TurnsAcked += len(acked[i])
-		if err := waitCommitted(ctx, rt, b); err != nil {
-			return err
+		if err := waitCommitted(ctx, rt, b, *stall); err != nil {
+			e.log.Error().Err(err).Str("branch", b.String()).Msg("chaos: stuck")
+			stuck[i] = true
 		}
 		lost, dups, headErr, committed, err := verifyBranch(ctx, rt, b, acked[i])
 		if err != nil {
@@ -133,25 +173,47 @@ func chaos(e *env, args []string) error {
 		res.DuplicateCommits += dups
 		res.HeadErrors += headErr
 		res.TurnsCommitted += committed
+		if stuck[i] {
+			res.StuckBranches++
+		}
+	}
+	res.Restarts = rt.Restarts()
+	res.Failures = rt.Failures()
+	res.Kills = map[supervision.Kind]int64{}
+	for _, k := range supervision.Kinds {
+		res.Kills[k] = rt.Killed(k)
+	}
+	res.Kills[supervision.KindBranch] = branchKills.Load()
+	res.Seconds = time.Since(started).Seconds()
+	res.Verdict = "pass"
+	if res.Lost != 0 || res.DuplicateCommits != 0 || res.HeadErrors != 0 || res.StuckBranches != 0 {
+		res.Verdict = "fail"
 	}
 	if *asJSON {
 		if err := json.NewEncoder(e.stdout).Encode(res); err != nil {
 			return err
 		}
 	} else {
-		fmt.Fprintf(e.stdout, "seed %d: %d branches × %d turns (%d attempts), kill every %v\n", *seed, *branches, *turns, attempts.Load(), *every)
-		fmt.Fprintf(e.stdout, "turns acked %d · committed %d · lost %d · duplicate commits %d · head errors %d · restarts %d\n",
-			res.TurnsAcked, res.TurnsCommitted, res.Lost, res.DuplicateCommits, res.HeadErrors, res.Restarts)
+		fmt.Fprintf(e.stdout, "seed %d: %d branches × %d turns (%d attempts), kill every %v, kinds %v, %.1f s\n",
+			*seed, *branches, *turns, attempts.Load(), *every, kinds, res.Seconds)
+		fmt.Fprintf(e.stdout, "turns acked %d · committed %d · lost %d · duplicate commits %d · head errors %d · stuck branches %d · restarts %d\n",
+			res.TurnsAcked, res.TurnsCommitted, res.Lost, res.DuplicateCommits, res.HeadErrors, res.StuckBranches, res.Restarts)
+		for _, k := range supervision.Kinds {
+			fmt.Fprintf(e.stdout, "  %-9s killed %6d · failures handled %6d\n", k, res.Kills[k], res.Failures[k])
+		}
+		fmt.Fprintf(e.stdout, "verdict: %s\n", res.Verdict)
 	}
-	if res.Lost != 0 || res.DuplicateCommits != 0 || res.HeadErrors != 0 {
-		return fmt.Errorf("chaos (seed %d): lost %d, duplicate commits %d, head errors %d", *seed, res.Lost, res.DuplicateCommits, res.HeadErrors)
+	if res.Verdict != "pass" {
+		return fmt.Errorf("chaos (seed %d): lost %d, duplicate commits %d, head errors %d, stuck branches %d",
+			*seed, res.Lost, res.DuplicateCommits, res.HeadErrors, res.StuckBranches)
 	}
 	return nil
 }
 
-// waitCommitted folds a branch's pending turns and waits until none is left.
-func waitCommitted(ctx context.Context, rt *ctxinf.Runtime, b messages.BranchID) error {
-	deadline := time.Now().Add(30 * time.Second)
+// waitCommitted folds a branch's pending turns and waits until none is
+// left, for stall at most.
+func waitCommitted(ctx context.Context, rt *ctxinf.Runtime, b messages.BranchID, stall time.Duration) error {
+	deadline := time.Now().Add(stall)
 	for time.Now().Before(deadline) {
 		info, err := rt.Inspect(ctx, b)
 		if err == nil && info.Pending == 0 && info.InFlight == nil {
@@ -162,7 +224,7 @@ func waitCommitted(ctx context.Context, rt *ctxinf.Runtime, b messages.BranchID)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	return fmt.Errorf("branch %s: pending turns were not committed in 30s", b)
+	return fmt.Errorf("branch %s: pending turns were not committed in %v", b, stall)
 }
 
 // verifyBranch checks a branch against what was acknowledged: every acked

@@ -118,19 +118,66 @@ func TestChaosSmall(t *testing.T) {
 	if code := run(args, nil, &out, &errOut); code != 0 {
 		t.Fatalf("chaos exited %d: %s\n%s", code, out.String(), errOut.String())
 	}
-	var res map[string]float64
+	var res struct {
+		TurnsAcked       int              `json:"turns_acked"`
+		TurnsCommitted   int              `json:"turns_committed"`
+		Lost             int              `json:"lost"`
+		DuplicateCommits int              `json:"duplicate_commits"`
+		HeadErrors       int              `json:"head_errors"`
+		StuckBranches    int              `json:"stuck_branches"`
+		Kills            map[string]int64 `json:"kills"`
+		Failures         map[string]int64 `json:"failures"`
+		Verdict          string           `json:"verdict"`
+	}
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(out.Bytes(), &raw); err != nil {
+		t.Fatalf("chaos --json output %q: %v", out.String(), err)
+	}
 	if err := json.Unmarshal(out.Bytes(), &res); err != nil {
 		t.Fatalf("chaos --json output %q: %v", out.String(), err)
+	}
+	for _, k := range []string{"turns_acked", "turns_committed", "lost", "duplicate_commits", "head_errors", "stuck_branches",
+		"restarts", "kills", "failures", "seconds", "verdict", "seed"} {
+		if _, ok := raw[k]; !ok {
+			t.Errorf("chaos --json has no %q: %s", k, out.String())
+		}
+	}
+	if len(raw) != 12 {
+		t.Errorf("chaos --json has %d keys, want the 12: %s", len(raw), out.String())
 	}
 	// A turn whose actor is killed right after its response was finalized
 	// reports "interrupted" to its reader yet stays committed, so
 	// committed may exceed acked; never the other way round.
-	if res["turns_acked"] != 16 || res["turns_committed"] < 16 || res["lost"] != 0 || res["duplicate_commits"] != 0 ||
-		res["head_errors"] != 0 {
-		t.Fatalf("chaos = %v", res)
+	if res.TurnsAcked != 16 || res.TurnsCommitted < 16 || res.Lost != 0 || res.DuplicateCommits != 0 ||
+		res.HeadErrors != 0 || res.StuckBranches != 0 || res.Verdict != "pass" {
+		t.Fatalf("chaos = %s", out.String())
 	}
-	if len(res) != 6 {
-		t.Fatalf("chaos --json has keys %v, want exactly the six", res)
+	for _, k := range []string{"branch", "step", "journal", "librarian", "indexer"} {
+		if _, ok := res.Kills[k]; !ok {
+			t.Errorf("chaos --json kills has no %q: %v", k, res.Kills)
+		}
+		if _, ok := res.Failures[k]; !ok {
+			t.Errorf("chaos --json failures has no %q: %v", k, res.Failures)
+		}
+	}
+}
+
+// A step, librarian or indexer killed mid-work is survived, and the run
+// ends with a verdict; --kill-kinds is checked.
+func TestChaosKillKinds(t *testing.T) {
+	var out, errOut bytes.Buffer
+	args := []string{"chaos", "--branches", "6", "--turns", "6", "--kill-every", "1ms", "--kill-kinds", "step,librarian,indexer",
+		"--seed", "3", "--dir", t.TempDir()}
+	if code := run(args, nil, &out, &errOut); code != 0 {
+		t.Fatalf("chaos exited %d: %s\n%s", code, out.String(), errOut.String())
+	}
+	if !strings.Contains(out.String(), "verdict: pass") || !strings.Contains(out.String(), "lost 0") {
+		t.Fatalf("chaos output:\n%s", out.String())
+	}
+	out.Reset()
+	if code := run([]string{"chaos", "--kill-kinds", "provider"}, nil, &out, &errOut); code == 0 ||
+		!strings.Contains(errOut.String(), `actor kind "provider"`) {
+		t.Fatalf("chaos --kill-kinds provider: exit %d, %s", code, errOut.String())
 	}
 }
 

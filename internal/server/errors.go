@@ -20,7 +20,7 @@ const (
 	CodeNotFound     = "not_found"         // 404: no such session, branch, turn or chunk
 	CodeBusy         = "turn_in_flight"    // 409: the branch has a turn in flight
 	CodeConflict     = "conflict"          // 409: the request conflicts with the state (nothing to cancel)
-	CodeTooLarge     = "request_too_large" // 413: the body is over the limit
+	CodeTooLarge     = "request_too_large" // 413: the body, or what it would store, is over the limit
 	CodeOverloaded   = "overloaded"        // 429: too many requests in flight; Retry-After says when to try again
 	CodeUnavailable  = "unavailable"       // 503: recovering, or shutting down
 	CodeTimeout      = "timeout"           // 504: the runtime did not answer in time
@@ -54,6 +54,8 @@ func classify(err error) *apiError {
 	case errors.As(err, &mbe):
 		return &apiError{http.StatusRequestEntityTooLarge, CodeTooLarge,
 			fmt.Sprintf("the request body is over the limit of %d bytes (server.max_body_bytes)", mbe.Limit)}
+	case errors.Is(err, persistence.ErrTooLarge):
+		return &apiError{http.StatusRequestEntityTooLarge, CodeTooLarge, err.Error()}
 	case errors.Is(err, core.ErrBusy):
 		return &apiError{http.StatusConflict, CodeBusy, err.Error()}
 	case errors.Is(err, actors.ErrNoTurnInFlight):
