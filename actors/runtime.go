@@ -192,7 +192,8 @@ type Runtime struct {
 	// asks again.
 	stepSup, journalSup, librarianSup, indexerSup *supervision.Strategy
 	kills                                         *supervision.KillSwitch
-	streams    string // {DataDir}/streams
+
+	streams string // {DataDir}/streams
 
 	failedMu sync.Mutex
 	failed   map[messages.BranchID]*stoppedBranch
