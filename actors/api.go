@@ -308,7 +308,7 @@ func (r *Runtime) History(ctx context.Context, branch messages.BranchID, before 
 	var err error
 	if before.IsZero() {
 		page, err = r.db.Last(ctx, branch, n)
-	} else {
+	} else if err = r.onBranch(ctx, branch, before); err == nil {
 		page, err = r.db.Before(ctx, before, n)
 	}
 	if err != nil {
@@ -323,6 +323,23 @@ func (r *Runtime) History(ctx context.Context, branch messages.BranchID, before 
 		out = append(out, Entry{Node: t.ID, Depth: t.Depth, Message: m})
 	}
 	return out, page.Next, nil
+}
+
+// onBranch returns persistence.ErrTurnNotFound unless transcript node
+// is on branch's transcript: its own, or its ancestors' up to the fork
+// point.
+func (r *Runtime) onBranch(ctx context.Context, branch messages.BranchID, node messages.TurnID) error {
+	t, err := r.db.Turn(ctx, node)
+	if err == nil {
+		var page persistence.RangePage
+		if page, err = r.db.Range(ctx, branch, t.Depth, 1); err == nil && (len(page.Turns) != 1 || page.Turns[0].ID != node) {
+			err = persistence.ErrTurnNotFound
+		}
+	}
+	if errors.Is(err, persistence.ErrNotFound) {
+		return fmt.Errorf("%w: %s is not on branch %s or its ancestors", persistence.ErrTurnNotFound, node, branch)
+	}
+	return err
 }
 
 // EachMessage calls fn with each message of a branch's transcript as it

@@ -64,6 +64,9 @@ func (a *branchActor) debugNext(text string) (ContextDebug, error) {
 // the recipe the step recorded, through the same assembler; it reports
 // whether the rebuild is exactly what was sent.
 func (r *Runtime) DebugContext(ctx context.Context, branch messages.BranchID, turn messages.TurnID) (ContextDebug, error) {
+	if err := r.onBranch(ctx, branch, turn); err != nil {
+		return ContextDebug{}, err
+	}
 	steps, err := r.db.Steps(ctx, turn)
 	if err != nil {
 		return ContextDebug{}, err

@@ -24,7 +24,7 @@ const (
 	tableBranchRow  byte = 'B' // B | branch(16)                → BranchRow
 	tableSessBranch byte = 'Y' // Y | session(16) | branch(16)  → empty
 	tableTurnRow    byte = 'U' // U | branch(16) | seq(8)       → TurnRow  (unique (branch, turn_seq))
-	tableTurnByID   byte = 'R' // R | turn(16)                  → its TurnRow's key (U | branch | seq)
+	tableTurnByID   byte = 'R' // R | turn(16) | branch(16)     → its TurnRow's key (U | branch | seq)
 	tableStateRow   byte = 'V' // V | branch(16) | seq(8)       → StateRow (unique (branch, state_seq))
 	tableJob        byte = 'J' // J | job(16)                   → Job
 	tableChunkRow   byte = 'K' // K | turn(16) | type(1) | hash(32) → ChunkRow (unique)
@@ -327,19 +327,30 @@ func (d *DB) CheckPayload(field string, n int) error {
 // (tableStepByID) came after the rows. Each has a meta key marking a store
 // whose rows are all indexed: every store created since, and older ones
 // once Open has indexed them.
+//
+// The turn index was first keyed by turn alone, and a fork's copy of a
+// pending turn (a row of the same turn on the fork) took its parent's
+// entry; it is keyed by turn and branch since (turn_row_index_2), and
+// the entries of the first one are left unread.
 const (
-	turnIndexMeta = "turn_row_index"
+	turnIndexMeta = "turn_row_index_2"
 	stepIndexMeta = "step_row_index"
 )
+
+// turnByIDKey is the index entry of the row of turn on branch.
+func turnByIDKey(turn messages.TurnID, branch messages.BranchID) []byte {
+	return append(id16(tableTurnByID, turn), branch[:]...)
+}
 
 // indexRows indexes the rows of a store written before the indexes.
 func (d *DB) indexRows() error {
 	err := d.backfillIndex(turnIndexMeta, tableTurnRow, func(v []byte) ([]byte, error) {
 		var r struct {
-			ID messages.TurnID `json:"id"`
+			ID     messages.TurnID   `json:"id"`
+			Branch messages.BranchID `json:"branch"`
 		}
 		err := json.Unmarshal(v, &r)
-		return id16(tableTurnByID, r.ID), err
+		return turnByIDKey(r.ID, r.Branch), err
 	})
 	if err != nil {
 		return err
@@ -567,14 +578,14 @@ func (g *group) applyTx(o *op) (TxResult, error) {
 		if err := g.setJSON(k, r); err != nil {
 			return res, err
 		}
-		g.set(id16(tableTurnByID, r.ID), k)
+		g.set(turnByIDKey(r.ID, r.Branch), k)
 	}
 	for _, r := range tx.Turns {
 		k := seqKey(tableTurnRow, r.Branch, r.Seq)
 		if err := g.setJSON(k, r); err != nil {
 			return res, err
 		}
-		g.set(id16(tableTurnByID, r.ID), k)
+		g.set(turnByIDKey(r.ID, r.Branch), k)
 	}
 	for _, r := range tx.States {
 		k := seqKey(tableStateRow, r.Branch, r.Seq)
@@ -816,7 +827,7 @@ func (d *DB) TurnRows(ctx context.Context, branch messages.BranchID, fromSeq uin
 // of branch's parent, which a fork sees, is not on branch).
 func (d *DB) TurnRow(ctx context.Context, branch messages.BranchID, turn messages.TurnID) (TurnRow, error) {
 	notFound := fmt.Errorf("%w: %s on branch %s", ErrTurnNotFound, turn, branch)
-	return indexedJSON[TurnRow](d, id16(tableTurnByID, turn), notFound, func(k []byte) error {
+	return indexedJSON[TurnRow](d, turnByIDKey(turn, branch), notFound, func(k []byte) error {
 		if len(k) != 1+16+8 || k[0] != tableTurnRow {
 			return fmt.Errorf("%w: turn index entry of %s is %x", ErrCorrupt, turn, k)
 		}

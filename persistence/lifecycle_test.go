@@ -394,6 +394,12 @@ func TestRowsByID(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
+	// A fork carries a pending turn of its parent as a row of its own,
+	// with the same turn id: each branch finds its own row.
+	fork := messages.NewID[messages.BranchID](now)
+	if _, err := d.Commit(bg, &Tx{NewTurns: []TurnRow{{Branch: fork, Seq: 4, ID: ids[3], Phase: messages.PhaseResponseFinalized}}}); err != nil {
+		t.Fatal(err)
+	}
 	steps := []StepRow{{ID: messages.NewID[messages.StepID](now), Turn: ids[0], Branch: b1, Index: 0, Outcome: messages.StepOutcome{Kind: messages.OutcomeCompleted}},
 		{ID: messages.NewID[messages.StepID](now), Turn: ids[1], Branch: b1, Index: 0, Outcome: messages.StepOutcome{Kind: messages.OutcomeCompleted}}}
 	if _, err := d.Commit(bg, &Tx{Steps: steps}); err != nil {
@@ -415,6 +421,9 @@ func TestRowsByID(t *testing.T) {
 		if r, err := d.TurnRow(bg, b1, ids[2]); err != nil || r.Phase != messages.PhaseStateCommitted {
 			t.Fatalf("updated row = %+v, %v", r, err)
 		}
+		if r, err := d.TurnRow(bg, fork, ids[3]); err != nil || r.Branch != fork || r.Phase != messages.PhaseResponseFinalized {
+			t.Fatalf("TurnRow(fork, its copy of turn 4) = %+v, %v", r, err)
+		}
 		if r, err := d.TurnRow(bg, b2, other); err != nil || r.Seq != 1 {
 			t.Fatalf("TurnRow(b2) = %+v, %v", r, err)
 		}
@@ -429,11 +438,12 @@ func TestRowsByID(t *testing.T) {
 
 	// A store written before the index: its rows are indexed at Open, in
 	// batches, and once.
-	del := []entry{{key: metaKey(turnIndexMeta), del: true}, {key: id16(tableTurnByID, other), del: true},
+	del := []entry{{key: metaKey(turnIndexMeta), del: true}, {key: turnByIDKey(other, b2), del: true},
 		{key: metaKey(stepIndexMeta), del: true}}
 	for _, id := range ids {
-		del = append(del, entry{key: id16(tableTurnByID, id), del: true})
+		del = append(del, entry{key: turnByIDKey(id, b1), del: true})
 	}
+	del = append(del, entry{key: turnByIDKey(ids[3], fork), del: true})
 	for _, st := range steps {
 		del = append(del, entry{key: id16(tableStepByID, st.ID), del: true})
 	}
