@@ -422,8 +422,9 @@ func (a *branchActor) replay(data []byte) {
 	}
 	switch data[0] {
 	case tagSnapshot:
-		var b core.Branch
-		if err := json.Unmarshal(data[1:], &b); err != nil {
+		// The actor log gave this snapshot only if checkSnapshot read it.
+		b, err := decodeSnapshot(data)
+		if err != nil {
 			panic(fmt.Errorf("%w: snapshot of branch %s: %v", errFatal, a.id, err))
 		}
 		b.Policy = *a.rt.cfg.Fold
@@ -439,6 +440,30 @@ func (a *branchActor) replay(data []byte) {
 	default:
 		panic(fmt.Errorf("%w: unknown record tag %q in the log of branch %s", errFatal, data[0], a.id))
 	}
+}
+
+// decodeSnapshot decodes a snapshot record of a branch's log.
+func decodeSnapshot(data []byte) (core.Branch, error) {
+	var b core.Branch
+	if len(data) == 0 || data[0] != tagSnapshot {
+		return b, errors.New("not a snapshot record")
+	}
+	err := json.Unmarshal(data[1:], &b)
+	return b, err
+}
+
+// checkSnapshot is the actor log's check of a branch snapshot: one that
+// does not decode is replaced, on replay, by the snapshot before it and
+// the events after that (persistence.ActorLog).
+func checkSnapshot(_ string, data []byte) error {
+	_, err := decodeSnapshot(data)
+	return err
+}
+
+// badSnapshot logs a branch snapshot the actor log found unreadable.
+func (r *Runtime) badSnapshot(actor string, index uint64, err error) {
+	r.log.Warn().Err(err).Str("actor", actor).Uint64("index", index).
+		Msg("unreadable snapshot: the branch replays from the snapshot before it and the events after that")
 }
 
 // recover resumes work after replay (SRD §6.5): interrupted turns fail,

@@ -327,6 +327,7 @@ func Open(ctx context.Context, cfg Config) (*Runtime, error) {
 		gone:     make(map[*actor.PID]chan struct{}),
 		mem:      newMemory(db, cfg.Embedder, rank),
 	}
+	r.actorLog.CheckSnapshots(checkSnapshot, r.badSnapshot)
 	r.countSeed = maphash.MakeSeed()
 	// Token counters may load their encodings on first use (o200k's
 	// takes about 200 ms): load the default model's now, in the
