@@ -474,20 +474,31 @@ func (a *branchActor) recover(ctx actor.Context) {
 	}
 	evs, effects := a.b.Recover(a.now())
 	for _, ev := range evs {
-		if f, ok := ev.(messages.TurnFailed); ok && !f.Step.IsZero() {
-			// The journal holds the output the crash cut off: shown as
-			// incomplete, never advancing the head (SRD §13.4).
-			text, torn, err := PartialOutput(a.rt.streams, f.Step)
-			l := a.rt.log.Info()
-			if torn {
-				l = a.rt.log.Warn()
+		tx := a.txFor(ev)
+		if f, ok := ev.(messages.TurnFailed); ok {
+			// The interrupted step gets its row, with the output its
+			// journal recovered, in the turn's failure's commit.
+			if t, ok := a.b.Turn(f.Turn); ok {
+				if row, ok := a.interruptedStep(t); ok {
+					tx.Steps = append(tx.Steps, row)
+				}
 			}
-			l.Err(err).Str("branch", a.id.String()).Str("step", f.Step.String()).Int("recovered_bytes", len(text)).
-				Bool("torn_line_dropped", torn).Msg("recovered partial output of an interrupted turn")
 		}
+		a.persist(ctx, ev, tx)
 	}
-	a.persistAll(ctx, evs)
-	a.run(ctx, effects)
+	for _, e := range effects {
+		if ab, ok := e.(core.Abandon); ok {
+			// A tool loop ends with what it recorded; its step cut off
+			// mid-stream, if any, gets its row with that commit.
+			if t, ok := a.b.Turn(ab.Turn); ok {
+				if row, ok := a.interruptedStep(t); ok {
+					a.abandon(ctx, ab.Turn, ab.Reason, interruptedToolText, &row)
+					continue
+				}
+			}
+		}
+		a.run(ctx, []core.Effect{e})
+	}
 }
 
 // persist writes ev with the rows and appends it implies (one atomic

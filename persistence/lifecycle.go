@@ -183,6 +183,14 @@ type StepRow struct {
 	OutputTokens int       `json:"output_tokens,omitempty"`
 	Started      time.Time `json:"started"`
 	Ended        time.Time `json:"ended"`
+	// Interrupted marks the row recovery writes for a step a crash cut
+	// off (SRD §6.5): its Outcome is incomplete, Partial the text its
+	// stream journal recovered (SRD §13.4), shown labeled incomplete
+	// and never part of the transcript. Displayed is then the journal's
+	// bytes on disk (at least those were shown), Durable those of its
+	// complete lines.
+	Interrupted bool   `json:"interrupted,omitempty"`
+	Partial     string `json:"partial,omitempty"`
 	// Context says what the step's context was assembled from, so that
 	// it can be rebuilt from the transcript and the state rows (ctxinf
 	// context debug); set on a turn's first step.
