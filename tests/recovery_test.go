@@ -5,11 +5,15 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"path/filepath"
+	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/contextinfinity/ctxinf/client"
 	"github.com/contextinfinity/ctxinf/messages"
+	"github.com/contextinfinity/ctxinf/persistence"
 )
 
 var errKilled = errors.New("killed the server")
@@ -112,6 +116,62 @@ func TestServeKillMidStreamShowsRecoveredOutput(t *testing.T) {
 	if hist[0].PartialReply == nil || hist[1].PartialReply != nil || hist[1].Message.RenderedText != "Again, briefly." ||
 		hist[2].Message.Role != messages.RoleAssistant || strings.Contains(hist[2].Message.RenderedText, p.Text) {
 		t.Fatalf("history after the next turn: %+v", hist)
+	}
+	s.stop(t)
+}
+
+// Context Management v2: an invalid snapshot means replay. The latest
+// snapshot of a branch is damaged on disk while `ctxinf serve` is down;
+// after the restart the branch has the same state, from the snapshot
+// before it and the events after that, and takes turns.
+func TestServeReplaysPastACorruptSnapshot(t *testing.T) {
+	dir := t.TempDir()
+	snapEvery := "CTX_RUNTIME_SNAPSHOT_EVERY=4"
+	s := startServe(t, dir, snapEvery)
+	ctx := context.Background()
+	c := client.New(s.url)
+	_, b, err := c.CreateSession(ctx, "snapshots")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Four turns, kept pending by the default window: 13 events, snapshots
+	// at 0, 4, 8 and 12, and a state that does not move after them.
+	for i := range 4 {
+		if res, err := c.Send(ctx, b.ID, "Fact number "+strconv.Itoa(i)+" is worth keeping."); err != nil ||
+			res.Phase != messages.PhaseResponseFinalized {
+			t.Fatalf("turn %d: %+v, %v", i, res, err)
+		}
+	}
+	before, err := c.Branch(ctx, b.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.stop(t)
+
+	db, err := persistence.Open(persistence.TestOptions(filepath.Join(dir, "store")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = db.CorruptSnapshot(ctx, "ctxinf/b-"+b.ID.String()) // the branch actor's name
+	if cerr := db.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	s = startServe(t, dir, snapEvery)
+	c = client.New(s.url)
+	after, err := c.Branch(ctx, b.ID)
+	if err != nil {
+		t.Fatalf("branch after its latest snapshot was corrupted: %v", err)
+	}
+	if !reflect.DeepEqual(after, before) {
+		t.Fatalf("branch replayed past the corrupt snapshot:\n%+v\nwant\n%+v", after, before)
+	}
+	if res, err := c.Send(ctx, b.ID, "And one more."); err != nil || res.Phase != messages.PhaseResponseFinalized ||
+		!strings.Contains(res.Reply, "4 pending turns") {
+		t.Fatalf("turn after recovery: %+v, %v", res, err)
 	}
 	s.stop(t)
 }
