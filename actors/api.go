@@ -298,11 +298,17 @@ type Entry struct {
 	Node    messages.TurnID
 	Depth   uint64
 	Message messages.Message
+	// PartialReply, on a user message whose turn a crash interrupted,
+	// is the reply's output recovered from the stream journal:
+	// incomplete, and not in the transcript (History sets it).
+	PartialReply *Recovered
 }
 
 // History returns up to n messages of a branch's transcript ending just
 // before node before (zero: at the head), oldest first, and the cursor for
-// the page before it (zero at the start).
+// the page before it (zero at the start). A user message whose turn a
+// crash interrupted carries the output recovered for its reply
+// (Entry.PartialReply).
 func (r *Runtime) History(ctx context.Context, branch messages.BranchID, before messages.TurnID, n int) ([]Entry, messages.TurnID, error) {
 	var page persistence.Page
 	var err error
@@ -321,6 +327,9 @@ func (r *Runtime) History(ctx context.Context, branch messages.BranchID, before 
 			return nil, messages.TurnID{}, err
 		}
 		out = append(out, Entry{Node: t.ID, Depth: t.Depth, Message: m})
+	}
+	if err := r.withRecovered(ctx, out); err != nil {
+		return nil, messages.TurnID{}, err
 	}
 	return out, page.Next, nil
 }

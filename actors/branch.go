@@ -476,8 +476,9 @@ func (a *branchActor) replay(data []byte) {
 	}
 	switch data[0] {
 	case tagSnapshot:
-		var b core.Branch
-		if err := json.Unmarshal(data[1:], &b); err != nil {
+		// The actor log gave this snapshot only if checkSnapshot read it.
+		b, err := decodeSnapshot(data)
+		if err != nil {
 			panic(fmt.Errorf("%w: snapshot of branch %s: %v", errFatal, a.id, err))
 		}
 		b.Policy = *a.rt.cfg.Fold
@@ -495,6 +496,30 @@ func (a *branchActor) replay(data []byte) {
 	}
 }
 
+// decodeSnapshot decodes a snapshot record of a branch's log.
+func decodeSnapshot(data []byte) (core.Branch, error) {
+	var b core.Branch
+	if len(data) == 0 || data[0] != tagSnapshot {
+		return b, errors.New("not a snapshot record")
+	}
+	err := json.Unmarshal(data[1:], &b)
+	return b, err
+}
+
+// checkSnapshot is the actor log's check of a branch snapshot: one that
+// does not decode is replaced, on replay, by the snapshot before it and
+// the events after that (persistence.ActorLog).
+func checkSnapshot(_ string, data []byte) error {
+	_, err := decodeSnapshot(data)
+	return err
+}
+
+// badSnapshot logs a branch snapshot the actor log found unreadable.
+func (r *Runtime) badSnapshot(actor string, index uint64, err error) {
+	r.log.Warn().Err(err).Str("actor", actor).Uint64("index", index).
+		Msg("unreadable snapshot: the branch replays from the snapshot before it and the events after that")
+}
+
 // recover resumes work after replay (SRD §6.5): interrupted turns fail,
 // pending turns are summarized, committed turns are indexed.
 func (a *branchActor) recover(ctx actor.Context) {
@@ -503,20 +528,31 @@ func (a *branchActor) recover(ctx actor.Context) {
 	}
 	evs, effects := a.b.Recover(a.now())
 	for _, ev := range evs {
-		if f, ok := ev.(messages.TurnFailed); ok && !f.Step.IsZero() {
-			// The journal holds the output the crash cut off: shown as
-			// incomplete, never advancing the head (SRD §13.4).
-			text, torn, err := PartialOutput(a.rt.streams, f.Step)
-			l := a.rt.log.Info()
-			if torn {
-				l = a.rt.log.Warn()
+		tx := a.txFor(ev)
+		if f, ok := ev.(messages.TurnFailed); ok {
+			// The interrupted step gets its row, with the output its
+			// journal recovered, in the turn's failure's commit.
+			if t, ok := a.b.Turn(f.Turn); ok {
+				if row, ok := a.interruptedStep(t); ok {
+					tx.Steps = append(tx.Steps, row)
+				}
 			}
-			l.Err(err).Str("branch", a.id.String()).Str("step", f.Step.String()).Int("recovered_bytes", len(text)).
-				Bool("torn_line_dropped", torn).Msg("recovered partial output of an interrupted turn")
 		}
+		a.persist(ctx, ev, tx)
 	}
-	a.persistAll(ctx, evs)
-	a.run(ctx, effects)
+	for _, e := range effects {
+		if ab, ok := e.(core.Abandon); ok {
+			// A tool loop ends with what it recorded; its step cut off
+			// mid-stream, if any, gets its row with that commit.
+			if t, ok := a.b.Turn(ab.Turn); ok {
+				if row, ok := a.interruptedStep(t); ok {
+					a.abandon(ctx, ab.Turn, ab.Reason, interruptedToolText, &row)
+					continue
+				}
+			}
+		}
+		a.run(ctx, []core.Effect{e})
+	}
 }
 
 // persist writes ev with the rows and appends it implies (one atomic

@@ -336,6 +336,7 @@ func Open(ctx context.Context, cfg Config) (*Runtime, error) {
 		mem:      newMemory(db, cfg.Embedder, rank),
 		kills:    &supervision.KillSwitch{},
 	}
+	r.actorLog.CheckSnapshots(checkSnapshot, r.badSnapshot)
 	r.countSeed = maphash.MakeSeed()
 	// Token counters may load their encodings on first use (o200k's
 	// takes about 200 ms): load the default model's now, in the

@@ -317,6 +317,22 @@ func (c *Client) Stream(ctx context.Context, branch messages.BranchID, text stri
 type TurnInfo struct {
 	persistence.TurnRow
 	Steps []StepInfo `json:"steps"`
+	// Partial is set when a crash cut the turn's step off: the output
+	// recovered for it, to show labeled incomplete.
+	Partial *PartialOutput `json:"partial,omitempty"`
+}
+
+// PartialOutput is the output of a provider step a crash cut off,
+// recovered from its stream journal (SRD §13.4). Incomplete is always
+// true: a client shows it labeled so. It is not in the transcript.
+type PartialOutput struct {
+	Step       messages.StepID `json:"step"`
+	Text       string          `json:"text"`
+	Incomplete bool            `json:"incomplete"`
+	// Displayed is the journal's bytes on disk (at least these were
+	// shown), Durable those of its complete lines.
+	Displayed uint64 `json:"displayed"`
+	Durable   uint64 `json:"durable"`
 }
 
 // StepInfo is one provider step of a turn: what it ran on, how it ended,
@@ -331,6 +347,8 @@ type StepInfo struct {
 	OutputTokens int                  `json:"output_tokens,omitempty"`
 	Displayed    uint64               `json:"displayed"`
 	Durable      uint64               `json:"durable"`
+	// Interrupted: a crash cut the step off; recovery wrote its row.
+	Interrupted bool `json:"interrupted,omitempty"`
 }
 
 // Turn returns a turn of the branch: its phase, reply and steps.
@@ -399,6 +417,10 @@ type HistoryEntry struct {
 	Node    messages.TurnID  `json:"node"`
 	Depth   uint64           `json:"depth"`
 	Message messages.Message `json:"message"`
+	// PartialReply, on a user message whose turn a crash interrupted, is
+	// the output recovered for its reply: incomplete, not in the
+	// transcript.
+	PartialReply *PartialOutput `json:"partial_reply,omitempty"`
 }
 
 // History returns up to limit messages of the branch's transcript before

@@ -2,6 +2,7 @@ package persistence
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"sync"
@@ -36,9 +37,23 @@ func NewEnvelope(event []byte, tx *Tx) *Envelope {
 // actor events and snapshots in Badger, written through the group
 // committer. Its API returns no errors, so a failed write panics with an
 // error wrapping the cause; the actor's supervisor decides what follows.
+//
+// An actor's log keeps two snapshots: its latest, and the one before it
+// with every event from that one's index on. When a snapshot is written
+// the latest until then is read back and checked (CheckSnapshots): if it
+// is readable it becomes the fallback and the events before it go;
+// otherwise the fallback and the events stay. A recovery whose latest
+// snapshot is unreadable replays from the fallback and the events after
+// it, or from the first event if there is none, reaching the same state
+// (an invalid snapshot means replay, Context Management v2). The log
+// holds at most the events between two snapshots more than the latest
+// snapshot needs.
 type ActorLog struct {
 	db    *DB
 	every int
+	// check and report are set by CheckSnapshots.
+	check  func(actor string, data []byte) error
+	report func(actor string, index uint64, err error)
 
 	mu   sync.Mutex
 	held map[string]*Tx // per actor: held events and their writes
@@ -46,7 +61,7 @@ type ActorLog struct {
 
 // ActorLog returns the persistence provider; actors snapshot every
 // snapshotEvery events (0: never), and a snapshot compacts the events
-// before it.
+// before the one before it.
 func (d *DB) ActorLog(snapshotEvery int) *ActorLog {
 	if snapshotEvery <= 0 {
 		snapshotEvery = math.MaxInt
@@ -71,6 +86,43 @@ func (e *PersistError) Error() string {
 }
 
 func (e *PersistError) Unwrap() error { return e.Err }
+
+// CheckSnapshots makes l decide with check whether a stored snapshot is
+// readable (check decodes it as the actor would, and returns why not),
+// and tell report of each one that is not, with the reason. Without it
+// every snapshot whose record can be read is taken as readable. Call it
+// before any actor starts.
+func (l *ActorLog) CheckSnapshots(check func(actor string, data []byte) error, report func(actor string, index uint64, err error)) {
+	l.check, l.report = check, report
+}
+
+// readable reads a snapshot of actor with get and checks it: ok is false
+// when there is none, or when it is unreadable (reported). Only an error
+// reading the store is returned.
+func (l *ActorLog) readable(actor string, get func(context.Context, string) (EventRecord, bool, error)) (
+	rec EventRecord, ok, found bool, err error) {
+	rec, found, err = get(context.Background(), actor)
+	if errors.Is(err, ErrCorrupt) {
+		l.bad(actor, rec.Index, err)
+		return rec, false, true, nil
+	}
+	if err != nil || !found {
+		return rec, false, found, err
+	}
+	if l.check != nil {
+		if err := l.check(actor, rec.Data); err != nil {
+			l.bad(actor, rec.Index, err)
+			return rec, false, true, nil
+		}
+	}
+	return rec, true, true, nil
+}
+
+func (l *ActorLog) bad(actor string, index uint64, err error) {
+	if l.report != nil {
+		l.report(actor, index, err)
+	}
+}
 
 func (l *ActorLog) GetState() ppersist.ProviderState { return l }
 func (l *ActorLog) Restart()                         {}
@@ -146,25 +198,51 @@ func (l *ActorLog) Flush(actor string) {
 	}
 }
 
+// PersistSnapshot writes actor's snapshot at index. The snapshot it
+// replaces is read back first: if readable it is kept as the new one's
+// fallback, and the events before it are deleted; if not, the fallback
+// and the events stay as they are.
 func (l *ActorLog) PersistSnapshot(actor string, index int, msg proto.Message) {
 	data, _, _, err := eventBytes(msg)
 	if err == nil {
-		tx := l.take(actor, nil)
-		tx.Snapshot = &EventRecord{Actor: actor, Index: uint64(index), Data: data}
-		_, err = l.db.Commit(context.Background(), tx)
+		var prev EventRecord
+		var ok bool
+		if prev, ok, _, err = l.readable(actor, l.db.Snapshot); err == nil {
+			tx := l.take(actor, nil)
+			tx.Snapshot = &EventRecord{Actor: actor, Index: uint64(index), Data: data}
+			if ok && prev.Index <= uint64(index) {
+				tx.PrevSnapshot = &prev
+			}
+			_, err = l.db.Commit(context.Background(), tx)
+		}
 	}
 	if err != nil {
 		panic(&PersistError{Actor: actor, Index: index, Err: err})
 	}
 }
 
+// ErrNoReadableSnapshot is what GetSnapshot panics with (wrapped in a
+// PersistError) when no snapshot of an actor is readable and the events
+// a full replay needs were compacted.
+var ErrNoReadableSnapshot = fmt.Errorf("%w: no readable snapshot, and the events before it were compacted", ErrCorrupt)
+
 // GetSnapshot starts a recovery of actor: writes it held and did not
-// commit are dropped, as the crash that ends an actor drops them.
+// commit are dropped, as the crash that ends an actor drops them. It
+// returns the latest snapshot if it is readable, else the previous one
+// (the events after it are kept), else none: the actor replays every
+// event, which are all there when no snapshot was ever readable long
+// enough to compact them.
 func (l *ActorLog) GetSnapshot(actor string) (any, int, bool) {
 	l.mu.Lock()
 	delete(l.held, actor)
 	l.mu.Unlock()
-	rec, ok, err := l.db.Snapshot(context.Background(), actor)
+	rec, ok, found, err := l.readable(actor, l.db.Snapshot)
+	if err == nil && !ok && found {
+		rec, ok, _, err = l.readable(actor, l.db.PrevSnapshot)
+		if err == nil && !ok {
+			err = l.fullReplay(actor)
+		}
+	}
 	if err != nil {
 		panic(&PersistError{Actor: actor, Index: -1, Err: err})
 	}
@@ -172,6 +250,23 @@ func (l *ActorLog) GetSnapshot(actor string) (any, int, bool) {
 		return nil, 0, false
 	}
 	return wrapperspb.Bytes(rec.Data), int(rec.Index), true
+}
+
+// fullReplay checks that actor's log still holds its events from the
+// first on, for a replay without snapshot.
+func (l *ActorLog) fullReplay(actor string) error {
+	first := -1
+	err := l.db.Events(context.Background(), actor, 0, func(index uint64, _ []byte) error {
+		first = int(index)
+		return errStopScan
+	})
+	if err != nil && err != errStopScan {
+		return err
+	}
+	if first != 0 {
+		return fmt.Errorf("%w (actor %s, first event %d)", ErrNoReadableSnapshot, actor, first)
+	}
+	return nil
 }
 
 func (l *ActorLog) GetEvents(actor string, start, end int, fn func(any)) {
@@ -190,6 +285,6 @@ func (l *ActorLog) GetEvents(actor string, start, end int, fn func(any)) {
 var errStopScan = fmt.Errorf("stop scan")
 
 // DeleteEvents and DeleteSnapshots are not needed: a snapshot already
-// compacts the events before it. They do nothing.
+// compacts the events before the one before it. They do nothing.
 func (l *ActorLog) DeleteEvents(actor string, inclusiveToIndex int)    {}
 func (l *ActorLog) DeleteSnapshots(actor string, inclusiveToIndex int) {}

@@ -486,20 +486,55 @@ type journalLine struct {
 // is ErrCorrupt naming the line number (1-based). Other errors come from
 // the file system (fs.ErrNotExist when there is no journal).
 func ReadJournal(path string) (entries []JournalEntry, torn bool, err error) {
+	j, err := RecoverJournal(path)
+	return j.Entries, j.Torn, err
+}
+
+// RecoveredJournal is what a crash left of a step's journal.
+type RecoveredJournal struct {
+	Entries []JournalEntry
+	Torn    bool   // a torn final line was dropped
+	Size    uint64 // the bytes of the file, a torn line's included
+	Valid   uint64 // the bytes of the complete lines, those of Entries
+}
+
+// RecoverJournal reads the journal at path as ReadJournal does, and
+// counts the bytes of the file and of its complete lines: the counters of
+// a step a crash interrupted.
+func RecoverJournal(path string) (RecoveredJournal, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, false, fmt.Errorf("read journal: %w", err)
+		return RecoveredJournal{}, fmt.Errorf("read journal: %w", err)
 	}
 	defer f.Close()
-	entries, torn, err = readJournal(f)
+	cr := &countingReader{r: f}
+	entries, valid, torn, err := readJournalCounting(cr)
 	if err != nil {
-		return nil, false, fmt.Errorf("read journal %s: %w", path, err)
+		return RecoveredJournal{}, fmt.Errorf("read journal %s: %w", path, err)
 	}
-	return entries, torn, nil
+	return RecoveredJournal{Entries: entries, Torn: torn, Size: cr.n, Valid: valid}, nil
+}
+
+type countingReader struct {
+	r io.Reader
+	n uint64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += uint64(n)
+	return n, err
 }
 
 // readJournal decodes journal lines from r; see ReadJournal.
 func readJournal(r io.Reader) (entries []JournalEntry, torn bool, err error) {
+	entries, _, torn, err = readJournalCounting(r)
+	return entries, torn, err
+}
+
+// readJournalCounting is readJournal that also returns the bytes of the
+// lines decoded, newlines included.
+func readJournalCounting(r io.Reader) (entries []JournalEntry, valid uint64, torn bool, err error) {
 	br := bufio.NewReader(r)
 	var (
 		prevSeq uint64
@@ -509,7 +544,7 @@ func readJournal(r io.Reader) (entries []JournalEntry, torn bool, err error) {
 	for lineNo := 1; ; lineNo++ {
 		line, rerr := br.ReadBytes('\n')
 		if rerr != nil && rerr != io.EOF {
-			return nil, false, rerr
+			return nil, 0, false, rerr
 		}
 		complete := rerr == nil
 		if pending != nil {
@@ -520,15 +555,16 @@ func readJournal(r io.Reader) (entries []JournalEntry, torn bool, err error) {
 			}
 			e, derr := decodeJournalLine(pending, prevSeq)
 			if derr != nil {
-				return nil, false, fmt.Errorf("line %d: %w", pendNo, derr)
+				return nil, 0, false, fmt.Errorf("line %d: %w", pendNo, derr)
 			}
 			entries = append(entries, e)
+			valid += uint64(len(pending)) + 1
 			prevSeq = e.Seq
 			pending = nil
 		}
 		if !complete {
 			// No trailing newline: a torn write if anything is there.
-			return entries, len(line) > 0, nil
+			return entries, valid, len(line) > 0, nil
 		}
 		pending, pendNo = line[:len(line)-1], lineNo
 	}
@@ -536,13 +572,13 @@ func readJournal(r io.Reader) (entries []JournalEntry, torn bool, err error) {
 	// a torn write (e.g. a crash left a zero-filled tail); valid JSON with
 	// bad content is corruption.
 	if !json.Valid(pending) {
-		return entries, true, nil
+		return entries, valid, true, nil
 	}
 	e, derr := decodeJournalLine(pending, prevSeq)
 	if derr != nil {
-		return nil, false, fmt.Errorf("line %d: %w", pendNo, derr)
+		return nil, 0, false, fmt.Errorf("line %d: %w", pendNo, derr)
 	}
-	return append(entries, e), false, nil
+	return append(entries, e), valid + uint64(len(pending)) + 1, false, nil
 }
 
 // decodeJournalLine decodes one line (without its newline) whose seq must

@@ -745,3 +745,34 @@ func exists(j *Journal) bool {
 	_, err := os.Stat(j.Path())
 	return err == nil
 }
+
+// RecoverJournal counts what a crash left: the file's bytes, and those of
+// the complete lines it decoded.
+func TestRecoverJournalCounts(t *testing.T) {
+	l := journalLineText
+	tests := []struct {
+		name    string
+		data    string
+		entries int
+		valid   int
+		torn    bool
+	}{
+		{"complete", l(1) + l(2), 2, len(l(1) + l(2)), false},
+		{"torn tail", l(1) + l(2) + `{"ts":"20`, 2, len(l(1) + l(2)), true},
+		{"invalid final line", l(1) + "\x00\x00\n", 1, len(l(1)), true},
+		{"empty", "", 0, 0, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "j.jsonl")
+			if err := os.WriteFile(path, []byte(tt.data), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			j, err := RecoverJournal(path)
+			if err != nil || len(j.Entries) != tt.entries || j.Torn != tt.torn || j.Valid != uint64(tt.valid) || j.Size != uint64(len(tt.data)) {
+				t.Fatalf("RecoverJournal = %d entries, torn %v, valid %d, size %d, %v; want %d, %v, %d, %d",
+					len(j.Entries), j.Torn, j.Valid, j.Size, err, tt.entries, tt.torn, tt.valid, len(tt.data))
+			}
+		})
+	}
+}

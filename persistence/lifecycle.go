@@ -32,6 +32,7 @@ const (
 	tableStepByID   byte = 'Q' // Q | step(16)                  → its StepRow's key (T | turn | index)
 	tableEvent      byte = 'E' // E | actor | 0 | index(8)      → event bytes
 	tableSnapshot   byte = 'P' // P | actor                     → index uvarint | snapshot bytes
+	tablePrevSnap   byte = 'F' // F | actor                     → index uvarint | snapshot bytes (the one before P's)
 	maxActorNameLen      = 256
 )
 
@@ -182,6 +183,14 @@ type StepRow struct {
 	OutputTokens int       `json:"output_tokens,omitempty"`
 	Started      time.Time `json:"started"`
 	Ended        time.Time `json:"ended"`
+	// Interrupted marks the row recovery writes for a step a crash cut
+	// off (SRD §6.5): its Outcome is incomplete, Partial the text its
+	// stream journal recovered (SRD §13.4), shown labeled incomplete
+	// and never part of the transcript. Displayed is then the journal's
+	// bytes on disk (at least those were shown), Durable those of its
+	// complete lines.
+	Interrupted bool   `json:"interrupted,omitempty"`
+	Partial     string `json:"partial,omitempty"`
 	// Context says what the step's context was assembled from, so that
 	// it can be rebuilt from the transcript and the state rows (ctxinf
 	// context debug); set on a turn's first step.
@@ -239,7 +248,13 @@ type Tx struct {
 	TermUpdates []TermUpdate  // added to partition rows that exist (others are ignored)
 	Steps       []StepRow     // inserted; a (turn, index) taken by another step is ErrDuplicate
 	Events      []EventRecord // actor events, each appended at its index
-	Snapshot    *EventRecord  // an actor snapshot; events before its index are deleted
+	Snapshot    *EventRecord  // an actor snapshot, replacing its latest; no event is deleted for it
+	// PrevSnapshot, with Snapshot, is the actor's snapshot until now,
+	// read back and found readable: it is kept as the fallback of
+	// Snapshot (replaced), and the events before its index are
+	// deleted. Without it the fallback and every event stay, so that
+	// an unreadable snapshot never costs the events it covers.
+	PrevSnapshot *EventRecord
 }
 
 // merge appends src's writes to t's, to commit both as one transaction.
@@ -259,7 +274,7 @@ func (t *Tx) merge(src *Tx) {
 	t.Steps = append(t.Steps, src.Steps...)
 	t.Events = append(t.Events, src.Events...)
 	if src.Snapshot != nil {
-		t.Snapshot = src.Snapshot
+		t.Snapshot, t.PrevSnapshot = src.Snapshot, src.PrevSnapshot
 	}
 }
 
@@ -424,6 +439,8 @@ func eventKey(actor string, index uint64) []byte {
 	return binary.BigEndian.AppendUint64(append(k, 0), index)
 }
 
+func snapshotKey(table byte, actor string) []byte { return append([]byte{table}, actor...) }
+
 func eventPrefix(actor string) []byte { return append(append([]byte{tableEvent}, actor...), 0) }
 
 func chunkKey(c ChunkRow) []byte {
@@ -457,6 +474,12 @@ func (d *DB) Commit(ctx context.Context, tx *Tx) (TxResult, error) {
 	if e := tx.Snapshot; e != nil {
 		if err := checkActor(e.Actor); err != nil {
 			return TxResult{}, err
+		}
+	}
+	if p := tx.PrevSnapshot; p != nil {
+		if s := tx.Snapshot; s == nil || s.Actor != p.Actor || s.Index < p.Index {
+			return TxResult{}, fmt.Errorf("%w: previous snapshot of %q at %d without a snapshot of it at or after that index",
+				ErrInvalidArgument, p.Actor, p.Index)
 		}
 	}
 	o := &op{kind: opTx, tx: tx}
@@ -653,21 +676,28 @@ func (g *group) applyTx(o *op) (TxResult, error) {
 		g.setRow(k, e.Data)
 	}
 	if e := tx.Snapshot; e != nil {
-		snapKey := append([]byte{tableSnapshot}, e.Actor...)
-		// Compact: events before the snapshot are no longer needed. Those
-		// before the previous snapshot were deleted then: start there, or
-		// every snapshot would walk all the tombstones of the actor's
-		// history (until compaction drops them), a cost growing with it.
-		from, err := g.snapshotIndex(snapKey)
+		g.setRow(snapshotKey(tableSnapshot, e.Actor), append(binary.AppendUvarint(nil, e.Index), e.Data...))
+	}
+	if p := tx.PrevSnapshot; p != nil {
+		prevKey := snapshotKey(tablePrevSnap, p.Actor)
+		// Compact: events before the previous snapshot are no longer
+		// needed, now that it is proven readable and has a successor.
+		// Those before the fallback it replaces were deleted then:
+		// start there, or every snapshot would walk all the tombstones
+		// of the actor's history (until compaction drops them), a cost
+		// growing with it. An unreadable record only means a longer walk.
+		from, err := g.snapshotIndex(prevKey)
+		if errors.Is(err, ErrCorrupt) {
+			from, err = 0, nil
+		}
 		if err != nil {
 			return res, err
 		}
-		v := binary.AppendUvarint(nil, e.Index)
-		g.setRow(snapKey, append(v, e.Data...))
-		prefix := eventPrefix(e.Actor)
-		before := func(k []byte) bool { return binary.BigEndian.Uint64(k[len(k)-8:]) < e.Index }
+		g.setRow(prevKey, append(binary.AppendUvarint(nil, p.Index), p.Data...))
+		prefix := eventPrefix(p.Actor)
+		before := func(k []byte) bool { return binary.BigEndian.Uint64(k[len(k)-8:]) < p.Index }
 		it := g.txn.NewIterator(badger.IteratorOptions{Prefix: prefix})
-		for it.Seek(eventKey(e.Actor, from)); it.Valid(); it.Next() {
+		for it.Seek(eventKey(p.Actor, min(from, p.Index))); it.Valid(); it.Next() {
 			k := it.Item().KeyCopy(nil)
 			if !before(k) {
 				break
@@ -953,15 +983,43 @@ func (d *DB) Events(ctx context.Context, actor string, from uint64, fn func(inde
 	})
 }
 
-// Snapshot returns actor's latest snapshot, if it has one.
+// Snapshot returns actor's latest snapshot, if it has one. A record
+// whose index cannot be read is ErrCorrupt.
 func (d *DB) Snapshot(ctx context.Context, actor string) (EventRecord, bool, error) {
+	return d.snapshotAt(actor, tableSnapshot)
+}
+
+// PrevSnapshot returns the snapshot actor had before its latest, proven
+// readable when the latest was written, if it has one: the fallback of
+// an unreadable latest snapshot (the events from its index on are kept).
+func (d *DB) PrevSnapshot(ctx context.Context, actor string) (EventRecord, bool, error) {
+	return d.snapshotAt(actor, tablePrevSnap)
+}
+
+// CorruptSnapshot overwrites the data of actor's latest snapshot, keeping
+// its index, with bytes no actor decodes, as a fault of the disk or a
+// snapshot an older version encoded differently would leave it: for tests
+// of recovery. It is ErrNotFound when actor has no snapshot.
+func (d *DB) CorruptSnapshot(ctx context.Context, actor string) error {
+	rec, ok, err := d.Snapshot(ctx, actor)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return fmt.Errorf("%w: snapshot of %s", ErrNotFound, actor)
+	}
+	bad := append(binary.AppendUvarint(nil, rec.Index), 0xff, 0x00, '{')
+	return d.writeRaw([]entry{{key: snapshotKey(tableSnapshot, actor), val: bad}})
+}
+
+func (d *DB) snapshotAt(actor string, table byte) (EventRecord, bool, error) {
 	if err := checkActor(actor); err != nil {
 		return EventRecord{}, false, err
 	}
 	var rec EventRecord
 	found := false
 	err := d.read(func(txn *badger.Txn) error {
-		item, err := txn.Get(append([]byte{tableSnapshot}, actor...))
+		item, err := txn.Get(snapshotKey(table, actor))
 		if errors.Is(err, badger.ErrKeyNotFound) {
 			return nil
 		}

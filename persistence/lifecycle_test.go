@@ -286,15 +286,16 @@ func TestActorLogReplaysAfterPanicAndRestart(t *testing.T) {
 	if got := <-replayed; got != 55 {
 		t.Fatalf("after panic the actor replayed to %d, want 55", got)
 	}
-	// A snapshot compacted the events before it.
+	// A snapshot compacted the events before the snapshot before it.
 	snap, ok, _ := d.Snapshot(bg, pid.Id)
-	if !ok || snap.Index == 0 {
-		t.Fatalf("no snapshot after 10 events with interval 4: %+v", snap)
+	prev, okPrev, _ := d.PrevSnapshot(bg, pid.Id)
+	if !ok || !okPrev || snap.Index == 0 || prev.Index >= snap.Index {
+		t.Fatalf("snapshots after 10 events with interval 4: latest %+v, previous %+v", snap, prev)
 	}
 	var first uint64 = 1 << 63
 	d.Events(bg, pid.Id, 0, func(i uint64, _ []byte) error { first = min(first, i); return nil })
-	if first < snap.Index {
-		t.Fatalf("event %d kept before snapshot %d", first, snap.Index)
+	if first != prev.Index {
+		t.Fatalf("first event kept is %d, want %d (the previous snapshot's)", first, prev.Index)
 	}
 	// A new actor of the same name (a restart of the process) replays too.
 	sys.Root.StopFuture(pid).Wait()

@@ -234,8 +234,16 @@ func TestKillMidStream(t *testing.T) {
 	p.kill()
 
 	q := start(t, dir) // recovery runs at start
+	resumed := q.waitFor("> ", 0)
+	if !strings.Contains(resumed, "was interrupted") || !strings.Contains(resumed, "[incomplete, recovered after a crash] [local] I received") {
+		t.Fatalf("resuming did not show the recovered output labeled incomplete:\n%s", resumed)
+	}
+	n := len(resumed)
 	q.send("/history 5")
-	q.waitFor("#0 user: Please tell me", 0)
+	out := q.waitFor("#0 assistant: [incomplete, recovered after a crash] [local] I received your message", n)
+	if !strings.Contains(out[n:], "#0 user: Please tell me") {
+		t.Fatalf("/history:\n%s", out[n:])
+	}
 	q.quit()
 	r := inspect(t, dir)
 	b := r.Sessions[0].Branches[0]

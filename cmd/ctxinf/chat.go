@@ -133,6 +133,9 @@ func chat(e *env, args []string) error {
 	abs, _ := filepath.Abs(e.cfg.DataDir)
 	fmt.Fprintf(e.stdout, "ctxinf chat: session %s, branch %s (%s), data in %s, provider %s, model %s.\nType a message, or /help.\n",
 		branch.Session, branch.ID, branch.Label, abs, cfg.Provider.Name(), cfg.Model)
+	if err := showInterrupted(ctx, e.stdout, rt, branch.ID); err != nil {
+		fmt.Fprintf(e.stdout, "error: %v\n", err)
+	}
 	in := bufio.NewScanner(e.stdin)
 	in.Buffer(make([]byte, 64<<10), 8<<20)
 	for {
@@ -241,6 +244,9 @@ func chatCommand(ctx context.Context, e *env, rt *ctxinf.Runtime, branch *ctxinf
 		}
 		for _, h := range hist {
 			fmt.Fprintf(out, "  #%d %s: %s\n", h.Depth, h.Message.Role, oneLine(h.Message.RenderedText, 200))
+			if h.PartialReply != nil {
+				printRecovered(out, h.Depth, h.PartialReply)
+			}
 		}
 	case "/pending", "/state":
 		info, err := rt.Inspect(ctx, branch.ID)

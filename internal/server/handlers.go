@@ -215,7 +215,11 @@ func (s *Server) getTurn(w http.ResponseWriter, r *http.Request) error {
 	out := client.TurnInfo{TurnRow: found, Steps: []client.StepInfo{}}
 	for _, st := range steps {
 		out.Steps = append(out.Steps, client.StepInfo{ID: st.ID, Index: st.Index, Provider: st.Provider, Model: st.Model,
-			Outcome: st.Outcome, InputTokens: st.InputTokens, OutputTokens: st.OutputTokens, Displayed: st.Displayed, Durable: st.Durable})
+			Outcome: st.Outcome, InputTokens: st.InputTokens, OutputTokens: st.OutputTokens, Displayed: st.Displayed, Durable: st.Durable,
+			Interrupted: st.Interrupted})
+		if st.Interrupted {
+			out.Partial = partialOutput(&actors.Recovered{Turn: turn, Step: st.ID, Text: st.Partial, Displayed: st.Displayed, Durable: st.Durable})
+		}
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil
@@ -257,7 +261,8 @@ func (s *Server) history(w http.ResponseWriter, r *http.Request) error {
 		Before  *messages.TurnID      `json:"before,omitempty"` // the cursor of the page before, if any
 	}{Entries: []client.HistoryEntry{}}
 	for _, e := range entries {
-		out.Entries = append(out.Entries, client.HistoryEntry{Node: e.Node, Depth: e.Depth, Message: e.Message})
+		out.Entries = append(out.Entries, client.HistoryEntry{Node: e.Node, Depth: e.Depth, Message: e.Message,
+			PartialReply: partialOutput(e.PartialReply)})
 	}
 	if !next.IsZero() {
 		out.Before = &next

@@ -76,7 +76,7 @@ func TestOpenAPISchemasMatchTypes(t *testing.T) {
 		"TurnInfo": reflect.TypeFor[client.TurnInfo](), "StepInfo": reflect.TypeFor[client.StepInfo](),
 		"PendingTurn": reflect.TypeFor[client.PendingTurn](), "Imported": reflect.TypeFor[client.Imported](),
 		"Hit": reflect.TypeFor[client.Hit](), "Chunk": reflect.TypeFor[persistence.ChunkRow](),
-		"ContextDebug": reflect.TypeFor[actors.ContextDebug](),
+		"ContextDebug": reflect.TypeFor[actors.ContextDebug](), "PartialOutput": reflect.TypeFor[client.PartialOutput](),
 	}
 	for name, typ := range types {
 		schema, ok := doc.Components.Schemas[name]
