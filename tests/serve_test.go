@@ -41,12 +41,14 @@ func freePort(t *testing.T) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
-func startServe(t *testing.T, dir string) *server {
+// startServe starts `ctxinf serve` on dir, with the extra environment
+// variables, and waits until it is ready.
+func startServe(t *testing.T, dir string, extra ...string) *server {
 	t.Helper()
 	addr := "127.0.0.1:" + strconv.Itoa(freePort(t))
 	frameAddr := "127.0.0.1:" + strconv.Itoa(freePort(t))
 	cmd := exec.Command(binary, "serve", "--addr", addr)
-	cmd.Env = env(dir, "CTX_SERVER_FRAME_ADDR="+frameAddr)
+	cmd.Env = env(dir, append([]string{"CTX_SERVER_FRAME_ADDR=" + frameAddr}, extra...)...)
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
