@@ -457,6 +457,32 @@ func TestRunToolErrors(t *testing.T) {
 	}
 }
 
+// A turn whose branch actor fails mid-step ends interrupted: its stream
+// says so at once, and the restarted actor records it with that code.
+func TestKilledTurnSaysInterrupted(t *testing.T) {
+	r, b := fakeBranch(t, fake.Step{Reply: "so far", Hang: true})
+	s, err := r.Submit(bg, b, "talk")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Next(nil)
+	if err := r.Kill(bg, b); err != nil {
+		t.Fatal(err)
+	}
+	_, last := s.Wait(nil)
+	if want := messages.FailedOutcome(messages.FailInterrupted, core.InterruptedReason); last.Phase != messages.PhaseFailed ||
+		last.Outcome != want || last.Err != core.InterruptedReason {
+		t.Fatalf("killed turn ended %+v, want outcome %+v", last, want)
+	}
+	if _, err := r.Inspect(bg, b); err != nil { // answered after the restarted actor recovered
+		t.Fatal(err)
+	}
+	if row, err := r.DB().TurnRow(bg, b, s.Turn); err != nil || row.Phase != messages.PhaseFailed || row.Outcome != "failed" ||
+		row.Code != messages.FailInterrupted || row.Reason != core.InterruptedReason {
+		t.Fatalf("killed turn's row %+v, %v", row, err)
+	}
+}
+
 func TestStepTimeout(t *testing.T) {
 	cfg := testConfig(t, t.TempDir(), newEvents())
 	cfg.Provider = fake.New(fake.Step{Reply: "so far", Hang: true})
