@@ -426,7 +426,8 @@ func (a *branchActor) ended(ctx actor.Context) {
 		a.asker = nil
 	}
 	for id, s := range a.streams {
-		s.push(Update{Done: true, Phase: messages.PhaseFailed, Err: core.InterruptedReason})
+		s.push(Update{Done: true, Phase: messages.PhaseFailed, Err: core.InterruptedReason,
+			Outcome: messages.FailedOutcome(messages.FailInterrupted, core.InterruptedReason)})
 		delete(a.streams, id)
 	}
 }
@@ -610,8 +611,12 @@ func (a *branchActor) persistAll(ctx actor.Context, evs []messages.BranchEvent) 
 func (a *branchActor) txFor(ev messages.BranchEvent) *persistence.Tx {
 	tx := &persistence.Tx{}
 	row := func(t core.Turn) persistence.TurnRow {
-		return persistence.TurnRow{Branch: a.id, Seq: t.Seq, ID: t.ID, Phase: t.Phase, Step: t.Step, Reply: t.Reply,
-			Outcome: t.Outcome.Kind.String(), Reason: t.Reason, StateAfter: t.StateAfter, Updated: a.now()}
+		r := persistence.TurnRow{Branch: a.id, Seq: t.Seq, ID: t.ID, Phase: t.Phase, Step: t.Step, Reply: t.Reply,
+			Reason: t.Reason, StateAfter: t.StateAfter, Updated: a.now()}
+		if t.Outcome.Kind != 0 { // none before the response is final
+			r.Outcome = t.Outcome.Kind.String()
+		}
+		return r
 	}
 	job := func(t persistence.JobType, turn messages.TurnID) persistence.Job {
 		return persistence.Job{Type: t, Branch: a.id, Turn: turn, Created: a.now()}
@@ -639,7 +644,10 @@ func (a *branchActor) txFor(ev messages.BranchEvent) *persistence.Tx {
 	case messages.TurnFailed:
 		if t, ok := a.b.Turn(e.Turn); ok {
 			t.Phase, t.Reason = messages.PhaseFailed, e.Reason
-			tx.Turns = []persistence.TurnRow{row(t)}
+			t.Outcome = messages.FailedOutcome(e.Code, e.Reason)
+			r := row(t)
+			r.Code = t.Outcome.Code
+			tx.Turns = []persistence.TurnRow{r}
 		}
 		tx.DoneJobs = []persistence.JobKey{{Type: persistence.JobRespond, Turn: e.Turn}}
 	case messages.StateCommitted:
@@ -813,8 +821,9 @@ func (a *branchActor) submitted(turn messages.TurnID) (*TurnStream, bool, error)
 	var seq uint64
 	var phase messages.TurnPhase
 	var reason string
+	var out messages.StepOutcome
 	if t, ok := a.b.Turn(turn); ok && t.Seq == a.b.TurnSeq {
-		seq, phase, reason = t.Seq, t.Phase, t.Reason
+		seq, phase, reason, out = t.Seq, t.Phase, t.Reason, t.Outcome
 	} else if ok {
 		return nil, false, fmt.Errorf("%w: turn id %s is already used", persistence.ErrInvalidArgument, turn)
 	} else if _, err := a.rt.db.Turn(context.Background(), turn); errors.Is(err, persistence.ErrTurnNotFound) {
@@ -823,12 +832,17 @@ func (a *branchActor) submitted(turn messages.TurnID) (*TurnStream, bool, error)
 		return nil, false, err
 	} else if rows, err := a.rt.db.TurnRows(context.Background(), a.id, a.b.TurnSeq, 1); err == nil && len(rows) == 1 && rows[0].ID == turn {
 		seq, phase, reason = rows[0].Seq, rows[0].Phase, rows[0].Reason
+		if phase == messages.PhaseFailed {
+			out = messages.FailedOutcome(rows[0].Code, reason)
+		} else if out.Kind.UnmarshalText([]byte(rows[0].Outcome)) != nil {
+			out.Kind = messages.OutcomeCompleted // a row written before outcomes were
+		}
 	} else {
 		return nil, false, fmt.Errorf("%w: turn id %s is already used", persistence.ErrInvalidArgument, turn)
 	}
 	s := newTurnStream(a.id, turn, seq)
 	if phase >= messages.PhaseResponseFinalized {
-		s.push(Update{Done: true, Phase: phase, Err: reason})
+		s.push(Update{Done: true, Phase: phase, Outcome: out, Err: reason})
 	} else {
 		a.streams[turn] = s // in flight: it ends with the turn
 	}
@@ -882,7 +896,8 @@ func (a *branchActor) run(ctx actor.Context, effects []core.Effect) {
 					u.Outcome, u.Err = t.Outcome, t.Reason
 				}
 				if e.Phase == messages.PhaseFailed {
-					u.Err = a.failReason(e.Turn)
+					u.Outcome = a.failOutcome(e.Turn)
+					u.Err = u.Outcome.Message
 				}
 				s.push(u)
 				delete(a.streams, e.Turn)
@@ -891,13 +906,13 @@ func (a *branchActor) run(ctx actor.Context, effects []core.Effect) {
 	}
 }
 
-// failReason finds why a failed turn failed (failed turns leave Turns).
-func (a *branchActor) failReason(turn messages.TurnID) string {
+// failOutcome finds why a failed turn failed (failed turns leave Turns).
+func (a *branchActor) failOutcome(turn messages.TurnID) messages.StepOutcome {
 	rows, err := a.rt.db.TurnRows(context.Background(), a.id, a.b.TurnSeq, 1)
 	if err == nil && len(rows) == 1 && rows[0].ID == turn {
-		return rows[0].Reason
+		return messages.FailedOutcome(rows[0].Code, rows[0].Reason)
 	}
-	return "the turn failed"
+	return messages.FailedOutcome(messages.FailTurn, "the turn failed")
 }
 
 func (a *branchActor) pendingOf(ids []messages.TurnID) []messages.PendingTurn {
@@ -920,7 +935,7 @@ func (a *branchActor) prepare(ctx actor.Context, turn messages.TurnID) {
 	t0 := time.Now()
 	ac, rep, err := a.assemble(turn, nil)
 	if err != nil {
-		a.fail(ctx, turn, "assemble context: "+err.Error())
+		a.fail(ctx, turn, messages.FailTurn, "assemble context: "+err.Error())
 		return
 	}
 	if obs := a.rt.cfg.ObserveAssembly; obs != nil {
@@ -930,14 +945,14 @@ func (a *branchActor) prepare(ctx actor.Context, turn messages.TurnID) {
 		return // prepared again when the librarian answers
 	}
 	if err := a.fitContext(ctx, rep); err != nil {
-		a.fail(ctx, turn, err.Error())
+		a.fail(ctx, turn, messages.FailContextTooLarge, err.Error())
 		return
 	}
 	now := a.now()
 	step := messages.NewID[messages.StepID](now)
 	evs, err := a.b.Start(turn, step, now)
 	if err != nil {
-		a.fail(ctx, turn, err.Error())
+		a.fail(ctx, turn, messages.FailTurn, err.Error())
 		return
 	}
 	// The step starts while its ResponseStarted (with a submitted
@@ -1010,7 +1025,7 @@ func (a *branchActor) shrunk(ctx actor.Context, m *shrinkDone) {
 		return
 	}
 	if a.cancelled {
-		a.fail(ctx, turn, "cancelled while the context was being shrunk")
+		a.fail(ctx, turn, messages.FailCancelled, "cancelled while the context was being shrunk")
 		return
 	}
 	a.prepare(ctx, turn)
@@ -1030,7 +1045,7 @@ func (a *branchActor) spawnStep(ctx actor.Context, turn messages.TurnID, step me
 	if redact := a.rt.cfg.Redact; redact != nil {
 		var err error
 		if ac, err = redact(ac); err != nil {
-			a.endLoop(ctx, turn, "redact: "+err.Error(), nil)
+			a.endLoop(ctx, turn, messages.FailTurn, "redact: "+err.Error(), nil)
 			return
 		}
 	}
@@ -1050,12 +1065,13 @@ func (a *branchActor) spawnStep(ctx actor.Context, turn messages.TurnID, step me
 	if _, err := ctx.SpawnNamed(props, "step-"+step.String()); err != nil {
 		cancel()
 		a.step, a.cancelStep = messages.StepID{}, nil
-		a.endLoop(ctx, turn, "start step: "+err.Error(), nil)
+		a.endLoop(ctx, turn, messages.FailTurn, "start step: "+err.Error(), nil)
 	}
 }
 
-func (a *branchActor) fail(ctx actor.Context, turn messages.TurnID, reason string) {
-	evs, err := a.b.Fail(turn, reason, a.now())
+// fail fails turn with code (one of messages' Fail* codes) for reason.
+func (a *branchActor) fail(ctx actor.Context, turn messages.TurnID, code, reason string) {
+	evs, err := a.b.Fail(turn, code, reason, a.now())
 	if err != nil {
 		a.rt.log.Warn().Err(err).Str("branch", a.id.String()).Msg("fail turn")
 		return

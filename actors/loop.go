@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
@@ -62,16 +63,8 @@ func (a *branchActor) finishStep(ctx actor.Context, m *stepDone) {
 		if a.retryForSize(ctx, m, row) {
 			return
 		}
-		reason := "provider step ended with outcome " + kind.String()
-		switch {
-		case kind == messages.OutcomeCancelled && a.cancelled:
-			reason = "cancelled"
-		case errors.Is(m.err, context.DeadlineExceeded):
-			reason = fmt.Sprintf("the provider step timed out after %s (runtime.provider_timeout)", a.rt.cfg.StepTimeout)
-		case m.err != nil:
-			reason = m.err.Error()
-		}
-		a.endLoop(ctx, m.turn, reason, &row)
+		code, reason := stepFailure(m, a.cancelled, a.rt.cfg.StepTimeout)
+		a.endLoop(ctx, m.turn, code, reason, &row)
 		return
 	}
 	calls := toolCalls(m.resp.Items)
@@ -83,7 +76,7 @@ func (a *branchActor) finishStep(ctx actor.Context, m *stepDone) {
 	case messages.ToolsEnabled:
 		evs, err := a.b.IssueToolCalls(m.turn, m.step, m.resp.Items, a.now())
 		if err != nil {
-			a.endLoop(ctx, m.turn, "tool calls: "+err.Error(), &row)
+			a.endLoop(ctx, m.turn, messages.FailTurn, "tool calls: "+err.Error(), &row)
 			return
 		}
 		tx := a.txFor(evs[0])
@@ -95,8 +88,33 @@ func (a *branchActor) finishStep(ctx actor.Context, m *stepDone) {
 		// built later answer them with an error (providers.Conversation).
 		a.finalize(ctx, m.turn, m.step, m.resp.Items, messages.StepOutcome{Kind: messages.OutcomePaused, Reason: "tool_use"}, &row)
 	default:
-		a.endLoop(ctx, m.turn, fmt.Sprintf("the model called tool %q but tools are disabled (tools.mode)", calls[0].Name), &row)
+		a.endLoop(ctx, m.turn, messages.FailTurn, fmt.Sprintf("the model called tool %q but tools are disabled (tools.mode)", calls[0].Name), &row)
 	}
+}
+
+// stepFailure says why the step m ended failed the turn: its code (one
+// of messages' Fail* codes) and reason. cancelled is whether the user
+// cancelled the turn; timeout is runtime.provider_timeout.
+func stepFailure(m *stepDone, cancelled bool, timeout time.Duration) (code, reason string) {
+	out := m.resp.Outcome
+	var pe *providers.Error
+	switch {
+	case cancelled && (out.Kind == messages.OutcomeCancelled || errors.Is(m.err, context.Canceled)):
+		return messages.FailCancelled, "cancelled"
+	case errors.Is(m.err, context.DeadlineExceeded):
+		return messages.FailProviderTimeout, fmt.Sprintf("the provider step timed out after %s (runtime.provider_timeout)", timeout)
+	case errors.As(m.err, &pe) && pe.ContextTooLarge:
+		return messages.FailContextTooLarge, m.err.Error()
+	case m.err != nil:
+		return messages.FailProvider, m.err.Error()
+	}
+	reason = "provider step ended with outcome " + out.Kind.String()
+	for _, s := range []string{out.Code, out.Message, out.Reason} {
+		if s != "" {
+			reason += ": " + s
+		}
+	}
+	return messages.FailProvider, reason
 }
 
 // toolCalls returns the tool calls among items.
@@ -161,7 +179,7 @@ func (a *branchActor) finalize(ctx actor.Context, turn messages.TurnID, step mes
 			return
 		}
 	}
-	a.failStep(ctx, turn, "record the response: "+err.Error(), row)
+	a.failStep(ctx, turn, messages.FailTurn, "record the response: "+err.Error(), row)
 }
 
 // replyMessage is the assistant message recording items: text, tool uses
@@ -177,12 +195,12 @@ func replyMessage(items messages.Items) messages.Message {
 // endLoop ends a turn that cannot go on for reason: a turn without tool
 // loop fails; one inside a loop is abandoned, so that what its tools did
 // stays in the conversation.
-func (a *branchActor) endLoop(ctx actor.Context, turn messages.TurnID, reason string, row *persistence.StepRow) {
+func (a *branchActor) endLoop(ctx actor.Context, turn messages.TurnID, code, reason string, row *persistence.StepRow) {
 	if t, ok := a.b.Turn(turn); ok && len(t.Loop) > 0 {
 		a.abandon(ctx, turn, reason, fmt.Sprintf(failedStepToolText, reason), row)
 		return
 	}
-	a.failStep(ctx, turn, reason, row)
+	a.failStep(ctx, turn, code, reason, row)
 }
 
 // abandon ends turn's tool loop early (a crash, a cancellation, a step
@@ -196,7 +214,7 @@ func (a *branchActor) abandon(ctx actor.Context, turn messages.TurnID, reason, t
 	if outs := a.b.AbandonOutputs(turn, text); len(outs) > 0 {
 		evs, err := a.b.RecordToolResults(turn, outs, messages.StepID{}, a.now())
 		if err != nil {
-			a.failStep(ctx, turn, reason, row)
+			a.failStep(ctx, turn, messages.FailTurn, reason, row)
 			return
 		}
 		tx := a.txFor(evs[0])
@@ -212,9 +230,9 @@ func (a *branchActor) abandon(ctx actor.Context, turn messages.TurnID, reason, t
 	a.finalize(ctx, turn, t.Step, nil, messages.StepOutcome{Kind: messages.OutcomeIncomplete, Reason: reason}, row)
 }
 
-// failStep fails turn for reason, writing row with it.
-func (a *branchActor) failStep(ctx actor.Context, turn messages.TurnID, reason string, row *persistence.StepRow) {
-	evs, err := a.b.Fail(turn, reason, a.now())
+// failStep fails turn with code for reason, writing row with it.
+func (a *branchActor) failStep(ctx actor.Context, turn messages.TurnID, code, reason string, row *persistence.StepRow) {
+	evs, err := a.b.Fail(turn, code, reason, a.now())
 	if err != nil {
 		a.rt.log.Warn().Err(err).Str("branch", a.id.String()).Msg("fail turn")
 		return
@@ -309,7 +327,7 @@ func (a *branchActor) continueLoop(ctx actor.Context, turn messages.TurnID, step
 		err = a.fitContext(ctx, rep)
 	}
 	if err != nil {
-		a.endLoop(ctx, turn, "assemble context: "+err.Error(), nil)
+		a.endLoop(ctx, turn, messages.FailTurn, "assemble context: "+err.Error(), nil)
 		return
 	}
 	a.spawnStep(ctx, turn, step, ac)

@@ -341,8 +341,13 @@ func TestCancelPlainTurn(t *testing.T) {
 	if err := r.Cancel(bg, b.ID); err != nil {
 		t.Fatal(err)
 	}
-	if _, last := s.Wait(nil); last.Phase != messages.PhaseFailed || last.Err != "cancelled" {
-		t.Fatalf("cancelled turn ended %+v", last)
+	_, last := s.Wait(nil)
+	if want := messages.FailedOutcome(messages.FailCancelled, "cancelled"); last.Phase != messages.PhaseFailed ||
+		last.Err != "cancelled" || last.Outcome != want {
+		t.Fatalf("cancelled turn ended %+v, want outcome %+v", last, want)
+	}
+	if row, err := r.DB().TurnRow(bg, b.ID, s.Turn); err != nil || row.Outcome != "cancelled" || row.Code != messages.FailCancelled {
+		t.Fatalf("cancelled turn's row %+v, %v", row, err)
 	}
 }
 
@@ -452,6 +457,32 @@ func TestRunToolErrors(t *testing.T) {
 	}
 }
 
+// A turn whose branch actor fails mid-step ends interrupted: its stream
+// says so at once, and the restarted actor records it with that code.
+func TestKilledTurnSaysInterrupted(t *testing.T) {
+	r, b := fakeBranch(t, fake.Step{Reply: "so far", Hang: true})
+	s, err := r.Submit(bg, b, "talk")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Next(nil)
+	if err := r.Kill(bg, b); err != nil {
+		t.Fatal(err)
+	}
+	_, last := s.Wait(nil)
+	if want := messages.FailedOutcome(messages.FailInterrupted, core.InterruptedReason); last.Phase != messages.PhaseFailed ||
+		last.Outcome != want || last.Err != core.InterruptedReason {
+		t.Fatalf("killed turn ended %+v, want outcome %+v", last, want)
+	}
+	if _, err := r.Inspect(bg, b); err != nil { // answered after the restarted actor recovered
+		t.Fatal(err)
+	}
+	if row, err := r.DB().TurnRow(bg, b, s.Turn); err != nil || row.Phase != messages.PhaseFailed || row.Outcome != "failed" ||
+		row.Code != messages.FailInterrupted || row.Reason != core.InterruptedReason {
+		t.Fatalf("killed turn's row %+v, %v", row, err)
+	}
+}
+
 func TestStepTimeout(t *testing.T) {
 	cfg := testConfig(t, t.TempDir(), newEvents())
 	cfg.Provider = fake.New(fake.Step{Reply: "so far", Hang: true})
@@ -460,7 +491,8 @@ func TestStepTimeout(t *testing.T) {
 	defer r.Close()
 	_, b, _ := r.CreateSession(bg, "timeout")
 	text, last, _ := runTurn(t, r, b.ID, "talk")
-	if last.Phase != messages.PhaseFailed || !strings.Contains(last.Err, "timed out after 100ms (runtime.provider_timeout)") || text != "so far" {
+	if last.Phase != messages.PhaseFailed || !strings.Contains(last.Err, "timed out after 100ms (runtime.provider_timeout)") || text != "so far" ||
+		last.Outcome != messages.FailedOutcome(messages.FailProviderTimeout, last.Err) {
 		t.Fatalf("turn ended %+v with %q", last, text)
 	}
 }
@@ -548,7 +580,8 @@ func TestContextShrinker(t *testing.T) {
 	// A user message that cannot fit fails the turn, saying why.
 	_, failed, _ := runTurn(t, r, b.ID, strings.Repeat("huge ", 3000))
 	if failed.Phase != messages.PhaseFailed || !strings.Contains(failed.Err, "context too large") ||
-		!strings.Contains(failed.Err, "user ") || !strings.Contains(failed.Err, "context_limit") {
+		!strings.Contains(failed.Err, "user ") || !strings.Contains(failed.Err, "context_limit") ||
+		failed.Outcome != messages.FailedOutcome(messages.FailContextTooLarge, failed.Err) {
 		t.Fatalf("oversized turn ended %+v", failed)
 	}
 }
@@ -664,7 +697,8 @@ func TestRetryWhenContextTooLarge(t *testing.T) {
 	defer r2.Close()
 	_, b2, _ := r2.CreateSession(bg, "too-large")
 	if _, last, _ := runTurn(t, r2, b2.ID, "hello"); last.Phase != messages.PhaseFailed ||
-		!strings.Contains(last.Err, "prompt is too long") || f2.Calls() != 3 {
+		!strings.Contains(last.Err, "prompt is too long") || f2.Calls() != 3 ||
+		last.Outcome != messages.FailedOutcome(messages.FailContextTooLarge, last.Err) {
 		t.Fatalf("turn ended %+v after %d calls, want failed after 1 + 2 retries", last, f2.Calls())
 	}
 }

@@ -18,8 +18,11 @@ type Update struct {
 	Durable   uint64             // journal bytes fsynced so far
 	Done      bool               // the turn reached its end (finalized or failed)
 	Phase     messages.TurnPhase // with Done: ResponseFinalized or Failed
-	Outcome   messages.StepOutcome
-	Err       string // with Done and Phase Failed: why
+	// Outcome, with Done, is how the turn ended: the final step's
+	// outcome, or for Phase Failed messages.FailedOutcome (kind failed
+	// or cancelled, Code one of messages' Fail* codes, Message why).
+	Outcome messages.StepOutcome
+	Err     string // with Done and Phase Failed: why (Outcome.Message)
 }
 
 // TurnStream delivers a turn's updates to one reader. The branch actor

@@ -68,15 +68,64 @@ func New(baseURL string, opts ...Option) *Client {
 // Error is an error answer of the server: its HTTP status, its stable
 // code (invalid_request, not_found, turn_in_flight, overloaded…) and its
 // message, and for 429 and 503 how long to wait before trying again.
+// The error of a turn that failed also names the turn; Send returns it
+// inside a *TurnError.
 type Error struct {
 	Status     int
 	Code       string
 	Message    string
 	RetryAfter time.Duration
+	Turn       messages.TurnID
 }
 
 func (e *Error) Error() string {
 	return fmt.Sprintf("ctxinf: %d %s: %s", e.Status, e.Code, e.Message)
+}
+
+// The codes of a turn the server accepted and that then failed
+// (TurnError.Code).
+const (
+	CodeContextTooLarge = messages.FailContextTooLarge // the context does not fit the model's window; the message names the sections and the keys to change
+	CodeCancelled       = messages.FailCancelled       // the turn was cancelled (Cancel)
+	CodeProvider        = messages.FailProvider        // the model's provider refused or failed the request (a 401, a 5xx after retries)
+	CodeInterrupted     = messages.FailInterrupted     // the server stopped or restarted during the turn
+	CodeProviderTimeout = messages.FailProviderTimeout // the provider took longer than runtime.provider_timeout
+	CodeTurnFailed      = messages.FailTurn            // another cause, which the message names
+)
+
+// TurnError is returned by Send and Stream for a turn the server accepted
+// and that then failed or was cancelled: the turn, its phase (failed),
+// its outcome (kind failed or cancelled, with the code and the reason),
+// and Code and Message, the outcome's code and reason. From Send it
+// wraps the server's *Error (Status is its HTTP status: 422, 409, 502,
+// 503, 504 or 500); from Stream, whose answer began with 200 and whose
+// done event said why, Status is 0.
+type TurnError struct {
+	Turn    messages.TurnID
+	Phase   messages.TurnPhase
+	Outcome messages.StepOutcome
+	Code    string
+	Message string
+	Status  int
+	err     *Error
+}
+
+func (e *TurnError) Error() string {
+	return fmt.Sprintf("ctxinf: turn %s %s (%s): %s", e.Turn, e.Outcome.Kind, e.Code, e.Message)
+}
+
+// Unwrap returns the server's error answer, if the error is Send's.
+func (e *TurnError) Unwrap() error {
+	if e.err == nil {
+		return nil
+	}
+	return e.err
+}
+
+// IsCancelled reports whether err says a turn was cancelled.
+func IsCancelled(err error) bool {
+	var e *TurnError
+	return errors.As(err, &e) && e.Code == CodeCancelled
 }
 
 // IsBusy reports whether err says the branch has a turn in flight.
@@ -125,12 +174,15 @@ func (c *Client) send(ctx context.Context, method, path string, body io.Reader, 
 	if resp.StatusCode >= 300 {
 		defer resp.Body.Close()
 		var e struct {
-			Error struct{ Code, Message string }
+			Error struct {
+				Code, Message string
+				Turn          messages.TurnID
+			}
 		}
 		data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 		out := &Error{Status: resp.StatusCode, Code: "http_" + strconv.Itoa(resp.StatusCode), Message: strings.TrimSpace(string(data))}
 		if json.Unmarshal(data, &e) == nil && e.Error.Code != "" {
-			out.Code, out.Message = e.Error.Code, e.Error.Message
+			out.Code, out.Message, out.Turn = e.Error.Code, e.Error.Message, e.Error.Turn
 		}
 		if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil {
 			out.RetryAfter = time.Duration(s) * time.Second
@@ -225,10 +277,19 @@ type TurnResult struct {
 	Durable   uint64               `json:"durable"`
 }
 
-// Send runs a turn and waits for its end.
+// Send runs a turn and waits for its end. A turn that fails or is
+// cancelled returns a *TurnError, with the result's turn, phase, outcome
+// and error set.
 func (c *Client) Send(ctx context.Context, branch messages.BranchID, text string) (TurnResult, error) {
 	var out TurnResult
 	err := c.do(ctx, "POST", "/v1/branches/"+branch.String()+"/turns", map[string]string{"text": text}, &out)
+	var e *Error
+	if errors.As(err, &e) && !e.Turn.IsZero() {
+		te := &TurnError{Turn: e.Turn, Phase: messages.PhaseFailed, Outcome: messages.FailedOutcome(e.Code, e.Message),
+			Code: e.Code, Message: e.Message, Status: e.Status, err: e}
+		out.Turn, out.Phase, out.Outcome, out.Error = te.Turn, te.Phase, te.Outcome, te.Message
+		return out, te
+	}
 	return out, err
 }
 
@@ -243,12 +304,15 @@ type Event struct {
 	Durable   uint64
 	Phase     messages.TurnPhase   // done
 	Outcome   messages.StepOutcome // done
-	Error     string               // done
+	Error     string               // done, of a failed turn: why
+	Code      string               // done, of a failed turn: the outcome's code (CodeContextTooLarge…)
 }
 
 // Stream runs a turn and calls fn with each of its events as the server
 // sends them; it returns the turn's result at the end. An error from fn
-// stops reading (the turn goes on on the server).
+// stops reading (the turn goes on on the server). A turn that fails or
+// is cancelled returns its result (what streamed of the reply) and a
+// *TurnError saying why.
 func (c *Client) Stream(ctx context.Context, branch messages.BranchID, text string, fn func(Event) error) (TurnResult, error) {
 	resp, err := c.request(ctx, "POST", "/v1/branches/"+branch.String()+"/turns",
 		map[string]any{"text": text, "stream": true}, "text/event-stream")
@@ -280,13 +344,28 @@ func (c *Client) Stream(ctx context.Context, branch messages.BranchID, text stri
 			Durable   uint64               `json:"durable"`
 			Phase     messages.TurnPhase   `json:"phase"`
 			Outcome   messages.StepOutcome `json:"outcome"`
-			Error     string               `json:"error"`
+			Error     json.RawMessage      `json:"error"` // done: a string; error: {"code", "message"}
+			Code      string               `json:"code"`
 		}
 		if err := json.Unmarshal([]byte(data), &raw); err != nil {
-			return res, fmt.Errorf("ctxinf: bad %s event: %w", event, err)
+			return res, fmt.Errorf("ctxinf: bad %s event %q: %w", event, data, err)
+		}
+		if event == "error" {
+			e := &Error{Status: resp.StatusCode, Code: "http_" + strconv.Itoa(resp.StatusCode), Message: data}
+			var body struct{ Code, Message string }
+			if json.Unmarshal(raw.Error, &body) == nil && body.Code != "" {
+				e.Code, e.Message = body.Code, body.Message
+			}
+			return res, e
+		}
+		var errText string
+		if len(raw.Error) > 0 {
+			if err := json.Unmarshal(raw.Error, &errText); err != nil {
+				return res, fmt.Errorf("ctxinf: bad %s event %q: %w", event, data, err)
+			}
 		}
 		ev := Event{Type: event, Turn: raw.Turn, Text: raw.Text, Item: raw.Item, Displayed: raw.Displayed, Durable: raw.Durable,
-			Phase: raw.Phase, Outcome: raw.Outcome, Error: raw.Error}
+			Phase: raw.Phase, Outcome: raw.Outcome, Error: errText, Code: raw.Code}
 		switch event {
 		case "turn":
 			res.Turn, res.Seq = raw.Turn, raw.Seq
@@ -294,7 +373,7 @@ func (c *Client) Stream(ctx context.Context, branch messages.BranchID, text stri
 		case "delta":
 			reply.WriteString(raw.Text)
 		case "done":
-			res.Phase, res.Outcome, res.Error = raw.Phase, raw.Outcome, raw.Error
+			res.Phase, res.Outcome, res.Error = raw.Phase, raw.Outcome, errText
 		}
 		res.Displayed, res.Durable = max(res.Displayed, raw.Displayed), max(res.Durable, raw.Durable)
 		if fn != nil {
@@ -307,8 +386,15 @@ func (c *Client) Stream(ctx context.Context, branch messages.BranchID, text stri
 	if err := sc.Err(); err != nil {
 		return res, err
 	}
-	if res.Phase == 0 {
+	switch res.Phase {
+	case 0:
 		return res, errors.New("ctxinf: the stream ended before the turn did")
+	case messages.PhaseFailed:
+		o := res.Outcome
+		if o.Kind == 0 { // a server from before outcomes of failed turns
+			o = messages.FailedOutcome("", res.Error)
+		}
+		return res, &TurnError{Turn: res.Turn, Phase: res.Phase, Outcome: o, Code: o.Code, Message: res.Error}
 	}
 	return res, nil
 }

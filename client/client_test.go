@@ -19,16 +19,29 @@ import (
 	"github.com/contextinfinity/ctxinf/internal/server"
 	"github.com/contextinfinity/ctxinf/messages"
 	"github.com/contextinfinity/ctxinf/persistence"
+	"github.com/contextinfinity/ctxinf/providers"
+	"github.com/contextinfinity/ctxinf/providers/fake"
 	"github.com/contextinfinity/ctxinf/providers/local"
 )
 
 func serve(t *testing.T, opts server.Options) string {
 	t.Helper()
+	return serveWith(t, opts, nil)
+}
+
+// serveWith is serve with the runtime's configuration changed by edit,
+// if not nil.
+func serveWith(t *testing.T, opts server.Options, edit func(*actors.Config)) string {
+	t.Helper()
 	store := persistence.TestOptions("")
 	store.Durability = persistence.DurabilityRelaxed
-	rt, err := actors.Open(context.Background(), actors.Config{DataDir: t.TempDir(), Store: store,
+	cfg := actors.Config{DataDir: t.TempDir(), Store: store,
 		Provider: local.New(local.Options{}), Model: "local", Fold: &core.Policy{}, RequestTimeout: 10 * time.Second,
-		Logger: zerolog.Nop()})
+		Logger: zerolog.Nop()}
+	if edit != nil {
+		edit(&cfg)
+	}
+	rt, err := actors.Open(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,6 +146,93 @@ func TestClientAuthError(t *testing.T) {
 
 func errorsAs(err error, target **client.Error) bool { return errors.As(err, target) }
 
+// A turn that fails or is cancelled is a *TurnError saying why, from Send
+// and from Stream alike.
+func TestClientFailedTurns(t *testing.T) {
+	ctx := context.Background()
+	unauthorized := &providers.Error{Provider: "fake", StatusCode: 401, Message: "invalid api key"}
+	block := make(chan struct{})
+	defer close(block)
+	f := fake.New(fake.Step{}, fake.Step{Err: unauthorized}, fake.Step{Err: unauthorized},
+		fake.Step{Block: block}, fake.Step{Block: block}).WithContextLimit(600)
+	c := client.New(serveWith(t, server.Options{}, func(cfg *actors.Config) {
+		cfg.Provider, cfg.MaxOutputTokens, cfg.SafetyMargin = f, 100, 10
+	}))
+	_, b, err := c.CreateSession(ctx, "failing")
+	if err != nil {
+		t.Fatal(err)
+	}
+	check := func(what string, res client.TurnResult, err error, status int, code, msg string) {
+		t.Helper()
+		var te *client.TurnError
+		if !errors.As(err, &te) || te.Code != code || te.Status != status || te.Turn.IsZero() || te.Phase != messages.PhaseFailed ||
+			te.Outcome != messages.FailedOutcome(code, te.Message) || !strings.Contains(te.Message, msg) {
+			t.Fatalf("%s: %v (%+v), want a TurnError %d %s %q", what, err, te, status, code, msg)
+		}
+		if res.Turn != te.Turn || res.Phase != messages.PhaseFailed || res.Outcome != te.Outcome || res.Error != te.Message {
+			t.Errorf("%s: result %+v, want the turn's failure", what, res)
+		}
+		var e *client.Error
+		if wrapped := errors.As(err, &e); wrapped != (status != 0) || wrapped && (e.Status != status || e.Code != code) {
+			t.Errorf("%s: wraps %+v (%v), want the server's error answer with Send only", what, e, wrapped)
+		}
+		if client.IsCancelled(err) != (code == client.CodeCancelled) {
+			t.Errorf("%s: IsCancelled = %v", what, !(code == client.CodeCancelled))
+		}
+	}
+	huge := strings.Repeat("huge ", 3000)
+	res, err := c.Send(ctx, b.ID, huge)
+	check("send too large", res, err, 422, client.CodeContextTooLarge, "context too large")
+	var done client.Event
+	res, err = c.Stream(ctx, b.ID, huge, func(e client.Event) error {
+		if e.Type == "done" {
+			done = e
+		}
+		return nil
+	})
+	check("stream too large", res, err, 0, client.CodeContextTooLarge, "context too large")
+	if done.Code != client.CodeContextTooLarge || done.Error != res.Error {
+		t.Errorf("done event %+v", done)
+	}
+	if res, err := c.Send(ctx, b.ID, "hello"); err != nil || res.Phase != messages.PhaseResponseFinalized {
+		t.Fatalf("a turn that fits: %+v, %v", res, err)
+	}
+	res, err = c.Send(ctx, b.ID, "hello")
+	check("send 401", res, err, 502, client.CodeProvider, "status 401: invalid api key")
+	res, err = c.Stream(ctx, b.ID, "hello", nil)
+	check("stream 401", res, err, 0, client.CodeProvider, "status 401: invalid api key")
+
+	// Cancelled, waited for and streamed: cancel once the turn's step
+	// runs (before, there is nothing to cancel).
+	cancel := func() error {
+		for deadline := time.Now().Add(10 * time.Second); ; {
+			err := c.Cancel(ctx, b.ID)
+			var e *client.Error
+			if err == nil || !errors.As(err, &e) || e.Code != "conflict" || time.Now().After(deadline) {
+				return err
+			}
+			time.Sleep(5 * time.Millisecond) // poll: the step starts on its own
+		}
+	}
+	cancelled := make(chan error, 1)
+	go func() { cancelled <- cancel() }()
+	res, err = c.Send(ctx, b.ID, "wait")
+	check("send cancelled", res, err, 409, client.CodeCancelled, "cancelled")
+	if err := <-cancelled; err != nil {
+		t.Fatal(err)
+	}
+	res, err = c.Stream(ctx, b.ID, "wait", func(e client.Event) error {
+		if e.Type == "turn" {
+			go func() { cancelled <- cancel() }()
+		}
+		return nil
+	})
+	check("stream cancelled", res, err, 0, client.CodeCancelled, "cancelled")
+	if err := <-cancelled; err != nil {
+		t.Fatal(err)
+	}
+}
+
 // Page back through a transcript of any length, newest page first.
 func ExampleClient_History() {
 	c := client.New("http://127.0.0.1:8080")
@@ -185,7 +285,14 @@ func ExampleClient_Stream() {
 		fmt.Print(e.Text) // the reply as it streams
 		return nil
 	})
-	if err != nil {
+	var te *client.TurnError
+	switch {
+	case errors.As(err, &te):
+		// The turn failed or was cancelled: te.Code says why
+		// (context_too_large, provider_error, cancelled…).
+		fmt.Printf("\nturn %s %s (%s): %s\n", te.Turn, te.Outcome.Kind, te.Code, te.Message)
+		return
+	case err != nil:
 		fmt.Println(err)
 		return
 	}

@@ -160,12 +160,15 @@ type ResponseFinalized struct {
 }
 
 // TurnFailed records that Turn failed before its response was finalized.
-// Step is the provider step that was running, zero if none.
+// Step is the provider step that was running, zero if none. Code is why,
+// one of the Fail* codes (left out of the JSON when empty, as in events
+// written before codes were recorded); Reason says it in words.
 //
-//	{"type":"turn_failed","turn":"…","step":"","reason":"provider: overloaded","at":"…"}
+//	{"type":"turn_failed","turn":"…","step":"","code":"provider_error","reason":"provider: overloaded","at":"…"}
 type TurnFailed struct {
 	Turn   TurnID
 	Step   StepID
+	Code   string
 	Reason string
 	At     time.Time
 }
@@ -325,6 +328,9 @@ func MarshalBranchEvent(ev BranchEvent) ([]byte, error) {
 		w = newWriter(scope{ErrInvalidEvent, "turn_failed"})
 		writeID(w, "turn", ev.Turn, true)
 		writeID(w, "step", ev.Step, false)
+		if ev.Code != "" {
+			w.str("code", ev.Code)
+		}
 		w.str("reason", ev.Reason)
 		w.time("at", ev.At)
 	case StateCommitted:
@@ -451,6 +457,7 @@ func UnmarshalBranchEvent(data []byte) (BranchEvent, error) {
 		var e TurnFailed
 		e.Turn = readID[turnKind](r, "turn", true)
 		e.Step = readID[stepKind](r, "step", false)
+		e.Code = r.str("code")
 		e.Reason = r.str("reason")
 		e.At = r.time("at")
 		ev = e

@@ -147,6 +147,45 @@ func (o *StepOutcome) UnmarshalJSON(data []byte) error {
 	return nil
 }
 
+// The codes of a failed turn (TurnFailed.Code, and the Code of the
+// StepOutcome it ends with): why it failed, one per cause a client may
+// act on differently.
+const (
+	// FailContextTooLarge: the context does not fit the model's window,
+	// even shrunk; the reason names the sections and the keys to change.
+	FailContextTooLarge = "context_too_large"
+	// FailProvider: the provider refused the request or failed (a 401,
+	// a 400, a 5xx once retries ran out, a dropped stream).
+	FailProvider = "provider_error"
+	// FailProviderTimeout: the provider step outlasted
+	// runtime.provider_timeout.
+	FailProviderTimeout = "provider_timeout"
+	// FailCancelled: the turn was cancelled before its response was
+	// final.
+	FailCancelled = "cancelled"
+	// FailInterrupted: the runtime stopped or restarted, or the branch
+	// failed, while the turn was in flight.
+	FailInterrupted = "interrupted"
+	// FailTurn: any other cause (redaction, the store, a tool call while
+	// tools are disabled); the reason says which.
+	FailTurn = "turn_failed"
+)
+
+// FailedOutcome is the outcome a turn that failed with code for reason
+// ends with: kind OutcomeCancelled for FailCancelled, else OutcomeFailed,
+// with Code (FailTurn when code is empty: a turn failed before codes were
+// recorded) and Message reason. Unlike the zero StepOutcome it encodes.
+func FailedOutcome(code, reason string) StepOutcome {
+	if code == "" {
+		code = FailTurn
+	}
+	kind := OutcomeFailed
+	if code == FailCancelled {
+		kind = OutcomeCancelled
+	}
+	return StepOutcome{Kind: kind, Code: code, Message: reason}
+}
+
 // ChunkType classifies a retrieval chunk (SRD §5.8). The zero ChunkType is
 // invalid.
 type ChunkType uint8

@@ -139,3 +139,41 @@ func TestStepOutcomeJSON(t *testing.T) {
 		t.Errorf("json.Marshal(StepOutcome{}) = %v, want ErrUnknownValue", err)
 	}
 }
+
+// TestFailedOutcome checks that the outcome of a failed turn, whatever
+// its code, encodes (the zero StepOutcome does not) and names its kind
+// as text that decodes: it is what the turn's row and stream carry.
+func TestFailedOutcome(t *testing.T) {
+	tests := []struct {
+		code, reason string
+		want         StepOutcome
+	}{
+		{FailContextTooLarge, "context too large", StepOutcome{Kind: OutcomeFailed, Code: FailContextTooLarge, Message: "context too large"}},
+		{FailProvider, "openai: 401", StepOutcome{Kind: OutcomeFailed, Code: FailProvider, Message: "openai: 401"}},
+		{FailProviderTimeout, "timed out", StepOutcome{Kind: OutcomeFailed, Code: FailProviderTimeout, Message: "timed out"}},
+		{FailCancelled, "cancelled", StepOutcome{Kind: OutcomeCancelled, Code: FailCancelled, Message: "cancelled"}},
+		{FailInterrupted, "interrupted", StepOutcome{Kind: OutcomeFailed, Code: FailInterrupted, Message: "interrupted"}},
+		{FailTurn, "redact: no", StepOutcome{Kind: OutcomeFailed, Code: FailTurn, Message: "redact: no"}},
+		{"", "an old failure", StepOutcome{Kind: OutcomeFailed, Code: FailTurn, Message: "an old failure"}},
+	}
+	for _, tc := range tests {
+		got := FailedOutcome(tc.code, tc.reason)
+		if got != tc.want {
+			t.Errorf("FailedOutcome(%q, %q) = %+v, want %+v", tc.code, tc.reason, got, tc.want)
+		}
+		data, err := json.Marshal(got)
+		if err != nil {
+			t.Errorf("json.Marshal(FailedOutcome(%q)) = %v", tc.code, err)
+			continue
+		}
+		var back StepOutcome
+		if err := json.Unmarshal(data, &back); err != nil || back != got {
+			t.Errorf("json.Unmarshal(%s) = %+v, %v, want %+v", data, back, err, got)
+		}
+		text, err := got.Kind.MarshalText()
+		var k OutcomeKind
+		if err != nil || k.UnmarshalText(text) != nil || k != got.Kind {
+			t.Errorf("FailedOutcome(%q).Kind as text = %q, %v; decodes to %v", tc.code, text, err, k)
+		}
+	}
+}

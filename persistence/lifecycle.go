@@ -66,8 +66,9 @@ type TurnRow struct {
 	ID         messages.TurnID    `json:"id"` // also the transcript node of the user message
 	Phase      messages.TurnPhase `json:"phase"`
 	Step       messages.StepID    `json:"step,omitempty"`
-	Reply      messages.TurnID    `json:"reply,omitempty"` // transcript node of the assistant message
-	Outcome    string             `json:"outcome,omitempty"`
+	Reply      messages.TurnID    `json:"reply,omitempty"`   // transcript node of the assistant message
+	Outcome    string             `json:"outcome,omitempty"` // a messages.OutcomeKind, once the response is final or the turn failed
+	Code       string             `json:"code,omitempty"`    // why a failed turn failed: one of messages' Fail* codes
 	Reason     string             `json:"reason,omitempty"`
 	StateAfter messages.StateID   `json:"state_after,omitempty"`
 	StateSeq   uint64             `json:"state_seq,omitempty"`

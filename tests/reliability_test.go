@@ -9,8 +9,8 @@ import (
 	"testing"
 )
 
-// post sends a JSON body and decodes the answer into out (if not nil).
-func post(t *testing.T, url string, body any, out any) int {
+// postJSON sends a JSON body and decodes the answer into out (if not nil).
+func postJSON(t *testing.T, url string, body any, out any) int {
 	t.Helper()
 	b, err := json.Marshal(body)
 	if err != nil {
@@ -41,7 +41,7 @@ func TestOversizedTurnIsRefusedWith413(t *testing.T) {
 			ID string `json:"id"`
 		} `json:"branch"`
 	}
-	if st := post(t, s.url+"/v1/sessions", map[string]string{"title": "big"}, &created); st != 200 && st != 201 {
+	if st := postJSON(t, s.url+"/v1/sessions", map[string]string{"title": "big"}, &created); st != 200 && st != 201 {
 		t.Fatalf("create session: %d", st)
 	}
 	b := s.url + "/v1/branches/" + created.Branch.ID
@@ -49,7 +49,7 @@ func TestOversizedTurnIsRefusedWith413(t *testing.T) {
 		Error struct{ Code, Message string } `json:"error"`
 	}
 	text := strings.Repeat("word ", 4200<<10/5) // 4.2 MB: under the body limit, over the store's twice
-	if st := post(t, b+"/turns", map[string]any{"text": text}, &e); st != http.StatusRequestEntityTooLarge ||
+	if st := postJSON(t, b+"/turns", map[string]any{"text": text}, &e); st != http.StatusRequestEntityTooLarge ||
 		e.Error.Code != "request_too_large" || !strings.Contains(e.Error.Message, "store.max_payload_bytes") {
 		t.Fatalf("4.2 MB turn: %d %+v, want 413 request_too_large naming store.max_payload_bytes", st, e)
 	}
@@ -57,7 +57,7 @@ func TestOversizedTurnIsRefusedWith413(t *testing.T) {
 		Phase string `json:"phase"`
 		Reply string `json:"reply"`
 	}
-	if st := post(t, b+"/turns", map[string]any{"text": "and now a small one"}, &turn); st != 200 || turn.Phase != "response_finalized" {
+	if st := postJSON(t, b+"/turns", map[string]any{"text": "and now a small one"}, &turn); st != 200 || turn.Phase != "response_finalized" {
 		t.Fatalf("turn after the refused one: %d %+v", st, turn)
 	}
 	resp, err := http.Get(b)

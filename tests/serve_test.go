@@ -41,8 +41,8 @@ func freePort(t *testing.T) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
-// startServe starts `ctxinf serve` on dir, with extra environment
-// variables if any.
+// startServe starts `ctxinf serve` on dir, with the extra environment
+// variables, and waits until it is ready.
 func startServe(t *testing.T, dir string, extra ...string) *server {
 	t.Helper()
 	addr := "127.0.0.1:" + strconv.Itoa(freePort(t))

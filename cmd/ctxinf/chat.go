@@ -182,8 +182,10 @@ func chat(e *env, args []string) error {
 			fmt.Fprintf(e.stdout, "\n  [%s: %s]", last.Outcome.Kind, last.Outcome.Reason)
 		}
 		fmt.Fprintf(e.stdout, "\n  [turn %d · %s · stream durable/displayed %d/%d bytes]\n", s.Seq, last.Phase, last.Durable, last.Displayed)
-		if last.Err != "" {
-			fmt.Fprintf(e.stdout, "  failed: %s\n", last.Err)
+		if last.Phase == messages.PhaseFailed {
+			// What failed, and why: the code a client of the server
+			// gets (context_too_large, provider_error, cancelled…).
+			fmt.Fprintf(e.stdout, "  %s (%s): %s\n", last.Outcome.Kind, last.Outcome.Code, last.Outcome.Message)
 		}
 	}
 }

@@ -198,6 +198,33 @@ func TestBenchTurnsSmall(t *testing.T) {
 	}
 }
 
+// A turn that fails says so in chat, with its code and why; the next
+// turn runs.
+func TestChatSaysWhyATurnFailed(t *testing.T) {
+	t.Setenv("CTX_DATA_DIR", t.TempDir())
+	t.Setenv("CTX_LOCAL_DELAY", "0")
+	t.Setenv("CTX_STORE_DURABILITY", "relaxed")
+	t.Setenv("CTX_DEFAULT_MODEL", "local")
+	t.Setenv("CTX_MODELS_LOCAL_CONTEXT_LIMIT", "1024")
+	t.Setenv("CTX_RUNTIME_MAX_OUTPUT_TOKENS", "256")
+	in := strings.NewReader(strings.Repeat("huge ", 3000) + "\nsmall\n/quit\n")
+	var out, errOut bytes.Buffer
+	if code := run([]string{"chat"}, in, &out, &errOut); code != 0 {
+		t.Fatalf("chat exited %d: %s", code, errOut.String())
+	}
+	o := out.String()
+	for _, want := range []string{
+		"[turn 1 · failed ·",
+		"  failed (context_too_large): context too large: ",
+		"context_limit",
+		"[turn 2 · response_finalized ·",
+	} {
+		if !strings.Contains(o, want) {
+			t.Errorf("chat output lacks %q:\n%s", want, o)
+		}
+	}
+}
+
 // With a model's key in the environment, chat talks to that model (here
 // a loopback server speaking OpenAI's streaming Chat Completions), and the
 // key appears nowhere: not in the output, the logs or the data dir.

@@ -130,8 +130,9 @@ func (b *Branch) SelectModel(model string, now time.Time) ([]messages.BranchEven
 }
 
 // Fail records that the turn in flight failed for reason, which must not
-// be empty. A turn finalized or failed already cannot fail: ErrInvalid.
-func (b *Branch) Fail(turn messages.TurnID, reason string, now time.Time) ([]messages.BranchEvent, error) {
+// be empty; code is why (one of messages' Fail* codes). A turn finalized
+// or failed already cannot fail: ErrInvalid.
+func (b *Branch) Fail(turn messages.TurnID, code, reason string, now time.Time) ([]messages.BranchEvent, error) {
 	if !b.Created {
 		return nil, ErrNotCreated
 	}
@@ -142,7 +143,7 @@ func (b *Branch) Fail(turn messages.TurnID, reason string, now time.Time) ([]mes
 	if reason == "" {
 		return nil, invalid("turn %s: reason: required", turn)
 	}
-	return b.decide(messages.TurnFailed{Turn: turn, Step: b.Turns[i].Step, Reason: reason, At: now.UTC()})
+	return b.decide(messages.TurnFailed{Turn: turn, Step: b.Turns[i].Step, Code: code, Reason: reason, At: now.UTC()})
 }
 
 // Commit advances the head to state, which folds turns into the head
@@ -217,7 +218,8 @@ func (b *Branch) Recover(now time.Time) (events []messages.BranchEvent, effects 
 		case inFlight(t.Phase) && len(t.Loop) > 0:
 			effects = append(effects, Abandon{Turn: t.ID, Reason: "interrupted"})
 		case inFlight(t.Phase):
-			events = append(events, messages.TurnFailed{Turn: t.ID, Step: t.Step, Reason: InterruptedReason, At: now.UTC()})
+			events = append(events, messages.TurnFailed{Turn: t.ID, Step: t.Step, Code: messages.FailInterrupted,
+				Reason: InterruptedReason, At: now.UTC()})
 		case t.Phase == messages.PhaseStateCommitted:
 			effects = append(effects, Index{Turn: t.ID})
 		}

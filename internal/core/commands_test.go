@@ -197,11 +197,13 @@ func TestFinalize(t *testing.T) {
 
 func TestFail(t *testing.T) {
 	fail := func(turn messages.TurnID, reason string) func(*Branch) ([]messages.BranchEvent, error) {
-		return func(b *Branch) ([]messages.BranchEvent, error) { return b.Fail(turn, reason, local) }
+		return func(b *Branch) ([]messages.BranchEvent, error) {
+			return b.Fail(turn, messages.FailProvider, reason, local)
+		}
 	}
 	tests := []decision{
-		{accepted, "Fail(accepted)", fail(T1, "context: too large"), events(messages.TurnFailed{Turn: T1, Reason: "context: too large", At: now}), nil, ""},
-		{responding, "Fail(responding)", fail(T1, "provider: 529"), events(messages.TurnFailed{Turn: T1, Step: S1, Reason: "provider: 529", At: now}), nil, ""},
+		{accepted, "Fail(accepted)", fail(T1, "context: too large"), events(messages.TurnFailed{Turn: T1, Code: messages.FailProvider, Reason: "context: too large", At: now}), nil, ""},
+		{responding, "Fail(responding)", fail(T1, "provider: 529"), events(messages.TurnFailed{Turn: T1, Step: S1, Code: messages.FailProvider, Reason: "provider: 529", At: now}), nil, ""},
 		{nil, "Fail before Create", fail(T1, "x"), nil, ErrNotCreated, ""},
 		{responding, "Fail(no reason)", fail(T1, ""), nil, ErrInvalid, "turn T1: reason: required"},
 		{responding, "Fail(zero)", fail(messages.TurnID{}, "x"), nil, ErrInvalid, "turn: required"},
@@ -344,11 +346,11 @@ func TestRecover(t *testing.T) {
 	}{
 		{nil, nil, nil},
 		{created, nil, nil},
-		{accepted, events(messages.TurnFailed{Turn: T1, Reason: InterruptedReason, At: now}), nil},
-		{responding, events(messages.TurnFailed{Turn: T1, Step: S1, Reason: InterruptedReason, At: now}), nil},
+		{accepted, events(messages.TurnFailed{Turn: T1, Code: messages.FailInterrupted, Reason: InterruptedReason, At: now}), nil},
+		{responding, events(messages.TurnFailed{Turn: T1, Step: S1, Code: messages.FailInterrupted, Reason: InterruptedReason, At: now}), nil},
 		{finalized, nil, []Effect{Summarize{Turns: []messages.TurnID{T1}, Reason: FoldOverflow}}},
 		{append(committed[:5:5], "submit T2", "start T2 S2", "finalize T2 S2 R2 completed", "submit T3"),
-			events(messages.TurnFailed{Turn: T3, Reason: InterruptedReason, At: now}),
+			events(messages.TurnFailed{Turn: T3, Code: messages.FailInterrupted, Reason: InterruptedReason, At: now}),
 			[]Effect{Index{Turn: T1}, Summarize{Turns: []messages.TurnID{T2}, Epoch: 1, State: messages.StateCheckpoint{ID: St1, Seq: 1, Summary: "summary 1"}, Reason: FoldOverflow}}},
 		{indexed, nil, nil},
 	}

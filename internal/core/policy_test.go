@@ -148,7 +148,7 @@ func foldRun(r *rand.Rand, p Policy, steps int) error {
 				return err
 			}
 			if r.IntN(8) == 0 {
-				if err := apply(b.Fail(turn, "boom", now())); err != nil {
+				if err := apply(b.Fail(turn, messages.FailTurn, "boom", now())); err != nil {
 					return err
 				}
 				break

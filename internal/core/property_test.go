@@ -158,7 +158,7 @@ func randomRun(t *testing.T, r *rand.Rand, steps int, seen map[string]int) bool 
 			must = inflight.Phase == messages.PhaseResponding && o.Kind != messages.OutcomeFailed
 		case k < 48 && busy:
 			what = "Fail"
-			evs, err = b.Fail(inflight.ID, "boom", clock)
+			evs, err = b.Fail(inflight.ID, messages.FailTurn, "boom", clock)
 			must = true
 		case k < 75 && len(pending) > 0:
 			what = "Commit"
@@ -227,7 +227,7 @@ func randomRun(t *testing.T, r *rand.Rand, steps int, seen map[string]int) bool 
 				evs, err = b.Commit(messages.StateCheckpoint{ID: id[messages.StateID](newID("st")), Seq: b.State.Seq + 1, Pinned: b.State.Pinned},
 					[]messages.TurnID{turn}, b.Epoch, clock)
 			case 3:
-				evs, err = b.Fail(turn, "junk", clock)
+				evs, err = b.Fail(turn, messages.FailTurn, "junk", clock)
 			case 4:
 				_, err = b.Create(ev)
 			}

@@ -266,7 +266,7 @@ func (s *script) decide(cmd string, words []string, args map[string]string) ([]m
 		if err := need(1); err != nil {
 			return nil, err
 		}
-		return b.Fail(id[messages.TurnID](words[0]), strings.Join(words[1:], " "), now)
+		return b.Fail(id[messages.TurnID](words[0]), "", strings.Join(words[1:], " "), now)
 	case "commit":
 		if err := need(1); err != nil {
 			return nil, err
@@ -425,7 +425,11 @@ func formatEvent(ev messages.BranchEvent) string {
 		return fmt.Sprintf("response_finalized %s step=%s reply=%s outcome=%s displayed=%d durable=%d at=%s",
 			name(e.Turn), name(e.Step), name(e.Reply), e.Outcome.Kind, e.Displayed, e.Durable, at(e.At))
 	case messages.TurnFailed:
-		return fmt.Sprintf("turn_failed %s step=%s reason=%q at=%s", name(e.Turn), name(e.Step), e.Reason, at(e.At))
+		code := ""
+		if e.Code != "" {
+			code = " code=" + e.Code
+		}
+		return fmt.Sprintf("turn_failed %s step=%s%s reason=%q at=%s", name(e.Turn), name(e.Step), code, e.Reason, at(e.At))
 	case messages.StateCommitted:
 		return fmt.Sprintf("state_committed state=%s turns=%s epoch=%d at=%s", formatState(e.State), names(e.Turns), e.Epoch, at(e.At))
 	case messages.TurnIndexed:

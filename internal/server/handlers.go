@@ -132,7 +132,9 @@ func (s *Server) fork(w http.ResponseWriter, r *http.Request) error {
 // it answers with server-sent events as the turn streams: "turn" (its id
 // and seq), "delta" (text and the journal's displayed/durable byte
 // counts), "item" (a tool call or output), and "done" (phase, outcome,
-// counts, error); otherwise it waits for the end and answers JSON.
+// counts, and for a failed turn its error and code); otherwise it waits
+// for the end and answers JSON, or the error of a turn that failed (its
+// code is the turn's outcome code: context_too_large, provider_error…).
 func (s *Server) submitTurn(w http.ResponseWriter, r *http.Request) error {
 	id, _, err := s.branch(r)
 	if err != nil {
@@ -156,8 +158,8 @@ func (s *Server) submitTurn(w http.ResponseWriter, r *http.Request) error {
 		return s.streamTurn(w, r, stream)
 	}
 	text, last := stream.Wait(r.Context().Done())
-	if !last.Done {
-		return &apiError{http.StatusServiceUnavailable, CodeUnavailable, "the client went away before the turn ended; it goes on"}
+	if err := turnFailed(stream.Turn, last); err != nil {
+		return err
 	}
 	writeJSON(w, http.StatusOK, client.TurnResult{Turn: stream.Turn, Seq: stream.Seq, Reply: text, Phase: last.Phase, Outcome: last.Outcome,
 		Error: last.Err, Displayed: last.Displayed, Durable: last.Durable})
@@ -169,11 +171,18 @@ func (s *Server) streamTurn(w http.ResponseWriter, r *http.Request, st *actors.T
 		send("turn", map[string]any{"turn": st.Turn, "seq": st.Seq, "branch": st.Branch})
 	}
 	var buf []byte
-	return sseStream(w, r, st, head, func(send func(string, any), u actors.Update) {
+	return sseStream(w, r, st, nil, head, func(send func(string, any), u actors.Update) {
 		switch {
 		case u.Done:
-			send("done", map[string]any{"phase": u.Phase, "outcome": u.Outcome, "error": u.Err,
-				"displayed": u.Displayed, "durable": u.Durable})
+			done := map[string]any{"phase": u.Phase, "displayed": u.Displayed, "durable": u.Durable}
+			if u.Outcome.Kind != 0 {
+				done["outcome"] = u.Outcome
+			}
+			if u.Phase == messages.PhaseFailed {
+				o := failedOutcome(u)
+				done["outcome"], done["error"], done["code"] = o, o.Message, o.Code
+			}
+			send("done", done)
 		case u.Item != nil:
 			item, err := messages.MarshalItem(u.Item)
 			if err == nil {

@@ -27,6 +27,12 @@ import (
 // creates on first use ("proxy:<key>"). Earlier messages of the request
 // are ignored: the runtime holds the conversation.
 
+// isProxyPath reports whether path is one of the proxy's routes, whose
+// errors are in the OpenAI API's shape.
+func isProxyPath(path string) bool {
+	return path == "/v1/chat/completions" || path == "/v1/responses"
+}
+
 // ProxyBranchHeader and ProxyConversationHeader choose the conversation.
 const (
 	ProxyBranchHeader       = "X-Ctx-Branch"
@@ -187,7 +193,7 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) error {
 	w.Header().Set(ProxyBranchHeader, b.String())
 	if !req.Stream {
 		reply, last := st.Wait(r.Context().Done())
-		if err := turnError(last); err != nil {
+		if err := turnFailed(st.Turn, last); err != nil {
 			return err
 		}
 		writeJSON(w, http.StatusOK, map[string]any{
@@ -223,8 +229,11 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) error {
 		}
 		switch {
 		case u.Done:
-			if u.Phase == messages.PhaseFailed {
-				send("", map[string]any{"error": map[string]string{"message": u.Err, "type": "server_error"}})
+			if ae := turnFailed(st.Turn, u); ae != nil {
+				// openai-go and the other SDKs end a stream with an
+				// error at a chunk that holds one.
+				send("", map[string]any{"error": map[string]any{"message": ae.Message, "type": openAIErrorType(ae.Status),
+					"param": nil, "code": ae.Code}})
 				return
 			}
 			begin("{}")
@@ -317,14 +326,19 @@ func (s *Server) responses(w http.ResponseWriter, r *http.Request) error {
 			out["output"] = []any{map[string]any{"type": "message", "id": msgID, "role": "assistant", "status": "completed",
 				"content": []any{map[string]any{"type": "output_text", "text": reply, "annotations": []any{}}}}}
 		}
-		if status == "incomplete" {
+		switch status {
+		case "incomplete":
 			out["incomplete_details"] = map[string]string{"reason": last.Outcome.Reason}
+		case "failed":
+			ae := turnFailed(st.Turn, last)
+			out["error"] = map[string]string{"code": ae.Code, "message": ae.Message}
+			out["output"].([]any)[0].(map[string]any)["status"] = "incomplete"
 		}
 		return out
 	}
 	if !req.Stream {
 		reply, last := st.Wait(r.Context().Done())
-		if err := turnError(last); err != nil {
+		if err := turnFailed(st.Turn, last); err != nil {
 			return err
 		}
 		writeJSON(w, http.StatusOK, response(responseStatus(last), reply, last))
@@ -348,7 +362,11 @@ func (s *Server) responses(w http.ResponseWriter, r *http.Request) error {
 		}
 		switch {
 		case u.Done && u.Phase == messages.PhaseFailed:
-			ev("error", map[string]any{"code": "server_error", "message": u.Err})
+			// As the Responses API ends a response that failed: an
+			// error event, then response.failed saying why.
+			ae := turnFailed(st.Turn, u)
+			ev("error", map[string]any{"code": ae.Code, "message": ae.Message, "param": nil})
+			ev("response.failed", map[string]any{"response": response("failed", text2.String(), u)})
 		case u.Done:
 			all := text2.String()
 			ev("response.output_text.done", map[string]any{"item_id": msgID, "output_index": 0, "content_index": 0, "text": all})
@@ -376,11 +394,24 @@ func (s *Server) responses(w http.ResponseWriter, r *http.Request) error {
 
 // proxyStream is sseStream for the proxy's APIs: they carry the turn's
 // text only (tool calls and outputs are the runtime's own), and each is
-// told whether the update is the first it is given.
+// told whether the update is the first it is given. A turn that fails
+// before any text (its context too large, the provider's 401) is
+// answered as the API answers a request it refuses: an error status,
+// not a stream.
 func proxyStream(w http.ResponseWriter, r *http.Request, st *actors.TurnStream,
 	each func(send func(event string, v any), u actors.Update, first bool), done string) error {
+	us := st.Next(r.Context().Done())
+	for _, u := range us {
+		if u.Item != nil {
+			continue
+		}
+		if u.Done && u.Phase == messages.PhaseFailed {
+			return turnFailed(st.Turn, u)
+		}
+		break
+	}
 	started := false
-	return sseStream(w, r, st, nil, func(send func(string, any), u actors.Update) {
+	return sseStream(w, r, st, us, nil, func(send func(string, any), u actors.Update) {
 		if u.Item != nil {
 			return
 		}
@@ -391,10 +422,11 @@ func proxyStream(w http.ResponseWriter, r *http.Request, st *actors.TurnStream,
 }
 
 // sseStream answers with server-sent events: head's (if any), flushed at
-// once, then those each builds from every update of the turn, flushed as
-// they come, then the done line if not empty. A client that goes away
-// ends it; the turn goes on.
-func sseStream(w http.ResponseWriter, r *http.Request, st *actors.TurnStream, head func(send func(event string, v any)),
+// once, then those each builds from every update of the turn (read is
+// what was read of the stream already), flushed as they come, then the
+// done line if not empty. A client that goes away ends it; the turn goes
+// on.
+func sseStream(w http.ResponseWriter, r *http.Request, st *actors.TurnStream, read []actors.Update, head func(send func(event string, v any)),
 	each func(send func(event string, v any), u actors.Update), done string) error {
 	fl, ok := w.(http.Flusher)
 	if !ok {
@@ -408,7 +440,13 @@ func sseStream(w http.ResponseWriter, r *http.Request, st *actors.TurnStream, he
 	send := func(event string, v any) {
 		data, ok := v.(json.RawMessage) // encoded by the caller
 		if !ok {
-			data, _ = json.Marshal(v)
+			var err error
+			if data, err = json.Marshal(v); err != nil {
+				// A bug, said as such rather than as an empty event.
+				data, _ = json.Marshal(map[string]any{"error": map[string]string{"code": CodeInternal,
+					"message": "encode the " + event + " event: " + err.Error()}})
+				event = "error"
+			}
 		}
 		if event != "" {
 			bw.WriteString("event: ")
@@ -433,7 +471,11 @@ func sseStream(w http.ResponseWriter, r *http.Request, st *actors.TurnStream, he
 		}
 	}
 	shown := false // the first text went out on its own
-	for us := st.Next(r.Context().Done()); us != nil; us = st.Next(r.Context().Done()) {
+	us := read
+	if us == nil {
+		us = st.Next(r.Context().Done())
+	}
+	for ; us != nil; us = st.Next(r.Context().Done()) {
 		for _, u := range us {
 			each(send, u)
 			if !shown && u.Delta != "" {
@@ -461,17 +503,6 @@ func sseStream(w http.ResponseWriter, r *http.Request, st *actors.TurnStream, he
 	// at the last event (the OpenAI SDKs do, at [DONE]) before the end of
 	// the body has come closes its connection with it.
 	_ = bw.Flush()
-	return nil
-}
-
-// turnError is the error of a turn that failed (or whose client left).
-func turnError(last actors.Update) error {
-	switch {
-	case !last.Done:
-		return &apiError{http.StatusServiceUnavailable, CodeUnavailable, "the client went away before the turn ended; it goes on"}
-	case last.Phase == messages.PhaseFailed:
-		return &apiError{http.StatusBadGateway, "upstream_failed", "the turn failed: " + last.Err}
-	}
 	return nil
 }
 

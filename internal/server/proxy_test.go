@@ -3,6 +3,7 @@ package server
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -19,6 +20,8 @@ import (
 
 	"github.com/contextinfinity/ctxinf/actors"
 	"github.com/contextinfinity/ctxinf/messages"
+	"github.com/contextinfinity/ctxinf/providers"
+	"github.com/contextinfinity/ctxinf/providers/fake"
 	"github.com/contextinfinity/ctxinf/providers/local"
 )
 
@@ -150,5 +153,86 @@ func TestProxySelectsTheNamedModel(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != 200 || modelOf(b) != "slow" {
 		t.Fatalf("naming a model not configured: %d, branch model %q, want slow kept", resp.StatusCode, modelOf(b))
+	}
+}
+
+// A proxied turn that fails answers as OpenAI's API does, so that its
+// SDKs report an error, not an empty success: before any text, an error
+// status with {"error": {"message", "type", "code"}} (streamed or not);
+// after some text, a chat chunk holding the error, or the Responses
+// API's error and response.failed events.
+func TestProxyFailedTurnsAreErrors(t *testing.T) {
+	huge := strings.Repeat("huge ", 3000)
+	midway := fake.Step{Reply: "half an answer",
+		Outcome: messages.StepOutcome{Kind: messages.OutcomeFailed, Code: "server_error", Message: "the model crashed"}}
+	unauthorized := &providers.Error{Provider: "fake", StatusCode: 401, Message: "invalid api key"}
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name    string
+		f       *fake.Provider
+		text    string
+		status  int
+		midway  bool // the failure comes after some text
+		code    string
+		typ     string
+		message string
+	}{
+		{"context too large", fake.New(), huge, 422, false, CodeContextTooLarge, "invalid_request_error", "context too large"},
+		{"provider 401", fake.New(fake.Step{Err: unauthorized}), "hello", 502, false, CodeProvider, "server_error", "status 401"},
+		{"midway", fake.New(midway), "hello", 502, true, CodeProvider, "server_error", "the model crashed"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ts, _ := failingServer(t, tc.f)
+			oc := openai.NewClient(option.WithBaseURL(ts.URL+"/v1"), option.WithAPIKey("unused"), option.WithMaxRetries(0),
+				option.WithHeader(ProxyConversationHeader, "failing"))
+			isAPIError := func(where string, err error) {
+				t.Helper()
+				var ae *openai.Error
+				if !errors.As(err, &ae) || ae.StatusCode != tc.status || ae.Code != tc.code || ae.Type != tc.typ ||
+					!strings.Contains(ae.Message, tc.message) {
+					t.Errorf("%s: %v (%+v), want an API error %d %s %s %q", where, err, ae, tc.status, tc.typ, tc.code, tc.message)
+				}
+			}
+			chat := openai.ChatCompletionNewParams{Model: "local", Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage(tc.text)}}
+			_, err := oc.Chat.Completions.New(ctx, chat)
+			isAPIError("chat", err)
+			s := oc.Chat.Completions.NewStreaming(ctx, chat)
+			text := ""
+			for s.Next() {
+				if c := s.Current(); len(c.Choices) > 0 {
+					text += c.Choices[0].Delta.Content
+				}
+			}
+			if !tc.midway {
+				isAPIError("chat stream", s.Err())
+			} else if err := s.Err(); err == nil || !strings.Contains(err.Error(), tc.message) || !strings.Contains(err.Error(), tc.code) ||
+				text != "half an answer" {
+				t.Errorf("chat stream: %v after %q, want an error saying %q after the text", err, text, tc.message)
+			}
+			s.Close()
+
+			params := responses.ResponseNewParams{Model: "local", Input: responses.ResponseNewParamsInputUnion{OfString: openai.String(tc.text)}}
+			_, err = oc.Responses.New(ctx, params)
+			isAPIError("responses", err)
+			rs := oc.Responses.NewStreaming(ctx, params)
+			var types []string
+			var failed responses.ResponseFailedEvent
+			for rs.Next() {
+				ev := rs.Current()
+				types = append(types, ev.Type)
+				if ev.Type == "response.failed" {
+					failed = ev.AsResponseFailed()
+				}
+			}
+			if !tc.midway {
+				isAPIError("responses stream", rs.Err())
+			} else if rs.Err() != nil || len(types) < 2 || types[len(types)-2] != "error" || types[len(types)-1] != "response.failed" ||
+				failed.Response.Status != "failed" || string(failed.Response.Error.Code) != tc.code ||
+				!strings.Contains(failed.Response.Error.Message, tc.message) {
+				t.Errorf("responses stream: %v, events %v, failed %+v; want error, response.failed saying %q", rs.Err(), types,
+					failed.Response.Error, tc.message)
+			}
+			rs.Close()
+		})
 	}
 }

@@ -128,7 +128,7 @@ func New(rt *actors.Runtime, opts Options) *Server {
 		s.mux.HandleFunc(name, s.instrument(name, rt.handle))
 	}
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, notFound("no route %s %s (GET /openapi.json lists them)", r.Method, r.URL.Path))
+		writeError(w, r.URL.Path, notFound("no route %s %s (GET /openapi.json lists them)", r.Method, r.URL.Path))
 	})
 	s.ready.Store(true)
 	return s
@@ -149,7 +149,7 @@ func (s *Server) instrument(name string, h func(*Server, http.ResponseWriter, *h
 			}
 		}()
 		if err := h(s, sw, r); err != nil {
-			writeError(sw, err)
+			writeError(sw, r.URL.Path, err)
 		}
 		s.opts.Metrics.observe(name, sw.code, time.Since(t0))
 	}
@@ -165,14 +165,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 		if !ok || !slices.Contains(s.opts.Tokens, tok) {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="ctxinf"`)
-			writeError(w, &apiError{http.StatusUnauthorized, CodeUnauthorized, "a valid bearer token is required (Authorization: Bearer <token>)"})
+			writeError(w, r.URL.Path, &apiError{Status: http.StatusUnauthorized, Code: CodeUnauthorized, Message: "a valid bearer token is required (Authorization: Bearer <token>)"})
 			return
 		}
 	}
 	if n := s.inFlight.Add(1); n > int64(s.opts.MaxInFlight) {
 		s.inFlight.Add(-1)
-		writeError(w, &apiError{http.StatusTooManyRequests, CodeOverloaded,
-			fmt.Sprintf("%d requests in flight, the limit is %d (server.max_in_flight)", n-1, s.opts.MaxInFlight)})
+		writeError(w, r.URL.Path, &apiError{Status: http.StatusTooManyRequests, Code: CodeOverloaded, Message: fmt.Sprintf(
+			"%d requests in flight, the limit is %d (server.max_in_flight)", n-1, s.opts.MaxInFlight)})
 		return
 	}
 	defer s.inFlight.Add(-1)
@@ -282,7 +282,7 @@ func (s *Server) health(w http.ResponseWriter, _ *http.Request) error {
 
 func (s *Server) readiness(w http.ResponseWriter, _ *http.Request) error {
 	if !s.ready.Load() {
-		return &apiError{http.StatusServiceUnavailable, CodeUnavailable, "not ready: recovering or shutting down"}
+		return &apiError{Status: http.StatusServiceUnavailable, Code: CodeUnavailable, Message: "not ready: recovering or shutting down"}
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 	return nil
