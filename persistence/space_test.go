@@ -49,12 +49,12 @@ func TestSpaceGuardMeasures(t *testing.T) {
 		wantCalls int  // statfs calls so far
 	}{
 		{"first check measures", 5000, 0, 0, true, true, 1},
-		{"far above: trusted", 0, time.Millisecond, 0, true, true, 1},
+		{"far above: trusted", 0, time.Microsecond, 0, true, true, 1},
 		{"stale: measured again", 0, spaceRecheck, 0, false, false, 3},
-		{"near the reserve: every check of it", 1500, time.Millisecond, 0, true, true, 4},
+		{"near the reserve: every check of it", 1500, time.Microsecond, 0, true, true, 4},
 		{"space back", 50_000, 0, 0, true, true, 5},
-		{"writes count", 0, time.Millisecond, 1000, true, true, 5},
-		{"writes bring it near: measured", 900, time.Millisecond, 48_500, false, true, 7},
+		{"writes count", 0, time.Microsecond, 1000, true, true, 5},
+		{"writes bring it near: measured", 900, time.Microsecond, 48_500, false, true, 7},
 	}
 	for _, st := range steps {
 		free = st.free
