@@ -412,6 +412,7 @@ func (r *Runtime) branchStopped(child *actor.PID, reason any) {
 func (r *Runtime) Close() error {
 	r.closeOnce.Do(func() {
 		close(r.closing)
+		r.actorLog.StopWaiting() // a write waiting for free space gives up
 		r.sys.Root.PoisonFuture(r.root).Wait()
 		r.sys.Shutdown()
 		r.journalSyncs.Wait()

@@ -27,6 +27,11 @@ const (
 	CodeInternal     = "internal"          // 500
 )
 
+// CodeNoSpace (507) says the store's disk is short of free space
+// (store.min_free_bytes): new turns and sessions are refused, reads go on,
+// and writes resume by themselves once space is freed.
+const CodeNoSpace = "insufficient_storage"
+
 // apiError is an error with its code and status.
 type apiError struct {
 	Status  int
@@ -63,6 +68,8 @@ func classify(err error) *apiError {
 	case errors.Is(err, persistence.ErrInvalidArgument), errors.Is(err, core.ErrInvalid), errors.Is(err, actors.ErrUnknownModel),
 		errors.Is(err, actors.ErrNotForkable), errors.Is(err, core.ErrDuplicate):
 		return &apiError{http.StatusBadRequest, CodeInvalid, err.Error()}
+	case errors.Is(err, persistence.ErrNoSpace):
+		return &apiError{http.StatusInsufficientStorage, CodeNoSpace, err.Error()}
 	case errors.Is(err, actors.ErrTimeout):
 		return &apiError{http.StatusGatewayTimeout, CodeTimeout, err.Error()}
 	case errors.Is(err, actors.ErrBranchStopped), errors.Is(err, actors.ErrInterrupted), errors.Is(err, persistence.ErrClosed):
