@@ -124,6 +124,9 @@ func (a *branchActor) turnRow(id messages.TurnID) (persistence.TurnRow, error) {
 
 // CreateSession starts a new conversation with one empty branch.
 func (r *Runtime) CreateSession(ctx context.Context, title string) (persistence.SessionRow, persistence.BranchRow, error) {
+	if err := r.db.CheckSpace(); err != nil {
+		return persistence.SessionRow{}, persistence.BranchRow{}, fmt.Errorf("create session: %w", err)
+	}
 	now := r.cfg.Now()
 	s := persistence.SessionRow{ID: messages.NewID[messages.SessionID](now), Title: title, Created: now.UTC()}
 	b := persistence.BranchRow{ID: messages.NewID[messages.BranchID](now), Session: s.ID, Label: "main", Created: now.UTC()}
@@ -141,6 +144,9 @@ func (r *Runtime) CreateSession(ctx context.Context, title string) (persistence.
 // state at that turn, with any finalized turns not yet folded into it
 // carried as pending.
 func (r *Runtime) Fork(ctx context.Context, parent messages.BranchID, at messages.TurnID, label string) (persistence.BranchRow, error) {
+	if err := r.db.CheckSpace(); err != nil {
+		return persistence.BranchRow{}, fmt.Errorf("fork branch %s: %w", parent, err)
+	}
 	res, err := r.ask(ctx, parent, &forkReq{at: at})
 	if err != nil {
 		return persistence.BranchRow{}, fmt.Errorf("fork branch %s: %w", parent, err)
@@ -199,6 +205,9 @@ type SubmitOptions struct {
 func (r *Runtime) SubmitWith(ctx context.Context, branch messages.BranchID, text string, o SubmitOptions) (*TurnStream, error) {
 	if text == "" {
 		return nil, fmt.Errorf("%w: message text is empty", persistence.ErrInvalidArgument)
+	}
+	if err := r.db.CheckSpace(); err != nil { // new work waits for free space
+		return nil, err
 	}
 	msg := messages.NewMessage(messages.RoleUser, messages.Text{Text: text})
 	// The turn id is chosen here, so that sending the request again (after

@@ -421,6 +421,9 @@ func (r *Runtime) Import(ctx context.Context, branch messages.BranchID, exchange
 			return nil, fmt.Errorf("%w: exchanges[%d].reply: role %s, want assistant", persistence.ErrInvalidArgument, i, x.Reply.Role)
 		}
 	}
+	if err := r.db.CheckSpace(); err != nil {
+		return nil, err
+	}
 	res, err := r.ask(ctx, branch, &importReq{exchanges: exchanges})
 	if err != nil {
 		return nil, err

@@ -477,6 +477,7 @@ func (r *Runtime) stoppedErr(id messages.BranchID) error {
 func (r *Runtime) Close() error {
 	r.closeOnce.Do(func() {
 		close(r.closing)
+		r.actorLog.StopWaiting() // a write waiting for free space gives up
 		r.sys.Root.PoisonFuture(r.root).Wait()
 		r.sys.Shutdown()
 		r.journalSyncs.Wait()

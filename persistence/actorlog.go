@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"sync"
+	"time"
 
 	ppersist "github.com/asynkron/protoactor-go/persistence"
 	"google.golang.org/protobuf/proto"
@@ -48,6 +49,11 @@ func NewEnvelope(event []byte, tx *Tx) *Envelope {
 // (an invalid snapshot means replay, Context Management v2). The log
 // holds at most the events between two snapshots more than the latest
 // snapshot needs.
+//
+// A write the store refuses for lack of free space (ErrNoSpace) is not a
+// failure of the actor: the write waits, trying again every spaceRetry,
+// until the space is there, so that work already accepted finishes once
+// space is freed, with no restart; only after StopWaiting does it panic.
 type ActorLog struct {
 	db    *DB
 	every int
@@ -57,7 +63,13 @@ type ActorLog struct {
 
 	mu   sync.Mutex
 	held map[string]*Tx // per actor: held events and their writes
+
+	stop     chan struct{} // closed by StopWaiting
+	stopOnce sync.Once
 }
+
+// spaceRetry is how often a write waiting for free space tries again.
+const spaceRetry = 250 * time.Millisecond
 
 // ActorLog returns the persistence provider; actors snapshot every
 // snapshotEvery events (0: never), and a snapshot compacts the events
@@ -66,7 +78,36 @@ func (d *DB) ActorLog(snapshotEvery int) *ActorLog {
 	if snapshotEvery <= 0 {
 		snapshotEvery = math.MaxInt
 	}
-	return &ActorLog{db: d, every: snapshotEvery, held: map[string]*Tx{}}
+	return &ActorLog{db: d, every: snapshotEvery, held: map[string]*Tx{}, stop: make(chan struct{})}
+}
+
+// StopWaiting makes the writes waiting for free space, and later ones the
+// store refuses for it, fail (panic) at once, as other failed writes do;
+// a runtime calls it before it stops its actors.
+func (l *ActorLog) StopWaiting() { l.stopOnce.Do(func() { close(l.stop) }) }
+
+// commit commits actor's tx, waiting for free space while the store
+// refuses it for lack of it (see ActorLog).
+func (l *ActorLog) commit(actor string, tx *Tx) error {
+	warned := false
+	for {
+		_, err := l.db.Commit(context.Background(), tx)
+		if !errors.Is(err, ErrNoSpace) {
+			if warned && err == nil {
+				l.db.log.Info().Str("actor", actor).Msg("free space is back: write done")
+			}
+			return err
+		}
+		if !warned {
+			l.db.log.Warn().Err(err).Str("actor", actor).Msg("write waits for free space")
+			warned = true
+		}
+		select {
+		case <-l.stop:
+			return err
+		case <-time.After(spaceRetry):
+		}
+	}
 }
 
 var (
@@ -177,7 +218,7 @@ func (l *ActorLog) PersistEvent(actor string, index int, msg proto.Message) {
 	if err == nil {
 		tx = l.take(actor, tx)
 		tx.Events = append(tx.Events, EventRecord{Actor: actor, Index: uint64(index), Data: data})
-		_, err = l.db.Commit(context.Background(), tx)
+		err = l.commit(actor, tx)
 	}
 	if err != nil {
 		panic(&PersistError{Actor: actor, Index: index, Err: err})
@@ -193,7 +234,7 @@ func (l *ActorLog) Flush(actor string) {
 	if held == nil {
 		return
 	}
-	if _, err := l.db.Commit(context.Background(), held); err != nil {
+	if err := l.commit(actor, held); err != nil {
 		panic(&PersistError{Actor: actor, Index: -1, Err: err})
 	}
 }
@@ -213,7 +254,7 @@ func (l *ActorLog) PersistSnapshot(actor string, index int, msg proto.Message) {
 			if ok && prev.Index <= uint64(index) {
 				tx.PrevSnapshot = &prev
 			}
-			_, err = l.db.Commit(context.Background(), tx)
+			err = l.commit(actor, tx)
 		}
 	}
 	if err != nil {

@@ -53,6 +53,10 @@ type Options struct {
 	// DurabilitySync store syncs instead of Badger's logs; 0 goes without
 	// it, syncing Badger's logs after each group.
 	RedoLogBytes int64
+	// MinFreeBytes is the free space the store keeps on its file system
+	// (see space.go): under it new work is refused (CheckSpace), under
+	// half of it every write; 0 disables the check.
+	MinFreeBytes int64
 	// GCInterval is the period of value-log GC; 0 disables it.
 	GCInterval     time.Duration
 	GCDiscardRatio float64
@@ -76,6 +80,7 @@ func DefaultOptions(dir string) Options {
 		TurnCacheEntries: 1 << 18,
 		BlobCacheBytes:   64 << 20,
 		RedoLogBytes:     64 << 20,
+		MinFreeBytes:     512 << 20,
 		GCInterval:       10 * time.Minute,
 		GCDiscardRatio:   0.5,
 		Logger:           zerolog.Nop(),
@@ -133,6 +138,8 @@ type badgerStore struct {
 	walTail  *logTail
 	vlogTail *logTail
 	redo     *redoLog // writer only, after open
+
+	space *spaceGuard // nil: no check of free space
 }
 
 type statsCounters struct {
@@ -166,6 +173,16 @@ func openBadger(opts Options) (*badgerStore, error) {
 		return nil, fmt.Errorf("%w: value log file size %d must be at least the payload limit %d + 64 KiB",
 			ErrInvalidArgument, opts.ValueLogFileSize, opts.Limits.MaxPayloadBytes)
 	}
+	if opts.MinFreeBytes < 0 {
+		return nil, fmt.Errorf("%w: min free bytes %d is negative", ErrInvalidArgument, opts.MinFreeBytes)
+	}
+	if opts.MinFreeBytes > 0 {
+		// Opening writes (Badger's files, the redo log applied again),
+		// and Badger writes through memory maps: see space.go.
+		if err := newSpaceGuard(opts.Dir, opts.MinFreeBytes).floor(); err != nil {
+			return nil, fmt.Errorf("open store %s: cannot start: %w", opts.Dir, err)
+		}
+	}
 	bo := badger.DefaultOptions(opts.Dir).
 		WithLogger(badgerLogger{opts.Logger}).
 		WithSyncWrites(false). // the store syncs what each group wrote; see logTail
@@ -195,8 +212,12 @@ func openBadger(opts Options) (*badgerStore, error) {
 		stopGC:   make(chan struct{}),
 		gcDone:   make(chan struct{}),
 	}
+	if opts.MinFreeBytes > 0 {
+		s.space = newSpaceGuard(opts.Dir, opts.MinFreeBytes)
+	}
 	s.lastTs = db.MaxVersion()
-	if err := s.openTails(); err == nil {
+	err = s.openTails()
+	if err == nil {
 		err = s.openRedo()
 	}
 	if err != nil {
@@ -253,6 +274,19 @@ func (s *badgerStore) Close() error {
 	<-s.done
 	close(s.stopGC)
 	<-s.gcDone
+	if s.space != nil {
+		if err := s.space.check(max(s.opts.MinFreeBytes/2, s.opts.MemTableSize+1<<20)); err != nil {
+			// Badger writes its memtable into a new table at close,
+			// through a memory map: with no room for it, a SIGBUS.
+			// Everything written is in the logs, synced here, which the
+			// next open replays: Badger is left as a crash leaves it (in
+			// this process, its directory stays locked).
+			err = errors.Join(fmt.Errorf("close store %s: Badger left unflushed: %w", s.opts.Dir, err), s.syncAllLogs())
+			s.closeTails()
+			s.log.Warn().Err(err).Msg("close")
+			return err
+		}
+	}
 	err := s.db.Close()
 	s.closeTails()
 	return err
@@ -392,6 +426,11 @@ func (s *badgerStore) gcLoop() {
 		case <-t.C:
 			s.db.SetDiscardTs(prev)
 			prev = s.readTs.Load()
+			if err := s.space.admit(); err != nil {
+				// GC writes the values it keeps before it frees a file.
+				s.log.Warn().Err(err).Msg("value log gc skipped")
+				continue
+			}
 			s.runValueLogGC()
 		}
 	}

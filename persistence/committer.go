@@ -280,9 +280,17 @@ func (s *badgerStore) applyGroup(batch []*op, prev *group) *group {
 		s.overlayMu.RUnlock()
 	}
 	failed := s.failed.Load()
+	// A disk short of space refuses the whole group, before anything of
+	// it is applied: a group is validated against the one before it, so
+	// it must be refused whole or written whole.
+	noSpace := s.space.floor()
 	for _, o := range g.batch {
 		if failed != nil {
 			o.res.err = *failed
+			continue
+		}
+		if noSpace != nil {
+			o.res.err = noSpace
 			continue
 		}
 		m := g.mark()
@@ -331,7 +339,8 @@ func (s *badgerStore) writeGroup(g *group) {
 func (s *badgerStore) write(entries []entry) error {
 	start := time.Now()
 	ts := s.lastTs + 1
-	if n := recordMax(entries); s.redo != nil && s.redo.fits(n) {
+	n := recordMax(entries)
+	if s.redo != nil && s.redo.fits(n) {
 		if err := s.writeLogged(entries, ts, n); err != nil {
 			return err
 		}
@@ -348,6 +357,8 @@ func (s *badgerStore) write(entries []entry) error {
 		}
 	}
 	s.lastTs = ts
+	// What the group takes on disk: Badger's log now, a table later.
+	s.space.wrote(2 * n)
 	s.stats.groups.Add(1)
 	if s.opts.Durability == DurabilitySync {
 		s.stats.syncs.Add(1)

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"syscall"
 )
 
 // The redo log makes a durable group durable with one flush of data only.
@@ -86,17 +87,44 @@ func openRedo(dir string, size int64, apply func(ts uint64, entries []entry) err
 
 // prepare gives the log its size, full of zeros and synced, unless it has
 // it already. The groups of its last lap must be durable elsewhere first.
+// A log that cannot be given all its bytes (the file system is short of
+// them) is an error naming it, its size and the free bytes, and is left
+// empty, its blocks given back: a store must not start with a log smaller
+// than it was asked for.
 func (l *redoLog) prepare() error {
 	st, err := l.f.Stat()
-	if err == nil && st.Size() != l.size {
-		if err = l.f.Truncate(0); err == nil {
-			err = l.fill()
-		}
-	}
 	if err != nil {
 		return fmt.Errorf("redo log %s: %w", l.f.Name(), err)
 	}
+	if st.Size() == l.size {
+		return nil
+	}
+	if err := l.f.Truncate(0); err != nil {
+		return fmt.Errorf("redo log %s: %w", l.f.Name(), err)
+	}
+	free, ferr := freeBytes(filepath.Dir(l.f.Name()))
+	if ferr == nil && free < l.size {
+		return l.noSpace(free, nil)
+	}
+	if err := l.fill(); err != nil {
+		_ = l.f.Truncate(0)
+		if errors.Is(err, syscall.ENOSPC) {
+			free, _ := freeBytes(filepath.Dir(l.f.Name()))
+			return l.noSpace(free, err)
+		}
+		return fmt.Errorf("redo log %s: %w", l.f.Name(), err)
+	}
 	return nil
+}
+
+// noSpace is the error of a log that the file system has no room for.
+func (l *redoLog) noSpace(free int64, cause error) error {
+	err := fmt.Errorf("%w: redo log %s: cannot allocate its %d bytes (store.redo_log_bytes): its file system has %d bytes free; "+
+		"free space or lower store.redo_log_bytes", ErrNoSpace, l.f.Name(), l.size, free)
+	if cause != nil {
+		err = fmt.Errorf("%w (%v)", err, cause)
+	}
+	return err
 }
 
 // fill writes the log full of zeros and syncs it and its directory.

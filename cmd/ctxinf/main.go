@@ -224,6 +224,7 @@ func storeOptions(c config.Config, dir string, log zerolog.Logger) persistence.O
 	o.GCInterval = sc.GCInterval
 	o.GCDiscardRatio = sc.GCDiscardRatio
 	o.RedoLogBytes = sc.RedoLogBytes
+	o.MinFreeBytes = sc.MinFreeBytes
 	o.Logger = log.With().Str("component", "store").Logger()
 	return o
 }

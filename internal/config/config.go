@@ -279,6 +279,10 @@ type StoreConfig struct {
 	GCDiscardRatio      float64       `mapstructure:"gc_discard_ratio"`      // value-log GC discard ratio
 	Compression         string        `mapstructure:"compression"`           // zstd|s2|none
 	RedoLogBytes        int64         `mapstructure:"redo_log_bytes"`        // the store's redo log; 0: none
+	// MinFreeBytes is the free space the store keeps on its file system:
+	// under it new turns and sessions are refused, under half of it every
+	// write; 0 disables the check.
+	MinFreeBytes int64 `mapstructure:"min_free_bytes"`
 }
 
 // Durability modes accepted by store.durability.
@@ -377,6 +381,7 @@ func Default() Config {
 			GCDiscardRatio:      0.5,
 			Compression:         CompressionZstd,
 			RedoLogBytes:        64 * MiB,
+			MinFreeBytes:        512 * MiB,
 		},
 		Runtime: RuntimeConfig{
 			IdlePassivation:        5 * time.Minute,

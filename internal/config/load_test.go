@@ -47,6 +47,7 @@ store:
   gc_interval: 1h30m
   gc_discard_ratio: 0.7
   compression: none
+  min_free_bytes: 1073741824
 `,
 			modify: func(c *Config) {
 				c.DataDir = "/var/lib/ctxinf"
@@ -65,6 +66,7 @@ store:
 					GCDiscardRatio:      0.7,
 					Compression:         CompressionNone,
 					RedoLogBytes:        64 * MiB,
+					MinFreeBytes:        GiB,
 				}
 			},
 		},

@@ -191,6 +191,14 @@ func (c StoreConfig) validate(p *problems, prefix string) {
 		p.addf("%sredo_log_bytes: %d is out of range: must be 0 (none) or 1048576 (1 MiB) to 4294967296 (4 GiB)",
 			prefix, c.RedoLogBytes)
 	}
+	// Under half of it Badger must still flush its memtables (up to four
+	// of them) and compact: a write into a memory-mapped file with no
+	// block left for it is a SIGBUS.
+	if lo := 8 * c.MemTableBytes; c.MemTableBytes >= 1*MiB && c.MemTableBytes <= 1*GiB && c.MinFreeBytes != 0 &&
+		(c.MinFreeBytes < lo || c.MinFreeBytes > 1<<40) {
+		p.addf("%smin_free_bytes: %d is out of range: must be 0 (no check) or from 8 x %smemtable_bytes (%d) to 1099511627776 (1 TiB)",
+			prefix, c.MinFreeBytes, prefix, lo)
+	}
 }
 
 // problems collects validation errors so that all of them are reported.

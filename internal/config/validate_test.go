@@ -28,6 +28,12 @@ func TestValidateRejects(t *testing.T) {
 		{"value threshold big", func(c *Config) { c.Store.ValueThresholdBytes = MiB + 1 }, `store.value_threshold_bytes: 1048577 is out of range [64, 1048576]`},
 		{"redo log small", func(c *Config) { c.Store.RedoLogBytes = MiB - 1 }, `store.redo_log_bytes: 1048575 is out of range: must be 0 (none) or 1048576 (1 MiB) to 4294967296 (4 GiB)`},
 		{"redo log big", func(c *Config) { c.Store.RedoLogBytes = 4*GiB + 1 }, `store.redo_log_bytes: 4294967297 is out of range: must be 0 (none) or 1048576 (1 MiB) to 4294967296 (4 GiB)`},
+		{"min free small", func(c *Config) { c.Store.MinFreeBytes = 256*MiB - 1 },
+			`store.min_free_bytes: 268435455 is out of range: must be 0 (no check) or from 8 x store.memtable_bytes (268435456) to 1099511627776 (1 TiB)`},
+		{"min free big", func(c *Config) { c.Store.MinFreeBytes = 1<<40 + 1 },
+			`store.min_free_bytes: 1099511627777 is out of range: must be 0 (no check) or from 8 x store.memtable_bytes (268435456) to 1099511627776 (1 TiB)`},
+		{"min free under a big memtable", func(c *Config) { c.Store.MemTableBytes = 128 * MiB },
+			`store.min_free_bytes: 536870912 is out of range: must be 0 (no check) or from 8 x store.memtable_bytes (1073741824) to 1099511627776 (1 TiB)`},
 		{"memtable small", func(c *Config) { c.Store.MemTableBytes = MiB - 1 }, `store.memtable_bytes: 1048575 is out of range [1048576, 1073741824]`},
 		{"memtable big", func(c *Config) { c.Store.MemTableBytes = GiB + 1 }, `store.memtable_bytes: 1073741825 is out of range [1048576, 1073741824]`},
 		{"block cache negative", func(c *Config) { c.Store.BlockCacheBytes = -1 }, `store.block_cache_bytes: -1 is out of range [0, 17179869184]`},
@@ -85,7 +91,9 @@ func TestValidateAcceptsLimits(t *testing.T) {
 			c.Store.TurnCacheEntries = 0
 			c.Store.GCInterval = 0
 			c.Store.GCDiscardRatio = 0.001
+			c.Store.MinFreeBytes = 8 * MiB
 		}},
+		{"no free space check", func(c *Config) { c.Store.MinFreeBytes = 0 }},
 		{"highest", func(c *Config) {
 			c.Store.MaxPayloadBytes = GiB
 			c.Store.GroupCommitMax = 65536
@@ -96,6 +104,7 @@ func TestValidateAcceptsLimits(t *testing.T) {
 			c.Store.ValueLogFileBytes = 2 * GiB
 			c.Store.GCInterval = time.Second
 			c.Store.GCDiscardRatio = 0.999
+			c.Store.MinFreeBytes = 1 << 40
 		}},
 		{"librarian model", func(c *Config) {
 			c.Librarian.Model = "claude"

@@ -52,6 +52,11 @@ var turnStatus = map[string]int{
 	CodeTurnFailed:      http.StatusInternalServerError,
 }
 
+// CodeNoSpace (507) says the store's disk is short of free space
+// (store.min_free_bytes): new turns and sessions are refused, reads go on,
+// and writes resume by themselves once space is freed.
+const CodeNoSpace = "insufficient_storage"
+
 // apiError is an error with its code and status; Turn names the turn
 // that failed, if the error is a turn's.
 type apiError struct {
@@ -125,6 +130,8 @@ func classify(err error) *apiError {
 	case errors.Is(err, persistence.ErrInvalidArgument), errors.Is(err, core.ErrInvalid), errors.Is(err, actors.ErrUnknownModel),
 		errors.Is(err, actors.ErrNotForkable), errors.Is(err, core.ErrDuplicate):
 		return &apiError{Status: http.StatusBadRequest, Code: CodeInvalid, Message: err.Error()}
+	case errors.Is(err, persistence.ErrNoSpace):
+		return &apiError{Status: http.StatusInsufficientStorage, Code: CodeNoSpace, Message: err.Error()}
 	case errors.Is(err, actors.ErrTimeout):
 		return &apiError{Status: http.StatusGatewayTimeout, Code: CodeTimeout, Message: err.Error()}
 	case errors.Is(err, actors.ErrBranchStopped), errors.Is(err, actors.ErrInterrupted), errors.Is(err, persistence.ErrClosed):
