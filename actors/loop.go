@@ -99,6 +99,8 @@ func stepFailure(m *stepDone, cancelled bool, timeout time.Duration) (code, reas
 	out := m.resp.Outcome
 	var pe *providers.Error
 	switch {
+	case errors.Is(m.err, errStepCrashed):
+		return messages.FailInterrupted, m.err.Error()
 	case cancelled && (out.Kind == messages.OutcomeCancelled || errors.Is(m.err, context.Canceled)):
 		return messages.FailCancelled, "cancelled"
 	case errors.Is(m.err, context.DeadlineExceeded):

@@ -162,7 +162,7 @@ func TestStepKillCallsTheProviderOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, last := waitTurn(t, s)
-	if last.Phase != messages.PhaseFailed || !strings.Contains(last.Err, "actor failed") {
+	if last.Phase != messages.PhaseFailed || !strings.Contains(last.Err, "actor failed") || last.Outcome.Code != messages.FailInterrupted {
 		t.Fatalf("killed step's turn ended %v (%q), want failed naming the step actor's failure", last.Phase, last.Err)
 	}
 	if n := p.Calls(); n != 1 {

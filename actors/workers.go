@@ -158,8 +158,8 @@ func (s *stepActor) crashed(ctx actor.Context, ja *journalActor, done *stepDone,
 	if hash != nil {
 		<-hash // the branch's hasher is free again
 	}
-	done.resp = providers.Response{Outcome: messages.StepOutcome{Kind: messages.OutcomeFailed,
-		Reason: fmt.Sprintf("the provider step's actor failed: %v", p)}}
+	done.resp = providers.Response{Outcome: messages.StepOutcome{Kind: messages.OutcomeFailed, Code: messages.FailInterrupted,
+		Message: fmt.Sprintf("the provider step's actor failed: %v", p)}}
 	done.err = fmt.Errorf("%w: %v", errStepCrashed, p)
 	done.displayed, done.durable = closed.counters.Displayed, closed.counters.Durable
 	ctx.Send(s.branch, done)
