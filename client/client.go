@@ -34,6 +34,8 @@ type (
 	Session = persistence.SessionRow
 	Branch  = persistence.BranchRow
 	Hit     = actors.Hit
+	// Report is what `ctxinf inspect` prints (Inspect).
+	Report = actors.Report
 )
 
 // Client talks to one server. Its methods are safe for concurrent use.
@@ -542,6 +544,53 @@ func (c *Client) Search(ctx context.Context, branch messages.BranchID, query str
 	err := c.do(ctx, "POST", "/v1/branches/"+branch.String()+"/search",
 		map[string]any{"query": query, "k": k, "force": force}, &out)
 	return out.Hits, err
+}
+
+// SearchOptions are the ways of SearchWith: K hits (0: the server's
+// default); with Force the hits, or the chunks named (with no query), go
+// into the branch's next turn.
+type SearchOptions struct {
+	K      int
+	Force  bool
+	Chunks []messages.ChunkID
+}
+
+// SearchWith is Search with options; it also returns how many chunks were
+// forced into the next turn.
+func (c *Client) SearchWith(ctx context.Context, branch messages.BranchID, query string, o SearchOptions) ([]Hit, int, error) {
+	in := map[string]any{"query": query, "k": o.K, "force": o.Force}
+	if len(o.Chunks) > 0 {
+		in["chunks"] = o.Chunks
+	}
+	var out struct {
+		Hits   []Hit
+		Forced int
+	}
+	err := c.do(ctx, "POST", "/v1/branches/"+branch.String()+"/search", in, &out)
+	return out.Hits, out.Forced, err
+}
+
+// ContextOfTurn is Context for the turn numbered seq on the branch.
+func (c *Client) ContextOfTurn(ctx context.Context, branch messages.BranchID, seq uint64) (json.RawMessage, error) {
+	var out json.RawMessage
+	err := c.do(ctx, "GET", fmt.Sprintf("/v1/branches/%s/context?seq=%d", branch, seq), nil, &out)
+	return out, err
+}
+
+// NextContext is the context the branch's next turn would get for the
+// user message text.
+func (c *Client) NextContext(ctx context.Context, branch messages.BranchID, text string) (json.RawMessage, error) {
+	var out json.RawMessage
+	err := c.do(ctx, "GET", "/v1/branches/"+branch.String()+"/context?text="+url.QueryEscape(text), nil, &out)
+	return out, err
+}
+
+// Inspect returns what `ctxinf inspect` prints of the server's store,
+// with up to turns last turns of each branch.
+func (c *Client) Inspect(ctx context.Context, turns int) (Report, error) {
+	var out Report
+	err := c.do(ctx, "GET", fmt.Sprintf("/v1/inspect?turns=%d", turns), nil, &out)
+	return out, err
 }
 
 // Context returns the exact context the model saw for turn (zero: the one

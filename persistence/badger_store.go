@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -198,6 +199,9 @@ func openBadger(opts Options) (*badgerStore, error) {
 		WithNumMemtables(3)
 	db, err := badger.OpenManaged(bo)
 	if err != nil {
+		if strings.Contains(err.Error(), "Cannot acquire directory lock") {
+			return nil, fmt.Errorf("open store %s: %w", opts.Dir, ErrLocked)
+		}
 		return nil, fmt.Errorf("open store %s: %w", opts.Dir, err)
 	}
 	s := &badgerStore{

@@ -40,6 +40,9 @@ var (
 	// ErrDuplicate is returned when a write would break a uniqueness rule:
 	// a turn id, (branch, turn_seq) or (branch, state_seq) already taken.
 	ErrDuplicate = errors.New("persistence: duplicate")
+	// ErrLocked is returned by Open when another process has the store
+	// open (a running ctxinf serve, say).
+	ErrLocked = errors.New("persistence: the store is in use by another process")
 	// ErrClosed is returned by every call made after Close.
 	ErrClosed = errors.New("persistence: store is closed")
 )

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"text/tabwriter"
 
+	"github.com/contextinfinity/ctxinf"
 	"github.com/contextinfinity/ctxinf/actors"
 	"github.com/contextinfinity/ctxinf/messages"
 )
@@ -24,6 +25,7 @@ func contextDebug(e *env, args []string) error {
 	turnFlag := fs.String("turn", "", "turn number on the branch (default: the next turn)")
 	text := fs.String("text", "(your next message)", "with no --turn: the next user message to assemble for")
 	asJSON := fs.Bool("json", false, "print one JSON object")
+	serverURL := fs.String("server", "", "ask the ctxinf serve at this URL (default: the data directory's, when one runs on it)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -31,19 +33,25 @@ func contextDebug(e *env, args []string) error {
 	if err != nil {
 		return fmt.Errorf("context debug: --branch: %w", err)
 	}
-	ctx := context.Background()
-	rt, err := openRuntime(ctx, e)
-	if err != nil {
-		return err
-	}
-	defer rt.Close()
-	var d actors.ContextDebug
-	if *turnFlag == "" {
-		d, err = rt.DebugNextContext(ctx, branch, *text)
-	} else {
-		seq, perr := strconv.ParseUint(*turnFlag, 10, 64)
-		if perr != nil || seq == 0 {
+	var seq uint64
+	if *turnFlag != "" {
+		var perr error
+		if seq, perr = strconv.ParseUint(*turnFlag, 10, 64); perr != nil || seq == 0 {
 			return errors.New("context debug: --turn: must be a turn number (1, 2, …; see ctxinf inspect)")
+		}
+	}
+	ctx := context.Background()
+	var d actors.ContextDebug
+	var rt *ctxinf.Runtime
+	if *serverURL == "" {
+		rt, err = openRuntime(ctx, e)
+	}
+	switch {
+	case rt != nil:
+		defer rt.Close()
+		if seq == 0 {
+			d, err = rt.DebugNextContext(ctx, branch, *text)
+			break
 		}
 		rows, rerr := rt.DB().TurnRows(ctx, branch, seq, 1)
 		if rerr != nil {
@@ -53,6 +61,20 @@ func contextDebug(e *env, args []string) error {
 			return fmt.Errorf("context debug: --turn: branch %s has no turn %d", branch, seq)
 		}
 		d, err = rt.DebugContext(ctx, branch, rows[0].ID)
+	default:
+		c, rerr := e.remote(*serverURL, err)
+		if rerr != nil {
+			return rerr
+		}
+		var raw json.RawMessage
+		if seq == 0 {
+			raw, err = c.NextContext(ctx, branch, *text)
+		} else {
+			raw, err = c.ContextOfTurn(ctx, branch, seq)
+		}
+		if err == nil {
+			err = json.Unmarshal(raw, &d)
+		}
 	}
 	if err != nil {
 		return err

@@ -13,7 +13,9 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/contextinfinity/ctxinf"
 	"github.com/contextinfinity/ctxinf/actors"
+	"github.com/contextinfinity/ctxinf/client"
 	"github.com/contextinfinity/ctxinf/internal/config"
 	"github.com/contextinfinity/ctxinf/internal/retrieval"
 	"github.com/contextinfinity/ctxinf/messages"
@@ -84,6 +86,7 @@ func search(e *env, args []string) error {
 	asJSON := fs.Bool("json", false, "print the hits as JSON")
 	force := fs.Bool("force", false, "force the hits into the branch's next turn")
 	chunkFlag := fs.String("chunks", "", "with --force and no query: these chunk ids (comma-separated)")
+	serverURL := fs.String("server", "", "ask the ctxinf serve at this URL (default: the data directory's, when one runs on it)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -103,11 +106,6 @@ func search(e *env, args []string) error {
 		opts.TopK, opts.Overfetch = *k, max(opts.Overfetch, *k)
 	}
 	ctx := context.Background()
-	rt, err := openRuntime(ctx, e)
-	if err != nil {
-		return err
-	}
-	defer rt.Close()
 	var chunks []messages.ChunkID
 	for _, s := range strings.Split(*chunkFlag, ",") {
 		if s = strings.TrimSpace(s); s != "" {
@@ -118,7 +116,22 @@ func search(e *env, args []string) error {
 			chunks = append(chunks, id)
 		}
 	}
-	hits, forced, err := rt.SearchAndForce(ctx, branch, query, &opts, *force, chunks)
+	var hits []actors.Hit
+	var forced int
+	var rt *ctxinf.Runtime
+	if *serverURL == "" {
+		rt, err = openRuntime(ctx, e)
+	}
+	if rt != nil {
+		defer rt.Close()
+		hits, forced, err = rt.SearchAndForce(ctx, branch, query, &opts, *force, chunks)
+	} else {
+		c, rerr := e.remote(*serverURL, err)
+		if rerr != nil {
+			return rerr
+		}
+		hits, forced, err = c.SearchWith(ctx, branch, query, client.SearchOptions{K: *k, Force: *force, Chunks: chunks})
+	}
 	if err != nil {
 		return err
 	}

@@ -98,6 +98,11 @@ func serve(e *env, args []string) error {
 		defer fs.Close()
 		fmt.Fprintf(e.stdout, "ctxinf serve: frame protocol on %s\n", fs.Addr())
 	}
+	if remove, err := writeServerFile(e.cfg.DataDir, "http://"+l.Addr().String()); err != nil {
+		e.log.Warn().Err(err).Msg("write " + serverFile + ": other commands on this data directory will need --server")
+	} else {
+		defer remove()
+	}
 	e.log.Info().Str("addr", l.Addr().String()).Bool("auth", len(tokens) > 0).Str("data_dir", e.cfg.DataDir).Msg("serving")
 	fmt.Fprintf(e.stdout, "ctxinf serve: http://%s (GET /openapi.json), data in %s\n", l.Addr(), e.cfg.DataDir)
 	err = s.Serve(ctx, l, c.Drain)

@@ -384,6 +384,21 @@ func (s *Server) contextDebug(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	var d actors.ContextDebug
+	if q := r.URL.Query().Get("seq"); q != "" && r.URL.Query().Get("turn") == "" {
+		// The turn by its number on the branch (ctxinf context debug --turn N).
+		seq, err := strconv.ParseUint(q, 10, 64)
+		if err != nil || seq == 0 {
+			return invalid("seq: %q is not a turn number (1, 2, …)", q)
+		}
+		rows, err := s.rt.DB().TurnRows(r.Context(), id, seq, 1)
+		if err != nil {
+			return err
+		}
+		if len(rows) == 0 || rows[0].Seq != seq {
+			return notFound("branch %s has no turn %d", id, seq)
+		}
+		r.URL.RawQuery = "turn=" + rows[0].ID.String()
+	}
 	if t := r.URL.Query().Get("turn"); t != "" {
 		turn, err := messages.ParseID[messages.TurnID](t)
 		if err != nil {
@@ -421,5 +436,21 @@ func (s *Server) selectModel(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"model": in.Model})
+	return nil
+}
+
+// inspect is what `ctxinf inspect` prints, read from the store this
+// server owns: every session and branch, the last turns (turns=, default
+// 5, at most MaxHistory) and the pending jobs.
+func (s *Server) inspect(w http.ResponseWriter, r *http.Request) error {
+	n, err := queryInt(r, "turns", 5, 0, MaxHistory)
+	if err != nil {
+		return err
+	}
+	rep, err := actors.BuildReport(r.Context(), s.rt.DB(), s.rt.DataDir(), n)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, rep)
 	return nil
 }

@@ -93,6 +93,7 @@ var routes = []route{
 	{"POST", "/v1/branches/{branch}/search", (*Server).search},
 	{"GET", "/v1/branches/{branch}/context", (*Server).contextDebug},
 	{"PUT", "/v1/branches/{branch}/model", (*Server).selectModel},
+	{"GET", "/v1/inspect", (*Server).inspect},
 	{"POST", "/v1/chat/completions", (*Server).chatCompletions},
 	{"POST", "/v1/responses", (*Server).responses},
 }

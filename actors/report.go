@@ -1,0 +1,159 @@
+package actors
+
+import (
+	"context"
+	"path/filepath"
+
+	"github.com/contextinfinity/ctxinf/messages"
+	"github.com/contextinfinity/ctxinf/persistence"
+)
+
+// Report is what `ctxinf inspect` shows of a data directory: every
+// session with its branches (heads, turn phases, pending counts, states,
+// chunks, the last turns with their provider steps and the output
+// recovered from interrupted ones) and the pending jobs. It is read from
+// the store alone (BuildReport), or from a server that owns the store
+// (GET /v1/inspect), to the same bytes.
+type Report struct {
+	DataDir  string            `json:"data_dir"`
+	Sessions []ReportSession   `json:"sessions"`
+	Jobs     []persistence.Job `json:"jobs"`
+}
+
+// ReportSession is a session of a Report.
+type ReportSession struct {
+	persistence.SessionRow
+	Branches []ReportBranch `json:"branches"`
+}
+
+// ReportBranch is a branch of a Report.
+type ReportBranch struct {
+	persistence.BranchRow
+	Head      messages.TurnID `json:"head"`
+	HeadDepth uint64          `json:"head_depth"`
+	Turns     int             `json:"turns"`
+	Pending   int             `json:"pending"`
+	Chunks    int             `json:"chunks"`
+	Phases    map[string]int  `json:"phases"`
+	States    []ReportState   `json:"states"`
+	LastTurns []ReportTurn    `json:"last_turns"`
+}
+
+// ReportState is a state row of a branch: its seq, id and the turns it
+// folded.
+type ReportState struct {
+	Seq   uint64            `json:"seq"`
+	ID    messages.StateID  `json:"id"`
+	Turns []messages.TurnID `json:"turns,omitempty"`
+}
+
+// ReportTurn is a turn row, with the recovered partial output of a turn
+// that never got its final response (SRD §13.4), labeled incomplete.
+type ReportTurn struct {
+	persistence.TurnRow
+	Partial string `json:"partial_output,omitempty"`
+	// Torn says a torn final journal line was dropped from Partial.
+	Torn  bool         `json:"partial_torn_line_dropped,omitempty"`
+	Steps []ReportStep `json:"steps,omitempty"`
+}
+
+// ReportStep is a provider step of a turn: who answered, how it ended
+// and its stream counters (SRD §13.3).
+type ReportStep struct {
+	Index     uint32               `json:"index"`
+	ID        messages.StepID      `json:"id"`
+	Provider  string               `json:"provider"`
+	Model     string               `json:"model"`
+	Outcome   messages.StepOutcome `json:"outcome"`
+	Items     int                  `json:"items"`
+	Displayed uint64               `json:"displayed"`
+	Durable   uint64               `json:"durable"`
+	// Estimated is the assembler's count of the context, InputTokens
+	// the provider's (0: not reported).
+	Estimated   int `json:"estimated_tokens,omitempty"`
+	InputTokens int `json:"input_tokens,omitempty"`
+}
+
+// BuildReport reads the report of the store in dataDir (db, its stream
+// journals under dataDir/streams), listing up to lastTurns last turns of
+// each branch.
+func BuildReport(ctx context.Context, db *persistence.DB, dataDir string, lastTurns int) (Report, error) {
+	rep := Report{DataDir: dataDir, Sessions: []ReportSession{}}
+	sessions, err := db.Sessions(ctx)
+	if err != nil {
+		return rep, err
+	}
+	for _, s := range sessions {
+		is := ReportSession{SessionRow: s}
+		branches, err := db.Branches(ctx, s.ID)
+		if err != nil {
+			return rep, err
+		}
+		for _, b := range branches {
+			ib := ReportBranch{BranchRow: b, Phases: map[string]int{}}
+			if h, err := db.Head(ctx, b.ID); err == nil {
+				ib.Head, ib.HeadDepth = h.Turn, h.Depth
+			}
+			err := db.EachTurnRow(ctx, b.ID, func(r persistence.TurnRow) error {
+				ib.Turns++
+				ib.Phases[r.Phase.String()]++
+				if r.Phase == messages.PhaseResponseFinalized {
+					ib.Pending++
+				}
+				cs, err := db.Chunks(ctx, r.ID)
+				if err != nil {
+					return err
+				}
+				ib.Chunks += len(cs)
+				ib.LastTurns = append(ib.LastTurns, ReportTurn{TurnRow: r})
+				if len(ib.LastTurns) > lastTurns {
+					ib.LastTurns = ib.LastTurns[1:]
+				}
+				return nil
+			})
+			if err != nil {
+				return rep, err
+			}
+			for i := range ib.LastTurns {
+				if err := reportSteps(ctx, db, filepath.Join(dataDir, "streams"), &ib.LastTurns[i]); err != nil {
+					return rep, err
+				}
+			}
+			states, err := db.StateRows(ctx, b.ID, 0, persistence.MaxPageTurns)
+			if err != nil {
+				return rep, err
+			}
+			for _, st := range states {
+				ib.States = append(ib.States, ReportState{Seq: st.Seq, ID: st.ID, Turns: st.Turns})
+			}
+			is.Branches = append(is.Branches, ib)
+		}
+		rep.Sessions = append(rep.Sessions, is)
+	}
+	rep.Jobs, err = db.Jobs(ctx)
+	return rep, err
+}
+
+// reportSteps fills in t's provider steps and, for a turn that never got
+// its response, the partial output its journal recovered.
+func reportSteps(ctx context.Context, db *persistence.DB, streams string, t *ReportTurn) error {
+	rows, err := db.Steps(ctx, t.ID)
+	if err != nil {
+		return err
+	}
+	for _, r := range rows {
+		st := ReportStep{Index: r.Index, ID: r.ID, Provider: r.Provider, Model: r.Model,
+			Outcome: r.Outcome, Items: len(r.Items), Displayed: r.Displayed, Durable: r.Durable, InputTokens: r.InputTokens}
+		if r.Context != nil {
+			st.Estimated = r.Context.Estimated
+		}
+		t.Steps = append(t.Steps, st)
+	}
+	if !t.Step.IsZero() && t.Reply.IsZero() {
+		t.Partial, t.Torn, _ = PartialOutput(streams, t.Step)
+	}
+	return nil
+}
+
+// DataDir is the runtime's data directory.
+func (r *Runtime) DataDir() string { return r.cfg.DataDir }
