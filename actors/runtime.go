@@ -427,11 +427,14 @@ type stoppedBranch struct {
 
 // The backoff of a stopped branch's reactivation: stopBackoff after its
 // first stop, doubling with each stop in a row up to stopBackoffMax; a
-// stop more than stopForgetAfter after the one before starts again.
+// stop more than stopForgetAfter after the one before starts again. A
+// stop needs more than runtime.max_restarts failures within
+// runtime.restart_window already, so the backoff stays short: a branch
+// whose failures were transient is back within seconds.
 const (
 	stopBackoff     = time.Second
-	stopBackoffMax  = time.Minute
-	stopForgetAfter = 10 * time.Minute
+	stopBackoffMax  = 10 * time.Second
+	stopForgetAfter = 2 * time.Minute
 )
 
 func (r *Runtime) branchStopped(child *actor.PID, reason any) {
