@@ -248,6 +248,22 @@ func (r *Runtime) ModelNames() []string {
 	return names
 }
 
+// DefaultModel names the provider and the model id of a branch that
+// selected no model.
+func (r *Runtime) DefaultModel() (provider, modelID string) {
+	return r.cfg.Provider.Name(), r.cfg.Model
+}
+
+// ModelInfo returns the provider's name and the model id of the model
+// configured under name, and whether there is one.
+func (r *Runtime) ModelInfo(name string) (provider, modelID string, ok bool) {
+	m, ok := r.cfg.Models[name]
+	if !ok {
+		return "", "", false
+	}
+	return m.Provider.Name(), m.ID, true
+}
+
 // Steps returns the provider steps of a turn, in order: raw request and
 // response, normalized items, outcome and stream counters.
 func (r *Runtime) Steps(ctx context.Context, turn messages.TurnID) ([]persistence.StepRow, error) {

@@ -585,6 +585,31 @@ func (c *Client) NextContext(ctx context.Context, branch messages.BranchID, text
 	return out, err
 }
 
+// URL is the server's base URL.
+func (c *Client) URL() string { return c.base }
+
+// Model is a model a branch can select (Models).
+type Model struct {
+	ID      string `json:"id"`       // its name in the server's config; "default" for the branches' default
+	OwnedBy string `json:"owned_by"` // its provider
+	ModelID string `json:"model_id"` // the provider's id of the model
+}
+
+// Models lists the models a branch can select: "default" first, then
+// each configured model.
+func (c *Client) Models(ctx context.Context) ([]Model, error) {
+	var out struct{ Data []Model }
+	err := c.do(ctx, "GET", "/v1/models", nil, &out)
+	return out.Data, err
+}
+
+// TurnNumber is Turn for the branch's turn number seq (1, 2, …).
+func (c *Client) TurnNumber(ctx context.Context, branch messages.BranchID, seq uint64) (TurnInfo, error) {
+	var out TurnInfo
+	err := c.do(ctx, "GET", fmt.Sprintf("/v1/branches/%s/turns/%d", branch, seq), nil, &out)
+	return out, err
+}
+
 // Inspect returns what `ctxinf inspect` prints of the server's store,
 // with up to turns last turns of each branch.
 func (c *Client) Inspect(ctx context.Context, turns int) (Report, error) {

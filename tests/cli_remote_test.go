@@ -88,3 +88,57 @@ func TestCommandsTalkToTheServerOwningTheDataDir(t *testing.T) {
 		t.Errorf("context debug: through the server\n%s\non the data dir\n%s", remoteDebug, local)
 	}
 }
+
+// chatLines runs `ctxinf chat args...` on dir with input and returns what
+// it printed.
+func chatLines(t *testing.T, dir, input string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(binary, append([]string{"chat"}, args...)...)
+	cmd.Env = env(dir)
+	cmd.Stdin = strings.NewReader(input)
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("ctxinf chat: %v\n%s%s", err, out.String(), errOut.String())
+	}
+	return out.String()
+}
+
+// section returns what the chat printed for the command line cmd: the
+// text after "> " up to the next prompt.
+func section(out, cmd string) string {
+	_, after, ok := strings.Cut(out, "> "+cmd+"\n")
+	if !ok {
+		// Piped input is not echoed: commands follow their prompt.
+		parts := strings.Split(out, "> ")
+		return strings.Join(parts, "\n")
+	}
+	before, _, _ := strings.Cut(after, "\n> ")
+	return before
+}
+
+// While ctxinf serve owns the data directory, ctxinf chat on it chats
+// through the server's API: turns stream, and the commands print what
+// they print on the data directory alone.
+func TestChatTalksToTheServerOwningTheDataDir(t *testing.T) {
+	dir := t.TempDir()
+	s := startServe(t, dir)
+	out := chatLines(t, dir, "hello through the server\nsecond turn\n/history\n/pending\n/model\n/fork 1\n/branches\n/quit\n")
+	for _, want := range []string{"server " + s.url, "provider local, model local", "I received your message (4 words)",
+		"[turn 1 · response_finalized", "[turn 2 · response_finalized", "#0 user: hello through the server",
+		"turn 1 (", "is pending", "this branch uses: default", "now on branch", "forked from"} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("chat through the server lacks %q:\n%s", want, out)
+		}
+	}
+	remote := chatLines(t, dir, "/history\n/pending\n/quit\n")
+	s.stop(t)
+	local := chatLines(t, dir, "/history\n/pending\n/quit\n")
+	strip := func(s string) string { // the first line names the server or the data dir
+		_, rest, _ := strings.Cut(s, "\n")
+		return rest
+	}
+	if strip(remote) != strip(local) {
+		t.Fatalf("chat /history and /pending: through the server\n%s\non the data dir\n%s", remote, local)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -113,26 +114,45 @@ func chat(e *env, args []string) error {
 	fs.SetOutput(e.stderr)
 	sessionFlag := fs.String("session", "", "session to resume (default: the newest, or a new one)")
 	branchFlag := fs.String("branch", "", "branch to resume (default: the session's active branch)")
+	serverURL := fs.String("server", "", "chat through the ctxinf serve at this URL (default: the data directory's, when one runs on it)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	ctx := context.Background()
-	cfg, err := runtimeConfig(e)
+	var rt chatRuntime
+	where, err := filepath.Abs(e.cfg.DataDir)
 	if err != nil {
 		return err
 	}
-	rt, err := openRuntimeWith(ctx, e, cfg)
-	if err != nil {
-		return err
+	where = "data in " + where
+	if *serverURL == "" {
+		var cfg actors.Config
+		if cfg, err = runtimeConfig(e); err != nil {
+			return err
+		}
+		var local *ctxinf.Runtime
+		if local, err = openRuntimeWith(ctx, e, cfg); err == nil {
+			defer local.Close()
+			rt = localChat{rt: local, provider: cfg.Provider.Name(), model: cfg.Model}
+		}
 	}
-	defer rt.Close()
+	if rt == nil {
+		c, rerr := e.remote(*serverURL, err)
+		if rerr != nil {
+			return rerr
+		}
+		rt, where = remoteChat{c}, "server "+c.URL()
+	}
 	branch, err := pickBranch(ctx, rt, *sessionFlag, *branchFlag)
 	if err != nil {
 		return err
 	}
-	abs, _ := filepath.Abs(e.cfg.DataDir)
-	fmt.Fprintf(e.stdout, "ctxinf chat: session %s, branch %s (%s), data in %s, provider %s, model %s.\nType a message, or /help.\n",
-		branch.Session, branch.ID, branch.Label, abs, cfg.Provider.Name(), cfg.Model)
+	provider, model, err := rt.Names(ctx)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(e.stdout, "ctxinf chat: session %s, branch %s (%s), %s, provider %s, model %s.\nType a message, or /help.\n",
+		branch.Session, branch.ID, branch.Label, where, provider, model)
 	if err := showInterrupted(ctx, e.stdout, rt, branch.ID); err != nil {
 		fmt.Fprintf(e.stdout, "error: %v\n", err)
 	}
@@ -158,30 +178,23 @@ func chat(e *env, args []string) error {
 			}
 			continue
 		}
-		s, err := rt.Submit(ctx, branch.ID, line)
+		seq, last, err := rt.Submit(ctx, branch.ID, line, func(u actors.Update) {
+			fmt.Fprint(e.stdout, u.Delta)
+			switch it := u.Item.(type) {
+			case messages.ToolCall:
+				fmt.Fprintf(e.stdout, "\n  [tool call %s %s]\n", it.Name, oneLine(string(it.Arguments), 200))
+			case messages.ToolOutput:
+				fmt.Fprintf(e.stdout, "  [tool result %s]\n", oneLine(string(it.Output), 200))
+			}
+		})
 		if err != nil {
 			fmt.Fprintf(e.stdout, "error: %v\n", err)
 			continue
 		}
-		var last actors.Update
-		for us := s.Next(nil); us != nil; us = s.Next(nil) {
-			for _, u := range us {
-				fmt.Fprint(e.stdout, u.Delta)
-				switch it := u.Item.(type) {
-				case messages.ToolCall:
-					fmt.Fprintf(e.stdout, "\n  [tool call %s %s]\n", it.Name, oneLine(string(it.Arguments), 200))
-				case messages.ToolOutput:
-					fmt.Fprintf(e.stdout, "  [tool result %s]\n", oneLine(string(it.Output), 200))
-				}
-				if u.Done {
-					last = u
-				}
-			}
-		}
 		if last.Outcome.Kind == messages.OutcomeIncomplete || last.Outcome.Kind == messages.OutcomePaused {
 			fmt.Fprintf(e.stdout, "\n  [%s: %s]", last.Outcome.Kind, last.Outcome.Reason)
 		}
-		fmt.Fprintf(e.stdout, "\n  [turn %d · %s · stream durable/displayed %d/%d bytes]\n", s.Seq, last.Phase, last.Durable, last.Displayed)
+		fmt.Fprintf(e.stdout, "\n  [turn %d · %s · stream durable/displayed %d/%d bytes]\n", seq, last.Phase, last.Durable, last.Displayed)
 		if last.Phase == messages.PhaseFailed {
 			// What failed, and why: the code a client of the server
 			// gets (context_too_large, provider_error, cancelled…).
@@ -192,39 +205,36 @@ func chat(e *env, args []string) error {
 
 // pickBranch resumes the given branch or session, else the newest
 // session's active branch, else a new session.
-func pickBranch(ctx context.Context, rt *ctxinf.Runtime, session, branch string) (ctxinf.Branch, error) {
-	db := rt.DB()
+func pickBranch(ctx context.Context, rt chatRuntime, session, branch string) (ctxinf.Branch, error) {
 	if branch != "" {
 		id, err := messages.ParseID[messages.BranchID](branch)
 		if err != nil {
 			return ctxinf.Branch{}, fmt.Errorf("--branch: %w", err)
 		}
-		return db.BranchRow(ctx, id)
+		return rt.BranchRow(ctx, id)
 	}
-	var s persistence.SessionRow
+	ss, err := rt.Sessions(ctx)
+	if err != nil {
+		return ctxinf.Branch{}, err
+	}
 	if session != "" {
 		id, err := messages.ParseID[messages.SessionID](session)
 		if err != nil {
 			return ctxinf.Branch{}, fmt.Errorf("--session: %w", err)
 		}
-		if s, err = db.Session(ctx, id); err != nil {
-			return ctxinf.Branch{}, err
+		i := slices.IndexFunc(ss, func(s persistence.SessionRow) bool { return s.ID == id })
+		if i < 0 {
+			return ctxinf.Branch{}, fmt.Errorf("--session: %w: session %s", persistence.ErrNotFound, id)
 		}
-	} else {
-		ss, err := db.Sessions(ctx)
-		if err != nil {
-			return ctxinf.Branch{}, err
-		}
-		if len(ss) == 0 {
-			_, b, err := rt.CreateSession(ctx, "chat")
-			return b, err
-		}
-		s = ss[len(ss)-1]
+		return rt.BranchRow(ctx, ss[i].ActiveBranch)
 	}
-	return db.BranchRow(ctx, s.ActiveBranch)
+	if len(ss) == 0 {
+		return rt.CreateSession(ctx, "chat")
+	}
+	return rt.BranchRow(ctx, ss[len(ss)-1].ActiveBranch)
 }
 
-func chatCommand(ctx context.Context, e *env, rt *ctxinf.Runtime, branch *ctxinf.Branch, line string) (quit bool, err error) {
+func chatCommand(ctx context.Context, e *env, rt chatRuntime, branch *ctxinf.Branch, line string) (quit bool, err error) {
 	cmd, arg, _ := strings.Cut(line, " ")
 	arg = strings.TrimSpace(arg)
 	out := e.stdout
@@ -240,41 +250,41 @@ func chatCommand(ctx context.Context, e *env, rt *ctxinf.Runtime, branch *ctxinf
 				return false, fmt.Errorf("/history: N must be 1..%d", persistence.MaxPageTurns)
 			}
 		}
-		hist, _, err := rt.History(ctx, branch.ID, ctxinf.TurnID{}, n)
+		hist, err := rt.History(ctx, branch.ID, n)
 		if err != nil {
 			return false, err
 		}
 		for _, h := range hist {
-			fmt.Fprintf(out, "  #%d %s: %s\n", h.Depth, h.Message.Role, oneLine(h.Message.RenderedText, 200))
-			if h.PartialReply != nil {
-				printRecovered(out, h.Depth, h.PartialReply)
+			fmt.Fprintf(out, "  #%d %s: %s\n", h.Depth, h.Role, oneLine(h.Text, 200))
+			if h.Partial != nil {
+				printRecovered(out, h.Depth, *h.Partial)
 			}
 		}
-	case "/pending", "/state":
-		info, err := rt.Inspect(ctx, branch.ID)
+	case "/state":
+		info, err := rt.Info(ctx, branch.ID)
 		if err != nil {
 			return false, err
 		}
-		if cmd == "/state" {
-			fmt.Fprintf(out, "  head state #%d %s · turns %d · committed %d · failed %d · indexed %d · pending %d\n",
-				info.State.Seq, info.State.ID, info.TurnSeq, info.Committed, info.Failed, info.Indexed, info.Pending)
-			for _, p := range info.State.Pinned {
-				fmt.Fprintf(out, "  pinned: %s\n", p)
-			}
-			fmt.Fprintf(out, "  summary:\n%s\n", indent(info.State.Summary))
-			return false, nil
+		fmt.Fprintf(out, "  head state #%d %s · turns %d · committed %d · failed %d · indexed %d · pending %d\n",
+			info.State.Seq, info.State.ID, info.TurnSeq, info.Committed, info.Failed, info.Indexed, info.Pending)
+		for _, p := range info.State.Pinned {
+			fmt.Fprintf(out, "  pinned: %s\n", p)
 		}
-		if info.Pending == 0 {
+		fmt.Fprintf(out, "  summary:\n%s\n", indent(info.State.Summary))
+	case "/pending":
+		pending, err := rt.Pending(ctx, branch.ID)
+		if err != nil {
+			return false, err
+		}
+		if len(pending) == 0 {
 			fmt.Fprintln(out, "  no pending turns")
 		}
-		for _, t := range info.Turns {
-			if t.Phase == messages.PhaseResponseFinalized {
-				fmt.Fprintf(out, "  turn %d (%s) is pending: it goes into the next context verbatim\n", t.Seq, t.ID)
-			}
+		for _, t := range pending {
+			fmt.Fprintf(out, "  turn %d (%s) is pending: it goes into the next context verbatim\n", t.Seq, t.Turn)
 		}
 	case "/model":
 		if arg == "" {
-			info, err := rt.Inspect(ctx, branch.ID)
+			info, err := rt.Info(ctx, branch.ID)
 			if err != nil {
 				return false, err
 			}
@@ -282,7 +292,11 @@ func chatCommand(ctx context.Context, e *env, rt *ctxinf.Runtime, branch *ctxinf
 			if current == "" {
 				current = "default"
 			}
-			fmt.Fprintf(out, "  this branch uses: %s; available: %s\n", current, strings.Join(rt.ModelNames(), ", "))
+			names, err := rt.ModelNames(ctx)
+			if err != nil {
+				return false, err
+			}
+			fmt.Fprintf(out, "  this branch uses: %s; available: %s\n", current, strings.Join(names, ", "))
 			return false, nil
 		}
 		if arg == "default" {
@@ -309,14 +323,11 @@ func chatCommand(ctx context.Context, e *env, rt *ctxinf.Runtime, branch *ctxinf
 			if err != nil || seq == 0 {
 				return false, errors.New("/fork: N must be a turn number (see /history)")
 			}
-			rows, err := rt.DB().TurnRows(ctx, branch.ID, seq, 1)
+			row, err := rt.TurnAt(ctx, branch.ID, seq)
 			if err != nil {
-				return false, err
+				return false, fmt.Errorf("/fork: %w", err)
 			}
-			if len(rows) == 0 || rows[0].Seq != seq {
-				return false, fmt.Errorf("/fork: branch has no turn %d", seq)
-			}
-			at = rows[0].ID
+			at = row.ID
 		}
 		b, err := rt.Fork(ctx, branch.ID, at, "fork")
 		if err != nil {
@@ -325,7 +336,7 @@ func chatCommand(ctx context.Context, e *env, rt *ctxinf.Runtime, branch *ctxinf
 		*branch = b
 		fmt.Fprintf(out, "  now on branch %s (forked from %s)\n", b.ID, b.Parent)
 	case "/branches":
-		bs, err := rt.DB().Branches(ctx, branch.Session)
+		bs, err := rt.Branches(ctx, branch.Session)
 		if err != nil {
 			return false, err
 		}
@@ -341,7 +352,7 @@ func chatCommand(ctx context.Context, e *env, rt *ctxinf.Runtime, branch *ctxinf
 		if err != nil {
 			return false, fmt.Errorf("/switch: %w", err)
 		}
-		b, err := rt.DB().BranchRow(ctx, id)
+		b, err := rt.BranchRow(ctx, id)
 		if err != nil {
 			return false, err
 		}

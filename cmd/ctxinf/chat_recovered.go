@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/contextinfinity/ctxinf"
-	"github.com/contextinfinity/ctxinf/actors"
 	"github.com/contextinfinity/ctxinf/messages"
 )
 
@@ -14,26 +12,26 @@ import (
 const recoveredLabel = "[incomplete, recovered after a crash]"
 
 // printRecovered prints the partial reply of an interrupted turn, labeled.
-func printRecovered(out io.Writer, depth uint64, r *actors.Recovered) {
-	fmt.Fprintf(out, "  #%d assistant: %s %s\n", depth, recoveredLabel, oneLine(r.Text, 200))
+func printRecovered(out io.Writer, depth uint64, text string) {
+	fmt.Fprintf(out, "  #%d assistant: %s %s\n", depth, recoveredLabel, oneLine(text, 200))
 }
 
 // showInterrupted prints, when a chat resumes a branch whose last turn a
 // crash cut off, what was recovered of its reply. Asking the branch
 // activates it, which recovers the turn first.
-func showInterrupted(ctx context.Context, out io.Writer, rt *ctxinf.Runtime, branch messages.BranchID) error {
-	info, err := rt.Inspect(ctx, branch)
+func showInterrupted(ctx context.Context, out io.Writer, rt chatRuntime, branch messages.BranchID) error {
+	info, err := rt.Info(ctx, branch)
 	if err != nil || info.TurnSeq == 0 {
 		return err
 	}
-	rows, err := rt.DB().TurnRows(ctx, branch, info.TurnSeq, 1)
-	if err != nil || len(rows) == 0 || rows[0].Phase != messages.PhaseFailed {
+	row, err := rt.TurnAt(ctx, branch, info.TurnSeq)
+	if err != nil || row.Phase != messages.PhaseFailed {
 		return err
 	}
-	rec, ok, err := rt.RecoveredOutput(ctx, rows[0].ID)
+	text, ok, err := rt.Recovered(ctx, branch, row.ID)
 	if err != nil || !ok {
 		return err
 	}
-	fmt.Fprintf(out, "The last turn (%d) was interrupted: %s\n  %s %s\n", rows[0].Seq, rows[0].Reason, recoveredLabel, oneLine(rec.Text, 2000))
+	fmt.Fprintf(out, "The last turn (%d) was interrupted: %s\n  %s %s\n", row.Seq, row.Reason, recoveredLabel, oneLine(text, 2000))
 	return nil
 }

@@ -206,8 +206,18 @@ func (s *Server) getTurn(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	turn, err := pathID[messages.TurnID](r, "turn")
-	if err != nil {
+	var turn messages.TurnID
+	if seq, perr := strconv.ParseUint(r.PathValue("turn"), 10, 64); perr == nil && seq > 0 {
+		// The turn by its number on the branch.
+		rows, err := s.rt.DB().TurnRows(r.Context(), id, seq, 1)
+		if err != nil {
+			return err
+		}
+		if len(rows) == 0 || rows[0].Seq != seq {
+			return notFound("branch %s has no turn %d", id, seq)
+		}
+		turn = rows[0].ID
+	} else if turn, err = pathID[messages.TurnID](r, "turn"); err != nil {
 		return err
 	}
 	found, err := s.rt.DB().TurnRow(r.Context(), id, turn)
@@ -452,5 +462,27 @@ func (s *Server) inspect(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	writeJSON(w, http.StatusOK, rep)
+	return nil
+}
+
+// models lists the models a branch can select (PUT .../model, a proxied
+// request's model), in the OpenAI API's shape: each with the provider
+// that serves it as owned_by; the branches' default comes first, as
+// "default" (the model a branch that selected none uses).
+func (s *Server) models(w http.ResponseWriter, r *http.Request) error {
+	type model struct {
+		ID      string `json:"id"`
+		Object  string `json:"object"`
+		Created int64  `json:"created"`
+		OwnedBy string `json:"owned_by"`
+		ModelID string `json:"model_id"` // the provider's id of the model
+	}
+	provider, id := s.rt.DefaultModel()
+	out := []model{{ID: "default", Object: "model", OwnedBy: provider, ModelID: id}}
+	for _, name := range s.rt.ModelNames() {
+		p, id, _ := s.rt.ModelInfo(name)
+		out = append(out, model{ID: name, Object: "model", OwnedBy: p, ModelID: id})
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": out})
 	return nil
 }

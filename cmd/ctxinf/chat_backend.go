@@ -1,0 +1,270 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/contextinfinity/ctxinf"
+	"github.com/contextinfinity/ctxinf/actors"
+	"github.com/contextinfinity/ctxinf/client"
+	"github.com/contextinfinity/ctxinf/messages"
+	"github.com/contextinfinity/ctxinf/persistence"
+)
+
+// chatRuntime is what the chat needs of a runtime: the embedded one on
+// the data directory (localChat), or the API of the server that owns it
+// (remoteChat). The chat prints the same either way.
+type chatRuntime interface {
+	// Names are the default model's provider and id.
+	Names(ctx context.Context) (provider, model string, err error)
+	Sessions(ctx context.Context) ([]persistence.SessionRow, error)
+	CreateSession(ctx context.Context, title string) (ctxinf.Branch, error)
+	BranchRow(ctx context.Context, id messages.BranchID) (ctxinf.Branch, error)
+	Branches(ctx context.Context, session messages.SessionID) ([]ctxinf.Branch, error)
+	// Submit runs a turn, calling show with each update; it returns the
+	// turn's number and its last update.
+	Submit(ctx context.Context, branch messages.BranchID, text string, show func(actors.Update)) (uint64, actors.Update, error)
+	History(ctx context.Context, branch messages.BranchID, n int) ([]chatEntry, error)
+	Info(ctx context.Context, branch messages.BranchID) (client.BranchInfo, error)
+	Pending(ctx context.Context, branch messages.BranchID) ([]messages.PendingTurn, error)
+	ModelNames(ctx context.Context) ([]string, error)
+	SelectModel(ctx context.Context, branch messages.BranchID, name string) error
+	Pin(ctx context.Context, branch messages.BranchID, fact string) error
+	CommitPending(ctx context.Context, branch messages.BranchID) error
+	// TurnAt returns the row of the branch's turn number seq.
+	TurnAt(ctx context.Context, branch messages.BranchID, seq uint64) (persistence.TurnRow, error)
+	Fork(ctx context.Context, branch messages.BranchID, at messages.TurnID, label string) (ctxinf.Branch, error)
+	// Recovered returns the output recovered from the turn's interrupted
+	// step, if any.
+	Recovered(ctx context.Context, branch messages.BranchID, turn messages.TurnID) (string, bool, error)
+}
+
+// chatEntry is a message of the history, with the output recovered for
+// its reply when a crash cut that off.
+type chatEntry struct {
+	Depth   uint64
+	Role    messages.Role
+	Text    string
+	Partial *string
+}
+
+// localChat is chatRuntime on the embedded runtime.
+type localChat struct {
+	rt       *ctxinf.Runtime
+	provider string
+	model    string
+}
+
+func (l localChat) Names(context.Context) (string, string, error) { return l.provider, l.model, nil }
+func (l localChat) Sessions(ctx context.Context) ([]persistence.SessionRow, error) {
+	return l.rt.DB().Sessions(ctx)
+}
+func (l localChat) CreateSession(ctx context.Context, title string) (ctxinf.Branch, error) {
+	_, b, err := l.rt.CreateSession(ctx, title)
+	return b, err
+}
+func (l localChat) BranchRow(ctx context.Context, id messages.BranchID) (ctxinf.Branch, error) {
+	return l.rt.DB().BranchRow(ctx, id)
+}
+func (l localChat) Branches(ctx context.Context, session messages.SessionID) ([]ctxinf.Branch, error) {
+	return l.rt.DB().Branches(ctx, session)
+}
+
+func (l localChat) Submit(ctx context.Context, branch messages.BranchID, text string, show func(actors.Update)) (uint64, actors.Update, error) {
+	s, err := l.rt.Submit(ctx, branch, text)
+	if err != nil {
+		return 0, actors.Update{}, err
+	}
+	var last actors.Update
+	for us := s.Next(nil); us != nil; us = s.Next(nil) {
+		for _, u := range us {
+			show(u)
+			if u.Done {
+				last = u
+			}
+		}
+	}
+	return s.Seq, last, nil
+}
+
+func (l localChat) History(ctx context.Context, branch messages.BranchID, n int) ([]chatEntry, error) {
+	hist, _, err := l.rt.History(ctx, branch, ctxinf.TurnID{}, n)
+	out := make([]chatEntry, 0, len(hist))
+	for _, h := range hist {
+		e := chatEntry{Depth: h.Depth, Role: h.Message.Role, Text: h.Message.RenderedText}
+		if h.PartialReply != nil {
+			e.Partial = &h.PartialReply.Text
+		}
+		out = append(out, e)
+	}
+	return out, err
+}
+
+func (l localChat) Info(ctx context.Context, branch messages.BranchID) (client.BranchInfo, error) {
+	info, err := l.rt.Inspect(ctx, branch)
+	return client.BranchInfo{Tip: info.Tip, State: info.State, Epoch: info.Epoch, TurnSeq: info.TurnSeq,
+		Committed: info.Committed, Failed: info.Failed, Indexed: info.Indexed, Pending: info.Pending, Model: info.Model}, err
+}
+
+func (l localChat) Pending(ctx context.Context, branch messages.BranchID) ([]messages.PendingTurn, error) {
+	info, err := l.rt.Inspect(ctx, branch)
+	var out []messages.PendingTurn
+	for _, t := range info.Turns {
+		if t.Phase == messages.PhaseResponseFinalized {
+			out = append(out, messages.PendingTurn{Turn: t.ID, Seq: t.Seq, Reply: t.Reply})
+		}
+	}
+	return out, err
+}
+
+func (l localChat) ModelNames(context.Context) ([]string, error) { return l.rt.ModelNames(), nil }
+func (l localChat) SelectModel(ctx context.Context, branch messages.BranchID, name string) error {
+	return l.rt.SelectModel(ctx, branch, name)
+}
+func (l localChat) Pin(ctx context.Context, branch messages.BranchID, fact string) error {
+	return l.rt.Pin(ctx, branch, fact)
+}
+func (l localChat) CommitPending(ctx context.Context, branch messages.BranchID) error {
+	return l.rt.CommitPending(ctx, branch)
+}
+
+func (l localChat) TurnAt(ctx context.Context, branch messages.BranchID, seq uint64) (persistence.TurnRow, error) {
+	rows, err := l.rt.DB().TurnRows(ctx, branch, seq, 1)
+	if err != nil {
+		return persistence.TurnRow{}, err
+	}
+	if len(rows) == 0 || rows[0].Seq != seq {
+		return persistence.TurnRow{}, fmt.Errorf("%w: branch has no turn %d", persistence.ErrTurnNotFound, seq)
+	}
+	return rows[0], nil
+}
+
+func (l localChat) Fork(ctx context.Context, branch messages.BranchID, at messages.TurnID, label string) (ctxinf.Branch, error) {
+	return l.rt.Fork(ctx, branch, at, label)
+}
+
+func (l localChat) Recovered(ctx context.Context, _ messages.BranchID, turn messages.TurnID) (string, bool, error) {
+	rec, ok, err := l.rt.RecoveredOutput(ctx, turn)
+	if err != nil || !ok {
+		return "", false, err
+	}
+	return rec.Text, true, nil
+}
+
+// remoteChat is chatRuntime on a server's API.
+type remoteChat struct{ c *client.Client }
+
+func (r remoteChat) Names(ctx context.Context) (string, string, error) {
+	ms, err := r.c.Models(ctx)
+	if err != nil || len(ms) == 0 {
+		return "", "", err
+	}
+	return ms[0].OwnedBy, ms[0].ModelID, nil
+}
+func (r remoteChat) Sessions(ctx context.Context) ([]persistence.SessionRow, error) {
+	return r.c.Sessions(ctx)
+}
+func (r remoteChat) CreateSession(ctx context.Context, title string) (ctxinf.Branch, error) {
+	_, b, err := r.c.CreateSession(ctx, title)
+	return b, err
+}
+func (r remoteChat) BranchRow(ctx context.Context, id messages.BranchID) (ctxinf.Branch, error) {
+	info, err := r.c.Branch(ctx, id)
+	return info.Branch, err
+}
+func (r remoteChat) Branches(ctx context.Context, session messages.SessionID) ([]ctxinf.Branch, error) {
+	return r.c.Branches(ctx, session)
+}
+
+func (r remoteChat) Submit(ctx context.Context, branch messages.BranchID, text string, show func(actors.Update)) (uint64, actors.Update, error) {
+	var last actors.Update
+	res, err := r.c.Stream(ctx, branch, text, func(ev client.Event) error {
+		u := actors.Update{Delta: ev.Text, Displayed: ev.Displayed, Durable: ev.Durable}
+		switch ev.Type {
+		case "item":
+			it, err := messages.UnmarshalItem(ev.Item)
+			if err != nil {
+				return err
+			}
+			u.Item = it
+		case "done":
+			u.Done, u.Phase, u.Outcome, u.Err = true, ev.Phase, ev.Outcome, ev.Error
+			last = u
+		case "delta":
+		default:
+			return nil
+		}
+		show(u)
+		return nil
+	})
+	var te *client.TurnError
+	if errors.As(err, &te) && last.Done {
+		err = nil // the failed turn's done event says why, as the local chat's does
+	}
+	return res.Seq, last, err
+}
+
+func (r remoteChat) History(ctx context.Context, branch messages.BranchID, n int) ([]chatEntry, error) {
+	hist, _, err := r.c.History(ctx, branch, messages.TurnID{}, n)
+	out := make([]chatEntry, 0, len(hist))
+	for _, h := range hist {
+		e := chatEntry{Depth: h.Depth, Role: h.Message.Role, Text: h.Message.RenderedText}
+		if h.PartialReply != nil {
+			e.Partial = &h.PartialReply.Text
+		}
+		out = append(out, e)
+	}
+	return out, err
+}
+
+func (r remoteChat) Info(ctx context.Context, branch messages.BranchID) (client.BranchInfo, error) {
+	return r.c.Branch(ctx, branch)
+}
+func (r remoteChat) Pending(ctx context.Context, branch messages.BranchID) ([]messages.PendingTurn, error) {
+	ps, err := r.c.Pending(ctx, branch)
+	out := make([]messages.PendingTurn, 0, len(ps))
+	for _, p := range ps {
+		out = append(out, messages.PendingTurn{Turn: p.Turn, Seq: p.Seq, Reply: p.Reply})
+	}
+	return out, err
+}
+
+func (r remoteChat) ModelNames(ctx context.Context) ([]string, error) {
+	ms, err := r.c.Models(ctx)
+	var names []string
+	for _, m := range ms {
+		if m.ID != "default" {
+			names = append(names, m.ID)
+		}
+	}
+	slices.Sort(names)
+	return names, err
+}
+func (r remoteChat) SelectModel(ctx context.Context, branch messages.BranchID, name string) error {
+	return r.c.SelectModel(ctx, branch, name)
+}
+func (r remoteChat) Pin(ctx context.Context, branch messages.BranchID, fact string) error {
+	return r.c.Pin(ctx, branch, fact)
+}
+func (r remoteChat) CommitPending(ctx context.Context, branch messages.BranchID) error {
+	return r.c.Commit(ctx, branch)
+}
+
+func (r remoteChat) TurnAt(ctx context.Context, branch messages.BranchID, seq uint64) (persistence.TurnRow, error) {
+	t, err := r.c.TurnNumber(ctx, branch, seq)
+	return t.TurnRow, err
+}
+
+func (r remoteChat) Fork(ctx context.Context, branch messages.BranchID, at messages.TurnID, label string) (ctxinf.Branch, error) {
+	return r.c.Fork(ctx, branch, at, label)
+}
+
+func (r remoteChat) Recovered(ctx context.Context, branch messages.BranchID, turn messages.TurnID) (string, bool, error) {
+	t, err := r.c.Turn(ctx, branch, turn)
+	if err != nil || t.Partial == nil {
+		return "", false, err
+	}
+	return t.Partial.Text, true, nil
+}
