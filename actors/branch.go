@@ -32,6 +32,11 @@ type (
 		ev      messages.BranchCreated
 		session *persistence.SessionRow // set when the branch opens a new session
 		row     persistence.BranchRow
+		// importing: the branch is built by an import (SessionImport),
+		// which folds nothing until it ends; imp, if set, marks the
+		// import as under way in the same commit.
+		importing bool
+		imp       *persistence.ImportRow
 	}
 	submitReq struct {
 		msg  messages.Message
@@ -138,7 +143,11 @@ type branchActor struct {
 	// prepare leaves the turn's acceptance held; unacked while it is
 	// held after (SubmitDeferred), until this actor's next write.
 	deferring, unacked bool
-	counters           [2]uint64 // displayed, durable bytes of the turn's finished steps
+	// importing is set while an import builds the branch (its session
+	// is not committed yet): its states come from the export, so the
+	// fold policy asks for no summary until the import ends.
+	importing bool
+	counters  [2]uint64 // displayed, durable bytes of the turn's finished steps
 	// msgs holds the decoded messages of the window, the pending turns and
 	// the turn in flight, so that assembling a context reads the store only
 	// for what this instance has not seen (after activation).
@@ -189,7 +198,8 @@ func (a *branchActor) Receive(ctx actor.Context) {
 		a.active = time.Now()
 	}
 	switch ctx.Message().(type) {
-	case *createReq, *pinReq, *commitReq, *inspectReq, *forkReq, *wakeReq, *cancelReq, *modelReq, *debugReq, *importReq, *forceReq:
+	case *createReq, *pinReq, *commitReq, *inspectReq, *forkReq, *wakeReq, *cancelReq, *modelReq, *debugReq, *importReq, *forceReq,
+		*importItemsReq, *importDoneReq:
 		if a.unacked {
 			// Nothing is told while a turn's acceptance is held.
 			a.flush()
@@ -277,6 +287,16 @@ func (a *branchActor) Receive(ctx actor.Context) {
 			return
 		}
 		respond(ids)
+	case *importItemsReq:
+		respond(errOrOK(a.importItems(ctx, m.items)))
+	case *importDoneReq:
+		if a.importing {
+			a.importing = false
+			if s, ok := a.b.FoldDue(core.FoldAuto); ok {
+				a.run(ctx, []core.Effect{s})
+			}
+		}
+		respond(okReply{})
 	case *forceReq:
 		evs, err := a.b.Force(m.chunks, a.now())
 		if err == nil {
@@ -527,6 +547,9 @@ func (a *branchActor) recover(ctx actor.Context) {
 	if !a.b.Created {
 		return
 	}
+	if _, err := a.rt.db.Import(context.Background(), a.b.Session); err == nil {
+		a.importing = true // its import goes on (one cut short was dropped at Open)
+	}
 	evs, effects := a.b.Recover(a.now())
 	for _, ev := range evs {
 		tx := a.txFor(ev)
@@ -694,6 +717,10 @@ func (a *branchActor) create(ctx actor.Context, m *createReq) any {
 	if m.session != nil {
 		tx.Sessions = []persistence.SessionRow{*m.session}
 	}
+	if m.imp != nil {
+		tx.Imports = []persistence.ImportRow{*m.imp}
+	}
+	a.importing = m.importing
 	for _, p := range m.ev.Pending {
 		tx.Jobs = append(tx.Jobs, persistence.Job{Type: persistence.JobSummarize, Branch: a.id, Turn: p.Turn, Created: a.now()})
 		tx.NewTurns = append(tx.NewTurns, persistence.TurnRow{Branch: a.id, Seq: p.Seq, ID: p.Turn, Phase: messages.PhaseResponseFinalized,
@@ -854,6 +881,9 @@ func (a *branchActor) run(ctx actor.Context, effects []core.Effect) {
 	for _, e := range effects {
 		switch e := e.(type) {
 		case core.PrepareContext:
+			if a.importing {
+				continue // an imported turn that failed: it is failed next
+			}
 			a.prepare(ctx, e.Turn)
 		case core.RunTools:
 			a.runTools(ctx, e)
@@ -864,6 +894,9 @@ func (a *branchActor) run(ctx actor.Context, effects []core.Effect) {
 		case core.Abandon:
 			a.abandon(ctx, e.Turn, e.Reason, interruptedToolText, nil)
 		case core.Summarize:
+			if a.importing {
+				continue // the import brings its states
+			}
 			if a.summarizing == e.Epoch+1 {
 				continue // this epoch's summary is on its way
 			}

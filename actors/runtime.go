@@ -387,6 +387,10 @@ func Open(ctx context.Context, cfg Config) (*Runtime, error) {
 			actor.WithGuardian(r.indexerSup)), fmt.Sprintf("indexer-%d", i))
 		r.librarians, r.indexers = append(r.librarians, l), append(r.indexers, x)
 	}
+	if err := r.dropCutImports(ctx); err != nil {
+		r.Close()
+		return nil, fmt.Errorf("actors: %w", err)
+	}
 	if err := r.reconcile(ctx); err != nil {
 		r.Close()
 		return nil, err

@@ -462,9 +462,11 @@ func (c *Client) Pending(ctx context.Context, branch messages.BranchID) ([]Pendi
 	return out.Pending, err
 }
 
-// Export writes the session's export to w: JSON lines, the session first,
-// then every message of its active branch, oldest first. A server that
-// fails partway cuts the connection, and Export returns an error.
+// Export writes the session's export to w: JSON lines (format 2, see
+// the README's "Export and import"), every branch with its fork point,
+// turns, states and pinned facts, and an end line with counts and a
+// SHA-256 of the lines before it. A server that fails partway cuts the
+// connection, and Export returns an error.
 func (c *Client) Export(ctx context.Context, session messages.SessionID, w io.Writer) error {
 	resp, err := c.send(ctx, "GET", "/v1/sessions/"+session.String()+"/export", nil, "", "application/x-ndjson")
 	if err != nil {
@@ -477,14 +479,16 @@ func (c *Client) Export(ctx context.Context, session messages.SessionID, w io.Wr
 
 // Imported is a session made from an export.
 type Imported struct {
-	Session Session `json:"session"`
-	Branch  Branch  `json:"branch"`
-	Turns   int     `json:"turns"` // the exchanges imported, each a turn
+	Session  Session `json:"session"`
+	Branch   Branch  `json:"branch"`   // the session's active branch
+	Branches int     `json:"branches"` // the branches imported
+	Turns    int     `json:"turns"`    // the turns imported, on all branches
+	States   int     `json:"states"`   // the states imported, on all branches
 }
 
-// Import makes a new session of an export read from r (Export's format);
-// no model is called, and the turns are folded and indexed like any
-// other.
+// Import makes a new session of an export read from r (Export's format,
+// or format 1), streamed: no model is called, and the session is listed
+// only once all of it is stored (a failure or a crash leaves none).
 func (c *Client) Import(ctx context.Context, r io.Reader) (Imported, error) {
 	var out Imported
 	resp, err := c.send(ctx, "POST", "/v1/sessions/import", r, "application/x-ndjson", "")

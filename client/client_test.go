@@ -114,7 +114,8 @@ func TestClient(t *testing.T) {
 		}
 	}
 	var export strings.Builder
-	if err := c.Export(ctx, sess.ID, &export); err != nil || strings.Count(export.String(), "\n") != 5 {
+	if err := c.Export(ctx, sess.ID, &export); err != nil || !strings.HasPrefix(export.String(), `{"type":"session","format":2,`) ||
+		!strings.Contains(export.String(), `{"type":"end","branches":2,"turns":2,`) {
 		t.Fatalf("export: %v\n%s", err, export.String())
 	}
 	imported, err := c.Import(ctx, strings.NewReader(export.String()))

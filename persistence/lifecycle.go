@@ -33,6 +33,7 @@ const (
 	tableEvent      byte = 'E' // E | actor | 0 | index(8)      → event bytes
 	tableSnapshot   byte = 'P' // P | actor                     → index uvarint | snapshot bytes
 	tablePrevSnap   byte = 'F' // F | actor                     → index uvarint | snapshot bytes (the one before P's)
+	tableImport     byte = 'G' // G | session(16)               → ImportRow (an import under way)
 	maxActorNameLen      = 256
 )
 
@@ -42,6 +43,15 @@ type SessionRow struct {
 	Title        string             `json:"title,omitempty"`
 	ActiveBranch messages.BranchID  `json:"active_branch"`
 	Created      time.Time          `json:"created"`
+}
+
+// ImportRow marks a session being imported: its rows are written in
+// batches, and its session row (what lists it) only by the commit that
+// ends the import, which deletes this row. A row left at Open is an
+// import a crash cut short: its branches are dropped (Tx.DropBranches).
+type ImportRow struct {
+	Session messages.SessionID `json:"session"`
+	Started time.Time          `json:"started"`
 }
 
 // BranchRow describes a branch of a session (SRD §5.4); its live state is
@@ -256,6 +266,14 @@ type Tx struct {
 	// deleted. Without it the fallback and every event stay, so that
 	// an unreadable snapshot never costs the events it covers.
 	PrevSnapshot *EventRecord
+	// Imports are upserted, DoneImports deleted (absent ones are
+	// ignored): see ImportRow.
+	Imports     []ImportRow
+	DoneImports []messages.SessionID
+	// DropBranches deletes branches' rows and their sessions' index
+	// entries (what an import cut short left): their transcript nodes,
+	// turn and state rows and event logs stay, unreachable.
+	DropBranches []BranchRow
 }
 
 // merge appends src's writes to t's, to commit both as one transaction.
@@ -277,6 +295,9 @@ func (t *Tx) merge(src *Tx) {
 	if src.Snapshot != nil {
 		t.Snapshot, t.PrevSnapshot = src.Snapshot, src.PrevSnapshot
 	}
+	t.Imports = append(t.Imports, src.Imports...)
+	t.DoneImports = append(t.DoneImports, src.DoneImports...)
+	t.DropBranches = append(t.DropBranches, src.DropBranches...)
 }
 
 // TxAppend appends a turn with a chosen id to a context-store branch.
@@ -331,6 +352,10 @@ func Open(opts Options) (*DB, error) {
 	}
 	return d, nil
 }
+
+// MaxPayloadBytes is the largest payload the store appends
+// (store.max_payload_bytes).
+func (d *DB) MaxPayloadBytes() int64 { return d.opts.Limits.MaxPayloadBytes }
 
 // CheckPayload refuses a payload of n bytes that the store would refuse
 // to append (over store.max_payload_bytes), naming field: callers check
@@ -592,6 +617,18 @@ func (g *group) applyTx(o *op) (TxResult, error) {
 		k := append(id16(tableSessBranch, r.Session), r.ID[:]...)
 		g.set(k, nil)
 	}
+	for _, r := range tx.Imports {
+		if err := g.setJSON(id16(tableImport, r.Session), r); err != nil {
+			return res, err
+		}
+	}
+	for _, id := range tx.DoneImports {
+		g.entries = append(g.entries, entry{key: id16(tableImport, id), del: true})
+	}
+	for _, r := range tx.DropBranches {
+		g.entries = append(g.entries, entry{key: id16(tableBranchRow, r.ID), del: true},
+			entry{key: append(id16(tableSessBranch, r.Session), r.ID[:]...), del: true})
+	}
 	for _, r := range tx.NewTurns {
 		k := seqKey(tableTurnRow, r.Branch, r.Seq)
 		if prev, ok, err := groupRow[TurnRow](g, k); err != nil {
@@ -813,6 +850,17 @@ func (d *DB) Session(ctx context.Context, id messages.SessionID) (SessionRow, er
 
 func (d *DB) Sessions(ctx context.Context) ([]SessionRow, error) {
 	return scanJSON[SessionRow](d, []byte{tableSession}, nil, 0)
+}
+
+// Import returns the marker of session's import, if it is under way
+// (ErrNotFound otherwise).
+func (d *DB) Import(ctx context.Context, session messages.SessionID) (ImportRow, error) {
+	return getJSON[ImportRow](d, id16(tableImport, session), fmt.Errorf("%w: import of session %s", ErrRowNotFound, session))
+}
+
+// Imports returns the imports under way (or cut short by a crash).
+func (d *DB) Imports(ctx context.Context) ([]ImportRow, error) {
+	return scanJSON[ImportRow](d, []byte{tableImport}, nil, 0)
 }
 
 func (d *DB) BranchRow(ctx context.Context, id messages.BranchID) (BranchRow, error) {

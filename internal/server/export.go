@@ -2,29 +2,110 @@ package server
 
 import (
 	"bufio"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"hash"
+	"io"
 	"net/http"
+	"strings"
+	"time"
 
 	"github.com/contextinfinity/ctxinf/actors"
 	"github.com/contextinfinity/ctxinf/client"
+	"github.com/contextinfinity/ctxinf/internal/core"
 	"github.com/contextinfinity/ctxinf/messages"
 )
 
-// exportLine is one line of a session export (JSON lines): first the
-// session ({"type":"session"}), then every message of its active
-// branch's transcript, oldest first ({"type":"message"}). Forks are not
-// exported.
-type exportLine struct {
-	Type    string             `json:"type"`
-	Title   string             `json:"title,omitempty"`
-	Session messages.SessionID `json:"session,omitzero"`
-	Branch  messages.BranchID  `json:"branch,omitzero"`
-	Message *messages.Message  `json:"message,omitempty"`
-}
+// ExportFormat is the version of the export format written. An export is
+// JSON lines (README, "Export and import"):
+//
+//	{"type":"session","format":2,"title":…,"created":…}
+//	per branch, in creation order (a parent before its forks):
+//	  {"type":"branch","label":…,"created":…,"parent":-1|index,"fork_at_depth":…,
+//	   "tip_depth":…,"fork_seq":…,"base":{state},"carried":[seq…]}
+//	  its turns and states, in the order they happened:
+//	  {"type":"turn","seq":…,"user":{message},"reply":{message}}
+//	  {"type":"turn","seq":…,"user":{message},"failed":{"code":…,"reason":…}}
+//	  {"type":"state","seq":…,"summary":…,"pinned":[…],"turns":[seq…]}
+//	  {"type":"head","pinned":[…],"model":…}
+//	{"type":"end","branches":…,"turns":…,"states":…,"active_branch":index,"sha256":…}
+//
+// Positions stand for ids (turn and state seqs, transcript depths, branch
+// indexes): an import rebuilds the same branches, fork points, states
+// and pins under new ids, and exporting it again gives the same bytes.
+// sha256 is of every byte before the end line: an export cut short, or
+// changed, is refused. Format 1 (a session line, then the active
+// branch's messages) is still read.
+const ExportFormat = 2
 
-// MaxImportLines bounds an imported session.
-const MaxImportLines = 200_000
+const importPath = "/v1/sessions/import"
+
+type (
+	exportSession struct {
+		Type    string    `json:"type"`
+		Format  int       `json:"format"`
+		Title   string    `json:"title"`
+		Created time.Time `json:"created"`
+	}
+	exportState struct {
+		Seq     uint64   `json:"seq"`
+		Summary string   `json:"summary"`
+		Pinned  []string `json:"pinned,omitempty"`
+		Turns   []uint64 `json:"turns,omitempty"`
+	}
+	exportBranch struct {
+		Type        string      `json:"type"`
+		Label       string      `json:"label"`
+		Created     time.Time   `json:"created"`
+		Parent      int         `json:"parent"`
+		ForkAtDepth uint64      `json:"fork_at_depth"`
+		TipDepth    uint64      `json:"tip_depth"`
+		ForkSeq     uint64      `json:"fork_seq"`
+		Base        exportState `json:"base"`
+		Carried     []uint64    `json:"carried,omitempty"`
+	}
+	exportFailure struct {
+		Code   string `json:"code"`
+		Reason string `json:"reason"`
+	}
+	exportTurn struct {
+		Type   string            `json:"type"`
+		Seq    uint64            `json:"seq"`
+		User   *messages.Message `json:"user"`
+		Reply  *messages.Message `json:"reply,omitempty"`
+		Failed *exportFailure    `json:"failed,omitempty"`
+	}
+	exportStateLine struct {
+		Type string `json:"type"`
+		exportState
+	}
+	exportHead struct {
+		Type   string   `json:"type"`
+		Pinned []string `json:"pinned,omitempty"`
+		Model  string   `json:"model,omitempty"`
+	}
+	exportEnd struct {
+		Type         string `json:"type"`
+		Branches     int    `json:"branches"`
+		Turns        int    `json:"turns"`
+		States       int    `json:"states"`
+		ActiveBranch int    `json:"active_branch"`
+		SHA256       string `json:"sha256"`
+	}
+	// exportV1 is a line of format 1: a session, or a message of the
+	// active branch's transcript.
+	exportV1 struct {
+		Type    string             `json:"type"`
+		Title   string             `json:"title,omitempty"`
+		Session messages.SessionID `json:"session,omitzero"`
+		Branch  messages.BranchID  `json:"branch,omitzero"`
+		Message *messages.Message  `json:"message,omitempty"`
+	}
+)
 
 func (s *Server) exportSession(w http.ResponseWriter, r *http.Request) error {
 	id, err := pathID[messages.SessionID](r, "session")
@@ -35,12 +116,14 @@ func (s *Server) exportSession(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	// Streamed a page at a time, oldest first: an export of any length
-	// holds one page in memory. Until the first line goes out a failure
-	// is an error reply; after it, the connection is cut, so that the
-	// client sees a broken stream rather than an export that looks whole.
+	// Streamed as it is read: an export of any length holds a page in
+	// memory. Until the first line goes out a failure is an error reply;
+	// after it, the connection is cut, so that the client sees a broken
+	// stream (and an import refuses it: no end line) rather than an
+	// export that looks whole.
 	bw := bufio.NewWriter(w)
-	enc := json.NewEncoder(bw)
+	sum := sha256.New()
+	enc := json.NewEncoder(io.MultiWriter(bw, sum))
 	started := false
 	start := func() error {
 		if started {
@@ -48,17 +131,46 @@ func (s *Server) exportSession(w http.ResponseWriter, r *http.Request) error {
 		}
 		started = true
 		w.Header().Set("Content-Type", "application/x-ndjson")
-		return enc.Encode(exportLine{Type: "session", Title: sess.Title, Session: sess.ID, Branch: sess.ActiveBranch})
+		return enc.Encode(exportSession{Type: "session", Format: ExportFormat, Title: sess.Title, Created: sess.Created})
 	}
-	err = s.rt.EachMessage(r.Context(), sess.ActiveBranch, MaxHistory, func(e actors.Entry) error {
+	end := exportEnd{Type: "end", ActiveBranch: -1}
+	err = s.rt.ExportSession(r.Context(), id, func(it actors.ExportItem) error {
 		if err := start(); err != nil {
 			return err
 		}
-		return enc.Encode(exportLine{Type: "message", Message: &e.Message})
+		switch {
+		case it.Branch != nil:
+			b := it.Branch
+			if b.ID == sess.ActiveBranch {
+				end.ActiveBranch = end.Branches
+			}
+			end.Branches++
+			return enc.Encode(exportBranch{Type: "branch", Label: b.Label, Created: b.Created, Parent: b.Parent,
+				ForkAtDepth: b.ForkAtDepth, TipDepth: b.TipDepth, ForkSeq: b.ForkSeq, Base: fromState(b.Base), Carried: b.Carried})
+		case it.Turn != nil:
+			t := it.Turn
+			end.Turns++
+			l := exportTurn{Type: "turn", Seq: t.Seq, User: &t.User}
+			if t.Failed {
+				l.Failed = &exportFailure{Code: t.Code, Reason: t.Reason}
+			} else {
+				l.Reply = &t.Reply
+			}
+			return enc.Encode(l)
+		case it.State != nil:
+			end.States++
+			return enc.Encode(exportStateLine{Type: "state", exportState: fromState(*it.State)})
+		case it.Head != nil:
+			return enc.Encode(exportHead{Type: "head", Pinned: it.Head.Pinned, Model: it.Head.Model})
+		}
+		return nil
 	})
 	if err == nil {
 		if err = start(); err == nil {
-			err = bw.Flush()
+			end.SHA256 = hex.EncodeToString(sum.Sum(nil))
+			if err = enc.Encode(end); err == nil {
+				err = bw.Flush()
+			}
 		}
 	}
 	if err != nil && started {
@@ -68,60 +180,364 @@ func (s *Server) exportSession(w http.ResponseWriter, r *http.Request) error {
 	return err
 }
 
-// importSession reads an export and makes it a new session: each user
-// message and the assistant messages after it become one imported turn
-// (no model is called); they are folded and indexed like any other.
+func fromState(s actors.ExportState) exportState {
+	return exportState{Seq: s.Seq, Summary: s.Summary, Pinned: s.Pinned, Turns: s.Turns}
+}
+
+func (s exportState) toState() actors.ExportState {
+	return actors.ExportState{Seq: s.Seq, Summary: s.Summary, Pinned: s.Pinned, Turns: s.Turns}
+}
+
+// importSession reads an export and makes it a new session (no model is
+// called). It is all or nothing: the session is listed only once every
+// line is stored and the end line checked; an import that fails, is cut
+// off or is stopped by a crash leaves no session.
 func (s *Server) importSession(w http.ResponseWriter, r *http.Request) error {
-	sc := bufio.NewScanner(r.Body)
-	sc.Buffer(make([]byte, 64<<10), int(s.opts.MaxBodyBytes))
-	title := "imported"
-	var xs []actors.Exchange
-	n := 0
-	for sc.Scan() {
-		n++
-		if n > MaxImportLines {
-			return invalid("line %d: an import holds at most %d lines", n, MaxImportLines)
-		}
-		if len(sc.Bytes()) == 0 {
-			continue
-		}
-		var l exportLine
-		if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
-			return invalid("line %d: %v", n, err)
-		}
-		switch {
-		case l.Type == "session":
-			if l.Title != "" {
-				title = l.Title
-			}
-		case l.Type == "message" && l.Message != nil && l.Message.Role == messages.RoleUser:
-			xs = append(xs, actors.Exchange{User: *l.Message, Reply: messages.NewMessage(messages.RoleAssistant)})
-		case l.Type == "message" && l.Message != nil && l.Message.Role == messages.RoleAssistant:
-			if len(xs) == 0 {
-				return invalid("line %d: an assistant message before any user message", n)
-			}
-			last := &xs[len(xs)-1]
-			last.Reply.Blocks = append(last.Reply.Blocks, l.Message.Blocks...)
-			last.Reply.RenderedText += l.Message.RenderedText
-		default:
-			return invalid("line %d: type %q: want session or message (with a user or assistant message)", n, l.Type)
-		}
-	}
-	if err := sc.Err(); err != nil {
-		return err
-	}
-	if len(xs) == 0 {
-		return invalid("no user message to import")
-	}
-	sess, b, err := s.rt.CreateSession(r.Context(), title)
+	out, err := s.importExport(r.Context(), r.Body)
 	if err != nil {
 		return err
 	}
-	for i := 0; i < len(xs); i += actors.MaxImport {
-		if _, err := s.rt.Import(r.Context(), b.ID, xs[i:min(i+actors.MaxImport, len(xs))]); err != nil {
-			return fmt.Errorf("import into session %s: %w", sess.ID, err)
+	writeJSON(w, http.StatusCreated, out)
+	return nil
+}
+
+// Import batches: the items of one branch committed together.
+const (
+	importBatchItems = 256
+	importBatchBytes = 4 << 20
+)
+
+// importLineLimit is the longest line an import reads: a turn's two
+// messages at store.max_payload_bytes each, and 64 KiB more.
+func (s *Server) importLineLimit() int {
+	return int(2*s.rt.DB().MaxPayloadBytes() + 64<<10)
+}
+
+func (s *Server) importExport(ctx context.Context, body io.Reader) (client.Imported, error) {
+	var out client.Imported
+	lr := &lineReader{br: bufio.NewReaderSize(body, 64<<10), limit: s.importLineLimit(), sum: sha256.New()}
+	line, err := lr.next()
+	if errors.Is(err, io.EOF) {
+		return out, invalid("the export is empty")
+	}
+	if err != nil {
+		return out, err
+	}
+	var head exportSession
+	if err := json.Unmarshal(line, &head); err != nil {
+		return out, invalid("line 1: %v", err)
+	}
+	if head.Type != "session" {
+		return out, invalid("line 1: type %q: want session", head.Type)
+	}
+	if len(head.Title) > MaxTitleBytes {
+		return out, invalid("line 1: title: %d bytes, limit %d", len(head.Title), MaxTitleBytes)
+	}
+	title := head.Title
+	if title == "" {
+		title = "imported"
+	}
+	im := s.rt.BeginImport(title, head.Created)
+	committed := false
+	defer func() {
+		if !committed {
+			// What was stored is dropped, even if the client went away.
+			actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+			defer cancel()
+			if err := im.Abort(actx); err != nil {
+				s.opts.Log.Warn().Err(err).Msg("import: drop what a failed import stored")
+			}
+		}
+	}()
+	var active int
+	switch head.Format {
+	case 0:
+		err = s.importV1(ctx, lr, im, &out)
+	case ExportFormat:
+		active, err = s.importV2(ctx, lr, im, &out)
+	default:
+		err = invalid("line 1: format %d: want %d (or none, format 1)", head.Format, ExportFormat)
+	}
+	if err != nil {
+		return out, err
+	}
+	sess, err := im.Commit(ctx, active)
+	if err != nil {
+		return out, err
+	}
+	committed = true
+	out.Session, out.Branch, out.Branches = sess, im.Branches()[active], len(im.Branches())
+	return out, nil
+}
+
+// batch is the items of a branch waiting to be added, with the lines
+// they came from.
+type batch struct {
+	im          *actors.SessionImport
+	items       []actors.ExportItem
+	bytes       int
+	first, last int
+}
+
+func (b *batch) add(ctx context.Context, it actors.ExportItem, line, size int) error {
+	if len(b.items) == 0 {
+		b.first = line
+	}
+	b.items, b.bytes, b.last = append(b.items, it), b.bytes+size, line
+	if len(b.items) >= importBatchItems || b.bytes >= importBatchBytes {
+		return b.flush(ctx)
+	}
+	return nil
+}
+
+func (b *batch) flush(ctx context.Context) error {
+	if len(b.items) == 0 {
+		return nil
+	}
+	err := b.im.Add(ctx, b.items)
+	clear(b.items)
+	b.items, b.bytes = b.items[:0], 0
+	if err != nil {
+		return fmt.Errorf("lines %d to %d: %w", b.first, b.last, err)
+	}
+	return nil
+}
+
+func (s *Server) importV2(ctx context.Context, lr *lineReader, im *actors.SessionImport, out *client.Imported) (int, error) {
+	b := &batch{im: im}
+	headDone := true
+	for {
+		line, err := lr.next()
+		if errors.Is(err, io.EOF) {
+			return 0, invalid("the export ends at line %d without its end line: it was cut short", lr.n)
+		}
+		if err != nil {
+			return 0, err
+		}
+		if len(strings.TrimSpace(string(line))) == 0 {
+			continue
+		}
+		n := lr.n
+		var kind struct{ Type string }
+		if err := json.Unmarshal(line, &kind); err != nil {
+			return 0, invalid("line %d: %v", n, err)
+		}
+		strict := func(v any) error {
+			d := json.NewDecoder(strings.NewReader(string(line)))
+			d.DisallowUnknownFields()
+			if err := d.Decode(v); err != nil {
+				return invalid("line %d: %s: %v", n, kind.Type, err)
+			}
+			return nil
+		}
+		if kind.Type != "branch" && kind.Type != "end" && headDone {
+			return 0, invalid("line %d: type %s: want a branch line first", n, kind.Type)
+		}
+		switch kind.Type {
+		case "branch":
+			var l exportBranch
+			if err := strict(&l); err != nil {
+				return 0, err
+			}
+			if !headDone {
+				return 0, invalid("line %d: branch: the branch before it has no head line", n)
+			}
+			if len(l.Label) > MaxLabelBytes {
+				return 0, invalid("line %d: label: %d bytes, limit %d", n, len(l.Label), MaxLabelBytes)
+			}
+			if err := checkPins(n, "base.pinned", l.Base.Pinned); err != nil {
+				return 0, err
+			}
+			if _, err := im.AddBranch(ctx, actors.ExportBranch{Label: l.Label, Created: l.Created, Parent: l.Parent,
+				ForkAtDepth: l.ForkAtDepth, TipDepth: l.TipDepth, ForkSeq: l.ForkSeq, Base: l.Base.toState(),
+				Carried: l.Carried}); err != nil {
+				return 0, fmt.Errorf("line %d: %w", n, err)
+			}
+			headDone = false
+		case "turn":
+			var l exportTurn
+			if err := strict(&l); err != nil {
+				return 0, err
+			}
+			t := actors.ExportTurn{Seq: l.Seq}
+			switch {
+			case l.User == nil:
+				return 0, invalid("line %d: user: required", n)
+			case (l.Reply == nil) == (l.Failed == nil):
+				return 0, invalid("line %d: a turn has a reply or failed, one of them", n)
+			case l.Failed != nil && l.Failed.Reason == "":
+				return 0, invalid("line %d: failed.reason: required", n)
+			}
+			t.User = *l.User
+			if l.Failed != nil {
+				t.Failed, t.Code, t.Reason = true, l.Failed.Code, l.Failed.Reason
+			} else {
+				t.Reply = *l.Reply
+			}
+			out.Turns++
+			if err := b.add(ctx, actors.ExportItem{Turn: &t}, n, len(line)); err != nil {
+				return 0, err
+			}
+		case "state":
+			var l exportStateLine
+			if err := strict(&l); err != nil {
+				return 0, err
+			}
+			if err := checkPins(n, "pinned", l.Pinned); err != nil {
+				return 0, err
+			}
+			st := l.toState()
+			out.States++
+			if err := b.add(ctx, actors.ExportItem{State: &st}, n, len(line)); err != nil {
+				return 0, err
+			}
+		case "head":
+			var l exportHead
+			if err := strict(&l); err != nil {
+				return 0, err
+			}
+			if err := checkPins(n, "pinned", l.Pinned); err != nil {
+				return 0, err
+			}
+			if err := b.add(ctx, actors.ExportItem{Head: &actors.ExportHead{Pinned: l.Pinned, Model: l.Model}}, n, len(line)); err != nil {
+				return 0, err
+			}
+			if err := b.flush(ctx); err != nil {
+				return 0, err
+			}
+			headDone = true
+		case "end":
+			var l exportEnd
+			if err := strict(&l); err != nil {
+				return 0, err
+			}
+			sum := hex.EncodeToString(lr.before)
+			switch {
+			case !headDone:
+				return 0, invalid("line %d: end: the last branch has no head line", n)
+			case l.SHA256 != sum:
+				return 0, invalid("line %d: sha256: %q, the lines before it give %q: the export was changed or cut", n, l.SHA256, sum)
+			case l.Branches != len(im.Branches()) || l.Turns != out.Turns || l.States != out.States:
+				return 0, invalid("line %d: end: %d branches, %d turns and %d states, the export has %d, %d and %d",
+					n, l.Branches, l.Turns, l.States, len(im.Branches()), out.Turns, out.States)
+			case l.ActiveBranch < 0 || l.ActiveBranch >= len(im.Branches()):
+				return 0, invalid("line %d: active_branch: %d, want 0 to %d", n, l.ActiveBranch, len(im.Branches())-1)
+			}
+			if _, err := lr.next(); !errors.Is(err, io.EOF) {
+				if err == nil {
+					err = invalid("line %d: a line after the end line", lr.n)
+				}
+				return 0, err
+			}
+			return l.ActiveBranch, nil
+		default:
+			return 0, invalid("line %d: type %q: want branch, turn, state, head or end", n, kind.Type)
 		}
 	}
-	writeJSON(w, http.StatusCreated, client.Imported{Session: sess, Branch: b, Turns: len(xs)})
+}
+
+// checkPins refuses a pinned fact over core.PinMax, as pinning does.
+func checkPins(line int, field string, pins []string) error {
+	for i, p := range pins {
+		if len(p) > core.PinMax {
+			return invalid("line %d: %s[%d]: %d bytes, limit %d", line, field, i, len(p), core.PinMax)
+		}
+	}
 	return nil
+}
+
+// importV1 reads the messages of format 1 into the session's one
+// branch: each user message and the assistant messages after it are a
+// turn.
+func (s *Server) importV1(ctx context.Context, lr *lineReader, im *actors.SessionImport, out *client.Imported) error {
+	if _, err := im.AddBranch(ctx, actors.ExportBranch{Label: "main", Parent: -1}); err != nil {
+		return err
+	}
+	b := &batch{im: im}
+	var cur *actors.ExportTurn
+	put := func() error {
+		if cur == nil {
+			return nil
+		}
+		out.Turns++
+		t := cur
+		cur = nil
+		return b.add(ctx, actors.ExportItem{Turn: t}, lr.n, len(t.User.RenderedText)+len(t.Reply.RenderedText))
+	}
+	for {
+		line, err := lr.next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return err
+		}
+		if len(strings.TrimSpace(string(line))) == 0 {
+			continue
+		}
+		var l exportV1
+		if err := json.Unmarshal(line, &l); err != nil {
+			return invalid("line %d: %v", lr.n, err)
+		}
+		switch {
+		case l.Type == "message" && l.Message != nil && l.Message.Role == messages.RoleUser:
+			if err := put(); err != nil {
+				return err
+			}
+			cur = &actors.ExportTurn{Seq: uint64(out.Turns + 1), User: *l.Message, Reply: messages.NewMessage(messages.RoleAssistant)}
+		case l.Type == "message" && l.Message != nil && l.Message.Role == messages.RoleAssistant:
+			if cur == nil {
+				return invalid("line %d: an assistant message before any user message", lr.n)
+			}
+			cur.Reply.Blocks = append(cur.Reply.Blocks, l.Message.Blocks...)
+			cur.Reply.RenderedText += l.Message.RenderedText
+		default:
+			return invalid("line %d: type %q: want message (with a user or assistant message)", lr.n, l.Type)
+		}
+	}
+	if err := put(); err != nil {
+		return err
+	}
+	if out.Turns == 0 {
+		return invalid("no user message to import")
+	}
+	if err := b.add(ctx, actors.ExportItem{Head: &actors.ExportHead{}}, lr.n, 0); err != nil {
+		return err
+	}
+	return b.flush(ctx)
+}
+
+// lineReader reads lines of at most limit bytes, holding one at a time,
+// and hashes them: before is the hash of the lines before the last one
+// read.
+type lineReader struct {
+	br     *bufio.Reader
+	limit  int
+	buf    []byte
+	n      int // lines read
+	sum    hash.Hash
+	before []byte
+}
+
+func (lr *lineReader) next() ([]byte, error) {
+	lr.before = lr.sum.Sum(lr.before[:0])
+	lr.buf = lr.buf[:0]
+	for {
+		chunk, err := lr.br.ReadSlice('\n')
+		if len(lr.buf)+len(chunk) > lr.limit {
+			return nil, &apiError{Status: http.StatusRequestEntityTooLarge, Code: CodeTooLarge, Message: fmt.Sprintf(
+				"line %d: over the limit of %d bytes for a line (two messages of store.max_payload_bytes, and 64 KiB)", lr.n+1, lr.limit)}
+		}
+		lr.buf = append(lr.buf, chunk...)
+		switch {
+		case errors.Is(err, bufio.ErrBufferFull):
+			continue
+		case errors.Is(err, io.EOF) && len(lr.buf) > 0:
+		case err != nil:
+			return nil, err
+		}
+		lr.n++
+		lr.sum.Write(lr.buf)
+		return lr.buf, nil
+	}
 }

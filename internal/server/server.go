@@ -80,7 +80,7 @@ var routes = []route{
 	{"GET", "/v1/sessions", (*Server).listSessions},
 	{"GET", "/v1/sessions/{session}/branches", (*Server).listBranches},
 	{"GET", "/v1/sessions/{session}/export", (*Server).exportSession},
-	{"POST", "/v1/sessions/import", (*Server).importSession},
+	{"POST", importPath, (*Server).importSession},
 	{"GET", "/v1/branches/{branch}", (*Server).getBranch},
 	{"POST", "/v1/branches/{branch}/forks", (*Server).fork},
 	{"POST", "/v1/branches/{branch}/turns", (*Server).submitTurn},
@@ -178,7 +178,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer s.inFlight.Add(-1)
-	r.Body = http.MaxBytesReader(w, r.Body, s.opts.MaxBodyBytes)
+	if r.Method != http.MethodPost || r.URL.Path != importPath { // an import streams: its lines are bounded instead
+		r.Body = http.MaxBytesReader(w, r.Body, s.opts.MaxBodyBytes)
+	}
 	s.mux.ServeHTTP(w, r)
 }
 

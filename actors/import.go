@@ -1,0 +1,633 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/contextinfinity/ctxinf/internal/core"
+	"github.com/contextinfinity/ctxinf/messages"
+	"github.com/contextinfinity/ctxinf/persistence"
+)
+
+// A session's export is, per branch in creation order (parents before
+// their forks), the branch (ExportBranch), then its own turns and the
+// states that fold them in the order they happened (ExportTurn,
+// ExportState), then its head (ExportHead). Positions stand for ids
+// (turn seqs, state seqs, transcript depths, branch indexes), so that an
+// import rebuilds the same DAG with new ids.
+
+// ExportBranch is a branch of an exported session.
+type ExportBranch struct {
+	ID      messages.BranchID // on export only: the branch's id
+	Label   string
+	Created time.Time
+	// Parent is the index of the parent among the session's branches
+	// (-1 for the session's first branch, which has none). A fork
+	// starts after the parent's transcript node at ForkAtDepth (its
+	// fork point) with its tip at TipDepth (the same node, or the reply
+	// after it), at the parent's turn seq ForkSeq, from state Base,
+	// carrying the parent's finalized turns Carried (seqs) as pending.
+	Parent      int
+	ForkAtDepth uint64
+	TipDepth    uint64
+	ForkSeq     uint64
+	Base        ExportState
+	Carried     []uint64
+}
+
+// ExportTurn is a turn of a branch: a user message and its reply, or,
+// for a failed turn (Failed), the user message, the code and the reason.
+type ExportTurn struct {
+	Seq    uint64
+	User   messages.Message
+	Reply  messages.Message
+	Failed bool
+	Code   string
+	Reason string
+}
+
+// ExportState is a committed state: its summary, its pinned facts, and
+// the turns (seqs) it folded, none for a shrunk summary.
+type ExportState struct {
+	Seq     uint64
+	Summary string
+	Pinned  []string
+	Turns   []uint64
+}
+
+// ExportHead is the end of a branch: its head's pinned facts (newer than
+// its last state's when facts were pinned since) and its model.
+type ExportHead struct {
+	Pinned []string
+	Model  string
+}
+
+// ExportItem is one part of an export: exactly one field is set.
+type ExportItem struct {
+	Branch *ExportBranch
+	Turn   *ExportTurn
+	State  *ExportState
+	Head   *ExportHead
+}
+
+// ExportSession calls fn with every part of session id, branch by branch
+// (see ExportBranch), reading a page at a time: memory stays that of a
+// page however long the session. Each branch is exported as it stood
+// when its turn came: a turn in flight then (the last) is left out. It
+// stops at fn's first error, which it returns.
+func (r *Runtime) ExportSession(ctx context.Context, id messages.SessionID, fn func(ExportItem) error) error {
+	rows, err := r.db.Branches(ctx, id)
+	if err != nil {
+		return err
+	}
+	slices.SortFunc(rows, func(a, b persistence.BranchRow) int { return a.ID.Compare(b.ID) }) // creation order
+	index := map[messages.BranchID]int{}
+	for i, b := range rows {
+		if !b.Parent.IsZero() {
+			if _, ok := index[b.Parent]; !ok {
+				return fmt.Errorf("export session %s: branch %s: parent %s is not an earlier branch of the session", id, b.ID, b.Parent)
+			}
+		}
+		index[b.ID] = i
+		if err := r.exportBranch(ctx, b, index, fn); err != nil {
+			return fmt.Errorf("export session %s: branch %s: %w", id, b.ID, err)
+		}
+	}
+	return nil
+}
+
+// exportPage is how many turn or state rows an export reads at a time.
+const exportPage = 256
+
+func (r *Runtime) exportBranch(ctx context.Context, b persistence.BranchRow, index map[messages.BranchID]int, fn func(ExportItem) error) error {
+	info, err := r.Inspect(ctx, b.ID) // the branch as its turn comes: what is exported
+	if err != nil {
+		return err
+	}
+	first, err := r.db.StateRows(ctx, b.ID, 0, 1)
+	if err != nil {
+		return err
+	}
+	if len(first) == 0 {
+		return fmt.Errorf("%w: no base state row", persistence.ErrCorrupt)
+	}
+	base := first[0]
+	eb := ExportBranch{ID: b.ID, Label: b.Label, Created: b.Created, Parent: -1, ForkSeq: b.ForkSeq,
+		Base: ExportState{Seq: base.Seq, Summary: base.Summary, Pinned: base.Pinned}}
+	seqOf := func(turn messages.TurnID) (uint64, error) {
+		row, err := r.db.TurnRow(ctx, b.ID, turn)
+		return row.Seq, err
+	}
+	if !b.Parent.IsZero() {
+		eb.Parent = index[b.Parent]
+		at, err := r.db.Turn(ctx, b.ForkAt)
+		if err != nil {
+			return fmt.Errorf("fork point %s: %w", b.ForkAt, err)
+		}
+		eb.ForkAtDepth, eb.TipDepth = at.Depth, at.Depth
+		// The tip is the reply after the fork point when the fork shares
+		// it with its parent (a fork after a finished turn).
+		mine, err := r.db.Range(ctx, b.ID, at.Depth+1, 1)
+		if err != nil {
+			return err
+		}
+		theirs, err := r.db.Range(ctx, b.Parent, at.Depth+1, 1)
+		if err != nil {
+			return err
+		}
+		if len(mine.Turns) == 1 && len(theirs.Turns) == 1 && mine.Turns[0].ID == theirs.Turns[0].ID {
+			eb.TipDepth++
+		}
+		for from := uint64(0); from <= b.ForkSeq; {
+			carried, err := r.db.TurnRows(ctx, b.ID, from, exportPage)
+			if err != nil {
+				return err
+			}
+			if len(carried) == 0 {
+				break
+			}
+			for _, t := range carried {
+				if t.Seq <= b.ForkSeq {
+					eb.Carried = append(eb.Carried, t.Seq)
+				}
+				from = t.Seq + 1
+			}
+		}
+	}
+	if err := fn(ExportItem{Branch: &eb}); err != nil {
+		return err
+	}
+	// The states after the base, each sent after the last turn it folds
+	// (a shrunk one, folding none, right after the state before it).
+	var states []persistence.StateRow
+	nextState := base.Seq + 1
+	var stateTurns []uint64
+	loadState := func() (bool, error) {
+		if nextState > info.State.Seq {
+			return false, nil
+		}
+		if len(states) == 0 {
+			var err error
+			if states, err = r.db.StateRows(ctx, b.ID, nextState, exportPage); err != nil {
+				return false, err
+			}
+			if len(states) == 0 || states[0].Seq != nextState {
+				return false, fmt.Errorf("%w: state_seq %d missing", persistence.ErrCorrupt, nextState)
+			}
+		}
+		stateTurns = stateTurns[:0]
+		for _, t := range states[0].Turns {
+			seq, err := seqOf(t)
+			if err != nil {
+				return false, fmt.Errorf("state %d: turn %s: %w", states[0].Seq, t, err)
+			}
+			stateTurns = append(stateTurns, seq)
+		}
+		return true, nil
+	}
+	emitStates := func(upTo uint64) error {
+		for {
+			ok, err := loadState()
+			if err != nil || !ok {
+				return err
+			}
+			if n := len(stateTurns); n > 0 && stateTurns[n-1] > upTo {
+				return nil
+			}
+			s := states[0]
+			if err := fn(ExportItem{State: &ExportState{Seq: s.Seq, Summary: s.Summary, Pinned: s.Pinned,
+				Turns: slices.Clone(stateTurns)}}); err != nil {
+				return err
+			}
+			states = states[1:]
+			nextState++
+		}
+	}
+	if err := emitStates(b.ForkSeq); err != nil {
+		return err
+	}
+	for from := b.ForkSeq + 1; from <= info.TurnSeq; {
+		rows, err := r.db.TurnRows(ctx, b.ID, from, exportPage)
+		if err != nil {
+			return err
+		}
+		if len(rows) == 0 {
+			break
+		}
+		for _, t := range rows {
+			if t.Seq > info.TurnSeq {
+				break
+			}
+			from = t.Seq + 1
+			et := ExportTurn{Seq: t.Seq}
+			switch {
+			case t.Phase == messages.PhaseFailed:
+				et.Failed, et.Code, et.Reason = true, t.Code, t.Reason
+			case t.Reply.IsZero():
+				from = info.TurnSeq + 1 // in flight: the last turn, left out
+				continue
+			}
+			if et.User, err = readMessage(r.db, t.ID); err != nil {
+				return fmt.Errorf("turn %d: %w", t.Seq, err)
+			}
+			if !et.Failed {
+				if et.Reply, err = readMessage(r.db, t.Reply); err != nil {
+					return fmt.Errorf("turn %d: reply: %w", t.Seq, err)
+				}
+			}
+			if err := fn(ExportItem{Turn: &et}); err != nil {
+				return err
+			}
+			if err := emitStates(t.Seq); err != nil {
+				return err
+			}
+		}
+	}
+	if ok, err := loadState(); err != nil {
+		return err
+	} else if ok {
+		return fmt.Errorf("%w: state %d folds turns past the branch's last", persistence.ErrCorrupt, states[0].Seq)
+	}
+	return fn(ExportItem{Head: &ExportHead{Pinned: info.State.Pinned, Model: info.Model}})
+}
+
+// SessionImport builds a session from an export's parts, hidden until
+// Commit: nothing lists the session before, and a crash before leaves
+// no session (Open drops what an import cut short left, see
+// persistence.ImportRow). Its methods are called from one goroutine.
+type SessionImport struct {
+	rt       *Runtime
+	session  persistence.SessionRow
+	branches []persistence.BranchRow
+	ended    bool
+}
+
+// BeginImport starts an import of a session titled title created at
+// created (zero: now). Nothing is stored until the first branch.
+func (r *Runtime) BeginImport(title string, created time.Time) *SessionImport {
+	now := r.cfg.Now()
+	if created.IsZero() {
+		created = now
+	}
+	return &SessionImport{rt: r, session: persistence.SessionRow{ID: messages.NewID[messages.SessionID](now),
+		Title: title, Created: created.UTC()}}
+}
+
+// ErrImport is returned for an import whose parts do not fit together.
+var ErrImport = fmt.Errorf("%w: import", persistence.ErrInvalidArgument)
+
+// Branches returns the branches imported so far, in order.
+func (im *SessionImport) Branches() []persistence.BranchRow { return im.branches }
+
+// AddBranch creates the next branch of the session (see ExportBranch).
+func (im *SessionImport) AddBranch(ctx context.Context, eb ExportBranch) (persistence.BranchRow, error) {
+	r := im.rt
+	if im.ended {
+		return persistence.BranchRow{}, fmt.Errorf("%w: ended", ErrImport)
+	}
+	if err := r.db.CheckSpace(); err != nil {
+		return persistence.BranchRow{}, err
+	}
+	now := r.cfg.Now()
+	created := eb.Created
+	if created.IsZero() {
+		created = now
+	}
+	row := persistence.BranchRow{ID: messages.NewID[messages.BranchID](now), Session: im.session.ID, Label: eb.Label,
+		Created: created.UTC()}
+	ev := messages.BranchCreated{Session: im.session.ID, Branch: row.ID, At: now.UTC(),
+		State: messages.StateCheckpoint{Seq: eb.Base.Seq, Summary: eb.Base.Summary, Pinned: eb.Base.Pinned}}
+	switch n := len(im.branches); {
+	case n == 0 && eb.Parent != -1:
+		return row, fmt.Errorf("%w: the first branch has parent %d, want none (-1)", ErrImport, eb.Parent)
+	case n > 0 && (eb.Parent < 0 || eb.Parent >= n):
+		return row, fmt.Errorf("%w: branch %d: parent %d, want one of the branches before it (0 to %d)", ErrImport, n, eb.Parent, n-1)
+	case n == 0:
+		if eb.Base.Seq != 0 || eb.Base.Summary != "" || len(eb.Base.Pinned) != 0 || eb.ForkSeq != 0 || len(eb.Carried) > 0 {
+			return row, fmt.Errorf("%w: the first branch starts from a state or a fork point, want neither", ErrImport)
+		}
+		ev.State.ID = messages.NewID[messages.StateID](now)
+	default:
+		if err := im.forkPoint(ctx, &ev, &row, eb); err != nil {
+			return row, fmt.Errorf("branch %d: %w", n, err)
+		}
+	}
+	req := &createReq{ev: ev, row: row, importing: true}
+	if len(im.branches) == 0 {
+		req.imp = &persistence.ImportRow{Session: im.session.ID, Started: now.UTC()}
+	}
+	if _, err := r.ask(ctx, row.ID, req); err != nil {
+		return row, fmt.Errorf("import branch %d: %w", len(im.branches), err)
+	}
+	im.branches = append(im.branches, row)
+	return row, nil
+}
+
+// forkPoint fills in the fork of eb from its imported parent.
+func (im *SessionImport) forkPoint(ctx context.Context, ev *messages.BranchCreated, row *persistence.BranchRow, eb ExportBranch) error {
+	db := im.rt.db
+	parent := im.branches[eb.Parent].ID
+	node := func(depth uint64) (messages.TurnID, error) {
+		p, err := db.Range(ctx, parent, depth, 1)
+		if err != nil {
+			return messages.TurnID{}, err
+		}
+		if len(p.Turns) != 1 {
+			return messages.TurnID{}, fmt.Errorf("%w: no transcript node at depth %d of branch %d", ErrImport, depth, eb.Parent)
+		}
+		return p.Turns[0].ID, nil
+	}
+	if eb.TipDepth != eb.ForkAtDepth && eb.TipDepth != eb.ForkAtDepth+1 {
+		return fmt.Errorf("%w: tip depth %d, want the fork point's depth %d or the next", ErrImport, eb.TipDepth, eb.ForkAtDepth)
+	}
+	var err error
+	if ev.ForkAt, err = node(eb.ForkAtDepth); err != nil {
+		return err
+	}
+	if ev.Tip, err = node(eb.TipDepth); err != nil {
+		return err
+	}
+	if eb.ForkSeq == 0 {
+		return fmt.Errorf("%w: fork seq 0: a fork starts after a turn", ErrImport)
+	}
+	ev.Parent, ev.TurnSeq = parent, eb.ForkSeq
+	st, err := db.StateRow(ctx, parent, eb.Base.Seq)
+	if err != nil {
+		return fmt.Errorf("%w: base state %d: not a state of branch %d", ErrImport, eb.Base.Seq, eb.Parent)
+	}
+	if st.Summary != eb.Base.Summary {
+		return fmt.Errorf("%w: base state %d: its summary differs from branch %d's state %d", ErrImport, eb.Base.Seq, eb.Parent, st.Seq)
+	}
+	ev.State.ID = st.ID
+	for _, seq := range eb.Carried {
+		rows, err := db.TurnRows(ctx, parent, seq, 1)
+		if err != nil {
+			return err
+		}
+		if len(rows) != 1 || rows[0].Seq != seq || rows[0].Reply.IsZero() || rows[0].Phase == messages.PhaseFailed {
+			return fmt.Errorf("%w: carried turn %d: not a finished turn of branch %d", ErrImport, seq, eb.Parent)
+		}
+		ev.Pending = append(ev.Pending, messages.PendingTurn{Turn: rows[0].ID, Seq: seq, Reply: rows[0].Reply})
+	}
+	row.Parent, row.ForkAt, row.ForkSeq = parent, ev.ForkAt, eb.ForkSeq
+	return nil
+}
+
+// Add records items (turns, states and at most one head, in order) on
+// the last branch added, in one commit.
+func (im *SessionImport) Add(ctx context.Context, items []ExportItem) error {
+	if im.ended || len(im.branches) == 0 {
+		return fmt.Errorf("%w: no branch to add to", ErrImport)
+	}
+	if err := im.rt.db.CheckSpace(); err != nil {
+		return err
+	}
+	b := im.branches[len(im.branches)-1]
+	if _, err := im.rt.ask(ctx, b.ID, &importItemsReq{items: items}); err != nil {
+		return fmt.Errorf("import branch %d: %w", len(im.branches)-1, err)
+	}
+	return nil
+}
+
+// Commit makes the session visible, with active (an index) as its
+// active branch, in one commit; then its branches fold and index what
+// the import left pending like any other.
+func (im *SessionImport) Commit(ctx context.Context, active int) (persistence.SessionRow, error) {
+	r := im.rt
+	if im.ended || len(im.branches) == 0 {
+		return im.session, fmt.Errorf("%w: no branch to commit", ErrImport)
+	}
+	if active < 0 || active >= len(im.branches) {
+		return im.session, fmt.Errorf("%w: active branch %d, want 0 to %d", ErrImport, active, len(im.branches)-1)
+	}
+	im.session.ActiveBranch = im.branches[active].ID
+	if _, err := r.db.Commit(ctx, &persistence.Tx{Sessions: []persistence.SessionRow{im.session},
+		DoneImports: []messages.SessionID{im.session.ID}}); err != nil {
+		return im.session, fmt.Errorf("commit import of session %s: %w", im.session.ID, err)
+	}
+	im.ended = true
+	for _, b := range im.branches {
+		if _, err := r.ask(ctx, b.ID, &importDoneReq{}); err != nil {
+			// Committed: its next activation folds what is due.
+			r.log.Warn().Err(err).Str("branch", b.ID.String()).Msg("import: end")
+		}
+	}
+	return im.session, nil
+}
+
+// Abort drops what the import wrote, unless it committed.
+func (im *SessionImport) Abort(ctx context.Context) error {
+	if im.ended {
+		return nil
+	}
+	im.ended = true
+	if len(im.branches) == 0 {
+		return nil
+	}
+	for _, b := range im.branches {
+		if err := im.rt.Stop(ctx, b.ID); err != nil {
+			im.rt.log.Warn().Err(err).Str("branch", b.ID.String()).Msg("import: stop")
+		}
+	}
+	return im.rt.dropImport(ctx, im.session.ID, im.branches)
+}
+
+// dropImport deletes the rows that make the branches of an unfinished
+// import reachable (their rows and jobs) and its marker.
+func (r *Runtime) dropImport(ctx context.Context, session messages.SessionID, branches []persistence.BranchRow) error {
+	jobs, err := r.db.Jobs(ctx)
+	if err != nil {
+		return err
+	}
+	tx := &persistence.Tx{DropBranches: branches, DoneImports: []messages.SessionID{session}}
+	for _, j := range jobs {
+		if slices.ContainsFunc(branches, func(b persistence.BranchRow) bool { return b.ID == j.Branch }) {
+			tx.DoneJobs = append(tx.DoneJobs, persistence.JobKey{Type: j.Type, Turn: j.Turn})
+		}
+	}
+	if _, err := r.db.Commit(ctx, tx); err != nil {
+		return fmt.Errorf("drop import of session %s: %w", session, err)
+	}
+	return nil
+}
+
+// dropCutImports drops, at Open, what the imports a crash cut short
+// left: no session lists them, and their branches are never activated.
+func (r *Runtime) dropCutImports(ctx context.Context) error {
+	imps, err := r.db.Imports(ctx)
+	if err != nil {
+		return err
+	}
+	for _, im := range imps {
+		bs, err := r.db.Branches(ctx, im.Session)
+		if err != nil {
+			return err
+		}
+		if err := r.dropImport(ctx, im.Session, bs); err != nil {
+			return err
+		}
+		r.log.Warn().Str("session", im.Session.String()).Int("branches", len(bs)).Time("started", im.Started).
+			Msg("dropped an import cut short by a stop or crash; import the export again")
+	}
+	return nil
+}
+
+// importItemsReq records an import's items on a branch being imported.
+type importItemsReq struct{ items []ExportItem }
+
+// importDoneReq ends a branch's import: it folds what is due from now on.
+type importDoneReq struct{}
+
+// importItems records items in order, all committed together before it
+// returns. Each is checked before it is recorded; an item refused ends
+// the import (which is dropped), with what came before it committed.
+func (a *branchActor) importItems(ctx actor.Context, items []ExportItem) error {
+	if !a.importing {
+		return fmt.Errorf("%w: branch %s is not being imported", ErrImport, a.id)
+	}
+	defer func() {
+		a.flush()
+		a.pruneMessages(messages.TurnID{})
+	}()
+	now := a.now()
+	for _, it := range items {
+		var err error
+		switch {
+		case it.Turn != nil:
+			err = a.importTurn(ctx, *it.Turn, now)
+		case it.State != nil:
+			err = a.importState(ctx, *it.State, now)
+		case it.Head != nil:
+			if err = a.importPins(ctx, it.Head.Pinned, now); err == nil && it.Head.Model != a.b.Model {
+				var evs []messages.BranchEvent
+				if evs, err = a.modelEvents(it.Head.Model); err == nil {
+					for _, ev := range evs {
+						a.persistHeld(ctx, ev, a.txFor(ev))
+					}
+				}
+			}
+		default:
+			err = fmt.Errorf("%w: an empty item", ErrImport)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (a *branchActor) importTurn(ctx actor.Context, t ExportTurn, now time.Time) error {
+	field := fmt.Sprintf("turn %d", t.Seq)
+	if t.Seq != a.b.TurnSeq+1 {
+		return fmt.Errorf("%w: %s: seq %d, want %d (the next)", ErrImport, field, t.Seq, a.b.TurnSeq+1)
+	}
+	if t.User.Role != messages.RoleUser || len(t.User.Blocks) == 0 {
+		return fmt.Errorf("%w: %s: user: a message of role user with content, got role %s and %d blocks",
+			ErrImport, field, t.User.Role, len(t.User.Blocks))
+	}
+	user, err := t.User.MarshalJSON()
+	if err != nil {
+		return fmt.Errorf("%w: %s: user: %w", ErrImport, field, err)
+	}
+	if err := a.rt.db.CheckPayload(field+": user", len(user)); err != nil {
+		return err
+	}
+	turn := messages.NewID[messages.TurnID](now)
+	tip := a.b.Tip
+	userAppend := persistence.TxAppend{Branch: a.id, ID: turn, Req: persistence.AppendRequest{Payload: user,
+		TypeTag: TypeUserMessage, Codec: CodecJSON, ExpectParent: &tip}}
+	if t.Failed {
+		if t.Reason == "" {
+			return fmt.Errorf("%w: %s: a failed turn needs its reason", ErrImport, field)
+		}
+		evs, err := a.b.Submit(turn, now)
+		if err != nil {
+			return err
+		}
+		tx := a.txFor(evs[0])
+		tx.Appends = []persistence.TxAppend{userAppend}
+		a.persistHeld(ctx, evs[0], tx) // its PrepareContext is not run while importing
+		if evs, err = a.b.Fail(turn, t.Code, t.Reason, now); err != nil {
+			return err
+		}
+		a.persistHeld(ctx, evs[0], a.txFor(evs[0]))
+		return nil
+	}
+	if t.Reply.Role != messages.RoleAssistant {
+		return fmt.Errorf("%w: %s: reply: role %s, want assistant", ErrImport, field, t.Reply.Role)
+	}
+	reply, err := t.Reply.MarshalJSON()
+	if err != nil {
+		return fmt.Errorf("%w: %s: reply: %w", ErrImport, field, err)
+	}
+	if err := a.rt.db.CheckPayload(field+": reply", len(reply)); err != nil {
+		return err
+	}
+	replyID := messages.NewID[messages.TurnID](now)
+	evs, err := a.b.Record(turn, replyID, now)
+	if err != nil {
+		return err
+	}
+	tx := a.txFor(evs[0])
+	tx.Appends = []persistence.TxAppend{userAppend, {Branch: a.id, ID: replyID, Req: persistence.AppendRequest{Payload: reply,
+		TypeTag: TypeAssistantMessage, Codec: CodecJSON, ExpectParent: &turn}}}
+	a.msgs[turn], a.msgs[replyID] = t.User, t.Reply
+	a.persistHeld(ctx, evs[0], tx)
+	return nil
+}
+
+// importPins pins facts until the head's are pinned (only new facts can
+// be pinned: pinned must extend the head's).
+func (a *branchActor) importPins(ctx actor.Context, pinned []string, now time.Time) error {
+	have := a.b.State.Pinned
+	if len(pinned) < len(have) || !slices.Equal(pinned[:len(have)], have) {
+		return fmt.Errorf("%w: pinned %q: want the branch's pinned facts %q and any after them", ErrImport, pinned, have)
+	}
+	for _, f := range pinned[len(have):] {
+		evs, err := a.b.Pin(f, now)
+		if err != nil {
+			return err
+		}
+		if len(evs) == 0 {
+			return fmt.Errorf("%w: pinned: %q is listed twice", ErrImport, f)
+		}
+		a.persistHeld(ctx, evs[0], a.txFor(evs[0]))
+	}
+	return nil
+}
+
+func (a *branchActor) importState(ctx actor.Context, s ExportState, now time.Time) error {
+	if err := a.importPins(ctx, s.Pinned, now); err != nil {
+		return fmt.Errorf("state %d: %w", s.Seq, err)
+	}
+	pending := a.b.Pending()
+	turns := make([]messages.TurnID, len(s.Turns))
+	for i, seq := range s.Turns {
+		if i >= len(pending) || pending[i].Seq != seq {
+			return fmt.Errorf("%w: state %d: turns[%d]: %d is not the next pending turn", ErrImport, s.Seq, i, seq)
+		}
+		turns[i] = pending[i].ID
+	}
+	st := messages.StateCheckpoint{ID: messages.NewID[messages.StateID](now), Seq: s.Seq, Summary: s.Summary,
+		Pinned: slices.Clone(a.b.State.Pinned)}
+	var evs []messages.BranchEvent
+	var err error
+	if len(turns) == 0 {
+		evs, err = a.b.CommitShrunk(st, a.b.Epoch, now)
+	} else {
+		evs, err = a.b.Commit(st, turns, a.b.Epoch, now)
+	}
+	if err != nil {
+		if errors.Is(err, core.ErrDuplicate) || errors.Is(err, core.ErrStaleEpoch) {
+			err = fmt.Errorf("%w: %w", ErrImport, err)
+		}
+		return fmt.Errorf("state %d: %w", s.Seq, err)
+	}
+	a.persistHeld(ctx, evs[0], a.txFor(evs[0]))
+	return nil
+}
