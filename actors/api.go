@@ -359,6 +359,33 @@ func (r *Runtime) History(ctx context.Context, branch messages.BranchID, before 
 	return out, page.Next, nil
 }
 
+// TurnRow returns the lifecycle row of a turn on branch's transcript:
+// the branch's own row, or, for a turn before its fork point that it did
+// not carry as pending, the row of the ancestor that made it. A turn not
+// on the transcript is ErrTurnNotFound.
+func (r *Runtime) TurnRow(ctx context.Context, branch messages.BranchID, turn messages.TurnID) (persistence.TurnRow, error) {
+	row, err := r.db.TurnRow(ctx, branch, turn)
+	if !errors.Is(err, persistence.ErrTurnNotFound) {
+		return row, err
+	}
+	if err := r.onBranch(ctx, branch, turn); err != nil {
+		return row, err
+	}
+	for b := branch; ; {
+		br, err := r.db.BranchRow(ctx, b)
+		if err != nil {
+			return row, err
+		}
+		if br.Parent.IsZero() {
+			return row, fmt.Errorf("%w: %s on branch %s", persistence.ErrTurnNotFound, turn, branch)
+		}
+		b = br.Parent
+		if row, err = r.db.TurnRow(ctx, b, turn); !errors.Is(err, persistence.ErrTurnNotFound) {
+			return row, err
+		}
+	}
+}
+
 // onBranch returns persistence.ErrTurnNotFound unless transcript node
 // is on branch's transcript: its own, or its ancestors' up to the fork
 // point.

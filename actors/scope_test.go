@@ -55,6 +55,13 @@ func TestTurnsAreReadOnlyThroughTheirBranches(t *testing.T) {
 		if !tc.ok && !errors.Is(err, persistence.ErrTurnNotFound) {
 			t.Errorf("DebugContext(%s, %s) = %v, want ErrTurnNotFound", tc.branch, tc.turn, err)
 		}
+		row, err := r.TurnRow(bg, tc.branch, tc.turn)
+		if tc.ok && (err != nil || row.ID != tc.turn) {
+			t.Errorf("TurnRow(%s, %s) = %+v, %v", tc.branch, tc.turn, row, err)
+		}
+		if !tc.ok && !errors.Is(err, persistence.ErrTurnNotFound) {
+			t.Errorf("TurnRow(%s, %s) = %v, want ErrTurnNotFound", tc.branch, tc.turn, err)
+		}
 		_, _, err = r.History(bg, tc.branch, tc.turn, 10)
 		if tc.ok && err != nil {
 			t.Errorf("History(%s, before %s) = %v", tc.branch, tc.turn, err)

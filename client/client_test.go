@@ -101,8 +101,10 @@ func TestClient(t *testing.T) {
 		turn.Steps[0].Outcome.Kind != messages.OutcomeCompleted || turn.Steps[0].Durable == 0 {
 		t.Fatalf("turn: %+v, %v", turn, err)
 	}
-	if _, err := c.Turn(ctx, fork.ID, res.Turn); !client.IsNotFound(err) {
-		t.Errorf("a turn of another branch: %v", err)
+	// The fork sees the turns before its fork point; its parent does not
+	// see the fork's own.
+	if t1, err := c.Turn(ctx, fork.ID, res.Turn); err != nil || t1.ID != res.Turn {
+		t.Errorf("a turn before the fork point, through the fork: %+v, %v", t1, err)
 	}
 	pending, err := c.Pending(ctx, b.ID)
 	if err != nil {
@@ -127,6 +129,13 @@ func TestClient(t *testing.T) {
 	}
 	if err := c.Export(ctx, messages.SessionID{1}, io.Discard); !client.IsNotFound(err) {
 		t.Errorf("export of an unknown session: %v", err)
+	}
+	forkTurn, err := c.Send(ctx, fork.ID, "on the fork")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Turn(ctx, b.ID, forkTurn.Turn); !client.IsNotFound(err) {
+		t.Errorf("a turn of another branch: %v", err)
 	}
 	if err := c.SelectModel(ctx, b.ID, "nope"); err == nil || !strings.Contains(err.Error(), "invalid_request") {
 		t.Errorf("unknown model: %v", err)

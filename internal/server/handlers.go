@@ -220,7 +220,7 @@ func (s *Server) getTurn(w http.ResponseWriter, r *http.Request) error {
 	} else if turn, err = pathID[messages.TurnID](r, "turn"); err != nil {
 		return err
 	}
-	found, err := s.rt.DB().TurnRow(r.Context(), id, turn)
+	found, err := s.rt.TurnRow(r.Context(), id, turn)
 	if errors.Is(err, persistence.ErrTurnNotFound) {
 		return notFound("turn %s on branch %s", turn, id)
 	}
