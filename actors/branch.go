@@ -253,9 +253,16 @@ func (a *branchActor) Receive(ctx actor.Context) {
 		}
 		respond(errOrOK(err))
 	case *commitReq:
-		a.summarizing = 0 // ask again even if a summary is under way
 		a.manualFold = true
-		a.foldAgain(ctx)
+		if a.summarizing == 0 {
+			a.foldAgain(ctx)
+		}
+		// else the summary under way is committed, then the manual
+		// fold goes on (commit); a summary its worker lost is asked
+		// for again (workLost). Asking again now would queue one more
+		// summary of the same turns behind it per request: a client
+		// asking in a loop filled the librarians' mailboxes faster
+		// than they wrote summaries.
 		respond(okReply{})
 	case *inspectReq:
 		a.flushIndexed() // what it reports indexed is searchable

@@ -214,17 +214,27 @@ func chaos(e *env, args []string) error {
 // left, for stall at most.
 func waitCommitted(ctx context.Context, rt *ctxinf.Runtime, b messages.BranchID, stall time.Duration) error {
 	deadline := time.Now().Add(stall)
+	var last string
+	var asked time.Time
 	for time.Now().Before(deadline) {
 		info, err := rt.Inspect(ctx, b)
 		if err == nil && info.Pending == 0 && info.InFlight == nil {
 			return nil
 		}
 		if err == nil {
-			rt.CommitPending(ctx, b)
+			last = fmt.Sprintf("%d pending, in flight %v", info.Pending, info.InFlight)
+			if time.Since(asked) > time.Second {
+				asked = time.Now()
+				if err = rt.CommitPending(ctx, b); err != nil {
+					last += ", commit: " + err.Error()
+				}
+			}
+		} else {
+			last = err.Error()
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	return fmt.Errorf("branch %s: pending turns were not committed in %v", b, stall)
+	return fmt.Errorf("branch %s: pending turns were not committed in %v (last: %s)", b, stall, last)
 }
 
 // verifyBranch checks a branch against what was acknowledged: every acked
