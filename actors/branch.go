@@ -237,7 +237,7 @@ func (a *branchActor) Receive(ctx actor.Context) {
 		}
 		respond(s)
 	case *pinReq:
-		evs, err := a.b.Pin(m.fact, a.now())
+		evs, err := a.b.Pin(m.fact, core.PinLimits{}, a.now())
 		if err == nil {
 			a.persistAll(ctx, evs)
 		}
