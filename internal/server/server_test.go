@@ -77,6 +77,7 @@ func TestOpenAPISchemasMatchTypes(t *testing.T) {
 		"PendingTurn": reflect.TypeFor[client.PendingTurn](), "Imported": reflect.TypeFor[client.Imported](),
 		"Hit": reflect.TypeFor[client.Hit](), "Chunk": reflect.TypeFor[persistence.ChunkRow](),
 		"ContextDebug": reflect.TypeFor[actors.ContextDebug](), "PartialOutput": reflect.TypeFor[client.PartialOutput](),
+		"Pin": reflect.TypeFor[client.Pin](),
 	}
 	for name, typ := range types {
 		schema, ok := doc.Components.Schemas[name]
