@@ -101,7 +101,8 @@ const chatHelp = `Type a message and press Enter. Commands:
   /pin FACT      pin a fact: every later context shows it verbatim
   /pins          the pinned facts, by number
   /unpin N       unpin fact N (see /pins)
-  /editpin N FACT  replace the text of pinned fact N
+  /editpin N FACT
+                 replace the text of pinned fact N (it keeps its number)
   /commit        fold pending turns into the summary now
   /fork [N]      fork after turn N (default: the head) and switch to it
   /branches      branches of this session
