@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/contextinfinity/ctxinf"
 	"github.com/contextinfinity/ctxinf/messages"
@@ -31,6 +32,29 @@ func Example() {
 	// Output:
 	// response_finalized
 	// [local] I received your message (2 words): "Hello there". Context: 1 pinned fact, summary of 0 tokens, 0 window messages, 0 pending turns, 0 retrieved chunks.
+}
+
+func ExampleRuntime_Pin() {
+	dir, _ := os.MkdirTemp("", "ctxinf-example-")
+	defer os.RemoveAll(dir)
+	ctx := context.Background()
+	rt, _ := ctxinf.Open(ctx, ctxinf.Options{DataDir: dir, Relaxed: true})
+	defer rt.Close()
+	_, main, _ := rt.CreateSession(ctx, "pins")
+
+	french, _ := rt.Pin(ctx, main.ID, "Answer in French.")
+	tabs, _ := rt.Pin(ctx, main.ID, "Indent with tabs.")
+	rt.EditPin(ctx, main.ID, french.ID, "Answer in English.") // keeps its id and place
+	rt.Unpin(ctx, main.ID, tabs.ID)
+	pins, _ := rt.Pins(ctx, main.ID)
+	for _, p := range pins {
+		fmt.Printf("#%d %s\n", p.ID, p.Fact)
+	}
+	_, err := rt.Pin(ctx, main.ID, strings.Repeat("x", 3000))
+	fmt.Println(err)
+	// Output:
+	// #1 Answer in English.
+	// core: invalid: fact: 3000 bytes, limit 2048 (context.max_pin_bytes)
 }
 
 func ExampleRuntime_Fork() {

@@ -49,9 +49,25 @@ func (a *branchActor) info() BranchInfo {
 var ErrNotForkable = errors.New("actors: cannot fork there")
 
 // forkPoint computes the base of a fork after turn at (zero: the head):
-// the transcript tip, the state to start from and the finalized turns not
-// folded into it, which the new branch carries as pending.
+// the transcript tip, the state to start from, the finalized turns not
+// folded into it, which the new branch carries as pending, and the facts
+// pinned when turn at was the latest (pinned or edited before turn at+1
+// was accepted, and not unpinned by then), whatever the state read
+// holds: a pin made after the last fold is in no state row yet, and a
+// state row committed after turn at may hold pins made later.
 func (a *branchActor) forkPoint(at messages.TurnID) (messages.BranchCreated, error) {
+	ev, err := a.forkBase(at)
+	if err != nil {
+		return ev, err
+	}
+	ev.Pins = a.b.PinsAt(ev.TurnSeq)
+	ev.State.Pinned = core.PinFacts(ev.Pins)
+	return ev, nil
+}
+
+// forkBase is forkPoint but for the pins: the state it finds holds the
+// pins of its row, or the head's.
+func (a *branchActor) forkBase(at messages.TurnID) (messages.BranchCreated, error) {
 	ev := messages.BranchCreated{Session: a.b.Session, Parent: a.id, ForkAt: at}
 	if !a.b.Created {
 		return ev, core.ErrNotCreated
@@ -268,12 +284,6 @@ func (r *Runtime) ModelInfo(name string) (provider, modelID string, ok bool) {
 // response, normalized items, outcome and stream counters.
 func (r *Runtime) Steps(ctx context.Context, turn messages.TurnID) ([]persistence.StepRow, error) {
 	return r.db.Steps(ctx, turn)
-}
-
-// Pin adds a fact that every later context shows verbatim.
-func (r *Runtime) Pin(ctx context.Context, branch messages.BranchID, fact string) error {
-	_, err := r.ask(ctx, branch, &pinReq{fact: fact})
-	return err
 }
 
 // CommitPending asks the branch to fold its pending turns into a new

@@ -46,7 +46,13 @@ type (
 		within time.Duration
 		model  string // selected first, unless "" (SubmitOptions.Model)
 	}
-	pinReq     struct{ fact string }
+	// pinReq pins fact (op pinAdd), unpins pin id (pinRemove), edits pin
+	// id to fact (pinEdit), or lists the pins (pinList).
+	pinReq struct {
+		op   pinOp
+		id   uint64
+		fact string
+	}
 	commitReq  struct{}
 	inspectReq struct{}
 	wakeReq    struct{}
@@ -247,11 +253,12 @@ func (a *branchActor) Receive(ctx actor.Context) {
 		}
 		respond(s)
 	case *pinReq:
-		evs, err := a.b.Pin(m.fact, a.now())
-		if err == nil {
-			a.persistAll(ctx, evs)
+		res, err := a.pin(ctx, m)
+		if err != nil {
+			respond(err)
+			return
 		}
-		respond(errOrOK(err))
+		respond(res)
 	case *commitReq:
 		a.manualFold = true
 		if a.summarizing == 0 {

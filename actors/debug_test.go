@@ -27,7 +27,7 @@ func TestDebugContextRebuildsWhatWasSent(t *testing.T) {
 	r := openRuntime(t, cfg)
 	defer r.Close()
 	_, b, _ := r.CreateSession(bg, "debug")
-	if err := r.Pin(bg, b.ID, "The deploy target is eu-west-1."); err != nil {
+	if _, err := r.Pin(bg, b.ID, "The deploy target is eu-west-1."); err != nil {
 		t.Fatal(err)
 	}
 	para := strings.Repeat("detail ", 60)

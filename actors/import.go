@@ -581,22 +581,57 @@ func (a *branchActor) importTurn(ctx actor.Context, t ExportTurn, now time.Time)
 	return nil
 }
 
-// importPins pins facts until the head's are pinned (only new facts can
-// be pinned: pinned must extend the head's).
+// importPins makes the branch's pinned facts pinned, in order, from the
+// ones it has: a fact it lacks is pinned (after the others), one it no
+// longer has is unpinned, and one replaced in place is edited (it keeps
+// its number and place), as the branch exported did. Limits are the
+// runtime's defaults (an import replays what a branch did; the export's
+// pins passed the limits when they were made, or were made before them).
 func (a *branchActor) importPins(ctx actor.Context, pinned []string, now time.Time) error {
-	have := a.b.State.Pinned
-	if len(pinned) < len(have) || !slices.Equal(pinned[:len(have)], have) {
-		return fmt.Errorf("%w: pinned %q: want the branch's pinned facts %q and any after them", ErrImport, pinned, have)
-	}
-	for _, f := range pinned[len(have):] {
-		evs, err := a.b.Pin(f, now)
+	live := a.b.LivePins()
+	persist := func(evs []messages.BranchEvent, err error) error {
 		if err != nil {
+			return fmt.Errorf("%w: pinned %q: %v", ErrImport, pinned, err)
+		}
+		for _, ev := range evs {
+			a.persistHeld(ctx, ev, a.txFor(ev))
+		}
+		return nil
+	}
+	lim := core.PinLimits{MaxPins: 1 << 20, MaxBytes: 1 << 30} // what was pinned stays pinned
+	i, j := 0, 0
+	for i < len(pinned) && j < len(live) {
+		switch {
+		case live[j].Fact == pinned[i]:
+			i, j = i+1, j+1
+		case !slices.Contains(pinned[i:], live[j].Fact) &&
+			!slices.ContainsFunc(live[j:], func(p messages.PinnedFact) bool { return p.Fact == pinned[i] }):
+			if err := persist(a.b.EditPin(live[j].ID, pinned[i], lim, now)); err != nil {
+				return err
+			}
+			i, j = i+1, j+1
+		case !slices.Contains(pinned[i:], live[j].Fact):
+			if err := persist(a.b.Unpin(live[j].ID, now)); err != nil {
+				return err
+			}
+			j++
+		default:
+			return fmt.Errorf("%w: pinned %q: not the branch's pinned facts %q in their order, with some unpinned, edited or added", ErrImport, pinned, a.b.State.Pinned)
+		}
+	}
+	for ; j < len(live); j++ {
+		if err := persist(a.b.Unpin(live[j].ID, now)); err != nil {
 			return err
 		}
-		if len(evs) == 0 {
-			return fmt.Errorf("%w: pinned: %q is listed twice", ErrImport, f)
+	}
+	for ; i < len(pinned); i++ {
+		evs, err := a.b.Pin(pinned[i], lim, now)
+		if err == nil && len(evs) == 0 {
+			err = fmt.Errorf("%q is listed twice", pinned[i])
 		}
-		a.persistHeld(ctx, evs[0], a.txFor(evs[0]))
+		if err := persist(evs, err); err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -34,7 +34,7 @@ func TestSlowLibrarianRacesTurns(t *testing.T) {
 	for i := range 4 { // the third turn asks for a fold, which hangs
 		runTurn(t, r, b.ID, fmt.Sprint("turn ", i))
 	}
-	if err := r.Pin(bg, b.ID, "The user is Ada."); err != nil { // a new epoch: the hanging summary is stale
+	if _, err := r.Pin(bg, b.ID, "The user is Ada."); err != nil { // a new epoch: the hanging summary is stale
 		t.Fatal(err)
 	}
 	for i := 4; i < 8; i++ {
@@ -105,7 +105,7 @@ func TestPinnedFactsSurviveAThousandTurns(t *testing.T) {
 			for i := range turns {
 				if i%50 == 0 {
 					fact := fmt.Sprintf("Fact %d: the service at /srv/app%d listens on port 8080.", i/50, i)
-					if err := r.Pin(bg, b.ID, fact); err != nil {
+					if _, err := r.Pin(bg, b.ID, fact); err != nil {
 						t.Fatal(err)
 					}
 					pinned = append(pinned, fact)

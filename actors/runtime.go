@@ -94,6 +94,12 @@ type Config struct {
 	RetrievalMax   int
 	ChunkMax       int
 	FoldAtFraction float64
+	// Pins bounds the facts a branch may pin (a zero field takes
+	// core.DefaultPinLimits'), and MaxPinnedShare (default 0.25) the
+	// tokens of all its pinned facts, as a share of its model's input
+	// budget. They bind new pins and edits only.
+	Pins           core.PinLimits
+	MaxPinnedShare float64
 	// Embedder embeds chunks and queries for the vector search (default
 	// retrieval.HashEmbedder{}); its name and dimension namespace the
 	// stored vectors. Rank is the hybrid ranker's settings (nil:
@@ -294,6 +300,9 @@ func Open(ctx context.Context, cfg Config) (*Runtime, error) {
 	}
 	if !(cfg.FoldAtFraction > 0 && cfg.FoldAtFraction <= 1) {
 		cfg.FoldAtFraction = 0.70
+	}
+	if !(cfg.MaxPinnedShare > 0 && cfg.MaxPinnedShare <= 1) {
+		cfg.MaxPinnedShare = 0.25
 	}
 	if cfg.Counter == nil {
 		cfg.Counter = func(string, string) core.Counter { return tokens.EstimateRunes }

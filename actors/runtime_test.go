@@ -154,7 +154,7 @@ func TestTurnLifecycle(t *testing.T) {
 	if !strings.Contains(info.State.Summary, "eu-west-1") {
 		t.Fatalf("summary lost the artifact: %q", info.State.Summary)
 	}
-	if err := r.Pin(bg, b.ID, "The user's name is Ada."); err != nil {
+	if _, err := r.Pin(bg, b.ID, "The user's name is Ada."); err != nil {
 		t.Fatal(err)
 	}
 	hist, _, err := r.History(bg, b.ID, messages.TurnID{}, 10)

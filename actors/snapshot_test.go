@@ -65,7 +65,7 @@ func TestBranchReplaysPastAnUnreadableSnapshot(t *testing.T) {
 	// Snapshots taken since replace the corrupt one; the branch
 	// activates from them again.
 	for range 2 * cfg.SnapshotEvery {
-		if err := r.Pin(bg, b, "a fact"); err != nil {
+		if _, err := r.Pin(bg, b, "a fact"); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -531,9 +531,41 @@ func (c *Client) History(ctx context.Context, branch messages.BranchID, before m
 	return out.Entries, out.Before, err
 }
 
-// Pin pins a fact: kept verbatim in every later context of the branch.
-func (c *Client) Pin(ctx context.Context, branch messages.BranchID, fact string) error {
-	return c.do(ctx, "POST", "/v1/branches/"+branch.String()+"/pins", map[string]string{"fact": fact}, nil)
+// Pin is a fact pinned on a branch: ID (what Unpin and EditPin take),
+// Fact, and the branch's turn_seq (Seq) and time (At) when it was pinned
+// or last edited.
+type Pin = messages.PinnedFact
+
+// Pin pins a fact: kept verbatim in every later context of the branch,
+// until it is unpinned. It returns the pin; a fact pinned already
+// returns its pin. A fact over the server's limits (context.max_pins,
+// context.max_pin_bytes, context.max_pinned_share) is refused with a 400
+// naming the limit.
+func (c *Client) Pin(ctx context.Context, branch messages.BranchID, fact string) (Pin, error) {
+	var out Pin
+	err := c.do(ctx, "POST", "/v1/branches/"+branch.String()+"/pins", map[string]string{"fact": fact}, &out)
+	return out, err
+}
+
+// Pins lists the facts pinned on the branch now, by id.
+func (c *Client) Pins(ctx context.Context, branch messages.BranchID) ([]Pin, error) {
+	var out struct{ Pins []Pin }
+	err := c.do(ctx, "GET", "/v1/branches/"+branch.String()+"/pins", nil, &out)
+	return out.Pins, err
+}
+
+// Unpin unpins pin id: later contexts of the branch no longer show it. An
+// id not pinned is a 404.
+func (c *Client) Unpin(ctx context.Context, branch messages.BranchID, id uint64) error {
+	return c.do(ctx, "DELETE", "/v1/branches/"+branch.String()+"/pins/"+strconv.FormatUint(id, 10), nil, nil)
+}
+
+// EditPin replaces the text of pin id, which keeps its id and place, and
+// returns the pin. The limits of Pin apply.
+func (c *Client) EditPin(ctx context.Context, branch messages.BranchID, id uint64, fact string) (Pin, error) {
+	var out Pin
+	err := c.do(ctx, "PUT", "/v1/branches/"+branch.String()+"/pins/"+strconv.FormatUint(id, 10), map[string]string{"fact": fact}, &out)
+	return out, err
 }
 
 // Commit folds every pending turn into the branch's summary now.

@@ -3,6 +3,7 @@ package client_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -82,8 +83,8 @@ func TestClient(t *testing.T) {
 	if err != nil || len(hist) != 4 || hist[2].Message.RenderedText != "Where does the build run?" {
 		t.Fatalf("history: %d entries, %v", len(hist), err)
 	}
-	if err := c.Pin(ctx, b.ID, "answer in one line"); err != nil {
-		t.Fatal(err)
+	if p, err := c.Pin(ctx, b.ID, "answer in one line"); err != nil || p.ID != 1 || p.Fact != "answer in one line" {
+		t.Fatalf("pin: %+v, %v", p, err)
 	}
 	fork, err := c.Fork(ctx, b.ID, res.Turn, "alt")
 	if err != nil || fork.Parent != b.ID {
@@ -105,6 +106,11 @@ func TestClient(t *testing.T) {
 	// see the fork's own.
 	if t1, err := c.Turn(ctx, fork.ID, res.Turn); err != nil || t1.ID != res.Turn {
 		t.Errorf("a turn before the fork point, through the fork: %+v, %v", t1, err)
+	}
+	// Turn 2 came after the fork point (turn 1, which the fork carries as
+	// pending if it was not yet folded).
+	if _, err := c.Turn(ctx, fork.ID, streamed.Turn); !client.IsNotFound(err) {
+		t.Errorf("a turn of another branch: %v", err)
 	}
 	pending, err := c.Pending(ctx, b.ID)
 	if err != nil {
@@ -307,4 +313,54 @@ func ExampleClient_Stream() {
 		return
 	}
 	fmt.Println("\nturn", res.Turn, "ended", res.Phase)
+}
+
+// Pins are listed, unpinned and edited by id over HTTP; limits and
+// unknown ids are errors naming them, and store nothing.
+func TestClientPins(t *testing.T) {
+	base := serveWith(t, server.Options{}, func(cfg *actors.Config) {
+		cfg.Pins = core.PinLimits{MaxPins: 2, MaxBytes: 100}
+	})
+	c := client.New(base)
+	ctx := context.Background()
+	_, b, err := c.CreateSession(ctx, "pins")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, fact := range []string{"answer in French", "use tabs"} {
+		if p, err := c.Pin(ctx, b.ID, fact); err != nil || p.ID != uint64(i+1) || p.Fact != fact {
+			t.Fatalf("pin %q: %+v, %v", fact, p, err)
+		}
+	}
+	var ce *client.Error
+	if _, err := c.Pin(ctx, b.ID, "a third"); !errors.As(err, &ce) || ce.Status != 400 || ce.Code != server.CodeInvalid ||
+		!strings.Contains(ce.Message, "limit 2 (context.max_pins)") {
+		t.Errorf("a pin over max_pins: %v", err)
+	}
+	if _, err := c.EditPin(ctx, b.ID, 1, strings.Repeat("x", 101)); !errors.As(err, &ce) || ce.Status != 400 ||
+		!strings.Contains(ce.Message, "101 bytes, limit 100 (context.max_pin_bytes)") {
+		t.Errorf("an edit over max_pin_bytes: %v", err)
+	}
+	if err := c.Unpin(ctx, b.ID, 7); !client.IsNotFound(err) || !strings.Contains(err.Error(), "pin 7 is not pinned") {
+		t.Errorf("unpin 7: %v, want a 404 naming pin 7", err)
+	}
+	if err := c.Unpin(ctx, b.ID, 1); err != nil {
+		t.Fatal(err)
+	}
+	if p, err := c.EditPin(ctx, b.ID, 2, "use spaces"); err != nil || p.ID != 2 || p.Fact != "use spaces" {
+		t.Fatalf("edit: %+v, %v", p, err)
+	}
+	pins, err := c.Pins(ctx, b.ID)
+	if err != nil || len(pins) != 1 || pins[0].ID != 2 || pins[0].Fact != "use spaces" {
+		t.Fatalf("pins: %+v, %v", pins, err)
+	}
+	raw, err := c.Context(ctx, b.ID, messages.TurnID{})
+	var d struct {
+		Context struct {
+			Pinned []string `json:"pinned_facts"`
+		} `json:"context"`
+	}
+	if err != nil || json.Unmarshal(raw, &d) != nil || len(d.Context.Pinned) != 1 || d.Context.Pinned[0] != "use spaces" {
+		t.Errorf("next context: %s, %v", raw, err)
+	}
 }

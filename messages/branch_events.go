@@ -16,7 +16,8 @@ var ErrInvalidEvent = errors.New("messages: invalid branch event")
 // BranchEvent is a fact recorded in a branch's log: BranchCreated,
 // TurnAccepted, ResponseStarted, ToolCallsIssued, ToolResultsRecorded,
 // ResponseFinalized, TurnFailed, StateCommitted, TurnIndexed, FactPinned,
-// ModelSelected, StepRetried, TurnRecorded or ChunksForced. The set is closed. Events are
+// FactUnpinned, FactEdited, ModelSelected, StepRetried, TurnRecorded or
+// ChunksForced. The set is closed. Events are
 // persisted, then applied in order by the branch state machine; replaying
 // the log rebuilds the branch.
 //
@@ -41,6 +42,16 @@ type StateCheckpoint struct {
 	Pinned  []string
 }
 
+// PinnedFact is a fact pinned on a branch, addressed by ID: the n-th fact
+// pinned on the branch has ID n (a fork keeps its parent's ids). Seq is
+// the branch's turn_seq when the fact was pinned or last edited, At when.
+type PinnedFact struct {
+	ID   uint64    `json:"id"`
+	Fact string    `json:"fact"`
+	Seq  uint64    `json:"seq"`
+	At   time.Time `json:"at"`
+}
+
 // PendingTurn is a finalized turn not yet folded into a state, carried into
 // a fork so that it still reaches the fork's context (SRD §6.2). Reply is
 // the transcript node of its assistant message.
@@ -54,10 +65,13 @@ type PendingTurn struct {
 // fork of Parent at turn ForkAt. Tip is the transcript node the branch
 // starts at (zero for an empty branch), State its base state, Pending the
 // finalized turns of the parent not folded into State, in order, and
-// TurnSeq the turn_seq at the fork point.
+// TurnSeq the turn_seq at the fork point. Pins, if any, are the pinned
+// facts of State.Pinned with their ids, as they stood at the fork point;
+// a branch created without them (as logs written before pins had ids)
+// numbers State.Pinned 1, 2, … in order.
 //
 //	{"type":"branch_created","session":"…","branch":"…","parent":"","fork_at":"","tip":"",
-//	 "state":{…},"turn_seq":0,"at":"2025-01-02T03:04:05Z"}
+//	 "state":{…},"pins":[{"id":1,"fact":"…","seq":2,"at":"…"}],"turn_seq":0,"at":"2025-01-02T03:04:05Z"}
 type BranchCreated struct {
 	Session SessionID
 	Branch  BranchID
@@ -65,6 +79,7 @@ type BranchCreated struct {
 	ForkAt  TurnID
 	Tip     TurnID
 	State   StateCheckpoint
+	Pins    []PinnedFact
 	Pending []PendingTurn
 	TurnSeq uint64
 	At      time.Time
@@ -199,10 +214,31 @@ type TurnIndexed struct {
 }
 
 // FactPinned records a fact pinned by the user: it is kept verbatim in every
-// later state.
+// later state. It carries no id: the n-th fact pinned on a branch is pin n
+// (see PinnedFact), so that logs written before pins had ids replay to the
+// same ids.
 //
 //	{"type":"fact_pinned","fact":"answer in French","at":"…"}
 type FactPinned struct {
+	Fact string
+	At   time.Time
+}
+
+// FactUnpinned records that pin Pin was unpinned: later contexts and
+// states no longer show it.
+//
+//	{"type":"fact_unpinned","pin":3,"at":"…"}
+type FactUnpinned struct {
+	Pin uint64
+	At  time.Time
+}
+
+// FactEdited records that the text of pin Pin was replaced by Fact; the
+// pin keeps its id and its place among the pinned facts.
+//
+//	{"type":"fact_edited","pin":3,"fact":"answer in English","at":"…"}
+type FactEdited struct {
+	Pin  uint64
 	Fact string
 	At   time.Time
 }
@@ -215,6 +251,8 @@ func (TurnFailed) branchEvent()          {}
 func (StateCommitted) branchEvent()      {}
 func (TurnIndexed) branchEvent()         {}
 func (FactPinned) branchEvent()          {}
+func (FactUnpinned) branchEvent()        {}
+func (FactEdited) branchEvent()          {}
 func (ToolCallsIssued) branchEvent()     {}
 func (ToolResultsRecorded) branchEvent() {}
 func (ModelSelected) branchEvent()       {}
@@ -248,7 +286,7 @@ type TurnRecorded struct {
 // "branch_created", "turn_accepted", "response_started",
 // "tool_calls_issued", "tool_results_recorded", "step_retried", "response_finalized",
 // "turn_failed", "state_committed", "turn_indexed", "fact_pinned",
-// "model_selected", "turn_recorded" or "chunks_forced". Every field is written, except empty lists. Zero IDs
+// "fact_unpinned", "fact_edited", "model_selected", "turn_recorded" or "chunks_forced". Every field is written, except empty lists. Zero IDs
 // are written as "". It fails with ErrInvalidEvent when a required field
 // is zero (the ids naming what the event is about, a finalized outcome) or
 // a time lies outside years 0–9999.
@@ -263,6 +301,9 @@ func MarshalBranchEvent(ev BranchEvent) ([]byte, error) {
 		writeID(w, "fork_at", ev.ForkAt, false)
 		writeID(w, "tip", ev.Tip, false)
 		w.state("state", ev.State)
+		if len(ev.Pins) > 0 {
+			w.value("pins", ev.Pins)
+		}
 		if len(ev.Pending) > 0 {
 			w.value("pending", ev.Pending)
 		}
@@ -354,6 +395,15 @@ func MarshalBranchEvent(ev BranchEvent) ([]byte, error) {
 		w = newWriter(scope{ErrInvalidEvent, "fact_pinned"})
 		w.str("fact", ev.Fact)
 		w.time("at", ev.At)
+	case FactUnpinned:
+		w = newWriter(scope{ErrInvalidEvent, "fact_unpinned"})
+		writePin(w, ev.Pin)
+		w.time("at", ev.At)
+	case FactEdited:
+		w = newWriter(scope{ErrInvalidEvent, "fact_edited"})
+		writePin(w, ev.Pin)
+		w.str("fact", ev.Fact)
+		w.time("at", ev.At)
 	case nil:
 		return nil, fmt.Errorf("%w: nil event", ErrInvalidEvent)
 	default:
@@ -383,6 +433,12 @@ func UnmarshalBranchEvent(data []byte) (BranchEvent, error) {
 		e.ForkAt = readID[turnKind](r, "fork_at", false)
 		e.Tip = readID[turnKind](r, "tip", false)
 		e.State = r.state("state")
+		if r.decode("pins", &e.Pins) && len(e.Pins) == 0 {
+			e.Pins = nil
+		}
+		for i := range e.Pins {
+			e.Pins[i].At = e.Pins[i].At.UTC()
+		}
 		if r.decode("pending", &e.Pending) && len(e.Pending) == 0 {
 			e.Pending = nil
 		}
@@ -484,6 +540,17 @@ func UnmarshalBranchEvent(data []byte) (BranchEvent, error) {
 		e.Fact = r.str("fact")
 		e.At = r.time("at")
 		ev = e
+	case "fact_unpinned":
+		var e FactUnpinned
+		e.Pin = readPin(r)
+		e.At = r.time("at")
+		ev = e
+	case "fact_edited":
+		var e FactEdited
+		e.Pin = readPin(r)
+		e.Fact = r.str("fact")
+		e.At = r.time("at")
+		ev = e
 	default:
 		return nil, fmt.Errorf("%w: branch event %q", ErrUnknownValue, r.kind)
 	}
@@ -544,6 +611,24 @@ func writeID[K any](w *writer, k string, id ID[K], required bool) {
 		w.err = w.errorf(k, "is required")
 	}
 	w.str(k, id.String())
+}
+
+// writePin writes pin id as field "pin"; it is required (ids start at 1).
+func writePin(w *writer, id uint64) {
+	if id == 0 && w.err == nil {
+		w.err = w.errorf("pin", "is required")
+	}
+	w.value("pin", id)
+}
+
+// readPin returns the pin id in field "pin", which must be present and
+// not zero.
+func readPin(r *reader) uint64 {
+	var id uint64
+	if r.decode("pin", &id); id == 0 && r.err == nil {
+		r.err = r.errorf("pin", "is required")
+	}
+	return id
 }
 
 // readID returns the id in field k; a required id must be present and not

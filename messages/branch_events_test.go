@@ -131,6 +131,19 @@ var eventCases = []struct {
 	{"fact_pinned",
 		FactPinned{Fact: "answer in \"French\"\n& be brief", At: evAt},
 		`{"type":"fact_pinned","fact":"answer in \"French\"\n& be brief","at":` + jAt + `}`},
+	{"fact_unpinned",
+		FactUnpinned{Pin: 3, At: evAt},
+		`{"type":"fact_unpinned","pin":3,"at":` + jAt + `}`},
+	{"fact_edited",
+		FactEdited{Pin: 12, Fact: "answer in English", At: evAt},
+		`{"type":"fact_edited","pin":12,"fact":"answer in English","at":` + jAt + `}`},
+	{"branch_created/pins",
+		BranchCreated{Session: evSession, Branch: evBranch, State: StateCheckpoint{ID: evState, Pinned: []string{"a", "c"}},
+			Pins: []PinnedFact{{ID: 1, Fact: "a", Seq: 0, At: evAt}, {ID: 3, Fact: "c", Seq: 2, At: evAt}}, TurnSeq: 2, At: evAt},
+		`{"type":"branch_created","session":` + jSession + `,"branch":` + jBranch + `,"parent":"","fork_at":"","tip":""` +
+			`,"state":{"id":` + jState + `,"seq":0,"summary":"","pinned":["a","c"]}` +
+			`,"pins":[{"id":1,"fact":"a","seq":0,"at":` + jAt + `},{"id":3,"fact":"c","seq":2,"at":` + jAt + `}]` +
+			`,"turn_seq":2,"at":` + jAt + `}`},
 }
 
 func TestBranchEventRoundTrip(t *testing.T) {
@@ -199,6 +212,9 @@ func TestBranchEventDecodeErrors(t *testing.T) {
 		{`{"type":"branch_created","branch":` + jBranch + `}`, ErrInvalidEvent, `branch_created: field "session" is required`},
 		{`{"type":"fact_pinned","at":"yesterday"}`, ErrInvalidEvent, `fact_pinned: field "at" is invalid`},
 		{`{"type":"fact_pinned","at":"0000-01-01T00:00:00+01:00"}`, ErrInvalidEvent, `year -1 is outside`},
+		{`{"type":"fact_unpinned","at":` + jAt + `}`, ErrInvalidEvent, `fact_unpinned: field "pin" is required`},
+		{`{"type":"fact_edited","pin":0,"fact":"x"}`, ErrInvalidEvent, `fact_edited: field "pin" is required`},
+		{`{"type":"fact_edited","pin":-1,"fact":"x"}`, ErrInvalidEvent, `fact_edited: field "pin" is invalid`},
 	}
 	for _, tc := range tests {
 		got, err := UnmarshalBranchEvent([]byte(tc.json))
@@ -220,6 +236,8 @@ func TestBranchEventEncodeErrors(t *testing.T) {
 		{ResponseFinalized{Turn: evTurn, Step: evStep, Reply: evReply}, `messages: invalid branch event: response_finalized: field "outcome" is required`},
 		{StateCommitted{}, `messages: invalid branch event: state_committed: field "state" is invalid: field "id" is required`},
 		{FactPinned{At: time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)}, `messages: invalid branch event: fact_pinned: field "at" is invalid`},
+		{FactUnpinned{}, `messages: invalid branch event: fact_unpinned: field "pin" is required`},
+		{FactEdited{Fact: "x"}, `messages: invalid branch event: fact_edited: field "pin" is required`},
 	}
 	for _, tc := range tests {
 		got, err := MarshalBranchEvent(tc.ev)

@@ -61,6 +61,8 @@ func runtimeConfig(e *env) (actors.Config, error) {
 		SafetyMargin:      c.Context.SafetyMarginTokens,
 		RetrievalMax:      c.Context.RetrievalMaxTokens,
 		ChunkMax:          c.Context.ChunkMaxTokens,
+		Pins:              core.PinLimits{MaxPins: c.Context.MaxPins, MaxBytes: c.Context.MaxPinBytes},
+		MaxPinnedShare:    c.Context.MaxPinnedShare,
 		Counter:           tokenCounter,
 		Unavailable:       unavailable,
 		ToolMode:          toolMode,
@@ -98,6 +100,10 @@ const chatHelp = `Type a message and press Enter. Commands:
   /history [N]   the last N messages of this branch (default 10)
   /pending       turns answered but not yet folded into the summary
   /pin FACT      pin a fact: every later context shows it verbatim
+  /pins          the pinned facts, by number
+  /unpin N       unpin fact N (see /pins)
+  /editpin N FACT
+                 replace the text of pinned fact N (it keeps its number)
   /commit        fold pending turns into the summary now
   /fork [N]      fork after turn N (default: the head) and switch to it
   /branches      branches of this session
@@ -267,8 +273,12 @@ func chatCommand(ctx context.Context, e *env, rt chatRuntime, branch *ctxinf.Bra
 		}
 		fmt.Fprintf(out, "  head state #%d %s · turns %d · committed %d · failed %d · indexed %d · pending %d\n",
 			info.State.Seq, info.State.ID, info.TurnSeq, info.Committed, info.Failed, info.Indexed, info.Pending)
-		for _, p := range info.State.Pinned {
-			fmt.Fprintf(out, "  pinned: %s\n", p)
+		pins, err := rt.Pins(ctx, branch.ID)
+		if err != nil {
+			return false, err
+		}
+		for _, p := range pins {
+			fmt.Fprintf(out, "  pinned #%d: %s\n", p.ID, p.Fact)
 		}
 		fmt.Fprintf(out, "  summary:\n%s\n", indent(info.State.Summary))
 	case "/pending":
@@ -307,10 +317,42 @@ func chatCommand(ctx context.Context, e *env, rt chatRuntime, branch *ctxinf.Bra
 		}
 		fmt.Fprintln(out, "  model selected for the next turns")
 	case "/pin":
-		if err := rt.Pin(ctx, branch.ID, arg); err != nil {
+		p, err := rt.Pin(ctx, branch.ID, arg)
+		if err != nil {
 			return false, err
 		}
-		fmt.Fprintln(out, "  pinned")
+		fmt.Fprintf(out, "  pinned #%d (/unpin %d to unpin it)\n", p.ID, p.ID)
+	case "/pins":
+		pins, err := rt.Pins(ctx, branch.ID)
+		if err != nil {
+			return false, err
+		}
+		if len(pins) == 0 {
+			fmt.Fprintln(out, "  no pinned facts")
+		}
+		for _, p := range pins {
+			fmt.Fprintf(out, "  #%d %s (since turn %d)\n", p.ID, p.Fact, p.Seq)
+		}
+	case "/unpin":
+		n, err := strconv.ParseUint(arg, 10, 64)
+		if err != nil || n == 0 {
+			return false, errors.New("/unpin: N must be a pinned fact's number (see /pins)")
+		}
+		if err := rt.Unpin(ctx, branch.ID, n); err != nil {
+			return false, err
+		}
+		fmt.Fprintf(out, "  unpinned #%d\n", n)
+	case "/editpin":
+		num, fact, _ := strings.Cut(arg, " ")
+		n, err := strconv.ParseUint(num, 10, 64)
+		if err != nil || n == 0 {
+			return false, errors.New("/editpin: usage /editpin N FACT, N a pinned fact's number (see /pins)")
+		}
+		p, err := rt.EditPin(ctx, branch.ID, n, strings.TrimSpace(fact))
+		if err != nil {
+			return false, err
+		}
+		fmt.Fprintf(out, "  #%d is now: %s\n", p.ID, p.Fact)
 	case "/commit":
 		if err := rt.CommitPending(ctx, branch.ID); err != nil {
 			return false, err

@@ -31,7 +31,10 @@ type chatRuntime interface {
 	Pending(ctx context.Context, branch messages.BranchID) ([]messages.PendingTurn, error)
 	ModelNames(ctx context.Context) ([]string, error)
 	SelectModel(ctx context.Context, branch messages.BranchID, name string) error
-	Pin(ctx context.Context, branch messages.BranchID, fact string) error
+	Pin(ctx context.Context, branch messages.BranchID, fact string) (messages.PinnedFact, error)
+	Pins(ctx context.Context, branch messages.BranchID) ([]messages.PinnedFact, error)
+	Unpin(ctx context.Context, branch messages.BranchID, id uint64) error
+	EditPin(ctx context.Context, branch messages.BranchID, id uint64, fact string) (messages.PinnedFact, error)
 	CommitPending(ctx context.Context, branch messages.BranchID) error
 	// TurnAt returns the row of the branch's turn number seq.
 	TurnAt(ctx context.Context, branch messages.BranchID, seq uint64) (persistence.TurnRow, error)
@@ -123,8 +126,17 @@ func (l localChat) ModelNames(context.Context) ([]string, error) { return l.rt.M
 func (l localChat) SelectModel(ctx context.Context, branch messages.BranchID, name string) error {
 	return l.rt.SelectModel(ctx, branch, name)
 }
-func (l localChat) Pin(ctx context.Context, branch messages.BranchID, fact string) error {
+func (l localChat) Pin(ctx context.Context, branch messages.BranchID, fact string) (messages.PinnedFact, error) {
 	return l.rt.Pin(ctx, branch, fact)
+}
+func (l localChat) Pins(ctx context.Context, branch messages.BranchID) ([]messages.PinnedFact, error) {
+	return l.rt.Pins(ctx, branch)
+}
+func (l localChat) Unpin(ctx context.Context, branch messages.BranchID, id uint64) error {
+	return l.rt.Unpin(ctx, branch, id)
+}
+func (l localChat) EditPin(ctx context.Context, branch messages.BranchID, id uint64, fact string) (messages.PinnedFact, error) {
+	return l.rt.EditPin(ctx, branch, id, fact)
 }
 func (l localChat) CommitPending(ctx context.Context, branch messages.BranchID) error {
 	return l.rt.CommitPending(ctx, branch)
@@ -245,8 +257,17 @@ func (r remoteChat) ModelNames(ctx context.Context) ([]string, error) {
 func (r remoteChat) SelectModel(ctx context.Context, branch messages.BranchID, name string) error {
 	return r.c.SelectModel(ctx, branch, name)
 }
-func (r remoteChat) Pin(ctx context.Context, branch messages.BranchID, fact string) error {
+func (r remoteChat) Pin(ctx context.Context, branch messages.BranchID, fact string) (messages.PinnedFact, error) {
 	return r.c.Pin(ctx, branch, fact)
+}
+func (r remoteChat) Pins(ctx context.Context, branch messages.BranchID) ([]messages.PinnedFact, error) {
+	return r.c.Pins(ctx, branch)
+}
+func (r remoteChat) Unpin(ctx context.Context, branch messages.BranchID, id uint64) error {
+	return r.c.Unpin(ctx, branch, id)
+}
+func (r remoteChat) EditPin(ctx context.Context, branch messages.BranchID, id uint64, fact string) (messages.PinnedFact, error) {
+	return r.c.EditPin(ctx, branch, id, fact)
 }
 func (r remoteChat) CommitPending(ctx context.Context, branch messages.BranchID) error {
 	return r.c.Commit(ctx, branch)

@@ -67,6 +67,43 @@ func TestUnknownCommand(t *testing.T) {
 	}
 }
 
+// Chat lists, unpins and edits pinned facts by number; the next turn's
+// context has what is left (the local model reports how many it got).
+func TestChatPins(t *testing.T) {
+	t.Setenv("CTX_DATA_DIR", t.TempDir())
+	t.Setenv("CTX_LOCAL_DELAY", "0")
+	t.Setenv("CTX_STORE_DURABILITY", "relaxed")
+	t.Setenv("CTX_DEFAULT_MODEL", "local")
+	t.Setenv("CTX_CONTEXT_MAX_PINS", "2")
+	in := strings.NewReader(strings.Join([]string{"/pin Answer in French.", "/pin Use tabs.", "/pin A third fact.", "hello",
+		"/unpin 1", "/editpin 2 Use spaces.", "/pins", "/state", "how many pins now?", "/unpin 9", "/unpin x", "/editpin 2",
+		"/help", "/quit"}, "\n") + "\n")
+	var out, errOut bytes.Buffer
+	if code := run([]string{"chat"}, in, &out, &errOut); code != 0 {
+		t.Fatalf("chat exited %d: %s", code, errOut.String())
+	}
+	o := out.String()
+	for _, want := range []string{
+		"  pinned #1 (/unpin 1 to unpin it)",
+		"  pinned #2 (/unpin 2 to unpin it)",
+		"the branch has 2 pinned facts, limit 2 (context.max_pins)",
+		"Context: 2 pinned facts",
+		"  unpinned #1",
+		"  #2 is now: Use spaces.",
+		"  #2 Use spaces. (since turn 1)",
+		"  pinned #2: Use spaces.",
+		"Context: 1 pinned fact,",
+		"pin 9 is not pinned",
+		"/unpin: N must be a pinned fact's number (see /pins)",
+		"fact: required",
+		"  /unpin N       unpin fact N (see /pins)",
+	} {
+		if !strings.Contains(o, want) {
+			t.Errorf("chat output lacks %q:\n%s", want, o)
+		}
+	}
+}
+
 func TestChatSession(t *testing.T) {
 	dir := t.TempDir()
 	t.Setenv("CTX_DATA_DIR", dir)

@@ -135,6 +135,14 @@ type ContextConfig struct {
 	// its summary when the context must shrink.
 	RetrievalMaxTokens int `mapstructure:"retrieval_max_tokens"`
 	ChunkMaxTokens     int `mapstructure:"chunk_max_tokens"`
+	// MaxPins is the most facts a branch may have pinned at once;
+	// MaxPinBytes the longest one. MaxPinnedShare caps the tokens of all
+	// a branch's pinned facts at this share of its model's input budget.
+	// They bind new pins and edits; a branch over them keeps its pins
+	// until they are unpinned.
+	MaxPins        int     `mapstructure:"max_pins"`
+	MaxPinBytes    int     `mapstructure:"max_pin_bytes"`
+	MaxPinnedShare float64 `mapstructure:"max_pinned_share"`
 }
 
 // ToolsConfig is the tools policy (SRD §12).
@@ -326,6 +334,9 @@ func Default() Config {
 			SafetyMarginTokens:  0,
 			RetrievalMaxTokens:  6000,
 			ChunkMaxTokens:      800,
+			MaxPins:             64,
+			MaxPinBytes:         2048,
+			MaxPinnedShare:      0.25,
 		},
 		Retrieval: RetrievalConfig{
 			Enabled:              true,

@@ -35,6 +35,11 @@ func (c Config) Validate() error {
 	p.inRange("context.safety_margin_tokens", int64(c.Context.SafetyMarginTokens), 0, 10_000_000)
 	p.inRange("context.retrieval_max_tokens", int64(c.Context.RetrievalMaxTokens), 1, 10_000_000)
 	p.inRange("context.chunk_max_tokens", int64(c.Context.ChunkMaxTokens), 1, 10_000_000)
+	p.inRange("context.max_pins", int64(c.Context.MaxPins), 1, 10_000)
+	p.inRange("context.max_pin_bytes", int64(c.Context.MaxPinBytes), 1, 1<<20)
+	if f := c.Context.MaxPinnedShare; !(f > 0 && f <= 1) {
+		p.addf("context.max_pinned_share: %v is out of range (0, 1]", f)
+	}
 	c.Retrieval.validate(&p, "retrieval.")
 	if strings.TrimSpace(c.Server.Addr) == "" {
 		p.addf("server.addr: must not be empty")

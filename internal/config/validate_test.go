@@ -15,6 +15,10 @@ func TestValidateRejects(t *testing.T) {
 		want   string
 	}{
 		{"empty data_dir", func(c *Config) { c.DataDir = "" }, `data_dir: must not be empty`},
+		{"max pins zero", func(c *Config) { c.Context.MaxPins = 0 }, `context.max_pins: 0 is out of range [1, 10000]`},
+		{"max pin bytes big", func(c *Config) { c.Context.MaxPinBytes = 1<<20 + 1 }, `context.max_pin_bytes: 1048577 is out of range [1, 1048576]`},
+		{"max pinned share zero", func(c *Config) { c.Context.MaxPinnedShare = 0 }, `context.max_pinned_share: 0 is out of range (0, 1]`},
+		{"max pinned share big", func(c *Config) { c.Context.MaxPinnedShare = 1.5 }, `context.max_pinned_share: 1.5 is out of range (0, 1]`},
 		{"blank data_dir", func(c *Config) { c.DataDir = "  " }, `data_dir: must not be empty`},
 		{"log level", func(c *Config) { c.Log.Level = "verbose" }, `log.level: "verbose" is not one of trace|debug|info|warn|error`},
 		{"log level case", func(c *Config) { c.Log.Level = "INFO" }, `log.level: "INFO" is not one of trace|debug|info|warn|error`},

@@ -132,7 +132,7 @@ func (r AssemblyReport) Error() string {
 	for _, s := range r.Sections {
 		fmt.Fprintf(&b, " %s %d", s.Name, s.Tokens)
 	}
-	b.WriteString("; raise models.<name>.context_limit, lower runtime.max_output_tokens or models.<name>.max_output_tokens, unpin facts, or fold pending turns (/commit)")
+	b.WriteString("; raise models.<name>.context_limit, lower runtime.max_output_tokens or models.<name>.max_output_tokens, unpin facts (DELETE /v1/branches/{branch}/pins/{id}, or /unpin N in chat; GET .../pins or /pins lists them), or fold pending turns (/commit)")
 	return b.String()
 }
 

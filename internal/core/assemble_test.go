@@ -74,7 +74,8 @@ func TestAssembleShrinksInOrder(t *testing.T) {
 	// Impossible: over, with a message naming sizes and keys.
 	budget.ContextLimit = 150
 	_, rep = Assemble(in, budget, words)
-	if rep.Fits() || !strings.Contains(rep.Error(), "summary 20") || !strings.Contains(rep.Error(), "context_limit") {
+	if rep.Fits() || !strings.Contains(rep.Error(), "summary 20") || !strings.Contains(rep.Error(), "context_limit") ||
+		!strings.Contains(rep.Error(), "unpin facts (DELETE /v1/branches/{branch}/pins/{id}, or /unpin N in chat") {
 		t.Fatalf("impossible budget: %+v: %s", rep, rep.Error())
 	}
 }

@@ -71,8 +71,9 @@ type Branch struct {
 	// State is the head state. Its pinned facts may be newer than the
 	// stored checkpoint State.ID: they are folded in by the next commit.
 	State messages.StateCheckpoint `json:"state"`
-	// Epoch is the summary epoch, bumped by every StateCommitted and
-	// FactPinned: a summary computed for an older epoch is stale.
+	// Epoch is the summary epoch, bumped by every StateCommitted,
+	// FactPinned, FactUnpinned and FactEdited: a summary computed for an
+	// older epoch is stale.
 	Epoch   uint64 `json:"epoch"`
 	TurnSeq uint64 `json:"turn_seq"` // the seq of the latest accepted turn
 	// Turns holds, in seq order, the turns neither indexed nor failed:
@@ -86,6 +87,14 @@ type Branch struct {
 	// recently committed turns, oldest first, at most WindowMax: the
 	// verbatim window of the next context.
 	Window []messages.TurnID `json:"window"`
+	// PinSeq is the id of the latest fact pinned on the branch (pins are
+	// numbered 1, 2, … as they are pinned; a fork keeps its parent's).
+	PinSeq uint64 `json:"pin_seq,omitempty"`
+	// Pins is the pin history: every version of every fact pinned on the
+	// branch since it was created, in the order recorded, with the
+	// turn_seq range it was in effect (PinsAt). The live ones are
+	// State.Pinned, by id.
+	Pins []Pin `json:"pins,omitempty"`
 	// Model is the name in config of the model the branch's turns use;
 	// "" is the runtime's default.
 	Model string `json:"model,omitempty"`
@@ -197,6 +206,7 @@ func (b *Branch) Apply(ev messages.BranchEvent) ([]Effect, error) {
 	case messages.BranchCreated:
 		b.ID, b.Session, b.Parent, b.Created = ev.Branch, ev.Session, ev.Parent, true
 		b.Tip, b.State, b.TurnSeq = ev.Tip, cloneState(ev.State), ev.TurnSeq
+		b.createPins(ev)
 		for _, p := range ev.Pending {
 			b.Turns = append(b.Turns, Turn{ID: p.Turn, Seq: p.Seq, Phase: messages.PhaseResponseFinalized,
 				StateBefore: ev.State.ID, Reply: p.Reply, At: ev.At.UTC()})
@@ -276,9 +286,8 @@ func (b *Branch) Apply(ev messages.BranchEvent) ([]Effect, error) {
 		b.remove(b.find(ev.Turn))
 		b.Indexed++
 		return nil, nil
-	case messages.FactPinned:
-		b.State.Pinned = append(b.State.Pinned, ev.Fact)
-		b.Epoch++
+	case messages.FactPinned, messages.FactUnpinned, messages.FactEdited:
+		b.applyPin(ev)
 		return b.summarize(), nil
 	}
 	panic("unreachable: check accepted an unknown event")
@@ -433,6 +442,15 @@ func (b *Branch) check(ev messages.BranchEvent) error {
 		if ev.Fact == "" {
 			return invalid("fact: required")
 		}
+	case messages.FactUnpinned:
+		return b.checkPin(ev.Pin)
+	case messages.FactEdited:
+		if err := b.checkPin(ev.Pin); err != nil {
+			return err
+		}
+		if ev.Fact == "" {
+			return invalid("fact: required")
+		}
 	default:
 		return invalid("unsupported event %T", ev)
 	}
@@ -561,7 +579,7 @@ func (b *Branch) checkCreated(ev messages.BranchCreated) error {
 		}
 		prev = p.Seq
 	}
-	return nil
+	return checkCreatedPins(ev)
 }
 
 // checkCommitted checks a commit: first whether its state_seq exists

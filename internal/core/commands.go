@@ -8,9 +8,6 @@ import (
 	"github.com/contextinfinity/ctxinf/messages"
 )
 
-// PinMax is the longest fact Pin accepts, in bytes.
-const PinMax = 2000
-
 // InterruptedReason is the reason of the TurnFailed events Recover decides.
 const InterruptedReason = "interrupted: the runtime stopped before the response was finalized"
 
@@ -33,6 +30,7 @@ func (b *Branch) decide(ev messages.BranchEvent) ([]messages.BranchEvent, error)
 func (b *Branch) Create(ev messages.BranchCreated) ([]messages.BranchEvent, error) {
 	ev.State = cloneState(ev.State)
 	ev.Pending = cloneList(ev.Pending)
+	ev.Pins = cloneList(ev.Pins)
 	ev.At = ev.At.UTC()
 	return b.decide(ev)
 }
@@ -181,23 +179,6 @@ func (b *Branch) MarkIndexed(turn messages.TurnID, chunks int, now time.Time) ([
 		return nil, nil
 	}
 	return b.decide(messages.TurnIndexed{Turn: turn, Chunks: chunks, At: now.UTC()})
-}
-
-// Pin pins fact, kept verbatim in every later state. It must be 1 to
-// PinMax bytes, else ErrInvalid naming the field and the limit. Pinning a
-// fact pinned already records nothing. Pinning bumps the epoch, so that a
-// summary computed before the pin is stale.
-func (b *Branch) Pin(fact string, now time.Time) ([]messages.BranchEvent, error) {
-	if !b.Created {
-		return nil, ErrNotCreated
-	}
-	if len(fact) > PinMax {
-		return nil, invalid("fact: %d bytes, limit %d", len(fact), PinMax)
-	}
-	if fact != "" && slices.Contains(b.State.Pinned, fact) {
-		return nil, nil
-	}
-	return b.decide(messages.FactPinned{Fact: fact, At: now.UTC()})
 }
 
 // Recover is called by the shell after replaying the log: it returns the

@@ -323,17 +323,52 @@ func TestMarkIndexed(t *testing.T) {
 }
 
 func TestPin(t *testing.T) {
-	pin := func(fact string) func(*Branch) ([]messages.BranchEvent, error) {
-		return func(b *Branch) ([]messages.BranchEvent, error) { return b.Pin(fact, local) }
+	pin := func(fact string, lim PinLimits) func(*Branch) ([]messages.BranchEvent, error) {
+		return func(b *Branch) ([]messages.BranchEvent, error) { return b.Pin(fact, lim, local) }
 	}
-	long := strings.Repeat("é", PinMax/2)
+	long := strings.Repeat("é", DefaultPinLimits.MaxBytes/2)
+	two := append(created[:1:1], `pin "a"`, `pin "b"`)
 	tests := []decision{
-		{created, "Pin(fact)", pin("answer in French"), events(messages.FactPinned{Fact: "answer in French", At: now}), nil, ""},
-		{created, "Pin(PinMax bytes)", pin(long), events(messages.FactPinned{Fact: long, At: now}), nil, ""},
-		{append(created[:1:1], `pin "x"`), "Pin(x) again", pin("x"), nil, nil, ""},
-		{nil, "Pin before Create", pin("x"), nil, ErrNotCreated, ""},
-		{created, `Pin("")`, pin(""), nil, ErrInvalid, "core: invalid: fact: required"},
-		{created, "Pin(PinMax+1 bytes)", pin(long + "x"), nil, ErrInvalid, "core: invalid: fact: 2001 bytes, limit 2000"},
+		{created, "Pin(fact)", pin("answer in French", PinLimits{}), events(messages.FactPinned{Fact: "answer in French", At: now}), nil, ""},
+		{created, "Pin(max_pin_bytes bytes)", pin(long, PinLimits{}), events(messages.FactPinned{Fact: long, At: now}), nil, ""},
+		{append(created[:1:1], `pin "x"`), "Pin(x) again", pin("x", PinLimits{}), nil, nil, ""},
+		{nil, "Pin before Create", pin("x", PinLimits{}), nil, ErrNotCreated, ""},
+		{created, `Pin("")`, pin("", PinLimits{}), nil, ErrInvalid, "core: invalid: fact: required"},
+		{created, "Pin(max_pin_bytes+1 bytes)", pin(long+"x", PinLimits{}), nil, ErrInvalid,
+			"core: invalid: fact: 2049 bytes, limit 2048 (context.max_pin_bytes)"},
+		{created, "Pin(11 bytes), limit 10", pin("0123456789a", PinLimits{MaxBytes: 10}), nil, ErrInvalid,
+			"core: invalid: fact: 11 bytes, limit 10 (context.max_pin_bytes)"},
+		{two, "Pin(c), limit 2", pin("c", PinLimits{MaxPins: 2}), nil, ErrInvalid,
+			"core: invalid: fact: the branch has 2 pinned facts, limit 2 (context.max_pins); unpin one first"},
+		{two, "Pin(c), limit 3", pin("c", PinLimits{MaxPins: 3}), events(messages.FactPinned{Fact: "c", At: now}), nil, ""},
+		{two, "Pin(a) again at the limit", pin("a", PinLimits{MaxPins: 2}), nil, nil, ""},
+		{append(two, "unpin 1"), "Pin(c) after an unpin, limit 2", pin("c", PinLimits{MaxPins: 2}), events(messages.FactPinned{Fact: "c", At: now}), nil, ""},
+	}
+	runDecisions(t, tests)
+}
+
+func TestUnpinAndEditPin(t *testing.T) {
+	unpin := func(id uint64) func(*Branch) ([]messages.BranchEvent, error) {
+		return func(b *Branch) ([]messages.BranchEvent, error) { return b.Unpin(id, local) }
+	}
+	edit := func(id uint64, fact string, lim PinLimits) func(*Branch) ([]messages.BranchEvent, error) {
+		return func(b *Branch) ([]messages.BranchEvent, error) { return b.EditPin(id, fact, lim, local) }
+	}
+	two := append(created[:1:1], `pin "a"`, `pin "b"`)
+	tests := []decision{
+		{two, "Unpin(1)", unpin(1), events(messages.FactUnpinned{Pin: 1, At: now}), nil, ""},
+		{two, "Unpin(0)", unpin(0), nil, ErrInvalid, "core: invalid: pin: required"},
+		{two, "Unpin(3)", unpin(3), nil, ErrNoPin, "core: no such pin: pin 3 is not pinned on branch B1"},
+		{append(two, "unpin 1"), "Unpin(1) again", unpin(1), nil, ErrNoPin, "pin 1 is not pinned"},
+		{nil, "Unpin before Create", unpin(1), nil, ErrNotCreated, ""},
+		{two, "EditPin(2, c)", edit(2, "c", PinLimits{}), events(messages.FactEdited{Pin: 2, Fact: "c", At: now}), nil, ""},
+		{two, "EditPin(2, b) unchanged", edit(2, "b", PinLimits{}), nil, nil, ""},
+		{two, "EditPin(2, a) a duplicate", edit(2, "a", PinLimits{}), nil, ErrInvalid, "core: invalid: fact: pinned already as pin 1"},
+		{two, `EditPin(2, "")`, edit(2, "", PinLimits{}), nil, ErrInvalid, "core: invalid: fact: required"},
+		{two, "EditPin(2), over max_pin_bytes", edit(2, "0123456789a", PinLimits{MaxBytes: 10}), nil, ErrInvalid,
+			"core: invalid: fact: 11 bytes, limit 10 (context.max_pin_bytes)"},
+		{two, "EditPin(9, c)", edit(9, "c", PinLimits{}), nil, ErrNoPin, "pin 9 is not pinned"},
+		{nil, "EditPin before Create", edit(1, "c", PinLimits{}), nil, ErrNotCreated, ""},
 	}
 	runDecisions(t, tests)
 }
@@ -411,6 +446,15 @@ func TestApplyRejects(t *testing.T) {
 		{finalized, messages.TurnIndexed{Turn: T1}, "want state_committed"},
 		{created, messages.FactPinned{}, "fact: required"},
 		{created, &messages.FactPinned{Fact: "x"}, "unsupported event *messages.FactPinned"},
+		{created, messages.FactUnpinned{Pin: 1}, "pin 1 is not pinned"},
+		{created, messages.FactEdited{Pin: 1, Fact: "x"}, "pin 1 is not pinned"},
+		{append(created[:1:1], `pin "a"`), messages.FactEdited{Pin: 1}, "fact: required"},
+		{nil, messages.BranchCreated{Session: Se1, Branch: B1, State: messages.StateCheckpoint{Pinned: []string{"a"}},
+			Pins: []messages.PinnedFact{{ID: 1, Fact: "b"}}}, `pins: ["b"], want the facts of state.pinned ["a"]`},
+		{nil, messages.BranchCreated{Session: Se1, Branch: B1, State: messages.StateCheckpoint{Pinned: []string{"a", "b"}},
+			Pins: []messages.PinnedFact{{ID: 2, Fact: "a"}, {ID: 2, Fact: "b"}}}, "pins[1].id: 2, want more than 2"},
+		{nil, messages.BranchCreated{Session: Se1, Branch: B1, State: messages.StateCheckpoint{Pinned: []string{"a"}},
+			Pins: []messages.PinnedFact{{ID: 1, Fact: "a", Seq: 3}}, TurnSeq: 2}, "pins[0].seq: 3 is after the fork point's turn_seq 2"},
 	}
 	for _, tc := range tests {
 		s := newScript(t).run(tc.setup...)

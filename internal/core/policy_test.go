@@ -179,7 +179,7 @@ func foldRun(r *rand.Rand, p Policy, steps int) error {
 				}
 			}
 		case k == 8: // a pin makes folds in flight stale
-			if err := apply(b.Pin(fmt.Sprint("fact ", r.IntN(1000)), now())); err != nil {
+			if err := apply(b.Pin(fmt.Sprint("fact ", r.IntN(1000)), PinLimits{}, now())); err != nil {
 				return err
 			}
 		default: // the librarian loses a request

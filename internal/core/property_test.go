@@ -48,7 +48,7 @@ func TestReplayProperty(t *testing.T) {
 	// The generator must reach every kind of event.
 	t.Logf("events applied: %v", seen)
 	for _, kind := range []string{"BranchCreated", "TurnAccepted", "ResponseStarted", "ResponseFinalized",
-		"TurnFailed", "StateCommitted", "TurnIndexed", "FactPinned", "recovered", "rejected"} {
+		"TurnFailed", "StateCommitted", "TurnIndexed", "FactPinned", "FactUnpinned", "FactEdited", "recovered", "rejected"} {
 		if seen[kind] == 0 {
 			t.Errorf("no %s in %d runs", kind, runs)
 		}
@@ -193,8 +193,23 @@ func randomRun(t *testing.T, r *rand.Rand, steps int, seen map[string]int) bool 
 			evs, err = b.MarkIndexed(turn, r.IntN(5), clock)
 		case k < 92:
 			what = "Pin"
-			evs, err = b.Pin(facts[r.IntN(len(facts))], clock)
-			must = true
+			live := b.LivePins()
+			switch j := r.IntN(4); {
+			case j == 0 && len(live) > 0:
+				what = "Unpin"
+				evs, err = b.Unpin(live[r.IntN(len(live))].ID, clock)
+			case j == 1 && len(live) > 0:
+				what = "EditPin"
+				p := live[r.IntN(len(live))]
+				evs, err = b.EditPin(p.ID, p.Fact+"'", PinLimits{}, clock)
+				must = !slices.Contains(b.State.Pinned, p.Fact+"'")
+			default:
+				evs, err = b.Pin(facts[r.IntN(len(facts))], PinLimits{}, clock)
+				must = true
+			}
+			if what != "EditPin" {
+				must = true
+			}
 		case k < 96:
 			// A restart: replay the log, then recover.
 			what = "Recover"
@@ -242,6 +257,23 @@ func randomRun(t *testing.T, r *rand.Rand, steps int, seen map[string]int) bool 
 	}
 	if !ok {
 		return false
+	}
+
+	// The pins in effect at each turn_seq (PinsAt) are the live pins of
+	// the last state at that turn_seq, before the next turn was accepted.
+	for seq := uint64(0); seq <= b.TurnSeq; seq++ {
+		var at *Branch
+		for _, st := range states {
+			if st.Created && st.TurnSeq == seq {
+				at = st
+			}
+		}
+		if at == nil {
+			continue // before the fork point
+		}
+		if got, want := b.PinsAt(seq), at.LivePins(); !reflect.DeepEqual(got, want) || !slices.Equal(PinFacts(want), at.State.Pinned) {
+			fail("PinsAt(%d) = %+v, want %+v (pinned %q)", seq, got, want, at.State.Pinned)
+		}
 	}
 
 	// Replaying any prefix gives the state after as many events, and that

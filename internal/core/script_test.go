@@ -23,14 +23,17 @@ import (
 // table tests are written in it.
 //
 //	create [branch=B] [session=Se] [parent=B fork_at=T] [tip=R] [state=St] [state_seq=N]
-//	       [summary="…"] [pinned="…"]… [pending=T:R:seq,…] [turn_seq=N]
+//	       [summary="…"] [pinned="…"]… [pins=ID@SEQ,…] [pending=T:R:seq,…] [turn_seq=N]
 //	submit T
 //	start T S
 //	finalize T S R completed|incomplete|paused|failed|cancelled [displayed=N] [durable=N]
 //	fail T [reason…]             (the rest of the line; "" for none)
 //	commit SEQ T… epoch=N [state=St] [summary="…"] [pinned="…"]…   (pinned defaults to the head's)
 //	index T [chunks=N]
-//	pin "fact" | pin bytes=N      (a fact of N bytes)
+//	pin "fact" | pin bytes=N      (a fact of N bytes) [max_pins=N] [max_bytes=N]
+//	unpin ID
+//	edit ID "fact" [max_bytes=N]
+//	pins_at SEQ                   (prints PinsAt(SEQ); no events)
 //	recover                       (Recover, then apply its events)
 //	crash                         (a restart: replay the log on a fresh branch)
 //	reset                         (start over with a fresh branch and log)
@@ -121,6 +124,12 @@ func (s *script) exec(line string) ([]string, error) {
 		}
 		s.b = replayed
 		return []string{fmt.Sprintf("replayed %d events", len(s.log))}, nil
+	case "pins_at":
+		n, err := strconv.ParseUint(strings.Join(words, ""), 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("%w: pins_at: %v", errScript, err)
+		}
+		return []string{"pins at " + strconv.FormatUint(n, 10) + ": " + formatPins(s.b.PinsAt(n))}, nil
 	case "recover":
 		var effects []Effect
 		events, effects = s.b.Recover(s.clock)
@@ -223,6 +232,16 @@ func (s *script) decide(cmd string, words []string, args map[string]string) ([]m
 		}
 		ev.State.Seq, ev.State.Summary = num("state_seq", 0), args["summary"]
 		ev.State.Pinned = pinnedArgs(args)
+		if v := args["pins"]; v != "" { // ID@SEQ,… for the pinned facts, in order
+			for i, p := range strings.Split(v, ",") {
+				var pf messages.PinnedFact
+				if _, err := fmt.Sscanf(p, "%d@%d", &pf.ID, &pf.Seq); err != nil || i >= len(ev.State.Pinned) {
+					return nil, fmt.Errorf("%w: pins %q: want ID@SEQ for each pinned fact", errScript, p)
+				}
+				pf.Fact, pf.At = ev.State.Pinned[i], now
+				ev.Pins = append(ev.Pins, pf)
+			}
+		}
 		if v := args["pending"]; v != "" {
 			for _, p := range strings.Split(v, ",") {
 				f := strings.Split(p, ":")
@@ -299,7 +318,25 @@ func (s *script) decide(cmd string, words []string, args map[string]string) ([]m
 		if _, ok := args["bytes"]; ok {
 			fact = strings.Repeat("x", int(num("bytes", 0)))
 		}
-		return b.Pin(fact, now)
+		return b.Pin(fact, PinLimits{MaxPins: int(num("max_pins", 0)), MaxBytes: int(num("max_bytes", 0))}, now)
+	case "unpin":
+		if err := need(1); err != nil {
+			return nil, err
+		}
+		n, err := strconv.ParseUint(words[0], 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("%w: unpin %q: %v", errScript, words[0], err)
+		}
+		return b.Unpin(n, now)
+	case "edit":
+		if err := need(1); err != nil {
+			return nil, err
+		}
+		n, err := strconv.ParseUint(words[0], 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("%w: edit %q: %v", errScript, words[0], err)
+		}
+		return b.EditPin(n, strings.Join(words[1:], " "), PinLimits{MaxBytes: int(num("max_bytes", 0))}, now)
 	}
 	return nil, fmt.Errorf("%w: unknown command %q", errScript, cmd)
 }
@@ -409,6 +446,9 @@ func formatEvent(ev messages.BranchEvent) string {
 	case messages.BranchCreated:
 		s := fmt.Sprintf("branch_created %s session=%s parent=%s fork_at=%s tip=%s state=%s turn_seq=%d",
 			name(e.Branch), name(e.Session), name(e.Parent), name(e.ForkAt), name(e.Tip), formatState(e.State), e.TurnSeq)
+		if len(e.Pins) > 0 {
+			s += " pins=" + formatPins(e.Pins)
+		}
 		if len(e.Pending) > 0 {
 			var ps []string
 			for _, p := range e.Pending {
@@ -436,6 +476,10 @@ func formatEvent(ev messages.BranchEvent) string {
 		return fmt.Sprintf("turn_indexed %s chunks=%d at=%s", name(e.Turn), e.Chunks, at(e.At))
 	case messages.FactPinned:
 		return fmt.Sprintf("fact_pinned %s at=%s", short(e.Fact), at(e.At))
+	case messages.FactUnpinned:
+		return fmt.Sprintf("fact_unpinned %d at=%s", e.Pin, at(e.At))
+	case messages.FactEdited:
+		return fmt.Sprintf("fact_edited %d %s at=%s", e.Pin, short(e.Fact), at(e.At))
 	}
 	return fmt.Sprintf("%#v", ev)
 }
@@ -507,5 +551,25 @@ func formatBranch(b *Branch) []string {
 	if len(b.Window) > 0 {
 		out = append(out, "  window: "+names(b.Window))
 	}
+	if len(b.Pins) > 0 {
+		var ps []string
+		for _, p := range b.Pins {
+			s := fmt.Sprintf("%d=%s@%d", p.ID, short(p.Fact), p.Seq)
+			if p.Ended {
+				s += fmt.Sprintf("..%d", p.Until)
+			}
+			ps = append(ps, s)
+		}
+		out = append(out, fmt.Sprintf("  pins: pin_seq=%d %s", b.PinSeq, strings.Join(ps, " ")))
+	}
 	return out
+}
+
+// formatPins writes pins as id=fact@seq.
+func formatPins(pins []messages.PinnedFact) string {
+	var ps []string
+	for _, p := range pins {
+		ps = append(ps, fmt.Sprintf("%d=%s@%d", p.ID, short(p.Fact), p.Seq))
+	}
+	return "[" + strings.Join(ps, " ") + "]"
 }

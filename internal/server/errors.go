@@ -21,7 +21,7 @@ import (
 const (
 	CodeInvalid      = "invalid_request"   // 400: a field is missing, malformed or out of its limits
 	CodeUnauthorized = "unauthorized"      // 401: no or a wrong bearer token
-	CodeNotFound     = "not_found"         // 404: no such session, branch, turn or chunk
+	CodeNotFound     = "not_found"         // 404: no such session, branch, turn, chunk or pin
 	CodeBusy         = "turn_in_flight"    // 409: the branch has a turn in flight
 	CodeConflict     = "conflict"          // 409: the request conflicts with the state (nothing to cancel)
 	CodeTooLarge     = "request_too_large" // 413: the body, or what it would store, is over the limit
@@ -125,6 +125,8 @@ func classify(err error) *apiError {
 		return &apiError{Status: http.StatusConflict, Code: CodeBusy, Message: err.Error()}
 	case errors.Is(err, actors.ErrNoTurnInFlight):
 		return &apiError{Status: http.StatusConflict, Code: CodeConflict, Message: err.Error()}
+	case errors.Is(err, core.ErrNoPin):
+		return &apiError{Status: http.StatusNotFound, Code: CodeNotFound, Message: err.Error()}
 	case errors.Is(err, persistence.ErrNotFound), errors.Is(err, core.ErrNotCreated), errors.Is(err, actors.ErrNoRecipe):
 		return &apiError{Status: http.StatusNotFound, Code: CodeNotFound, Message: err.Error()}
 	case errors.Is(err, persistence.ErrInvalidArgument), errors.Is(err, core.ErrInvalid), errors.Is(err, actors.ErrUnknownModel),

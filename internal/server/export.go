@@ -16,7 +16,6 @@ import (
 
 	"github.com/contextinfinity/ctxinf/actors"
 	"github.com/contextinfinity/ctxinf/client"
-	"github.com/contextinfinity/ctxinf/internal/core"
 	"github.com/contextinfinity/ctxinf/messages"
 )
 
@@ -345,7 +344,7 @@ func (s *Server) importV2(ctx context.Context, lr *lineReader, im *actors.Sessio
 			if len(l.Label) > MaxLabelBytes {
 				return 0, invalid("line %d: label: %d bytes, limit %d", n, len(l.Label), MaxLabelBytes)
 			}
-			if err := checkPins(n, "base.pinned", l.Base.Pinned); err != nil {
+			if err := s.checkPins(n, "base.pinned", l.Base.Pinned); err != nil {
 				return 0, err
 			}
 			if _, err := im.AddBranch(ctx, actors.ExportBranch{Label: l.Label, Created: l.Created, Parent: l.Parent,
@@ -383,7 +382,7 @@ func (s *Server) importV2(ctx context.Context, lr *lineReader, im *actors.Sessio
 			if err := strict(&l); err != nil {
 				return 0, err
 			}
-			if err := checkPins(n, "pinned", l.Pinned); err != nil {
+			if err := s.checkPins(n, "pinned", l.Pinned); err != nil {
 				return 0, err
 			}
 			st := l.toState()
@@ -396,7 +395,7 @@ func (s *Server) importV2(ctx context.Context, lr *lineReader, im *actors.Sessio
 			if err := strict(&l); err != nil {
 				return 0, err
 			}
-			if err := checkPins(n, "pinned", l.Pinned); err != nil {
+			if err := s.checkPins(n, "pinned", l.Pinned); err != nil {
 				return 0, err
 			}
 			if err := b.add(ctx, actors.ExportItem{Head: &actors.ExportHead{Pinned: l.Pinned, Model: l.Model}}, n, len(line)); err != nil {
@@ -436,11 +435,13 @@ func (s *Server) importV2(ctx context.Context, lr *lineReader, im *actors.Sessio
 	}
 }
 
-// checkPins refuses a pinned fact over core.PinMax, as pinning does.
-func checkPins(line int, field string, pins []string) error {
+// checkPins refuses a pinned fact over context.max_pin_bytes, as
+// pinning does.
+func (s *Server) checkPins(line int, field string, pins []string) error {
+	limit := s.rt.PinLimits().MaxBytes
 	for i, p := range pins {
-		if len(p) > core.PinMax {
-			return invalid("line %d: %s[%d]: %d bytes, limit %d", line, field, i, len(p), core.PinMax)
+		if len(p) > limit {
+			return invalid("line %d: %s[%d]: %d bytes, limit %d (context.max_pin_bytes)", line, field, i, len(p), limit)
 		}
 	}
 	return nil

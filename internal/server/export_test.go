@@ -125,7 +125,7 @@ func TestExportRoundTrip(t *testing.T) {
 	for _, q := range []string{"main one", "main two", "main three"} {
 		send(t, rt, main.ID, q)
 	}
-	if err := rt.Pin(ctx, main.ID, "fact A"); err != nil {
+	if _, err := rt.Pin(ctx, main.ID, "fact A"); err != nil {
 		t.Fatal(err)
 	}
 	fold(t, rt, main.ID) // state 1 folds turns 1 to 3, pinned A
@@ -134,7 +134,7 @@ func TestExportRoundTrip(t *testing.T) {
 	}
 	send(t, rt, main.ID, "main five")
 	send(t, rt, main.ID, "main six") // 5 and 6 pending
-	if err := rt.Pin(ctx, main.ID, "fact B"); err != nil {
+	if _, err := rt.Pin(ctx, main.ID, "fact B"); err != nil {
 		t.Fatal(err) // pinned at the head, in no state yet
 	}
 	// After turn 2, folded with turn 3: state 0 carrying turns 1 and 2.
@@ -149,7 +149,7 @@ func TestExportRoundTrip(t *testing.T) {
 	}
 	send(t, rt, f1.ID, "fork one three")
 	fold(t, rt, f1.ID)
-	if err := rt.Pin(ctx, f1.ID, "fact C"); err != nil {
+	if _, err := rt.Pin(ctx, f1.ID, "fact C"); err != nil {
 		t.Fatal(err)
 	}
 	send(t, rt, f1.ID, "fork one four")
@@ -159,12 +159,22 @@ func TestExportRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	send(t, rt, f3.ID, "fork three eight")
+	// Pins unpinned and edited come back so: fact B unpinned on the
+	// fork at the head, fact A edited in place on the fork of it.
+	if err := rt.Unpin(ctx, f2.ID, 2); err != nil {
+		t.Fatal(err)
+	}
+	send(t, rt, f2.ID, "fork two nine")
+	fold(t, rt, f2.ID)
+	if _, err := rt.EditPin(ctx, f3.ID, 1, "fact A, edited"); err != nil {
+		t.Fatal(err)
+	}
 	fold(t, rt, f3.ID)
 	fold(t, rt, main.ID)
 
 	before := src.export(t, sess.ID)
 	for _, want := range []string{`"type":"branch"`, `"carried":[1,2]`, `"carried":[5,6]`, `"failed":{"code":"context_too_large"`,
-		`"pinned":["fact A","fact B"]`, `{"type":"head","pinned":["fact C"]}`, `"label":"fork of a fork"`} {
+		`"pinned":["fact A","fact B"]`, `{"type":"head","pinned":["fact C"]}`, `"label":"fork of a fork"`, `"pinned":["fact A, edited","fact B"]`, `"pinned":["fact A"]`} {
 		if !bytes.Contains(before, []byte(want)) {
 			t.Errorf("the export has no %s:\n%s", want, before)
 		}
@@ -174,8 +184,8 @@ func TestExportRoundTrip(t *testing.T) {
 	if st != 201 {
 		t.Fatalf("import: %d %+v", st, e)
 	}
-	if imp.Branches != 4 || imp.Turns != 10 || imp.Session.Title != "round trip" || imp.Branch.Label != "main" {
-		t.Errorf("imported %+v, want 4 branches and 10 turns of session %q", imp, "round trip")
+	if imp.Branches != 4 || imp.Turns != 11 || imp.Session.Title != "round trip" || imp.Branch.Label != "main" {
+		t.Errorf("imported %+v, want 4 branches and 11 turns of session %q", imp, "round trip")
 	}
 	after := dst.export(t, imp.Session.ID)
 	if !bytes.Equal(before, after) {

@@ -301,10 +301,73 @@ func (s *Server) pin(w http.ResponseWriter, r *http.Request) error {
 	if err := decode(r, &in); err != nil {
 		return err
 	}
-	if err := s.rt.Pin(r.Context(), id, in.Fact); err != nil {
+	p, err := s.rt.Pin(r.Context(), id, in.Fact)
+	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusCreated, map[string]string{"fact": in.Fact})
+	writeJSON(w, http.StatusCreated, p)
+	return nil
+}
+
+// pinID reads the {pin} path value: a pin's id, a positive integer.
+func pinID(r *http.Request) (uint64, error) {
+	v := r.PathValue("pin")
+	n, err := strconv.ParseUint(v, 10, 64)
+	if err != nil || n == 0 {
+		return 0, invalid("pin: %q is not a pin id (a positive integer; GET /v1/branches/{branch}/pins lists them)", v)
+	}
+	return n, nil
+}
+
+func (s *Server) listPins(w http.ResponseWriter, r *http.Request) error {
+	id, _, err := s.branch(r)
+	if err != nil {
+		return err
+	}
+	pins, err := s.rt.Pins(r.Context(), id)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"pins": pins})
+	return nil
+}
+
+func (s *Server) unpin(w http.ResponseWriter, r *http.Request) error {
+	id, _, err := s.branch(r)
+	if err != nil {
+		return err
+	}
+	n, err := pinID(r)
+	if err != nil {
+		return err
+	}
+	if err := s.rt.Unpin(r.Context(), id, n); err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]uint64{"unpinned": n})
+	return nil
+}
+
+func (s *Server) editPin(w http.ResponseWriter, r *http.Request) error {
+	id, _, err := s.branch(r)
+	if err != nil {
+		return err
+	}
+	n, err := pinID(r)
+	if err != nil {
+		return err
+	}
+	var in struct {
+		Fact string `json:"fact"`
+	}
+	if err := decode(r, &in); err != nil {
+		return err
+	}
+	p, err := s.rt.EditPin(r.Context(), id, n, in.Fact)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, p)
 	return nil
 }
 

@@ -78,6 +78,7 @@ func TestOpenAPISchemasMatchTypes(t *testing.T) {
 		"Hit": reflect.TypeFor[client.Hit](), "Chunk": reflect.TypeFor[persistence.ChunkRow](),
 		"ContextDebug": reflect.TypeFor[actors.ContextDebug](), "PartialOutput": reflect.TypeFor[client.PartialOutput](),
 		"Report": reflect.TypeFor[client.Report](),
+		"Pin": reflect.TypeFor[client.Pin](),
 	}
 	for name, typ := range types {
 		schema, ok := doc.Components.Schemas[name]
