@@ -2,13 +2,18 @@ package server
 
 import (
 	"bufio"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
+	"time"
 
 	"github.com/contextinfinity/ctxinf/actors"
 	"github.com/contextinfinity/ctxinf/client"
 	"github.com/contextinfinity/ctxinf/messages"
+	"github.com/contextinfinity/ctxinf/persistence"
 )
 
 // exportLine is one line of a session export (JSON lines): first the
@@ -68,11 +73,30 @@ func (s *Server) exportSession(w http.ResponseWriter, r *http.Request) error {
 	return err
 }
 
+// imported answers a repeat of an import with the session the first made.
+func (s *Server) imported(w http.ResponseWriter, r *http.Request, row persistence.IdempotencyRow) error {
+	sess, err := s.rt.DB().Session(r.Context(), row.Session)
+	if err != nil {
+		return err
+	}
+	b, err := s.rt.DB().BranchRow(r.Context(), row.Branch)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusCreated, client.Imported{Session: sess, Branch: b, Turns: row.Count})
+	return nil
+}
+
 // importSession reads an export and makes it a new session: each user
 // message and the assistant messages after it become one imported turn
 // (no model is called); they are folded and indexed like any other.
 func (s *Server) importSession(w http.ResponseWriter, r *http.Request) error {
-	sc := bufio.NewScanner(r.Body)
+	key, err := idempotencyKey(r)
+	if err != nil {
+		return err
+	}
+	body := sha256.New() // of the whole body, for the key
+	sc := bufio.NewScanner(io.TeeReader(r.Body, body))
 	sc.Buffer(make([]byte, 64<<10), int(s.opts.MaxBodyBytes))
 	title := "imported"
 	var xs []actors.Exchange
@@ -113,12 +137,32 @@ func (s *Server) importSession(w http.ResponseWriter, r *http.Request) error {
 	if len(xs) == 0 {
 		return invalid("no user message to import")
 	}
+	var keyRow *persistence.IdempotencyRow
+	if key != "" {
+		// A repeat under the key answers with the session the first
+		// made; the key is committed with the import's last turns.
+		hash := hex.EncodeToString(body.Sum(nil))
+		row, found, release, err := s.rt.ClaimKey(r.Context(), persistence.ScopeImport, messages.BranchID{}, key, hash)
+		if err != nil {
+			return err
+		}
+		defer release()
+		if found {
+			return s.imported(w, r, row)
+		}
+		keyRow = &persistence.IdempotencyRow{Scope: persistence.ScopeImport, Key: key, Hash: hash}
+	}
 	sess, b, err := s.rt.CreateSession(r.Context(), title)
 	if err != nil {
 		return err
 	}
 	for i := 0; i < len(xs); i += actors.MaxImport {
-		if _, err := s.rt.Import(r.Context(), b.ID, xs[i:min(i+actors.MaxImport, len(xs))]); err != nil {
+		var o actors.ImportOptions
+		if end := min(i+actors.MaxImport, len(xs)); end == len(xs) && keyRow != nil {
+			keyRow.Session, keyRow.Branch, keyRow.Count, keyRow.Created = sess.ID, b.ID, len(xs), time.Now().UTC()
+			o.Key = keyRow
+		}
+		if _, err := s.rt.ImportWith(r.Context(), b.ID, xs[i:min(i+actors.MaxImport, len(xs))], o); err != nil {
 			return fmt.Errorf("import into session %s: %w", sess.ID, err)
 		}
 	}
