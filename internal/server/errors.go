@@ -19,17 +19,17 @@ import (
 // instead: {"error": {"message", "type", "param", "code"}}, same status
 // and code.
 const (
-	CodeInvalid      = "invalid_request"   // 400: a field is missing, malformed or out of its limits
-	CodeUnauthorized = "unauthorized"      // 401: no or a wrong bearer token
-	CodeNotFound     = "not_found"         // 404: no such session, branch, turn or chunk
-	CodeBusy         = "turn_in_flight"    // 409: the branch has a turn in flight; Retry-After says when to try again
-	CodeConflict     = "conflict"          // 409: the request conflicts with the state (nothing to cancel)
-	CodeTooLarge     = "request_too_large" // 413: the body, or what it would store, is over the limit
+	CodeInvalid      = "invalid_request"        // 400: a field is missing, malformed or out of its limits
+	CodeUnauthorized = "unauthorized"           // 401: no or a wrong bearer token
+	CodeNotFound     = "not_found"              // 404: no such session, branch, turn or chunk
+	CodeBusy         = "turn_in_flight"         // 409: the branch has a turn in flight; Retry-After says when to try again
+	CodeConflict     = "conflict"               // 409: the request conflicts with the state (nothing to cancel)
+	CodeTooLarge     = "request_too_large"      // 413: the body, or what it would store, is over the limit
 	CodeKeyReused    = "idempotency_key_reused" // 422: the Idempotency-Key was first sent with another request
-	CodeOverloaded   = "overloaded"        // 429: too many requests in flight; Retry-After says when to try again
-	CodeUnavailable  = "unavailable"       // 503: recovering, or shutting down
-	CodeTimeout      = "timeout"           // 504: the runtime did not answer in time; "accepted" says whether the request was carried out
-	CodeInternal     = "internal"          // 500
+	CodeOverloaded   = "overloaded"             // 429: too many requests in flight; Retry-After says when to try again
+	CodeUnavailable  = "unavailable"            // 503: recovering, or shutting down
+	CodeTimeout      = "timeout"                // 504: the runtime did not answer in time; "accepted" says whether the request was carried out
+	CodeInternal     = "internal"               // 500
 
 	// The codes of a turn that was accepted and then failed (the turn's
 	// outcome code, messages.Fail*): a turn waited for answers with
