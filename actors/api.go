@@ -176,6 +176,9 @@ func (r *Runtime) ForkWith(ctx context.Context, parent messages.BranchID, at mes
 		return persistence.BranchRow{}, fmt.Errorf("fork branch %s: %w", parent, err)
 	}
 	res, err := r.ask(ctx, parent, &forkReq{at: at})
+	if te := (*TimeoutError)(nil); errors.As(err, &te) {
+		te.Accepted = AcceptedNo // the fork point is only read: nothing is stored before the new branch
+	}
 	if err != nil {
 		return persistence.BranchRow{}, fmt.Errorf("fork branch %s: %w", parent, err)
 	}

@@ -51,10 +51,13 @@ type (
 	commitReq  struct{}
 	inspectReq struct{}
 	wakeReq    struct{}
-	forkReq    struct{ at messages.TurnID } // zero: the head
-	cancelReq  struct{}                     // cancel the turn in flight
-	modelReq   struct{ name string }        // select a model for the next turns
-	killReq    struct{}                     // chaos: panic now
+	forkReq    struct {
+		claim
+		at messages.TurnID // zero: the head
+	}
+	cancelReq struct{}              // cancel the turn in flight
+	modelReq  struct{ name string } // select a model for the next turns
+	killReq   struct{}              // chaos: panic now
 )
 
 // Messages from the actors a branch works with.

@@ -889,7 +889,7 @@ func requestWhat(msg any) string {
 	switch msg.(type) {
 	case *submitReq:
 		return "the turn"
-	case *createReq:
+	case *createReq, *forkReq:
 		return "the branch"
 	case *importReq:
 		return "the import"
