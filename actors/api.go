@@ -160,10 +160,41 @@ func (r *Runtime) CreateSession(ctx context.Context, title string) (persistence.
 // state at that turn, with any finalized turns not yet folded into it
 // carried as pending.
 func (r *Runtime) Fork(ctx context.Context, parent messages.BranchID, at messages.TurnID, label string) (persistence.BranchRow, error) {
+	return r.ForkWith(ctx, parent, at, label, ForkOptions{})
+}
+
+// ForkOptions are the ways of ForkWith.
+type ForkOptions struct {
+	// Key, if not "", is an idempotency key (1 to 255 printable ASCII
+	// bytes): a fork of the same parent under the same key, at the same
+	// turn with the same label, returns the branch the first made and
+	// creates none (a repeat with another turn or label is
+	// ErrKeyReused). The key is committed with the new branch.
+	Key string
+}
+
+// ForkWith is Fork with options.
+func (r *Runtime) ForkWith(ctx context.Context, parent messages.BranchID, at messages.TurnID, label string, o ForkOptions) (persistence.BranchRow, error) {
+	var key *persistence.IdempotencyRow
+	if o.Key != "" {
+		hash := keyHash("fork", at.String(), label)
+		row, found, release, err := r.ClaimKey(ctx, persistence.ScopeFork, parent, o.Key, hash)
+		if err != nil {
+			return persistence.BranchRow{}, fmt.Errorf("fork branch %s: %w", parent, err)
+		}
+		defer release()
+		if found {
+			return r.db.BranchRow(ctx, row.Branch)
+		}
+		key = &persistence.IdempotencyRow{Scope: persistence.ScopeFork, Owner: parent, Key: o.Key, Hash: hash}
+	}
 	if err := r.db.CheckSpace(); err != nil {
 		return persistence.BranchRow{}, fmt.Errorf("fork branch %s: %w", parent, err)
 	}
 	res, err := r.ask(ctx, parent, &forkReq{at: at})
+	if te := (*TimeoutError)(nil); errors.As(err, &te) {
+		te.Accepted = AcceptedNo // the fork point is only read: nothing is stored before the new branch
+	}
 	if err != nil {
 		return persistence.BranchRow{}, fmt.Errorf("fork branch %s: %w", parent, err)
 	}
@@ -173,7 +204,10 @@ func (r *Runtime) Fork(ctx context.Context, parent messages.BranchID, at message
 	ev.At = now.UTC()
 	row := persistence.BranchRow{ID: ev.Branch, Session: ev.Session, Parent: parent, ForkAt: ev.ForkAt, ForkSeq: ev.TurnSeq,
 		Label: label, Created: now.UTC()}
-	if _, err := r.ask(ctx, ev.Branch, &createReq{ev: ev, row: row}); err != nil {
+	if key != nil {
+		key.Branch, key.Created = ev.Branch, now.UTC()
+	}
+	if _, err := r.ask(ctx, ev.Branch, &createReq{ev: ev, row: row, key: key}); err != nil {
 		return row, fmt.Errorf("fork branch %s: %w", parent, err)
 	}
 	return row, nil
@@ -215,6 +249,14 @@ type SubmitOptions struct {
 	// acceptance, and a turn the branch refuses (another one is in
 	// flight) leaves the branch's model as it was.
 	Model string
+	// Key, if not "", is an idempotency key (1 to 255 printable ASCII
+	// bytes), committed with the turn's acceptance: a turn sent again
+	// under the same key, with the same text and model, is not stored
+	// again but answered with the first one's stream (a follower while
+	// it runs), or how it ended (its reply read from the store). The
+	// same key with another text or model is ErrKeyReused. Keys are kept
+	// for good, one per turn of the branch.
+	Key string
 }
 
 // SubmitWith is Submit with options.
@@ -225,15 +267,48 @@ func (r *Runtime) SubmitWith(ctx context.Context, branch messages.BranchID, text
 	if err := r.db.CheckSpace(); err != nil { // new work waits for free space
 		return nil, err
 	}
+	var hash string
+	if o.Key != "" {
+		if err := checkKey(o.Key); err != nil {
+			return nil, err
+		}
+		hash = keyHash("turn", text, o.Model)
+	}
 	msg := messages.NewMessage(messages.RoleUser, messages.Text{Text: text})
 	// The turn id is chosen here, so that sending the request again (after
 	// the branch actor stopped with it unread) cannot make a second turn.
-	res, err := r.ask(ctx, branch, &submitReq{msg: msg, turn: messages.NewID[messages.TurnID](r.cfg.Now()),
-		within: o.Within, model: o.Model})
+	req := &submitReq{msg: msg, turn: messages.NewID[messages.TurnID](r.cfg.Now()), within: o.Within, model: o.Model,
+		key: o.Key, hash: hash}
+	res, err := r.ask(ctx, branch, req)
+	var te *TimeoutError
+	if errors.As(err, &te) {
+		return nil, r.turnTimedOut(branch, req, te)
+	}
 	if err != nil {
 		return nil, err
 	}
 	return res.(*TurnStream), nil
+}
+
+// turnTimedOut completes the TimeoutError of submit request req: a turn
+// whose request was taken (AcceptedUnknown) may have been accepted since,
+// which its row, or its idempotency key's, tells.
+func (r *Runtime) turnTimedOut(branch messages.BranchID, req *submitReq, te *TimeoutError) error {
+	if te.Accepted != AcceptedUnknown {
+		return te // not taken: no turn
+	}
+	ctx := context.Background()
+	if req.key != "" {
+		if row, err := r.db.IdempotencyKey(ctx, persistence.ScopeTurn, branch, req.key); err == nil {
+			te.Accepted, te.Turn = AcceptedYes, row.Turn
+		}
+		return te
+	}
+	te.Turn = req.turn
+	if _, err := r.db.TurnRow(ctx, branch, req.turn); err == nil {
+		te.Accepted = AcceptedYes
+	}
+	return te
 }
 
 // Cancel cancels the turn in flight on branch: its provider step stops

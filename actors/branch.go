@@ -29,6 +29,8 @@ const (
 // Requests a branch actor answers (with ctx.Respond).
 type (
 	createReq struct {
+		claim
+		key     *persistence.IdempotencyRow // committed with the branch, if set
 		ev      messages.BranchCreated
 		session *persistence.SessionRow // set when the branch opens a new session
 		row     persistence.BranchRow
@@ -39,8 +41,12 @@ type (
 		imp       *persistence.ImportRow
 	}
 	submitReq struct {
-		msg  messages.Message
-		turn messages.TurnID // chosen by the caller: a resent request finds its turn
+		claim
+		// key and hash: the idempotency key the turn is sent under ("":
+		// none) and the hash of its text and model.
+		key, hash string
+		msg       messages.Message
+		turn      messages.TurnID // chosen by the caller: a resent request finds its turn
 		// within, if positive, defers the commit of the turn's
 		// acceptance (Runtime.SubmitDeferred).
 		within time.Duration
@@ -56,10 +62,13 @@ type (
 	commitReq  struct{}
 	inspectReq struct{}
 	wakeReq    struct{}
-	forkReq    struct{ at messages.TurnID } // zero: the head
-	cancelReq  struct{}                     // cancel the turn in flight
-	modelReq   struct{ name string }        // select a model for the next turns
-	killReq    struct{}                     // chaos: panic now
+	forkReq    struct {
+		claim
+		at messages.TurnID // zero: the head
+	}
+	cancelReq struct{}              // cancel the turn in flight
+	modelReq  struct{ name string } // select a model for the next turns
+	killReq   struct{}              // chaos: panic now
 )
 
 // Messages from the actors a branch works with.
@@ -166,6 +175,10 @@ type branchActor struct {
 	// activation, so that a job that always kills its worker does not
 	// loop.
 	lost int
+	// keys are the idempotency keys of the turns this instance accepted
+	// that are not committed yet (a deferred acceptance), by key; the
+	// store holds the others.
+	keys map[string]persistence.IdempotencyRow
 	// asker is the sender of the request being handled, until answered.
 	asker *actor.PID
 	// active is when this actor last took a message; idle is the timer
@@ -190,6 +203,9 @@ func (a *branchActor) Receive(ctx actor.Context) {
 	// which replaces the context's current envelope: capture the sender
 	// first and reply to it explicitly, never with ctx.Respond.
 	sender := ctx.Sender()
+	if c, ok := ctx.Message().(claimable); ok && !c.claimed().take() {
+		return // its caller stopped waiting before it was read, and was told nothing was stored
+	}
 	respond := func(v any) {
 		a.asker = nil
 		if sender != nil {
@@ -246,7 +262,7 @@ func (a *branchActor) Receive(ctx actor.Context) {
 	case *createReq:
 		respond(a.create(ctx, m))
 	case *submitReq:
-		s, err := a.submit(ctx, m.msg, m.turn, m.within, m.model)
+		s, err := a.submit(ctx, m)
 		if err != nil {
 			respond(err)
 			return
@@ -295,7 +311,7 @@ func (a *branchActor) Receive(ctx actor.Context) {
 	case *modelReq:
 		respond(errOrOK(a.selectModel(ctx, m.name)))
 	case *importReq:
-		ids, err := a.importTurns(ctx, m.exchanges)
+		ids, err := a.importTurns(ctx, m.exchanges, m.key)
 		if err != nil {
 			respond(err)
 			return
@@ -481,6 +497,7 @@ func (a *branchActor) flushIndexed() {
 // index results, whose chunks go into the retrieval index.
 func (a *branchActor) committed() {
 	a.unacked = false
+	clear(a.keys)
 	for _, m := range a.indexed {
 		a.rt.mem.added(m.rows, m.vecs, m.ups)
 	}
@@ -735,6 +752,9 @@ func (a *branchActor) create(ctx actor.Context, m *createReq) any {
 		tx.Imports = []persistence.ImportRow{*m.imp}
 	}
 	a.importing = m.importing
+	if m.key != nil {
+		tx.Keys = []persistence.IdempotencyRow{*m.key}
+	}
 	for _, p := range m.ev.Pending {
 		tx.Jobs = append(tx.Jobs, persistence.Job{Type: persistence.JobSummarize, Branch: a.id, Turn: p.Turn, Created: a.now()})
 		tx.NewTurns = append(tx.NewTurns, persistence.TurnRow{Branch: a.id, Seq: p.Seq, ID: p.Turn, Phase: messages.PhaseResponseFinalized,
@@ -747,7 +767,7 @@ func (a *branchActor) create(ctx actor.Context, m *createReq) any {
 // importTurns records exchanges as finished turns (TurnRecorded), all
 // committed together before it returns; they are then folded and indexed
 // like any other turn.
-func (a *branchActor) importTurns(ctx actor.Context, exchanges []Exchange) ([]messages.PendingTurn, error) {
+func (a *branchActor) importTurns(ctx actor.Context, exchanges []Exchange, key *persistence.IdempotencyRow) ([]messages.PendingTurn, error) {
 	if t, ok := a.b.InFlight(); ok {
 		return nil, &core.BusyError{Turn: t.ID, Phase: t.Phase}
 	}
@@ -784,6 +804,9 @@ func (a *branchActor) importTurns(ctx actor.Context, exchanges []Exchange) ([]me
 				Codec: CodecJSON, ExpectParent: &turn}},
 		}
 		a.msgs[turn], a.msgs[reply] = x.User, x.Reply
+		if key != nil && i == len(exchanges)-1 {
+			tx.Keys = []persistence.IdempotencyRow{*key} // with the last turn: the import is done
+		}
 		a.persistHeld(ctx, evs[0], tx)
 		ids = append(ids, messages.PendingTurn{Turn: turn, Seq: a.b.TurnSeq, Reply: reply})
 	}
@@ -792,7 +815,8 @@ func (a *branchActor) importTurns(ctx actor.Context, exchanges []Exchange) ([]me
 	return ids, nil
 }
 
-func (a *branchActor) submit(ctx actor.Context, msg messages.Message, turn messages.TurnID, within time.Duration, model string) (*TurnStream, error) {
+func (a *branchActor) submit(ctx actor.Context, m *submitReq) (*TurnStream, error) {
+	msg, turn, within, model := m.msg, m.turn, m.within, m.model
 	if msg.Role != messages.RoleUser {
 		return nil, fmt.Errorf("%w: message role is %s, want user", persistence.ErrInvalidArgument, msg.Role)
 	}
@@ -801,6 +825,11 @@ func (a *branchActor) submit(ctx actor.Context, msg messages.Message, turn messa
 	}
 	if s, ok, err := a.submitted(turn); err != nil || ok {
 		return s, err // the same request again, or an id already used
+	}
+	if m.key != "" {
+		if s, ok, err := a.keyed(m.key, m.hash); err != nil || ok {
+			return s, err // a repeat under the same idempotency key
+		}
 	}
 	payload, err := msg.MarshalJSON()
 	if err != nil {
@@ -833,6 +862,16 @@ func (a *branchActor) submit(ctx actor.Context, msg messages.Message, turn messa
 	tx := a.txFor(ev)
 	tx.Appends = []persistence.TxAppend{{Branch: a.id, ID: turn,
 		Req: persistence.AppendRequest{Payload: payload, TypeTag: TypeUserMessage, Codec: CodecJSON, ExpectParent: &tip}}}
+	if m.key != "" {
+		// The key is committed with the turn's acceptance (TX-0): a
+		// repeat finds the turn, and a turn lost finds no key.
+		row := persistence.IdempotencyRow{Scope: persistence.ScopeTurn, Owner: a.id, Key: m.key, Hash: m.hash, Turn: turn, Created: now.UTC()}
+		tx.Keys = []persistence.IdempotencyRow{row}
+		if a.keys == nil {
+			a.keys = map[string]persistence.IdempotencyRow{}
+		}
+		a.keys[m.key] = row
+	}
 	s := newTurnStream(a.id, turn, ev.Seq)
 	a.streams[turn] = s
 	a.msgs[turn] = msg

@@ -261,6 +261,9 @@ func (r *Runtime) exportBranch(ctx context.Context, b persistence.BranchRow, ind
 // no session (Open drops what an import cut short left, see
 // persistence.ImportRow). Its methods are called from one goroutine.
 type SessionImport struct {
+	// Key, if set, is an idempotency key's row committed with the
+	// session (Commit fills in its session and branch).
+	Key      *persistence.IdempotencyRow
 	rt       *Runtime
 	session  persistence.SessionRow
 	branches []persistence.BranchRow
@@ -406,8 +409,13 @@ func (im *SessionImport) Commit(ctx context.Context, active int) (persistence.Se
 		return im.session, fmt.Errorf("%w: active branch %d, want 0 to %d", ErrImport, active, len(im.branches)-1)
 	}
 	im.session.ActiveBranch = im.branches[active].ID
-	if _, err := r.db.Commit(ctx, &persistence.Tx{Sessions: []persistence.SessionRow{im.session},
-		DoneImports: []messages.SessionID{im.session.ID}}); err != nil {
+	tx := &persistence.Tx{Sessions: []persistence.SessionRow{im.session}, DoneImports: []messages.SessionID{im.session.ID}}
+	if im.Key != nil {
+		k := *im.Key
+		k.Session, k.Branch = im.session.ID, im.session.ActiveBranch
+		tx.Keys = []persistence.IdempotencyRow{k}
+	}
+	if _, err := r.db.Commit(ctx, tx); err != nil {
 		return im.session, fmt.Errorf("commit import of session %s: %w", im.session.ID, err)
 	}
 	im.ended = true

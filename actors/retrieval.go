@@ -398,7 +398,11 @@ type Exchange struct {
 	Reply messages.Message
 }
 
-type importReq struct{ exchanges []Exchange }
+type importReq struct {
+	claim
+	exchanges []Exchange
+	key       *persistence.IdempotencyRow // committed with the last turn, if set
+}
 
 // MaxImport is the most exchanges one Import takes.
 const MaxImport = 1000
@@ -410,6 +414,20 @@ const MaxImport = 1000
 // any other turn. It fails with core.ErrBusy while a turn is in flight.
 // It returns the new turns: their ids, seqs and reply nodes.
 func (r *Runtime) Import(ctx context.Context, branch messages.BranchID, exchanges []Exchange) ([]messages.PendingTurn, error) {
+	return r.ImportWith(ctx, branch, exchanges, ImportOptions{})
+}
+
+// ImportOptions are the ways of ImportWith.
+type ImportOptions struct {
+	// Key, if set, is committed with the last turn imported: the
+	// idempotency key of the import this call ends (ClaimKey, scope
+	// persistence.ScopeImport), naming its session, branch and count
+	// of turns.
+	Key *persistence.IdempotencyRow
+}
+
+// ImportWith is Import with options.
+func (r *Runtime) ImportWith(ctx context.Context, branch messages.BranchID, exchanges []Exchange, o ImportOptions) ([]messages.PendingTurn, error) {
 	if len(exchanges) == 0 || len(exchanges) > MaxImport {
 		return nil, fmt.Errorf("%w: exchanges: %d, want 1 to %d", persistence.ErrInvalidArgument, len(exchanges), MaxImport)
 	}
@@ -421,10 +439,18 @@ func (r *Runtime) Import(ctx context.Context, branch messages.BranchID, exchange
 			return nil, fmt.Errorf("%w: exchanges[%d].reply: role %s, want assistant", persistence.ErrInvalidArgument, i, x.Reply.Role)
 		}
 	}
+	if k := o.Key; k != nil {
+		if err := checkKey(k.Key); err != nil {
+			return nil, err
+		}
+		if k.Scope != persistence.ScopeImport {
+			return nil, fmt.Errorf("%w: import key scope %q, want %q", persistence.ErrInvalidArgument, byte(k.Scope), byte(persistence.ScopeImport))
+		}
+	}
 	if err := r.db.CheckSpace(); err != nil {
 		return nil, err
 	}
-	res, err := r.ask(ctx, branch, &importReq{exchanges: exchanges})
+	res, err := r.ask(ctx, branch, &importReq{exchanges: exchanges, key: o.Key})
 	if err != nil {
 		return nil, err
 	}

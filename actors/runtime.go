@@ -221,6 +221,8 @@ type Runtime struct {
 	pruning      sync.WaitGroup // pruneLoop
 	closeErr     error
 
+	keys keyLocks // requests under one idempotency key, one at a time (ClaimKey)
+
 	counts    genCache[uint64, int] // token counts by a hash of model and text
 	countSeed maphash.Seed
 }
@@ -802,8 +804,18 @@ func (b *replyBox) Stop(*actor.PID)                   {}
 // unread; sending it again is safe.
 var errNotHandled = errors.New("actors: request not handled")
 
+// errAbandoned: the request (claimable) timed out unread and was
+// abandoned: it will never be carried out. errUnanswered: the actor took
+// it, and did not answer in time (twice the timeout).
+var (
+	errAbandoned  = errors.New("actors: request abandoned unread")
+	errUnanswered = errors.New("actors: request taken, not answered")
+)
+
 // request sends msg to pid and waits for the answer, the actor's end,
-// ctx or timeout.
+// ctx or timeout. A claimable request that times out unread is abandoned
+// (errAbandoned); one the actor has taken is waited for once more as
+// long, since it is being carried out (errUnanswered after that).
 func (r *Runtime) request(ctx context.Context, pid *actor.PID, msg any, timeout time.Duration) (any, error) {
 	gone := r.goneChan(pid)
 	select {
@@ -814,9 +826,29 @@ func (r *Runtime) request(ctx context.Context, pid *actor.PID, msg any, timeout 
 		return nil, errNotHandled
 	default:
 	}
+	c, claims := msg.(claimable)
 	box := &replyBox{ch: make(chan any, 1)}
 	self, _ := r.sys.ProcessRegistry.Add(box, "ask"+r.sys.ProcessRegistry.NextId())
-	defer r.sys.ProcessRegistry.Remove(self)
+	keep := false
+	defer func() {
+		if !keep {
+			r.sys.ProcessRegistry.Remove(self)
+		}
+	}()
+	// unanswered gives up on a request the actor took: its answer will
+	// come, and the box takes it then (rather than the dead letters,
+	// which would print the answer while others use it).
+	unanswered := func() (any, error) {
+		keep = true
+		go func() {
+			select {
+			case <-box.ch:
+			case <-gone:
+			}
+			r.sys.ProcessRegistry.Remove(self)
+		}()
+		return nil, errUnanswered
+	}
 	r.sys.Root.RequestWithCustomSender(pid, msg, self)
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
@@ -826,21 +858,59 @@ func (r *Runtime) request(ctx context.Context, pid *actor.PID, msg any, timeout 
 		}
 		return v, nil
 	}
-	select {
-	case v := <-box.ch:
-		return answer(v)
-	case <-gone:
+	for extended := false; ; {
 		select {
 		case v := <-box.ch:
 			return answer(v)
-		default:
-			return nil, errNotHandled
+		case <-gone:
+			select {
+			case v := <-box.ch:
+				return answer(v)
+			default:
+				return nil, errNotHandled
+			}
+		case <-ctx.Done():
+			deadline := errors.Is(ctx.Err(), context.DeadlineExceeded)
+			switch {
+			case !claims:
+			case c.claimed().abandon():
+				if deadline {
+					return nil, errAbandoned
+				}
+			default:
+				_, err := unanswered()
+				if deadline {
+					return nil, err
+				}
+			}
+			return nil, ctx.Err()
+		case <-timer.C:
+			switch {
+			case !claims:
+				return nil, actor.ErrTimeout
+			case c.claimed().abandon():
+				return nil, errAbandoned
+			case extended:
+				return unanswered()
+			}
+			extended = true
+			timer.Reset(timeout)
 		}
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	case <-timer.C:
-		return nil, actor.ErrTimeout
 	}
+}
+
+// requestWhat names what a claimable request asks for, for its
+// TimeoutError.
+func requestWhat(msg any) string {
+	switch msg.(type) {
+	case *submitReq:
+		return "the turn"
+	case *createReq, *forkReq:
+		return "the branch"
+	case *importReq:
+		return "the import"
+	}
+	return "the request"
 }
 
 // librarian and indexer return the workers of branch id: the same ones
@@ -894,16 +964,28 @@ func (r *Runtime) ask(ctx context.Context, id messages.BranchID, msg any) (any, 
 		res, err := r.request(ctx, pid, msg, timeout)
 		if errors.Is(err, errNotHandled) {
 			r.pids.CompareAndDelete(id, pid) // ask root again
+			if c, ok := msg.(claimable); ok && c.claimed().taken() {
+				// Taken and not answered: cannot happen (an actor that
+				// ends answers the request in hand), and is not sent twice.
+				return nil, fmt.Errorf("%w: branch %s stopped while handling the request", ErrInterrupted, id)
+			}
 			if attempt < 100 {
 				continue // never delivered, or dropped unread: safe to send again
 			}
 			return nil, fmt.Errorf("%w: branch %s kept stopping", ErrInterrupted, id)
 		}
-		if errors.Is(err, actor.ErrTimeout) {
+		if errors.Is(err, actor.ErrTimeout) || errors.Is(err, errAbandoned) || errors.Is(err, errUnanswered) {
 			if ferr := r.stoppedErr(id); ferr != nil {
 				return nil, ferr
 			}
-			return nil, fmt.Errorf("%w: branch %s", ErrTimeout, id)
+			if errors.Is(err, actor.ErrTimeout) {
+				return nil, fmt.Errorf("%w: branch %s", ErrTimeout, id)
+			}
+			te := &TimeoutError{Branch: id, Accepted: AcceptedUnknown, what: requestWhat(msg)}
+			if errors.Is(err, errAbandoned) {
+				te.Accepted = AcceptedNo
+			}
+			return nil, te
 		}
 		if err != nil {
 			return nil, err

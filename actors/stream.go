@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"strings"
 	"sync"
 
 	"github.com/contextinfinity/ctxinf/messages"
@@ -26,7 +27,9 @@ type Update struct {
 }
 
 // TurnStream delivers a turn's updates to one reader. The branch actor
-// never blocks on it: updates queue without bound until read.
+// never blocks on it: updates queue without bound until read. A repeat of
+// the request that made the turn (by its idempotency key) reads a
+// follower (follow): what was pushed so far, then every later update.
 type TurnStream struct {
 	Branch messages.BranchID
 	Turn   messages.TurnID
@@ -36,6 +39,13 @@ type TurnStream struct {
 	queue  []Update
 	notify chan struct{}
 	done   bool
+	// seen is what was pushed so far, a run of deltas merged into one
+	// update (run holds the current run's text), for a follower to
+	// start from; last is the Done update, once pushed.
+	seen      []Update
+	run       strings.Builder
+	last      Update
+	followers []*TurnStream
 }
 
 func newTurnStream(b messages.BranchID, t messages.TurnID, seq uint64) *TurnStream {
@@ -50,11 +60,58 @@ func (s *TurnStream) push(u Update) {
 	}
 	s.queue = append(s.queue, u)
 	s.done = u.Done
+	s.record(u)
+	for _, f := range s.followers {
+		f.push(u)
+	}
 	s.mu.Unlock()
 	select {
 	case s.notify <- struct{}{}:
 	default:
 	}
+}
+
+// record keeps u for followers; s.mu is held.
+func (s *TurnStream) record(u Update) {
+	switch {
+	case u.Done:
+		s.last = u
+	case u.Item == nil:
+		s.run.WriteString(u.Delta)
+		s.last.Displayed, s.last.Durable = u.Displayed, u.Durable
+	default:
+		s.seen = append(s.seen, s.runUpdate(), u)
+		s.run.Reset()
+	}
+}
+
+// runUpdate is the current run of deltas as one update; s.mu is held.
+func (s *TurnStream) runUpdate() Update {
+	return Update{Delta: s.run.String(), Displayed: s.last.Displayed, Durable: s.last.Durable}
+}
+
+// follow returns a stream for another reader of this turn: it starts
+// with what was pushed so far (the text as one delta) and then gets
+// every update pushed to s, to the end.
+func (s *TurnStream) follow() *TurnStream {
+	f := newTurnStream(s.Branch, s.Turn, s.Seq)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, u := range s.seen {
+		if u.Item != nil || u.Delta != "" {
+			f.queue = append(f.queue, u)
+		}
+	}
+	if s.run.Len() > 0 {
+		f.queue = append(f.queue, s.runUpdate())
+	}
+	if s.done {
+		f.queue = append(f.queue, s.last)
+		f.done = true
+	} else {
+		s.followers = append(s.followers, f)
+	}
+	return f
 }
 
 // Next returns the next updates, waiting for at least one unless the

@@ -13,6 +13,8 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -69,7 +71,7 @@ func New(baseURL string, opts ...Option) *Client {
 
 // Error is an error answer of the server: its HTTP status, its stable
 // code (invalid_request, not_found, turn_in_flight, overloaded…) and its
-// message, and for 429 and 503 how long to wait before trying again.
+// message, and for 409, 429 and 503 how long to wait before trying again.
 // The error of a turn that failed also names the turn; Send returns it
 // inside a *TurnError.
 type Error struct {
@@ -78,6 +80,13 @@ type Error struct {
 	Message    string
 	RetryAfter time.Duration
 	Turn       messages.TurnID
+	// Accepted, on a time-out (504, code timeout) of a request that
+	// stores something (a turn, a fork, an import), says whether the
+	// server carried it out: false means nothing was stored and the
+	// request may be sent again as it is; true that it is stored (Turn
+	// names the turn); nil that it is not known yet: send it again
+	// under the same idempotency key, or look the turn up (Turn).
+	Accepted *bool
 }
 
 func (e *Error) Error() string {
@@ -136,6 +145,45 @@ func IsBusy(err error) bool {
 	return errors.As(err, &e) && e.Code == "turn_in_flight"
 }
 
+type idempotencyKey struct{}
+
+// WithIdempotencyKey returns ctx carrying an idempotency key (1 to 255
+// printable ASCII characters, e.g. NewIdempotencyKey()): Send, Stream,
+// Fork and Import called with it send it (the Idempotency-Key header),
+// and the server answers a request sent again under the same key with
+// what the first made, storing nothing new (a turn still running is
+// followed as it streams). Use one key per request, and the same one
+// for its retries: the same key with another text, fork point, label
+// or import is refused (IsKeyReused). Keys are kept for good.
+//
+//	ctx := client.WithIdempotencyKey(ctx, client.NewIdempotencyKey())
+//	res, err := c.Send(ctx, branch, "Hello") // safe to call again with ctx
+func WithIdempotencyKey(ctx context.Context, key string) context.Context {
+	return context.WithValue(ctx, idempotencyKey{}, key)
+}
+
+// NewIdempotencyKey returns a new random idempotency key.
+func NewIdempotencyKey() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// NotAccepted reports whether err is a time-out whose answer says the
+// request was not carried out: nothing was stored, and sending it again
+// cannot duplicate it.
+func NotAccepted(err error) bool {
+	var e *Error
+	return errors.As(err, &e) && e.Accepted != nil && !*e.Accepted
+}
+
+// IsKeyReused reports whether err says the idempotency key was first
+// sent with another request.
+func IsKeyReused(err error) bool {
+	var e *Error
+	return errors.As(err, &e) && e.Code == "idempotency_key_reused"
+}
+
 // IsNotFound reports whether err says what was asked for does not exist.
 func IsNotFound(err error) bool {
 	var e *Error
@@ -169,6 +217,9 @@ func (c *Client) send(ctx context.Context, method, path string, body io.Reader, 
 	if c.token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.token)
 	}
+	if k, ok := ctx.Value(idempotencyKey{}).(string); ok && method == "POST" {
+		req.Header.Set("Idempotency-Key", k)
+	}
 	resp, err := c.http.Do(req)
 	if err != nil {
 		return nil, err
@@ -179,12 +230,13 @@ func (c *Client) send(ctx context.Context, method, path string, body io.Reader, 
 			Error struct {
 				Code, Message string
 				Turn          messages.TurnID
+				Accepted      *bool
 			}
 		}
 		data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 		out := &Error{Status: resp.StatusCode, Code: "http_" + strconv.Itoa(resp.StatusCode), Message: strings.TrimSpace(string(data))}
 		if json.Unmarshal(data, &e) == nil && e.Error.Code != "" {
-			out.Code, out.Message, out.Turn = e.Error.Code, e.Error.Message, e.Error.Turn
+			out.Code, out.Message, out.Turn, out.Accepted = e.Error.Code, e.Error.Message, e.Error.Turn, e.Error.Accepted
 		}
 		if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil {
 			out.RetryAfter = time.Duration(s) * time.Second

@@ -259,7 +259,11 @@ type Tx struct {
 	TermUpdates []TermUpdate  // added to partition rows that exist (others are ignored)
 	Steps       []StepRow     // inserted; a (turn, index) taken by another step is ErrDuplicate
 	Events      []EventRecord // actor events, each appended at its index
-	Snapshot    *EventRecord  // an actor snapshot, replacing its latest; no event is deleted for it
+	// Keys are idempotency keys, inserted with what they name (the same
+	// row again writes nothing; a key stored for another request or
+	// result is ErrDuplicate).
+	Keys     []IdempotencyRow
+	Snapshot *EventRecord // an actor snapshot, replacing its latest; no event is deleted for it
 	// PrevSnapshot, with Snapshot, is the actor's snapshot until now,
 	// read back and found readable: it is kept as the fallback of
 	// Snapshot (replaced), and the events before its index are
@@ -292,6 +296,7 @@ func (t *Tx) merge(src *Tx) {
 	t.TermUpdates = append(t.TermUpdates, src.TermUpdates...)
 	t.Steps = append(t.Steps, src.Steps...)
 	t.Events = append(t.Events, src.Events...)
+	t.Keys = append(t.Keys, src.Keys...)
 	if src.Snapshot != nil {
 		t.Snapshot, t.PrevSnapshot = src.Snapshot, src.PrevSnapshot
 	}
@@ -508,6 +513,9 @@ func (d *DB) Commit(ctx context.Context, tx *Tx) (TxResult, error) {
 				ErrInvalidArgument, p.Actor, p.Index)
 		}
 	}
+	if err := checkKeys(tx.Keys); err != nil {
+		return TxResult{}, err
+	}
 	o := &op{kind: opTx, tx: tx}
 	for i, a := range tx.Appends {
 		if err := checkAppend(a.Branch, a.Req, d.opts.Limits); err != nil {
@@ -712,6 +720,11 @@ func (g *group) applyTx(o *op) (TxResult, error) {
 			return res, fmt.Errorf("%w: event %d of %s already exists", ErrDuplicate, e.Index, e.Actor)
 		}
 		g.setRow(k, e.Data)
+	}
+	for i, r := range tx.Keys {
+		if err := g.putKey(r); err != nil {
+			return res, fmt.Errorf("key %d: %w", i, err)
+		}
 	}
 	if e := tx.Snapshot; e != nil {
 		g.setRow(snapshotKey(tableSnapshot, e.Actor), append(binary.AppendUvarint(nil, e.Index), e.Data...))

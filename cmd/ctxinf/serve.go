@@ -84,7 +84,7 @@ func serve(e *env, args []string) error {
 	metrics.Runtime(rt.Runtime)
 	s := server.New(rt.Runtime, server.Options{Addr: *addr, Tokens: tokens, MaxBodyBytes: c.MaxBodyBytes,
 		MaxInFlight: c.MaxInFlight, ReadHeaderTimeout: c.ReadHeaderTimeout, IdleTimeout: c.IdleTimeout,
-		Log: e.log, Metrics: metrics, ProxyCommitWithin: proxyCommitWithin(c)})
+		Log: e.log, Metrics: metrics, ProxyCommitWithin: proxyCommitWithin(c), ProxyQueue: proxyQueue(c), ProxyQueueWait: c.ProxyQueueWait})
 	l, err := s.Listen()
 	if err != nil {
 		return err
@@ -108,6 +108,15 @@ func serve(e *env, args []string) error {
 	err = s.Serve(ctx, l, c.Drain)
 	e.log.Info().Msg("stopped")
 	return err
+}
+
+// proxyQueue is server.proxy_queue as server.Options takes it (there 0
+// is the default and a negative value means no queue).
+func proxyQueue(c config.ServerConfig) int {
+	if c.ProxyQueue == 0 {
+		return -1
+	}
+	return c.ProxyQueue
 }
 
 // proxyCommitWithin is server.proxy_commit_within as server.Options takes

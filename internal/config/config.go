@@ -67,6 +67,13 @@ type ServerConfig struct {
 	// turn's response (actors.Runtime.SubmitDeferred); 0 commits it
 	// before the response starts.
 	ProxyCommitWithin time.Duration `mapstructure:"proxy_commit_within"`
+	// ProxyQueue is how many proxied requests may wait for the turns of
+	// their conversation before them (a branch takes a turn once the one
+	// before has its response); more get 429. 0 queues none: a request
+	// on a conversation with a turn running gets 409 at once.
+	// ProxyQueueWait bounds one request's wait (past it, 409).
+	ProxyQueue     int           `mapstructure:"proxy_queue"`
+	ProxyQueueWait time.Duration `mapstructure:"proxy_queue_wait"`
 }
 
 // Embedders accepted by retrieval.embedder.
@@ -367,6 +374,8 @@ func Default() Config {
 			IdleTimeout:       2 * time.Minute,
 			Drain:             30 * time.Second,
 			ProxyCommitWithin: 50 * time.Millisecond,
+			ProxyQueue:        16,
+			ProxyQueueWait:    5 * time.Minute,
 		},
 		Tools: ToolsConfig{
 			Mode:     ToolsDisabled,

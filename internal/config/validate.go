@@ -50,6 +50,8 @@ func (c Config) Validate() error {
 	p.durationIn("server.idle_timeout", c.Server.IdleTimeout, time.Millisecond, 24*time.Hour)
 	p.durationIn("server.drain", c.Server.Drain, 0, time.Hour)
 	p.durationIn("server.proxy_commit_within", c.Server.ProxyCommitWithin, 0, 10*time.Second)
+	p.inRange("server.proxy_queue", int64(c.Server.ProxyQueue), 0, 10_000)
+	p.durationIn("server.proxy_queue_wait", c.Server.ProxyQueueWait, time.Second, 24*time.Hour)
 	p.oneOf("tools.mode", c.Tools.Mode, ToolsDisabled, ToolsParseOnly, ToolsEnabled)
 	p.inRange("tools.max_steps", int64(c.Tools.MaxSteps), 1, 1000)
 	p.durationIn("tools.timeout", c.Tools.Timeout, time.Millisecond, 24*time.Hour)

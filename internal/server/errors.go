@@ -19,16 +19,17 @@ import (
 // instead: {"error": {"message", "type", "param", "code"}}, same status
 // and code.
 const (
-	CodeInvalid      = "invalid_request"   // 400: a field is missing, malformed or out of its limits
-	CodeUnauthorized = "unauthorized"      // 401: no or a wrong bearer token
-	CodeNotFound     = "not_found"         // 404: no such session, branch, turn, chunk or pin
-	CodeBusy         = "turn_in_flight"    // 409: the branch has a turn in flight
-	CodeConflict     = "conflict"          // 409: the request conflicts with the state (nothing to cancel)
-	CodeTooLarge     = "request_too_large" // 413: the body, or what it would store, is over the limit
-	CodeOverloaded   = "overloaded"        // 429: too many requests in flight; Retry-After says when to try again
-	CodeUnavailable  = "unavailable"       // 503: recovering, or shutting down
-	CodeTimeout      = "timeout"           // 504: the runtime did not answer in time
-	CodeInternal     = "internal"          // 500
+	CodeInvalid      = "invalid_request"        // 400: a field is missing, malformed or out of its limits
+	CodeUnauthorized = "unauthorized"           // 401: no or a wrong bearer token
+	CodeNotFound     = "not_found"              // 404: no such session, branch, turn, chunk or pin
+	CodeBusy         = "turn_in_flight"         // 409: the branch has a turn in flight; Retry-After says when to try again
+	CodeConflict     = "conflict"               // 409: the request conflicts with the state (nothing to cancel)
+	CodeTooLarge     = "request_too_large"      // 413: the body, or what it would store, is over the limit
+	CodeKeyReused    = "idempotency_key_reused" // 422: the Idempotency-Key was first sent with another request
+	CodeOverloaded   = "overloaded"             // 429: too many requests in flight; Retry-After says when to try again
+	CodeUnavailable  = "unavailable"            // 503: recovering, or shutting down
+	CodeTimeout      = "timeout"                // 504: the runtime did not answer in time; "accepted" says whether the request was carried out
+	CodeInternal     = "internal"               // 500
 
 	// The codes of a turn that was accepted and then failed (the turn's
 	// outcome code, messages.Fail*): a turn waited for answers with
@@ -64,6 +65,12 @@ type apiError struct {
 	Code    string
 	Message string
 	Turn    messages.TurnID
+	// Accepted, on a time-out (504) of a request that stores something,
+	// says whether it was carried out: true (stored), false (nothing was
+	// stored: send it again) or unknown (nil, written as null; the
+	// turn's row or a repeat under the same Idempotency-Key tells).
+	Accepted *bool
+	timeout  bool // Accepted is set
 }
 
 // turnFailed is the error of a turn that ended as last (Done), or nil if
@@ -114,6 +121,7 @@ func notFound(format string, args ...any) error {
 func classify(err error) *apiError {
 	var ae *apiError
 	var mbe *http.MaxBytesError
+	var te *actors.TimeoutError
 	switch {
 	case errors.As(err, &ae):
 		return ae
@@ -122,7 +130,8 @@ func classify(err error) *apiError {
 	case errors.Is(err, persistence.ErrTooLarge):
 		return &apiError{Status: http.StatusRequestEntityTooLarge, Code: CodeTooLarge, Message: err.Error()}
 	case errors.Is(err, core.ErrBusy):
-		return &apiError{Status: http.StatusConflict, Code: CodeBusy, Message: err.Error()}
+		return &apiError{Status: http.StatusConflict, Code: CodeBusy, Message: err.Error() +
+			"; send the turn again once that one has its response (Retry-After), or through the OpenAI-compatible proxy, which queues a conversation's turns"}
 	case errors.Is(err, actors.ErrNoTurnInFlight):
 		return &apiError{Status: http.StatusConflict, Code: CodeConflict, Message: err.Error()}
 	case errors.Is(err, core.ErrNoPin):
@@ -134,6 +143,14 @@ func classify(err error) *apiError {
 		return &apiError{Status: http.StatusBadRequest, Code: CodeInvalid, Message: err.Error()}
 	case errors.Is(err, persistence.ErrNoSpace):
 		return &apiError{Status: http.StatusInsufficientStorage, Code: CodeNoSpace, Message: err.Error()}
+	case errors.Is(err, actors.ErrKeyReused):
+		return &apiError{Status: http.StatusUnprocessableEntity, Code: CodeKeyReused, Message: err.Error()}
+	case errors.As(err, &te):
+		ae := &apiError{Status: http.StatusGatewayTimeout, Code: CodeTimeout, Message: err.Error(), Turn: te.Turn, timeout: true}
+		if te.Accepted != actors.AcceptedUnknown {
+			ae.Accepted = new(te.Accepted == actors.AcceptedYes)
+		}
+		return ae
 	case errors.Is(err, actors.ErrTimeout):
 		return &apiError{Status: http.StatusGatewayTimeout, Code: CodeTimeout, Message: err.Error()}
 	case errors.Is(err, actors.ErrBranchStopped), errors.Is(err, actors.ErrInterrupted), errors.Is(err, persistence.ErrClosed):
@@ -146,10 +163,13 @@ func classify(err error) *apiError {
 // API's shape on the proxy's routes (path).
 func writeError(w http.ResponseWriter, path string, err error) {
 	ae := classify(err)
-	if ae.Status == http.StatusTooManyRequests || ae.Status == http.StatusServiceUnavailable {
+	if ae.Status == http.StatusTooManyRequests || ae.Status == http.StatusServiceUnavailable || ae.Code == CodeBusy {
 		w.Header().Set("Retry-After", "1")
 	}
 	body := map[string]any{"code": ae.Code, "message": ae.Message}
+	if ae.timeout {
+		body["accepted"] = ae.Accepted // null: unknown yet
+	}
 	switch {
 	case isProxyPath(path):
 		body["type"], body["param"] = openAIErrorType(ae.Status), nil

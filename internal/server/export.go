@@ -17,6 +17,7 @@ import (
 	"github.com/contextinfinity/ctxinf/actors"
 	"github.com/contextinfinity/ctxinf/client"
 	"github.com/contextinfinity/ctxinf/messages"
+	"github.com/contextinfinity/ctxinf/persistence"
 )
 
 // ExportFormat is the version of the export format written. An export is
@@ -191,14 +192,70 @@ func (s exportState) toState() actors.ExportState {
 // called). It is all or nothing: the session is listed only once every
 // line is stored and the end line checked; an import that fails, is cut
 // off or is stopped by a crash leaves no session.
+//
+// With an Idempotency-Key, a repeat of the import answers with the
+// session the first made (the key is committed with the session row); a
+// key first sent with another body is idempotency_key_reused.
 func (s *Server) importSession(w http.ResponseWriter, r *http.Request) error {
-	out, err := s.importExport(r.Context(), r.Body)
+	key, err := idempotencyKey(r)
+	if err != nil {
+		return err
+	}
+	if key == "" {
+		out, err := s.importExport(r.Context(), r.Body, nil)
+		if err != nil {
+			return err
+		}
+		writeJSON(w, http.StatusCreated, out)
+		return nil
+	}
+	// The body's hash is known once it is read: a repeat reads it all
+	// and compares; a first import is hashed as it is read.
+	row, found, release, err := s.rt.ClaimKey(r.Context(), persistence.ScopeImport, messages.BranchID{}, key, "")
+	if err != nil {
+		return err
+	}
+	defer release()
+	sum := sha256.New()
+	body := io.TeeReader(r.Body, sum)
+	if found {
+		if _, err := io.Copy(io.Discard, body); err != nil {
+			return err
+		}
+		if hex.EncodeToString(sum.Sum(nil)) != row.Hash {
+			return fmt.Errorf("%w: key %q was first sent with another request (made %s); use a new key",
+				actors.ErrKeyReused, key, row.Created.UTC().Format(time.RFC3339))
+		}
+		return s.imported(w, r, row)
+	}
+	keyRow := &persistence.IdempotencyRow{Scope: persistence.ScopeImport, Key: key}
+	out, err := s.importExport(r.Context(), body, func() (*persistence.IdempotencyRow, error) {
+		if _, err := io.Copy(io.Discard, body); err != nil { // anything after the end line is the body's too
+			return nil, err
+		}
+		keyRow.Hash, keyRow.Created = hex.EncodeToString(sum.Sum(nil)), time.Now().UTC()
+		return keyRow, nil
+	})
 	if err != nil {
 		return err
 	}
 	writeJSON(w, http.StatusCreated, out)
 	return nil
 }
+// imported answers a repeat of an import with the session the first made.
+func (s *Server) imported(w http.ResponseWriter, r *http.Request, row persistence.IdempotencyRow) error {
+	sess, err := s.rt.DB().Session(r.Context(), row.Session)
+	if err != nil {
+		return err
+	}
+	b, err := s.rt.DB().BranchRow(r.Context(), row.Branch)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusCreated, client.Imported{Session: sess, Branch: b, Turns: row.Count})
+	return nil
+}
+
 
 // Import batches: the items of one branch committed together.
 const (
@@ -212,7 +269,10 @@ func (s *Server) importLineLimit() int {
 	return int(2*s.rt.DB().MaxPayloadBytes() + 64<<10)
 }
 
-func (s *Server) importExport(ctx context.Context, body io.Reader) (client.Imported, error) {
+// importExport imports the export body; key, if not nil, gives the
+// idempotency key's row committed with the session (its session, branch
+// and count filled in).
+func (s *Server) importExport(ctx context.Context, body io.Reader, key func() (*persistence.IdempotencyRow, error)) (client.Imported, error) {
 	var out client.Imported
 	lr := &lineReader{br: bufio.NewReaderSize(body, 64<<10), limit: s.importLineLimit(), sum: sha256.New()}
 	line, err := lr.next()
@@ -259,6 +319,12 @@ func (s *Server) importExport(ctx context.Context, body io.Reader) (client.Impor
 	}
 	if err != nil {
 		return out, err
+	}
+	if key != nil {
+		if im.Key, err = key(); err != nil {
+			return out, err
+		}
+		im.Key.Count = out.Turns
 	}
 	sess, err := im.Commit(ctx, active)
 	if err != nil {

@@ -23,6 +23,28 @@ const (
 	MaxSearchK    = 100
 )
 
+// IdempotencyKeyHeader names a request that may be sent again (turns,
+// forks, imports, proxied turns): a repeat under the same key is
+// answered with what the first made and stores nothing new.
+const IdempotencyKeyHeader = "Idempotency-Key"
+
+// idempotencyKey returns the request's Idempotency-Key, "" if none.
+func idempotencyKey(r *http.Request) (string, error) {
+	vs := r.Header.Values(IdempotencyKeyHeader)
+	if len(vs) == 0 {
+		return "", nil
+	}
+	k := vs[0]
+	if len(vs) > 1 {
+		return "", invalid("%s: sent %d times, want once", IdempotencyKeyHeader, len(vs))
+	}
+	if err := persistence.CheckIdempotencyKey(k); err != nil {
+		return "", invalid("%s: %d bytes, want 1 to %d printable ASCII characters (0x20 to 0x7e)",
+			IdempotencyKeyHeader, len(k), persistence.MaxIdempotencyKey)
+	}
+	return k, nil
+}
+
 func (s *Server) createSession(w http.ResponseWriter, r *http.Request) error {
 	var in struct {
 		Title string `json:"title"`
@@ -120,7 +142,11 @@ func (s *Server) fork(w http.ResponseWriter, r *http.Request) error {
 	if len(in.Label) > MaxLabelBytes {
 		return invalid("label: %d bytes, limit %d", len(in.Label), MaxLabelBytes)
 	}
-	b, err := s.rt.Fork(r.Context(), id, at, in.Label)
+	key, err := idempotencyKey(r)
+	if err != nil {
+		return err
+	}
+	b, err := s.rt.ForkWith(r.Context(), id, at, in.Label, actors.ForkOptions{Key: key})
 	if err != nil {
 		return err
 	}
@@ -150,7 +176,11 @@ func (s *Server) submitTurn(w http.ResponseWriter, r *http.Request) error {
 	if strings.TrimSpace(in.Text) == "" {
 		return invalid("text: required")
 	}
-	stream, err := s.rt.Submit(r.Context(), id, in.Text)
+	key, err := idempotencyKey(r)
+	if err != nil {
+		return err
+	}
+	stream, err := s.rt.SubmitWith(r.Context(), id, in.Text, actors.SubmitOptions{Key: key})
 	if err != nil {
 		return err
 	}

@@ -46,6 +46,7 @@ type proxySessions struct {
 	mu     sync.Mutex
 	loaded bool
 	byKey  map[string]messages.BranchID
+	queues proxyQueues
 }
 
 func (s *Server) proxyBranch(r *http.Request, key string) (messages.BranchID, error) {
@@ -183,11 +184,16 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	model := req.Model
-	st, err := s.rt.SubmitWith(r.Context(), b, text,
-		actors.SubmitOptions{Within: s.opts.ProxyCommitWithin, Model: s.proxyModel(model)})
+	idem, err := idempotencyKey(r)
 	if err != nil {
 		return err
 	}
+	st, leave, err := s.proxySubmit(r, b, text,
+		actors.SubmitOptions{Within: s.opts.ProxyCommitWithin, Model: s.proxyModel(model), Key: idem})
+	if err != nil {
+		return err
+	}
+	defer leave()
 	id := "chatcmpl-" + st.Turn.String()
 	created := time.Now().Unix()
 	w.Header().Set(ProxyBranchHeader, b.String())
@@ -311,11 +317,16 @@ func (s *Server) responses(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	model := req.Model
-	st, err := s.rt.SubmitWith(r.Context(), b, text,
-		actors.SubmitOptions{Within: s.opts.ProxyCommitWithin, Model: s.proxyModel(model)})
+	idem, err := idempotencyKey(r)
 	if err != nil {
 		return err
 	}
+	st, leave, err := s.proxySubmit(r, b, text,
+		actors.SubmitOptions{Within: s.opts.ProxyCommitWithin, Model: s.proxyModel(model), Key: idem})
+	if err != nil {
+		return err
+	}
+	defer leave()
 	w.Header().Set(ProxyBranchHeader, b.String())
 	respID, msgID := "resp_"+st.Turn.String(), "msg_"+st.Turn.String()
 	created := time.Now().Unix()

@@ -93,7 +93,8 @@ func (c spacedConn) Write(p []byte) (int, error) {
 // leaves the model as it was; a name not configured runs on the
 // branch's model.
 func TestProxySelectsTheNamedModel(t *testing.T) {
-	ts := newTestServerWith(t, Options{}, 0, func(c *actors.Config) {
+	// No queue: a request while a turn runs is refused (409), not queued.
+	ts := newTestServerWith(t, Options{ProxyQueue: -1}, 0, func(c *actors.Config) {
 		c.Models = map[string]actors.Model{
 			"quick": {Provider: c.Provider, ID: "local"},
 			"slow":  {Provider: local.New(local.Options{Delay: 20 * time.Millisecond}), ID: "local"},

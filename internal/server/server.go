@@ -52,6 +52,14 @@ type Options struct {
 	// the OpenAI APIs tell a client nothing before the response ends.
 	// 0 means 50 ms; a negative value commits it at once.
 	ProxyCommitWithin time.Duration
+	// ProxyQueue is how many proxied requests may wait for the turns of
+	// their conversation before them to end (default 16); past it they
+	// get 429. A negative value queues none: a conversation with a turn
+	// running answers 409 with Retry-After, as the HTTP API does.
+	// ProxyQueueWait bounds a request's wait (default 5 minutes); past
+	// it, 409 with Retry-After.
+	ProxyQueue     int
+	ProxyQueueWait time.Duration
 }
 
 // Server serves the API over a runtime.
@@ -126,6 +134,12 @@ func New(rt *actors.Runtime, opts Options) *Server {
 	}
 	if opts.ProxyCommitWithin == 0 {
 		opts.ProxyCommitWithin = 50 * time.Millisecond
+	}
+	if opts.ProxyQueue == 0 {
+		opts.ProxyQueue = 16
+	}
+	if opts.ProxyQueueWait <= 0 {
+		opts.ProxyQueueWait = 5 * time.Minute
 	}
 	s := &Server{rt: rt, opts: opts, mux: http.NewServeMux()}
 	for _, rt := range routes {

@@ -1,0 +1,178 @@
+package actors
+
+import (
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/contextinfinity/ctxinf/messages"
+	"github.com/contextinfinity/ctxinf/persistence"
+	"github.com/contextinfinity/ctxinf/providers/fake"
+)
+
+// A turn sent again under its idempotency key is not stored again: while
+// the first runs the repeat reads the same turn's stream, once it ended
+// its reply and outcome, from the store after a restart too; the key
+// with another text is refused.
+func TestSubmitByIdempotencyKey(t *testing.T) {
+	dir := t.TempDir()
+	block := make(chan struct{})
+	cfg := testConfig(t, dir, newEvents())
+	cfg.Provider = fake.New(fake.Step{Reply: "the answer", Block: block})
+	r := openRuntime(t, cfg)
+	_, b, err := r.CreateSession(bg, "keys")
+	if err != nil {
+		t.Fatal(err)
+	}
+	send := func(text, key string, within time.Duration) (*TurnStream, error) {
+		return r.SubmitWith(bg, b.ID, text, SubmitOptions{Key: key, Within: within})
+	}
+	first, err := send("hello", "k1", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The first is blocked in its step: the repeat follows it, not 409.
+	again, err := send("hello", "k1", 0)
+	if err != nil || again.Turn != first.Turn {
+		t.Fatalf("repeat while in flight = %v, %v; want turn %s", again, err, first.Turn)
+	}
+	if _, err := send("hello, other text", "k1", 0); !errors.Is(err, ErrKeyReused) {
+		t.Fatalf("the key with another text = %v, want ErrKeyReused", err)
+	}
+	close(block)
+	for i, s := range []*TurnStream{first, again} {
+		if text, last := s.Wait(nil); text != "the answer" || last.Phase != messages.PhaseResponseFinalized {
+			t.Errorf("reader %d: %q, %s; want the answer, finalized", i, text, last.Phase)
+		}
+	}
+	after, err := send("hello", "k1", 0)
+	if err != nil || after.Turn != first.Turn {
+		t.Fatalf("repeat after the end = %v, %v; want turn %s", after, err, first.Turn)
+	}
+	if text, last := after.Wait(nil); text != "the answer" || last.Phase < messages.PhaseResponseFinalized ||
+		last.Outcome.Kind != messages.OutcomeCompleted {
+		t.Errorf("repeat after the end: %q, %s, %v; want the answer, completed", text, last.Phase, last.Outcome.Kind)
+	}
+	// A deferred acceptance (the proxy's) holds its key until committed:
+	// a repeat at once finds it all the same.
+	d1, err := send("deferred", "k2", time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d2, err := send("deferred", "k2", time.Second)
+	if err != nil || d2.Turn != d1.Turn {
+		t.Fatalf("deferred repeat = %v, %v; want turn %s", d2, err, d1.Turn)
+	}
+	d1.Wait(nil)
+	d2.Wait(nil)
+	if info, err := r.Inspect(bg, b.ID); err != nil || info.TurnSeq != 2 {
+		t.Fatalf("turn seq %d, %v; want 2 turns for 6 sends under 2 keys", info.TurnSeq, err)
+	}
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	r = openRuntime(t, cfg)
+	defer r.Close()
+	for _, c := range []struct {
+		text, key string
+		turn      messages.TurnID
+		reply     string
+	}{{"hello", "k1", first.Turn, "the answer"}, {"deferred", "k2", d1.Turn, "the answer"}} {
+		s, err := send(c.text, c.key, 0)
+		if err != nil || s.Turn != c.turn {
+			t.Fatalf("key %s after a restart = %v, %v; want turn %s", c.key, s, err, c.turn)
+		}
+		if text, last := s.Wait(nil); text != c.reply || last.Phase < messages.PhaseResponseFinalized {
+			t.Errorf("key %s after a restart: %q, %s", c.key, text, last.Phase)
+		}
+	}
+	if _, err := send("hello", "k1 but other", 0); err != nil {
+		t.Fatal(err) // a new key is a new turn
+	}
+	for _, bad := range []string{strings.Repeat("x", 256), "new\nline"} {
+		if _, err := send("hello", bad, 0); !errors.Is(err, persistence.ErrInvalidArgument) {
+			t.Errorf("key %q = %v, want ErrInvalidArgument", bad, err)
+		}
+	}
+	if info, err := r.Inspect(bg, b.ID); err != nil || info.TurnSeq != 3 {
+		t.Fatalf("after the restart: turn seq %d, %v; want 3", info.TurnSeq, err)
+	}
+}
+
+// blocker holds a branch actor inside its Observe hook, at the first
+// event that match picks once armed, until released.
+type blocker struct {
+	mu      sync.Mutex
+	match   func(messages.BranchEvent) bool
+	held    chan struct{}
+	release chan struct{}
+}
+
+func (k *blocker) arm(match func(messages.BranchEvent) bool) {
+	k.mu.Lock()
+	k.match, k.held, k.release = match, make(chan struct{}), make(chan struct{})
+	k.mu.Unlock()
+}
+
+func (k *blocker) observe(_ messages.BranchID, ev messages.BranchEvent) {
+	k.mu.Lock()
+	match, held, release := k.match, k.held, k.release
+	if match != nil && match(ev) {
+		k.match = nil
+	} else {
+		match = nil
+	}
+	k.mu.Unlock()
+	if match != nil {
+		close(held)
+		<-release
+	}
+}
+
+// A turn whose submit timed out says whether it was accepted: one the
+// branch never read is dropped, not stored later; one the branch was
+// accepting when the wait ended is "unknown", with its id, and its row
+// tells later.
+func TestTimedOutSubmitSaysWhetherAccepted(t *testing.T) {
+	k := &blocker{}
+	cfg := testConfig(t, t.TempDir(), newEvents())
+	cfg.RequestTimeout = 300 * time.Millisecond
+	cfg.Observe = k.observe
+	r, b := branchOn(t, cfg)
+
+	// The branch is busy (held in a pin's event): the turn waits unread.
+	k.arm(isType[messages.FactPinned])
+	pinned := make(chan error, 1)
+	go func() { _, err := r.Pin(bg, b, "a fact"); pinned <- err }()
+	<-k.held
+	_, err := r.Submit(bg, b, "hello")
+	var te *TimeoutError
+	if !errors.As(err, &te) || !errors.Is(err, ErrTimeout) || te.Accepted != AcceptedNo {
+		t.Fatalf("Submit to a busy branch = %v, want a TimeoutError, not accepted", err)
+	}
+	close(k.release)
+	<-pinned
+	if info, err := r.Inspect(bg, b); err != nil || info.TurnSeq != 0 {
+		t.Fatalf("after the time-out: turn seq %d, %v; want no turn (it said not accepted)", info.TurnSeq, err)
+	}
+
+	// The branch takes the turn and is held accepting it.
+	k.arm(isType[messages.TurnAccepted])
+	_, err = r.Submit(bg, b, "hello again")
+	if !errors.As(err, &te) || te.Accepted != AcceptedUnknown || te.Turn.IsZero() {
+		t.Fatalf("Submit held while accepted = %v, want a TimeoutError, unknown, with the turn", err)
+	}
+	if !strings.Contains(err.Error(), te.Turn.String()) {
+		t.Errorf("error %q does not name the turn", err)
+	}
+	close(k.release)
+	if _, err := r.Inspect(bg, b); err != nil {
+		t.Fatal(err)
+	}
+	if row, err := r.DB().TurnRow(bg, b, te.Turn); err != nil {
+		t.Fatalf("the turn said unknown: row %+v, %v; want it stored", row, err)
+	}
+}

@@ -1,0 +1,128 @@
+package persistence
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/contextinfinity/ctxinf/messages"
+)
+
+// Idempotency keys. A client that may send a request again (its answer
+// lost, or a time-out that left it unsure) names the request with a key;
+// the key's row is committed in the same transaction as what the request
+// stored (a turn's TX-0, a fork's new branch, an import's turns), so a
+// repeat finds it, across a crash or a restart, and is answered with what
+// the first one made instead of storing it again. Rows are kept as long
+// as the store: a key names one request for good.
+const tableIdemKey byte = 'D' // D | scope(1) | owner(16) | key → IdempotencyRow
+
+// MaxIdempotencyKey is the longest idempotency key, in bytes.
+const MaxIdempotencyKey = 255
+
+// KeyScope says what an idempotency key names; a key is unique within its
+// scope and owner.
+type KeyScope byte
+
+// The scopes of idempotency keys.
+const (
+	ScopeTurn   KeyScope = 't' // a turn submitted on a branch: Owner is the branch
+	ScopeFork   KeyScope = 'f' // a fork of a branch: Owner is the parent branch
+	ScopeImport KeyScope = 'i' // a session imported: Owner is zero
+)
+
+// IdempotencyRow is what an idempotency key names: the request's hash
+// (the same key sent with another request is an error, not a repeat) and
+// what the request made: a turn (ScopeTurn), a branch (ScopeFork), or a
+// session, its branch and the count of turns imported (ScopeImport).
+type IdempotencyRow struct {
+	Scope   KeyScope           `json:"scope"`
+	Owner   messages.BranchID  `json:"owner,omitzero"`
+	Key     string             `json:"key"`
+	Hash    string             `json:"hash"`
+	Turn    messages.TurnID    `json:"turn,omitzero"`
+	Branch  messages.BranchID  `json:"branch,omitzero"`
+	Session messages.SessionID `json:"session,omitzero"`
+	Count   int                `json:"count,omitempty"`
+	Created time.Time          `json:"created"`
+}
+
+// sameTarget reports whether r and o name the same request and result.
+func (r IdempotencyRow) sameTarget(o IdempotencyRow) bool {
+	return r.Hash == o.Hash && r.Turn == o.Turn && r.Branch == o.Branch && r.Session == o.Session && r.Count == o.Count
+}
+
+// CheckIdempotencyKey refuses a key that is empty, longer than
+// MaxIdempotencyKey bytes, or holds a byte that is not printable ASCII.
+func CheckIdempotencyKey(key string) error {
+	if len(key) == 0 || len(key) > MaxIdempotencyKey {
+		return fmt.Errorf("%w: idempotency key: %d bytes, want 1 to %d", ErrInvalidArgument, len(key), MaxIdempotencyKey)
+	}
+	for i := 0; i < len(key); i++ {
+		if c := key[i]; c < 0x20 || c > 0x7e {
+			return fmt.Errorf("%w: idempotency key: byte %d is 0x%02x, want printable ASCII (0x20 to 0x7e)", ErrInvalidArgument, i, c)
+		}
+	}
+	return nil
+}
+
+func (s KeyScope) check() error {
+	switch s {
+	case ScopeTurn, ScopeFork, ScopeImport:
+		return nil
+	}
+	return fmt.Errorf("%w: idempotency key scope %q", ErrInvalidArgument, byte(s))
+}
+
+func idemKey(scope KeyScope, owner messages.BranchID, key string) []byte {
+	k := make([]byte, 0, 2+16+len(key))
+	k = append(k, tableIdemKey, byte(scope))
+	k = append(k, owner[:]...)
+	return append(k, key...)
+}
+
+// ErrKeyNotFound is returned by IdempotencyKey for a key not stored.
+var ErrKeyNotFound = fmt.Errorf("%w: idempotency key", ErrNotFound)
+
+// IdempotencyKey returns the row of key in scope and owner, or
+// ErrKeyNotFound.
+func (d *DB) IdempotencyKey(ctx context.Context, scope KeyScope, owner messages.BranchID, key string) (IdempotencyRow, error) {
+	if err := scope.check(); err != nil {
+		return IdempotencyRow{}, err
+	}
+	if err := CheckIdempotencyKey(key); err != nil {
+		return IdempotencyRow{}, err
+	}
+	return getJSON[IdempotencyRow](d, idemKey(scope, owner, key), fmt.Errorf("%w %q", ErrKeyNotFound, key))
+}
+
+// checkKeys checks the idempotency rows of a Tx before it is committed.
+func checkKeys(rows []IdempotencyRow) error {
+	for i, r := range rows {
+		if err := r.Scope.check(); err != nil {
+			return fmt.Errorf("key %d: %w", i, err)
+		}
+		if err := CheckIdempotencyKey(r.Key); err != nil {
+			return fmt.Errorf("key %d: %w", i, err)
+		}
+	}
+	return nil
+}
+
+// putKey inserts idempotency row r; the same row again writes nothing,
+// and a key stored for another request or result is ErrDuplicate.
+func (g *group) putKey(r IdempotencyRow) error {
+	k := idemKey(r.Scope, r.Owner, r.Key)
+	prev, ok, err := groupRow[IdempotencyRow](g, k)
+	if err != nil {
+		return err
+	}
+	if ok {
+		if prev.sameTarget(r) {
+			return nil
+		}
+		return fmt.Errorf("%w: idempotency key %q (scope %c, owner %s) names another request", ErrDuplicate,
+			r.Key, byte(r.Scope), r.Owner)
+	}
+	return g.setJSON(k, r)
+}
