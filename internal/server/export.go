@@ -87,7 +87,7 @@ func (s *Server) importSession(w http.ResponseWriter, r *http.Request) error {
 		}
 		var l exportLine
 		if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
-			return invalid("line %d: %v", n, err)
+			return invalid("line %d: %s", n, jsonProblem(err, &l))
 		}
 		switch {
 		case l.Type == "session":

@@ -7,10 +7,8 @@ package server
 import (
 	"context"
 	_ "embed"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"slices"
@@ -22,7 +20,6 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/contextinfinity/ctxinf/actors"
-	"github.com/contextinfinity/ctxinf/messages"
 )
 
 // Options configure a Server. Zero values take the defaults.
@@ -149,6 +146,10 @@ func (s *Server) instrument(name string, h func(*Server, http.ResponseWriter, *h
 			}
 		}()
 		if err := h(s, sw, r); err != nil {
+			if classify(err).Code == CodeInternal {
+				// The client is told only that it happened.
+				s.opts.Log.Error().Err(err).Str("route", name).Msg("server: internal error")
+			}
 			writeError(sw, r.URL.Path, err)
 		}
 		s.opts.Metrics.observe(name, sw.code, time.Since(t0))
@@ -215,37 +216,6 @@ func (s *Server) Serve(ctx context.Context, l net.Listener, drain time.Duration)
 	err := hs.Shutdown(sctx)
 	<-done
 	return err
-}
-
-// decode reads a JSON body into v, naming the field that is wrong.
-func decode(r *http.Request, v any) error {
-	dec := json.NewDecoder(r.Body)
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		var mbe *http.MaxBytesError
-		var ute *json.UnmarshalTypeError
-		switch {
-		case errors.As(err, &mbe):
-			return err
-		case errors.Is(err, io.EOF):
-			return invalid("the request body is empty: want a JSON object")
-		case errors.As(err, &ute):
-			return invalid("field %q: want a %s, not a JSON %s", ute.Field, ute.Type, ute.Value)
-		case strings.HasPrefix(err.Error(), "json: unknown field "):
-			return invalid("unknown field %s", strings.TrimPrefix(err.Error(), "json: unknown field "))
-		}
-		return invalid("the request body is not valid JSON: %v", err)
-	}
-	return nil
-}
-
-// pathID parses path parameter name as an id of kind T.
-func pathID[T messages.TurnID | messages.BranchID | messages.SessionID](r *http.Request, name string) (T, error) {
-	id, err := messages.ParseID[T](r.PathValue(name))
-	if err != nil {
-		return id, invalid("%s: %q is not an id (26 characters of Crockford base32)", name, r.PathValue(name))
-	}
-	return id, nil
 }
 
 // queryInt reads query parameter name, def when absent, within [lo, hi].
