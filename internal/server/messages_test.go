@@ -1,6 +1,7 @@
 package server
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/contextinfinity/ctxinf/actors"
+	"github.com/contextinfinity/ctxinf/messages"
 	"github.com/contextinfinity/ctxinf/persistence"
 	"github.com/contextinfinity/ctxinf/providers/fake"
 	"github.com/contextinfinity/ctxinf/providers/local"
@@ -150,3 +152,31 @@ func TestClassifySpeaksTheAPIsWords(t *testing.T) {
 }
 
 func wrap(format string, err error) error { return fmt.Errorf(format, err) }
+
+// The body's deadline ends with the body: a turn streamed for longer than
+// server.read_body_timeout is not cut (a deadline left on the connection
+// would end net/http's background read, which cancels the request).
+func TestBodyDeadlineDoesNotCutAStream(t *testing.T) {
+	block := make(chan struct{})
+	f := fake.New(fake.Step{Block: block, Reply: "after the deadline"})
+	const timeout = 50 * time.Millisecond
+	ts := newTestServerWith(t, Options{ReadBodyTimeout: timeout}, 0, func(c *actors.Config) { c.Provider = f })
+	var created struct{ Branch persistence.BranchRow }
+	ts.call(t, "POST", "/v1/sessions", nil, &created)
+	go func() {
+		for f.Calls() == 0 { // poll: until the turn is at its provider
+			time.Sleep(time.Millisecond)
+		}
+		// Time passes beyond the body's deadline: that is the point.
+		time.Sleep(6 * timeout)
+		close(block)
+	}()
+	st, evs := readEvents(t, ts, "/v1/branches/"+created.Branch.ID.String()+"/turns", `{"text":"take your time"}`, nil)
+	if st != 200 || len(evs) == 0 || evs[len(evs)-1].name != "done" {
+		t.Fatalf("stream = %d %v, want 200 ending with done", st, evs)
+	}
+	var done doneEvent
+	if err := json.Unmarshal([]byte(evs[len(evs)-1].data), &done); err != nil || done.Phase == messages.PhaseFailed {
+		t.Fatalf("done = %+v, %v; want a turn that ended well", done, err)
+	}
+}

@@ -241,7 +241,7 @@ func (b *timedBody) Read(p []byte) (int, error) {
 	case err == nil || b.ended:
 	case errors.Is(err, io.EOF):
 		b.ended = true
-		_ = b.rc.SetReadDeadline(time.Time{})
+		_ = b.rc.SetReadDeadline(time.Time{}) // net/http does too, when it starts its background read; not documented
 	case errors.Is(err, os.ErrDeadlineExceeded):
 		b.ended = true
 		return n, &apiError{Status: http.StatusRequestTimeout, Code: CodeRequestTimeout, Message: fmt.Sprintf(
