@@ -25,8 +25,26 @@ const (
 )
 
 // ErrUnknownModel is returned by SelectModel for a name no model is
-// configured under.
+// configured under, as an *UnknownModelError.
 var ErrUnknownModel = errors.New("actors: unknown model")
+
+// UnknownModelError is the ErrUnknownModel of SelectModel: Name is not
+// among the Configured models, or it is but cannot be used (Why).
+type UnknownModelError struct {
+	Name       string
+	Configured []string // the models a branch can select, sorted
+	Why        string   // why a configured model cannot be used, if it is one
+}
+
+func (e *UnknownModelError) Error() string {
+	if e.Why != "" {
+		return fmt.Sprintf("%v: model %q cannot be used: %s", ErrUnknownModel, e.Name, e.Why)
+	}
+	return fmt.Sprintf("%v: model %q is not configured (models.<name> in config); known: %q", ErrUnknownModel, e.Name, e.Configured)
+}
+
+// Unwrap returns ErrUnknownModel.
+func (e *UnknownModelError) Unwrap() error { return ErrUnknownModel }
 
 // ErrNoTurnInFlight is returned by Cancel when the branch has no turn in
 // flight to cancel.
@@ -389,11 +407,7 @@ func (a *branchActor) selectModel(ctx actor.Context, name string) error {
 // none if it is selected already, an error if it is not configured.
 func (a *branchActor) modelEvents(name string) ([]messages.BranchEvent, error) {
 	if _, ok := a.rt.cfg.Models[name]; !ok && name != "" {
-		if why, ok := a.rt.cfg.Unavailable[name]; ok {
-			return nil, fmt.Errorf("%w: model %q cannot be used: %s", ErrUnknownModel, name, why)
-		}
-		return nil, fmt.Errorf("%w: model %q is not configured (models.<name> in config); known: %q",
-			ErrUnknownModel, name, a.rt.ModelNames())
+		return nil, &UnknownModelError{Name: name, Configured: a.rt.ModelNames(), Why: a.rt.cfg.Unavailable[name]}
 	}
 	return a.b.SelectModel(name, a.now())
 }

@@ -61,11 +61,12 @@ func NewID[T ~[16]byte](t time.Time) T {
 	return T(u)
 }
 
-// ParseID parses the 26-character Crockford base32 form of an ID.
+// ParseID parses the 26-character Crockford base32 form of an ID. Its
+// error says what an id looks like, not how the parser failed.
 func ParseID[T ~[16]byte](s string) (T, error) {
 	u, err := ulid.ParseStrict(s)
 	if err != nil {
-		return T{}, fmt.Errorf("%w %q: %v", ErrInvalidID, s, err)
+		return T{}, fmt.Errorf("%w %q: want 26 characters of Crockford base32", ErrInvalidID, s)
 	}
 	return T(u), nil
 }

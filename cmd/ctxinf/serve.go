@@ -83,7 +83,7 @@ func serve(e *env, args []string) error {
 	defer rt.Close()
 	metrics.Runtime(rt.Runtime)
 	s := server.New(rt.Runtime, server.Options{Addr: *addr, Tokens: tokens, MaxBodyBytes: c.MaxBodyBytes,
-		MaxInFlight: c.MaxInFlight, ReadHeaderTimeout: c.ReadHeaderTimeout, IdleTimeout: c.IdleTimeout,
+		MaxInFlight: c.MaxInFlight, ReadHeaderTimeout: c.ReadHeaderTimeout, ReadBodyTimeout: c.ReadBodyTimeout, IdleTimeout: c.IdleTimeout,
 		Log: e.log, Metrics: metrics, ProxyCommitWithin: proxyCommitWithin(c), ProxyQueue: proxyQueue(c), ProxyQueueWait: c.ProxyQueueWait})
 	l, err := s.Listen()
 	if err != nil {

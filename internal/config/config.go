@@ -57,9 +57,12 @@ type ServerConfig struct {
 	// handled at once (more get 429).
 	MaxBodyBytes int64 `mapstructure:"max_body_bytes"`
 	MaxInFlight  int   `mapstructure:"max_in_flight"`
-	// ReadHeaderTimeout and IdleTimeout bound slow clients; Drain is how
-	// long a shutdown waits for requests in flight.
+	// ReadHeaderTimeout and IdleTimeout bound slow clients, and
+	// ReadBodyTimeout how long a request's body may take to arrive after
+	// its headers (then 408); Drain is how long a shutdown waits for
+	// requests in flight.
 	ReadHeaderTimeout time.Duration `mapstructure:"read_header_timeout"`
+	ReadBodyTimeout   time.Duration `mapstructure:"read_body_timeout"`
 	IdleTimeout       time.Duration `mapstructure:"idle_timeout"`
 	Drain             time.Duration `mapstructure:"drain"`
 	// ProxyCommitWithin is how long a turn of the OpenAI-compatible
@@ -371,6 +374,7 @@ func Default() Config {
 			MaxBodyBytes:      8 * MiB,
 			MaxInFlight:       1024,
 			ReadHeaderTimeout: 10 * time.Second,
+			ReadBodyTimeout:   30 * time.Second,
 			IdleTimeout:       2 * time.Minute,
 			Drain:             30 * time.Second,
 			ProxyCommitWithin: 50 * time.Millisecond,

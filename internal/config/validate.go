@@ -47,6 +47,7 @@ func (c Config) Validate() error {
 	p.inRange("server.max_body_bytes", c.Server.MaxBodyBytes, 1024, 1<<30)
 	p.inRange("server.max_in_flight", int64(c.Server.MaxInFlight), 1, 1_000_000)
 	p.durationIn("server.read_header_timeout", c.Server.ReadHeaderTimeout, time.Millisecond, time.Hour)
+	p.durationIn("server.read_body_timeout", c.Server.ReadBodyTimeout, time.Millisecond, time.Hour)
 	p.durationIn("server.idle_timeout", c.Server.IdleTimeout, time.Millisecond, 24*time.Hour)
 	p.durationIn("server.drain", c.Server.Drain, 0, time.Hour)
 	p.durationIn("server.proxy_commit_within", c.Server.ProxyCommitWithin, 0, 10*time.Second)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 
 	"github.com/contextinfinity/ctxinf/actors"
 	"github.com/contextinfinity/ctxinf/internal/core"
@@ -19,17 +20,18 @@ import (
 // instead: {"error": {"message", "type", "param", "code"}}, same status
 // and code.
 const (
-	CodeInvalid      = "invalid_request"        // 400: a field is missing, malformed or out of its limits
-	CodeUnauthorized = "unauthorized"           // 401: no or a wrong bearer token
-	CodeNotFound     = "not_found"              // 404: no such session, branch, turn, chunk or pin
-	CodeBusy         = "turn_in_flight"         // 409: the branch has a turn in flight; Retry-After says when to try again
-	CodeConflict     = "conflict"               // 409: the request conflicts with the state (nothing to cancel)
-	CodeTooLarge     = "request_too_large"      // 413: the body, or what it would store, is over the limit
-	CodeKeyReused    = "idempotency_key_reused" // 422: the Idempotency-Key was first sent with another request
-	CodeOverloaded   = "overloaded"             // 429: too many requests in flight; Retry-After says when to try again
-	CodeUnavailable  = "unavailable"            // 503: recovering, or shutting down
-	CodeTimeout      = "timeout"                // 504: the runtime did not answer in time; "accepted" says whether the request was carried out
-	CodeInternal     = "internal"               // 500
+	CodeInvalid        = "invalid_request"        // 400: a field is missing, malformed or out of its limits
+	CodeUnauthorized   = "unauthorized"           // 401: no or a wrong bearer token
+	CodeNotFound       = "not_found"              // 404: no such session, branch, turn, chunk or pin
+	CodeRequestTimeout = "request_timeout"        // 408: the request's body did not arrive within server.read_body_timeout
+	CodeBusy           = "turn_in_flight"         // 409: the branch has a turn in flight; Retry-After says when to try again
+	CodeConflict       = "conflict"               // 409: the request conflicts with the state (nothing to cancel)
+	CodeTooLarge       = "request_too_large"      // 413: the body, or what it would store, is over the limit
+	CodeKeyReused      = "idempotency_key_reused" // 422: the Idempotency-Key was first sent with another request
+	CodeOverloaded     = "overloaded"             // 429: too many requests in flight; Retry-After says when to try again
+	CodeUnavailable    = "unavailable"            // 503: recovering, or shutting down
+	CodeTimeout        = "timeout"                // 504: the runtime did not answer in time; "accepted" says whether the request was carried out
+	CodeInternal       = "internal"               // 500
 
 	// The codes of a turn that was accepted and then failed (the turn's
 	// outcome code, messages.Fail*): a turn waited for answers with
@@ -117,46 +119,134 @@ func notFound(format string, args ...any) error {
 	return &apiError{Status: http.StatusNotFound, Code: CodeNotFound, Message: fmt.Sprintf(format, args...)}
 }
 
-// classify maps an error of the runtime to the API's code and status.
+// classify maps an error of the runtime to the API's code and status,
+// and its message to the API's words (apiMessage).
 func classify(err error) *apiError {
 	var ae *apiError
 	var mbe *http.MaxBytesError
 	var te *actors.TimeoutError
+	var busy *core.BusyError
+	var unknownModel *actors.UnknownModelError
 	switch {
 	case errors.As(err, &ae):
 		return ae
 	case errors.As(err, &mbe):
-		return &apiError{Status: http.StatusRequestEntityTooLarge, Code: CodeTooLarge, Message: fmt.Sprintf("the request body is over the limit of %d bytes (server.max_body_bytes)", mbe.Limit)}
-	case errors.Is(err, persistence.ErrTooLarge):
-		return &apiError{Status: http.StatusRequestEntityTooLarge, Code: CodeTooLarge, Message: err.Error()}
-	case errors.Is(err, core.ErrBusy):
-		return &apiError{Status: http.StatusConflict, Code: CodeBusy, Message: err.Error() +
-			"; send the turn again once that one has its response (Retry-After), or through the OpenAI-compatible proxy, which queues a conversation's turns"}
-	case errors.Is(err, actors.ErrNoTurnInFlight):
-		return &apiError{Status: http.StatusConflict, Code: CodeConflict, Message: err.Error()}
-	case errors.Is(err, core.ErrNoPin):
-		return &apiError{Status: http.StatusNotFound, Code: CodeNotFound, Message: err.Error()}
-	case errors.Is(err, persistence.ErrNotFound), errors.Is(err, core.ErrNotCreated), errors.Is(err, actors.ErrNoRecipe):
-		return &apiError{Status: http.StatusNotFound, Code: CodeNotFound, Message: err.Error()}
-	case errors.Is(err, persistence.ErrInvalidArgument), errors.Is(err, core.ErrInvalid), errors.Is(err, actors.ErrUnknownModel),
-		errors.Is(err, actors.ErrNotForkable), errors.Is(err, core.ErrDuplicate):
-		return &apiError{Status: http.StatusBadRequest, Code: CodeInvalid, Message: err.Error()}
-	case errors.Is(err, persistence.ErrNoSpace):
-		return &apiError{Status: http.StatusInsufficientStorage, Code: CodeNoSpace, Message: err.Error()}
-	case errors.Is(err, actors.ErrKeyReused):
-		return &apiError{Status: http.StatusUnprocessableEntity, Code: CodeKeyReused, Message: err.Error()}
+		return &apiError{Status: http.StatusRequestEntityTooLarge, Code: CodeTooLarge, Message: fmt.Sprintf("body: over the limit of %d bytes (server.max_body_bytes)", mbe.Limit)}
+	case errors.As(err, &busy):
+		return &apiError{Status: http.StatusConflict, Code: CodeBusy, Message: busyMessage(busy)}
+	case errors.As(err, &unknownModel):
+		return &apiError{Status: http.StatusBadRequest, Code: CodeInvalid, Message: unknownModelMessage(unknownModel)}
 	case errors.As(err, &te):
-		ae := &apiError{Status: http.StatusGatewayTimeout, Code: CodeTimeout, Message: err.Error(), Turn: te.Turn, timeout: true}
+		ae := &apiError{Status: http.StatusGatewayTimeout, Code: CodeTimeout, Message: apiMessage(err), Turn: te.Turn, timeout: true}
 		if te.Accepted != actors.AcceptedUnknown {
 			ae.Accepted = new(te.Accepted == actors.AcceptedYes)
 		}
 		return ae
-	case errors.Is(err, actors.ErrTimeout):
-		return &apiError{Status: http.StatusGatewayTimeout, Code: CodeTimeout, Message: err.Error()}
-	case errors.Is(err, actors.ErrBranchStopped), errors.Is(err, actors.ErrInterrupted), errors.Is(err, persistence.ErrClosed):
-		return &apiError{Status: http.StatusServiceUnavailable, Code: CodeUnavailable, Message: err.Error()}
 	}
-	return &apiError{Status: http.StatusInternalServerError, Code: CodeInternal, Message: err.Error()}
+	ae = &apiError{Status: http.StatusInternalServerError, Code: CodeInternal, Message: apiMessage(err)}
+	switch {
+	case errors.Is(err, persistence.ErrTooLarge):
+		ae.Status, ae.Code = http.StatusRequestEntityTooLarge, CodeTooLarge
+	case errors.Is(err, core.ErrBusy):
+		ae.Status, ae.Code = http.StatusConflict, CodeBusy
+	case errors.Is(err, actors.ErrNoTurnInFlight):
+		ae.Status, ae.Code = http.StatusConflict, CodeConflict
+	case errors.Is(err, persistence.ErrNotFound), errors.Is(err, core.ErrNotCreated), errors.Is(err, actors.ErrNoRecipe),
+		errors.Is(err, core.ErrNoPin):
+		ae.Status, ae.Code = http.StatusNotFound, CodeNotFound
+	case errors.Is(err, actors.ErrKeyReused):
+		ae.Status, ae.Code = http.StatusUnprocessableEntity, CodeKeyReused
+	case errors.Is(err, persistence.ErrInvalidArgument), errors.Is(err, core.ErrInvalid), errors.Is(err, actors.ErrUnknownModel),
+		errors.Is(err, actors.ErrNotForkable), errors.Is(err, core.ErrDuplicate), errors.Is(err, messages.ErrInvalidID):
+		ae.Status, ae.Code = http.StatusBadRequest, CodeInvalid
+	case errors.Is(err, persistence.ErrNoSpace):
+		ae.Status, ae.Code = http.StatusInsufficientStorage, CodeNoSpace
+	case errors.Is(err, actors.ErrTimeout):
+		ae.Status, ae.Code = http.StatusGatewayTimeout, CodeTimeout
+	case errors.Is(err, actors.ErrBranchStopped), errors.Is(err, actors.ErrInterrupted), errors.Is(err, persistence.ErrClosed):
+		ae.Status, ae.Code = http.StatusServiceUnavailable, CodeUnavailable
+	default:
+		// Not an error the API knows: its text is the server's business
+		// (Server.instrument logs it), not the client's.
+		ae.Message = internalMessage
+	}
+	return ae
+}
+
+// internalMessage is the message of an error the API does not know.
+const internalMessage = "internal error; the server's log has the details"
+
+// busyMessage says that a turn is in flight, in the API's words.
+func busyMessage(e *core.BusyError) string {
+	return fmt.Sprintf("the branch has a turn in flight (turn %s, phase %s); retry after it ends", e.Turn, e.Phase)
+}
+
+// unknownModelMessage says that a model cannot be selected, in the API's
+// words.
+func unknownModelMessage(e *actors.UnknownModelError) string {
+	if e.Why != "" {
+		return fmt.Sprintf("model: %q is configured but cannot be used: %s", e.Name, e.Why)
+	}
+	known := "none"
+	if len(e.Configured) > 0 {
+		known = strings.Join(e.Configured, ", ")
+	}
+	return fmt.Sprintf("model: %q is not configured; configured models: %s", e.Name, known)
+}
+
+// apiWords says in the API's words what the runtime's sentinel errors
+// mean. The runtime wraps a sentinel with its context ("%w: turn %s is
+// ..."), so a message is the error's text with each sentinel's own text,
+// package prefix included, replaced by its words (and the ": " after it
+// when the words are empty: the context says it all). A sentinel whose
+// text holds another's comes first.
+var apiWords = []struct {
+	err   error
+	words string
+}{
+	{persistence.ErrTooLarge, "too large"},
+	{persistence.ErrBranchNotFound, "no such branch"},
+	{persistence.ErrTurnNotFound, "no such turn"},
+	{persistence.ErrBlobNotFound, "no such blob"},
+	{persistence.ErrRowNotFound, "not found"},
+	{persistence.ErrNotFound, "not found"},
+	{persistence.ErrInvalidArgument, ""},
+	{persistence.ErrBranchExists, "the branch exists already"},
+	{persistence.ErrHeadMismatch, "the branch head is not the expected parent"},
+	{persistence.ErrDuplicate, "already stored"},
+	{persistence.ErrCorrupt, "stored data failed its integrity check"},
+	{persistence.ErrClosed, "the store is closed (shutting down)"},
+	{persistence.ErrNoSpace, "insufficient storage"},
+	{core.ErrNotCreated, "the branch does not exist"},
+	{core.ErrExists, "the branch exists already"},
+	{core.ErrBusy, "the branch has a turn in flight"},
+	{core.ErrInvalid, ""},
+	{core.ErrStaleEpoch, "the summary is stale"},
+	{core.ErrDuplicate, "already done"},
+	{actors.ErrUnknownModel, "unknown model"},
+	{actors.ErrNoTurnInFlight, "no turn in flight"},
+	{actors.ErrNotForkable, "cannot fork there"},
+	{actors.ErrNoRecipe, "no context was recorded for this turn"},
+	{actors.ErrBranchStopped, "the branch stopped after repeated failures"},
+	{actors.ErrTimeout, "the runtime did not answer in time"},
+	{actors.ErrInterrupted, "the request was interrupted"},
+	{messages.ErrInvalidID, "not a valid id"},
+}
+
+// apiMessage is err's text in the API's words (apiWords).
+func apiMessage(err error) string {
+	msg := err.Error()
+	for _, w := range apiWords {
+		if !errors.Is(err, w.err) {
+			continue
+		}
+		text := w.err.Error()
+		if w.words == "" {
+			msg = strings.ReplaceAll(msg, text+": ", "")
+		}
+		msg = strings.ReplaceAll(msg, text, w.words)
+	}
+	return strings.TrimSpace(msg)
 }
 
 // writeError writes err as the API's error response, in the OpenAI

@@ -242,6 +242,7 @@ func (s *Server) importSession(w http.ResponseWriter, r *http.Request) error {
 	writeJSON(w, http.StatusCreated, out)
 	return nil
 }
+
 // imported answers a repeat of an import with the session the first made.
 func (s *Server) imported(w http.ResponseWriter, r *http.Request, row persistence.IdempotencyRow) error {
 	sess, err := s.rt.DB().Session(r.Context(), row.Session)
@@ -255,7 +256,6 @@ func (s *Server) imported(w http.ResponseWriter, r *http.Request, row persistenc
 	writeJSON(w, http.StatusCreated, client.Imported{Session: sess, Branch: b, Turns: row.Count})
 	return nil
 }
-
 
 // Import batches: the items of one branch committed together.
 const (
@@ -284,7 +284,7 @@ func (s *Server) importExport(ctx context.Context, body io.Reader, key func() (*
 	}
 	var head exportSession
 	if err := json.Unmarshal(line, &head); err != nil {
-		return out, invalid("line 1: %v", err)
+		return out, invalid("line 1: %s", jsonProblem(err, &head))
 	}
 	if head.Type != "session" {
 		return out, invalid("line 1: type %q: want session", head.Type)
@@ -385,13 +385,13 @@ func (s *Server) importV2(ctx context.Context, lr *lineReader, im *actors.Sessio
 		n := lr.n
 		var kind struct{ Type string }
 		if err := json.Unmarshal(line, &kind); err != nil {
-			return 0, invalid("line %d: %v", n, err)
+			return 0, invalid("line %d: %s", n, jsonProblem(err, &kind))
 		}
 		strict := func(v any) error {
 			d := json.NewDecoder(strings.NewReader(string(line)))
 			d.DisallowUnknownFields()
 			if err := d.Decode(v); err != nil {
-				return invalid("line %d: %s: %v", n, kind.Type, err)
+				return invalid("line %d: %s: %s", n, kind.Type, jsonProblem(err, v))
 			}
 			return nil
 		}
@@ -544,7 +544,7 @@ func (s *Server) importV1(ctx context.Context, lr *lineReader, im *actors.Sessio
 		}
 		var l exportV1
 		if err := json.Unmarshal(line, &l); err != nil {
-			return invalid("line %d: %v", lr.n, err)
+			return invalid("line %d: %s", lr.n, jsonProblem(err, &l))
 		}
 		switch {
 		case l.Type == "message" && l.Message != nil && l.Message.Role == messages.RoleUser:

@@ -243,7 +243,7 @@ func TestImportRefusesBadExports(t *testing.T) {
 		{"state", string(withEnd(strings.Replace(good, `{"type":"head"}`,
 			`{"type":"state","seq":1,"summary":"s","turns":[2]}`+"\n"+`{"type":"head"}`, 1), 1, 2, 1)), 400, "turns[0]: 2 is not the next pending turn"},
 		{"unknown field", string(withEnd(strings.Replace(good, `{"type":"head"}`, `{"type":"head","colour":"red"}`, 1), 1, 2, 0)), 400,
-			`unknown field "colour"`},
+			`colour: unknown field`},
 		{"payload", string(withEnd(exportHeader+turnLine(1, strings.Repeat("x", 17<<10), "a")+`{"type":"head"}`+"\n", 1, 1, 0)), 413,
 			"store.max_payload_bytes"},
 		{"line", string(withEnd(exportHeader+turnLine(1, "q", strings.Repeat("y", 100<<10))+`{"type":"head"}`+"\n", 1, 1, 0)), 413,

@@ -49,7 +49,7 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) error {
 	var in struct {
 		Title string `json:"title"`
 	}
-	if err := decode(r, &in); err != nil {
+	if err := decodeOptional(r, &in); err != nil {
 		return err
 	}
 	if len(in.Title) > MaxTitleBytes {
@@ -130,7 +130,7 @@ func (s *Server) fork(w http.ResponseWriter, r *http.Request) error {
 		At    string `json:"at"`
 		Label string `json:"label"`
 	}
-	if err := decode(r, &in); err != nil {
+	if err := decodeOptional(r, &in); err != nil {
 		return err
 	}
 	var at messages.TurnID

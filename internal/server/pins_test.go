@@ -55,7 +55,7 @@ func TestAPIPins(t *testing.T) {
 		{"POST", b + "/pins", map[string]string{"fact": strings.Repeat("x", 65)}, 400, CodeInvalid, "fact: 65 bytes, limit 64 (context.max_pin_bytes)"},
 		{"PUT", b + "/pins/1", map[string]string{"fact": strings.Repeat("x", 65)}, 400, CodeInvalid, "fact: 65 bytes, limit 64 (context.max_pin_bytes)"},
 		{"PUT", b + "/pins/1", map[string]string{"fact": ""}, 400, CodeInvalid, "fact: required"},
-		{"PUT", b + "/pins/1", map[string]string{"text": "x"}, 400, CodeInvalid, `unknown field "text"`},
+		{"PUT", b + "/pins/1", map[string]string{"text": "x"}, 400, CodeInvalid, `text: unknown field`},
 		{"GET", "/v1/branches/01JH0000000000000000000000/pins", nil, 404, CodeNotFound, "branch"},
 	}
 	for _, tc := range errs {

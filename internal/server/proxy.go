@@ -101,12 +101,11 @@ func (s *Server) proxyBranch(r *http.Request, key string) (messages.BranchID, er
 // api into v. Unlike decode it allows fields the proxy does not read: an
 // application sends the API's whole request.
 func decodeAPIRequest(r *http.Request, v any, api string) error {
-	if err := json.NewDecoder(r.Body).Decode(v); err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return err
+	if err := decodeBody(r.Body, v, false, true); err != nil {
+		if ae, ok := err.(*apiError); ok && ae.Code == CodeInvalid {
+			return invalid("%s (a %s request)", ae.Message, api)
 		}
-		return invalid("the request body is not a %s request: %v", api, err)
+		return err
 	}
 	return nil
 }

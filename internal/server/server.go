@@ -7,12 +7,12 @@ package server
 import (
 	"context"
 	_ "embed"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -22,7 +22,6 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/contextinfinity/ctxinf/actors"
-	"github.com/contextinfinity/ctxinf/messages"
 )
 
 // Options configure a Server. Zero values take the defaults.
@@ -40,9 +39,13 @@ type Options struct {
 	// Retry-After (default 1024).
 	MaxInFlight int
 	// ReadHeaderTimeout and IdleTimeout bound slow clients (defaults 10 s
-	// and 2 minutes).
+	// and 2 minutes); ReadBodyTimeout is how long a request's body may
+	// take to arrive once its headers have (default 30 s): a body not
+	// complete by then is answered 408 (request_timeout) and its slot of
+	// MaxInFlight freed.
 	ReadHeaderTimeout time.Duration
 	IdleTimeout       time.Duration
+	ReadBodyTimeout   time.Duration
 	Log               zerolog.Logger
 	// Metrics are served at /metrics; nil serves the HTTP metrics alone
 	// (Metrics.Hook feeds the runtime's into them).
@@ -129,6 +132,9 @@ func New(rt *actors.Runtime, opts Options) *Server {
 	if opts.IdleTimeout <= 0 {
 		opts.IdleTimeout = 2 * time.Minute
 	}
+	if opts.ReadBodyTimeout <= 0 {
+		opts.ReadBodyTimeout = 30 * time.Second
+	}
 	if opts.Metrics == nil {
 		opts.Metrics = NewMetrics()
 	}
@@ -168,6 +174,10 @@ func (s *Server) instrument(name string, h func(*Server, http.ResponseWriter, *h
 			}
 		}()
 		if err := h(s, sw, r); err != nil {
+			if classify(err).Code == CodeInternal {
+				// The client is told only that it happened.
+				s.opts.Log.Error().Err(err).Str("route", name).Msg("server: internal error")
+			}
 			writeError(sw, r.URL.Path, err)
 		}
 		s.opts.Metrics.observe(name, sw.code, time.Since(t0))
@@ -177,28 +187,88 @@ func (s *Server) instrument(name string, h func(*Server, http.ResponseWriter, *h
 // SetReady sets what /readyz answers.
 func (s *Server) SetReady(ok bool) { s.ready.Store(ok) }
 
-// ServeHTTP authenticates, bounds the body and the requests in flight,
-// and routes.
+// ServeHTTP authenticates, bounds the body (its size and the time it
+// takes to arrive) and the requests in flight, and routes. Health,
+// readiness and metrics are never counted in nor refused by the
+// in-flight limit: a monitor must see a server that is full.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if len(s.opts.Tokens) > 0 && r.URL.Path != "/healthz" && r.URL.Path != "/readyz" {
 		tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 		if !ok || !slices.Contains(s.opts.Tokens, tok) {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="ctxinf"`)
-			writeError(w, r.URL.Path, &apiError{Status: http.StatusUnauthorized, Code: CodeUnauthorized, Message: "a valid bearer token is required (Authorization: Bearer <token>)"})
+			refuse(w, r, &apiError{Status: http.StatusUnauthorized, Code: CodeUnauthorized, Message: "a valid bearer token is required (Authorization: Bearer <token>)"})
 			return
 		}
 	}
-	if n := s.inFlight.Add(1); n > int64(s.opts.MaxInFlight) {
-		s.inFlight.Add(-1)
-		writeError(w, r.URL.Path, &apiError{Status: http.StatusTooManyRequests, Code: CodeOverloaded, Message: fmt.Sprintf(
-			"%d requests in flight, the limit is %d (server.max_in_flight)", n-1, s.opts.MaxInFlight)})
-		return
+	if !monitoring(r.URL.Path) {
+		if n := s.inFlight.Add(1); n > int64(s.opts.MaxInFlight) {
+			s.inFlight.Add(-1)
+			refuse(w, r, &apiError{Status: http.StatusTooManyRequests, Code: CodeOverloaded, Message: fmt.Sprintf(
+				"%d requests in flight, the limit is %d (server.max_in_flight)", n-1, s.opts.MaxInFlight)})
+			return
+		}
+		defer s.inFlight.Add(-1)
 	}
-	defer s.inFlight.Add(-1)
+	if r.Body != nil && r.Body != http.NoBody {
+		r.Body = newTimedBody(w, r.Body, s.opts.ReadBodyTimeout)
+	}
 	if r.Method != http.MethodPost || r.URL.Path != importPath { // an import streams: its lines are bounded instead
 		r.Body = http.MaxBytesReader(w, r.Body, s.opts.MaxBodyBytes)
 	}
 	s.mux.ServeHTTP(w, r)
+}
+
+// refuse answers a request refused before its body was read. A body is
+// then not waited for (net/http would read what is left of it before
+// answering, for ever if it never comes): the connection closes after
+// the answer.
+func refuse(w http.ResponseWriter, r *http.Request, ae *apiError) {
+	if r.ContentLength != 0 {
+		w.Header().Set("Connection", "close")
+	}
+	writeError(w, r.URL.Path, ae)
+}
+
+// monitoring reports whether path is one of the routes a monitor polls,
+// which the in-flight limit leaves alone.
+func monitoring(path string) bool {
+	return path == "/healthz" || path == "/readyz" || path == "/metrics"
+}
+
+// timedBody is a request body that must arrive within a deadline: a read
+// past it fails with the API's 408 (request_timeout). The deadline is
+// the connection's, set by newTimedBody and lifted once the body has
+// been read to its end, so that a response streamed for longer is not
+// cut; after a timeout it stays, so that the server's own read of the
+// rest fails at once and it closes the connection.
+type timedBody struct {
+	io.ReadCloser
+	rc      *http.ResponseController
+	timeout time.Duration
+	ended   bool
+}
+
+func newTimedBody(w http.ResponseWriter, body io.ReadCloser, timeout time.Duration) io.ReadCloser {
+	rc := http.NewResponseController(w)
+	if rc.SetReadDeadline(time.Now().Add(timeout)) != nil {
+		return body // a connection without deadlines (not a net.Conn)
+	}
+	return &timedBody{ReadCloser: body, rc: rc, timeout: timeout}
+}
+
+func (b *timedBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	switch {
+	case err == nil || b.ended:
+	case errors.Is(err, io.EOF):
+		b.ended = true
+		_ = b.rc.SetReadDeadline(time.Time{}) // net/http does too, when it starts its background read; not documented
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		b.ended = true
+		return n, &apiError{Status: http.StatusRequestTimeout, Code: CodeRequestTimeout, Message: fmt.Sprintf(
+			"body: not complete within %v of the request's headers (server.read_body_timeout)", b.timeout)}
+	}
+	return n, err
 }
 
 // ErrPublicBind is returned by ListenAndServe for an address that is not
@@ -236,37 +306,6 @@ func (s *Server) Serve(ctx context.Context, l net.Listener, drain time.Duration)
 	err := hs.Shutdown(sctx)
 	<-done
 	return err
-}
-
-// decode reads a JSON body into v, naming the field that is wrong.
-func decode(r *http.Request, v any) error {
-	dec := json.NewDecoder(r.Body)
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		var mbe *http.MaxBytesError
-		var ute *json.UnmarshalTypeError
-		switch {
-		case errors.As(err, &mbe):
-			return err
-		case errors.Is(err, io.EOF):
-			return invalid("the request body is empty: want a JSON object")
-		case errors.As(err, &ute):
-			return invalid("field %q: want a %s, not a JSON %s", ute.Field, ute.Type, ute.Value)
-		case strings.HasPrefix(err.Error(), "json: unknown field "):
-			return invalid("unknown field %s", strings.TrimPrefix(err.Error(), "json: unknown field "))
-		}
-		return invalid("the request body is not valid JSON: %v", err)
-	}
-	return nil
-}
-
-// pathID parses path parameter name as an id of kind T.
-func pathID[T messages.TurnID | messages.BranchID | messages.SessionID](r *http.Request, name string) (T, error) {
-	id, err := messages.ParseID[T](r.PathValue(name))
-	if err != nil {
-		return id, invalid("%s: %q is not an id (26 characters of Crockford base32)", name, r.PathValue(name))
-	}
-	return id, nil
 }
 
 // queryInt reads query parameter name, def when absent, within [lo, hi].

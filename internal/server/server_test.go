@@ -78,7 +78,7 @@ func TestOpenAPISchemasMatchTypes(t *testing.T) {
 		"Hit": reflect.TypeFor[client.Hit](), "Chunk": reflect.TypeFor[persistence.ChunkRow](),
 		"ContextDebug": reflect.TypeFor[actors.ContextDebug](), "PartialOutput": reflect.TypeFor[client.PartialOutput](),
 		"Report": reflect.TypeFor[client.Report](),
-		"Pin": reflect.TypeFor[client.Pin](),
+		"Pin":    reflect.TypeFor[client.Pin](),
 	}
 	for name, typ := range types {
 		schema, ok := doc.Components.Schemas[name]
@@ -361,12 +361,12 @@ func TestAPI(t *testing.T) {
 		code, msg    string
 	}{
 		{"POST", b + "/turns", map[string]string{"text": ""}, 400, CodeInvalid, "text: required"},
-		{"POST", b + "/turns", `{"text": 5}`, 400, CodeInvalid, `field "text"`},
-		{"POST", b + "/turns", `{"txt": "hi"}`, 400, CodeInvalid, `unknown field "txt"`},
-		{"POST", "/v1/branches/nope/turns", map[string]string{"text": "hi"}, 400, CodeInvalid, "branch: \"nope\" is not an id"},
+		{"POST", b + "/turns", `{"text": 5}`, 400, CodeInvalid, `text: want a string, got a number`},
+		{"POST", b + "/turns", `{"txt": "hi"}`, 400, CodeInvalid, `txt: unknown field; the fields are text, stream`},
+		{"POST", "/v1/branches/nope/turns", map[string]string{"text": "hi"}, 400, CodeInvalid, "branch: \"nope\" is not a valid id"},
 		{"POST", "/v1/branches/01M7ZZZZZZZZZZZZZZZZZZZZZZ/turns", map[string]string{"text": "hi"}, 404, CodeNotFound, "branch"},
 		{"GET", b + "/history?limit=5000", nil, 400, CodeInvalid, "limit: \"5000\", want an integer from 1 to 1000"},
-		{"PUT", b + "/model", map[string]string{"model": "gpt-9"}, 400, CodeInvalid, `model "gpt-9"`},
+		{"PUT", b + "/model", map[string]string{"model": "gpt-9"}, 400, CodeInvalid, `model: "gpt-9" is not configured`},
 		{"POST", b + "/cancel", nil, 409, CodeConflict, "no turn in flight"},
 		{"GET", b + "/turns/01M7ZZZZZZZZZZZZZZZZZZZZZZ", nil, 404, CodeNotFound, "turn 01M7ZZZZZZZZZZZZZZZZZZZZZZ on branch"},
 		{"GET", "/v1/nothing", nil, 404, CodeNotFound, "no route"},

@@ -29,9 +29,15 @@ const (
 	// DefaultWriteTimeout is how long a write to a client that does not
 	// read may block before the connection is dropped.
 	DefaultWriteTimeout = 30 * time.Second
-	// DefaultMaxConns bounds the connections served at once; one more is
-	// answered with an ERROR frame (UNAVAILABLE) and closed.
+	// DefaultMaxConns bounds the connections served at once. One more
+	// takes the place of the connection idle longest, if one has been
+	// idle for DefaultEvictIdleAfter; else it is answered with an ERROR
+	// frame (UNAVAILABLE) and closed.
 	DefaultMaxConns = 1024
+	// DefaultEvictIdleAfter is how long a connection must have been idle
+	// (no request in flight, none read) to give its place to a new one
+	// when the server is at MaxConns.
+	DefaultEvictIdleAfter = time.Second
 	// DefaultIdleTimeout is how long a connection may send nothing before
 	// the server closes it (answers already due are written first).
 	DefaultIdleTimeout = 5 * time.Minute
@@ -79,7 +85,11 @@ type Options struct {
 	// IdleTimeout closes a connection that sent nothing for this long
 	// (DefaultIdleTimeout).
 	IdleTimeout time.Duration
-	Log         zerolog.Logger
+	// EvictIdleAfter: at MaxConns, a new connection takes the place of
+	// the one idle longest if it has been idle this long
+	// (DefaultEvictIdleAfter); a negative value never evicts.
+	EvictIdleAfter time.Duration
+	Log            zerolog.Logger
 }
 
 // Server serves the frame protocol over a persistence.Store. Set the
@@ -96,6 +106,7 @@ type Server struct {
 	WriteTimeout     time.Duration
 	MaxConns         int
 	IdleTimeout      time.Duration
+	EvictIdleAfter   time.Duration
 	Log              zerolog.Logger
 
 	initOnce sync.Once
@@ -108,6 +119,7 @@ type Server struct {
 	closing   bool
 	listeners map[net.Listener]struct{}
 	conns     map[*conn]struct{}
+	evicted   int            // of conns, those evicted and closing
 	wg        sync.WaitGroup // Serve loops and connections
 	addr      net.Addr
 }
@@ -117,7 +129,8 @@ func New(store persistence.Store, opts Options) *Server {
 	return &Server{
 		Store: store, MaxFrame: opts.MaxFrame, MaxPayload: opts.MaxPayload,
 		MaxInFlight: opts.MaxInFlight, MaxInFlightBytes: opts.MaxInFlightBytes,
-		WriteTimeout: opts.WriteTimeout, MaxConns: opts.MaxConns, IdleTimeout: opts.IdleTimeout, Log: opts.Log,
+		WriteTimeout: opts.WriteTimeout, MaxConns: opts.MaxConns, IdleTimeout: opts.IdleTimeout,
+		EvictIdleAfter: opts.EvictIdleAfter, Log: opts.Log,
 	}
 }
 
@@ -182,6 +195,9 @@ func (s *Server) init() {
 		}
 		if s.IdleTimeout <= 0 {
 			s.IdleTimeout = DefaultIdleTimeout
+		}
+		if s.EvictIdleAfter == 0 {
+			s.EvictIdleAfter = DefaultEvictIdleAfter
 		}
 		s.ctx, s.cancel = context.WithCancel(context.Background())
 		s.done = make(chan struct{})
@@ -280,7 +296,7 @@ func (s *Server) newConn(nc net.Conn) (*conn, bool) {
 		nc.Close()
 		return nil, false
 	}
-	if len(s.conns) >= s.MaxConns {
+	if len(s.conns)-s.evicted >= s.MaxConns && !s.evictIdle() {
 		go s.refuse(nc)
 		return nil, false
 	}
@@ -295,6 +311,7 @@ func (s *Server) newConn(nc net.Conn) (*conn, bool) {
 		log:     s.Log.With().Str(logRemote, nc.RemoteAddr().String()).Logger(),
 	}
 	c.peerMax.Store(int64(DefaultMaxFrame))
+	c.active()
 	s.conns[c] = struct{}{}
 	s.wg.Add(1)
 	return c, true
@@ -304,14 +321,47 @@ func (s *Server) newConn(nc net.Conn) (*conn, bool) {
 // req_id 0 on a short deadline, and closes it.
 func (s *Server) refuse(nc net.Conn) {
 	s.Log.Warn().Int("max_conns", s.MaxConns).Msg("frame: connection refused: too many connections")
-	e := &Error{Code: CodeUnavailable, Message: fmt.Sprintf("too many connections: the server serves at most %d at once (max_conns)", s.MaxConns)}
+	e := &Error{Code: CodeUnavailable, Message: fmt.Sprintf(
+		"too many connections: the server serves at most %d at once (max_conns) and none of them is idle; retry later", s.MaxConns)}
 	nc.SetWriteDeadline(time.Now().Add(time.Second))
 	nc.Write(AppendFrame(nil, MsgError, 0, func(b []byte) []byte { return AppendError(b, e) }))
 	nc.Close()
 }
 
+// evictIdle closes the connection idle longest, if one has been idle
+// for EvictIdleAfter, to make room for a new one: a server at MaxConns
+// does not keep new clients out behind idle ones until IdleTimeout. The
+// evicted client is told why in an ERROR frame. s.mu is held.
+func (s *Server) evictIdle() bool {
+	if s.EvictIdleAfter < 0 {
+		return false
+	}
+	now := monotonicNow()
+	var victim *conn
+	var idle int64
+	for c := range s.conns {
+		if c.evicted.Load() || c.inFlight.Load() > 0 {
+			continue
+		}
+		if d := now - c.lastActive.Load(); d >= int64(s.EvictIdleAfter) && (victim == nil || d > idle) {
+			victim, idle = c, d
+		}
+	}
+	if victim == nil {
+		return false
+	}
+	victim.evicted.Store(true)
+	s.evicted++
+	victim.log.Debug().Dur("idle", time.Duration(idle)).Int("max_conns", s.MaxConns).Msg("frame: idle connection evicted for a new one")
+	victim.stop()
+	return true
+}
+
 func (s *Server) removeConn(c *conn) {
 	s.mu.Lock()
+	if _, ok := s.conns[c]; ok && c.evicted.Load() {
+		s.evicted--
+	}
 	delete(s.conns, c)
 	s.mu.Unlock()
 }
@@ -385,6 +435,13 @@ type conn struct {
 	bytes   *budget       // their payload bytes
 	peerMax atomic.Int64  // the client's largest frame, from HELLO
 
+	// For eviction at MaxConns: requests read and not yet answered, the
+	// time (monotonicNow) of the last request read or answer written, and
+	// whether the connection was evicted.
+	inFlight   atomic.Int64
+	lastActive atomic.Int64
+	evicted    atomic.Bool
+
 	handlers sync.WaitGroup
 	stopOnce sync.Once
 	stopped  chan struct{} // closed by stop: read no more requests
@@ -399,6 +456,15 @@ func (c *conn) stop() {
 	})
 }
 
+// active notes that the connection is in use now.
+func (c *conn) active() { c.lastActive.Store(monotonicNow()) }
+
+// clockBase makes monotonicNow monotonic: durations since it are.
+var clockBase = time.Now()
+
+// monotonicNow is a point in time in ns, for comparisons only.
+func monotonicNow() int64 { return int64(time.Since(clockBase)) }
+
 func (c *conn) isStopped() bool {
 	select {
 	case <-c.stopped:
@@ -412,6 +478,10 @@ func (c *conn) serve() {
 	c.log.Debug().Msg("frame: connection opened")
 	fatal := c.readLoop()
 	c.handlers.Wait()
+	if c.evicted.Load() {
+		c.writeError(0, &Error{Code: CodeUnavailable, Message: fmt.Sprintf(
+			"closed: idle while the server was at its limit of %d connections (max_conns); reconnect", c.s.MaxConns)})
+	}
 	if fatal {
 		c.linger()
 	}
@@ -462,6 +532,7 @@ func (c *conn) readLoop() (fatal bool) {
 			c.readEnded(err)
 			return false
 		}
+		c.active()
 		req, err := DecodeRequest(h.Type, p)
 		if err != nil {
 			release()
@@ -480,6 +551,7 @@ func (c *conn) readLoop() (fatal bool) {
 			continue
 		}
 		c.handlers.Add(1)
+		c.inFlight.Add(1)
 		go c.handle(h.ReqID, req, release)
 	}
 }
@@ -549,6 +621,8 @@ func (c *conn) handle(reqID uint64, req Request, release func()) {
 			bufPool.Put(bp)
 		}
 		release()
+		c.active()
+		c.inFlight.Add(-1)
 		c.handlers.Done()
 	}()
 	buf, tail, err := c.s.answer(c.ctx, reqID, req, (*bp)[:0], c.maxAnswer())

@@ -718,11 +718,11 @@ func TestShutdown(t *testing.T) {
 }
 
 // A connection over MaxConns is told why (UNAVAILABLE, req_id 0) and
-// closed; one that sends nothing for IdleTimeout is closed; the others
-// are served as before.
+// closed (when no connection may be evicted); one that sends nothing for
+// IdleTimeout is closed; the others are served as before.
 func TestConnectionLimits(t *testing.T) {
 	db := openDB(t)
-	s := startServer(t, db, frame.Options{MaxConns: 1, IdleTimeout: 300 * time.Millisecond})
+	s := startServer(t, db, frame.Options{MaxConns: 1, IdleTimeout: 300 * time.Millisecond, EvictIdleAfter: -1})
 	first := rawDial(t, s)
 	first.send(req(1, frame.Hello{Version: frame.Version, MaxFrame: frame.DefaultMaxFrame}))
 	if h, _ := first.read(); h.Type != frame.MsgHello.Response() || h.ReqID != 1 {
@@ -743,5 +743,53 @@ func TestConnectionLimits(t *testing.T) {
 	third.send(req(2, frame.Hello{Version: frame.Version, MaxFrame: frame.DefaultMaxFrame}))
 	if h, _ := third.read(); h.Type != frame.MsgHello.Response() || h.ReqID != 2 {
 		t.Fatalf("HELLO answer after the slot was freed = %s req %d", h.Type, h.ReqID)
+	}
+}
+
+// At MaxConns, a new client takes the place of the connection idle
+// longest instead of being locked out until IdleTimeout; the evicted
+// client is told why. A connection with a request in flight is never
+// evicted: with none idle, the new client is refused at once.
+func TestIdleConnectionsMakeRoom(t *testing.T) {
+	db := openDB(t)
+	gate := newGate(db)
+	s := startServer(t, gate, frame.Options{MaxConns: 2, IdleTimeout: time.Hour, EvictIdleAfter: time.Nanosecond})
+	hello := func(c *rawConn, reqID uint64) {
+		t.Helper()
+		c.send(req(reqID, frame.Hello{Version: frame.Version, MaxFrame: frame.DefaultMaxFrame}))
+		if h, _ := c.read(); h.Type != frame.MsgHello.Response() || h.ReqID != reqID {
+			t.Fatalf("HELLO answer = %s req %d, want HELLO req %d", h.Type, h.ReqID, reqID)
+		}
+	}
+	oldest, older := rawDial(t, s), rawDial(t, s)
+	hello(oldest, 1)
+	hello(older, 2)
+
+	// Both idle, the limit reached: a third gets in, the oldest goes.
+	third := rawDial(t, s)
+	hello(third, 3)
+	oldest.readError(0, frame.CodeUnavailable)
+	oldest.expectEOF()
+	hello(older, 4) // untouched
+
+	// With a request in flight on each connection, none may go: a new
+	// client is refused at once.
+	ctx := context.Background()
+	h, err := db.CreateBranch(ctx, persistence.BranchSpec{ID: messages.NewID[messages.BranchID](time.Now())})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, c := range []*rawConn{older, third} {
+		c.send(req(uint64(10+i), frame.AppendRequest{Branch: h.Branch, Payload: []byte("hold")}))
+		<-gate.entered
+	}
+	refused := rawDial(t, s)
+	refused.readError(0, frame.CodeUnavailable)
+	refused.expectEOF()
+	close(gate.release)
+	for i, c := range []*rawConn{older, third} {
+		if h, _ := c.read(); h.ReqID != uint64(10+i) || h.Type == frame.MsgError {
+			t.Errorf("append answer = %s req %d, want req %d", h.Type, h.ReqID, 10+i)
+		}
 	}
 }
