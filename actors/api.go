@@ -444,6 +444,19 @@ func (r *Runtime) History(ctx context.Context, branch messages.BranchID, before 
 	return out, page.Next, nil
 }
 
+// TurnAt returns the row of branch's turn number seq (1, 2, …); one the
+// branch does not have is ErrTurnNotFound.
+func (r *Runtime) TurnAt(ctx context.Context, branch messages.BranchID, seq uint64) (persistence.TurnRow, error) {
+	rows, err := r.db.TurnRows(ctx, branch, seq, 1)
+	if err != nil {
+		return persistence.TurnRow{}, err
+	}
+	if len(rows) == 0 || rows[0].Seq != seq {
+		return persistence.TurnRow{}, fmt.Errorf("%w: branch %s has no turn %d", persistence.ErrTurnNotFound, branch, seq)
+	}
+	return rows[0], nil
+}
+
 // TurnRow returns the lifecycle row of a turn on branch's transcript:
 // the branch's own row, or, for a turn before its fork point that it did
 // not carry as pending, the row of the ancestor that made it. A turn not

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"fmt"
 	"slices"
 
 	"github.com/contextinfinity/ctxinf"
@@ -143,14 +142,7 @@ func (l localChat) CommitPending(ctx context.Context, branch messages.BranchID) 
 }
 
 func (l localChat) TurnAt(ctx context.Context, branch messages.BranchID, seq uint64) (persistence.TurnRow, error) {
-	rows, err := l.rt.DB().TurnRows(ctx, branch, seq, 1)
-	if err != nil {
-		return persistence.TurnRow{}, err
-	}
-	if len(rows) == 0 || rows[0].Seq != seq {
-		return persistence.TurnRow{}, fmt.Errorf("%w: branch has no turn %d", persistence.ErrTurnNotFound, seq)
-	}
-	return rows[0], nil
+	return l.rt.TurnAt(ctx, branch, seq)
 }
 
 func (l localChat) Fork(ctx context.Context, branch messages.BranchID, at messages.TurnID, label string) (ctxinf.Branch, error) {

@@ -53,14 +53,11 @@ func contextDebug(e *env, args []string) error {
 			d, err = rt.DebugNextContext(ctx, branch, *text)
 			break
 		}
-		rows, rerr := rt.DB().TurnRows(ctx, branch, seq, 1)
+		row, rerr := rt.TurnAt(ctx, branch, seq)
 		if rerr != nil {
-			return rerr
+			return fmt.Errorf("context debug: --turn: %w", rerr)
 		}
-		if len(rows) == 0 || rows[0].Seq != seq {
-			return fmt.Errorf("context debug: --turn: branch %s has no turn %d", branch, seq)
-		}
-		d, err = rt.DebugContext(ctx, branch, rows[0].ID)
+		d, err = rt.DebugContext(ctx, branch, row.ID)
 	default:
 		c, rerr := e.remote(*serverURL, err)
 		if rerr != nil {

@@ -239,14 +239,11 @@ func (s *Server) getTurn(w http.ResponseWriter, r *http.Request) error {
 	var turn messages.TurnID
 	if seq, perr := strconv.ParseUint(r.PathValue("turn"), 10, 64); perr == nil && seq > 0 {
 		// The turn by its number on the branch.
-		rows, err := s.rt.DB().TurnRows(r.Context(), id, seq, 1)
+		row, err := s.rt.TurnAt(r.Context(), id, seq)
 		if err != nil {
 			return err
 		}
-		if len(rows) == 0 || rows[0].Seq != seq {
-			return notFound("branch %s has no turn %d", id, seq)
-		}
-		turn = rows[0].ID
+		turn = row.ID
 	} else if turn, err = pathID[messages.TurnID](r, "turn"); err != nil {
 		return err
 	}
@@ -487,26 +484,26 @@ func (s *Server) contextDebug(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	var d actors.ContextDebug
-	if q := r.URL.Query().Get("seq"); q != "" && r.URL.Query().Get("turn") == "" {
-		// The turn by its number on the branch (ctxinf context debug --turn N).
-		seq, err := strconv.ParseUint(q, 10, 64)
-		if err != nil || seq == 0 {
-			return invalid("seq: %q is not a turn number (1, 2, …)", q)
+	q := r.URL.Query()
+	var turn messages.TurnID
+	switch t, n := q.Get("turn"), q.Get("seq"); {
+	case t != "":
+		if turn, err = messages.ParseID[messages.TurnID](t); err != nil {
+			return invalid("turn: %q is not a turn id", t)
 		}
-		rows, err := s.rt.DB().TurnRows(r.Context(), id, seq, 1)
+	case n != "":
+		// The turn by its number on the branch (ctxinf context debug --turn N).
+		seq, err := strconv.ParseUint(n, 10, 64)
+		if err != nil || seq == 0 {
+			return invalid("seq: %q is not a turn number (1, 2, …)", n)
+		}
+		row, err := s.rt.TurnAt(r.Context(), id, seq)
 		if err != nil {
 			return err
 		}
-		if len(rows) == 0 || rows[0].Seq != seq {
-			return notFound("branch %s has no turn %d", id, seq)
-		}
-		r.URL.RawQuery = "turn=" + rows[0].ID.String()
+		turn = row.ID
 	}
-	if t := r.URL.Query().Get("turn"); t != "" {
-		turn, err := messages.ParseID[messages.TurnID](t)
-		if err != nil {
-			return invalid("turn: %q is not a turn id", t)
-		}
+	if !turn.IsZero() {
 		d, err = s.rt.DebugContext(r.Context(), id, turn)
 		if err != nil {
 			return err
