@@ -35,17 +35,20 @@ Commands:
                  the HTTP API (sessions, branches, turns with SSE
                  streaming, history, pins, retrieval, context debug,
                  export/import; GET /openapi.json) on 127.0.0.1:8080
-  chat [--session S] [--branch B]
+  chat [--session S] [--branch B] [--server URL]
                  a line-mode chat on the embedded runtime (./data), with
                  /fork, /history, /pin, /pending, /commit (see /help)
-  inspect [--json]
+  inspect [--json] [--server URL]
                  sessions, branches, heads, turns with phases, pending
                  counts and jobs in the data directory
-  context debug --branch B [--turn N] [--json]
+                 (chat, inspect, search and context debug ask the ctxinf
+                 serve that owns the data directory when one does, or
+                 the one at --server)
+  context debug --branch B [--turn N] [--json] [--server URL]
                  the exact context a turn's model saw (rebuilt from the
                  store, checked against what was sent) or the next turn
                  would see: sections, tokens, budget, shrink steps
-  search --branch B [--k N] [--json] [--force [--chunks ID,...]] QUERY
+  search --branch B [--k N] [--json] [--force [--chunks ID,...]] [--server URL] QUERY
                  hybrid retrieval over a branch (its turns and its
                  ancestors' up to the fork points): hits with scores and
                  source turns; --force puts them into the next turn
@@ -61,10 +64,12 @@ Commands:
   reindex [--branch B]
                  chunk every committed turn again (idempotent: existing
                  chunks are kept, none is duplicated)
-  chaos [--branches N] [--turns T] [--kill-every D] [--seed S] [--json]
-                 drive turns on N branches while panicking and stopping
-                 random branch actors; verify nothing acked was lost or
-                 committed twice and every head is valid
+  chaos [--branches N] [--turns T] [--kill-every D] [--kill-kinds K,...] [--stall D] [--seed S] [--json]
+                 drive turns on N branches while killing actors of the
+                 kinds given (branch, step, journal, librarian, indexer;
+                 all by default); verify nothing acked was lost or
+                 committed twice and every head is valid; end with a
+                 verdict (a branch with no progress for --stall is stuck)
   bench turns [--branches N] [--turns T] [--passive P] [--json]
                  committed turns/s, per-turn runtime overhead, peak RSS,
                  RSS per passivated branch, replay of 1,000 events
