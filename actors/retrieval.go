@@ -484,3 +484,10 @@ func (r *Runtime) Settle(ctx context.Context, branch messages.BranchID) error {
 
 // RankOptions returns the hybrid ranker's settings the runtime uses.
 func (r *Runtime) RankOptions() retrieval.RankOptions { return r.mem.opts }
+
+// Embed embeds texts with the runtime's embedder (retrieval.embedder),
+// returning its name with the vectors.
+func (r *Runtime) Embed(ctx context.Context, texts []string) (string, [][]float32, error) {
+	vs, err := r.mem.embed.Embed(ctx, texts)
+	return r.mem.embed.Name(), vs, err
+}

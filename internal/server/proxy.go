@@ -30,7 +30,7 @@ import (
 // isProxyPath reports whether path is one of the proxy's routes, whose
 // errors are in the OpenAI API's shape.
 func isProxyPath(path string) bool {
-	return path == "/v1/chat/completions" || path == "/v1/responses"
+	return path == "/v1/chat/completions" || path == "/v1/responses" || path == "/v1/embeddings"
 }
 
 // ProxyBranchHeader and ProxyConversationHeader choose the conversation.

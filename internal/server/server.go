@@ -109,6 +109,7 @@ var routes = []route{
 	{"PUT", "/v1/branches/{branch}/model", (*Server).selectModel},
 	{"GET", "/v1/inspect", (*Server).inspect},
 	{"GET", "/v1/models", (*Server).models},
+	{"POST", "/v1/embeddings", (*Server).embeddings},
 	{"POST", "/v1/chat/completions", (*Server).chatCompletions},
 	{"POST", "/v1/responses", (*Server).responses},
 }
