@@ -264,15 +264,19 @@ func (r *Runtime) SubmitWith(ctx context.Context, branch messages.BranchID, text
 	if text == "" {
 		return nil, fmt.Errorf("%w: message text is empty", persistence.ErrInvalidArgument)
 	}
-	if err := r.db.CheckSpace(); err != nil { // new work waits for free space
-		return nil, err
-	}
 	var hash string
 	if o.Key != "" {
 		if err := checkKey(o.Key); err != nil {
 			return nil, err
 		}
 		hash = keyHash("turn", text, o.Model)
+	}
+	if err := r.db.CheckSpace(); err != nil { // new work waits for free space
+		// A repeat of a turn already accepted is not new work: it gets
+		// the turn (the branch answers it from its key).
+		if _, kerr := r.db.IdempotencyKey(ctx, persistence.ScopeTurn, branch, o.Key); o.Key == "" || kerr != nil {
+			return nil, err
+		}
 	}
 	msg := messages.NewMessage(messages.RoleUser, messages.Text{Text: text})
 	// The turn id is chosen here, so that sending the request again (after

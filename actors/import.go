@@ -261,6 +261,7 @@ func (r *Runtime) exportBranch(ctx context.Context, b persistence.BranchRow, ind
 // no session (Open drops what an import cut short left, see
 // persistence.ImportRow). Its methods are called from one goroutine.
 type SessionImport struct {
+	uncertain bool // a request's outcome was left open (unsure)
 	// Key, if set, is an idempotency key's row committed with the
 	// session (Commit fills in its session and branch).
 	Key      *persistence.IdempotencyRow
@@ -325,6 +326,7 @@ func (im *SessionImport) AddBranch(ctx context.Context, eb ExportBranch) (persis
 		req.imp = &persistence.ImportRow{Session: im.session.ID, Started: now.UTC()}
 	}
 	if _, err := r.ask(ctx, row.ID, req); err != nil {
+		im.unsure(err)
 		return row, fmt.Errorf("import branch %d: %w", len(im.branches), err)
 	}
 	im.branches = append(im.branches, row)
@@ -392,6 +394,7 @@ func (im *SessionImport) Add(ctx context.Context, items []ExportItem) error {
 	}
 	b := im.branches[len(im.branches)-1]
 	if _, err := im.rt.ask(ctx, b.ID, &importItemsReq{items: items}); err != nil {
+		im.unsure(err)
 		return fmt.Errorf("import branch %d: %w", len(im.branches)-1, err)
 	}
 	return nil
@@ -415,7 +418,9 @@ func (im *SessionImport) Commit(ctx context.Context, active int) (persistence.Se
 		k.Session, k.Branch = im.session.ID, im.session.ActiveBranch
 		tx.Keys = []persistence.IdempotencyRow{k}
 	}
-	if _, err := r.db.Commit(ctx, tx); err != nil {
+	// Not cancelled with the request: a commit queued before the client
+	// went away still lands, and must not then be aborted.
+	if _, err := r.db.Commit(context.WithoutCancel(ctx), tx); err != nil {
 		return im.session, fmt.Errorf("commit import of session %s: %w", im.session.ID, err)
 	}
 	im.ended = true
@@ -428,31 +433,57 @@ func (im *SessionImport) Commit(ctx context.Context, active int) (persistence.Se
 	return im.session, nil
 }
 
-// Abort drops what the import wrote, unless it committed.
+// unsure notes that a request to a branch failed in a way that leaves
+// open whether it was carried out (it timed out, or its caller went
+// away): its writes may land after Abort.
+func (im *SessionImport) unsure(err error) {
+	var te *TimeoutError
+	if errors.As(err, &te) || errors.Is(err, ErrTimeout) || errors.Is(err, ErrInterrupted) ||
+		errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		im.uncertain = true
+	}
+}
+
+// Abort drops what the import wrote, unless it committed: every branch
+// of the session (one a request gave up on included). When a request's
+// outcome was left open, its writes may come after the drop: the
+// import's marker then stays, and the next Open drops what they left.
 func (im *SessionImport) Abort(ctx context.Context) error {
 	if im.ended {
 		return nil
 	}
 	im.ended = true
-	if len(im.branches) == 0 {
-		return nil
+	bs, err := im.rt.db.Branches(ctx, im.session.ID)
+	if err != nil {
+		return err
 	}
 	for _, b := range im.branches {
+		if !slices.ContainsFunc(bs, func(x persistence.BranchRow) bool { return x.ID == b.ID }) {
+			bs = append(bs, b)
+		}
+	}
+	if len(bs) == 0 && !im.uncertain {
+		return nil
+	}
+	for _, b := range bs {
 		if err := im.rt.Stop(ctx, b.ID); err != nil {
 			im.rt.log.Warn().Err(err).Str("branch", b.ID.String()).Msg("import: stop")
 		}
 	}
-	return im.rt.dropImport(ctx, im.session.ID, im.branches)
+	return im.rt.dropImport(ctx, im.session.ID, bs, !im.uncertain)
 }
 
 // dropImport deletes the rows that make the branches of an unfinished
-// import reachable (their rows and jobs) and its marker.
-func (r *Runtime) dropImport(ctx context.Context, session messages.SessionID, branches []persistence.BranchRow) error {
+// import reachable (their rows and jobs) and, if marker, its marker.
+func (r *Runtime) dropImport(ctx context.Context, session messages.SessionID, branches []persistence.BranchRow, marker bool) error {
 	jobs, err := r.db.Jobs(ctx)
 	if err != nil {
 		return err
 	}
-	tx := &persistence.Tx{DropBranches: branches, DoneImports: []messages.SessionID{session}}
+	tx := &persistence.Tx{DropBranches: branches}
+	if marker {
+		tx.DoneImports = []messages.SessionID{session}
+	}
 	for _, j := range jobs {
 		if slices.ContainsFunc(branches, func(b persistence.BranchRow) bool { return b.ID == j.Branch }) {
 			tx.DoneJobs = append(tx.DoneJobs, persistence.JobKey{Type: j.Type, Turn: j.Turn})
@@ -476,7 +507,7 @@ func (r *Runtime) dropCutImports(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if err := r.dropImport(ctx, im.Session, bs); err != nil {
+		if err := r.dropImport(ctx, im.Session, bs, true); err != nil {
 			return err
 		}
 		r.log.Warn().Str("session", im.Session.String()).Int("branches", len(bs)).Time("started", im.Started).

@@ -225,6 +225,9 @@ func openBadger(opts Options) (*badgerStore, error) {
 		err = s.openRedo()
 	}
 	if err != nil {
+		if s.redo != nil {
+			s.redo.close()
+		}
 		s.closeTails()
 		db.Close()
 		return nil, fmt.Errorf("open store %s: %w", opts.Dir, err)
