@@ -44,45 +44,6 @@ func mountTmpfs(t *testing.T, size int64) string {
 	return dir
 }
 
-// startServeEnv is startServe with more environment.
-func startServeEnv(t *testing.T, dir string, extra ...string) *server {
-	t.Helper()
-	addr := "127.0.0.1:" + strconv.Itoa(freePort(t))
-	cmd := exec.Command(binary, "serve", "--addr", addr)
-	cmd.Env = env(dir, append([]string{"CTX_SERVER_FRAME_ADDR=" + frameAddr(t)}, extra...)...)
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	s := &server{cmd: cmd, url: "http://" + addr, done: make(chan error, 1)}
-	go func() { s.done <- cmd.Wait() }()
-	t.Cleanup(func() {
-		if cmd.ProcessState == nil {
-			_ = cmd.Process.Kill()
-			<-s.done
-		}
-	})
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		resp, err := http.Get(s.url + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				return s
-			}
-		}
-		select {
-		case err := <-s.done:
-			t.Fatalf("ctxinf serve exited before it was ready: %v", err)
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("ctxinf serve not ready: %v", err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 func frameAddr(t *testing.T) string { return "127.0.0.1:" + strconv.Itoa(freePort(t)) }
 
 // alive fails the test if the server has exited (a SIGBUS would).
@@ -156,7 +117,7 @@ func fill(t *testing.T, dir, path string, leave int64) {
 func TestDiskFull(t *testing.T) {
 	mnt := mountTmpfs(t, 64<<20)
 	dir := filepath.Join(mnt, "data")
-	s := startServeEnv(t, dir, smallStore...)
+	s := startServe(t, dir, smallStore...)
 
 	code, body := call(t, "POST", s.url+"/v1/sessions", `{"title":"disk full"}`)
 	if code != 201 {
@@ -285,14 +246,14 @@ func TestDiskFull(t *testing.T) {
 	if err := os.Remove(filler); err != nil {
 		t.Fatal(err)
 	}
-	s = startServeEnv(t, dir, smallStore...)
+	s = startServe(t, dir, smallStore...)
 	history(s)
 	if code, body := turn(s, "after the restart"); code != 200 {
 		t.Fatalf("turn after the restart: %d %s", code, body)
 	}
 	_ = s.cmd.Process.Kill()
 	<-s.done
-	s = startServeEnv(t, dir, smallStore...)
+	s = startServe(t, dir, smallStore...)
 	history(s)
 	s.stop(t)
 }

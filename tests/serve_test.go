@@ -70,6 +70,11 @@ func startServe(t *testing.T, dir string, extra ...string) *server {
 				return s
 			}
 		}
+		select {
+		case err := <-s.done:
+			t.Fatalf("ctxinf serve exited before it was ready: %v", err)
+		default:
+		}
 		if time.Now().After(deadline) {
 			t.Fatalf("ctxinf serve not ready: %v", err)
 		}
