@@ -31,6 +31,18 @@ type BranchInfo struct {
 	Model     string // the selected model's name; "" is the default
 }
 
+// PendingTurns are the branch's pending turns (finalized, not yet folded
+// into its summary), in order.
+func (bi BranchInfo) PendingTurns() []messages.PendingTurn {
+	var out []messages.PendingTurn
+	for _, t := range bi.Turns {
+		if t.Phase == messages.PhaseResponseFinalized {
+			out = append(out, messages.PendingTurn{Turn: t.ID, Seq: t.Seq, Reply: t.Reply})
+		}
+	}
+	return out
+}
+
 func (a *branchActor) info() BranchInfo {
 	bi := BranchInfo{Branch: a.id, Session: a.b.Session, Parent: a.b.Parent, Tip: a.b.Tip, State: a.b.State,
 		Epoch: a.b.Epoch, TurnSeq: a.b.TurnSeq, Committed: a.b.Committed, Failed: a.b.Failed, Indexed: a.b.Indexed,

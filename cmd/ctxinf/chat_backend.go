@@ -112,13 +112,7 @@ func (l localChat) Info(ctx context.Context, branch messages.BranchID) (client.B
 
 func (l localChat) Pending(ctx context.Context, branch messages.BranchID) ([]messages.PendingTurn, error) {
 	info, err := l.rt.Inspect(ctx, branch)
-	var out []messages.PendingTurn
-	for _, t := range info.Turns {
-		if t.Phase == messages.PhaseResponseFinalized {
-			out = append(out, messages.PendingTurn{Turn: t.ID, Seq: t.Seq, Reply: t.Reply})
-		}
-	}
-	return out, err
+	return info.PendingTurns(), err
 }
 
 func (l localChat) ModelNames(context.Context) ([]string, error) { return l.rt.ModelNames(), nil }

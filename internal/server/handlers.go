@@ -408,10 +408,8 @@ func (s *Server) pending(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	out := []client.PendingTurn{}
-	for _, t := range info.Turns {
-		if t.Phase == messages.PhaseResponseFinalized {
-			out = append(out, client.PendingTurn{Turn: t.ID, Seq: t.Seq, Phase: t.Phase, Reply: t.Reply})
-		}
+	for _, t := range info.PendingTurns() {
+		out = append(out, client.PendingTurn{Turn: t.Turn, Seq: t.Seq, Phase: messages.PhaseResponseFinalized, Reply: t.Reply})
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"pending": out})
 	return nil
