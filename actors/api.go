@@ -269,6 +269,48 @@ type SubmitOptions struct {
 	// same key with another text or model is ErrKeyReused. Keys are kept
 	// for good, one per turn of the branch.
 	Key string
+	// Client, if not nil, is what an API client (the proxy) sent with the
+	// turn: recorded with the turn's acceptance and used by each of its
+	// provider steps.
+	Client *ClientTurn
+}
+
+// ClientTurn is what a client of a model API sends with a turn beside its
+// message (SRD §11, the proxy): its system prompt, its own tools and its
+// message's content blocks.
+type ClientTurn struct {
+	// System is the client's system prompt: the turn's system
+	// instructions, before the runtime's pinned facts, summary and
+	// retrieved memory. It is kept with the turn: every step of the
+	// turn's tool loop uses it.
+	System string
+	// Tools are the client's tools, offered to the model beside the
+	// runtime's own. The runtime does not run them: a step that calls
+	// one ends the request with the calls (Update.Awaiting), the turn
+	// stays in flight, and SubmitToolResults answers the calls and goes
+	// on with the turn's tool loop.
+	Tools []messages.Tool
+	// ToolChoice is passed to the provider with the tools.
+	ToolChoice messages.ToolChoice
+	// Content, if not empty, is the user message's blocks (text, images,
+	// other parts kept as sent), in place of the text.
+	Content messages.Blocks
+}
+
+// ErrNoToolCallsOpen is returned by SubmitToolResults when no turn of the
+// branch awaits the results of client tool calls.
+var ErrNoToolCallsOpen = errors.New("actors: no client tool call awaits a result")
+
+// SubmitToolResults answers the open client tool calls of the turn that
+// awaits them on branch (Update.Awaiting) with outputs, one
+// messages.ToolOutput per open call, and goes on with that turn's tool
+// loop: its next provider step runs. It returns the turn's stream from
+// there on. A branch with no such turn is ErrNoToolCallsOpen; an output
+// that answers no open call, or an open call left unanswered, is
+// persistence.ErrInvalidArgument naming the call id. o.Key, if set, is an
+// idempotency key as for SubmitWith; o's other fields are ignored.
+func (r *Runtime) SubmitToolResults(ctx context.Context, branch messages.BranchID, outputs messages.Items, o SubmitOptions) (*TurnStream, error) {
+	return nil, errors.New("actors: SubmitToolResults: not implemented yet")
 }
 
 // SubmitWith is Submit with options.

@@ -5,6 +5,7 @@ import (
 	"sync"
 
 	"github.com/contextinfinity/ctxinf/messages"
+	"github.com/contextinfinity/ctxinf/providers"
 )
 
 // Update is one thing that happened to a turn in flight, in order: text
@@ -24,6 +25,19 @@ type Update struct {
 	// or cancelled, Code one of messages' Fail* codes, Message why).
 	Outcome messages.StepOutcome
 	Err     string // with Done and Phase Failed: why (Outcome.Message)
+	// Awaiting, with Done, says the turn has not ended but waits for the
+	// results of the client tool calls in Calls (ClientTurn.Tools); Phase
+	// is Responding and Outcome Paused{tool_use}. SubmitToolResults goes
+	// on with it.
+	Awaiting bool
+	Calls    []messages.ToolCall
+	// Usage, with Done, is the tokens used by the provider steps that ran
+	// for this stream (since the turn's acceptance, or since
+	// SubmitToolResults), as the providers reported them.
+	Usage providers.Usage
+	// Model, with Done, is the provider's id of the model that ran the
+	// stream's last step ("" when none ran).
+	Model string
 }
 
 // TurnStream delivers a turn's updates to one reader. The branch actor

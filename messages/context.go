@@ -16,7 +16,27 @@ type AssembledContext struct {
 	Continuation Items    `json:"continuation,omitempty"`
 	Tools        []Tool   `json:"tools,omitempty"`
 	ToolMode     ToolMode `json:"tool_mode,omitempty"`
+	// ToolChoice is whether and which tool the model must call; the zero
+	// value lets the model decide (each API's default).
+	ToolChoice ToolChoice `json:"tool_choice,omitzero"`
 }
+
+// ToolChoice says whether and which tool the model must call in a step
+// that offers tools: Mode "" or "auto" (the model decides), "none" (no
+// tool), "required" (some tool), or "tool" (the tool named Name). Each
+// adapter maps it to its API's tool_choice.
+type ToolChoice struct {
+	Mode string `json:"mode,omitempty"`
+	Name string `json:"name,omitempty"` // with Mode "tool"
+}
+
+// The tool choice modes.
+const (
+	ToolChoiceAuto     = "auto"
+	ToolChoiceNone     = "none"
+	ToolChoiceRequired = "required"
+	ToolChoiceTool     = "tool"
+)
 
 // RetrievedChunk is one piece of history brought back by retrieval.
 type RetrievedChunk struct {

@@ -116,9 +116,17 @@ func (ps *proxyQueues) enter(ctx context.Context, b messages.BranchID, limit int
 // and the turn goes on, or a turn came through the HTTP API) is sent
 // again until the wait runs out.
 func (s *Server) proxySubmit(r *http.Request, b messages.BranchID, text string, o actors.SubmitOptions) (*actors.TurnStream, func(), error) {
+	return s.proxyRun(r, b, func(ctx context.Context) (*actors.TurnStream, error) {
+		return s.rt.SubmitWith(ctx, b, text, o)
+	})
+}
+
+// proxyRun is proxySubmit for any submission: submit starts the turn (or
+// goes on with one: Runtime.SubmitToolResults) and returns its stream.
+func (s *Server) proxyRun(r *http.Request, b messages.BranchID, submit func(context.Context) (*actors.TurnStream, error)) (*actors.TurnStream, func(), error) {
 	limit, wait := s.opts.ProxyQueue, s.opts.ProxyQueueWait
 	if limit < 0 { // no queue: a busy branch is 409 at once
-		st, err := s.rt.SubmitWith(r.Context(), b, text, o)
+		st, err := submit(r.Context())
 		return st, func() {}, err
 	}
 	deadline := time.Now().Add(wait)
@@ -128,7 +136,7 @@ func (s *Server) proxySubmit(r *http.Request, b messages.BranchID, text string, 
 	}
 	backoff := 20 * time.Millisecond
 	for {
-		st, err := s.rt.SubmitWith(r.Context(), b, text, o)
+		st, err := submit(r.Context())
 		if err == nil {
 			return st, leave, nil
 		}
