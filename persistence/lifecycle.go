@@ -262,7 +262,10 @@ type Tx struct {
 	// Keys are idempotency keys, inserted with what they name (the same
 	// row again writes nothing; a key stored for another request or
 	// result is ErrDuplicate).
-	Keys     []IdempotencyRow
+	Keys []IdempotencyRow
+	// Proxy are entries of the proxy's conversation index, each
+	// inserted unless its name has one (the first stays).
+	Proxy    []ProxyEntry
 	Snapshot *EventRecord // an actor snapshot, replacing its latest; no event is deleted for it
 	// PrevSnapshot, with Snapshot, is the actor's snapshot until now,
 	// read back and found readable: it is kept as the fallback of
@@ -297,6 +300,7 @@ func (t *Tx) merge(src *Tx) {
 	t.Steps = append(t.Steps, src.Steps...)
 	t.Events = append(t.Events, src.Events...)
 	t.Keys = append(t.Keys, src.Keys...)
+	t.Proxy = append(t.Proxy, src.Proxy...)
 	if src.Snapshot != nil {
 		t.Snapshot, t.PrevSnapshot = src.Snapshot, src.PrevSnapshot
 	}
@@ -352,6 +356,10 @@ func Open(opts Options) (*DB, error) {
 	}
 	d := &DB{s}
 	if err := d.indexRows(); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("open store %s: %w", opts.Dir, err)
+	}
+	if err := d.migrateProxyTitles(); err != nil {
 		s.Close()
 		return nil, fmt.Errorf("open store %s: %w", opts.Dir, err)
 	}
@@ -514,6 +522,9 @@ func (d *DB) Commit(ctx context.Context, tx *Tx) (TxResult, error) {
 		}
 	}
 	if err := checkKeys(tx.Keys); err != nil {
+		return TxResult{}, err
+	}
+	if err := checkProxy(tx.Proxy); err != nil {
 		return TxResult{}, err
 	}
 	o := &op{kind: opTx, tx: tx}
@@ -724,6 +735,11 @@ func (g *group) applyTx(o *op) (TxResult, error) {
 	for i, r := range tx.Keys {
 		if err := g.putKey(r); err != nil {
 			return res, fmt.Errorf("key %d: %w", i, err)
+		}
+	}
+	for i, e := range tx.Proxy {
+		if err := g.putProxy(e); err != nil {
+			return res, fmt.Errorf("proxy entry %d: %w", i, err)
 		}
 	}
 	if e := tx.Snapshot; e != nil {

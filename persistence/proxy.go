@@ -1,0 +1,235 @@
+package persistence
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/dgraph-io/badger/v4"
+
+	"github.com/contextinfinity/ctxinf/messages"
+)
+
+// The proxy's conversation index: how the OpenAI- and Anthropic-
+// compatible proxy finds the branch a request continues. Three kinds of
+// entries, each naming a branch (and, for a prefix, the turn whose reply
+// ends it):
+//
+//	p | 'k' | key       → ProxyTarget  a conversation key (X-Ctx-Conversation, the API's user or conversation)
+//	p | 'h' | hash(32)  → ProxyTarget  a transcript prefix as the client sends it (SHA-256, the server's encoding)
+//	p | 't' | turn(16)  → ProxyTarget  a proxied turn (the turn a response id names)
+//
+// An entry is written once: a second entry under the same name keeps the
+// first (Tx.Proxy), so that two requests racing to make a conversation
+// for one key both end up on the branch of the one committed first.
+// Tenancy (a later issue) would scope the index: p | tenant | kind | name.
+const tableProxy byte = 'p'
+
+// ProxyKind is the kind of a proxy index entry.
+type ProxyKind byte
+
+// The kinds of proxy index entries.
+const (
+	ProxyByKey    ProxyKind = 'k' // Name is a conversation key
+	ProxyByPrefix ProxyKind = 'h' // Name is a 32-byte hash of a transcript prefix
+	ProxyByTurn   ProxyKind = 't' // Name is a 16-byte turn id
+)
+
+// MaxProxyKey is the longest conversation key the index stores, in bytes.
+const MaxProxyKey = 255
+
+// proxyTitlesMeta marks a store whose proxy conversations made before the
+// index (sessions titled "proxy:<key>") have been entered in it: every
+// store opened by a version with the index.
+const proxyTitlesMeta = "proxy_keys_from_titles"
+
+// ProxyTarget is where a proxy index entry leads: a branch and, for a
+// prefix, the turn whose reply ends it.
+type ProxyTarget struct {
+	Branch messages.BranchID `json:"branch"`
+	Turn   messages.TurnID   `json:"turn,omitzero"`
+}
+
+// ProxyEntry is one entry of the proxy index to insert (Tx.Proxy).
+type ProxyEntry struct {
+	Kind ProxyKind
+	Name []byte
+	ProxyTarget
+}
+
+// ErrProxyNotFound is returned by the proxy index's lookups for a name
+// it does not hold.
+var ErrProxyNotFound = fmt.Errorf("%w: proxy conversation", ErrNotFound)
+
+func proxyKey(kind ProxyKind, name []byte) []byte {
+	k := make([]byte, 0, 2+len(name))
+	return append(append(k, tableProxy, byte(kind)), name...)
+}
+
+// check refuses an entry of an unknown kind, a name of the wrong size
+// for its kind, or no branch.
+func (e ProxyEntry) check() error {
+	switch e.Kind {
+	case ProxyByKey:
+		if len(e.Name) == 0 || len(e.Name) > MaxProxyKey {
+			return fmt.Errorf("%w: proxy conversation key: %d bytes, want 1 to %d", ErrInvalidArgument, len(e.Name), MaxProxyKey)
+		}
+	case ProxyByPrefix:
+		if len(e.Name) != 32 {
+			return fmt.Errorf("%w: proxy prefix hash: %d bytes, want 32", ErrInvalidArgument, len(e.Name))
+		}
+	case ProxyByTurn:
+		if len(e.Name) != 16 {
+			return fmt.Errorf("%w: proxy turn: %d bytes, want 16", ErrInvalidArgument, len(e.Name))
+		}
+	default:
+		return fmt.Errorf("%w: proxy index kind %q", ErrInvalidArgument, byte(e.Kind))
+	}
+	if e.Branch.IsZero() {
+		return fmt.Errorf("%w: proxy index entry %c: branch is zero", ErrInvalidArgument, byte(e.Kind))
+	}
+	return nil
+}
+
+func checkProxy(es []ProxyEntry) error {
+	for i, e := range es {
+		if err := e.check(); err != nil {
+			return fmt.Errorf("proxy entry %d: %w", i, err)
+		}
+	}
+	return nil
+}
+
+// putProxy inserts e unless its name has an entry already (this group's
+// or the store's): the first entry stays.
+func (g *group) putProxy(e ProxyEntry) error {
+	k := proxyKey(e.Kind, e.Name)
+	if ok, err := g.rowExists(k); err != nil || ok {
+		return err
+	}
+	return g.setJSON(k, e.ProxyTarget)
+}
+
+// ProxyLookup returns the target of the entry of kind named name, or
+// ErrProxyNotFound.
+func (d *DB) ProxyLookup(ctx context.Context, kind ProxyKind, name []byte) (ProxyTarget, error) {
+	return getJSON[ProxyTarget](d, proxyKey(kind, name), fmt.Errorf("%w: no %c entry %x", ErrProxyNotFound, byte(kind), name))
+}
+
+// ProxyLongestPrefix returns, of hashes (the hashes of a transcript's
+// prefixes, shortest first), the index of the last one the index holds
+// and its target; -1 if none.
+func (d *DB) ProxyLongestPrefix(ctx context.Context, hashes [][32]byte) (int, ProxyTarget, error) {
+	var t ProxyTarget
+	found := -1
+	err := d.read(func(txn *badger.Txn) error {
+		for i := len(hashes) - 1; i >= 0; i-- {
+			item, err := txn.Get(proxyKey(ProxyByPrefix, hashes[i][:]))
+			if errors.Is(err, badger.ErrKeyNotFound) {
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			found = i
+			return item.Value(func(v []byte) error {
+				if err := json.Unmarshal(v, &t); err != nil {
+					return fmt.Errorf("%w: proxy prefix entry %x: %v", ErrCorrupt, hashes[i], err)
+				}
+				return nil
+			})
+		}
+		return nil
+	})
+	if err != nil {
+		return -1, ProxyTarget{}, err
+	}
+	return found, t, nil
+}
+
+// TurnBranches returns the branches that have a lifecycle row of turn:
+// the branch that ran it and the forks that carried it as pending, in
+// the order of their ids (the branch that ran it, older, first).
+func (d *DB) TurnBranches(ctx context.Context, turn messages.TurnID) ([]messages.BranchID, error) {
+	var out []messages.BranchID
+	err := d.read(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: id16(tableTurnByID, turn)})
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			if k := it.Item().Key(); len(k) == 33 {
+				out = append(out, messages.BranchID(k[17:33]))
+			}
+		}
+		return nil
+	})
+	return out, err
+}
+
+// migrateProxyTitles enters, once per store, the conversations of the
+// proxy's versions before the index (a session titled "proxy:<key>"
+// was the conversation of key) into the index, as those versions found
+// them: the last such session of a key (by id: the newest) is its
+// conversation. Its marker (proxyTitlesMeta) is written with the
+// entries, so a session titled so later is only a title. A new store
+// has no sessions and gets the marker alone.
+func (d *DB) migrateProxyTitles() error {
+	return d.read(func(txn *badger.Txn) error {
+		if ok, err := hasKey(txn, metaKey(proxyTitlesMeta)); err != nil || ok {
+			return err
+		}
+		ss, err := d.Sessions(context.Background())
+		if err != nil {
+			return err
+		}
+		byKey := map[string]messages.BranchID{}
+		var order []string
+		for _, s := range ss {
+			k, ok := strings.CutPrefix(s.Title, "proxy:")
+			if !ok || k == "" || len(k) > MaxProxyKey || s.ActiveBranch.IsZero() {
+				continue
+			}
+			if _, seen := byKey[k]; !seen {
+				order = append(order, k)
+			}
+			byKey[k] = s.ActiveBranch
+		}
+		var entries []entry
+		for _, k := range order {
+			key := proxyKey(ProxyByKey, []byte(k))
+			if ok, err := hasKey(txn, key); err != nil {
+				return err
+			} else if ok {
+				continue // entered by a version with the index: it stays
+			}
+			v, err := json.Marshal(ProxyTarget{Branch: byKey[k]})
+			if err != nil {
+				return err
+			}
+			entries = append(entries, entry{key: key, val: v})
+		}
+		start := time.Now()
+		entries = append(entries, entry{key: metaKey(proxyTitlesMeta), val: []byte{1}})
+		if err := d.writeRaw(entries); err != nil {
+			return fmt.Errorf("enter the proxy's conversations by title in its index: %w", err)
+		}
+		if len(entries) > 1 {
+			d.log.Info().Int("conversations", len(entries)-1).Dur("took", time.Since(start)).
+				Msg("entered the proxy conversations of sessions titled proxy:<key> in the proxy's index (once)")
+		}
+		return nil
+	})
+}
+
+// ClaimProxyKey enters key as the conversation key of branch unless it
+// names a conversation already, and returns the conversation it names
+// now: branch's, or the one entered first.
+func (d *DB) ClaimProxyKey(ctx context.Context, key string, branch messages.BranchID) (ProxyTarget, error) {
+	e := ProxyEntry{Kind: ProxyByKey, Name: []byte(key), ProxyTarget: ProxyTarget{Branch: branch}}
+	if _, err := d.Commit(ctx, &Tx{Proxy: []ProxyEntry{e}}); err != nil {
+		return ProxyTarget{}, err
+	}
+	return d.ProxyLookup(ctx, ProxyByKey, e.Name)
+}

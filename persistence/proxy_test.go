@@ -1,0 +1,190 @@
+package persistence
+
+import (
+	"crypto/sha256"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/contextinfinity/ctxinf/messages"
+)
+
+// The proxy index keeps the first entry of a name, finds the longest
+// prefix it holds, refuses malformed entries with nothing of their Tx
+// written, and keeps everything across a reopen.
+func TestProxyIndex(t *testing.T) {
+	dir := t.TempDir()
+	d, err := Open(TestOptions(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.UnixMilli(1_700_000_000_000)
+	b1, b2 := messages.NewID[messages.BranchID](now), messages.NewID[messages.BranchID](now)
+	t1 := messages.NewID[messages.TurnID](now)
+
+	if _, err := d.ProxyLookup(bg, ProxyByKey, []byte("alice")); !errors.Is(err, ErrProxyNotFound) {
+		t.Fatalf("ProxyLookup before = %v, want ErrProxyNotFound", err)
+	}
+	got, err := d.ClaimProxyKey(bg, "alice", b1)
+	if err != nil || got.Branch != b1 {
+		t.Fatalf("ClaimProxyKey(alice, b1) = %+v, %v; want b1", got, err)
+	}
+	// A second claim, or a second entry in one Tx, finds the first.
+	if got, err := d.ClaimProxyKey(bg, "alice", b2); err != nil || got.Branch != b1 {
+		t.Fatalf("ClaimProxyKey(alice, b2) = %+v, %v; want b1 kept", got, err)
+	}
+	twice := []ProxyEntry{
+		{Kind: ProxyByKey, Name: []byte("bob"), ProxyTarget: ProxyTarget{Branch: b2}},
+		{Kind: ProxyByKey, Name: []byte("bob"), ProxyTarget: ProxyTarget{Branch: b1}},
+	}
+	if _, err := d.Commit(bg, &Tx{Proxy: twice}); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := d.ProxyLookup(bg, ProxyByKey, []byte("bob")); err != nil || got.Branch != b2 {
+		t.Fatalf("bob = %+v, %v; want the first entry of the Tx (b2)", got, err)
+	}
+
+	h := func(s string) [32]byte { return sha256.Sum256([]byte(s)) }
+	prefixes := []ProxyEntry{
+		{Kind: ProxyByPrefix, Name: hs(h("a")), ProxyTarget: ProxyTarget{Branch: b1, Turn: t1}},
+		{Kind: ProxyByPrefix, Name: hs(h("abc")), ProxyTarget: ProxyTarget{Branch: b2, Turn: t1}},
+		{Kind: ProxyByTurn, Name: t1[:], ProxyTarget: ProxyTarget{Branch: b1}},
+	}
+	if _, err := d.Commit(bg, &Tx{Proxy: prefixes}); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		hashes []string
+		want   int
+		branch messages.BranchID
+	}{
+		{[]string{"a", "ab", "abc", "abcd"}, 2, b2},
+		{[]string{"a", "ab"}, 0, b1},
+		{[]string{"x", "y"}, -1, messages.BranchID{}},
+		{nil, -1, messages.BranchID{}},
+	} {
+		var in [][32]byte
+		for _, s := range tc.hashes {
+			in = append(in, h(s))
+		}
+		i, got, err := d.ProxyLongestPrefix(bg, in)
+		if err != nil || i != tc.want || got.Branch != tc.branch {
+			t.Errorf("ProxyLongestPrefix(%v) = %d, %+v, %v; want %d, %s", tc.hashes, i, got, err, tc.want, tc.branch)
+		}
+	}
+
+	// Malformed entries fail their whole Tx.
+	s := SessionRow{ID: messages.NewID[messages.SessionID](now)}
+	for _, bad := range []ProxyEntry{
+		{Kind: ProxyByKey, ProxyTarget: ProxyTarget{Branch: b1}},
+		{Kind: ProxyByKey, Name: []byte(strings.Repeat("k", MaxProxyKey+1)), ProxyTarget: ProxyTarget{Branch: b1}},
+		{Kind: ProxyByPrefix, Name: []byte("short"), ProxyTarget: ProxyTarget{Branch: b1}},
+		{Kind: ProxyByTurn, Name: t1[:], ProxyTarget: ProxyTarget{}},
+		{Kind: 'z', Name: []byte("x"), ProxyTarget: ProxyTarget{Branch: b1}},
+	} {
+		_, err := d.Commit(bg, &Tx{Sessions: []SessionRow{s}, Proxy: []ProxyEntry{bad}})
+		if !errors.Is(err, ErrInvalidArgument) || !strings.Contains(err.Error(), "proxy") {
+			t.Errorf("Commit(%c entry %q) = %v, want ErrInvalidArgument naming the proxy entry", byte(bad.Kind), bad.Name, err)
+		}
+	}
+	if _, err := d.Session(bg, s.ID); !errors.Is(err, ErrNotFound) {
+		t.Errorf("a Tx with a bad proxy entry wrote its session: %v", err)
+	}
+
+	if err := d.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if d, err = Open(TestOptions(dir)); err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if got, err := d.ProxyLookup(bg, ProxyByKey, []byte("alice")); err != nil || got.Branch != b1 {
+		t.Fatalf("alice after reopen = %+v, %v; want b1", got, err)
+	}
+	if got, err := d.ProxyLookup(bg, ProxyByTurn, t1[:]); err != nil || got.Branch != b1 {
+		t.Fatalf("turn after reopen = %+v, %v; want b1", got, err)
+	}
+	if i, got, err := d.ProxyLongestPrefix(bg, [][32]byte{h("a"), h("abc")}); err != nil || i != 1 || got.Turn != t1 {
+		t.Fatalf("prefix after reopen = %d, %+v, %v", i, got, err)
+	}
+}
+
+func hs(h [32]byte) []byte { return h[:] }
+
+// The conversations of versions before the index, sessions titled
+// "proxy:<key>", are entered in it once, by the first Open of a store
+// without the marker (the newest session of a key wins, as those
+// versions found it); a session titled so afterwards is only a title. A
+// new store is marked at once, so its sessions never are.
+func TestProxyKeysFromTitlesOnce(t *testing.T) {
+	dir := t.TempDir()
+	d, err := Open(TestOptions(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.UnixMilli(1_700_000_000_000)
+	session := func(title string, at time.Time) SessionRow {
+		s := SessionRow{ID: messages.NewID[messages.SessionID](at), Title: title,
+			ActiveBranch: messages.NewID[messages.BranchID](at), Created: at.UTC()}
+		if _, err := d.Commit(bg, &Tx{Sessions: []SessionRow{s}}); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	reopen := func() {
+		t.Helper()
+		if err := d.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if d, err = Open(TestOptions(dir)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lookup := func(key string) (messages.BranchID, error) {
+		got, err := d.ProxyLookup(bg, ProxyByKey, []byte(key))
+		return got.Branch, err
+	}
+
+	// A new store: marked at its first Open.
+	session("proxy:fresh", now)
+	reopen()
+	if b, err := lookup("fresh"); !errors.Is(err, ErrProxyNotFound) {
+		t.Fatalf("a new store's session titled proxy:fresh = %s, %v; want no conversation", b, err)
+	}
+
+	// A store written by a version before the index: no marker.
+	if err := d.writeRaw([]entry{{key: metaKey(proxyTitlesMeta), del: true}}); err != nil {
+		t.Fatal(err)
+	}
+	old := session("proxy:old", now.Add(time.Second))
+	newer := session("proxy:old", now.Add(2*time.Second))
+	kept := session("proxy:kept", now.Add(3*time.Second))
+	other := messages.NewID[messages.BranchID](now)
+	if _, err := d.ClaimProxyKey(bg, "kept", other); err != nil { // entered by the index already
+		t.Fatal(err)
+	}
+	session("not proxy:x", now.Add(4*time.Second))
+	reopen()
+	if b, err := lookup("old"); err != nil || b != newer.ActiveBranch {
+		t.Fatalf("old = %s, %v; want the newest session's branch %s (not %s)", b, err, newer.ActiveBranch, old.ActiveBranch)
+	}
+	if b, err := lookup("kept"); err != nil || b != other {
+		t.Fatalf("kept = %s, %v; want the index's entry %s kept (not %s)", b, err, other, kept.ActiveBranch)
+	}
+	if b, err := lookup("x"); !errors.Is(err, ErrProxyNotFound) {
+		t.Fatalf("x = %s, %v; want none", b, err)
+	}
+
+	// Once: a session titled so later takes nothing over.
+	session("proxy:later", now.Add(5*time.Second))
+	session("proxy:old", now.Add(6*time.Second))
+	reopen()
+	defer d.Close()
+	if b, err := lookup("later"); !errors.Is(err, ErrProxyNotFound) {
+		t.Fatalf("later = %s, %v; want none", b, err)
+	}
+	if b, err := lookup("old"); err != nil || b != newer.ActiveBranch {
+		t.Fatalf("old after a new session titled proxy:old = %s, %v; want %s kept", b, err, newer.ActiveBranch)
+	}
+}
