@@ -21,6 +21,7 @@ import (
 //	p | 'k' | key       → ProxyTarget  a conversation key (X-Ctx-Conversation, the API's user or conversation)
 //	p | 'h' | hash(32)  → ProxyTarget  a transcript prefix as the client sends it (SHA-256, the server's encoding)
 //	p | 't' | turn(16)  → ProxyTarget  a proxied turn (the turn a response id names)
+//	p | 'i' | key       → ProxyTarget  a request's idempotency key (where a request sent again goes)
 //
 // An entry is written once: a second entry under the same name keeps the
 // first (Tx.Proxy), so that two requests racing to make a conversation
@@ -33,9 +34,10 @@ type ProxyKind byte
 
 // The kinds of proxy index entries.
 const (
-	ProxyByKey    ProxyKind = 'k' // Name is a conversation key
-	ProxyByPrefix ProxyKind = 'h' // Name is a 32-byte hash of a transcript prefix
-	ProxyByTurn   ProxyKind = 't' // Name is a 16-byte turn id
+	ProxyByKey     ProxyKind = 'k' // Name is a conversation key
+	ProxyByPrefix  ProxyKind = 'h' // Name is a 32-byte hash of a transcript prefix
+	ProxyByTurn    ProxyKind = 't' // Name is a 16-byte turn id
+	ProxyByRequest ProxyKind = 'i' // Name is a request's idempotency key
 )
 
 // MaxProxyKey is the longest conversation key the index stores, in bytes.
@@ -76,6 +78,10 @@ func (e ProxyEntry) check() error {
 	case ProxyByKey:
 		if len(e.Name) == 0 || len(e.Name) > MaxProxyKey {
 			return fmt.Errorf("%w: proxy conversation key: %d bytes, want 1 to %d", ErrInvalidArgument, len(e.Name), MaxProxyKey)
+		}
+	case ProxyByRequest:
+		if err := CheckIdempotencyKey(string(e.Name)); err != nil {
+			return fmt.Errorf("proxy request: %w", err)
 		}
 	case ProxyByPrefix:
 		if len(e.Name) != 32 {

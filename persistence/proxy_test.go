@@ -81,6 +81,7 @@ func TestProxyIndex(t *testing.T) {
 		{Kind: ProxyByKey, Name: []byte(strings.Repeat("k", MaxProxyKey+1)), ProxyTarget: ProxyTarget{Branch: b1}},
 		{Kind: ProxyByPrefix, Name: []byte("short"), ProxyTarget: ProxyTarget{Branch: b1}},
 		{Kind: ProxyByTurn, Name: t1[:], ProxyTarget: ProxyTarget{}},
+		{Kind: ProxyByRequest, Name: []byte("tab\there"), ProxyTarget: ProxyTarget{Branch: b1}},
 		{Kind: 'z', Name: []byte("x"), ProxyTarget: ProxyTarget{Branch: b1}},
 	} {
 		_, err := d.Commit(bg, &Tx{Sessions: []SessionRow{s}, Proxy: []ProxyEntry{bad}})

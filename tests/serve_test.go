@@ -194,7 +194,7 @@ func TestProxyWithOpenAIGoClient(t *testing.T) {
 	}
 	_ = json.NewDecoder(r.Body).Decode(&list)
 	r.Body.Close()
-	if len(list.Sessions) != 1 || list.Sessions[0].Title != "proxy:app-user-42" {
+	if len(list.Sessions) != 1 || list.Sessions[0].Title != "proxy conversation app-user-42" {
 		t.Fatalf("sessions: %+v", list)
 	}
 

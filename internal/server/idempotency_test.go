@@ -262,12 +262,11 @@ func TestProxyQueuesAConversationsTurns(t *testing.T) {
 	send(0)
 	var branch messages.BranchID
 	until("the first turn to run", func() bool {
-		srv.proxy.mu.Lock()
-		branch = srv.proxy.byKey["batch"]
-		srv.proxy.mu.Unlock()
-		if branch.IsZero() {
+		c, err := ts.rt.DB().ProxyLookup(context.Background(), persistence.ProxyByKey, []byte("batch"))
+		if err != nil {
 			return false
 		}
+		branch = c.Branch
 		info, err := ts.rt.Inspect(context.Background(), branch)
 		return err == nil && info.InFlight != nil
 	})

@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/contextinfinity/ctxinf/actors"
@@ -23,9 +22,8 @@ import (
 // in the API's own format, streaming or not. The conversation is the
 // X-Ctx-Branch header (a branch id), or else a key: the X-Ctx-Conversation
 // header, the request's "user" (chat), or "conversation" or
-// metadata.conversation (responses); a key names a session the proxy
-// creates on first use ("proxy:<key>"). Earlier messages of the request
-// are ignored: the runtime holds the conversation.
+// metadata.conversation (responses), or else the conversation the
+// request's messages continue (findConversation).
 
 // isProxyPath reports whether path is one of the proxy's routes, whose
 // errors are in the OpenAI API's shape.
@@ -39,63 +37,6 @@ const (
 	ProxyConversationHeader = "X-Ctx-Conversation"
 	MaxConversationKey      = 200
 )
-
-// proxySessions maps conversation keys to branches, from the sessions
-// titled "proxy:<key>".
-type proxySessions struct {
-	mu     sync.Mutex
-	loaded bool
-	byKey  map[string]messages.BranchID
-	queues proxyQueues
-}
-
-func (s *Server) proxyBranch(r *http.Request, key string) (messages.BranchID, error) {
-	if h := r.Header.Get(ProxyBranchHeader); h != "" {
-		id, err := messages.ParseID[messages.BranchID](h)
-		if err != nil {
-			return id, invalid("%s: %q is not a branch id", ProxyBranchHeader, h)
-		}
-		if _, err := s.rt.DB().BranchRow(r.Context(), id); err != nil {
-			return id, err
-		}
-		return id, nil
-	}
-	if h := r.Header.Get(ProxyConversationHeader); h != "" {
-		key = h
-	}
-	if key == "" {
-		return messages.BranchID{}, invalid("no conversation: set the %s or %s header, or the request's user (chat) or conversation (responses)",
-			ProxyBranchHeader, ProxyConversationHeader)
-	}
-	if len(key) > MaxConversationKey {
-		return messages.BranchID{}, invalid("conversation: %d bytes, limit %d", len(key), MaxConversationKey)
-	}
-	ps := &s.proxy
-	ps.mu.Lock()
-	defer ps.mu.Unlock()
-	if !ps.loaded {
-		ss, err := s.rt.DB().Sessions(r.Context())
-		if err != nil {
-			return messages.BranchID{}, err
-		}
-		ps.byKey = map[string]messages.BranchID{}
-		for _, sess := range ss {
-			if k, ok := strings.CutPrefix(sess.Title, "proxy:"); ok {
-				ps.byKey[k] = sess.ActiveBranch
-			}
-		}
-		ps.loaded = true
-	}
-	if b, ok := ps.byKey[key]; ok {
-		return b, nil
-	}
-	_, b, err := s.rt.CreateSession(r.Context(), "proxy:"+key)
-	if err != nil {
-		return messages.BranchID{}, err
-	}
-	ps.byKey[key] = b.ID
-	return b.ID, nil
-}
 
 // decodeAPIRequest reads the body of a request to the OpenAI API named
 // api into v. Unlike decode it allows fields the proxy does not read: an
@@ -178,10 +119,16 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) error {
 	if strings.TrimSpace(text) == "" {
 		return invalid("messages: no user message with text")
 	}
-	b, err := s.proxyBranch(r, req.User)
+	msgs := make([]convMessage, len(req.Messages))
+	for i, m := range req.Messages {
+		t, _ := contentText(m.Content)
+		msgs[i] = convMessage{Role: m.Role, Text: t}
+	}
+	conv, err := s.findConversation(r, req.User, messages.TurnID{}, msgs)
 	if err != nil {
 		return err
 	}
+	b := conv.Branch
 	model := req.Model
 	idem, err := idempotencyKey(r)
 	if err != nil {
@@ -201,6 +148,9 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) error {
 		if err := turnFailed(st.Turn, last); err != nil {
 			return err
 		}
+		if err := s.rememberConversation(r.Context(), b, st.Turn, msgs, convMessage{Role: "assistant", Text: reply}); err != nil {
+			return err
+		}
 		writeJSON(w, http.StatusOK, map[string]any{
 			"id": id, "object": "chat.completion", "created": created, "model": model,
 			"choices": []any{map[string]any{"index": 0, "finish_reason": finishReason(last),
@@ -217,6 +167,7 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) error {
 		messages.AppendJSONString(nil, id), created)
 	head = append(messages.AppendJSONString(head, model), `,"choices":[{"index":0,"delta":`...)
 	var buf []byte
+	var all strings.Builder
 	begin := func(open string) { buf = append(append(buf[:0], head...), open...) }
 	end := func(send func(string, any), finish string) {
 		buf = append(buf, `,"finish_reason":`...)
@@ -241,9 +192,13 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) error {
 					"param": nil, "code": ae.Code}})
 				return
 			}
+			if err := s.rememberConversation(r.Context(), b, st.Turn, msgs, convMessage{Role: "assistant", Text: all.String()}); err != nil {
+				s.opts.Log.Warn().Err(err).Msg("proxy: remember the conversation")
+			}
 			begin("{}")
 			end(send, finishReason(u))
 		case u.Delta != "":
+			all.WriteString(u.Delta)
 			begin(`{"content":`)
 			buf = append(messages.AppendJSONString(buf, u.Delta), '}')
 			end(send, "")
@@ -311,10 +266,11 @@ func (s *Server) responses(w http.ResponseWriter, r *http.Request) error {
 	if key == "" {
 		key = req.User
 	}
-	b, err := s.proxyBranch(r, key)
+	conv, err := s.findConversation(r, key, messages.TurnID{}, nil)
 	if err != nil {
 		return err
 	}
+	b := conv.Branch
 	model := req.Model
 	idem, err := idempotencyKey(r)
 	if err != nil {
