@@ -400,3 +400,40 @@ func TestProxyChatWithoutKey(t *testing.T) {
 		t.Fatalf("history: %q; want three turns, each run once", got)
 	}
 }
+
+// Requests racing to start the conversation of a new key all get the
+// one conversation, and only it is made.
+func TestProxyConversationKeyRace(t *testing.T) {
+	ts := newTestServer(t, Options{}, 0)
+	s := ts.Config.Handler.(*Server)
+	const n = 8
+	got := make(chan messages.BranchID, n)
+	var wg sync.WaitGroup
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c, err := s.findConversation(proxyRequest(ProxyConversationHeader, "race"), "", messages.TurnID{},
+				[]convMessage{user("u1"), {Role: "assistant", Text: "a1"}, user("u2")})
+			if err != nil {
+				t.Error(err)
+			}
+			got <- c.Branch
+		}()
+	}
+	wg.Wait()
+	close(got)
+	first := <-got
+	for b := range got {
+		if b != first {
+			t.Fatalf("racing requests for one key got branches %s and %s", first, b)
+		}
+	}
+	ss, err := ts.rt.DB().Sessions(context.Background())
+	if err != nil || len(ss) != 1 {
+		t.Fatalf("sessions after the race: %d, %v; want 1", len(ss), err)
+	}
+	if h := history(t, ts.rt, first); len(h) != 2 {
+		t.Fatalf("the conversation's history: %q; want the one exchange imported once", h)
+	}
+}
