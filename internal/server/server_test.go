@@ -79,6 +79,12 @@ func TestOpenAPISchemasMatchTypes(t *testing.T) {
 		"ContextDebug": reflect.TypeFor[actors.ContextDebug](), "PartialOutput": reflect.TypeFor[client.PartialOutput](),
 		"Report": reflect.TypeFor[client.Report](),
 		"Pin":    reflect.TypeFor[client.Pin](),
+		// The OpenAI proxy's answers.
+		"ChatCompletion": reflect.TypeFor[chatCompletion](), "ChatChoice": reflect.TypeFor[chatChoice](),
+		"ChatReply": reflect.TypeFor[chatReply](), "ChatToolCall": reflect.TypeFor[chatToolCall](),
+		"ChatUsage": reflect.TypeFor[chatUsage](), "Response": reflect.TypeFor[response](),
+		"ResponseMessage": reflect.TypeFor[responseMessage](), "ResponseFunctionCall": reflect.TypeFor[responseFunctionCall](),
+		"ResponseUsage": reflect.TypeFor[responseUsage](),
 	}
 	for name, typ := range types {
 		schema, ok := doc.Components.Schemas[name]
