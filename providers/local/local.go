@@ -129,6 +129,7 @@ func (s *stream) response(outcome messages.StepOutcome) providers.Response {
 		Items:      items,
 		Outcome:    outcome,
 		Usage:      providers.Usage{InputTokens: s.inputTokens, OutputTokens: s.tokens},
+		Model:      s.req.Model,
 		RawRequest: rawRequest(s.req),
 		RawResponse: mustJSON(struct {
 			Text string `json:"text"`
