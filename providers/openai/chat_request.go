@@ -215,7 +215,8 @@ const chatUserProvider = "openai.chat"
 // as they came. A part this API cannot take (an image from a file, a
 // part another API's client sent) becomes a text part saying so
 // (providers.UnsupportedPart); when that leaves text parts only, they
-// are sent as one string, a line apart.
+// are sent as one string, a line apart (and a message of text and blocks
+// this API has no place for at all, such as reasoning, as its text).
 func chatUserContent(bs messages.Blocks) any {
 	plain := true
 	for _, b := range bs {
@@ -229,10 +230,14 @@ func chatUserContent(bs messages.Blocks) any {
 	}
 	var parts []json.RawMessage
 	var texts []string
-	textOnly := true
+	textOnly, notes := true, false
 	addText := func(s string) {
 		texts = append(texts, s)
 		parts = append(parts, mustJSON(chatTextPart{Type: "text", Text: s}))
+	}
+	addNote := func(s string) {
+		notes = true
+		addText(s)
 	}
 	for _, b := range bs {
 		switch b := b.(type) {
@@ -243,7 +248,7 @@ func chatUserContent(bs messages.Blocks) any {
 		case messages.Image:
 			u, ok := providers.ImageURL(b)
 			if !ok {
-				addText(providers.UnsupportedImage(b))
+				addNote(providers.UnsupportedImage(b))
 				continue
 			}
 			textOnly = false
@@ -254,10 +259,13 @@ func chatUserContent(bs messages.Blocks) any {
 				parts = append(parts, raw)
 				continue
 			}
-			addText(providers.UnsupportedPart(providers.UnknownType(b)))
+			addNote(providers.UnsupportedPart(providers.UnknownType(b)))
 		}
 	}
-	if textOnly {
+	switch {
+	case textOnly && !notes:
+		return bs.RenderedText()
+	case textOnly:
 		return strings.Join(texts, "\n")
 	}
 	return parts
