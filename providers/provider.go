@@ -70,9 +70,14 @@ type Usage struct {
 // Response is the end of a step: the normalized transcript items, the
 // outcome, usage, and the raw request and response for the step record.
 type Response struct {
-	Items       messages.Items
-	Outcome     messages.StepOutcome
-	Usage       Usage
+	Items   messages.Items
+	Outcome messages.StepOutcome
+	// Usage is the step's token usage as the upstream reported it
+	// (zero when it reported none, say a stream cut before its end).
+	Usage Usage
+	// Model is the id of the model that answered, as the upstream
+	// reported it in its stream; "" when it did not say.
+	Model       string
 	RawRequest  json.RawMessage
 	RawResponse json.RawMessage
 }

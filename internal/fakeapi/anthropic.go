@@ -25,23 +25,53 @@ type AnthropicCall struct {
 // lays them out: message_start, then each content block as
 // content_block_start, content_block_delta… and content_block_stop, then
 // message_delta with the stop reason and usage, and message_stop. Blocks
-// get consecutive indexes from 0. Every delta event counts as one output
-// token.
+// get consecutive indexes from 0. Usage is AnthropicInputTokens in and
+// one output token per delta event, unless Usage and CacheUsage say
+// otherwise.
 type AnthropicStream struct {
 	events []Event
 	blocks int
 	tokens int
+	input  int
+	output *int // set by Usage
+	cache  *[2]int
 }
 
 // NewAnthropicStream starts a stream with message_start and a ping.
 func NewAnthropicStream() *AnthropicStream {
-	s := &AnthropicStream{}
-	s.add("message_start", map[string]any{"type": "message_start", "message": map[string]any{
-		"id": AnthropicMessageID, "type": "message", "role": "assistant", "content": []any{},
-		"model": AnthropicModel, "stop_reason": nil, "stop_sequence": nil,
-		"usage": map[string]any{"input_tokens": AnthropicInputTokens, "output_tokens": 1},
-	}})
+	s := &AnthropicStream{input: AnthropicInputTokens}
+	s.add("message_start", s.messageStart())
 	s.add("ping", map[string]any{"type": "ping"})
+	return s
+}
+
+// messageStart is the message_start event's data.
+func (s *AnthropicStream) messageStart() map[string]any {
+	usage := map[string]any{"input_tokens": s.input, "output_tokens": 1}
+	if s.cache != nil {
+		usage["cache_creation_input_tokens"], usage["cache_read_input_tokens"] = s.cache[0], s.cache[1]
+	}
+	return map[string]any{"type": "message_start", "message": map[string]any{
+		"id": AnthropicMessageID, "type": "message", "role": "assistant", "content": []any{},
+		"model": AnthropicModel, "stop_reason": nil, "stop_sequence": nil, "usage": usage,
+	}}
+}
+
+// Usage sets the usage the stream reports: input tokens in message_start,
+// output tokens in the final message_delta (by default one per delta).
+func (s *AnthropicStream) Usage(input, output int) *AnthropicStream {
+	s.input, s.output = input, &output
+	s.events[0] = Event{Name: "message_start", Data: anthropicJSON(s.messageStart())}
+	return s
+}
+
+// CacheUsage adds prompt cache usage to message_start: the input tokens
+// written to the cache (cache_creation_input_tokens) and read from it
+// (cache_read_input_tokens), which the API counts apart from
+// input_tokens.
+func (s *AnthropicStream) CacheUsage(creation, read int) *AnthropicStream {
+	s.cache = &[2]int{creation, read}
+	s.events[0] = Event{Name: "message_start", Data: anthropicJSON(s.messageStart())}
 	return s
 }
 
@@ -104,13 +134,17 @@ func (s *AnthropicStream) Events() []Event {
 	return append([]Event(nil), s.events...)
 }
 
-// Stop ends the stream: message_delta with stopReason and the usage, then
-// message_stop.
+// Stop ends the stream: message_delta with stopReason and the output
+// tokens, then message_stop.
 func (s *AnthropicStream) Stop(stopReason string) Reply {
+	output := s.tokens
+	if s.output != nil {
+		output = *s.output
+	}
 	s.add("message_delta", map[string]any{
 		"type":  "message_delta",
 		"delta": map[string]any{"stop_reason": stopReason, "stop_sequence": nil},
-		"usage": map[string]any{"output_tokens": s.tokens},
+		"usage": map[string]any{"output_tokens": output},
 	})
 	s.add("message_stop", map[string]any{"type": "message_stop"})
 	return Reply{Events: s.Events()}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -114,6 +115,41 @@ func TestAnthropicStreamExtras(t *testing.T) {
 	}
 	if evs[2].ContentBlock.Type != "thinking" || evs[7].ContentBlock.Type != "server_tool_use" || evs[7].Index != 1 {
 		t.Errorf("events %+v", evs)
+	}
+}
+
+func TestAnthropicUsage(t *testing.T) {
+	type usage struct {
+		Usage map[string]int `json:"usage"`
+	}
+	decode := func(data string) (start, delta usage) {
+		var ev struct {
+			Message usage          `json:"message"`
+			Usage   map[string]int `json:"usage"`
+		}
+		if err := json.Unmarshal([]byte(data), &ev); err != nil {
+			t.Fatal(err)
+		}
+		return ev.Message, usage{ev.Usage}
+	}
+	r := fakeapi.AnthropicText([]string{"a", "b"}, "end_turn")
+	anthropicDecode(t, r.Events)
+	start, _ := decode(r.Events[0].Data)
+	_, delta := decode(r.Events[len(r.Events)-2].Data)
+	if start.Usage["input_tokens"] != fakeapi.AnthropicInputTokens || delta.Usage["output_tokens"] != 2 {
+		t.Errorf("default usage: start %v, delta %v", start.Usage, delta.Usage)
+	}
+
+	r = fakeapi.NewAnthropicStream().Text("a", "b").Usage(1000, 77).CacheUsage(300, 4000).Stop("end_turn")
+	if got := anthropicNames(r.Events); got != "message_start,ping,content_block_start,content_block_delta,content_block_delta,content_block_stop,message_delta,message_stop" {
+		t.Fatalf("events %s", got)
+	}
+	anthropicDecode(t, r.Events)
+	start, _ = decode(r.Events[0].Data)
+	_, delta = decode(r.Events[len(r.Events)-2].Data)
+	want := map[string]int{"input_tokens": 1000, "output_tokens": 1, "cache_creation_input_tokens": 300, "cache_read_input_tokens": 4000}
+	if !reflect.DeepEqual(start.Usage, want) || delta.Usage["output_tokens"] != 77 {
+		t.Errorf("usage: start %v, delta %v", start.Usage, delta.Usage)
 	}
 }
 

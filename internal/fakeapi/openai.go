@@ -79,8 +79,9 @@ func OpenAIContextTooLarge() Reply {
 // builder; Finish, Cut and Reply end it.
 type ChatStream struct {
 	events []Event
-	calls  int // tool calls so far, the index of the next
-	deltas int // content deltas, the completion tokens reported
+	calls  int     // tool calls so far, the index of the next
+	deltas int     // content deltas, the completion tokens reported
+	usage  *[2]int // set by Usage
 }
 
 // NewChatStream starts a stream with the role chunk.
@@ -165,11 +166,23 @@ func (c *ChatStream) ToolCalls(calls ...OpenAIToolCall) *ChatStream {
 	return c
 }
 
+// Usage sets the usage Finish's usage chunk reports; by default
+// OpenAIInputTokens prompt tokens and one completion token per delta.
+func (c *ChatStream) Usage(prompt, completion int) *ChatStream {
+	c.usage = &[2]int{prompt, completion}
+	return c
+}
+
 // Finish ends the stream with a chunk giving the finish reason ("stop",
-// "length", "content_filter", "tool_calls"), the usage chunk and [DONE].
+// "length", "content_filter", "tool_calls"), the usage chunk (see Usage)
+// and [DONE].
 func (c *ChatStream) Finish(reason string) Reply {
 	c.Data(ChatChunk(`{}`, reason))
-	c.Data(ChatUsageChunk(OpenAIInputTokens, c.deltas))
+	prompt, completion := OpenAIInputTokens, c.deltas
+	if c.usage != nil {
+		prompt, completion = c.usage[0], c.usage[1]
+	}
+	c.Data(ChatUsageChunk(prompt, completion))
 	return c.Done()
 }
 

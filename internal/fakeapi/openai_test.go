@@ -85,6 +85,20 @@ func TestOpenAIChatText(t *testing.T) {
 	}
 }
 
+func TestOpenAIChatUsage(t *testing.T) {
+	events := fakeapi.NewChatStream().Text("Hi").Usage(1234, 56).Finish("stop").Events
+	var last openaiChunk
+	if err := json.Unmarshal([]byte(events[len(events)-2].Data), &last); err != nil {
+		t.Fatal(err)
+	}
+	if last.Usage == nil || last.Usage.PromptTokens != 1234 || last.Usage.CompletionTokens != 56 || len(last.Choices) != 0 {
+		t.Errorf("usage chunk %s", events[len(events)-2].Data)
+	}
+	if _, _, _, completion := openaiChat(t, events); completion != 56 {
+		t.Errorf("completion tokens %d, want 56", completion)
+	}
+}
+
 func TestOpenAIChatToolCalls(t *testing.T) {
 	r := fakeapi.ChatToolCalls(
 		fakeapi.OpenAIToolCall{ID: "call_a", Name: "get_weather", Args: []string{`{"ci`, `ty":"Pa`, `ris"}`}},

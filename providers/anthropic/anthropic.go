@@ -118,27 +118,38 @@ func (p *Provider) ContextLimit(string) int { return p.limit }
 
 // EstimatePromptTokens estimates the prompt's size: tokens.Anthropic's
 // estimate (Claude's tokenizer is not public) of the JSON system prompt,
-// messages and tools the request would send, whose keys and quotes cost
-// more than the framing they stand for. It fails when the context cannot
-// be mapped to a request.
+// messages, tools and tool choice the request would send, whose keys
+// and quotes cost more than the framing they stand for; images count
+// providers.ImageTokens rather than their data. It fails when the
+// context cannot be mapped to a request.
 func (p *Provider) EstimatePromptTokens(req providers.Request) (int, error) {
-	tools, err := buildTools(req.Context)
+	c, images := providers.WithoutImageData(req.Context)
+	tools, err := buildTools(c)
 	if err != nil {
 		return 0, fmt.Errorf("%s: estimate prompt tokens: %w", p.name, err)
 	}
-	msgs, err := buildMessages(req.Context)
+	msgs, err := buildMessages(c)
 	if err != nil {
 		return 0, fmt.Errorf("%s: estimate prompt tokens: %w", p.name, err)
 	}
-	data, err := json.Marshal(struct {
-		System   string               `json:"system,omitempty"`
-		Messages []sdk.MessageParam   `json:"messages"`
-		Tools    []sdk.ToolUnionParam `json:"tools,omitempty"`
-	}{providers.SystemText(req.Context), msgs, tools})
+	choice, err := buildToolChoice(c, req.ParallelToolCalls)
+	if err != nil {
+		return 0, fmt.Errorf("%s: estimate prompt tokens: %w", p.name, err)
+	}
+	est := struct {
+		System     string                    `json:"system,omitempty"`
+		Messages   []sdk.MessageParam        `json:"messages"`
+		Tools      []sdk.ToolUnionParam      `json:"tools,omitempty"`
+		ToolChoice *sdk.ToolChoiceUnionParam `json:"tool_choice,omitempty"`
+	}{System: providers.SystemText(c), Messages: msgs, Tools: tools}
+	if len(tools) > 0 {
+		est.ToolChoice = &choice
+	}
+	data, err := json.Marshal(est)
 	if err != nil {
 		return 0, fmt.Errorf("%s: estimate prompt tokens: encode: %w", p.name, err)
 	}
-	return tokens.ForModel("anthropic", req.Model).Count(string(data)), nil
+	return tokens.ForModel("anthropic", req.Model).Count(string(data)) + images, nil
 }
 
 // Stream runs one Messages request with streaming. Each stream event

@@ -97,6 +97,37 @@ func providerError(t *testing.T, err error) *providers.Error {
 	return pe
 }
 
+// The usage is the upstream's: input tokens from message_start (with the
+// prompt cache's writes and reads, which the API counts apart), output
+// tokens from the final message_delta; for a text reply and a tool use
+// alike. The model is the one that answered.
+func TestStreamUsage(t *testing.T) {
+	tests := []struct {
+		name  string
+		reply fakeapi.Reply
+		want  providers.Usage
+	}{
+		{"text", fakeapi.NewAnthropicStream().Text("Hi").Usage(1234, 56).Stop("end_turn"), providers.Usage{InputTokens: 1234, OutputTokens: 56}},
+		{"cached prompt", fakeapi.NewAnthropicStream().Text("Hi").Usage(20, 9).CacheUsage(1500, 3000).Stop("end_turn"), providers.Usage{InputTokens: 4520, OutputTokens: 9}},
+		{"tool use", fakeapi.NewAnthropicStream().ToolUse(fakeapi.AnthropicCall{Name: "get_weather", Input: `{"city":"Paris"}`}, 2).Usage(800, 40).Stop("tool_use"),
+			providers.Usage{InputTokens: 800, OutputTokens: 40}},
+		{"max tokens", fakeapi.NewAnthropicStream().Text("Hi").Usage(70, 256).Stop("max_tokens"), providers.Usage{InputTokens: 70, OutputTokens: 256}},
+	}
+	for _, tt := range tests {
+		s := newServer(t, tt.reply)
+		req := basicRequest()
+		req.Context.ToolMode = messages.ToolsEnabled
+		req.Context.Tools = []messages.Tool{{Name: "get_weather"}}
+		_, resp, err := run(t, s, req)
+		if err != nil {
+			t.Fatalf("%s: %v", tt.name, err)
+		}
+		if resp.Usage != tt.want || resp.Model != fakeapi.AnthropicModel {
+			t.Errorf("%s: usage %+v, model %q; want %+v, %q", tt.name, resp.Usage, resp.Model, tt.want, fakeapi.AnthropicModel)
+		}
+	}
+}
+
 func TestStreamText(t *testing.T) {
 	s := newServer(t, fakeapi.AnthropicText([]string{"Hello", ", ", "world!"}, "end_turn"))
 	events, resp, err := run(t, s, basicRequest())

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"unicode"
 
@@ -33,6 +34,10 @@ func buildParams(req providers.Request) (sdk.MessageNewParams, error) {
 	if err != nil {
 		return params, err
 	}
+	choice, err := buildToolChoice(req.Context, req.ParallelToolCalls)
+	if err != nil {
+		return params, err
+	}
 	params.Model = sdk.Model(req.Model)
 	params.MaxTokens = int64(req.MaxOutputTokens)
 	if sys := providers.SystemText(req.Context); sys != "" {
@@ -41,11 +46,34 @@ func buildParams(req providers.Request) (sdk.MessageNewParams, error) {
 	params.Messages = msgs
 	if len(tools) > 0 {
 		params.Tools = tools
-		params.ToolChoice = sdk.ToolChoiceUnionParam{OfAuto: &sdk.ToolChoiceAutoParam{
-			DisableParallelToolUse: sdk.Bool(!req.ParallelToolCalls),
-		}}
+		params.ToolChoice = choice
 	}
 	return params, nil
+}
+
+// buildToolChoice is the tool_choice of a request for c
+// (providers.ToolChoice) that defines tools: {"type":"auto"} (also for
+// no choice, the API's default), {"type":"none"}, {"type":"any"} for
+// "required", or {"type":"tool","name":N}; all but none carry
+// disable_parallel_tool_use, the negation of parallel.
+func buildToolChoice(c messages.AssembledContext, parallel bool) (sdk.ToolChoiceUnionParam, error) {
+	var u sdk.ToolChoiceUnionParam
+	tc, err := providers.ToolChoice(c)
+	if err != nil {
+		return u, err
+	}
+	disable := sdk.Bool(!parallel)
+	switch tc.Mode {
+	case messages.ToolChoiceNone:
+		u.OfNone = &sdk.ToolChoiceNoneParam{}
+	case messages.ToolChoiceRequired:
+		u.OfAny = &sdk.ToolChoiceAnyParam{DisableParallelToolUse: disable}
+	case messages.ToolChoiceTool:
+		u.OfTool = &sdk.ToolChoiceToolParam{Name: tc.Name, DisableParallelToolUse: disable}
+	default:
+		u.OfAuto = &sdk.ToolChoiceAutoParam{DisableParallelToolUse: disable}
+	}
+	return u, nil
 }
 
 // buildMessages lays c out as Messages API messages, from
@@ -94,9 +122,12 @@ func buildMessages(c messages.AssembledContext) ([]sdk.MessageParam, error) {
 	return msgs, nil
 }
 
-// userContent maps the blocks of a user message: text, images, and
-// unknown blocks that came from this API. Anything else has no place in
-// a user message and is left out.
+// userContent maps the blocks of a user message: text, images (see
+// imageBlock), and unknown blocks that came from this API (a part an
+// Anthropic client sent, Provider "anthropic"). An image or unknown
+// block this API cannot take becomes a text block saying so
+// (providers.UnsupportedPart); anything else has no place in a user
+// message and is left out.
 func userContent(bs messages.Blocks) []sdk.ContentBlockParamUnion {
 	var out []sdk.ContentBlockParamUnion
 	for _, b := range bs {
@@ -108,11 +139,15 @@ func userContent(bs messages.Blocks) []sdk.ContentBlockParamUnion {
 		case messages.Image:
 			if raw, ok := imageBlock(b); ok {
 				out = append(out, rawBlock(raw))
+				continue
 			}
+			out = append(out, sdk.NewTextBlock(providers.UnsupportedImage(b)))
 		case messages.Unknown:
 			if raw, ok := ownUnknown(b); ok {
 				out = append(out, rawBlock(raw))
+				continue
 			}
+			out = append(out, sdk.NewTextBlock(providers.UnsupportedPart(providers.UnknownType(b))))
 		}
 	}
 	return out
@@ -217,24 +252,41 @@ func replayableThinking(raw json.RawMessage) bool {
 	return (b.Type == "thinking" && b.Signature != "") || (b.Type == "redacted_thinking" && b.Data != "")
 }
 
+// imageMediaTypes are the media types of the images this API takes
+// inline (base64).
+var imageMediaTypes = []string{"image/jpeg", "image/png", "image/gif", "image/webp"}
+
 // imageBlock maps an image whose source is one of this API's image
-// sources (base64, url or file) to an image block; other sources are not
-// sent.
+// sources to an image block: base64 data of a media type it takes
+// (imageMediaTypes; a data URL is sent as base64 too, as the API fetches
+// only http URLs), a url, or a file id. ok is false for any other.
 func imageBlock(img messages.Image) (json.RawMessage, bool) {
-	var src map[string]any
-	if json.Unmarshal(img.Source, &src) != nil || src == nil {
-		return nil, false
-	}
-	switch src["type"] {
-	case "base64":
-		if _, ok := src["media_type"]; !ok && img.MediaType != "" {
-			src["media_type"] = img.MediaType
-		}
-	case "url", "file":
+	s := providers.ReadImageSource(img)
+	var src any
+	switch {
+	case s.Type == "base64" && s.Data != "" && slices.Contains(imageMediaTypes, s.MediaType):
+		src = struct {
+			Type      string `json:"type"`
+			MediaType string `json:"media_type"`
+			Data      string `json:"data"`
+		}{"base64", s.MediaType, s.Data}
+	case s.Type == "url" && s.URL != "":
+		src = struct {
+			Type string `json:"type"`
+			URL  string `json:"url"`
+		}{"url", s.URL}
+	case s.Type == "file" && s.FileID != "":
+		src = struct {
+			Type   string `json:"type"`
+			FileID string `json:"file_id"`
+		}{"file", s.FileID}
 	default:
 		return nil, false
 	}
-	data, err := json.Marshal(map[string]any{"type": "image", "source": src})
+	data, err := json.Marshal(struct {
+		Type   string `json:"type"`
+		Source any    `json:"source"`
+	}{"image", src})
 	return data, err == nil
 }
 

@@ -1,8 +1,15 @@
 package anthropic_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
+	"errors"
+	"image"
+	"image/png"
+	"math/rand/v2"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -253,24 +260,173 @@ func TestRequestFinalAssistantTrimmed(t *testing.T) {
 	}
 }
 
-// Images with a source of this API are sent; others are left out.
+// Images with a source of this API are sent (a data URL as base64, as
+// the API fetches only http URLs); others become a text saying so, never
+// dropped silently.
 func TestRequestImages(t *testing.T) {
 	s := newServer(t, fakeapi.AnthropicText([]string{"ok"}, "end_turn"))
 	req := basicRequest()
 	req.Context.User = user(
 		messages.Image{MediaType: "image/png", Source: json.RawMessage(`{"type":"base64","data":"iVBORw0KGgo="}`)},
 		messages.Image{MediaType: "image/png", Source: json.RawMessage(`{"type":"url","url":"https://example.com/a.png"}`)},
+		messages.Image{MediaType: "image/*", Source: json.RawMessage(`{"type":"url","url":"data:image/gif;base64,R0lGOD"}`)},
+		messages.Image{MediaType: "image/png", Source: json.RawMessage(`{"type":"file","file_id":"file_01"}`)},
 		messages.Image{MediaType: "image/png", Source: json.RawMessage(`{"image_url":"x"}`)},
+		messages.Image{MediaType: "image/bmp", Source: json.RawMessage(`{"type":"base64","data":"Qk0="}`)},
 		text("What is this?"))
 	if _, _, err := run(t, s, req); err != nil {
 		t.Fatalf("Stream: %v", err)
 	}
 	msgs, _ := sentMessages(t, s)
-	if got := layout(msgs); got != "user:image,image,text(What is this?)" {
+	want := "user:image,image,image,image," +
+		"text([content part of type image (image/png) not supported by this model API])," +
+		"text([content part of type image (image/bmp, source base64) not supported by this model API])," +
+		"text(What is this?)"
+	if got := layout(msgs); got != want {
+		t.Fatalf("layout %s\nwant   %s", got, want)
+	}
+	sources := []string{}
+	for _, b := range msgs[0].Content[:4] {
+		data, _ := json.Marshal(b["source"])
+		sources = append(sources, string(data))
+	}
+	wantSources := []string{
+		`{"data":"iVBORw0KGgo=","media_type":"image/png","type":"base64"}`,
+		`{"type":"url","url":"https://example.com/a.png"}`,
+		`{"data":"R0lGOD","media_type":"image/gif","type":"base64"}`,
+		`{"file_id":"file_01","type":"file"}`,
+	}
+	if !reflect.DeepEqual(sources, wantSources) {
+		t.Errorf("sources\n%s\nwant\n%s", strings.Join(sources, "\n"), strings.Join(wantSources, "\n"))
+	}
+}
+
+// Content parts an Anthropic client sent that the runtime has no block
+// for are sent as they came; parts from another API's client become a
+// text saying so.
+func TestRequestUnknownUserParts(t *testing.T) {
+	s := newServer(t, fakeapi.AnthropicText([]string{"ok"}, "end_turn"))
+	req := basicRequest()
+	doc := `{"type":"document","source":{"type":"text","media_type":"text/plain","data":"hello"},"title":"notes"}`
+	req.Context.User = user(text("Read this."),
+		messages.Unknown{Provider: "anthropic", Raw: json.RawMessage(doc)},
+		messages.Unknown{Provider: "openai.chat", Raw: json.RawMessage(`{"type":"input_audio","input_audio":{"data":"UklG","format":"wav"}}`)})
+	if _, _, err := run(t, s, req); err != nil {
+		t.Fatalf("Stream: %v", err)
+	}
+	msgs, _ := sentMessages(t, s)
+	want := "user:text(Read this.),document,text([content part of type input_audio not supported by this model API])"
+	if got := layout(msgs); got != want {
+		t.Fatalf("layout %s\nwant   %s", got, want)
+	}
+	var sent, orig any
+	data, _ := json.Marshal(msgs[0].Content[1])
+	_ = json.Unmarshal(data, &sent)
+	_ = json.Unmarshal([]byte(doc), &orig)
+	if !reflect.DeepEqual(sent, orig) {
+		t.Errorf("document part sent as %s, want %s", data, doc)
+	}
+}
+
+// The tool choice maps to Anthropic's, with disable_parallel_tool_use on
+// every kind that takes it; with no choice the request says auto, as
+// before.
+func TestRequestToolChoice(t *testing.T) {
+	tests := []struct {
+		choice messages.ToolChoice
+		want   string
+	}{
+		{messages.ToolChoice{}, `{"disable_parallel_tool_use":true,"type":"auto"}`},
+		{messages.ToolChoice{Mode: "auto"}, `{"disable_parallel_tool_use":true,"type":"auto"}`},
+		{messages.ToolChoice{Mode: "none"}, `{"type":"none"}`},
+		{messages.ToolChoice{Mode: "required"}, `{"disable_parallel_tool_use":true,"type":"any"}`},
+		{messages.ToolChoice{Mode: "tool", Name: "get_weather"}, `{"disable_parallel_tool_use":true,"name":"get_weather","type":"tool"}`},
+	}
+	for _, tt := range tests {
+		s := newServer(t, fakeapi.AnthropicText([]string{"ok"}, "end_turn"))
+		req := basicRequest()
+		req.Context.ToolMode = messages.ToolsEnabled
+		req.Context.Tools = []messages.Tool{{Name: "get_weather"}, {Name: "get_time"}}
+		req.Context.ToolChoice = tt.choice
+		if _, _, err := run(t, s, req); err != nil {
+			t.Fatalf("%+v: Stream: %v", tt.choice, err)
+		}
+		got, _ := json.Marshal(body(t, s)["tool_choice"])
+		if string(got) != tt.want {
+			t.Errorf("%+v: tool_choice %s, want %s", tt.choice, got, tt.want)
+		}
+		n, err := newProvider(s.URL).EstimatePromptTokens(req)
+		req.Context.ToolChoice = messages.ToolChoice{}
+		n0, _ := newProvider(s.URL).EstimatePromptTokens(req)
+		if err != nil || (tt.choice.Mode == "tool" && n <= n0) {
+			t.Errorf("%+v: estimate %d (%v), without the choice %d: the choice is not counted", tt.choice, n, err, n0)
+		}
+	}
+	// A choice without tools sends nothing.
+	s := newServer(t, fakeapi.AnthropicText([]string{"ok"}, "end_turn"))
+	req := basicRequest()
+	req.Context.ToolChoice = messages.ToolChoice{Mode: "required"}
+	if _, _, err := run(t, s, req); err != nil {
+		t.Fatal(err)
+	}
+	if tc, ok := body(t, s)["tool_choice"]; ok {
+		t.Errorf("tool_choice %v sent without tools", tc)
+	}
+}
+
+// A tool choice that cannot be sent fails the request before anything is
+// sent, naming Context.ToolChoice; the estimate fails the same way.
+func TestRequestBadToolChoice(t *testing.T) {
+	for _, tc := range []messages.ToolChoice{{Mode: "any"}, {Mode: "tool"}, {Mode: "tool", Name: "rm"}} {
+		s := newServer(t, fakeapi.AnthropicText([]string{"ok"}, "end_turn"))
+		req := basicRequest()
+		req.Context.ToolMode = messages.ToolsEnabled
+		req.Context.Tools = []messages.Tool{{Name: "get_weather"}}
+		req.Context.ToolChoice = tc
+		_, resp, err := run(t, s, req)
+		if !errors.Is(err, providers.ErrInvalidToolChoice) || !strings.Contains(err.Error(), "Context.ToolChoice") ||
+			resp.Outcome.Code != "bad_request" || s.Count() != 0 {
+			t.Errorf("%+v: err %v, outcome %+v, %d requests sent", tc, err, resp.Outcome, s.Count())
+		}
+		if _, err := newProvider(s.URL).EstimatePromptTokens(req); !errors.Is(err, providers.ErrInvalidToolChoice) {
+			t.Errorf("%+v: estimate error %v", tc, err)
+		}
+	}
+}
+
+// A client's tool output is a JSON string: its text is sent as it is,
+// not quoted again; an error output is flagged is_error.
+func TestRequestClientToolOutputs(t *testing.T) {
+	s := newServer(t, fakeapi.AnthropicText([]string{"ok"}, "end_turn"))
+	req := basicRequest()
+	req.Context.ToolMode = messages.ToolsEnabled
+	req.Context.Tools = []messages.Tool{{Name: "get_weather"}}
+	req.Context.Continuation = messages.Items{
+		messages.ToolCall{CallID: "toolu_1", Name: "get_weather", Arguments: json.RawMessage(`"{\"city\":\"Paris\"}"`)},
+		messages.ToolCall{CallID: "toolu_2", Name: "get_weather", Arguments: json.RawMessage(`{"city":"Oslo"}`)},
+		messages.ToolOutput{CallID: "toolu_1", Output: json.RawMessage(`"{\"temp\": 21, \"unit\": \"C\"}"`)},
+		messages.ToolOutput{CallID: "toolu_2", Output: json.RawMessage(`"city not found"`), IsError: true},
+	}
+	if _, _, err := run(t, s, req); err != nil {
+		t.Fatal(err)
+	}
+	msgs, _ := sentMessages(t, s)
+	if got := layout(msgs); got != "user:text(Hi there)\nassistant:use(toolu_1),use(toolu_2)\nuser:result(toolu_1),result(toolu_2)" {
 		t.Fatalf("layout %s", got)
 	}
-	if src := msgs[0].Content[0]["source"].(map[string]any); src["media_type"] != "image/png" || src["data"] != "iVBORw0KGgo=" {
-		t.Errorf("base64 source %v, want the media type added", src)
+	results := msgs[2].Content
+	content := func(b map[string]any) string {
+		data, _ := json.Marshal(b["content"])
+		return string(data)
+	}
+	if got := content(results[0]); got != `[{"text":"{\"temp\": 21, \"unit\": \"C\"}","type":"text"}]` || results[0]["is_error"] != nil {
+		t.Errorf("result 1: content %s, is_error %v", got, results[0]["is_error"])
+	}
+	if got := content(results[1]); got != `[{"text":"city not found","type":"text"}]` || results[1]["is_error"] != true {
+		t.Errorf("result 2: content %s, is_error %v", got, results[1]["is_error"])
+	}
+	if in, _ := json.Marshal(msgs[1].Content[0]["input"]); string(in) != `{"city":"Paris"}` {
+		t.Errorf("tool use input %s", in)
 	}
 }
 
@@ -316,5 +472,34 @@ func TestBadRequestInput(t *testing.T) {
 	}
 	if n := s.Count(); n != 0 {
 		t.Errorf("server got %d requests, want none", n)
+	}
+}
+
+// An image's base64 data is not counted as text: a 100×50 PNG of 20 KB
+// adds its tokens to the estimate (255 at most), not thousands.
+func TestEstimateImages(t *testing.T) {
+	img := image.NewRGBA(image.Rect(0, 0, 100, 50))
+	rng := rand.New(rand.NewPCG(1, 2))
+	for i := range img.Pix {
+		img.Pix[i] = byte(rng.Uint32())
+	}
+	var buf bytes.Buffer
+	if err := png.Encode(&buf, img); err != nil {
+		t.Fatal(err)
+	}
+	data := base64.StdEncoding.EncodeToString(buf.Bytes())
+	p := newProvider(newServer(t).URL)
+	req := basicRequest()
+	base, err := p.EstimatePromptTokens(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Context.User = user(text("Hi there"), messages.Image{MediaType: "image/png", Source: json.RawMessage(`{"type":"base64","data":"` + data + `"}`)})
+	n, err := p.EstimatePromptTokens(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if extra := n - base; len(data) < 20000 || extra < 255 || extra > 255+60 {
+		t.Errorf("a %d-byte image adds %d tokens, want about 255", len(data), extra)
 	}
 }

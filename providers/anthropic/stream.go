@@ -443,6 +443,7 @@ func (s *stream) response(outcome messages.StepOutcome) providers.Response {
 		Items:       s.items(),
 		Outcome:     outcome,
 		Usage:       s.tokenUsage(),
+		Model:       s.model,
 		RawRequest:  s.rawRequest,
 		RawResponse: s.rawResponse(),
 	}

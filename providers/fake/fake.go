@@ -67,6 +67,13 @@ type Step struct {
 	// Block, when not nil, holds the call before it streams anything
 	// (and before Err) until Block is closed or ctx is done.
 	Block <-chan struct{}
+	// Usage, when not nil, is the usage the response reports, as an
+	// upstream's; by default it is counted (local.Estimate of the
+	// context in, the tokens streamed out).
+	Usage *providers.Usage
+	// Model, when not "", is the model the response says answered; by
+	// default the request's.
+	Model string
 }
 
 // DefaultContextLimit is the context window ContextLimit reports unless
@@ -146,7 +153,9 @@ func (p *Provider) Requests() []providers.Request {
 }
 
 // Stream records req and plays the next step of the script, as Step
-// describes.
+// describes. A request whose tool choice the real adapters reject
+// (providers.ToolChoice) fails first, with that error and outcome
+// Failed{bad_request}, the step being played all the same.
 func (p *Provider) Stream(ctx context.Context, req providers.Request, emit func(providers.Event) error) (providers.Response, error) {
 	p.mu.Lock()
 	call := len(p.requests)
@@ -163,7 +172,11 @@ func (p *Provider) Stream(ctx context.Context, req providers.Request, emit func(
 	}
 	p.mu.Unlock()
 
-	s := stream{name: name, call: call, req: req, inputTokens: local.Estimate(req.Context)}
+	s := stream{name: name, call: call, req: req, inputTokens: local.Estimate(req.Context), usage: step.Usage, model: step.Model}
+	if _, err := providers.ToolChoice(req.Context); err != nil {
+		err = fmt.Errorf("%s: build request: %w", name, err)
+		return s.response(failed("bad_request", err)), err
+	}
 	if step.Block != nil {
 		select {
 		case <-step.Block:
@@ -231,6 +244,8 @@ type stream struct {
 	text        strings.Builder
 	tokens      int
 	items       messages.Items
+	usage       *providers.Usage // Step.Usage
+	model       string           // Step.Model
 }
 
 // errEmit marks an error returned by emit, to tell it from ctx's.
@@ -271,10 +286,18 @@ func (s *stream) response(outcome messages.StepOutcome) providers.Response {
 		items = append(items, messages.AssistantMessage{Blocks: messages.Blocks{messages.Text{Text: text}}})
 	}
 	items = append(items, s.items...)
+	usage, model := providers.Usage{InputTokens: s.inputTokens, OutputTokens: s.tokens}, s.req.Model
+	if s.usage != nil {
+		usage = *s.usage
+	}
+	if s.model != "" {
+		model = s.model
+	}
 	return providers.Response{
 		Items:       items,
 		Outcome:     outcome,
-		Usage:       providers.Usage{InputTokens: s.inputTokens, OutputTokens: s.tokens},
+		Usage:       usage,
+		Model:       model,
 		RawRequest:  s.rawRequest(),
 		RawResponse: rawResponse(text, s.items),
 	}

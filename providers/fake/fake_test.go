@@ -486,3 +486,37 @@ func TestNameAndLimit(t *testing.T) {
 		t.Errorf("EstimatePromptTokens = %d, %v, want %d, nil", n, err, local.Estimate(req.Context))
 	}
 }
+
+// A step's Usage and Model are what the response reports, as an
+// upstream's would be; without them usage is counted and the model is
+// the request's.
+func TestUsageAndModel(t *testing.T) {
+	p := fake.New(fake.Step{Reply: "two words", Usage: &providers.Usage{InputTokens: 1234, OutputTokens: 56}, Model: "gpt-real-1"}, fake.Step{Reply: "two words"})
+	resp, err := p.Stream(context.Background(), request("hi"), (&recorder{}).emit)
+	if err != nil || resp.Usage != (providers.Usage{InputTokens: 1234, OutputTokens: 56}) || resp.Model != "gpt-real-1" {
+		t.Errorf("scripted: usage %+v, model %q, err %v", resp.Usage, resp.Model, err)
+	}
+	req := request("hi")
+	resp, err = p.Stream(context.Background(), req, (&recorder{}).emit)
+	if want := (providers.Usage{InputTokens: local.Estimate(req.Context), OutputTokens: 2}); err != nil || resp.Usage != want || resp.Model != "m" {
+		t.Errorf("counted: usage %+v, model %q, err %v; want %+v, m", resp.Usage, resp.Model, err, want)
+	}
+}
+
+// A tool choice the real adapters reject fails the call as theirs do.
+func TestBadToolChoice(t *testing.T) {
+	p := fake.New(fake.Step{Reply: "ok"})
+	req := request("hi")
+	req.Context.ToolMode = messages.ToolsEnabled
+	req.Context.Tools = []messages.Tool{{Name: "grep"}}
+	req.Context.ToolChoice = messages.ToolChoice{Mode: "tool", Name: "rm"}
+	r := &recorder{}
+	resp, err := p.Stream(context.Background(), req, r.emit)
+	if !errors.Is(err, providers.ErrInvalidToolChoice) || resp.Outcome.Code != "bad_request" || r.kinds() != "" || p.Calls() != 1 {
+		t.Errorf("err %v, outcome %+v, events %q, calls %d", err, resp.Outcome, r.kinds(), p.Calls())
+	}
+	req.Context.ToolChoice = messages.ToolChoice{Mode: "tool", Name: "grep"}
+	if _, err := p.Stream(context.Background(), req, r.emit); err != nil {
+		t.Errorf("a valid choice: %v", err)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/contextinfinity/ctxinf/messages"
+	"github.com/contextinfinity/ctxinf/providers"
 )
 
 // perMessage is the tokens Estimate adds for each message and continuation
@@ -23,7 +24,9 @@ const perMessage = 4
 // results' content, reasoning summaries and unknown blocks' raw JSON (a
 // message without blocks counts its RenderedText); in a continuation item, assistant messages'
 // blocks, tool calls' names and arguments, tool outputs and unknown items'
-// raw JSON. Images, encrypted reasoning and metadata count nothing. The
+// raw JSON. Encrypted reasoning and metadata count nothing. An image
+// (in a message or a tool result) counts providers.ImageTokens, as the
+// model APIs charge for images by their size, not their bytes. The
 // messages are the window, pending and user messages and the continuation
 // items.
 func Estimate(c messages.AssembledContext) int {
@@ -48,7 +51,29 @@ func Estimate(c messages.AssembledContext) int {
 	for _, t := range c.Tools {
 		chars += runes(t.Name) + runes(t.Description) + utf8.RuneCount(t.InputSchema)
 	}
-	return ceilDiv(chars, 4) + perMessage*msgs
+	images := blocksImageTokens(c.User.Blocks)
+	for _, m := range c.Window {
+		images += blocksImageTokens(m.Blocks)
+	}
+	for _, m := range c.Pending {
+		images += blocksImageTokens(m.Blocks)
+	}
+	return ceilDiv(chars, 4) + perMessage*msgs + images
+}
+
+// blocksImageTokens is the tokens of the images in bs and in its tool
+// results (providers.ImageTokens).
+func blocksImageTokens(bs messages.Blocks) int {
+	n := 0
+	for _, b := range bs {
+		switch b := b.(type) {
+		case messages.Image:
+			n += providers.ImageTokens(b)
+		case messages.ToolResult:
+			n += blocksImageTokens(b.Content)
+		}
+	}
+	return n
 }
 
 // textTokens estimates the tokens of s alone, as Estimate counts text.

@@ -74,7 +74,8 @@ func (p *Provider) EstimatePromptTokens(req providers.Request) (int, error) {
 // Completed, or, when req.MaxOutputTokens is positive and the reply has
 // more tokens than that, its first MaxOutputTokens tokens with outcome
 // Incomplete{Reason: "max_output_tokens"}. Usage.InputTokens is
-// Estimate(req.Context) and Usage.OutputTokens the number of tokens sent.
+// Estimate(req.Context) and Usage.OutputTokens the number of tokens sent;
+// Model is req.Model.
 //
 // When ctx is done Stream returns ctx.Err() and, when emit fails, emit's
 // error wrapped; either way with the response so far: the text of the
@@ -129,6 +130,7 @@ func (s *stream) response(outcome messages.StepOutcome) providers.Response {
 		Items:      items,
 		Outcome:    outcome,
 		Usage:      providers.Usage{InputTokens: s.inputTokens, OutputTokens: s.tokens},
+		Model:      s.req.Model,
 		RawRequest: rawRequest(s.req),
 		RawResponse: mustJSON(struct {
 			Text string `json:"text"`

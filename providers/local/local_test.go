@@ -1,9 +1,13 @@
 package local_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"image"
+	"image/png"
 	"reflect"
 	"strings"
 	"testing"
@@ -159,13 +163,22 @@ func TestEstimate(t *testing.T) {
 			want: 40/4 + 4*(1+1+2+2),
 		},
 		{
-			name: "blocks: tool use and result count, images do not",
+			name: "blocks: tool use and result count, an image its tokens, not its bytes",
 			c: messages.AssembledContext{User: messages.Message{Role: messages.RoleUser, Blocks: messages.Blocks{
 				messages.ToolUse{ToolUseID: "t", Name: "ab", Input: json.RawMessage(`{}`)},                 // 4
 				messages.ToolResult{ToolUseID: "t", Content: messages.Blocks{messages.Text{Text: "1234"}}}, // 4
-				messages.Image{MediaType: "image/png", Source: json.RawMessage(`{"type":"url"}`)},
+				messages.Image{MediaType: "image/png", Source: json.RawMessage(`{"type":"url","url":"https://example.com/a.png"}`)},
 			}}},
-			want: 2 + 4,
+			want: 2 + 4 + providers.ImageTokensDefault,
+		},
+		{
+			name: "an image of known size in the window and in a tool result",
+			c: messages.AssembledContext{Window: []messages.Message{{Role: messages.RoleUser, Blocks: messages.Blocks{
+				messages.Image{MediaType: "image/png", Source: pngSource(t, 100, 50)}, // 255: 85 + 170 for one tile
+				messages.ToolResult{ToolUseID: "t", Content: messages.Blocks{
+					messages.Image{MediaType: "image/png", Source: pngSource(t, 100, 50)}}},
+			}}}},
+			want: 4 + 4 + 2*255,
 		},
 	}
 	for _, tt := range tests {
@@ -173,6 +186,20 @@ func TestEstimate(t *testing.T) {
 			t.Errorf("Estimate(%s) = %d, want %d", tt.name, got, tt.want)
 		}
 	}
+}
+
+// pngSource is the base64 image source of a w×h PNG.
+func pngSource(t *testing.T, w, h int) json.RawMessage {
+	t.Helper()
+	var buf bytes.Buffer
+	if err := png.Encode(&buf, image.NewGray(image.Rect(0, 0, w, h))); err != nil {
+		t.Fatal(err)
+	}
+	src, err := json.Marshal(map[string]string{"type": "base64", "data": base64.StdEncoding.EncodeToString(buf.Bytes())})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return src
 }
 
 func TestProvider(t *testing.T) {

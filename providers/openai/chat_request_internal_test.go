@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	oai "github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/packages/param"
 	"github.com/openai/openai-go/v3/shared"
 
 	"github.com/contextinfinity/ctxinf/messages"
@@ -26,18 +27,51 @@ func sdkParams(r chatRequest) oai.ChatCompletionNewParams {
 	if r.ParallelToolCalls != nil {
 		p.ParallelToolCalls = oai.Bool(*r.ParallelToolCalls)
 	}
+	switch tc := r.ToolChoice.(type) {
+	case nil:
+	case string:
+		p.ToolChoice.OfAuto = oai.String(tc)
+	case chatNamedToolChoice:
+		p.ToolChoice = oai.ToolChoiceOptionFunctionToolChoice(oai.ChatCompletionNamedToolChoiceFunctionParam{Name: tc.Function.Name})
+	default:
+		panic(fmt.Sprintf("tool_choice %T", tc))
+	}
 	for _, m := range r.Messages {
 		switch m.Role {
 		case "system":
-			p.Messages = append(p.Messages, oai.SystemMessage(*m.Content))
+			p.Messages = append(p.Messages, oai.SystemMessage(m.Content.(string)))
 		case "user":
-			p.Messages = append(p.Messages, oai.UserMessage(*m.Content))
+			switch c := m.Content.(type) {
+			case string:
+				p.Messages = append(p.Messages, oai.UserMessage(c))
+			case []json.RawMessage:
+				var parts []oai.ChatCompletionContentPartUnionParam
+				for _, raw := range c {
+					var part struct {
+						Type     string
+						Text     string
+						ImageURL struct{ URL string } `json:"image_url"`
+					}
+					if err := json.Unmarshal(raw, &part); err != nil {
+						panic(err)
+					}
+					switch part.Type {
+					case "text":
+						parts = append(parts, oai.TextContentPart(part.Text))
+					case "image_url":
+						parts = append(parts, oai.ImageContentPart(oai.ChatCompletionContentPartImageImageURLParam{URL: part.ImageURL.URL}))
+					default:
+						parts = append(parts, param.Override[oai.ChatCompletionContentPartUnionParam](raw))
+					}
+				}
+				p.Messages = append(p.Messages, oai.UserMessage(parts))
+			}
 		case "tool":
-			p.Messages = append(p.Messages, oai.ToolMessage(*m.Content, m.ToolCallID))
+			p.Messages = append(p.Messages, oai.ToolMessage(m.Content.(string), m.ToolCallID))
 		case "assistant":
 			a := &oai.ChatCompletionAssistantMessageParam{}
 			if m.Content != nil {
-				a.Content.OfString = oai.String(*m.Content)
+				a.Content.OfString = oai.String(m.Content.(string))
 			}
 			for _, c := range m.ToolCalls {
 				a.ToolCalls = append(a.ToolCalls, oai.ChatCompletionMessageToolCallUnionParam{
@@ -73,8 +107,13 @@ func TestChatRequestEncodesAsTheSDK(t *testing.T) {
 				messages.ToolResult{ToolUseID: "call_w", Content: messages.Blocks{messages.Text{Text: "a.go"}}},
 				messages.Text{Text: "w3"}),
 		},
-		User:     messages.NewMessage(messages.RoleUser, messages.Text{Text: "Hi there"}),
-		ToolMode: messages.ToolsEnabled,
+		Pending: []messages.Message{messages.NewMessage(messages.RoleUser, messages.Text{Text: "what is this?"},
+			messages.Image{MediaType: "image/png", Source: json.RawMessage(`{"type":"base64","data":"iVBORw0K"}`)},
+			messages.Image{MediaType: "image/jpeg", Source: json.RawMessage(`{"type":"url","url":"https://example.com/a.jpg"}`)},
+			messages.Unknown{Provider: "openai.chat", Raw: json.RawMessage(`{"type":"input_audio","input_audio":{"data":"UklG","format":"wav"}}`)})},
+		User:       messages.NewMessage(messages.RoleUser, messages.Text{Text: "Hi there"}),
+		ToolMode:   messages.ToolsEnabled,
+		ToolChoice: messages.ToolChoice{Mode: messages.ToolChoiceTool, Name: "grep"},
 		Tools: []messages.Tool{{Name: "grep", Description: "search files",
 			InputSchema: json.RawMessage(`{"type":"object","properties":{"q":{"type":"string"}}}`)}, {Name: "ls"}},
 	}

@@ -276,6 +276,7 @@ func (s *chatStream) response(outcome messages.StepOutcome) providers.Response {
 	resp := providers.Response{
 		Items:       s.items(),
 		Outcome:     outcome,
+		Model:       s.model,
 		RawRequest:  s.rawRequest,
 		RawResponse: s.rawResponse(),
 	}

@@ -41,16 +41,42 @@ func (p *Provider) buildResponsesParams(req providers.Request) (responses.Respon
 	if p.reasoning && !p.store {
 		params.Include = []responses.ResponseIncludable{responses.ResponseIncludableReasoningEncryptedContent}
 	}
+	choice, err := responsesToolChoice(req.Context)
+	if err != nil {
+		return params, err
+	}
 	if len(tools) > 0 {
 		params.Tools = tools
+		params.ToolChoice = choice
 		params.ParallelToolCalls = param.NewOpt(req.ParallelToolCalls)
 	}
 	return params, nil
 }
 
+// responsesToolChoice is the tool_choice of a request for c
+// (providers.ToolChoice): "auto", "none", "required", or
+// {"type":"function","name":N}; left out (the zero union) when none is
+// sent.
+func responsesToolChoice(c messages.AssembledContext) (responses.ResponseNewParamsToolChoiceUnion, error) {
+	var u responses.ResponseNewParamsToolChoiceUnion
+	tc, err := providers.ToolChoice(c)
+	switch {
+	case err != nil:
+		return u, fmt.Errorf("context: %w", err)
+	case tc.Mode == "":
+	case tc.Mode == messages.ToolChoiceTool:
+		u.OfFunctionTool = &responses.ToolChoiceFunctionParam{Name: tc.Name}
+	default:
+		u.OfToolChoiceMode = param.NewOpt(responses.ToolChoiceOptions(tc.Mode))
+	}
+	return u, nil
+}
+
 // estimateResponses counts with tc the tokens of the JSON of c's
-// instructions, input items and tools.
+// instructions, input items, tools and tool choice, images counting
+// providers.ImageTokens rather than their data.
 func (p *Provider) estimateResponses(c messages.AssembledContext, tc tokens.Counter) (int, error) {
+	c, images := providers.WithoutImageData(c)
 	input, err := responsesInput(c)
 	if err != nil {
 		return 0, err
@@ -59,21 +85,26 @@ func (p *Provider) estimateResponses(c messages.AssembledContext, tc tokens.Coun
 	if err != nil {
 		return 0, err
 	}
+	choice, err := responsesToolChoice(c)
+	if err != nil {
+		return 0, err
+	}
 	data, err := json.Marshal(struct {
-		Instructions string                       `json:"instructions,omitempty"`
-		Input        responses.ResponseInputParam `json:"input"`
-		Tools        []responses.ToolUnionParam   `json:"tools,omitempty"`
-	}{providers.SystemText(c), input, tools})
+		Instructions string                                     `json:"instructions,omitempty"`
+		Input        responses.ResponseInputParam               `json:"input"`
+		Tools        []responses.ToolUnionParam                 `json:"tools,omitempty"`
+		ToolChoice   responses.ResponseNewParamsToolChoiceUnion `json:"tool_choice,omitzero"`
+	}{providers.SystemText(c), input, tools, choice})
 	if err != nil {
 		return 0, fmt.Errorf("encode: %w", err)
 	}
-	return tc.Count(string(data)), nil
+	return tc.Count(string(data)) + images, nil
 }
 
 // responsesInput lays c's conversation (providers.Conversation) out as
 // input items, in order:
 //
-//   - a user segment is a user message of one input_text;
+//   - a user segment is a user message (see responsesUserContent);
 //   - an assistant segment gives, in block order, an assistant message
 //     (output_text parts) for each run of text, a function_call for each
 //     tool use (arguments from providers.ArgumentsText), a reasoning item
@@ -96,11 +127,9 @@ func responsesInput(c messages.AssembledContext) (responses.ResponseInputParam, 
 		switch s.Kind {
 		case providers.SegmentUser:
 			input = append(input, responses.ResponseInputItemUnionParam{OfMessage: &responses.EasyInputMessageParam{
-				Type: responses.EasyInputMessageTypeMessage,
-				Role: responses.EasyInputMessageRoleUser,
-				Content: responses.EasyInputMessageContentUnionParam{OfInputItemContentList: responses.ResponseInputMessageContentListParam{
-					{OfInputText: &responses.ResponseInputTextParam{Text: s.Blocks.RenderedText()}},
-				}},
+				Type:    responses.EasyInputMessageTypeMessage,
+				Role:    responses.EasyInputMessageRoleUser,
+				Content: responses.EasyInputMessageContentUnionParam{OfInputItemContentList: responsesUserContent(s.Blocks)},
 			}})
 		case providers.SegmentAssistant:
 			input = appendAssistantItems(input, s.Blocks)
@@ -116,6 +145,62 @@ func responsesInput(c messages.AssembledContext) (responses.ResponseInputParam, 
 		}
 	}
 	return input, nil
+}
+
+// responsesUserProvider is the Provider of the unknown blocks that are
+// Responses content parts a client sent (the proxy's), sent back as they
+// came.
+const responsesUserProvider = "openai"
+
+// responsesUserContent is the content of a user message of blocks bs:
+// one input_text of its text when it holds text only, as before;
+// otherwise, in order, an input_text per text block, an input_image
+// (detail auto) per image (providers.ImageURL: its URL, or a data URL),
+// and unknown blocks from a Responses client (Provider "openai") as they
+// came. A part this API cannot take (an image from a file, a part
+// another API's client sent) becomes an input_text saying so
+// (providers.UnsupportedPart).
+func responsesUserContent(bs messages.Blocks) responses.ResponseInputMessageContentListParam {
+	text := func(s string) responses.ResponseInputContentUnionParam {
+		return responses.ResponseInputContentUnionParam{OfInputText: &responses.ResponseInputTextParam{Text: s}}
+	}
+	plain := true
+	for _, b := range bs {
+		if _, ok := b.(messages.Text); !ok {
+			plain = false
+			break
+		}
+	}
+	if plain {
+		return responses.ResponseInputMessageContentListParam{text(bs.RenderedText())}
+	}
+	var out responses.ResponseInputMessageContentListParam
+	for _, b := range bs {
+		switch b := b.(type) {
+		case messages.Text:
+			if b.Text != "" {
+				out = append(out, text(b.Text))
+			}
+		case messages.Image:
+			u, ok := providers.ImageURL(b)
+			if !ok {
+				out = append(out, text(providers.UnsupportedImage(b)))
+				continue
+			}
+			out = append(out, responses.ResponseInputContentUnionParam{OfInputImage: &responses.ResponseInputImageParam{
+				ImageURL: param.NewOpt(u), Detail: responses.ResponseInputImageDetailAuto}})
+		case messages.Unknown:
+			if raw, ok := ownPart(b, responsesUserProvider); ok {
+				out = append(out, param.Override[responses.ResponseInputContentUnionParam](raw))
+				continue
+			}
+			out = append(out, text(providers.UnsupportedPart(providers.UnknownType(b))))
+		}
+	}
+	if len(out) == 0 {
+		out = append(out, text(""))
+	}
+	return out
 }
 
 // outputMessage is an assistant message sent back as input, in the form

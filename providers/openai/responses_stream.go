@@ -55,7 +55,7 @@ type responsesStream struct {
 	provider   string
 	emit       func(providers.Event) error
 	rawRequest json.RawMessage
-	id         string
+	id, model  string
 	outputs    map[int]*outputSlot
 	// terminal is the type of the event that ended the response
 	// (evCompleted, evIncomplete, evFailed or evError), "" before it.
@@ -216,6 +216,9 @@ func (s *responsesStream) setResponse(r responses.Response) {
 	}
 	if r.ID != "" {
 		s.id = r.ID
+	}
+	if r.Model != "" {
+		s.model = string(r.Model)
 	}
 }
 
@@ -498,6 +501,7 @@ func (s *responsesStream) responseWith(items messages.Items, outcome messages.St
 	resp := providers.Response{
 		Items:       items,
 		Outcome:     outcome,
+		Model:       s.model,
 		RawRequest:  s.rawRequest,
 		RawResponse: s.rawResponse,
 	}
