@@ -28,9 +28,9 @@ import (
 // are ignored: the runtime holds the conversation.
 
 // isProxyPath reports whether path is one of the proxy's routes, whose
-// errors are in the OpenAI API's shape.
+// errors are in the OpenAI API's shape (Anthropic's on its Messages API).
 func isProxyPath(path string) bool {
-	return path == "/v1/chat/completions" || path == "/v1/responses" || path == "/v1/embeddings"
+	return path == "/v1/chat/completions" || path == "/v1/responses" || path == "/v1/embeddings" || isAnthropicPath(path)
 }
 
 // ProxyBranchHeader and ProxyConversationHeader choose the conversation.

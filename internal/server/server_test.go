@@ -79,6 +79,8 @@ func TestOpenAPISchemasMatchTypes(t *testing.T) {
 		"ContextDebug": reflect.TypeFor[actors.ContextDebug](), "PartialOutput": reflect.TypeFor[client.PartialOutput](),
 		"Report": reflect.TypeFor[client.Report](),
 		"Pin":    reflect.TypeFor[client.Pin](),
+		// The Messages API's answer (Anthropic's shape).
+		"AnthropicMessage": reflect.TypeFor[anthropicResponse](),
 	}
 	for name, typ := range types {
 		schema, ok := doc.Components.Schemas[name]
