@@ -250,11 +250,16 @@ func apiMessage(err error) string {
 }
 
 // writeError writes err as the API's error response, in the OpenAI
-// API's shape on the proxy's routes (path).
+// API's shape on the proxy's routes (path), in Anthropic's on the
+// Messages API's.
 func writeError(w http.ResponseWriter, path string, err error) {
 	ae := classify(err)
 	if ae.Status == http.StatusTooManyRequests || ae.Status == http.StatusServiceUnavailable || ae.Code == CodeBusy {
 		w.Header().Set("Retry-After", "1")
+	}
+	if isAnthropicPath(path) {
+		writeJSON(w, ae.Status, anthropicError(ae.Status, ae.Message))
+		return
 	}
 	body := map[string]any{"code": ae.Code, "message": ae.Message}
 	if ae.timeout {

@@ -25,9 +25,9 @@ import (
 // id, or the messages the request resends.
 
 // isProxyPath reports whether path is one of the proxy's routes, whose
-// errors are in the OpenAI API's shape.
+// errors are in the OpenAI API's shape (Anthropic's on its Messages API).
 func isProxyPath(path string) bool {
-	return path == "/v1/chat/completions" || path == "/v1/responses" || path == "/v1/embeddings"
+	return path == "/v1/chat/completions" || path == "/v1/responses" || path == "/v1/embeddings" || isAnthropicPath(path)
 }
 
 // ProxyBranchHeader and ProxyConversationHeader choose the conversation.

@@ -30,8 +30,9 @@ type Options struct {
 	// address that is not loopback is refused unless Tokens is set.
 	Addr string
 	// Tokens are the bearer tokens a request must carry
-	// ("Authorization: Bearer <token>"); none means no authentication,
-	// allowed on loopback only.
+	// ("Authorization: Bearer <token>", or "x-api-key: <token>" as the
+	// Anthropic SDKs send it); none means no authentication, allowed on
+	// loopback only.
 	Tokens []string
 	// MaxBodyBytes bounds a request body (default 8 MiB).
 	MaxBodyBytes int64
@@ -112,6 +113,7 @@ var routes = []route{
 	{"POST", "/v1/embeddings", (*Server).embeddings},
 	{"POST", "/v1/chat/completions", (*Server).chatCompletions},
 	{"POST", "/v1/responses", (*Server).responses},
+	{"POST", anthropicMessagesPath, (*Server).anthropicMessages},
 }
 
 // New returns a server over rt. The runtime has recovered when it is
@@ -194,10 +196,10 @@ func (s *Server) SetReady(ok bool) { s.ready.Store(ok) }
 // in-flight limit: a monitor must see a server that is full.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if len(s.opts.Tokens) > 0 && r.URL.Path != "/healthz" && r.URL.Path != "/readyz" {
-		tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		if !ok || !slices.Contains(s.opts.Tokens, tok) {
+		if !s.authorized(r) {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="ctxinf"`)
-			refuse(w, r, &apiError{Status: http.StatusUnauthorized, Code: CodeUnauthorized, Message: "a valid bearer token is required (Authorization: Bearer <token>)"})
+			refuse(w, r, &apiError{Status: http.StatusUnauthorized, Code: CodeUnauthorized,
+				Message: "a valid bearer token is required (Authorization: Bearer <token>, or x-api-key: <token>)"})
 			return
 		}
 	}
@@ -217,6 +219,16 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		r.Body = http.MaxBytesReader(w, r.Body, s.opts.MaxBodyBytes)
 	}
 	s.mux.ServeHTTP(w, r)
+}
+
+// authorized reports whether r carries one of the tokens, as a bearer
+// token or, as the Anthropic SDKs send their key, in x-api-key.
+func (s *Server) authorized(r *http.Request) bool {
+	if tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok && slices.Contains(s.opts.Tokens, tok) {
+		return true
+	}
+	key := r.Header.Get("X-Api-Key")
+	return key != "" && slices.Contains(s.opts.Tokens, key)
 }
 
 // refuse answers a request refused before its body was read. A body is

@@ -85,6 +85,8 @@ func TestOpenAPISchemasMatchTypes(t *testing.T) {
 		"ChatUsage": reflect.TypeFor[chatUsage](), "Response": reflect.TypeFor[response](),
 		"ResponseMessage": reflect.TypeFor[responseMessage](), "ResponseFunctionCall": reflect.TypeFor[responseFunctionCall](),
 		"ResponseUsage": reflect.TypeFor[responseUsage](),
+		// The Messages API's answer (Anthropic's shape).
+		"AnthropicMessage": reflect.TypeFor[anthropicResponse](),
 	}
 	for name, typ := range types {
 		schema, ok := doc.Components.Schemas[name]
