@@ -587,9 +587,9 @@ func anthropicUpstream(t *testing.T, replies ...fakeapi.Reply) (*testServer, *fa
 	return ts, up
 }
 
-// upstreamRequest is the part of a request to the fake Anthropic API
+// anthropicUpstreamRequest is the part of a request to the fake Anthropic API
 // the tests look at.
-type upstreamRequest struct {
+type anthropicUpstreamRequest struct {
 	System   json.RawMessage `json:"system"`
 	Tools    []map[string]any
 	Messages []struct {
@@ -598,7 +598,7 @@ type upstreamRequest struct {
 	} `json:"messages"`
 }
 
-func (u upstreamRequest) systemText() string {
+func (u anthropicUpstreamRequest) systemText() string {
 	var s string
 	if json.Unmarshal(u.System, &s) == nil {
 		return s
@@ -614,7 +614,7 @@ func (u upstreamRequest) systemText() string {
 
 // blocks returns the upstream messages' blocks as "role:type:text-or-id"
 // strings (a tool_result's text is its content's).
-func (u upstreamRequest) blocks() []string {
+func (u anthropicUpstreamRequest) blocks() []string {
 	var out []string
 	for _, m := range u.Messages {
 		var s string
@@ -651,11 +651,11 @@ func (u upstreamRequest) blocks() []string {
 	return out
 }
 
-func upstreamRequests(t *testing.T, up *fakeapi.Server) []upstreamRequest {
+func upstreamRequests(t *testing.T, up *fakeapi.Server) []anthropicUpstreamRequest {
 	t.Helper()
-	var out []upstreamRequest
+	var out []anthropicUpstreamRequest
 	for i, r := range up.Requests() {
-		var u upstreamRequest
+		var u anthropicUpstreamRequest
 		if err := json.Unmarshal(r.Body, &u); err != nil {
 			t.Fatalf("upstream request %d: %v", i, err)
 		}
@@ -682,7 +682,7 @@ func loopTools() []anthropic.ToolUnionParam {
 
 // checkUpstream checks that an upstream request carries the client's
 // system prompt and tools as sent.
-func checkUpstream(t *testing.T, step int, u upstreamRequest) {
+func checkUpstream(t *testing.T, step int, u anthropicUpstreamRequest) {
 	t.Helper()
 	if !strings.Contains(u.systemText(), anthropicLoopSystem) {
 		t.Errorf("step %d: upstream system %s lacks the client's %q", step, u.System, anthropicLoopSystem)
