@@ -401,12 +401,11 @@ func TestAnthropicMessagesBusy(t *testing.T) {
 			go func() { first <- statusOf(ts.URL+"/v1/messages", body) }()
 			var branch messages.BranchID
 			pollUntil(t, "the first turn to run", func() bool {
-				srv.proxy.mu.Lock()
-				branch = srv.proxy.byKey["busy"]
-				srv.proxy.mu.Unlock()
-				if branch.IsZero() {
+				tgt, err := ts.rt.DB().ProxyLookup(context.Background(), persistence.ProxyByKey, []byte("busy"))
+				if err != nil {
 					return false
 				}
+				branch = tgt.Branch
 				info, err := ts.rt.Inspect(context.Background(), branch)
 				return err == nil && info.InFlight != nil
 			})
