@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/contextinfinity/ctxinf/internal/core"
 	"github.com/contextinfinity/ctxinf/messages"
@@ -628,5 +629,65 @@ func TestDoneCarriesUsageAndModel(t *testing.T) {
 	_, last, _ = runTurn(t, r, b, "once more")
 	if last.Phase != messages.PhaseFailed || last.Usage != (providers.Usage{}) || last.Model != "" {
 		t.Fatalf("Done of a turn failed before its step %+v, want no usage and no model", last)
+	}
+}
+
+// A turn awaiting its client's results runs nothing: its branch actor
+// passivates when idle, and the results activate it again.
+func TestAwaitingBranchPassivates(t *testing.T) {
+	cfg := testConfig(t, t.TempDir(), newEvents())
+	cfg.IdleAfter = 50 * time.Millisecond
+	cfg.Provider = fake.New(fake.Step{Items: messages.Items{weatherCall("c1")}, Outcome: pausedForTools}, fake.Step{Reply: "ok"})
+	r, b := branchOn(t, cfg)
+	s, err := r.SubmitWith(bg, b, "weather?", SubmitOptions{Client: clientTurn()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, last, _ := drain(t, s)
+	wantAwaiting(t, last, "c1")
+	pid, err := r.pid(bg, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-r.goneChan(pid):
+	case <-time.After(10 * time.Second):
+		t.Fatal("the branch did not passivate while its turn awaited the client")
+	}
+	s, err = r.SubmitToolResults(bg, b, messages.Items{clientOutput("c1", "rain")}, SubmitOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if text, last, _ := drain(t, s); text != "ok" || last.Phase != messages.PhaseResponseFinalized {
+		t.Fatalf("after passivation the loop ended %q, %+v", text, last)
+	}
+}
+
+// tools.max_steps bounds a client's tool loop too: the calls of the last
+// step allowed are answered "not executed" and the turn is finalized.
+func TestClientToolLoopStepLimit(t *testing.T) {
+	cfg := testConfig(t, t.TempDir(), newEvents())
+	cfg.MaxToolSteps = 2
+	f := fake.New(fake.Step{Items: messages.Items{weatherCall("c1")}, Outcome: pausedForTools},
+		fake.Step{Items: messages.Items{weatherCall("c2")}, Outcome: pausedForTools})
+	cfg.Provider = f
+	r, b := branchOn(t, cfg)
+	s, err := r.SubmitWith(bg, b, "weather?", SubmitOptions{Client: clientTurn()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, last, _ := drain(t, s)
+	wantAwaiting(t, last, "c1")
+	s, err = r.SubmitToolResults(bg, b, messages.Items{clientOutput("c1", "rain")}, SubmitOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, last, _ = drain(t, s)
+	if last.Awaiting || last.Phase != messages.PhaseResponseFinalized || last.Outcome.Kind != messages.OutcomeIncomplete ||
+		last.Outcome.Reason != "tool_step_limit" || f.Calls() != 2 {
+		t.Fatalf("turn at its step limit ended %+v (provider calls %d)", last, f.Calls())
+	}
+	if got := strings.Join(blockKinds(lastReply(t, r, b)), " "); got != "use:c1 result:c1=rain use:c2 result:c2!" {
+		t.Fatalf("reply = %s", got)
 	}
 }
