@@ -107,7 +107,10 @@ func (r *Runtime) checkClient(c *ClientTurn) error {
 			return bad("content[%d]: a %T block; a user message holds text, images and parts kept as sent", i, b)
 		}
 	}
-	return nil
+	// The system prompt and the tools are kept in the branch's log with
+	// the turn's acceptance: bounded as a stored payload is.
+	tools, _ := json.Marshal(c.Tools)
+	return r.db.CheckPayload("client.system and client.tools (kept with the turn)", len(c.System)+len(tools))
 }
 
 // clientHash is what the idempotency hash of a turn holds of c.

@@ -566,6 +566,7 @@ func TestClientTurnChecked(t *testing.T) {
 		{with(func(c *ClientTurn) { c.ToolChoice = messages.ToolChoice{Mode: messages.ToolChoiceTool, Name: "nope"} }), `client.tool_choice.name: "nope" names no tool`},
 		{with(func(c *ClientTurn) { c.Content = messages.Blocks{messages.ToolUse{ToolUseID: "x", Name: "y"}} }), "client.content[0]: a messages.ToolUse block"},
 		{with(func(c *ClientTurn) { c.Tools = make([]messages.Tool, MaxClientTools+1) }), "client.tools: 129 tools, limit 128"},
+		{with(func(c *ClientTurn) { c.System = strings.Repeat("x", int(r.DB().MaxPayloadBytes())) }), "client.system and client.tools"},
 	} {
 		if s, err := r.SubmitWith(bg, b, "hi", SubmitOptions{Client: tc.c}); !errors.Is(err, persistence.ErrInvalidArgument) ||
 			!strings.Contains(err.Error(), tc.text) || s != nil {
