@@ -309,13 +309,38 @@ var ErrNoToolCallsOpen = errors.New("actors: no client tool call awaits a result
 // that answers no open call, or an open call left unanswered, is
 // persistence.ErrInvalidArgument naming the call id. o.Key, if set, is an
 // idempotency key as for SubmitWith; o's other fields are ignored.
+//
+// While the turn's step (or the runtime's tools) still runs, it is a
+// *core.BusyError: the turn may await its client later. Outputs are
+// recorded in the order of the calls. A repeat under o.Key with the same
+// outputs (in any order) records nothing and gets the stream those
+// outputs started, while this branch actor keeps it, else how the turn
+// stands: awaiting (its open calls), running (a follower) or its end.
 func (r *Runtime) SubmitToolResults(ctx context.Context, branch messages.BranchID, outputs messages.Items, o SubmitOptions) (*TurnStream, error) {
-	return nil, errors.New("actors: SubmitToolResults: not implemented yet")
+	return r.submitToolResults(ctx, branch, outputs, o)
 }
 
 // SubmitWith is Submit with options.
+//
+// A turn that a client sent with o.Client (the proxy) is checked first
+// (persistence.ErrInvalidArgument naming the client's field at fault:
+// client.tools[i].name, …); its message is o.Client.Content when not
+// empty. A turn submitted while the branch's turn in flight awaits its
+// client's tool results (Update.Awaiting) ends that turn first: its open
+// calls are answered with an error and its response finalized as
+// incomplete (ReasonToolResultsMissing); the new turn is not refused as
+// busy.
 func (r *Runtime) SubmitWith(ctx context.Context, branch messages.BranchID, text string, o SubmitOptions) (*TurnStream, error) {
-	if text == "" {
+	client, isClient := clientOf(o.Client)
+	if isClient {
+		if err := r.checkClient(o.Client); err != nil {
+			return nil, err
+		}
+	}
+	msg := messages.NewMessage(messages.RoleUser, messages.Text{Text: text})
+	if isClient && len(o.Client.Content) > 0 {
+		msg = messages.NewMessage(messages.RoleUser, slices.Clone(o.Client.Content)...)
+	} else if text == "" {
 		return nil, fmt.Errorf("%w: message text is empty", persistence.ErrInvalidArgument)
 	}
 	var hash string
@@ -323,7 +348,11 @@ func (r *Runtime) SubmitWith(ctx context.Context, branch messages.BranchID, text
 		if err := checkKey(o.Key); err != nil {
 			return nil, err
 		}
-		hash = keyHash("turn", text, o.Model)
+		if isClient {
+			hash = keyHash("turn", text, o.Model, clientHash(o.Client))
+		} else {
+			hash = keyHash("turn", text, o.Model)
+		}
 	}
 	if err := r.db.CheckSpace(); err != nil { // new work waits for free space
 		// A repeat of a turn already accepted is not new work: it gets
@@ -332,11 +361,10 @@ func (r *Runtime) SubmitWith(ctx context.Context, branch messages.BranchID, text
 			return nil, err
 		}
 	}
-	msg := messages.NewMessage(messages.RoleUser, messages.Text{Text: text})
 	// The turn id is chosen here, so that sending the request again (after
 	// the branch actor stopped with it unread) cannot make a second turn.
 	req := &submitReq{msg: msg, turn: messages.NewID[messages.TurnID](r.cfg.Now()), within: o.Within, model: o.Model,
-		key: o.Key, hash: hash}
+		key: o.Key, hash: hash, client: client}
 	res, err := r.ask(ctx, branch, req)
 	var te *TimeoutError
 	if errors.As(err, &te) {

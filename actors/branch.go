@@ -50,7 +50,8 @@ type (
 		// within, if positive, defers the commit of the turn's
 		// acceptance (Runtime.SubmitDeferred).
 		within time.Duration
-		model  string // selected first, unless "" (SubmitOptions.Model)
+		model  string      // selected first, unless "" (SubmitOptions.Model)
+		client core.Client // what an API client sent with the turn (SubmitOptions.Client)
 	}
 	// pinReq pins fact (op pinAdd), unpins pin id (pinRemove), edits pin
 	// id to fact (pinEdit), or lists the pins (pinList).
@@ -163,6 +164,16 @@ type branchActor struct {
 	// fold policy asks for no summary until the import ends.
 	importing bool
 	counters  [2]uint64 // displayed, durable bytes of the turn's finished steps
+	// usage and lastModel are the tokens used by the provider steps run
+	// for the turn's current stream (since its acceptance, or since
+	// SubmitToolResults) and the model id of the last one (Update.Usage,
+	// Update.Model).
+	usage     providers.Usage
+	lastModel string
+	// results are the streams started by tool results sent under an
+	// idempotency key (SubmitToolResults), by key, while their turn is in
+	// flight: a repeat follows them.
+	results map[string]*TurnStream
 	// msgs holds the decoded messages of the window, the pending turns and
 	// the turn in flight, so that assembling a context reads the store only
 	// for what this instance has not seen (after activation).
@@ -213,7 +224,7 @@ func (a *branchActor) Receive(ctx actor.Context) {
 		}
 	}
 	switch ctx.Message().(type) {
-	case *createReq, *submitReq, *pinReq, *commitReq, *inspectReq, *forkReq, *wakeReq, *cancelReq, *modelReq, *debugReq:
+	case *createReq, *submitReq, *pinReq, *commitReq, *inspectReq, *forkReq, *wakeReq, *cancelReq, *modelReq, *debugReq, *resultsReq:
 		a.asker = sender // answered by respond, or on failure by Restarting
 	}
 	if _, ok := ctx.Message().(*idleCheck); !ok {
@@ -221,7 +232,7 @@ func (a *branchActor) Receive(ctx actor.Context) {
 	}
 	switch ctx.Message().(type) {
 	case *createReq, *pinReq, *commitReq, *inspectReq, *forkReq, *wakeReq, *cancelReq, *modelReq, *debugReq, *importReq, *forceReq,
-		*importItemsReq, *importDoneReq:
+		*importItemsReq, *importDoneReq, *resultsReq:
 		if a.unacked {
 			// Nothing is told while a turn's acceptance is held.
 			a.flush()
@@ -268,6 +279,13 @@ func (a *branchActor) Receive(ctx actor.Context) {
 			return
 		}
 		respond(s)
+	case *resultsReq:
+		s, err := a.submitResults(ctx, m)
+		if err != nil {
+			respond(err)
+			return
+		}
+		respond(s)
 	case *pinReq:
 		res, err := a.pin(ctx, m)
 		if err != nil {
@@ -300,7 +318,7 @@ func (a *branchActor) Receive(ctx actor.Context) {
 	case *wakeReq:
 		respond(okReply{})
 	case *cancelReq:
-		respond(errOrOK(a.cancel()))
+		respond(errOrOK(a.cancel(ctx)))
 	case *debugReq:
 		d, err := a.debugNext(m.text)
 		if err != nil {
@@ -379,7 +397,7 @@ func (a *branchActor) Receive(ctx actor.Context) {
 			after(ctx, a.rt.cfg.IndexFlushDelay, &flushIndexedReq{})
 		}
 	case *flushIndexedReq:
-		if _, inFlight := a.b.InFlight(); inFlight {
+		if t, inFlight := a.b.InFlight(); inFlight && !t.Awaiting() {
 			// The turn in flight ends with a write of its own (its
 			// response or its failure; a stop flushes first), which
 			// takes the index results with it. Committing them now
@@ -476,8 +494,8 @@ func (a *branchActor) ended(ctx actor.Context) {
 		a.asker = nil
 	}
 	for id, s := range a.streams {
-		s.push(Update{Done: true, Phase: messages.PhaseFailed, Err: core.InterruptedReason,
-			Outcome: messages.FailedOutcome(messages.FailInterrupted, core.InterruptedReason)})
+		s.push(a.doneUpdate(Update{Done: true, Phase: messages.PhaseFailed, Err: core.InterruptedReason,
+			Outcome: messages.FailedOutcome(messages.FailInterrupted, core.InterruptedReason)}))
 		delete(a.streams, id)
 	}
 }
@@ -515,10 +533,19 @@ func errOrOK(err error) any {
 
 // busy says whether the branch has work in flight that passivation would
 // interrupt. Pending turns are not: they are in the log, and the fold
-// policy folds them when it is due, in whichever instance.
+// policy folds them when it is due, in whichever instance; nor is a turn
+// that awaits its client's tool results, which runs nothing.
 func (a *branchActor) busy() bool {
-	_, inFlight := a.b.InFlight()
-	return inFlight || a.summarizing != 0 || len(a.indexing) > 0
+	t, inFlight := a.b.InFlight()
+	return inFlight && !t.Awaiting() || a.summarizing != 0 || len(a.indexing) > 0
+}
+
+// doneUpdate is u, a stream's last update, with the turn's journal
+// counters, and the usage and model of the steps run for the stream.
+func (a *branchActor) doneUpdate(u Update) Update {
+	u.Displayed, u.Durable = a.counters[0], a.counters[1]
+	u.Usage, u.Model = a.usage, a.lastModel
+	return u
 }
 
 // replay applies a stored event or snapshot; effects are not run.
@@ -841,21 +868,24 @@ func (a *branchActor) submit(ctx actor.Context, m *submitReq) (*TurnStream, erro
 		return nil, err
 	}
 	now := a.now()
-	evs, err := a.b.Submit(turn, now)
+	var sel []messages.BranchEvent
+	if model != "" {
+		if sel, err = a.modelEvents(model); err != nil {
+			return nil, err
+		}
+	}
+	// A turn awaiting its client's tool results ends first: its client
+	// went on without them.
+	a.abandonAwaiting(ctx)
+	evs, err := a.b.SubmitFor(turn, m.client, now)
 	if err != nil {
 		return nil, err
 	}
-	if model != "" {
-		// The turn is valid (decided on a state the model does not
-		// touch): its model is selected first, held, and committed
-		// with its acceptance.
-		sel, err := a.modelEvents(model)
-		if err != nil {
-			return nil, err
-		}
-		for _, ev := range sel {
-			a.persistHeld(ctx, ev, a.txFor(ev))
-		}
+	// The turn is valid (decided on a state the model does not touch):
+	// its model is selected first, held, and committed with its
+	// acceptance.
+	for _, ev := range sel {
+		a.persistHeld(ctx, ev, a.txFor(ev))
 	}
 	ev := evs[0].(messages.TurnAccepted)
 	tip := a.b.Tip
@@ -940,6 +970,8 @@ func (a *branchActor) run(ctx actor.Context, effects []core.Effect) {
 			a.prepare(ctx, e.Turn)
 		case core.RunTools:
 			a.runTools(ctx, e)
+		case core.AwaitResults:
+			a.awaitResults(ctx, e)
 		case core.ContinueLoop:
 			a.continueLoop(ctx, e.Turn, e.Step)
 		case core.RetryStep:
@@ -976,8 +1008,13 @@ func (a *branchActor) run(ctx actor.Context, effects []core.Effect) {
 			ctx.Send(a.rt.indexer(a.id), &indexReq{known: known, from: ctx.Self(), branch: a.id, session: a.b.Session,
 				turn: t.ID, seq: t.Seq, reply: t.Reply})
 		case core.TurnDone:
+			for k, s := range a.results {
+				if s.Turn == e.Turn {
+					delete(a.results, k) // a repeat reads the turn's end from the store
+				}
+			}
 			if s := a.streams[e.Turn]; s != nil {
-				u := Update{Done: true, Phase: e.Phase, Displayed: a.counters[0], Durable: a.counters[1]}
+				u := a.doneUpdate(Update{Done: true, Phase: e.Phase})
 				if t, ok := a.b.Turn(e.Turn); ok {
 					u.Outcome, u.Err = t.Outcome, t.Reason
 				}
@@ -1018,6 +1055,7 @@ func (a *branchActor) prepare(ctx actor.Context, turn messages.TurnID) {
 		return
 	}
 	a.counters, a.cancelled, a.sizeRetries = [2]uint64{}, false, 0
+	a.usage, a.lastModel = providers.Usage{}, ""
 	t0 := time.Now()
 	ac, rep, err := a.assemble(turn, nil)
 	if err != nil {
@@ -1121,13 +1159,23 @@ func (a *branchActor) shrunk(ctx actor.Context, m *shrinkDone) {
 // branch's model, the tools policy and the redaction hook applied.
 func (a *branchActor) spawnStep(ctx actor.Context, turn messages.TurnID, step messages.StepID, ac messages.AssembledContext) {
 	var hashed *messages.AssembledContext // as assembled: what the recipe rebuilds
-	if t, _ := a.b.Turn(turn); t.Steps <= 1 && a.recipe != nil && a.recipe.User == turn && a.recipe.Hash == "" {
+	t, _ := a.b.Turn(turn)
+	if t.Steps <= 1 && a.recipe != nil && a.recipe.User == turn && a.recipe.Hash == "" {
 		orig := ac
 		hashed = &orig
 	}
 	if mode := a.rt.cfg.ToolMode; mode != messages.ToolsDisabled {
 		ac.ToolMode, ac.Tools = mode, a.rt.cfg.Tools.Definitions()
 	}
+	if len(t.Tools) > 0 {
+		// The client's tools, after the runtime's: offered whatever
+		// the runtime's tools mode.
+		ac.Tools = append(slices.Clone(ac.Tools), t.Tools...)
+		if ac.ToolMode == messages.ToolsDisabled {
+			ac.ToolMode = messages.ToolsEnabled
+		}
+	}
+	ac.ToolChoice = t.ToolChoice
 	if redact := a.rt.cfg.Redact; redact != nil {
 		var err error
 		if ac, err = redact(ac); err != nil {
@@ -1256,7 +1304,11 @@ func (a *branchActor) assembleFor(userNode messages.TurnID, user messages.Messag
 	for _, p := range pending {
 		recipe.Pending = append(recipe.Pending, p.ID)
 	}
-	in := core.AssembleInput{System: a.rt.cfg.SystemInstructions, Pinned: a.b.State.Pinned, Summary: a.b.State.Summary,
+	system := a.rt.cfg.SystemInstructions
+	if t, ok := a.b.Turn(userNode); ok && !userNode.IsZero() {
+		system = joinSystem(t.System, system) // a client's system prompt first
+	}
+	in := core.AssembleInput{System: system, Pinned: a.b.State.Pinned, Summary: a.b.State.Summary,
 		User: user, Continuation: continuation}
 	for _, n := range recipe.Window {
 		m, err := a.message(n)

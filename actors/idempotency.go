@@ -227,6 +227,9 @@ func (a *branchActor) answerOf(turn messages.TurnID) (*TurnStream, error) {
 	if s := a.streams[turn]; s != nil {
 		return s.follow(), nil
 	}
+	if t, ok := a.b.Turn(turn); ok && t.Awaiting() {
+		return a.awaitingStream(t), nil
+	}
 	row, err := a.turnRow(turn)
 	if err != nil {
 		return nil, err

@@ -2,6 +2,7 @@ package actors
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -68,6 +69,9 @@ func (a *branchActor) finishStep(ctx actor.Context, m *stepDone) {
 	a.step = messages.StepID{}
 	a.counters[0] += m.displayed
 	a.counters[1] += m.durable
+	a.usage.InputTokens += m.resp.Usage.InputTokens
+	a.usage.OutputTokens += m.resp.Usage.OutputTokens
+	a.lastModel = m.model
 	t, ok := a.b.Turn(m.turn)
 	if !ok {
 		return
@@ -90,7 +94,14 @@ func (a *branchActor) finishStep(ctx actor.Context, m *stepDone) {
 		a.finalize(ctx, m.turn, m.step, m.resp.Items, m.resp.Outcome, &row)
 		return
 	}
-	switch a.rt.cfg.ToolMode {
+	mode := a.rt.cfg.ToolMode
+	if slices.ContainsFunc(calls, func(c messages.ToolCall) bool { return t.ClientTool(c.Name) }) ||
+		mode == messages.ToolsDisabled && len(t.Tools) > 0 {
+		// The client runs its calls, whatever the runtime's tools mode
+		// (runTools answers the runtime's calls in a mode that runs none).
+		mode = messages.ToolsEnabled
+	}
+	switch mode {
 	case messages.ToolsEnabled:
 		evs, err := a.b.IssueToolCalls(m.turn, m.step, m.resp.Items, a.now())
 		if err != nil {
@@ -231,6 +242,9 @@ func (a *branchActor) abandon(ctx actor.Context, turn messages.TurnID, reason, t
 	if a.Recovering() {
 		return
 	}
+	if t, ok := a.b.Turn(turn); !ok || t.Phase != messages.PhaseResponding {
+		return // ended already (a cancellation that came while its tools ran)
+	}
 	if outs := a.b.AbandonOutputs(turn, text); len(outs) > 0 {
 		evs, err := a.b.RecordToolResults(turn, outs, messages.StepID{}, a.now())
 		if err != nil {
@@ -283,6 +297,23 @@ func (a *branchActor) runTools(ctx actor.Context, e core.RunTools) {
 		a.abandon(ctx, e.Turn, "tool_step_limit", fmt.Sprintf(stepLimitToolText, limit), nil)
 		return
 	}
+	if mode := a.rt.cfg.ToolMode; mode != messages.ToolsEnabled {
+		// Calls beside a client's calls, in a mode that runs no tool of
+		// the runtime's: each gets an error, and the client's are
+		// awaited next.
+		outs := make(messages.Items, len(e.Calls))
+		for i, c := range e.Calls {
+			text := fmt.Sprintf(notRunToolText, mode)
+			if mode == messages.ToolsDisabled {
+				text = fmt.Sprintf(unknownToolText, c.Name)
+			}
+			out, _ := json.Marshal(text)
+			outs[i] = messages.ToolOutput{CallID: c.CallID, Output: out, IsError: true}
+		}
+		a.tools = e.Step
+		a.toolsDone(ctx, &toolsDone{turn: e.Turn, step: e.Step, outputs: outs})
+		return
+	}
 	tctx, cancel := context.WithCancel(context.Background())
 	a.tools, a.cancelStep = e.Step, cancel
 	self, root := ctx.Self(), ctx.ActorSystem().Root
@@ -317,9 +348,9 @@ func (a *branchActor) toolsDone(ctx actor.Context, m *toolsDone) {
 		}
 	}
 	var next messages.StepID
-	if !m.cancelled {
+	if !m.cancelled && !leavesOpen(a.b, m.turn, m.outputs) {
 		next = messages.NewID[messages.StepID](a.now())
-	}
+	} // else the loop ends, or awaits the client's calls (AwaitResults)
 	evs, err := a.b.RecordToolResults(m.turn, m.outputs, next, a.now())
 	if err != nil {
 		a.abandon(ctx, m.turn, "tool results: "+err.Error(), interruptedToolText, nil)
@@ -329,6 +360,19 @@ func (a *branchActor) toolsDone(ctx actor.Context, m *toolsDone) {
 	if m.cancelled {
 		a.abandon(ctx, m.turn, "cancelled", cancelledToolText, nil)
 	}
+}
+
+// leavesOpen reports whether outputs leave calls of turn open: the
+// client's, which the turn awaits next.
+func leavesOpen(b core.Branch, turn messages.TurnID, outputs messages.Items) bool {
+	t, _ := b.Turn(turn)
+	answered := map[string]bool{}
+	for _, it := range outputs {
+		if o, ok := it.(messages.ToolOutput); ok {
+			answered[o.CallID] = true
+		}
+	}
+	return slices.ContainsFunc(t.OpenCalls(), func(c messages.ToolCall) bool { return !answered[c.CallID] })
 }
 
 // continueLoop runs step of turn (the next step of a tool loop, or a
@@ -380,8 +424,13 @@ func (a *branchActor) retryForSize(ctx actor.Context, m *stepDone, row persisten
 
 // cancel cancels the turn in flight: its streaming step or running tools
 // stop, and the turn fails (or, inside a tool loop, is finalized as
-// incomplete with what its tools did).
-func (a *branchActor) cancel() error {
+// incomplete with what its tools did). A turn awaiting its client's tool
+// results is finalized so at once.
+func (a *branchActor) cancel(ctx actor.Context) error {
+	if t, ok := a.b.Awaiting(); ok {
+		a.abandon(ctx, t.ID, "cancelled", cancelledClientToolText, nil)
+		return nil
+	}
 	if t, ok := a.b.InFlight(); ok && t.ID == a.shrinkTurn && !a.shrinkTurn.IsZero() {
 		a.cancelled = true // failed when the librarian answers
 		return nil

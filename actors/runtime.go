@@ -909,6 +909,8 @@ func requestWhat(msg any) string {
 		return "the branch"
 	case *importReq:
 		return "the import"
+	case *resultsReq:
+		return "the request with the tool results"
 	}
 	return "the request"
 }

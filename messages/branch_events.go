@@ -89,11 +89,21 @@ type BranchCreated struct {
 // also the transcript node of the user message; StateBefore is the head
 // state at acceptance.
 //
+// System, Tools and ToolChoice are what an API client sent with the turn
+// (the proxy), empty for other turns: its system prompt, its own tools
+// (the runtime does not run them: a step that calls one waits for the
+// client's results) and its tool choice. Every provider step of the turn
+// uses them. Each is written only when set.
+//
 //	{"type":"turn_accepted","turn":"…","seq":1,"state_before":"…","at":"…"}
+//	{"type":"turn_accepted",…,"system":"…","tools":[{"name":"…",…}],"tool_choice":{"mode":"auto"},"at":"…"}
 type TurnAccepted struct {
 	Turn        TurnID
 	Seq         uint64
 	StateBefore StateID
+	System      string
+	Tools       []Tool
+	ToolChoice  ToolChoice
 	At          time.Time
 }
 
@@ -314,6 +324,15 @@ func MarshalBranchEvent(ev BranchEvent) ([]byte, error) {
 		writeID(w, "turn", ev.Turn, true)
 		w.value("seq", ev.Seq)
 		writeID(w, "state_before", ev.StateBefore, false)
+		if ev.System != "" {
+			w.str("system", ev.System)
+		}
+		if len(ev.Tools) > 0 {
+			w.value("tools", ev.Tools)
+		}
+		if ev.ToolChoice != (ToolChoice{}) {
+			w.value("tool_choice", ev.ToolChoice)
+		}
 		w.time("at", ev.At)
 	case TurnRecorded:
 		w = newWriter(scope{ErrInvalidEvent, "turn_recorded"})
@@ -450,6 +469,11 @@ func UnmarshalBranchEvent(data []byte) (BranchEvent, error) {
 		e.Turn = readID[turnKind](r, "turn", true)
 		r.decode("seq", &e.Seq)
 		e.StateBefore = readID[stateKind](r, "state_before", false)
+		e.System = r.str("system")
+		if r.decode("tools", &e.Tools) && len(e.Tools) == 0 {
+			e.Tools = nil
+		}
+		r.decode("tool_choice", &e.ToolChoice)
 		e.At = r.time("at")
 		ev = e
 	case "turn_recorded":

@@ -65,6 +65,13 @@ var eventCases = []struct {
 	{"turn_accepted",
 		TurnAccepted{Turn: evTurn, Seq: 1, StateBefore: evState, At: evAt},
 		`{"type":"turn_accepted","turn":` + jTurn + `,"seq":1,"state_before":` + jState + `,"at":` + jAt + `}`},
+	{"turn_accepted/client",
+		TurnAccepted{Turn: evTurn, Seq: 1, StateBefore: evState, System: "be <brief>",
+			Tools:      []Tool{{Name: "lookup", Description: "find", InputSchema: []byte(`{"type":"object"}`)}},
+			ToolChoice: ToolChoice{Mode: ToolChoiceTool, Name: "lookup"}, At: evAt},
+		`{"type":"turn_accepted","turn":` + jTurn + `,"seq":1,"state_before":` + jState + `,"system":"be <brief>"` +
+			`,"tools":[{"name":"lookup","description":"find","input_schema":"eyJ0eXBlIjoib2JqZWN0In0="}]` +
+			`,"tool_choice":{"mode":"tool","name":"lookup"},"at":` + jAt + `}`},
 	{"turn_accepted/no state",
 		TurnAccepted{Turn: evTurn, Seq: 1},
 		`{"type":"turn_accepted","turn":` + jTurn + `,"seq":1,"state_before":"","at":"0001-01-01T00:00:00Z"}`},

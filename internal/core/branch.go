@@ -51,6 +51,14 @@ type Turn struct {
 	Loop messages.Items `json:"loop,omitempty"`
 	// Steps counts the provider steps started for the turn.
 	Steps uint32 `json:"steps,omitempty"`
+	// System, Tools and ToolChoice are what an API client sent with the
+	// turn (TurnAccepted; see Client): every provider step of the turn
+	// uses them, and a call of one of Tools is the client's to run (the
+	// turn awaits its result: Awaiting). They are dropped once the
+	// response is finalized.
+	System     string              `json:"system,omitempty"`
+	Tools      []messages.Tool     `json:"tools,omitempty"`
+	ToolChoice messages.ToolChoice `json:"tool_choice,omitzero"`
 	// Reason is why the turn failed. Apply stops tracking a failed turn as
 	// it reports it (TurnDone), so a tracked turn has none yet.
 	Reason string    `json:"reason"`
@@ -126,6 +134,35 @@ func (t Turn) OpenCalls() []messages.ToolCall {
 	return open
 }
 
+// ClientTool reports whether name is one of the client's tools of t
+// (Turn.Tools): a call of it is run by the client, not the runtime.
+func (t Turn) ClientTool(name string) bool {
+	return slices.ContainsFunc(t.Tools, func(c messages.Tool) bool { return c.Name == name })
+}
+
+// Awaiting reports whether t waits for the results of client tool calls:
+// it is responding, has open calls, and every one of them calls a client
+// tool. Nothing runs for such a turn; Recover leaves it waiting.
+func (t Turn) Awaiting() bool {
+	if t.Phase != messages.PhaseResponding {
+		return false
+	}
+	open := t.OpenCalls()
+	return len(open) > 0 && !slices.ContainsFunc(open, func(c messages.ToolCall) bool { return !t.ClientTool(c.Name) })
+}
+
+// splitCalls splits calls into the runtime's and the client's.
+func (t Turn) splitCalls(calls []messages.ToolCall) (runtime, client []messages.ToolCall) {
+	for _, c := range calls {
+		if t.ClientTool(c.Name) {
+			client = append(client, c)
+		} else {
+			runtime = append(runtime, c)
+		}
+	}
+	return runtime, client
+}
+
 // inFlight reports whether a turn in phase p awaits its response.
 func inFlight(p messages.TurnPhase) bool {
 	return p == messages.PhaseAccepted || p == messages.PhaseContextPrepared || p == messages.PhaseResponding
@@ -151,6 +188,15 @@ func (b *Branch) InFlight() (Turn, bool) {
 		if inFlight(t.Phase) {
 			return t, true
 		}
+	}
+	return Turn{}, false
+}
+
+// Awaiting returns the turn in flight if it awaits the results of client
+// tool calls (Turn.Awaiting).
+func (b *Branch) Awaiting() (Turn, bool) {
+	if t, ok := b.InFlight(); ok && t.Awaiting() {
+		return t, true
 	}
 	return Turn{}, false
 }
@@ -214,7 +260,8 @@ func (b *Branch) Apply(ev messages.BranchEvent) ([]Effect, error) {
 		return b.summarize(), nil
 	case messages.TurnAccepted:
 		b.Turns = append(b.Turns, Turn{ID: ev.Turn, Seq: ev.Seq, Phase: messages.PhaseAccepted,
-			StateBefore: ev.StateBefore, At: ev.At.UTC()})
+			StateBefore: ev.StateBefore, System: ev.System, Tools: cloneTools(ev.Tools), ToolChoice: ev.ToolChoice,
+			At: ev.At.UTC()})
 		b.TurnSeq, b.Tip = ev.Seq, ev.Turn
 		return []Effect{PrepareContext{Turn: ev.Turn}}, nil
 	case messages.TurnRecorded:
@@ -233,12 +280,21 @@ func (b *Branch) Apply(ev messages.BranchEvent) ([]Effect, error) {
 		t := &b.Turns[b.find(ev.Turn)]
 		t.Loop = append(slices.Clone(t.Loop), ev.Items...)
 		t.At = ev.At.UTC()
-		return []Effect{RunTools{Turn: ev.Turn, Step: ev.Step, Calls: t.OpenCalls()}}, nil
+		// The runtime's calls run first; the client's are handed out
+		// once no call of the runtime is open.
+		runtime, client := t.splitCalls(t.OpenCalls())
+		if len(runtime) > 0 {
+			return []Effect{RunTools{Turn: ev.Turn, Step: ev.Step, Calls: runtime}}, nil
+		}
+		return []Effect{AwaitResults{Turn: ev.Turn, Step: ev.Step, Calls: client}}, nil
 	case messages.ToolResultsRecorded:
 		t := &b.Turns[b.find(ev.Turn)]
 		t.Loop = append(slices.Clone(t.Loop), ev.Outputs...)
 		t.At = ev.At.UTC()
 		if ev.Next.IsZero() {
+			if open := t.OpenCalls(); len(open) > 0 { // the client's (check)
+				return []Effect{AwaitResults{Turn: ev.Turn, Step: t.Step, Calls: open}}, nil
+			}
 			return nil, nil
 		}
 		t.Step = ev.Next
@@ -259,6 +315,7 @@ func (b *Branch) Apply(ev messages.BranchEvent) ([]Effect, error) {
 		t := &b.Turns[b.find(ev.Turn)]
 		t.Phase, t.Reply, t.Outcome, t.At = messages.PhaseResponseFinalized, ev.Reply, ev.Outcome, ev.At.UTC()
 		t.Loop = nil
+		t.System, t.Tools, t.ToolChoice = "", nil, messages.ToolChoice{}
 		b.Tip = ev.Reply
 		return append([]Effect{TurnDone{Turn: ev.Turn, Phase: messages.PhaseResponseFinalized}}, b.summarize()...), nil
 	case messages.TurnFailed:
@@ -329,6 +386,7 @@ func (b *Branch) check(ev messages.BranchEvent) error {
 		if ev.StateBefore != b.State.ID {
 			return invalid("turn %s: state_before %s, want the head state %s", ev.Turn, ev.StateBefore, b.State.ID)
 		}
+		return checkClient(Client{System: ev.System, Tools: ev.Tools, ToolChoice: ev.ToolChoice})
 	case messages.TurnRecorded:
 		switch {
 		case ev.Turn.IsZero():
@@ -527,6 +585,9 @@ func (b *Branch) checkResults(ev messages.ToolResultsRecorded) error {
 	if len(open) == 0 {
 		return invalid("turn %s: no tool call is open", ev.Turn)
 	}
+	if len(ev.Outputs) == 0 {
+		return invalid("turn %s: outputs: required", ev.Turn)
+	}
 	want := map[string]bool{}
 	for _, c := range open {
 		want[c.CallID] = true
@@ -541,8 +602,11 @@ func (b *Branch) checkResults(ev messages.ToolResultsRecorded) error {
 		}
 		delete(want, o.CallID)
 	}
+	// Calls of the client's tools may stay open, awaiting the client,
+	// when the loop does not go on yet: the runtime's calls of a step
+	// are answered before the client's.
 	for _, c := range open {
-		if want[c.CallID] {
+		if want[c.CallID] && (!ev.Next.IsZero() || !t.ClientTool(c.Name)) {
 			return invalid("outputs: tool call %s has no output", c.CallID)
 		}
 	}
@@ -622,6 +686,56 @@ func (b *Branch) checkCommitted(ev messages.StateCommitted) error {
 		}
 	}
 	return nil
+}
+
+// Client is what an API client sends with a turn beside its message
+// (Branch.SubmitFor): its system prompt, its own tools and its tool
+// choice.
+type Client struct {
+	System     string
+	Tools      []messages.Tool
+	ToolChoice messages.ToolChoice
+}
+
+// checkClient checks what a client sent with a turn: its tools named,
+// each name once, and a known tool choice naming one of the tools when
+// it names one.
+func checkClient(c Client) error {
+	for i, t := range c.Tools {
+		if t.Name == "" {
+			return invalid("tools[%d].name: required", i)
+		}
+		if j := slices.IndexFunc(c.Tools[:i], func(u messages.Tool) bool { return u.Name == t.Name }); j >= 0 {
+			return invalid("tools[%d].name: %q is tools[%d]'s already", i, t.Name, j)
+		}
+	}
+	switch ch := c.ToolChoice; ch.Mode {
+	case "", messages.ToolChoiceAuto, messages.ToolChoiceNone, messages.ToolChoiceRequired:
+		if ch.Name != "" {
+			return invalid("tool_choice.name: only with mode %q", messages.ToolChoiceTool)
+		}
+	case messages.ToolChoiceTool:
+		if ch.Name == "" {
+			return invalid("tool_choice.name: required with mode %q", messages.ToolChoiceTool)
+		}
+	default:
+		return invalid("tool_choice.mode: %q, want auto, none, required or tool", ch.Mode)
+	}
+	return nil
+}
+
+// cloneTools returns a copy of tools, nil when empty, with empty input
+// schemas nil, as they decode.
+func cloneTools(tools []messages.Tool) []messages.Tool {
+	out := cloneList(tools)
+	for i := range out {
+		if len(out[i].InputSchema) == 0 {
+			out[i].InputSchema = nil
+		} else {
+			out[i].InputSchema = slices.Clone(out[i].InputSchema)
+		}
+	}
+	return out
 }
 
 // cloneState returns s with its own copy of Pinned; an empty list becomes

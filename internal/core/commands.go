@@ -41,7 +41,15 @@ func (b *Branch) Create(ev messages.BranchCreated) ([]messages.BranchEvent, erro
 // not committed) does not block. A turn accepted already fails with
 // ErrDuplicate.
 func (b *Branch) Submit(turn messages.TurnID, now time.Time) ([]messages.BranchEvent, error) {
-	return b.decide(messages.TurnAccepted{Turn: turn, Seq: b.TurnSeq + 1, StateBefore: b.State.ID, At: now.UTC()})
+	return b.SubmitFor(turn, Client{}, now)
+}
+
+// SubmitFor is Submit for a turn an API client sent with c, recorded with
+// the turn's acceptance: c's tools must be named, each name once, and its
+// tool choice a known mode (ErrInvalid naming the field otherwise).
+func (b *Branch) SubmitFor(turn messages.TurnID, c Client, now time.Time) ([]messages.BranchEvent, error) {
+	return b.decide(messages.TurnAccepted{Turn: turn, Seq: b.TurnSeq + 1, StateBefore: b.State.ID,
+		System: c.System, Tools: cloneTools(c.Tools), ToolChoice: c.ToolChoice, At: now.UTC()})
 }
 
 // Record records an exchange taken as it is (an import): the user
@@ -78,7 +86,9 @@ func (b *Branch) Finalize(turn messages.TurnID, step messages.StepID, reply mess
 // IssueToolCalls records that step, the running step of the responding
 // turn, ended asking for tools: items is what it produced, with at least
 // one tool call (each with a call id unused in the turn and a name) and no
-// tool outputs. No call may be open already. Applying it gives RunTools.
+// tool outputs. No call may be open already. Applying it gives RunTools
+// for the calls of tools that are not the client's (Turn.Tools), if any,
+// else AwaitResults for the client's.
 func (b *Branch) IssueToolCalls(turn messages.TurnID, step messages.StepID, items messages.Items, now time.Time) ([]messages.BranchEvent, error) {
 	return b.decide(messages.ToolCallsIssued{Turn: turn, Step: step, Items: slices.Clone(items), At: now.UTC()})
 }
@@ -86,7 +96,10 @@ func (b *Branch) IssueToolCalls(turn messages.TurnID, step messages.StepID, item
 // RecordToolResults records outputs, answering each open tool call of the
 // responding turn exactly once, and next, the provider step that goes on
 // with the loop (zero when the loop ends and the response is finalized
-// next). Applying it with a next step gives ContinueLoop.
+// next). Applying it with a next step gives ContinueLoop. Without a next
+// step, calls of the client's tools (Turn.Tools) may be left open: the
+// runtime's calls were answered and the turn now awaits the client's
+// results (AwaitResults).
 func (b *Branch) RecordToolResults(turn messages.TurnID, outputs messages.Items, next messages.StepID, now time.Time) ([]messages.BranchEvent, error) {
 	return b.decide(messages.ToolResultsRecorded{Turn: turn, Outputs: slices.Clone(outputs), Next: next, At: now.UTC()})
 }
@@ -187,7 +200,8 @@ func (b *Branch) MarkIndexed(turn messages.TurnID, chunks int, now time.Time) ([
 // response with the process: it fails with InterruptedReason, applying
 // those events gives their own TurnDone effects; one inside a tool loop
 // gets an Abandon effect instead, so that what its tools did stays on
-// record. The effects to resume are
+// record. A turn that awaits its client's tool results (Turn.Awaiting)
+// had nothing running: it keeps waiting. The effects to resume are
 // an Index for each committed turn not yet indexed, then a Summarize if
 // turns are pending (SRD §6.4-§6.5). Recover does not change the branch.
 func (b *Branch) Recover(now time.Time) (events []messages.BranchEvent, effects []Effect) {
@@ -196,6 +210,9 @@ func (b *Branch) Recover(now time.Time) (events []messages.BranchEvent, effects 
 	}
 	for _, t := range b.Turns {
 		switch {
+		case t.Awaiting():
+			// Nothing was running: the turn waits for its client's
+			// results across the restart.
 		case inFlight(t.Phase) && len(t.Loop) > 0:
 			effects = append(effects, Abandon{Turn: t.ID, Reason: "interrupted"})
 		case inFlight(t.Phase):

@@ -664,3 +664,117 @@ func TestRetryStep(t *testing.T) {
 		t.Fatalf("finalizing the retried step: %v", err)
 	}
 }
+
+// A turn sent with a client's tools: a step calling only the client's
+// tools awaits their results; one calling a runtime tool and a client
+// tool runs the runtime's first, records its output, then awaits the
+// client's; results must answer every open call before the loop goes on;
+// Recover leaves an awaiting turn waiting; the client's part is dropped
+// once the response is finalized.
+func TestClientToolLoop(t *testing.T) {
+	s := newScript(t).run(created...)
+	b := &s.b
+	apply := func(evs []messages.BranchEvent, err error) []Effect {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var effects []Effect
+		for _, ev := range evs {
+			eff, err := b.Apply(ev)
+			if err != nil {
+				t.Fatal(err)
+			}
+			effects = append(effects, eff...)
+		}
+		return effects
+	}
+	call := func(id, name string) messages.ToolCall {
+		return messages.ToolCall{CallID: id, Name: name, Arguments: json.RawMessage(`"{}"`)}
+	}
+	out := func(id string) messages.ToolOutput {
+		return messages.ToolOutput{CallID: id, Output: json.RawMessage(`"ok"`)}
+	}
+	client := Client{System: "be brief", Tools: []messages.Tool{{Name: "weather", InputSchema: []byte{}}},
+		ToolChoice: messages.ToolChoice{Mode: messages.ToolChoiceRequired}}
+
+	for _, tc := range []struct {
+		c    Client
+		text string
+	}{
+		{Client{Tools: []messages.Tool{{}}}, "tools[0].name: required"},
+		{Client{Tools: []messages.Tool{{Name: "a"}, {Name: "a"}}}, `tools[1].name: "a" is tools[0]'s already`},
+		{Client{ToolChoice: messages.ToolChoice{Mode: "any"}}, `tool_choice.mode: "any"`},
+		{Client{ToolChoice: messages.ToolChoice{Mode: messages.ToolChoiceTool}}, "tool_choice.name: required"},
+		{Client{ToolChoice: messages.ToolChoice{Mode: messages.ToolChoiceAuto, Name: "a"}}, "tool_choice.name: only with mode"},
+	} {
+		if evs, err := b.SubmitFor(T1, tc.c, now); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tc.text) || evs != nil {
+			t.Errorf("SubmitFor(%+v) = %v, %v; want ErrInvalid containing %q", tc.c, evs, err, tc.text)
+		}
+	}
+	apply(b.SubmitFor(T1, client, now))
+	apply(b.Start(T1, S1, now))
+	if tr, _ := b.Turn(T1); tr.System != "be brief" || len(tr.Tools) != 1 || tr.Tools[0].InputSchema != nil ||
+		tr.ToolChoice != client.ToolChoice || tr.Awaiting() {
+		t.Fatalf("accepted client turn = %+v", tr)
+	}
+
+	// Only the client's tool: awaited at once.
+	effects := apply(b.IssueToolCalls(T1, S1, messages.Items{call("w1", "weather")}, now))
+	if want := []Effect{AwaitResults{Turn: T1, Step: S1, Calls: []messages.ToolCall{call("w1", "weather")}}}; !reflect.DeepEqual(effects, want) {
+		t.Fatalf("IssueToolCalls effects = %#v, want %#v", effects, want)
+	}
+	if tr, ok := b.Awaiting(); !ok || tr.ID != T1 {
+		t.Fatalf("Awaiting() = %+v, %v", tr, ok)
+	}
+	// A restart leaves it waiting, and so does a snapshot.
+	if evs, effects := b.Recover(now); len(evs) != 0 || len(effects) != 0 {
+		t.Fatalf("Recover while awaiting = %s, %#v; want nothing", fmtEvents(evs), effects)
+	}
+	data, err := json.Marshal(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back Branch
+	if err := json.Unmarshal(data, &back); err != nil || !reflect.DeepEqual(&back, b) {
+		t.Fatalf("snapshot round trip = %+v, %v\nwant %+v", back, err, b)
+	}
+	if _, err := b.Submit(T2, now); !errors.Is(err, ErrBusy) {
+		t.Fatalf("Submit while awaiting = %v, want ErrBusy (the shell abandons the turn first)", err)
+	}
+	effects = apply(b.RecordToolResults(T1, messages.Items{out("w1")}, S2, now))
+	if want := []Effect{ContinueLoop{Turn: T1, Step: S2}}; !reflect.DeepEqual(effects, want) {
+		t.Fatalf("RecordToolResults effects = %#v, want %#v", effects, want)
+	}
+
+	// The runtime's and the client's: the runtime's run first.
+	effects = apply(b.IssueToolCalls(T1, S2, messages.Items{call("g1", "grep"), call("w2", "weather")}, now))
+	if want := []Effect{RunTools{Turn: T1, Step: S2, Calls: []messages.ToolCall{call("g1", "grep")}}}; !reflect.DeepEqual(effects, want) {
+		t.Fatalf("mixed IssueToolCalls effects = %#v, want %#v", effects, want)
+	}
+	if _, ok := b.Awaiting(); ok {
+		t.Fatal("Awaiting while the runtime's call is open")
+	}
+	if _, err := b.RecordToolResults(T1, messages.Items{out("w2")}, messages.StepID{}, now); err == nil || !strings.Contains(err.Error(), "g1 has no output") {
+		t.Errorf("the client's result before the runtime's: %v", err)
+	}
+	if _, err := b.RecordToolResults(T1, messages.Items{out("g1")}, S1, now); err == nil || !strings.Contains(err.Error(), "w2 has no output") {
+		t.Errorf("the loop going on with the client's call open: %v", err)
+	}
+	if _, err := b.RecordToolResults(T1, nil, messages.StepID{}, now); err == nil || !strings.Contains(err.Error(), "outputs: required") {
+		t.Errorf("no outputs: %v", err)
+	}
+	effects = apply(b.RecordToolResults(T1, messages.Items{out("g1")}, messages.StepID{}, now))
+	if want := []Effect{AwaitResults{Turn: T1, Step: S2, Calls: []messages.ToolCall{call("w2", "weather")}}}; !reflect.DeepEqual(effects, want) {
+		t.Fatalf("runtime results effects = %#v, want %#v", effects, want)
+	}
+	if _, ok := b.Awaiting(); !ok {
+		t.Fatal("not awaiting the client's call")
+	}
+	// Abandoned: the open call answered with an error, then finalized.
+	apply(b.RecordToolResults(T1, b.AbandonOutputs(T1, "no result"), messages.StepID{}, now))
+	apply(b.Finalize(T1, S2, R1, messages.StepOutcome{Kind: messages.OutcomeIncomplete, Reason: "tool_results_missing"}, 0, 0, now))
+	if tr, _ := b.Turn(T1); tr.Loop != nil || tr.System != "" || tr.Tools != nil || tr.ToolChoice != (messages.ToolChoice{}) {
+		t.Fatalf("finalized client turn = %+v", tr)
+	}
+}

@@ -3,7 +3,8 @@ package core
 import "github.com/contextinfinity/ctxinf/messages"
 
 // Effect is what the shell must do after an event applied: PrepareContext,
-// RunTools, ContinueLoop, Abandon, Summarize, Index or TurnDone. The set is closed. Effects are not
+// RunTools, AwaitResults, ContinueLoop, Abandon, RetryStep, Summarize, Index or
+// TurnDone. The set is closed. Effects are not
 // persisted: replaying the log gives them again, and Recover gives the
 // ones still owed after a restart.
 type Effect interface {
@@ -53,6 +54,18 @@ type RunTools struct {
 	Calls []messages.ToolCall
 }
 
+// AwaitResults follows ToolCallsIssued, or ToolResultsRecorded without
+// a next step, when the open calls of Turn's step Step are all calls of
+// the client's tools (Turn.Tools): the shell hands Calls to the client
+// and the turn waits, in flight, until the client's results are recorded
+// with Branch.RecordToolResults naming the next step, or the turn is
+// abandoned (a new user turn, a cancellation).
+type AwaitResults struct {
+	Turn  messages.TurnID
+	Step  messages.StepID
+	Calls []messages.ToolCall
+}
+
 // ContinueLoop follows ToolResultsRecorded with a next step: the shell
 // runs provider step Step of Turn with the turn's loop as continuation.
 type ContinueLoop struct {
@@ -81,6 +94,7 @@ type RetryStep struct {
 func (RetryStep) effect()      {}
 func (PrepareContext) effect() {}
 func (RunTools) effect()       {}
+func (AwaitResults) effect()   {}
 func (ContinueLoop) effect()   {}
 func (Abandon) effect()        {}
 func (Summarize) effect()      {}

@@ -1,0 +1,386 @@
+package actors
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/contextinfinity/ctxinf/internal/core"
+	"github.com/contextinfinity/ctxinf/messages"
+	"github.com/contextinfinity/ctxinf/persistence"
+	"github.com/contextinfinity/ctxinf/providers"
+)
+
+// Client turns (SubmitOptions.Client): a turn sent by an API client (the
+// proxy) with its system prompt, its own tools and tool choice, which
+// the turn's acceptance records (core.Turn) for every step of the turn.
+// A step that calls the client's tools ends the request with the calls
+// (Update.Awaiting); the turn stays in flight, nothing running, across
+// restarts and passivation, until SubmitToolResults answers the calls and
+// the loop goes on, or a new user turn or a cancellation abandons it.
+//
+// A step that calls both the runtime's tools and the client's runs the
+// runtime's first (tools.mode enabled; otherwise they are answered with
+// an error), records their outputs durably, and then awaits the client's.
+
+// The texts of the error outputs that answer client tool calls that got
+// no result.
+const (
+	missingClientResultText = "error: the client sent no result for this tool call"
+	cancelledClientToolText = "error: the turn was cancelled before the client sent this tool call's result"
+	notRunToolText          = "error: not executed: the runtime's tools are %s (tools.mode)"
+	unknownToolText         = "error: no tool is named %q"
+)
+
+// ReasonToolResultsMissing is the reason of the incomplete outcome of a
+// turn that awaited its client's tool results when a new user turn came:
+// the turn is finalized with what its loop did, each open call answered
+// with an error.
+const ReasonToolResultsMissing = "tool_results_missing"
+
+// MaxClientTools is the most tools a client sends with a turn.
+const MaxClientTools = 128
+
+// pausedForClient is the outcome of a stream that ends awaiting the
+// client's tool results.
+var pausedForClient = messages.StepOutcome{Kind: messages.OutcomePaused, Reason: "tool_use"}
+
+// clientOf returns c as the core records it; an empty ClientTurn is none.
+func clientOf(c *ClientTurn) (core.Client, bool) {
+	if c == nil || c.System == "" && len(c.Tools) == 0 && c.ToolChoice == (messages.ToolChoice{}) && len(c.Content) == 0 {
+		return core.Client{}, false
+	}
+	return core.Client{System: c.System, Tools: c.Tools, ToolChoice: c.ToolChoice}, true
+}
+
+// checkClient checks what a client sent with a turn, naming the field at
+// fault: its tools (names as both OpenAI and Anthropic accept them, each
+// once, none a tool of the runtime's when those are offered, schemas JSON
+// objects), its tool choice, and its content's block kinds.
+func (r *Runtime) checkClient(c *ClientTurn) error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: client."+format, append([]any{persistence.ErrInvalidArgument}, args...)...)
+	}
+	offersOwn := r.cfg.ToolMode != messages.ToolsDisabled
+	if len(c.Tools) > MaxClientTools {
+		return bad("tools: %d tools, limit %d", len(c.Tools), MaxClientTools)
+	}
+	for i, t := range c.Tools {
+		if !toolName.MatchString(t.Name) {
+			return bad("tools[%d].name: %q: must be 1 to 64 letters, digits, '_' or '-'", i, t.Name)
+		}
+		if j := slices.IndexFunc(c.Tools[:i], func(u messages.Tool) bool { return u.Name == t.Name }); j >= 0 {
+			return bad("tools[%d].name: %q is client.tools[%d]'s already", i, t.Name, j)
+		}
+		if _, ok := r.cfg.Tools.Lookup(t.Name); ok && offersOwn {
+			return bad("tools[%d].name: %q is the name of one of the runtime's tools (tools.mode %s); rename the client's", i, t.Name, r.cfg.ToolMode)
+		}
+		if len(t.InputSchema) > 0 {
+			var obj map[string]json.RawMessage
+			if err := json.Unmarshal(t.InputSchema, &obj); err != nil || obj == nil {
+				return bad("tools[%d].input_schema: must be a JSON object (tool %q)", i, t.Name)
+			}
+		}
+	}
+	switch ch := c.ToolChoice; ch.Mode {
+	case "", messages.ToolChoiceAuto, messages.ToolChoiceNone, messages.ToolChoiceRequired:
+		if ch.Name != "" {
+			return bad("tool_choice.name: %q: a name goes only with mode %q", ch.Name, messages.ToolChoiceTool)
+		}
+	case messages.ToolChoiceTool:
+		_, own := r.cfg.Tools.Lookup(ch.Name)
+		if !slices.ContainsFunc(c.Tools, func(t messages.Tool) bool { return t.Name == ch.Name }) && !(own && offersOwn) {
+			return bad("tool_choice.name: %q names no tool offered", ch.Name)
+		}
+	default:
+		return bad("tool_choice.mode: %q, want auto, none, required or tool", ch.Mode)
+	}
+	for i, b := range c.Content {
+		switch b.(type) {
+		case messages.Text, messages.Image, messages.Unknown:
+		default:
+			return bad("content[%d]: a %T block; a user message holds text, images and parts kept as sent", i, b)
+		}
+	}
+	// The system prompt and the tools are kept in the branch's log with
+	// the turn's acceptance: bounded as a stored payload is.
+	tools, _ := json.Marshal(c.Tools)
+	return r.db.CheckPayload("client.system and client.tools (kept with the turn)", len(c.System)+len(tools))
+}
+
+// clientHash is what the idempotency hash of a turn holds of c.
+func clientHash(c *ClientTurn) string {
+	content, _ := c.Content.MarshalJSON()
+	tools, _ := json.Marshal(c.Tools)
+	choice, _ := json.Marshal(c.ToolChoice)
+	return keyHash(c.System, string(tools), string(choice), string(content))
+}
+
+// joinSystem is the system instructions of a client's turn: the
+// client's, then the runtime's.
+func joinSystem(client, runtime string) string {
+	switch {
+	case client == "":
+		return runtime
+	case runtime == "":
+		return client
+	}
+	return client + "\n\n" + runtime
+}
+
+// resultsReq answers the open client tool calls of the turn awaiting
+// them (Runtime.SubmitToolResults).
+type resultsReq struct {
+	claim
+	outputs   messages.Items
+	key, hash string // the idempotency key ("": none) and the hash of the outputs
+}
+
+// submitToolResults is Runtime.SubmitToolResults.
+func (r *Runtime) submitToolResults(ctx context.Context, branch messages.BranchID, outputs messages.Items, o SubmitOptions) (*TurnStream, error) {
+	if len(outputs) == 0 {
+		return nil, fmt.Errorf("%w: outputs: required, one tool output per open call", persistence.ErrInvalidArgument)
+	}
+	first := map[string]int{}
+	size := 0
+	for i, it := range outputs {
+		out, ok := it.(messages.ToolOutput)
+		switch {
+		case !ok:
+			return nil, fmt.Errorf("%w: outputs[%d]: %T, want a tool output", persistence.ErrInvalidArgument, i, it)
+		case out.CallID == "":
+			return nil, fmt.Errorf("%w: outputs[%d].call_id: required", persistence.ErrInvalidArgument, i)
+		case !json.Valid(out.Output):
+			return nil, fmt.Errorf("%w: outputs[%d].output (call %q): not JSON; want a JSON string holding the output text",
+				persistence.ErrInvalidArgument, i, out.CallID)
+		}
+		if j, ok := first[out.CallID]; ok {
+			return nil, fmt.Errorf("%w: outputs[%d].call_id: %q is answered by outputs[%d] already", persistence.ErrInvalidArgument, i, out.CallID, j)
+		}
+		first[out.CallID] = i
+		size += len(out.Output)
+	}
+	if err := r.db.CheckPayload("outputs (the tool results, kept in the turn's reply)", size); err != nil {
+		return nil, err
+	}
+	var hash string
+	if o.Key != "" {
+		if err := checkKey(o.Key); err != nil {
+			return nil, err
+		}
+		hash = resultsHash(outputs)
+	}
+	if err := r.db.CheckSpace(); err != nil {
+		// A repeat of results recorded already is not new work.
+		if _, kerr := r.db.IdempotencyKey(ctx, persistence.ScopeTurn, branch, o.Key); o.Key == "" || kerr != nil {
+			return nil, err
+		}
+	}
+	req := &resultsReq{outputs: outputs, key: o.Key, hash: hash}
+	res, err := r.ask(ctx, branch, req)
+	var te *TimeoutError
+	if errors.As(err, &te) {
+		if te.Accepted == AcceptedUnknown && o.Key != "" {
+			if row, kerr := r.db.IdempotencyKey(context.Background(), persistence.ScopeTurn, branch, o.Key); kerr == nil {
+				te.Accepted, te.Turn = AcceptedYes, row.Turn
+			}
+		}
+		return nil, te
+	}
+	if err != nil {
+		return nil, fmt.Errorf("tool results for branch %s: %w", branch, err)
+	}
+	return res.(*TurnStream), nil
+}
+
+// resultsHash is the idempotency hash of outputs, in any order.
+func resultsHash(outputs messages.Items) string {
+	parts := []string{"tool_results"}
+	var outs []string
+	for _, it := range outputs {
+		data, _ := messages.MarshalItem(it)
+		outs = append(outs, string(data))
+	}
+	slices.Sort(outs)
+	return keyHash(append(parts, outs...)...)
+}
+
+// submitResults records m's outputs, answering every open call of the
+// turn awaiting its client's results, and starts the loop's next step;
+// the stream returned delivers the turn from there on.
+func (a *branchActor) submitResults(ctx actor.Context, m *resultsReq) (*TurnStream, error) {
+	if m.key != "" {
+		if s, ok, err := a.resultsKeyed(m.key, m.hash); err != nil || ok {
+			return s, err
+		}
+	}
+	t, ok := a.b.InFlight()
+	if !ok {
+		return nil, fmt.Errorf("%w: branch %s has no turn in flight", ErrNoToolCallsOpen, a.id)
+	}
+	if !t.Awaiting() {
+		// Its step or the runtime's tools run: the turn may await the
+		// client later.
+		return nil, &core.BusyError{Turn: t.ID, Phase: t.Phase}
+	}
+	outs, err := matchOutputs(t.OpenCalls(), m.outputs)
+	if err != nil {
+		return nil, err
+	}
+	now := a.now()
+	evs, err := a.b.RecordToolResults(t.ID, outs, messages.NewID[messages.StepID](now), now)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", persistence.ErrInvalidArgument, err)
+	}
+	tx := a.txFor(evs[0])
+	s := newTurnStream(a.id, t.ID, t.Seq)
+	if m.key != "" {
+		// The key is committed with the results: a repeat finds them.
+		tx.Keys = []persistence.IdempotencyRow{{Scope: persistence.ScopeTurn, Owner: a.id, Key: m.key, Hash: m.hash,
+			Turn: t.ID, Created: now.UTC()}}
+		if a.results == nil {
+			a.results = map[string]*TurnStream{}
+		}
+		a.results[m.key] = s
+	}
+	a.streams[t.ID] = s
+	a.usage, a.lastModel, a.cancelled = providers.Usage{}, "", false
+	a.persist(ctx, evs[0], tx) // gives ContinueLoop: the next step runs
+	return s, nil
+}
+
+// matchOutputs checks outputs against the open calls and returns them in
+// the calls' order: each answers an open call, once, and every open call
+// is answered.
+func matchOutputs(open []messages.ToolCall, outputs messages.Items) (messages.Items, error) {
+	byID := make(map[string]messages.ToolOutput, len(outputs))
+	ids := make([]string, len(open))
+	for i, c := range open {
+		ids[i] = c.CallID
+	}
+	for i, it := range outputs {
+		o, ok := it.(messages.ToolOutput)
+		if !ok {
+			return nil, fmt.Errorf("%w: outputs[%d]: %T, want a tool output", persistence.ErrInvalidArgument, i, it)
+		}
+		if !slices.Contains(ids, o.CallID) {
+			return nil, fmt.Errorf("%w: outputs[%d].call_id: %q answers no open tool call (open: %s)", persistence.ErrInvalidArgument,
+				i, o.CallID, strings.Join(ids, ", "))
+		}
+		if _, dup := byID[o.CallID]; dup {
+			return nil, fmt.Errorf("%w: outputs[%d].call_id: %q is answered twice", persistence.ErrInvalidArgument, i, o.CallID)
+		}
+		byID[o.CallID] = o
+	}
+	out := make(messages.Items, 0, len(open))
+	for _, c := range open {
+		o, ok := byID[c.CallID]
+		if !ok {
+			return nil, fmt.Errorf("%w: outputs: tool call %q (%s) has no output; every open call needs one", persistence.ErrInvalidArgument,
+				c.CallID, c.Name)
+		}
+		out = append(out, o)
+	}
+	return out, nil
+}
+
+// resultsKeyed returns the stream of the results sent on this branch
+// under idempotency key key, if there are: the stream they started while
+// this instance keeps it, else how their turn stands (awaiting, running,
+// or how it ended). A key of another request is ErrKeyReused.
+func (a *branchActor) resultsKeyed(key, hash string) (*TurnStream, bool, error) {
+	row, ok := a.keys[key]
+	if !ok {
+		var err error
+		row, err = a.rt.db.IdempotencyKey(context.Background(), persistence.ScopeTurn, a.id, key)
+		if errors.Is(err, persistence.ErrKeyNotFound) {
+			return nil, false, nil
+		}
+		if err != nil {
+			return nil, false, err
+		}
+	}
+	if row.Hash != hash {
+		return nil, false, fmt.Errorf("%w: key %q was first sent for turn %s with another request; use a new key",
+			ErrKeyReused, key, row.Turn)
+	}
+	if s := a.results[key]; s != nil {
+		return s.follow(), true, nil
+	}
+	s, err := a.answerOf(row.Turn)
+	return s, true, err
+}
+
+// awaitResults hands the calls of e to the turn's reader and ends its
+// stream awaiting them (Update.Awaiting); the turn stays in flight. At
+// the step limit, or once cancelled, the turn is abandoned instead.
+func (a *branchActor) awaitResults(ctx actor.Context, e core.AwaitResults) {
+	if a.Recovering() {
+		return
+	}
+	t, ok := a.b.Turn(e.Turn)
+	if !ok {
+		return
+	}
+	s := a.streams[e.Turn]
+	if s != nil {
+		for _, c := range e.Calls {
+			s.push(Update{Item: c, Displayed: a.counters[0], Durable: a.counters[1]})
+		}
+	}
+	if a.cancelled {
+		a.abandon(ctx, e.Turn, "cancelled", cancelledClientToolText, nil)
+		return
+	}
+	if limit := a.rt.cfg.MaxToolSteps; int(t.Steps) >= limit {
+		a.abandon(ctx, e.Turn, "tool_step_limit", fmt.Sprintf(stepLimitToolText, limit), nil)
+		return
+	}
+	if s != nil {
+		s.push(a.doneUpdate(Update{Done: true, Phase: messages.PhaseResponding, Awaiting: true,
+			Calls: slices.Clone(e.Calls), Outcome: pausedForClient}))
+		delete(a.streams, e.Turn)
+	}
+}
+
+// awaitingStream is a stream of turn t, which awaits its client's
+// results, for a repeat of the request that led there: the text and
+// calls of its last step, then the end awaiting the open calls.
+func (a *branchActor) awaitingStream(t core.Turn) *TurnStream {
+	s := newTurnStream(a.id, t.ID, t.Seq)
+	last := 0
+	for i, it := range t.Loop {
+		if _, ok := it.(messages.ToolOutput); ok {
+			last = i + 1
+		}
+	}
+	open := t.OpenCalls()
+	for _, it := range t.Loop[last:] {
+		switch it := it.(type) {
+		case messages.AssistantMessage:
+			if text := it.Blocks.RenderedText(); text != "" {
+				s.push(Update{Delta: text})
+			}
+		case messages.ToolCall:
+			if slices.ContainsFunc(open, func(c messages.ToolCall) bool { return c.CallID == it.CallID }) {
+				s.push(Update{Item: it})
+			}
+		}
+	}
+	s.push(Update{Done: true, Phase: messages.PhaseResponding, Awaiting: true, Calls: open, Outcome: pausedForClient})
+	return s
+}
+
+// abandonAwaiting ends the turn that awaits its client's results, if
+// one does, before a new user turn: its open calls are answered with an
+// error and the response finalized incomplete (ReasonToolResultsMissing).
+func (a *branchActor) abandonAwaiting(ctx actor.Context) {
+	if t, ok := a.b.Awaiting(); ok {
+		a.abandon(ctx, t.ID, ReasonToolResultsMissing, missingClientResultText, nil)
+	}
+}
