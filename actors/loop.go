@@ -72,6 +72,9 @@ func (a *branchActor) finishStep(ctx actor.Context, m *stepDone) {
 	a.usage.InputTokens += m.resp.Usage.InputTokens
 	a.usage.OutputTokens += m.resp.Usage.OutputTokens
 	a.lastModel = m.model
+	if m.resp.Model != "" {
+		a.lastModel = m.resp.Model // the model the upstream says answered
+	}
 	t, ok := a.b.Turn(m.turn)
 	if !ok {
 		return

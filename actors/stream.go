@@ -35,8 +35,9 @@ type Update struct {
 	// for this stream (since the turn's acceptance, or since
 	// SubmitToolResults), as the providers reported them.
 	Usage providers.Usage
-	// Model, with Done, is the provider's id of the model that ran the
-	// stream's last step ("" when none ran).
+	// Model, with Done, is the id of the model that ran the stream's
+	// last step: the one the upstream named in its answer, else the
+	// configured model id ("" when no step ran).
 	Model string
 }
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/contextinfinity/ctxinf/actors"
 	"github.com/contextinfinity/ctxinf/messages"
+	"github.com/contextinfinity/ctxinf/providers"
 )
 
 // OpenAI's Chat Completions (POST /v1/chat/completions) and Responses
@@ -180,12 +181,11 @@ func chatToolCalls(last actors.Update) []chatToolCall {
 	return out
 }
 
-// callArguments is a call's arguments JSON ({} when it has none).
+// callArguments is a call's arguments as the model wrote them ({} when
+// it wrote none): the adapters keep them as a JSON string holding that
+// text, or as a JSON object.
 func callArguments(c messages.ToolCall) string {
-	if len(c.Arguments) == 0 {
-		return "{}"
-	}
-	return string(c.Arguments)
+	return providers.ArgumentsText(c.Arguments)
 }
 
 // answerModel is the model an answer names: the one that answered, else
