@@ -1307,6 +1307,7 @@ func (a *branchActor) assembleFor(userNode messages.TurnID, user messages.Messag
 	system := a.rt.cfg.SystemInstructions
 	if t, ok := a.b.Turn(userNode); ok && !userNode.IsZero() {
 		system = joinSystem(t.System, system) // a client's system prompt first
+		recipe.System = t.System
 	}
 	in := core.AssembleInput{System: system, Pinned: a.b.State.Pinned, Summary: a.b.State.Summary,
 		User: user, Continuation: continuation}

@@ -184,6 +184,12 @@ func TestClientToolLoop(t *testing.T) {
 	if info, _ := r.Inspect(bg, b); len(rows) != 1 || info.TurnSeq != 1 || info.InFlight != nil || calls.Load() != 0 {
 		t.Fatalf("turn rows %+v, info %+v, runtime tool calls %d", rows, info, calls.Load())
 	}
+	// The context debug view rebuilds the first step's context, the
+	// client's system prompt included.
+	if d, err := r.DebugContext(bg, b, turn); err != nil || !d.Matches ||
+		!strings.HasPrefix(d.Context.SystemInstructions, "You are terse.\n\n") {
+		t.Fatalf("DebugContext: matches %v, system %q, %v", d.Matches, d.Context.SystemInstructions, err)
+	}
 	// The next turn is an ordinary one: the runtime's system only.
 	runTurn(t, r, b, "thanks")
 	if c := f.Requests()[3].Context; c.SystemInstructions != "RUNTIME RULES" || len(c.Tools) != 1 || c.ToolChoice.Mode != "" {

@@ -80,7 +80,7 @@ func (r *Runtime) DebugContext(ctx context.Context, branch messages.BranchID, tu
 	if err != nil {
 		return ContextDebug{}, err
 	}
-	in := core.AssembleInput{System: r.cfg.SystemInstructions, Pinned: rc.Pinned, Summary: summary}
+	in := core.AssembleInput{System: joinSystem(rc.System, r.cfg.SystemInstructions), Pinned: rc.Pinned, Summary: summary}
 	for _, n := range rc.Window {
 		m, err := readMessage(r.db, n)
 		if err != nil {

@@ -214,18 +214,21 @@ type StepRow struct {
 // message, the budget and fold policy; and Hash, the SHA-256 of the
 // assembled context's JSON, to check a rebuild against.
 type ContextRecipe struct {
-	State           messages.StateID  `json:"state"`
-	Pinned          []string          `json:"pinned,omitempty"`
-	Window          []messages.TurnID `json:"window,omitempty"`
-	Pending         []messages.TurnID `json:"pending,omitempty"` // turns, oldest first
-	User            messages.TurnID   `json:"user"`
-	ContextLimit    int               `json:"context_limit"`
-	ResponseReserve int               `json:"response_reserve"`
-	SafetyMargin    int               `json:"safety_margin"`
-	RetrievalMax    int               `json:"retrieval_max"`
-	ChunkMax        int               `json:"chunk_max"`
-	Estimated       int               `json:"estimated_tokens"` // the assembler's count of the context
-	Hash            string            `json:"hash"`
+	State   messages.StateID  `json:"state"`
+	Pinned  []string          `json:"pinned,omitempty"`
+	Window  []messages.TurnID `json:"window,omitempty"`
+	Pending []messages.TurnID `json:"pending,omitempty"` // turns, oldest first
+	User    messages.TurnID   `json:"user"`
+	// System is the turn's own system prompt (an API client's, sent with
+	// the turn), put before the runtime's instructions; "" for none.
+	System          string `json:"system,omitempty"`
+	ContextLimit    int    `json:"context_limit"`
+	ResponseReserve int    `json:"response_reserve"`
+	SafetyMargin    int    `json:"safety_margin"`
+	RetrievalMax    int    `json:"retrieval_max"`
+	ChunkMax        int    `json:"chunk_max"`
+	Estimated       int    `json:"estimated_tokens"` // the assembler's count of the context
+	Hash            string `json:"hash"`
 	// Retrieved are the chunks retrieval offered the assembler, with
 	// their scores; RetrievalError why retrieval failed, if it did (the
 	// turn then went on without it).
