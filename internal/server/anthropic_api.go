@@ -559,11 +559,14 @@ func (s *Server) anthropicMessages(w http.ResponseWriter, r *http.Request) error
 		id += "_" + strconv.Itoa(n)
 	}
 	remember := func(reply string, end actors.Update) {
+		if conv.Named {
+			return // found by its name again
+		}
 		rm := convMessage{Role: "assistant", Text: reply}
 		for _, c := range end.Calls {
 			rm.Calls = append(rm.Calls, c.CallID)
 		}
-		if err := s.rememberConversation(r.Context(), conv.Branch, st.Turn, t.msgs, rm); err != nil {
+		if err := s.rememberConversation(context.WithoutCancel(r.Context()), conv.Branch, st.Turn, t.msgs, rm); err != nil {
 			// The answer stands; the client's next request may start
 			// a new conversation.
 			s.opts.Log.Error().Err(err).Str("branch", conv.Branch.String()).Msg("server: remember a proxied conversation")

@@ -50,6 +50,11 @@ type conversation struct {
 	Branch  messages.BranchID
 	From    int
 	Created bool // the conversation was made for this request
+	// Named: the request named its conversation (the X-Ctx-Branch
+	// header or a key), as its next requests will: its transcript needs
+	// no entry in the index (rememberConversation), which saves a
+	// durable write per turn.
+	Named bool
 }
 
 // findConversation finds the conversation of a proxied request whose
@@ -65,8 +70,8 @@ type conversation struct {
 //     where it went then;
 //   - previous: the branch that ran that turn;
 //   - the longest prefix of msgs ending in an assistant message that a
-//     reply of the proxy ended (rememberConversation): the branch of
-//     that reply's turn;
+//     reply of the proxy ended (rememberConversation, in a conversation
+//     the request did not name): the branch of that reply's turn;
 //   - else a new conversation.
 //
 // For a branch, a key's existing conversation or previous, From is the
@@ -96,7 +101,7 @@ func (s *Server) findConversation(r *http.Request, key string, previous messages
 		if _, err := s.rt.DB().BranchRow(ctx, id); err != nil {
 			return conversation{}, fmt.Errorf("%s header: %w", ProxyBranchHeader, err)
 		}
-		return conversation{Branch: id, From: after}, nil
+		return conversation{Branch: id, From: after, Named: true}, nil
 	}
 	field := "conversation key (the request's user, conversation or metadata)"
 	if h := r.Header.Get(ProxyConversationHeader); h != "" {
@@ -106,7 +111,9 @@ func (s *Server) findConversation(r *http.Request, key string, previous messages
 		if len(key) > MaxConversationKey {
 			return conversation{}, invalid("%s: %d bytes, limit %d", field, len(key), MaxConversationKey)
 		}
-		return s.keyedConversation(ctx, key, msgs, after)
+		c, err := s.keyedConversation(ctx, key, msgs, after)
+		c.Named = true
+		return c, err
 	}
 	idem, err := idempotencyKey(r)
 	if err != nil {

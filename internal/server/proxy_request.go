@@ -270,7 +270,7 @@ func (s *Server) proxyStart(r *http.Request, pc *proxyCall) (*actors.TurnStream,
 // the turn is answered all the same, and the next request starts a new
 // conversation unless it names this one.
 func (s *Server) proxyRemember(r *http.Request, conv conversation, st *actors.TurnStream, pc *proxyCall, reply string, last actors.Update) {
-	if !last.Done || last.Phase == messages.PhaseFailed {
+	if !last.Done || last.Phase == messages.PhaseFailed || conv.Named {
 		return
 	}
 	m := convMessage{Role: "assistant", Text: reply}
