@@ -37,7 +37,8 @@ type Update struct {
 	Usage providers.Usage
 	// Model, with Done, is the id of the model that ran the stream's
 	// last step: the one the upstream named in its answer, else the
-	// configured model id ("" when no step ran).
+	// configured model id ("" when no step ran). A step's streamed
+	// updates carry the configured id of the model it runs on.
 	Model string
 }
 

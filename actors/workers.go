@@ -78,7 +78,8 @@ func (s *stepActor) Receive(ctx actor.Context) {
 		ctx.Stop(ctx.Self())
 		return
 	}
-	ja := &journalActor{j: j, stream: s.stream, base: s.base, every: s.rt.cfg.Journal.FlushInterval, log: s.rt.log, kills: s.rt.kills}
+	ja := &journalActor{j: j, stream: s.stream, base: s.base, every: s.rt.cfg.Journal.FlushInterval, log: s.rt.log, kills: s.rt.kills,
+		model: s.req.Model}
 	_, _ = ctx.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return ja }), "journal")
 	// Each event is journaled and handed to the subscriber as it
 	// arrives, on the stream's own goroutine: no queue between the
@@ -184,6 +185,7 @@ type journalActor struct {
 	tick   *time.Timer // the next journalTick; the actor's goroutine only
 	gen    int         // of the tick chain: a restart starts a new one
 	kills  *supervision.KillSwitch
+	model  string // the configured id of the step's model, for its updates
 }
 
 // journalTick makes a journal actor apply its policy's intervals.
@@ -213,7 +215,7 @@ func (ja *journalActor) append(eventType string, payload []byte, text string) {
 	ok := ja.err == nil
 	ja.mu.Unlock()
 	if ja.stream != nil && (text != "" || ok) {
-		ja.stream.push(Update{Delta: text, Displayed: ja.base[0] + c.Displayed, Durable: ja.base[1] + c.Durable})
+		ja.stream.push(Update{Delta: text, Displayed: ja.base[0] + c.Displayed, Durable: ja.base[1] + c.Durable, Model: ja.model})
 	}
 }
 
@@ -243,7 +245,7 @@ func (ja *journalActor) Receive(ctx actor.Context) {
 		ok := ja.err == nil
 		ja.mu.Unlock()
 		if c != before && ja.stream != nil {
-			ja.stream.push(Update{Displayed: ja.base[0] + c.Displayed, Durable: ja.base[1] + c.Durable})
+			ja.stream.push(Update{Displayed: ja.base[0] + c.Displayed, Durable: ja.base[1] + c.Durable, Model: ja.model})
 		}
 		if ok {
 			ja.tick = after(ctx, max(ja.every, time.Millisecond), &journalTick{ja, ja.gen})

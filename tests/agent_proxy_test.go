@@ -500,10 +500,11 @@ func TestAgentLoopThroughServeAnthropic(t *testing.T) {
 				a.msg.Usage.OutputTokens, in, out)
 		}
 		// The model that answered; a stream names its model in
-		// message_start, before the upstream has answered, and there
-		// the proxy names the requested one (docs/PROVIDERS.md).
+		// message_start, before the upstream has answered: the
+		// configured id of the model the step runs on, never the
+		// requested name the runtime has no model of.
 		m := string(a.msg.Model)
-		answered := m == "upstream-claude" || m == fakeapi.AnthropicModel || (stream && m == requested)
+		answered := m == fakeapi.AnthropicModel || (stream && m == "upstream-claude")
 		if !strings.HasPrefix(a.msg.ID, "msg_") || a.branch == "" || !answered {
 			t.Errorf("step %d: id %q, branch %q, model %q", step, a.msg.ID, a.branch, m)
 		}

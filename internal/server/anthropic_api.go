@@ -614,7 +614,7 @@ func anthropicMessage(id, requested, reply string, end actors.Update) anthropicR
 // message_delta with the stop reason and usage; message_stop. A turn
 // that fails after message_start ends with an error event.
 type anthropicStream struct {
-	id, model string // model: the requested one (the answering one is known at the end only)
+	id, model string // model: the requested one, named when the first update names no model
 	turn      messages.TurnID
 	reply     strings.Builder
 	end       actors.Update // the Done update, if the turn did not fail
@@ -624,8 +624,12 @@ type anthropicStream struct {
 
 func (as *anthropicStream) update(send func(string, any), u actors.Update, first bool) {
 	if first {
+		model := as.model
+		if u.Model != "" { // the model the step runs on
+			model = u.Model
+		}
 		send("message_start", map[string]any{"type": "message_start", "message": anthropicResponse{ID: as.id, Type: "message",
-			Role: "assistant", Model: as.model, Content: []anthropicContent{}}})
+			Role: "assistant", Model: model, Content: []anthropicContent{}}})
 	}
 	switch {
 	case u.Done:

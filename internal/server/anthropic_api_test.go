@@ -968,7 +968,7 @@ func TestAnthropicMessagesToolUseAnswer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	acc.Model = "claude-fake-1" // message_start names the requested model: the answering one is known at the end
+	acc.Model = "claude-fake-1" // these updates name no model, so message_start names the requested one
 	check("stream", acc)
 	want := "message_start,content_block_start,content_block_delta,content_block_delta,content_block_stop," +
 		"content_block_start,content_block_delta,content_block_stop,content_block_start,content_block_delta,content_block_stop,message_delta,message_stop"

@@ -263,6 +263,9 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) error {
 	}
 	return proxyStream(w, r, st, func(send func(string, any), u actors.Update, first bool) {
 		if first {
+			if u.Model != "" { // the model the step runs on
+				head = append(chunkHead(u.Model), `,"choices":[{"index":0,"delta":`...)
+			}
 			begin(`{"role":"assistant","content":""}`)
 			end(send, "")
 		}
@@ -584,6 +587,9 @@ func (s *Server) responses(w http.ResponseWriter, r *http.Request) error {
 			Output: []any{}, PreviousResponseID: previous}
 		if status == "in_progress" {
 			out.Model = s.streamModel(req.Model)
+			if u.Model != "" { // the model the step runs on
+				out.Model = u.Model
+			}
 			return out
 		}
 		fcs := calls(u)
