@@ -521,6 +521,12 @@ func (s *Server) anthropicMessages(w http.ResponseWriter, r *http.Request) error
 		submit = func(ctx context.Context) (*actors.TurnStream, error) {
 			return s.rt.SubmitToolResults(ctx, conv.Branch, outputs, actors.SubmitOptions{Key: idem})
 		}
+	case t.msgs[last].Role == "tool":
+		// The conversation found holds no reply with these calls (a
+		// request that names no conversation and whose history the
+		// proxy never answered gets a new one).
+		return invalid("messages: tool results, but no conversation of this proxy holds the tool_use blocks they answer: " +
+			"name the conversation (metadata.user_id or the X-Ctx-Conversation header), or resend the history as the proxy answered it")
 	case tools > 0:
 		return invalid("messages: tool results and a new user message together: send the tool_result blocks alone, then the user's text once the reply to them has come")
 	case t.msgs[last].Role != "user":
@@ -581,12 +587,8 @@ func (s *Server) anthropicMessages(w http.ResponseWriter, r *http.Request) error
 		writeJSON(w, http.StatusOK, anthropicMessage(id, req.Model, reply, end))
 		return nil
 	}
-	as := &anthropicStream{id: id, model: req.Model, turn: st.Turn}
-	err = proxyStream(w, r, st, as.update, "")
-	if err == nil && as.end.Done {
-		remember(as.reply.String(), as.end)
-	}
-	return err
+	as := &anthropicStream{id: id, model: req.Model, turn: st.Turn, ended: remember}
+	return proxyStream(w, r, st, as.update, "")
 }
 
 // anthropicMessage is the answer to a request whose turn (or step) ended
@@ -615,11 +617,14 @@ func anthropicMessage(id, requested, reply string, end actors.Update) anthropicR
 // that fails after message_start ends with an error event.
 type anthropicStream struct {
 	id, model string // model: the requested one, named when the first update names no model
-	turn      messages.TurnID
-	reply     strings.Builder
-	end       actors.Update // the Done update, if the turn did not fail
-	textOpen  bool
-	buf       []byte
+	// ended, if not nil, is called with the reply and the Done update
+	// of a turn that did not fail, before the stream's last events.
+	ended    func(reply string, end actors.Update)
+	turn     messages.TurnID
+	reply    strings.Builder
+	end      actors.Update // the Done update, if the turn did not fail
+	textOpen bool
+	buf      []byte
 }
 
 func (as *anthropicStream) update(send func(string, any), u actors.Update, first bool) {
@@ -640,6 +645,11 @@ func (as *anthropicStream) update(send func(string, any), u actors.Update, first
 			return
 		}
 		as.end = u
+		if as.ended != nil {
+			// Before the last events: a client may send its next
+			// request as soon as it reads message_stop.
+			as.ended(as.reply.String(), u)
+		}
 		idx := 0
 		if as.textOpen {
 			send("content_block_stop", map[string]any{"type": "content_block_stop", "index": 0})
