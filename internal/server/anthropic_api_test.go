@@ -1005,3 +1005,85 @@ func TestAnthropicMessagesToolUseAnswer(t *testing.T) {
 		}
 	}
 }
+
+// Concurrent requests on one conversation (LangChain's batch() through
+// the Anthropic SDK) are served one at a time, in the order they came,
+// each as its own turn with the client's system prompt and tools.
+func TestAnthropicMessagesConcurrent(t *testing.T) {
+	block := make(chan struct{})
+	var once sync.Once
+	defer once.Do(func() { close(block) })
+	up := fakeapi.NewFunc(func(n int, r fakeapi.Request) fakeapi.Reply {
+		var u anthropicUpstreamRequest
+		_ = json.Unmarshal(r.Body, &u)
+		if n == 1 {
+			<-block
+		}
+		bs := u.blocks()
+		return fakeapi.AnthropicText([]string{"answer to " + strings.TrimPrefix(bs[len(bs)-1], "user:text:")}, "end_turn")
+	})
+	t.Cleanup(up.Close)
+	ts := newTestServerWith(t, Options{}, 0, func(c *actors.Config) {
+		c.Provider = anthropicprovider.New(anthropicprovider.Options{BaseURL: up.URL, APIKey: "upstream-key"})
+		c.Model = "claude-upstream"
+	})
+	srv := ts.Config.Handler.(*Server)
+	cl, branches := anthropicClient(t, ts.URL, option.WithHeader(ProxyConversationHeader, "concurrent"))
+	ctx := context.Background()
+	params := func(q string) anthropic.MessageNewParams {
+		return anthropic.MessageNewParams{Model: "claude-upstream", MaxTokens: 256, Tools: loopTools(),
+			System:   []anthropic.TextBlockParam{{Text: anthropicLoopSystem}},
+			Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock(q))}}
+	}
+	if _, err := cl.Messages.New(ctx, params("warm up")); err != nil {
+		t.Fatal(err)
+	}
+	branch, err := messages.ParseID[messages.BranchID](branches.all()[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 5
+	type answer struct {
+		text string
+		err  error
+	}
+	answers := make([]chan answer, n)
+	for i := range n {
+		answers[i] = make(chan answer, 1)
+		go func() {
+			m, err := cl.Messages.New(ctx, params(fmt.Sprintf("question %d", i)))
+			if err != nil {
+				answers[i] <- answer{err: err}
+				return
+			}
+			answers[i] <- answer{text: m.Content[0].Text}
+		}()
+		if i == 0 {
+			pollUntil(t, "the first request to reach the upstream", func() bool { return up.Count() == 2 })
+			continue
+		}
+		// One at a time, so that the order they came in is known.
+		pollUntil(t, fmt.Sprintf("request %d to wait", i), func() bool { return srv.proxy.queues.waiting(branch) == i })
+	}
+	once.Do(func() { close(block) })
+	for i := range n {
+		a := <-answers[i]
+		if want := fmt.Sprintf("answer to question %d", i); a.err != nil || a.text != want {
+			t.Errorf("request %d: %q, %v; want %q", i, a.text, a.err, want)
+		}
+	}
+	var order []string
+	for i, u := range upstreamRequests(t, up) {
+		bs := u.blocks()
+		order = append(order, strings.TrimPrefix(bs[len(bs)-1], "user:text:"))
+		if !strings.Contains(u.systemText(), anthropicLoopSystem) || len(u.Tools) != len(loopTools()) {
+			t.Errorf("upstream request %d: system %q, %d tools; want the client's", i, u.systemText(), len(u.Tools))
+		}
+	}
+	if want := "warm up,question 0,question 1,question 2,question 3,question 4"; strings.Join(order, ",") != want {
+		t.Errorf("the upstream got %q, want %q", order, want)
+	}
+	if turns, _ := ts.rt.DB().TurnRows(ctx, branch, 0, 10); len(turns) != n+1 {
+		t.Errorf("%d turns on the conversation, want %d", len(turns), n+1)
+	}
+}
