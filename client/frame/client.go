@@ -48,6 +48,7 @@ const (
 	CodeUnknownType        = wire.CodeUnknownType
 	CodeFrameTooLarge      = wire.CodeFrameTooLarge
 	CodeUnsupportedVersion = wire.CodeUnsupportedVersion
+	CodeUnauthenticated    = wire.CodeUnauthenticated
 	CodeNotFound           = wire.CodeNotFound
 	CodeBranchNotFound     = wire.CodeBranchNotFound
 	CodeTurnNotFound       = wire.CodeTurnNotFound
@@ -66,6 +67,11 @@ const (
 // the server ended it with a protocol error, that *Error is wrapped too.
 var ErrClosed = errors.New("frame: connection closed")
 
+// ErrUnauthenticated matches (errors.Is) the error of Dial when the
+// server requires a token and Options.Token is missing or not one it
+// accepts.
+var ErrUnauthenticated = wire.ErrUnauthenticated
+
 // ErrProtocol is returned when the server's bytes break the protocol;
 // the client closes the connection.
 var ErrProtocol = errors.New("frame: protocol error from server")
@@ -76,6 +82,11 @@ type Options struct {
 	MaxFrame int
 	// Name identifies the client in the server's logs.
 	Name string
+	// Token authenticates the connection to a server that requires one
+	// (`ctxinf serve` with server.tokens_env set): it is sent in HELLO,
+	// which is then of version 2. Empty sends a version 1 HELLO, which
+	// every server without tokens accepts. At most 1,024 bytes.
+	Token string
 	// WriteTimeout bounds a blocked write (30 s).
 	WriteTimeout time.Duration
 }
@@ -139,6 +150,10 @@ func NewClient(ctx context.Context, nc net.Conn, opts Options) (*Client, error) 
 	if opts.WriteTimeout <= 0 {
 		opts.WriteTimeout = 30 * time.Second
 	}
+	if len(opts.Token) > wire.MaxTokenLen {
+		nc.Close()
+		return nil, fmt.Errorf("frame: token is %d bytes, over the limit of %d", len(opts.Token), wire.MaxTokenLen)
+	}
 	c := &Client{
 		nc:       nc,
 		w:        wire.NewWriter(nc, 64<<10, opts.WriteTimeout),
@@ -148,14 +163,18 @@ func NewClient(ctx context.Context, nc net.Conn, opts Options) (*Client, error) 
 		pending:  make(map[uint64]chan reply),
 	}
 	go c.readLoop(wire.NewReader(nc, 64<<10))
-	hello := wire.Hello{Version: wire.Version, MaxFrame: uint32(min(opts.MaxFrame, math.MaxUint32)), Name: opts.Name}
+	// Without a token, version 1: the HELLO every server reads.
+	hello := wire.Hello{Version: 1, MaxFrame: uint32(min(opts.MaxFrame, math.MaxUint32)), Name: opts.Name}
+	if opts.Token != "" {
+		hello.Version, hello.Token = wire.Version, opts.Token
+	}
 	h, p, err := c.call(ctx, hello)
 	if err == nil {
 		c.info, err = wire.DecodeHelloReply(p)
 		c.expect(h, hello, &err)
 	}
-	if err == nil && (c.info.Version == 0 || c.info.Version > wire.Version) {
-		err = fmt.Errorf("%w: the server answered version %d, the client speaks %d", wire.ErrUnsupportedVersion, c.info.Version, wire.Version)
+	if err == nil && (c.info.Version == 0 || c.info.Version > hello.Version) {
+		err = fmt.Errorf("%w: the server answered version %d, the client asked for %d", wire.ErrUnsupportedVersion, c.info.Version, hello.Version)
 	}
 	if err != nil {
 		c.Close()

@@ -2,9 +2,9 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
-	"net"
 	"os"
 	"os/signal"
 	"strings"
@@ -19,19 +19,32 @@ import (
 )
 
 // serveFrames serves the binary frame protocol over the runtime's store
-// on addr, which must be loopback: the protocol has no authentication.
-func serveFrames(ctx context.Context, addr string, db *persistence.DB, maxPayload int64, e *env) (*frame.Server, error) {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return nil, fmt.Errorf("server.frame_addr %q: %w", addr, err)
-	}
-	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
-		return nil, fmt.Errorf("server.frame_addr %q: the frame protocol has no authentication: a loopback address only", addr)
+// on addr. With tokens (the HTTP API's), every connection must present
+// one of them in HELLO before anything else; without, addr must be
+// loopback, as server.addr must.
+func serveFrames(ctx context.Context, addr string, db *persistence.DB, maxPayload int64, tokens []string, e *env) (*frame.Server, error) {
+	tokensEnv := e.cfg.Server.TokensEnv
+	for i, t := range tokens {
+		if len(t) > frame.MaxTokenLen {
+			return nil, fmt.Errorf("server.tokens_env (%s): token %d is %d bytes, over the frame protocol's limit of %d (or set server.frame_addr to \"\")",
+				tokensEnv, i+1, len(t), frame.MaxTokenLen)
+		}
 	}
 	// Its connections share the HTTP API's limits: max_in_flight of
 	// them at once, closed after idle_timeout without a request.
-	return frame.ListenAndServe(ctx, addr, runtimeGuard{Store: db, db: db}, frame.Options{MaxPayload: maxPayload, Log: e.log,
-		MaxConns: e.cfg.Server.MaxInFlight, IdleTimeout: e.cfg.Server.IdleTimeout})
+	fs, err := frame.ListenAndServe(ctx, addr, runtimeGuard{Store: db, db: db}, frame.Options{MaxPayload: maxPayload, Log: e.log,
+		MaxConns: e.cfg.Server.MaxInFlight, IdleTimeout: e.cfg.Server.IdleTimeout, Authenticate: frame.TokenAuth(tokens)})
+	if errors.Is(err, frame.ErrPublicBind) {
+		set := "set them in " + tokensEnv + " (server.tokens_env)"
+		if tokensEnv == "" {
+			set = "set server.tokens_env to the environment variable holding them"
+		}
+		return nil, fmt.Errorf("server.frame_addr %q: refusing to listen beyond loopback without tokens: %s, or use a loopback address", addr, set)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("server.frame_addr %q: %w", addr, err)
+	}
+	return fs, nil
 }
 
 // runtimeGuard is the store as the frame protocol sees it: the branches
@@ -90,7 +103,7 @@ func serve(e *env, args []string) error {
 		return err
 	}
 	if c.FrameAddr != "" {
-		fs, err := serveFrames(ctx, c.FrameAddr, rt.DB(), e.cfg.Store.MaxPayloadBytes, e)
+		fs, err := serveFrames(ctx, c.FrameAddr, rt.DB(), e.cfg.Store.MaxPayloadBytes, tokens, e)
 		if err != nil {
 			l.Close()
 			return err

@@ -58,13 +58,18 @@ type Request interface {
 }
 
 // Hello opens a conversation: the version the client speaks, the largest
-// frame it accepts (0: DefaultMaxFrame) and a name for logs.
+// frame it accepts (0: DefaultMaxFrame), a name for logs and, from
+// TokenVersion on, the token that authenticates the connection.
 //
-//	version u16 | reserved u16 | max_frame u32 | name_len u16 | name
+//	version u16 | reserved u16 | max_frame u32 | name_len u16 | name                              (version 1)
+//	version u16 | reserved u16 | max_frame u32 | name_len u16 | name | token_len u16 | token      (version >= 2)
 type Hello struct {
 	Version  uint16
 	MaxFrame uint32
 	Name     string
+	// Token is carried when Version >= TokenVersion (ignored, not
+	// encoded, below it); at most MaxTokenLen bytes.
+	Token string
 }
 
 // HelloReply is the server's answer to HELLO: its version, the largest
@@ -171,7 +176,15 @@ func (m Hello) AppendPayload(b []byte) []byte {
 	b = le.AppendUint16(b, m.Version)
 	b = le.AppendUint16(b, 0)
 	b = le.AppendUint32(b, m.MaxFrame)
-	return appendName(b, m.Name)
+	b = appendName(b, m.Name)
+	if m.Version < TokenVersion {
+		return b
+	}
+	// Not cut to MaxTokenLen, so that a server refuses a token too long
+	// rather than check a prefix of it; the client checks the length.
+	tok := m.Token[:min(len(m.Token), 0xFFFF)]
+	b = le.AppendUint16(b, uint16(len(tok)))
+	return append(b, tok...)
 }
 
 func (m CreateRequest) AppendPayload(b []byte) []byte {
@@ -229,6 +242,9 @@ func DecodeRequest(t MsgType, p []byte) (Request, error) {
 		d.reserved16()
 		m.MaxFrame = d.u32()
 		m.Name = d.name()
+		if m.Version >= TokenVersion {
+			m.Token = d.token()
+		}
 		r = m
 	case MsgCtxCreate:
 		r = CreateRequest{Branch: d.id(), At: d.id()}
@@ -519,6 +535,15 @@ func (d *decoder) name() string {
 	n := d.u16()
 	if n > MaxNameLen {
 		d.fail("name is %d bytes, over the limit of %d", n, MaxNameLen)
+		return ""
+	}
+	return string(d.bytes(uint32(n)))
+}
+
+func (d *decoder) token() string {
+	n := d.u16()
+	if n > MaxTokenLen {
+		d.fail("token is %d bytes, over the limit of %d", n, MaxTokenLen)
 		return ""
 	}
 	return string(d.bytes(uint32(n)))

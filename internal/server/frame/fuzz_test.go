@@ -25,7 +25,8 @@ var (
 
 func seedRequests() []Request {
 	return []Request{
-		Hello{Version: Version, MaxFrame: 1 << 20, Name: "seed"},
+		Hello{Version: 1, MaxFrame: 1 << 20, Name: "seed"},
+		Hello{Version: Version, MaxFrame: 1 << 20, Name: "seed", Token: "s3cret"},
 		CreateRequest{},
 		CreateRequest{Branch: seedBranch, At: seedTurn},
 		ForkRequest{Source: seedBranch},

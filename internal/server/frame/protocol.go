@@ -26,8 +26,15 @@ import (
 	"github.com/contextinfinity/ctxinf/persistence"
 )
 
-// Version is the protocol version this package speaks, exchanged in HELLO.
-const Version uint16 = 1
+// Version is the highest protocol version this package speaks, exchanged
+// in HELLO. Version 2 adds the token to HELLO (TokenVersion); a peer that
+// speaks version 1 only is still served (without a token).
+const Version uint16 = 2
+
+// TokenVersion is the first version whose HELLO carries a token: a HELLO
+// of version 1 has no token field, one of version 2 or higher has one
+// (possibly empty) after the name.
+const TokenVersion uint16 = 2
 
 // HeaderSize is the size of a frame header: len u32, msg_type u16,
 // flags u16, req_id u64, little-endian.
@@ -48,6 +55,11 @@ const (
 	MinMaxFrame = 4 << 10
 	// MaxNameLen bounds the peer name carried in HELLO.
 	MaxNameLen = 256
+	// MaxTokenLen bounds the token carried in HELLO.
+	MaxTokenLen = 1024
+	// MaxHelloSize is the largest HELLO payload: a server that requires a
+	// token reads no larger first frame.
+	MaxHelloSize = helloFixedSize + MaxNameLen + 2 + MaxTokenLen
 	// MaxErrorMessage bounds the message of an ERROR frame; longer
 	// messages are cut.
 	MaxErrorMessage = 1024
@@ -155,6 +167,9 @@ var (
 	ErrUnknownType = errors.New("frame: unknown message type")
 	// ErrUnsupportedVersion is returned when the peers share no version.
 	ErrUnsupportedVersion = errors.New("frame: unsupported protocol version")
+	// ErrUnauthenticated is returned when a server that requires a token
+	// gets a first frame that is not a HELLO carrying a valid one.
+	ErrUnauthenticated = errors.New("frame: unauthenticated")
 )
 
 // checkFrame checks the fields every receiver checks: the size limit
@@ -301,6 +316,7 @@ const (
 	CodeUnknownType        Code = 0x0102 // msg_type is not a request type
 	CodeFrameTooLarge      Code = 0x0103 // len is over the server's maximum frame size
 	CodeUnsupportedVersion Code = 0x0104 // HELLO asked for a version the server does not speak
+	CodeUnauthenticated    Code = 0x0105 // the server requires a token: the first frame was not a HELLO with a valid one
 
 	CodeNotFound         Code = 0x0201 // persistence.ErrNotFound (another kind)
 	CodeBranchNotFound   Code = 0x0202 // persistence.ErrBranchNotFound
@@ -322,6 +338,7 @@ var codeNames = map[Code]string{
 	CodeUnknownType:        "UNKNOWN_TYPE",
 	CodeFrameTooLarge:      "FRAME_TOO_LARGE",
 	CodeUnsupportedVersion: "UNSUPPORTED_VERSION",
+	CodeUnauthenticated:    "UNAUTHENTICATED",
 	CodeNotFound:           "NOT_FOUND",
 	CodeBranchNotFound:     "BRANCH_NOT_FOUND",
 	CodeTurnNotFound:       "TURN_NOT_FOUND",
@@ -381,6 +398,7 @@ var codeSentinels = map[Code][]error{
 	CodeUnknownType:        {ErrUnknownType},
 	CodeFrameTooLarge:      {ErrFrameTooLarge},
 	CodeUnsupportedVersion: {ErrUnsupportedVersion},
+	CodeUnauthenticated:    {ErrUnauthenticated},
 	CodeNotFound:           {persistence.ErrNotFound},
 	CodeBranchNotFound:     {persistence.ErrBranchNotFound, persistence.ErrNotFound},
 	CodeTurnNotFound:       {persistence.ErrTurnNotFound, persistence.ErrNotFound},
@@ -415,7 +433,7 @@ func codeOf(err error) Code {
 		CodeBranchNotFound, CodeTurnNotFound, CodeBlobNotFound, CodeNotFound,
 		CodeHeadMismatch, CodeBranchExists, CodeInvalidArgument, CodeDuplicate,
 		CodeCorrupt, CodeUnavailable,
-		CodeFrameTooLarge, CodeUnknownType, CodeUnsupportedVersion, CodeMalformed,
+		CodeFrameTooLarge, CodeUnknownType, CodeUnsupportedVersion, CodeUnauthenticated, CodeMalformed,
 	} {
 		if errors.Is(err, codeSentinels[c][0]) {
 			return c

@@ -89,7 +89,15 @@ type Options struct {
 	// the one idle longest if it has been idle this long
 	// (DefaultEvictIdleAfter); a negative value never evicts.
 	EvictIdleAfter time.Duration
-	Log            zerolog.Logger
+	// Authenticate, when set, makes every connection authenticate: its
+	// first frame must be a HELLO (version >= TokenVersion) whose token
+	// Authenticate accepts, else the connection gets an ERROR frame
+	// UNAUTHENTICATED and is closed with no other frame read or served.
+	// principal (not empty) names who connected, in logs. Nil serves everyone, and
+	// ListenAndServe then listens on loopback only. TokenAuth builds one
+	// from a list of tokens.
+	Authenticate func(token string) (principal string, ok bool)
+	Log          zerolog.Logger
 }
 
 // Server serves the frame protocol over a persistence.Store. Set the
@@ -107,6 +115,7 @@ type Server struct {
 	MaxConns         int
 	IdleTimeout      time.Duration
 	EvictIdleAfter   time.Duration
+	Authenticate     func(token string) (principal string, ok bool)
 	Log              zerolog.Logger
 
 	initOnce sync.Once
@@ -130,16 +139,20 @@ func New(store persistence.Store, opts Options) *Server {
 		Store: store, MaxFrame: opts.MaxFrame, MaxPayload: opts.MaxPayload,
 		MaxInFlight: opts.MaxInFlight, MaxInFlightBytes: opts.MaxInFlightBytes,
 		WriteTimeout: opts.WriteTimeout, MaxConns: opts.MaxConns, IdleTimeout: opts.IdleTimeout,
-		EvictIdleAfter: opts.EvictIdleAfter, Log: opts.Log,
+		EvictIdleAfter: opts.EvictIdleAfter, Authenticate: opts.Authenticate, Log: opts.Log,
 	}
 }
 
-// ListenAndServe listens on the TCP address addr (":0" picks a port) and
-// serves in the background until Shutdown or Close; ctx bounds only the
-// listen. Addr returns the bound address.
+// ListenAndServe listens on the TCP address addr ("127.0.0.1:0" picks a
+// port) and serves in the background until Shutdown or Close; ctx bounds
+// only the listen. Addr returns the bound address. An address beyond
+// loopback is refused (ErrPublicBind) unless opts.Authenticate is set.
 func ListenAndServe(ctx context.Context, addr string, store persistence.Store, opts Options) (*Server, error) {
 	if store == nil {
 		return nil, errors.New("frame: ListenAndServe: store is nil")
+	}
+	if err := checkBind(addr, opts.Authenticate != nil); err != nil {
+		return nil, err
 	}
 	var lc net.ListenConfig
 	l, err := lc.Listen(ctx, "tcp", addr)
@@ -158,7 +171,7 @@ func ListenAndServe(ctx context.Context, addr string, store persistence.Store, o
 			s.Log.Error().Err(err).Str(logAddr, l.Addr().String()).Msg("frame: serve stopped")
 		}
 	}()
-	s.Log.Info().Str(logAddr, l.Addr().String()).Int("max_frame", s.maxFrame).Msg("frame: listening")
+	s.Log.Info().Str(logAddr, l.Addr().String()).Int("max_frame", s.maxFrame).Bool("auth", s.Authenticate != nil).Msg("frame: listening")
 	return s, nil
 }
 
@@ -434,6 +447,9 @@ type conn struct {
 	sem     chan struct{} // requests in flight
 	bytes   *budget       // their payload bytes
 	peerMax atomic.Int64  // the client's largest frame, from HELLO
+	// principal is who the connection authenticated as (the reader's
+	// goroutine only); "" until then, and for ever without Authenticate.
+	principal string
 
 	// For eviction at MaxConns: requests read and not yet answered, the
 	// time (monotonicNow) of the last request read or answer written, and
@@ -505,7 +521,17 @@ func (c *conn) readLoop() (fatal bool) {
 			c.readEnded(err)
 			return false
 		}
-		if err := CheckRequest(h, c.s.maxFrame); err != nil {
+		maxFrame := c.s.maxFrame
+		if c.s.Authenticate != nil && c.principal == "" {
+			// Nothing but an authenticating HELLO is read before it.
+			if h.Type != MsgHello {
+				c.fail(h, fmt.Errorf("%w: %s before HELLO: this server requires a token, sent in HELLO (version %d or higher) as the first frame",
+					ErrUnauthenticated, h.Type, TokenVersion))
+				return true
+			}
+			maxFrame = MaxHelloSize
+		}
+		if err := CheckRequest(h, maxFrame); err != nil {
 			c.fail(h, err)
 			return true
 		}
@@ -589,6 +615,9 @@ func (c *conn) hello(reqID uint64, m Hello) error {
 	if m.Version == 0 {
 		return fmt.Errorf("%w: client speaks version %d, the server %d", ErrUnsupportedVersion, m.Version, Version)
 	}
+	if err := c.authenticate(m); err != nil {
+		return err
+	}
 	peer := int64(DefaultMaxFrame)
 	if m.MaxFrame != 0 {
 		peer = max(int64(m.MaxFrame), MinMaxFrame)
@@ -602,9 +631,31 @@ func (c *conn) hello(reqID uint64, m Hello) error {
 		MaxPayload: uint32(min(c.s.MaxPayload, 1<<32-1)),
 		Name:       ServerName,
 	}
-	c.log.Debug().Str("client", m.Name).Uint16("version", m.Version).Msg("frame: hello")
+	c.log.Debug().Str("client", m.Name).Uint16("version", m.Version).Str("principal", c.principal).Msg("frame: hello")
 	buf := AppendFrame(nil, MsgHello.Response(), reqID, reply.AppendPayload)
 	c.write(buf, nil)
+	return nil
+}
+
+// authenticate checks m's token when the server requires one. Every
+// HELLO is checked, and a later one must name the same principal: a
+// connection never changes who it is.
+func (c *conn) authenticate(m Hello) error {
+	if c.s.Authenticate == nil {
+		return nil
+	}
+	if m.Version < TokenVersion || m.Token == "" {
+		return fmt.Errorf("%w: HELLO (version %d) carries no token: this server requires one (HELLO version %d or higher)",
+			ErrUnauthenticated, m.Version, TokenVersion)
+	}
+	p, ok := c.s.Authenticate(m.Token)
+	if !ok || p == "" {
+		return fmt.Errorf("%w: the token in HELLO is not one the server accepts", ErrUnauthenticated)
+	}
+	if c.principal != "" && p != c.principal {
+		return fmt.Errorf("%w: a later HELLO names another principal than the connection's first", ErrUnauthenticated)
+	}
+	c.principal = p
 	return nil
 }
 
