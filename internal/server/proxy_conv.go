@@ -103,6 +103,9 @@ func (s *Server) findConversation(r *http.Request, key string, previous messages
 			return conversation{}, invalid("%s header: %q is not a branch id", ProxyBranchHeader, h)
 		}
 		if _, err := s.ownBranch(ctx, id); err != nil {
+			if ae := (*apiError)(nil); errors.As(err, &ae) && ae.Code == CodeNotFound {
+				return conversation{}, notFound("%s header: branch %s", ProxyBranchHeader, id)
+			}
 			return conversation{}, err
 		}
 		return conversation{Branch: id, From: after, Named: true}, nil
