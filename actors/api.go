@@ -150,13 +150,20 @@ func (a *branchActor) turnRow(id messages.TurnID) (persistence.TurnRow, error) {
 	return a.rt.db.TurnRow(context.Background(), a.id, id)
 }
 
-// CreateSession starts a new conversation with one empty branch.
+// CreateSession starts a new conversation with one empty branch, the
+// default tenant's.
 func (r *Runtime) CreateSession(ctx context.Context, title string) (persistence.SessionRow, persistence.BranchRow, error) {
+	return r.CreateSessionFor(ctx, "", title)
+}
+
+// CreateSessionFor is CreateSession for tenant, which owns the session
+// for good ("" is persistence.DefaultTenant).
+func (r *Runtime) CreateSessionFor(ctx context.Context, tenant, title string) (persistence.SessionRow, persistence.BranchRow, error) {
 	if err := r.db.CheckSpace(); err != nil {
 		return persistence.SessionRow{}, persistence.BranchRow{}, fmt.Errorf("create session: %w", err)
 	}
 	now := r.cfg.Now()
-	s := persistence.SessionRow{ID: messages.NewID[messages.SessionID](now), Title: title, Created: now.UTC()}
+	s := persistence.SessionRow{ID: messages.NewID[messages.SessionID](now), Title: title, Created: now.UTC(), Tenant: tenant}
 	b := persistence.BranchRow{ID: messages.NewID[messages.BranchID](now), Session: s.ID, Label: "main", Created: now.UTC()}
 	s.ActiveBranch = b.ID
 	ev := messages.BranchCreated{Session: s.ID, Branch: b.ID, At: now.UTC(),

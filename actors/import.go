@@ -272,14 +272,21 @@ type SessionImport struct {
 }
 
 // BeginImport starts an import of a session titled title created at
-// created (zero: now). Nothing is stored until the first branch.
+// created (zero: now), the default tenant's. Nothing is stored until
+// the first branch.
 func (r *Runtime) BeginImport(title string, created time.Time) *SessionImport {
+	return r.BeginImportFor("", title, created)
+}
+
+// BeginImportFor is BeginImport of a session tenant owns ("" is
+// persistence.DefaultTenant).
+func (r *Runtime) BeginImportFor(tenant, title string, created time.Time) *SessionImport {
 	now := r.cfg.Now()
 	if created.IsZero() {
 		created = now
 	}
 	return &SessionImport{rt: r, session: persistence.SessionRow{ID: messages.NewID[messages.SessionID](now),
-		Title: title, Created: created.UTC()}}
+		Title: title, Created: created.UTC(), Tenant: tenant}}
 }
 
 // ErrImport is returned for an import whose parts do not fit together.

@@ -78,12 +78,22 @@ type ReportStep struct {
 // journals under dataDir/streams), listing up to lastTurns last turns of
 // each branch.
 func BuildReport(ctx context.Context, db *persistence.DB, dataDir string, lastTurns int) (Report, error) {
+	return BuildReportOf(ctx, db, dataDir, lastTurns, nil)
+}
+
+// BuildReportOf is BuildReport of the sessions keep keeps (nil: all),
+// with the jobs of their branches only.
+func BuildReportOf(ctx context.Context, db *persistence.DB, dataDir string, lastTurns int, keep func(persistence.SessionRow) bool) (Report, error) {
 	rep := Report{DataDir: dataDir, Sessions: []ReportSession{}}
 	sessions, err := db.Sessions(ctx)
 	if err != nil {
 		return rep, err
 	}
+	kept := map[messages.BranchID]bool{}
 	for _, s := range sessions {
+		if keep != nil && !keep(s) {
+			continue
+		}
 		is := ReportSession{SessionRow: s}
 		branches, err := db.Branches(ctx, s.ID)
 		if err != nil {
@@ -127,10 +137,21 @@ func BuildReport(ctx context.Context, db *persistence.DB, dataDir string, lastTu
 				ib.States = append(ib.States, ReportState{Seq: st.Seq, ID: st.ID, Turns: st.Turns})
 			}
 			is.Branches = append(is.Branches, ib)
+			kept[b.ID] = true
 		}
 		rep.Sessions = append(rep.Sessions, is)
 	}
-	rep.Jobs, err = db.Jobs(ctx)
+	jobs, err := db.Jobs(ctx)
+	if keep == nil {
+		rep.Jobs = jobs
+		return rep, err
+	}
+	rep.Jobs = []persistence.Job{}
+	for _, j := range jobs {
+		if kept[j.Branch] {
+			rep.Jobs = append(rep.Jobs, j)
+		}
+	}
 	return rep, err
 }
 

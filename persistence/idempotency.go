@@ -2,6 +2,7 @@ package persistence
 
 import (
 	"context"
+	"crypto/sha256"
 	"fmt"
 	"time"
 
@@ -28,8 +29,22 @@ type KeyScope byte
 const (
 	ScopeTurn   KeyScope = 't' // a turn submitted on a branch: Owner is the branch
 	ScopeFork   KeyScope = 'f' // a fork of a branch: Owner is the parent branch
-	ScopeImport KeyScope = 'i' // a session imported: Owner is zero
+	ScopeImport KeyScope = 'i' // a session imported: Owner is TenantOwner(the importer's tenant)
 )
+
+// TenantOwner is the owner of a tenant's ScopeImport keys: zero for
+// DefaultTenant ("" too: the keys stored before tenants), else the
+// first 16 bytes of a SHA-256 of the name, so that one tenant's import
+// key never names another tenant's import.
+func TenantOwner(tenant string) messages.BranchID {
+	var o messages.BranchID
+	if tenant == "" || tenant == DefaultTenant {
+		return o
+	}
+	sum := sha256.Sum256([]byte("ctxinf tenant\x00" + tenant))
+	copy(o[:], sum[:])
+	return o
+}
 
 // IdempotencyRow is what an idempotency key names: the request's hash
 // (the same key sent with another request is an error, not a repeat) and

@@ -43,6 +43,26 @@ type SessionRow struct {
 	Title        string             `json:"title,omitempty"`
 	ActiveBranch messages.BranchID  `json:"active_branch"`
 	Created      time.Time          `json:"created"`
+	// Tenant owns the session (the tenant of the token that created
+	// it); "" in the rows written before tenants: DefaultTenant's.
+	// It never changes.
+	Tenant string `json:"tenant,omitempty"`
+}
+
+// DefaultTenant is the tenant of a session whose row names none (made
+// before tenants, or by the library and the local CLI) and of the
+// server's own tokens (server.tokens_env).
+const DefaultTenant = "default"
+
+// MaxTenantName is the longest tenant name, in bytes.
+const MaxTenantName = 64
+
+// TenantName is the tenant that owns s: its Tenant, DefaultTenant if none.
+func (s SessionRow) TenantName() string {
+	if s.Tenant == "" {
+		return DefaultTenant
+	}
+	return s.Tenant
 }
 
 // ImportRow marks a session being imported: its rows are written in

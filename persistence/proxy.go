@@ -26,8 +26,20 @@ import (
 // An entry is written once: a second entry under the same name keeps the
 // first (Tx.Proxy), so that two requests racing to make a conversation
 // for one key both end up on the branch of the one committed first.
-// Tenancy (a later issue) would scope the index: p | tenant | kind | name.
+//
+// The index is scoped by tenant: the entries above are the default
+// tenant's (DefaultTenant, and the stores made before tenants); another
+// tenant's are
+//
+//	p | '@' | len(tenant)(1) | tenant | kind | name
+//
+// so that a key, a transcript prefix, a turn or a request key of one
+// tenant never finds another's conversation ('@' is no kind).
 const tableProxy byte = 'p'
+
+// proxyTenantMark starts the index entries of a tenant other than the
+// default.
+const proxyTenantMark byte = '@'
 
 // ProxyKind is the kind of a proxy index entry.
 type ProxyKind byte
@@ -57,8 +69,11 @@ type ProxyTarget struct {
 
 // ProxyEntry is one entry of the proxy index to insert (Tx.Proxy).
 type ProxyEntry struct {
-	Kind ProxyKind
-	Name []byte
+	// Tenant is the tenant whose index holds the entry ("" is
+	// DefaultTenant).
+	Tenant string
+	Kind   ProxyKind
+	Name   []byte
 	ProxyTarget
 }
 
@@ -66,14 +81,32 @@ type ProxyEntry struct {
 // it does not hold.
 var ErrProxyNotFound = fmt.Errorf("%w: proxy conversation", ErrNotFound)
 
-func proxyKey(kind ProxyKind, name []byte) []byte {
-	k := make([]byte, 0, 2+len(name))
-	return append(append(k, tableProxy, byte(kind)), name...)
+// proxyKey is the key of the entry of kind named name in tenant's index.
+func proxyKey(tenant string, kind ProxyKind, name []byte) []byte {
+	if tenant == "" || tenant == DefaultTenant {
+		k := make([]byte, 0, 2+len(name))
+		return append(append(k, tableProxy, byte(kind)), name...)
+	}
+	k := make([]byte, 0, 4+len(tenant)+len(name))
+	k = append(k, tableProxy, proxyTenantMark, byte(len(tenant)))
+	k = append(append(k, tenant...), byte(kind))
+	return append(k, name...)
+}
+
+// checkTenant refuses a tenant name the index cannot hold.
+func checkTenant(tenant string) error {
+	if len(tenant) > MaxTenantName {
+		return fmt.Errorf("%w: tenant: %d bytes, limit %d", ErrInvalidArgument, len(tenant), MaxTenantName)
+	}
+	return nil
 }
 
 // check refuses an entry of an unknown kind, a name of the wrong size
-// for its kind, or no branch.
+// for its kind, a tenant name too long, or no branch.
 func (e ProxyEntry) check() error {
+	if err := checkTenant(e.Tenant); err != nil {
+		return err
+	}
 	switch e.Kind {
 	case ProxyByKey:
 		if len(e.Name) == 0 || len(e.Name) > MaxProxyKey {
@@ -112,28 +145,34 @@ func checkProxy(es []ProxyEntry) error {
 // putProxy inserts e unless its name has an entry already (this group's
 // or the store's): the first entry stays.
 func (g *group) putProxy(e ProxyEntry) error {
-	k := proxyKey(e.Kind, e.Name)
+	k := proxyKey(e.Tenant, e.Kind, e.Name)
 	if ok, err := g.rowExists(k); err != nil || ok {
 		return err
 	}
 	return g.setJSON(k, e.ProxyTarget)
 }
 
-// ProxyLookup returns the target of the entry of kind named name, or
-// ErrProxyNotFound.
-func (d *DB) ProxyLookup(ctx context.Context, kind ProxyKind, name []byte) (ProxyTarget, error) {
-	return getJSON[ProxyTarget](d, proxyKey(kind, name), fmt.Errorf("%w: no %c entry %x", ErrProxyNotFound, byte(kind), name))
+// ProxyLookup returns the target of the entry of kind named name in
+// tenant's index, or ErrProxyNotFound.
+func (d *DB) ProxyLookup(ctx context.Context, tenant string, kind ProxyKind, name []byte) (ProxyTarget, error) {
+	if err := checkTenant(tenant); err != nil {
+		return ProxyTarget{}, err
+	}
+	return getJSON[ProxyTarget](d, proxyKey(tenant, kind, name), fmt.Errorf("%w: no %c entry %x", ErrProxyNotFound, byte(kind), name))
 }
 
 // ProxyLongestPrefix returns, of hashes (the hashes of a transcript's
-// prefixes, shortest first), the index of the last one the index holds
-// and its target; -1 if none.
-func (d *DB) ProxyLongestPrefix(ctx context.Context, hashes [][32]byte) (int, ProxyTarget, error) {
+// prefixes, shortest first), the index of the last one tenant's index
+// holds and its target; -1 if none.
+func (d *DB) ProxyLongestPrefix(ctx context.Context, tenant string, hashes [][32]byte) (int, ProxyTarget, error) {
+	if err := checkTenant(tenant); err != nil {
+		return -1, ProxyTarget{}, err
+	}
 	var t ProxyTarget
 	found := -1
 	err := d.read(func(txn *badger.Txn) error {
 		for i := len(hashes) - 1; i >= 0; i-- {
-			item, err := txn.Get(proxyKey(ProxyByPrefix, hashes[i][:]))
+			item, err := txn.Get(proxyKey(tenant, ProxyByPrefix, hashes[i][:]))
 			if errors.Is(err, badger.ErrKeyNotFound) {
 				continue
 			}
@@ -204,7 +243,7 @@ func (d *DB) migrateProxyTitles() error {
 		}
 		var entries []entry
 		for _, k := range order {
-			key := proxyKey(ProxyByKey, []byte(k))
+			key := proxyKey(DefaultTenant, ProxyByKey, []byte(k))
 			if ok, err := hasKey(txn, key); err != nil {
 				return err
 			} else if ok {
@@ -229,13 +268,14 @@ func (d *DB) migrateProxyTitles() error {
 	})
 }
 
-// ClaimProxyKey enters key as the conversation key of branch unless it
-// names a conversation already, and returns the conversation it names
-// now: branch's, or the one entered first.
-func (d *DB) ClaimProxyKey(ctx context.Context, key string, branch messages.BranchID) (ProxyTarget, error) {
-	e := ProxyEntry{Kind: ProxyByKey, Name: []byte(key), ProxyTarget: ProxyTarget{Branch: branch}}
+// ClaimProxyKey enters key as the conversation key of branch in
+// tenant's index unless it names a conversation there already, and
+// returns the conversation it names now: branch's, or the one entered
+// first.
+func (d *DB) ClaimProxyKey(ctx context.Context, tenant, key string, branch messages.BranchID) (ProxyTarget, error) {
+	e := ProxyEntry{Tenant: tenant, Kind: ProxyByKey, Name: []byte(key), ProxyTarget: ProxyTarget{Branch: branch}}
 	if _, err := d.Commit(ctx, &Tx{Proxy: []ProxyEntry{e}}); err != nil {
 		return ProxyTarget{}, err
 	}
-	return d.ProxyLookup(ctx, ProxyByKey, e.Name)
+	return d.ProxyLookup(ctx, tenant, ProxyByKey, e.Name)
 }

@@ -23,15 +23,15 @@ func TestProxyIndex(t *testing.T) {
 	b1, b2 := messages.NewID[messages.BranchID](now), messages.NewID[messages.BranchID](now)
 	t1 := messages.NewID[messages.TurnID](now)
 
-	if _, err := d.ProxyLookup(bg, ProxyByKey, []byte("alice")); !errors.Is(err, ErrProxyNotFound) {
+	if _, err := d.ProxyLookup(bg, "", ProxyByKey, []byte("alice")); !errors.Is(err, ErrProxyNotFound) {
 		t.Fatalf("ProxyLookup before = %v, want ErrProxyNotFound", err)
 	}
-	got, err := d.ClaimProxyKey(bg, "alice", b1)
+	got, err := d.ClaimProxyKey(bg, "", "alice", b1)
 	if err != nil || got.Branch != b1 {
 		t.Fatalf("ClaimProxyKey(alice, b1) = %+v, %v; want b1", got, err)
 	}
 	// A second claim, or a second entry in one Tx, finds the first.
-	if got, err := d.ClaimProxyKey(bg, "alice", b2); err != nil || got.Branch != b1 {
+	if got, err := d.ClaimProxyKey(bg, "", "alice", b2); err != nil || got.Branch != b1 {
 		t.Fatalf("ClaimProxyKey(alice, b2) = %+v, %v; want b1 kept", got, err)
 	}
 	twice := []ProxyEntry{
@@ -41,7 +41,7 @@ func TestProxyIndex(t *testing.T) {
 	if _, err := d.Commit(bg, &Tx{Proxy: twice}); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := d.ProxyLookup(bg, ProxyByKey, []byte("bob")); err != nil || got.Branch != b2 {
+	if got, err := d.ProxyLookup(bg, "", ProxyByKey, []byte("bob")); err != nil || got.Branch != b2 {
 		t.Fatalf("bob = %+v, %v; want the first entry of the Tx (b2)", got, err)
 	}
 
@@ -68,7 +68,7 @@ func TestProxyIndex(t *testing.T) {
 		for _, s := range tc.hashes {
 			in = append(in, h(s))
 		}
-		i, got, err := d.ProxyLongestPrefix(bg, in)
+		i, got, err := d.ProxyLongestPrefix(bg, "", in)
 		if err != nil || i != tc.want || got.Branch != tc.branch {
 			t.Errorf("ProxyLongestPrefix(%v) = %d, %+v, %v; want %d, %s", tc.hashes, i, got, err, tc.want, tc.branch)
 		}
@@ -100,13 +100,13 @@ func TestProxyIndex(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer d.Close()
-	if got, err := d.ProxyLookup(bg, ProxyByKey, []byte("alice")); err != nil || got.Branch != b1 {
+	if got, err := d.ProxyLookup(bg, "", ProxyByKey, []byte("alice")); err != nil || got.Branch != b1 {
 		t.Fatalf("alice after reopen = %+v, %v; want b1", got, err)
 	}
-	if got, err := d.ProxyLookup(bg, ProxyByTurn, t1[:]); err != nil || got.Branch != b1 {
+	if got, err := d.ProxyLookup(bg, "", ProxyByTurn, t1[:]); err != nil || got.Branch != b1 {
 		t.Fatalf("turn after reopen = %+v, %v; want b1", got, err)
 	}
-	if i, got, err := d.ProxyLongestPrefix(bg, [][32]byte{h("a"), h("abc")}); err != nil || i != 1 || got.Turn != t1 {
+	if i, got, err := d.ProxyLongestPrefix(bg, "", [][32]byte{h("a"), h("abc")}); err != nil || i != 1 || got.Turn != t1 {
 		t.Fatalf("prefix after reopen = %d, %+v, %v", i, got, err)
 	}
 }
@@ -143,7 +143,7 @@ func TestProxyKeysFromTitlesOnce(t *testing.T) {
 		}
 	}
 	lookup := func(key string) (messages.BranchID, error) {
-		got, err := d.ProxyLookup(bg, ProxyByKey, []byte(key))
+		got, err := d.ProxyLookup(bg, "", ProxyByKey, []byte(key))
 		return got.Branch, err
 	}
 
@@ -162,7 +162,7 @@ func TestProxyKeysFromTitlesOnce(t *testing.T) {
 	newer := session("proxy:old", now.Add(2*time.Second))
 	kept := session("proxy:kept", now.Add(3*time.Second))
 	other := messages.NewID[messages.BranchID](now)
-	if _, err := d.ClaimProxyKey(bg, "kept", other); err != nil { // entered by the index already
+	if _, err := d.ClaimProxyKey(bg, "", "kept", other); err != nil { // entered by the index already
 		t.Fatal(err)
 	}
 	session("not proxy:x", now.Add(4*time.Second))
@@ -187,5 +187,84 @@ func TestProxyKeysFromTitlesOnce(t *testing.T) {
 	}
 	if b, err := lookup("old"); err != nil || b != newer.ActiveBranch {
 		t.Fatalf("old after a new session titled proxy:old = %s, %v; want %s kept", b, err, newer.ActiveBranch)
+	}
+}
+
+// Each tenant has its own proxy index: a key, a prefix, a turn or a
+// request key entered for one tenant finds nothing for another, the
+// same name in two tenants names two conversations, and the default
+// tenant's entries are those written before tenants ("" and
+// DefaultTenant are one tenant).
+func TestProxyIndexPerTenant(t *testing.T) {
+	d, err := Open(TestOptions(t.TempDir()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	now := time.UnixMilli(1_700_000_000_000)
+	a, b, def := messages.NewID[messages.BranchID](now), messages.NewID[messages.BranchID](now), messages.NewID[messages.BranchID](now)
+	turn := messages.NewID[messages.TurnID](now)
+	prefix := sha256.Sum256([]byte("the transcript"))
+	entries := func(tenant string, br messages.BranchID) []ProxyEntry {
+		return []ProxyEntry{
+			{Tenant: tenant, Kind: ProxyByKey, Name: []byte("shared-key"), ProxyTarget: ProxyTarget{Branch: br}},
+			{Tenant: tenant, Kind: ProxyByPrefix, Name: prefix[:], ProxyTarget: ProxyTarget{Branch: br, Turn: turn}},
+			{Tenant: tenant, Kind: ProxyByTurn, Name: turn[:], ProxyTarget: ProxyTarget{Branch: br}},
+			{Tenant: tenant, Kind: ProxyByRequest, Name: []byte("req-1"), ProxyTarget: ProxyTarget{Branch: br}},
+		}
+	}
+	if _, err := d.Commit(bg, &Tx{Proxy: entries("acme", a)}); err != nil {
+		t.Fatal(err)
+	}
+	names := map[ProxyKind][]byte{ProxyByKey: []byte("shared-key"), ProxyByTurn: turn[:], ProxyByRequest: []byte("req-1")}
+	for _, tenant := range []string{"", DefaultTenant, "beta", "acm", "acmex"} {
+		for kind, name := range names {
+			if got, err := d.ProxyLookup(bg, tenant, kind, name); !errors.Is(err, ErrProxyNotFound) {
+				t.Errorf("ProxyLookup(%q, %c) = %+v, %v; want acme's entry not found", tenant, byte(kind), got, err)
+			}
+		}
+		if i, got, err := d.ProxyLongestPrefix(bg, tenant, [][32]byte{prefix}); err != nil || i != -1 {
+			t.Errorf("ProxyLongestPrefix(%q) = %d, %+v, %v; want acme's prefix not found", tenant, i, got, err)
+		}
+	}
+	// The same names in beta and in the default tenant are theirs.
+	if _, err := d.Commit(bg, &Tx{Proxy: append(entries("beta", b), entries("", def)...)}); err != nil {
+		t.Fatal(err)
+	}
+	for tenant, want := range map[string]messages.BranchID{"acme": a, "beta": b, "": def, DefaultTenant: def} {
+		for kind, name := range names {
+			if got, err := d.ProxyLookup(bg, tenant, kind, name); err != nil || got.Branch != want {
+				t.Errorf("ProxyLookup(%q, %c) = %+v, %v; want %s", tenant, byte(kind), got, err, want)
+			}
+		}
+		if i, got, err := d.ProxyLongestPrefix(bg, tenant, [][32]byte{prefix}); err != nil || i != 0 || got.Branch != want {
+			t.Errorf("ProxyLongestPrefix(%q) = %d, %+v, %v; want %s", tenant, i, got, err, want)
+		}
+		if got, err := d.ClaimProxyKey(bg, tenant, "shared-key", messages.NewID[messages.BranchID](now)); err != nil || got.Branch != want {
+			t.Errorf("ClaimProxyKey(%q) = %+v, %v; want %s kept", tenant, got, err, want)
+		}
+	}
+	// The default tenant's entries are where the index kept them before.
+	if _, err := getJSON[ProxyTarget](d, []byte("pkshared-key"), ErrProxyNotFound); err != nil {
+		t.Errorf("the default tenant's key is not at p|k|key: %v", err)
+	}
+	long := strings.Repeat("t", MaxTenantName+1)
+	if _, err := d.ProxyLookup(bg, long, ProxyByKey, []byte("k")); !errors.Is(err, ErrInvalidArgument) || !strings.Contains(err.Error(), "tenant") {
+		t.Errorf("ProxyLookup(a %d-byte tenant) = %v, want ErrInvalidArgument naming the tenant", len(long), err)
+	}
+}
+
+// A tenant's import keys are its own: the owner of the default tenant's
+// is zero, as before tenants, and two tenants' owners differ.
+func TestTenantOwner(t *testing.T) {
+	if o := TenantOwner(""); !o.IsZero() {
+		t.Errorf("TenantOwner(\"\") = %s, want zero", o)
+	}
+	if o := TenantOwner(DefaultTenant); !o.IsZero() {
+		t.Errorf("TenantOwner(%q) = %s, want zero", DefaultTenant, o)
+	}
+	a, b := TenantOwner("acme"), TenantOwner("beta")
+	if a.IsZero() || b.IsZero() || a == b || a != TenantOwner("acme") {
+		t.Errorf("TenantOwner(acme) = %s, TenantOwner(beta) = %s: want two stable non-zero owners", a, b)
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 	"time"
 
@@ -73,14 +72,7 @@ func serve(e *env, args []string) error {
 		return err
 	}
 	c := e.cfg.Server
-	var tokens []string
-	if c.TokensEnv != "" {
-		for _, t := range strings.Split(os.Getenv(c.TokensEnv), ",") {
-			if t = strings.TrimSpace(t); t != "" {
-				tokens = append(tokens, t)
-			}
-		}
-	}
+	tokens, tenants := envTokens(c.TokensEnv), serverTenants(e, c)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	cfg, err := runtimeConfig(e)
@@ -95,7 +87,7 @@ func serve(e *env, args []string) error {
 	}
 	defer rt.Close()
 	metrics.Runtime(rt.Runtime)
-	s := server.New(rt.Runtime, server.Options{Addr: *addr, Tokens: tokens, MaxBodyBytes: c.MaxBodyBytes,
+	s := server.New(rt.Runtime, server.Options{Addr: *addr, Tokens: tokens, Tenants: tenants, MaxBodyBytes: c.MaxBodyBytes,
 		MaxInFlight: c.MaxInFlight, ReadHeaderTimeout: c.ReadHeaderTimeout, ReadBodyTimeout: c.ReadBodyTimeout, IdleTimeout: c.IdleTimeout,
 		Log: e.log, Metrics: metrics, ProxyCommitWithin: proxyCommitWithin(c), ProxyQueue: proxyQueue(c), ProxyQueueWait: c.ProxyQueueWait})
 	l, err := s.Listen()
@@ -116,7 +108,8 @@ func serve(e *env, args []string) error {
 	} else {
 		defer remove()
 	}
-	e.log.Info().Str("addr", l.Addr().String()).Bool("auth", len(tokens) > 0).Str("data_dir", e.cfg.DataDir).Msg("serving")
+	e.log.Info().Str("addr", l.Addr().String()).Bool("auth", hasTokens(tokens, tenants)).Int("tenants", len(tenants)+1).
+		Str("data_dir", e.cfg.DataDir).Msg("serving")
 	fmt.Fprintf(e.stdout, "ctxinf serve: http://%s (GET /openapi.json), data in %s\n", l.Addr(), e.cfg.DataDir)
 	err = s.Serve(ctx, l, c.Drain)
 	e.log.Info().Msg("stopped")

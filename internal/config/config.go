@@ -77,7 +77,30 @@ type ServerConfig struct {
 	// ProxyQueueWait bounds one request's wait (past it, 409).
 	ProxyQueue     int           `mapstructure:"proxy_queue"`
 	ProxyQueueWait time.Duration `mapstructure:"proxy_queue_wait"`
+	// Tenants are the tenants beside the default one (whose tokens are
+	// TokensEnv's, named DefaultTenant): a token's requests see its
+	// tenant's sessions only. In the environment, CTX_SERVER_TENANTS is
+	// "name=ENV_VAR,name2=ENV_VAR2".
+	Tenants []TenantConfig `mapstructure:"tenants"`
 }
+
+// TenantConfig is a tenant of the server (server.tenants): its name and
+// the environment variable holding its bearer tokens (comma-separated;
+// tokens are never in the file).
+type TenantConfig struct {
+	Name      string `mapstructure:"name"`
+	TokensEnv string `mapstructure:"tokens_env"`
+}
+
+// DefaultTenant is the name of the tenant of server.tokens_env's tokens,
+// and of the sessions made before tenants; a tenant of server.tenants
+// may not take it.
+const DefaultTenant = "default"
+
+// MaxTenantName is the longest tenant name, in bytes. A name is a
+// lower-case letter, then lower-case letters, digits, '-' and '_'
+// (tenantNamePattern; the server checks the same).
+const MaxTenantName = 64
 
 // Embedders accepted by retrieval.embedder.
 const (
@@ -380,6 +403,7 @@ func Default() Config {
 			ProxyCommitWithin: 50 * time.Millisecond,
 			ProxyQueue:        16,
 			ProxyQueueWait:    5 * time.Minute,
+			Tenants:           []TenantConfig{},
 		},
 		Tools: ToolsConfig{
 			Mode:     ToolsDisabled,

@@ -195,6 +195,9 @@ func decodeHook(from, to reflect.Value) (any, error) {
 	if to.Type() == durationType {
 		return toDuration(from)
 	}
+	if to.Type() == tenantsType && from.Kind() == reflect.String {
+		return toTenants(from.String())
+	}
 	switch to.Kind() {
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
 		return toInt(from, to.Type().Bits())
@@ -205,6 +208,25 @@ func decodeHook(from, to reflect.Value) (any, error) {
 }
 
 const durationHint = `write a Go duration such as "10m" or "30s"`
+
+var tenantsType = reflect.TypeFor[[]TenantConfig]()
+
+// toTenants reads server.tenants from the environment (CTX_SERVER_TENANTS):
+// "name=ENV_VAR,name2=ENV_VAR2", or nothing for none.
+func toTenants(s string) (any, error) {
+	out := []TenantConfig{}
+	for _, part := range strings.Split(s, ",") {
+		if part = strings.TrimSpace(part); part == "" {
+			continue
+		}
+		name, env, ok := strings.Cut(part, "=")
+		if !ok {
+			return nil, fmt.Errorf("%q: want name=ENV_VAR, comma-separated", part)
+		}
+		out = append(out, TenantConfig{Name: strings.TrimSpace(name), TokensEnv: strings.TrimSpace(env)})
+	}
+	return out, nil
+}
 
 func toDuration(from reflect.Value) (any, error) {
 	switch from.Kind() {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"regexp"
 	"sort"
 	"strings"
 	"time"
@@ -53,6 +54,7 @@ func (c Config) Validate() error {
 	p.durationIn("server.proxy_commit_within", c.Server.ProxyCommitWithin, 0, 10*time.Second)
 	p.inRange("server.proxy_queue", int64(c.Server.ProxyQueue), 0, 10_000)
 	p.durationIn("server.proxy_queue_wait", c.Server.ProxyQueueWait, time.Second, 24*time.Hour)
+	c.Server.validateTenants(&p)
 	p.oneOf("tools.mode", c.Tools.Mode, ToolsDisabled, ToolsParseOnly, ToolsEnabled)
 	p.inRange("tools.max_steps", int64(c.Tools.MaxSteps), 1, 1000)
 	p.durationIn("tools.timeout", c.Tools.Timeout, time.Millisecond, 24*time.Hour)
@@ -238,4 +240,43 @@ func (p *problems) oneOf(key, v string, allowed ...string) {
 		}
 	}
 	p.addf("%s: %q is not one of %s", key, v, strings.Join(allowed, "|"))
+}
+
+// tenantNamePattern is what a tenant's name looks like (and at most
+// MaxTenantName bytes).
+var tenantNamePattern = regexp.MustCompile(`^[a-z][a-z0-9_-]*$`)
+
+// validateTenants checks server.tenants: names well formed, distinct
+// and not DefaultTenant's; each with a variable of its own for its
+// tokens.
+func (c ServerConfig) validateTenants(p *problems) {
+	names := map[string]int{}
+	envs := map[string]string{}
+	if c.TokensEnv != "" {
+		envs[c.TokensEnv] = "server.tokens_env"
+	}
+	for i, t := range c.Tenants {
+		key := fmt.Sprintf("server.tenants[%d]", i)
+		switch {
+		case len(t.Name) == 0 || len(t.Name) > MaxTenantName || !tenantNamePattern.MatchString(t.Name):
+			p.addf("%s.name: %q: want 1 to %d bytes, a lower-case letter then lower-case letters, digits, '-' or '_' (%s)",
+				key, t.Name, MaxTenantName, tenantNamePattern)
+		case t.Name == DefaultTenant:
+			p.addf("%s.name: %q is the tenant of server.tokens_env's tokens: choose another name", key, t.Name)
+		default:
+			if j, ok := names[t.Name]; ok {
+				p.addf("%s.name: %q is server.tenants[%d]'s too", key, t.Name, j)
+			} else {
+				names[t.Name] = i
+			}
+		}
+		switch {
+		case strings.TrimSpace(t.TokensEnv) == "":
+			p.addf("%s.tokens_env: must name the environment variable holding the tenant's tokens", key)
+		case envs[t.TokensEnv] != "":
+			p.addf("%s.tokens_env: %q is %s's too: a token belongs to one tenant", key, t.TokensEnv, envs[t.TokensEnv])
+		default:
+			envs[t.TokensEnv] = key + ".tokens_env"
+		}
+	}
 }

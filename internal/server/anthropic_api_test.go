@@ -405,7 +405,7 @@ func TestAnthropicMessagesBusy(t *testing.T) {
 			go func() { first <- statusOf(ts.URL+"/v1/messages", body) }()
 			var branch messages.BranchID
 			pollUntil(t, "the first turn to run", func() bool {
-				tgt, err := ts.rt.DB().ProxyLookup(context.Background(), persistence.ProxyByKey, []byte("busy"))
+				tgt, err := ts.rt.DB().ProxyLookup(context.Background(), "", persistence.ProxyByKey, []byte("busy"))
 				if err != nil {
 					return false
 				}

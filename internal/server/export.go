@@ -112,7 +112,7 @@ func (s *Server) exportSession(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	sess, err := s.rt.DB().Session(r.Context(), id)
+	sess, err := s.ownSession(r.Context(), id)
 	if err != nil {
 		return err
 	}
@@ -211,7 +211,9 @@ func (s *Server) importSession(w http.ResponseWriter, r *http.Request) error {
 	}
 	// The body's hash is known once it is read: a repeat reads it all
 	// and compares; a first import is hashed as it is read.
-	row, found, release, err := s.rt.ClaimKey(r.Context(), persistence.ScopeImport, messages.BranchID{}, key, "")
+	// A tenant's import keys are its own.
+	owner := persistence.TenantOwner(tenantOf(r.Context()))
+	row, found, release, err := s.rt.ClaimKey(r.Context(), persistence.ScopeImport, owner, key, "")
 	if err != nil {
 		return err
 	}
@@ -228,7 +230,7 @@ func (s *Server) importSession(w http.ResponseWriter, r *http.Request) error {
 		}
 		return s.imported(w, r, row)
 	}
-	keyRow := &persistence.IdempotencyRow{Scope: persistence.ScopeImport, Key: key}
+	keyRow := &persistence.IdempotencyRow{Scope: persistence.ScopeImport, Owner: owner, Key: key}
 	out, err := s.importExport(r.Context(), body, func() (*persistence.IdempotencyRow, error) {
 		if _, err := io.Copy(io.Discard, body); err != nil { // anything after the end line is the body's too
 			return nil, err
@@ -245,7 +247,7 @@ func (s *Server) importSession(w http.ResponseWriter, r *http.Request) error {
 
 // imported answers a repeat of an import with the session the first made.
 func (s *Server) imported(w http.ResponseWriter, r *http.Request, row persistence.IdempotencyRow) error {
-	sess, err := s.rt.DB().Session(r.Context(), row.Session)
+	sess, err := s.ownSession(r.Context(), row.Session)
 	if err != nil {
 		return err
 	}
@@ -296,7 +298,7 @@ func (s *Server) importExport(ctx context.Context, body io.Reader, key func() (*
 	if title == "" {
 		title = "imported"
 	}
-	im := s.rt.BeginImport(title, head.Created)
+	im := s.rt.BeginImportFor(tenantOf(ctx), title, head.Created)
 	committed := false
 	defer func() {
 		if !committed {

@@ -55,7 +55,7 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) error {
 	if len(in.Title) > MaxTitleBytes {
 		return invalid("title: %d bytes, limit %d", len(in.Title), MaxTitleBytes)
 	}
-	sess, b, err := s.rt.CreateSession(r.Context(), in.Title)
+	sess, b, err := s.rt.CreateSessionFor(r.Context(), tenantOf(r.Context()), in.Title)
 	if err != nil {
 		return err
 	}
@@ -63,13 +63,17 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
+// listSessions lists the sessions of the request's tenant.
 func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) error {
-	ss, err := s.rt.DB().Sessions(r.Context())
+	all, err := s.rt.DB().Sessions(r.Context())
 	if err != nil {
 		return err
 	}
-	if ss == nil {
-		ss = []persistence.SessionRow{}
+	ss := []persistence.SessionRow{}
+	for _, sess := range all {
+		if owns(r.Context(), sess) {
+			ss = append(ss, sess)
+		}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"sessions": ss})
 	return nil
@@ -80,7 +84,7 @@ func (s *Server) listBranches(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if _, err := s.rt.DB().Session(r.Context(), id); err != nil {
+	if _, err := s.ownSession(r.Context(), id); err != nil {
 		return err
 	}
 	bs, err := s.rt.DB().Branches(r.Context(), id)
@@ -91,15 +95,14 @@ func (s *Server) listBranches(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
+// branch returns the {branch} of r's path, if r's tenant owns it
+// (ownBranch): every /v1/branches/{branch} route starts with it.
 func (s *Server) branch(r *http.Request) (messages.BranchID, persistence.BranchRow, error) {
 	id, err := pathID[messages.BranchID](r, "branch")
 	if err != nil {
 		return id, persistence.BranchRow{}, err
 	}
-	row, err := s.rt.DB().BranchRow(r.Context(), id)
-	if errors.Is(err, persistence.ErrNotFound) {
-		return id, row, notFound("branch %s", id)
-	}
+	row, err := s.ownBranch(r.Context(), id)
 	return id, row, err
 }
 
@@ -538,14 +541,16 @@ func (s *Server) selectModel(w http.ResponseWriter, r *http.Request) error {
 }
 
 // inspect is what `ctxinf inspect` prints, read from the store this
-// server owns: every session and branch, the last turns (turns=, default
-// 5, at most MaxHistory) and the pending jobs.
+// server owns: every session and branch of the request's tenant, the
+// last turns (turns=, default 5, at most MaxHistory) and their pending
+// jobs.
 func (s *Server) inspect(w http.ResponseWriter, r *http.Request) error {
 	n, err := queryInt(r, "turns", 5, 0, MaxHistory)
 	if err != nil {
 		return err
 	}
-	rep, err := actors.BuildReport(r.Context(), s.rt.DB(), s.rt.DataDir(), n)
+	rep, err := actors.BuildReportOf(r.Context(), s.rt.DB(), s.rt.DataDir(), n,
+		func(sess persistence.SessionRow) bool { return owns(r.Context(), sess) })
 	if err != nil {
 		return err
 	}

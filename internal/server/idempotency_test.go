@@ -262,7 +262,7 @@ func TestProxyQueuesAConversationsTurns(t *testing.T) {
 	send(0)
 	var branch messages.BranchID
 	until("the first turn to run", func() bool {
-		c, err := ts.rt.DB().ProxyLookup(context.Background(), persistence.ProxyByKey, []byte("batch"))
+		c, err := ts.rt.DB().ProxyLookup(context.Background(), "", persistence.ProxyByKey, []byte("batch"))
 		if err != nil {
 			return false
 		}

@@ -74,6 +74,10 @@ type conversation struct {
 //     the request did not name): the branch of that reply's turn;
 //   - else a new conversation.
 //
+// All of them are the request's tenant's: a branch of another tenant is
+// not found, and the keys, prefixes, turns and request keys are looked
+// up in the tenant's index only.
+//
 // For a branch, a key's existing conversation or previous, From is the
 // index after msgs' last assistant message; for a prefix, the index after
 // the prefix. A turn found (previous, or a prefix's) that is not its
@@ -98,8 +102,11 @@ func (s *Server) findConversation(r *http.Request, key string, previous messages
 		if err != nil {
 			return conversation{}, invalid("%s header: %q is not a branch id", ProxyBranchHeader, h)
 		}
-		if _, err := s.rt.DB().BranchRow(ctx, id); err != nil {
-			return conversation{}, fmt.Errorf("%s header: %w", ProxyBranchHeader, err)
+		if _, err := s.ownBranch(ctx, id); err != nil {
+			if ae := (*apiError)(nil); errors.As(err, &ae) && ae.Code == CodeNotFound {
+				return conversation{}, notFound("%s header: branch %s", ProxyBranchHeader, id)
+			}
+			return conversation{}, err
 		}
 		return conversation{Branch: id, From: after, Named: true}, nil
 	}
@@ -124,10 +131,11 @@ func (s *Server) findConversation(r *http.Request, key string, previous messages
 	}
 	// A request sent again under its Idempotency-Key goes where the
 	// first went, whatever that made (a new conversation, a fork).
-	unlock := s.proxy.lock("\x00" + idem)
+	tenant := tenantOf(ctx)
+	unlock := s.proxy.lock(tenant + "\x00\x00" + idem)
 	defer unlock()
 	db := s.rt.DB()
-	t, err := db.ProxyLookup(ctx, persistence.ProxyByRequest, []byte(idem))
+	t, err := db.ProxyLookup(ctx, tenant, persistence.ProxyByRequest, []byte(idem))
 	if err == nil {
 		return conversation{Branch: t.Branch, From: after}, nil
 	}
@@ -138,7 +146,8 @@ func (s *Server) findConversation(r *http.Request, key string, previous messages
 	if err != nil {
 		return c, err
 	}
-	e := persistence.ProxyEntry{Kind: persistence.ProxyByRequest, Name: []byte(idem), ProxyTarget: persistence.ProxyTarget{Branch: c.Branch}}
+	e := persistence.ProxyEntry{Tenant: tenant, Kind: persistence.ProxyByRequest, Name: []byte(idem),
+		ProxyTarget: persistence.ProxyTarget{Branch: c.Branch}}
 	if _, err := db.Commit(ctx, &persistence.Tx{Proxy: []persistence.ProxyEntry{e}}); err != nil {
 		return conversation{}, err
 	}
@@ -163,7 +172,7 @@ func (s *Server) keylessConversation(ctx context.Context, previous messages.Turn
 	for i, p := range prefixes {
 		hashes[i] = p.hash
 	}
-	i, t, err := s.rt.DB().ProxyLongestPrefix(ctx, hashes)
+	i, t, err := s.rt.DB().ProxyLongestPrefix(ctx, tenantOf(ctx), hashes)
 	if err != nil {
 		return conversation{}, err
 	}
@@ -191,10 +200,11 @@ func (s *Server) keylessConversation(ctx context.Context, previous messages.Turn
 // conversation short of its history, and never two conversations for a
 // key (the index keeps the first entry of a key).
 func (s *Server) keyedConversation(ctx context.Context, key string, msgs []convMessage, after int) (conversation, error) {
-	unlock := s.proxy.lock(key)
+	tenant := tenantOf(ctx)
+	unlock := s.proxy.lock(tenant + "\x00" + key)
 	defer unlock()
 	db := s.rt.DB()
-	t, err := db.ProxyLookup(ctx, persistence.ProxyByKey, []byte(key))
+	t, err := db.ProxyLookup(ctx, tenant, persistence.ProxyByKey, []byte(key))
 	if err == nil {
 		return conversation{Branch: t.Branch, From: after}, nil
 	}
@@ -205,7 +215,7 @@ func (s *Server) keyedConversation(ctx context.Context, key string, msgs []convM
 	if err != nil {
 		return conversation{}, err
 	}
-	if t, err = db.ClaimProxyKey(ctx, key, c.Branch); err != nil {
+	if t, err = db.ClaimProxyKey(ctx, tenant, key, c.Branch); err != nil {
 		return conversation{}, err
 	}
 	if t.Branch != c.Branch { // another process entered the key first
@@ -227,7 +237,7 @@ func (s *Server) newConversation(ctx context.Context, title string, msgs []convM
 	if err := s.checkExchanges(xs); err != nil { // before anything is stored
 		return conversation{}, err
 	}
-	_, b, err := s.rt.CreateSession(ctx, title)
+	_, b, err := s.rt.CreateSessionFor(ctx, tenantOf(ctx), title)
 	if err != nil {
 		return conversation{}, err
 	}
@@ -280,16 +290,17 @@ func (s *Server) importHistory(ctx context.Context, branch messages.BranchID, ms
 		turns, xs = append(turns, ts...), xs[n:]
 	}
 	prefixes := convPrefixes(msgs[:last])
+	tenant := tenantOf(ctx)
 	var entries []persistence.ProxyEntry
 	for i, t := range turns {
-		entries = append(entries, persistence.ProxyEntry{Kind: persistence.ProxyByTurn, Name: t.Turn[:],
+		entries = append(entries, persistence.ProxyEntry{Tenant: tenant, Kind: persistence.ProxyByTurn, Name: t.Turn[:],
 			ProxyTarget: persistence.ProxyTarget{Branch: branch}})
 		if ends[i] < 0 {
 			continue
 		}
 		for _, p := range prefixes {
 			if p.end == ends[i] {
-				entries = append(entries, persistence.ProxyEntry{Kind: persistence.ProxyByPrefix, Name: p.hash[:],
+				entries = append(entries, persistence.ProxyEntry{Tenant: tenant, Kind: persistence.ProxyByPrefix, Name: p.hash[:],
 					ProxyTarget: persistence.ProxyTarget{Branch: branch, Turn: t.Turn}})
 			}
 		}
@@ -440,11 +451,12 @@ func (s *Server) continueAt(ctx context.Context, branch messages.BranchID, turn 
 	return branch, nil
 }
 
-// turnBranch is the branch that ran turn: the proxy's index says, for a
-// turn it answered; else the branch with a row of the turn made first.
+// turnBranch is the branch that ran turn: the tenant's proxy index
+// says, for a turn it answered; else the branch of the tenant's with a
+// row of the turn made first. A turn of another tenant's is not found.
 func (s *Server) turnBranch(ctx context.Context, turn messages.TurnID) (messages.BranchID, error) {
 	db := s.rt.DB()
-	t, err := db.ProxyLookup(ctx, persistence.ProxyByTurn, turn[:])
+	t, err := db.ProxyLookup(ctx, tenantOf(ctx), persistence.ProxyByTurn, turn[:])
 	if err == nil {
 		return t.Branch, nil
 	}
@@ -455,10 +467,16 @@ func (s *Server) turnBranch(ctx context.Context, turn messages.TurnID) (messages
 	if err != nil {
 		return messages.BranchID{}, err
 	}
-	if len(bs) == 0 {
-		return messages.BranchID{}, notFound("previous response: no turn %s", turn)
+	for _, b := range bs {
+		_, err := s.ownBranch(ctx, b)
+		if err == nil {
+			return b, nil
+		}
+		if ae := (*apiError)(nil); !errors.As(err, &ae) || ae.Code != CodeNotFound {
+			return messages.BranchID{}, err
+		}
 	}
-	return bs[0], nil
+	return messages.BranchID{}, notFound("previous response: no turn %s", turn)
 }
 
 // rememberConversation records that msgs, then reply, are the
@@ -479,9 +497,10 @@ func (s *Server) rememberConversation(ctx context.Context, branch messages.Branc
 	}
 	writeConvMessage(h, buf, reply)
 	sum := h.Sum(nil)
+	tenant := tenantOf(ctx)
 	entries := []persistence.ProxyEntry{
-		{Kind: persistence.ProxyByPrefix, Name: sum, ProxyTarget: persistence.ProxyTarget{Branch: branch, Turn: turn}},
-		{Kind: persistence.ProxyByTurn, Name: turn[:], ProxyTarget: persistence.ProxyTarget{Branch: branch}},
+		{Tenant: tenant, Kind: persistence.ProxyByPrefix, Name: sum, ProxyTarget: persistence.ProxyTarget{Branch: branch, Turn: turn}},
+		{Tenant: tenant, Kind: persistence.ProxyByTurn, Name: turn[:], ProxyTarget: persistence.ProxyTarget{Branch: branch}},
 	}
 	if _, err := s.rt.DB().Commit(ctx, &persistence.Tx{Proxy: entries}); err != nil {
 		return fmt.Errorf("remember the conversation of turn %s: %w", turn, err)

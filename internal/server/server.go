@@ -13,9 +13,7 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"slices"
 	"strconv"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -31,9 +29,13 @@ type Options struct {
 	Addr string
 	// Tokens are the bearer tokens a request must carry
 	// ("Authorization: Bearer <token>", or "x-api-key: <token>" as the
-	// Anthropic SDKs send it); none means no authentication, allowed on
-	// loopback only.
+	// Anthropic SDKs send it); none, here and in Tenants, means no
+	// authentication, allowed on loopback only. They are the default
+	// tenant's (persistence.DefaultTenant).
 	Tokens []string
+	// Tenants are the other tenants and their tokens: a token's requests
+	// see the sessions of its tenant only (see Tenant).
+	Tenants []Tenant
 	// MaxBodyBytes bounds a request body (default 8 MiB).
 	MaxBodyBytes int64
 	// MaxInFlight bounds the requests handled at once; more get 429 with
@@ -74,6 +76,10 @@ type Server struct {
 	ready    atomic.Bool
 	inFlight atomic.Int64
 	proxy    proxySessions
+	// tokens maps each token to its tenant; tenantsErr is what is wrong
+	// with Options.Tenants (Listen refuses to serve them).
+	tokens     tokenTable
+	tenantsErr error
 }
 
 // route is one operation of the API; the OpenAPI document lists the same
@@ -151,6 +157,7 @@ func New(rt *actors.Runtime, opts Options) *Server {
 		opts.ProxyQueueWait = 5 * time.Minute
 	}
 	s := &Server{rt: rt, opts: opts, mux: http.NewServeMux()}
+	s.tokens, s.tenantsErr = newTokenTable(opts)
 	for _, rt := range routes {
 		name := rt.method + " " + rt.path
 		s.mux.HandleFunc(name, s.instrument(name, rt.handle))
@@ -190,18 +197,21 @@ func (s *Server) instrument(name string, h func(*Server, http.ResponseWriter, *h
 // SetReady sets what /readyz answers.
 func (s *Server) SetReady(ok bool) { s.ready.Store(ok) }
 
-// ServeHTTP authenticates, bounds the body (its size and the time it
-// takes to arrive) and the requests in flight, and routes. Health,
-// readiness and metrics are never counted in nor refused by the
-// in-flight limit: a monitor must see a server that is full.
+// ServeHTTP authenticates (the token's tenant goes on the request's
+// context: tenantOf), bounds the body (its size and the time it takes
+// to arrive) and the requests in flight, and routes. Health, readiness
+// and metrics are never counted in nor refused by the in-flight limit:
+// a monitor must see a server that is full.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if len(s.opts.Tokens) > 0 && r.URL.Path != "/healthz" && r.URL.Path != "/readyz" {
-		if !s.authorized(r) {
+	if len(s.tokens) > 0 && r.URL.Path != "/healthz" && r.URL.Path != "/readyz" {
+		tenant, ok := s.tokens.tenant(r)
+		if !ok {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="ctxinf"`)
 			refuse(w, r, &apiError{Status: http.StatusUnauthorized, Code: CodeUnauthorized,
 				Message: "a valid bearer token is required (Authorization: Bearer <token>, or x-api-key: <token>)"})
 			return
 		}
+		r = r.WithContext(withTenant(r.Context(), tenant))
 	}
 	if !monitoring(r.URL.Path) {
 		if n := s.inFlight.Add(1); n > int64(s.opts.MaxInFlight) {
@@ -219,16 +229,6 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		r.Body = http.MaxBytesReader(w, r.Body, s.opts.MaxBodyBytes)
 	}
 	s.mux.ServeHTTP(w, r)
-}
-
-// authorized reports whether r carries one of the tokens, as a bearer
-// token or, as the Anthropic SDKs send their key, in x-api-key.
-func (s *Server) authorized(r *http.Request) bool {
-	if tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok && slices.Contains(s.opts.Tokens, tok) {
-		return true
-	}
-	key := r.Header.Get("X-Api-Key")
-	return key != "" && slices.Contains(s.opts.Tokens, key)
 }
 
 // refuse answers a request refused before its body was read. A body is
@@ -288,13 +288,17 @@ func (b *timedBody) Read(p []byte) (int, error) {
 // loopback when no token is configured.
 var ErrPublicBind = errors.New("server: refusing to listen beyond loopback without bearer tokens (set server.tokens_env)")
 
-// Listen checks the bind policy and listens on opts.Addr.
+// Listen checks the tenants and the bind policy, and listens on
+// opts.Addr.
 func (s *Server) Listen() (net.Listener, error) {
+	if s.tenantsErr != nil {
+		return nil, s.tenantsErr
+	}
 	host, _, err := net.SplitHostPort(s.opts.Addr)
 	if err != nil {
 		return nil, fmt.Errorf("server: addr %q: %w", s.opts.Addr, err)
 	}
-	if ip := net.ParseIP(host); len(s.opts.Tokens) == 0 && host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+	if ip := net.ParseIP(host); len(s.tokens) == 0 && host != "localhost" && (ip == nil || !ip.IsLoopback()) {
 		return nil, fmt.Errorf("%w: %s", ErrPublicBind, s.opts.Addr)
 	}
 	return net.Listen("tcp", s.opts.Addr)
