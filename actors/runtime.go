@@ -223,8 +223,8 @@ type Runtime struct {
 	// never activated again.
 	deletedMu sync.Mutex
 	deleted   map[messages.BranchID]bool
-	pruning      sync.WaitGroup // pruneLoop
-	closeErr     error
+	pruning   sync.WaitGroup // pruneLoop
+	closeErr  error
 
 	keys keyLocks // requests under one idempotency key, one at a time (ClaimKey)
 
