@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"os"
@@ -69,7 +70,7 @@ type purgeFixture struct {
 	actor   string
 }
 
-func writeSession(t *testing.T, d *DB, marker string, turns int) purgeFixture {
+func writeSession(t testing.TB, d *DB, marker string, turns int) purgeFixture {
 	t.Helper()
 	ctx := context.Background()
 	now := time.Now()
@@ -91,7 +92,7 @@ func writeSession(t *testing.T, d *DB, marker string, turns int) purgeFixture {
 }
 
 // appendTurn appends a turn holding marker to f's branch, with its rows.
-func appendTurn(t *testing.T, d *DB, f purgeFixture, seq uint64, marker string) messages.TurnID {
+func appendTurn(t testing.TB, d *DB, f purgeFixture, seq uint64, marker string) messages.TurnID {
 	t.Helper()
 	now := time.Now()
 	turn := messages.NewID[messages.TurnID](now)
@@ -301,5 +302,42 @@ func TestPurgeCutShortIsFinishedAtOpen(t *testing.T) {
 	})
 	if err != nil || n != 0 {
 		t.Errorf("markers left: %d, %v", n, err)
+	}
+}
+
+// BenchmarkPurge measures a session's delete (of turns turns) in a store
+// holding others sessions of as many turns, with the server's options:
+// the whole call and its scrub (while the store's writes wait).
+func BenchmarkPurge(b *testing.B) {
+	for _, c := range []struct{ turns, others int }{{10, 10}, {200, 100}} {
+		b.Run(fmt.Sprintf("turns=%d/others=%d", c.turns, c.others), func(b *testing.B) {
+			dir := b.TempDir()
+			o := DefaultOptions(dir)
+			o.GCInterval = 0
+			d, err := Open(o)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer d.Close()
+			for range c.others {
+				writeSession(b, d, "OTHER", c.turns)
+			}
+			if err := d.Compact(); err != nil {
+				b.Fatal(err)
+			}
+			var took, scrub time.Duration
+			for b.Loop() {
+				b.StopTimer()
+				f := writeSession(b, d, "GONE", c.turns)
+				b.StartTimer()
+				res, err := d.Purge(context.Background(), PurgeSpec{Session: f.session, DeleteSession: true, Actors: []string{f.actor}})
+				if err != nil {
+					b.Fatal(err)
+				}
+				took, scrub = took+res.Took, scrub+res.Scrub
+			}
+			b.ReportMetric(float64(took.Milliseconds())/float64(b.N), "ms/delete")
+			b.ReportMetric(float64(scrub.Milliseconds())/float64(b.N), "scrub-ms/delete")
+		})
 	}
 }
