@@ -57,3 +57,10 @@ func (c *genCache[K, V]) putLocked(k K, v V) {
 	}
 	c.cur[k] = v
 }
+
+// clear drops every entry.
+func (c *genCache[K, V]) clear() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.cur, c.old = nil, nil
+}

@@ -218,8 +218,13 @@ type Runtime struct {
 	// journalSyncs are the closing writes and fsyncs of finalized steps'
 	// journals under way (finishJournal).
 	journalSyncs sync.WaitGroup
-	pruning      sync.WaitGroup // pruneLoop
-	closeErr     error
+	finishing    stepWaits // those of journalSyncs by step, which a delete waits for
+	// deleted are the branches deleted or being deleted (delete.go):
+	// never activated again.
+	deletedMu sync.Mutex
+	deleted   map[messages.BranchID]bool
+	pruning   sync.WaitGroup // pruneLoop
+	closeErr  error
 
 	keys keyLocks // requests under one idempotency key, one at a time (ClaimKey)
 
@@ -343,6 +348,7 @@ func Open(ctx context.Context, cfg Config) (*Runtime, error) {
 		log:      cfg.Logger,
 		streams:  filepath.Join(cfg.DataDir, "streams"),
 		failed:   make(map[messages.BranchID]*stoppedBranch),
+		deleted:  make(map[messages.BranchID]bool),
 		gone:     make(map[*actor.PID]chan struct{}),
 		mem:      newMemory(db, cfg.Embedder, rank),
 		kills:    &supervision.KillSwitch{},
@@ -521,7 +527,9 @@ const journalSyncWait = 100 * time.Millisecond
 // flush). A failure is only logged: nothing waits for this work to
 // acknowledge the step.
 func (r *Runtime) finishJournal(step messages.StepID, finish func() error, committed <-chan struct{}) {
+	done := r.finishing.start(step)
 	r.journalSyncs.Go(func() {
+		defer done()
 		t := time.NewTimer(journalSyncWait)
 		select {
 		case <-committed:
@@ -722,6 +730,8 @@ func (ro *root) Receive(ctx actor.Context) {
 		}
 	case *deferred:
 		m.f()
+	case *stopBranchReq:
+		ctx.Respond(ro.stop(ctx, m.id))
 	case *actor.Terminated:
 		delete(ro.stopping, m.Who.Id)
 		id, ok := ro.byPID[m.Who.Id]
@@ -752,6 +762,9 @@ func (ro *root) Receive(ctx actor.Context) {
 }
 
 func (ro *root) spawn(ctx actor.Context, id messages.BranchID) any {
+	if ro.rt.isDeleted(id) {
+		return fmt.Errorf("%w: branch %s was deleted", persistence.ErrBranchNotFound, id)
+	}
 	if err := ro.rt.stoppedErr(id); err != nil {
 		return err
 	}
@@ -928,6 +941,9 @@ func (r *Runtime) indexer(id messages.BranchID) *actor.PID {
 // pid returns branch id's actor: the one root last activated while it
 // lives, else what root activates (if needed) now.
 func (r *Runtime) pid(ctx context.Context, id messages.BranchID) (*actor.PID, error) {
+	if r.isDeleted(id) {
+		return nil, fmt.Errorf("%w: branch %s was deleted", persistence.ErrBranchNotFound, id)
+	}
 	if v, ok := r.pids.Load(id); ok {
 		pid := v.(*actor.PID)
 		select {

@@ -538,6 +538,45 @@ type Imported struct {
 	States   int     `json:"states"`   // the states imported, on all branches
 }
 
+// Deleted is what a delete removed, for good (DELETE /v1/sessions/{id}
+// and /v1/branches/{id}): once it is answered, no file of the server's
+// data dir holds a byte of the deleted content (docs/SECURITY.md).
+type Deleted struct {
+	Session  messages.SessionID  `json:"session"`
+	Branches []messages.BranchID `json:"branches"` // the branches deleted
+	Nodes    int                 `json:"nodes"`    // transcript nodes (messages) deleted
+	Turns    int                 `json:"turns"`
+	Blobs    int                 `json:"blobs"` // payloads no other turn referenced
+	Chunks   int                 `json:"chunks"`
+	Steps    int                 `json:"steps"`    // provider steps (requests and responses)
+	Journals int                 `json:"journals"` // stream journal files removed
+	Keys     int                 `json:"keys"`     // store keys dropped, every version counted
+	// ValueLogPending: a deleted value of 64 KiB or more
+	// (store.value_threshold_bytes) was in the store's value log; the
+	// file being written is rewritten at the next start.
+	ValueLogPending bool    `json:"value_log_pending"`
+	TookMS          float64 `json:"took_ms"`  // the whole delete
+	ScrubMS         float64 `json:"scrub_ms"` // the part during which the store's writes waited
+}
+
+// DeleteSession deletes a session and every branch of it, for good: its
+// turns, summaries, pins, chunks, provider requests and responses,
+// stream journals and the proxy's and idempotency keys' entries.
+func (c *Client) DeleteSession(ctx context.Context, id messages.SessionID) (Deleted, error) {
+	var out Deleted
+	err := c.do(ctx, "DELETE", "/v1/sessions/"+id.String(), nil, &out)
+	return out, err
+}
+
+// DeleteBranch deletes a branch for good, as DeleteSession does a
+// session. A branch with forks (they share its turns) or a session's
+// first branch is refused (409): delete the forks first, or the session.
+func (c *Client) DeleteBranch(ctx context.Context, id messages.BranchID) (Deleted, error) {
+	var out Deleted
+	err := c.do(ctx, "DELETE", "/v1/branches/"+id.String(), nil, &out)
+	return out, err
+}
+
 // Import makes a new session of an export read from r (Export's format,
 // or format 1), streamed: no model is called, and the session is listed
 // only once all of it is stored (a failure or a crash leaves none).

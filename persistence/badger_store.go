@@ -135,7 +135,10 @@ type badgerStore struct {
 	// With DurabilitySync, the logs a group wrote are synced by the store,
 	// not by Badger (see logTail): at checkpoints of the redo log, or after
 	// each group without one.
-	syncMu   sync.Mutex // the writer and value-log GC both sync
+	syncMu sync.Mutex // the writer and value-log GC both sync
+	// gcMu keeps value-log GC and a purge's drop (purge.go), which blocks
+	// Badger's writes, apart.
+	gcMu     sync.Mutex
 	walTail  *logTail
 	vlogTail *logTail
 	redo     *redoLog // writer only, after open
@@ -237,6 +240,11 @@ func openBadger(opts Options) (*badgerStore, error) {
 		s.closeTails()
 		db.Close()
 		return nil, err
+	}
+	if err := s.finishPurges(); err != nil {
+		s.closeTails()
+		db.Close()
+		return nil, fmt.Errorf("open store %s: %w", opts.Dir, err)
 	}
 	go s.commitLoop()
 	go s.gcLoop()
@@ -449,6 +457,8 @@ func (s *badgerStore) gcLoop() {
 // an open iterator (Badger deletes no value-log file while one is open)
 // holds the old files until the store has synced every log.
 func (s *badgerStore) runValueLogGC() {
+	s.gcMu.Lock()
+	defer s.gcMu.Unlock()
 	txn := s.db.NewTransactionAt(s.readTs.Load(), false)
 	hold := txn.NewIterator(badger.IteratorOptions{})
 	for range 16 {

@@ -27,7 +27,8 @@ const (
 	opBranch
 	opOverlay
 	opTx
-	opRaw // entries written as they are: store maintenance (backfillIndex)
+	opRaw   // entries written as they are: store maintenance (backfillIndex)
+	opPurge // a hard delete (purge.go)
 )
 
 type op struct {
@@ -42,6 +43,11 @@ type op struct {
 	tx     *Tx
 	parts  []*op // a tx's appends, prepared like single appends
 	raw    []entry
+	// purge is a hard delete's plan; applyPurge sets dropKeys (what the
+	// writer drops once the group is durable) and gone (blobs deleted).
+	purge    *purgePlan
+	dropKeys [][]byte
+	gone     []Hash
 
 	res  result
 	done chan struct{}
@@ -52,6 +58,7 @@ type result struct {
 	head    Head
 	overlay Overlay
 	tx      TxResult
+	scrub   time.Duration // a purge's drop
 	err     error
 }
 
@@ -325,6 +332,7 @@ func (s *badgerStore) writeGroup(g *group) {
 			}
 		} else {
 			s.publish(g)
+			s.scrubGroup(g)
 		}
 	}
 	g.prev = nil
@@ -497,6 +505,28 @@ func (s *badgerStore) publish(g *group) {
 	}
 }
 
+// scrubGroup drops what the purges of the published group g delete (see
+// purge.go), on the writer: every later group waits for it. A failed drop
+// fails the store; its marker makes the next open finish it.
+func (s *badgerStore) scrubGroup(g *group) {
+	for _, o := range g.batch {
+		if o.kind != opPurge || o.res.err != nil {
+			continue
+		}
+		start := time.Now()
+		err := s.scrub(o.dropKeys, o.purge.vlog)
+		o.res.scrub = time.Since(start)
+		if err != nil {
+			err = fmt.Errorf("persistence: store failed, reopen it (which finishes the delete): %w", err)
+			s.failed.CompareAndSwap(nil, &err)
+			s.log.Error().Err(err).Msg("delete")
+			o.res.err = err
+			continue
+		}
+		s.forgetPurged(o.purge.nodes, o.gone)
+	}
+}
+
 func (g *group) set(k, v []byte) { g.entries = append(g.entries, entry{key: k, val: v}) }
 
 func (g *group) apply(o *op) result {
@@ -513,6 +543,8 @@ func (g *group) apply(o *op) result {
 	case opRaw:
 		g.entries = append(g.entries, o.raw...)
 		return result{}
+	case opPurge:
+		return result{err: g.applyPurge(o)}
 	}
 	return result{err: fmt.Errorf("persistence: unknown op %d", o.kind)}
 }

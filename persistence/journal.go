@@ -240,6 +240,10 @@ func (j *Journal) create() (*os.File, uint64, error) {
 	return f, j.syncer.next(), nil
 }
 
+// SyncDir fsyncs a directory so that its entries created or removed
+// survive a crash (nothing on Windows).
+func SyncDir(dir string) error { return syncDir(dir) }
+
 // syncDir fsyncs a directory so that entries created in it survive a crash.
 // Windows cannot open directories for syncing; there it does nothing.
 func syncDir(dir string) error {

@@ -269,6 +269,16 @@ func (l *redoLog) startLap() error {
 	return nil
 }
 
+// wipe overwrites the whole log with zeros, synced, and starts a lap: for
+// a hard delete (purge.go), once every record of the log is durable in
+// Badger, so that no copy of what was deleted is left in it.
+func (l *redoLog) wipe() error {
+	if err := l.fill(); err != nil {
+		return fmt.Errorf("redo log %s: %w", l.f.Name(), err)
+	}
+	return l.startLap()
+}
+
 // recordMax is an upper bound on the size of the record of entries.
 func recordMax(entries []entry) int64 {
 	n := int64(redoHeader)

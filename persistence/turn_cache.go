@@ -66,3 +66,14 @@ func (c *turnCache) put(r turnRecord) {
 	s.m[r.ID] = r
 	s.mu.Unlock()
 }
+
+// drop forgets id: a turn deleted for good (purge.go).
+func (c *turnCache) drop(id messages.TurnID) {
+	if c.perShard == 0 {
+		return
+	}
+	s := c.shard(id)
+	s.mu.Lock()
+	delete(s.m, id)
+	s.mu.Unlock()
+}

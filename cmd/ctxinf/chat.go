@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -108,6 +109,9 @@ const chatHelp = `Type a message and press Enter. Commands:
   /fork [N]      fork after turn N (default: the head) and switch to it
   /branches      branches of this session
   /switch ID     switch to another branch
+  /delete        delete this branch for good (asks you to confirm with
+                 its id; a branch with forks, or the session's first,
+                 cannot be: see ctxinf delete session)
   /state         the head state: summary, pinned facts, counters
   /model [NAME]  the models this branch can use, or switch it to NAME
                  ("default" goes back to default_model)
@@ -400,10 +404,60 @@ func chatCommand(ctx context.Context, e *env, rt chatRuntime, branch *ctxinf.Bra
 		}
 		*branch = b
 		fmt.Fprintf(out, "  now on branch %s\n", b.ID)
+	case "/delete":
+		return false, chatDelete(ctx, out, rt, branch, arg)
 	default:
 		return false, fmt.Errorf("unknown command %s (try /help)", cmd)
 	}
 	return false, nil
+}
+
+// chatDelete is /delete: without an argument it says what deleting the
+// current branch does, or why it cannot be deleted, and asks for its id
+// as the confirmation; with the id it deletes it for good and moves to
+// its parent.
+func chatDelete(ctx context.Context, out io.Writer, rt chatRuntime, branch *ctxinf.Branch, arg string) error {
+	if branch.Parent.IsZero() {
+		fmt.Fprintf(out, "  branch %s is the first branch of session %s: it goes only with the session,\n"+
+			"  which deletes every branch of it: ctxinf delete session %s\n", branch.ID, branch.Session, branch.Session)
+		return nil
+	}
+	bs, err := rt.Branches(ctx, branch.Session)
+	if err != nil {
+		return err
+	}
+	var forks []string
+	for _, b := range bs {
+		if b.Parent == branch.ID {
+			forks = append(forks, b.ID.String())
+		}
+	}
+	if len(forks) > 0 {
+		fmt.Fprintf(out, "  branch %s has forks (%s), which share its turns: delete them first (/switch to each, /delete)\n",
+			branch.ID, strings.Join(forks, ", "))
+		return nil
+	}
+	if arg == "" {
+		fmt.Fprintf(out, "  /delete removes branch %s (%s) for good: its turns, summaries, pins, chunks, the requests and\n"+
+			"  responses of its model calls and its stream journals; nothing of it stays on disk. It cannot be undone.\n"+
+			"  To confirm, type: /delete %s\n", branch.ID, branch.Label, branch.ID)
+		return nil
+	}
+	if arg != branch.ID.String() {
+		return fmt.Errorf("/delete: %q is not this branch's id (%s): nothing deleted", arg, branch.ID)
+	}
+	parent, err := rt.BranchRow(ctx, branch.Parent)
+	if err != nil {
+		return err
+	}
+	res, err := rt.DeleteBranch(ctx, branch.ID)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "  deleted branch %s for good (%d messages, %d turns, %.0f ms); now on branch %s\n",
+		branch.ID, res.Nodes, res.Turns, res.TookMS, parent.ID)
+	*branch = parent
+	return nil
 }
 
 func oneLine(s string, n int) string {

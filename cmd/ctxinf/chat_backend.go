@@ -35,6 +35,8 @@ type chatRuntime interface {
 	Unpin(ctx context.Context, branch messages.BranchID, id uint64) error
 	EditPin(ctx context.Context, branch messages.BranchID, id uint64, fact string) (messages.PinnedFact, error)
 	CommitPending(ctx context.Context, branch messages.BranchID) error
+	// DeleteBranch deletes a branch for good (actors.DeleteBranch).
+	DeleteBranch(ctx context.Context, branch messages.BranchID) (client.Deleted, error)
 	// TurnAt returns the row of the branch's turn number seq.
 	TurnAt(ctx context.Context, branch messages.BranchID, seq uint64) (persistence.TurnRow, error)
 	Fork(ctx context.Context, branch messages.BranchID, at messages.TurnID, label string) (ctxinf.Branch, error)
@@ -133,6 +135,14 @@ func (l localChat) EditPin(ctx context.Context, branch messages.BranchID, id uin
 }
 func (l localChat) CommitPending(ctx context.Context, branch messages.BranchID) error {
 	return l.rt.CommitPending(ctx, branch)
+}
+
+func (l localChat) DeleteBranch(ctx context.Context, branch messages.BranchID) (client.Deleted, error) {
+	res, err := l.rt.DeleteBranch(ctx, branch)
+	return client.Deleted{Session: res.Session, Branches: res.Branches, Nodes: res.Nodes, Turns: res.Turns,
+		Blobs: res.Blobs, Chunks: res.Chunks, Steps: len(res.Steps), Journals: res.Journals, Keys: res.Keys,
+		ValueLogPending: res.ValueLogPending, TookMS: float64(res.Took.Microseconds()) / 1000,
+		ScrubMS: float64(res.Scrub.Microseconds()) / 1000}, err
 }
 
 func (l localChat) TurnAt(ctx context.Context, branch messages.BranchID, seq uint64) (persistence.TurnRow, error) {
@@ -257,6 +267,10 @@ func (r remoteChat) EditPin(ctx context.Context, branch messages.BranchID, id ui
 }
 func (r remoteChat) CommitPending(ctx context.Context, branch messages.BranchID) error {
 	return r.c.Commit(ctx, branch)
+}
+
+func (r remoteChat) DeleteBranch(ctx context.Context, branch messages.BranchID) (client.Deleted, error) {
+	return r.c.DeleteBranch(ctx, branch)
 }
 
 func (r remoteChat) TurnAt(ctx context.Context, branch messages.BranchID, seq uint64) (persistence.TurnRow, error) {

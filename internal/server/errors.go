@@ -149,7 +149,8 @@ func classify(err error) *apiError {
 		ae.Status, ae.Code = http.StatusRequestEntityTooLarge, CodeTooLarge
 	case errors.Is(err, core.ErrBusy):
 		ae.Status, ae.Code = http.StatusConflict, CodeBusy
-	case errors.Is(err, actors.ErrNoTurnInFlight):
+	case errors.Is(err, actors.ErrNoTurnInFlight), errors.Is(err, actors.ErrHasForks), errors.Is(err, actors.ErrFirstBranch),
+		errors.Is(err, persistence.ErrInUse):
 		ae.Status, ae.Code = http.StatusConflict, CodeConflict
 	case errors.Is(err, persistence.ErrNotFound), errors.Is(err, core.ErrNotCreated), errors.Is(err, actors.ErrNoRecipe),
 		errors.Is(err, core.ErrNoPin):

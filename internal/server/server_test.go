@@ -78,7 +78,7 @@ func TestOpenAPISchemasMatchTypes(t *testing.T) {
 		"Hit": reflect.TypeFor[client.Hit](), "Chunk": reflect.TypeFor[persistence.ChunkRow](),
 		"ContextDebug": reflect.TypeFor[actors.ContextDebug](), "PartialOutput": reflect.TypeFor[client.PartialOutput](),
 		"Report": reflect.TypeFor[client.Report](),
-		"Pin":    reflect.TypeFor[client.Pin](),
+		"Pin":    reflect.TypeFor[client.Pin](), "Deleted": reflect.TypeFor[client.Deleted](),
 		// The OpenAI proxy's answers.
 		"ChatCompletion": reflect.TypeFor[chatCompletion](), "ChatChoice": reflect.TypeFor[chatChoice](),
 		"ChatReply": reflect.TypeFor[chatReply](), "ChatToolCall": reflect.TypeFor[chatToolCall](),

@@ -1,0 +1,343 @@
+package persistence
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/dgraph-io/badger/v4"
+	"github.com/klauspost/compress/zstd"
+
+	"github.com/contextinfinity/ctxinf/messages"
+)
+
+// filesHolding returns the files under dir whose bytes hold marker, raw or
+// inside a zstd frame (Badger compresses its tables' blocks, the store
+// its blobs).
+func filesHolding(t *testing.T, dir string, marker []byte) []string {
+	t.Helper()
+	var out []string
+	magic := []byte{0x28, 0xb5, 0x2f, 0xfd}
+	err := filepath.WalkDir(dir, func(path string, e fs.DirEntry, err error) error {
+		if err != nil || !e.Type().IsRegular() {
+			return err
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		found := bytes.Contains(b, marker)
+		for i := 0; !found; {
+			j := bytes.Index(b[i:], magic)
+			if j < 0 {
+				break
+			}
+			i += j
+			if dec, err := zstd.NewReader(bytes.NewReader(b[i:])); err == nil {
+				plain, _ := io.ReadAll(io.LimitReader(dec, 64<<20))
+				dec.Close()
+				found = bytes.Contains(plain, marker)
+			}
+			i++
+		}
+		if found {
+			rel, _ := filepath.Rel(dir, path)
+			out = append(out, rel)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// purgeFixture is a session written with every kind of row a branch has,
+// each holding marker.
+type purgeFixture struct {
+	session messages.SessionID
+	branch  messages.BranchID
+	turns   []messages.TurnID
+	step    messages.StepID
+	actor   string
+}
+
+func writeSession(t testing.TB, d *DB, marker string, turns int) purgeFixture {
+	t.Helper()
+	ctx := context.Background()
+	now := time.Now()
+	f := purgeFixture{session: messages.NewID[messages.SessionID](now), branch: messages.NewID[messages.BranchID](now),
+		step: messages.NewID[messages.StepID](now)}
+	f.actor = "ctxinf/b-" + f.branch.String()
+	tx := &Tx{
+		NewBranches: []BranchSpec{{ID: f.branch}},
+		Sessions:    []SessionRow{{ID: f.session, ActiveBranch: f.branch, Created: now}},
+		Branches:    []BranchRow{{ID: f.branch, Session: f.session, Label: "main", Created: now}},
+	}
+	if _, err := d.Commit(ctx, tx); err != nil {
+		t.Fatal(err)
+	}
+	for i := range turns {
+		f.turns = append(f.turns, appendTurn(t, d, f, uint64(i+1), marker))
+	}
+	return f
+}
+
+// appendTurn appends a turn holding marker to f's branch, with its rows.
+func appendTurn(t testing.TB, d *DB, f purgeFixture, seq uint64, marker string) messages.TurnID {
+	t.Helper()
+	now := time.Now()
+	turn := messages.NewID[messages.TurnID](now)
+	step := f.step
+	if seq > 1 {
+		step = messages.NewID[messages.StepID](now)
+	}
+	text := marker + " turn " + turn.String()
+	req, _ := json.Marshal(map[string]string{"input": text})
+	chunk := messages.NewID[messages.ChunkID](now)
+	tx := &Tx{
+		Appends:  []TxAppend{{Branch: f.branch, ID: turn, Req: AppendRequest{Payload: []byte(text)}}},
+		NewTurns: []TurnRow{{Branch: f.branch, Seq: seq, ID: turn, Phase: messages.PhaseDone, Step: step, Reason: marker, Updated: now}},
+		States:   []StateRow{{Branch: f.branch, Seq: seq, ID: messages.NewID[messages.StateID](now), Summary: marker, Pinned: []string{marker}}},
+		Steps:    []StepRow{{ID: step, Branch: f.branch, Turn: turn, Request: req, Response: req, Outcome: messages.StepOutcome{Kind: messages.OutcomeCompleted}}},
+		Chunks: []ChunkRow{{ID: chunk, Session: f.session, Branch: f.branch, SourceTurn: turn, Seq: seq, Type: messages.ChunkCode, Text: text,
+			Hash: HashOf([]byte(text)), Terms: map[string]float32{marker: 1}, TermCount: 1}},
+		Vectors: []VectorRow{{Namespace: "test/2", Chunk: chunk, Vector: []float32{1, 2}}},
+		Jobs:    []Job{{Type: JobIndex, Branch: f.branch, Turn: turn, Created: now}},
+		Events:  []EventRecord{{Actor: f.actor, Index: seq - 1, Data: []byte(marker)}},
+		Keys: []IdempotencyRow{{Scope: ScopeTurn, Owner: f.branch, Key: "key " + marker + turn.String(), Hash: marker,
+			Turn: turn, Created: now}},
+		Proxy: []ProxyEntry{{Kind: ProxyByKey, Name: []byte(marker + turn.String()), ProxyTarget: ProxyTarget{Branch: f.branch}}},
+	}
+	if seq == 1 {
+		tx.Snapshot = &EventRecord{Actor: f.actor, Index: 0, Data: []byte(marker)}
+	}
+	if _, err := d.Commit(context.Background(), tx); err != nil {
+		t.Fatal(err)
+	}
+	return turn
+}
+
+// TestPurgeSessionLeavesNoByte deletes a session whose every row holds a
+// marker and finds no byte of it in any file of the store, in Badger's
+// logs (memtables), its tables (compacted before the delete), and the
+// redo log; a session kept, with its own marker, is found and readable.
+func TestPurgeSessionLeavesNoByte(t *testing.T) {
+	for _, compact := range []bool{false, true} {
+		t.Run(map[bool]string{false: "in-logs", true: "in-tables"}[compact], func(t *testing.T) {
+			dir := t.TempDir()
+			d, err := Open(TestOptions(dir))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { d.Close() }()
+			ctx := context.Background()
+			gone, kept := "MARKER-GONE-7f3a9c", "MARKER-KEPT-41d2e8"
+			fg := writeSession(t, d, gone, 3)
+			fk := writeSession(t, d, kept, 2)
+			if compact {
+				if err := d.Compact(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if got := filesHolding(t, dir, []byte(gone)); len(got) == 0 {
+				t.Fatalf("before the delete no file holds %s: the scan cannot see it", gone)
+			}
+			res, err := d.Purge(ctx, PurgeSpec{Session: fg.session, DeleteSession: true, Actors: []string{fg.actor}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Nodes != 3 || res.Turns != 3 || res.Chunks != 3 || res.Blobs != 3 || len(res.Steps) != 3 {
+				t.Errorf("Purge = %+v, want 3 nodes, turns, chunks, blobs and steps", res)
+			}
+			if got := filesHolding(t, dir, []byte(gone)); len(got) > 0 {
+				t.Errorf("after the delete %s is still in %v", gone, got)
+			}
+			if _, err := d.Session(ctx, fg.session); !errors.Is(err, ErrNotFound) {
+				t.Errorf("Session(deleted) = %v, want ErrNotFound", err)
+			}
+			if _, err := d.Head(ctx, fg.branch); !errors.Is(err, ErrBranchNotFound) {
+				t.Errorf("Head(deleted) = %v, want ErrBranchNotFound", err)
+			}
+			if _, err := d.Turn(ctx, fg.turns[0]); !errors.Is(err, ErrTurnNotFound) {
+				t.Errorf("Turn(deleted) = %v, want ErrTurnNotFound", err)
+			}
+			if _, err := d.ProxyLookup(ctx, DefaultTenant, ProxyByKey, []byte(gone+fg.turns[0].String())); !errors.Is(err, ErrNotFound) {
+				t.Errorf("ProxyLookup(deleted) = %v, want ErrNotFound", err)
+			}
+			// The store goes on: a write after the delete, then a reopen.
+			appendTurn(t, d, fk, 3, kept)
+			if err := d.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if d, err = Open(TestOptions(dir)); err != nil {
+				t.Fatal(err)
+			}
+			if got := filesHolding(t, dir, []byte(gone)); len(got) > 0 {
+				t.Errorf("after a reopen %s is in %v", gone, got)
+			}
+			if got := filesHolding(t, dir, []byte(kept)); len(got) == 0 {
+				t.Errorf("no file holds the kept session's %s", kept)
+			}
+			p, err := d.Last(ctx, fk.branch, 10)
+			if err != nil || len(p.Turns) != 3 {
+				t.Fatalf("Last(kept) = %d turns, %v; want 3", len(p.Turns), err)
+			}
+			b, err := d.Blob(ctx, p.Turns[0].PayloadHash)
+			if err != nil || !bytes.Contains(b, []byte(kept)) {
+				t.Errorf("Blob(kept) = %q, %v", b, err)
+			}
+			if s, err := d.StateRow(ctx, fk.branch, 1); err != nil || s.Summary != kept {
+				t.Errorf("StateRow(kept) = %+v, %v", s, err)
+			}
+			if _, err := d.Session(ctx, fg.session); !errors.Is(err, ErrNotFound) {
+				t.Errorf("after a reopen Session(deleted) = %v, want ErrNotFound", err)
+			}
+		})
+	}
+}
+
+// TestPurgeBranchWithForks: a branch a fork continues is refused
+// (ErrInUse, nothing deleted); the fork is deleted alone, its parent's
+// turns (which the fork shared) kept; a dedup'd payload the fork shares
+// with its parent stays.
+func TestPurgeBranchWithForks(t *testing.T) {
+	dir := t.TempDir()
+	d, err := Open(TestOptions(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	ctx := context.Background()
+	parent := writeSession(t, d, "PARENT-KEPT-19ab", 2)
+	now := time.Now()
+	fork := purgeFixture{session: parent.session, branch: messages.NewID[messages.BranchID](now), step: messages.NewID[messages.StepID](now)}
+	fork.actor = "ctxinf/b-" + fork.branch.String()
+	_, err = d.Commit(ctx, &Tx{
+		NewBranches: []BranchSpec{{ID: fork.branch, At: parent.turns[0]}},
+		Branches:    []BranchRow{{ID: fork.branch, Session: parent.session, Parent: parent.branch, ForkAt: parent.turns[0], ForkSeq: 1, Created: now}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendTurn(t, d, fork, 2, "FORK-GONE-5c7e")
+	before := filesHolding(t, dir, []byte("FORK-GONE-5c7e"))
+	if len(before) == 0 {
+		t.Fatal("no file holds the fork's marker before the delete")
+	}
+	_, err = d.Purge(ctx, PurgeSpec{Session: parent.session, Branches: []messages.BranchID{parent.branch}})
+	if !errors.Is(err, ErrInUse) {
+		t.Fatalf("Purge(a branch with a fork) = %v, want ErrInUse", err)
+	}
+	if _, err := d.Head(ctx, parent.branch); err != nil {
+		t.Fatalf("after a refused delete: %v", err)
+	}
+	res, err := d.Purge(ctx, PurgeSpec{Session: parent.session, Branches: []messages.BranchID{fork.branch}, Actors: []string{fork.actor}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Nodes != 1 {
+		t.Errorf("Purge(fork) deleted %d nodes, want 1 (its own)", res.Nodes)
+	}
+	if got := filesHolding(t, dir, []byte("FORK-GONE-5c7e")); len(got) > 0 {
+		t.Errorf("after the delete the fork's marker is in %v", got)
+	}
+	chain, err := d.Chain(ctx, parent.turns[1])
+	if err != nil || len(chain) != 2 {
+		t.Fatalf("Chain(parent) = %d, %v", len(chain), err)
+	}
+	for _, tu := range chain {
+		if _, err := d.Blob(ctx, tu.PayloadHash); err != nil {
+			t.Errorf("Blob(parent turn %s) = %v", tu.ID, err)
+		}
+	}
+	bs, err := d.Branches(ctx, parent.session)
+	if err != nil || len(bs) != 1 || bs[0].ID != parent.branch {
+		t.Errorf("Branches = %+v, %v; want the parent alone", bs, err)
+	}
+	// The session's first branch cannot go alone.
+	if _, err := d.Purge(ctx, PurgeSpec{Session: parent.session, Branches: []messages.BranchID{parent.branch}}); !errors.Is(err, ErrInvalidArgument) {
+		t.Errorf("Purge(the last branch) = %v, want ErrInvalidArgument", err)
+	}
+}
+
+// TestPurgeCutShortIsFinishedAtOpen: a delete's marker left by a crash
+// (the group committed, its drop not done) is finished by Open.
+func TestPurgeCutShortIsFinishedAtOpen(t *testing.T) {
+	dir := t.TempDir()
+	d, err := Open(TestOptions(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := writeSession(t, d, "CUT-SHORT-88e1", 1)
+	marker := metaKey(purgeMeta + "test")
+	drop := [][]byte{id16(tableStateRow, f.branch), marker}
+	if err := d.writeRaw([]entry{{key: marker, val: encodePrefixes(drop)}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if d, err = Open(TestOptions(dir)); err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if _, err := d.StateRow(context.Background(), f.branch, 1); !errors.Is(err, ErrNotFound) {
+		t.Errorf("StateRow after the open = %v, want ErrNotFound (dropped)", err)
+	}
+	if _, err := d.TurnRows(context.Background(), f.branch, 0, 10); err != nil {
+		t.Errorf("TurnRows = %v (kept)", err)
+	}
+	n := 0
+	err = d.read(func(txn *badger.Txn) error {
+		return eachRow(txn, metaKey(purgeMeta), false, func(_, _ []byte) error { n++; return nil })
+	})
+	if err != nil || n != 0 {
+		t.Errorf("markers left: %d, %v", n, err)
+	}
+}
+
+// BenchmarkPurge measures a session's delete (of turns turns) in a store
+// holding others sessions of as many turns, with the server's options:
+// the whole call and its scrub (while the store's writes wait).
+func BenchmarkPurge(b *testing.B) {
+	for _, c := range []struct{ turns, others int }{{10, 10}, {200, 100}} {
+		b.Run(fmt.Sprintf("turns=%d/others=%d", c.turns, c.others), func(b *testing.B) {
+			dir := b.TempDir()
+			o := DefaultOptions(dir)
+			o.GCInterval = 0
+			d, err := Open(o)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer d.Close()
+			for range c.others {
+				writeSession(b, d, "OTHER", c.turns)
+			}
+			if err := d.Compact(); err != nil {
+				b.Fatal(err)
+			}
+			var took, scrub time.Duration
+			for b.Loop() {
+				b.StopTimer()
+				f := writeSession(b, d, "GONE", c.turns)
+				b.StartTimer()
+				res, err := d.Purge(context.Background(), PurgeSpec{Session: f.session, DeleteSession: true, Actors: []string{f.actor}})
+				if err != nil {
+					b.Fatal(err)
+				}
+				took, scrub = took+res.Took, scrub+res.Scrub
+			}
+			b.ReportMetric(float64(took.Milliseconds())/float64(b.N), "ms/delete")
+			b.ReportMetric(float64(scrub.Milliseconds())/float64(b.N), "scrub-ms/delete")
+		})
+	}
+}
