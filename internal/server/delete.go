@@ -16,6 +16,9 @@ func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	if _, err := s.ownSession(r.Context(), id); err != nil {
+		return err // another tenant's is not found
+	}
 	res, err := s.rt.DeleteSession(r.Context(), id)
 	if err != nil {
 		return err
