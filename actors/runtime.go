@@ -335,6 +335,8 @@ func Open(ctx context.Context, cfg Config) (*Runtime, error) {
 	if err != nil {
 		return nil, err
 	}
+	// An encrypted store's journals are encrypted too.
+	cfg.Journal.Cipher = db.Cipher()
 	r := &Runtime{
 		closing:  make(chan struct{}),
 		cfg:      cfg,
