@@ -337,6 +337,7 @@ func Open(ctx context.Context, cfg Config) (*Runtime, error) {
 	}
 	// An encrypted store's journals are encrypted too.
 	cfg.Journal.Cipher = db.Cipher()
+	cfg.Store.EncryptionKey = nil // the store keeps the keys it derived
 	r := &Runtime{
 		closing:  make(chan struct{}),
 		cfg:      cfg,
