@@ -84,7 +84,11 @@ type Options struct {
 	// Relaxed skips fsync: writes survive a process crash but not a power
 	// loss. For tests and bulk loads.
 	Relaxed bool
-	Logger  zerolog.Logger
+	// EncryptionKey, when set, encrypts the data directory at rest (the
+	// store, its redo log and the stream journals; docs/SECURITY.md): 16,
+	// 24 or 32 bytes. A directory created with a key opens only with it.
+	EncryptionKey []byte
+	Logger        zerolog.Logger
 	// Config, when set, is used as is (DataDir, Provider and Model above
 	// still fill its empty fields).
 	Config *actors.Config
@@ -134,6 +138,9 @@ func Open(ctx context.Context, opts Options) (*Runtime, error) {
 	}
 	if opts.Relaxed {
 		cfg.Store.Durability = persistence.DurabilityRelaxed
+	}
+	if len(opts.EncryptionKey) > 0 {
+		cfg.Store.EncryptionKey = opts.EncryptionKey
 	}
 	r, err := actors.Open(ctx, cfg)
 	if err != nil {

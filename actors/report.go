@@ -171,7 +171,7 @@ func reportSteps(ctx context.Context, db *persistence.DB, streams string, t *Rep
 		t.Steps = append(t.Steps, st)
 	}
 	if !t.Step.IsZero() && t.Reply.IsZero() {
-		t.Partial, t.Torn, _ = PartialOutput(streams, t.Step)
+		t.Partial, t.Torn, _ = PartialOutput(streams, t.Step, db.Cipher())
 	}
 	return nil
 }

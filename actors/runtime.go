@@ -340,6 +340,9 @@ func Open(ctx context.Context, cfg Config) (*Runtime, error) {
 	if err != nil {
 		return nil, err
 	}
+	// An encrypted store's journals are encrypted too.
+	cfg.Journal.Cipher = db.Cipher()
+	cfg.Store.EncryptionKey = nil // the store keeps the keys it derived
 	r := &Runtime{
 		closing:  make(chan struct{}),
 		cfg:      cfg,

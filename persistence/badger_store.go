@@ -61,7 +61,19 @@ type Options struct {
 	// GCInterval is the period of value-log GC; 0 disables it.
 	GCInterval     time.Duration
 	GCDiscardRatio float64
-	Logger         zerolog.Logger
+	// EncryptionKey, when set, encrypts the store at rest (cipher.go):
+	// Badger's files, the redo log and, through Cipher, the stream
+	// journals. 16, 24 or 32 bytes. A store is encrypted or not from its
+	// creation: opening it the other way, or with another key, is an error.
+	EncryptionKey []byte
+	// EncryptionKeyRotation is how long Badger uses a data key before it
+	// makes a new one (0: Badger's default, 10 days).
+	EncryptionKeyRotation time.Duration
+	// IndexCacheBytes bounds the memory for the indexes of Badger's
+	// tables when the store is encrypted (Badger then decrypts an index
+	// on each use that is not cached).
+	IndexCacheBytes int64
+	Logger          zerolog.Logger
 	// Now is the clock for created_at stamps and ids (default time.Now).
 	Now func() time.Time
 }
@@ -84,6 +96,7 @@ func DefaultOptions(dir string) Options {
 		MinFreeBytes:     512 << 20,
 		GCInterval:       10 * time.Minute,
 		GCDiscardRatio:   0.5,
+		IndexCacheBytes:  64 << 20,
 		Logger:           zerolog.Nop(),
 	}
 }
@@ -98,6 +111,7 @@ func TestOptions(dir string) Options {
 	o.TurnCacheEntries = 4096
 	o.BlobCacheBytes = 1 << 20
 	o.RedoLogBytes = 1 << 20
+	o.IndexCacheBytes = 4 << 20
 	o.GCInterval = 0
 	return o
 }
@@ -142,6 +156,7 @@ type badgerStore struct {
 	walTail  *logTail
 	vlogTail *logTail
 	redo     *redoLog // writer only, after open
+	cipher   *Cipher  // nil: not encrypted
 
 	space *spaceGuard // nil: no check of free space
 }
@@ -187,6 +202,20 @@ func openBadger(opts Options) (*badgerStore, error) {
 			return nil, fmt.Errorf("open store %s: cannot start: %w", opts.Dir, err)
 		}
 	}
+	var ciph *Cipher
+	if len(opts.EncryptionKey) > 0 {
+		var err error
+		if ciph, err = NewCipher(opts.EncryptionKey); err != nil {
+			return nil, fmt.Errorf("open store %s: %w", opts.Dir, err)
+		}
+		if opts.IndexCacheBytes <= 0 {
+			return nil, fmt.Errorf("%w: index cache of %d bytes: an encrypted store needs one", ErrInvalidArgument, opts.IndexCacheBytes)
+		}
+	}
+	if err := checkEncryption(opts.Dir, ciph); err != nil {
+		return nil, fmt.Errorf("open store %s: %w", opts.Dir, err)
+	}
+	opts.EncryptionKey = nil // the store keeps only the keys derived from it
 	bo := badger.DefaultOptions(opts.Dir).
 		WithLogger(badgerLogger{opts.Logger}).
 		WithSyncWrites(false). // the store syncs what each group wrote; see logTail
@@ -200,10 +229,20 @@ func openBadger(opts Options) (*badgerStore, error) {
 		WithMetricsEnabled(false).
 		WithNumCompactors(2).
 		WithNumMemtables(3)
+	if ciph != nil {
+		bo = bo.WithEncryptionKey(ciph.badger).WithIndexCacheSize(opts.IndexCacheBytes)
+		if opts.EncryptionKeyRotation > 0 {
+			bo = bo.WithEncryptionKeyRotationDuration(opts.EncryptionKeyRotation)
+		}
+	}
 	db, err := badger.OpenManaged(bo)
 	if err != nil {
 		if strings.Contains(err.Error(), "Cannot acquire directory lock") {
 			return nil, fmt.Errorf("open store %s: %w", opts.Dir, ErrLocked)
+		}
+		if errors.Is(err, badger.ErrEncryptionKeyMismatch) {
+			return nil, fmt.Errorf("open store %s: %w: the store was encrypted with another key; "+
+				"give the key it was created with (a lost key cannot be recovered)", opts.Dir, ErrWrongKey)
 		}
 		return nil, fmt.Errorf("open store %s: %w", opts.Dir, err)
 	}
@@ -218,6 +257,7 @@ func openBadger(opts Options) (*badgerStore, error) {
 		done:     make(chan struct{}),
 		stopGC:   make(chan struct{}),
 		gcDone:   make(chan struct{}),
+		cipher:   ciph,
 	}
 	if opts.MinFreeBytes > 0 {
 		s.space = newSpaceGuard(opts.Dir, opts.MinFreeBytes)
@@ -343,7 +383,7 @@ func (s *badgerStore) openRedo() error {
 	if _, err := os.Stat(path); !use && errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
-	l, n, err := openRedo(s.opts.Dir, s.opts.RedoLogBytes, func(ts uint64, entries []entry) error {
+	l, n, err := openRedo(s.opts.Dir, s.opts.RedoLogBytes, s.cipher, func(ts uint64, entries []entry) error {
 		if err := s.commitAt(entries, ts); err != nil {
 			return fmt.Errorf("apply the group of ts %d: %w", ts, err)
 		}

@@ -3,6 +3,9 @@ package persistence
 import (
 	"bufio"
 	"bytes"
+	"crypto/cipher"
+	"encoding/base64"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -25,7 +28,16 @@ import (
 //
 //	{"ts":"<RFC3339Nano UTC>","provider":"...","event_type":"...","seq":N,"payload":<raw JSON>}
 //
-// with seq counting from 1. The journal does no I/O on its own schedule: it
+// with seq counting from 1. In the journal of an encrypted store
+// (JournalPolicy.Cipher) each line is instead
+//
+//	!<base64 of key id | nonce | AES-GCM of the line above, without its newline>
+//
+// (standard base64 without padding), sealed under the file's key with the
+// line's number as additional data: lines are still told apart by their
+// newlines, so a torn final line is found and dropped as in a plain one,
+// and a line moved, dropped from the middle or copied from another
+// journal does not open. The journal does no I/O on its own schedule: it
 // starts no goroutines and reads time only through the injected clock, so
 // its owner (an actor) drives it with Append and a periodic Tick.
 
@@ -54,6 +66,9 @@ type JournalPolicy struct {
 	// FsyncInterval: bytes not yet durable are written and fsynced once
 	// this much time has passed since the last fsync (default 2000ms).
 	FsyncInterval time.Duration
+	// Cipher, when set, encrypts each line (that of an encrypted store:
+	// DB.Cipher); nil writes plain JSON lines.
+	Cipher *Cipher
 }
 
 // DefaultJournalPolicy returns the policy of SRD §13.2: flush at least
@@ -134,9 +149,11 @@ type Journal struct {
 	policy   JournalPolicy
 	now      func() time.Time
 
-	buf       []byte // lines appended but not yet written
-	seq       uint64 // seq of the last appended line
-	written   uint64 // bytes handed to the OS
+	aead      cipher.AEAD // with policy.Cipher: the file's key
+	sealed    []byte      // a line being sealed
+	buf       []byte      // lines appended but not yet written
+	seq       uint64      // seq of the last appended line
+	written   uint64      // bytes handed to the OS
 	counters  JournalCounters
 	lastFlush time.Time // last write to the OS (or creation)
 	lastSync  time.Time // last fsync (or creation)
@@ -190,8 +207,15 @@ func NewJournal(dir string, step messages.StepID, provider string, p JournalPoli
 	if now == nil {
 		now = time.Now
 	}
+	var aead cipher.AEAD
+	if p.Cipher != nil {
+		if aead, err = p.Cipher.journalAEAD(step.String()); err != nil {
+			return nil, fmt.Errorf("create journal %s: %w", step, err)
+		}
+	}
 	t := now()
 	return &Journal{
+		aead:      aead,
 		syncer:    groupSyncerFor(dir),
 		dir:       dir,
 		path:      JournalPath(dir, step),
@@ -316,13 +340,34 @@ func (j *Journal) AppendText(eventType string, payload json.RawMessage, text str
 		j.buf = append(j.buf, `,"text":`...)
 		j.buf = appendJSONString(j.buf, text)
 	}
-	j.buf = append(j.buf, "}\n"...)
+	j.buf = append(j.buf, '}')
+	if j.aead != nil {
+		j.buf = j.sealLine(j.buf, start, j.seq+1)
+	}
+	j.buf = append(j.buf, '\n')
 	j.seq++
 	j.counters.Displayed += uint64(len(j.buf) - start)
 	return j.counters, j.apply(t)
 }
 
 func appendJSONString(b []byte, s string) []byte { return messages.AppendJSONString(b, s) }
+
+// sealedLinePrefix starts every line of an encrypted journal; a plain
+// line starts with '{'.
+const sealedLinePrefix = '!'
+
+// sealLine replaces b[start:], the line numbered no, with its sealed form.
+func (j *Journal) sealLine(b []byte, start int, no uint64) []byte {
+	var ad [8]byte
+	binary.BigEndian.PutUint64(ad[:], no)
+	j.sealed = j.policy.Cipher.seal(j.sealed[:0], j.aead, b[start:], ad[:])
+	b = append(b[:start], sealedLinePrefix)
+	b = base64.RawStdEncoding.AppendEncode(b, j.sealed)
+	if cap(j.sealed) > 1<<20 {
+		j.sealed = nil
+	}
+	return b
+}
 
 // Tick writes and fsyncs what the policy says is due at now(). The owner
 // calls it on a timer, at least as often as the policy's intervals, so
@@ -489,8 +534,14 @@ type journalLine struct {
 // line missing a field, or a seq that is not strictly increasing from 1
 // is ErrCorrupt naming the line number (1-based). Other errors come from
 // the file system (fs.ErrNotExist when there is no journal).
-func ReadJournal(path string) (entries []JournalEntry, torn bool, err error) {
-	j, err := RecoverJournal(path)
+//
+// c is the store's cipher (DB.Cipher; nil for a store without
+// encryption). An encrypted journal read without it is ErrEncrypted, a
+// plain one read with it ErrNotEncrypted, and one encrypted under another
+// key ErrWrongKey; a final line that does not open is torn, like one that
+// is not JSON.
+func ReadJournal(path string, c *Cipher) (entries []JournalEntry, torn bool, err error) {
+	j, err := RecoverJournal(path, c)
 	return j.Entries, j.Torn, err
 }
 
@@ -505,14 +556,22 @@ type RecoveredJournal struct {
 // RecoverJournal reads the journal at path as ReadJournal does, and
 // counts the bytes of the file and of its complete lines: the counters of
 // a step a crash interrupted.
-func RecoverJournal(path string) (RecoveredJournal, error) {
+func RecoverJournal(path string, c *Cipher) (RecoveredJournal, error) {
+	o := &lineOpener{c: c}
+	if c != nil {
+		stem := strings.TrimSuffix(filepath.Base(path), journalExt)
+		var err error
+		if o.aead, err = c.journalAEAD(stem); err != nil {
+			return RecoveredJournal{}, fmt.Errorf("read journal %s: %w", path, err)
+		}
+	}
 	f, err := os.Open(path)
 	if err != nil {
 		return RecoveredJournal{}, fmt.Errorf("read journal: %w", err)
 	}
 	defer f.Close()
 	cr := &countingReader{r: f}
-	entries, valid, torn, err := readJournalCounting(cr)
+	entries, valid, torn, err := readJournalCounting(cr, o)
 	if err != nil {
 		return RecoveredJournal{}, fmt.Errorf("read journal %s: %w", path, err)
 	}
@@ -530,15 +589,62 @@ func (c *countingReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// readJournal decodes journal lines from r; see ReadJournal.
+// readJournal decodes the lines of a plain journal from r; see
+// ReadJournal.
 func readJournal(r io.Reader) (entries []JournalEntry, torn bool, err error) {
-	entries, _, torn, err = readJournalCounting(r)
+	entries, _, torn, err = readJournalCounting(r, &lineOpener{})
 	return entries, torn, err
 }
 
+// lineOpener turns a journal line as stored into its JSON: the line
+// itself in a plain journal, the opened line in an encrypted one.
+type lineOpener struct {
+	c    *Cipher // nil: a plain journal
+	aead cipher.AEAD
+	buf  []byte
+}
+
+// errBadLine is returned by lineOpener.open for a line that does not
+// open: torn if it is the last, corrupt otherwise.
+var errBadLine = errors.New("sealed line does not open")
+
+// open returns the JSON of line number no (from 1). The errors other than
+// errBadLine say the journal and the key do not match.
+func (o *lineOpener) open(line []byte, no int) ([]byte, error) {
+	sealed := len(line) > 0 && line[0] == sealedLinePrefix
+	if o.c == nil {
+		if sealed {
+			return nil, fmt.Errorf("%w: the journal is encrypted", ErrEncrypted)
+		}
+		return line, nil
+	}
+	if !sealed {
+		if json.Valid(line) {
+			return nil, fmt.Errorf("%w: the journal is not encrypted", ErrNotEncrypted)
+		}
+		return nil, errBadLine
+	}
+	raw, err := base64.RawStdEncoding.AppendDecode(o.buf[:0], line[1:])
+	if err != nil {
+		return nil, errBadLine
+	}
+	var ad [8]byte
+	binary.BigEndian.PutUint64(ad[:], uint64(no))
+	// Opened after the sealed bytes, in the same buffer.
+	plain, err := o.c.open(raw[len(raw):], o.aead, raw, ad[:])
+	switch {
+	case errors.Is(err, ErrWrongKey):
+		return nil, fmt.Errorf("%w: the journal was encrypted under another key", ErrWrongKey)
+	case err != nil:
+		return nil, errBadLine
+	}
+	o.buf = raw[:0]
+	return plain, nil
+}
+
 // readJournalCounting is readJournal that also returns the bytes of the
-// lines decoded, newlines included.
-func readJournalCounting(r io.Reader) (entries []JournalEntry, valid uint64, torn bool, err error) {
+// lines decoded, newlines included; o opens each line.
+func readJournalCounting(r io.Reader, o *lineOpener) (entries []JournalEntry, valid uint64, torn bool, err error) {
 	br := bufio.NewReader(r)
 	var (
 		prevSeq uint64
@@ -557,7 +663,13 @@ func readJournalCounting(r io.Reader) (entries []JournalEntry, valid uint64, tor
 			if len(line) == 0 && !complete {
 				break // pending is the final line
 			}
-			e, derr := decodeJournalLine(pending, prevSeq)
+			js, oerr := o.open(pending, pendNo)
+			if errors.Is(oerr, errBadLine) {
+				return nil, 0, false, fmt.Errorf("line %d: %w: %v", pendNo, ErrCorrupt, oerr)
+			} else if oerr != nil {
+				return nil, 0, false, fmt.Errorf("line %d: %w", pendNo, oerr)
+			}
+			e, derr := decodeJournalLine(js, prevSeq)
 			if derr != nil {
 				return nil, 0, false, fmt.Errorf("line %d: %w", pendNo, derr)
 			}
@@ -572,13 +684,19 @@ func readJournalCounting(r io.Reader) (entries []JournalEntry, valid uint64, tor
 		}
 		pending, pendNo = line[:len(line)-1], lineNo
 	}
-	// pending is the final, newline-terminated line. Invalid JSON here is
-	// a torn write (e.g. a crash left a zero-filled tail); valid JSON with
-	// bad content is corruption.
-	if !json.Valid(pending) {
+	// pending is the final, newline-terminated line. Invalid JSON here, or
+	// a sealed line that does not open, is a torn write (e.g. a crash left
+	// a zero-filled tail); valid JSON with bad content is corruption.
+	js, oerr := o.open(pending, pendNo)
+	if errors.Is(oerr, errBadLine) {
+		return entries, valid, true, nil
+	} else if oerr != nil {
+		return nil, 0, false, fmt.Errorf("line %d: %w", pendNo, oerr)
+	}
+	if !json.Valid(js) {
 		return entries, valid, true, nil
 	}
-	e, derr := decodeJournalLine(pending, prevSeq)
+	e, derr := decodeJournalLine(js, prevSeq)
 	if derr != nil {
 		return nil, 0, false, fmt.Errorf("line %d: %w", pendNo, derr)
 	}

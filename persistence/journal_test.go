@@ -247,7 +247,7 @@ func TestJournalRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	got, torn, err := ReadJournal(j.Path())
+	got, torn, err := ReadJournal(j.Path(), nil)
 	if err != nil || torn {
 		t.Fatalf("ReadJournal = _, %v, %v, want no tear and no error", torn, err)
 	}
@@ -335,7 +335,7 @@ func TestReadJournalTorn(t *testing.T) {
 			if err := os.WriteFile(path, tt.mutate(slices.Clone(data)), 0o600); err != nil {
 				t.Fatal(err)
 			}
-			got, torn, err := ReadJournal(path)
+			got, torn, err := ReadJournal(path, nil)
 			if tt.wantError {
 				if !errors.Is(err, ErrCorrupt) {
 					t.Fatalf("ReadJournal = %v, want ErrCorrupt", err)
@@ -388,7 +388,7 @@ func TestReadJournalCorrupt(t *testing.T) {
 			if err := os.WriteFile(path, []byte(tt.data), 0o600); err != nil {
 				t.Fatal(err)
 			}
-			got, torn, err := ReadJournal(path)
+			got, torn, err := ReadJournal(path, nil)
 			if !errors.Is(err, ErrCorrupt) {
 				t.Fatalf("ReadJournal = %d entries, torn %v, %v, want ErrCorrupt", len(got), torn, err)
 			}
@@ -400,7 +400,7 @@ func TestReadJournalCorrupt(t *testing.T) {
 }
 
 func TestReadJournalMissing(t *testing.T) {
-	_, _, err := ReadJournal(filepath.Join(t.TempDir(), "nope.jsonl"))
+	_, _, err := ReadJournal(filepath.Join(t.TempDir(), "nope.jsonl"), nil)
 	if !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("ReadJournal(missing) = %v, want fs.ErrNotExist", err)
 	}
@@ -561,7 +561,7 @@ func TestJournalDisplayedText(t *testing.T) {
 	if err := j.Close(); err != nil {
 		t.Fatal(err)
 	}
-	entries, _, err := ReadJournal(j.Path())
+	entries, _, err := ReadJournal(j.Path(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -596,7 +596,7 @@ func TestNewJournalCreatesTheFileAtItsFirstWrite(t *testing.T) {
 	if err := j.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if entries, torn, err := ReadJournal(j.Path()); err != nil || torn || len(entries) != 2 {
+	if entries, torn, err := ReadJournal(j.Path(), nil); err != nil || torn || len(entries) != 2 {
 		t.Fatalf("ReadJournal = %d entries, torn %v, %v; want 2, false, nil", len(entries), torn, err)
 	}
 
@@ -645,7 +645,7 @@ func TestJournalCloseDeferred(t *testing.T) {
 	if err := finish(); err != nil {
 		t.Fatalf("finish = %v", err)
 	}
-	if entries, torn, err := ReadJournal(j.Path()); err != nil || torn || len(entries) != 3 {
+	if entries, torn, err := ReadJournal(j.Path(), nil); err != nil || torn || len(entries) != 3 {
 		t.Fatalf("ReadJournal = %d entries, torn %v, %v; want 3, false, nil", len(entries), torn, err)
 	}
 	if c := j.Counters(); c != before || c.Durable != 0 {
@@ -684,7 +684,7 @@ func TestJournalCloseDeferred(t *testing.T) {
 	if err := finish(); err != nil {
 		t.Fatal(err)
 	}
-	if entries, _, err := ReadJournal(unsynced.Path()); err != nil || len(entries) != 2 {
+	if entries, _, err := ReadJournal(unsynced.Path(), nil); err != nil || len(entries) != 2 {
 		t.Fatalf("unsynced: ReadJournal = %d entries, %v; want 2", len(entries), err)
 	}
 	if c := unsynced.Counters(); c.Durable != 0 || journalFileSize(t, unsynced.Path()) != c.Displayed {
@@ -768,7 +768,7 @@ func TestRecoverJournalCounts(t *testing.T) {
 			if err := os.WriteFile(path, []byte(tt.data), 0o600); err != nil {
 				t.Fatal(err)
 			}
-			j, err := RecoverJournal(path)
+			j, err := RecoverJournal(path, nil)
 			if err != nil || len(j.Entries) != tt.entries || j.Torn != tt.torn || j.Valid != uint64(tt.valid) || j.Size != uint64(len(tt.data)) {
 				t.Fatalf("RecoverJournal = %d entries, torn %v, valid %d, size %d, %v; want %d, %v, %d, %d",
 					len(j.Entries), j.Torn, j.Valid, j.Size, err, tt.entries, tt.torn, tt.valid, len(tt.data))

@@ -389,6 +389,11 @@ func Open(opts Options) (*DB, error) {
 	return d, nil
 }
 
+// Cipher is the cipher of an encrypted store, for its stream journals
+// (JournalPolicy.Cipher, RecoverJournal); nil when the store is not
+// encrypted.
+func (d *DB) Cipher() *Cipher { return d.cipher }
+
 // MaxPayloadBytes is the largest payload the store appends
 // (store.max_payload_bytes).
 func (d *DB) MaxPayloadBytes() int64 { return d.opts.Limits.MaxPayloadBytes }

@@ -1,6 +1,7 @@
 package persistence
 
 import (
+	"crypto/cipher"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -43,11 +44,18 @@ import (
 // Applying a record of the last lap again is harmless: it writes the same
 // values at the same versions as before, and the lap's later records
 // follow it.
+//
+// With encryption (cipher.go) a record has the magic "REDX" and its
+// payload is sealed: the key's id, a nonce and the entries sealed with
+// AES-GCM under the lap's key, with lap and ts as additional data. The
+// CRC covers the sealed bytes, so a torn record is found as before.
 
 const (
 	redoFileName        = "ctxinf.redo"
 	redoMagic    uint32 = 0x4f444552 // "REDO"
-	redoHeader          = 4 + 4 + 4 + 8 + 8
+	// redoMagicSealed starts the records of an encrypted log.
+	redoMagicSealed uint32 = 0x58444552 // "REDX"
+	redoHeader             = 4 + 4 + 4 + 8 + 8
 	// redoZeroChunk is the size of the writes that fill a new log with zeros.
 	redoZeroChunk = 1 << 20
 )
@@ -59,20 +67,25 @@ type redoLog struct {
 	off  int64  // where the next record goes
 	lap  uint64 // the lap's id
 	buf  []byte
+
+	c     *Cipher     // nil: records are not encrypted
+	aead  cipher.AEAD // the lap's, with c
+	plain []byte      // a record's entries before they are sealed
 }
 
 // openRedo opens dir's redo log, creating the file if it is missing, and
 // calls apply for each group of its last lap, in order, as it reads them;
 // it returns how many there were. The log is not written until prepare
 // has given it size bytes (if it has another size) and startLap has begun
-// a lap.
-func openRedo(dir string, size int64, apply func(ts uint64, entries []entry) error) (*redoLog, int, error) {
+// a lap. With c, records are encrypted (nil: not); a log written under
+// another key, or with and without encryption, is an error saying so.
+func openRedo(dir string, size int64, c *Cipher, apply func(ts uint64, entries []entry) error) (*redoLog, int, error) {
 	path := filepath.Join(dir, redoFileName)
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, 0, fmt.Errorf("redo log: %w", err)
 	}
-	l := &redoLog{f: f, size: size}
+	l := &redoLog{f: f, size: size, c: c}
 	st, err := f.Stat()
 	n := 0
 	if err == nil {
@@ -147,15 +160,22 @@ func (l *redoLog) read(size int64, apply func(ts uint64, entries []entry) error)
 	var (
 		head      = make([]byte, redoHeader)
 		buf       []byte
+		plain     []byte
 		lap, last uint64
 		n         int
+		aead      cipher.AEAD
 	)
+	want, other := redoMagic, redoMagicSealed
+	if l.c != nil {
+		want, other = other, want
+	}
 	for off := int64(0); off+redoHeader <= size; {
 		if _, err := l.f.ReadAt(head, off); err != nil {
 			return n, err
 		}
 		plen := int64(binary.LittleEndian.Uint32(head[4:]))
-		if binary.LittleEndian.Uint32(head) != redoMagic || plen > size-off-redoHeader {
+		magic := binary.LittleEndian.Uint32(head)
+		if magic != want && (off > 0 || magic != other) || plen > size-off-redoHeader {
 			break
 		}
 		buf = append(append(buf[:0], head...), make([]byte, plen)...)
@@ -165,6 +185,31 @@ func (l *redoLog) read(size int64, apply func(ts uint64, entries []entry) error)
 		rlap, ts, payload, ok := decodeRedo(buf)
 		if !ok || off == 0 && ts != 0 || off > 0 && (rlap != lap || ts <= last) {
 			break
+		}
+		if magic != want {
+			// The lap's first record, whole, of the other kind.
+			if l.c == nil {
+				return n, fmt.Errorf("%w: the redo log was written with encryption", ErrEncrypted)
+			}
+			return n, fmt.Errorf("%w: the redo log was written without encryption", ErrNotEncrypted)
+		}
+		if l.c != nil {
+			var err error
+			if off == 0 {
+				if aead, err = l.c.redoAEAD(rlap); err != nil {
+					return n, err
+				}
+			}
+			var ad [16]byte
+			copy(ad[:], buf[12:redoHeader])
+			if payload, err = l.c.open(plain[:0], aead, payload, ad[:]); err != nil {
+				if errors.Is(err, ErrWrongKey) {
+					return n, fmt.Errorf("%w: the redo log was written under another key", ErrWrongKey)
+				}
+				// The CRC matched: not a torn write.
+				return n, fmt.Errorf("%w: redo record of ts %d: %v", ErrCorrupt, ts, err)
+			}
+			plain = payload
 		}
 		if off == 0 {
 			lap = rlap
@@ -184,9 +229,10 @@ func (l *redoLog) read(size int64, apply func(ts uint64, entries []entry) error)
 	return n, nil
 }
 
-// decodeRedo decodes the record b, checking its magic, length and CRC.
+// decodeRedo decodes the record b, checking its magic (either), length
+// and CRC.
 func decodeRedo(b []byte) (lap, ts uint64, payload []byte, ok bool) {
-	if len(b) < redoHeader || binary.LittleEndian.Uint32(b) != redoMagic ||
+	if len(b) < redoHeader || binary.LittleEndian.Uint32(b) != redoMagic && binary.LittleEndian.Uint32(b) != redoMagicSealed ||
 		int64(binary.LittleEndian.Uint32(b[4:])) != int64(len(b)-redoHeader) {
 		return 0, 0, nil, false
 	}
@@ -232,6 +278,27 @@ func redoBytes(p []byte) (b, rest []byte, err error) {
 // encode builds a record of the lap in l.buf.
 func (l *redoLog) encode(ts uint64, entries []entry) []byte {
 	b := append(l.buf[:0], make([]byte, redoHeader)...)
+	binary.LittleEndian.PutUint64(b[12:], l.lap)
+	binary.LittleEndian.PutUint64(b[20:], ts)
+	magic := redoMagic
+	if l.c == nil {
+		b = appendRedoEntries(b, entries)
+	} else {
+		var ad [16]byte
+		copy(ad[:], b[12:redoHeader])
+		l.plain = appendRedoEntries(l.plain[:0], entries)
+		b = l.c.seal(b, l.aead, l.plain, ad[:])
+		magic = redoMagicSealed
+	}
+	binary.LittleEndian.PutUint32(b, magic)
+	binary.LittleEndian.PutUint32(b[4:], uint32(len(b)-redoHeader))
+	binary.LittleEndian.PutUint32(b[8:], crc32.Checksum(b[12:], castagnoli))
+	l.buf = b
+	return b
+}
+
+// appendRedoEntries appends the payload of entries to b.
+func appendRedoEntries(b []byte, entries []entry) []byte {
 	for _, e := range entries {
 		flag := byte(0)
 		if e.del {
@@ -243,12 +310,6 @@ func (l *redoLog) encode(ts uint64, entries []entry) []byte {
 		b = binary.AppendUvarint(b, uint64(len(e.val)))
 		b = append(b, e.val...)
 	}
-	binary.LittleEndian.PutUint32(b, redoMagic)
-	binary.LittleEndian.PutUint32(b[4:], uint32(len(b)-redoHeader))
-	binary.LittleEndian.PutUint64(b[12:], l.lap)
-	binary.LittleEndian.PutUint64(b[20:], ts)
-	binary.LittleEndian.PutUint32(b[8:], crc32.Checksum(b[12:], castagnoli))
-	l.buf = b
 	return b
 }
 
@@ -258,6 +319,12 @@ func (l *redoLog) encode(ts uint64, entries []entry) []byte {
 // on disk, that lap is never read again.
 func (l *redoLog) startLap() error {
 	l.lap = rand.Uint64()
+	if l.c != nil {
+		var err error
+		if l.aead, err = l.c.redoAEAD(l.lap); err != nil {
+			return fmt.Errorf("redo log: %w", err)
+		}
+	}
 	rec := l.encode(0, nil)
 	if _, err := l.f.WriteAt(rec, 0); err != nil {
 		return fmt.Errorf("redo log: %w", err)
@@ -279,9 +346,10 @@ func (l *redoLog) wipe() error {
 	return l.startLap()
 }
 
-// recordMax is an upper bound on the size of the record of entries.
+// recordMax is an upper bound on the size of the record of entries
+// (sealed or not).
 func recordMax(entries []entry) int64 {
-	n := int64(redoHeader)
+	n := int64(redoHeader + sealOverhead)
 	for _, e := range entries {
 		n += 1 + 2*binary.MaxVarintLen64 + int64(len(e.key)+len(e.val))
 	}
@@ -304,7 +372,7 @@ func (l *redoLog) append(ts uint64, entries []entry) error {
 	}
 	l.off += int64(len(rec))
 	if cap(l.buf) > redoZeroChunk {
-		l.buf = nil // a big group's buffer is not kept
+		l.buf, l.plain = nil, nil // a big group's buffers are not kept
 	}
 	return nil
 }

@@ -76,6 +76,18 @@ func redoOffsets(t *testing.T, path string) []int {
 // written) gets them back from the log; a torn last record is left out,
 // and so is everything after it.
 func TestRedoLogRestoresAcknowledgedGroups(t *testing.T) {
+	t.Run("encryption=off", func(t *testing.T) { testRedoLogRestoresAcknowledgedGroups(t, nil) })
+	t.Run("encryption=on", func(t *testing.T) { testRedoLogRestoresAcknowledgedGroups(t, testKey(32, 1)) })
+}
+
+// testRedoLogRestoresAcknowledgedGroups runs on stores encrypted with key
+// (nil: not encrypted).
+func testRedoLogRestoresAcknowledgedGroups(t *testing.T, key []byte) {
+	TestOptions := func(dir string) Options {
+		o := TestOptions(dir)
+		o.EncryptionKey = key
+		return o
+	}
 	dir := t.TempDir()
 	s, err := OpenBadger(TestOptions(dir))
 	if err != nil {
@@ -103,6 +115,12 @@ func TestRedoLogRestoresAcknowledgedGroups(t *testing.T) {
 	offs := redoOffsets(t, redo)
 	if len(offs) != 1+6+1+3 {
 		t.Fatalf("redo log holds %d records, want the lap's and 10 groups", len(offs))
+	}
+	// The payloads are in the log in the clear, or not at all.
+	if raw, err := os.ReadFile(redo); err != nil {
+		t.Fatal(err)
+	} else if found := bytes.Contains(raw, []byte("after 3")); found != (key == nil) {
+		t.Errorf("redo log holds a payload in the clear: %v, want %v", found, key == nil)
 	}
 
 	// Without the log, the copy lacks them.
@@ -197,7 +215,7 @@ func TestRedoLogReadsTheLastLapOnly(t *testing.T) {
 		recs = append(recs, rec{ts, string(entries[0].key)})
 		return nil
 	}
-	l, n, err := openRedo(dir, 1<<16, apply)
+	l, n, err := openRedo(dir, 1<<16, nil, apply)
 	if err != nil || n != 0 {
 		t.Fatalf("new log: %v, %d records", err, n)
 	}
@@ -224,7 +242,7 @@ func TestRedoLogReadsTheLastLapOnly(t *testing.T) {
 		t.Fatal(err)
 	}
 	l.close()
-	l, n, err = openRedo(dir, 1<<16, apply)
+	l, n, err = openRedo(dir, 1<<16, nil, apply)
 	if err != nil {
 		t.Fatal(err)
 	}

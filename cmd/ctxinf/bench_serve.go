@@ -280,7 +280,7 @@ func benchServer(ctx context.Context, e *env, prov *openaiprov.Provider) (url st
 // of its own with the configured durability: APPEND_TURN of 10 KB one at
 // a time, then 64 in flight on one connection, and GET_LAST(64).
 func benchFrames(ctx context.Context, e *env, dir string, n int, f *serveFigures) error {
-	db, err := persistence.Open(storeOptions(e.cfg, dir, e.log))
+	db, err := persistence.Open(e.storeOptions(dir))
 	if err != nil {
 		return err
 	}

@@ -2,11 +2,12 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"flag"
 	"fmt"
 	"io/fs"
-	"math/rand/v2"
+	mrand "math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
@@ -56,8 +57,13 @@ func benchStore(e *env, args []string) error {
 	dir := fs.String("dir", "", "directory for the stores (default: a temporary directory, removed afterwards)")
 	asJSON := fs.Bool("json", false, "print one JSON object instead of a table")
 	quick := fs.Bool("quick", false, "small sizes: checks that everything runs; the figures mean little")
+	encrypted := fs.Bool("encrypted", false, "encrypt the stores at rest under a generated AES-256 key (store.encryption), to compare with a run without")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *encrypted {
+		e.storeKey = make([]byte, 32)
+		_, _ = rand.Read(e.storeKey) // crypto/rand: never fails
 	}
 	root, done, err := workDir(*dir, "ctxinf-bench-store-")
 	if err != nil {
@@ -77,6 +83,11 @@ func benchStore(e *env, args []string) error {
 		enc := json.NewEncoder(e.stdout)
 		return enc.Encode(f)
 	}
+	enc := "off"
+	if e.storeKey != nil {
+		enc = fmt.Sprintf("AES-%d", 8*len(e.storeKey))
+	}
+	fmt.Fprintf(e.stdout, "encryption at rest: %s\n", enc)
 	printStoreFigures(e, f)
 	return nil
 }
@@ -98,7 +109,7 @@ func (b *storeBench) progress(what string) {
 // options, durability forced as asked.
 func (b *storeBench) open(name string, d persistence.Durability) (persistence.Store, string, error) {
 	dir := filepath.Join(b.root, name)
-	o := storeOptions(b.e.cfg, dir, b.e.log)
+	o := b.e.storeOptions(dir)
 	o.Durability = d
 	s, err := persistence.OpenBadger(o)
 	return s, dir, err
@@ -330,7 +341,7 @@ func (b *storeBench) deep(f *storeFigures) error {
 	f.ForkP50us = micros(percentile(lat, 50))
 
 	b.progress("64 turns at random depths")
-	rng := rand.New(rand.NewPCG(2, 3))
+	rng := mrand.New(mrand.NewPCG(2, 3))
 	lat = lat[:0]
 	for range b.sc.samples {
 		start := rng.Uint64N(tip.Depth - 63)
@@ -456,12 +467,12 @@ func printStoreFigures(e *env, f storeFigures) {
 // textSource makes deterministic, English-like text, so that payloads
 // compress about as conversation text does.
 type textSource struct {
-	rng *rand.Rand
+	rng *mrand.Rand
 	buf []byte
 }
 
 func newTextSource(seed uint64) *textSource {
-	return &textSource{rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))}
+	return &textSource{rng: mrand.New(mrand.NewPCG(seed, seed^0x9e3779b97f4a7c15))}
 }
 
 // payload returns n bytes of fresh text.

@@ -39,7 +39,7 @@ func runtimeConfig(e *env) (actors.Config, error) {
 	}
 	return actors.Config{
 		DataDir:         c.DataDir,
-		Store:           storeOptions(c, "", e.log),
+		Store:           e.storeOptions(""),
 		SnapshotEvery:   c.Runtime.SnapshotEvery,
 		IdleAfter:       c.Runtime.IdlePassivation,
 		RequestTimeout:  c.Runtime.RequestTimeout,

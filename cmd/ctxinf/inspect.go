@@ -28,7 +28,7 @@ func inspect(e *env, args []string) error {
 	var err error
 	var db *persistence.DB
 	if *serverURL == "" {
-		db, err = persistence.Open(storeOptions(e.cfg, filepath.Join(e.cfg.DataDir, "store"), e.log))
+		db, err = persistence.Open(e.storeOptions(filepath.Join(e.cfg.DataDir, "store")))
 	}
 	if db != nil {
 		defer db.Close()

@@ -2,7 +2,7 @@
 //
 //	ctxinf [--config FILE] chat [--session S] [--branch B]
 //	ctxinf [--config FILE] inspect [--json]
-//	ctxinf [--config FILE] bench store [--dir D] [--json] [--quick]
+//	ctxinf [--config FILE] bench store [--dir D] [--json] [--quick] [--encrypted]
 //	ctxinf [--config FILE] bench stream [--json]
 //	ctxinf version
 package main
@@ -94,9 +94,10 @@ Commands:
                  deltas/s from a fake model API on loopback through the
                  adapter, journal and branch to a subscriber; journal bytes
                  per displayed byte; latency added per delta
-  bench store [--dir D] [--json] [--quick]
+  bench store [--dir D] [--json] [--quick] [--encrypted]
                  measure the context store (durable appends, group commit,
-                 reads, forks, depth ranges, dedup, bytes on disk)
+                 reads, forks, depth ranges, dedup, bytes on disk);
+                 --encrypted: encrypted at rest under a generated key
   version        print the version
 
 Global flags:
@@ -109,11 +110,13 @@ func main() { os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)) }
 // env is what every command gets: validated config, the root logger and
 // the output streams.
 type env struct {
-	cfg    config.Config
-	log    zerolog.Logger
-	stdin  io.Reader
-	stdout io.Writer
-	stderr io.Writer
+	cfg config.Config
+	// storeKey encrypts the store at rest (store.encryption); nil: off.
+	storeKey []byte
+	log      zerolog.Logger
+	stdin    io.Reader
+	stdout   io.Writer
+	stderr   io.Writer
 }
 
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
@@ -148,7 +151,12 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(cfg.Runtime.GCPercent)
 	}
-	e := &env{cfg: cfg, log: newLogger(cfg.Log, stderr), stdin: stdin, stdout: stdout, stderr: stderr}
+	key, err := cfg.EncryptionKey()
+	if err != nil {
+		fmt.Fprintf(stderr, "ctxinf: %v\n", err)
+		return 2
+	}
+	e := &env{cfg: cfg, storeKey: key, log: newLogger(cfg.Log, stderr), stdin: stdin, stdout: stdout, stderr: stderr}
 	switch {
 	case rest[0] == "bench" && len(rest) > 1 && rest[1] == "store":
 		err = benchStore(e, rest[2:])
@@ -211,10 +219,13 @@ func joinArgs(a []string) string {
 	return s
 }
 
-// storeOptions maps the store section of the config onto the store's options.
-func storeOptions(c config.Config, dir string, log zerolog.Logger) persistence.Options {
+// storeOptions maps the store section of the config, and the store's key,
+// onto the store's options.
+func (e *env) storeOptions(dir string) persistence.Options {
 	o := persistence.DefaultOptions(dir)
-	sc := c.Store
+	sc, log := e.cfg.Store, e.log
+	o.EncryptionKey = e.storeKey
+	o.EncryptionKeyRotation = sc.EncryptionKeyRotation
 	if sc.Durability == config.DurabilityRelaxed {
 		o.Durability = persistence.DurabilityRelaxed
 	}

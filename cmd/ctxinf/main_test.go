@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io/fs"
 	"net/http"
@@ -14,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/contextinfinity/ctxinf/internal/fakeapi"
+	"github.com/contextinfinity/ctxinf/persistence"
 )
 
 func TestBenchStoreQuickJSON(t *testing.T) {
@@ -43,6 +45,35 @@ func TestBenchStoreQuickJSON(t *testing.T) {
 	slices.Sort(want)
 	if !slices.Equal(keys, want) {
 		t.Fatalf("keys = %v, want exactly %v", keys, want)
+	}
+}
+
+// bench store --encrypted measures stores encrypted at rest: none of them
+// opens without a key.
+func TestBenchStoreEncrypted(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs every store figure at a small scale")
+	}
+	var out, errOut bytes.Buffer
+	dir := t.TempDir()
+	if code := run([]string{"bench", "store", "--quick", "--encrypted", "--dir", dir}, nil, &out, &errOut); code != 0 {
+		t.Fatalf("bench store exited %d: %s", code, errOut.String())
+	}
+	if !strings.Contains(out.String(), "encryption at rest: AES-256") {
+		t.Errorf("output does not say the stores were encrypted:\n%s", out.String())
+	}
+	stores, _ := filepath.Glob(filepath.Join(dir, "*", "KEYREGISTRY"))
+	if len(stores) == 0 {
+		t.Fatalf("no store left in %s", dir)
+	}
+	for _, kr := range stores {
+		s, err := persistence.OpenBadger(persistence.TestOptions(filepath.Dir(kr)))
+		if !errors.Is(err, persistence.ErrEncrypted) {
+			if err == nil {
+				s.Close()
+			}
+			t.Errorf("open %s without a key = %v, want persistence.ErrEncrypted", filepath.Dir(kr), err)
+		}
 	}
 }
 

@@ -324,6 +324,17 @@ type StoreConfig struct {
 	// under it new turns and sessions are refused, under half of it every
 	// write; 0 disables the check.
 	MinFreeBytes int64 `mapstructure:"min_free_bytes"`
+
+	// Encryption at rest (docs/SECURITY.md). With Encryption, the store,
+	// its redo log and the stream journals are encrypted under a key of
+	// 16, 24 or 32 bytes (hex or base64) read from EncryptionKeyFile if it
+	// is set, else from the environment variable EncryptionKeyEnv names;
+	// never from this file (EncryptionKey). EncryptionKeyRotation is how
+	// long Badger encrypts with one data key before it makes the next.
+	Encryption            bool          `mapstructure:"encryption"`
+	EncryptionKeyEnv      string        `mapstructure:"encryption_key_env"`
+	EncryptionKeyFile     string        `mapstructure:"encryption_key_file"`
+	EncryptionKeyRotation time.Duration `mapstructure:"encryption_key_rotation"`
 }
 
 // Durability modes accepted by store.durability.
@@ -430,6 +441,9 @@ func Default() Config {
 			Compression:         CompressionZstd,
 			RedoLogBytes:        64 * MiB,
 			MinFreeBytes:        512 * MiB,
+
+			EncryptionKeyEnv:      "CTX_STORE_KEY",
+			EncryptionKeyRotation: 10 * 24 * time.Hour,
 		},
 		Runtime: RuntimeConfig{
 			IdlePassivation:        5 * time.Minute,

@@ -106,6 +106,10 @@ func fileSettings(path string, data []byte, leaves map[string]any, sections map[
 	for _, key := range keys {
 		_, leaf := leaves[key]
 		switch {
+		case key == "store.encryption_key":
+			p.addf("config %s: %s: an encryption key is never read from the configuration file; "+
+				"put it in the environment variable store.encryption_key_env names (CTX_STORE_KEY by default) "+
+				"or in the file store.encryption_key_file names, outside the data directory", path, key)
 		case leaf, isModelKey(key):
 		case sections[key]:
 			if val := f.Get(key); val != nil {

@@ -67,6 +67,9 @@ store:
 					Compression:         CompressionNone,
 					RedoLogBytes:        64 * MiB,
 					MinFreeBytes:        GiB,
+
+					EncryptionKeyEnv:      "CTX_STORE_KEY",
+					EncryptionKeyRotation: 240 * time.Hour,
 				}
 			},
 		},

@@ -209,6 +209,7 @@ func (c StoreConfig) validate(p *problems, prefix string) {
 		p.addf("%smin_free_bytes: %d is out of range: must be 0 (no check) or from 8 x %smemtable_bytes (%d) to 1099511627776 (1 TiB)",
 			prefix, c.MinFreeBytes, prefix, lo)
 	}
+	c.validateEncryption(p, prefix)
 }
 
 // problems collects validation errors so that all of them are reported.
