@@ -62,10 +62,10 @@ func TestRedactorText(t *testing.T) {
 func TestRedactorJSONKeepsStructure(t *testing.T) {
 	r, _ := NewRedactor([]RedactRule{{Pattern: `hunter2`, Replacement: `"quoted\"`}})
 	for in, want := range map[string]string{
-		`{"q": "pw hunter2",  "n": 12}`:      `{"q": "pw \"quoted\\\"",  "n": 12}`,
-		`"{\"city\":\"hunter2\"}"`:           `"{\"city\":\"\"quoted\\\"\"}"`,
+		`{"q": "pw hunter2",  "n": 12}`:       `{"q": "pw \"quoted\\\"",  "n": 12}`,
+		`"{\"city\":\"hunter2\"}"`:            `"{\"city\":\"\"quoted\\\"\"}"`,
 		`{"esc\"aped": ["a", "x hunter2 y"]}`: `{"esc\"aped": ["a", "x \"quoted\\\" y"]}`,
-		`{"clean": true}`:                    `{"clean": true}`,
+		`{"clean": true}`:                     `{"clean": true}`,
 	} {
 		got := r.JSON(json.RawMessage(in))
 		if string(got) != want || !json.Valid(got) {

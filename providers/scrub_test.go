@@ -16,11 +16,11 @@ const testKey = "my-configured-key-0123456789"
 func TestScrubberString(t *testing.T) {
 	s := NewScrubber(testKey, "short", "")
 	for in, want := range map[string]string{
-		"Incorrect API key provided: " + testKey + ".":            "Incorrect API key provided: [redacted].",
-		"key sk-proj-abcdefghijklmnopqrstuvwxyz012 bad":           "key [redacted] bad",
+		"Incorrect API key provided: " + testKey + ".":             "Incorrect API key provided: [redacted].",
+		"key sk-proj-abcdefghijklmnopqrstuvwxyz012 bad":            "key [redacted] bad",
 		"anthropic sk-ant-api03-AAAAAAAAAAAAAAAAAAAAAAAA-BBBB end": "anthropic [redacted] end",
-		"Authorization: Bearer abcdefghijklmnop0123":              "Authorization: [redacted]",
-		"short words and sk-short stay":                           "short words and sk-short stay",
+		"Authorization: Bearer abcdefghijklmnop0123":               "Authorization: [redacted]",
+		"short words and sk-short stay":                            "short words and sk-short stay",
 	} {
 		if got := s.String(in); got != want {
 			t.Errorf("String(%q) = %q, want %q", in, got, want)
