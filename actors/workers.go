@@ -144,7 +144,9 @@ func (s *stepActor) Receive(ctx actor.Context) {
 		done.hash = <-hash
 	}
 	counters := closed.counters
-	done.resp, done.err = resp, err
+	// What the step's failure says is stored and logged: an upstream
+	// that echoes the key it was sent must not get it there.
+	done.resp, done.err = s.rt.cfg.Scrub.Response(resp, err)
 	done.displayed, done.durable = counters.Displayed, counters.Durable
 	ctx.Send(s.branch, done)
 	ctx.Stop(ctx.Self())
@@ -162,6 +164,7 @@ func (s *stepActor) crashed(ctx actor.Context, ja *journalActor, done *stepDone,
 	done.resp = providers.Response{Outcome: messages.StepOutcome{Kind: messages.OutcomeFailed, Code: messages.FailInterrupted,
 		Message: fmt.Sprintf("the provider step's actor failed: %v", p)}}
 	done.err = fmt.Errorf("%w: %v", errStepCrashed, p)
+	done.resp, done.err = s.rt.cfg.Scrub.Response(done.resp, done.err)
 	done.displayed, done.durable = closed.counters.Displayed, closed.counters.Durable
 	ctx.Send(s.branch, done)
 }
@@ -326,7 +329,9 @@ func (l *librarian) Receive(ctx actor.Context) {
 	case *shrinkReq:
 		l.rt.kills.Point(supervision.KindLibrarian)
 		done := &shrinkDone{epoch: m.epoch}
-		done.summary, done.err = l.rt.cfg.Shrink(WithCounter(context.Background(), m.count), m.summary, m.target)
+		sctx := withOutbound(WithCounter(context.Background(), m.count), l.rt.outbound())
+		done.summary, done.err = l.rt.cfg.Shrink(sctx, m.summary, m.target)
+		done.err = l.rt.cfg.Scrub.Error(done.err)
 		if done.err == nil && m.count != nil {
 			m.count(done.summary) // warms the count cache, as for a summary
 		}
@@ -352,8 +357,10 @@ func (l *librarian) summarize(ctx actor.Context, m *summarizeReq) {
 		done.turns = append(done.turns, t.Turn)
 	}
 	if done.err == nil {
-		done.summary, done.err = l.rt.cfg.Summarize(WithPinnedFacts(context.Background(), m.pinned), m.previous, exchanges)
+		sctx := withOutbound(WithPinnedFacts(context.Background(), m.pinned), l.rt.outbound())
+		done.summary, done.err = l.rt.cfg.Summarize(sctx, m.previous, exchanges)
 	}
+	done.err = l.rt.cfg.Scrub.Error(done.err)
 	if done.err == nil && m.count != nil {
 		m.count(done.summary) // warms the runtime's count cache for the next assembly
 	}
