@@ -155,7 +155,11 @@ func TestRedactionAndScrubbingOnServe(t *testing.T) {
 	}
 	// The transcript is lossless.
 	var hist struct {
-		Entries []struct{ Message struct{ RenderedText string `json:"rendered_text"` } }
+		Entries []struct {
+			Message struct {
+				RenderedText string `json:"rendered_text"`
+			}
+		}
 	}
 	getJSON(t, b+"/history", &hist)
 	if raw, _ := json.Marshal(hist); !strings.Contains(string(raw), said) {
@@ -164,7 +168,9 @@ func TestRedactionAndScrubbingOnServe(t *testing.T) {
 
 	// The upstream refuses the key and echoes it.
 	st, _, body := post(t, b+"/turns", `{"text":"`+failMarker+`"}`)
-	var e struct{ Error struct{ Code, Message, Turn string } }
+	var e struct {
+		Error struct{ Code, Message, Turn string }
+	}
 	if err := json.Unmarshal(body, &e); err != nil || st < 400 || e.Error.Turn == "" {
 		t.Fatalf("turn 2: %d %s, want an error", st, body)
 	}
