@@ -18,7 +18,17 @@ const MinSecretBytes = 8
 // keyPatterns are the shapes of API keys a Scrubber removes even when it
 // was given no secret: OpenAI's (sk-…, sk-proj-…) and Anthropic's
 // (sk-ant-…) keys, and any bearer credential.
-var keyPatterns = regexp.MustCompile(`sk-[A-Za-z0-9_-]{20,}|(?i:bearer)\s+[A-Za-z0-9._~+/=-]{16,}`)
+var keyPatterns = regexp.MustCompile(`\bsk-[A-Za-z0-9_-]{20,}|\b(?:Bearer|bearer|BEARER)\s+[A-Za-z0-9._~+/=-]{16,}`)
+
+// mayHoldKey is a cheap test for keyPatterns: false when s cannot match.
+func mayHoldKey(s string) bool {
+	return strings.Contains(s, "sk-") || strings.Contains(s, "earer") || strings.Contains(s, "EARER")
+}
+
+// mayHoldKeyBytes is mayHoldKey for bytes.
+func mayHoldKeyBytes(b []byte) bool {
+	return bytes.Contains(b, []byte("sk-")) || bytes.Contains(b, []byte("earer")) || bytes.Contains(b, []byte("EARER"))
+}
 
 // Scrubber removes known secrets (the configured API keys and server
 // tokens) and anything shaped like an API key from the errors the runtime
@@ -50,7 +60,7 @@ func (s *Scrubber) String(text string) string {
 			}
 		}
 	}
-	if strings.Contains(text, "sk-") || strings.Contains(strings.ToLower(text), "bearer") {
+	if mayHoldKey(text) {
 		text = keyPatterns.ReplaceAllString(text, DefaultReplacement)
 	}
 	return text
@@ -73,7 +83,7 @@ func (s *Scrubber) dirty(b []byte) bool {
 			}
 		}
 	}
-	return (bytes.Contains(b, []byte("sk-")) || bytes.Contains(bytes.ToLower(b), []byte("bearer"))) && keyPatterns.Match(b)
+	return mayHoldKeyBytes(b) && keyPatterns.Match(b)
 }
 
 // Error returns err with every message in its chain scrubbed: err itself

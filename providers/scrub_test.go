@@ -81,3 +81,12 @@ func TestScrubberResponseAndWriter(t *testing.T) {
 		t.Errorf("log line %q", out.String())
 	}
 }
+
+func TestScrubberLeavesWordsThatEndInSk(t *testing.T) {
+	var s *Scrubber
+	for _, text := range []string{"task-0123456789abcdefghijklmn", "disk-0123456789abcdefghijklmn", "a bearer of news"} {
+		if got := s.String(text); got != text {
+			t.Errorf("String(%q) = %q, want it unchanged", text, got)
+		}
+	}
+}
