@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -11,6 +13,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/contextinfinity/ctxinf/internal/core"
+	"github.com/contextinfinity/ctxinf/internal/fakeapi"
 	"github.com/contextinfinity/ctxinf/internal/retrieval"
 	"github.com/contextinfinity/ctxinf/messages"
 	"github.com/contextinfinity/ctxinf/providers"
@@ -187,4 +190,45 @@ func TestLibrarianErrorEchoingKeyIsScrubbed(t *testing.T) {
 	if lib.Calls() == 0 || !strings.Contains(logs.String(), "bad key [redacted]") || strings.Contains(logs.String(), key) {
 		t.Errorf("after %d calls the librarian logged %s", lib.Calls(), logs.String())
 	}
+}
+
+// A stream that reports a failure echoing the key (an error event, a
+// failed response) leaves it in no file of the data directory and not
+// in the log: the stream journal holds the event scrubbed.
+func TestFailureEventsEchoingKeyAreScrubbed(t *testing.T) {
+	srv := fakeapi.New(
+		fakeapi.NewResponsesStream().Text("partial ").ErrorEvent("invalid_api_key", "Incorrect API key provided: "+e2eKey),
+		fakeapi.NewResponsesStream().Failed("invalid_api_key", "Incorrect API key provided: "+e2eKey),
+	)
+	defer srv.Close()
+	var logs syncBuffer
+	dir := t.TempDir()
+	cfg := testConfig(t, dir, newEvents())
+	cfg.Provider, cfg.Model = dialects[0].provider(srv.URL), "model-e2e"
+	cfg.Retry = &providers.RetryPolicy{}
+	cfg.Scrub = providers.NewScrubber(e2eKey)
+	cfg.Logger = zerolog.New(&logs).Level(zerolog.DebugLevel)
+	r := openRuntime(t, cfg)
+	_, b, _ := r.CreateSession(bg, "scrub")
+	for i := range 2 {
+		if _, last, _ := runTurn(t, r, b.ID, "hello"); last.Phase != messages.PhaseFailed || !strings.Contains(last.Err, "[redacted]") {
+			t.Errorf("turn %d: %v %q, want failed with the key scrubbed", i, last.Phase, last.Err)
+		}
+	}
+	r.Close()
+	journals, _ := filepath.Glob(filepath.Join(dir, "streams", "*.jsonl"))
+	if len(journals) != 2 {
+		t.Fatalf("stream journals %v, want one per step", journals)
+	}
+	var all bytes.Buffer
+	for _, j := range journals {
+		data, _ := os.ReadFile(j)
+		all.Write(data)
+	}
+	if !strings.Contains(all.String(), "Incorrect API key provided: [redacted]") {
+		t.Errorf("the journals do not hold the failures, scrubbed: %s", all.String())
+	}
+	var buf bytes.Buffer
+	buf.WriteString(logs.String())
+	noKeyIn(t, dir, &buf)
 }

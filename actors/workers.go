@@ -104,7 +104,11 @@ func (s *stepActor) Receive(ctx actor.Context) {
 	}()
 	var unhandled map[string]bool
 	resp, err := s.provider.Stream(s.ctx, s.req, func(ev providers.Event) error {
-		ja.append(ev.Type, ev.Raw, ev.Text)
+		raw := ev.Raw
+		if failureEvent(ev.Type) {
+			raw = s.rt.cfg.Scrub.Bytes(raw) // an upstream's error may echo the key: journaled scrubbed
+		}
+		ja.append(ev.Type, raw, ev.Text)
 		s.rt.kills.Point(supervision.KindStep)
 		if ev.Unhandled && !unhandled[ev.Type] {
 			if unhandled == nil {
@@ -150,6 +154,14 @@ func (s *stepActor) Receive(ctx actor.Context) {
 	done.displayed, done.durable = counters.Displayed, counters.Durable
 	ctx.Send(s.branch, done)
 	ctx.Stop(ctx.Self())
+}
+
+// failureEvent reports whether a stream event of type typ reports a
+// failure ("error", "response.failed", "response.error"…): its payload
+// is scrubbed before it is journaled. Other events, the model's output,
+// are journaled as they came.
+func failureEvent(typ string) bool {
+	return strings.Contains(typ, "error") || strings.HasSuffix(typ, ".failed")
 }
 
 // crashed reports a step that panicked (reason p) to its branch as a step
