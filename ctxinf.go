@@ -78,8 +78,10 @@ type Options struct {
 	Tools        *ToolRegistry
 	MaxToolSteps int
 	// Redact, if set, rewrites every context just before it is sent to a
-	// provider (SRD §14.1); what is stored is unchanged. It returns new
-	// messages rather than changing those it is given in place.
+	// provider (SRD §14.1), the librarian's requests included, after the
+	// patterns of Config.Redaction; what is stored is unchanged. It
+	// returns new messages rather than changing those it is given in
+	// place.
 	Redact func(messages.AssembledContext) (messages.AssembledContext, error)
 	// Relaxed skips fsync: writes survive a process crash but not a power
 	// loss. For tests and bulk loads.

@@ -1156,7 +1156,8 @@ func (a *branchActor) shrunk(ctx actor.Context, m *shrinkDone) {
 }
 
 // spawnStep starts provider step step of turn on context ac, with the
-// branch's model, the tools policy and the redaction hook applied.
+// branch's model, the tools policy and the redaction (patterns, then
+// hook) applied.
 func (a *branchActor) spawnStep(ctx actor.Context, turn messages.TurnID, step messages.StepID, ac messages.AssembledContext) {
 	var hashed *messages.AssembledContext // as assembled: what the recipe rebuilds
 	t, _ := a.b.Turn(turn)
@@ -1176,12 +1177,10 @@ func (a *branchActor) spawnStep(ctx actor.Context, turn messages.TurnID, step me
 		}
 	}
 	ac.ToolChoice = t.ToolChoice
-	if redact := a.rt.cfg.Redact; redact != nil {
-		var err error
-		if ac, err = redact(ac); err != nil {
-			a.endLoop(ctx, turn, messages.FailTurn, "redact: "+err.Error(), nil)
-			return
-		}
+	ac, err := a.rt.outbound().context(ac)
+	if err != nil {
+		a.endLoop(ctx, turn, messages.FailTurn, "redact: "+err.Error(), nil)
+		return
 	}
 	m := a.rt.model(a.b.Model)
 	maxOut := a.rt.cfg.MaxOutputTokens
@@ -1205,6 +1204,7 @@ func (a *branchActor) spawnStep(ctx actor.Context, turn messages.TurnID, step me
 
 // fail fails turn with code (one of messages' Fail* codes) for reason.
 func (a *branchActor) fail(ctx actor.Context, turn messages.TurnID, code, reason string) {
+	reason = a.rt.cfg.Scrub.String(reason)
 	evs, err := a.b.Fail(turn, code, reason, a.now())
 	if err != nil {
 		a.rt.log.Warn().Err(err).Str("branch", a.id.String()).Msg("fail turn")

@@ -230,6 +230,7 @@ func replyMessage(items messages.Items) messages.Message {
 // loop fails; one inside a loop is abandoned, so that what its tools did
 // stays in the conversation.
 func (a *branchActor) endLoop(ctx actor.Context, turn messages.TurnID, code, reason string, row *persistence.StepRow) {
+	reason = a.rt.cfg.Scrub.String(reason) // it may quote an error: stored, and in a tool loop sent on
 	if t, ok := a.b.Turn(turn); ok && len(t.Loop) > 0 {
 		a.abandon(ctx, turn, reason, fmt.Sprintf(failedStepToolText, reason), row)
 		return
@@ -269,6 +270,7 @@ func (a *branchActor) abandon(ctx actor.Context, turn messages.TurnID, reason, t
 
 // failStep fails turn with code for reason, writing row with it.
 func (a *branchActor) failStep(ctx actor.Context, turn messages.TurnID, code, reason string, row *persistence.StepRow) {
+	reason = a.rt.cfg.Scrub.String(reason)
 	evs, err := a.b.Fail(turn, code, reason, a.now())
 	if err != nil {
 		a.rt.log.Warn().Err(err).Str("branch", a.id.String()).Msg("fail turn")

@@ -69,12 +69,28 @@ type Config struct {
 	MaxToolSteps      int
 	ToolTimeout       time.Duration
 	ParallelToolCalls bool
+	// Redaction is the configured redaction (redaction.patterns, SRD
+	// §14.1), applied to everything sent out of the process: every
+	// provider step's context, the librarian's requests (Librarian reads
+	// it from its context: Redaction) and every text given to the
+	// Embedder (the runtime cannot tell a remote embedder from a local
+	// one). What is stored is not changed: the transcript stays
+	// lossless.
+	Redaction *providers.Redactor
 	// Redact, if set, rewrites every assembled context just before it
-	// is sent to a provider (SRD §14.1), say to mask secrets; what is
+	// is sent to a provider (SRD §14.1), say to mask secrets, after
+	// Redaction's patterns; the librarian's requests too. What is
 	// stored is not changed. It must not change the messages it is
 	// given in place (they are the branch's own, shared with the
-	// context's hash): it returns new ones. An error fails the turn.
-	Redact             func(messages.AssembledContext) (messages.AssembledContext, error)
+	// context's hash): it returns new ones. An error fails the turn
+	// (a librarian request falls back to the deterministic summary).
+	Redact func(messages.AssembledContext) (messages.AssembledContext, error)
+	// Scrub removes known secrets (API keys, server tokens) and key
+	// shapes from every error the runtime stores or logs: provider
+	// steps' errors, outcomes and raw responses when they fail, turns'
+	// failure reasons, the embedder's and the librarian's errors. nil
+	// removes the key shapes only (providers.Scrubber).
+	Scrub              *providers.Scrubber
 	SystemInstructions string
 	RequestTimeout     time.Duration // for requests to actors
 	// StepTimeout bounds one provider step, streaming included (default
@@ -298,6 +314,7 @@ func Open(ctx context.Context, cfg Config) (*Runtime, error) {
 	if cfg.Embedder == nil {
 		cfg.Embedder = retrieval.HashEmbedder{}
 	}
+	cfg.Embedder = redactingEmbedder{Embedder: cfg.Embedder, patterns: cfg.Redaction, scrub: cfg.Scrub}
 	rank := retrieval.DefaultRankOptions()
 	if cfg.Rank != nil {
 		rank = *cfg.Rank

@@ -21,7 +21,10 @@ import (
 // some is asked for once more, naming them (core.RetryPrompt); when that
 // fails too, or the provider fails, the deterministic fallback is used
 // (core.FallbackSummary, core.ShrinkSummary) and the reason logged. Its
-// methods never fail but for a done context.
+// requests go through the runtime's redaction (Redaction: the configured
+// patterns, then Config.Redact) and its errors through Config.Scrub, as
+// the librarian actor passes them in the context. Its methods never fail
+// but for a done context.
 type Librarian struct {
 	Provider providers.Provider
 	Model    string // the provider's model id
@@ -94,12 +97,23 @@ var (
 // provider fails (transient errors are retried by the provider's own
 // retry policy first). It returns an error only when ctx is done.
 func (l Librarian) Summarize(ctx context.Context, previous string, exchanges []core.Exchange) (string, error) {
-	pinned := PinnedFacts(ctx)
-	required := core.RequiredEntities(pinned, previous, exchanges)
-	system, user := core.SummaryPrompt(previous, exchanges, pinned)
+	// The model is shown the turns as redacted, so it is held to the
+	// entities of what it was shown: a secret it never saw cannot be
+	// kept. The deterministic fallback, which sends nothing, keeps all.
+	red := patterns(ctx)
+	pinned, prev := red.Texts(PinnedFacts(ctx)), red.Text(previous)
+	shown := exchanges
+	if red != nil {
+		shown = make([]core.Exchange, len(exchanges))
+		for i, e := range exchanges {
+			shown[i] = core.Exchange{User: red.Text(e.User), Assistant: red.Text(e.Assistant)}
+		}
+	}
+	required := core.RequiredEntities(pinned, prev, shown)
+	system, user := core.SummaryPrompt(prev, shown, pinned)
 	summary, err := l.check(ctx, "summarize", 1, system, user, required, -1)
 	if missing := (*missingError)(nil); errors.As(err, &missing) {
-		system, user = core.RetryPrompt(previous, exchanges, pinned, missing.entities)
+		system, user = core.RetryPrompt(prev, shown, pinned, missing.entities)
 		summary, err = l.check(ctx, "summarize", 2, system, user, required, -1)
 	}
 	if err == nil {
@@ -132,8 +146,9 @@ func (l Librarian) Shrink(ctx context.Context, summary string, targetTokens int)
 	if count(summary) <= targetTokens {
 		return summary, nil
 	}
-	required := core.RequiredEntities(nil, summary, nil)
-	system, user := core.ShrinkPrompt(summary, targetTokens)
+	shown := patterns(ctx).Text(summary) // as the model sees it (see Summarize)
+	required := core.RequiredEntities(nil, shown, nil)
+	system, user := core.ShrinkPrompt(shown, targetTokens)
 	best := summary // the shortest answer so far that keeps every entity
 	out, err := l.check(ctx, "shrink", 1, system, user, required, targetTokens)
 	var missing *missingError
@@ -141,7 +156,7 @@ func (l Librarian) Shrink(ctx context.Context, summary string, targetTokens int)
 		if len(missing.entities) == 0 && len(missing.text) < len(best) {
 			best = missing.text
 		}
-		system, user = core.ShrinkRetryPrompt(summary, targetTokens, missing.entities, missing.tokens)
+		system, user = core.ShrinkRetryPrompt(shown, targetTokens, missing.entities, missing.tokens)
 		out, err = l.check(ctx, "shrink", 2, system, user, required, targetTokens)
 		if errors.As(err, &missing) && len(missing.entities) == 0 && len(missing.text) < len(best) {
 			best = missing.text
@@ -233,14 +248,16 @@ func (l Librarian) complete(ctx context.Context, system, user string) (string, e
 	if maxOut <= 0 {
 		maxOut = 1024
 	}
-	req := providers.Request{
-		Model:           l.Model,
-		MaxOutputTokens: maxOut,
-		Context: messages.AssembledContext{
-			SystemInstructions: system,
-			User:               messages.NewMessage(messages.RoleUser, messages.Text{Text: user}),
-		},
+	// The runtime's redaction (patterns, then hook) applies to what the
+	// librarian sends as to any step.
+	ac, err := Redaction(ctx)(messages.AssembledContext{
+		SystemInstructions: system,
+		User:               messages.NewMessage(messages.RoleUser, messages.Text{Text: user}),
+	})
+	if err != nil {
+		return "", fmt.Errorf("librarian: redact: %w", scrubber(ctx).Error(err))
 	}
+	req := providers.Request{Model: l.Model, MaxOutputTokens: maxOut, Context: ac}
 	var deltas strings.Builder
 	resp, err := l.Provider.Stream(ctx, req, func(ev providers.Event) error {
 		if ev.Kind == providers.EventTextDelta {
@@ -248,6 +265,9 @@ func (l Librarian) complete(ctx context.Context, system, user string) (string, e
 		}
 		return nil
 	})
+	// Its errors are logged: an upstream that echoes the key it was
+	// sent must not get it there.
+	resp, err = scrubber(ctx).Response(resp, err)
 	if err != nil {
 		return "", fmt.Errorf("librarian %s/%s: %w", l.Provider.Name(), l.Model, err)
 	}

@@ -104,7 +104,11 @@ func (s *stepActor) Receive(ctx actor.Context) {
 	}()
 	var unhandled map[string]bool
 	resp, err := s.provider.Stream(s.ctx, s.req, func(ev providers.Event) error {
-		ja.append(ev.Type, ev.Raw, ev.Text)
+		raw := ev.Raw
+		if failureEvent(ev.Type) {
+			raw = s.rt.cfg.Scrub.Bytes(raw) // an upstream's error may echo the key: journaled scrubbed
+		}
+		ja.append(ev.Type, raw, ev.Text)
 		s.rt.kills.Point(supervision.KindStep)
 		if ev.Unhandled && !unhandled[ev.Type] {
 			if unhandled == nil {
@@ -144,10 +148,20 @@ func (s *stepActor) Receive(ctx actor.Context) {
 		done.hash = <-hash
 	}
 	counters := closed.counters
-	done.resp, done.err = resp, err
+	// What the step's failure says is stored and logged: an upstream
+	// that echoes the key it was sent must not get it there.
+	done.resp, done.err = s.rt.cfg.Scrub.Response(resp, err)
 	done.displayed, done.durable = counters.Displayed, counters.Durable
 	ctx.Send(s.branch, done)
 	ctx.Stop(ctx.Self())
+}
+
+// failureEvent reports whether a stream event of type typ reports a
+// failure ("error", "response.failed", "response.error"…): its payload
+// is scrubbed before it is journaled. Other events, the model's output,
+// are journaled as they came.
+func failureEvent(typ string) bool {
+	return strings.Contains(typ, "error") || strings.HasSuffix(typ, ".failed")
 }
 
 // crashed reports a step that panicked (reason p) to its branch as a step
@@ -162,6 +176,7 @@ func (s *stepActor) crashed(ctx actor.Context, ja *journalActor, done *stepDone,
 	done.resp = providers.Response{Outcome: messages.StepOutcome{Kind: messages.OutcomeFailed, Code: messages.FailInterrupted,
 		Message: fmt.Sprintf("the provider step's actor failed: %v", p)}}
 	done.err = fmt.Errorf("%w: %v", errStepCrashed, p)
+	done.resp, done.err = s.rt.cfg.Scrub.Response(done.resp, done.err)
 	done.displayed, done.durable = closed.counters.Displayed, closed.counters.Durable
 	ctx.Send(s.branch, done)
 }
@@ -326,7 +341,9 @@ func (l *librarian) Receive(ctx actor.Context) {
 	case *shrinkReq:
 		l.rt.kills.Point(supervision.KindLibrarian)
 		done := &shrinkDone{epoch: m.epoch}
-		done.summary, done.err = l.rt.cfg.Shrink(WithCounter(context.Background(), m.count), m.summary, m.target)
+		sctx := withOutbound(WithCounter(context.Background(), m.count), l.rt.outbound())
+		done.summary, done.err = l.rt.cfg.Shrink(sctx, m.summary, m.target)
+		done.err = l.rt.cfg.Scrub.Error(done.err)
 		if done.err == nil && m.count != nil {
 			m.count(done.summary) // warms the count cache, as for a summary
 		}
@@ -352,8 +369,10 @@ func (l *librarian) summarize(ctx actor.Context, m *summarizeReq) {
 		done.turns = append(done.turns, t.Turn)
 	}
 	if done.err == nil {
-		done.summary, done.err = l.rt.cfg.Summarize(WithPinnedFacts(context.Background(), m.pinned), m.previous, exchanges)
+		sctx := withOutbound(WithPinnedFacts(context.Background(), m.pinned), l.rt.outbound())
+		done.summary, done.err = l.rt.cfg.Summarize(sctx, m.previous, exchanges)
 	}
+	done.err = l.rt.cfg.Scrub.Error(done.err)
 	if done.err == nil && m.count != nil {
 		m.count(done.summary) // warms the runtime's count cache for the next assembly
 	}

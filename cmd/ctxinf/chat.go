@@ -30,6 +30,10 @@ func runtimeConfig(e *env) (actors.Config, error) {
 	if err != nil {
 		return actors.Config{}, err
 	}
+	redaction, err := runtimeRedactor(c)
+	if err != nil {
+		return actors.Config{}, err
+	}
 	rank := rankOptions(c.Retrieval)
 	def, models, unavailable := runtimeModels(c, e.log)
 	lib, hasLib := librarianModel(c, models, unavailable, e.log)
@@ -75,6 +79,8 @@ func runtimeConfig(e *env) (actors.Config, error) {
 		Summarize:         librarianSummarize(lib, hasLib, c.Librarian.Delay),
 		Shrink:            librarianShrink(lib, hasLib),
 		Embedder:          embedder,
+		Redaction:         redaction,
+		Scrub:             e.scrub,
 		Rank:              &rank,
 		NoRetrieval:       !c.Retrieval.Enabled,
 		ChunkOverlap:      c.Retrieval.ChunkOverlapTokens,

@@ -9,11 +9,13 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/contextinfinity/ctxinf/internal/config"
+	"github.com/contextinfinity/ctxinf/providers"
 )
 
 // newLogger builds the one root logger: console output on a terminal (or
-// when asked), JSON lines otherwise, at the configured level.
-func newLogger(c config.LogConfig, w io.Writer) zerolog.Logger {
+// when asked), JSON lines otherwise, at the configured level, every line
+// scrubbed of the secrets of scrub.
+func newLogger(c config.LogConfig, w io.Writer, scrub *providers.Scrubber) zerolog.Logger {
 	level, err := zerolog.ParseLevel(c.Level)
 	if err != nil {
 		level = zerolog.InfoLevel // Validate already rejected bad levels
@@ -24,6 +26,7 @@ func newLogger(c config.LogConfig, w io.Writer) zerolog.Logger {
 			console = isatty.IsTerminal(f.Fd())
 		}
 	}
+	w = scrub.Writer(w)
 	if console {
 		w = zerolog.ConsoleWriter{Out: w, TimeFormat: time.TimeOnly}
 	}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/contextinfinity/ctxinf/internal/config"
 	"github.com/contextinfinity/ctxinf/persistence"
+	"github.com/contextinfinity/ctxinf/providers"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -114,6 +115,7 @@ type env struct {
 	// storeKey encrypts the store at rest (store.encryption); nil: off.
 	storeKey []byte
 	log      zerolog.Logger
+	scrub    *providers.Scrubber // the known secrets: out of the log and every stored error
 	stdin    io.Reader
 	stdout   io.Writer
 	stderr   io.Writer
@@ -156,7 +158,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "ctxinf: %v\n", err)
 		return 2
 	}
-	e := &env{cfg: cfg, storeKey: key, log: newLogger(cfg.Log, stderr), stdin: stdin, stdout: stdout, stderr: stderr}
+	scrub := runtimeScrubber(cfg)
+	e := &env{cfg: cfg, storeKey: key, log: newLogger(cfg.Log, stderr, scrub), scrub: scrub, stdin: stdin, stdout: stdout, stderr: stderr}
 	switch {
 	case rest[0] == "bench" && len(rest) > 1 && rest[1] == "store":
 		err = benchStore(e, rest[2:])
@@ -199,7 +202,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	if err != nil {
 		e.log.Error().Err(err).Msg("command failed")
-		fmt.Fprintf(stderr, "ctxinf: %v\n", err)
+		fmt.Fprintf(stderr, "ctxinf: %v\n", e.scrub.String(err.Error()))
 		return 1
 	}
 	return 0

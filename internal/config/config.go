@@ -38,6 +38,7 @@ type Config struct {
 	Context      ContextConfig          `mapstructure:"context"`
 	Retrieval    RetrievalConfig        `mapstructure:"retrieval"`
 	Server       ServerConfig           `mapstructure:"server"`
+	Redaction    RedactionConfig        `mapstructure:"redaction"`
 }
 
 // ServerConfig is `ctxinf serve`: the HTTP API's address, authentication
@@ -471,5 +472,6 @@ func Default() Config {
 			ContextLimit: 32768,
 		},
 		Librarian: LibrarianConfig{Delay: 0, Model: "", MaxOutputTokens: 1024},
+		Redaction: RedactionConfig{Patterns: []RedactPattern{}},
 	}
 }

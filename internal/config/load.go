@@ -202,6 +202,9 @@ func decodeHook(from, to reflect.Value) (any, error) {
 	if to.Type() == tenantsType && from.Kind() == reflect.String {
 		return toTenants(from.String())
 	}
+	if to.Type() == redactPatternsType && from.Kind() == reflect.String {
+		return redactPatterns(from.String())
+	}
 	switch to.Kind() {
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
 		return toInt(from, to.Type().Bits())

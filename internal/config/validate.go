@@ -58,6 +58,7 @@ func (c Config) Validate() error {
 	p.oneOf("tools.mode", c.Tools.Mode, ToolsDisabled, ToolsParseOnly, ToolsEnabled)
 	p.inRange("tools.max_steps", int64(c.Tools.MaxSteps), 1, 1000)
 	p.durationIn("tools.timeout", c.Tools.Timeout, time.Millisecond, 24*time.Hour)
+	c.Redaction.validate(&p, "redaction.")
 	return errors.Join(p...)
 }
 
