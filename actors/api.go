@@ -163,6 +163,9 @@ func (r *Runtime) CreateSessionFor(ctx context.Context, tenant, title string) (p
 		return persistence.SessionRow{}, persistence.BranchRow{}, fmt.Errorf("create session: %w", err)
 	}
 	now := r.cfg.Now()
+	if tenant == persistence.DefaultTenant {
+		tenant = "" // stored as the rows made before tenants are, whatever made it
+	}
 	s := persistence.SessionRow{ID: messages.NewID[messages.SessionID](now), Title: title, Created: now.UTC(), Tenant: tenant}
 	b := persistence.BranchRow{ID: messages.NewID[messages.BranchID](now), Session: s.ID, Label: "main", Created: now.UTC()}
 	s.ActiveBranch = b.ID

@@ -285,6 +285,9 @@ func (r *Runtime) BeginImportFor(tenant, title string, created time.Time) *Sessi
 	if created.IsZero() {
 		created = now
 	}
+	if tenant == persistence.DefaultTenant {
+		tenant = "" // as CreateSessionFor stores it
+	}
 	return &SessionImport{rt: r, session: persistence.SessionRow{ID: messages.NewID[messages.SessionID](now),
 		Title: title, Created: created.UTC(), Tenant: tenant}}
 }

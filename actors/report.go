@@ -142,11 +142,11 @@ func BuildReportOf(ctx context.Context, db *persistence.DB, dataDir string, last
 		rep.Sessions = append(rep.Sessions, is)
 	}
 	jobs, err := db.Jobs(ctx)
+	rep.Jobs = []persistence.Job{} // [] when none, filtered or not
 	if keep == nil {
-		rep.Jobs = jobs
+		rep.Jobs = append(rep.Jobs, jobs...)
 		return rep, err
 	}
-	rep.Jobs = []persistence.Job{}
 	for _, j := range jobs {
 		if kept[j.Branch] {
 			rep.Jobs = append(rep.Jobs, j)
