@@ -678,6 +678,8 @@ func (g *group) appendNode(o *op, branch messages.BranchID, id messages.TurnID, 
 	g.set(turnKey(r.ID), encodeTurn(r))
 	if !r.Parent.IsZero() {
 		g.set(childKey(r.Parent, r.ID), nil)
+	} else if err := g.ownRoot(branch, r.ID); err != nil {
+		return Turn{}, Head{}, err
 	}
 	h.Turn, h.Depth = r.ID, r.Depth
 	g.set(headKey(branch), encodeHead(h))
@@ -719,6 +721,9 @@ func (g *group) createBranch(o *op) result {
 
 func (g *group) newBranch(spec BranchSpec) (Head, error) {
 	now := g.s.opts.Now()
+	if len(spec.Tenant) > MaxTenantName {
+		return Head{}, fmt.Errorf("%w: tenant: %d bytes, limit %d", ErrInvalidArgument, len(spec.Tenant), MaxTenantName)
+	}
 	id := spec.ID
 	if id.IsZero() {
 		id = messages.NewID[messages.BranchID](now)
@@ -735,6 +740,9 @@ func (g *group) newBranch(spec BranchSpec) (Head, error) {
 			return Head{}, fmt.Errorf("fork at turn: %w", err)
 		}
 		h.Turn, h.Depth, h.Base = r.ID, r.Depth, r.ID
+	}
+	if spec.Tenant != "" && spec.Tenant != DefaultTenant {
+		g.setRow(id16(tableBranchTenant, id), []byte(spec.Tenant))
 	}
 	g.set(headKey(id), encodeHead(h))
 	put(g, g.heads, id, h)

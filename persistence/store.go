@@ -106,6 +106,11 @@ type BranchSpec struct {
 	// At is the turn the new branch's head points at: zero for an empty
 	// branch, any existing turn for a fork. No history is copied.
 	At messages.TurnID
+	// Tenant, when not "" nor DefaultTenant, is recorded as the branch's
+	// owner with it (DB.BranchTenant), and as the owner of the root turn
+	// its first append makes (DB.TurnTenant). Only the Badger store (DB)
+	// records it; at most MaxTenantName bytes.
+	Tenant string
 }
 
 // AppendRequest is one turn to add at a branch's head.
@@ -316,6 +321,14 @@ func (e *HeadMismatchError) Error() string {
 
 // Is makes errors.Is(err, ErrHeadMismatch) true.
 func (e *HeadMismatchError) Is(target error) bool { return target == ErrHeadMismatch }
+
+// BranchNotFound, TurnNotFound and BlobNotFound are the errors the store
+// returns for a branch, a turn or a blob that does not exist: a caller
+// that hides something the store has (another tenant's) answers in the
+// same words.
+func BranchNotFound(id messages.BranchID) error { return branchNotFound(id) }
+func TurnNotFound(id messages.TurnID) error     { return turnNotFound(id) }
+func BlobNotFound(h Hash) error                 { return blobNotFound(h) }
 
 func branchNotFound(id messages.BranchID) error {
 	return fmt.Errorf("%w %s", ErrBranchNotFound, id)

@@ -18,21 +18,45 @@ import (
 )
 
 // serveFrames serves the binary frame protocol over the runtime's store
-// on addr. With tokens (the HTTP API's), every connection must present
-// one of them in HELLO before anything else; without, addr must be
-// loopback, as server.addr must.
-func serveFrames(ctx context.Context, addr string, db *persistence.DB, maxPayload int64, tokens []string, e *env) (*frame.Server, error) {
+// on addr. With tokens (the HTTP API's: server.tokens_env's and each
+// tenant's, one table for both), every connection must present one of
+// them in HELLO before anything else, and is its token's tenant's; with
+// tenants, a connection sees its tenant's branches only. Without
+// tokens, addr must be loopback, as server.addr must.
+func serveFrames(ctx context.Context, addr string, db *persistence.DB, maxPayload int64, tokens []string, tenants []server.Tenant, e *env) (*frame.Server, error) {
 	tokensEnv := e.cfg.Server.TokensEnv
-	for i, t := range tokens {
-		if len(t) > frame.MaxTokenLen {
-			return nil, fmt.Errorf("server.tokens_env (%s): token %d is %d bytes, over the frame protocol's limit of %d (or set server.frame_addr to \"\")",
-				tokensEnv, i+1, len(t), frame.MaxTokenLen)
+	check := func(key, env string, toks []string) error {
+		for i, t := range toks {
+			if len(t) > frame.MaxTokenLen {
+				return fmt.Errorf("%s (%s): token %d is %d bytes, over the frame protocol's limit of %d (or set server.frame_addr to \"\")",
+					key, env, i+1, len(t), frame.MaxTokenLen)
+			}
+		}
+		return nil
+	}
+	if err := check("server.tokens_env", tokensEnv, tokens); err != nil {
+		return nil, err
+	}
+	for i, t := range tenants {
+		if err := check(fmt.Sprintf("server.tenants[%d].tokens_env", i), e.cfg.Server.Tenants[i].TokensEnv, t.Tokens); err != nil {
+			return nil, err
 		}
 	}
-	// Its connections share the HTTP API's limits: max_in_flight of
-	// them at once, closed after idle_timeout without a request.
-	fs, err := frame.ListenAndServe(ctx, addr, runtimeGuard{Store: db, db: db}, frame.Options{MaxPayload: maxPayload, Log: e.log,
-		MaxConns: e.cfg.Server.MaxInFlight, IdleTimeout: e.cfg.Server.IdleTimeout, Authenticate: frame.TokenAuth(tokens)})
+	table, err := server.TokenTable(server.Options{Tokens: tokens, Tenants: tenants})
+	if err != nil {
+		return nil, err // server.Listen refused them already
+	}
+	opts := frame.Options{MaxPayload: maxPayload, Log: e.log, Authenticate: frame.TableAuth(table),
+		// Its connections share the HTTP API's limits: max_in_flight of
+		// them at once, closed after idle_timeout without a request.
+		MaxConns: e.cfg.Server.MaxInFlight, IdleTimeout: e.cfg.Server.IdleTimeout}
+	if len(tenants) > 0 {
+		// Without tenants every branch is the default tenant's (but
+		// those of tenants removed from the configuration): unscoped,
+		// as before tenants.
+		opts.Tenancy = db
+	}
+	fs, err := frame.ListenAndServe(ctx, addr, runtimeGuard{Store: db, db: db}, opts)
 	if errors.Is(err, frame.ErrPublicBind) {
 		set := "set them in " + tokensEnv + " (server.tokens_env)"
 		if tokensEnv == "" {
@@ -95,7 +119,7 @@ func serve(e *env, args []string) error {
 		return err
 	}
 	if c.FrameAddr != "" {
-		fs, err := serveFrames(ctx, c.FrameAddr, rt.DB(), e.cfg.Store.MaxPayloadBytes, tokens, e)
+		fs, err := serveFrames(ctx, c.FrameAddr, rt.DB(), e.cfg.Store.MaxPayloadBytes, tokens, tenants, e)
 		if err != nil {
 			l.Close()
 			return err

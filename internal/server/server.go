@@ -20,6 +20,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/contextinfinity/ctxinf/actors"
+	"github.com/contextinfinity/ctxinf/internal/tokens"
 )
 
 // Options configure a Server. Zero values take the defaults.
@@ -78,7 +79,7 @@ type Server struct {
 	proxy    proxySessions
 	// tokens maps each token to its tenant; tenantsErr is what is wrong
 	// with Options.Tenants (Listen refuses to serve them).
-	tokens     tokenTable
+	tokens     *tokens.Table
 	tenantsErr error
 }
 
@@ -159,7 +160,7 @@ func New(rt *actors.Runtime, opts Options) *Server {
 		opts.ProxyQueueWait = 5 * time.Minute
 	}
 	s := &Server{rt: rt, opts: opts, mux: http.NewServeMux()}
-	s.tokens, s.tenantsErr = newTokenTable(opts)
+	s.tokens, s.tenantsErr = TokenTable(opts)
 	for _, rt := range routes {
 		name := rt.method + " " + rt.path
 		s.mux.HandleFunc(name, s.instrument(name, rt.handle))
@@ -205,8 +206,8 @@ func (s *Server) SetReady(ok bool) { s.ready.Store(ok) }
 // and metrics are never counted in nor refused by the in-flight limit:
 // a monitor must see a server that is full.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if len(s.tokens) > 0 && r.URL.Path != "/healthz" && r.URL.Path != "/readyz" {
-		tenant, ok := s.tokens.tenant(r)
+	if s.tokens.Len() > 0 && r.URL.Path != "/healthz" && r.URL.Path != "/readyz" {
+		tenant, ok := tenantOfRequest(s.tokens, r)
 		if !ok {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="ctxinf"`)
 			refuse(w, r, &apiError{Status: http.StatusUnauthorized, Code: CodeUnauthorized,
@@ -300,7 +301,7 @@ func (s *Server) Listen() (net.Listener, error) {
 	if err != nil {
 		return nil, fmt.Errorf("server: addr %q: %w", s.opts.Addr, err)
 	}
-	if ip := net.ParseIP(host); len(s.tokens) == 0 && host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+	if ip := net.ParseIP(host); s.tokens.Len() == 0 && host != "localhost" && (ip == nil || !ip.IsLoopback()) {
 		return nil, fmt.Errorf("%w: %s", ErrPublicBind, s.opts.Addr)
 	}
 	return net.Listen("tcp", s.opts.Addr)

@@ -2,13 +2,11 @@ package server
 
 import (
 	"context"
-	"crypto/sha256"
 	"errors"
-	"fmt"
 	"net/http"
-	"regexp"
 	"strings"
 
+	"github.com/contextinfinity/ctxinf/internal/tokens"
 	"github.com/contextinfinity/ctxinf/messages"
 	"github.com/contextinfinity/ctxinf/persistence"
 )
@@ -29,81 +27,39 @@ import (
 // the proxy's conversation index is the tenant's (persistence.ProxyEntry).
 
 // Tenant is a tenant of the server: its name and its bearer tokens.
-type Tenant struct {
-	Name   string
-	Tokens []string
-}
+type Tenant = tokens.Tenant
 
 // TenantNamePattern is what a tenant's name looks like: a lower-case
 // letter, then lower-case letters, digits, '-' and '_', at most
 // persistence.MaxTenantName bytes in all.
-var TenantNamePattern = regexp.MustCompile(`^[a-z][a-z0-9_-]*$`)
+var TenantNamePattern = tokens.TenantNamePattern
 
 // ErrTenants is returned by Server.Listen for tenants that are not
 // usable: a bad name, a name twice, or a token of two tenants.
-var ErrTenants = errors.New("server: tenants")
+var ErrTenants = tokens.ErrTenants
 
 // CheckTenantName refuses a name that does not match TenantNamePattern
 // or is longer than persistence.MaxTenantName bytes.
-func CheckTenantName(name string) error {
-	if len(name) == 0 || len(name) > persistence.MaxTenantName || !TenantNamePattern.MatchString(name) {
-		return fmt.Errorf("%w: name %q: want 1 to %d bytes matching %s", ErrTenants, name, persistence.MaxTenantName, TenantNamePattern)
-	}
-	return nil
+func CheckTenantName(name string) error { return tokens.CheckTenantName(name) }
+
+// TokenTable returns the table of opts' tokens (the one the frame
+// protocol shares), and the problems of its tenants (see ErrTenants).
+func TokenTable(opts Options) (*tokens.Table, error) {
+	return tokens.New(opts.Tokens, opts.Tenants)
 }
 
-// tokenTable maps a token's SHA-256 to its tenant: a lookup's time
-// tells nothing of the tokens (it depends on the hash, not on how much
-// of a token matched).
-type tokenTable map[[32]byte]string
-
-// newTokenTable returns the table of opts' tokens, and the problems of
-// its tenants (see ErrTenants).
-func newTokenTable(opts Options) (tokenTable, error) {
-	tt := tokenTable{}
-	var errs []error
-	add := func(tenant string, tokens []string) {
-		for _, tok := range tokens {
-			if tok == "" {
-				continue
-			}
-			h := sha256.Sum256([]byte(tok))
-			if prev, ok := tt[h]; ok && prev != tenant {
-				errs = append(errs, fmt.Errorf("%w: a token of tenant %q is also one of tenant %q's", ErrTenants, tenant, prev))
-				continue
-			}
-			tt[h] = tenant
-		}
-	}
-	add(persistence.DefaultTenant, opts.Tokens)
-	seen := map[string]bool{persistence.DefaultTenant: true}
-	for _, t := range opts.Tenants {
-		if err := CheckTenantName(t.Name); err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		if seen[t.Name] {
-			errs = append(errs, fmt.Errorf("%w: name %q: twice (%q is the tenant of the server's own tokens)", ErrTenants, t.Name, persistence.DefaultTenant))
-			continue
-		}
-		seen[t.Name] = true
-		add(t.Name, t.Tokens)
-	}
-	return tt, errors.Join(errs...)
-}
-
-// tenant returns the tenant of r's token (a bearer token, or x-api-key
-// as the Anthropic SDKs send their key), and whether it has one of the
-// table's.
-func (tt tokenTable) tenant(r *http.Request) (string, bool) {
+// tenantOfRequest returns the tenant of r's token (a bearer token, or
+// x-api-key as the Anthropic SDKs send their key), and whether it has
+// one of the table's.
+func tenantOfRequest(tt *tokens.Table, r *http.Request) (string, bool) {
 	if tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok && tok != "" {
-		if t, ok := tt[sha256.Sum256([]byte(tok))]; ok {
-			return t, true
+		if p, ok := tt.Lookup(tok); ok {
+			return p.Tenant, true
 		}
 	}
 	if key := r.Header.Get("X-Api-Key"); key != "" {
-		t, ok := tt[sha256.Sum256([]byte(key))]
-		return t, ok
+		p, ok := tt.Lookup(key)
+		return p.Tenant, ok
 	}
 	return "", false
 }

@@ -1,12 +1,11 @@
 package frame
 
 import (
-	"crypto/sha256"
-	"crypto/subtle"
 	"errors"
 	"fmt"
 	"net"
-	"strconv"
+
+	"github.com/contextinfinity/ctxinf/internal/tokens"
 )
 
 // ErrPublicBind is returned by ListenAndServe for an address that is not
@@ -14,37 +13,28 @@ import (
 // anyone who reaches the port reads and writes the store.
 var ErrPublicBind = errors.New("frame: refusing to listen beyond loopback without authentication")
 
+// Principal is who a connection authenticated as: its tenant, and a
+// name for logs that never shows the token.
+type Principal = tokens.Principal
+
 // TokenAuth returns an Authenticate function (Options.Authenticate) that
-// accepts exactly the given tokens, or nil when there are none (no
-// authentication). Tokens are compared in constant time, through their
-// SHA-256 digests so that neither a token's bytes nor its length show in
-// the time a check takes, and every token is compared each time. The
-// principal is the token's position in tokens ("token 1", "token 2",
-// ...), for logs: never the token itself.
-func TokenAuth(tokens []string) func(token string) (principal string, ok bool) {
-	if len(tokens) == 0 {
+// accepts exactly the given tokens, all of persistence.DefaultTenant, or
+// nil when there are none (no authentication). TableAuth does the same
+// for a table of several tenants' tokens; see tokens.Table for how they
+// are compared. The principal's name is the token's position in tokens
+// ("token 1", "token 2", ...), for logs: never the token itself.
+func TokenAuth(toks []string) func(token string) (Principal, bool) {
+	t, _ := tokens.New(toks, nil)
+	return TableAuth(t)
+}
+
+// TableAuth returns an Authenticate function that accepts the tokens of
+// t, each as its tenant's principal, or nil when t has none.
+func TableAuth(t *tokens.Table) func(token string) (Principal, bool) {
+	if t.Len() == 0 {
 		return nil
 	}
-	sums := make([][sha256.Size]byte, len(tokens))
-	for i, t := range tokens {
-		sums[i] = sha256.Sum256([]byte(t))
-	}
-	return func(token string) (string, bool) {
-		if token == "" {
-			return "", false
-		}
-		got := sha256.Sum256([]byte(token))
-		match := -1
-		for i := range sums {
-			if subtle.ConstantTimeCompare(got[:], sums[i][:]) == 1 && match < 0 {
-				match = i
-			}
-		}
-		if match < 0 {
-			return "", false
-		}
-		return "token " + strconv.Itoa(match+1), true
-	}
+	return t.Lookup
 }
 
 // checkBind refuses an address beyond loopback (":7070" and "0.0.0.0:7070"

@@ -76,8 +76,8 @@ func TestTokenAuth(t *testing.T) {
 		{"betA", "", false},
 		{"gamma", "", false},
 	} {
-		if p, ok := auth(tt.token); p != tt.principal || ok != tt.ok {
-			t.Errorf("auth(%q) = %q, %v; want %q, %v", tt.token, p, ok, tt.principal, tt.ok)
+		if p, ok := auth(tt.token); p.Name != tt.principal || ok != tt.ok || ok && p.Tenant != persistence.DefaultTenant {
+			t.Errorf("auth(%q) = %+v, %v; want %q of tenant %q, %v", tt.token, p, ok, tt.principal, persistence.DefaultTenant, tt.ok)
 		}
 	}
 }

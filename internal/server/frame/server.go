@@ -14,6 +14,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/contextinfinity/ctxinf/messages"
 	"github.com/contextinfinity/ctxinf/persistence"
 )
 
@@ -93,12 +94,36 @@ type Options struct {
 	// first frame must be a HELLO (version >= TokenVersion) whose token
 	// Authenticate accepts, else the connection gets an ERROR frame
 	// UNAUTHENTICATED and is closed with no other frame read or served.
-	// principal (not empty) names who connected, in logs. Nil serves everyone, and
-	// ListenAndServe then listens on loopback only. TokenAuth builds one
-	// from a list of tokens.
-	Authenticate func(token string) (principal string, ok bool)
-	Log          zerolog.Logger
+	// The principal (its Name not empty) names who connected, in logs,
+	// and its Tenant is the connection's (see Tenancy). Nil serves
+	// everyone, and ListenAndServe then listens on loopback only.
+	// TokenAuth and TableAuth build one.
+	Authenticate func(token string) (Principal, bool)
+	// Tenancy, when set, scopes every connection to its tenant (the
+	// principal's; persistence.DefaultTenant without Authenticate): a
+	// branch or a turn of another tenant's is answered exactly as one
+	// that does not exist, a branch it creates or forks is its tenant's
+	// (persistence.BranchSpec.Tenant), and GET_BLOB answers only the
+	// payloads of turns the connection was sent (see Tenancy). Nil: one
+	// tenant, every branch visible.
+	Tenancy Tenancy
+	Log     zerolog.Logger
 }
+
+// Tenancy tells which tenant owns a branch or a turn;
+// persistence.DB implements it. Each returns the store's own error for
+// one that does not exist (persistence.BranchNotFound, TurnNotFound),
+// and "" for one that is no tenant's.
+type Tenancy interface {
+	BranchTenant(ctx context.Context, branch messages.BranchID) (string, error)
+	TurnTenant(ctx context.Context, turn messages.TurnID) (string, error)
+}
+
+// MaxSeenBlobs is how many payload hashes a connection scoped by
+// Tenancy remembers having been sent (in turns of its answers), the
+// ones GET_BLOB answers on it; beyond it the oldest are forgotten, and
+// their turns must be read again before their blobs.
+const MaxSeenBlobs = 1 << 16
 
 // Server serves the frame protocol over a persistence.Store. Set the
 // exported fields before the first Serve or ServeConn; zero values take
@@ -115,7 +140,8 @@ type Server struct {
 	MaxConns         int
 	IdleTimeout      time.Duration
 	EvictIdleAfter   time.Duration
-	Authenticate     func(token string) (principal string, ok bool)
+	Authenticate     func(token string) (Principal, bool)
+	Tenancy          Tenancy
 	Log              zerolog.Logger
 
 	initOnce sync.Once
@@ -139,7 +165,7 @@ func New(store persistence.Store, opts Options) *Server {
 		Store: store, MaxFrame: opts.MaxFrame, MaxPayload: opts.MaxPayload,
 		MaxInFlight: opts.MaxInFlight, MaxInFlightBytes: opts.MaxInFlightBytes,
 		WriteTimeout: opts.WriteTimeout, MaxConns: opts.MaxConns, IdleTimeout: opts.IdleTimeout,
-		EvictIdleAfter: opts.EvictIdleAfter, Authenticate: opts.Authenticate, Log: opts.Log,
+		EvictIdleAfter: opts.EvictIdleAfter, Authenticate: opts.Authenticate, Tenancy: opts.Tenancy, Log: opts.Log,
 	}
 }
 
@@ -323,6 +349,9 @@ func (s *Server) newConn(nc net.Conn) (*conn, bool) {
 		stopped: make(chan struct{}),
 		log:     s.Log.With().Str(logRemote, nc.RemoteAddr().String()).Logger(),
 	}
+	if s.Tenancy != nil {
+		c.scope = &scope{t: s.Tenancy, tenant: persistence.DefaultTenant}
+	}
 	c.peerMax.Store(int64(DefaultMaxFrame))
 	c.active()
 	s.conns[c] = struct{}{}
@@ -447,9 +476,13 @@ type conn struct {
 	sem     chan struct{} // requests in flight
 	bytes   *budget       // their payload bytes
 	peerMax atomic.Int64  // the client's largest frame, from HELLO
-	// principal is who the connection authenticated as (the reader's
-	// goroutine only); "" until then, and for ever without Authenticate.
-	principal string
+	// principal is who the connection authenticated as, set once by
+	// the reader's goroutine before any request is handled; its Name is
+	// "" until then, and for ever without Authenticate.
+	principal Principal
+	// scope is the connection's tenant and the blobs it was sent; nil
+	// without Tenancy.
+	scope *scope
 
 	// For eviction at MaxConns: requests read and not yet answered, the
 	// time (monotonicNow) of the last request read or answer written, and
@@ -522,7 +555,7 @@ func (c *conn) readLoop() (fatal bool) {
 			return false
 		}
 		maxFrame := c.s.maxFrame
-		if c.s.Authenticate != nil && c.principal == "" {
+		if c.s.Authenticate != nil && c.principal.Name == "" {
 			// Nothing but an authenticating HELLO is read before it.
 			if h.Type != MsgHello {
 				c.fail(h, fmt.Errorf("%w: %s before HELLO: this server requires a token, sent in HELLO (version %d or higher) as the first frame",
@@ -631,7 +664,7 @@ func (c *conn) hello(reqID uint64, m Hello) error {
 		MaxPayload: uint32(min(c.s.MaxPayload, 1<<32-1)),
 		Name:       ServerName,
 	}
-	c.log.Debug().Str("client", m.Name).Uint16("version", m.Version).Str("principal", c.principal).Msg("frame: hello")
+	c.log.Debug().Str("client", m.Name).Uint16("version", m.Version).Str("principal", c.principal.Name).Msg("frame: hello")
 	buf := AppendFrame(nil, MsgHello.Response(), reqID, reply.AppendPayload)
 	c.write(buf, nil)
 	return nil
@@ -649,13 +682,19 @@ func (c *conn) authenticate(m Hello) error {
 			ErrUnauthenticated, m.Version, TokenVersion)
 	}
 	p, ok := c.s.Authenticate(m.Token)
-	if !ok || p == "" {
+	if !ok || p.Name == "" {
 		return fmt.Errorf("%w: the token in HELLO is not one the server accepts", ErrUnauthenticated)
 	}
-	if c.principal != "" && p != c.principal {
-		return fmt.Errorf("%w: a later HELLO names another principal than the connection's first", ErrUnauthenticated)
+	if c.principal.Name != "" {
+		if p != c.principal {
+			return fmt.Errorf("%w: a later HELLO names another principal than the connection's first", ErrUnauthenticated)
+		}
+		return nil
 	}
 	c.principal = p
+	if c.scope != nil {
+		c.scope.tenant = p.Tenant
+	}
 	return nil
 }
 
@@ -676,7 +715,7 @@ func (c *conn) handle(reqID uint64, req Request, release func()) {
 		c.inFlight.Add(-1)
 		c.handlers.Done()
 	}()
-	buf, tail, err := c.s.answer(c.ctx, reqID, req, (*bp)[:0], c.maxAnswer())
+	buf, tail, err := c.s.answer(c.ctx, c.scope, reqID, req, (*bp)[:0], c.maxAnswer())
 	if err != nil {
 		c.writeError(reqID, ErrorFor(err))
 		return
@@ -704,7 +743,9 @@ func (c *conn) write(frame, tail []byte) {
 
 // answer runs req against the store and appends its answer frame to buf;
 // tail, when not nil, is the rest of the payload (a blob), not copied.
-func (s *Server) answer(ctx context.Context, reqID uint64, req Request, buf []byte, maxAnswer int) (frame, tail []byte, err error) {
+// With a scope, every branch and turn req names is checked first to be
+// the scope's tenant's, in the same words as one that does not exist.
+func (s *Server) answer(ctx context.Context, sc *scope, reqID uint64, req Request, buf []byte, maxAnswer int) (frame, tail []byte, err error) {
 	st := s.Store
 	maxPage := MaxPageFor(maxAnswer)
 	pageSize := func(limit uint32) int {
@@ -716,7 +757,12 @@ func (s *Server) answer(ctx context.Context, reqID uint64, req Request, buf []by
 	rt := req.Type().Response()
 	switch m := req.(type) {
 	case CreateRequest:
-		h, err := st.CreateBranch(ctx, persistence.BranchSpec{ID: m.Branch, At: m.At})
+		if !m.At.IsZero() {
+			if err := sc.ownTurn(ctx, m.At, "fork at turn: %w"); err != nil {
+				return nil, nil, err
+			}
+		}
+		h, err := st.CreateBranch(ctx, persistence.BranchSpec{ID: m.Branch, At: m.At, Tenant: sc.tenantName()})
 		if err != nil {
 			return nil, nil, err
 		}
@@ -727,50 +773,79 @@ func (s *Server) answer(ctx context.Context, reqID uint64, req Request, buf []by
 		case m.Source.IsZero() == m.At.IsZero():
 			return nil, nil, fmt.Errorf("%w: CTX_FORK needs exactly one of source and at", persistence.ErrInvalidArgument)
 		case !m.Source.IsZero():
+			if err := sc.ownBranch(ctx, m.Source); err != nil {
+				return nil, nil, err
+			}
 			h, err := st.Head(ctx, m.Source)
 			if err != nil {
 				return nil, nil, err
 			}
 			at = h.Turn
+		default:
+			if err := sc.ownTurn(ctx, m.At, "fork at turn: %w"); err != nil {
+				return nil, nil, err
+			}
 		}
-		h, err := st.CreateBranch(ctx, persistence.BranchSpec{ID: m.Branch, At: at})
+		h, err := st.CreateBranch(ctx, persistence.BranchSpec{ID: m.Branch, At: at, Tenant: sc.tenantName()})
 		if err != nil {
 			return nil, nil, err
 		}
 		return AppendFrame(buf, rt, reqID, func(b []byte) []byte { return AppendHead(b, h) }), nil, nil
 	case HeadRequest:
+		if err := sc.ownBranch(ctx, m.Branch); err != nil {
+			return nil, nil, err
+		}
 		h, err := st.Head(ctx, m.Branch)
 		if err != nil {
 			return nil, nil, err
 		}
 		return AppendFrame(buf, rt, reqID, func(b []byte) []byte { return AppendHead(b, h) }), nil, nil
 	case AppendRequest:
+		if err := sc.ownBranch(ctx, m.Branch); err != nil {
+			return nil, nil, err
+		}
 		t, err := st.Append(ctx, m.Branch, persistence.AppendRequest{
 			Payload: m.Payload, TypeTag: m.TypeTag, Codec: m.Codec, Flags: m.Flags, ExpectParent: m.ExpectParent,
 		})
 		if err != nil {
 			return nil, nil, err
 		}
+		sc.sent(t)
 		return AppendFrame(buf, rt, reqID, func(b []byte) []byte { return AppendTurn(b, t) }), nil, nil
 	case LastRequest:
+		if err := sc.ownBranch(ctx, m.Branch); err != nil {
+			return nil, nil, err
+		}
 		p, err := st.Last(ctx, m.Branch, pageSize(m.Limit))
 		if err != nil {
 			return nil, nil, err
 		}
+		sc.sent(p.Turns...)
 		return AppendFrame(buf, rt, reqID, func(b []byte) []byte { return AppendPage(b, p) }), nil, nil
 	case BeforeRequest:
+		if err := sc.ownTurn(ctx, m.Before, "%w"); err != nil {
+			return nil, nil, err
+		}
 		p, err := st.Before(ctx, m.Before, pageSize(m.Limit))
 		if err != nil {
 			return nil, nil, err
 		}
+		sc.sent(p.Turns...)
 		return AppendFrame(buf, rt, reqID, func(b []byte) []byte { return AppendPage(b, p) }), nil, nil
 	case RangeRequest:
+		if err := sc.ownBranch(ctx, m.Branch); err != nil {
+			return nil, nil, err
+		}
 		p, err := st.Range(ctx, m.Branch, m.Start, pageSize(m.Limit))
 		if err != nil {
 			return nil, nil, err
 		}
+		sc.sent(p.Turns...)
 		return AppendFrame(buf, rt, reqID, func(b []byte) []byte { return AppendRangePage(b, p) }), nil, nil
 	case BlobRequest:
+		if !sc.wasSent(m.Hash) {
+			return nil, nil, persistence.BlobNotFound(m.Hash)
+		}
 		blob, err := st.Blob(ctx, m.Hash)
 		if err != nil {
 			return nil, nil, err
@@ -783,6 +858,99 @@ func (s *Server) answer(ctx context.Context, reqID uint64, req Request, buf []by
 		return buf, blob, nil
 	}
 	return nil, nil, fmt.Errorf("%w: %s has no handler", ErrUnknownType, req.Type())
+}
+
+// scope is what a connection of a server with Tenancy sees: its
+// tenant's branches and turns, and the blobs of the turns it was sent.
+// A nil scope sees everything.
+type scope struct {
+	t      Tenancy
+	tenant string // set before the first request is handled
+
+	mu   sync.Mutex
+	seen map[persistence.Hash]struct{}
+	ring []persistence.Hash // seen's hashes, oldest first from next
+	next int
+}
+
+func (sc *scope) tenantName() string {
+	if sc == nil {
+		return ""
+	}
+	return sc.tenant
+}
+
+// ownBranch fails unless branch exists and is the scope's tenant's;
+// another tenant's is the error of a branch that does not exist.
+func (sc *scope) ownBranch(ctx context.Context, branch messages.BranchID) error {
+	if sc == nil {
+		return nil
+	}
+	t, err := sc.t.BranchTenant(ctx, branch)
+	if err != nil {
+		return err
+	}
+	if t != sc.tenant {
+		return persistence.BranchNotFound(branch)
+	}
+	return nil
+}
+
+// ownTurn fails unless turn exists and is the scope's
+// tenant's; another tenant's is the error of a turn that does not
+// exist. format wraps the error (%w) as the store wraps it.
+func (sc *scope) ownTurn(ctx context.Context, turn messages.TurnID, format string) error {
+	if sc == nil {
+		return nil
+	}
+	t, err := sc.t.TurnTenant(ctx, turn)
+	if err == nil && t != sc.tenant {
+		err = persistence.TurnNotFound(turn)
+	}
+	if err != nil {
+		return fmt.Errorf(format, err)
+	}
+	return nil
+}
+
+// sent remembers the payloads of turns about to be sent.
+func (sc *scope) sent(turns ...persistence.Turn) {
+	if sc == nil || len(turns) == 0 {
+		return
+	}
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	if sc.seen == nil {
+		sc.seen = make(map[persistence.Hash]struct{})
+	}
+	for _, t := range turns {
+		h := t.PayloadHash
+		if h.IsZero() {
+			continue
+		}
+		if _, ok := sc.seen[h]; ok {
+			continue
+		}
+		if len(sc.ring) < MaxSeenBlobs {
+			sc.ring = append(sc.ring, h)
+		} else {
+			delete(sc.seen, sc.ring[sc.next])
+			sc.ring[sc.next] = h
+			sc.next = (sc.next + 1) % MaxSeenBlobs
+		}
+		sc.seen[h] = struct{}{}
+	}
+}
+
+// wasSent reports whether GET_BLOB may answer h on the connection.
+func (sc *scope) wasSent(h persistence.Hash) bool {
+	if sc == nil {
+		return true
+	}
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	_, ok := sc.seen[h]
+	return ok
 }
 
 // budget is a count of bytes that one goroutine takes and any returns.
