@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/contextinfinity/ctxinf/messages"
@@ -369,4 +371,42 @@ func (r *Runtime) retentionLoop() {
 			return
 		}
 	}
+}
+
+// MaxRetention is the longest retention: 36500 days.
+const MaxRetention = 36500 * 24 * time.Hour
+
+// ParseRetention parses a retention: a whole number of days ("30d"), a
+// Go duration ("36h", "90s") or "0" (kept forever); one other than 0 is
+// 1s to 36500d.
+func ParseRetention(s string) (time.Duration, error) {
+	var d time.Duration
+	if n, ok := strings.CutSuffix(s, "d"); ok {
+		days, err := strconv.ParseInt(n, 10, 64)
+		if err != nil || days < 0 || days > 36500 {
+			return 0, fmt.Errorf("%w: %q is not a whole number of days from 0 to 36500", persistence.ErrInvalidArgument, s)
+		}
+		d = time.Duration(days) * 24 * time.Hour
+	} else {
+		var err error
+		if d, err = time.ParseDuration(s); err != nil {
+			return 0, fmt.Errorf("%w: %q is not a duration: write days (\"30d\"), a Go duration (\"36h\") or 0", persistence.ErrInvalidArgument, s)
+		}
+	}
+	if d != 0 && (d < time.Second || d > MaxRetention) {
+		return 0, fmt.Errorf("%w: %q is out of range: 0 (kept forever) or 1s to 36500d", persistence.ErrInvalidArgument, s)
+	}
+	return d, nil
+}
+
+// FormatRetention writes d as ParseRetention reads it: whole days as
+// "30d", 0 as "0", others as Go durations.
+func FormatRetention(d time.Duration) string {
+	switch {
+	case d == 0:
+		return "0"
+	case d%(24*time.Hour) == 0:
+		return strconv.FormatInt(int64(d/(24*time.Hour)), 10) + "d"
+	}
+	return d.String()
 }

@@ -51,7 +51,7 @@ type SessionRow struct {
 	// Retention, when set, is how long the session may stay idle before
 	// the retention job deletes it, overriding its tenant's and the
 	// runtime's (0: kept forever); nil: theirs apply. See retention.go.
-	Retention *time.Duration `json:"retention,omitempty"`
+	Retention *time.Duration `json:"retention_ns,omitempty"`
 }
 
 // DefaultTenant is the tenant of a session whose row names none (made
