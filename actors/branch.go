@@ -754,6 +754,10 @@ func (a *branchActor) txFor(ev messages.BranchEvent) *persistence.Tx {
 			tx.Turns = []persistence.TurnRow{r}
 		}
 		tx.DoneJobs = []persistence.JobKey{{Type: persistence.JobIndex, Turn: e.Turn}}
+	case messages.FactPinned, messages.FactUnpinned, messages.FactEdited:
+		// A pin writes no turn row: it is activity the retention job
+		// must see (retention.go).
+		tx.Touched = []persistence.SessionTouch{{Session: a.b.Session, At: a.now()}}
 	}
 	return tx
 }

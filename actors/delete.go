@@ -100,18 +100,7 @@ func (r *Runtime) DeleteBranch(ctx context.Context, id messages.BranchID) (Delet
 // deletes what the store holds of them, their stream journals and what
 // the retrieval memory holds of them.
 func (r *Runtime) purge(ctx context.Context, spec persistence.PurgeSpec, branches []messages.BranchID) (DeleteResult, error) {
-	r.deletedMu.Lock()
-	for _, b := range branches {
-		r.deleted[b] = true
-	}
-	r.deletedMu.Unlock()
-	undo := func() {
-		r.deletedMu.Lock()
-		for _, b := range branches {
-			delete(r.deleted, b)
-		}
-		r.deletedMu.Unlock()
-	}
+	undo := r.markDeleted(branches)
 	for _, b := range branches {
 		if err := r.stopBranch(ctx, b); err != nil {
 			undo()
@@ -124,7 +113,31 @@ func (r *Runtime) purge(ctx context.Context, spec persistence.PurgeSpec, branche
 		undo() // nothing was deleted (or the store failed: a reopen finishes it)
 		return DeleteResult{}, err
 	}
-	res := DeleteResult{PurgeResult: pr, Session: spec.Session}
+	return r.purged(pr, spec.Session, branches)
+}
+
+// markDeleted marks branches deleted (never activated again) and returns
+// the func that unmarks them, for a delete that did not happen.
+func (r *Runtime) markDeleted(branches []messages.BranchID) (undo func()) {
+	r.deletedMu.Lock()
+	for _, b := range branches {
+		r.deleted[b] = true
+	}
+	r.deletedMu.Unlock()
+	return func() {
+		r.deletedMu.Lock()
+		for _, b := range branches {
+			delete(r.deleted, b)
+		}
+		r.deletedMu.Unlock()
+	}
+}
+
+// purged finishes the delete of branches of session once the store has
+// dropped them (pr): their stream journals, what the retrieval memory
+// holds of them, their failure records.
+func (r *Runtime) purged(pr persistence.PurgeResult, session messages.SessionID, branches []messages.BranchID) (DeleteResult, error) {
+	res := DeleteResult{PurgeResult: pr, Session: session}
 	// Journals are closed by their steps, some after the commit that
 	// finalized them (finishJournal): wait for those first.
 	for _, s := range pr.Steps {
@@ -148,7 +161,7 @@ func (r *Runtime) purge(ctx context.Context, spec persistence.PurgeSpec, branche
 		delete(r.failed, b)
 	}
 	r.failedMu.Unlock()
-	r.log.Info().Str("session", spec.Session.String()).Int("branches", len(branches)).Int("nodes", pr.Nodes).
+	r.log.Info().Str("session", session.String()).Int("branches", len(branches)).Int("nodes", pr.Nodes).
 		Int("keys", pr.Keys).Dur("took", pr.Took).Dur("scrub", pr.Scrub).Msg("deleted for good")
 	return res, nil
 }

@@ -46,7 +46,10 @@ type Config struct {
 	// ended once its turn's response is finalized (PruneJournals); 0
 	// keeps journals forever.
 	RetainFinalized time.Duration
-	Provider        providers.Provider
+	// Retention deletes sessions idle past their retention (retention.go);
+	// the zero value deletes none but those given one of their own.
+	Retention RetentionPolicy
+	Provider  providers.Provider
 	// Retry is how provider calls that fail before streaming anything are
 	// retried; nil means providers.DefaultRetryPolicy.
 	Retry *providers.RetryPolicy
@@ -239,8 +242,10 @@ type Runtime struct {
 	// never activated again.
 	deletedMu sync.Mutex
 	deleted   map[messages.BranchID]bool
-	pruning   sync.WaitGroup // pruneLoop
-	closeErr  error
+	pruning   sync.WaitGroup // pruneLoop, retentionLoop
+	// retentionMu runs one retention run at a time.
+	retentionMu sync.Mutex
+	closeErr    error
 
 	keys keyLocks // requests under one idempotency key, one at a time (ClaimKey)
 
@@ -263,6 +268,12 @@ func Open(ctx context.Context, cfg Config) (*Runtime, error) {
 	}
 	if cfg.RequestTimeout <= 0 {
 		cfg.RequestTimeout = 30 * time.Second
+	}
+	if cfg.Retention.Interval == 0 {
+		cfg.Retention.Interval = time.Hour
+	}
+	if cfg.Retention.Batch <= 0 {
+		cfg.Retention.Batch = 16
 	}
 	if cfg.IdleAfter <= 0 {
 		cfg.IdleAfter = 5 * time.Minute
@@ -434,6 +445,9 @@ func Open(ctx context.Context, cfg Config) (*Runtime, error) {
 	}
 	if cfg.RetainFinalized > 0 {
 		r.pruning.Go(r.pruneLoop)
+	}
+	if cfg.Retention.Interval > 0 {
+		r.pruning.Go(r.retentionLoop)
 	}
 	return r, nil
 }

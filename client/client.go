@@ -762,3 +762,40 @@ func (c *Client) Context(ctx context.Context, branch messages.BranchID, turn mes
 func (c *Client) SelectModel(ctx context.Context, branch messages.BranchID, model string) error {
 	return c.do(ctx, "PUT", "/v1/branches/"+branch.String()+"/model", map[string]string{"model": model}, nil)
 }
+
+// Retention is a session's retention (GET and PUT
+// /v1/sessions/{id}/retention): the retention job deletes the session,
+// for good, once it has been idle (no turn, fork or pin) that long.
+// Durations are written "30d" (whole days), as Go durations ("36h") or
+// "0" (kept forever).
+type Retention struct {
+	Session messages.SessionID `json:"session"`
+	// Own is the session's own retention; nil when it has none and its
+	// tenant's (or the server's) applies.
+	Own *string `json:"own"`
+	// Idle is the retention that applies, from Source: "session",
+	// "tenant" or "default" (the server's retention.idle).
+	Idle   string `json:"idle"`
+	Source string `json:"source"`
+	// LastActivity is the session's last turn, fork or pin; Expires when
+	// the job may delete it (absent when it is kept forever). InFlight:
+	// a turn is under way (the session is not idle).
+	LastActivity time.Time  `json:"last_activity"`
+	Expires      *time.Time `json:"expires,omitempty"`
+	InFlight     bool       `json:"in_flight"`
+}
+
+// Retention returns session id's retention and last activity.
+func (c *Client) Retention(ctx context.Context, id messages.SessionID) (Retention, error) {
+	var out Retention
+	err := c.do(ctx, "GET", "/v1/sessions/"+id.String()+"/retention", nil, &out)
+	return out, err
+}
+
+// SetRetention sets session id's own retention ("30d", "36h", "0": kept
+// forever); nil returns it to its tenant's.
+func (c *Client) SetRetention(ctx context.Context, id messages.SessionID, idle *string) (Retention, error) {
+	var out Retention
+	err := c.do(ctx, "PUT", "/v1/sessions/"+id.String()+"/retention", map[string]*string{"idle": idle}, &out)
+	return out, err
+}

@@ -34,6 +34,7 @@ const (
 	tableSnapshot   byte = 'P' // P | actor                     → index uvarint | snapshot bytes
 	tablePrevSnap   byte = 'F' // F | actor                     → index uvarint | snapshot bytes (the one before P's)
 	tableImport     byte = 'G' // G | session(16)               → ImportRow (an import under way)
+	tableActivity   byte = 'A' // A | session(16)               → unix nanoseconds (8): last activity of Tx.Touched
 	maxActorNameLen      = 256
 )
 
@@ -47,6 +48,10 @@ type SessionRow struct {
 	// it); "" in the rows written before tenants: DefaultTenant's.
 	// It never changes.
 	Tenant string `json:"tenant,omitempty"`
+	// Retention, when set, is how long the session may stay idle before
+	// the retention job deletes it, overriding its tenant's and the
+	// runtime's (0: kept forever); nil: theirs apply. See retention.go.
+	Retention *time.Duration `json:"retention_ns,omitempty"`
 }
 
 // DefaultTenant is the tenant of a session whose row names none (made
@@ -304,6 +309,15 @@ type Tx struct {
 	// entries (what an import cut short left): their transcript nodes,
 	// turn and state rows and event logs stay, unreachable.
 	DropBranches []BranchRow
+	// Touched records activity on sessions that leaves no turn or branch
+	// row (a pin): each session's last activity becomes the later of
+	// its own and At (see DB.SessionActivity).
+	Touched []SessionTouch
+	// Retention sets sessions' own retention (SessionRow.Retention);
+	// a session that does not exist is ErrRowNotFound.
+	Retention []SessionRetention
+	// RetentionJob, if set, replaces the retention job's record.
+	RetentionJob *RetentionJob
 }
 
 // merge appends src's writes to t's, to commit both as one transaction.
@@ -330,6 +344,11 @@ func (t *Tx) merge(src *Tx) {
 	t.Imports = append(t.Imports, src.Imports...)
 	t.DoneImports = append(t.DoneImports, src.DoneImports...)
 	t.DropBranches = append(t.DropBranches, src.DropBranches...)
+	t.Touched = append(t.Touched, src.Touched...)
+	t.Retention = append(t.Retention, src.Retention...)
+	if src.RetentionJob != nil {
+		t.RetentionJob = src.RetentionJob
+	}
 }
 
 // TxAppend appends a turn with a chosen id to a context-store branch.
@@ -663,6 +682,9 @@ func (g *group) applyTx(o *op) (TxResult, error) {
 		}
 		k := append(id16(tableSessBranch, r.Session), r.ID[:]...)
 		g.set(k, nil)
+	}
+	if err := g.applyRetention(tx); err != nil {
+		return res, err
 	}
 	for _, r := range tx.Imports {
 		if err := g.setJSON(id16(tableImport, r.Session), r); err != nil {

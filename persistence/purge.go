@@ -135,6 +135,62 @@ func (d *DB) Purge(ctx context.Context, spec PurgeSpec) (PurgeResult, error) {
 	return res, nil
 }
 
+// PurgeSessions deletes the sessions specs name (each DeleteSession, no
+// two of one session) as Purge does, in one drop: the store's writes wait
+// once for all of them, about as long as for one (the drop's cost is the
+// size of the store, not of what it deletes). It is all or nothing: a
+// session that cannot be deleted (not found, ErrInUse) fails the call
+// and nothing is deleted. The results are in specs' order; each has the
+// call's Took and Scrub.
+func (d *DB) PurgeSessions(ctx context.Context, specs []PurgeSpec) ([]PurgeResult, error) {
+	start := time.Now()
+	if len(specs) == 0 {
+		return nil, nil
+	}
+	seen := map[messages.SessionID]bool{}
+	all := &purgePlan{unref: map[Hash]uint64{}}
+	plans := make([]*purgePlan, len(specs))
+	for i, spec := range specs {
+		if spec.Session.IsZero() || !spec.DeleteSession {
+			return nil, fmt.Errorf("%w: purge sessions: spec %d deletes no session", ErrInvalidArgument, i)
+		}
+		if seen[spec.Session] {
+			return nil, fmt.Errorf("%w: purge sessions: session %s twice", ErrInvalidArgument, spec.Session)
+		}
+		seen[spec.Session] = true
+		for _, a := range spec.Actors {
+			if err := checkActor(a); err != nil {
+				return nil, err
+			}
+		}
+		p, err := d.planPurge(ctx, spec)
+		if err != nil {
+			return nil, err
+		}
+		plans[i] = p
+		all.drop = append(all.drop, p.drop...)
+		for h, n := range p.unref {
+			all.unref[h] += n
+		}
+		all.nodes = append(all.nodes, p.nodes...)
+		all.vlog = all.vlog || p.vlog
+	}
+	o := &op{kind: opPurge, purge: all}
+	if err := d.submit(context.WithoutCancel(ctx), o); err != nil {
+		return nil, err
+	}
+	out := make([]PurgeResult, len(plans))
+	for i, p := range plans {
+		out[i] = p.res
+		out[i].ValueLogPending = all.vlog
+		out[i].Scrub = o.res.scrub
+		out[i].Took = time.Since(start)
+	}
+	// The blobs no longer referenced are counted once, on the first.
+	out[0].Blobs = all.res.Blobs
+	return out, nil
+}
+
 // txnRow decodes the JSON row at k.
 func txnRow[T any](txn *badger.Txn, k []byte) (T, bool, error) {
 	var v T
@@ -440,6 +496,7 @@ func (d *DB) planBranches(txn *badger.Txn, spec PurgeSpec, sess SessionRow, rows
 		drop(id16(tableSession, spec.Session))
 		drop(id16(tableSessBranch, spec.Session))
 		drop(id16(tableImport, spec.Session))
+		drop(id16(tableActivity, spec.Session))
 	} else if del[sess.ActiveBranch] {
 		b := sess.ActiveBranch
 		for del[b] && !b.IsZero() {

@@ -55,6 +55,9 @@ func runtimeConfig(e *env) (actors.Config, error) {
 			FsyncInterval: c.Stream.FsyncInterval},
 		SkipFinalizedFsync: !c.Stream.FsyncFinalized,
 		RetainFinalized:    c.Stream.RetainFinalized,
+		// The job runs in serve alone (serve sets its interval); the other
+		// commands know the policy, to show it.
+		Retention: retentionPolicy(c.Retention, -1),
 		Retry: &providers.RetryPolicy{MaxRetries: c.Runtime.ProviderMaxRetries,
 			BaseDelay: c.Runtime.ProviderRetryBaseDelay, MaxDelay: c.Runtime.ProviderRetryMaxDelay},
 		Provider: def.Provider,
@@ -482,4 +485,14 @@ func indent(s string) string {
 		return "    (empty)"
 	}
 	return "    " + strings.ReplaceAll(s, "\n", "\n    ")
+}
+
+// retentionPolicy is the runtime's retention from the configuration; the
+// job runs every interval (negative: never).
+func retentionPolicy(c config.RetentionConfig, interval time.Duration) actors.RetentionPolicy {
+	p := actors.RetentionPolicy{Idle: c.Idle, Interval: interval, Batch: c.Batch, Tenants: map[string]time.Duration{}}
+	for _, t := range c.Tenants {
+		p.Tenants[t.Name] = t.Idle
+	}
+	return p
 }

@@ -103,6 +103,7 @@ func serve(e *env, args []string) error {
 	if err != nil {
 		return err
 	}
+	cfg.Retention.Interval = e.cfg.Retention.Interval // the retention job runs here
 	metrics := server.NewMetrics()
 	metrics.Hook(&cfg)
 	rt, err := openRuntimeWith(ctx, e, cfg)

@@ -39,6 +39,7 @@ type Config struct {
 	Retrieval    RetrievalConfig        `mapstructure:"retrieval"`
 	Server       ServerConfig           `mapstructure:"server"`
 	Redaction    RedactionConfig        `mapstructure:"redaction"`
+	Retention    RetentionConfig        `mapstructure:"retention"`
 }
 
 // ServerConfig is `ctxinf serve`: the HTTP API's address, authentication
@@ -473,5 +474,6 @@ func Default() Config {
 		},
 		Librarian: LibrarianConfig{Delay: 0, Model: "", MaxOutputTokens: 1024},
 		Redaction: RedactionConfig{Patterns: []RedactPattern{}},
+		Retention: defaultRetention(),
 	}
 }

@@ -202,6 +202,9 @@ func decodeHook(from, to reflect.Value) (any, error) {
 	if to.Type() == tenantsType && from.Kind() == reflect.String {
 		return toTenants(from.String())
 	}
+	if to.Type() == tenantRetentionsType && from.Kind() == reflect.String {
+		return toTenantRetentions(from.String())
+	}
 	if to.Type() == redactPatternsType && from.Kind() == reflect.String {
 		return redactPatterns(from.String())
 	}
@@ -214,7 +217,7 @@ func decodeHook(from, to reflect.Value) (any, error) {
 	return from.Interface(), nil
 }
 
-const durationHint = `write a Go duration such as "10m" or "30s"`
+const durationHint = `write a Go duration such as "10m" or "30s", or whole days such as "30d"`
 
 var tenantsType = reflect.TypeFor[[]TenantConfig]()
 
@@ -239,7 +242,7 @@ func toDuration(from reflect.Value) (any, error) {
 	switch from.Kind() {
 	case reflect.String:
 		s := from.String()
-		d, err := time.ParseDuration(strings.TrimSpace(s))
+		d, err := ParseDays(strings.TrimSpace(s))
 		if err != nil {
 			return nil, fmt.Errorf("%q is not a duration; %s", s, durationHint)
 		}

@@ -59,6 +59,7 @@ func (c Config) Validate() error {
 	p.inRange("tools.max_steps", int64(c.Tools.MaxSteps), 1, 1000)
 	p.durationIn("tools.timeout", c.Tools.Timeout, time.Millisecond, 24*time.Hour)
 	c.Redaction.validate(&p, "redaction.")
+	c.Retention.validate(&p, "retention.", c.Server.Tenants)
 	return errors.Join(p...)
 }
 

@@ -38,6 +38,7 @@ type Metrics struct {
 	journalBytes   *prometheus.CounterVec
 	httpRequests   *prometheus.CounterVec
 	httpSeconds    *prometheus.HistogramVec
+	retentionDels  prometheus.Counter
 
 	mu      sync.Mutex
 	started map[messages.TurnID]time.Time // accepted turns, until they end
@@ -79,6 +80,9 @@ func NewMetrics() *Metrics {
 		Help: "HTTP requests by route and status (\"aborted\": the server cut the connection partway, as an export does when a read fails after its first line)."}, []string{"route", "code"})
 	m.httpSeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "ctxinf_http_request_seconds",
 		Help: "HTTP request duration by route (a streamed turn counts until its end).", Buckets: latencyBuckets}, []string{"route"})
+	m.retentionDels = prometheus.NewCounter(prometheus.CounterOpts{Name: "ctxinf_retention_deleted_sessions_total",
+		Help: "Sessions the retention job deleted, idle past their retention."})
+	m.reg.MustRegister(m.retentionDels)
 	m.reg.MustRegister(m.turns, m.turnSeconds, m.assembly, m.contextTokens, m.stepSeconds, m.stepTokens, m.retrievalSecs,
 		m.retrievalHits, m.retrievalFails, m.summaries, m.indexBacklog, m.indexedChunks, m.journalBytes, m.httpRequests,
 		m.httpSeconds, prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
@@ -114,6 +118,13 @@ func (m *Metrics) Hook(cfg *actors.Config) {
 			return
 		}
 		m.retrievalHits.Observe(float64(hits))
+	}
+	prevDeleted := cfg.Retention.Deleted
+	cfg.Retention.Deleted = func(ids []messages.SessionID) {
+		m.retentionDels.Add(float64(len(ids)))
+		if prevDeleted != nil {
+			prevDeleted(ids)
+		}
 	}
 	cfg.ObserveSummary = func(_ messages.BranchID, committed bool, err error) {
 		switch {

@@ -100,6 +100,8 @@ var routes = []route{
 	{"GET", "/v1/sessions/{session}/branches", (*Server).listBranches},
 	{"GET", "/v1/sessions/{session}/export", (*Server).exportSession},
 	{"DELETE", "/v1/sessions/{session}", (*Server).deleteSession},
+	{"GET", "/v1/sessions/{session}/retention", (*Server).getRetention},
+	{"PUT", "/v1/sessions/{session}/retention", (*Server).putRetention},
 	{"POST", importPath, (*Server).importSession},
 	{"GET", "/v1/branches/{branch}", (*Server).getBranch},
 	{"DELETE", "/v1/branches/{branch}", (*Server).deleteBranch},

@@ -79,6 +79,7 @@ func TestOpenAPISchemasMatchTypes(t *testing.T) {
 		"ContextDebug": reflect.TypeFor[actors.ContextDebug](), "PartialOutput": reflect.TypeFor[client.PartialOutput](),
 		"Report": reflect.TypeFor[client.Report](),
 		"Pin":    reflect.TypeFor[client.Pin](), "Deleted": reflect.TypeFor[client.Deleted](),
+		"Retention": reflect.TypeFor[client.Retention](),
 		// The OpenAI proxy's answers.
 		"ChatCompletion": reflect.TypeFor[chatCompletion](), "ChatChoice": reflect.TypeFor[chatChoice](),
 		"ChatReply": reflect.TypeFor[chatReply](), "ChatToolCall": reflect.TypeFor[chatToolCall](),
