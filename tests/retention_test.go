@@ -32,7 +32,7 @@ func retentionDeleted(t *testing.T, url string) string {
 }
 
 // TestServeRetentionDeletesIdleSession: `ctxinf serve` with a retention
-// of 3 seconds (retention.idle from the environment) and its job every
+// of 8 seconds (retention.idle from the environment) and its job every
 // second. A session whose turns, pin and title hold a marker goes idle,
 // and the job deletes it: its id is not found, the metric counts it, and
 // no file under the data dir holds a byte of the marker. A control
@@ -41,7 +41,7 @@ func retentionDeleted(t *testing.T, url string) string {
 // of 0 (kept forever).
 func TestServeRetentionDeletesIdleSession(t *testing.T) {
 	dir := t.TempDir()
-	s := startServe(t, dir, "CTX_RETENTION_IDLE=3s", "CTX_RETENTION_INTERVAL=1s")
+	s := startServe(t, dir, "CTX_RETENTION_IDLE=8s", "CTX_RETENTION_INTERVAL=1s")
 	ctx := context.Background()
 	c := client.New(s.url)
 	gone, active, forever := uniqueMarker("RET-GONE-"), uniqueMarker("RET-ACTIVE-"), uniqueMarker("RET-FOREVER-")
@@ -78,8 +78,8 @@ func TestServeRetentionDeletesIdleSession(t *testing.T) {
 	}
 	// Back to the server's retention (a retention set is no activity).
 	r, err := c.SetRetention(ctx, sg.ID, nil)
-	if err != nil || r.Idle != "3s" || r.Source != "default" || r.Own != nil || r.Expires == nil {
-		t.Fatalf("SetRetention(gone, nil) = %+v, %v; want the server's 3s", r, err)
+	if err != nil || r.Idle != "8s" || r.Source != "default" || r.Own != nil || r.Expires == nil {
+		t.Fatalf("SetRetention(gone, nil) = %+v, %v; want the server's 8s", r, err)
 	}
 	sa, ba, err := c.CreateSession(ctx, "title "+active)
 	if err != nil {
@@ -120,7 +120,7 @@ func TestServeRetentionDeletesIdleSession(t *testing.T) {
 			t.Errorf("the kept session's marker %s is in no file", x.marker)
 		}
 	}
-	s = startServe(t, dir, "CTX_RETENTION_IDLE=3s", "CTX_RETENTION_INTERVAL=1s")
+	s = startServe(t, dir, "CTX_RETENTION_IDLE=8s", "CTX_RETENTION_INTERVAL=1s")
 	defer s.stop(t)
 	c = client.New(s.url)
 	for _, x := range []struct {
