@@ -6,12 +6,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"os/exec"
-	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -210,45 +206,4 @@ func librarianAsked(up *fakeapi.Server) bool {
 		}
 	}
 	return false
-}
-
-// startServeLogged is startServe with the server's stderr written to
-// stderr (and to the test's).
-func startServeLogged(t *testing.T, dir string, stderr io.Writer, extra ...string) *server {
-	t.Helper()
-	addr := "127.0.0.1:" + strconv.Itoa(freePort(t))
-	cmd := exec.Command(binary, "serve", "--addr", addr)
-	frameAddr := "127.0.0.1:" + strconv.Itoa(freePort(t))
-	cmd.Env = env(dir, append([]string{"CTX_SERVER_FRAME_ADDR=" + frameAddr}, extra...)...)
-	cmd.Stderr = io.MultiWriter(stderr, os.Stderr)
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	s := &server{cmd: cmd, url: "http://" + addr, frame: frameAddr, done: make(chan error, 1)}
-	go func() { s.done <- cmd.Wait() }()
-	t.Cleanup(func() {
-		if cmd.ProcessState == nil {
-			_ = cmd.Process.Signal(syscall.SIGKILL)
-			<-s.done
-		}
-	})
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		resp, err := http.Get(s.url + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return s
-			}
-		}
-		select {
-		case err := <-s.done:
-			t.Fatalf("ctxinf serve exited before it was ready: %v", err)
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("ctxinf serve not ready: %v", err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }

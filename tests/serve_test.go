@@ -3,6 +3,7 @@ package tests
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -45,11 +46,18 @@ func freePort(t *testing.T) int {
 // variables, and waits until it is ready.
 func startServe(t *testing.T, dir string, extra ...string) *server {
 	t.Helper()
+	return startServeLogged(t, dir, io.Discard, extra...)
+}
+
+// startServeLogged is startServe with the server's stderr also written to
+// stderr.
+func startServeLogged(t *testing.T, dir string, stderr io.Writer, extra ...string) *server {
+	t.Helper()
 	addr := "127.0.0.1:" + strconv.Itoa(freePort(t))
 	frameAddr := "127.0.0.1:" + strconv.Itoa(freePort(t))
 	cmd := exec.Command(binary, "serve", "--addr", addr)
 	cmd.Env = env(dir, append([]string{"CTX_SERVER_FRAME_ADDR=" + frameAddr}, extra...)...)
-	cmd.Stderr = os.Stderr
+	cmd.Stderr = io.MultiWriter(stderr, os.Stderr)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
