@@ -8,6 +8,7 @@ import (
 	"github.com/contextinfinity/ctxinf"
 	"github.com/contextinfinity/ctxinf/actors"
 	"github.com/contextinfinity/ctxinf/client"
+	"github.com/contextinfinity/ctxinf/internal/server"
 	"github.com/contextinfinity/ctxinf/messages"
 	"github.com/contextinfinity/ctxinf/persistence"
 )
@@ -139,10 +140,7 @@ func (l localChat) CommitPending(ctx context.Context, branch messages.BranchID) 
 
 func (l localChat) DeleteBranch(ctx context.Context, branch messages.BranchID) (client.Deleted, error) {
 	res, err := l.rt.DeleteBranch(ctx, branch)
-	return client.Deleted{Session: res.Session, Branches: res.Branches, Nodes: res.Nodes, Turns: res.Turns,
-		Blobs: res.Blobs, Chunks: res.Chunks, Steps: len(res.Steps), Journals: res.Journals, Keys: res.Keys,
-		ValueLogPending: res.ValueLogPending, TookMS: float64(res.Took.Microseconds()) / 1000,
-		ScrubMS: float64(res.Scrub.Microseconds()) / 1000}, err
+	return server.Deleted(res), err
 }
 
 func (l localChat) TurnAt(ctx context.Context, branch messages.BranchID, seq uint64) (persistence.TurnRow, error) {

@@ -10,6 +10,7 @@ import (
 	"github.com/contextinfinity/ctxinf"
 	"github.com/contextinfinity/ctxinf/actors"
 	"github.com/contextinfinity/ctxinf/client"
+	"github.com/contextinfinity/ctxinf/internal/server"
 	"github.com/contextinfinity/ctxinf/messages"
 )
 
@@ -69,10 +70,7 @@ func deleteCmd(e *env, args []string) error {
 		if err != nil {
 			return err
 		}
-		out = client.Deleted{Session: res.Session, Branches: res.Branches, Nodes: res.Nodes, Turns: res.Turns,
-			Blobs: res.Blobs, Chunks: res.Chunks, Steps: len(res.Steps), Journals: res.Journals, Keys: res.Keys,
-			ValueLogPending: res.ValueLogPending, TookMS: float64(res.Took.Microseconds()) / 1000,
-			ScrubMS: float64(res.Scrub.Microseconds()) / 1000}
+		out = server.Deleted(res)
 	} else {
 		c, rerr := e.remote(*serverURL, err)
 		if rerr != nil {

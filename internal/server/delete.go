@@ -23,7 +23,7 @@ func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, deleted(res))
+	writeJSON(w, http.StatusOK, Deleted(res))
 	return nil
 }
 
@@ -38,11 +38,13 @@ func (s *Server) deleteBranch(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, deleted(res))
+	writeJSON(w, http.StatusOK, Deleted(res))
 	return nil
 }
 
-func deleted(res actors.DeleteResult) client.Deleted {
+// Deleted is what a delete did, as the API answers it (and the CLI and
+// chat print it).
+func Deleted(res actors.DeleteResult) client.Deleted {
 	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 	return client.Deleted{Session: res.Session, Branches: res.Branches, Nodes: res.Nodes, Turns: res.Turns,
 		Blobs: res.Blobs, Chunks: res.Chunks, Steps: len(res.Steps), Journals: res.Journals, Keys: res.Keys,
