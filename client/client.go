@@ -552,8 +552,9 @@ type Deleted struct {
 	Journals int                 `json:"journals"` // stream journal files removed
 	Keys     int                 `json:"keys"`     // store keys dropped, every version counted
 	// ValueLogPending: a deleted value of 64 KiB or more
-	// (store.value_threshold_bytes) was in the store's value log; the
-	// file being written is rewritten at the next start.
+	// (store.value_threshold_bytes) is still in the store's value log,
+	// because a read under way held the store open beyond 5 s; the file
+	// is rewritten at the next start.
 	ValueLogPending bool    `json:"value_log_pending"`
 	TookMS          float64 `json:"took_ms"`  // the whole delete
 	ScrubMS         float64 `json:"scrub_ms"` // the part during which the store's writes waited

@@ -124,9 +124,14 @@ func TestOptions(dir string) Options {
 // timestamp of the last completed group, so they never see a write that is
 // not yet durable.
 type badgerStore struct {
-	db   *badger.DB
-	opts Options
-	log  zerolog.Logger
+	// db is read by the writer, and by every other goroutine inside the
+	// gate (or with gcMu held): a purge closes and opens it again
+	// (reopen.go). nil once a reopen failed.
+	db         *badger.DB
+	gate       readGate
+	badgerOpts badger.Options
+	opts       Options
+	log        zerolog.Logger
 
 	readTs atomic.Uint64 // timestamp of the last durable group
 	turns  *turnCache
@@ -247,17 +252,18 @@ func openBadger(opts Options) (*badgerStore, error) {
 		return nil, fmt.Errorf("open store %s: %w", opts.Dir, err)
 	}
 	s := &badgerStore{
-		db:       db,
-		opts:     opts,
-		log:      opts.Logger,
-		turns:    newTurnCache(opts.TurnCacheEntries),
-		blobs:    newBlobCache(opts.BlobCacheBytes),
-		overlays: make(map[messages.TurnID][]Overlay),
-		ops:      make(chan *op, 4*opts.GroupCommitMax),
-		done:     make(chan struct{}),
-		stopGC:   make(chan struct{}),
-		gcDone:   make(chan struct{}),
-		cipher:   ciph,
+		db:         db,
+		badgerOpts: bo,
+		opts:       opts,
+		log:        opts.Logger,
+		turns:      newTurnCache(opts.TurnCacheEntries),
+		blobs:      newBlobCache(opts.BlobCacheBytes),
+		overlays:   make(map[messages.TurnID][]Overlay),
+		ops:        make(chan *op, 4*opts.GroupCommitMax),
+		done:       make(chan struct{}),
+		stopGC:     make(chan struct{}),
+		gcDone:     make(chan struct{}),
+		cipher:     ciph,
 	}
 	if opts.MinFreeBytes > 0 {
 		s.space = newSpaceGuard(opts.Dir, opts.MinFreeBytes)
@@ -342,7 +348,10 @@ func (s *badgerStore) Close() error {
 			return err
 		}
 	}
-	err := s.db.Close()
+	var err error
+	if s.db != nil {
+		err = s.db.Close()
+	}
 	s.closeTails()
 	return err
 }
@@ -479,7 +488,11 @@ func (s *badgerStore) gcLoop() {
 		case <-s.stopGC:
 			return
 		case <-t.C:
-			s.db.SetDiscardTs(prev)
+			s.gcMu.Lock()
+			if s.db != nil {
+				s.db.SetDiscardTs(prev)
+			}
+			s.gcMu.Unlock()
 			prev = s.readTs.Load()
 			if err := s.space.admit(); err != nil {
 				// GC writes the values it keeps before it frees a file.
@@ -499,6 +512,9 @@ func (s *badgerStore) gcLoop() {
 func (s *badgerStore) runValueLogGC() {
 	s.gcMu.Lock()
 	defer s.gcMu.Unlock()
+	if s.failed.Load() != nil {
+		return
+	}
 	txn := s.db.NewTransactionAt(s.readTs.Load(), false)
 	hold := txn.NewIterator(badger.IteratorOptions{})
 	for range 16 {
@@ -546,8 +562,15 @@ func Compact(s Store) error {
 // tree and runs value-log GC. It is for measurements and maintenance, when
 // no read is in flight.
 func (s *badgerStore) Compact() error {
+	s.gcMu.Lock()
+	if err := s.alive(); err != nil {
+		s.gcMu.Unlock()
+		return fmt.Errorf("compact: %w", err)
+	}
 	s.db.SetDiscardTs(s.readTs.Load())
-	if err := s.db.Flatten(2); err != nil {
+	err := s.db.Flatten(2)
+	s.gcMu.Unlock()
+	if err != nil {
 		return fmt.Errorf("compact: %w", err)
 	}
 	s.runValueLogGC()
@@ -648,6 +671,8 @@ func (s *badgerStore) alive() error {
 
 // read runs fn in a read transaction at the last durable timestamp.
 func (s *badgerStore) read(fn func(*badger.Txn) error) error {
+	s.gate.enter()
+	defer s.gate.leave()
 	if err := s.alive(); err != nil {
 		return err
 	}

@@ -59,7 +59,9 @@ type result struct {
 	overlay Overlay
 	tx      TxResult
 	scrub   time.Duration // a purge's drop
-	err     error
+	// vlogPending: the purge's value-log GC waits for the next open
+	vlogPending bool
+	err         error
 }
 
 func (s *badgerStore) submit(ctx context.Context, o *op) error {
@@ -262,11 +264,14 @@ func put[K comparable, V any](g *group, m map[K]V, k K, v V) {
 // applyGroup validates the ops of batch in order against the state left
 // by prev (nil: none unpublished) and builds the group's entries.
 func (s *badgerStore) applyGroup(batch []*op, prev *group) *group {
+	// A purge may reopen Badger on the writer meanwhile (reopen.go).
+	s.gate.enter()
+	defer s.gate.leave()
+	failed := s.failed.Load()
 	g := &group{
 		s:        s,
 		batch:    append([]*op(nil), batch...),
 		prev:     prev,
-		txn:      s.db.NewTransactionAt(s.readTs.Load(), false),
 		heads:    make(map[messages.BranchID]Head),
 		turns:    make(map[messages.TurnID]turnRecord),
 		refs:     make(map[Hash]uint64),
@@ -275,8 +280,13 @@ func (s *badgerStore) applyGroup(batch []*op, prev *group) *group {
 		rows:     make(map[string]bool),
 		newBlobs: make(map[Hash][]byte),
 	}
+	if failed == nil {
+		g.txn = s.db.NewTransactionAt(s.readTs.Load(), false)
+	}
 	defer func() {
-		g.txn.Discard()
+		if g.txn != nil {
+			g.txn.Discard()
+		}
 		g.txn, g.undo = nil, nil
 	}()
 	if prev != nil {
@@ -286,7 +296,6 @@ func (s *badgerStore) applyGroup(batch []*op, prev *group) *group {
 		g.ovSeq = s.ovSeq
 		s.overlayMu.RUnlock()
 	}
-	failed := s.failed.Load()
 	// A disk short of space refuses the whole group, before anything of
 	// it is applied: a group is validated against the one before it, so
 	// it must be refused whole or written whole.
@@ -514,8 +523,15 @@ func (s *badgerStore) scrubGroup(g *group) {
 			continue
 		}
 		start := time.Now()
-		err := s.scrub(o.dropKeys, o.purge.vlog)
+		pending, err := s.scrub(o.dropKeys, o.purge.vlog, true)
+		if err == nil && o.purge.vlog && !pending {
+			// Nothing is left for the next open to rewrite.
+			if err = s.write([]entry{{key: metaKey(purgeVlogMeta), del: true}}); err == nil {
+				s.readTs.Store(s.lastTs)
+			}
+		}
 		o.res.scrub = time.Since(start)
+		o.res.vlogPending = pending
 		if err != nil {
 			err = fmt.Errorf("persistence: store failed, reopen it (which finishes the delete): %w", err)
 			s.failed.CompareAndSwap(nil, &err)

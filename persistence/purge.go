@@ -35,8 +35,10 @@ import (
 //     written into tables without them, their logs deleted, and every
 //     table holding them compacted without them), then overwrites the
 //     whole redo log with zeros and starts a lap, and, when a dropped
-//     value was in the value log, runs value-log GC until nothing is
-//     left to rewrite.
+//     value was in the value log, closes and opens Badger again (the
+//     reads wait at a gate: reopen.go), so that the file Badger was
+//     writing may be rewritten too, and runs value-log GC until nothing
+//     is left to rewrite.
 //
 // A crash before step 3 has finished leaves the marker (in Badger's logs
 // or the redo log, which the next open applies again): Open finishes the
@@ -46,10 +48,10 @@ import (
 //
 // What is not removed: blocks of deleted files and overwritten bytes
 // that the file system or device keeps (use encryption at rest for
-// that), and the value-log file Badger is writing when a dropped value
-// of at least Options.ValueThreshold bytes is in it: Badger never
-// rewrites that file; it is rewritten at the next open (Badger starts a
-// new one then), and PurgeResult.ValueLogPending says so.
+// that), and, when the reads under way did not end within reopenWait of
+// the reopen, the value-log file Badger was writing: it is rewritten at
+// the next open, and PurgeResult.ValueLogPending says so. A value-log
+// file GC rewrote is deleted once no iterator is open on it.
 
 // ErrInUse is returned by Purge when what it would delete is part of a
 // branch it does not delete (a fork): nothing is deleted.
@@ -87,8 +89,9 @@ type PurgeResult struct {
 	// Steps are the provider steps deleted (and those the deleted turns
 	// name): the caller removes their stream journals.
 	Steps []messages.StepID
-	// ValueLogPending: a dropped value was in Badger's value log, and the
-	// file being written may hold it until the next open (see above).
+	// ValueLogPending: a dropped value is still in the value-log file
+	// Badger was writing, until the next open: the reads under way held
+	// Badger open beyond reopenWait (see above).
 	ValueLogPending bool
 	Took            time.Duration // the whole call
 	Scrub           time.Duration // step 3, while the store's writes waited
@@ -130,6 +133,7 @@ func (d *DB) Purge(ctx context.Context, spec PurgeSpec) (PurgeResult, error) {
 		return PurgeResult{}, err
 	}
 	res := p.res
+	res.ValueLogPending = o.res.vlogPending
 	res.Scrub = o.res.scrub
 	res.Took = time.Since(start)
 	return res, nil
@@ -182,7 +186,7 @@ func (d *DB) PurgeSessions(ctx context.Context, specs []PurgeSpec) ([]PurgeResul
 	out := make([]PurgeResult, len(plans))
 	for i, p := range plans {
 		out[i] = p.res
-		out[i].ValueLogPending = all.vlog
+		out[i].ValueLogPending = o.res.vlogPending
 		out[i].Scrub = o.res.scrub
 		out[i].Took = time.Since(start)
 	}
@@ -289,7 +293,6 @@ func (d *DB) planPurge(ctx context.Context, spec PurgeSpec) (*purgePlan, error) 
 	if err != nil {
 		return nil, fmt.Errorf("delete: %w", err)
 	}
-	p.res.ValueLogPending = p.vlog
 	return p, nil
 }
 
@@ -527,6 +530,13 @@ func (g *group) applyPurge(o *op) error {
 			g.setRefs(h, cur-n)
 			continue
 		}
+		if !p.vlog {
+			big, err := g.blobInValueLog(h)
+			if err != nil {
+				return err
+			}
+			p.vlog = big
+		}
 		// Dropped, not deleted: a deletion would hide the key from
 		// DropPrefix, which drops only prefixes it finds.
 		put(g, g.refs, h, 0)
@@ -549,6 +559,20 @@ func (g *group) applyPurge(o *op) error {
 	o.dropKeys, o.gone = drop, gone
 	p.res.Blobs = len(gone)
 	return nil
+}
+
+// blobInValueLog reports whether the stored blob h may be in Badger's
+// value log: its value is at least the value threshold long, or it is
+// written by a group not yet published (whose size is not looked up).
+func (g *group) blobInValueLog(h Hash) (bool, error) {
+	item, err := g.txn.Get(blobKey(h))
+	if errors.Is(err, badger.ErrKeyNotFound) {
+		return true, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return item.ValueSize() >= g.s.opts.ValueThreshold, nil
 }
 
 // encodePrefixes lays out prefixes as uvarint length and bytes each.
@@ -575,31 +599,42 @@ func decodePrefixes(b []byte) ([][]byte, error) {
 }
 
 // scrub drops prefixes from every file of Badger, then empties the redo
-// log of what it held of them, and rewrites the value-log files holding
-// dropped values when vlog is set. It runs on the writer (or in Open,
-// before it starts): no other write is under way.
-func (s *badgerStore) scrub(prefixes [][]byte, vlog bool) error {
+// log of what it held of them, and, when vlog is set (a dropped value was
+// in the value log), reopens Badger (reopen.go) and rewrites every
+// value-log file holding a value no longer live. It runs on the writer
+// (or in Open, before it starts, with reopen false: Badger has just
+// started a new value-log file): no other write is under way. pending
+// reports that the reopen was given up (see reopenWait): the value-log
+// file Badger writes may still hold a dropped value, until the next open.
+func (s *badgerStore) scrub(prefixes [][]byte, vlog, reopen bool) (pending bool, err error) {
 	s.gcMu.Lock()
 	defer s.gcMu.Unlock()
 	// Badger flushes its memtables into tables (synced) without the
 	// prefixes, deletes their logs, and compacts away the prefixes in
 	// every table that may hold them.
 	if err := s.db.DropPrefix(prefixes...); err != nil {
-		return fmt.Errorf("drop deleted keys: %w", err)
+		return false, fmt.Errorf("drop deleted keys: %w", err)
 	}
 	if err := syncDir(s.opts.Dir); err != nil {
-		return err
+		return false, err
 	}
 	if s.redo != nil {
 		// Everything the log held is in Badger's tables now.
 		if err := s.redo.wipe(); err != nil {
-			return err
+			return false, err
 		}
 	}
-	if vlog {
-		return s.valueLogGCAll()
+	if !vlog {
+		return false, nil
 	}
-	return nil
+	if reopen {
+		ok, err := s.reopenBadger()
+		if err != nil {
+			return false, err
+		}
+		pending = !ok
+	}
+	return pending, s.valueLogGCAll()
 }
 
 // valueLogGCAll rewrites every value-log file that holds a value no longer
@@ -652,7 +687,7 @@ func (s *badgerStore) finishPurges() error {
 	}
 	for i, ps := range lists {
 		start := time.Now()
-		if err := s.scrub(ps, false); err != nil {
+		if _, err := s.scrub(ps, false, false); err != nil {
 			return fmt.Errorf("finish the delete %s: %w", markers[i][1:], err)
 		}
 		s.log.Warn().Int("keys", len(ps)).Dur("took", time.Since(start)).Msg("finished a delete cut short by a stop or crash")

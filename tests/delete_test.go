@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -120,8 +121,28 @@ func wantStatus(t *testing.T, what string, err error, status int) {
 	}
 }
 
+// bigText is about n bytes of text holding marker, which zstd does not
+// shrink much (letters from a fixed pseudo-random sequence).
+func bigText(marker string, n int) string {
+	var b strings.Builder
+	r := uint64(0x2545f4914f6cdd1d)
+	for b.Len() < n {
+		b.WriteString(marker)
+		b.WriteByte(' ')
+		for range 72 {
+			r ^= r << 13
+			r ^= r >> 7
+			r ^= r << 17
+			b.WriteByte('a' + byte(r%26))
+		}
+		b.WriteByte(' ')
+	}
+	return b.String()
+}
+
 // TestServeDeleteSessionLeavesNoByte: a session whose turns (echoed by
-// the local model), pin, title and proxied turn hold a unique marker is
+// the local model; one of 100 KiB, in Badger's value log), pin, title and
+// proxied turn hold a unique marker is
 // committed and indexed, then deleted through the HTTP API; once the
 // DELETE has answered, no file under the data dir (store, redo log,
 // stream journals, all of it) holds a byte of the marker, and after a
@@ -130,7 +151,8 @@ func wantStatus(t *testing.T, what string, err error, status int) {
 // CLI deletes that one on the data dir, and its marker goes too.
 func TestServeDeleteSessionLeavesNoByte(t *testing.T) {
 	dir := t.TempDir()
-	s := startServe(t, dir)
+	big := "CTX_MODELS_LOCAL_CONTEXT_LIMIT=400000" // room for the big turn
+	s := startServe(t, dir, big)
 	ctx := context.Background()
 	c := client.New(s.url)
 	gone, kept := uniqueMarker("GONE-"), uniqueMarker("KEPT-")
@@ -154,14 +176,19 @@ func TestServeDeleteSessionLeavesNoByte(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
+		// A turn over store.value_threshold_bytes (64 KiB): its payload
+		// is in Badger's value log, in the file Badger is writing.
+		if _, err := c.Send(ctx, x.b, bigText(x.marker, 100<<10)); err != nil {
+			t.Fatal(err)
+		}
 		proxied(t, s.url, x.b, "proxied "+x.marker)
 		settle(t, c, x.b)
 		if hits, err := c.Search(ctx, x.b, x.marker, 3, false); err != nil || len(hits) == 0 {
 			t.Fatalf("search %s before the delete: %d hits, %v", x.marker, len(hits), err)
 		}
 	}
-	if got := filesHolding(t, dir, gone); len(got) == 0 {
-		t.Fatal("before the delete no file holds the marker: the scan cannot see it")
+	if got := filesHolding(t, dir, gone); !slices.ContainsFunc(got, func(f string) bool { return strings.HasSuffix(f, ".vlog") }) {
+		t.Fatalf("before the delete no value-log file holds the marker (files: %v): the scan cannot see it", got)
 	} else {
 		t.Logf("before the delete %s is in %v", gone, got)
 	}
@@ -170,8 +197,8 @@ func TestServeDeleteSessionLeavesNoByte(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("deleted: %+v", res)
-	if len(res.Branches) != 1 || res.Turns != 4 || res.Nodes != 8 || res.Journals != 4 {
-		t.Errorf("DeleteSession = %+v, want 1 branch, 4 turns, 8 nodes, 4 journals", res)
+	if len(res.Branches) != 1 || res.Turns != 5 || res.Nodes != 10 || res.Journals != 5 || res.ValueLogPending {
+		t.Errorf("DeleteSession = %+v, want 1 branch, 5 turns, 10 nodes, 5 journals, the value log rewritten", res)
 	}
 	if got := filesHolding(t, dir, gone); len(got) > 0 {
 		t.Errorf("after the DELETE the deleted marker is in %v", got)
@@ -190,7 +217,7 @@ func TestServeDeleteSessionLeavesNoByte(t *testing.T) {
 		_, err = c.DeleteSession(ctx, sg.ID)
 		wantStatus(t, "DELETE again", err, 404)
 		h, _, err := c.History(ctx, bk.ID, messages.TurnID{}, 20)
-		if err != nil || len(h) != 8 || !strings.Contains(h[0].Message.RenderedText, kept) {
+		if err != nil || len(h) != 10 || !strings.Contains(h[0].Message.RenderedText, kept) {
 			t.Errorf("history of the kept session: %d entries, %v", len(h), err)
 		}
 		if hits, err := c.Search(ctx, bk.ID, kept, 3, false); err != nil || len(hits) == 0 {
@@ -202,7 +229,7 @@ func TestServeDeleteSessionLeavesNoByte(t *testing.T) {
 	if got := filesHolding(t, dir, gone); len(got) > 0 {
 		t.Errorf("after a stop the deleted marker is in %v", got)
 	}
-	s = startServe(t, dir)
+	s = startServe(t, dir, big)
 	checkAfter(client.New(s.url))
 	s.stop(t)
 	if got := filesHolding(t, dir, gone); len(got) > 0 {

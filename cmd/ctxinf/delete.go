@@ -99,7 +99,7 @@ func deleteCmd(e *env, args []string) error {
 	fmt.Fprintf(e.stdout, "deleted %s %s for good: %d branches, %d messages, %d turns, %d steps, %d chunks, %d journals (%d store keys) in %.0f ms\n",
 		what, id, len(out.Branches), out.Nodes, out.Turns, out.Steps, out.Chunks, out.Journals, out.Keys, out.TookMS)
 	if out.ValueLogPending {
-		fmt.Fprintln(e.stdout, "note: deleted values of 64 KiB or more were in the store's value log; the file being written is rewritten at the next start")
+		fmt.Fprintln(e.stdout, "note: deleted values of 64 KiB or more are still in the store's value log (a long read held the store open); the file is rewritten at the next start")
 	}
 	return nil
 }
