@@ -1,0 +1,133 @@
+// Package tui is ctxinf's terminal UI (SRD §17): a conversation with a
+// live header, and screens for the history, the branch tree, pins,
+// chunks and retrieval, pending turns, a turn's steps and the model. It
+// runs on the embedded runtime or as a client of a running server: both
+// are a Backend (cmd/ctxinf implements the two).
+package tui
+
+import (
+	"context"
+
+	tea "charm.land/bubbletea/v2"
+	"charm.land/bubbles/v2/key"
+
+	"github.com/contextinfinity/ctxinf/actors"
+	"github.com/contextinfinity/ctxinf/client"
+	"github.com/contextinfinity/ctxinf/messages"
+	"github.com/contextinfinity/ctxinf/persistence"
+)
+
+// Backend is what the TUI needs of a runtime. Every method may block on
+// I/O: the TUI calls them from commands (tea.Cmd), never from Update.
+type Backend interface {
+	// Names are the default model's provider and id.
+	Names(ctx context.Context) (provider, model string, err error)
+	Sessions(ctx context.Context) ([]persistence.SessionRow, error)
+	// CreateSession makes a session and returns its first branch.
+	CreateSession(ctx context.Context, title string) (persistence.BranchRow, error)
+	BranchRow(ctx context.Context, id messages.BranchID) (persistence.BranchRow, error)
+	Branches(ctx context.Context, session messages.SessionID) ([]persistence.BranchRow, error)
+	// Info is the branch's live state: head state, turn counts, pending
+	// turns, the turn in flight, the model.
+	Info(ctx context.Context, branch messages.BranchID) (client.BranchInfo, error)
+
+	// Submit runs a turn, calling show with each update as it streams;
+	// it returns the turn's number and its last update.
+	Submit(ctx context.Context, branch messages.BranchID, text string, show func(actors.Update)) (uint64, actors.Update, error)
+	// Cancel cancels the branch's turn in flight.
+	Cancel(ctx context.Context, branch messages.BranchID) error
+	// History returns up to n messages of the branch ending before the
+	// turn before (zero: the newest), oldest first, and the turn to pass
+	// as before for the page older than it (zero: none older).
+	History(ctx context.Context, branch messages.BranchID, before messages.TurnID, n int) ([]Entry, messages.TurnID, error)
+	// TurnAt returns the row of the branch's turn number seq.
+	TurnAt(ctx context.Context, branch messages.BranchID, seq uint64) (persistence.TurnRow, error)
+	// Turn returns a turn with its provider steps (tools calls are in
+	// the transcript items of its history entries).
+	Turn(ctx context.Context, branch messages.BranchID, turn messages.TurnID) (client.TurnInfo, error)
+	Pending(ctx context.Context, branch messages.BranchID) ([]messages.PendingTurn, error)
+	// CommitPending folds the pending turns into the summary now.
+	CommitPending(ctx context.Context, branch messages.BranchID) error
+
+	// Fork makes a branch continuing after turn at (zero: the head).
+	Fork(ctx context.Context, branch messages.BranchID, at messages.TurnID, label string) (persistence.BranchRow, error)
+	// DeleteBranch deletes a branch for good.
+	DeleteBranch(ctx context.Context, branch messages.BranchID) (client.Deleted, error)
+
+	Pin(ctx context.Context, branch messages.BranchID, fact string) (messages.PinnedFact, error)
+	Pins(ctx context.Context, branch messages.BranchID) ([]messages.PinnedFact, error)
+	Unpin(ctx context.Context, branch messages.BranchID, id uint64) error
+	EditPin(ctx context.Context, branch messages.BranchID, id uint64, fact string) (messages.PinnedFact, error)
+
+	ModelNames(ctx context.Context) ([]string, error)
+	SelectModel(ctx context.Context, branch messages.BranchID, name string) error
+
+	// Search runs retrieval on the branch for query (manual retrieval):
+	// up to k chunks with their scores.
+	Search(ctx context.Context, branch messages.BranchID, query string, k int) ([]actors.Hit, error)
+	// Context is the context debug view of the branch's turn number seq
+	// (what was sent, which chunks retrieval offered and which were
+	// packed); seq 0: the context the next turn would get for text.
+	Context(ctx context.Context, branch messages.BranchID, seq uint64, text string) (actors.ContextDebug, error)
+	// Recovered returns the output recovered from the turn's
+	// interrupted step, if any.
+	Recovered(ctx context.Context, branch messages.BranchID, turn messages.TurnID) (string, bool, error)
+}
+
+// Entry is a message of the history, with the output recovered for its
+// reply when a crash cut that off.
+type Entry struct {
+	Turn    messages.TurnID
+	Depth   uint64
+	Role    messages.Role
+	Text    string
+	Items   []messages.TranscriptItem // tool calls and outputs, if any
+	Partial *string
+}
+
+// State is what every screen shares: the backend and where the user is.
+// The shell owns it; screens read it and change it only by returning
+// the messages below.
+type State struct {
+	Ctx     context.Context
+	Backend Backend
+	Branch  persistence.BranchRow // the current branch
+	Info    client.BranchInfo     // its live state, as last read
+	Width   int                   // the terminal's size
+	Height  int
+}
+
+// Screen is a pane opened over the conversation (history, branches,
+// pins, chunks, pending, steps, models). The shell shows one at a time
+// below the header, passes it every message while it is shown, and
+// closes it on Esc.
+type Screen interface {
+	// Name is the screen's title in the header and the help.
+	Name() string
+	// Open is called each time the screen is shown; it returns the
+	// command that loads its data.
+	Open(s *State) tea.Cmd
+	// Update handles a message while the screen is shown: keys, window
+	// sizes, and the results of its own commands.
+	Update(s *State, msg tea.Msg) tea.Cmd
+	// View renders the screen in width×height cells.
+	View(s *State, width, height int) string
+	// Keys are the screen's key bindings, for the help line.
+	Keys() []key.Binding
+}
+
+// Messages a screen returns (as a tea.Cmd's result) to act on the shell.
+type (
+	// SwitchMsg makes Branch the current branch (and its session the
+	// current session) and shows the conversation.
+	SwitchMsg struct{ Branch persistence.BranchRow }
+	// StatusMsg shows Text (Err set: as an error) on the status line.
+	StatusMsg struct {
+		Text string
+		Err  error
+	}
+	// RefreshMsg re-reads the current branch's live state (the header).
+	RefreshMsg struct{}
+	// CloseMsg closes the screen and shows the conversation.
+	CloseMsg struct{}
+)
