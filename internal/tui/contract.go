@@ -8,8 +8,8 @@ package tui
 import (
 	"context"
 
-	tea "charm.land/bubbletea/v2"
 	"charm.land/bubbles/v2/key"
+	tea "charm.land/bubbletea/v2"
 
 	"github.com/contextinfinity/ctxinf/actors"
 	"github.com/contextinfinity/ctxinf/client"
