@@ -195,7 +195,7 @@ func (s *Server) submitTurn(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	writeJSON(w, http.StatusOK, client.TurnResult{Turn: stream.Turn, Seq: stream.Seq, Reply: text, Phase: last.Phase, Outcome: last.Outcome,
-		Error: last.Err, Displayed: last.Displayed, Durable: last.Durable})
+		Error: last.Err, Displayed: last.Displayed, Durable: last.Durable, TextDisplayed: last.TextDisplayed, TextDurable: last.TextDurable})
 	return nil
 }
 
@@ -207,7 +207,8 @@ func (s *Server) streamTurn(w http.ResponseWriter, r *http.Request, st *actors.T
 	return sseStream(w, r, st, nil, head, func(send func(string, any), u actors.Update) {
 		switch {
 		case u.Done:
-			done := map[string]any{"phase": u.Phase, "displayed": u.Displayed, "durable": u.Durable}
+			done := map[string]any{"phase": u.Phase, "displayed": u.Displayed, "durable": u.Durable,
+				"text_displayed": u.TextDisplayed, "text_durable": u.TextDurable}
 			if u.Outcome.Kind != 0 {
 				done["outcome"] = u.Outcome
 			}
@@ -219,7 +220,8 @@ func (s *Server) streamTurn(w http.ResponseWriter, r *http.Request, st *actors.T
 		case u.Item != nil:
 			item, err := messages.MarshalItem(u.Item)
 			if err == nil {
-				send("item", map[string]any{"item": json.RawMessage(item), "displayed": u.Displayed, "durable": u.Durable})
+				send("item", map[string]any{"item": json.RawMessage(item), "displayed": u.Displayed, "durable": u.Durable,
+					"text_displayed": u.TextDisplayed, "text_durable": u.TextDurable})
 			}
 		default:
 			// By hand: a turn sends one per token.
@@ -229,6 +231,10 @@ func (s *Server) streamTurn(w http.ResponseWriter, r *http.Request, st *actors.T
 			buf = strconv.AppendUint(buf, u.Displayed, 10)
 			buf = append(buf, `,"durable":`...)
 			buf = strconv.AppendUint(buf, u.Durable, 10)
+			buf = append(buf, `,"text_displayed":`...)
+			buf = strconv.AppendUint(buf, u.TextDisplayed, 10)
+			buf = append(buf, `,"text_durable":`...)
+			buf = strconv.AppendUint(buf, u.TextDurable, 10)
 			send("delta", json.RawMessage(append(buf, '}')))
 		}
 	}, "")
