@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -126,5 +127,39 @@ func TestJournalTextDurableFollowsFsync(t *testing.T) {
 	closed := ja.close(closeSynced)
 	if c := closed.counters; c.textDisplayed != 8 || c.textDurable != 8 || c.durable != c.displayed {
 		t.Fatalf("close: step counters %+v, want text 8/8 and the journal durable", c)
+	}
+}
+
+// The text counters run over the whole turn: a tool loop's second step
+// counts on from the first's, its tool updates carry the counts so far.
+func TestUpdateTextCountersOverAToolLoop(t *testing.T) {
+	var calls atomic.Int32
+	f := fake.New(
+		fake.Step{Reply: "Looking.", Items: messages.Items{grepCall("a", "x")}, Outcome: pausedForTools},
+		fake.Step{Reply: "Found it."},
+	)
+	r, _, b := toolRuntime(t, f, messages.ToolsEnabled, grepTool(&calls, nil))
+	defer r.Close()
+	text, last, updates := runTurn(t, r, b, "find x")
+	if text != "Looking.Found it." || calls.Load() != 1 {
+		t.Fatalf("streamed %q with %d tool calls", text, calls.Load())
+	}
+	var shown uint64
+	items := 0
+	for i, u := range updates {
+		shown += uint64(len(u.Delta))
+		if u.Item != nil {
+			items++
+		}
+		if u.TextDisplayed != shown || u.TextDurable > u.TextDisplayed {
+			t.Errorf("update %d (%q, item %v): text durable/displayed %d/%d, want displayed %d",
+				i, u.Delta, u.Item != nil, u.TextDurable, u.TextDisplayed, shown)
+		}
+	}
+	if items != 2 {
+		t.Errorf("%d tool updates, want the call and its output", items)
+	}
+	if want := uint64(len(text)); last.TextDisplayed != want || last.TextDurable != want {
+		t.Fatalf("Done update: text durable/displayed %d/%d, want %d/%d", last.TextDurable, last.TextDisplayed, want, want)
 	}
 }
