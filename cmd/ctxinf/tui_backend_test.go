@@ -381,3 +381,29 @@ func waitInfo(t *testing.T, be tui.Backend, branch messages.BranchID, ok func(cl
 		time.Sleep(10 * time.Millisecond) // a poll interval: nothing waits on it
 	}
 }
+
+// A reply that ran tools lists its calls and outputs as the transcript
+// items the TUI shows, in order; a message without tools lists none.
+func TestHistoryEntryItems(t *testing.T) {
+	node := messages.NewID[messages.TurnID](time.Unix(1, 0))
+	reply := messages.NewMessage(messages.RoleAssistant,
+		messages.Text{Text: "Looking."},
+		messages.ToolUse{ToolUseID: "a", Name: "grep", Input: []byte(`{"q":"x"}`)},
+		messages.ToolResult{ToolUseID: "a", Content: messages.Blocks{messages.Text{Text: "match:x"}}},
+		messages.ToolResult{ToolUseID: "b", IsError: true, Content: messages.Blocks{messages.Text{Text: "timeout"}}},
+		messages.Text{Text: "Found it."})
+	partial := "cut"
+	e := historyEntry(node, 4, reply, &partial)
+	want := []messages.TranscriptItem{
+		messages.ToolCall{CallID: "a", Name: "grep", Arguments: []byte(`{"q":"x"}`)},
+		messages.ToolOutput{CallID: "a", Output: []byte(`"match:x"`)},
+		messages.ToolOutput{CallID: "b", Output: []byte(`"timeout"`), IsError: true},
+	}
+	if e.Turn != node || e.Depth != 4 || e.Role != messages.RoleAssistant || e.Text != reply.RenderedText ||
+		e.Partial != &partial || !reflect.DeepEqual(e.Items, want) {
+		t.Fatalf("historyEntry() = %+v\nwant items %+v", e, want)
+	}
+	if e := historyEntry(node, 3, messages.NewMessage(messages.RoleUser, messages.Text{Text: "hi"}), nil); e.Items != nil || e.Text != "hi" {
+		t.Fatalf("historyEntry(user) = %+v", e)
+	}
+}
