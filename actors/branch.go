@@ -75,14 +75,14 @@ type (
 // Messages from the actors a branch works with.
 type (
 	stepDone struct {
-		turn               messages.TurnID
-		step               messages.StepID
-		provider, model    string
-		started            time.Time
-		resp               providers.Response
-		err                error
-		displayed, durable uint64
-		hash               string // of the context the recipe rebuilds, if asked
+		turn            messages.TurnID
+		step            messages.StepID
+		provider, model string
+		started         time.Time
+		resp            providers.Response
+		err             error
+		counters        streamCounters // the step's journal's
+		hash            string         // of the context the recipe rebuilds, if asked
 		// committed, if not nil, holds back the fsync of the step's
 		// journal (finishJournal) until the branch has committed what
 		// the step leads to; finishStep closes it.
@@ -163,7 +163,7 @@ type branchActor struct {
 	// is not committed yet): its states come from the export, so the
 	// fold policy asks for no summary until the import ends.
 	importing bool
-	counters  [2]uint64 // displayed, durable bytes of the turn's finished steps
+	counters  streamCounters // of the turn's finished steps
 	// usage and lastModel are the tokens used by the provider steps run
 	// for the turn's current stream (since its acceptance, or since
 	// SubmitToolResults) and the model id of the last one (Update.Usage,
@@ -543,7 +543,7 @@ func (a *branchActor) busy() bool {
 // doneUpdate is u, a stream's last update, with the turn's journal
 // counters, and the usage and model of the steps run for the stream.
 func (a *branchActor) doneUpdate(u Update) Update {
-	u.Displayed, u.Durable = a.counters[0], a.counters[1]
+	u.setCounters(a.counters)
 	u.Usage, u.Model = a.usage, a.lastModel
 	return u
 }
@@ -1058,7 +1058,7 @@ func (a *branchActor) prepare(ctx actor.Context, turn messages.TurnID) {
 	if a.Recovering() {
 		return
 	}
-	a.counters, a.cancelled, a.sizeRetries = [2]uint64{}, false, 0
+	a.counters, a.cancelled, a.sizeRetries = streamCounters{}, false, 0
 	a.usage, a.lastModel = providers.Usage{}, ""
 	t0 := time.Now()
 	ac, rep, err := a.assemble(turn, nil)

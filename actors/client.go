@@ -330,7 +330,7 @@ func (a *branchActor) awaitResults(ctx actor.Context, e core.AwaitResults) {
 	s := a.streams[e.Turn]
 	if s != nil {
 		for _, c := range e.Calls {
-			s.push(Update{Item: c, Displayed: a.counters[0], Durable: a.counters[1]})
+			s.push(Update{Item: c}.withCounters(a.counters))
 		}
 	}
 	if a.cancelled {
@@ -360,11 +360,13 @@ func (a *branchActor) awaitingStream(t core.Turn) *TurnStream {
 		}
 	}
 	open := t.OpenCalls()
+	var shown uint64 // text bytes, committed with the loop: durable
 	for _, it := range t.Loop[last:] {
 		switch it := it.(type) {
 		case messages.AssistantMessage:
 			if text := it.Blocks.RenderedText(); text != "" {
-				s.push(Update{Delta: text})
+				shown += uint64(len(text))
+				s.push(Update{Delta: text, TextDisplayed: shown, TextDurable: shown})
 			}
 		case messages.ToolCall:
 			if slices.ContainsFunc(open, func(c messages.ToolCall) bool { return c.CallID == it.CallID }) {
@@ -372,7 +374,8 @@ func (a *branchActor) awaitingStream(t core.Turn) *TurnStream {
 			}
 		}
 	}
-	s.push(Update{Done: true, Phase: messages.PhaseResponding, Awaiting: true, Calls: open, Outcome: pausedForClient})
+	s.push(Update{Done: true, Phase: messages.PhaseResponding, Awaiting: true, Calls: open, Outcome: pausedForClient,
+		TextDisplayed: shown, TextDurable: shown})
 	return s
 }
 

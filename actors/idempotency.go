@@ -263,7 +263,10 @@ func (a *branchActor) answerOf(turn messages.TurnID) (*TurnStream, error) {
 		if err != nil {
 			return nil, err
 		}
-		s.push(Update{Delta: m.RenderedText, Displayed: done.Displayed, Durable: done.Durable})
+		// The reply is committed: all its text is durable.
+		n := uint64(len(m.RenderedText))
+		done.TextDisplayed, done.TextDurable = n, n
+		s.push(Update{Delta: m.RenderedText}.withCounters(done.counters()))
 	}
 	s.push(done)
 	return s, nil

@@ -67,8 +67,7 @@ func (a *branchActor) finishStep(ctx actor.Context, m *stepDone) {
 	}
 	a.releaseStep()
 	a.step = messages.StepID{}
-	a.counters[0] += m.displayed
-	a.counters[1] += m.durable
+	a.counters = a.counters.plus(m.counters)
 	a.usage.InputTokens += m.resp.Usage.InputTokens
 	a.usage.OutputTokens += m.resp.Usage.OutputTokens
 	a.lastModel = m.model
@@ -175,7 +174,7 @@ func (a *branchActor) stepRow(t core.Turn, m *stepDone) persistence.StepRow {
 	return persistence.StepRow{ID: m.step, Branch: a.id, Turn: m.turn, Index: max(t.Steps, 1) - 1, Context: recipe,
 		Provider: m.provider, Model: m.model, Request: m.resp.RawRequest, Response: m.resp.RawResponse,
 		Items: m.resp.Items, Outcome: m.resp.Outcome, StreamPath: filepath.Join("streams", m.step.String()+".jsonl"),
-		Displayed: m.displayed, Durable: m.durable, Started: m.started, Ended: a.now(),
+		Displayed: m.counters.displayed, Durable: m.counters.durable, Started: m.started, Ended: a.now(),
 		InputTokens: m.resp.Usage.InputTokens, OutputTokens: m.resp.Usage.OutputTokens}
 }
 
@@ -191,7 +190,7 @@ func (a *branchActor) finalize(ctx actor.Context, turn messages.TurnID, step mes
 		now := a.now()
 		node := messages.NewID[messages.TurnID](now)
 		var evs []messages.BranchEvent
-		if evs, err = a.b.Finalize(turn, step, node, outcome, a.counters[0], a.counters[1], now); err == nil {
+		if evs, err = a.b.Finalize(turn, step, node, outcome, a.counters.displayed, a.counters.durable, now); err == nil {
 			tx := a.txFor(evs[0])
 			parent := turn
 			tx.Appends = []persistence.TxAppend{{Branch: a.id, ID: node, Req: persistence.AppendRequest{
@@ -208,7 +207,7 @@ func (a *branchActor) finalize(ctx actor.Context, turn messages.TurnID, step mes
 			// durable, whatever the journal's fsync at completion has got
 			// to: the turn's end (run by persist, after the commit) says
 			// so. A failed commit restarts the actor, counters and all.
-			a.counters[1] = a.counters[0]
+			a.counters = a.counters.allDurable()
 			a.persist(ctx, evs[0], tx)
 			return
 		}
@@ -295,7 +294,7 @@ func (a *branchActor) runTools(ctx actor.Context, e core.RunTools) {
 	}
 	if s := a.streams[e.Turn]; s != nil {
 		for _, c := range e.Calls {
-			s.push(Update{Item: c, Displayed: a.counters[0], Durable: a.counters[1]})
+			s.push(Update{Item: c}.withCounters(a.counters))
 		}
 	}
 	if limit := a.rt.cfg.MaxToolSteps; int(t.Steps) >= limit {
@@ -349,7 +348,7 @@ func (a *branchActor) toolsDone(ctx actor.Context, m *toolsDone) {
 	a.tools = messages.StepID{}
 	if s := a.streams[m.turn]; s != nil {
 		for _, o := range m.outputs {
-			s.push(Update{Item: o, Displayed: a.counters[0], Durable: a.counters[1]})
+			s.push(Update{Item: o}.withCounters(a.counters))
 		}
 	}
 	var next messages.StepID

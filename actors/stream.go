@@ -16,10 +16,17 @@ type Update struct {
 	// Item is a tool call as it is issued, or a tool output as it is
 	// recorded (enabled tool mode); nil otherwise.
 	Item      messages.TranscriptItem
-	Displayed uint64             // journal bytes shown so far
-	Durable   uint64             // journal bytes fsynced so far
-	Done      bool               // the turn reached its end (finalized or failed)
-	Phase     messages.TurnPhase // with Done: ResponseFinalized or Failed
+	Displayed uint64 // journal bytes shown so far
+	Durable   uint64 // journal bytes fsynced so far
+	// TextDisplayed is the bytes of text shown so far (the deltas'),
+	// TextDurable those whose journal records are fsynced: the header's
+	// "Stream: durable/displayed" (SRD §13.3). TextDurable <=
+	// TextDisplayed; they are equal at Done once the response is
+	// committed.
+	TextDisplayed, TextDurable uint64
+
+	Done  bool               // the turn reached its end (finalized or failed)
+	Phase messages.TurnPhase // with Done: ResponseFinalized or Failed
 	// Outcome, with Done, is how the turn ended: the final step's
 	// outcome, or for Phase Failed messages.FailedOutcome (kind failed
 	// or cancelled, Code one of messages' Fail* codes, Message why).
@@ -94,7 +101,7 @@ func (s *TurnStream) record(u Update) {
 		s.last = u
 	case u.Item == nil:
 		s.run.WriteString(u.Delta)
-		s.last.Displayed, s.last.Durable = u.Displayed, u.Durable
+		s.last.setCounters(u.counters())
 	default:
 		s.seen = append(s.seen, s.runUpdate(), u)
 		s.run.Reset()
@@ -103,7 +110,44 @@ func (s *TurnStream) record(u Update) {
 
 // runUpdate is the current run of deltas as one update; s.mu is held.
 func (s *TurnStream) runUpdate() Update {
-	return Update{Delta: s.run.String(), Displayed: s.last.Displayed, Durable: s.last.Durable}
+	u := Update{Delta: s.run.String()}
+	u.setCounters(s.last.counters())
+	return u
+}
+
+// streamCounters are a turn's stream counters (SRD §13.3): the bytes of
+// its journals and of its text, displayed and durable.
+type streamCounters struct {
+	displayed, durable         uint64 // journal bytes
+	textDisplayed, textDurable uint64 // text bytes
+}
+
+// plus returns c with o added.
+func (c streamCounters) plus(o streamCounters) streamCounters {
+	return streamCounters{displayed: c.displayed + o.displayed, durable: c.durable + o.durable,
+		textDisplayed: c.textDisplayed + o.textDisplayed, textDurable: c.textDurable + o.textDurable}
+}
+
+// allDurable returns c with everything displayed durable.
+func (c streamCounters) allDurable() streamCounters {
+	c.durable, c.textDurable = c.displayed, c.textDisplayed
+	return c
+}
+
+// counters returns u's counters.
+func (u Update) counters() streamCounters {
+	return streamCounters{displayed: u.Displayed, durable: u.Durable, textDisplayed: u.TextDisplayed, textDurable: u.TextDurable}
+}
+
+// setCounters sets u's counters to c.
+func (u *Update) setCounters(c streamCounters) {
+	u.Displayed, u.Durable, u.TextDisplayed, u.TextDurable = c.displayed, c.durable, c.textDisplayed, c.textDurable
+}
+
+// withCounters returns u with counters c.
+func (u Update) withCounters(c streamCounters) Update {
+	u.setCounters(c)
+	return u
 }
 
 // follow returns a stream for another reader of this turn: it starts

@@ -34,9 +34,10 @@ type stepActor struct {
 	req      providers.Request
 	provider providers.Provider
 	// stream is the turn's subscriber stream (nil when nobody reads
-	// it); base counts the journal bytes of the turn's earlier steps.
+	// it); base counts the journal and text bytes of the turn's earlier
+	// steps.
 	stream *TurnStream
-	base   [2]uint64
+	base   streamCounters
 	count  core.Counter // the model's token counter
 	// hashed, if not nil, is the context as assembled (before tool
 	// definitions and redaction), hashed by hasher (the branch's) for
@@ -59,8 +60,8 @@ const (
 
 // journalClosed is what journalActor.close returns.
 type journalClosed struct {
-	counters persistence.JournalCounters
-	finish   func() error // the deferred modes: the work still to run
+	counters streamCounters // the step's own
+	finish   func() error   // the deferred modes: the work still to run
 }
 
 func (s *stepActor) Receive(ctx actor.Context) {
@@ -147,11 +148,10 @@ func (s *stepActor) Receive(ctx actor.Context) {
 	if hash != nil {
 		done.hash = <-hash
 	}
-	counters := closed.counters
 	// What the step's failure says is stored and logged: an upstream
 	// that echoes the key it was sent must not get it there.
 	done.resp, done.err = s.rt.cfg.Scrub.Response(resp, err)
-	done.displayed, done.durable = counters.Displayed, counters.Durable
+	done.counters = closed.counters
 	ctx.Send(s.branch, done)
 	ctx.Stop(ctx.Self())
 }
@@ -177,7 +177,7 @@ func (s *stepActor) crashed(ctx actor.Context, ja *journalActor, done *stepDone,
 		Message: fmt.Sprintf("the provider step's actor failed: %v", p)}}
 	done.err = fmt.Errorf("%w: %v", errStepCrashed, p)
 	done.resp, done.err = s.rt.cfg.Scrub.Response(done.resp, done.err)
-	done.displayed, done.durable = closed.counters.Displayed, closed.counters.Durable
+	done.counters = closed.counters
 	ctx.Send(s.branch, done)
 }
 
@@ -186,14 +186,15 @@ var errStepCrashed = errors.New("the provider step's actor failed mid-stream; th
 
 // journalActor owns a step's stream journal (SRD §13): it appends every
 // event, flushes and fsyncs by the journal policy (ticking when events
-// pause), and hands the text and the displayed and durable byte counts to
-// the turn's subscriber stream itself, so that a delta never waits behind
-// the branch actor's commits.
+// pause), and hands the text and the displayed and durable byte counts
+// (of the journal and of the text) to the turn's subscriber stream
+// itself, so that a delta never waits behind the branch actor's commits.
 type journalActor struct {
 	mu     sync.Mutex // appends come from the step's stream, ticks from the actor
 	j      *persistence.Journal
+	text   journalText // under mu
 	stream *TurnStream
-	base   [2]uint64
+	base   streamCounters
 	every  time.Duration
 	err    error // sticky: the journal takes no more after it
 	log    zerolog.Logger
@@ -218,19 +219,66 @@ func after(ctx actor.Context, d time.Duration, msg any) *time.Timer {
 	return time.AfterFunc(d, func() { sys.Root.Send(self, msg) })
 }
 
+// journalText counts the text of a journal's records: the text bytes
+// displayed, and those whose records its durable offset covers.
+type journalText struct {
+	displayed, durable uint64
+	// records are the journal's records not yet durable that hold text:
+	// the journal's offset at the record's end, and the text displayed
+	// up to it, in order.
+	records []textRecord
+}
+
+type textRecord struct{ end, text uint64 }
+
+// appended counts a record of n bytes of text that the journal has taken
+// (journaled: its offset at the record's end is end), or not (its
+// journal failed: that text is never durable).
+func (t *journalText) appended(n int, journaled bool, end uint64) {
+	if n == 0 {
+		return
+	}
+	t.displayed += uint64(n)
+	if journaled {
+		t.records = append(t.records, textRecord{end: end, text: t.displayed})
+	}
+}
+
+// synced makes the text of every record that ends at or before the
+// journal's durable offset durable.
+func (t *journalText) synced(durable uint64) {
+	i := 0
+	for ; i < len(t.records) && t.records[i].end <= durable; i++ {
+		t.durable = t.records[i].text
+	}
+	t.records = t.records[i:]
+}
+
+// countersOf returns the step's counters: the journal's c and the text's;
+// ja.mu is held.
+func (ja *journalActor) countersOf(c persistence.JournalCounters) streamCounters {
+	ja.text.synced(c.Durable)
+	return streamCounters{displayed: c.Displayed, durable: c.Durable, textDisplayed: ja.text.displayed, textDurable: ja.text.durable}
+}
+
 // append journals one event and gives its text to the subscriber.
 func (ja *journalActor) append(eventType string, payload []byte, text string) {
 	ja.mu.Lock()
 	var c persistence.JournalCounters
 	if ja.err == nil {
 		c, ja.err = ja.j.AppendText(eventType, payload, text)
+		// A failed append may still have taken the record (its write
+		// or fsync failed): it is then never durable either way.
+		ja.text.appended(len(text), ja.err == nil, c.Displayed)
 	} else {
 		c = ja.j.Counters()
+		ja.text.appended(len(text), false, 0)
 	}
+	sc := ja.countersOf(c)
 	ok := ja.err == nil
 	ja.mu.Unlock()
 	if ja.stream != nil && (text != "" || ok) {
-		ja.stream.push(Update{Delta: text, Displayed: ja.base[0] + c.Displayed, Durable: ja.base[1] + c.Durable, Model: ja.model})
+		ja.stream.push(Update{Delta: text, Model: ja.model}.withCounters(ja.base.plus(sc)))
 	}
 }
 
@@ -253,14 +301,16 @@ func (ja *journalActor) Receive(ctx actor.Context) {
 		ja.kills.Point(supervision.KindJournal)
 		ja.mu.Lock()
 		var c, before persistence.JournalCounters
+		var sc streamCounters
 		if ja.err == nil {
 			before = ja.j.Counters()
 			c, ja.err = ja.j.Tick()
+			sc = ja.countersOf(c)
 		}
 		ok := ja.err == nil
 		ja.mu.Unlock()
 		if c != before && ja.stream != nil {
-			ja.stream.push(Update{Displayed: ja.base[0] + c.Displayed, Durable: ja.base[1] + c.Durable, Model: ja.model})
+			ja.stream.push(Update{Model: ja.model}.withCounters(ja.base.plus(sc)))
 		}
 		if ok {
 			ja.tick = after(ctx, max(ja.every, time.Millisecond), &journalTick{ja, ja.gen})
@@ -298,7 +348,7 @@ func (ja *journalActor) close(mode closeMode) journalClosed {
 		// the durable count shows what the journal holds.
 		ja.log.Warn().Err(ja.err).Str("path", ja.j.Path()).Msg("stream journal failed")
 	}
-	return journalClosed{counters: ja.j.Counters(), finish: finish}
+	return journalClosed{counters: ja.countersOf(ja.j.Counters()), finish: finish}
 }
 
 // finalizable says whether a step that ended with outcome k gets its

@@ -321,14 +321,19 @@ func (c *Client) Fork(ctx context.Context, branch messages.BranchID, at messages
 
 // TurnResult is how a turn ended.
 type TurnResult struct {
-	Turn      messages.TurnID      `json:"turn"`
-	Seq       uint64               `json:"seq"`
-	Reply     string               `json:"reply"`
-	Phase     messages.TurnPhase   `json:"phase"`
-	Outcome   messages.StepOutcome `json:"outcome"`
-	Error     string               `json:"error,omitempty"`
-	Displayed uint64               `json:"displayed"`
-	Durable   uint64               `json:"durable"`
+	Turn    messages.TurnID      `json:"turn"`
+	Seq     uint64               `json:"seq"`
+	Reply   string               `json:"reply"`
+	Phase   messages.TurnPhase   `json:"phase"`
+	Outcome messages.StepOutcome `json:"outcome"`
+	Error   string               `json:"error,omitempty"`
+	// Displayed and Durable are the bytes of the turn's stream
+	// journals shown and fsynced; TextDisplayed and TextDurable those of
+	// its text (SRD §13.3).
+	Displayed     uint64 `json:"displayed"`
+	Durable       uint64 `json:"durable"`
+	TextDisplayed uint64 `json:"text_displayed"`
+	TextDurable   uint64 `json:"text_durable"`
 }
 
 // Send runs a turn and waits for its end. A turn that fails or is
@@ -354,12 +359,17 @@ type Event struct {
 	Turn      messages.TurnID
 	Text      string          // delta
 	Item      json.RawMessage // item: a tool call or output
-	Displayed uint64
-	Durable   uint64
-	Phase     messages.TurnPhase   // done
-	Outcome   messages.StepOutcome // done
-	Error     string               // done, of a failed turn: why
-	Code      string               // done, of a failed turn: the outcome's code (CodeContextTooLarge…)
+	Displayed uint64          // delta, item, done: the turn's journal bytes shown so far
+	Durable   uint64          // and of those, fsynced
+	// TextDisplayed is the bytes of the turn's text shown so far,
+	// TextDurable those whose journal records are fsynced: the TUI's
+	// "Stream: durable/displayed" (SRD §13.3).
+	TextDisplayed, TextDurable uint64
+
+	Phase   messages.TurnPhase   // done
+	Outcome messages.StepOutcome // done
+	Error   string               // done, of a failed turn: why
+	Code    string               // done, of a failed turn: the outcome's code (CodeContextTooLarge…)
 }
 
 // Stream runs a turn and calls fn with each of its events as the server
@@ -390,16 +400,18 @@ func (c *Client) Stream(ctx context.Context, branch messages.BranchID, text stri
 			continue
 		}
 		var raw struct {
-			Turn      messages.TurnID      `json:"turn"`
-			Seq       uint64               `json:"seq"`
-			Text      string               `json:"text"`
-			Item      json.RawMessage      `json:"item"`
-			Displayed uint64               `json:"displayed"`
-			Durable   uint64               `json:"durable"`
-			Phase     messages.TurnPhase   `json:"phase"`
-			Outcome   messages.StepOutcome `json:"outcome"`
-			Error     json.RawMessage      `json:"error"` // done: a string; error: {"code", "message"}
-			Code      string               `json:"code"`
+			Turn          messages.TurnID      `json:"turn"`
+			Seq           uint64               `json:"seq"`
+			Text          string               `json:"text"`
+			Item          json.RawMessage      `json:"item"`
+			Displayed     uint64               `json:"displayed"`
+			Durable       uint64               `json:"durable"`
+			TextDisplayed uint64               `json:"text_displayed"`
+			TextDurable   uint64               `json:"text_durable"`
+			Phase         messages.TurnPhase   `json:"phase"`
+			Outcome       messages.StepOutcome `json:"outcome"`
+			Error         json.RawMessage      `json:"error"` // done: a string; error: {"code", "message"}
+			Code          string               `json:"code"`
 		}
 		if err := json.Unmarshal([]byte(data), &raw); err != nil {
 			return res, fmt.Errorf("ctxinf: bad %s event %q: %w", event, data, err)
@@ -419,6 +431,7 @@ func (c *Client) Stream(ctx context.Context, branch messages.BranchID, text stri
 			}
 		}
 		ev := Event{Type: event, Turn: raw.Turn, Text: raw.Text, Item: raw.Item, Displayed: raw.Displayed, Durable: raw.Durable,
+			TextDisplayed: raw.TextDisplayed, TextDurable: raw.TextDurable,
 			Phase: raw.Phase, Outcome: raw.Outcome, Error: errText, Code: raw.Code}
 		switch event {
 		case "turn":
@@ -430,6 +443,7 @@ func (c *Client) Stream(ctx context.Context, branch messages.BranchID, text stri
 			res.Phase, res.Outcome, res.Error = raw.Phase, raw.Outcome, errText
 		}
 		res.Displayed, res.Durable = max(res.Displayed, raw.Displayed), max(res.Durable, raw.Durable)
+		res.TextDisplayed, res.TextDurable = max(res.TextDisplayed, raw.TextDisplayed), max(res.TextDurable, raw.TextDurable)
 		if fn != nil {
 			if err := fn(ev); err != nil {
 				return res, err

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"slices"
 
@@ -9,13 +10,15 @@ import (
 	"github.com/contextinfinity/ctxinf/actors"
 	"github.com/contextinfinity/ctxinf/client"
 	"github.com/contextinfinity/ctxinf/internal/server"
+	"github.com/contextinfinity/ctxinf/internal/tui"
 	"github.com/contextinfinity/ctxinf/messages"
 	"github.com/contextinfinity/ctxinf/persistence"
 )
 
 // chatRuntime is what the chat needs of a runtime: the embedded one on
 // the data directory (localChat), or the API of the server that owns it
-// (remoteChat). The chat prints the same either way.
+// (remoteChat). The chat prints the same either way. The TUI's backends
+// (tui_backend.go) are these, with what the TUI needs beyond them.
 type chatRuntime interface {
 	// Names are the default model's provider and id.
 	Names(ctx context.Context) (provider, model string, err error)
@@ -47,13 +50,8 @@ type chatRuntime interface {
 }
 
 // chatEntry is a message of the history, with the output recovered for
-// its reply when a crash cut that off.
-type chatEntry struct {
-	Depth   uint64
-	Role    messages.Role
-	Text    string
-	Partial *string
-}
+// its reply when a crash cut that off: the TUI's.
+type chatEntry = tui.Entry
 
 // localChat is chatRuntime on the embedded runtime.
 type localChat struct {
@@ -95,22 +93,33 @@ func (l localChat) Submit(ctx context.Context, branch messages.BranchID, text st
 }
 
 func (l localChat) History(ctx context.Context, branch messages.BranchID, n int) ([]chatEntry, error) {
-	hist, _, err := l.rt.History(ctx, branch, ctxinf.TurnID{}, n)
-	out := make([]chatEntry, 0, len(hist))
-	for _, h := range hist {
-		e := chatEntry{Depth: h.Depth, Role: h.Message.Role, Text: h.Message.RenderedText}
-		if h.PartialReply != nil {
-			e.Partial = &h.PartialReply.Text
-		}
-		out = append(out, e)
-	}
+	out, _, err := historyPage(ctx, l.page(branch), messages.TurnID{}, n)
 	return out, err
 }
 
+// page reads the branch's history for historyPage.
+func (l localChat) page(branch messages.BranchID) pageFunc {
+	return func(ctx context.Context, before messages.TurnID, n int) ([]chatEntry, messages.TurnID, error) {
+		hist, next, err := l.rt.History(ctx, branch, before, n)
+		out := make([]chatEntry, 0, len(hist))
+		for _, h := range hist {
+			var partial *string
+			if h.PartialReply != nil {
+				partial = &h.PartialReply.Text
+			}
+			out = append(out, historyEntry(h.Node, h.Depth, h.Message, partial))
+		}
+		return out, next, err
+	}
+}
+
 func (l localChat) Info(ctx context.Context, branch messages.BranchID) (client.BranchInfo, error) {
+	row, err := l.rt.DB().BranchRow(ctx, branch)
+	if err != nil {
+		return client.BranchInfo{}, err
+	}
 	info, err := l.rt.Inspect(ctx, branch)
-	return client.BranchInfo{Tip: info.Tip, State: info.State, Epoch: info.Epoch, TurnSeq: info.TurnSeq,
-		Committed: info.Committed, Failed: info.Failed, Indexed: info.Indexed, Pending: info.Pending, Model: info.Model}, err
+	return server.BranchInfo(row, info), err
 }
 
 func (l localChat) Pending(ctx context.Context, branch messages.BranchID) ([]messages.PendingTurn, error) {
@@ -187,7 +196,8 @@ func (r remoteChat) Branches(ctx context.Context, session messages.SessionID) ([
 func (r remoteChat) Submit(ctx context.Context, branch messages.BranchID, text string, show func(actors.Update)) (uint64, actors.Update, error) {
 	var last actors.Update
 	res, err := r.c.Stream(ctx, branch, text, func(ev client.Event) error {
-		u := actors.Update{Delta: ev.Text, Displayed: ev.Displayed, Durable: ev.Durable}
+		u := actors.Update{Delta: ev.Text, Displayed: ev.Displayed, Durable: ev.Durable,
+			TextDisplayed: ev.TextDisplayed, TextDurable: ev.TextDurable}
 		switch ev.Type {
 		case "item":
 			it, err := messages.UnmarshalItem(ev.Item)
@@ -213,16 +223,24 @@ func (r remoteChat) Submit(ctx context.Context, branch messages.BranchID, text s
 }
 
 func (r remoteChat) History(ctx context.Context, branch messages.BranchID, n int) ([]chatEntry, error) {
-	hist, _, err := r.c.History(ctx, branch, messages.TurnID{}, n)
-	out := make([]chatEntry, 0, len(hist))
-	for _, h := range hist {
-		e := chatEntry{Depth: h.Depth, Role: h.Message.Role, Text: h.Message.RenderedText}
-		if h.PartialReply != nil {
-			e.Partial = &h.PartialReply.Text
-		}
-		out = append(out, e)
-	}
+	out, _, err := historyPage(ctx, r.page(branch), messages.TurnID{}, n)
 	return out, err
+}
+
+// page reads the branch's history for historyPage.
+func (r remoteChat) page(branch messages.BranchID) pageFunc {
+	return func(ctx context.Context, before messages.TurnID, n int) ([]chatEntry, messages.TurnID, error) {
+		hist, next, err := r.c.History(ctx, branch, before, n)
+		out := make([]chatEntry, 0, len(hist))
+		for _, h := range hist {
+			var partial *string
+			if h.PartialReply != nil {
+				partial = &h.PartialReply.Text
+			}
+			out = append(out, historyEntry(h.Node, h.Depth, h.Message, partial))
+		}
+		return out, next, err
+	}
 }
 
 func (r remoteChat) Info(ctx context.Context, branch messages.BranchID) (client.BranchInfo, error) {
@@ -286,4 +304,55 @@ func (r remoteChat) Recovered(ctx context.Context, branch messages.BranchID, tur
 		return "", false, err
 	}
 	return t.Partial.Text, true, nil
+}
+
+// pageFunc reads up to n messages of a branch's history before node
+// before (zero: the head), oldest first, each with its node as Turn, and
+// returns the cursor of the page before them (zero: none).
+type pageFunc func(ctx context.Context, before messages.TurnID, n int) ([]chatEntry, messages.TurnID, error)
+
+// historyPage reads a page of history with page and sets each message's
+// Turn to the turn it belongs to: a user message starts its turn (its
+// node is the turn's id), a reply belongs to the user message before it,
+// which for the page's first message is read from the page before.
+func historyPage(ctx context.Context, page pageFunc, before messages.TurnID, n int) ([]chatEntry, messages.TurnID, error) {
+	out, next, err := page(ctx, before, n)
+	if err != nil {
+		return nil, messages.TurnID{}, err
+	}
+	var turn messages.TurnID
+	if len(out) > 0 && out[0].Role != messages.RoleUser && !next.IsZero() {
+		prev, _, err := page(ctx, out[0].Turn, 1)
+		if err != nil {
+			return nil, messages.TurnID{}, err
+		}
+		if len(prev) == 1 && prev[0].Role == messages.RoleUser {
+			turn = prev[0].Turn
+		}
+	}
+	for i := range out {
+		if out[i].Role == messages.RoleUser {
+			turn = out[i].Turn
+		} else {
+			out[i].Turn = turn
+		}
+	}
+	return out, next, nil
+}
+
+// historyEntry is the stored message m at node, depth as an Entry: its
+// text, the tool calls and outputs it holds, and the output recovered for
+// its reply (partial) when a crash cut that off.
+func historyEntry(node messages.TurnID, depth uint64, m messages.Message, partial *string) chatEntry {
+	e := chatEntry{Turn: node, Depth: depth, Role: m.Role, Text: m.RenderedText, Partial: partial}
+	for _, b := range m.Blocks {
+		switch b := b.(type) {
+		case messages.ToolUse:
+			e.Items = append(e.Items, messages.ToolCall{CallID: b.ToolUseID, Name: b.Name, Arguments: b.Input})
+		case messages.ToolResult:
+			out, _ := json.Marshal(b.Content.RenderedText()) // a string: cannot fail
+			e.Items = append(e.Items, messages.ToolOutput{CallID: b.ToolUseID, Output: out, IsError: b.IsError})
+		}
+	}
+	return e
 }

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -95,6 +96,18 @@ func (s *Server) listBranches(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
+// BranchInfo is the live state info of the branch of row as the API
+// answers it (and the TUI on the embedded runtime shows it).
+func BranchInfo(row persistence.BranchRow, info actors.BranchInfo) client.BranchInfo {
+	out := client.BranchInfo{Branch: row, Tip: info.Tip, State: info.State, Epoch: info.Epoch, TurnSeq: info.TurnSeq,
+		Committed: info.Committed, Failed: info.Failed, Indexed: info.Indexed, Pending: info.Pending, Model: info.Model}
+	if info.InFlight != nil {
+		id := info.InFlight.ID
+		out.InFlight = &id
+	}
+	return out
+}
+
 // branch returns the {branch} of r's path, if r's tenant owns it
 // (ownBranch): every /v1/branches/{branch} route starts with it.
 func (s *Server) branch(r *http.Request) (messages.BranchID, persistence.BranchRow, error) {
@@ -115,12 +128,7 @@ func (s *Server) getBranch(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	out := client.BranchInfo{Branch: row, Tip: info.Tip, State: info.State, Epoch: info.Epoch, TurnSeq: info.TurnSeq,
-		Committed: info.Committed, Failed: info.Failed, Indexed: info.Indexed, Pending: info.Pending, Model: info.Model}
-	if info.InFlight != nil {
-		out.InFlight = &info.InFlight.ID
-	}
-	writeJSON(w, http.StatusOK, out)
+	writeJSON(w, http.StatusOK, BranchInfo(row, info))
 	return nil
 }
 
@@ -195,7 +203,7 @@ func (s *Server) submitTurn(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	writeJSON(w, http.StatusOK, client.TurnResult{Turn: stream.Turn, Seq: stream.Seq, Reply: text, Phase: last.Phase, Outcome: last.Outcome,
-		Error: last.Err, Displayed: last.Displayed, Durable: last.Durable})
+		Error: last.Err, Displayed: last.Displayed, Durable: last.Durable, TextDisplayed: last.TextDisplayed, TextDurable: last.TextDurable})
 	return nil
 }
 
@@ -207,7 +215,8 @@ func (s *Server) streamTurn(w http.ResponseWriter, r *http.Request, st *actors.T
 	return sseStream(w, r, st, nil, head, func(send func(string, any), u actors.Update) {
 		switch {
 		case u.Done:
-			done := map[string]any{"phase": u.Phase, "displayed": u.Displayed, "durable": u.Durable}
+			done := map[string]any{"phase": u.Phase, "displayed": u.Displayed, "durable": u.Durable,
+				"text_displayed": u.TextDisplayed, "text_durable": u.TextDurable}
 			if u.Outcome.Kind != 0 {
 				done["outcome"] = u.Outcome
 			}
@@ -219,7 +228,8 @@ func (s *Server) streamTurn(w http.ResponseWriter, r *http.Request, st *actors.T
 		case u.Item != nil:
 			item, err := messages.MarshalItem(u.Item)
 			if err == nil {
-				send("item", map[string]any{"item": json.RawMessage(item), "displayed": u.Displayed, "durable": u.Durable})
+				send("item", map[string]any{"item": json.RawMessage(item), "displayed": u.Displayed, "durable": u.Durable,
+					"text_displayed": u.TextDisplayed, "text_durable": u.TextDurable})
 			}
 		default:
 			// By hand: a turn sends one per token.
@@ -229,6 +239,10 @@ func (s *Server) streamTurn(w http.ResponseWriter, r *http.Request, st *actors.T
 			buf = strconv.AppendUint(buf, u.Displayed, 10)
 			buf = append(buf, `,"durable":`...)
 			buf = strconv.AppendUint(buf, u.Durable, 10)
+			buf = append(buf, `,"text_displayed":`...)
+			buf = strconv.AppendUint(buf, u.TextDisplayed, 10)
+			buf = append(buf, `,"text_durable":`...)
+			buf = strconv.AppendUint(buf, u.TextDurable, 10)
 			send("delta", json.RawMessage(append(buf, '}')))
 		}
 	}, "")
@@ -250,16 +264,30 @@ func (s *Server) getTurn(w http.ResponseWriter, r *http.Request) error {
 	} else if turn, err = pathID[messages.TurnID](r, "turn"); err != nil {
 		return err
 	}
-	found, err := s.rt.TurnRow(r.Context(), id, turn)
+	out, err := TurnInfo(r.Context(), s.rt, id, turn)
 	if errors.Is(err, persistence.ErrTurnNotFound) {
 		return notFound("turn %s on branch %s", turn, id)
 	}
 	if err != nil {
 		return err
 	}
-	steps, err := s.rt.Steps(r.Context(), turn)
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// TurnInfo is turn of branch as the API answers it (GET
+// /v1/branches/{b}/turns/{t}, and the TUI on the embedded runtime shows
+// it): its lifecycle row, its provider steps, and the output recovered
+// for a step a crash cut off. A turn not on the branch's transcript is
+// persistence.ErrTurnNotFound.
+func TurnInfo(ctx context.Context, rt *actors.Runtime, branch messages.BranchID, turn messages.TurnID) (client.TurnInfo, error) {
+	found, err := rt.TurnRow(ctx, branch, turn)
 	if err != nil {
-		return err
+		return client.TurnInfo{}, err
+	}
+	steps, err := rt.Steps(ctx, turn)
+	if err != nil {
+		return client.TurnInfo{}, err
 	}
 	out := client.TurnInfo{TurnRow: found, Steps: []client.StepInfo{}}
 	for _, st := range steps {
@@ -270,8 +298,7 @@ func (s *Server) getTurn(w http.ResponseWriter, r *http.Request) error {
 			out.Partial = partialOutput(&actors.Recovered{Turn: turn, Step: st.ID, Text: st.Partial, Displayed: st.Displayed, Durable: st.Durable})
 		}
 	}
-	writeJSON(w, http.StatusOK, out)
-	return nil
+	return out, nil
 }
 
 func (s *Server) cancel(w http.ResponseWriter, r *http.Request) error {
@@ -454,12 +481,7 @@ func (s *Server) search(w http.ResponseWriter, r *http.Request) error {
 	case len(in.Chunks) > 0 && !in.Force:
 		return invalid("chunks: only with force")
 	}
-	var opts *retrieval.RankOptions
-	if in.K > 0 {
-		o := s.rt.RankOptions()
-		o.TopK, o.Overfetch = in.K, max(o.Overfetch, in.K)
-		opts = &o
-	}
+	opts := SearchK(s.rt, in.K)
 	var chunks []messages.ChunkID
 	for i, c := range in.Chunks {
 		cid, err := messages.ParseID[messages.ChunkID](c)
@@ -477,6 +499,17 @@ func (s *Server) search(w http.ResponseWriter, r *http.Request) error {
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"hits": hits, "forced": forced})
 	return nil
+}
+
+// SearchK is the ranking of a search for k hits on rt (nil, the
+// runtime's own, for k 0), as the API's search runs it.
+func SearchK(rt *actors.Runtime, k int) *retrieval.RankOptions {
+	if k <= 0 {
+		return nil
+	}
+	o := rt.RankOptions()
+	o.TopK, o.Overfetch = k, max(o.Overfetch, k)
+	return &o
 }
 
 func (s *Server) contextDebug(w http.ResponseWriter, r *http.Request) error {
