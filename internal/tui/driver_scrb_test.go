@@ -206,3 +206,14 @@ func (f *fakeB) called(prefix string) int {
 	}
 	return n
 }
+
+// The screens are Screens; those with modes of their own take Esc
+// while in them (the shell's Modal interface).
+var (
+	_ Screen                    = (*ChunksScreen)(nil)
+	_ Screen                    = (*PendingScreen)(nil)
+	_ Screen                    = (*StepsScreen)(nil)
+	_ Screen                    = (*ModelsScreen)(nil)
+	_ interface{ Modal() bool } = (*ChunksScreen)(nil)
+	_ interface{ Modal() bool } = (*PendingScreen)(nil)
+)

@@ -106,21 +106,21 @@ func loadPending(ctx context.Context, b Backend, branch messages.BranchID) ([]pe
 	return out, nil
 }
 
-// historyPage and historyPages bound findEntries' walk back through a
+// findPageLen and findMaxPages bound findEntries' walk back through a
 // branch's history.
 const (
-	historyPage  = 50
-	historyPages = 8
+	findPageLen  = 50
+	findMaxPages = 8
 )
 
 // findEntries walks the branch's history back from before (zero: the
 // head) until it has found the entries of every node in want or read
-// historyPages pages.
+// findMaxPages pages.
 func findEntries(ctx context.Context, b Backend, branch messages.BranchID, before messages.TurnID,
 	want map[messages.TurnID]bool) (map[messages.TurnID]*Entry, error) {
 	found := make(map[messages.TurnID]*Entry, len(want))
-	for page := 0; page < historyPages && len(found) < len(want); page++ {
-		entries, next, err := b.History(ctx, branch, before, historyPage)
+	for page := 0; page < findMaxPages && len(found) < len(want); page++ {
+		entries, next, err := b.History(ctx, branch, before, findPageLen)
 		if err != nil {
 			return nil, fmt.Errorf("history: %w", err)
 		}
