@@ -1,0 +1,144 @@
+package tui
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/contextinfinity/ctxinf/actors"
+	"github.com/contextinfinity/ctxinf/messages"
+)
+
+func TestChunksSearchShowsScoresAndText(t *testing.T) {
+	f := newFakeB()
+	c := newChunksScreen()
+	d := driveB(t, f, c)
+	if !c.Modal() {
+		t.Fatal("Modal() = false with the query input focused on open, want true (Esc must leave the input, not the screen)")
+	}
+	d.golden("chunks_open")
+
+	d.typeText("TODO main.go")
+	d.press("enter")
+	if got := f.calls[len(f.calls)-1]; got != `Search "TODO main.go" 8` {
+		t.Fatalf("last call = %s, want Search \"TODO main.go\" 8 (k defaults to %d)", got, DefaultSearchK)
+	}
+	if c.Modal() {
+		t.Error("Modal() = true after a search with hits, want false: the focus moves to the list")
+	}
+	d.golden("chunks_search")
+
+	d.press("down", "enter")
+	if !c.Modal() {
+		t.Error("Modal() = false while a chunk's text is shown, want true (Esc goes back to the list)")
+	}
+	d.golden("chunks_hit")
+	d.press("esc")
+	if c.Modal() || c.reading {
+		t.Error("Esc on a chunk's text did not go back to the list")
+	}
+	d.press("/")
+	if !c.Modal() {
+		t.Error("/ did not focus the query input")
+	}
+	d.press("esc")
+	if c.Modal() {
+		t.Error("Esc in the input kept the input focused")
+	}
+}
+
+func TestChunksSearchRelayoutsOnResize(t *testing.T) {
+	f := newFakeB()
+	d := driveB(t, f, newChunksScreen())
+	d.typeText("TODO")
+	d.press("enter", "down", "down")
+	d.golden("chunks_search_60x16", 60, 16)
+	for _, sz := range [][2]int{{80, 24}, {40, 10}, {20, 5}, {120, 40}} {
+		d.view(sz[0], sz[1]) // checks the fit
+	}
+}
+
+func TestChunksSearchErrorIsStatus(t *testing.T) {
+	f := newFakeB()
+	f.searchErr = errors.New("retrieval is disabled (memory.enabled: false)")
+	c := newChunksScreen()
+	d := driveB(t, f, c)
+	d.press("enter") // an empty query runs nothing
+	if n := f.called("Search"); n != 0 {
+		t.Fatalf("an empty query ran %d searches", n)
+	}
+	d.typeText("x")
+	d.press("enter")
+	st := statusesB(d.takeShell())
+	if len(st) != 1 || !errors.Is(st[0].Err, f.searchErr) {
+		t.Fatalf("status after a failed search = %+v, want one with its error", st)
+	}
+	if v := d.view(80, 20); !strings.Contains(v, "search failed: retrieval is disabled") {
+		t.Errorf("the screen does not say the search failed:\n%s", v)
+	}
+}
+
+func TestChunksContextDebugPackedVersusOffered(t *testing.T) {
+	f := newFakeB()
+	c := newChunksScreen()
+	d := driveB(t, f, c)
+	d.press("tab")
+	if c.Modal() {
+		t.Error("Modal() = true on the debug tab, want false")
+	}
+	if got := f.calls[len(f.calls)-1]; got != `Context 3 ""` {
+		t.Fatalf("last call = %s, want Context 3 \"\" (the branch's last turn)", got)
+	}
+	d.golden("chunks_debug")
+	v := normalizeB(d.view(80, 22))
+	tail := func(n byte) string { return idTail(idB[messages.ChunkID](n)) }
+	for _, want := range []string{"0.912  " + tail(31) + "  yes ", "0.803  " + tail(32) + "  as summary ",
+		"0.611  " + tail(33) + "  no\n", "Retrieval offered 3 chunks; 2 packed", "matches what was sent"} {
+		if !strings.Contains(v, want) {
+			t.Errorf("the debug view lacks %q:\n%s", want, v)
+		}
+	}
+
+	// Turn 1 recorded no context: the screen says so, and so does the
+	// status line.
+	d.takeShell()
+	d.press("left", "left")
+	if got := f.calls[len(f.calls)-1]; got != `Context 1 ""` {
+		t.Fatalf("last call = %s, want Context 1 \"\"", got)
+	}
+	st := statusesB(d.takeShell())
+	if len(st) != 1 || !errors.Is(st[0].Err, actors.ErrNoRecipe) {
+		t.Fatalf("status = %+v, want ErrNoRecipe", st)
+	}
+	d.golden("chunks_debug_norecipe")
+	d.press("left") // no turn 0
+	if got := f.calls[len(f.calls)-1]; got != `Context 1 ""` {
+		t.Errorf("left at turn 1 called %s", got)
+	}
+}
+
+func TestChunksContextDebugWithoutTurns(t *testing.T) {
+	f := newFakeB()
+	d := driveB(t, f, newChunksScreen())
+	d.st.Info.TurnSeq = 0
+	d.press("tab")
+	if n := f.called("Context"); n != 0 {
+		t.Errorf("with no turns the screen asked for %d contexts", n)
+	}
+	if v := d.view(80, 20); !strings.Contains(v, "No turns yet") {
+		t.Errorf("the debug tab does not say there are no turns:\n%s", v)
+	}
+}
+
+func TestDebugLinesSaysWhenTheRebuildDiffers(t *testing.T) {
+	d := newFakeB().debugs[3]
+	d.Matches, d.RebuiltHash = false, "0123456789abcdef"
+	got := strings.Join(debugLines(d, 3, 200), "\n")
+	if !strings.Contains(got, "DIFFERS from what was sent: sent 9f2c4e6a8b0d, rebuilt 0123456789ab") {
+		t.Errorf("debugLines of a context that differs =\n%s", got)
+	}
+	d.SentHash = ""
+	if got := strings.Join(debugLines(d, 0, 80), "\n"); !strings.Contains(got, "the context the next turn would get") {
+		t.Errorf("debugLines of the next turn's context =\n%s", got)
+	}
+}

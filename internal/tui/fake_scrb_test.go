@@ -1,0 +1,333 @@
+package tui
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/contextinfinity/ctxinf/actors"
+	"github.com/contextinfinity/ctxinf/client"
+	"github.com/contextinfinity/ctxinf/internal/core"
+	"github.com/contextinfinity/ctxinf/messages"
+	"github.com/contextinfinity/ctxinf/persistence"
+)
+
+// fakeB is the screens-B tests' Backend: a branch "main" of three turns
+// held in memory, with fixed ids and times. Turn 1 is a plain exchange,
+// turn 2 ran a tool (two steps), turn 3 was cut off by a crash in its
+// first step (its output recovered, incomplete); turns 1 and 2 are
+// pending. It records the calls the screens make.
+type fakeB struct {
+	branch  persistence.BranchRow
+	turns   []persistence.TurnRow // turn seq i+1 at i
+	entries []Entry               // the transcript, oldest first
+	infos   map[messages.TurnID]client.TurnInfo
+	pending []messages.PendingTurn
+
+	hits      []actors.Hit
+	searchErr error
+	debugs    map[uint64]actors.ContextDebug
+	debugErrs map[uint64]error
+
+	models    []string
+	model     string
+	selectErr error
+	commitErr error
+
+	calls []string
+}
+
+// fixedID is a deterministic id: n in its last byte.
+func idB[T ~[16]byte](n byte) T {
+	var id T
+	id[0], id[15] = 1, n
+	return id
+}
+
+var fakeBTime = time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
+
+func newFakeB() *fakeB {
+	f := &fakeB{
+		branch: persistence.BranchRow{ID: idB[messages.BranchID](1), Session: idB[messages.SessionID](2), Label: "main"},
+		infos:  map[messages.TurnID]client.TurnInfo{},
+		models: []string{"fast", "local", "smart"},
+		model:  "smart",
+	}
+	user := func(n byte, text string) Entry {
+		return Entry{Turn: idB[messages.TurnID](n), Depth: uint64(n), Role: messages.RoleUser, Text: text}
+	}
+	reply := func(n byte, text string, items ...messages.TranscriptItem) Entry {
+		return Entry{Turn: idB[messages.TurnID](n), Depth: uint64(n), Role: messages.RoleAssistant, Text: text, Items: items}
+	}
+	partial := "Roses are red,\nviolets are"
+	u3 := user(15, "Write a long poem about the sea")
+	u3.Partial = &partial
+	f.entries = []Entry{
+		user(11, "What does grep do?"),
+		reply(12, "grep searches text for lines matching a pattern."),
+		user(13, "Count the TODOs in main.go\nand list them"),
+		reply(14, "There are 3 TODOs in main.go.",
+			messages.ToolCall{CallID: "call_1", Name: "grep", Arguments: json.RawMessage(`{"pattern": "TODO", "file": "main.go"}`)},
+			messages.ToolOutput{CallID: "call_1", Output: json.RawMessage(`"main.go:3: TODO\nmain.go:9: TODO\nmain.go:20: TODO"`)},
+			messages.AssistantMessage{Blocks: messages.Blocks{messages.Text{Text: "There are 3 TODOs in main.go."}}}),
+		u3,
+	}
+	done := messages.StepOutcome{Kind: messages.OutcomeCompleted}
+	step := func(n byte, idx uint32, o messages.StepOutcome, in, out int, shown, durable uint64, interrupted bool) client.StepInfo {
+		return client.StepInfo{ID: idB[messages.StepID](n), Index: idx, Provider: "openai", Model: "gpt-4o", Outcome: o,
+			InputTokens: in, OutputTokens: out, Displayed: shown, Durable: durable, Interrupted: interrupted}
+	}
+	for i, t := range []struct {
+		user, reply byte
+		phase       messages.TurnPhase
+		outcome     string
+		code        string
+		steps       []client.StepInfo
+	}{
+		{11, 12, messages.PhaseIndexed, "completed", "", []client.StepInfo{step(21, 0, done, 812, 14, 120, 120, false)}},
+		{13, 14, messages.PhaseResponseFinalized, "completed", "", []client.StepInfo{
+			step(22, 0, messages.StepOutcome{Kind: messages.OutcomeCompleted, Reason: "tool_calls"}, 1040, 31, 96, 96, false),
+			step(23, 1, done, 1122, 12, 1536, 1536, false)}},
+		{15, 0, messages.PhaseFailed, "failed", messages.FailInterrupted, []client.StepInfo{
+			step(24, 0, messages.StepOutcome{}, 0, 0, 27, 14, true)}},
+	} {
+		row := persistence.TurnRow{Branch: f.branch.ID, Seq: uint64(i + 1), ID: idB[messages.TurnID](t.user),
+			Phase: t.phase, Outcome: t.outcome, Code: t.code, Updated: fakeBTime}
+		if t.reply != 0 {
+			row.Reply = idB[messages.TurnID](t.reply)
+		}
+		if t.code != "" {
+			row.Reason = "the runtime stopped during the step"
+		}
+		f.turns = append(f.turns, row)
+		info := client.TurnInfo{TurnRow: row, Steps: t.steps}
+		if t.code == messages.FailInterrupted {
+			info.Partial = &client.PartialOutput{Step: idB[messages.StepID](24), Text: partial, Incomplete: true, Displayed: 27, Durable: 14}
+		}
+		f.infos[row.ID] = info
+	}
+	f.pending = []messages.PendingTurn{
+		{Turn: idB[messages.TurnID](11), Seq: 1, Reply: idB[messages.TurnID](12)},
+		{Turn: idB[messages.TurnID](13), Seq: 2, Reply: idB[messages.TurnID](14)},
+	}
+	chunk := func(n byte, seq uint64, typ messages.ChunkType, text string) persistence.ChunkRow {
+		return persistence.ChunkRow{ID: idB[messages.ChunkID](n), Session: f.branch.Session, Branch: f.branch.ID,
+			SourceTurn: f.turns[seq-1].ID, Seq: seq, Type: typ, Text: text, TokenEst: len(text) / 4, Created: fakeBTime}
+	}
+	f.hits = []actors.Hit{
+		{Chunk: chunk(31, 2, messages.ChunkToolResult, "main.go:3: TODO\nmain.go:9: TODO\nmain.go:20: TODO"), Score: 0.912, Vector: 0.88, Text: 0.97, Relevance: 0.907},
+		{Chunk: chunk(32, 2, messages.ChunkUserContext, "Count the TODOs in main.go\nand list them"), Score: 0.803, Vector: 0.81, Text: 0.77, Relevance: 0.798},
+		{Chunk: chunk(33, 1, messages.ChunkExplanation, "grep searches text for lines matching a pattern."), Score: 0.611, Vector: 0.70, Text: 0.40, Relevance: 0.610},
+	}
+	f.debugs = map[uint64]actors.ContextDebug{3: {
+		Turn: idB[messages.TurnID](15), Step: idB[messages.StepID](24), Provider: "openai", Model: "gpt-4o",
+		Context: messages.AssembledContext{Retrieved: []messages.RetrievedChunk{
+			{Chunk: idB[messages.ChunkID](31), SourceTurn: idB[messages.TurnID](13), Text: "main.go:3: TODO\nmain.go:9: TODO", Score: 0.912},
+			{Chunk: idB[messages.ChunkID](32), SourceTurn: idB[messages.TurnID](13), Text: "Count the TODOs in main.go", Score: 0.803},
+		}},
+		Report: core.AssemblyReport{
+			Budget: core.Budget{ContextLimit: 128000, ResponseReserve: 4096, SafetyMargin: 1024, RetrievalMax: 6000, ChunkMax: 800},
+			Sections: []core.SectionUsage{{Name: core.SectionSystem, Tokens: 120, Items: 1}, {Name: core.SectionPinned, Tokens: 18, Items: 2},
+				{Name: core.SectionSummary, Tokens: 0}, {Name: core.SectionWindow, Tokens: 0}, {Name: core.SectionPending, Tokens: 96, Items: 4},
+				{Name: core.SectionRetrieved, Tokens: 41, Items: 2}, {Name: core.SectionUser, Tokens: 12, Items: 1}},
+			Total: 287,
+			Chunks: []core.ChunkUse{{Chunk: idB[messages.ChunkID](31), Score: 0.912, Tokens: 30},
+				{Chunk: idB[messages.ChunkID](32), Score: 0.803, Tokens: 11, Summary: true}},
+			Shrink: []core.ShrinkStep{{Step: core.StepDropChunk, Detail: "chunk 00000011 (score 0.611)", Saved: 19}},
+		},
+		SentHash: "9f2c4e6a8b0d1f3e5a7c9e1b3d5f7a9c", RebuiltHash: "9f2c4e6a8b0d1f3e5a7c9e1b3d5f7a9c", Matches: true,
+		Retrieved: []persistence.RetrievedRef{{Chunk: idB[messages.ChunkID](31), Score: 0.912},
+			{Chunk: idB[messages.ChunkID](32), Score: 0.803}, {Chunk: idB[messages.ChunkID](33), Score: 0.611}},
+	}}
+	// Turn 2's context had no retrieved memory: nothing was indexed yet.
+	f.debugs[2] = actors.ContextDebug{Turn: idB[messages.TurnID](13), Step: idB[messages.StepID](22), Provider: "openai",
+		Model: "gpt-4o", Report: core.AssemblyReport{Budget: f.debugs[3].Report.Budget, Total: 150,
+			Sections: []core.SectionUsage{{Name: core.SectionSystem, Tokens: 120, Items: 1}, {Name: core.SectionUser, Tokens: 30, Items: 1}}},
+		SentHash: "77aa", RebuiltHash: "77aa", Matches: true}
+	f.debugErrs = map[uint64]error{1: fmt.Errorf("%w: turn %s", actors.ErrNoRecipe, idB[messages.TurnID](11))}
+	return f
+}
+
+// state is the shell's State for f's branch, at f's current live state.
+func (f *fakeB) state() *State {
+	return &State{Ctx: context.Background(), Backend: f, Branch: f.branch, Info: f.info(), Width: 80, Height: 24}
+}
+
+func (f *fakeB) info() client.BranchInfo {
+	return client.BranchInfo{TurnSeq: uint64(len(f.turns)), Pending: len(f.pending), Model: f.model,
+		Tip: f.entries[len(f.entries)-1].Turn}
+}
+
+var errFakeB = errors.New("fakeB: not used by these screens")
+
+func (f *fakeB) call(format string, args ...any) {
+	f.calls = append(f.calls, fmt.Sprintf(format, args...))
+}
+
+func (f *fakeB) checkBranch(b messages.BranchID) error {
+	if b != f.branch.ID {
+		return fmt.Errorf("fakeB: unknown branch %s", b)
+	}
+	return nil
+}
+
+func (f *fakeB) Names(context.Context) (string, string, error) { return "openai", "gpt-4o-mini", nil }
+func (f *fakeB) Sessions(context.Context) ([]persistence.SessionRow, error) {
+	return nil, errFakeB
+}
+func (f *fakeB) CreateSession(context.Context, string) (persistence.BranchRow, error) {
+	return persistence.BranchRow{}, errFakeB
+}
+func (f *fakeB) BranchRow(context.Context, messages.BranchID) (persistence.BranchRow, error) {
+	return persistence.BranchRow{}, errFakeB
+}
+func (f *fakeB) Branches(context.Context, messages.SessionID) ([]persistence.BranchRow, error) {
+	return nil, errFakeB
+}
+func (f *fakeB) Info(_ context.Context, b messages.BranchID) (client.BranchInfo, error) {
+	f.call("Info")
+	return f.info(), f.checkBranch(b)
+}
+func (f *fakeB) Submit(context.Context, messages.BranchID, string, func(actors.Update)) (uint64, actors.Update, error) {
+	return 0, actors.Update{}, errFakeB
+}
+func (f *fakeB) Cancel(context.Context, messages.BranchID) error { return errFakeB }
+
+// History pages the transcript as the contract says: up to n entries
+// ending before node before (zero: the newest), and the first of them
+// as the cursor of the page older than it.
+func (f *fakeB) History(_ context.Context, b messages.BranchID, before messages.TurnID, n int) ([]Entry, messages.TurnID, error) {
+	f.call("History %d", n)
+	if err := f.checkBranch(b); err != nil {
+		return nil, messages.TurnID{}, err
+	}
+	end := len(f.entries)
+	if !before.IsZero() {
+		end = -1
+		for i, e := range f.entries {
+			if e.Turn == before {
+				end = i
+			}
+		}
+		if end < 0 {
+			return nil, messages.TurnID{}, fmt.Errorf("fakeB: no node %s", before)
+		}
+	}
+	start := max(0, end-n)
+	var next messages.TurnID
+	if start > 0 {
+		next = f.entries[start].Turn
+	}
+	return append([]Entry(nil), f.entries[start:end]...), next, nil
+}
+
+func (f *fakeB) TurnAt(_ context.Context, b messages.BranchID, seq uint64) (persistence.TurnRow, error) {
+	f.call("TurnAt %d", seq)
+	if err := f.checkBranch(b); err != nil {
+		return persistence.TurnRow{}, err
+	}
+	if seq == 0 || seq > uint64(len(f.turns)) {
+		return persistence.TurnRow{}, fmt.Errorf("%w: branch %s has no turn %d", persistence.ErrTurnNotFound, b, seq)
+	}
+	return f.turns[seq-1], nil
+}
+
+func (f *fakeB) Turn(_ context.Context, b messages.BranchID, turn messages.TurnID) (client.TurnInfo, error) {
+	f.call("Turn")
+	if err := f.checkBranch(b); err != nil {
+		return client.TurnInfo{}, err
+	}
+	info, ok := f.infos[turn]
+	if !ok {
+		return client.TurnInfo{}, persistence.ErrTurnNotFound
+	}
+	return info, nil
+}
+
+func (f *fakeB) Pending(_ context.Context, b messages.BranchID) ([]messages.PendingTurn, error) {
+	f.call("Pending")
+	return append([]messages.PendingTurn(nil), f.pending...), f.checkBranch(b)
+}
+
+func (f *fakeB) CommitPending(_ context.Context, b messages.BranchID) error {
+	f.call("CommitPending")
+	if err := f.checkBranch(b); err != nil {
+		return err
+	}
+	if f.commitErr != nil {
+		return f.commitErr
+	}
+	f.pending = nil
+	return nil
+}
+
+func (f *fakeB) Fork(context.Context, messages.BranchID, messages.TurnID, string) (persistence.BranchRow, error) {
+	return persistence.BranchRow{}, errFakeB
+}
+func (f *fakeB) DeleteBranch(context.Context, messages.BranchID) (client.Deleted, error) {
+	return client.Deleted{}, errFakeB
+}
+func (f *fakeB) Pin(context.Context, messages.BranchID, string) (messages.PinnedFact, error) {
+	return messages.PinnedFact{}, errFakeB
+}
+func (f *fakeB) Pins(context.Context, messages.BranchID) ([]messages.PinnedFact, error) {
+	return nil, errFakeB
+}
+func (f *fakeB) Unpin(context.Context, messages.BranchID, uint64) error { return errFakeB }
+func (f *fakeB) EditPin(context.Context, messages.BranchID, uint64, string) (messages.PinnedFact, error) {
+	return messages.PinnedFact{}, errFakeB
+}
+
+func (f *fakeB) ModelNames(context.Context) ([]string, error) {
+	f.call("ModelNames")
+	return append([]string(nil), f.models...), nil
+}
+
+func (f *fakeB) SelectModel(_ context.Context, b messages.BranchID, name string) error {
+	f.call("SelectModel %s", name)
+	if err := f.checkBranch(b); err != nil {
+		return err
+	}
+	if f.selectErr != nil {
+		return f.selectErr
+	}
+	f.model = name
+	return nil
+}
+
+func (f *fakeB) Search(_ context.Context, b messages.BranchID, query string, k int) ([]actors.Hit, error) {
+	f.call("Search %q %d", query, k)
+	if err := f.checkBranch(b); err != nil {
+		return nil, err
+	}
+	if f.searchErr != nil {
+		return nil, f.searchErr
+	}
+	return f.hits[:min(k, len(f.hits))], nil
+}
+
+func (f *fakeB) Context(_ context.Context, b messages.BranchID, seq uint64, text string) (actors.ContextDebug, error) {
+	f.call("Context %d %q", seq, text)
+	if err := f.checkBranch(b); err != nil {
+		return actors.ContextDebug{}, err
+	}
+	if err, ok := f.debugErrs[seq]; ok {
+		return actors.ContextDebug{}, err
+	}
+	d, ok := f.debugs[seq]
+	if !ok {
+		return actors.ContextDebug{}, fmt.Errorf("%w: branch %s has no turn %d", persistence.ErrTurnNotFound, b, seq)
+	}
+	return d, nil
+}
+
+func (f *fakeB) Recovered(_ context.Context, b messages.BranchID, turn messages.TurnID) (string, bool, error) {
+	f.call("Recovered")
+	info, ok := f.infos[turn]
+	if !ok || info.Partial == nil {
+		return "", false, f.checkBranch(b)
+	}
+	return info.Partial.Text, true, f.checkBranch(b)
+}

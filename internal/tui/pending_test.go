@@ -1,0 +1,99 @@
+package tui
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/contextinfinity/ctxinf/messages"
+)
+
+func TestPendingListsAndShowsTurns(t *testing.T) {
+	f := newFakeB()
+	p := NewPendingScreen().(*PendingScreen)
+	d := driveB(t, f, p)
+	d.golden("pending")
+	if p.Modal() {
+		t.Error("Modal() = true on the list, want false")
+	}
+	d.press("down", "enter")
+	if !p.Modal() {
+		t.Error("Modal() = false while a turn is shown, want true (Esc goes back to the list)")
+	}
+	d.golden("pending_turn")
+	d.press("esc")
+	if p.reading {
+		t.Error("Esc on a turn did not go back to the list")
+	}
+	d.view(40, 10)
+	d.view(20, 4)
+}
+
+func TestPendingCommitNow(t *testing.T) {
+	f := newFakeB()
+	d := driveB(t, f, NewPendingScreen())
+	d.takeShell()
+	d.press("c")
+	if n := f.called("CommitPending"); n != 1 {
+		t.Fatalf("c called CommitPending %d times, want 1", n)
+	}
+	msgs := d.takeShell()
+	st := statusesB(msgs)
+	if len(st) != 1 || st[0].Err != nil || st[0].Text != "committed 2 pending turns into the summary" {
+		t.Errorf("status after the commit = %+v, want the 2 turns committed", st)
+	}
+	if !hasMsgB[RefreshMsg](msgs) {
+		t.Error("the commit did not ask the shell to refresh its header")
+	}
+	if n := f.called("Pending"); n != 2 {
+		t.Errorf("Pending was read %d times, want 2 (the commit reloads the list)", n)
+	}
+	d.golden("pending_commit")
+
+	d.press("c") // nothing left: nothing to commit
+	if n := f.called("CommitPending"); n != 1 {
+		t.Errorf("c with nothing pending called CommitPending (%d calls)", n)
+	}
+	if st := statusesB(d.takeShell()); len(st) != 1 || !strings.Contains(st[0].Text, "nothing to commit") {
+		t.Errorf("status = %+v, want nothing to commit", st)
+	}
+}
+
+func TestPendingCommitErrorIsStatus(t *testing.T) {
+	f := newFakeB()
+	f.commitErr = errors.New("branch is busy: turn in flight")
+	d := driveB(t, f, NewPendingScreen())
+	d.takeShell()
+	d.press("c")
+	msgs := d.takeShell()
+	if st := statusesB(msgs); len(st) != 1 || !errors.Is(st[0].Err, f.commitErr) {
+		t.Errorf("status = %+v, want the commit's error", st)
+	}
+	if hasMsgB[RefreshMsg](msgs) {
+		t.Error("a failed commit asked for a refresh")
+	}
+	if v := d.view(80, 20); !strings.Contains(v, "Commit failed: branch is busy") {
+		t.Errorf("the screen does not say the commit failed:\n%s", v)
+	}
+}
+
+func TestFindEntriesWalksPages(t *testing.T) {
+	f := newFakeB()
+	var entries []Entry
+	for i := range 130 {
+		entries = append(entries, Entry{Turn: idB[messages.TurnID](byte(100 + i)), Role: messages.RoleUser, Text: "m"})
+	}
+	f.entries = append(entries, f.entries...)
+	want := map[messages.TurnID]bool{idB[messages.TurnID](101): true, idB[messages.TurnID](14): true}
+	found, err := findEntries(context.Background(), f, f.branch.ID, messages.TurnID{}, want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(found) != 2 || found[idB[messages.TurnID](101)] == nil || found[idB[messages.TurnID](14)].Text != "There are 3 TODOs in main.go." {
+		t.Errorf("findEntries found %v, want both nodes", found)
+	}
+	if n := f.called("History"); n != 3 {
+		t.Errorf("findEntries read %d pages, want 3 (135 entries, 50 a page)", n)
+	}
+}
