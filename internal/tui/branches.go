@@ -519,6 +519,9 @@ func (b *branchesScreen) treeView(s *State, width, rows int) []string {
 		if t.b.ID == b.active {
 			l += "  (active)"
 		}
+		if i == b.cur {
+			l = pickedRow.Render(cellFit(l, width))
+		}
 		out = append(out, l)
 	}
 	return out

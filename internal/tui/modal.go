@@ -5,8 +5,12 @@ import (
 
 	"charm.land/bubbles/v2/textinput"
 	tea "charm.land/bubbletea/v2"
+	"charm.land/lipgloss/v2"
 	"github.com/charmbracelet/x/ansi"
 )
+
+// pickedRow styles the selected row of a list.
+var pickedRow = lipgloss.NewStyle().Reverse(true)
 
 // Modal is implemented by a screen that has modes of its own: an inline
 // input, a y/n confirmation, a detail view or a filter. While Modal
