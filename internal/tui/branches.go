@@ -16,29 +16,30 @@ import (
 
 // Errors of ResolveBranch.
 var (
-	// ErrNoBranch: the name is no label, id or id prefix of a branch.
+	// ErrNoBranch: the name is no label, id or id part of a branch.
 	ErrNoBranch = errors.New("tui: no such branch")
-	// ErrAmbiguousBranch: the name is the label or id prefix of more
+	// ErrAmbiguousBranch: the name is the label or id part of more
 	// than one branch.
 	ErrAmbiguousBranch = errors.New("tui: ambiguous branch name")
 )
 
-// minIDPrefix is the shortest id prefix ResolveBranch accepts.
-const minIDPrefix = 4
+// minIDPart is the fewest characters of an id ResolveBranch takes as
+// its start or end.
+const minIDPart = 4
 
 // shortIDLen is how many characters of a branch id the screens show.
 const shortIDLen = 8
 
 // ResolveBranch finds the branch name names among branches: the one
 // labeled name exactly, else the one whose id is name, else the one
-// whose id starts with name (case-insensitive, at least 4 characters).
-// A label or prefix two branches share is ErrAmbiguousBranch, naming
-// them; a name that matches nothing is ErrNoBranch, saying what was
-// tried.
+// whose id starts or ends with name (case-insensitive, 4 characters at
+// least; the screens and the header show an id's last 8). A label or
+// id part two branches share is ErrAmbiguousBranch, naming them; a
+// name that matches nothing is ErrNoBranch, saying what was tried.
 func ResolveBranch(branches []persistence.BranchRow, name string) (persistence.BranchRow, error) {
 	name = strings.TrimSpace(name)
 	if name == "" {
-		return persistence.BranchRow{}, fmt.Errorf("%w: give a branch's label, id or id prefix", ErrNoBranch)
+		return persistence.BranchRow{}, fmt.Errorf("%w: give a branch's label, id or short id", ErrNoBranch)
 	}
 	var byLabel []persistence.BranchRow
 	for _, b := range branches {
@@ -51,8 +52,8 @@ func ResolveBranch(branches []persistence.BranchRow, name string) (persistence.B
 		return byLabel[0], nil
 	case 0:
 	default:
-		return persistence.BranchRow{}, fmt.Errorf("%w: %d branches are labeled %q: %s; use an id prefix",
-			ErrAmbiguousBranch, len(byLabel), name, candidates(byLabel))
+		return persistence.BranchRow{}, fmt.Errorf("%w: %d branches are labeled %q: %s; name one by its short id",
+			ErrAmbiguousBranch, len(byLabel), name, candidates(byLabel, branches))
 	}
 	up := strings.ToUpper(name)
 	for _, b := range branches {
@@ -60,32 +61,33 @@ func ResolveBranch(branches []persistence.BranchRow, name string) (persistence.B
 			return b, nil
 		}
 	}
-	if len(up) < minIDPrefix {
-		return persistence.BranchRow{}, fmt.Errorf("%w: %q is no branch's label (%s), and an id prefix needs %d characters at least",
-			ErrNoBranch, name, labelList(branches), minIDPrefix)
+	if len(up) < minIDPart {
+		return persistence.BranchRow{}, fmt.Errorf("%w: %q is no branch's label (%s), and a part of an id needs %d characters at least",
+			ErrNoBranch, name, labelList(branches), minIDPart)
 	}
-	var byPrefix []persistence.BranchRow
+	var byID []persistence.BranchRow
 	for _, b := range branches {
-		if strings.HasPrefix(b.ID.String(), up) {
-			byPrefix = append(byPrefix, b)
+		if id := b.ID.String(); strings.HasPrefix(id, up) || strings.HasSuffix(id, up) {
+			byID = append(byID, b)
 		}
 	}
-	switch len(byPrefix) {
+	switch len(byID) {
 	case 1:
-		return byPrefix[0], nil
+		return byID[0], nil
 	case 0:
-		return persistence.BranchRow{}, fmt.Errorf("%w: %q is no branch's label (%s), id or id prefix",
+		return persistence.BranchRow{}, fmt.Errorf("%w: %q is no branch's label (%s), nor the id, start or end of an id of one",
 			ErrNoBranch, name, labelList(branches))
 	}
-	return persistence.BranchRow{}, fmt.Errorf("%w: %d branch ids start with %q: %s; type more of the id",
-		ErrAmbiguousBranch, len(byPrefix), name, candidates(byPrefix))
+	return persistence.BranchRow{}, fmt.Errorf("%w: %q starts or ends %d branch ids: %s; type more of the id",
+		ErrAmbiguousBranch, name, len(byID), candidates(byID, branches))
 }
 
-// candidates names bs for an error: label and full id.
-func candidates(bs []persistence.BranchRow) string {
+// candidates names bs for an error: label, and the short id that
+// tells it from the others of all.
+func candidates(bs, all []persistence.BranchRow) string {
 	var out []string
 	for _, b := range bs {
-		out = append(out, fmt.Sprintf("%s (%s)", labelOrNone(b.Label), b.ID))
+		out = append(out, branchTitleIn(b, all))
 	}
 	return strings.Join(out, ", ")
 }
@@ -111,21 +113,22 @@ func labelOrNone(l string) string {
 	return l
 }
 
-// shortBranchID is the first characters of id the screens show.
+// shortBranchID is the short id the screens show, as the header does:
+// the id's last characters (a ULID starts with its creation time, which
+// branches made close together share; it ends with random bits).
 func shortBranchID(id messages.BranchID) string {
 	s := id.String()
-	return s[:min(len(s), shortIDLen)]
+	return s[max(0, len(s)-shortIDLen):]
 }
 
-// uniqueBranchID is the shortest prefix of id, of shortIDLen
-// characters at least, that no other of branches starts with: what to
-// type to name it. (ULIDs made in the same quarter second share 8.)
+// uniqueBranchID is the shortest end of id, of shortIDLen characters at
+// least, that ends no other id of branches: what to type to name it.
 func uniqueBranchID(id messages.BranchID, branches []persistence.BranchRow) string {
 	s := id.String()
 	for n := shortIDLen; n < len(s); n++ {
-		p, unique := s[:n], true
+		p, unique := s[len(s)-n:], true
 		for _, b := range branches {
-			if b.ID != id && strings.HasPrefix(b.ID.String(), p) {
+			if b.ID != id && strings.HasSuffix(b.ID.String(), p) {
 				unique = false
 				break
 			}

@@ -12,9 +12,11 @@ import (
 	"github.com/contextinfinity/ctxinf/persistence"
 )
 
-func TestResolveBranch(t *testing.T) {
+// TestResolveBranchNames: labels, ids, and the start or end of an id
+// (the short id the screens and the header show is an id's last 8).
+func TestResolveBranchNames(t *testing.T) {
 	f := newFakeA(0)
-	twin := persistence.BranchRow{ID: idA[messages.BranchID]("01JBTW1N"), Session: f.session.ID, Label: "fix-typo"}
+	twin := persistence.BranchRow{ID: idA[messages.BranchID]("01JBTW", "TW1NTW1N"), Session: f.session.ID, Label: "fix-typo"}
 	bs := append(slices.Clone(f.branches), twin)
 	id := func(label string) messages.BranchID { return f.branchA(label).ID }
 	for _, c := range []struct {
@@ -28,20 +30,28 @@ func TestResolveBranch(t *testing.T) {
 		{name: "exp-b", want: id("exp-b")},
 		{name: id("exp-a").String(), want: id("exp-a")},
 		{name: strings.ToLower(id("exp-a").String()), want: id("exp-a")},
+		// the start of an id
 		{name: "01JBMA", want: id("main")},
-		{name: "01jbma1n", want: id("main")},
-		{name: "01JBEXPA8", want: id("exp-b")},
-		{name: "01JBF1X2", want: id("fix-typo-2")},
+		{name: "01jbf2", want: id("fix-typo-2")},
+		// its end: the short id shown
+		{name: "MA1NMA1N", want: id("main")},
+		{name: "ma1n", want: id("main")},
+		{name: "EXPERMNT", want: id("experiment")},
+		{name: "1SHARED01", want: id("exp-a")},
+		{name: "TYP02", want: id("fix-typo-2")},
 		// two branches are labeled fix-typo: the error names both
-		{name: "fix-typo", err: ErrAmbiguousBranch, msg: []string{"2 branches are labeled \"fix-typo\"",
-			f.branchA("fix-typo").ID.String(), twin.ID.String()}},
-		// 01JBEXPA starts both exp-a's and exp-b's ids
-		{name: "01JBEXPA", err: ErrAmbiguousBranch, msg: []string{"2 branch ids start with", "exp-a", "exp-b"}},
-		{name: "01JBEXP", err: ErrAmbiguousBranch, msg: []string{"3 branch ids"}},
-		{name: "Main", err: ErrNoBranch, msg: []string{`"Main" is no branch's label (labels: main, experiment, fix-typo, exp-a, exp-b, fix-typo-2), id or id prefix`}},
-		{name: "nope", err: ErrNoBranch, msg: []string{"id or id prefix"}},
-		{name: "01J", err: ErrNoBranch, msg: []string{"an id prefix needs 4 characters at least"}},
-		{name: "01JBZZZZ", err: ErrNoBranch},
+		{name: "fix-typo", err: ErrAmbiguousBranch, msg: []string{`2 branches are labeled "fix-typo"`,
+			"fix-typo (F1XTYP00)", "fix-typo (TW1NTW1N)"}},
+		// both exp-a's and exp-b's ids start with 01JBEA and end with SHARED01
+		{name: "01JBEA", err: ErrAmbiguousBranch, msg: []string{`"01JBEA" starts or ends 2 branch ids`,
+			"exp-a (1SHARED01)", "exp-b (2SHARED01)"}},
+		{name: "shared01", err: ErrAmbiguousBranch, msg: []string{"2 branch ids"}},
+		{name: "01JBE", err: ErrAmbiguousBranch, msg: []string{"3 branch ids", "experiment (EXPERMNT)"}},
+		{name: "Main", err: ErrNoBranch, msg: []string{`"Main" is no branch's label (labels: main, experiment, fix-typo, exp-a, exp-b, fix-typo-2), nor the id, start or end of an id of one`}},
+		{name: "nope", err: ErrNoBranch, msg: []string{"nor the id"}},
+		{name: "01J", err: ErrNoBranch, msg: []string{"a part of an id needs 4 characters at least"}},
+		{name: "1N", err: ErrNoBranch},
+		{name: "01JBZZ", err: ErrNoBranch},
 		{name: "", err: ErrNoBranch},
 	} {
 		got, err := ResolveBranch(bs, c.name)
@@ -92,7 +102,7 @@ func TestBranchesScreenFork(t *testing.T) {
 		t.Errorf("fork: backend call %q, want %q", got, want)
 	}
 	st := r.takeShell()
-	if len(st) != 1 || !strings.Contains(st[0].(StatusMsg).Text, "forked experiment (01JBEXP0) at its head: branch exp-c (01JBN100)") {
+	if len(st) != 1 || !strings.Contains(st[0].(StatusMsg).Text, "forked experiment (EXPERMNT) at its head: branch exp-c (F0RK0001)") {
 		t.Errorf("fork: shell got %v, want a StatusMsg naming the new branch", st)
 	}
 	r.golden("branches_forked", 80, 24) // the new branch in the tree, selected
@@ -123,8 +133,9 @@ func TestBranchesScreenDelete(t *testing.T) {
 	}
 
 	// exp-a goes
+	expA := f.branchA("exp-a").ID
 	r.press("d", "y")
-	if got, want := f.calls[len(f.calls)-1], "delete "+idA[messages.BranchID]("01JBEXPA7").String(); got != want {
+	if got, want := f.calls[len(f.calls)-1], "delete "+expA.String(); got != want {
 		t.Errorf("d, y on exp-a: backend call %q, want %q", got, want)
 	}
 	st = r.takeShell()
@@ -189,7 +200,7 @@ func TestBranchesScreenFilter(t *testing.T) {
 func TestBranchesScreenLoadError(t *testing.T) {
 	f := newFakeA(0)
 	r := newRunA(t, f, "main", NewBranchesScreen())
-	r.st.Branch.Session = idA[messages.SessionID]("01JBSX")
+	r.st.Branch.Session = idA[messages.SessionID]("01JBSX", "")
 	r.run(r.scr.Open(r.st))
 	if got := r.view(80, 24); !strings.Contains(got, "could not read the branches: fakeA: no session") {
 		t.Errorf("a failed load: got\n%s", got)

@@ -46,10 +46,10 @@ var errFakeA = errors.New("fakeA: not used by these screens")
 // fakeATime is the creation time of everything in fakeA.
 var fakeATime = time.Date(2025, 3, 14, 9, 26, 53, 0, time.UTC)
 
-// idA makes an id from text: its Crockford base32 letters, padded with
-// zeros to 26 characters.
-func idA[T ~[16]byte](text string) T {
-	id, err := messages.ParseID[T](text + strings.Repeat("0", 26-len(text)))
+// idA makes an id of its first and last characters (Crockford base32),
+// zeros between.
+func idA[T ~[16]byte](head, tail string) T {
+	id, err := messages.ParseID[T](head + strings.Repeat("0", 26-len(head)-len(tail)) + tail)
 	if err != nil {
 		panic(err)
 	}
@@ -63,33 +63,41 @@ func idA[T ~[16]byte](text string) T {
 //	│  └─ fix-typo-2 (@3)
 //	└─ experiment (@4)
 //	   ├─ exp-a (@5)
-//	   └─ exp-b (@6)  (its id shares 8 characters with exp-a's)
+//	   └─ exp-b (@6)  (its id starts as exp-a's and ends with exp-a's last 8)
 //
 // and a transcript of n exchanges (2n messages).
 func newFakeA(n int) *fakeA {
 	f := &fakeA{maxPins: 4, maxBytes: 64, nextPin: 4}
-	f.session = persistence.SessionRow{ID: idA[messages.SessionID]("01JBS"), Title: "chat", Created: fakeATime}
-	mk := func(id, parent, label string, seq uint64) persistence.BranchRow {
-		b := persistence.BranchRow{ID: idA[messages.BranchID](id), Session: f.session.ID, Label: label, ForkSeq: seq, Created: fakeATime}
+	f.session = persistence.SessionRow{ID: idA[messages.SessionID]("01JBS", "SESS10N1"), Title: "chat", Created: fakeATime}
+	ids := map[string]messages.BranchID{
+		"main":       idA[messages.BranchID]("01JBMA", "MA1NMA1N"),
+		"experiment": idA[messages.BranchID]("01JBEX", "EXPERMNT"),
+		"fix-typo":   idA[messages.BranchID]("01JBF1", "F1XTYP00"),
+		"exp-a":      idA[messages.BranchID]("01JBEA", "1SHARED01"),
+		"exp-b":      idA[messages.BranchID]("01JBEA", "2SHARED01"),
+		"fix-typo-2": idA[messages.BranchID]("01JBF2", "F1XTYP02"),
+	}
+	mk := func(label, parent string, seq uint64) persistence.BranchRow {
+		b := persistence.BranchRow{ID: ids[label], Session: f.session.ID, Label: label, ForkSeq: seq, Created: fakeATime}
 		if parent != "" {
-			b.Parent = idA[messages.BranchID](parent)
-			b.ForkAt = idA[messages.TurnID](fmt.Sprintf("01JT%02d", seq))
+			b.Parent = ids[parent]
+			b.ForkAt = idA[messages.TurnID](fmt.Sprintf("01JT%02d", seq), "")
 		}
 		return b
 	}
 	f.branches = []persistence.BranchRow{
-		mk("01JBMA1N", "", "main", 0),
-		mk("01JBEXP0", "01JBMA1N", "experiment", 4),
-		mk("01JBF1X0", "01JBMA1N", "fix-typo", 2),
-		mk("01JBEXPA7", "01JBEXP0", "exp-a", 5),
-		mk("01JBEXPA8", "01JBEXP0", "exp-b", 6),
-		mk("01JBF1X2", "01JBF1X0", "fix-typo-2", 3),
+		mk("main", "", 0),
+		mk("experiment", "main", 4),
+		mk("fix-typo", "main", 2),
+		mk("exp-a", "experiment", 5),
+		mk("exp-b", "experiment", 6),
+		mk("fix-typo-2", "fix-typo", 3),
 	}
 	f.session.ActiveBranch = f.branches[1].ID
 	for i := 1; i <= n; i++ {
-		u := Entry{Turn: idA[messages.TurnID](fmt.Sprintf("01JT%02d", i)), Depth: uint64(2*i - 1), Role: messages.RoleUser,
+		u := Entry{Turn: idA[messages.TurnID](fmt.Sprintf("01JT%02d", i), ""), Depth: uint64(2*i - 1), Role: messages.RoleUser,
 			Text: fmt.Sprintf("Question %d: what does step %d of the plan need?", i, i)}
-		a := Entry{Turn: idA[messages.TurnID](fmt.Sprintf("01JR%02d", i)), Depth: uint64(2 * i), Role: messages.RoleAssistant,
+		a := Entry{Turn: idA[messages.TurnID](fmt.Sprintf("01JR%02d", i), ""), Depth: uint64(2 * i), Role: messages.RoleAssistant,
 			Text: fmt.Sprintf("Answer %d. Step %d needs the config file and a running server.", i, i)}
 		f.msgs = append(f.msgs, u, a)
 	}
@@ -151,7 +159,7 @@ func (f *fakeA) Fork(_ context.Context, branch messages.BranchID, at messages.Tu
 		return persistence.BranchRow{}, f.forkErr
 	}
 	f.forks++
-	row := persistence.BranchRow{ID: idA[messages.BranchID](fmt.Sprintf("01JBN%d", f.forks)), Session: f.session.ID,
+	row := persistence.BranchRow{ID: idA[messages.BranchID]("01JBN", fmt.Sprintf("F0RK%04d", f.forks)), Session: f.session.ID,
 		Parent: branch, ForkAt: at, ForkSeq: 9, Label: label, Created: fakeATime}
 	f.branches = append(f.branches, row)
 	return row, nil

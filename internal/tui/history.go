@@ -474,8 +474,12 @@ func entryFull(e Entry, width int) []string {
 func (h *historyScreen) Keys() []key.Binding {
 	switch {
 	case h.ask.active():
+		what := "fork"
+		if h.ask.op == histRollback {
+			what = "roll back"
+		}
 		return []key.Binding{
-			key.NewBinding(key.WithKeys("enter"), key.WithHelp("enter", "fork")),
+			key.NewBinding(key.WithKeys("enter"), key.WithHelp("enter", what)),
 			key.NewBinding(key.WithKeys("esc"), key.WithHelp("esc", "cancel")),
 		}
 	case h.detail:

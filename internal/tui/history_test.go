@@ -145,7 +145,7 @@ func TestHistoryScreenFork(t *testing.T) {
 	if len(st) != 1 {
 		t.Fatalf("fork: shell got %v, want one StatusMsg", st)
 	}
-	if s, ok := st[0].(StatusMsg); !ok || s.Err != nil || !strings.Contains(s.Text, "forked at turn 21: branch try-b (01JBN100)") {
+	if s, ok := st[0].(StatusMsg); !ok || s.Err != nil || !strings.Contains(s.Text, "forked at turn 21: branch try-b (F0RK0001)") {
 		t.Errorf("fork: shell got %#v, want StatusMsg forked at turn 21", st[0])
 	}
 
