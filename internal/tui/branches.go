@@ -23,9 +23,9 @@ var (
 	ErrAmbiguousBranch = errors.New("tui: ambiguous branch name")
 )
 
-// minIDPart is the fewest characters of an id ResolveBranch takes as
+// minBranchIDPart is the fewest characters of an id ResolveBranch takes as
 // its start or end.
-const minIDPart = 4
+const minBranchIDPart = 4
 
 // shortIDLen is how many characters of a branch id the screens show.
 const shortIDLen = 8
@@ -61,9 +61,9 @@ func ResolveBranch(branches []persistence.BranchRow, name string) (persistence.B
 			return b, nil
 		}
 	}
-	if len(up) < minIDPart {
+	if len(up) < minBranchIDPart {
 		return persistence.BranchRow{}, fmt.Errorf("%w: %q is no branch's label (%s), and a part of an id needs %d characters at least",
-			ErrNoBranch, name, labelList(branches), minIDPart)
+			ErrNoBranch, name, labelList(branches), minBranchIDPart)
 	}
 	var byID []persistence.BranchRow
 	for _, b := range branches {
