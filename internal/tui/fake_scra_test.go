@@ -1,0 +1,420 @@
+package tui
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	tea "charm.land/bubbletea/v2"
+	"github.com/charmbracelet/x/ansi"
+
+	"github.com/contextinfinity/ctxinf/actors"
+	"github.com/contextinfinity/ctxinf/client"
+	"github.com/contextinfinity/ctxinf/messages"
+	"github.com/contextinfinity/ctxinf/persistence"
+)
+
+// fakeA is the Backend of the history, branches and pins screens'
+// tests: one session, its branches, one transcript (every branch's
+// history is it) and the current branch's pins, with fixed ids and
+// times. It records the calls that change something.
+type fakeA struct {
+	session  persistence.SessionRow
+	branches []persistence.BranchRow
+	msgs     []Entry
+	pins     []messages.PinnedFact
+	maxPins  int
+	maxBytes int
+	nextPin  uint64
+	forks    int
+
+	historyErr error
+	forkErr    error
+
+	calls []string // "fork BRANCH AT LABEL", "delete BRANCH", "pin FACT", …
+}
+
+var errFakeA = errors.New("fakeA: not used by these screens")
+
+// fakeATime is the creation time of everything in fakeA.
+var fakeATime = time.Date(2025, 3, 14, 9, 26, 53, 0, time.UTC)
+
+// idA makes an id of its first and last characters (Crockford base32),
+// zeros between.
+func idA[T ~[16]byte](head, tail string) T {
+	id, err := messages.ParseID[T](head + strings.Repeat("0", 26-len(head)-len(tail)) + tail)
+	if err != nil {
+		panic(err)
+	}
+	return id
+}
+
+// newFakeA returns a session whose branch tree is
+//
+//	main
+//	├─ fix-typo (@2)
+//	│  └─ fix-typo-2 (@3)
+//	└─ experiment (@4)
+//	   ├─ exp-a (@5)
+//	   └─ exp-b (@6)  (its id starts as exp-a's and ends with exp-a's last 8)
+//
+// and a transcript of n exchanges (2n messages).
+func newFakeA(n int) *fakeA {
+	f := &fakeA{maxPins: 4, maxBytes: 64, nextPin: 4}
+	f.session = persistence.SessionRow{ID: idA[messages.SessionID]("01JBS", "SESS10N1"), Title: "chat", Created: fakeATime}
+	ids := map[string]messages.BranchID{
+		"main":       idA[messages.BranchID]("01JBMA", "MA1NMA1N"),
+		"experiment": idA[messages.BranchID]("01JBEX", "EXPERMNT"),
+		"fix-typo":   idA[messages.BranchID]("01JBF1", "F1XTYP00"),
+		"exp-a":      idA[messages.BranchID]("01JBEA", "1SHARED01"),
+		"exp-b":      idA[messages.BranchID]("01JBEA", "2SHARED01"),
+		"fix-typo-2": idA[messages.BranchID]("01JBF2", "F1XTYP02"),
+	}
+	mk := func(label, parent string, seq uint64) persistence.BranchRow {
+		b := persistence.BranchRow{ID: ids[label], Session: f.session.ID, Label: label, ForkSeq: seq, Created: fakeATime}
+		if parent != "" {
+			b.Parent = ids[parent]
+			b.ForkAt = idA[messages.TurnID](fmt.Sprintf("01JT%02d", seq), "")
+		}
+		return b
+	}
+	f.branches = []persistence.BranchRow{
+		mk("main", "", 0),
+		mk("experiment", "main", 4),
+		mk("fix-typo", "main", 2),
+		mk("exp-a", "experiment", 5),
+		mk("exp-b", "experiment", 6),
+		mk("fix-typo-2", "fix-typo", 3),
+	}
+	f.session.ActiveBranch = f.branches[1].ID
+	for i := 1; i <= n; i++ {
+		u := Entry{Turn: idA[messages.TurnID](fmt.Sprintf("01JT%02d", i), ""), Depth: uint64(2*i - 1), Role: messages.RoleUser,
+			Text: fmt.Sprintf("Question %d: what does step %d of the plan need?", i, i)}
+		a := Entry{Turn: idA[messages.TurnID](fmt.Sprintf("01JR%02d", i), ""), Depth: uint64(2 * i), Role: messages.RoleAssistant,
+			Text: fmt.Sprintf("Answer %d. Step %d needs the config file and a running server.", i, i)}
+		f.msgs = append(f.msgs, u, a)
+	}
+	f.pins = []messages.PinnedFact{
+		{ID: 1, Fact: "The user's name is Ada.", Seq: 1, At: fakeATime},
+		{ID: 3, Fact: "Deploys go to eu-west-1 only; never touch the us-east-1 stack without asking first.", Seq: 4, At: fakeATime},
+	}
+	return f
+}
+
+// entryA returns the fake's message at depth d.
+func (f *fakeA) entryA(d uint64) *Entry { return &f.msgs[d-1] }
+
+func (f *fakeA) branchA(label string) persistence.BranchRow {
+	for _, b := range f.branches {
+		if b.Label == label {
+			return b
+		}
+	}
+	panic("fakeA: no branch " + label)
+}
+
+func (f *fakeA) History(_ context.Context, _ messages.BranchID, before messages.TurnID, n int) ([]Entry, messages.TurnID, error) {
+	f.calls = append(f.calls, fmt.Sprintf("history %s %d", before, n))
+	if f.historyErr != nil {
+		return nil, messages.TurnID{}, f.historyErr
+	}
+	end := len(f.msgs)
+	if !before.IsZero() {
+		end = slices.IndexFunc(f.msgs, func(e Entry) bool { return e.Turn == before })
+		if end < 0 {
+			return nil, messages.TurnID{}, fmt.Errorf("fakeA: no message %s", before)
+		}
+	}
+	start := max(0, end-n)
+	var older messages.TurnID
+	if start > 0 {
+		older = f.msgs[start].Turn
+	}
+	return slices.Clone(f.msgs[start:end]), older, nil
+}
+
+func (f *fakeA) Turn(_ context.Context, _ messages.BranchID, turn messages.TurnID) (client.TurnInfo, error) {
+	seq := uint64(0)
+	for _, e := range f.msgs {
+		if e.Role == messages.RoleUser {
+			seq++
+			if e.Turn == turn {
+				return client.TurnInfo{TurnRow: persistence.TurnRow{Seq: seq, ID: turn}}, nil
+			}
+		}
+	}
+	return client.TurnInfo{}, fmt.Errorf("fakeA: %s is no turn", turn)
+}
+
+func (f *fakeA) Fork(_ context.Context, branch messages.BranchID, at messages.TurnID, label string) (persistence.BranchRow, error) {
+	f.calls = append(f.calls, fmt.Sprintf("fork %s %s %s", branch, at, label))
+	if f.forkErr != nil {
+		return persistence.BranchRow{}, f.forkErr
+	}
+	f.forks++
+	row := persistence.BranchRow{ID: idA[messages.BranchID]("01JBN", fmt.Sprintf("F0RK%04d", f.forks)), Session: f.session.ID,
+		Parent: branch, ForkAt: at, ForkSeq: 9, Label: label, Created: fakeATime}
+	f.branches = append(f.branches, row)
+	return row, nil
+}
+
+func (f *fakeA) Branches(_ context.Context, session messages.SessionID) ([]persistence.BranchRow, error) {
+	if session != f.session.ID {
+		return nil, fmt.Errorf("fakeA: no session %s", session)
+	}
+	return slices.Clone(f.branches), nil
+}
+
+func (f *fakeA) Sessions(context.Context) ([]persistence.SessionRow, error) {
+	return []persistence.SessionRow{f.session}, nil
+}
+
+func (f *fakeA) DeleteBranch(_ context.Context, branch messages.BranchID) (client.Deleted, error) {
+	f.calls = append(f.calls, "delete "+branch.String())
+	i := slices.IndexFunc(f.branches, func(b persistence.BranchRow) bool { return b.ID == branch })
+	if i < 0 {
+		return client.Deleted{}, fmt.Errorf("fakeA: no branch %s", branch)
+	}
+	if f.branches[i].Parent.IsZero() {
+		return client.Deleted{}, fmt.Errorf("%w: delete branch %s: it is the first branch of session %s: delete the session",
+			actors.ErrFirstBranch, branch, f.session.ID)
+	}
+	var forks []string
+	for _, b := range f.branches {
+		if b.Parent == branch {
+			forks = append(forks, b.ID.String())
+		}
+	}
+	if len(forks) > 0 {
+		return client.Deleted{}, fmt.Errorf("%w: delete branch %s: it has forks (%s), which share its turns: delete them first",
+			actors.ErrHasForks, branch, strings.Join(forks, ", "))
+	}
+	f.branches = slices.Delete(f.branches, i, i+1)
+	return client.Deleted{Session: f.session.ID, Branches: []messages.BranchID{branch}, Nodes: 4, Turns: 2}, nil
+}
+
+func (f *fakeA) Pins(context.Context, messages.BranchID) ([]messages.PinnedFact, error) {
+	return slices.Clone(f.pins), nil
+}
+
+// checkPin is the runtime's rule (core.Pin) in small: a size and a count.
+func (f *fakeA) checkPin(fact string) error {
+	if fact == "" {
+		return errors.New("core: invalid: fact: empty")
+	}
+	if len(fact) > f.maxBytes {
+		return fmt.Errorf("core: invalid: fact: %d bytes, limit %d (context.max_pin_bytes)", len(fact), f.maxBytes)
+	}
+	return nil
+}
+
+func (f *fakeA) Pin(_ context.Context, _ messages.BranchID, fact string) (messages.PinnedFact, error) {
+	f.calls = append(f.calls, "pin "+fact)
+	if err := f.checkPin(fact); err != nil {
+		return messages.PinnedFact{}, err
+	}
+	if len(f.pins) >= f.maxPins {
+		return messages.PinnedFact{}, fmt.Errorf("core: invalid: fact: %d facts pinned, limit %d (context.max_pins)", len(f.pins), f.maxPins)
+	}
+	p := messages.PinnedFact{ID: f.nextPin, Fact: fact, Seq: 9, At: fakeATime}
+	f.nextPin++
+	f.pins = append(f.pins, p)
+	return p, nil
+}
+
+func (f *fakeA) EditPin(_ context.Context, _ messages.BranchID, id uint64, fact string) (messages.PinnedFact, error) {
+	f.calls = append(f.calls, fmt.Sprintf("editpin %d %s", id, fact))
+	if err := f.checkPin(fact); err != nil {
+		return messages.PinnedFact{}, err
+	}
+	for i := range f.pins {
+		if f.pins[i].ID == id {
+			f.pins[i].Fact = fact
+			return f.pins[i], nil
+		}
+	}
+	return messages.PinnedFact{}, fmt.Errorf("core: not found: no pinned fact #%d", id)
+}
+
+func (f *fakeA) Unpin(_ context.Context, _ messages.BranchID, id uint64) error {
+	f.calls = append(f.calls, fmt.Sprintf("unpin %d", id))
+	i := slices.IndexFunc(f.pins, func(p messages.PinnedFact) bool { return p.ID == id })
+	if i < 0 {
+		return fmt.Errorf("core: not found: no pinned fact #%d", id)
+	}
+	f.pins = slices.Delete(f.pins, i, i+1)
+	return nil
+}
+
+// The rest of Backend: not used by these screens.
+
+func (f *fakeA) Names(context.Context) (string, string, error) { return "", "", errFakeA }
+func (f *fakeA) CreateSession(context.Context, string) (persistence.BranchRow, error) {
+	return persistence.BranchRow{}, errFakeA
+}
+func (f *fakeA) BranchRow(context.Context, messages.BranchID) (persistence.BranchRow, error) {
+	return persistence.BranchRow{}, errFakeA
+}
+func (f *fakeA) Info(context.Context, messages.BranchID) (client.BranchInfo, error) {
+	return client.BranchInfo{}, errFakeA
+}
+func (f *fakeA) Submit(context.Context, messages.BranchID, string, func(actors.Update)) (uint64, actors.Update, error) {
+	return 0, actors.Update{}, errFakeA
+}
+func (f *fakeA) Cancel(context.Context, messages.BranchID) error { return errFakeA }
+func (f *fakeA) TurnAt(context.Context, messages.BranchID, uint64) (persistence.TurnRow, error) {
+	return persistence.TurnRow{}, errFakeA
+}
+func (f *fakeA) Pending(context.Context, messages.BranchID) ([]messages.PendingTurn, error) {
+	return nil, errFakeA
+}
+func (f *fakeA) CommitPending(context.Context, messages.BranchID) error { return errFakeA }
+func (f *fakeA) ModelNames(context.Context) ([]string, error)           { return nil, errFakeA }
+func (f *fakeA) SelectModel(context.Context, messages.BranchID, string) error {
+	return errFakeA
+}
+func (f *fakeA) Search(context.Context, messages.BranchID, string, int) ([]actors.Hit, error) {
+	return nil, errFakeA
+}
+func (f *fakeA) Context(context.Context, messages.BranchID, uint64, string) (actors.ContextDebug, error) {
+	return actors.ContextDebug{}, errFakeA
+}
+func (f *fakeA) Recovered(context.Context, messages.BranchID, messages.TurnID) (string, bool, error) {
+	return "", false, errFakeA
+}
+
+var _ Backend = (*fakeA)(nil)
+
+// updateScrA rewrites the golden screens of these tests (a flag name of
+// their own: the package's other tests may have an -update).
+var updateScrA = flag.Bool("update-scra", false, "rewrite testdata/scra/*.golden")
+
+// runA drives a screen as the shell would, without a terminal: it
+// passes messages to Update and runs the commands it returns at once,
+// feeding the screen's own results back and keeping the messages meant
+// for the shell.
+type runA struct {
+	t     *testing.T
+	f     *fakeA
+	st    *State
+	scr   Screen
+	shell []tea.Msg // StatusMsg, SwitchMsg, RefreshMsg, CloseMsg, in order
+}
+
+// newRunA opens scr on fake's branch labeled branch.
+func newRunA(t *testing.T, f *fakeA, branch string, scr Screen) *runA {
+	t.Helper()
+	r := &runA{t: t, f: f, scr: scr, st: &State{Ctx: t.Context(), Backend: f, Branch: f.branchA(branch), Width: 80, Height: 24}}
+	r.run(scr.Open(r.st))
+	return r
+}
+
+func (r *runA) run(cmd tea.Cmd) {
+	if cmd == nil {
+		return
+	}
+	r.deliver(cmd())
+}
+
+func (r *runA) deliver(msg tea.Msg) {
+	switch msg := msg.(type) {
+	case nil:
+	case tea.BatchMsg:
+		for _, c := range msg {
+			r.run(c)
+		}
+	case StatusMsg, SwitchMsg, RefreshMsg, CloseMsg:
+		r.shell = append(r.shell, msg)
+	default:
+		r.send(msg)
+	}
+}
+
+// send passes msg to the screen's Update.
+func (r *runA) send(msg tea.Msg) { r.run(r.scr.Update(r.st, msg)) }
+
+// press sends the keys: names ("enter", "esc", "up", "pgup", …) or a
+// single character each.
+func (r *runA) press(keys ...string) {
+	for _, k := range keys {
+		r.send(keyA(k))
+	}
+}
+
+// typeText sends text a character at a time.
+func (r *runA) typeText(text string) {
+	for _, c := range text {
+		r.send(tea.KeyPressMsg{Code: c, Text: string(c)})
+	}
+}
+
+// takeShell returns the messages for the shell since the last call.
+func (r *runA) takeShell() []tea.Msg {
+	out := r.shell
+	r.shell = nil
+	return out
+}
+
+// view renders the screen at w×h, checks that it fills exactly h lines
+// of at most w cells, and returns it without colours and trailing
+// spaces.
+func (r *runA) view(w, h int) string {
+	r.t.Helper()
+	v := r.scr.View(r.st, w, h)
+	lines := strings.Split(v, "\n")
+	if len(lines) != h {
+		r.t.Errorf("%s.View(%d, %d) has %d lines, want %d", r.scr.Name(), w, h, len(lines), h)
+	}
+	for i, l := range lines {
+		if n := ansi.StringWidth(l); n > w {
+			r.t.Errorf("%s.View(%d, %d): line %d is %d cells wide: %q", r.scr.Name(), w, h, i+1, n, ansi.Strip(l))
+		}
+		lines[i] = strings.TrimRight(ansi.Strip(l), " ")
+	}
+	return strings.Join(lines, "\n")
+}
+
+// golden compares the screen at w×h with testdata/scra/name.golden.
+func (r *runA) golden(name string, w, h int) {
+	r.t.Helper()
+	got := r.view(w, h) + "\n"
+	path := filepath.Join("testdata", "scra", name+".golden")
+	if *updateScrA {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			r.t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			r.t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		r.t.Fatalf("%v (run go test -run %s -update-scra to write it)", err, r.t.Name())
+	}
+	if got != string(want) {
+		r.t.Errorf("%s: the screen differs from %s\n--- got\n%s--- want\n%s", name, path, got, want)
+	}
+}
+
+// keyA is the key press named k.
+func keyA(k string) tea.KeyPressMsg {
+	codes := map[string]rune{"enter": tea.KeyEnter, "esc": tea.KeyEscape, "up": tea.KeyUp, "down": tea.KeyDown,
+		"left": tea.KeyLeft, "right": tea.KeyRight, "pgup": tea.KeyPgUp, "pgdown": tea.KeyPgDown,
+		"delete": tea.KeyDelete, "backspace": tea.KeyBackspace, "home": tea.KeyHome, "end": tea.KeyEnd}
+	if c, ok := codes[k]; ok {
+		return tea.KeyPressMsg{Code: c}
+	}
+	c := []rune(k)
+	if len(c) != 1 {
+		panic("keyA: no key " + k)
+	}
+	return tea.KeyPressMsg{Code: c[0], Text: k}
+}
