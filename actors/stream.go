@@ -16,10 +16,17 @@ type Update struct {
 	// Item is a tool call as it is issued, or a tool output as it is
 	// recorded (enabled tool mode); nil otherwise.
 	Item      messages.TranscriptItem
-	Displayed uint64             // journal bytes shown so far
-	Durable   uint64             // journal bytes fsynced so far
-	Done      bool               // the turn reached its end (finalized or failed)
-	Phase     messages.TurnPhase // with Done: ResponseFinalized or Failed
+	Displayed uint64 // journal bytes shown so far
+	Durable   uint64 // journal bytes fsynced so far
+	// TextDisplayed is the bytes of text shown so far (the deltas'),
+	// TextDurable those whose journal records are fsynced: the header's
+	// "Stream: durable/displayed" (SRD §13.3). TextDurable <=
+	// TextDisplayed; they are equal at Done once the response is
+	// committed.
+	TextDisplayed, TextDurable uint64
+
+	Done  bool               // the turn reached its end (finalized or failed)
+	Phase messages.TurnPhase // with Done: ResponseFinalized or Failed
 	// Outcome, with Done, is how the turn ended: the final step's
 	// outcome, or for Phase Failed messages.FailedOutcome (kind failed
 	// or cancelled, Code one of messages' Fail* codes, Message why).
