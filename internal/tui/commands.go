@@ -155,7 +155,7 @@ func (m *Model) cmdSwitch(args string) tea.Cmd {
 		if err != nil {
 			return resultMsg{text: "/switch", err: err}
 		}
-		b, err := resolveBranch(bs, args)
+		b, err := ResolveBranch(bs, args)
 		if err != nil {
 			return resultMsg{text: "/switch", err: err}
 		}
@@ -257,10 +257,10 @@ func freeLabel(bs []persistence.BranchRow, base string) string {
 // prefix or suffix.
 const minIDPart = 4
 
-// resolveBranch finds the branch ref names among bs: by label (exact),
+// ResolveBranch finds the branch ref names among bs: by label (exact),
 // else by id, else by a unique prefix or suffix of an id (the header's
 // short id is the suffix).
-func resolveBranch(bs []persistence.BranchRow, ref string) (persistence.BranchRow, error) {
+func ResolveBranch(bs []persistence.BranchRow, ref string) (persistence.BranchRow, error) {
 	ref = strings.TrimSpace(ref)
 	var byLabel []persistence.BranchRow
 	for _, b := range bs {

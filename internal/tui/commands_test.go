@@ -73,15 +73,15 @@ func TestResolveBranch(t *testing.T) {
 		{f.branches, short(exp.ID)[5:], messages.BranchID{}, `no branch`}, // under minIDPart
 		{append(f.branches, twin), "experiment", messages.BranchID{}, `2 branches are labeled "experiment"`},
 	} {
-		got, err := resolveBranch(tc.bs, tc.ref)
+		got, err := ResolveBranch(tc.bs, tc.ref)
 		if tc.wantErr != "" {
 			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-				t.Errorf("resolveBranch(%q) = %s, %v, want an error with %q", tc.ref, got.ID, err, tc.wantErr)
+				t.Errorf("ResolveBranch(%q) = %s, %v, want an error with %q", tc.ref, got.ID, err, tc.wantErr)
 			}
 			continue
 		}
 		if err != nil || got.ID != tc.want {
-			t.Errorf("resolveBranch(%q) = %s, %v, want %s", tc.ref, got.ID, err, tc.want)
+			t.Errorf("ResolveBranch(%q) = %s, %v, want %s", tc.ref, got.ID, err, tc.want)
 		}
 	}
 }

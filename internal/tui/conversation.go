@@ -7,6 +7,7 @@ import (
 
 	"charm.land/bubbles/v2/viewport"
 	tea "charm.land/bubbletea/v2"
+	"github.com/charmbracelet/x/ansi"
 
 	"github.com/contextinfinity/ctxinf/actors"
 	"github.com/contextinfinity/ctxinf/messages"
@@ -68,7 +69,8 @@ func (c *conversation) render(follow bool) {
 		if i > 0 {
 			b.WriteString("\n")
 		}
-		b.WriteString(e.render())
+		// Wrapped at spaces here (the viewport would cut words).
+		b.WriteString(ansi.Wrap(e.render(), max(1, c.width), ""))
 	}
 	c.vp.SetContent(b.String())
 	if follow || atEnd {
