@@ -28,8 +28,8 @@ run: build ## build ctxinf and serve the runtime on ./data (HTTP on 127.0.0.1:80
 	./$(BIN) serve
 
 .PHONY: chat
-chat: build ## build ctxinf and chat with the runtime on ./data in line mode
-	./$(BIN) chat
+chat: build ## build ctxinf and open the terminal UI on ./data (ctxinf chat --plain: the line mode)
+	./$(BIN) tui
 
 .PHONY: test
 test: ## vet, run every test with -race, run every benchmark once

@@ -131,12 +131,26 @@ const chatHelp = `Type a message and press Enter. Commands:
 func chat(e *env, args []string) error {
 	fs := flag.NewFlagSet("chat", flag.ContinueOnError)
 	fs.SetOutput(e.stderr)
-	sessionFlag := fs.String("session", "", "session to resume (default: the newest, or a new one)")
-	branchFlag := fs.String("branch", "", "branch to resume (default: the session's active branch)")
-	serverURL := fs.String("server", "", "chat through the ctxinf serve at this URL (default: the data directory's, when one runs on it)")
+	var f tuiFlags
+	f.register(fs)
+	plain := fs.Bool("plain", false, "the line mode (what ctxinf chat runs when stdin or stdout is not a terminal): a line in, the reply out")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	if !*plain && isTerminal(e.stdin) && isTerminal(e.stdout) {
+		return runTUI(e, f)
+	}
+	if f.data != "" {
+		e.cfg.DataDir = f.data
+	}
+	sessionFlag, serverURL := &f.session, &f.server
+	if f.branch != "" {
+		// The line mode takes a branch's id (its /switch too).
+		if _, err := messages.ParseID[messages.BranchID](f.branch); err != nil {
+			return fmt.Errorf("--branch: %w (the line mode takes a branch id; ctxinf tui takes labels)", err)
+		}
+	}
+	branchFlag := &f.branch
 	ctx := context.Background()
 	var rt chatRuntime
 	where, err := filepath.Abs(e.cfg.DataDir)

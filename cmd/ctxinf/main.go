@@ -1,6 +1,7 @@
 // Command ctxinf is ContextInfinity's one binary.
 //
-//	ctxinf [--config FILE] chat [--session S] [--branch B]
+//	ctxinf [--config FILE] tui [--data D] [--server URL] [--session S] [--branch B]
+//	ctxinf [--config FILE] chat [--plain] [--session S] [--branch B]
 //	ctxinf [--config FILE] inspect [--json]
 //	ctxinf [--config FILE] bench store [--dir D] [--json] [--quick] [--encrypted]
 //	ctxinf [--config FILE] bench stream [--json]
@@ -36,9 +37,20 @@ Commands:
                  the HTTP API (sessions, branches, turns with SSE
                  streaming, history, pins, retrieval, context debug,
                  export/import; GET /openapi.json) on 127.0.0.1:8080
-  chat [--session S] [--branch B] [--server URL]
-                 a line-mode chat on the embedded runtime (./data), with
-                 /fork, /history, /pin, /pending, /commit (see /help)
+  tui [--data D] [--server URL] [--session S] [--branch LABEL|ID]
+                 the terminal UI on the embedded runtime (./data), or on
+                 the server at --server (token from the environment, as
+                 for every client command): a live header (branch, head
+                 state, pending turns, turn phase, stream durable/displayed
+                 bytes), the conversation, and screens for the history,
+                 branches, pins, chunks, pending turns, steps and models
+                 (F1 lists the keys and /commands); the log goes to
+                 ` + tuiLogName + ` in the temporary directory
+  chat [--plain] [--data D] [--session S] [--branch B] [--server URL]
+                 on a terminal: the TUI (as ctxinf tui); with --plain, or
+                 when stdin or stdout is not a terminal (scripts): a line
+                 mode with /fork, /history, /pin, /pending, /commit (see
+                 /help there)
   inspect [--json] [--server URL]
                  sessions, branches, heads, turns with phases, pending
                  counts and jobs in the data directory
@@ -179,6 +191,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		err = serve(e, rest[1:])
 	case rest[0] == "chat":
 		err = chat(e, rest[1:])
+	case rest[0] == "tui":
+		err = tuiCmd(e, rest[1:])
 	case rest[0] == "inspect":
 		err = inspect(e, rest[1:])
 	case rest[0] == "reindex":

@@ -96,6 +96,15 @@ func (c *ChunksScreen) Open(s *State) tea.Cmd {
 	return c.focusInput()
 }
 
+// OpenArgs implements ArgsScreen: /search Q (or /chunks Q) opens the
+// search tab and runs retrieval for Q.
+func (c *ChunksScreen) OpenArgs(s *State, args string) tea.Cmd {
+	c.debugTab, c.reading, c.typing = false, false, false
+	c.input.SetValue(strings.TrimSpace(args))
+	c.input.Blur()
+	return c.search(s)
+}
+
 func (c *ChunksScreen) focusInput() tea.Cmd {
 	c.typing = true
 	return c.input.Focus()

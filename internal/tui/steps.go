@@ -3,6 +3,7 @@ package tui
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"charm.land/bubbles/v2/key"
@@ -50,6 +51,16 @@ type stepsMsg struct {
 	seq  uint64
 	turn stepsTurn
 	err  error
+}
+
+// OpenArgs implements ArgsScreen: /steps N opens on turn N.
+func (t *StepsScreen) OpenArgs(s *State, args string) tea.Cmd {
+	seq, err := strconv.ParseUint(strings.TrimSpace(args), 10, 64)
+	if err != nil || seq == 0 {
+		return statusErr("/steps", fmt.Errorf("%q is not a turn number (1 to %d; see /history)", args, s.Info.TurnSeq))
+	}
+	t.At(seq)
+	return t.Open(s)
 }
 
 // Name implements Screen.
