@@ -53,7 +53,6 @@ func TestSwitch(t *testing.T) {
 	}
 }
 
-
 // TestFork forks at a turn with a label, and at the head with a free
 // default label, and moves to the fork.
 func TestFork(t *testing.T) {
