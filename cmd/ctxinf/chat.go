@@ -227,7 +227,7 @@ func chat(e *env, args []string) error {
 		if last.Outcome.Kind == messages.OutcomeIncomplete || last.Outcome.Kind == messages.OutcomePaused {
 			fmt.Fprintf(e.stdout, "\n  [%s: %s]", last.Outcome.Kind, last.Outcome.Reason)
 		}
-		fmt.Fprintf(e.stdout, "\n  [turn %d · %s · stream durable/displayed %d/%d bytes]\n", seq, last.Phase, last.Durable, last.Displayed)
+		fmt.Fprintf(e.stdout, "\n  [turn %d · %s · stream durable/displayed %d/%d bytes of text]\n", seq, last.Phase, last.TextDurable, last.TextDisplayed)
 		if last.Phase == messages.PhaseFailed {
 			// What failed, and why: the code a client of the server
 			// gets (context_too_large, provider_error, cancelled…).
