@@ -178,6 +178,28 @@ func TestTUI(t *testing.T) {
 	s.waitFor("the full help", `Keys and commands`, `/switch B`, `/rollback N`, `ctrl\+d\s+quit`)
 	s.send("\x1bOP")
 	s.waitFor("the conversation again", `you: What is a branch`)
+
+	// Each screen opens on its key, with its name in the header, and esc
+	// brings the conversation back (the chunks screen opens on its query
+	// input: the first esc leaves it).
+	for _, k := range []struct{ seq, name, body string }{
+		{"\x1bOQ", "History", `History of main`},
+		{"\x1bOR", "Branches", `\* main`},
+		{"\x1bOS", "Pins", `Pinned facts of main`},
+		{"\x1b[15~", "Chunks", `query>`},
+		{"\x1b[17~", "Pending", `1 pending turn`},
+		{"\x1b[18~", "Steps", `Turn 1 of 1`},
+		{"\x1b[19~", "Models", `local`},
+	} {
+		s.send(k.seq)
+		s.waitFor("the "+k.name+" screen", `model \w+ · `+k.name, k.body)
+		s.send("\x1b")
+		if k.name == "Chunks" {
+			s.waitFor("the chunks screen out of its input", `esc close`)
+			s.send("\x1b")
+		}
+		s.waitFor("the conversation after the "+k.name+" screen", `you: What is a branch`, `> a message, or /help`)
+	}
 	s.send("\x04") // ctrl+d
 	s.exit()
 }

@@ -77,6 +77,9 @@ type Backend interface {
 // Entry is a message of the history, with the output recovered for its
 // reply when a crash cut that off.
 type Entry struct {
+	// Turn is the turn the message belongs to: its user message's id,
+	// for the reply and the tool steps of the turn too. (History's
+	// before takes the cursor it returns, not a Turn.)
 	Turn    messages.TurnID
 	Depth   uint64
 	Role    messages.Role

@@ -23,6 +23,7 @@ type fakeB struct {
 	branch  persistence.BranchRow
 	turns   []persistence.TurnRow // turn seq i+1 at i
 	entries []Entry               // the transcript, oldest first
+	nodes   []messages.TurnID     // each entry's node (History's cursor)
 	infos   map[messages.TurnID]client.TurnInfo
 	pending []messages.PendingTurn
 
@@ -59,7 +60,8 @@ func newFakeB() *fakeB {
 		return Entry{Turn: idB[messages.TurnID](n), Depth: uint64(n), Role: messages.RoleUser, Text: text}
 	}
 	reply := func(n byte, text string, items ...messages.TranscriptItem) Entry {
-		return Entry{Turn: idB[messages.TurnID](n), Depth: uint64(n), Role: messages.RoleAssistant, Text: text, Items: items}
+		// A reply carries its turn's id: its user message's, node n-1.
+		return Entry{Turn: idB[messages.TurnID](n - 1), Depth: uint64(n), Role: messages.RoleAssistant, Text: text, Items: items}
 	}
 	partial := "Roses are red,\nviolets are"
 	u3 := user(15, "Write a long poem about the sea")
@@ -73,6 +75,9 @@ func newFakeB() *fakeB {
 			messages.ToolOutput{CallID: "call_1", Output: json.RawMessage(`"main.go:3: TODO\nmain.go:9: TODO\nmain.go:20: TODO"`)},
 			messages.AssistantMessage{Blocks: messages.Blocks{messages.Text{Text: "There are 3 TODOs in main.go."}}}),
 		u3,
+	}
+	for _, e := range f.entries {
+		f.nodes = append(f.nodes, idB[messages.TurnID](byte(e.Depth)))
 	}
 	done := messages.StepOutcome{Kind: messages.OutcomeCompleted}
 	step := func(n byte, idx uint32, o messages.StepOutcome, in, out int, shown, durable uint64, interrupted bool) client.StepInfo {
@@ -157,7 +162,7 @@ func (f *fakeB) state() *State {
 
 func (f *fakeB) info() client.BranchInfo {
 	return client.BranchInfo{TurnSeq: uint64(len(f.turns)), Pending: len(f.pending), Model: f.model,
-		Tip: f.entries[len(f.entries)-1].Turn}
+		Tip: f.nodes[len(f.nodes)-1]}
 }
 
 var errFakeB = errors.New("fakeB: not used by these screens")
@@ -206,8 +211,8 @@ func (f *fakeB) History(_ context.Context, b messages.BranchID, before messages.
 	end := len(f.entries)
 	if !before.IsZero() {
 		end = -1
-		for i, e := range f.entries {
-			if e.Turn == before {
+		for i, n := range f.nodes {
+			if n == before {
 				end = i
 			}
 		}
@@ -218,7 +223,7 @@ func (f *fakeB) History(_ context.Context, b messages.BranchID, before messages.
 	start := max(0, end-n)
 	var next messages.TurnID
 	if start > 0 {
-		next = f.entries[start].Turn
+		next = f.nodes[start]
 	}
 	return append([]Entry(nil), f.entries[start:end]...), next, nil
 }

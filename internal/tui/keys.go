@@ -2,6 +2,7 @@ package tui
 
 import (
 	"errors"
+	"slices"
 	"strings"
 
 	"charm.land/bubbles/v2/help"
@@ -134,7 +135,11 @@ func (k shellKeys) ShortHelp() []key.Binding {
 		return []key.Binding{key.NewBinding(key.WithKeys("esc"), key.WithHelp("esc/F1", "close help")), keyQuit}
 	}
 	if a := k.m.active; a != nil {
-		return append(append([]key.Binding{keyClose}, a.screen.Keys()...), keyHelp)
+		keys := a.screen.Keys()
+		if !slices.ContainsFunc(keys, func(b key.Binding) bool { return slices.Contains(b.Keys(), "esc") }) {
+			keys = append([]key.Binding{keyClose}, keys...) // the screen says nothing of esc
+		}
+		return append(keys, keyHelp)
 	}
 	out := []key.Binding{keySend, keyHistory, keyCancel, keyHelp}
 	if !k.m.turn.active {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 
 	"charm.land/bubbles/v2/key"
@@ -85,12 +86,9 @@ func loadPending(ctx context.Context, b Backend, branch messages.BranchID) ([]pe
 	if err != nil {
 		return nil, err
 	}
-	want := make(map[messages.TurnID]bool, 2*len(pend))
+	want := make(map[messages.TurnID]bool, len(pend))
 	for _, t := range pend {
 		want[t.Turn] = true
-		if !t.Reply.IsZero() {
-			want[t.Reply] = true
-		}
 	}
 	found, err := findEntries(ctx, b, branch, messages.TurnID{}, want)
 	if err != nil {
@@ -98,9 +96,9 @@ func loadPending(ctx context.Context, b Backend, branch messages.BranchID) ([]pe
 	}
 	out := make([]pendingRow, len(pend))
 	for i, t := range pend {
-		out[i] = pendingRow{seq: t.Seq, user: found[t.Turn]}
-		if !t.Reply.IsZero() {
-			out[i].reply = found[t.Reply]
+		out[i] = pendingRow{seq: t.Seq}
+		if te := found[t.Turn]; te != nil {
+			out[i].user, out[i].reply = te.user, te.reply
 		}
 	}
 	return out, nil
@@ -113,21 +111,47 @@ const (
 	findMaxPages = 8
 )
 
+// turnEntries are a turn's messages in the history: its user message,
+// and its reply (the last message after it; Items gathers the tool
+// calls and outputs of every message after it).
+type turnEntries struct {
+	user, reply *Entry
+}
+
 // findEntries walks the branch's history back from before (zero: the
-// head) until it has found the entries of every node in want or read
-// findMaxPages pages.
+// head) until it has found the user message of every turn in want (the
+// messages of a turn carry its id, Entry.Turn; the user message is its
+// first, so its reply was seen by then) or read findMaxPages pages.
 func findEntries(ctx context.Context, b Backend, branch messages.BranchID, before messages.TurnID,
-	want map[messages.TurnID]bool) (map[messages.TurnID]*Entry, error) {
-	found := make(map[messages.TurnID]*Entry, len(want))
-	for page := 0; page < findMaxPages && len(found) < len(want); page++ {
+	want map[messages.TurnID]bool) (map[messages.TurnID]*turnEntries, error) {
+	found := make(map[messages.TurnID]*turnEntries, len(want))
+	users := 0
+	for page := 0; page < findMaxPages && users < len(want); page++ {
 		entries, next, err := b.History(ctx, branch, before, findPageLen)
 		if err != nil {
 			return nil, fmt.Errorf("history: %w", err)
 		}
-		for i := range entries {
-			if want[entries[i].Turn] {
-				e := entries[i]
-				found[e.Turn] = &e
+		// Newest first: a reply's messages before its user message.
+		for i := len(entries) - 1; i >= 0; i-- {
+			e := entries[i]
+			if !want[e.Turn] {
+				continue
+			}
+			te := found[e.Turn]
+			if te == nil {
+				te = &turnEntries{}
+				found[e.Turn] = te
+			}
+			switch {
+			case e.Role == messages.RoleUser:
+				if te.user == nil {
+					te.user = &e
+					users++
+				}
+			case te.reply == nil:
+				te.reply = &e
+			default: // an earlier message of the reply (a tool step)
+				te.reply.Items = append(slices.Clone(e.Items), te.reply.Items...)
 			}
 		}
 		if next.IsZero() {

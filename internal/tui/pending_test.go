@@ -81,17 +81,23 @@ func TestPendingCommitErrorIsStatus(t *testing.T) {
 func TestFindEntriesWalksPages(t *testing.T) {
 	f := newFakeB()
 	var entries []Entry
+	var nodes []messages.TurnID
 	for i := range 130 {
-		entries = append(entries, Entry{Turn: idB[messages.TurnID](byte(100 + i)), Role: messages.RoleUser, Text: "m"})
+		entries = append(entries, Entry{Turn: idB[messages.TurnID](byte(100 + i)), Depth: uint64(100 + i), Role: messages.RoleUser, Text: "m"})
+		nodes = append(nodes, idB[messages.TurnID](byte(100+i)))
 	}
-	f.entries = append(entries, f.entries...)
-	want := map[messages.TurnID]bool{idB[messages.TurnID](101): true, idB[messages.TurnID](14): true}
+	f.entries, f.nodes = append(entries, f.entries...), append(nodes, f.nodes...)
+	want := map[messages.TurnID]bool{idB[messages.TurnID](101): true, idB[messages.TurnID](13): true}
 	found, err := findEntries(context.Background(), f, f.branch.ID, messages.TurnID{}, want)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(found) != 2 || found[idB[messages.TurnID](101)] == nil || found[idB[messages.TurnID](14)].Text != "There are 3 TODOs in main.go." {
-		t.Errorf("findEntries found %v, want both nodes", found)
+	if len(found) != 2 || found[idB[messages.TurnID](101)] == nil || found[idB[messages.TurnID](101)].user == nil {
+		t.Fatalf("findEntries found %v, want both turns", found)
+	}
+	if te := found[idB[messages.TurnID](13)]; te.user == nil || te.user.Text != "Count the TODOs in main.go\nand list them" ||
+		te.reply == nil || te.reply.Text != "There are 3 TODOs in main.go." || len(te.reply.Items) != 3 {
+		t.Errorf("turn 13: %+v, want its user message and its reply with the tool call and output", te)
 	}
 	if n := f.called("History"); n != 3 {
 		t.Errorf("findEntries read %d pages, want 3 (135 entries, 50 a page)", n)

@@ -113,17 +113,13 @@ func loadTurn(ctx context.Context, b Backend, branch messages.BranchID, seq, las
 		}
 	}
 	want := map[messages.TurnID]bool{row.ID: true}
-	if !row.Reply.IsZero() {
-		want[row.Reply] = true
-	}
 	found, err := findEntries(ctx, b, branch, before, want)
 	if err != nil {
 		out.histErr = err
 		return out, nil
 	}
-	out.user = found[row.ID]
-	if !row.Reply.IsZero() {
-		out.reply = found[row.Reply]
+	if te := found[row.ID]; te != nil {
+		out.user, out.reply = te.user, te.reply
 	}
 	return out, nil
 }
