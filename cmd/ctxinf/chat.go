@@ -18,6 +18,7 @@ import (
 	"github.com/contextinfinity/ctxinf/actors"
 	"github.com/contextinfinity/ctxinf/internal/config"
 	"github.com/contextinfinity/ctxinf/internal/core"
+	"github.com/contextinfinity/ctxinf/internal/tui"
 	"github.com/contextinfinity/ctxinf/messages"
 	"github.com/contextinfinity/ctxinf/persistence"
 	"github.com/contextinfinity/ctxinf/providers"
@@ -117,7 +118,7 @@ const chatHelp = `Type a message and press Enter. Commands:
   /commit        fold pending turns into the summary now
   /fork [N]      fork after turn N (default: the head) and switch to it
   /branches      branches of this session
-  /switch ID     switch to another branch
+  /switch B      switch to another branch (its label, id or short id)
   /delete        delete this branch for good (asks you to confirm with
                  its id; a branch with forks, or the session's first,
                  cannot be: see ctxinf delete session)
@@ -144,12 +145,6 @@ func chat(e *env, args []string) error {
 		e.cfg.DataDir = f.data
 	}
 	sessionFlag, serverURL := &f.session, &f.server
-	if f.branch != "" {
-		// The line mode takes a branch's id (its /switch too).
-		if _, err := messages.ParseID[messages.BranchID](f.branch); err != nil {
-			return fmt.Errorf("--branch: %w (the line mode takes a branch id; ctxinf tui takes labels)", err)
-		}
-	}
 	branchFlag := &f.branch
 	ctx := context.Background()
 	var rt chatRuntime
@@ -201,6 +196,11 @@ func chat(e *env, args []string) error {
 		if line == "" {
 			continue
 		}
+		if strings.ContainsRune(line, '\x1b') {
+			// An arrow or function key: this mode has no line editing.
+			fmt.Fprintln(e.stdout, "error: the line holds a terminal key sequence (an arrow?) and was not sent: the line mode has no line editing; use ctxinf tui")
+			continue
+		}
 		if strings.HasPrefix(line, "/") {
 			quit, err := chatCommand(ctx, e, rt, &branch, line)
 			if err != nil {
@@ -240,11 +240,18 @@ func chat(e *env, args []string) error {
 // session's active branch, else a new session.
 func pickBranch(ctx context.Context, rt chatRuntime, session, branch string) (ctxinf.Branch, error) {
 	if branch != "" {
-		id, err := messages.ParseID[messages.BranchID](branch)
+		if id, err := messages.ParseID[messages.BranchID](branch); err == nil {
+			return rt.BranchRow(ctx, id)
+		}
+		// A label or short id, of the session's branches.
+		b, err := pickBranch(ctx, rt, session, "")
+		if err == nil {
+			b, err = resolveBranch(ctx, rt, b.Session, branch)
+		}
 		if err != nil {
 			return ctxinf.Branch{}, fmt.Errorf("--branch: %w", err)
 		}
-		return rt.BranchRow(ctx, id)
+		return b, nil
 	}
 	ss, err := rt.Sessions(ctx)
 	if err != nil {
@@ -265,6 +272,19 @@ func pickBranch(ctx context.Context, rt chatRuntime, session, branch string) (ct
 		return rt.CreateSession(ctx, "chat")
 	}
 	return rt.BranchRow(ctx, ss[len(ss)-1].ActiveBranch)
+}
+
+// resolveBranch finds the branch of session name names: its id, label or
+// short id (tui.ResolveBranch).
+func resolveBranch(ctx context.Context, rt chatRuntime, session messages.SessionID, name string) (ctxinf.Branch, error) {
+	if id, err := messages.ParseID[messages.BranchID](name); err == nil {
+		return rt.BranchRow(ctx, id)
+	}
+	bs, err := rt.Branches(ctx, session)
+	if err != nil {
+		return ctxinf.Branch{}, err
+	}
+	return tui.ResolveBranch(bs, name)
 }
 
 func chatCommand(ctx context.Context, e *env, rt chatRuntime, branch *ctxinf.Branch, line string) (quit bool, err error) {
@@ -417,16 +437,12 @@ func chatCommand(ctx context.Context, e *env, rt chatRuntime, branch *ctxinf.Bra
 			fmt.Fprintf(out, " %s %s %s parent=%s\n", mark, b.ID, b.Label, b.Parent)
 		}
 	case "/switch":
-		id, err := messages.ParseID[messages.BranchID](arg)
+		b, err := resolveBranch(ctx, rt, branch.Session, arg)
 		if err != nil {
 			return false, fmt.Errorf("/switch: %w", err)
 		}
-		b, err := rt.BranchRow(ctx, id)
-		if err != nil {
-			return false, err
-		}
 		*branch = b
-		fmt.Fprintf(out, "  now on branch %s\n", b.ID)
+		fmt.Fprintf(out, "  now on branch %s (%s)\n", b.ID, b.Label)
 	case "/delete":
 		return false, chatDelete(ctx, out, rt, branch, arg)
 	default:

@@ -141,7 +141,8 @@ func TestChatSession(t *testing.T) {
 	t.Setenv("CTX_LOCAL_DELAY", "0")
 	t.Setenv("CTX_STORE_DURABILITY", "relaxed")
 	t.Setenv("CTX_DEFAULT_MODEL", "local")
-	in := strings.NewReader("Remember the code word: bluebird-7.\n/pin The user is Ada.\n/history 2\n/fork 1\nOn the fork.\n/branches\n/nonsense\n/quit\n")
+	in := strings.NewReader("Remember the code word: bluebird-7.\n/pin The user is Ada.\n/history 2\n/fork 1\nOn the fork.\n/branches\n/nonsense\n" +
+		"\x1b[A\n/switch main\n/switch nosuch\n/quit\n")
 	var out, errOut bytes.Buffer
 	if code := run([]string{"chat"}, in, &out, &errOut); code != 0 {
 		t.Fatalf("chat exited %d: %s", code, errOut.String())
@@ -155,10 +156,16 @@ func TestChatSession(t *testing.T) {
 		"now on branch",
 		`"On the fork."`,
 		"unknown command /nonsense",
+		"error: the line holds a terminal key sequence (an arrow?) and was not sent",
+		"(main)\n",
+		`error: /switch: tui: no such branch: "nosuch"`,
 	} {
 		if !strings.Contains(o, want) {
 			t.Errorf("chat output lacks %q:\n%s", want, o)
 		}
+	}
+	if strings.Contains(o, "\x1b[A\"") {
+		t.Errorf("an up arrow was sent as a message:\n%s", o)
 	}
 	if strings.Contains(o, "durable/displayed 0/0") {
 		t.Errorf("stream counters were not reported:\n%s", o)
