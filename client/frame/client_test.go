@@ -12,24 +12,28 @@ import (
 	"github.com/contextinfinity/ctxinf/persistence"
 )
 
-// gateStore blocks Append until released.
+// gateStore blocks Append until released, and reports each append done.
 type gateStore struct {
 	persistence.Store
-	entered chan struct{}
-	release chan struct{}
+	entered  chan struct{}
+	release  chan struct{}
+	appended chan error
 }
 
 func (g *gateStore) Append(ctx context.Context, b messages.BranchID, req persistence.AppendRequest) (persistence.Turn, error) {
 	g.entered <- struct{}{}
 	<-g.release
-	return g.Store.Append(ctx, b, req)
+	t, err := g.Store.Append(ctx, b, req)
+	g.appended <- err
+	return t, err
 }
 
 func setup(t *testing.T) (*frame.Client, *gateStore) {
 	t.Helper()
 	store := persistence.NewMemory(persistence.Limits{MaxPayloadBytes: 1 << 20})
 	t.Cleanup(func() { store.Close() })
-	gate := &gateStore{Store: store, entered: make(chan struct{}), release: make(chan struct{})}
+	gate := &gateStore{Store: store, entered: make(chan struct{}), release: make(chan struct{}),
+		appended: make(chan error, 16)}
 	srv, err := server.ListenAndServe(context.Background(), "127.0.0.1:0", gate, server.Options{MaxPayload: 1 << 20})
 	if err != nil {
 		t.Fatal(err)
@@ -61,6 +65,11 @@ func TestCanceledCallLeavesConnectionUsable(t *testing.T) {
 		t.Fatalf("Append after cancel = %v, want context.Canceled", err)
 	}
 	close(gate.release) // the late answer arrives and is dropped
+	// The server runs calls concurrently: the next append must not
+	// overtake the canceled one.
+	if err := <-gate.appended; err != nil {
+		t.Fatalf("the canceled append, on the server: %v", err)
+	}
 	go func() {
 		for range gate.entered {
 		}
