@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -455,6 +456,33 @@ func (r *Runtime) ModelInfo(name string) (provider, modelID string, ok bool) {
 // response, normalized items, outcome and stream counters.
 func (r *Runtime) Steps(ctx context.Context, turn messages.TurnID) ([]persistence.StepRow, error) {
 	return r.db.Steps(ctx, turn)
+}
+
+// Chunks returns the retrieval chunks turn was indexed into, in reading
+// order: by message (the user's, then the reply), the text's chunks by
+// offset, then the tool results'. A turn not indexed yet has none.
+func (r *Runtime) Chunks(ctx context.Context, turn messages.TurnID) ([]persistence.ChunkRow, error) {
+	rows, err := r.db.Chunks(ctx, turn)
+	if err != nil {
+		return nil, err
+	}
+	slices.SortStableFunc(rows, func(a, b persistence.ChunkRow) int {
+		// The user's message (the turn's own node) first; tool results last.
+		return cmp.Or(falseFirst(a.Node != turn, b.Node != turn), a.Node.Compare(b.Node),
+			falseFirst(a.Type == messages.ChunkToolResult, b.Type == messages.ChunkToolResult), cmp.Compare(a.Start, b.Start))
+	})
+	return rows, nil
+}
+
+// falseFirst orders false before true.
+func falseFirst(a, b bool) int {
+	switch {
+	case a == b:
+		return 0
+	case a:
+		return 1
+	}
+	return -1
 }
 
 // CommitPending asks the branch to fold its pending turns into a new

@@ -467,10 +467,16 @@ func (c *Client) Stream(ctx context.Context, branch messages.BranchID, text stri
 	return res, nil
 }
 
-// TurnInfo is a turn's lifecycle row and its provider steps.
+// TurnInfo is a turn's lifecycle row, its provider steps and the
+// chunks it was indexed into.
 type TurnInfo struct {
 	persistence.TurnRow
 	Steps []StepInfo `json:"steps"`
+	// Chunks are the retrieval chunks the turn was cut into, in reading
+	// order (its message's, then its reply's; tool results after the
+	// text of their message). Empty until the turn is indexed, which
+	// comes after its state commits: a pending turn has none yet.
+	Chunks []ChunkInfo `json:"chunks"`
 	// Partial is set when a crash cut the turn's step off: the output
 	// recovered for it, to show labeled incomplete.
 	Partial *PartialOutput `json:"partial,omitempty"`
@@ -487,6 +493,22 @@ type PartialOutput struct {
 	// shown), Durable those of its complete lines.
 	Displayed uint64 `json:"displayed"`
 	Durable   uint64 `json:"durable"`
+}
+
+// ChunkInfo is a retrieval chunk of a turn: its text, where the text is
+// from (the message Node, bytes Start to End of its rendered text; 0 and
+// 0 for a tool's result, which that text does not hold) and what the
+// indexer made of it.
+type ChunkInfo struct {
+	ID       messages.ChunkID   `json:"id"`
+	Seq      uint64             `json:"seq"` // the turn's number on the branch that indexed it
+	Node     messages.TurnID    `json:"node"`
+	Start    int                `json:"start"`
+	End      int                `json:"end"`
+	Type     messages.ChunkType `json:"type"`
+	Text     string             `json:"text"`
+	Summary  string             `json:"summary"`
+	TokenEst int                `json:"token_est"`
 }
 
 // StepInfo is one provider step of a turn: what it ran on, how it ended,

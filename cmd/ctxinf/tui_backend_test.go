@@ -60,6 +60,7 @@ type tuiShape struct {
 	Steps    []string
 	Pending  []uint64
 	Hits     []string // source turn numbers
+	Chunks   []string // turn 1's chunks: message, bytes, type, tokens, text
 	Forked   []string
 	Pins     []string
 	Models   []string
@@ -194,8 +195,8 @@ func testTUIBackend(t *testing.T, be tui.Backend) tuiShape {
 
 	// A turn with its steps; no recovered output.
 	ti, err := be.Turn(ctx, main.ID, turns[1])
-	if err != nil || ti.ID != turns[1] || ti.Seq != 1 || len(ti.Steps) != 1 {
-		t.Fatalf("Turn(1) = %+v, %v", ti, err)
+	if err != nil || ti.ID != turns[1] || ti.Seq != 1 || len(ti.Steps) != 1 || ti.Chunks == nil {
+		t.Fatalf("Turn(1) = %+v, %v (chunks are [] before the turn is indexed, never nil)", ti, err)
 	}
 	for _, st := range ti.Steps {
 		shape.Steps = append(shape.Steps, fmt.Sprintf("%d %s/%s %s", st.Index, st.Provider, st.Model, st.Outcome.Kind))
@@ -238,6 +239,28 @@ func testTUIBackend(t *testing.T, be tui.Backend) tuiShape {
 	}
 	shape.Pending = []uint64{uint64(info.Pending), info.Indexed}
 
+	// The chunks an indexed turn was cut into (the TUI's chunk browser),
+	// in reading order: the user's message first, at its byte offsets.
+	ti, err = be.Turn(ctx, main.ID, turns[1])
+	if err != nil || len(ti.Chunks) == 0 {
+		t.Fatalf("Turn(1) once indexed: %d chunks, %v; want some", len(ti.Chunks), err)
+	}
+	if c := ti.Chunks[0]; c.Node != turns[1] || c.Seq != 1 || c.End > len(tuiFacts[0]) || tuiFacts[0][c.Start:c.End] != c.Text {
+		t.Errorf("Turn(1)'s first chunk %+v: want the user's message's text at its offsets", c)
+	}
+	for _, c := range ti.Chunks {
+		from := "user"
+		if c.Node == ti.Reply {
+			from = "reply"
+		} else if c.Node != turns[1] {
+			t.Errorf("chunk %+v: from neither the turn's message nor its reply", c)
+		}
+		if c.ID.IsZero() || c.TokenEst <= 0 || c.Summary == "" {
+			t.Errorf("chunk %+v: want an id, tokens and a summary", c)
+		}
+		shape.Chunks = append(shape.Chunks, fmt.Sprintf("%s %d-%d %s %d %q", from, c.Start, c.End, c.Type, c.TokenEst, c.Text))
+	}
+
 	// Manual retrieval: scored hits, the turn that holds the answer first.
 	hits, err := be.Search(ctx, main.ID, "which host runs the staging database", 3)
 	if err != nil || len(hits) == 0 || len(hits) > 3 {
@@ -259,6 +282,11 @@ func testTUIBackend(t *testing.T, be tui.Backend) tuiShape {
 	// of turn 1, and of a next turn.
 	if seq, _, err := be.Submit(ctx, main.ID, "Remind me: which host runs the staging database?", func(actors.Update) {}); err != nil || seq != 8 {
 		t.Fatalf("Submit(8) = %d, %v", seq, err)
+	}
+	if row, err := be.TurnAt(ctx, main.ID, 8); err != nil {
+		t.Fatalf("TurnAt(8) = %v", err)
+	} else if ti, err := be.Turn(ctx, main.ID, row.ID); err != nil || ti.Phase == messages.PhaseResponseFinalized && len(ti.Chunks) != 0 {
+		t.Errorf("Turn(8), pending: %d chunks, %v; want none before it is indexed", len(ti.Chunks), err)
 	}
 	d, err := be.Context(ctx, main.ID, 8, "")
 	if err != nil || d.Turn.IsZero() || !d.Matches || len(d.Retrieved) == 0 {

@@ -277,8 +277,9 @@ func (s *Server) getTurn(w http.ResponseWriter, r *http.Request) error {
 
 // TurnInfo is turn of branch as the API answers it (GET
 // /v1/branches/{b}/turns/{t}, and the TUI on the embedded runtime shows
-// it): its lifecycle row, its provider steps, and the output recovered
-// for a step a crash cut off. A turn not on the branch's transcript is
+// it): its lifecycle row, its provider steps, the output recovered for a
+// step a crash cut off, and the chunks it was indexed into (none before
+// it is indexed). A turn not on the branch's transcript is
 // persistence.ErrTurnNotFound.
 func TurnInfo(ctx context.Context, rt *actors.Runtime, branch messages.BranchID, turn messages.TurnID) (client.TurnInfo, error) {
 	found, err := rt.TurnRow(ctx, branch, turn)
@@ -289,7 +290,15 @@ func TurnInfo(ctx context.Context, rt *actors.Runtime, branch messages.BranchID,
 	if err != nil {
 		return client.TurnInfo{}, err
 	}
-	out := client.TurnInfo{TurnRow: found, Steps: []client.StepInfo{}}
+	chunks, err := rt.Chunks(ctx, turn)
+	if err != nil {
+		return client.TurnInfo{}, err
+	}
+	out := client.TurnInfo{TurnRow: found, Steps: []client.StepInfo{}, Chunks: make([]client.ChunkInfo, 0, len(chunks))}
+	for _, c := range chunks {
+		out.Chunks = append(out.Chunks, client.ChunkInfo{ID: c.ID, Seq: c.Seq, Node: c.Node, Start: c.Start, End: c.End,
+			Type: c.Type, Text: c.Text, Summary: c.Summary, TokenEst: c.TokenEst})
+	}
 	for _, st := range steps {
 		out.Steps = append(out.Steps, client.StepInfo{ID: st.ID, Index: st.Index, Provider: st.Provider, Model: st.Model,
 			Outcome: st.Outcome, InputTokens: st.InputTokens, OutputTokens: st.OutputTokens, Displayed: st.Displayed, Durable: st.Durable,

@@ -75,7 +75,7 @@ func TestOpenAPISchemasMatchTypes(t *testing.T) {
 		"HistoryEntry": reflect.TypeFor[client.HistoryEntry](), "TurnRow": reflect.TypeFor[persistence.TurnRow](),
 		"TurnInfo": reflect.TypeFor[client.TurnInfo](), "StepInfo": reflect.TypeFor[client.StepInfo](),
 		"PendingTurn": reflect.TypeFor[client.PendingTurn](), "Imported": reflect.TypeFor[client.Imported](),
-		"Hit": reflect.TypeFor[client.Hit](), "Chunk": reflect.TypeFor[persistence.ChunkRow](),
+		"Hit": reflect.TypeFor[client.Hit](), "Chunk": reflect.TypeFor[persistence.ChunkRow](), "ChunkInfo": reflect.TypeFor[client.ChunkInfo](),
 		"ContextDebug": reflect.TypeFor[actors.ContextDebug](), "PartialOutput": reflect.TypeFor[client.PartialOutput](),
 		"Report": reflect.TypeFor[client.Report](),
 		"Pin":    reflect.TypeFor[client.Pin](), "Deleted": reflect.TypeFor[client.Deleted](),
@@ -254,6 +254,54 @@ func (ts *testServer) call(t *testing.T, method, path string, body any, out any,
 		}
 	}
 	return resp.StatusCode
+}
+
+// TestGetTurnListsItsChunks: GET turn answers the chunks the turn was
+// indexed into, with their text and where it is from; a pending turn
+// (not indexed yet) answers an empty list, not a missing one.
+func TestGetTurnListsItsChunks(t *testing.T) {
+	ts := newTestServer(t, Options{}, 0)
+	var created struct{ Branch persistence.BranchRow }
+	if st := ts.call(t, "POST", "/v1/sessions", map[string]string{"title": "chunks"}, &created); st != 201 {
+		t.Fatalf("create session: %d", st)
+	}
+	b := "/v1/branches/" + created.Branch.ID.String()
+	const said = "The deploy target is eu-west-1, and the database runs on port 5433."
+	var res client.TurnResult
+	if st := ts.call(t, "POST", b+"/turns", map[string]string{"text": said}, &res); st != 200 {
+		t.Fatalf("turn: %d %+v", st, res)
+	}
+	var raw map[string]json.RawMessage
+	if st := ts.call(t, "GET", b+"/turns/1", nil, &raw); st != 200 || string(raw["chunks"]) != "[]" {
+		t.Fatalf("GET a pending turn: %d, chunks %s, want []", st, raw["chunks"])
+	}
+	if st := ts.call(t, "POST", b+"/commit", nil, nil); st != 202 {
+		t.Fatalf("commit: %d", st)
+	}
+	if err := ts.rt.Settle(context.Background(), created.Branch.ID); err != nil {
+		t.Fatal(err)
+	}
+	var turn client.TurnInfo
+	if st := ts.call(t, "GET", b+"/turns/1", nil, &turn); st != 200 || len(turn.Chunks) == 0 {
+		t.Fatalf("GET an indexed turn: %d, %d chunks, want some (phase %s)", st, len(turn.Chunks), turn.Phase)
+	}
+	if first := turn.Chunks[0]; first.Node != res.Turn || said[first.Start:first.End] != first.Text {
+		t.Errorf("first chunk %+v: want the user message's text at its offsets", first)
+	}
+	var found bool
+	for _, c := range turn.Chunks {
+		if c.ID.IsZero() || c.Seq != 1 || c.Text == "" || c.TokenEst <= 0 || c.Type == 0 ||
+			(c.Node != res.Turn && c.Node != turn.Reply) {
+			t.Errorf("chunk %+v: want an id, seq 1, text, tokens, a type and the turn's message or reply as node", c)
+		}
+		found = found || strings.Contains(c.Text, "eu-west-1")
+	}
+	if !found {
+		t.Errorf("no chunk holds the turn's text: %+v", turn.Chunks)
+	}
+	var schema map[string]any
+	ts.call(t, "GET", b+"/turns/1", nil, &schema)
+	checkSchema(t, "GET turn", "TurnInfo", schema)
 }
 
 type apiErr struct {

@@ -19,16 +19,17 @@ import (
 // DefaultSearchK is how many chunks a manual retrieval asks for.
 const DefaultSearchK = 8
 
-// ChunksScreen is the chunk browser: manual retrieval (a query, the
-// chunks it finds with their scores, a chunk's full text) and, on its
-// second tab, the context debug view of a turn: which chunks retrieval
+// ChunksScreen is the chunk browser. Its first tab is manual retrieval
+// (a query, the chunks it finds with their scores, a chunk's full text);
+// its second the context debug view of a turn: which chunks retrieval
 // offered, which were packed, each section's tokens, and whether the
-// rebuilt context is what was sent.
+// rebuilt context is what was sent; its third browses the chunks each
+// turn of the branch was indexed into, turn by turn.
 type ChunksScreen struct {
 	// K is how many chunks a search asks for.
 	K int
 
-	debugTab bool
+	tab chunkTab
 
 	input   textinput.Model
 	typing  bool // the query input has the focus
@@ -45,7 +46,22 @@ type ChunksScreen struct {
 	debugNote string
 	debugPage scrollPage
 	debugGen  int
+
+	browse chunkBrowser
 }
+
+// chunkTab is a tab of the chunk screen.
+type chunkTab int
+
+const (
+	tabSearch chunkTab = iota
+	tabDebug
+	tabBrowse
+	chunkTabs // how many there are
+)
+
+// chunkTabNames are the tabs' titles.
+var chunkTabNames = [chunkTabs]string{"Search", "Context debug", "Browse"}
 
 // NewChunksScreen returns the chunk browser.
 func NewChunksScreen() Screen { return newChunksScreen() }
@@ -58,7 +74,8 @@ func newChunksScreen() *ChunksScreen {
 	st.Cursor.Blink = false
 	in.SetStyles(st)
 	return &ChunksScreen{K: DefaultSearchK, input: in, text: newScrollPage(), debugPage: newScrollPage(),
-		note: "Enter searches the branch's memory; tab shows what the last turn was sent."}
+		browse: chunkBrowser{text: newScrollPage()},
+		note:   "Enter searches the branch's memory; tab shows what the last turn was sent."}
 }
 
 // chunkHitsMsg is the result of a search.
@@ -83,14 +100,27 @@ func (c *ChunksScreen) Name() string { return "Chunks" }
 // Modal reports whether the screen takes Esc itself: while the query is
 // being typed (Esc leaves the input) or a chunk's text is shown (Esc goes
 // back to the list).
-func (c *ChunksScreen) Modal() bool { return !c.debugTab && (c.typing || c.reading) }
+func (c *ChunksScreen) Modal() bool {
+	switch c.tab {
+	case tabSearch:
+		return c.typing || c.reading
+	case tabBrowse:
+		return c.browse.reading
+	}
+	return false
+}
 
-// Open implements Screen: it focuses the query input and, on the debug
-// tab, reloads the debug view of the branch's last turn.
+// Open implements Screen: it focuses the query input, or on the debug
+// tab reloads the debug view of the branch's last turn, or on the
+// browse tab shows the newest turn that has chunks.
 func (c *ChunksScreen) Open(s *State) tea.Cmd {
-	if c.debugTab {
+	switch c.tab {
+	case tabDebug:
 		c.debugSeq = 0
 		return c.loadDebug(s)
+	case tabBrowse:
+		c.browse.seq = 0
+		return c.browse.load(s)
 	}
 	c.reading = false
 	return c.focusInput()
@@ -99,7 +129,7 @@ func (c *ChunksScreen) Open(s *State) tea.Cmd {
 // OpenArgs implements ArgsScreen: /search Q (or /chunks Q) opens the
 // search tab and runs retrieval for Q.
 func (c *ChunksScreen) OpenArgs(s *State, args string) tea.Cmd {
-	c.debugTab, c.reading, c.typing = false, false, false
+	c.tab, c.reading, c.typing = tabSearch, false, false
 	c.input.SetValue(strings.TrimSpace(args))
 	c.input.Blur()
 	return c.search(s)
@@ -142,10 +172,12 @@ func (c *ChunksScreen) Update(s *State, msg tea.Msg) tea.Cmd {
 		c.debug, c.debugNote = &d, ""
 		c.debugPage.set(func(width int) []string { return debugLines(d, msg.seq, width) })
 		return nil
+	case chunkTurnMsg:
+		return c.browse.loaded(msg)
 	case tea.KeyPressMsg:
 		return c.key(s, msg)
 	}
-	if c.typing && !c.debugTab {
+	if c.typing && c.tab == tabSearch {
 		var cmd tea.Cmd
 		c.input, cmd = c.input.Update(msg)
 		return cmd
@@ -156,21 +188,33 @@ func (c *ChunksScreen) Update(s *State, msg tea.Msg) tea.Cmd {
 func (c *ChunksScreen) key(s *State, msg tea.KeyPressMsg) tea.Cmd {
 	k := msg.String()
 	if k == "tab" || k == "shift+tab" {
-		c.debugTab = !c.debugTab
-		if c.debugTab {
-			c.input.Blur()
+		step := chunkTab(1)
+		if k == "shift+tab" {
+			step = chunkTabs - 1
+		}
+		c.tab = (c.tab + step) % chunkTabs
+		c.input.Blur()
+		switch c.tab {
+		case tabDebug:
 			if c.debug == nil {
 				return c.loadDebug(s)
 			}
-			return nil
-		}
-		if c.typing {
-			return c.input.Focus()
+		case tabBrowse:
+			if c.browse.turn == nil {
+				return c.browse.load(s)
+			}
+		case tabSearch:
+			if c.typing {
+				return c.input.Focus()
+			}
 		}
 		return nil
 	}
-	if c.debugTab {
+	switch c.tab {
+	case tabDebug:
 		return c.debugKey(s, k, msg)
+	case tabBrowse:
+		return c.browse.key(s, k, msg)
 	}
 	switch {
 	case c.reading:
@@ -286,13 +330,19 @@ func (c *ChunksScreen) loadDebug(s *State) tea.Cmd {
 
 // View implements Screen.
 func (c *ChunksScreen) View(s *State, width, height int) string {
-	tabs := "[Search]  Context debug "
-	if c.debugTab {
-		tabs = " Search  [Context debug]"
+	tabs := make([]string, chunkTabs)
+	for i, name := range chunkTabNames {
+		tabs[i] = " " + name + " "
+		if chunkTab(i) == c.tab {
+			tabs[i] = "[" + name + "]"
+		}
 	}
-	lines := []string{tabs + "   (tab switches)"}
+	lines := []string{strings.TrimRight(strings.Join(tabs, " "), " ") + "   (tab switches)"}
 	body := height - 1
-	if c.debugTab {
+	if c.tab == tabBrowse {
+		return c.browse.view(s, lines, width, height)
+	}
+	if c.tab == tabDebug {
 		if c.debug == nil {
 			return fitScreen(appendWrapped(lines, c.debugNote, width), width, height)
 		}
@@ -325,12 +375,12 @@ func (c *ChunksScreen) View(s *State, width, height int) string {
 
 // Keys implements Screen.
 func (c *ChunksScreen) Keys() []key.Binding {
-	tab := key.NewBinding(key.WithKeys("tab"), key.WithHelp("tab", "context debug"))
-	if c.debugTab {
-		tab = key.NewBinding(key.WithKeys("tab"), key.WithHelp("tab", "search"))
-	}
+	next := chunkTabNames[(c.tab+1)%chunkTabs]
+	tab := key.NewBinding(key.WithKeys("tab", "shift+tab"), key.WithHelp("tab", strings.ToLower(next)))
 	switch {
-	case c.debugTab:
+	case c.tab == tabBrowse:
+		return c.browse.keys(tab)
+	case c.tab == tabDebug:
 		return []key.Binding{tab,
 			key.NewBinding(key.WithKeys("left", "right"), key.WithHelp("←/→", "turn")),
 			key.NewBinding(key.WithKeys("up", "down"), key.WithHelp("↑/↓", "scroll")),

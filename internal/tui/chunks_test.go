@@ -5,8 +5,12 @@ import (
 	"strings"
 	"testing"
 
+	tea "charm.land/bubbletea/v2"
+
 	"github.com/contextinfinity/ctxinf/actors"
+	"github.com/contextinfinity/ctxinf/client"
 	"github.com/contextinfinity/ctxinf/messages"
+	"github.com/contextinfinity/ctxinf/persistence"
 )
 
 func TestChunksSearchShowsScoresAndText(t *testing.T) {
@@ -140,5 +144,109 @@ func TestDebugLinesSaysWhenTheRebuildDiffers(t *testing.T) {
 	d.SentHash = ""
 	if got := strings.Join(debugLines(d, 0, 80), "\n"); !strings.Contains(got, "the context the next turn would get") {
 		t.Errorf("debugLines of the next turn's context =\n%s", got)
+	}
+}
+
+func TestChunksBrowseTurnByTurn(t *testing.T) {
+	f := newFakeB()
+	c := newChunksScreen()
+	d := driveB(t, f, c)
+	f.calls = nil
+	d.press("tab", "tab")
+	if c.tab != tabBrowse || c.Modal() {
+		t.Fatalf("two tabs: tab %d, Modal() %v; want the browse tab, not modal", c.tab, c.Modal())
+	}
+	// It opens at the newest turn that has chunks: 3 (failed) and 2
+	// (pending) have none, 1 has two.
+	want := []string{"TurnAt 3", "Turn", "TurnAt 2", "Turn", "TurnAt 1", "Turn"}
+	if got := f.calls[len(f.calls)-len(want):]; strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Fatalf("calls = %v, want %v", f.calls, want)
+	}
+	d.golden("chunks_browse")
+
+	d.press("down", "enter")
+	if !c.Modal() {
+		t.Error("Modal() = false while a chunk's text is shown, want true (Esc goes back to the list)")
+	}
+	d.golden("chunks_browse_chunk")
+	v := d.view(80, 22)
+	for _, w := range []string{"explanation · turn #1 · 12 tokens", "from the reply " + idTail(idB[messages.TurnID](12)) + ", bytes 0-49",
+		"grep searches text", "Summary: grep searches"} {
+		if !strings.Contains(v, w) {
+			t.Errorf("the chunk's view lacks %q:\n%s", w, v)
+		}
+	}
+	d.press("esc")
+	if c.Modal() || c.browse.reading {
+		t.Error("Esc on a chunk's text did not go back to the list")
+	}
+
+	// ← at turn 1 goes nowhere; → shows turn 2, which is pending.
+	n := len(f.calls)
+	d.press("left")
+	if len(f.calls) != n || c.browse.seq != 1 {
+		t.Errorf("← at turn 1: calls %v, turn %d", f.calls[n:], c.browse.seq)
+	}
+	d.press("right")
+	if got := f.calls[len(f.calls)-2:]; got[0] != "TurnAt 2" || got[1] != "Turn" || c.browse.seq != 2 {
+		t.Fatalf("→ from turn 1: calls %v, turn %d; want turn 2", got, c.browse.seq)
+	}
+	d.golden("chunks_browse_nochunks")
+	d.press("enter") // nothing to read
+	if c.browse.reading {
+		t.Error("enter on a turn without chunks shows a chunk")
+	}
+	d.press("right")
+	if v := d.view(80, 22); c.browse.seq != 3 || !strings.Contains(v, "Turn 3 failed: a failed turn is not indexed") {
+		t.Errorf("→ to turn 3 (failed): turn %d\n%s", c.browse.seq, v)
+	}
+	n = len(f.calls)
+	d.press("right") // no turn 4
+	if len(f.calls) != n || c.browse.seq != 3 {
+		t.Errorf("→ at the last turn: calls %v, turn %d", f.calls[n:], c.browse.seq)
+	}
+	d.press("left", "left")
+	if v := d.view(80, 22); c.browse.seq != 1 || !strings.Contains(v, "> "+idTail(idB[messages.ChunkID](34))) {
+		t.Errorf("← ← back to turn 1: turn %d, want its first chunk selected:\n%s", c.browse.seq, v)
+	}
+	if s := statusesB(d.takeShell()); len(s) != 0 {
+		t.Errorf("browsing sent statuses %+v", s)
+	}
+
+	// tab goes on to the search tab, its query input focused again;
+	// shift+tab goes back.
+	d.press("tab")
+	if c.tab != tabSearch || !c.Modal() {
+		t.Errorf("tab from browse: tab %d, Modal() %v; want search with its input focused", c.tab, c.Modal())
+	}
+	d.run(c.Update(d.st, tea.KeyPressMsg{Code: tea.KeyTab, Mod: tea.ModShift}), 0)
+	if c.tab != tabBrowse {
+		t.Errorf("shift+tab from search: tab %d, want browse", c.tab)
+	}
+}
+
+func TestChunksBrowseWithoutChunks(t *testing.T) {
+	f := newFakeB()
+	t1 := f.infos[f.turns[0].ID]
+	t1.Chunks = []client.ChunkInfo{}
+	f.infos[t1.ID] = t1
+	c := newChunksScreen()
+	c.tab = tabBrowse
+	d := driveB(t, f, c)
+	// No turn has chunks: the newest is shown, saying why it has none.
+	if v := d.view(80, 22); c.browse.seq != 3 || !strings.Contains(v, "None of the last 3 turns has chunks yet. Turn 3 failed") {
+		t.Errorf("browse with no chunks: turn %d\n%s", c.browse.seq, v)
+	}
+	d.st.Info.TurnSeq = 0
+	n := len(f.calls)
+	d.run(c.Open(d.st), 0)
+	if v := d.view(80, 22); len(f.calls) != n || !strings.Contains(v, "No turns yet") {
+		t.Errorf("browse with no turns: calls %v\n%s", f.calls[n:], v)
+	}
+	// A turn that fails to load is a status.
+	d.st.Info.TurnSeq = 9
+	d.run(c.Open(d.st), 0)
+	if st := statusesB(d.takeShell()); len(st) != 1 || !errors.Is(st[0].Err, persistence.ErrTurnNotFound) {
+		t.Errorf("status of a turn that is not there = %+v", st)
 	}
 }

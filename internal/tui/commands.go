@@ -29,7 +29,7 @@ var commands = []command{
 	{name: "/history", help: "history, paged", screen: "history"},
 	{name: "/branches", help: "branch tree, forks", screen: "branch"},
 	{name: "/pins", help: "pins: add/edit/remove", screen: "pin"},
-	{name: "/chunks", args: "[Q]", help: "chunks, retrieval", screen: "chunk"},
+	{name: "/chunks", args: "[Q]", help: "chunk browser, search", screen: "chunk"},
 	{name: "/search", args: "Q", help: "retrieve for Q", screen: "chunk"},
 	{name: "/pending", help: "pending turns", screen: "pending"},
 	{name: "/steps", args: "[N]", help: "steps, tool calls", screen: "step"},

@@ -18,7 +18,8 @@ import (
 // held in memory, with fixed ids and times. Turn 1 is a plain exchange,
 // turn 2 ran a tool (two steps), turn 3 was cut off by a crash in its
 // first step (its output recovered, incomplete); turns 1 and 2 are
-// pending. It records the calls the screens make.
+// pending. Turn 1 has chunks (the browse tab's), the others none. It
+// records the calls the screens make.
 type fakeB struct {
 	branch  persistence.BranchRow
 	turns   []persistence.TurnRow // turn seq i+1 at i
@@ -107,12 +108,23 @@ func newFakeB() *fakeB {
 			row.Reason = "the runtime stopped during the step"
 		}
 		f.turns = append(f.turns, row)
-		info := client.TurnInfo{TurnRow: row, Steps: t.steps}
+		info := client.TurnInfo{TurnRow: row, Steps: t.steps, Chunks: []client.ChunkInfo{}}
 		if t.code == messages.FailInterrupted {
 			info.Partial = &client.PartialOutput{Step: idB[messages.StepID](24), Text: partial, Incomplete: true, Displayed: 27, Durable: 14}
 		}
 		f.infos[row.ID] = info
 	}
+	// Turn 1 is indexed: its message and its reply are a chunk each (33
+	// is the one search finds). Turns 2 (pending) and 3 (failed) have none.
+	t1 := f.infos[f.turns[0].ID]
+	t1.Chunks = []client.ChunkInfo{
+		{ID: idB[messages.ChunkID](34), Seq: 1, Node: idB[messages.TurnID](11), Start: 0, End: 18,
+			Type: messages.ChunkUserContext, Text: "What does grep do?", Summary: "What does grep do?", TokenEst: 5},
+		{ID: idB[messages.ChunkID](33), Seq: 1, Node: idB[messages.TurnID](12), Start: 0, End: 49,
+			Type: messages.ChunkExplanation, Text: "grep searches text for lines matching a pattern.",
+			Summary: "grep searches text for lines matching a pattern.", TokenEst: 12},
+	}
+	f.infos[t1.ID] = t1
 	f.pending = []messages.PendingTurn{
 		{Turn: idB[messages.TurnID](11), Seq: 1, Reply: idB[messages.TurnID](12)},
 		{Turn: idB[messages.TurnID](13), Seq: 2, Reply: idB[messages.TurnID](14)},
