@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"time"
 
@@ -526,7 +527,10 @@ func (s *pgStore) tryGroup(batch []*op, attempt int) (*pgGroup, error) {
 	// Before COMMIT, a failure leaves nothing committed: one without the
 	// server's answer (a broken connection) is worth another attempt.
 	beforeCommit := func(err error) error {
-		if pgCode(err) == "" && !isWriteError(err) && !errors.Is(err, ErrCorrupt) && !errors.Is(err, errCASLost) {
+		if retryablePG(err) || isWriteError(err) || errors.Is(err, ErrCorrupt) {
+			return err
+		}
+		if c := pgCode(err); c == "" || strings.HasPrefix(c, "08") || strings.HasPrefix(c, "57P") {
 			return fmt.Errorf("%w: %w", errConnLost, err)
 		}
 		return err
@@ -552,15 +556,26 @@ func (s *pgStore) tryGroup(batch []*op, attempt int) (*pgGroup, error) {
 	}
 	if err := tx.Commit(ctx); err != nil {
 		committed = true // nothing to roll back: the server ended the transaction, or we cannot tell
-		if pgCode(err) != "" || pgconn.SafeToRetry(err) {
-			// The server answered (the transaction was rolled back), or
-			// COMMIT was never sent.
-			return nil, fmt.Errorf("postgres: commit: %w", err)
-		}
-		return nil, fmt.Errorf("%w: postgres: commit: %w", ErrOutcomeUnknown, err)
+		return nil, commitError(err)
 	}
 	committed = true
 	return g, nil
+}
+
+// commitError classifies a failed COMMIT. Only a rollback the server
+// reported (class 40 but 40003, whose outcome is unknown, or a constraint
+// checked at commit, class 23) or a COMMIT never sent is certain; any
+// other failure, a broken connection or a FATAL such as 57P01 (the
+// server may end a session right after it committed), may have committed.
+func commitError(err error) error {
+	c := pgCode(err)
+	switch {
+	case c == "" && pgconn.SafeToRetry(err):
+		return fmt.Errorf("%w: postgres: commit: %w", errConnLost, err)
+	case strings.HasPrefix(c, "40") && c != "40003", strings.HasPrefix(c, "23"):
+		return fmt.Errorf("postgres: commit: %w", err)
+	}
+	return fmt.Errorf("%w: postgres: commit: %w", ErrOutcomeUnknown, err)
 }
 
 // prefetch reads, in one round trip, the heads and blobs the group's
