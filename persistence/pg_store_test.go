@@ -402,8 +402,9 @@ func TestPostgresGroupCommit(t *testing.T) {
 }
 
 // TestPostgresConcurrentAppends: many writers on their own branches and
-// on one shared branch, through two stores; every acknowledged append is
-// on its branch, once.
+// on one shared branch, through two stores, some with the same payloads;
+// every acknowledged append is on its branch, once, and every blob is
+// counted exactly.
 func TestPostgresConcurrentAppends(t *testing.T) {
 	url := pgtest.Start(t)
 	a, b := openPG(t, url), openPG(t, url)
@@ -422,7 +423,13 @@ func TestPostgresConcurrentAppends(t *testing.T) {
 			h, err := s.CreateBranch(bg, BranchSpec{})
 			for i := 0; err == nil && i < each; i++ {
 				var tr Turn
-				if tr, err = s.Append(bg, h.Branch, AppendRequest{Payload: fmt.Appendf(nil, "%d/%d", w, i%4)}); err == nil {
+				// Some payloads are the same for every writer of both
+				// stores: their blob rows are raced for.
+				p := fmt.Appendf(nil, "%d/%d", w, i%4)
+				if i%3 == 0 {
+					p = fmt.Appendf(nil, "common %d", i%2)
+				}
+				if tr, err = s.Append(bg, h.Branch, AppendRequest{Payload: p}); err == nil {
 					mu.Lock()
 					acked[h.Branch] = append(acked[h.Branch], tr.ID)
 					mu.Unlock()
