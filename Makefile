@@ -32,10 +32,24 @@ chat: build ## build ctxinf and open the terminal UI on ./data (ctxinf chat --pl
 	./$(BIN) tui
 
 .PHONY: test
-test: ## vet, run every test with -race, run every benchmark once
+test: postgres ## vet, run every test with -race, run every benchmark once
 	$(GO) vet $(PKGS)
 	$(GO) test -race -count=1 $(PKGS)
 	$(GO) test -run='^$$' -bench=. -benchtime=1x -count=1 $(PKGS)
+
+# The store's tests run a throwaway PostgreSQL server (internal/pgtest),
+# which needs PostgreSQL's server binaries: Debian's postgresql package.
+PG_BINS := $(wildcard /usr/lib/postgresql/*/bin/pg_ctl)
+
+.PHONY: postgres
+postgres: ## install Debian's postgresql package when initdb/pg_ctl are missing (for the store's tests)
+	@if [ -n "$(PG_BINS)" ] || [ -n "$$PGTEST_BIN" ] || { command -v initdb && command -v pg_ctl; } >/dev/null 2>&1; then exit 0; fi; \
+	if [ "$$(id -u)" = 0 ]; then sudo=""; \
+	elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then sudo="sudo -n"; \
+	else echo "make postgres: PostgreSQL's initdb and pg_ctl are missing and this user may not install packages: run apt-get install postgresql as root" >&2; exit 1; fi; \
+	command -v apt-get >/dev/null 2>&1 || { echo "make postgres: PostgreSQL's initdb and pg_ctl are missing and there is no apt-get: install PostgreSQL's server (or set PGTEST_BIN to its bin directory)" >&2; exit 1; }; \
+	echo "make postgres: initdb and pg_ctl are missing: $$sudo apt-get install -y postgresql (Debian's package; the tests start their own server)"; \
+	$$sudo apt-get update -qq && $$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql
 
 .PHONY: bench
 bench: build ## the store figures (ctxinf bench store) and the Go micro-benchmarks

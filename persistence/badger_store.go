@@ -167,7 +167,7 @@ type badgerStore struct {
 }
 
 type statsCounters struct {
-	appends, blobWrites, blobDedups, groups, syncs, storedBytes, rawBytes atomic.Uint64
+	appends, blobWrites, blobDedups, groups, syncs, storedBytes, rawBytes, retries atomic.Uint64
 	// syncTimes and syncNanos are Stats.SyncTimes and Stats.SyncTime.
 	syncTimes [len(SyncTimeBounds) + 1]atomic.Uint64
 	syncNanos atomic.Int64

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/contextinfinity/ctxinf/internal/pgtest"
 	"github.com/contextinfinity/ctxinf/messages"
 )
 
@@ -31,6 +32,9 @@ type storeImpl struct {
 	// durable says whether a closed store reopens from dir with its data,
 	// and whether its durability mode matters.
 	durable bool
+	// oneRun: a single seed, in DurabilitySync only (a store with no
+	// durability modes whose runs are slow: postgres).
+	oneRun bool
 }
 
 func modelImpls() []storeImpl {
@@ -53,8 +57,32 @@ func modelImpls() []storeImpl {
 		open: func(t *testing.T, dir string, d Durability) Store {
 			return NewMemory(Limits{MaxPayloadBytes: modelMaxPayload})
 		},
+	}, {
+		// PostgreSQL commits durably whatever d says; dir names the
+		// database, so that a reopen finds the same one.
+		name:    "postgres",
+		durable: true,
+		oneRun:  true,
+		open: func(t *testing.T, dir string, d Durability) Store {
+			t.Helper()
+			url, _ := modelPGURLs.Load(dir)
+			if url == nil {
+				url = pgtest.Start(t)
+				modelPGURLs.Store(dir, url)
+			}
+			o := DefaultPGOptions(url.(string))
+			o.Limits.MaxPayloadBytes = modelMaxPayload
+			s, err := OpenPostgres(bg, o)
+			if err != nil {
+				t.Fatalf("OpenPostgres = %v", err)
+			}
+			return s
+		},
 	}}
 }
+
+// modelPGURLs maps a model run's directory to its database.
+var modelPGURLs sync.Map
 
 // TestStoreMatchesModel runs seeded random interleavings of operations on
 // many branches against each Store implementation and checks every answer
@@ -77,8 +105,13 @@ func TestStoreMatchesModel(t *testing.T) {
 	}
 	for _, impl := range modelImpls() {
 		for i, seed := range seeds {
+			if impl.oneRun && i > 0 {
+				break
+			}
 			durs := []Durability{DurabilityRelaxed}
 			switch {
+			case impl.oneRun:
+				durs = []Durability{DurabilitySync}
 			case !impl.durable:
 			case *modelSeed != 0:
 				durs = []Durability{DurabilitySync, DurabilityRelaxed}

@@ -221,6 +221,10 @@ type Stats struct {
 	Syncs       uint64
 	StoredBytes uint64 // blob bytes written (after compression)
 	RawBytes    uint64 // blob bytes accepted (before compression)
+	// Retries counts group transactions tried again after a serialization
+	// failure, a lost head compare-and-swap or a connection lost before
+	// COMMIT (the PostgreSQL store; always 0 for the others).
+	Retries uint64
 	// SyncTimes counts the durable group commits by how long their write
 	// and sync took, which every writer in the group waited for: bucket i
 	// holds those under SyncTimeBounds[i] (and at or over the bound

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/contextinfinity/ctxinf/internal/pgtest"
 	"github.com/contextinfinity/ctxinf/messages"
 )
 
@@ -29,7 +30,20 @@ var storeImpls = []struct {
 		return s
 	}},
 	{"memory", func(t *testing.T, lim Limits) Store { return NewMemory(lim) }},
+	{"postgres", func(t *testing.T, lim Limits) Store {
+		o := DefaultPGOptions(pgtest.Start(t))
+		o.Limits = lim
+		s, err := OpenPostgres(bg, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}},
 }
+
+// TestMain stops the PostgreSQL server of the postgres store's tests (if
+// one started) and removes its directory before the binary exits.
+func TestMain(m *testing.M) { pgtest.Main(m) }
 
 func forEachStore(t *testing.T, fn func(t *testing.T, s Store)) {
 	for _, impl := range storeImpls {

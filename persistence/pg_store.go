@@ -1,0 +1,1381 @@
+package persistence
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/rs/zerolog"
+
+	"github.com/contextinfinity/ctxinf/messages"
+)
+
+// The context store on PostgreSQL (issue 27, step 1). The same contract as
+// the Badger store, kept in SQL that CockroachDB and YugabyteDB also run:
+// no advisory locks, no LISTEN/NOTIFY, no SERIAL or sequences (ids are
+// ULIDs made by the writer; the overlay seq is a counter row updated in the
+// transaction that uses it), no partial indexes. Every write transaction is
+// SERIALIZABLE and is retried, whole, on a serialization failure (40001),
+// a deadlock (40P01) or a unique violation (23505: another writer took a
+// key this one saw free).
+//
+// One committer goroutine per store takes every write waiting (up to
+// GroupCommitMax) into one transaction: group commit. A writer is
+// acknowledged only after COMMIT returned, and with the server's
+// synchronous_commit on (its default), a committed transaction is durable.
+// Several stores (several runtimes) may share one database: a head moves
+// only by a compare-and-swap on its seq in the transaction that appends
+// the turn it points at, so a writer that read a head another one moved
+// since never commits.
+
+// ErrOutcomeUnknown is returned by a write whose transaction's COMMIT was
+// sent but whose answer never came (the connection broke): it may or may
+// not have been committed, wholly either way. A caller that must know
+// reads, or appends with ExpectParent.
+var ErrOutcomeUnknown = errors.New("persistence: the write may or may not have been committed")
+
+// errConnLost marks a transaction that failed before its COMMIT was sent
+// without an answer from the server (the connection broke): it was
+// certainly not committed, so the group is retried on another connection.
+var errConnLost = errors.New("persistence: postgres connection lost before commit")
+
+// errCASLost marks a head whose compare-and-swap matched no row: another
+// writer moved it after this transaction read it. The group is retried.
+var errCASLost = errors.New("persistence: head moved by another writer")
+
+// PGOptions configure a PostgreSQL-backed store.
+type PGOptions struct {
+	// URL is the connection string (postgres://user@host:port/db?...).
+	URL    string
+	Limits Limits
+	// Compress is the blob codec policy, as for Badger.
+	Compress Compression
+	// GroupCommitMax bounds the writes in one transaction.
+	GroupCommitMax int
+	// MaxConns bounds the pool (readers and the committer).
+	MaxConns int32
+	// MaxRetries bounds the attempts of one group after retryable failures.
+	MaxRetries int
+	// TurnCacheEntries bounds the cache of turns used for skip pointers.
+	TurnCacheEntries int
+	// GroupTimeout bounds one attempt at a group's transaction.
+	GroupTimeout time.Duration
+	Logger       zerolog.Logger
+	// Now is the clock for created_at stamps and ids (default time.Now).
+	Now func() time.Time
+}
+
+// DefaultPGOptions returns the options for a store at url.
+func DefaultPGOptions(url string) PGOptions {
+	return PGOptions{
+		URL:              url,
+		Limits:           Limits{MaxPayloadBytes: DefaultMaxPayloadBytes},
+		Compress:         CompressZstd,
+		GroupCommitMax:   256,
+		MaxConns:         16,
+		MaxRetries:       30,
+		TurnCacheEntries: 1 << 16,
+		GroupTimeout:     60 * time.Second,
+		Logger:           zerolog.Nop(),
+	}
+}
+
+// pgSchema is run at every open; every statement is idempotent.
+var pgSchema = []string{
+	`CREATE TABLE IF NOT EXISTS ctx_blobs (
+		hash BYTEA PRIMARY KEY,
+		rec  BYTEA NOT NULL,
+		refs BIGINT NOT NULL
+	)`,
+	`CREATE TABLE IF NOT EXISTS ctx_turns (
+		id         BYTEA PRIMARY KEY,
+		parent     BYTEA NOT NULL,
+		depth      BIGINT NOT NULL,
+		type_tag   BIGINT NOT NULL,
+		codec      BIGINT NOT NULL,
+		hash       BYTEA NOT NULL,
+		flags      BIGINT NOT NULL,
+		created_ms BIGINT NOT NULL,
+		skips      BYTEA NOT NULL
+	)`,
+	`CREATE INDEX IF NOT EXISTS ctx_turns_parent ON ctx_turns (parent, id)`,
+	`CREATE TABLE IF NOT EXISTS ctx_heads (
+		branch     BYTEA PRIMARY KEY,
+		turn       BYTEA NOT NULL,
+		depth      BIGINT NOT NULL,
+		base       BYTEA NOT NULL,
+		created_ms BIGINT NOT NULL,
+		seq        BIGINT NOT NULL
+	)`,
+	`CREATE TABLE IF NOT EXISTS ctx_overlays (
+		seq        BIGINT PRIMARY KEY,
+		turn       BYTEA NOT NULL,
+		tombstone  BOOLEAN NOT NULL,
+		hash       BYTEA NOT NULL,
+		purged     BYTEA NOT NULL,
+		created_ms BIGINT NOT NULL
+	)`,
+	`CREATE INDEX IF NOT EXISTS ctx_overlays_turn ON ctx_overlays (turn, seq)`,
+	`CREATE TABLE IF NOT EXISTS ctx_counters (
+		name  TEXT PRIMARY KEY,
+		value BIGINT NOT NULL
+	)`,
+	`INSERT INTO ctx_counters (name, value) VALUES ('overlay_seq', 0), ('schema_version', 1)
+		ON CONFLICT (name) DO NOTHING`,
+}
+
+// pgSchemaVersion is the layout above; an open refuses any other.
+const pgSchemaVersion = 1
+
+// pgStore implements Store on PostgreSQL.
+type pgStore struct {
+	pool  *pgxpool.Pool
+	opts  PGOptions
+	log   zerolog.Logger
+	turns *turnCache
+
+	mu     sync.RWMutex // guards closed and sends on ops
+	closed bool
+	ops    chan *op
+	done   chan struct{}
+	stats  statsCounters
+
+	// testHook, when set (tests only), is called by the committer at each
+	// stage of an attempt ("read": after the group's reads, "commit": just
+	// before COMMIT) with the transaction.
+	testHook func(stage string, attempt int, tx pgx.Tx)
+}
+
+// OpenPostgres connects to the database at opts.URL, creates the store's
+// tables if they are missing and starts the committer.
+func OpenPostgres(ctx context.Context, opts PGOptions) (Store, error) {
+	return openPostgres(ctx, opts)
+}
+
+func openPostgres(ctx context.Context, opts PGOptions) (*pgStore, error) {
+	if opts.URL == "" {
+		return nil, fmt.Errorf("%w: postgres url is empty (store.postgres_url)", ErrInvalidArgument)
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Limits.MaxPayloadBytes <= 0 {
+		opts.Limits.MaxPayloadBytes = DefaultMaxPayloadBytes
+	}
+	if opts.GroupCommitMax <= 0 {
+		opts.GroupCommitMax = 1
+	}
+	if opts.MaxRetries <= 0 {
+		opts.MaxRetries = 1
+	}
+	if opts.GroupTimeout <= 0 {
+		opts.GroupTimeout = 60 * time.Second
+	}
+	cfg, err := pgxpool.ParseConfig(opts.URL)
+	if err != nil {
+		// pgx's message may quote the URL, password included.
+		return nil, fmt.Errorf("%w: postgres url does not parse (store.postgres_url)", ErrInvalidArgument)
+	}
+	if opts.MaxConns > 0 {
+		cfg.MaxConns = opts.MaxConns
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("open postgres pool: %w", err)
+	}
+	s := &pgStore{
+		pool:  pool,
+		opts:  opts,
+		log:   opts.Logger,
+		turns: newTurnCache(opts.TurnCacheEntries),
+		ops:   make(chan *op, opts.GroupCommitMax),
+		done:  make(chan struct{}),
+	}
+	if err := s.createSchema(ctx); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	go s.commitLoop()
+	return s, nil
+}
+
+// createSchema creates the tables, retrying when another store opening
+// on the same database at once races it (CREATE ... IF NOT EXISTS is not
+// atomic against a concurrent one in PostgreSQL).
+func (s *pgStore) createSchema(ctx context.Context) error {
+	var err error
+	for attempt := range 10 {
+		if attempt > 0 {
+			backoff(attempt)
+		}
+		err = func() error {
+			for _, q := range pgSchema {
+				if _, err := s.pool.Exec(ctx, q); err != nil {
+					return err
+				}
+			}
+			return nil
+		}()
+		if err == nil || !retryablePG(err) && pgCode(err) != "42P07" {
+			break
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("create postgres schema: %w", err)
+	}
+	var v int64
+	if err := s.pool.QueryRow(ctx, `SELECT value FROM ctx_counters WHERE name = 'schema_version'`).Scan(&v); err != nil {
+		return fmt.Errorf("read postgres schema version: %w", err)
+	}
+	if v != pgSchemaVersion {
+		return fmt.Errorf("%w: postgres schema version %d, this build knows %d", ErrCorrupt, v, pgSchemaVersion)
+	}
+	return nil
+}
+
+func pgCode(err error) string {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return pe.Code
+	}
+	return ""
+}
+
+// retryablePG reports whether a failed transaction was certainly rolled
+// back for a reason that trying again may cure.
+func retryablePG(err error) bool {
+	switch pgCode(err) {
+	case "40001", "40P01", "23505":
+		return true
+	}
+	return errors.Is(err, errCASLost) || errors.Is(err, errConnLost)
+}
+
+// backoff waits before attempt (1, 2, ...): exponential with jitter, at
+// most about 100 ms.
+func backoff(attempt int) {
+	d := time.Duration(min(1<<min(attempt, 7), 100)) * time.Millisecond
+	time.Sleep(d/2 + rand.N(d/2+1))
+}
+
+func (s *pgStore) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	close(s.ops)
+	s.mu.Unlock()
+	<-s.done
+	s.pool.Close()
+	return nil
+}
+
+func (s *pgStore) alive() error {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed {
+		return ErrClosed
+	}
+	return nil
+}
+
+// readErr translates an error of a read: ErrClosed once the store closed.
+func (s *pgStore) readErr(what string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if s.alive() != nil {
+		return ErrClosed
+	}
+	return fmt.Errorf("postgres: %s: %w", what, err)
+}
+
+func (s *pgStore) Stats() Stats {
+	c := &s.stats
+	st := Stats{
+		Appends: c.appends.Load(), BlobWrites: c.blobWrites.Load(), BlobDedups: c.blobDedups.Load(),
+		Groups: c.groups.Load(), Syncs: c.syncs.Load(),
+		StoredBytes: c.storedBytes.Load(), RawBytes: c.rawBytes.Load(),
+		Retries: c.retries.Load(),
+	}
+	for i := range c.syncTimes {
+		st.SyncTimes[i] = c.syncTimes[i].Load()
+	}
+	st.SyncTime = time.Duration(c.syncNanos.Load())
+	return st
+}
+
+// ---- the write path ----
+
+func (s *pgStore) submit(ctx context.Context, o *op) error {
+	o.done = make(chan struct{})
+	s.mu.RLock()
+	if s.closed {
+		s.mu.RUnlock()
+		return ErrClosed
+	}
+	select {
+	case s.ops <- o:
+	case <-ctx.Done():
+		s.mu.RUnlock()
+		return ctx.Err()
+	}
+	s.mu.RUnlock()
+	select {
+	case <-o.done:
+		return o.res.err
+	case <-ctx.Done():
+		// The write may still land; a caller that must know uses
+		// ExpectParent on its next append.
+		return ctx.Err()
+	}
+}
+
+func (s *pgStore) Append(ctx context.Context, branch messages.BranchID, req AppendRequest) (Turn, error) {
+	if err := checkAppend(branch, req, s.opts.Limits); err != nil {
+		return Turn{}, err
+	}
+	if err := s.alive(); err != nil {
+		return Turn{}, err
+	}
+	// Hash and compress on the caller's goroutine, in parallel.
+	o := &op{kind: opAppend, branch: branch, append: req, hash: HashOf(req.Payload),
+		blob: encodeBlob(req.Payload, s.opts.Compress)}
+	if err := s.submit(ctx, o); err != nil {
+		return Turn{}, err
+	}
+	return o.res.turn, nil
+}
+
+func (s *pgStore) CreateBranch(ctx context.Context, spec BranchSpec) (Head, error) {
+	if spec.Tenant != "" && spec.Tenant != DefaultTenant {
+		return Head{}, fmt.Errorf("%w: tenant: the postgres store does not record tenants yet", ErrInvalidArgument)
+	}
+	o := &op{kind: opBranch, spec: spec}
+	if err := s.submit(ctx, o); err != nil {
+		return Head{}, err
+	}
+	return o.res.head, nil
+}
+
+func (s *pgStore) PutOverlay(ctx context.Context, turn messages.TurnID, req OverlayRequest) (Overlay, error) {
+	if err := checkOverlay(turn, req, s.opts.Limits); err != nil {
+		return Overlay{}, err
+	}
+	o := &op{kind: opOverlay, turn: turn, ovReq: req}
+	if !req.Tombstone {
+		o.hash, o.blob = HashOf(req.Payload), encodeBlob(req.Payload, s.opts.Compress)
+	}
+	if err := s.submit(ctx, o); err != nil {
+		return Overlay{}, err
+	}
+	return o.res.overlay, nil
+}
+
+func (s *pgStore) commitLoop() {
+	defer close(s.done)
+	batch := make([]*op, 0, s.opts.GroupCommitMax)
+	for first := range s.ops {
+		batch = append(batch[:0], first)
+	drain:
+		for len(batch) < s.opts.GroupCommitMax {
+			select {
+			case o, ok := <-s.ops:
+				if !ok {
+					break drain
+				}
+				batch = append(batch, o)
+			default:
+				break drain
+			}
+		}
+		s.commitGroup(batch)
+		clear(batch)
+	}
+}
+
+// commitGroup runs batch as one transaction, retrying it whole while it
+// fails for a retryable reason, and then wakes its writers.
+func (s *pgStore) commitGroup(batch []*op) {
+	var err error
+	for attempt := 0; attempt < s.opts.MaxRetries; attempt++ {
+		if attempt > 0 {
+			s.stats.retries.Add(1)
+			backoff(attempt)
+		}
+		var g *pgGroup
+		start := time.Now()
+		g, err = s.tryGroup(batch, attempt)
+		if err == nil {
+			s.publish(g, batch, time.Since(start))
+			return
+		}
+		if !retryablePG(err) {
+			break
+		}
+		s.log.Debug().Err(err).Int("attempt", attempt).Msg("postgres group retried")
+	}
+	if !errors.Is(err, ErrOutcomeUnknown) && retryablePG(err) {
+		err = fmt.Errorf("postgres: group of %d writes gave up after %d attempts: %w", len(batch), s.opts.MaxRetries, err)
+	}
+	s.log.Warn().Err(err).Int("writes", len(batch)).Msg("postgres group failed")
+	for _, o := range batch {
+		o.res = result{err: err}
+		close(o.done)
+	}
+}
+
+// publish counts a committed group and wakes its writers.
+func (s *pgStore) publish(g *pgGroup, batch []*op, took time.Duration) {
+	c := &s.stats
+	c.appends.Add(g.st.appends)
+	c.blobWrites.Add(g.st.blobWrites)
+	c.blobDedups.Add(g.st.blobDedups)
+	c.storedBytes.Add(g.st.storedBytes)
+	c.rawBytes.Add(g.st.rawBytes)
+	c.groups.Add(1)
+	if g.wrote {
+		c.syncs.Add(1)
+		c.syncTimes[SyncTimeBucket(took)].Add(1)
+		c.syncNanos.Add(int64(took))
+	}
+	for _, r := range g.newTurns {
+		s.turns.put(r)
+	}
+	for i, o := range batch {
+		o.res = g.results[i]
+		close(o.done)
+	}
+}
+
+// pgHead is a branch head as a group sees it.
+type pgHead struct {
+	head    Head
+	seq     int64 // the seq read (0 for a branch this group creates)
+	existed bool  // the row existed when read
+	moves   int64 // appends of this group to it
+}
+
+// pgBlob is a blob as a group sees it.
+type pgBlob struct {
+	existed bool
+	refs0   int64 // refs when read
+	refs    int64
+	rec     []byte // the encoded record, when this group writes it
+}
+
+// pgGroup is one attempt at a group: what it read, what it changes.
+type pgGroup struct {
+	s       *pgStore
+	ctx     context.Context
+	tx      pgx.Tx
+	heads   map[messages.BranchID]*pgHead
+	blobs   map[Hash]*pgBlob
+	turns   map[messages.TurnID]turnRecord // read or written by this group
+	ovs     map[messages.TurnID][]Overlay  // a turn's overlays, read and new
+	ovSeq0  int64                          // the overlay counter when read
+	ovSeq   uint64
+	ovRead  bool
+	results []result
+	// what to write, in order
+	newBranches []messages.BranchID
+	newTurns    []turnRecord
+	newOvs      []Overlay
+	wrote       bool
+	st          struct {
+		appends, blobWrites, blobDedups, storedBytes, rawBytes uint64
+	}
+}
+
+// tryGroup runs one attempt. Errors of single writes (a head mismatch, an
+// unknown turn) are in the group's results; a returned error is the
+// whole transaction's.
+func (s *pgStore) tryGroup(batch []*op, attempt int) (*pgGroup, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), s.opts.GroupTimeout)
+	defer cancel()
+	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.Serializable})
+	if err != nil {
+		if pgCode(err) == "" {
+			err = fmt.Errorf("%w: %w", errConnLost, err)
+		}
+		return nil, fmt.Errorf("postgres: begin: %w", err)
+	}
+	committed := false
+	defer func() {
+		if !committed {
+			tx.Rollback(context.Background())
+		}
+	}()
+	g := &pgGroup{
+		s: s, ctx: ctx, tx: tx,
+		heads:   make(map[messages.BranchID]*pgHead),
+		blobs:   make(map[Hash]*pgBlob),
+		turns:   make(map[messages.TurnID]turnRecord),
+		ovs:     make(map[messages.TurnID][]Overlay),
+		results: make([]result, len(batch)),
+	}
+	// Before COMMIT, a failure leaves nothing committed: one without the
+	// server's answer (a broken connection) is worth another attempt.
+	beforeCommit := func(err error) error {
+		if retryablePG(err) || isWriteError(err) || errors.Is(err, ErrCorrupt) {
+			return err
+		}
+		if c := pgCode(err); c == "" || strings.HasPrefix(c, "08") || strings.HasPrefix(c, "57P") {
+			return fmt.Errorf("%w: %w", errConnLost, err)
+		}
+		return err
+	}
+	if err := g.prefetch(batch); err != nil {
+		return nil, beforeCommit(err)
+	}
+	for i, o := range batch {
+		r, err := g.apply(o)
+		if err != nil {
+			return nil, beforeCommit(err)
+		}
+		g.results[i] = r
+	}
+	if s.testHook != nil {
+		s.testHook("read", attempt, tx)
+	}
+	if err := g.write(); err != nil {
+		return nil, beforeCommit(err)
+	}
+	if s.testHook != nil {
+		s.testHook("commit", attempt, tx)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		committed = true // nothing to roll back: the server ended the transaction, or we cannot tell
+		return nil, commitError(err)
+	}
+	committed = true
+	return g, nil
+}
+
+// commitError classifies a failed COMMIT. Only a rollback the server
+// reported (class 40 but 40003, whose outcome is unknown, or a constraint
+// checked at commit, class 23) or a COMMIT never sent is certain; any
+// other failure, a broken connection or a FATAL such as 57P01 (the
+// server may end a session right after it committed), may have committed.
+func commitError(err error) error {
+	c := pgCode(err)
+	switch {
+	case c == "" && pgconn.SafeToRetry(err):
+		return fmt.Errorf("%w: postgres: commit: %w", errConnLost, err)
+	case strings.HasPrefix(c, "40") && c != "40003", strings.HasPrefix(c, "23"):
+		return fmt.Errorf("postgres: commit: %w", err)
+	}
+	return fmt.Errorf("%w: postgres: commit: %w", ErrOutcomeUnknown, err)
+}
+
+// prefetch reads, in one round trip, the heads and blobs the group's
+// writes name.
+func (g *pgGroup) prefetch(batch []*op) error {
+	var branches, hashes, turns [][]byte
+	ovs := false
+	for _, o := range batch {
+		switch o.kind {
+		case opAppend:
+			branches = append(branches, o.branch[:])
+			hashes = append(hashes, o.hash[:])
+		case opBranch:
+			if !o.spec.ID.IsZero() {
+				branches = append(branches, o.spec.ID[:])
+			}
+		case opOverlay:
+			ovs = true
+			turns = append(turns, o.turn[:])
+			if !o.ovReq.Tombstone {
+				hashes = append(hashes, o.hash[:])
+			}
+		}
+	}
+	b := &pgx.Batch{}
+	b.Queue(`SELECT branch, turn, depth, base, created_ms, seq FROM ctx_heads WHERE branch = ANY($1)`, branches)
+	b.Queue(`SELECT hash, refs FROM ctx_blobs WHERE hash = ANY($1)`, hashes)
+	if ovs {
+		b.Queue(`SELECT value FROM ctx_counters WHERE name = 'overlay_seq'`)
+		b.Queue(`SELECT seq, turn, tombstone, hash, purged, created_ms FROM ctx_overlays
+			WHERE turn = ANY($1) ORDER BY seq`, turns)
+	}
+	br := g.tx.SendBatch(g.ctx, b)
+	defer br.Close()
+	rows, err := br.Query()
+	if err != nil {
+		return fmt.Errorf("postgres: read heads: %w", err)
+	}
+	for rows.Next() {
+		var id, turn, base []byte
+		var depth, created, seq int64
+		if err := rows.Scan(&id, &turn, &depth, &base, &created, &seq); err != nil {
+			rows.Close()
+			return fmt.Errorf("postgres: read heads: %w", err)
+		}
+		h, err := pgHeadRow(id, turn, depth, base, created)
+		if err != nil {
+			rows.Close()
+			return err
+		}
+		g.heads[h.Branch] = &pgHead{head: h, seq: seq, existed: true}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("postgres: read heads: %w", err)
+	}
+	if rows, err = br.Query(); err != nil {
+		return fmt.Errorf("postgres: read blobs: %w", err)
+	}
+	for rows.Next() {
+		var hb []byte
+		var refs int64
+		if err := rows.Scan(&hb, &refs); err != nil {
+			rows.Close()
+			return fmt.Errorf("postgres: read blobs: %w", err)
+		}
+		var h Hash
+		if len(hb) != len(h) {
+			rows.Close()
+			return fmt.Errorf("%w: blob hash of %d bytes", ErrCorrupt, len(hb))
+		}
+		copy(h[:], hb)
+		g.blobs[h] = &pgBlob{existed: true, refs0: refs, refs: refs}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("postgres: read blobs: %w", err)
+	}
+	if ovs {
+		if err := br.QueryRow().Scan(&g.ovSeq0); err != nil {
+			return fmt.Errorf("postgres: read overlay seq: %w", err)
+		}
+		g.ovSeq, g.ovRead = uint64(g.ovSeq0), true
+		if rows, err = br.Query(); err != nil {
+			return fmt.Errorf("postgres: read overlays: %w", err)
+		}
+		for _, t := range turns {
+			id, _ := messages.IDFromBytes[messages.TurnID](t)
+			g.ovs[id] = nil // read: none unless rows follow
+		}
+		for rows.Next() {
+			o, err := scanOverlay(rows)
+			if err != nil {
+				rows.Close()
+				return err
+			}
+			g.ovs[o.Turn] = append(g.ovs[o.Turn], o)
+		}
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("postgres: read overlays: %w", err)
+		}
+	}
+	return br.Close()
+}
+
+func pgHeadRow(id, turn []byte, depth int64, base []byte, created int64) (Head, error) {
+	var h Head
+	if len(id) != 16 || len(turn) != 16 || len(base) != 16 || depth < 0 {
+		return h, fmt.Errorf("%w: head row of branch %x", ErrCorrupt, id)
+	}
+	copy(h.Branch[:], id)
+	copy(h.Turn[:], turn)
+	copy(h.Base[:], base)
+	h.Depth = uint64(depth)
+	h.CreatedAt = time.UnixMilli(created)
+	return h, nil
+}
+
+// scanOverlay reads seq, turn, tombstone, hash, purged, created_ms.
+func scanOverlay(rows pgx.Rows) (Overlay, error) {
+	var seq, created int64
+	var turn, hash, purged []byte
+	var o Overlay
+	if err := rows.Scan(&seq, &turn, &o.Tombstone, &hash, &purged, &created); err != nil {
+		return o, fmt.Errorf("postgres: read overlays: %w", err)
+	}
+	if len(turn) != 16 || len(hash) != 32 || len(purged) != 32 || seq <= 0 {
+		return o, fmt.Errorf("%w: overlay row %d", ErrCorrupt, seq)
+	}
+	copy(o.Turn[:], turn)
+	copy(o.Hash[:], hash)
+	copy(o.Purged[:], purged)
+	o.Seq = uint64(seq)
+	o.CreatedAt = time.UnixMilli(created)
+	return o, nil
+}
+
+// apply validates one write against what the group read and wrote before
+// it and, when it is valid, records its changes. The result carries the
+// write's own error; a returned error fails the transaction.
+func (g *pgGroup) apply(o *op) (result, error) {
+	switch o.kind {
+	case opAppend:
+		t, err := g.appendTurn(o)
+		if err != nil && !isWriteError(err) {
+			return result{}, err
+		}
+		return result{turn: t, err: err}, nil
+	case opBranch:
+		h, err := g.newBranch(o.spec)
+		if err != nil && !isWriteError(err) {
+			return result{}, err
+		}
+		return result{head: h, err: err}, nil
+	case opOverlay:
+		ov, err := g.putOverlay(o)
+		if err != nil && !isWriteError(err) {
+			return result{}, err
+		}
+		return result{overlay: ov, err: err}, nil
+	}
+	return result{err: fmt.Errorf("persistence: unknown op %d", o.kind)}, nil
+}
+
+// isWriteError reports whether err is a write's own failure (bad input, a
+// missing or taken id, a head mismatch), not the transaction's.
+func isWriteError(err error) bool {
+	return errors.Is(err, ErrNotFound) || errors.Is(err, ErrInvalidArgument) || errors.Is(err, ErrBranchExists) ||
+		errors.Is(err, ErrHeadMismatch) || errors.Is(err, ErrDuplicate)
+}
+
+func (g *pgGroup) head(b messages.BranchID) (*pgHead, error) {
+	if b.IsZero() {
+		return nil, errZeroBranch
+	}
+	h, ok := g.heads[b]
+	if !ok {
+		return nil, branchNotFound(b)
+	}
+	return h, nil
+}
+
+// record returns a turn: written by this group, cached, or read.
+func (g *pgGroup) record(id messages.TurnID) (turnRecord, error) {
+	if r, ok := g.turns[id]; ok {
+		return r, nil
+	}
+	if r, ok := g.s.turns.get(id); ok {
+		return r, nil
+	}
+	r, err := g.s.readRecord(g.ctx, g.tx, id)
+	if err == nil {
+		g.turns[id] = r
+	}
+	return r, err
+}
+
+func (g *pgGroup) appendTurn(o *op) (Turn, error) {
+	ph, err := g.head(o.branch)
+	if err != nil {
+		return Turn{}, err
+	}
+	h := ph.head
+	if want := o.append.ExpectParent; want != nil && *want != h.Turn {
+		return Turn{}, &HeadMismatchError{Branch: o.branch, Want: *want, Got: h.Turn}
+	}
+	now := g.s.opts.Now()
+	r := turnRecord{Turn: Turn{
+		ID:          messages.NewID[messages.TurnID](now),
+		TypeTag:     o.append.TypeTag,
+		Codec:       o.append.Codec,
+		PayloadHash: o.hash,
+		Flags:       o.append.Flags,
+		CreatedAt:   timeMillis(now),
+	}}
+	if !h.Empty() {
+		r.Parent, r.Depth = h.Turn, h.Depth+1
+		if r.skips, err = g.skips(r.Parent, r.Depth); err != nil {
+			return Turn{}, err
+		}
+	}
+	g.addRef(o.hash, o.blob, len(o.append.Payload))
+	g.turns[r.ID] = r
+	g.newTurns = append(g.newTurns, r)
+	ph.head.Turn, ph.head.Depth = r.ID, r.Depth
+	ph.moves++
+	g.st.appends++
+	return r.Turn, nil
+}
+
+// skips computes the skip pointers of a new turn at depth d whose parent
+// is parent: ptr_k = ptr_{k-1}(ptr_{k-1}), ptr_0 being the parent.
+func (g *pgGroup) skips(parent messages.TurnID, d uint64) ([]messages.TurnID, error) {
+	n := skipLevels(d)
+	if n == 0 {
+		return nil, nil
+	}
+	out := make([]messages.TurnID, n)
+	prev := parent
+	for k := 1; k <= n; k++ {
+		r, err := g.record(prev)
+		if err != nil {
+			return nil, fmt.Errorf("skip pointers of a turn at depth %d: %w", d, err)
+		}
+		if k == 1 {
+			out[0] = r.Parent
+		} else {
+			if len(r.skips) < k-1 {
+				return nil, fmt.Errorf("%w: turn %s has %d skip pointers, want %d", ErrCorrupt, r.ID, len(r.skips), k-1)
+			}
+			out[k-1] = r.skips[k-2]
+		}
+		prev = out[k-1]
+	}
+	return out, nil
+}
+
+// addRef counts one more reference to blob h (rec is its record, written
+// when the blob is new).
+func (g *pgGroup) addRef(h Hash, rec []byte, rawLen int) {
+	b, ok := g.blobs[h]
+	if !ok {
+		b = &pgBlob{}
+		g.blobs[h] = b
+	}
+	if b.refs > 0 {
+		g.st.blobDedups++
+	} else if !b.existed || b.refs0 == 0 {
+		b.rec = rec
+		g.st.blobWrites++
+		g.st.storedBytes += uint64(len(rec))
+		g.st.rawBytes += uint64(rawLen)
+	}
+	b.refs++
+}
+
+func (g *pgGroup) newBranch(spec BranchSpec) (Head, error) {
+	now := g.s.opts.Now()
+	id := spec.ID
+	if id.IsZero() {
+		id = messages.NewID[messages.BranchID](now)
+	}
+	if _, ok := g.heads[id]; ok {
+		return Head{}, fmt.Errorf("%w: %s", ErrBranchExists, id)
+	}
+	h := Head{Branch: id, CreatedAt: timeMillis(now)}
+	if !spec.At.IsZero() {
+		r, err := g.record(spec.At)
+		if err != nil {
+			return Head{}, fmt.Errorf("fork at turn: %w", err)
+		}
+		h.Turn, h.Depth, h.Base = r.ID, r.Depth, r.ID
+	}
+	g.heads[id] = &pgHead{head: h}
+	g.newBranches = append(g.newBranches, id)
+	return h, nil
+}
+
+func (g *pgGroup) putOverlay(o *op) (Overlay, error) {
+	r, err := g.record(o.turn)
+	if err != nil {
+		return Overlay{}, err
+	}
+	ov := Overlay{Turn: o.turn, Seq: g.ovSeq + 1, Tombstone: o.ovReq.Tombstone, CreatedAt: timeMillis(g.s.opts.Now())}
+	current := r.PayloadHash
+	if os := g.ovs[o.turn]; len(os) > 0 {
+		current = os[len(os)-1].Hash
+	}
+	if !ov.Tombstone {
+		ov.Hash = o.hash
+		g.addRef(o.hash, o.blob, len(o.ovReq.Payload))
+	}
+	if o.ovReq.Purge && !current.IsZero() {
+		b, ok := g.blobs[current]
+		if !ok {
+			var refs int64
+			err := g.tx.QueryRow(g.ctx, `SELECT refs FROM ctx_blobs WHERE hash = $1`, current[:]).Scan(&refs)
+			switch {
+			case errors.Is(err, pgx.ErrNoRows):
+				b = &pgBlob{}
+			case err != nil:
+				return Overlay{}, fmt.Errorf("postgres: read refs of blob %s: %w", current, err)
+			default:
+				b = &pgBlob{existed: true, refs0: refs, refs: refs}
+			}
+			g.blobs[current] = b
+		}
+		if b.refs > 0 {
+			b.refs--
+		}
+		ov.Purged = current
+	}
+	g.ovSeq = ov.Seq
+	g.ovs[o.turn] = append(g.ovs[o.turn], ov)
+	g.newOvs = append(g.newOvs, ov)
+	return ov, nil
+}
+
+// write sends the group's changes in one round trip. A head moves only
+// when its seq is still the one read: otherwise errCASLost.
+func (g *pgGroup) write() error {
+	b := &pgx.Batch{}
+	type check struct {
+		what string
+		cas  bool // must change exactly one row
+	}
+	var checks []check
+	for h, bl := range g.blobs {
+		switch {
+		case !bl.existed && bl.refs > 0:
+			b.Queue(`INSERT INTO ctx_blobs (hash, rec, refs) VALUES ($1, $2, $3)`, h[:], bl.rec, bl.refs)
+			checks = append(checks, check{"insert blob " + h.String(), false})
+		case bl.existed && bl.refs == 0:
+			b.Queue(`DELETE FROM ctx_blobs WHERE hash = $1 AND refs = $2`, h[:], bl.refs0)
+			checks = append(checks, check{"delete blob " + h.String(), true})
+		case bl.existed && bl.refs0 == 0:
+			// A blob left with no references (never by this store,
+			// which deletes them) gets its record back.
+			b.Queue(`UPDATE ctx_blobs SET rec = $2, refs = $3 WHERE hash = $1 AND refs = $4`, h[:], bl.rec, bl.refs, bl.refs0)
+			checks = append(checks, check{"update blob " + h.String(), true})
+		case bl.existed && bl.refs != bl.refs0:
+			b.Queue(`UPDATE ctx_blobs SET refs = $2 WHERE hash = $1 AND refs = $3`, h[:], bl.refs, bl.refs0)
+			checks = append(checks, check{"update blob " + h.String(), true})
+		}
+	}
+	for _, r := range g.newTurns {
+		skips := make([]byte, 0, 16*len(r.skips))
+		for _, s := range r.skips {
+			skips = append(skips, s[:]...)
+		}
+		b.Queue(`INSERT INTO ctx_turns (id, parent, depth, type_tag, codec, hash, flags, created_ms, skips)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
+			r.ID[:], r.Parent[:], int64(r.Depth), int64(r.TypeTag), int64(r.Codec), r.PayloadHash[:],
+			int64(r.Flags), r.CreatedAt.UnixMilli(), skips)
+		checks = append(checks, check{"insert turn " + r.ID.String(), false})
+	}
+	for _, id := range g.newBranches {
+		ph := g.heads[id]
+		h := ph.head
+		b.Queue(`INSERT INTO ctx_heads (branch, turn, depth, base, created_ms, seq) VALUES ($1, $2, $3, $4, $5, $6)`,
+			id[:], h.Turn[:], int64(h.Depth), h.Base[:], h.CreatedAt.UnixMilli(), ph.moves)
+		checks = append(checks, check{"insert head " + id.String(), false})
+	}
+	for id, ph := range g.heads {
+		if !ph.existed || ph.moves == 0 {
+			continue
+		}
+		h := ph.head
+		b.Queue(`UPDATE ctx_heads SET turn = $2, depth = $3, seq = $4 WHERE branch = $1 AND seq = $5`,
+			id[:], h.Turn[:], int64(h.Depth), ph.seq+ph.moves, ph.seq)
+		checks = append(checks, check{"move head " + id.String(), true})
+	}
+	for _, o := range g.newOvs {
+		b.Queue(`INSERT INTO ctx_overlays (seq, turn, tombstone, hash, purged, created_ms) VALUES ($1, $2, $3, $4, $5, $6)`,
+			int64(o.Seq), o.Turn[:], o.Tombstone, o.Hash[:], o.Purged[:], o.CreatedAt.UnixMilli())
+		checks = append(checks, check{fmt.Sprintf("insert overlay %d", o.Seq), false})
+	}
+	if g.ovRead && g.ovSeq != uint64(g.ovSeq0) {
+		b.Queue(`UPDATE ctx_counters SET value = $1 WHERE name = 'overlay_seq' AND value = $2`, int64(g.ovSeq), g.ovSeq0)
+		checks = append(checks, check{"advance overlay seq", true})
+	}
+	if len(checks) == 0 {
+		return nil
+	}
+	g.wrote = true
+	br := g.tx.SendBatch(g.ctx, b)
+	for _, c := range checks {
+		tag, err := br.Exec()
+		if err != nil {
+			br.Close()
+			return fmt.Errorf("postgres: %s: %w", c.what, err)
+		}
+		if c.cas && tag.RowsAffected() != 1 {
+			br.Close()
+			return fmt.Errorf("%s: %w", c.what, errCASLost)
+		}
+	}
+	if err := br.Close(); err != nil {
+		return fmt.Errorf("postgres: write group: %w", err)
+	}
+	return nil
+}
+
+// ---- reads ----
+
+// readRecord reads a turn with its skip pointers (no overlay applied).
+func (s *pgStore) readRecord(ctx context.Context, q interface {
+	QueryRow(context.Context, string, ...any) pgx.Row
+}, id messages.TurnID) (turnRecord, error) {
+	if id.IsZero() {
+		return turnRecord{}, fmt.Errorf("%w: turn id is zero", ErrInvalidArgument)
+	}
+	var parent, hash, skips []byte
+	var depth, typeTag, codec, flags, created int64
+	err := q.QueryRow(ctx, `SELECT parent, depth, type_tag, codec, hash, flags, created_ms, skips
+		FROM ctx_turns WHERE id = $1`, id[:]).Scan(&parent, &depth, &typeTag, &codec, &hash, &flags, &created, &skips)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return turnRecord{}, turnNotFound(id)
+	}
+	if err != nil {
+		return turnRecord{}, fmt.Errorf("postgres: read turn %s: %w", id, err)
+	}
+	t, err := pgTurnRow(id[:], parent, depth, typeTag, codec, hash, flags, created)
+	if err != nil {
+		return turnRecord{}, err
+	}
+	r := turnRecord{Turn: t}
+	if len(skips)%16 != 0 || len(skips)/16 != skipLevels(t.Depth) {
+		return turnRecord{}, fmt.Errorf("%w: turn %s: %d bytes of skip pointers at depth %d", ErrCorrupt, id, len(skips), t.Depth)
+	}
+	for i := 0; i < len(skips); i += 16 {
+		r.skips = append(r.skips, messages.TurnID(skips[i:i+16]))
+	}
+	s.turns.put(r)
+	return r, nil
+}
+
+func pgTurnRow(id, parent []byte, depth, typeTag, codec int64, hash []byte, flags, created int64) (Turn, error) {
+	var t Turn
+	if len(id) != 16 || len(parent) != 16 || len(hash) != 32 || depth < 0 ||
+		codec < 0 || codec > math.MaxUint32 || flags < 0 || flags > math.MaxUint32 {
+		return t, fmt.Errorf("%w: turn row %x", ErrCorrupt, id)
+	}
+	copy(t.ID[:], id)
+	copy(t.Parent[:], parent)
+	copy(t.PayloadHash[:], hash)
+	t.Depth, t.TypeTag, t.Codec, t.Flags = uint64(depth), uint64(typeTag), uint32(codec), uint32(flags)
+	t.CreatedAt = time.UnixMilli(created)
+	return t, nil
+}
+
+// pgWalkSQL returns up to $2 turns from $1 towards the root, newest first,
+// each with the latest overlay of seq <= $3 (or NULLs).
+const pgWalkSQL = `WITH RECURSIVE w (id, parent, depth, type_tag, codec, hash, flags, created_ms, n) AS (
+	SELECT id, parent, depth, type_tag, codec, hash, flags, created_ms, CAST(1 AS BIGINT)
+	FROM ctx_turns WHERE id = $1
+	UNION ALL
+	SELECT t.id, t.parent, t.depth, t.type_tag, t.codec, t.hash, t.flags, t.created_ms, w.n + 1
+	FROM ctx_turns t JOIN w ON t.id = w.parent WHERE w.n < $2
+)
+SELECT w.id, w.parent, w.depth, w.type_tag, w.codec, w.hash, w.flags, w.created_ms, o.seq, o.tombstone, o.hash
+FROM w
+LEFT JOIN (SELECT turn, max(seq) AS seq FROM ctx_overlays
+	WHERE seq <= $3 AND turn IN (SELECT id FROM w) GROUP BY turn) m ON m.turn = w.id
+LEFT JOIN ctx_overlays o ON o.seq = m.seq
+ORDER BY w.depth DESC`
+
+func (s *pgStore) AsOf(seq uint64) Reader { return pgReader{s: s, asOf: min(seq, math.MaxInt64)} }
+
+func (s *pgStore) view() pgReader { return pgReader{s: s, asOf: math.MaxInt64} }
+
+// pgReader reads with the overlays of seq <= asOf applied.
+type pgReader struct {
+	s    *pgStore
+	asOf uint64
+}
+
+// walk returns up to n turns from id towards the root, newest first, and
+// the id where it stopped (zero at the root).
+func (r pgReader) walk(ctx context.Context, id messages.TurnID, n int) ([]Turn, messages.TurnID, error) {
+	if n <= 0 || id.IsZero() {
+		return nil, id, nil
+	}
+	rows, err := r.s.pool.Query(ctx, pgWalkSQL, id[:], int64(n), int64(r.asOf))
+	if err != nil {
+		return nil, id, r.s.readErr("walk turns", err)
+	}
+	defer rows.Close()
+	out := make([]Turn, 0, min(n, 256))
+	for rows.Next() {
+		var tid, parent, hash, ovHash []byte
+		var depth, typeTag, codec, flags, created int64
+		var ovSeq *int64
+		var ovTomb *bool
+		if err := rows.Scan(&tid, &parent, &depth, &typeTag, &codec, &hash, &flags, &created, &ovSeq, &ovTomb, &ovHash); err != nil {
+			return nil, id, r.s.readErr("walk turns", err)
+		}
+		t, err := pgTurnRow(tid, parent, depth, typeTag, codec, hash, flags, created)
+		if err != nil {
+			return nil, id, err
+		}
+		if ovSeq != nil {
+			o := Overlay{Turn: t.ID, Seq: uint64(*ovSeq), Tombstone: ovTomb != nil && *ovTomb}
+			if len(ovHash) != 32 {
+				return nil, id, fmt.Errorf("%w: overlay row %d", ErrCorrupt, *ovSeq)
+			}
+			copy(o.Hash[:], ovHash)
+			t = applyOverlay(t, o)
+		}
+		out = append(out, t)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, id, r.s.readErr("walk turns", err)
+	}
+	// Check the chain: each turn the parent of the one before, from id.
+	next := id
+	for i, t := range out {
+		if t.ID != next {
+			return nil, id, fmt.Errorf("%w: turn chain from %s broken at %d", ErrCorrupt, id, i)
+		}
+		next = t.Parent
+	}
+	if len(out) == 0 {
+		return nil, id, turnNotFound(id)
+	}
+	if len(out) < n && !next.IsZero() {
+		return nil, id, fmt.Errorf("%w: turn %s names parent %s, which is missing", ErrCorrupt, out[len(out)-1].ID, next)
+	}
+	return out, next, nil
+}
+
+func (r pgReader) head(ctx context.Context, b messages.BranchID) (Head, error) {
+	if b.IsZero() {
+		return Head{}, errZeroBranch
+	}
+	if err := r.s.alive(); err != nil {
+		return Head{}, err
+	}
+	var turn, base []byte
+	var depth, created int64
+	err := r.s.pool.QueryRow(ctx, `SELECT turn, depth, base, created_ms FROM ctx_heads WHERE branch = $1`, b[:]).
+		Scan(&turn, &depth, &base, &created)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Head{}, branchNotFound(b)
+	}
+	if err != nil {
+		return Head{}, r.s.readErr("read head of branch "+b.String(), err)
+	}
+	return pgHeadRow(b[:], turn, depth, base, created)
+}
+
+func (r pgReader) Head(ctx context.Context, b messages.BranchID) (Head, error) { return r.head(ctx, b) }
+
+func (r pgReader) Turn(ctx context.Context, id messages.TurnID) (Turn, error) {
+	if id.IsZero() {
+		return Turn{}, fmt.Errorf("%w: turn id is zero", ErrInvalidArgument)
+	}
+	if err := r.s.alive(); err != nil {
+		return Turn{}, err
+	}
+	ts, _, err := r.walk(ctx, id, 1)
+	if err != nil {
+		return Turn{}, err
+	}
+	return ts[0], nil
+}
+
+func (r pgReader) Blob(ctx context.Context, h Hash) ([]byte, error) {
+	if err := r.s.alive(); err != nil {
+		return nil, err
+	}
+	var rec []byte
+	err := r.s.pool.QueryRow(ctx, `SELECT rec FROM ctx_blobs WHERE hash = $1 AND refs > 0`, h[:]).Scan(&rec)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, blobNotFound(h)
+	}
+	if err != nil {
+		return nil, r.s.readErr("read blob "+h.String(), err)
+	}
+	return decodeBlob(h, rec, r.s.opts.Limits.MaxPayloadBytes)
+}
+
+func (r pgReader) Last(ctx context.Context, b messages.BranchID, n int) (Page, error) {
+	if err := checkPageSize(n); err != nil {
+		return Page{}, err
+	}
+	h, err := r.head(ctx, b)
+	if err != nil {
+		return Page{}, err
+	}
+	ts, rest, err := r.walk(ctx, h.Turn, n)
+	if err != nil {
+		return Page{}, err
+	}
+	return page(ts, rest), nil
+}
+
+func (r pgReader) Before(ctx context.Context, before messages.TurnID, n int) (Page, error) {
+	if err := checkPageSize(n); err != nil {
+		return Page{}, err
+	}
+	if before.IsZero() {
+		return Page{}, fmt.Errorf("%w: turn id is zero", ErrInvalidArgument)
+	}
+	if err := r.s.alive(); err != nil {
+		return Page{}, err
+	}
+	// The walk starts at before itself (which proves it exists) and drops it.
+	ts, rest, err := r.walk(ctx, before, n+1)
+	if err != nil {
+		return Page{}, err
+	}
+	return page(ts[1:], rest), nil
+}
+
+func (r pgReader) Chain(ctx context.Context, id messages.TurnID) ([]Turn, error) {
+	if id.IsZero() {
+		return nil, fmt.Errorf("%w: turn id is zero", ErrInvalidArgument)
+	}
+	if err := r.s.alive(); err != nil {
+		return nil, err
+	}
+	ts, _, err := r.walk(ctx, id, math.MaxInt32)
+	if err != nil {
+		return nil, err
+	}
+	reverse(ts)
+	return ts, nil
+}
+
+func (r pgReader) Range(ctx context.Context, b messages.BranchID, start uint64, limit int) (RangePage, error) {
+	if err := checkPageSize(limit); err != nil {
+		return RangePage{}, err
+	}
+	h, err := r.head(ctx, b)
+	if err != nil {
+		return RangePage{}, err
+	}
+	p := RangePage{HeadDepth: h.Depth, Empty: h.Empty()}
+	if h.Empty() || start > h.Depth || limit == 0 {
+		return p, nil
+	}
+	end := min(start+uint64(limit)-1, h.Depth)
+	top, err := r.s.ancestorAt(ctx, h.Turn, h.Depth, end)
+	if err != nil {
+		return RangePage{}, err
+	}
+	ts, _, err := r.walk(ctx, top, int(end-start+1))
+	if err != nil {
+		return RangePage{}, err
+	}
+	reverse(ts)
+	p.Turns = ts
+	return p, nil
+}
+
+// ancestorAt returns the ancestor of id (at depth d) at depth target,
+// following skip pointers: O(log d) turn loads, most from the cache.
+func (s *pgStore) ancestorAt(ctx context.Context, id messages.TurnID, d, target uint64) (messages.TurnID, error) {
+	for d > target {
+		rec, ok := s.turns.get(id)
+		if !ok {
+			var err error
+			if rec, err = s.readRecord(ctx, s.pool, id); err != nil {
+				return id, s.readErr("find ancestor", err)
+			}
+		}
+		if k := nextHop(d, target); k == 0 {
+			id, d = rec.Parent, d-1
+		} else {
+			id, d = rec.skips[k-1], d-uint64(1)<<k
+		}
+	}
+	return id, nil
+}
+
+func (s *pgStore) Head(ctx context.Context, b messages.BranchID) (Head, error) {
+	return s.view().Head(ctx, b)
+}
+func (s *pgStore) Turn(ctx context.Context, id messages.TurnID) (Turn, error) {
+	return s.view().Turn(ctx, id)
+}
+func (s *pgStore) Blob(ctx context.Context, h Hash) ([]byte, error) {
+	return s.view().Blob(ctx, h)
+}
+func (s *pgStore) Last(ctx context.Context, b messages.BranchID, n int) (Page, error) {
+	return s.view().Last(ctx, b, n)
+}
+func (s *pgStore) Before(ctx context.Context, id messages.TurnID, n int) (Page, error) {
+	return s.view().Before(ctx, id, n)
+}
+func (s *pgStore) Chain(ctx context.Context, id messages.TurnID) ([]Turn, error) {
+	return s.view().Chain(ctx, id)
+}
+func (s *pgStore) Range(ctx context.Context, b messages.BranchID, start uint64, limit int) (RangePage, error) {
+	return s.view().Range(ctx, b, start, limit)
+}
+
+// exists checks that turn id exists.
+func (s *pgStore) exists(ctx context.Context, id messages.TurnID) error {
+	if id.IsZero() {
+		return fmt.Errorf("%w: turn id is zero", ErrInvalidArgument)
+	}
+	if err := s.alive(); err != nil {
+		return err
+	}
+	if _, ok := s.turns.get(id); ok {
+		return nil
+	}
+	var one int
+	err := s.pool.QueryRow(ctx, `SELECT 1 FROM ctx_turns WHERE id = $1`, id[:]).Scan(&one)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return turnNotFound(id)
+	}
+	return s.readErr("read turn "+id.String(), err)
+}
+
+func (s *pgStore) Children(ctx context.Context, id messages.TurnID) ([]messages.TurnID, error) {
+	if err := s.exists(ctx, id); err != nil {
+		return nil, err
+	}
+	rows, err := s.pool.Query(ctx, `SELECT id FROM ctx_turns WHERE parent = $1 ORDER BY id`, id[:])
+	if err != nil {
+		return nil, s.readErr("read children of "+id.String(), err)
+	}
+	var out []messages.TurnID
+	for rows.Next() {
+		var b []byte
+		if err := rows.Scan(&b); err != nil {
+			rows.Close()
+			return nil, s.readErr("read children of "+id.String(), err)
+		}
+		c, err := messages.IDFromBytes[messages.TurnID](b)
+		if err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("%w: child of %s: %v", ErrCorrupt, id, err)
+		}
+		out = append(out, c)
+	}
+	return out, s.readErr("read children of "+id.String(), rows.Err())
+}
+
+func (s *pgStore) Overlays(ctx context.Context, turn messages.TurnID) ([]Overlay, error) {
+	if err := s.exists(ctx, turn); err != nil {
+		return nil, err
+	}
+	rows, err := s.pool.Query(ctx, `SELECT seq, turn, tombstone, hash, purged, created_ms FROM ctx_overlays
+		WHERE turn = $1 ORDER BY seq`, turn[:])
+	if err != nil {
+		return nil, s.readErr("read overlays of "+turn.String(), err)
+	}
+	defer rows.Close()
+	var out []Overlay
+	for rows.Next() {
+		o, err := scanOverlay(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, o)
+	}
+	return out, s.readErr("read overlays of "+turn.String(), rows.Err())
+}
+
+func (s *pgStore) OverlaySeq(ctx context.Context) (uint64, error) {
+	if err := s.alive(); err != nil {
+		return 0, err
+	}
+	var v int64
+	err := s.pool.QueryRow(ctx, `SELECT value FROM ctx_counters WHERE name = 'overlay_seq'`).Scan(&v)
+	return uint64(v), s.readErr("read overlay seq", err)
+}
+
+func (s *pgStore) BlobRefs(ctx context.Context, h Hash) (uint64, error) {
+	if err := s.alive(); err != nil {
+		return 0, err
+	}
+	var v int64
+	err := s.pool.QueryRow(ctx, `SELECT refs FROM ctx_blobs WHERE hash = $1`, h[:]).Scan(&v)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, nil
+	}
+	return uint64(v), s.readErr("read refs of blob "+h.String(), err)
+}
+
+var _ Store = (*pgStore)(nil)
