@@ -74,6 +74,9 @@ type Model struct {
 	in       input
 	help     help.Model
 	showHelp bool
+	// helpOffset is the first row of the full help shown (it scrolls
+	// when its rows do not fit).
+	helpOffset int
 
 	status    string
 	statusErr bool

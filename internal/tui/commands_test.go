@@ -267,3 +267,32 @@ func TestFullHelp(t *testing.T) {
 		t.Errorf("? in a line: help %v, input %q; want no help, why?", h.m.showHelp, h.m.in.value())
 	}
 }
+
+// TestFullHelpScrolls: on a terminal too short for every row, the full
+// help says which rows it shows, ↓ and pgdn scroll to the last ones, and
+// no entry is cut at 80 columns.
+func TestFullHelpScrolls(t *testing.T) {
+	h := newHarness(t, newFakeShell(), 80, 14, realScreens()...)
+	h.press("f1")
+	first := h.screen()
+	if !strings.Contains(first, "Keys and commands 1–") || !strings.Contains(first, "scroll") {
+		t.Fatalf("a short terminal's help does not say it scrolls:\n%s", first)
+	}
+	if strings.Contains(first, "/quit ") {
+		t.Fatalf("the last command is on the first page already: the test does not test scrolling:\n%s", first)
+	}
+	h.press("pgdown", "pgdown", "down", "down", "down")
+	last := h.screen()
+	if !strings.Contains(last, "/quit") || strings.Contains(last, "enter     send") {
+		t.Errorf("after scrolling down the help does not end with /quit:\n%s", last)
+	}
+	for _, l := range strings.Split(first+"\n"+last, "\n") {
+		if strings.Contains(l, "…") {
+			t.Errorf("a help line is cut: %q", l)
+		}
+	}
+	h.press("pgup", "pgup", "up", "up", "up")
+	if !strings.Contains(h.screen(), "enter     send") {
+		t.Errorf("pgup/up do not scroll back to the top:\n%s", h.screen())
+	}
+}

@@ -2,6 +2,7 @@ package tui
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 
@@ -56,9 +57,19 @@ func (m *Model) onKey(k tea.KeyPressMsg) tea.Cmd {
 		return nil
 	}
 	if m.showHelp {
-		if s == "esc" || s == "?" || s == "q" {
+		switch s {
+		case "esc", "?", "q":
 			m.showHelp = false
+		case "up":
+			m.helpOffset--
+		case "down":
+			m.helpOffset++
+		case "pgup":
+			m.helpOffset -= max(1, m.st.Height/2)
+		case "pgdown":
+			m.helpOffset += max(1, m.st.Height/2)
 		}
+		m.helpOffset = max(0, m.helpOffset) // fullHelp bounds it above
 		return nil
 	}
 	for i := range m.screens {
@@ -191,33 +202,70 @@ func (m *Model) helpGroups(rows int) [][]key.Binding {
 }
 
 // fullHelp renders the full help in w×h cells: every key and command,
-// in as many columns as the rows need, each cut to its share of w.
+// whole, in the most columns (at most four) that fit side by side; when
+// the rows do not fit in h-1 lines, ↑/↓ and pgup/pgdn scroll them
+// (helpOffset) and the title says so.
 func (m *Model) fullHelp(w, h int) string {
+	all := m.helpGroups(0)[0]
+	var lines []string
+	for cols := min(4, len(all)); cols >= 1; cols-- {
+		rows := (len(all) + cols - 1) / cols
+		var fits bool
+		if lines, fits = helpColumns(all, rows, w); fits || cols == 1 {
+			break
+		}
+	}
+	rows, view := len(lines), max(1, h-1)
+	m.helpOffset = max(0, min(m.helpOffset, rows-view))
 	title := styleBold.Render("Keys and commands") + styleDim.Render(" (esc or F1 closes)")
-	groups := m.helpGroups(max(1, h-1))
-	colW := max(1, w/len(groups))
-	cols := make([][]string, len(groups))
-	for i, g := range groups {
-		keyW := 0
-		for _, b := range g {
-			keyW = max(keyW, lipgloss.Width(b.Help().Key))
-		}
-		for _, b := range g {
-			k := b.Help().Key
-			line := k + strings.Repeat(" ", keyW-lipgloss.Width(k)+1) + b.Help().Desc
-			line = fitLine(line, colW-1)
-			cols[i] = append(cols[i], line+strings.Repeat(" ", max(0, colW-lipgloss.Width(line))))
-		}
+	if rows > view {
+		title = styleBold.Render("Keys and commands") + styleDim.Render(fmt.Sprintf(" %d–%d of %d (↑/↓ pgup/pgdn scroll; esc or F1 closes)",
+			m.helpOffset+1, min(rows, m.helpOffset+view), rows))
 	}
 	var b strings.Builder
-	b.WriteString(title)
-	for r := range cols[0] {
+	b.WriteString(fitLine(title, w))
+	for _, l := range lines[m.helpOffset:min(rows, m.helpOffset+view)] {
 		b.WriteString("\n")
-		for _, c := range cols {
-			if r < len(c) {
-				b.WriteString(c[r])
-			}
-		}
+		b.WriteString(fitLine(l, w)) // only a terminal narrower than one entry cuts it
 	}
 	return b.String()
+}
+
+// helpColumns lays bindings out in columns of rows entries, each column
+// as wide as its widest key and description, two spaces apart; fits
+// says whether the lines are at most w wide.
+func helpColumns(bindings []key.Binding, rows, w int) (lines []string, fits bool) {
+	lines = make([]string, rows)
+	width := 0
+	for start := 0; start < len(bindings); start += rows {
+		col := bindings[start:min(len(bindings), start+rows)]
+		keyW, descW := 0, 0
+		for _, b := range col {
+			keyW = max(keyW, lipgloss.Width(b.Help().Key))
+			descW = max(descW, lipgloss.Width(b.Help().Desc))
+		}
+		last := start+rows >= len(bindings)
+		for r, b := range col {
+			k := b.Help().Key
+			e := k + strings.Repeat(" ", keyW-lipgloss.Width(k)+1) + b.Help().Desc
+			if !last {
+				e += strings.Repeat(" ", keyW+1+descW+2-lipgloss.Width(e))
+			}
+			lines[r] += e
+		}
+		if !last {
+			// The rows a short last column leaves are padded to line up.
+			for r := len(col); r < rows; r++ {
+				lines[r] += strings.Repeat(" ", keyW+1+descW+2)
+			}
+		}
+		width += keyW + 1 + descW
+		if !last {
+			width += 2
+		}
+	}
+	for r := range lines {
+		lines[r] = strings.TrimRight(lines[r], " ")
+	}
+	return lines, width <= w
 }
