@@ -77,13 +77,13 @@ type ReportStep struct {
 // BuildReport reads the report of the store in dataDir (db, its stream
 // journals under dataDir/streams), listing up to lastTurns last turns of
 // each branch.
-func BuildReport(ctx context.Context, db *persistence.DB, dataDir string, lastTurns int) (Report, error) {
+func BuildReport(ctx context.Context, db persistence.Database, dataDir string, lastTurns int) (Report, error) {
 	return BuildReportOf(ctx, db, dataDir, lastTurns, nil)
 }
 
 // BuildReportOf is BuildReport of the sessions keep keeps (nil: all),
 // with the jobs of their branches only.
-func BuildReportOf(ctx context.Context, db *persistence.DB, dataDir string, lastTurns int, keep func(persistence.SessionRow) bool) (Report, error) {
+func BuildReportOf(ctx context.Context, db persistence.Database, dataDir string, lastTurns int, keep func(persistence.SessionRow) bool) (Report, error) {
 	rep := Report{DataDir: dataDir, Sessions: []ReportSession{}}
 	sessions, err := db.Sessions(ctx)
 	if err != nil {
@@ -157,7 +157,7 @@ func BuildReportOf(ctx context.Context, db *persistence.DB, dataDir string, last
 
 // reportSteps fills in t's provider steps and, for a turn that never got
 // its response, the partial output its journal recovered.
-func reportSteps(ctx context.Context, db *persistence.DB, streams string, t *ReportTurn) error {
+func reportSteps(ctx context.Context, db persistence.Database, streams string, t *ReportTurn) error {
 	rows, err := db.Steps(ctx, t.ID)
 	if err != nil {
 		return err

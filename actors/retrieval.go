@@ -21,7 +21,7 @@ import (
 // is the source of truth; an index is a cache. It is safe for concurrent
 // use.
 type memory struct {
-	db    *persistence.DB
+	db    persistence.Database
 	embed retrieval.Embedder
 	ns    string // retrieval.Namespace(embed)
 	opts  retrieval.RankOptions
@@ -58,7 +58,7 @@ type partition struct {
 	err   error
 }
 
-func newMemory(db *persistence.DB, embed retrieval.Embedder, opts retrieval.RankOptions) *memory {
+func newMemory(db persistence.Database, embed retrieval.Embedder, opts retrieval.RankOptions) *memory {
 	return &memory{db: db, embed: embed, ns: retrieval.Namespace(embed), opts: opts,
 		parts: map[messages.BranchID]*partition{}, rows: genCache[messages.ChunkID, persistence.ChunkRow]{limit: maxCachedRows}}
 }

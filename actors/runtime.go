@@ -202,7 +202,7 @@ var (
 // Runtime hosts branches as actors over one database.
 type Runtime struct {
 	cfg        Config
-	db         *persistence.DB
+	db         persistence.Database
 	actorLog   *persistence.ActorLog // the persistence provider of every branch
 	sys        *actor.ActorSystem
 	root       *actor.PID
@@ -631,7 +631,7 @@ func (r *Runtime) counterFor(provider, modelID string) core.Counter {
 }
 
 // DB is the runtime's database (for reads: history, rows, blobs).
-func (r *Runtime) DB() *persistence.DB { return r.db }
+func (r *Runtime) DB() persistence.Database { return r.db }
 
 // Restarts counts actor restarts ordered by supervision, of every kind.
 func (r *Runtime) Restarts() int64 {

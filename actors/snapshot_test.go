@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"context"
 	"reflect"
 	"strings"
 	"testing"
@@ -46,7 +47,14 @@ func TestBranchReplaysPastAnUnreadableSnapshot(t *testing.T) {
 	if err != nil || !ok || prev.Index >= latest.Index {
 		t.Fatalf("previous snapshot %+v, %v, %v; latest at %d", prev, ok, err, latest.Index)
 	}
-	if err := r.db.CorruptSnapshot(bg, pid.Id); err != nil {
+	// A fault a test injects: not part of persistence.Database.
+	corrupter, ok := r.db.(interface {
+		CorruptSnapshot(ctx context.Context, actor string) error
+	})
+	if !ok {
+		t.Fatalf("%T cannot corrupt a snapshot", r.db)
+	}
+	if err := corrupter.CorruptSnapshot(bg, pid.Id); err != nil {
 		t.Fatal(err)
 	}
 

@@ -26,7 +26,7 @@ func inspect(e *env, args []string) error {
 	ctx := context.Background()
 	var rep actors.Report
 	var err error
-	var db *persistence.DB
+	var db *persistence.DB // not a Database: a nil *DB in one would not be nil below
 	if *serverURL == "" {
 		db, err = persistence.Open(e.storeOptions(filepath.Join(e.cfg.DataDir, "store")))
 	}

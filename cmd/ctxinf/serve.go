@@ -23,7 +23,7 @@ import (
 // them in HELLO before anything else, and is its token's tenant's; with
 // tenants, a connection sees its tenant's branches only. Without
 // tokens, addr must be loopback, as server.addr must.
-func serveFrames(ctx context.Context, addr string, db *persistence.DB, maxPayload int64, tokens []string, tenants []server.Tenant, e *env) (*frame.Server, error) {
+func serveFrames(ctx context.Context, addr string, db persistence.Database, maxPayload int64, tokens []string, tenants []server.Tenant, e *env) (*frame.Server, error) {
 	tokensEnv := e.cfg.Server.TokensEnv
 	check := func(key, env string, toks []string) error {
 		for i, t := range toks {
@@ -75,7 +75,7 @@ func serveFrames(ctx context.Context, addr string, db *persistence.DB, maxPayloa
 // append moves their heads behind their actors' backs.
 type runtimeGuard struct {
 	persistence.Store
-	db *persistence.DB
+	db persistence.Database
 }
 
 func (g runtimeGuard) Append(ctx context.Context, branch messages.BranchID, req persistence.AppendRequest) (persistence.Turn, error) {

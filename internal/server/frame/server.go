@@ -111,7 +111,7 @@ type Options struct {
 }
 
 // Tenancy tells which tenant owns a branch or a turn;
-// persistence.DB implements it. Each returns the store's own error for
+// persistence.Database implements it. Each returns the store's own error for
 // one that does not exist (persistence.BranchNotFound, TurnNotFound),
 // and "" for one that is no tenant's.
 type Tenancy interface {

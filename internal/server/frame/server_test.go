@@ -18,7 +18,7 @@ import (
 	"github.com/contextinfinity/ctxinf/persistence"
 )
 
-func openDB(t testing.TB) *persistence.DB {
+func openDB(t testing.TB) persistence.Database {
 	t.Helper()
 	db, err := persistence.Open(persistence.TestOptions(t.TempDir()))
 	if err != nil {

@@ -15,7 +15,7 @@ import (
 // tenantServer serves db with three tenants' tokens: "tok-d" (the
 // default tenant), "tok-a" (acme) and "tok-b" (globex), scoped by
 // tenant.
-func tenantServer(t *testing.T, db *persistence.DB) *frame.Server {
+func tenantServer(t *testing.T, db persistence.Database) *frame.Server {
 	t.Helper()
 	table, err := tokens.New([]string{"tok-d"}, []tokens.Tenant{{Name: "acme", Tokens: []string{"tok-a"}}, {Name: "globex", Tokens: []string{"tok-b"}}})
 	if err != nil {
