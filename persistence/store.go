@@ -1,6 +1,15 @@
 // Package persistence is ContextInfinity's durable storage: the context
 // store (an immutable turn DAG over a content-addressed blob store, with
-// mutable branch heads) and, later, the lifecycle tables and actor logs.
+// mutable branch heads), the lifecycle tables and the actor logs.
+//
+// Store is the context store, on Badger (OpenBadger), in memory
+// (NewMemory) and on PostgreSQL (OpenPostgres). Database is Store and
+// the tables above it, everything the runtime asks of its store; the
+// runtime (actors, the servers, the ctxinf binary) takes a Database,
+// which DB, the Badger database (Open), implements, and a PostgreSQL
+// Database will next (issue 27). Engine-specific maintenance (Compact)
+// is reached through optional interfaces, not Database.
+//
 // Only this package imports Badger.
 package persistence
 
