@@ -1071,6 +1071,13 @@ func (d *DB) StateRows(ctx context.Context, branch messages.BranchID, fromSeq ui
 // (the order the reconciler re-enqueues them in).
 func (d *DB) Jobs(ctx context.Context) ([]Job, error) {
 	js, err := scanJSON[Job](d, []byte{tableJob}, nil, 0)
+	sortJobs(js)
+	return js, err
+}
+
+// sortJobs orders jobs read in key order (type, then turn) by branch,
+// then creation, then turn, keeping the key order of equal ones.
+func sortJobs(js []Job) {
 	sort.SliceStable(js, func(i, k int) bool {
 		if c := js[i].Branch.Compare(js[k].Branch); c != 0 {
 			return c < 0
@@ -1080,7 +1087,6 @@ func (d *DB) Jobs(ctx context.Context) ([]Job, error) {
 		}
 		return js[i].Turn.Compare(js[k].Turn) < 0
 	})
-	return js, err
 }
 
 func (d *DB) Chunks(ctx context.Context, turn messages.TurnID) ([]ChunkRow, error) {
