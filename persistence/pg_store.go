@@ -130,6 +130,49 @@ var pgSchema = []string{
 	)`,
 	`INSERT INTO ctx_counters (name, value) VALUES ('overlay_seq', 0), ('schema_version', 1)
 		ON CONFLICT (name) DO NOTHING`,
+	// The lifecycle rows of PGDB (pg_db.go): each row's JSON, exactly the
+	// bytes Badger stores, in data, beside the columns its keys and
+	// reads need. Added to schema version 1: new tables only, which a
+	// build without them never reads.
+	`CREATE TABLE IF NOT EXISTS ctx_sessions (
+		id     BYTEA PRIMARY KEY,
+		tenant TEXT NOT NULL,
+		data   BYTEA NOT NULL
+	)`,
+	`CREATE TABLE IF NOT EXISTS ctx_branches (
+		id         BYTEA PRIMARY KEY,
+		session_id BYTEA NOT NULL,
+		data       BYTEA NOT NULL
+	)`,
+	`CREATE INDEX IF NOT EXISTS ctx_branches_session ON ctx_branches (session_id, id)`,
+	`CREATE TABLE IF NOT EXISTS ctx_turn_rows (
+		branch BYTEA NOT NULL,
+		seq    BIGINT NOT NULL,
+		id     BYTEA NOT NULL,
+		data   BYTEA NOT NULL,
+		PRIMARY KEY (branch, seq)
+	)`,
+	`CREATE INDEX IF NOT EXISTS ctx_turn_rows_id ON ctx_turn_rows (id, branch, seq)`,
+	`CREATE TABLE IF NOT EXISTS ctx_states (
+		branch BYTEA NOT NULL,
+		seq    BIGINT NOT NULL,
+		data   BYTEA NOT NULL,
+		PRIMARY KEY (branch, seq)
+	)`,
+	`CREATE TABLE IF NOT EXISTS ctx_steps (
+		turn BYTEA NOT NULL,
+		idx  BIGINT NOT NULL,
+		id   BYTEA NOT NULL,
+		data BYTEA NOT NULL,
+		PRIMARY KEY (turn, idx)
+	)`,
+	`CREATE INDEX IF NOT EXISTS ctx_steps_id ON ctx_steps (id, turn, idx)`,
+	`CREATE TABLE IF NOT EXISTS ctx_jobs (
+		kind   SMALLINT NOT NULL,
+		turn   BYTEA NOT NULL,
+		data   BYTEA NOT NULL,
+		PRIMARY KEY (kind, turn)
+	)`,
 }
 
 // pgSchemaVersion is the layout above; an open refuses any other.
@@ -491,6 +534,7 @@ type pgGroup struct {
 	newBranches []messages.BranchID
 	newTurns    []turnRecord
 	newOvs      []Overlay
+	rows        *pgRows // lifecycle rows of the group's Txs (pg_db.go); nil without any
 	wrote       bool
 	st          struct {
 		appends, blobWrites, blobDedups, storedBytes, rawBytes uint64
@@ -598,6 +642,16 @@ func (g *pgGroup) prefetch(batch []*op) error {
 			if !o.ovReq.Tombstone {
 				hashes = append(hashes, o.hash[:])
 			}
+		case opTx:
+			for _, spec := range o.tx.NewBranches {
+				if !spec.ID.IsZero() {
+					branches = append(branches, spec.ID[:])
+				}
+			}
+			for i, a := range o.tx.Appends {
+				branches = append(branches, a.Branch[:])
+				hashes = append(hashes, o.parts[i].hash[:])
+			}
 		}
 	}
 	b := &pgx.Batch{}
@@ -676,7 +730,10 @@ func (g *pgGroup) prefetch(batch []*op) error {
 			return fmt.Errorf("postgres: read overlays: %w", err)
 		}
 	}
-	return br.Close()
+	if err := br.Close(); err != nil {
+		return err
+	}
+	return g.prefetchRows(batch)
 }
 
 func pgHeadRow(id, turn []byte, depth int64, base []byte, created int64) (Head, error) {
@@ -734,6 +791,8 @@ func (g *pgGroup) apply(o *op) (result, error) {
 			return result{}, err
 		}
 		return result{overlay: ov, err: err}, nil
+	case opTx:
+		return g.applyTx(o)
 	}
 	return result{err: fmt.Errorf("persistence: unknown op %d", o.kind)}, nil
 }
@@ -771,7 +830,11 @@ func (g *pgGroup) record(id messages.TurnID) (turnRecord, error) {
 	return r, err
 }
 
-func (g *pgGroup) appendTurn(o *op) (Turn, error) {
+func (g *pgGroup) appendTurn(o *op) (Turn, error) { return g.appendNode(o, messages.TurnID{}) }
+
+// appendNode appends o's turn to its branch with id, or a new id when id
+// is zero; a chosen id that names a turn already stored is ErrDuplicate.
+func (g *pgGroup) appendNode(o *op, id messages.TurnID) (Turn, error) {
 	ph, err := g.head(o.branch)
 	if err != nil {
 		return Turn{}, err
@@ -781,8 +844,15 @@ func (g *pgGroup) appendTurn(o *op) (Turn, error) {
 		return Turn{}, &HeadMismatchError{Branch: o.branch, Want: *want, Got: h.Turn}
 	}
 	now := g.s.opts.Now()
+	if id.IsZero() {
+		id = messages.NewID[messages.TurnID](now)
+	} else if _, err := g.record(id); err == nil {
+		return Turn{}, fmt.Errorf("%w: turn %s already exists", ErrDuplicate, id)
+	} else if !errors.Is(err, ErrTurnNotFound) {
+		return Turn{}, err
+	}
 	r := turnRecord{Turn: Turn{
-		ID:          messages.NewID[messages.TurnID](now),
+		ID:          id,
 		TypeTag:     o.append.TypeTag,
 		Codec:       o.append.Codec,
 		PayloadHash: o.hash,
@@ -912,31 +982,34 @@ func (g *pgGroup) putOverlay(o *op) (Overlay, error) {
 	return ov, nil
 }
 
+// pgCheck is what a statement of a write batch must do: what names it in
+// errors; cas, that it changes exactly one row (else errCASLost).
+type pgCheck struct {
+	what string
+	cas  bool
+}
+
 // write sends the group's changes in one round trip. A head moves only
 // when its seq is still the one read: otherwise errCASLost.
 func (g *pgGroup) write() error {
 	b := &pgx.Batch{}
-	type check struct {
-		what string
-		cas  bool // must change exactly one row
-	}
-	var checks []check
+	var checks []pgCheck
 	for h, bl := range g.blobs {
 		switch {
 		case !bl.existed && bl.refs > 0:
 			b.Queue(`INSERT INTO ctx_blobs (hash, rec, refs) VALUES ($1, $2, $3)`, h[:], bl.rec, bl.refs)
-			checks = append(checks, check{"insert blob " + h.String(), false})
+			checks = append(checks, pgCheck{"insert blob " + h.String(), false})
 		case bl.existed && bl.refs == 0:
 			b.Queue(`DELETE FROM ctx_blobs WHERE hash = $1 AND refs = $2`, h[:], bl.refs0)
-			checks = append(checks, check{"delete blob " + h.String(), true})
+			checks = append(checks, pgCheck{"delete blob " + h.String(), true})
 		case bl.existed && bl.refs0 == 0:
 			// A blob left with no references (never by this store,
 			// which deletes them) gets its record back.
 			b.Queue(`UPDATE ctx_blobs SET rec = $2, refs = $3 WHERE hash = $1 AND refs = $4`, h[:], bl.rec, bl.refs, bl.refs0)
-			checks = append(checks, check{"update blob " + h.String(), true})
+			checks = append(checks, pgCheck{"update blob " + h.String(), true})
 		case bl.existed && bl.refs != bl.refs0:
 			b.Queue(`UPDATE ctx_blobs SET refs = $2 WHERE hash = $1 AND refs = $3`, h[:], bl.refs, bl.refs0)
-			checks = append(checks, check{"update blob " + h.String(), true})
+			checks = append(checks, pgCheck{"update blob " + h.String(), true})
 		}
 	}
 	for _, r := range g.newTurns {
@@ -948,14 +1021,14 @@ func (g *pgGroup) write() error {
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
 			r.ID[:], r.Parent[:], int64(r.Depth), int64(r.TypeTag), int64(r.Codec), r.PayloadHash[:],
 			int64(r.Flags), r.CreatedAt.UnixMilli(), skips)
-		checks = append(checks, check{"insert turn " + r.ID.String(), false})
+		checks = append(checks, pgCheck{"insert turn " + r.ID.String(), false})
 	}
 	for _, id := range g.newBranches {
 		ph := g.heads[id]
 		h := ph.head
 		b.Queue(`INSERT INTO ctx_heads (branch, turn, depth, base, created_ms, seq) VALUES ($1, $2, $3, $4, $5, $6)`,
 			id[:], h.Turn[:], int64(h.Depth), h.Base[:], h.CreatedAt.UnixMilli(), ph.moves)
-		checks = append(checks, check{"insert head " + id.String(), false})
+		checks = append(checks, pgCheck{"insert head " + id.String(), false})
 	}
 	for id, ph := range g.heads {
 		if !ph.existed || ph.moves == 0 {
@@ -964,16 +1037,19 @@ func (g *pgGroup) write() error {
 		h := ph.head
 		b.Queue(`UPDATE ctx_heads SET turn = $2, depth = $3, seq = $4 WHERE branch = $1 AND seq = $5`,
 			id[:], h.Turn[:], int64(h.Depth), ph.seq+ph.moves, ph.seq)
-		checks = append(checks, check{"move head " + id.String(), true})
+		checks = append(checks, pgCheck{"move head " + id.String(), true})
 	}
 	for _, o := range g.newOvs {
 		b.Queue(`INSERT INTO ctx_overlays (seq, turn, tombstone, hash, purged, created_ms) VALUES ($1, $2, $3, $4, $5, $6)`,
 			int64(o.Seq), o.Turn[:], o.Tombstone, o.Hash[:], o.Purged[:], o.CreatedAt.UnixMilli())
-		checks = append(checks, check{fmt.Sprintf("insert overlay %d", o.Seq), false})
+		checks = append(checks, pgCheck{fmt.Sprintf("insert overlay %d", o.Seq), false})
 	}
 	if g.ovRead && g.ovSeq != uint64(g.ovSeq0) {
 		b.Queue(`UPDATE ctx_counters SET value = $1 WHERE name = 'overlay_seq' AND value = $2`, int64(g.ovSeq), g.ovSeq0)
-		checks = append(checks, check{"advance overlay seq", true})
+		checks = append(checks, pgCheck{"advance overlay seq", true})
+	}
+	if g.rows != nil {
+		checks = g.rows.queue(b, checks)
 	}
 	if len(checks) == 0 {
 		return nil

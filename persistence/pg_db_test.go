@@ -1,0 +1,588 @@
+package persistence
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/contextinfinity/ctxinf/internal/pgtest"
+	"github.com/contextinfinity/ctxinf/messages"
+)
+
+// lifecycleDB is what PGDB implements so far of Database: the store, the
+// lifecycle rows and Commit. The lifecycle tests run against it on both
+// backends.
+type lifecycleDB interface {
+	Store
+	Commit(ctx context.Context, tx *Tx) (TxResult, error)
+	Session(ctx context.Context, id messages.SessionID) (SessionRow, error)
+	Sessions(ctx context.Context) ([]SessionRow, error)
+	BranchRow(ctx context.Context, id messages.BranchID) (BranchRow, error)
+	Branches(ctx context.Context, session messages.SessionID) ([]BranchRow, error)
+	TurnRows(ctx context.Context, branch messages.BranchID, fromSeq uint64, limit int) ([]TurnRow, error)
+	TurnRow(ctx context.Context, branch messages.BranchID, turn messages.TurnID) (TurnRow, error)
+	EachTurnRow(ctx context.Context, branch messages.BranchID, fn func(TurnRow) error) error
+	TurnBranches(ctx context.Context, turn messages.TurnID) ([]messages.BranchID, error)
+	StateRow(ctx context.Context, branch messages.BranchID, seq uint64) (StateRow, error)
+	StateRows(ctx context.Context, branch messages.BranchID, fromSeq uint64, limit int) ([]StateRow, error)
+	StepRow(ctx context.Context, step messages.StepID) (StepRow, error)
+	Steps(ctx context.Context, turn messages.TurnID) ([]StepRow, error)
+	Jobs(ctx context.Context) ([]Job, error)
+}
+
+var (
+	_ lifecycleDB = (*DB)(nil)
+	_ lifecycleDB = (*PGDB)(nil)
+)
+
+func openPGDB(t testing.TB, url string) *PGDB {
+	t.Helper()
+	o := DefaultPGOptions(url)
+	o.Limits.MaxPayloadBytes = 1 << 20
+	d, err := OpenPostgresDB(bg, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	return d
+}
+
+// forEachDB runs fn against a fresh Badger DB and a fresh PGDB.
+func forEachDB(t *testing.T, fn func(t *testing.T, d lifecycleDB)) {
+	t.Run("badger", func(t *testing.T) { fn(t, openDB(t)) })
+	t.Run("postgres", func(t *testing.T) { fn(t, openPGDB(t, pgtest.Start(t))) })
+}
+
+func isBadger(d lifecycleDB) bool { _, ok := d.(*DB); return ok }
+
+// TestLifecycleReads: every read of the rows, its order, its paging
+// limits and its errors, on both backends.
+func TestLifecycleReads(t *testing.T) {
+	forEachDB(t, func(t *testing.T, d lifecycleDB) {
+		now := time.UnixMilli(1_700_000_000_000)
+		s1, s2 := messages.NewID[messages.SessionID](now), messages.NewID[messages.SessionID](now)
+		var bs []messages.BranchID
+		for range 3 {
+			bs = append(bs, messages.NewID[messages.BranchID](now))
+		}
+		tx := &Tx{
+			Sessions: []SessionRow{{ID: s2, Title: "two", Created: now, Tenant: "acme"}, {ID: s1, Title: "one", Created: now}},
+		}
+		for _, b := range bs {
+			tx.Branches = append(tx.Branches, BranchRow{ID: b, Session: s1, Label: "l" + b.String(), Created: now})
+		}
+		b := bs[0]
+		var turns []messages.TurnID
+		for seq := uint64(1); seq <= 7; seq++ {
+			id := messages.NewID[messages.TurnID](now)
+			turns = append(turns, id)
+			tx.NewTurns = append(tx.NewTurns, TurnRow{Branch: b, Seq: seq, ID: id, Phase: messages.PhaseAccepted, Updated: now})
+		}
+		for seq := uint64(0); seq < 4; seq++ {
+			tx.States = append(tx.States, StateRow{Branch: b, Seq: seq, ID: messages.NewID[messages.StateID](now),
+				Summary: fmt.Sprint("s", seq), Pinned: []string{"p"}, Created: now})
+		}
+		// Jobs: two branches, created out of order, two types on one turn.
+		later := now.Add(time.Second)
+		tx.Jobs = []Job{
+			{Type: JobSummarize, Branch: bs[1], Turn: turns[0], Created: now},
+			{Type: JobIndex, Branch: b, Turn: turns[1], Created: later},
+			{Type: JobSummarize, Branch: b, Turn: turns[2], Created: now},
+			{Type: JobRespond, Branch: b, Turn: turns[2], Created: now},
+		}
+		if _, err := d.Commit(bg, tx); err != nil {
+			t.Fatal(err)
+		}
+
+		ss, err := d.Sessions(bg)
+		if err != nil || len(ss) != 2 {
+			t.Fatalf("Sessions = %+v, %v", ss, err)
+		}
+		if ss[0].ID.Compare(ss[1].ID) >= 0 {
+			t.Fatalf("Sessions not in id order: %s, %s", ss[0].ID, ss[1].ID)
+		}
+		if r, err := d.Session(bg, s2); err != nil || r.Title != "two" || r.Tenant != "acme" || !r.Created.Equal(now) {
+			t.Fatalf("Session(s2) = %+v, %v", r, err)
+		}
+		if r, err := d.Session(bg, s1); err != nil || r.Tenant != "" || r.TenantName() != DefaultTenant {
+			t.Fatalf("Session(s1) = %+v, %v; want no tenant stored", r, err)
+		}
+		if _, err := d.Session(bg, messages.NewID[messages.SessionID](now)); !errors.Is(err, ErrRowNotFound) {
+			t.Fatalf("Session(unknown) err = %v, want ErrRowNotFound", err)
+		}
+		got, err := d.Branches(bg, s1)
+		if err != nil || len(got) != 3 {
+			t.Fatalf("Branches(s1) = %+v, %v", got, err)
+		}
+		for i := 1; i < len(got); i++ {
+			if got[i-1].ID.Compare(got[i].ID) >= 0 {
+				t.Fatalf("Branches not in id order: %v", got)
+			}
+		}
+		if got, err := d.Branches(bg, s2); err != nil || got == nil || len(got) != 0 {
+			t.Fatalf("Branches(s2) = %#v, %v; want an empty list", got, err)
+		}
+		if r, err := d.BranchRow(bg, bs[2]); err != nil || r.Label != "l"+bs[2].String() || r.Session != s1 {
+			t.Fatalf("BranchRow = %+v, %v", r, err)
+		}
+		if _, err := d.BranchRow(bg, messages.NewID[messages.BranchID](now)); !errors.Is(err, ErrRowNotFound) {
+			t.Fatalf("BranchRow(unknown) err = %v, want ErrRowNotFound", err)
+		}
+
+		// Turn rows: pages from a seq, in seq order.
+		page, err := d.TurnRows(bg, b, 3, 2)
+		if err != nil || len(page) != 2 || page[0].Seq != 3 || page[1].Seq != 4 || page[0].ID != turns[2] {
+			t.Fatalf("TurnRows(from 3, 2) = %+v, %v", page, err)
+		}
+		if page, err := d.TurnRows(bg, b, 0, MaxPageTurns); err != nil || len(page) != 7 {
+			t.Fatalf("TurnRows(all) = %d rows, %v", len(page), err)
+		}
+		for _, from := range []uint64{8, math.MaxInt64, math.MaxInt64 + 1, math.MaxUint64} {
+			if page, err := d.TurnRows(bg, b, from, 10); err != nil || len(page) != 0 {
+				t.Fatalf("TurnRows(from %d) = %+v, %v; want none", from, page, err)
+			}
+		}
+		if page, err := d.TurnRows(bg, b, 0, 0); err != nil || len(page) != 0 {
+			t.Fatalf("TurnRows(limit 0) = %+v, %v", page, err)
+		}
+		for _, n := range []int{-1, MaxPageTurns + 1} {
+			if _, err := d.TurnRows(bg, b, 0, n); !errors.Is(err, ErrInvalidArgument) {
+				t.Fatalf("TurnRows(limit %d) err = %v, want ErrInvalidArgument", n, err)
+			}
+			if _, err := d.StateRows(bg, b, 0, n); !errors.Is(err, ErrInvalidArgument) {
+				t.Fatalf("StateRows(limit %d) err = %v, want ErrInvalidArgument", n, err)
+			}
+		}
+		var seqs []uint64
+		if err := d.EachTurnRow(bg, b, func(r TurnRow) error { seqs = append(seqs, r.Seq); return nil }); err != nil ||
+			fmt.Sprint(seqs) != "[1 2 3 4 5 6 7]" {
+			t.Fatalf("EachTurnRow = %v, %v", seqs, err)
+		}
+		stop := errors.New("stop")
+		seqs = nil
+		if err := d.EachTurnRow(bg, b, func(r TurnRow) error {
+			seqs = append(seqs, r.Seq)
+			if r.Seq == 3 {
+				return stop
+			}
+			return nil
+		}); err != stop || len(seqs) != 3 {
+			t.Fatalf("EachTurnRow stopping at seq 3 = %v, %v; want 3 rows and fn's error", seqs, err)
+		}
+
+		// States.
+		if r, err := d.StateRow(bg, b, 2); err != nil || r.Summary != "s2" || len(r.Pinned) != 1 {
+			t.Fatalf("StateRow(2) = %+v, %v", r, err)
+		}
+		for _, seq := range []uint64{4, math.MaxUint64} {
+			if _, err := d.StateRow(bg, b, seq); !errors.Is(err, ErrRowNotFound) {
+				t.Fatalf("StateRow(%d) err = %v, want ErrRowNotFound", seq, err)
+			}
+		}
+		if rs, err := d.StateRows(bg, b, 1, 2); err != nil || len(rs) != 2 || rs[0].Seq != 1 || rs[1].Seq != 2 {
+			t.Fatalf("StateRows(from 1, 2) = %+v, %v", rs, err)
+		}
+
+		// Jobs: by branch, then creation, then turn; equal ones in type order.
+		js, err := d.Jobs(bg)
+		if err != nil || len(js) != 4 {
+			t.Fatalf("Jobs = %+v, %v", js, err)
+		}
+		// Within b: the jobs created first (turns[2]'s: respond, then
+		// summarize, in type order), then the later one.
+		var want []JobKey
+		if bs[1].Compare(b) < 0 {
+			want = []JobKey{{JobSummarize, turns[0]}, {JobRespond, turns[2]}, {JobSummarize, turns[2]}, {JobIndex, turns[1]}}
+		} else {
+			want = []JobKey{{JobRespond, turns[2]}, {JobSummarize, turns[2]}, {JobIndex, turns[1]}, {JobSummarize, turns[0]}}
+		}
+		for i, j := range js {
+			if (JobKey{j.Type, j.Turn}) != want[i] {
+				t.Fatalf("Jobs[%d] = %s %s, want %v (all: %+v)", i, j.Type, j.Turn, want[i], js)
+			}
+		}
+		// A job upserted again keeps one row; a done job goes, an unknown
+		// done job is ignored, an unknown type is refused.
+		if _, err := d.Commit(bg, &Tx{Jobs: []Job{{Type: JobIndex, Branch: b, Turn: turns[1], Attempts: 2, Created: later}},
+			DoneJobs: []JobKey{{JobRespond, turns[2]}, {JobRespond, turns[6]}}}); err != nil {
+			t.Fatal(err)
+		}
+		js, _ = d.Jobs(bg)
+		if len(js) != 3 {
+			t.Fatalf("Jobs after upsert and done = %+v", js)
+		}
+		for _, j := range js {
+			if j.Type == JobRespond || j.Type == JobIndex && j.Attempts != 2 {
+				t.Fatalf("Jobs after upsert and done = %+v", js)
+			}
+		}
+		if _, err := d.Commit(bg, &Tx{Jobs: []Job{{Type: "nope", Turn: turns[0]}}}); !errors.Is(err, ErrInvalidArgument) {
+			t.Fatalf("a job of unknown type: %v, want ErrInvalidArgument", err)
+		}
+		if _, err := d.Commit(bg, &Tx{DoneJobs: []JobKey{{"nope", turns[0]}}}); !errors.Is(err, ErrInvalidArgument) {
+			t.Fatalf("a done job of unknown type: %v, want ErrInvalidArgument", err)
+		}
+		// Upserts replace the rows.
+		if _, err := d.Commit(bg, &Tx{Sessions: []SessionRow{{ID: s1, Title: "renamed", Created: now}},
+			Branches: []BranchRow{{ID: bs[2], Session: s1, Label: "relabeled", Created: now}}}); err != nil {
+			t.Fatal(err)
+		}
+		if r, _ := d.Session(bg, s1); r.Title != "renamed" {
+			t.Fatalf("Session after upsert = %+v", r)
+		}
+		if r, _ := d.BranchRow(bg, bs[2]); r.Label != "relabeled" {
+			t.Fatalf("BranchRow after upsert = %+v", r)
+		}
+		if ss, _ := d.Sessions(bg); len(ss) != 2 {
+			t.Fatalf("Sessions after upsert = %+v", ss)
+		}
+		if _, err := d.Commit(bg, nil); !errors.Is(err, ErrInvalidArgument) {
+			t.Fatalf("Commit(nil) = %v, want ErrInvalidArgument", err)
+		}
+	})
+}
+
+// TestTxAllOrNothing: a Tx with a duplicate among its parts (a turn seq,
+// a state seq or a step index taken by another row) writes none of its
+// parts, store appends and branches included; the same Tx without the
+// duplicate then commits whole.
+func TestTxAllOrNothing(t *testing.T) {
+	forEachDB(t, func(t *testing.T, d lifecycleDB) {
+		now := time.UnixMilli(1_700_000_000_000)
+		b := messages.NewID[messages.BranchID](now)
+		u1 := messages.NewID[messages.TurnID](now)
+		step := StepRow{ID: messages.NewID[messages.StepID](now), Turn: u1, Branch: b, Index: 0,
+			Outcome: messages.StepOutcome{Kind: messages.OutcomeCompleted}, Started: now, Ended: now}
+		if _, err := d.Commit(bg, &Tx{
+			NewTurns: []TurnRow{{Branch: b, Seq: 1, ID: u1, Phase: messages.PhaseAccepted}},
+			States:   []StateRow{{Branch: b, Seq: 0, ID: messages.NewID[messages.StateID](now)}},
+			Steps:    []StepRow{step},
+		}); err != nil {
+			t.Fatal(err)
+		}
+		other := step
+		other.ID = messages.NewID[messages.StepID](now)
+		for _, dup := range []struct {
+			name string
+			set  func(tx *Tx)
+		}{
+			{"turn seq", func(tx *Tx) {
+				tx.NewTurns = []TurnRow{{Branch: b, Seq: 1, ID: messages.NewID[messages.TurnID](now), Phase: messages.PhaseAccepted}}
+			}},
+			{"state seq", func(tx *Tx) { tx.States = []StateRow{{Branch: b, Seq: 0}} }},
+			{"step index", func(tx *Tx) { tx.Steps = []StepRow{other} }},
+		} {
+			c := messages.NewID[messages.BranchID](now)
+			s := messages.NewID[messages.SessionID](now)
+			u := messages.NewID[messages.TurnID](now)
+			payload := []byte("all or nothing " + dup.name)
+			tx := func(withDup bool) *Tx {
+				tx := &Tx{
+					NewBranches: []BranchSpec{{ID: c}},
+					Appends:     []TxAppend{{Branch: c, ID: u, Req: AppendRequest{Payload: payload}}},
+					Sessions:    []SessionRow{{ID: s, ActiveBranch: c, Created: now}},
+					Branches:    []BranchRow{{ID: c, Session: s, Created: now}},
+					NewTurns:    []TurnRow{{Branch: c, Seq: 1, ID: u, Phase: messages.PhaseAccepted}},
+					Jobs:        []Job{{Type: JobRespond, Branch: c, Turn: u, Created: now}},
+				}
+				if withDup {
+					dup.set(tx)
+				}
+				return tx
+			}
+			before := d.Stats()
+			if _, err := d.Commit(bg, tx(true)); !errors.Is(err, ErrDuplicate) {
+				t.Fatalf("%s: Commit = %v, want ErrDuplicate", dup.name, err)
+			}
+			if _, err := d.Head(bg, c); !errors.Is(err, ErrBranchNotFound) {
+				t.Fatalf("%s: the failed Tx's branch: %v, want ErrBranchNotFound", dup.name, err)
+			}
+			if _, err := d.Turn(bg, u); !errors.Is(err, ErrTurnNotFound) {
+				t.Fatalf("%s: the failed Tx's append: %v, want ErrTurnNotFound", dup.name, err)
+			}
+			if n, _ := d.BlobRefs(bg, HashOf(payload)); n != 0 {
+				t.Fatalf("%s: the failed Tx's payload has %d references", dup.name, n)
+			}
+			if d.Stats().Appends != before.Appends {
+				t.Fatalf("%s: the failed Tx counted an append", dup.name)
+			}
+			if _, err := d.Session(bg, s); !errors.Is(err, ErrRowNotFound) {
+				t.Fatalf("%s: the failed Tx's session: %v, want ErrRowNotFound", dup.name, err)
+			}
+			if _, err := d.BranchRow(bg, c); !errors.Is(err, ErrRowNotFound) {
+				t.Fatalf("%s: the failed Tx's branch row: %v, want ErrRowNotFound", dup.name, err)
+			}
+			if rs, _ := d.TurnRows(bg, c, 0, 10); len(rs) != 0 {
+				t.Fatalf("%s: the failed Tx's turn rows: %+v", dup.name, rs)
+			}
+			if js, _ := d.Jobs(bg); len(js) != 0 {
+				t.Fatalf("%s: the failed Tx's jobs: %+v", dup.name, js)
+			}
+			if rs, _ := d.TurnRows(bg, b, 0, 10); len(rs) != 1 || rs[0].ID != u1 {
+				t.Fatalf("%s: the taken turn row is now %+v", dup.name, rs)
+			}
+			if st, _ := d.Steps(bg, u1); len(st) != 1 || st[0].ID != step.ID {
+				t.Fatalf("%s: the taken step is now %+v", dup.name, st)
+			}
+			// Without the duplicate, the same Tx commits whole.
+			if _, err := d.Commit(bg, tx(false)); err != nil {
+				t.Fatalf("%s: the Tx without its duplicate: %v", dup.name, err)
+			}
+			if h, err := d.Head(bg, c); err != nil || h.Turn != u {
+				t.Fatalf("%s: head = %+v, %v", dup.name, h, err)
+			}
+			if r, err := d.TurnRow(bg, c, u); err != nil || r.Seq != 1 {
+				t.Fatalf("%s: TurnRow = %+v, %v", dup.name, r, err)
+			}
+			if _, err := d.Session(bg, s); err != nil {
+				t.Fatalf("%s: Session: %v", dup.name, err)
+			}
+			if _, err := d.Commit(bg, &Tx{DoneJobs: []JobKey{{JobRespond, u}}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+}
+
+// TestPGDBRefusesUnsupported: a Tx using a part PGDB does not store yet,
+// or a value PostgreSQL cannot hold, is refused naming the field, and
+// writes nothing of its other parts.
+func TestPGDBRefusesUnsupported(t *testing.T) {
+	d := openPGDB(t, pgtest.Start(t))
+	now := time.UnixMilli(1_700_000_000_000)
+	u := messages.NewID[messages.TurnID](now)
+	rec := &EventRecord{Actor: "a", Index: 1, Data: []byte("x")}
+	for _, c := range []struct {
+		field string
+		set   func(tx *Tx)
+	}{
+		{"tx.Chunks", func(tx *Tx) { tx.Chunks = []ChunkRow{{SourceTurn: u}} }},
+		{"tx.Vectors", func(tx *Tx) { tx.Vectors = []VectorRow{{}} }},
+		{"tx.TermUpdates", func(tx *Tx) { tx.TermUpdates = []TermUpdate{{}} }},
+		{"tx.Events", func(tx *Tx) { tx.Events = []EventRecord{*rec} }},
+		{"tx.Keys", func(tx *Tx) { tx.Keys = []IdempotencyRow{{}} }},
+		{"tx.Proxy", func(tx *Tx) { tx.Proxy = []ProxyEntry{{}} }},
+		{"tx.Snapshot", func(tx *Tx) { tx.Snapshot = rec }},
+		{"tx.PrevSnapshot", func(tx *Tx) { tx.PrevSnapshot = rec }},
+		{"tx.Imports", func(tx *Tx) { tx.Imports = []ImportRow{{}} }},
+		{"tx.DoneImports", func(tx *Tx) { tx.DoneImports = []messages.SessionID{{}} }},
+		{"tx.DropBranches", func(tx *Tx) { tx.DropBranches = []BranchRow{{}} }},
+		{"tx.Touched", func(tx *Tx) { tx.Touched = []SessionTouch{{}} }},
+		{"tx.Retention", func(tx *Tx) { tx.Retention = []SessionRetention{{}} }},
+		{"tx.RetentionJob", func(tx *Tx) { tx.RetentionJob = &RetentionJob{} }},
+		{"new branch 0: tenant", func(tx *Tx) { tx.NewBranches[0].Tenant = "acme" }},
+		{"new turn 0: seq", func(tx *Tx) { tx.NewTurns[0].Seq = math.MaxInt64 + 1 }},
+		{"turn 0: seq", func(tx *Tx) { tx.Turns = []TurnRow{{Branch: tx.NewBranches[0].ID, Seq: math.MaxUint64}} }},
+		{"state 0: seq", func(tx *Tx) { tx.States = []StateRow{{Seq: math.MaxInt64 + 1}} }},
+	} {
+		b := messages.NewID[messages.BranchID](now)
+		s := messages.NewID[messages.SessionID](now)
+		tx := &Tx{
+			NewBranches: []BranchSpec{{ID: b}},
+			Appends:     []TxAppend{{Branch: b, ID: u, Req: AppendRequest{Payload: []byte("p")}}},
+			Sessions:    []SessionRow{{ID: s, Created: now}},
+			NewTurns:    []TurnRow{{Branch: b, Seq: 1, ID: u}},
+		}
+		c.set(tx)
+		_, err := d.Commit(bg, tx)
+		if !errors.Is(err, ErrInvalidArgument) || !strings.Contains(err.Error(), c.field) {
+			t.Fatalf("%s: Commit = %v, want ErrInvalidArgument naming %s", c.field, err, c.field)
+		}
+		if strings.HasPrefix(c.field, "tx.") && !strings.Contains(err.Error(), "not yet on PostgreSQL") {
+			t.Fatalf("%s: Commit = %v, want it to say the field is not yet on PostgreSQL", c.field, err)
+		}
+		if _, err := d.Head(bg, b); !errors.Is(err, ErrBranchNotFound) {
+			t.Fatalf("%s: the refused Tx created its branch (%v)", c.field, err)
+		}
+		if _, err := d.Session(bg, s); !errors.Is(err, ErrRowNotFound) {
+			t.Fatalf("%s: the refused Tx wrote its session (%v)", c.field, err)
+		}
+		if rs, _ := d.TurnRows(bg, b, 0, 10); len(rs) != 0 {
+			t.Fatalf("%s: the refused Tx wrote turn rows %+v", c.field, rs)
+		}
+	}
+	if _, err := d.Turn(bg, u); !errors.Is(err, ErrTurnNotFound) {
+		t.Fatalf("a refused Tx appended its turn (%v)", err)
+	}
+	if n := d.Stats().Groups; n != 0 {
+		t.Fatalf("refused Txs reached the committer: %d groups", n)
+	}
+}
+
+// TestPGDBGroupIsolatesFailedTx runs three Txs as one group (one SQL
+// transaction): the second fails on a turn seq the first took in the
+// same group, after appending to the branch the others append to. Its
+// append, head move, blob reference and rows are undone; the first and
+// third commit, the third chained on the first.
+func TestPGDBGroupIsolatesFailedTx(t *testing.T) {
+	url := pgtest.Start(t)
+	d := openPGDB(t, url)
+	now := time.UnixMilli(1_700_000_000_000)
+	c := messages.NewID[messages.BranchID](now)
+	s := messages.NewID[messages.SessionID](now)
+	a1, a2, a3 := messages.NewID[messages.TurnID](now), messages.NewID[messages.TurnID](now), messages.NewID[messages.TurnID](now)
+	zero := messages.TurnID{}
+	shared := []byte("shared payload")
+	txs := []*Tx{
+		{NewBranches: []BranchSpec{{ID: c}},
+			Appends:  []TxAppend{{Branch: c, ID: a1, Req: AppendRequest{Payload: []byte("first"), ExpectParent: &zero}}},
+			NewTurns: []TurnRow{{Branch: c, Seq: 1, ID: a1, Phase: messages.PhaseAccepted}}},
+		{Appends: []TxAppend{{Branch: c, ID: a2, Req: AppendRequest{Payload: shared, ExpectParent: &a1}}},
+			Sessions: []SessionRow{{ID: s, Created: now}},
+			Jobs:     []Job{{Type: JobRespond, Branch: c, Turn: a2, Created: now}},
+			NewTurns: []TurnRow{{Branch: c, Seq: 1, ID: a2, Phase: messages.PhaseAccepted}}},
+		{Appends: []TxAppend{{Branch: c, ID: a3, Req: AppendRequest{Payload: shared, ExpectParent: &a1}}},
+			NewTurns: []TurnRow{{Branch: c, Seq: 2, ID: a3, Phase: messages.PhaseAccepted}}},
+	}
+	var batch []*op
+	for _, tx := range txs {
+		o, err := d.txOp(tx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		o.done = make(chan struct{})
+		batch = append(batch, o)
+	}
+	before := d.Stats()
+	d.commitGroup(batch) // the committer's own step, on this goroutine
+	for i, want := range []error{nil, ErrDuplicate, nil} {
+		if err := batch[i].res.err; !errors.Is(err, want) || (want == nil) != (err == nil) {
+			t.Fatalf("Tx %d = %v, want %v", i, err, want)
+		}
+	}
+	if st := d.Stats(); st.Groups != before.Groups+1 || st.Appends != before.Appends+2 {
+		t.Fatalf("%d groups, %d appends; want 1 group with 2 appends", st.Groups-before.Groups, st.Appends-before.Appends)
+	}
+	h, err := d.Head(bg, c)
+	if err != nil || h.Turn != a3 || h.Depth != 1 {
+		t.Fatalf("head = %+v, %v; want a3 at depth 1", h, err)
+	}
+	if _, err := d.Turn(bg, a2); !errors.Is(err, ErrTurnNotFound) {
+		t.Fatalf("the failed Tx's append: %v", err)
+	}
+	if n, _ := d.BlobRefs(bg, HashOf(shared)); n != 1 {
+		t.Fatalf("the shared payload has %d references, want 1 (the third Tx's)", n)
+	}
+	if rs, _ := d.TurnRows(bg, c, 0, 10); len(rs) != 2 || rs[0].ID != a1 || rs[1].ID != a3 {
+		t.Fatalf("turn rows = %+v, want a1 at 1 and a3 at 2", rs)
+	}
+	if _, err := d.Session(bg, s); !errors.Is(err, ErrRowNotFound) {
+		t.Fatalf("the failed Tx's session: %v", err)
+	}
+	if js, _ := d.Jobs(bg); len(js) != 0 {
+		t.Fatalf("the failed Tx's job: %+v", js)
+	}
+	checkPGStore(t, url, d)
+}
+
+// TestPGDBConcurrentSameSeq: two runtimes (two PGDBs on one database)
+// commit a turn at the same (branch, seq). First deterministically: B
+// commits between A's reads and A's writes, so A's transaction fails on
+// the moved head or the taken row and is retried, and A's Tx then fails
+// with ErrHeadMismatch (it expected the old parent) or ErrDuplicate (its
+// append lands, its row is taken). Then racing freely, round after round.
+// Always exactly one wins, and the loser writes nothing.
+func TestPGDBConcurrentSameSeq(t *testing.T) {
+	for _, expect := range []bool{true, false} {
+		t.Run(fmt.Sprintf("expect=%v", expect), func(t *testing.T) {
+			url := pgtest.Start(t)
+			a, b := openPGDB(t, url), openPGDB(t, url)
+			now := time.UnixMilli(1_700_000_000_000)
+			br := messages.NewID[messages.BranchID](now)
+			r0 := messages.NewID[messages.TurnID](now)
+			zero := messages.TurnID{}
+			if _, err := a.Commit(bg, &Tx{NewBranches: []BranchSpec{{ID: br}},
+				Appends:  []TxAppend{{Branch: br, ID: r0, Req: AppendRequest{Payload: []byte("root"), ExpectParent: &zero}}},
+				NewTurns: []TurnRow{{Branch: br, Seq: 1, ID: r0, Phase: messages.PhaseAccepted}}}); err != nil {
+				t.Fatal(err)
+			}
+			turnTx := func(id, parent messages.TurnID, seq uint64) *Tx {
+				req := AppendRequest{Payload: []byte("p " + id.String())}
+				if expect {
+					req.ExpectParent = &parent
+				}
+				return &Tx{Appends: []TxAppend{{Branch: br, ID: id, Req: req}},
+					NewTurns: []TurnRow{{Branch: br, Seq: seq, ID: id, Phase: messages.PhaseAccepted}}}
+			}
+			ua, ub := messages.NewID[messages.TurnID](now), messages.NewID[messages.TurnID](now)
+			var hookErr error
+			a.testHook = func(stage string, attempt int, _ pgx.Tx) {
+				if stage == "read" && attempt == 0 {
+					_, hookErr = b.Commit(bg, turnTx(ub, r0, 2))
+				}
+			}
+			_, err := a.Commit(bg, turnTx(ua, r0, 2))
+			a.testHook = nil
+			if hookErr != nil {
+				t.Fatal(hookErr)
+			}
+			want := ErrDuplicate
+			if expect {
+				want = ErrHeadMismatch
+			}
+			if !errors.Is(err, want) {
+				t.Fatalf("A's Tx after B took seq 2 = %v, want %v", err, want)
+			}
+			if a.Stats().Retries == 0 {
+				t.Fatal("A's transaction was not retried after B committed between its reads and its writes")
+			}
+			checkLoser := func(winner, loser messages.TurnID, seq uint64) {
+				t.Helper()
+				if _, err := a.Turn(bg, loser); !errors.Is(err, ErrTurnNotFound) {
+					t.Fatalf("seq %d: the loser's turn: %v, want ErrTurnNotFound", seq, err)
+				}
+				if h, _ := a.Head(bg, br); h.Turn != winner {
+					t.Fatalf("seq %d: head %s, want the winner's %s", seq, h.Turn, winner)
+				}
+				if rs, _ := a.TurnRows(bg, br, seq, 10); len(rs) != 1 || rs[0].ID != winner {
+					t.Fatalf("seq %d: rows %+v, want only the winner's", seq, rs)
+				}
+				if _, err := b.TurnRow(bg, br, loser); !errors.Is(err, ErrTurnNotFound) {
+					t.Fatalf("seq %d: the loser's row: %v", seq, err)
+				}
+			}
+			checkLoser(ub, ua, 2)
+
+			// Free races: whatever the interleaving, one wins.
+			head := ub
+			for seq := uint64(3); seq < 13; seq++ {
+				ids := []messages.TurnID{messages.NewID[messages.TurnID](now), messages.NewID[messages.TurnID](now)}
+				start := make(chan struct{})
+				errs := make([]error, 2)
+				var wg sync.WaitGroup
+				for i, d := range []*PGDB{a, b} {
+					wg.Go(func() {
+						<-start
+						_, errs[i] = d.Commit(bg, turnTx(ids[i], head, seq))
+					})
+				}
+				close(start)
+				wg.Wait()
+				var winners []int
+				for i, err := range errs {
+					switch {
+					case err == nil:
+						winners = append(winners, i)
+					case errors.Is(err, ErrDuplicate), errors.Is(err, ErrHeadMismatch):
+					default:
+						t.Fatalf("seq %d: runtime %d: %v", seq, i, err)
+					}
+				}
+				if len(winners) != 1 {
+					t.Fatalf("seq %d: %d winners (errors %v), want exactly 1", seq, len(winners), errs)
+				}
+				w := winners[0]
+				checkLoser(ids[w], ids[1-w], seq)
+				head = ids[w]
+			}
+			checkPGStore(t, url, a)
+		})
+	}
+}
