@@ -10,8 +10,8 @@ import (
 // Database is everything the runtime asks of its store: the context
 // store and the tables above it. The actors, the servers and the
 // ctxinf binary take a Database; *DB, the Badger database, is the one
-// implementation (Open returns it), and a PostgreSQL Database is the
-// next step of issue 27 (docs/STORE.md).
+// implementation (Open returns it); PGDB, on PostgreSQL, becomes the
+// second once it holds every table (issue 27, step 2b, docs/STORE.md).
 //
 // It holds exactly the methods the code outside this package calls.
 // Left out, and reached on a *DB or through an optional interface when
