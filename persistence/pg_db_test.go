@@ -586,3 +586,84 @@ func TestPGDBConcurrentSameSeq(t *testing.T) {
 		})
 	}
 }
+
+// TestPGDBConnectionLost breaks the committer's connection inside a Tx's
+// transaction. Before the writes, the Tx is retried and committed once:
+// its append, its rows (the NewTurns row re-read free, not taken by its
+// own first attempt) exactly once. Just before COMMIT, Commit returns
+// ErrOutcomeUnknown and, the server having committed nothing, none of
+// the Tx is stored.
+func TestPGDBConnectionLost(t *testing.T) {
+	for _, stage := range []string{"read", "commit"} {
+		t.Run("stage="+stage, func(t *testing.T) {
+			url := pgtest.Start(t)
+			d := openPGDB(t, url)
+			now := time.UnixMilli(1_700_000_000_000)
+			b := messages.NewID[messages.BranchID](now)
+			s := messages.NewID[messages.SessionID](now)
+			u := messages.NewID[messages.TurnID](now)
+			step := StepRow{ID: messages.NewID[messages.StepID](now), Turn: u, Branch: b,
+				Outcome: messages.StepOutcome{Kind: messages.OutcomeCompleted}, Started: now, Ended: now}
+			tx := &Tx{
+				NewBranches: []BranchSpec{{ID: b}},
+				Appends:     []TxAppend{{Branch: b, ID: u, Req: AppendRequest{Payload: []byte("during the kill")}}},
+				Sessions:    []SessionRow{{ID: s, ActiveBranch: b, Created: now}},
+				Branches:    []BranchRow{{ID: b, Session: s, Created: now}},
+				NewTurns:    []TurnRow{{Branch: b, Seq: 1, ID: u, Phase: messages.PhaseAccepted}},
+				States:      []StateRow{{Branch: b, Seq: 0, ID: messages.NewID[messages.StateID](now)}},
+				Steps:       []StepRow{step},
+				Jobs:        []Job{{Type: JobRespond, Branch: b, Turn: u, Created: now}},
+			}
+			killed := false
+			d.testHook = func(st string, attempt int, ptx pgx.Tx) {
+				if st == stage && !killed {
+					killed = true
+					killBackend(t, url, ptx)
+				}
+			}
+			_, err := d.Commit(bg, tx)
+			d.testHook = nil
+			if !killed {
+				t.Fatal("the hook did not run")
+			}
+			counts := func() []int64 {
+				var n []int64
+				for _, table := range []string{"ctx_heads", "ctx_turns", "ctx_sessions", "ctx_branches", "ctx_turn_rows",
+					"ctx_states", "ctx_steps", "ctx_jobs"} {
+					n = append(n, pgCount(t, url, "SELECT count(*) FROM "+table))
+				}
+				return n
+			}
+			switch stage {
+			case "read":
+				if err != nil {
+					t.Fatalf("Tx retried after the connection broke = %v", err)
+				}
+				if d.Stats().Retries == 0 {
+					t.Fatal("no retry counted")
+				}
+				if got := fmt.Sprint(counts()); got != "[1 1 1 1 1 1 1 1]" {
+					t.Fatalf("rows per table = %s, want one of each", got)
+				}
+				if r, err := d.TurnRow(bg, b, u); err != nil || r.Seq != 1 {
+					t.Fatalf("TurnRow = %+v, %v", r, err)
+				}
+			case "commit":
+				if !errors.Is(err, ErrOutcomeUnknown) {
+					t.Fatalf("Tx whose COMMIT lost its connection = %v, want ErrOutcomeUnknown", err)
+				}
+				if got := fmt.Sprint(counts()); got != "[0 0 0 0 0 0 0 0]" {
+					t.Fatalf("rows per table = %s, want none", got)
+				}
+				// The caller that must know reads, and commits again.
+				if _, err := d.Session(bg, s); !errors.Is(err, ErrRowNotFound) {
+					t.Fatalf("Session = %v, want ErrRowNotFound", err)
+				}
+				if _, err := d.Commit(bg, tx); err != nil {
+					t.Fatalf("the Tx again, on a new connection: %v", err)
+				}
+			}
+			checkPGStore(t, url, d)
+		})
+	}
+}
