@@ -9,6 +9,7 @@ import (
 	"time"
 
 	ppersist "github.com/asynkron/protoactor-go/persistence"
+	"github.com/rs/zerolog"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 )
@@ -35,7 +36,7 @@ func NewEnvelope(event []byte, tx *Tx) *Envelope {
 }
 
 // ActorLog is protoactor-go's persistence provider on this database:
-// actor events and snapshots in Badger, written through the group
+// actor events and snapshots in the database (Badger or PostgreSQL), written through the group
 // committer. Its API returns no errors, so a failed write panics with an
 // error wrapping the cause; the actor's supervisor decides what follows.
 //
@@ -55,7 +56,8 @@ func NewEnvelope(event []byte, tx *Tx) *Envelope {
 // until the space is there, so that work already accepted finishes once
 // space is freed, with no restart; only after StopWaiting does it panic.
 type ActorLog struct {
-	db    *DB
+	db    actorStore
+	log   zerolog.Logger
 	every int
 	// check and report are set by CheckSnapshots.
 	check  func(actor string, data []byte) error
@@ -71,14 +73,26 @@ type ActorLog struct {
 // spaceRetry is how often a write waiting for free space tries again.
 const spaceRetry = 250 * time.Millisecond
 
+// actorStore is what an ActorLog needs of its database: DB and PGDB.
+type actorStore interface {
+	Commit(ctx context.Context, tx *Tx) (TxResult, error)
+	Events(ctx context.Context, actor string, from uint64, fn func(index uint64, data []byte) error) error
+	Snapshot(ctx context.Context, actor string) (EventRecord, bool, error)
+	PrevSnapshot(ctx context.Context, actor string) (EventRecord, bool, error)
+}
+
+var _ actorStore = (*DB)(nil)
+
 // ActorLog returns the persistence provider; actors snapshot every
 // snapshotEvery events (0: never), and a snapshot compacts the events
 // before the one before it.
-func (d *DB) ActorLog(snapshotEvery int) *ActorLog {
+func (d *DB) ActorLog(snapshotEvery int) *ActorLog { return newActorLog(d, d.log, snapshotEvery) }
+
+func newActorLog(db actorStore, log zerolog.Logger, snapshotEvery int) *ActorLog {
 	if snapshotEvery <= 0 {
 		snapshotEvery = math.MaxInt
 	}
-	return &ActorLog{db: d, every: snapshotEvery, held: map[string]*Tx{}, stop: make(chan struct{})}
+	return &ActorLog{db: db, log: log, every: snapshotEvery, held: map[string]*Tx{}, stop: make(chan struct{})}
 }
 
 // StopWaiting makes the writes waiting for free space, and later ones the
@@ -94,12 +108,12 @@ func (l *ActorLog) commit(actor string, tx *Tx) error {
 		_, err := l.db.Commit(context.Background(), tx)
 		if !errors.Is(err, ErrNoSpace) {
 			if warned && err == nil {
-				l.db.log.Info().Str("actor", actor).Msg("free space is back: write done")
+				l.log.Info().Str("actor", actor).Msg("free space is back: write done")
 			}
 			return err
 		}
 		if !warned {
-			l.db.log.Warn().Err(err).Str("actor", actor).Msg("write waits for free space")
+			l.log.Warn().Err(err).Str("actor", actor).Msg("write waits for free space")
 			warned = true
 		}
 		select {
