@@ -81,7 +81,10 @@ type actorStore interface {
 	PrevSnapshot(ctx context.Context, actor string) (EventRecord, bool, error)
 }
 
-var _ actorStore = (*DB)(nil)
+var (
+	_ actorStore = (*DB)(nil)
+	_ actorStore = (*PGDB)(nil)
+)
 
 // ActorLog returns the persistence provider; actors snapshot every
 // snapshotEvery events (0: never), and a snapshot compacts the events

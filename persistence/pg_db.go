@@ -46,22 +46,10 @@ const pgMaxSeq = math.MaxInt64
 // pgUnsupported names the first field of tx that PGDB does not store yet.
 func pgUnsupported(tx *Tx) string {
 	switch {
-	case len(tx.Chunks) > 0:
-		return "Chunks"
-	case len(tx.Vectors) > 0:
-		return "Vectors"
-	case len(tx.TermUpdates) > 0:
-		return "TermUpdates"
-	case len(tx.Events) > 0:
-		return "Events"
 	case len(tx.Keys) > 0:
 		return "Keys"
 	case len(tx.Proxy) > 0:
 		return "Proxy"
-	case tx.Snapshot != nil:
-		return "Snapshot"
-	case tx.PrevSnapshot != nil:
-		return "PrevSnapshot"
 	case len(tx.Imports) > 0:
 		return "Imports"
 	case len(tx.DoneImports) > 0:
@@ -110,6 +98,9 @@ func (d *PGDB) Commit(ctx context.Context, tx *Tx) (TxResult, error) {
 			return TxResult{}, fmt.Errorf("%w: state %d: seq %d is over %d, the largest PostgreSQL's BIGINT holds",
 				ErrInvalidArgument, i, r.Seq, uint64(pgMaxSeq))
 		}
+	}
+	if err := checkPGActorParts(tx); err != nil {
+		return TxResult{}, err
 	}
 	if err := d.alive(); err != nil {
 		return TxResult{}, err
@@ -210,6 +201,13 @@ type pgRows struct {
 	statesRead map[pgKey]pgRead // (branch, seq) of States
 	stepsRead  map[pgKey]pgRead // (turn, index) of Steps
 	w          pgRowSet
+	xr         pgExtraReads // chunks, partition entries and events read
+	x          pgExtra      // retrieval rows and actor logs written
+}
+
+func newPGRows() *pgRows {
+	return &pgRows{turnsRead: map[pgKey]pgRead{}, statesRead: map[pgKey]pgRead{}, stepsRead: map[pgKey]pgRead{},
+		w: newPGRowSet(), xr: newPGExtraReads(), x: newPGExtra()}
 }
 
 // prefetchRows reads, in one round trip, the rows at the keys that the
@@ -224,11 +222,13 @@ func (g *pgGroup) prefetchRows(batch []*op) error {
 	if len(txs) == 0 {
 		return nil
 	}
-	r := &pgRows{turnsRead: map[pgKey]pgRead{}, statesRead: map[pgKey]pgRead{}, stepsRead: map[pgKey]pgRead{}, w: newPGRowSet()}
+	r := newPGRows()
 	g.rows = r
+	// Each query selects one BYTEA column of at most one row; set
+	// records it when there is one (its key was recorded absent first).
 	type query struct {
-		into map[pgKey]pgRead
-		key  pgKey
+		what string
+		set  func(v []byte) error
 	}
 	var qs []query
 	b := &pgx.Batch{}
@@ -237,8 +237,20 @@ func (g *pgGroup) prefetchRows(batch []*op) error {
 			return
 		}
 		into[k] = pgRead{}
-		qs = append(qs, query{into, k})
+		qs = append(qs, query{fmt.Sprintf("row at %x/%d", k.id, k.n), func(id []byte) error {
+			if len(id) != 16 {
+				return fmt.Errorf("%w: row at %x/%d names an id of %d bytes", ErrCorrupt, k.id, k.n, len(id))
+			}
+			rd := pgRead{ok: true}
+			copy(rd.id[:], id)
+			into[k] = rd
+			return nil
+		}})
 		b.Queue(sql, k.id[:], int64(k.n))
+	}
+	addX := func(what string, set func([]byte) error, sql string, args ...any) {
+		qs = append(qs, query{what, set})
+		b.Queue(sql, args...)
 	}
 	for _, tx := range txs {
 		for _, t := range tx.NewTurns {
@@ -250,6 +262,7 @@ func (g *pgGroup) prefetchRows(batch []*op) error {
 		for _, s := range tx.Steps {
 			add(r.stepsRead, pgKey{s.Turn, uint64(s.Index)}, `SELECT id FROM ctx_steps WHERE turn = $1 AND idx = $2`)
 		}
+		r.xr.prefetch(tx, addX)
 	}
 	if len(qs) == 0 {
 		return nil
@@ -257,20 +270,17 @@ func (g *pgGroup) prefetchRows(batch []*op) error {
 	br := g.tx.SendBatch(g.ctx, b)
 	defer br.Close()
 	for _, q := range qs {
-		var id []byte
-		err := br.QueryRow().Scan(&id)
+		var v []byte
+		err := br.QueryRow().Scan(&v)
 		if errors.Is(err, pgx.ErrNoRows) {
 			continue
 		}
 		if err != nil {
-			return fmt.Errorf("postgres: read rows: %w", err)
+			return fmt.Errorf("postgres: read rows (%s): %w", q.what, err)
 		}
-		if len(id) != 16 {
-			return fmt.Errorf("%w: row at %x/%d names an id of %d bytes", ErrCorrupt, q.key.id, q.key.n, len(id))
+		if err := q.set(v); err != nil {
+			return err
 		}
-		rd := pgRead{ok: true}
-		copy(rd.id[:], id)
-		q.into[q.key] = rd
 	}
 	return br.Close()
 }
@@ -376,7 +386,7 @@ func (g *pgGroup) applyTxParts(o *op) (TxResult, error) {
 	}
 	rows := g.rows
 	if rows == nil { // a Tx without rows to check
-		rows = &pgRows{w: newPGRowSet()}
+		rows = newPGRows()
 		g.rows = rows
 	}
 	own := newPGRowSet() // this Tx's rows, merged into the group's if it commits
@@ -484,6 +494,11 @@ func (g *pgGroup) applyTxParts(o *op) (TxResult, error) {
 		}
 		own.steps[k] = pgRow{data: b, id: r.ID}
 	}
+	ownX := newPGExtra()
+	if err := g.applyExtra(tx, rows, &ownX, &res); err != nil {
+		return res, err
+	}
+	rows.x.merge(ownX)
 	for i, t := range own.tables() {
 		dst := rows.w.tables()[i]
 		for k, r := range t {
@@ -557,7 +572,7 @@ func (r *pgRows) queue(b *pgx.Batch, checks []pgCheck) []pgCheck {
 		}
 		checks = append(checks, pgCheck{fmt.Sprintf("write job %c of turn %s", byte(k.n), messages.TurnID(k.id)), false})
 	}
-	return checks
+	return r.x.queue(b, checks)
 }
 
 // ---- reads ----

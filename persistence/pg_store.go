@@ -173,6 +173,45 @@ var pgSchema = []string{
 		data   BYTEA NOT NULL,
 		PRIMARY KEY (kind, turn)
 	)`,
+	// The retrieval rows and actor logs of PGDB (pg_db_actor.go): chunk
+	// rows (their JSON), partition entries (encodeDoc), vectors (float32
+	// little endian) and snapshot records (uvarint index | bytes) hold
+	// exactly the bytes Badger stores. Actor names are BYTEA, as Badger
+	// takes any bytes but NUL. New tables of schema version 1.
+	`CREATE TABLE IF NOT EXISTS ctx_chunks (
+		source_turn BYTEA NOT NULL,
+		type        SMALLINT NOT NULL,
+		hash        BYTEA NOT NULL,
+		id          BYTEA NOT NULL,
+		data        BYTEA NOT NULL,
+		PRIMARY KEY (source_turn, type, hash)
+	)`,
+	`CREATE INDEX IF NOT EXISTS ctx_chunks_id ON ctx_chunks (id, source_turn, type, hash)`,
+	`CREATE TABLE IF NOT EXISTS ctx_chunk_members (
+		branch BYTEA NOT NULL,
+		seq    BIGINT NOT NULL,
+		chunk  BYTEA NOT NULL,
+		data   BYTEA NOT NULL,
+		PRIMARY KEY (branch, seq, chunk)
+	)`,
+	`CREATE TABLE IF NOT EXISTS ctx_vectors (
+		namespace BYTEA NOT NULL,
+		chunk     BYTEA NOT NULL,
+		data      BYTEA NOT NULL,
+		PRIMARY KEY (namespace, chunk)
+	)`,
+	`CREATE TABLE IF NOT EXISTS ctx_events (
+		actor BYTEA NOT NULL,
+		idx   BIGINT NOT NULL,
+		data  BYTEA NOT NULL,
+		PRIMARY KEY (actor, idx)
+	)`,
+	`CREATE TABLE IF NOT EXISTS ctx_snapshots (
+		kind  SMALLINT NOT NULL,
+		actor BYTEA NOT NULL,
+		data  BYTEA NOT NULL,
+		PRIMARY KEY (kind, actor)
+	)`,
 }
 
 // pgSchemaVersion is the layout above; an open refuses any other.
