@@ -15,15 +15,15 @@ import (
 // are not listed in unreadable.
 type snapshotLog struct {
 	t          *testing.T
-	d          *DB
+	d          lifecycleDB
 	l          *ActorLog
 	actor      string
 	unreadable map[string]bool
 	reported   []uint64 // indexes of the snapshots reported unreadable
 }
 
-func newSnapshotLog(t *testing.T) *snapshotLog {
-	s := &snapshotLog{t: t, d: openDB(t), actor: "branch-1", unreadable: map[string]bool{}}
+func newSnapshotLog(t *testing.T, d lifecycleDB, actor string) *snapshotLog {
+	s := &snapshotLog{t: t, d: d, actor: actor, unreadable: map[string]bool{}}
 	s.l = s.d.ActorLog(4)
 	s.l.CheckSnapshots(func(actor string, data []byte) error {
 		if actor != s.actor {
@@ -93,7 +93,11 @@ func indexes(from, to uint64) []uint64 {
 // that one was read back readable: an unreadable latest snapshot falls
 // back to the previous one and the events after it, to the same state.
 func TestActorLogFallsBackToPreviousSnapshot(t *testing.T) {
-	s := newSnapshotLog(t)
+	forEachDB(t, testActorLogFallsBackToPreviousSnapshot)
+}
+
+func testActorLogFallsBackToPreviousSnapshot(t *testing.T, d lifecycleDB) {
+	s := newSnapshotLog(t, d, "branch-1")
 	s.persist(0, 10) // snapshots at 0, 4, 8
 	if got := s.stored(); !slices.Equal(got, indexes(4, 10)) {
 		t.Fatalf("events kept = %v, want 4..9 (from the previous snapshot on)", got)
@@ -142,15 +146,19 @@ func TestActorLogFallsBackToPreviousSnapshot(t *testing.T) {
 // there while no snapshot has had a readable successor; when they are not,
 // recovery fails rather than build a state without them.
 func TestActorLogReplaysAllWithoutReadableSnapshot(t *testing.T) {
-	s := newSnapshotLog(t)
+	forEachDB(t, testActorLogReplaysAllWithoutReadableSnapshot)
+}
+
+func testActorLogReplaysAllWithoutReadableSnapshot(t *testing.T, d lifecycleDB) {
+	s := newSnapshotLog(t, d, "branch-1")
 	s.persist(0, 3) // one snapshot, at 0
 	s.unreadable["ok0"] = true
 	if data, index, evs := s.recover(); data != "" || index != 0 || !slices.Equal(evs, events(0, 3)) {
 		t.Fatalf("recovery = %q at %d + %v, want every event", data, index, evs)
 	}
 
-	s = newSnapshotLog(t)
-	s.persist(0, 10) // snapshots at 0, 4, 8; events from 4 on
+	s = newSnapshotLog(t, d, "branch-2") // a fresh log
+	s.persist(0, 10)                     // snapshots at 0, 4, 8; events from 4 on
 	s.unreadable["ok8"], s.unreadable["ok4"] = true, true
 	defer func() {
 		var pe *PersistError

@@ -41,9 +41,7 @@ func testTxIsAtomic(t *testing.T, d lifecycleDB) {
 		NewTurns:    []TurnRow{{Branch: b, Seq: 1, ID: u1, Phase: messages.PhaseAccepted}},
 		States:      []StateRow{{Branch: b, Seq: 0, ID: messages.NewID[messages.StateID](now)}},
 	}
-	if isBadger(d) { // actor events are not on PostgreSQL yet
-		ok.Events = []EventRecord{{Actor: "branch/x", Index: 0, Data: []byte("e0")}}
-	}
+	ok.Events = []EventRecord{{Actor: "branch/x", Index: 0, Data: []byte("e0")}}
 	if _, err := d.Commit(bg, ok); err != nil {
 		t.Fatal(err)
 	}
@@ -86,9 +84,6 @@ func testTxIsAtomic(t *testing.T, d lifecycleDB) {
 		{"bad actor name", &Tx{Events: []EventRecord{{Actor: ""}}}, ErrInvalidArgument},
 	}
 	for _, tt := range tests {
-		if tt.name == "event index taken" && !isBadger(d) {
-			continue // actor events are not on PostgreSQL yet
-		}
 		before := d.Stats()
 		if _, err := d.Commit(bg, tt.tx); !errors.Is(err, tt.want) {
 			t.Fatalf("%s: Commit error = %v, want %v", tt.name, err, tt.want)
@@ -128,9 +123,7 @@ func testTxRowsAndJobs(t *testing.T, d lifecycleDB) {
 		Branches: []BranchRow{{ID: b, Session: s, Created: now}},
 		Turns:    []TurnRow{{Branch: b, Seq: 1, ID: turn, Phase: messages.PhaseResponseFinalized}},
 		Jobs:     []Job{{Type: JobSummarize, Branch: b, Turn: turn, Created: now}},
-	}
-	if isBadger(d) { // chunks are not on PostgreSQL yet
-		first.Chunks = []ChunkRow{chunk}
+		Chunks:   []ChunkRow{chunk},
 	}
 	if _, err := d.Commit(bg, first); err != nil {
 		t.Fatal(err)
@@ -147,18 +140,13 @@ func testTxRowsAndJobs(t *testing.T, d lifecycleDB) {
 	// Re-indexing the same chunk inserts nothing; finishing the job removes it.
 	again := chunk
 	again.ID = messages.NewID[messages.ChunkID](now)
-	second := &Tx{DoneJobs: []JobKey{{JobSummarize, turn}}}
-	if bd, ok := d.(*DB); ok {
-		second.Chunks = []ChunkRow{again}
-		res, err := d.Commit(bg, second)
-		if err != nil || res.ChunksSkipped != 1 {
-			t.Fatalf("second indexing = %+v, %v; want 1 skipped", res, err)
-		}
-		if cs, _ := bd.Chunks(bg, turn); len(cs) != 1 || cs[0].ID != chunk.ID {
-			t.Fatalf("Chunks = %+v, want only the first", cs)
-		}
-	} else if res, err := d.Commit(bg, second); err != nil || res != (TxResult{}) {
-		t.Fatalf("finishing the job = %+v, %v", res, err)
+	second := &Tx{DoneJobs: []JobKey{{JobSummarize, turn}}, Chunks: []ChunkRow{again}}
+	res, err := d.Commit(bg, second)
+	if err != nil || res.ChunksSkipped != 1 {
+		t.Fatalf("second indexing = %+v, %v; want 1 skipped", res, err)
+	}
+	if cs, _ := d.Chunks(bg, turn); len(cs) != 1 || cs[0].ID != chunk.ID {
+		t.Fatalf("Chunks = %+v, want only the first", cs)
 	}
 	if js, _ := d.Jobs(bg); len(js) != 0 {
 		t.Fatalf("Jobs after done = %+v", js)
@@ -282,7 +270,10 @@ func (c *counter) Receive(ctx actor.Context) {
 }
 
 func TestActorLogReplaysAfterPanicAndRestart(t *testing.T) {
-	d := openDB(t)
+	forEachDB(t, testActorLogReplaysAfterPanicAndRestart)
+}
+
+func testActorLogReplaysAfterPanicAndRestart(t *testing.T, d lifecycleDB) {
 	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
 		return slog.New(slog.NewTextHandler(io.Discard, nil))
 	}))
@@ -329,8 +320,9 @@ func TestActorLogReplaysAfterPanicAndRestart(t *testing.T) {
 
 // A chunk joins the partition of every branch that indexes it, stored
 // once; its vector is kept per namespace.
-func TestRetrievalTables(t *testing.T) {
-	d := openDB(t)
+func TestRetrievalTables(t *testing.T) { forEachDB(t, testRetrievalTables) }
+
+func testRetrievalTables(t *testing.T, d lifecycleDB) {
 	now := time.UnixMilli(1_700_000_000_000)
 	parent, fork := messages.NewID[messages.BranchID](now), messages.NewID[messages.BranchID](now.Add(time.Second))
 	turn := messages.NewID[messages.TurnID](now)
