@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -689,4 +690,142 @@ func TestPGDBConnectionLost(t *testing.T) {
 			checkPGStore(t, url, d)
 		})
 	}
+}
+
+// TestPGDBActorPartsAllOrNothing: a Tx holding lifecycle rows, appends,
+// retrieval rows, events and snapshots (with the compaction a previous
+// snapshot brings) writes nothing when its last part fails, whether the
+// group refuses it (an event index taken) or the database does (its last
+// statement, the snapshot's, raises); once nothing fails, all of it is
+// stored.
+func TestPGDBActorPartsAllOrNothing(t *testing.T) {
+	url := pgtest.Start(t)
+	d := openPGDB(t, url)
+	now := time.UnixMilli(1_700_000_000_000)
+	b0 := messages.NewID[messages.BranchID](now)
+	t0 := messages.NewID[messages.TurnID](now)
+	old := ChunkRow{ID: messages.NewID[messages.ChunkID](now), Branch: b0, SourceTurn: t0, Seq: 1, Type: messages.ChunkOther,
+		Text: "old", Hash: HashOf([]byte("old")), Terms: map[string]float32{"old": 1}, TermCount: 1}
+	const actor = "branch/a"
+	setup := &Tx{Chunks: []ChunkRow{old}, Snapshot: &EventRecord{Actor: actor, Index: 0, Data: []byte("s0")}}
+	for i := range uint64(3) {
+		setup.Events = append(setup.Events, EventRecord{Actor: actor, Index: i, Data: fmt.Appendf(nil, "e%d", i)})
+	}
+	if _, err := d.Commit(bg, setup); err != nil {
+		t.Fatal(err)
+	}
+
+	c := messages.NewID[messages.BranchID](now)
+	s := messages.NewID[messages.SessionID](now)
+	u := messages.NewID[messages.TurnID](now)
+	chunk := ChunkRow{ID: messages.NewID[messages.ChunkID](now), Branch: c, SourceTurn: u, Seq: 1, Type: messages.ChunkOther,
+		Text: "new", Hash: HashOf([]byte("new")), Terms: map[string]float32{"new": 1}, TermCount: 1}
+	tx := func(events ...uint64) *Tx {
+		tx := &Tx{
+			NewBranches: []BranchSpec{{ID: c}},
+			Appends:     []TxAppend{{Branch: c, ID: u, Req: AppendRequest{Payload: []byte("mixed")}}},
+			Sessions:    []SessionRow{{ID: s, ActiveBranch: c, Created: now}},
+			NewTurns:    []TurnRow{{Branch: c, Seq: 1, ID: u, Phase: messages.PhaseAccepted}},
+			Jobs:        []Job{{Type: JobRespond, Branch: c, Turn: u, Created: now}},
+			Chunks:      []ChunkRow{chunk},
+			Vectors:     []VectorRow{{Namespace: "ns", Chunk: chunk.ID, Vector: []float32{1, 2}}},
+			TermUpdates: []TermUpdate{{Branch: b0, Seq: 1, Chunk: old.ID, Add: map[string]float32{"later": 1}, Count: 1}},
+			// The latest snapshot moves to 3; the one at 2 becomes the
+			// fallback, compacting events 0 and 1.
+			Snapshot:     &EventRecord{Actor: actor, Index: 3, Data: []byte("s3")},
+			PrevSnapshot: &EventRecord{Actor: actor, Index: 2, Data: []byte("s2")},
+		}
+		for _, i := range events {
+			tx.Events = append(tx.Events, EventRecord{Actor: actor, Index: i, Data: fmt.Appendf(nil, "e%d", i)})
+		}
+		return tx
+	}
+	events := func() []uint64 {
+		var out []uint64
+		if err := d.Events(bg, actor, 0, func(i uint64, _ []byte) error { out = append(out, i); return nil }); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	unchanged := func(what string) {
+		t.Helper()
+		if _, err := d.Head(bg, c); !errors.Is(err, ErrBranchNotFound) {
+			t.Fatalf("%s: branch: %v, want ErrBranchNotFound", what, err)
+		}
+		if _, err := d.Turn(bg, u); !errors.Is(err, ErrTurnNotFound) {
+			t.Fatalf("%s: append: %v, want ErrTurnNotFound", what, err)
+		}
+		if _, err := d.Session(bg, s); !errors.Is(err, ErrRowNotFound) {
+			t.Fatalf("%s: session: %v, want ErrRowNotFound", what, err)
+		}
+		if js, _ := d.Jobs(bg); len(js) != 0 {
+			t.Fatalf("%s: jobs %+v", what, js)
+		}
+		if cs, _ := d.Chunks(bg, u); len(cs) != 0 {
+			t.Fatalf("%s: chunks %+v", what, cs)
+		}
+		if v, _ := d.Vector(bg, "ns", chunk.ID); v != nil {
+			t.Fatalf("%s: vector %v", what, v)
+		}
+		_ = d.BranchChunks(bg, b0, func(doc ChunkDoc) error {
+			if doc.TermCount != 1 || doc.Terms["later"] != 0 {
+				t.Fatalf("%s: partition entry updated: %+v", what, doc)
+			}
+			return nil
+		})
+		if got := events(); !slices.Equal(got, []uint64{0, 1, 2}) {
+			t.Fatalf("%s: events %v, want 0 1 2", what, got)
+		}
+		if snap, ok, _ := d.Snapshot(bg, actor); !ok || snap.Index != 0 {
+			t.Fatalf("%s: snapshot %+v", what, snap)
+		}
+		if prev, ok, _ := d.PrevSnapshot(bg, actor); ok {
+			t.Fatalf("%s: previous snapshot %+v", what, prev)
+		}
+	}
+
+	// The group refuses the last event: its index is taken.
+	if _, err := d.Commit(bg, tx(3, 1)); !errors.Is(err, ErrDuplicate) || !strings.Contains(err.Error(), "event 1 of branch/a") {
+		t.Fatalf("Commit with an event index taken = %v, want ErrDuplicate naming it", err)
+	}
+	unchanged("event index taken")
+
+	// The database refuses the last statement, the snapshot's.
+	pgExec(t, url, `CREATE FUNCTION ctx_test_refuse() RETURNS trigger LANGUAGE plpgsql AS
+		$$ BEGIN RAISE EXCEPTION 'refused by test'; END $$`)
+	pgExec(t, url, `CREATE TRIGGER ctx_test_refuse BEFORE INSERT OR UPDATE ON ctx_snapshots
+		FOR EACH ROW EXECUTE FUNCTION ctx_test_refuse()`)
+	if _, err := d.Commit(bg, tx(3)); err == nil || !strings.Contains(err.Error(), "refused by test") {
+		t.Fatalf("Commit whose snapshot the database refuses = %v, want its error", err)
+	}
+	unchanged("snapshot refused")
+
+	pgExec(t, url, `DROP TRIGGER ctx_test_refuse ON ctx_snapshots`)
+	if _, err := d.Commit(bg, tx(3)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Turn(bg, u); err != nil {
+		t.Fatal(err)
+	}
+	if got := events(); !slices.Equal(got, []uint64{2, 3}) {
+		t.Fatalf("events after the snapshot at 3 with fallback 2 = %v, want 2 3", got)
+	}
+	if cs, _ := d.Chunks(bg, u); len(cs) != 1 || cs[0].ID != chunk.ID {
+		t.Fatalf("chunks = %+v", cs)
+	}
+	if v, _ := d.Vector(bg, "ns", chunk.ID); !slices.Equal(v, []float32{1, 2}) {
+		t.Fatalf("vector = %v", v)
+	}
+	if snap, _, _ := d.Snapshot(bg, actor); snap.Index != 3 || string(snap.Data) != "s3" {
+		t.Fatalf("snapshot = %+v", snap)
+	}
+	if prev, _, _ := d.PrevSnapshot(bg, actor); prev.Index != 2 || string(prev.Data) != "s2" {
+		t.Fatalf("previous snapshot = %+v", prev)
+	}
+	_ = d.BranchChunks(bg, b0, func(doc ChunkDoc) error {
+		if doc.TermCount != 2 || doc.Terms["later"] != 1 {
+			t.Fatalf("partition entry after the update: %+v", doc)
+		}
+		return nil
+	})
 }
