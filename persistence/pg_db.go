@@ -16,15 +16,17 @@ import (
 
 // PGDB is the PostgreSQL Database under construction (issue 27, step 2b):
 // the PostgreSQL Store plus, so far, the lifecycle rows (sessions,
-// branches, turn rows, states, steps, jobs) and Commit for the parts of a
-// Tx that write them. A Tx's context-store parts (NewBranches, Appends)
-// and its rows are committed by the store's group committer in one SQL
-// transaction, as Badger's group commits them in one batch.
+// branches, turn rows, states, steps, jobs), the retrieval rows (chunks,
+// partition entries, vectors) and the actor logs (events, snapshots;
+// pg_db_actor.go), and Commit for the parts of a Tx that write them. A
+// Tx's context-store parts (NewBranches, Appends) and its rows are
+// committed by the store's group committer in one SQL transaction, as
+// Badger's group commits them in one batch.
 //
-// It does not implement Database yet: chunks, vectors, terms, actor logs
-// and snapshots, idempotency keys, the proxy index, tenancy, retention
-// and delete are still Badger's alone, and Commit refuses a Tx that uses
-// them (ErrInvalidArgument naming the field) rather than drop them.
+// It does not implement Database yet: idempotency keys, the proxy index,
+// tenancy, imports, retention and delete are still Badger's alone, and
+// Commit refuses a Tx that uses them (ErrInvalidArgument naming the
+// field) rather than drop them.
 type PGDB struct{ *pgStore }
 
 // OpenPostgresDB connects to the database at opts.URL, creates the

@@ -18,8 +18,8 @@ import (
 )
 
 // lifecycleDB is what PGDB implements so far of Database: the store, the
-// lifecycle rows and Commit. The lifecycle tests run against it on both
-// backends.
+// lifecycle rows, the retrieval rows, the actor logs and Commit. The
+// tests of those run against it on both backends.
 type lifecycleDB interface {
 	Store
 	Commit(ctx context.Context, tx *Tx) (TxResult, error)
