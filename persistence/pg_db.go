@@ -482,6 +482,10 @@ func (g *pgGroup) applyTxParts(o *op) (TxResult, error) {
 		}
 		own.jobs[pgKey{j.Turn, uint64(c)}] = pgRow{} // deleted
 	}
+	ownX := newPGExtra()
+	if err := g.applyRetrieval(tx, rows, &ownX, &res); err != nil {
+		return res, err
+	}
 	steps := func(s pgRowSet) map[pgKey]pgRow { return s.steps }
 	for _, r := range tx.Steps {
 		k := pgKey{r.Turn, uint64(r.Index)}
@@ -496,8 +500,7 @@ func (g *pgGroup) applyTxParts(o *op) (TxResult, error) {
 		}
 		own.steps[k] = pgRow{data: b, id: r.ID}
 	}
-	ownX := newPGExtra()
-	if err := g.applyExtra(tx, rows, &ownX, &res); err != nil {
+	if err := g.applyActorLog(tx, rows, &ownX); err != nil {
 		return res, err
 	}
 	rows.x.merge(ownX)

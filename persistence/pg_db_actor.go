@@ -145,22 +145,26 @@ func (r *pgExtraReads) setChunk(k pgChunkKey) func([]byte) error {
 }
 
 // pgActorOp is a write to an actor's log, in the order of the group's
-// Txs: an event inserted ('e'), the events before idx deleted ('c'), a
-// snapshot record written (kind pgSnapLatest or pgSnapPrev).
+// Txs: an event inserted, the events before idx deleted, or a snapshot
+// record written (snap: pgSnapLatest or pgSnapPrev).
 type pgActorOp struct {
-	kind  int16
+	kind  pgActorOpKind
+	snap  int16
 	actor string
 	idx   uint64
 	data  []byte
 }
 
+type pgActorOpKind uint8
+
 const (
-	pgOpEvent   = int16('e')
-	pgOpCompact = int16('c')
+	pgOpEvent pgActorOpKind = iota
+	pgOpCompact
+	pgOpSnapshot
 )
 
-// pgCompaction is an 'c' op: the events of its actor before below are
-// deleted by the op at position at.
+// pgCompaction is a pgOpCompact: the events of its actor before below
+// are deleted by the op at position at.
 type pgCompaction struct {
 	below uint64
 	at    int
@@ -216,11 +220,10 @@ func (x *pgExtra) event(k pgEventKey) int {
 	return 0
 }
 
-// applyExtra applies tx's retrieval rows and actor log parts, in
-// group.applyTx's order, recording them in own: the group's writes are
-// rows.x, what it read rows.xr (completed here by reads in g.tx).
-func (g *pgGroup) applyExtra(tx *Tx, rows *pgRows, own *pgExtra, res *TxResult) error {
-	base := len(rows.x.ops)
+// applyRetrieval applies tx's retrieval rows (putChunk, putVector,
+// addTerms), recording them in own: the group's writes are rows.x, what
+// it read rows.xr (completed here by reads in g.tx).
+func (g *pgGroup) applyRetrieval(tx *Tx, rows *pgRows, own *pgExtra, res *TxResult) error {
 	for _, c := range tx.Chunks {
 		if c.ID.IsZero() || c.Branch.IsZero() || c.SourceTurn.IsZero() {
 			return fmt.Errorf("%w: chunk: id, branch and source_turn are required", ErrInvalidArgument)
@@ -284,6 +287,12 @@ func (g *pgGroup) applyExtra(tx *Tx, rows *pgRows, own *pgExtra, res *TxResult) 
 		}
 		own.members[k] = encodeDoc(terms, n+u.Count)
 	}
+	return nil
+}
+
+// applyActorLog applies tx's events and snapshots, as applyRetrieval.
+func (g *pgGroup) applyActorLog(tx *Tx, rows *pgRows, own *pgExtra) error {
+	base := len(rows.x.ops)
 	for _, e := range tx.Events {
 		k := pgEventKey{e.Actor, e.Index}
 		ok, err := g.eventAt(rows, own, k)
@@ -297,11 +306,11 @@ func (g *pgGroup) applyExtra(tx *Tx, rows *pgRows, own *pgExtra, res *TxResult) 
 		own.ops = append(own.ops, pgActorOp{kind: pgOpEvent, actor: e.Actor, idx: e.Index, data: e.Data})
 	}
 	if e := tx.Snapshot; e != nil {
-		own.ops = append(own.ops, pgActorOp{kind: pgSnapLatest, actor: e.Actor,
+		own.ops = append(own.ops, pgActorOp{kind: pgOpSnapshot, snap: pgSnapLatest, actor: e.Actor,
 			data: append(binary.AppendUvarint(nil, e.Index), e.Data...)})
 	}
 	if p := tx.PrevSnapshot; p != nil {
-		own.ops = append(own.ops, pgActorOp{kind: pgSnapPrev, actor: p.Actor,
+		own.ops = append(own.ops, pgActorOp{kind: pgOpSnapshot, snap: pgSnapPrev, actor: p.Actor,
 			data: append(binary.AppendUvarint(nil, p.Index), p.Data...)})
 		// Compact: the events before the previous snapshot go, as Badger
 		// deletes them (those of this group included).
@@ -440,9 +449,9 @@ func (x *pgExtra) queue(b *pgx.Batch, checks []pgCheck) []pgCheck {
 				b.Queue(`DELETE FROM ctx_events WHERE actor = $1 AND idx < $2`, []byte(o.actor), int64(o.idx))
 			}
 			checks = append(checks, pgCheck{fmt.Sprintf("compact events of %s before %d", o.actor, o.idx), false})
-		default:
+		case pgOpSnapshot:
 			b.Queue(`INSERT INTO ctx_snapshots (kind, actor, data) VALUES ($1, $2, $3)
-				ON CONFLICT (kind, actor) DO UPDATE SET data = excluded.data`, o.kind, []byte(o.actor), o.data)
+				ON CONFLICT (kind, actor) DO UPDATE SET data = excluded.data`, o.snap, []byte(o.actor), o.data)
 			checks = append(checks, pgCheck{fmt.Sprintf("write snapshot of %s", o.actor), false})
 		}
 	}
