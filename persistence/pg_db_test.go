@@ -506,6 +506,87 @@ func TestPGDBGroupIsolatesFailedTx(t *testing.T) {
 	checkPGStore(t, url, d)
 }
 
+// TestPGDBGroupActorParts runs four Txs as one group: the second fails
+// on an event index the first took in the group, and its chunk and term
+// update are undone; the third finds the first's chunk (skipped) and
+// partition entry (merged), and its previous snapshot compacts the
+// first's events in the group; the fourth appends at an index that
+// compaction freed, after it, as Badger's group would.
+func TestPGDBGroupActorParts(t *testing.T) {
+	url := pgtest.Start(t)
+	d := openPGDB(t, url)
+	now := time.UnixMilli(1_700_000_000_000)
+	b := messages.NewID[messages.BranchID](now)
+	turn := messages.NewID[messages.TurnID](now)
+	const actor = "branch/g"
+	ev := func(i uint64) EventRecord {
+		return EventRecord{Actor: actor, Index: i, Data: fmt.Appendf(nil, "e%d", i)}
+	}
+	chunk := func(text string) ChunkRow {
+		return ChunkRow{ID: messages.NewID[messages.ChunkID](now), Branch: b, SourceTurn: turn, Seq: 1, Type: messages.ChunkOther,
+			Text: text, Hash: HashOf([]byte(text)), Terms: map[string]float32{text: 1}, TermCount: 1}
+	}
+	x, y := chunk("x"), chunk("y")
+	again := x
+	again.ID = messages.NewID[messages.ChunkID](now)
+	update := func(term string) TermUpdate {
+		return TermUpdate{Branch: b, Seq: 1, Chunk: x.ID, Add: map[string]float32{term: 1}, Count: 1}
+	}
+	txs := []*Tx{
+		{Events: []EventRecord{ev(0), ev(1), ev(2)}, Chunks: []ChunkRow{x}},
+		{Chunks: []ChunkRow{y}, TermUpdates: []TermUpdate{update("lost")}, Events: []EventRecord{ev(1)}},
+		{Chunks: []ChunkRow{again}, TermUpdates: []TermUpdate{update("later")}, Events: []EventRecord{ev(3)},
+			Snapshot: &EventRecord{Actor: actor, Index: 3, Data: []byte("s3")}, PrevSnapshot: &EventRecord{Actor: actor, Index: 2, Data: []byte("s2")}},
+		{Events: []EventRecord{ev(0)}},
+	}
+	var batch []*op
+	for _, tx := range txs {
+		o, err := d.txOp(tx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		o.done = make(chan struct{})
+		batch = append(batch, o)
+	}
+	before := d.Stats()
+	d.commitGroup(batch)
+	for i, want := range []error{nil, ErrDuplicate, nil, nil} {
+		if err := batch[i].res.err; !errors.Is(err, want) || (want == nil) != (err == nil) {
+			t.Fatalf("Tx %d = %v, want %v", i, err, want)
+		}
+	}
+	if n := batch[2].res.tx.ChunksSkipped; n != 1 {
+		t.Fatalf("Tx 2 skipped %d chunks, want 1", n)
+	}
+	if st := d.Stats(); st.Groups != before.Groups+1 {
+		t.Fatalf("%d groups, want 1", st.Groups-before.Groups)
+	}
+	var got []string
+	if err := d.Events(bg, actor, 0, func(i uint64, data []byte) error {
+		got = append(got, fmt.Sprintf("%d:%s", i, data))
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"0:e0", "2:e2", "3:e3"}; !slices.Equal(got, want) {
+		t.Fatalf("events = %v, want %v", got, want)
+	}
+	if snap, _, _ := d.Snapshot(bg, actor); snap.Index != 3 {
+		t.Fatalf("snapshot = %+v, want at 3", snap)
+	}
+	if prev, _, _ := d.PrevSnapshot(bg, actor); prev.Index != 2 {
+		t.Fatalf("previous snapshot = %+v, want at 2", prev)
+	}
+	if cs, _ := d.Chunks(bg, turn); len(cs) != 1 || cs[0].ID != x.ID {
+		t.Fatalf("chunks = %+v, want x only", cs)
+	}
+	var docs []ChunkDoc
+	_ = d.BranchChunks(bg, b, func(doc ChunkDoc) error { docs = append(docs, doc); return nil })
+	if len(docs) != 1 || docs[0].Chunk != x.ID || docs[0].TermCount != 2 || docs[0].Terms["later"] != 1 || docs[0].Terms["lost"] != 0 {
+		t.Fatalf("partition = %+v, want x with x and later", docs)
+	}
+}
+
 // TestPGDBConcurrentSameSeq: two runtimes (two PGDBs on one database)
 // commit a turn at the same (branch, seq). First deterministically: B
 // commits between A's reads and A's writes, so A's transaction fails on
