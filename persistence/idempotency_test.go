@@ -12,12 +12,9 @@ import (
 // An idempotency key is stored with what it names, found again after the
 // store is reopened, never made to name something else, and refused when
 // malformed, with nothing of its Tx written.
-func TestIdempotencyKeys(t *testing.T) {
-	dir := t.TempDir()
-	d, err := Open(TestOptions(dir))
-	if err != nil {
-		t.Fatal(err)
-	}
+func TestIdempotencyKeys(t *testing.T) { forEachReopenDB(t, testIdempotencyKeys) }
+
+func testIdempotencyKeys(t *testing.T, d lifecycleDB, reopen func() lifecycleDB) {
 	now := time.UnixMilli(1_700_000_000_000)
 	b := messages.NewID[messages.BranchID](now)
 	turn := messages.NewID[messages.TurnID](now)
@@ -55,14 +52,7 @@ func TestIdempotencyKeys(t *testing.T) {
 	if _, err := d.Session(bg, s.ID); !errors.Is(err, ErrNotFound) {
 		t.Errorf("a Tx with a bad key wrote its session: %v", err)
 	}
-	if err := d.Close(); err != nil {
-		t.Fatal(err)
-	}
-	d, err = Open(TestOptions(dir))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
+	d = reopen()
 	got, err := d.IdempotencyKey(bg, ScopeTurn, b, "retry-1")
 	if err != nil || got.Turn != turn || got.Hash != "h1" {
 		t.Fatalf("IdempotencyKey after reopen = %+v, %v; want turn %s, hash h1", got, err, turn)

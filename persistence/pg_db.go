@@ -17,14 +17,14 @@ import (
 // PGDB is the PostgreSQL Database under construction (issue 27, step 2b):
 // the PostgreSQL Store plus, so far, the lifecycle rows (sessions,
 // branches, turn rows, states, steps, jobs), the retrieval rows (chunks,
-// partition entries, vectors) and the actor logs (events, snapshots;
-// pg_db_actor.go), and Commit for the parts of a Tx that write them. A
+// partition entries, vectors), the actor logs (events, snapshots;
+// pg_db_actor.go), the idempotency keys and the proxy index
+// (pg_db_index.go), and Commit for the parts of a Tx that write them. A
 // Tx's context-store parts (NewBranches, Appends) and its rows are
 // committed by the store's group committer in one SQL transaction, as
 // Badger's group commits them in one batch.
 //
-// It does not implement Database yet: idempotency keys, the proxy index,
-// tenancy, imports, retention and delete are still Badger's alone, and
+// It does not implement Database yet: tenancy, imports, retention and delete are still Badger's alone, and
 // Commit refuses a Tx that uses them (ErrInvalidArgument naming the
 // field) rather than drop them.
 type PGDB struct{ *pgStore }
@@ -48,10 +48,6 @@ const pgMaxSeq = math.MaxInt64
 // pgUnsupported names the first field of tx that PGDB does not store yet.
 func pgUnsupported(tx *Tx) string {
 	switch {
-	case len(tx.Keys) > 0:
-		return "Keys"
-	case len(tx.Proxy) > 0:
-		return "Proxy"
 	case len(tx.Imports) > 0:
 		return "Imports"
 	case len(tx.DoneImports) > 0:
@@ -102,6 +98,12 @@ func (d *PGDB) Commit(ctx context.Context, tx *Tx) (TxResult, error) {
 		}
 	}
 	if err := checkPGActorParts(tx); err != nil {
+		return TxResult{}, err
+	}
+	if err := checkKeys(tx.Keys); err != nil {
+		return TxResult{}, err
+	}
+	if err := checkProxy(tx.Proxy); err != nil {
 		return TxResult{}, err
 	}
 	if err := d.alive(); err != nil {
@@ -265,6 +267,7 @@ func (g *pgGroup) prefetchRows(batch []*op) error {
 			add(r.stepsRead, pgKey{s.Turn, uint64(s.Index)}, `SELECT id FROM ctx_steps WHERE turn = $1 AND idx = $2`)
 		}
 		r.xr.prefetch(tx, addX)
+		r.xr.prefetchKeyed(tx, addX)
 	}
 	if len(qs) == 0 {
 		return nil
@@ -501,6 +504,9 @@ func (g *pgGroup) applyTxParts(o *op) (TxResult, error) {
 		own.steps[k] = pgRow{data: b, id: r.ID}
 	}
 	if err := g.applyActorLog(tx, rows, &ownX); err != nil {
+		return res, err
+	}
+	if err := g.applyKeyed(tx, rows, &ownX); err != nil {
 		return res, err
 	}
 	rows.x.merge(ownX)

@@ -86,10 +86,12 @@ type pgExtraReads struct {
 	chunks  map[pgChunkKey]pgRead // the stored chunk's id
 	members map[pgMemberKey]pgDoc
 	events  map[pgEventKey]bool
+	keyed   map[string]pgDoc // idempotency keys and proxy entries (pg_db_index.go)
 }
 
 func newPGExtraReads() pgExtraReads {
-	return pgExtraReads{chunks: map[pgChunkKey]pgRead{}, members: map[pgMemberKey]pgDoc{}, events: map[pgEventKey]bool{}}
+	return pgExtraReads{chunks: map[pgChunkKey]pgRead{}, members: map[pgMemberKey]pgDoc{}, events: map[pgEventKey]bool{},
+		keyed: map[string]pgDoc{}}
 }
 
 func chunkKeyOf(c ChunkRow) pgChunkKey { return pgChunkKey{c.SourceTurn, uint8(c.Type), c.Hash} }
@@ -179,11 +181,12 @@ type pgExtra struct {
 	events      map[pgEventKey]int // the position in ops of the event's insert
 	compactions map[string][]pgCompaction
 	ops         []pgActorOp
+	keyed       map[string][]byte // idempotency keys and proxy entries, inserted
 }
 
 func newPGExtra() pgExtra {
 	return pgExtra{chunks: map[pgChunkKey]pgRow{}, members: map[pgMemberKey][]byte{}, vectors: map[pgVecKey][]byte{},
-		events: map[pgEventKey]int{}, compactions: map[string][]pgCompaction{}}
+		events: map[pgEventKey]int{}, compactions: map[string][]pgCompaction{}, keyed: map[string][]byte{}}
 }
 
 func (x *pgExtra) merge(o pgExtra) {
@@ -203,6 +206,9 @@ func (x *pgExtra) merge(o pgExtra) {
 		x.compactions[a] = append(x.compactions[a], cs...)
 	}
 	x.ops = append(x.ops, o.ops...)
+	for k, v := range o.keyed {
+		x.keyed[k] = v
+	}
 }
 
 // event says whether x's ops leave event k stored (1), deleted (-1), or
@@ -455,7 +461,7 @@ func (x *pgExtra) queue(b *pgx.Batch, checks []pgCheck) []pgCheck {
 			checks = append(checks, pgCheck{fmt.Sprintf("write snapshot of %s", o.actor), false})
 		}
 	}
-	return checks
+	return x.queueKeyed(b, checks)
 }
 
 // checkPGActorParts checks tx's retrieval and actor log parts as

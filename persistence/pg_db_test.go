@@ -47,6 +47,11 @@ type lifecycleDB interface {
 	PrevSnapshot(ctx context.Context, actor string) (EventRecord, bool, error)
 	CorruptSnapshot(ctx context.Context, actor string) error
 	ActorLog(snapshotEvery int) *ActorLog
+	// idempotency keys and the proxy index
+	IdempotencyKey(ctx context.Context, scope KeyScope, owner messages.BranchID, key string) (IdempotencyRow, error)
+	ProxyLookup(ctx context.Context, tenant string, kind ProxyKind, name []byte) (ProxyTarget, error)
+	ProxyLongestPrefix(ctx context.Context, tenant string, hashes [][32]byte) (int, ProxyTarget, error)
+	ClaimProxyKey(ctx context.Context, tenant, key string, branch messages.BranchID) (ProxyTarget, error)
 }
 
 var (
@@ -70,6 +75,54 @@ func openPGDB(t testing.TB, url string) *PGDB {
 func forEachDB(t *testing.T, fn func(t *testing.T, d lifecycleDB)) {
 	t.Run("badger", func(t *testing.T) { fn(t, openDB(t)) })
 	t.Run("postgres", func(t *testing.T) { fn(t, openPGDB(t, pgtest.Start(t))) })
+}
+
+// forEachReopenDB runs fn against a fresh Badger DB and a fresh PGDB,
+// with reopen, which closes the one fn was given and opens its store
+// again (the same directory, the same database).
+func forEachReopenDB(t *testing.T, fn func(t *testing.T, d lifecycleDB, reopen func() lifecycleDB)) {
+	run := func(t *testing.T, open func() lifecycleDB) {
+		cur := open()
+		t.Cleanup(func() { cur.Close() })
+		fn(t, cur, func() lifecycleDB {
+			if err := cur.Close(); err != nil {
+				t.Fatal(err)
+			}
+			cur = open()
+			return cur
+		})
+	}
+	t.Run("badger", func(t *testing.T) {
+		dir := t.TempDir()
+		run(t, func() lifecycleDB {
+			d, err := Open(TestOptions(dir))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return d
+		})
+	})
+	t.Run("postgres", func(t *testing.T) {
+		url := pgtest.Start(t)
+		run(t, func() lifecycleDB {
+			o := DefaultPGOptions(url)
+			o.Limits.MaxPayloadBytes = 1 << 20
+			d, err := OpenPostgresDB(bg, o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return d
+		})
+	})
+}
+
+// rawKeyed reads the row of a keyed table (idempotency keys, the proxy
+// index) at its Badger key k, on either backend.
+func rawKeyed[T any](d lifecycleDB, k []byte, notFound error) (T, error) {
+	if p, ok := d.(*PGDB); ok {
+		return pgGetKeyed[T](bg, p, fmt.Sprintf("read %x", k), notFound, k)
+	}
+	return getJSON[T](d.(*DB), k, notFound)
 }
 
 func isBadger(d lifecycleDB) bool { _, ok := d.(*DB); return ok }
@@ -375,8 +428,8 @@ func TestPGDBRefusesUnsupported(t *testing.T) {
 		field string
 		set   func(tx *Tx)
 	}{
-		{"tx.Keys", func(tx *Tx) { tx.Keys = []IdempotencyRow{{}} }},
-		{"tx.Proxy", func(tx *Tx) { tx.Proxy = []ProxyEntry{{}} }},
+		{"key 0: ", func(tx *Tx) { tx.Keys = []IdempotencyRow{{Key: "k"}} }},
+		{"proxy entry 0: ", func(tx *Tx) { tx.Proxy = []ProxyEntry{{Kind: ProxyByKey, Name: []byte("k")}} }},
 		{"tx.Imports", func(tx *Tx) { tx.Imports = []ImportRow{{}} }},
 		{"tx.DoneImports", func(tx *Tx) { tx.DoneImports = []messages.SessionID{{}} }},
 		{"tx.DropBranches", func(tx *Tx) { tx.DropBranches = []BranchRow{{}} }},
@@ -909,4 +962,164 @@ func TestPGDBActorPartsAllOrNothing(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestPGDBKeyedAllOrNothing: a Tx holding lifecycle rows, an append,
+// events, idempotency keys and proxy entries writes nothing when its
+// last part fails, whether the group refuses it (a key naming another
+// request) or the database does (its last statements, the keyed rows'
+// inserts, raise); once nothing fails, all of it is stored.
+func TestPGDBKeyedAllOrNothing(t *testing.T) {
+	url := pgtest.Start(t)
+	d := openPGDB(t, url)
+	now := time.UnixMilli(1_700_000_000_000)
+	owner := messages.NewID[messages.BranchID](now)
+	taken := IdempotencyRow{Scope: ScopeTurn, Owner: owner, Key: "taken", Hash: "h0", Turn: messages.NewID[messages.TurnID](now)}
+	if _, err := d.Commit(bg, &Tx{Keys: []IdempotencyRow{taken}}); err != nil {
+		t.Fatal(err)
+	}
+	c := messages.NewID[messages.BranchID](now)
+	s := messages.NewID[messages.SessionID](now)
+	u := messages.NewID[messages.TurnID](now)
+	mine := IdempotencyRow{Scope: ScopeTurn, Owner: c, Key: "mine", Hash: "h1", Turn: u}
+	tx := func(keys ...IdempotencyRow) *Tx {
+		return &Tx{
+			NewBranches: []BranchSpec{{ID: c}},
+			Appends:     []TxAppend{{Branch: c, ID: u, Req: AppendRequest{Payload: []byte("keyed")}}},
+			Sessions:    []SessionRow{{ID: s, ActiveBranch: c, Created: now}},
+			NewTurns:    []TurnRow{{Branch: c, Seq: 1, ID: u, Phase: messages.PhaseAccepted}},
+			Events:      []EventRecord{{Actor: "a", Index: 0, Data: []byte("e0")}},
+			Keys:        append([]IdempotencyRow{mine}, keys...),
+			Proxy: []ProxyEntry{{Kind: ProxyByKey, Name: []byte("conv"), ProxyTarget: ProxyTarget{Branch: c}},
+				{Tenant: "acme", Kind: ProxyByTurn, Name: u[:], ProxyTarget: ProxyTarget{Branch: c}}},
+		}
+	}
+	unchanged := func(what string) {
+		t.Helper()
+		if _, err := d.Head(bg, c); !errors.Is(err, ErrBranchNotFound) {
+			t.Fatalf("%s: branch: %v, want ErrBranchNotFound", what, err)
+		}
+		if _, err := d.Turn(bg, u); !errors.Is(err, ErrTurnNotFound) {
+			t.Fatalf("%s: append: %v, want ErrTurnNotFound", what, err)
+		}
+		if _, err := d.Session(bg, s); !errors.Is(err, ErrRowNotFound) {
+			t.Fatalf("%s: session: %v, want ErrRowNotFound", what, err)
+		}
+		n := 0
+		_ = d.Events(bg, "a", 0, func(uint64, []byte) error { n++; return nil })
+		if n != 0 {
+			t.Fatalf("%s: %d events", what, n)
+		}
+		if _, err := d.IdempotencyKey(bg, ScopeTurn, c, "mine"); !errors.Is(err, ErrKeyNotFound) {
+			t.Fatalf("%s: key: %v, want ErrKeyNotFound", what, err)
+		}
+		if _, err := d.ProxyLookup(bg, "", ProxyByKey, []byte("conv")); !errors.Is(err, ErrProxyNotFound) {
+			t.Fatalf("%s: proxy key: %v, want ErrProxyNotFound", what, err)
+		}
+		if _, err := d.ProxyLookup(bg, "acme", ProxyByTurn, u[:]); !errors.Is(err, ErrProxyNotFound) {
+			t.Fatalf("%s: proxy turn: %v, want ErrProxyNotFound", what, err)
+		}
+	}
+
+	// The group refuses the last key: it names another request.
+	other := taken
+	other.Turn = u
+	if _, err := d.Commit(bg, tx(other)); !errors.Is(err, ErrDuplicate) || !strings.Contains(err.Error(), `key 1: `) {
+		t.Fatalf("Commit with a key naming another request = %v, want ErrDuplicate naming key 1", err)
+	}
+	unchanged("key taken")
+
+	// The database refuses the keyed rows, written last.
+	pgExec(t, url, `CREATE FUNCTION ctx_test_refuse() RETURNS trigger LANGUAGE plpgsql AS
+		$$ BEGIN RAISE EXCEPTION 'refused by test'; END $$`)
+	pgExec(t, url, `CREATE TRIGGER ctx_test_refuse BEFORE INSERT OR UPDATE ON ctx_keyed
+		FOR EACH ROW EXECUTE FUNCTION ctx_test_refuse()`)
+	if _, err := d.Commit(bg, tx(taken)); err == nil || !strings.Contains(err.Error(), "refused by test") {
+		t.Fatalf("Commit whose keyed rows the database refuses = %v, want its error", err)
+	}
+	unchanged("keyed rows refused")
+
+	pgExec(t, url, `DROP TRIGGER ctx_test_refuse ON ctx_keyed`)
+	if _, err := d.Commit(bg, tx(taken)); err != nil { // taken again, the same request: nothing
+		t.Fatal(err)
+	}
+	if _, err := d.Turn(bg, u); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := d.IdempotencyKey(bg, ScopeTurn, c, "mine"); err != nil || got.Turn != u {
+		t.Fatalf("key = %+v, %v", got, err)
+	}
+	if got, err := d.ProxyLookup(bg, "acme", ProxyByTurn, u[:]); err != nil || got.Branch != c {
+		t.Fatalf("proxy turn = %+v, %v", got, err)
+	}
+	if got, err := d.IdempotencyKey(bg, ScopeTurn, owner, "taken"); err != nil || got.Turn != taken.Turn {
+		t.Fatalf("the key taken first = %+v, %v", got, err)
+	}
+}
+
+// TestPGDBClaimRace: runtimes on one database racing to claim one proxy
+// key, or to store one idempotency key for different requests: exactly
+// one wins; every claimer is answered with the winner's branch, and every
+// other key writer with ErrDuplicate.
+func TestPGDBClaimRace(t *testing.T) {
+	url := pgtest.Start(t)
+	dbs := []*PGDB{openPGDB(t, url), openPGDB(t, url)}
+	now := time.UnixMilli(1_700_000_000_000)
+	const per = 4 // claimers per runtime
+	for round := range 5 {
+		key := fmt.Sprintf("race-%d", round)
+		var (
+			wg      sync.WaitGroup
+			start   = make(chan struct{})
+			mine    = make([]messages.BranchID, 2*per)
+			claimed = make([]ProxyTarget, 2*per)
+			keyErrs = make([]error, 2*per)
+			errs    = make([]error, 2*per)
+		)
+		for i := range 2 * per {
+			mine[i] = messages.NewID[messages.BranchID](now)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				d := dbs[i%2]
+				<-start
+				claimed[i], errs[i] = d.ClaimProxyKey(bg, "acme", key, mine[i])
+				_, keyErrs[i] = d.Commit(bg, &Tx{Keys: []IdempotencyRow{{Scope: ScopeFork, Owner: TenantOwner("acme"), Key: key,
+					Hash: fmt.Sprint(i), Branch: mine[i]}}})
+			}()
+		}
+		close(start)
+		wg.Wait()
+		winner := claimed[0].Branch
+		if !slices.Contains(mine, winner) {
+			t.Fatalf("round %d: the key names %s, no claimer's branch", round, winner)
+		}
+		for i := range 2 * per {
+			if errs[i] != nil || claimed[i].Branch != winner {
+				t.Fatalf("round %d: claimer %d = %+v, %v; want %s", round, i, claimed[i], errs[i], winner)
+			}
+		}
+		won := 0
+		var wonBranch messages.BranchID
+		for i, err := range keyErrs {
+			switch {
+			case err == nil:
+				won++
+				wonBranch = mine[i]
+			case !errors.Is(err, ErrDuplicate):
+				t.Fatalf("round %d: key writer %d = %v, want nil or ErrDuplicate", round, i, err)
+			}
+		}
+		if won != 1 {
+			t.Fatalf("round %d: %d key writers won, want 1", round, won)
+		}
+		for _, d := range dbs {
+			if got, err := d.IdempotencyKey(bg, ScopeFork, TenantOwner("acme"), key); err != nil || got.Branch != wonBranch {
+				t.Fatalf("round %d: key = %+v, %v; want the winner's %s", round, got, err, wonBranch)
+			}
+			if got, err := d.ProxyLookup(bg, "acme", ProxyByKey, []byte(key)); err != nil || got.Branch != winner {
+				t.Fatalf("round %d: lookup = %+v, %v; want %s", round, got, err, winner)
+			}
+		}
+	}
 }

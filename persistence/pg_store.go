@@ -212,6 +212,13 @@ var pgSchema = []string{
 		data  BYTEA NOT NULL,
 		PRIMARY KEY (kind, actor)
 	)`,
+	// The idempotency keys and proxy index of PGDB (pg_db_index.go):
+	// each row under its Badger key, with Badger's bytes. Written once,
+	// never updated. A new table of schema version 1.
+	`CREATE TABLE IF NOT EXISTS ctx_keyed (
+		key  BYTEA PRIMARY KEY,
+		data BYTEA NOT NULL
+	)`,
 }
 
 // pgSchemaVersion is the layout above; an open refuses any other.

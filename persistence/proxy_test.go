@@ -13,12 +13,9 @@ import (
 // The proxy index keeps the first entry of a name, finds the longest
 // prefix it holds, refuses malformed entries with nothing of their Tx
 // written, and keeps everything across a reopen.
-func TestProxyIndex(t *testing.T) {
-	dir := t.TempDir()
-	d, err := Open(TestOptions(dir))
-	if err != nil {
-		t.Fatal(err)
-	}
+func TestProxyIndex(t *testing.T) { forEachReopenDB(t, testProxyIndex) }
+
+func testProxyIndex(t *testing.T, d lifecycleDB, reopen func() lifecycleDB) {
 	now := time.UnixMilli(1_700_000_000_000)
 	b1, b2 := messages.NewID[messages.BranchID](now), messages.NewID[messages.BranchID](now)
 	t1 := messages.NewID[messages.TurnID](now)
@@ -93,13 +90,7 @@ func TestProxyIndex(t *testing.T) {
 		t.Errorf("a Tx with a bad proxy entry wrote its session: %v", err)
 	}
 
-	if err := d.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if d, err = Open(TestOptions(dir)); err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
+	d = reopen()
 	if got, err := d.ProxyLookup(bg, "", ProxyByKey, []byte("alice")); err != nil || got.Branch != b1 {
 		t.Fatalf("alice after reopen = %+v, %v; want b1", got, err)
 	}
@@ -195,12 +186,9 @@ func TestProxyKeysFromTitlesOnce(t *testing.T) {
 // same name in two tenants names two conversations, and the default
 // tenant's entries are those written before tenants ("" and
 // DefaultTenant are one tenant).
-func TestProxyIndexPerTenant(t *testing.T) {
-	d, err := Open(TestOptions(t.TempDir()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
+func TestProxyIndexPerTenant(t *testing.T) { forEachDB(t, testProxyIndexPerTenant) }
+
+func testProxyIndexPerTenant(t *testing.T, d lifecycleDB) {
 	now := time.UnixMilli(1_700_000_000_000)
 	a, b, def := messages.NewID[messages.BranchID](now), messages.NewID[messages.BranchID](now), messages.NewID[messages.BranchID](now)
 	turn := messages.NewID[messages.TurnID](now)
@@ -245,7 +233,7 @@ func TestProxyIndexPerTenant(t *testing.T) {
 		}
 	}
 	// The default tenant's entries are where the index kept them before.
-	if _, err := getJSON[ProxyTarget](d, []byte("pkshared-key"), ErrProxyNotFound); err != nil {
+	if _, err := rawKeyed[ProxyTarget](d, []byte("pkshared-key"), ErrProxyNotFound); err != nil {
 		t.Errorf("the default tenant's key is not at p|k|key: %v", err)
 	}
 	long := strings.Repeat("t", MaxTenantName+1)
