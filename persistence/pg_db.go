@@ -19,14 +19,16 @@ import (
 // branches, turn rows, states, steps, jobs), the retrieval rows (chunks,
 // partition entries, vectors), the actor logs (events, snapshots;
 // pg_db_actor.go), the idempotency keys and the proxy index
-// (pg_db_index.go), and Commit for the parts of a Tx that write them. A
+// (pg_db_index.go), the tenants of branches and roots (pg_db_tenancy.go),
+// and Commit for the parts of a Tx that write them. A
 // Tx's context-store parts (NewBranches, Appends) and its rows are
 // committed by the store's group committer in one SQL transaction, as
 // Badger's group commits them in one batch.
 //
-// It does not implement Database yet: tenancy, imports, retention and delete are still Badger's alone, and
-// Commit refuses a Tx that uses them (ErrInvalidArgument naming the
-// field) rather than drop them.
+// It does not implement Database yet: imports, session activity,
+// retention and delete are still Badger's alone, and Commit refuses a Tx
+// that uses them (ErrInvalidArgument naming the field) rather than drop
+// them.
 type PGDB struct{ *pgStore }
 
 // OpenPostgresDB connects to the database at opts.URL, creates the
@@ -74,11 +76,6 @@ func (d *PGDB) Commit(ctx context.Context, tx *Tx) (TxResult, error) {
 	}
 	if f := pgUnsupported(tx); f != "" {
 		return TxResult{}, fmt.Errorf("%w: tx.%s: not yet on PostgreSQL (issue 27, step 2b)", ErrInvalidArgument, f)
-	}
-	for i, spec := range tx.NewBranches {
-		if spec.Tenant != "" && spec.Tenant != DefaultTenant {
-			return TxResult{}, fmt.Errorf("%w: new branch %d: tenant: the postgres store does not record tenants yet", ErrInvalidArgument, i)
-		}
 	}
 	for _, s := range []struct {
 		field string
@@ -297,6 +294,7 @@ type pgTxSave struct {
 	blobs    map[Hash]*pgBlob
 	newTurns int
 	branches int
+	roots    int
 	st       struct {
 		appends, blobWrites, blobDedups, storedBytes, rawBytes uint64
 	}
@@ -304,7 +302,7 @@ type pgTxSave struct {
 
 func (g *pgGroup) saveTx(o *op) pgTxSave {
 	sv := pgTxSave{heads: map[messages.BranchID]*pgHead{}, blobs: map[Hash]*pgBlob{},
-		newTurns: len(g.newTurns), branches: len(g.newBranches), st: g.st}
+		newTurns: len(g.newTurns), branches: len(g.newBranches), roots: len(g.rootTenants), st: g.st}
 	for i, a := range o.tx.Appends {
 		if _, ok := sv.heads[a.Branch]; !ok {
 			sv.heads[a.Branch] = clonePtr(g.heads[a.Branch])
@@ -343,6 +341,7 @@ func (g *pgGroup) restoreTx(sv pgTxSave) {
 		}
 	}
 	g.newBranches = g.newBranches[:sv.branches]
+	g.rootTenants = g.rootTenants[:sv.roots]
 	for id, h := range sv.heads {
 		if h == nil {
 			delete(g.heads, id)

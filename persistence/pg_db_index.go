@@ -208,4 +208,3 @@ func (d *PGDB) ClaimProxyKey(ctx context.Context, tenant, key string, branch mes
 	}
 	return d.ProxyLookup(ctx, tenant, ProxyByKey, e.Name)
 }
-

@@ -52,6 +52,9 @@ type lifecycleDB interface {
 	ProxyLookup(ctx context.Context, tenant string, kind ProxyKind, name []byte) (ProxyTarget, error)
 	ProxyLongestPrefix(ctx context.Context, tenant string, hashes [][32]byte) (int, ProxyTarget, error)
 	ClaimProxyKey(ctx context.Context, tenant, key string, branch messages.BranchID) (ProxyTarget, error)
+	// tenancy
+	BranchTenant(ctx context.Context, branch messages.BranchID) (string, error)
+	TurnTenant(ctx context.Context, turn messages.TurnID) (string, error)
 }
 
 var (
@@ -436,7 +439,6 @@ func TestPGDBRefusesUnsupported(t *testing.T) {
 		{"tx.Touched", func(tx *Tx) { tx.Touched = []SessionTouch{{}} }},
 		{"tx.Retention", func(tx *Tx) { tx.Retention = []SessionRetention{{}} }},
 		{"tx.RetentionJob", func(tx *Tx) { tx.RetentionJob = &RetentionJob{} }},
-		{"new branch 0: tenant", func(tx *Tx) { tx.NewBranches[0].Tenant = "acme" }},
 		{"new turn 0: seq", func(tx *Tx) { tx.NewTurns[0].Seq = math.MaxInt64 + 1 }},
 		{"turn 0: seq", func(tx *Tx) { tx.Turns = []TurnRow{{Branch: tx.NewBranches[0].ID, Seq: math.MaxUint64}} }},
 		{"state 0: seq", func(tx *Tx) { tx.States = []StateRow{{Seq: math.MaxInt64 + 1}} }},
@@ -455,6 +457,7 @@ func TestPGDBRefusesUnsupported(t *testing.T) {
 			tx.NewTurns[0].Phase = messages.PhaseAccepted
 			tx.Vectors = []VectorRow{{Namespace: "n"}}
 		}},
+		{"tenant: 65 bytes", func(tx *Tx) { tx.NewBranches[0].Tenant = strings.Repeat("t", MaxTenantName+1) }},
 		{"actor name", func(tx *Tx) { tx.Snapshot = &EventRecord{} }},
 		{"previous snapshot", func(tx *Tx) { tx.PrevSnapshot = rec }},
 	} {
@@ -487,9 +490,10 @@ func TestPGDBRefusesUnsupported(t *testing.T) {
 	if _, err := d.Turn(bg, u); !errors.Is(err, ErrTurnNotFound) {
 		t.Fatalf("a refused Tx appended its turn (%v)", err)
 	}
-	// Only the two refused by the group (a chunk, a vector) reached it.
-	if n := d.Stats().Groups; n != 2 {
-		t.Fatalf("refused Txs reached the committer: %d groups, want 2", n)
+	// Only the three refused by the group (a chunk, a vector, a tenant)
+	// reached it.
+	if n := d.Stats().Groups; n != 3 {
+		t.Fatalf("refused Txs reached the committer: %d groups, want 3", n)
 	}
 }
 
@@ -964,8 +968,9 @@ func TestPGDBActorPartsAllOrNothing(t *testing.T) {
 	})
 }
 
-// TestPGDBKeyedAllOrNothing: a Tx holding lifecycle rows, an append,
-// events, idempotency keys and proxy entries writes nothing when its
+// TestPGDBKeyedAllOrNothing: a Tx holding lifecycle rows, a branch of a
+// tenant and its root, events, idempotency keys and proxy entries writes
+// nothing when its
 // last part fails, whether the group refuses it (a key naming another
 // request) or the database does (its last statements, the keyed rows'
 // inserts, raise); once nothing fails, all of it is stored.
@@ -984,7 +989,7 @@ func TestPGDBKeyedAllOrNothing(t *testing.T) {
 	mine := IdempotencyRow{Scope: ScopeTurn, Owner: c, Key: "mine", Hash: "h1", Turn: u}
 	tx := func(keys ...IdempotencyRow) *Tx {
 		return &Tx{
-			NewBranches: []BranchSpec{{ID: c}},
+			NewBranches: []BranchSpec{{ID: c, Tenant: "acme"}},
 			Appends:     []TxAppend{{Branch: c, ID: u, Req: AppendRequest{Payload: []byte("keyed")}}},
 			Sessions:    []SessionRow{{ID: s, ActiveBranch: c, Created: now}},
 			NewTurns:    []TurnRow{{Branch: c, Seq: 1, ID: u, Phase: messages.PhaseAccepted}},
@@ -1018,6 +1023,9 @@ func TestPGDBKeyedAllOrNothing(t *testing.T) {
 		}
 		if _, err := d.ProxyLookup(bg, "acme", ProxyByTurn, u[:]); !errors.Is(err, ErrProxyNotFound) {
 			t.Fatalf("%s: proxy turn: %v, want ErrProxyNotFound", what, err)
+		}
+		if n := pgCount(t, url, `SELECT (SELECT count(*) FROM ctx_branch_tenants) + (SELECT count(*) FROM ctx_root_tenants)`); n != 0 {
+			t.Fatalf("%s: %d tenant rows", what, n)
 		}
 	}
 
@@ -1054,6 +1062,12 @@ func TestPGDBKeyedAllOrNothing(t *testing.T) {
 	}
 	if got, err := d.IdempotencyKey(bg, ScopeTurn, owner, "taken"); err != nil || got.Turn != taken.Turn {
 		t.Fatalf("the key taken first = %+v, %v", got, err)
+	}
+	if got, err := d.BranchTenant(bg, c); err != nil || got != "acme" {
+		t.Fatalf("BranchTenant = %q, %v; want acme", got, err)
+	}
+	if got, err := d.TurnTenant(bg, u); err != nil || got != "acme" {
+		t.Fatalf("TurnTenant = %q, %v; want acme", got, err)
 	}
 }
 

@@ -219,6 +219,17 @@ var pgSchema = []string{
 		key  BYTEA PRIMARY KEY,
 		data BYTEA NOT NULL
 	)`,
+	// The owners of branches made with BranchSpec.Tenant and of the roots
+	// appended to them (pg_db_tenancy.go), Badger's A and Z rows: the
+	// tenant's name, its bytes. New tables of schema version 1.
+	`CREATE TABLE IF NOT EXISTS ctx_branch_tenants (
+		branch BYTEA PRIMARY KEY,
+		tenant BYTEA NOT NULL
+	)`,
+	`CREATE TABLE IF NOT EXISTS ctx_root_tenants (
+		turn   BYTEA PRIMARY KEY,
+		tenant BYTEA NOT NULL
+	)`,
 }
 
 // pgSchemaVersion is the layout above; an open refuses any other.
@@ -447,9 +458,6 @@ func (s *pgStore) Append(ctx context.Context, branch messages.BranchID, req Appe
 }
 
 func (s *pgStore) CreateBranch(ctx context.Context, spec BranchSpec) (Head, error) {
-	if spec.Tenant != "" && spec.Tenant != DefaultTenant {
-		return Head{}, fmt.Errorf("%w: tenant: the postgres store does not record tenants yet", ErrInvalidArgument)
-	}
 	o := &op{kind: opBranch, spec: spec}
 	if err := s.submit(ctx, o); err != nil {
 		return Head{}, err
@@ -553,6 +561,11 @@ type pgHead struct {
 	seq     int64 // the seq read (0 for a branch this group creates)
 	existed bool  // the row existed when read
 	moves   int64 // appends of this group to it
+	// tenant is the branch's owner (BranchSpec.Tenant; "" for none),
+	// when tenantKnown: set by newBranch, or read by the first root
+	// appended to it (pg_db_tenancy.go).
+	tenant      string
+	tenantKnown bool
 }
 
 // pgBlob is a blob as a group sees it.
@@ -580,7 +593,8 @@ type pgGroup struct {
 	newBranches []messages.BranchID
 	newTurns    []turnRecord
 	newOvs      []Overlay
-	rows        *pgRows // lifecycle rows of the group's Txs (pg_db.go); nil without any
+	rootTenants []pgRootTenant // the owners of new roots of branches with one
+	rows        *pgRows        // lifecycle rows of the group's Txs (pg_db.go); nil without any
 	wrote       bool
 	st          struct {
 		appends, blobWrites, blobDedups, storedBytes, rawBytes uint64
@@ -912,6 +926,11 @@ func (g *pgGroup) appendNode(o *op, id messages.TurnID) (Turn, error) {
 		}
 	}
 	g.addRef(o.hash, o.blob, len(o.append.Payload))
+	if h.Empty() {
+		if err := g.ownRoot(o.branch, ph, r.ID); err != nil {
+			return Turn{}, err
+		}
+	}
 	g.turns[r.ID] = r
 	g.newTurns = append(g.newTurns, r)
 	ph.head.Turn, ph.head.Depth = r.ID, r.Depth
@@ -968,6 +987,9 @@ func (g *pgGroup) addRef(h Hash, rec []byte, rawLen int) {
 
 func (g *pgGroup) newBranch(spec BranchSpec) (Head, error) {
 	now := g.s.opts.Now()
+	if len(spec.Tenant) > MaxTenantName {
+		return Head{}, fmt.Errorf("%w: tenant: %d bytes, limit %d", ErrInvalidArgument, len(spec.Tenant), MaxTenantName)
+	}
 	id := spec.ID
 	if id.IsZero() {
 		id = messages.NewID[messages.BranchID](now)
@@ -983,7 +1005,11 @@ func (g *pgGroup) newBranch(spec BranchSpec) (Head, error) {
 		}
 		h.Turn, h.Depth, h.Base = r.ID, r.Depth, r.ID
 	}
-	g.heads[id] = &pgHead{head: h}
+	ph := &pgHead{head: h, tenantKnown: true}
+	if spec.Tenant != DefaultTenant {
+		ph.tenant = spec.Tenant
+	}
+	g.heads[id] = ph
 	g.newBranches = append(g.newBranches, id)
 	return h, nil
 }
@@ -1076,6 +1102,7 @@ func (g *pgGroup) write() error {
 			id[:], h.Turn[:], int64(h.Depth), h.Base[:], h.CreatedAt.UnixMilli(), ph.moves)
 		checks = append(checks, pgCheck{"insert head " + id.String(), false})
 	}
+	checks = g.queueTenants(b, checks)
 	for id, ph := range g.heads {
 		if !ph.existed || ph.moves == 0 {
 			continue

@@ -117,8 +117,9 @@ type BranchSpec struct {
 	At messages.TurnID
 	// Tenant, when not "" nor DefaultTenant, is recorded as the branch's
 	// owner with it (DB.BranchTenant), and as the owner of the root turn
-	// its first append makes (DB.TurnTenant). Only the Badger store (DB)
-	// records it; at most MaxTenantName bytes.
+	// its first append makes (DB.TurnTenant). The Badger store (DB) and
+	// PostgreSQL's (PGDB, and the store it is built on) record it; at
+	// most MaxTenantName bytes.
 	Tenant string
 }
 

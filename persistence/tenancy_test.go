@@ -14,14 +14,10 @@ import (
 // reopen; forks keep the tenant they are given; the runtime's branches
 // and roots are their session's tenant's (none while the session is not
 // written); everything else is the default tenant's.
-func TestTenancy(t *testing.T) {
+func TestTenancy(t *testing.T) { forEachReopenDB(t, testTenancy) }
+
+func testTenancy(t *testing.T, d lifecycleDB, reopen func() lifecycleDB) {
 	ctx := t.Context()
-	dir := t.TempDir()
-	d, err := Open(TestOptions(dir))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { d.Close() }()
 	now := time.Now()
 
 	acme, err := d.CreateBranch(ctx, BranchSpec{Tenant: "acme"})
@@ -91,12 +87,7 @@ func TestTenancy(t *testing.T) {
 		}
 	}
 	check("open")
-	if err := d.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if d, err = Open(TestOptions(dir)); err != nil {
-		t.Fatal(err)
-	}
+	d = reopen()
 	check("reopened")
 
 	if _, err := d.CreateBranch(ctx, BranchSpec{Tenant: strings.Repeat("a", MaxTenantName+1)}); !errors.Is(err, ErrInvalidArgument) {
