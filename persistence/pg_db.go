@@ -20,12 +20,12 @@ import (
 // partition entries, vectors), the actor logs (events, snapshots;
 // pg_db_actor.go), the idempotency keys and the proxy index
 // (pg_db_index.go), the tenants of branches and roots (pg_db_tenancy.go),
-// and Commit for the parts of a Tx that write them. A
+// the imports under way, and Commit for the parts of a Tx that write them. A
 // Tx's context-store parts (NewBranches, Appends) and its rows are
 // committed by the store's group committer in one SQL transaction, as
 // Badger's group commits them in one batch.
 //
-// It does not implement Database yet: imports, session activity,
+// It does not implement Database yet: session activity,
 // retention and delete are still Badger's alone, and Commit refuses a Tx
 // that uses them (ErrInvalidArgument naming the field) rather than drop
 // them.
@@ -50,10 +50,6 @@ const pgMaxSeq = math.MaxInt64
 // pgUnsupported names the first field of tx that PGDB does not store yet.
 func pgUnsupported(tx *Tx) string {
 	switch {
-	case len(tx.Imports) > 0:
-		return "Imports"
-	case len(tx.DoneImports) > 0:
-		return "DoneImports"
 	case len(tx.DropBranches) > 0:
 		return "DropBranches"
 	case len(tx.Touched) > 0:
@@ -184,15 +180,17 @@ type pgRowSet struct {
 	states   map[pgKey]pgRow
 	steps    map[pgKey]pgRow
 	jobs     map[pgKey]pgRow
+	imports  map[pgKey]pgRow // by session; nil data: deleted
 }
 
 func newPGRowSet() pgRowSet {
 	return pgRowSet{sessions: map[pgKey]pgRow{}, branches: map[pgKey]pgRow{}, turns: map[pgKey]pgRow{},
-		states: map[pgKey]pgRow{}, steps: map[pgKey]pgRow{}, jobs: map[pgKey]pgRow{}}
+		states: map[pgKey]pgRow{}, steps: map[pgKey]pgRow{}, jobs: map[pgKey]pgRow{},
+		imports: map[pgKey]pgRow{}}
 }
 
 func (s pgRowSet) tables() []map[pgKey]pgRow {
-	return []map[pgKey]pgRow{s.sessions, s.branches, s.turns, s.states, s.steps, s.jobs}
+	return []map[pgKey]pgRow{s.sessions, s.branches, s.turns, s.states, s.steps, s.jobs, s.imports}
 }
 
 // pgRows is the lifecycle side of a group: what it read of the keys its
@@ -429,6 +427,18 @@ func (g *pgGroup) applyTxParts(o *op) (TxResult, error) {
 		}
 		own.branches[pgKey{id: r.ID}] = pgRow{data: b, aux: r.Session}
 	}
+	// Imports are upserted, then DoneImports deleted (an absent one is
+	// nothing), as applyTx does.
+	for _, r := range tx.Imports {
+		b, err := encode(r)
+		if err != nil {
+			return res, err
+		}
+		own.imports[pgKey{id: r.Session}] = pgRow{data: b}
+	}
+	for _, id := range tx.DoneImports {
+		own.imports[pgKey{id: id}] = pgRow{} // deleted
+	}
 	turns := func(s pgRowSet) map[pgKey]pgRow { return s.turns }
 	for _, r := range tx.NewTurns {
 		k := pgKey{r.Branch, r.Seq}
@@ -581,6 +591,16 @@ func (r *pgRows) queue(b *pgx.Batch, checks []pgCheck) []pgCheck {
 				ON CONFLICT (kind, turn) DO UPDATE SET data = excluded.data`, int16(k.n), k.id[:], w.data)
 		}
 		checks = append(checks, pgCheck{fmt.Sprintf("write job %c of turn %s", byte(k.n), messages.TurnID(k.id)), false})
+	}
+	for _, k := range sorted(r.w.imports) {
+		w := r.w.imports[k]
+		if w.data == nil {
+			b.Queue(`DELETE FROM ctx_imports WHERE session = $1`, k.id[:])
+		} else {
+			b.Queue(`INSERT INTO ctx_imports (session, data) VALUES ($1, $2)
+				ON CONFLICT (session) DO UPDATE SET data = excluded.data`, k.id[:], w.data)
+		}
+		checks = append(checks, pgCheck{fmt.Sprintf("write import of session %s", messages.SessionID(k.id)), false})
 	}
 	return r.x.queue(b, checks)
 }
@@ -777,6 +797,18 @@ func (d *PGDB) StepRow(ctx context.Context, step messages.StepID) (StepRow, erro
 func (d *PGDB) Steps(ctx context.Context, turn messages.TurnID) ([]StepRow, error) {
 	return pgScanRows[StepRow](ctx, d, "read steps of turn "+turn.String(),
 		`SELECT data FROM ctx_steps WHERE turn = $1 ORDER BY idx`, turn[:])
+}
+
+// Import returns the import under way of session.
+func (d *PGDB) Import(ctx context.Context, session messages.SessionID) (ImportRow, error) {
+	return pgGetRow[ImportRow](ctx, d, "read import of session "+session.String(),
+		fmt.Errorf("%w: import of session %s", ErrRowNotFound, session), `SELECT data FROM ctx_imports WHERE session = $1`, session[:])
+}
+
+// Imports returns the imports under way (or cut short by a crash), in
+// the order of their sessions.
+func (d *PGDB) Imports(ctx context.Context) ([]ImportRow, error) {
+	return pgScanRows[ImportRow](ctx, d, "read imports", `SELECT data FROM ctx_imports ORDER BY session`)
 }
 
 // Jobs returns every pending job, in branch order and then creation order

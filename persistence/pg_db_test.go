@@ -52,6 +52,9 @@ type lifecycleDB interface {
 	ProxyLookup(ctx context.Context, tenant string, kind ProxyKind, name []byte) (ProxyTarget, error)
 	ProxyLongestPrefix(ctx context.Context, tenant string, hashes [][32]byte) (int, ProxyTarget, error)
 	ClaimProxyKey(ctx context.Context, tenant, key string, branch messages.BranchID) (ProxyTarget, error)
+	// imports
+	Import(ctx context.Context, session messages.SessionID) (ImportRow, error)
+	Imports(ctx context.Context) ([]ImportRow, error)
 	// tenancy
 	BranchTenant(ctx context.Context, branch messages.BranchID) (string, error)
 	TurnTenant(ctx context.Context, turn messages.TurnID) (string, error)
@@ -433,8 +436,6 @@ func TestPGDBRefusesUnsupported(t *testing.T) {
 	}{
 		{"key 0: ", func(tx *Tx) { tx.Keys = []IdempotencyRow{{Key: "k"}} }},
 		{"proxy entry 0: ", func(tx *Tx) { tx.Proxy = []ProxyEntry{{Kind: ProxyByKey, Name: []byte("k")}} }},
-		{"tx.Imports", func(tx *Tx) { tx.Imports = []ImportRow{{}} }},
-		{"tx.DoneImports", func(tx *Tx) { tx.DoneImports = []messages.SessionID{{}} }},
 		{"tx.DropBranches", func(tx *Tx) { tx.DropBranches = []BranchRow{{}} }},
 		{"tx.Touched", func(tx *Tx) { tx.Touched = []SessionTouch{{}} }},
 		{"tx.Retention", func(tx *Tx) { tx.Retention = []SessionRetention{{}} }},
@@ -1136,4 +1137,71 @@ func TestPGDBClaimRace(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestImportRows: imports are upserted and DoneImports deleted (an
+// absent one is nothing; in one Tx, the delete comes last), listed in
+// session order, written only with their whole Tx, and kept across a
+// reopen, on both backends.
+func TestImportRows(t *testing.T) {
+	forEachReopenDB(t, func(t *testing.T, d lifecycleDB, reopen func() lifecycleDB) {
+		now := time.UnixMilli(1_700_000_000_000).UTC()
+		ids := make([]messages.SessionID, 4)
+		for i := range ids {
+			ids[i] = messages.NewID[messages.SessionID](now.Add(time.Duration(i) * time.Second))
+		}
+		a, b, c, x := ids[0], ids[1], ids[2], ids[3]
+		list := func() []messages.SessionID {
+			t.Helper()
+			rs, err := d.Imports(bg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var out []messages.SessionID
+			for _, r := range rs {
+				out = append(out, r.Session)
+			}
+			return out
+		}
+		if got := list(); len(got) != 0 {
+			t.Fatalf("Imports of a new store = %v", got)
+		}
+		if _, err := d.Commit(bg, &Tx{Imports: []ImportRow{{Session: b, Started: now}, {Session: a, Started: now}}}); err != nil {
+			t.Fatal(err)
+		}
+		// The same import again is upserted with its new start.
+		if _, err := d.Commit(bg, &Tx{Imports: []ImportRow{{Session: a, Started: now.Add(time.Minute)}}}); err != nil {
+			t.Fatal(err)
+		}
+		if r, err := d.Import(bg, a); err != nil || r.Session != a || !r.Started.Equal(now.Add(time.Minute)) {
+			t.Fatalf("Import(a) = %+v, %v", r, err)
+		}
+		if _, err := d.Commit(bg, &Tx{Imports: []ImportRow{{Session: c, Started: now}, {Session: x, Started: now}},
+			DoneImports: []messages.SessionID{a, x, messages.NewID[messages.SessionID](now)}}); err != nil {
+			t.Fatal(err)
+		}
+		if got := list(); !slices.Equal(got, []messages.SessionID{b, c}) {
+			t.Fatalf("Imports = %v, want b c", got)
+		}
+		for _, id := range []messages.SessionID{a, x} {
+			if _, err := d.Import(bg, id); !errors.Is(err, ErrRowNotFound) {
+				t.Fatalf("Import(done) = %v, want ErrRowNotFound", err)
+			}
+		}
+		// A Tx that fails writes none of its imports.
+		turn := TurnRow{Branch: messages.NewID[messages.BranchID](now), Seq: 1, ID: messages.NewID[messages.TurnID](now), Phase: messages.PhaseAccepted}
+		if _, err := d.Commit(bg, &Tx{NewTurns: []TurnRow{turn}}); err != nil {
+			t.Fatal(err)
+		}
+		dup := turn
+		dup.ID = messages.NewID[messages.TurnID](now)
+		if _, err := d.Commit(bg, &Tx{Imports: []ImportRow{{Session: x, Started: now}}, DoneImports: []messages.SessionID{b},
+			NewTurns: []TurnRow{dup}}); !errors.Is(err, ErrDuplicate) {
+			t.Fatalf("Commit with a turn seq taken = %v, want ErrDuplicate", err)
+		}
+		d = reopen()
+		if got := list(); !slices.Equal(got, []messages.SessionID{b, c}) {
+			t.Fatalf("Imports after a failed Tx and a reopen = %v, want b c", got)
+		}
+	})
 }

@@ -230,6 +230,12 @@ var pgSchema = []string{
 		turn   BYTEA PRIMARY KEY,
 		tenant BYTEA NOT NULL
 	)`,
+	// The imports under way of PGDB (ImportRow's JSON, by session). A
+	// new table of schema version 1.
+	`CREATE TABLE IF NOT EXISTS ctx_imports (
+		session BYTEA PRIMARY KEY,
+		data    BYTEA NOT NULL
+	)`,
 }
 
 // pgSchemaVersion is the layout above; an open refuses any other.
