@@ -20,13 +20,14 @@ import (
 // partition entries, vectors), the actor logs (events, snapshots;
 // pg_db_actor.go), the idempotency keys and the proxy index
 // (pg_db_index.go), the tenants of branches and roots (pg_db_tenancy.go),
-// the imports under way, and Commit for the parts of a Tx that write them. A
+// the imports under way, session activity and retention
+// (pg_db_retention.go), and Commit for the parts of a Tx that write them. A
 // Tx's context-store parts (NewBranches, Appends) and its rows are
 // committed by the store's group committer in one SQL transaction, as
 // Badger's group commits them in one batch.
 //
-// It does not implement Database yet: session activity,
-// retention and delete are still Badger's alone, and Commit refuses a Tx
+// It does not implement Database yet: DropBranches and delete are
+// still Badger's alone, and Commit refuses a Tx
 // that uses them (ErrInvalidArgument naming the field) rather than drop
 // them.
 type PGDB struct{ *pgStore }
@@ -52,12 +53,6 @@ func pgUnsupported(tx *Tx) string {
 	switch {
 	case len(tx.DropBranches) > 0:
 		return "DropBranches"
-	case len(tx.Touched) > 0:
-		return "Touched"
-	case len(tx.Retention) > 0:
-		return "Retention"
-	case tx.RetentionJob != nil:
-		return "RetentionJob"
 	}
 	return ""
 }
@@ -427,6 +422,10 @@ func (g *pgGroup) applyTxParts(o *op) (TxResult, error) {
 		}
 		own.branches[pgKey{id: r.ID}] = pgRow{data: b, aux: r.Session}
 	}
+	ownX := newPGExtra()
+	if err := g.applyRetention(tx, rows, own, &ownX); err != nil {
+		return res, err
+	}
 	// Imports are upserted, then DoneImports deleted (an absent one is
 	// nothing), as applyTx does.
 	for _, r := range tx.Imports {
@@ -494,7 +493,6 @@ func (g *pgGroup) applyTxParts(o *op) (TxResult, error) {
 		}
 		own.jobs[pgKey{j.Turn, uint64(c)}] = pgRow{} // deleted
 	}
-	ownX := newPGExtra()
 	if err := g.applyRetrieval(tx, rows, &ownX, &res); err != nil {
 		return res, err
 	}

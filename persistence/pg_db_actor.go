@@ -175,18 +175,21 @@ type pgCompaction struct {
 // pgExtra is the retrieval rows and actor log writes of a group (or of
 // one Tx of it, merged into the group's when it commits).
 type pgExtra struct {
-	chunks      map[pgChunkKey]pgRow // inserted: id and JSON
-	members     map[pgMemberKey][]byte
-	vectors     map[pgVecKey][]byte
-	events      map[pgEventKey]int // the position in ops of the event's insert
-	compactions map[string][]pgCompaction
-	ops         []pgActorOp
-	keyed       map[string][]byte // idempotency keys and proxy entries, inserted
+	chunks       map[pgChunkKey]pgRow // inserted: id and JSON
+	members      map[pgMemberKey][]byte
+	vectors      map[pgVecKey][]byte
+	events       map[pgEventKey]int // the position in ops of the event's insert
+	compactions  map[string][]pgCompaction
+	ops          []pgActorOp
+	keyed        map[string][]byte            // idempotency keys and proxy entries, inserted
+	touched      map[messages.SessionID]int64 // the latest touch of each session (pg_db_retention.go)
+	retentionJob []byte                       // the retention job's record; nil: not written
 }
 
 func newPGExtra() pgExtra {
 	return pgExtra{chunks: map[pgChunkKey]pgRow{}, members: map[pgMemberKey][]byte{}, vectors: map[pgVecKey][]byte{},
-		events: map[pgEventKey]int{}, compactions: map[string][]pgCompaction{}, keyed: map[string][]byte{}}
+		events: map[pgEventKey]int{}, compactions: map[string][]pgCompaction{}, keyed: map[string][]byte{},
+		touched: map[messages.SessionID]int64{}}
 }
 
 func (x *pgExtra) merge(o pgExtra) {
@@ -208,6 +211,14 @@ func (x *pgExtra) merge(o pgExtra) {
 	x.ops = append(x.ops, o.ops...)
 	for k, v := range o.keyed {
 		x.keyed[k] = v
+	}
+	for s, at := range o.touched {
+		if prev, ok := x.touched[s]; !ok || at > prev {
+			x.touched[s] = at
+		}
+	}
+	if o.retentionJob != nil {
+		x.retentionJob = o.retentionJob
 	}
 }
 
@@ -461,7 +472,7 @@ func (x *pgExtra) queue(b *pgx.Batch, checks []pgCheck) []pgCheck {
 			checks = append(checks, pgCheck{fmt.Sprintf("write snapshot of %s", o.actor), false})
 		}
 	}
-	return x.queueKeyed(b, checks)
+	return x.queueRetention(b, x.queueKeyed(b, checks))
 }
 
 // checkPGActorParts checks tx's retrieval and actor log parts as

@@ -55,6 +55,10 @@ type lifecycleDB interface {
 	// imports
 	Import(ctx context.Context, session messages.SessionID) (ImportRow, error)
 	Imports(ctx context.Context) ([]ImportRow, error)
+	// retention
+	SessionActivity(ctx context.Context, id messages.SessionID) (SessionActivity, error)
+	SetSessionRetention(ctx context.Context, id messages.SessionID, idle *time.Duration) (SessionRow, error)
+	RetentionJob(ctx context.Context) (RetentionJob, error)
 	// tenancy
 	BranchTenant(ctx context.Context, branch messages.BranchID) (string, error)
 	TurnTenant(ctx context.Context, turn messages.TurnID) (string, error)
@@ -437,9 +441,6 @@ func TestPGDBRefusesUnsupported(t *testing.T) {
 		{"key 0: ", func(tx *Tx) { tx.Keys = []IdempotencyRow{{Key: "k"}} }},
 		{"proxy entry 0: ", func(tx *Tx) { tx.Proxy = []ProxyEntry{{Kind: ProxyByKey, Name: []byte("k")}} }},
 		{"tx.DropBranches", func(tx *Tx) { tx.DropBranches = []BranchRow{{}} }},
-		{"tx.Touched", func(tx *Tx) { tx.Touched = []SessionTouch{{}} }},
-		{"tx.Retention", func(tx *Tx) { tx.Retention = []SessionRetention{{}} }},
-		{"tx.RetentionJob", func(tx *Tx) { tx.RetentionJob = &RetentionJob{} }},
 		{"new turn 0: seq", func(tx *Tx) { tx.NewTurns[0].Seq = math.MaxInt64 + 1 }},
 		{"turn 0: seq", func(tx *Tx) { tx.Turns = []TurnRow{{Branch: tx.NewBranches[0].ID, Seq: math.MaxUint64}} }},
 		{"state 0: seq", func(tx *Tx) { tx.States = []StateRow{{Seq: math.MaxInt64 + 1}} }},
@@ -970,11 +971,11 @@ func TestPGDBActorPartsAllOrNothing(t *testing.T) {
 }
 
 // TestPGDBKeyedAllOrNothing: a Tx holding lifecycle rows, a branch of a
-// tenant and its root, events, idempotency keys and proxy entries writes
-// nothing when its
+// tenant and its root, a touch, a retention, the retention job's record,
+// an import, events, idempotency keys and proxy entries writes nothing when its
 // last part fails, whether the group refuses it (a key naming another
-// request) or the database does (its last statements, the keyed rows'
-// inserts, raise); once nothing fails, all of it is stored.
+// request) or the database does (its last statement, the retention
+// job's record, raises); once nothing fails, all of it is stored.
 func TestPGDBKeyedAllOrNothing(t *testing.T) {
 	url := pgtest.Start(t)
 	d := openPGDB(t, url)
@@ -988,14 +989,19 @@ func TestPGDBKeyedAllOrNothing(t *testing.T) {
 	s := messages.NewID[messages.SessionID](now)
 	u := messages.NewID[messages.TurnID](now)
 	mine := IdempotencyRow{Scope: ScopeTurn, Owner: c, Key: "mine", Hash: "h1", Turn: u}
+	week := 7 * 24 * time.Hour
 	tx := func(keys ...IdempotencyRow) *Tx {
 		return &Tx{
-			NewBranches: []BranchSpec{{ID: c, Tenant: "acme"}},
-			Appends:     []TxAppend{{Branch: c, ID: u, Req: AppendRequest{Payload: []byte("keyed")}}},
-			Sessions:    []SessionRow{{ID: s, ActiveBranch: c, Created: now}},
-			NewTurns:    []TurnRow{{Branch: c, Seq: 1, ID: u, Phase: messages.PhaseAccepted}},
-			Events:      []EventRecord{{Actor: "a", Index: 0, Data: []byte("e0")}},
-			Keys:        append([]IdempotencyRow{mine}, keys...),
+			NewBranches:  []BranchSpec{{ID: c, Tenant: "acme"}},
+			Appends:      []TxAppend{{Branch: c, ID: u, Req: AppendRequest{Payload: []byte("keyed")}}},
+			Sessions:     []SessionRow{{ID: s, ActiveBranch: c, Created: now}},
+			NewTurns:     []TurnRow{{Branch: c, Seq: 1, ID: u, Phase: messages.PhaseAccepted}},
+			Events:       []EventRecord{{Actor: "a", Index: 0, Data: []byte("e0")}},
+			Touched:      []SessionTouch{{Session: s, At: now.Add(time.Hour)}},
+			Retention:    []SessionRetention{{Session: s, Idle: &week}},
+			RetentionJob: &RetentionJob{Pending: []messages.SessionID{s}, Deleted: 1},
+			Imports:      []ImportRow{{Session: s, Started: now}},
+			Keys:         append([]IdempotencyRow{mine}, keys...),
 			Proxy: []ProxyEntry{{Kind: ProxyByKey, Name: []byte("conv"), ProxyTarget: ProxyTarget{Branch: c}},
 				{Tenant: "acme", Kind: ProxyByTurn, Name: u[:], ProxyTarget: ProxyTarget{Branch: c}}},
 		}
@@ -1025,8 +1031,12 @@ func TestPGDBKeyedAllOrNothing(t *testing.T) {
 		if _, err := d.ProxyLookup(bg, "acme", ProxyByTurn, u[:]); !errors.Is(err, ErrProxyNotFound) {
 			t.Fatalf("%s: proxy turn: %v, want ErrProxyNotFound", what, err)
 		}
-		if n := pgCount(t, url, `SELECT (SELECT count(*) FROM ctx_branch_tenants) + (SELECT count(*) FROM ctx_root_tenants)`); n != 0 {
-			t.Fatalf("%s: %d tenant rows", what, n)
+		if n := pgCount(t, url, `SELECT (SELECT count(*) FROM ctx_branch_tenants) + (SELECT count(*) FROM ctx_root_tenants)
+			+ (SELECT count(*) FROM ctx_activity) + (SELECT count(*) FROM ctx_imports)`); n != 0 {
+			t.Fatalf("%s: %d tenant, activity or import rows", what, n)
+		}
+		if j, err := d.RetentionJob(bg); err != nil || j.Deleted != 0 || len(j.Pending) != 0 {
+			t.Fatalf("%s: retention job %+v, %v", what, j, err)
 		}
 	}
 
@@ -1038,17 +1048,17 @@ func TestPGDBKeyedAllOrNothing(t *testing.T) {
 	}
 	unchanged("key taken")
 
-	// The database refuses the keyed rows, written last.
+	// The database refuses the retention job's record, written last.
 	pgExec(t, url, `CREATE FUNCTION ctx_test_refuse() RETURNS trigger LANGUAGE plpgsql AS
 		$$ BEGIN RAISE EXCEPTION 'refused by test'; END $$`)
-	pgExec(t, url, `CREATE TRIGGER ctx_test_refuse BEFORE INSERT OR UPDATE ON ctx_keyed
+	pgExec(t, url, `CREATE TRIGGER ctx_test_refuse BEFORE INSERT OR UPDATE ON ctx_meta
 		FOR EACH ROW EXECUTE FUNCTION ctx_test_refuse()`)
 	if _, err := d.Commit(bg, tx(taken)); err == nil || !strings.Contains(err.Error(), "refused by test") {
-		t.Fatalf("Commit whose keyed rows the database refuses = %v, want its error", err)
+		t.Fatalf("Commit whose retention job record the database refuses = %v, want its error", err)
 	}
-	unchanged("keyed rows refused")
+	unchanged("retention job record refused")
 
-	pgExec(t, url, `DROP TRIGGER ctx_test_refuse ON ctx_keyed`)
+	pgExec(t, url, `DROP TRIGGER ctx_test_refuse ON ctx_meta`)
 	if _, err := d.Commit(bg, tx(taken)); err != nil { // taken again, the same request: nothing
 		t.Fatal(err)
 	}
@@ -1063,6 +1073,15 @@ func TestPGDBKeyedAllOrNothing(t *testing.T) {
 	}
 	if got, err := d.IdempotencyKey(bg, ScopeTurn, owner, "taken"); err != nil || got.Turn != taken.Turn {
 		t.Fatalf("the key taken first = %+v, %v", got, err)
+	}
+	if a, err := d.SessionActivity(bg, s); err != nil || !a.Last.Equal(now.Add(time.Hour)) || a.Session.Retention == nil || *a.Session.Retention != week {
+		t.Fatalf("SessionActivity = %+v, %v; want the touch and the retention", a, err)
+	}
+	if j, err := d.RetentionJob(bg); err != nil || j.Deleted != 1 {
+		t.Fatalf("RetentionJob = %+v, %v", j, err)
+	}
+	if _, err := d.Import(bg, s); err != nil {
+		t.Fatal(err)
 	}
 	if got, err := d.BranchTenant(bg, c); err != nil || got != "acme" {
 		t.Fatalf("BranchTenant = %q, %v; want acme", got, err)

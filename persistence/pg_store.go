@@ -236,6 +236,17 @@ var pgSchema = []string{
 		session BYTEA PRIMARY KEY,
 		data    BYTEA NOT NULL
 	)`,
+	// Retention of PGDB (pg_db_retention.go): a session's latest touch
+	// (unix nanoseconds) and the retention job's record (its JSON). New
+	// tables of schema version 1.
+	`CREATE TABLE IF NOT EXISTS ctx_activity (
+		session BYTEA PRIMARY KEY,
+		at      BIGINT NOT NULL
+	)`,
+	`CREATE TABLE IF NOT EXISTS ctx_meta (
+		name TEXT PRIMARY KEY,
+		data BYTEA NOT NULL
+	)`,
 }
 
 // pgSchemaVersion is the layout above; an open refuses any other.

@@ -72,12 +72,9 @@ func TestPurgeSessionsInOneDrop(t *testing.T) {
 // TestSessionActivity: the last activity is the latest of the session's
 // creation, a fork, a turn row and a touch; a turn without a final
 // response is in flight.
-func TestSessionActivity(t *testing.T) {
-	d, err := Open(TestOptions(t.TempDir()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
+func TestSessionActivity(t *testing.T) { forEachDB(t, testSessionActivity) }
+
+func testSessionActivity(t *testing.T, d lifecycleDB) {
 	ctx := context.Background()
 	t0 := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 	s := messages.NewID[messages.SessionID](t0)
