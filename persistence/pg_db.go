@@ -21,15 +21,13 @@ import (
 // pg_db_actor.go), the idempotency keys and the proxy index
 // (pg_db_index.go), the tenants of branches and roots (pg_db_tenancy.go),
 // the imports under way, session activity and retention
-// (pg_db_retention.go), and Commit for the parts of a Tx that write them. A
+// (pg_db_retention.go), and Commit for every part of a Tx for the parts of a Tx that write them. A
 // Tx's context-store parts (NewBranches, Appends) and its rows are
 // committed by the store's group committer in one SQL transaction, as
 // Badger's group commits them in one batch.
 //
-// It does not implement Database yet: DropBranches and delete are
-// still Badger's alone, and Commit refuses a Tx
-// that uses them (ErrInvalidArgument naming the field) rather than drop
-// them.
+// It does not implement Database yet: delete (Purge, DeleteSession and
+// what retention's job runs) is still Badger's alone.
 type PGDB struct{ *pgStore }
 
 // OpenPostgresDB connects to the database at opts.URL, creates the
@@ -48,15 +46,6 @@ func OpenPostgresDB(ctx context.Context, opts PGOptions) (*PGDB, error) {
 // that the rows' order stays Badger's (unsigned).
 const pgMaxSeq = math.MaxInt64
 
-// pgUnsupported names the first field of tx that PGDB does not store yet.
-func pgUnsupported(tx *Tx) string {
-	switch {
-	case len(tx.DropBranches) > 0:
-		return "DropBranches"
-	}
-	return ""
-}
-
 // Commit writes tx atomically, with the semantics of DB.Commit: either
 // every part is committed or none, and a part that breaks a rule fails
 // the whole Tx with an error naming it. It returns once the transaction's
@@ -64,9 +53,6 @@ func pgUnsupported(tx *Tx) string {
 func (d *PGDB) Commit(ctx context.Context, tx *Tx) (TxResult, error) {
 	if tx == nil {
 		return TxResult{}, fmt.Errorf("%w: tx is nil", ErrInvalidArgument)
-	}
-	if f := pgUnsupported(tx); f != "" {
-		return TxResult{}, fmt.Errorf("%w: tx.%s: not yet on PostgreSQL (issue 27, step 2b)", ErrInvalidArgument, f)
 	}
 	for _, s := range []struct {
 		field string
@@ -438,6 +424,11 @@ func (g *pgGroup) applyTxParts(o *op) (TxResult, error) {
 	for _, id := range tx.DoneImports {
 		own.imports[pgKey{id: id}] = pgRow{} // deleted
 	}
+	// DropBranches delete branch rows (and so their place in their
+	// session's list), after the Tx's own Branches, as applyTx does.
+	for _, r := range tx.DropBranches {
+		own.branches[pgKey{id: r.ID}] = pgRow{} // deleted
+	}
 	turns := func(s pgRowSet) map[pgKey]pgRow { return s.turns }
 	for _, r := range tx.NewTurns {
 		k := pgKey{r.Branch, r.Seq}
@@ -552,8 +543,12 @@ func (r *pgRows) queue(b *pgx.Batch, checks []pgCheck) []pgCheck {
 	}
 	for _, k := range sorted(r.w.branches) {
 		w := r.w.branches[k]
-		b.Queue(`INSERT INTO ctx_branches (id, session_id, data) VALUES ($1, $2, $3)
-			ON CONFLICT (id) DO UPDATE SET session_id = excluded.session_id, data = excluded.data`, k.id[:], w.aux[:], w.data)
+		if w.data == nil {
+			b.Queue(`DELETE FROM ctx_branches WHERE id = $1`, k.id[:])
+		} else {
+			b.Queue(`INSERT INTO ctx_branches (id, session_id, data) VALUES ($1, $2, $3)
+				ON CONFLICT (id) DO UPDATE SET session_id = excluded.session_id, data = excluded.data`, k.id[:], w.aux[:], w.data)
+		}
 		checks = append(checks, pgCheck{fmt.Sprintf("write branch row %s", messages.BranchID(k.id)), false})
 	}
 	for _, k := range sorted(r.w.turns) {
