@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/dgraph-io/badger/v4"
@@ -68,19 +69,26 @@ func (s *badgerStore) submit(ctx context.Context, o *op) error {
 	if err := s.alive(); err != nil {
 		return err
 	}
+	return submitOp(ctx, &s.mu, &s.closed, s.ops, o)
+}
+
+// submitOp hands o to a store's committer through ops (unless the store
+// is closed: mu guards closed and the sends on ops) and waits for its
+// result, or for ctx.
+func submitOp(ctx context.Context, mu *sync.RWMutex, closed *bool, ops chan<- *op, o *op) error {
 	o.done = make(chan struct{})
-	s.mu.RLock()
-	if s.closed {
-		s.mu.RUnlock()
+	mu.RLock()
+	if *closed {
+		mu.RUnlock()
 		return ErrClosed
 	}
 	select {
-	case s.ops <- o:
+	case ops <- o:
 	case <-ctx.Done():
-		s.mu.RUnlock()
+		mu.RUnlock()
 		return ctx.Err()
 	}
-	s.mu.RUnlock()
+	mu.RUnlock()
 	select {
 	case <-o.done:
 		return o.res.err

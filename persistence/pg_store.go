@@ -435,27 +435,7 @@ func (s *pgStore) Stats() Stats {
 // ---- the write path ----
 
 func (s *pgStore) submit(ctx context.Context, o *op) error {
-	o.done = make(chan struct{})
-	s.mu.RLock()
-	if s.closed {
-		s.mu.RUnlock()
-		return ErrClosed
-	}
-	select {
-	case s.ops <- o:
-	case <-ctx.Done():
-		s.mu.RUnlock()
-		return ctx.Err()
-	}
-	s.mu.RUnlock()
-	select {
-	case <-o.done:
-		return o.res.err
-	case <-ctx.Done():
-		// The write may still land; a caller that must know uses
-		// ExpectParent on its next append.
-		return ctx.Err()
-	}
+	return submitOp(ctx, &s.mu, &s.closed, s.ops, o)
 }
 
 func (s *pgStore) Append(ctx context.Context, branch messages.BranchID, req AppendRequest) (Turn, error) {
