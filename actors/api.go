@@ -167,7 +167,11 @@ func (r *Runtime) CreateSessionFor(ctx context.Context, tenant, title string) (p
 	if tenant == persistence.DefaultTenant {
 		tenant = "" // stored as the rows made before tenants are, whatever made it
 	}
-	s := persistence.SessionRow{ID: messages.NewID[messages.SessionID](now), Title: title, Created: now.UTC(), Tenant: tenant}
+	sid, err := r.ownedSessionID(func() messages.SessionID { return messages.NewID[messages.SessionID](now) })
+	if err != nil {
+		return persistence.SessionRow{}, persistence.BranchRow{}, fmt.Errorf("create session: %w", err)
+	}
+	s := persistence.SessionRow{ID: sid, Title: title, Created: now.UTC(), Tenant: tenant}
 	b := persistence.BranchRow{ID: messages.NewID[messages.BranchID](now), Session: s.ID, Label: "main", Created: now.UTC()}
 	s.ActiveBranch = b.ID
 	ev := messages.BranchCreated{Session: s.ID, Branch: b.ID, At: now.UTC(),
@@ -508,6 +512,9 @@ func (r *Runtime) Inspect(ctx context.Context, branch messages.BranchID) (Branch
 // Kill makes a branch actor panic (chaos testing): supervision restarts
 // it and it rebuilds its state by replay.
 func (r *Runtime) Kill(ctx context.Context, branch messages.BranchID) error {
+	if err := r.placed(ctx, branch, messages.SessionID{}); err != nil {
+		return err
+	}
 	pid, err := r.pid(ctx, branch)
 	if err != nil {
 		return err
@@ -519,6 +526,9 @@ func (r *Runtime) Kill(ctx context.Context, branch messages.BranchID) error {
 // Stop stops a branch's actor as if it had been passivated (chaos
 // testing): its next message activates it again, by replay.
 func (r *Runtime) Stop(ctx context.Context, branch messages.BranchID) error {
+	if err := r.placed(ctx, branch, messages.SessionID{}); err != nil {
+		return err
+	}
 	pid, err := r.pid(ctx, branch)
 	if err != nil {
 		return err

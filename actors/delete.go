@@ -48,6 +48,11 @@ func (r *Runtime) DeleteSession(ctx context.Context, id messages.SessionID) (Del
 	if _, err := r.db.Session(ctx, id); err != nil {
 		return DeleteResult{}, fmt.Errorf("delete session %s: %w", id, err)
 	}
+	if owner, local, ok := r.owner(id); !local {
+		return DeleteResult{}, &NotOwnerError{Session: id, Owner: owner} // its branch actors run there
+	} else if !ok {
+		return DeleteResult{}, &NotOwnerError{Session: id}
+	}
 	bs, err := r.db.Branches(ctx, id)
 	if err != nil {
 		return DeleteResult{}, fmt.Errorf("delete session %s: %w", id, err)
@@ -70,6 +75,9 @@ func (r *Runtime) DeleteBranch(ctx context.Context, id messages.BranchID) (Delet
 	row, err := r.db.BranchRow(ctx, id)
 	if err != nil {
 		return DeleteResult{}, fmt.Errorf("delete branch %s: %w", id, err)
+	}
+	if err := r.placed(ctx, id, row.Session); err != nil {
+		return DeleteResult{}, err
 	}
 	if row.Parent.IsZero() {
 		return DeleteResult{}, fmt.Errorf("%w: delete branch %s: it is the first branch of session %s: delete the session",

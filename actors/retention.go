@@ -161,6 +161,9 @@ func (r *Runtime) RunRetention(ctx context.Context) (RetentionRun, error) {
 		if slices.Contains(job.Pending, s.ID) {
 			continue
 		}
+		if !r.owns(s.ID) {
+			continue // its owner's job (in a cluster, each member deletes its own sessions)
+		}
 		if idle, _ := r.cfg.Retention.retentionOf(s); idle <= 0 || now.Sub(s.Created) < idle {
 			continue // kept forever, or too young to be idle that long
 		}

@@ -323,6 +323,9 @@ func (r *Runtime) Search(ctx context.Context, branch messages.BranchID, query st
 	if _, err := r.db.BranchRow(ctx, branch); err != nil {
 		return nil, err
 	}
+	if err := r.placed(ctx, branch, messages.SessionID{}); err != nil {
+		return nil, err // its indexes are its owner's
+	}
 	o := r.mem.opts
 	if opts != nil {
 		o = *opts
@@ -370,6 +373,9 @@ type forceReq struct{ chunks []messages.ChunkID }
 func (r *Runtime) ForceChunks(ctx context.Context, branch messages.BranchID, chunks []messages.ChunkID) error {
 	if len(chunks) == 0 || len(chunks) > 64 {
 		return fmt.Errorf("%w: chunks: %d, want 1 to 64", persistence.ErrInvalidArgument, len(chunks))
+	}
+	if err := r.placed(ctx, branch, messages.SessionID{}); err != nil {
+		return err
 	}
 	scopes, err := r.mem.scopes(ctx, branch)
 	if err != nil {

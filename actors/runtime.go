@@ -96,6 +96,11 @@ type Config struct {
 	Scrub              *providers.Scrubber
 	SystemInstructions string
 	RequestTimeout     time.Duration // for requests to actors
+	// Placement, in a cluster, says which member owns each session: a
+	// request to a branch of another member's session fails with a
+	// *NotOwnerError naming it (placement.go). nil: this runtime owns
+	// every session.
+	Placement Placement
 	// StepTimeout bounds one provider step, streaming included (default
 	// 30 minutes); a step that runs longer fails its turn.
 	StepTimeout   time.Duration
@@ -229,6 +234,9 @@ type Runtime struct {
 	// *actor.PID), so that asking a live one takes no round trip
 	// through root; an entry whose gone channel is closed is stale.
 	pids sync.Map
+	// sessionOf remembers each branch's session (BranchID to
+	// messages.SessionID) for Placement: a branch never changes session.
+	sessionOf sync.Map
 
 	mem *memory // retrieval: the embedder and the branches' indexes
 
@@ -685,21 +693,8 @@ func (r *Runtime) workLost(kind supervision.Kind, reason, message any) {
 // (a turn without final response, a turn to summarize or to index) is
 // activated in branch order; its actor replays and resumes the work.
 func (r *Runtime) reconcile(ctx context.Context) error {
-	jobs, err := r.db.Jobs(ctx)
-	if err != nil {
-		return fmt.Errorf("reconcile: %w", err)
-	}
-	var last messages.BranchID
-	for _, j := range jobs {
-		if j.Branch == last {
-			continue
-		}
-		last = j.Branch
-		if _, err := r.ask(ctx, j.Branch, &wakeReq{}); err != nil {
-			r.log.Warn().Err(err).Str("branch", j.Branch.String()).Msg("reconcile")
-		}
-	}
-	return nil
+	_, err := r.wakeJobs(ctx)
+	return err
 }
 
 // --- the root actor: supervision and the branch registry ---
@@ -764,6 +759,12 @@ func (ro *root) Receive(ctx actor.Context) {
 		}
 	case *deferred:
 		m.f()
+	case *liveBranchesReq:
+		live := make(map[messages.BranchID]*actor.PID, len(ro.live))
+		for id, pid := range ro.live {
+			live[id] = pid
+		}
+		ctx.Respond(live)
 	case *stopBranchReq:
 		ctx.Respond(ro.stop(ctx, m.id))
 	case *actor.Terminated:
@@ -1007,6 +1008,9 @@ func (r *Runtime) ask(ctx context.Context, id messages.BranchID, msg any) (any, 
 	timeout := r.cfg.RequestTimeout
 	if d, ok := ctx.Deadline(); ok {
 		timeout = min(timeout, time.Until(d))
+	}
+	if err := r.placed(ctx, id, sessionOfMsg(msg)); err != nil {
+		return nil, err
 	}
 	for attempt := 0; ; attempt++ {
 		pid, err := r.pid(ctx, id)

@@ -167,7 +167,7 @@ type badgerStore struct {
 }
 
 type statsCounters struct {
-	appends, blobWrites, blobDedups, groups, syncs, storedBytes, rawBytes, retries atomic.Uint64
+	appends, blobWrites, blobDedups, groups, syncs, storedBytes, rawBytes, retries, headRejects atomic.Uint64
 	// syncTimes and syncNanos are Stats.SyncTimes and Stats.SyncTime.
 	syncTimes [len(SyncTimeBounds) + 1]atomic.Uint64
 	syncNanos atomic.Int64
@@ -463,7 +463,7 @@ func (s *badgerStore) Stats() Stats {
 	st := Stats{
 		Appends: c.appends.Load(), BlobWrites: c.blobWrites.Load(), BlobDedups: c.blobDedups.Load(),
 		Groups: c.groups.Load(), Syncs: c.syncs.Load(),
-		StoredBytes: c.storedBytes.Load(), RawBytes: c.rawBytes.Load(),
+		StoredBytes: c.storedBytes.Load(), RawBytes: c.rawBytes.Load(), HeadRejects: c.headRejects.Load(),
 	}
 	for i := range c.syncTimes {
 		st.SyncTimes[i] = c.syncTimes[i].Load()

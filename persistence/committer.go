@@ -69,7 +69,16 @@ func (s *badgerStore) submit(ctx context.Context, o *op) error {
 	if err := s.alive(); err != nil {
 		return err
 	}
-	return submitOp(ctx, &s.mu, &s.closed, s.ops, o)
+	return s.stats.counted(submitOp(ctx, &s.mu, &s.closed, s.ops, o))
+}
+
+// counted counts a write refused because its branch's head was not the
+// one it expected (Stats.HeadRejects), and returns err.
+func (c *statsCounters) counted(err error) error {
+	if err != nil && errors.Is(err, ErrHeadMismatch) {
+		c.headRejects.Add(1)
+	}
+	return err
 }
 
 // submitOp hands o to a store's committer through ops (unless the store

@@ -423,7 +423,7 @@ func (s *pgStore) Stats() Stats {
 		Appends: c.appends.Load(), BlobWrites: c.blobWrites.Load(), BlobDedups: c.blobDedups.Load(),
 		Groups: c.groups.Load(), Syncs: c.syncs.Load(),
 		StoredBytes: c.storedBytes.Load(), RawBytes: c.rawBytes.Load(),
-		Retries: c.retries.Load(),
+		Retries: c.retries.Load(), HeadRejects: c.headRejects.Load(),
 	}
 	for i := range c.syncTimes {
 		st.SyncTimes[i] = c.syncTimes[i].Load()
@@ -435,7 +435,7 @@ func (s *pgStore) Stats() Stats {
 // ---- the write path ----
 
 func (s *pgStore) submit(ctx context.Context, o *op) error {
-	return submitOp(ctx, &s.mu, &s.closed, s.ops, o)
+	return s.stats.counted(submitOp(ctx, &s.mu, &s.closed, s.ops, o))
 }
 
 func (s *pgStore) Append(ctx context.Context, branch messages.BranchID, req AppendRequest) (Turn, error) {

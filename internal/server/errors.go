@@ -164,7 +164,8 @@ func classify(err error) *apiError {
 		ae.Status, ae.Code = http.StatusInsufficientStorage, CodeNoSpace
 	case errors.Is(err, actors.ErrTimeout):
 		ae.Status, ae.Code = http.StatusGatewayTimeout, CodeTimeout
-	case errors.Is(err, actors.ErrBranchStopped), errors.Is(err, actors.ErrInterrupted), errors.Is(err, persistence.ErrClosed):
+	case errors.Is(err, actors.ErrBranchStopped), errors.Is(err, actors.ErrInterrupted), errors.Is(err, persistence.ErrClosed),
+		errors.Is(err, actors.ErrNotOwner):
 		ae.Status, ae.Code = http.StatusServiceUnavailable, CodeUnavailable
 	default:
 		// Not an error the API knows: its text is the server's business

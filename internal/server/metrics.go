@@ -143,7 +143,34 @@ func (m *Metrics) Hook(cfg *actors.Config) {
 func (m *Metrics) Runtime(rt *actors.Runtime) {
 	m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "ctxinf_actor_restarts_total",
 		Help: "Actor restarts by supervision."}, func() float64 { return float64(rt.Restarts()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "ctxinf_store_head_rejects_total",
+			Help: "Writes the store refused because their branch's head was not the one they expected: in a cluster, " +
+				"the commits of a stale activation."}, func() float64 { return float64(rt.DB().Stats().HeadRejects) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "ctxinf_store_retries_total",
+			Help: "Store transactions tried again after a serialization failure, a lost head compare-and-swap or a lost " +
+				"connection (PostgreSQL)."}, func() float64 { return float64(rt.DB().Stats().Retries) }),
 		syncCollector{stats: rt.DB().Stats})
+}
+
+// ClusterStats are a cluster member's counters (cluster.Member.Stats).
+type ClusterStats struct {
+	Members   int   // in the last topology
+	Forwarded int64 // requests forwarded to the member that owns their session
+	Unreached int64 // forwards that reached no owner (answered 503)
+	Moved     int64 // branch actors stopped because their session moved to another member
+}
+
+// Cluster adds a cluster member's metrics.
+func (m *Metrics) Cluster(stats func() ClusterStats) {
+	m.reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "ctxinf_cluster_members",
+			Help: "Members in this member's view of the cluster."}, func() float64 { return float64(stats().Members) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "ctxinf_cluster_forwarded_total",
+			Help: "Requests forwarded to the member that owns their session."}, func() float64 { return float64(stats().Forwarded) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "ctxinf_cluster_unreached_total",
+			Help: "Requests whose session's owner could not be reached (answered 503)."}, func() float64 { return float64(stats().Unreached) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "ctxinf_cluster_moved_branches_total",
+			Help: "Branch actors stopped here because their session moved to another member."}, func() float64 { return float64(stats().Moved) }))
 }
 
 // syncCollector serves the store's Stats.SyncTimes as a histogram.
@@ -209,14 +236,21 @@ func (m *Metrics) handler() http.Handler {
 // statusWriter records the status a handler wrote.
 type statusWriter struct {
 	http.ResponseWriter
-	code int
+	code  int
+	wrote bool // a status or body was written
 }
 
 func (w *statusWriter) WriteHeader(code int) {
 	if w.code == 0 {
 		w.code = code
 	}
+	w.wrote = true
 	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	w.wrote = true
+	return w.ResponseWriter.Write(b)
 }
 
 func (w *statusWriter) Flush() {

@@ -5,6 +5,7 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	_ "embed"
 	"errors"
@@ -51,6 +52,15 @@ type Options struct {
 	IdleTimeout       time.Duration
 	ReadBodyTimeout   time.Duration
 	Log               zerolog.Logger
+	// Forward, in a cluster, hands a request to the member that owns
+	// its session (to, the runtime's *actors.NotOwnerError, names it),
+	// with its body as it arrived, and writes that member's answer to
+	// w; it returns false if it could not reach the owner, and the
+	// request is answered 503 (unavailable) with Retry-After. A request
+	// is forwarded once: one that carries ForwardedHeader, or whose
+	// handler wrote its answer already, is answered here. nil: no
+	// cluster.
+	Forward func(w http.ResponseWriter, r *http.Request, body io.Reader, to *actors.NotOwnerError) bool
 	// Metrics are served at /metrics; nil serves the HTTP metrics alone
 	// (Metrics.Hook feeds the runtime's into them).
 	Metrics *Metrics
@@ -188,7 +198,24 @@ func (s *Server) instrument(name string, h func(*Server, http.ResponseWriter, *h
 				panic(v)
 			}
 		}()
-		if err := h(s, sw, r); err != nil {
+		var rec *bodyRecorder
+		if s.opts.Forward != nil && r.Body != nil && r.Body != http.NoBody {
+			rec = &bodyRecorder{ReadCloser: r.Body}
+			r.Body = rec
+		}
+		err := h(s, sw, r)
+		if no := (*actors.NotOwnerError)(nil); err != nil && s.opts.Forward != nil && errors.As(err, &no) && no.Owner != "" &&
+			!sw.wrote && r.Header.Get(ForwardedHeader) == "" {
+			body := io.Reader(http.NoBody)
+			if rec != nil {
+				body = rec.replay()
+			}
+			if s.opts.Forward(sw, r, body, no) {
+				s.opts.Metrics.observe(name, sw.code, time.Since(t0))
+				return
+			}
+		}
+		if err != nil {
 			if classify(err).Code == CodeInternal {
 				// The client is told only that it happened.
 				s.opts.Log.Error().Err(err).Str("route", name).Msg("server: internal error")
@@ -197,6 +224,29 @@ func (s *Server) instrument(name string, h func(*Server, http.ResponseWriter, *h
 		}
 		s.opts.Metrics.observe(name, sw.code, time.Since(t0))
 	}
+}
+
+// ForwardedHeader marks a request one member of a cluster forwarded to
+// another (Options.Forward); it names the member that forwarded it. A
+// forwarded request is never forwarded again.
+const ForwardedHeader = "Ctxinf-Forwarded-By"
+
+// bodyRecorder keeps what a handler read of a request's body, so that
+// a request whose session another member owns can be forwarded whole.
+type bodyRecorder struct {
+	io.ReadCloser
+	read []byte
+}
+
+func (b *bodyRecorder) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	b.read = append(b.read, p[:n]...)
+	return n, err
+}
+
+// replay returns the body as it arrived: what was read, then the rest.
+func (b *bodyRecorder) replay() io.Reader {
+	return io.MultiReader(bytes.NewReader(b.read), b.ReadCloser)
 }
 
 // SetReady sets what /readyz answers.
