@@ -53,9 +53,15 @@ func startServe(t *testing.T, dir string, extra ...string) *server {
 // stderr.
 func startServeLogged(t *testing.T, dir string, stderr io.Writer, extra ...string) *server {
 	t.Helper()
-	addr := "127.0.0.1:" + strconv.Itoa(freePort(t))
+	return startServeAt(t, dir, "127.0.0.1:"+strconv.Itoa(freePort(t)), nil, stderr, extra...)
+}
+
+// startServeAt is startServeLogged on HTTP address addr, with serve's
+// extra arguments args.
+func startServeAt(t *testing.T, dir, addr string, args []string, stderr io.Writer, extra ...string) *server {
+	t.Helper()
 	frameAddr := "127.0.0.1:" + strconv.Itoa(freePort(t))
-	cmd := exec.Command(binary, "serve", "--addr", addr)
+	cmd := exec.Command(binary, append([]string{"serve", "--addr", addr}, args...)...)
 	cmd.Env = env(dir, append([]string{"CTX_SERVER_FRAME_ADDR=" + frameAddr}, extra...)...)
 	cmd.Stderr = io.MultiWriter(stderr, os.Stderr)
 	if err := cmd.Start(); err != nil {
@@ -69,7 +75,7 @@ func startServeLogged(t *testing.T, dir string, stderr io.Writer, extra ...strin
 			<-s.done
 		}
 	})
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(60 * time.Second)
 	for {
 		resp, err := http.Get(s.url + "/readyz")
 		if err == nil {

@@ -40,6 +40,7 @@ type Config struct {
 	Server       ServerConfig           `mapstructure:"server"`
 	Redaction    RedactionConfig        `mapstructure:"redaction"`
 	Retention    RetentionConfig        `mapstructure:"retention"`
+	Cluster      ClusterConfig          `mapstructure:"cluster"`
 }
 
 // ServerConfig is `ctxinf serve`: the HTTP API's address, authentication
@@ -475,5 +476,6 @@ func Default() Config {
 		Librarian: LibrarianConfig{Delay: 0, Model: "", MaxOutputTokens: 1024},
 		Redaction: RedactionConfig{Patterns: []RedactPattern{}},
 		Retention: defaultRetention(),
+		Cluster:   defaultCluster(),
 	}
 }

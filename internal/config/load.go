@@ -205,6 +205,9 @@ func decodeHook(from, to reflect.Value) (any, error) {
 	if to.Type() == tenantRetentionsType && from.Kind() == reflect.String {
 		return toTenantRetentions(from.String())
 	}
+	if to.Type() == stringsType && from.Kind() == reflect.String {
+		return toStrings(from.String())
+	}
 	if to.Type() == redactPatternsType && from.Kind() == reflect.String {
 		return redactPatterns(from.String())
 	}

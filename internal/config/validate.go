@@ -60,6 +60,7 @@ func (c Config) Validate() error {
 	p.durationIn("tools.timeout", c.Tools.Timeout, time.Millisecond, 24*time.Hour)
 	c.Redaction.validate(&p, "redaction.")
 	c.Retention.validate(&p, "retention.", c.Server.Tenants)
+	c.Cluster.validate(&p, "cluster.")
 	return errors.Join(p...)
 }
 

@@ -1,0 +1,351 @@
+// Package cluster makes runtimes that share one PostgreSQL store a
+// cluster (issue 27, docs/CLUSTER.md). Membership and placement are
+// protoactor-go's cluster: members find each other through a cluster
+// provider (automanaged: every member polls the others' health
+// endpoints), and each session is a virtual actor, a grain of kind
+// "session", placed by rendezvous hashing over the members (disthash).
+// A session's branch actors run on the member that owns it; a member
+// that gets a request for another member's session forwards it there
+// (Member.Forward, through server.Options.Forward), so any member
+// answers any request.
+//
+// The member's actor system is its own, beside the runtime's: the
+// runtime's actors never leave their process; only placement does.
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	pcluster "github.com/asynkron/protoactor-go/cluster"
+	"github.com/asynkron/protoactor-go/cluster/clusterproviders/automanaged"
+	"github.com/asynkron/protoactor-go/cluster/identitylookup/disthash"
+	"github.com/asynkron/protoactor-go/remote"
+	"github.com/rs/zerolog"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/contextinfinity/ctxinf/actors"
+	"github.com/contextinfinity/ctxinf/internal/server"
+	"github.com/contextinfinity/ctxinf/messages"
+)
+
+// SessionKind is the grain kind of a session.
+const SessionKind = "session"
+
+// Config is a member's configuration (the cluster.* keys).
+type Config struct {
+	// Name is the cluster's name; members of other clusters are ignored.
+	Name string
+	// Host and Port are where this member's actor system listens
+	// (protoactor's remote, gRPC); the other members reach it there, so
+	// Host is an address they can dial.
+	Host string
+	Port int
+	// ManagePort is the port of the automanaged provider's health
+	// endpoint (it listens on every interface: see docs/CLUSTER.md).
+	ManagePort int
+	// Peers are the host:manage_port of every member, this one included.
+	Peers []string
+	// AdvertiseURL is the base URL of this member's HTTP API, where the
+	// others forward requests for the sessions it owns.
+	AdvertiseURL string
+	// Refresh is how often a member polls the others (default 1s): a
+	// member that stops answering is out of the cluster within about
+	// Refresh plus the poll's 2 s timeout.
+	Refresh time.Duration
+	// RequestTimeout bounds the grain request that finds an owner's URL
+	// (default 5s).
+	RequestTimeout time.Duration
+	Log            zerolog.Logger
+}
+
+func (c Config) validate() error {
+	var errs []error
+	if c.Name == "" {
+		errs = append(errs, errors.New("cluster.name is empty"))
+	}
+	if c.Host == "" {
+		errs = append(errs, errors.New("cluster.host is empty"))
+	}
+	if c.Port <= 0 || c.Port > 65535 {
+		errs = append(errs, fmt.Errorf("cluster.port %d: want 1 to 65535", c.Port))
+	}
+	if c.ManagePort <= 0 || c.ManagePort > 65535 {
+		errs = append(errs, fmt.Errorf("cluster.manage_port %d: want 1 to 65535", c.ManagePort))
+	}
+	if len(c.Peers) == 0 {
+		errs = append(errs, errors.New("cluster.peers is empty: list every member's host:manage_port, this one's included"))
+	}
+	for _, p := range c.Peers {
+		if _, _, err := net.SplitHostPort(p); err != nil {
+			errs = append(errs, fmt.Errorf("cluster.peers %q: want host:port: %v", p, err))
+		}
+	}
+	if u, err := url.Parse(c.AdvertiseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		errs = append(errs, fmt.Errorf("cluster.advertise_url %q: want http://host:port, the URL other members reach this one's HTTP API at", c.AdvertiseURL))
+	}
+	return errors.Join(errs...)
+}
+
+// Member is this process's membership of the cluster. It implements
+// actors.Placement.
+type Member struct {
+	cfg  Config
+	sys  *actor.ActorSystem
+	c    *pcluster.Cluster
+	self string // this member's address (host:port)
+
+	rdv     atomic.Pointer[pcluster.Rendezvous]
+	members atomic.Int64 // members in the last topology
+	joined  chan struct{}
+	once    sync.Once
+
+	rt        atomic.Pointer[actors.Runtime]
+	rebalance chan struct{} // a topology change to act on (coalesced)
+	done      chan struct{}
+	wg        sync.WaitGroup
+
+	urls     sync.Map // member address to its AdvertiseURL
+	client   *http.Client
+	forwards atomic.Int64 // requests forwarded
+	unreach  atomic.Int64 // forwards that found no owner
+	moves    atomic.Int64 // branch actors stopped because their session moved
+}
+
+// Join starts this member and joins the cluster. It returns at once;
+// Joined is closed once the member sees itself in the cluster's
+// topology (WaitJoined).
+func Join(cfg Config) (*Member, error) {
+	if cfg.Refresh <= 0 {
+		cfg.Refresh = time.Second
+	}
+	if cfg.RequestTimeout <= 0 {
+		cfg.RequestTimeout = 5 * time.Second
+	}
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	m := &Member{cfg: cfg, joined: make(chan struct{}), rebalance: make(chan struct{}, 1), done: make(chan struct{}),
+		client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64, IdleConnTimeout: time.Minute}}}
+	m.rdv.Store(pcluster.NewRendezvous())
+	m.sys = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
+		return slog.New(slog.NewTextHandler(io.Discard, nil))
+	}))
+	m.sys.EventStream.Subscribe(func(ev any) {
+		if t, ok := ev.(*pcluster.ClusterTopology); ok {
+			m.onTopology(t)
+		}
+	})
+	grain := actor.PropsFromProducer(func() actor.Actor { return &sessionGrain{m: m} })
+	provider := automanaged.NewWithConfig(cfg.Refresh, cfg.ManagePort, cfg.Peers...)
+	ccfg := pcluster.Configure(cfg.Name, provider, disthash.New(), remote.Configure(cfg.Host, cfg.Port),
+		pcluster.WithKinds(pcluster.NewKind(SessionKind, grain)), pcluster.WithRequestTimeout(cfg.RequestTimeout))
+	m.c = pcluster.New(m.sys, ccfg)
+	if err := startMember(m.c); err != nil {
+		return nil, fmt.Errorf("cluster: join %s: %w", cfg.Name, err)
+	}
+	m.self = m.sys.Address()
+	m.wg.Add(1)
+	go m.rebalancer()
+	return m, nil
+}
+
+// startMember runs protoactor's StartMember, which panics on failure
+// (a port in use, say).
+func startMember(c *pcluster.Cluster) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("%v", p)
+		}
+	}()
+	c.StartMember()
+	return nil
+}
+
+// Address is this member's address in the cluster.
+func (m *Member) Address() string { return m.self }
+
+// Joined is closed once this member is in the cluster's topology.
+func (m *Member) Joined() <-chan struct{} { return m.joined }
+
+// WaitJoined waits until this member is in the cluster's topology.
+func (m *Member) WaitJoined(ctx context.Context) error {
+	select {
+	case <-m.joined:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("cluster: this member (%s) is not in the cluster's topology yet: are cluster.peers reachable? %w",
+			m.sys.Address(), ctx.Err())
+	}
+}
+
+// Members returns how many members the last topology had.
+func (m *Member) Members() int { return int(m.members.Load()) }
+
+// Owner implements actors.Placement: the member that owns session by
+// rendezvous hashing over the current members, as disthash places its
+// grain.
+func (m *Member) Owner(session messages.SessionID) (owner string, local, ok bool) {
+	owner = m.rdv.Load().GetByClusterIdentity(&pcluster.ClusterIdentity{Kind: SessionKind, Identity: session.String()})
+	if owner == "" {
+		return "", false, false
+	}
+	return owner, owner == m.self, true
+}
+
+func (m *Member) onTopology(t *pcluster.ClusterTopology) {
+	rdv := pcluster.NewRendezvous()
+	rdv.UpdateMembers(t.Members)
+	m.rdv.Store(rdv)
+	m.members.Store(int64(len(t.Members)))
+	self := m.sys.Address()
+	addrs := make([]string, 0, len(t.Members))
+	for _, mem := range t.Members {
+		addrs = append(addrs, mem.Address())
+		if mem.Address() == self {
+			m.once.Do(func() { close(m.joined) })
+		}
+	}
+	for _, mem := range t.Left {
+		m.urls.Delete(mem.Address())
+	}
+	m.cfg.Log.Info().Strs("members", addrs).Int("joined", len(t.Joined)).Int("left", len(t.Left)).Msg("cluster: topology")
+	select {
+	case m.rebalance <- struct{}{}:
+	default:
+	}
+}
+
+// Attach hands topology changes to rt: each change stops rt's branch
+// actors of sessions it no longer owns and wakes the work pending on
+// the sessions it gained (actors.Runtime.Rebalance).
+func (m *Member) Attach(rt *actors.Runtime) {
+	m.rt.Store(rt)
+	select {
+	case m.rebalance <- struct{}{}:
+	default:
+	}
+}
+
+func (m *Member) rebalancer() {
+	defer m.wg.Done()
+	for {
+		select {
+		case <-m.done:
+			return
+		case <-m.rebalance:
+		}
+		rt := m.rt.Load()
+		if rt == nil {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		stopped, woken, err := rt.Rebalance(ctx)
+		cancel()
+		m.moves.Add(int64(stopped))
+		l := m.cfg.Log.Debug()
+		if err != nil {
+			l = m.cfg.Log.Warn().Err(err)
+		}
+		l.Int("stopped", stopped).Int("woken", woken).Msg("cluster: rebalanced")
+	}
+}
+
+// Forward implements server.Options.Forward: it finds the URL of the
+// member that owns to.Session (asking the session's grain, which
+// activates it on its owner) and proxies the request there, streaming
+// the answer back.
+func (m *Member) Forward(w http.ResponseWriter, r *http.Request, body io.Reader, to *actors.NotOwnerError) bool {
+	base, err := m.ownerURL(to)
+	if err != nil {
+		m.unreach.Add(1)
+		m.cfg.Log.Warn().Err(err).Str("session", to.Session.String()).Str("owner", to.Owner).Msg("cluster: forward")
+		return false
+	}
+	target, err := url.Parse(base)
+	if err != nil {
+		m.unreach.Add(1)
+		return false
+	}
+	failed := false
+	rp := &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.SetURL(target)
+			pr.Out.Host = target.Host
+			pr.Out.Header.Set(server.ForwardedHeader, m.self)
+			pr.Out.Body = io.NopCloser(body)
+		},
+		Transport:     m.client.Transport,
+		FlushInterval: -1, // server-sent events go through as they come
+		ErrorHandler: func(http.ResponseWriter, *http.Request, error) {
+			failed = true // nothing written: the caller answers 503
+			m.urls.Delete(to.Owner)
+		},
+	}
+	rp.ServeHTTP(w, r)
+	if failed {
+		m.unreach.Add(1)
+		return false
+	}
+	m.forwards.Add(1)
+	return true
+}
+
+// ownerURL returns the HTTP API URL of the member that owns to.Session.
+func (m *Member) ownerURL(to *actors.NotOwnerError) (string, error) {
+	if v, ok := m.urls.Load(to.Owner); ok {
+		return v.(string), nil
+	}
+	res, err := m.c.Request(to.Session.String(), SessionKind, &wrapperspb.StringValue{}, pcluster.WithTimeout(m.cfg.RequestTimeout))
+	if err != nil {
+		return "", fmt.Errorf("ask the grain of session %s: %w", to.Session, err)
+	}
+	v, ok := res.(*wrapperspb.StringValue)
+	if !ok || v.GetValue() == "" {
+		return "", fmt.Errorf("the grain of session %s answered %T", to.Session, res)
+	}
+	m.urls.Store(to.Owner, v.GetValue())
+	return v.GetValue(), nil
+}
+
+// Stats returns the member's counters, for /metrics.
+func (m *Member) Stats() server.ClusterStats {
+	return server.ClusterStats{Members: m.Members(), Forwarded: m.forwards.Load(), Unreached: m.unreach.Load(), Moved: m.moves.Load()}
+}
+
+// Leave leaves the cluster: the others stop forwarding here within a
+// poll, and the sessions this member owned move.
+func (m *Member) Leave() {
+	select {
+	case <-m.done:
+		return
+	default:
+	}
+	close(m.done)
+	m.wg.Wait()
+	m.c.Shutdown(true)
+}
+
+// sessionGrain is a session's activation on the member that owns it. It
+// answers its member's HTTP URL; when disthash stops it because the
+// session moved, the runtime's rebalance (driven by the same topology
+// change) has stopped or stops the session's branch actors here.
+type sessionGrain struct{ m *Member }
+
+func (g *sessionGrain) Receive(ctx actor.Context) {
+	switch ctx.Message().(type) {
+	case *wrapperspb.StringValue:
+		ctx.Respond(&wrapperspb.StringValue{Value: g.m.cfg.AdvertiseURL})
+	}
+}
