@@ -68,7 +68,12 @@ type PGOptions struct {
 	TurnCacheEntries int
 	// GroupTimeout bounds one attempt at a group's transaction.
 	GroupTimeout time.Duration
-	Logger       zerolog.Logger
+	// PurgeVacuum: after a purge (PGDB.Purge, PurgeSessions) commits, run
+	// a plain VACUUM of the tables it deleted from, so that the deleted
+	// rows' dead tuples are removed then rather than at the next
+	// autovacuum (docs/STORE.md). Best-effort; skipped on CockroachDB.
+	PurgeVacuum bool
+	Logger      zerolog.Logger
 	// Now is the clock for created_at stamps and ids (default time.Now).
 	Now func() time.Time
 }
@@ -84,6 +89,7 @@ func DefaultPGOptions(url string) PGOptions {
 		MaxRetries:       30,
 		TurnCacheEntries: 1 << 16,
 		GroupTimeout:     60 * time.Second,
+		PurgeVacuum:      true,
 		Logger:           zerolog.Nop(),
 	}
 }
