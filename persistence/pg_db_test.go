@@ -1363,3 +1363,28 @@ func TestPGPurgeRacesDedup(t *testing.T) {
 		t.Errorf("BlobRefs = %d, %v; want %d", n, err, kept)
 	}
 }
+
+// TestPGPurgeStaleCache: a runtime whose turn cache holds turns another
+// runtime purged neither forks at them nor overlays them: the writes read
+// the turns in their transaction.
+func TestPGPurgeStaleCache(t *testing.T) {
+	url := pgtest.Start(t)
+	d1, d2 := openPGDB(t, url), openPGDB(t, url)
+	ctx := context.Background()
+	f := writeSession(t, d1, "STALE-GONE-4e1d", 2)
+	if _, err := d2.TurnTenant(ctx, f.turns[1]); err != nil { // caches the turn on d2
+		t.Fatal(err)
+	}
+	if _, ok := d2.turns.get(f.turns[1]); !ok {
+		t.Fatal("d2 did not cache the turn: the test does not test the cache")
+	}
+	if _, err := d1.Purge(ctx, PurgeSpec{Session: f.session, DeleteSession: true}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d2.CreateBranch(ctx, BranchSpec{At: f.turns[1]}); !errors.Is(err, ErrTurnNotFound) {
+		t.Errorf("fork at a purged turn = %v, want ErrTurnNotFound", err)
+	}
+	if _, err := d2.PutOverlay(ctx, f.turns[1], OverlayRequest{Payload: []byte("x")}); !errors.Is(err, ErrTurnNotFound) {
+		t.Errorf("overlay of a purged turn = %v, want ErrTurnNotFound", err)
+	}
+}
