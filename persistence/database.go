@@ -151,7 +151,8 @@ type Database interface {
 	// Hard delete (SRD §14.4).
 
 	// Purge deletes what spec names, for good, and returns once its
-	// bytes are gone from the store.
+	// bytes are gone from the store (Badger: from its files; PostgreSQL:
+	// from its tables, vacuumed: docs/STORE.md says what stays).
 	Purge(ctx context.Context, spec PurgeSpec) (PurgeResult, error)
 	// PurgeSessions deletes the sessions specs name as Purge does, all
 	// or nothing; the results are in specs' order.

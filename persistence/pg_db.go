@@ -21,13 +21,13 @@ import (
 // pg_db_actor.go), the idempotency keys and the proxy index
 // (pg_db_index.go), the tenants of branches and roots (pg_db_tenancy.go),
 // the imports under way, session activity and retention
-// (pg_db_retention.go), and Commit for every part of a Tx for the parts of a Tx that write them. A
-// Tx's context-store parts (NewBranches, Appends) and its rows are
-// committed by the store's group committer in one SQL transaction, as
-// Badger's group commits them in one batch.
+// (pg_db_retention.go), Commit for every part of a Tx, and hard delete
+// (pg_db_purge.go). A Tx's context-store parts (NewBranches, Appends) and
+// its rows are committed by the store's group committer in one SQL
+// transaction, as Badger's group commits them in one batch.
 //
-// It does not implement Database yet: delete (Purge, DeleteSession and
-// what retention's job runs) is still Badger's alone.
+// It does not implement Database yet: the stream journals, limits and
+// space are still Badger's alone.
 type PGDB struct{ *pgStore }
 
 // OpenPostgresDB connects to the database at opts.URL, creates the

@@ -1,6 +1,7 @@
 package persistence
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -62,6 +63,9 @@ type lifecycleDB interface {
 	// tenancy
 	BranchTenant(ctx context.Context, branch messages.BranchID) (string, error)
 	TurnTenant(ctx context.Context, turn messages.TurnID) (string, error)
+	// hard delete
+	Purge(ctx context.Context, spec PurgeSpec) (PurgeResult, error)
+	PurgeSessions(ctx context.Context, specs []PurgeSpec) ([]PurgeResult, error)
 }
 
 var (
@@ -1251,4 +1255,136 @@ func TestDropBranches(t *testing.T) {
 			t.Fatalf("Head(dropped b1) = %v, want the store's head kept", err)
 		}
 	})
+}
+
+// TestPGPurgeLeavesNoID purges a session and finds none of its ids (the
+// session's, its branch's, its turns', steps', chunks' and blobs', its
+// actor's name) in any row of any ctx_* table (every one, listed from
+// information_schema), while the ids of a session kept are all found.
+func TestPGPurgeLeavesNoID(t *testing.T) {
+	url := pgtest.Start(t)
+	d := openPGDB(t, url)
+	ctx := context.Background()
+	ids := func(f purgeFixture) map[string][]byte {
+		m := map[string][]byte{"session": f.session[:], "branch": f.branch[:], "actor": []byte(f.actor)}
+		for i, turn := range f.turns {
+			m[fmt.Sprintf("turn %d", i)] = turn[:]
+			tu, err := d.Turn(ctx, turn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			m[fmt.Sprintf("blob %d", i)] = tu.PayloadHash[:]
+			cs, err := d.Chunks(ctx, turn)
+			if err != nil || len(cs) != 1 {
+				t.Fatalf("Chunks = %+v, %v", cs, err)
+			}
+			m[fmt.Sprintf("chunk %d", i)] = cs[0].ID[:]
+			ss, err := d.Steps(ctx, turn)
+			if err != nil || len(ss) != 1 {
+				t.Fatalf("Steps = %+v, %v", ss, err)
+			}
+			m[fmt.Sprintf("step %d", i)] = ss[0].ID[:]
+		}
+		return m
+	}
+	fg := writeSession(t, d, "ID-GONE-2b81", 3)
+	fk := writeSession(t, d, "ID-KEPT-90ce", 2)
+	if _, err := d.Commit(ctx, &Tx{Touched: []SessionTouch{{Session: fg.session, At: time.Now()}},
+		Imports: []ImportRow{{Session: fg.session, Started: time.Now()}}}); err != nil {
+		t.Fatal(err)
+	}
+	gone, kept := ids(fg), ids(fk)
+	for what, id := range gone {
+		if got := pgTablesHolding(t, url, id); len(got) == 0 {
+			t.Fatalf("before the delete no table holds the %s id %x: the scan cannot see it", what, id)
+		}
+	}
+	res, err := d.Purge(ctx, PurgeSpec{Session: fg.session, DeleteSession: true, Actors: []string{fg.actor}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Keys == 0 || res.Blobs != 3 {
+		t.Errorf("Purge = %+v, want rows and 3 blobs", res)
+	}
+	for what, id := range gone {
+		if got := pgTablesHolding(t, url, id); len(got) > 0 {
+			t.Errorf("after the delete the %s id %x is in %v", what, id, got)
+		}
+	}
+	for what, id := range kept {
+		if got := pgTablesHolding(t, url, id); len(got) == 0 {
+			t.Errorf("after the delete no table holds the kept %s id %x", what, id)
+		}
+	}
+}
+
+// TestPGPurgeRacesDedup purges a session while another session appends
+// turns with the payload of the purged session's turn (deduplicated onto
+// its blob): whichever commits first, every turn kept reads its payload
+// and the blob's count is the kept turns'.
+func TestPGPurgeRacesDedup(t *testing.T) {
+	d := openPGDB(t, pgtest.Start(t))
+	ctx := context.Background()
+	payload := []byte("RACE-SHARED-payload-61f0")
+	fb := writeSession(t, d, "RACE-KEPT", 0)
+	kept := 0
+	for round := range 5 {
+		fa := writeSession(t, d, "RACE-GONE", 0)
+		if _, err := d.Append(ctx, fa.branch, AppendRequest{Payload: payload}); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan int)
+		go func() {
+			n := 0
+			for range 10 {
+				if _, err := d.Append(ctx, fb.branch, AppendRequest{Payload: payload}); err != nil {
+					t.Errorf("round %d: append: %v", round, err)
+					break
+				}
+				n++
+			}
+			done <- n
+		}()
+		if _, err := d.Purge(ctx, PurgeSpec{Session: fa.session, DeleteSession: true}); err != nil {
+			t.Fatalf("round %d: %v", round, err)
+		}
+		kept += <-done
+	}
+	p, err := d.Last(ctx, fb.branch, 1000)
+	if err != nil || len(p.Turns) != kept {
+		t.Fatalf("Last = %d turns, %v; want %d", len(p.Turns), err, kept)
+	}
+	for _, tu := range p.Turns {
+		if b, err := d.Blob(ctx, tu.PayloadHash); err != nil || !bytes.Equal(b, payload) {
+			t.Fatalf("Blob(turn %s) = %q, %v", tu.ID, b, err)
+		}
+	}
+	if n, err := d.BlobRefs(ctx, HashOf(payload)); err != nil || n != uint64(kept) {
+		t.Errorf("BlobRefs = %d, %v; want %d", n, err, kept)
+	}
+}
+
+// TestPGPurgeStaleCache: a runtime whose turn cache holds turns another
+// runtime purged neither forks at them nor overlays them: the writes read
+// the turns in their transaction.
+func TestPGPurgeStaleCache(t *testing.T) {
+	url := pgtest.Start(t)
+	d1, d2 := openPGDB(t, url), openPGDB(t, url)
+	ctx := context.Background()
+	f := writeSession(t, d1, "STALE-GONE-4e1d", 2)
+	if _, err := d2.TurnTenant(ctx, f.turns[1]); err != nil { // caches the turn on d2
+		t.Fatal(err)
+	}
+	if _, ok := d2.turns.get(f.turns[1]); !ok {
+		t.Fatal("d2 did not cache the turn: the test does not test the cache")
+	}
+	if _, err := d1.Purge(ctx, PurgeSpec{Session: f.session, DeleteSession: true}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d2.CreateBranch(ctx, BranchSpec{At: f.turns[1]}); !errors.Is(err, ErrTurnNotFound) {
+		t.Errorf("fork at a purged turn = %v, want ErrTurnNotFound", err)
+	}
+	if _, err := d2.PutOverlay(ctx, f.turns[1], OverlayRequest{Payload: []byte("x")}); !errors.Is(err, ErrTurnNotFound) {
+		t.Errorf("overlay of a purged turn = %v, want ErrTurnNotFound", err)
+	}
 }

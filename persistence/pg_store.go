@@ -68,7 +68,12 @@ type PGOptions struct {
 	TurnCacheEntries int
 	// GroupTimeout bounds one attempt at a group's transaction.
 	GroupTimeout time.Duration
-	Logger       zerolog.Logger
+	// PurgeVacuum: after a purge (PGDB.Purge, PurgeSessions) commits, run
+	// a plain VACUUM of the tables it deleted from, so that the deleted
+	// rows' dead tuples are removed then rather than at the next
+	// autovacuum (docs/STORE.md). Best-effort; skipped on CockroachDB.
+	PurgeVacuum bool
+	Logger      zerolog.Logger
 	// Now is the clock for created_at stamps and ids (default time.Now).
 	Now func() time.Time
 }
@@ -84,6 +89,7 @@ func DefaultPGOptions(url string) PGOptions {
 		MaxRetries:       30,
 		TurnCacheEntries: 1 << 16,
 		GroupTimeout:     60 * time.Second,
+		PurgeVacuum:      true,
 		Logger:           zerolog.Nop(),
 	}
 }
@@ -887,6 +893,22 @@ func (g *pgGroup) record(id messages.TurnID) (turnRecord, error) {
 	return r, err
 }
 
+// recordTx returns a turn written or read by this group, or reads it in
+// the group's transaction, never from the store's cache: a turn another
+// runtime purged stays in this one's cache, so a write that takes a turn
+// as given (a fork point, an overlay's turn, an id said to be taken)
+// reads it where the purge's transaction conflicts with it.
+func (g *pgGroup) recordTx(id messages.TurnID) (turnRecord, error) {
+	if r, ok := g.turns[id]; ok {
+		return r, nil
+	}
+	r, err := g.s.readRecord(g.ctx, g.tx, id)
+	if err == nil {
+		g.turns[id] = r
+	}
+	return r, err
+}
+
 func (g *pgGroup) appendTurn(o *op) (Turn, error) { return g.appendNode(o, messages.TurnID{}) }
 
 // appendNode appends o's turn to its branch with id, or a new id when id
@@ -903,7 +925,7 @@ func (g *pgGroup) appendNode(o *op, id messages.TurnID) (Turn, error) {
 	now := g.s.opts.Now()
 	if id.IsZero() {
 		id = messages.NewID[messages.TurnID](now)
-	} else if _, err := g.record(id); err == nil {
+	} else if _, err := g.recordTx(id); err == nil {
 		return Turn{}, fmt.Errorf("%w: turn %s already exists", ErrDuplicate, id)
 	} else if !errors.Is(err, ErrTurnNotFound) {
 		return Turn{}, err
@@ -996,7 +1018,7 @@ func (g *pgGroup) newBranch(spec BranchSpec) (Head, error) {
 	}
 	h := Head{Branch: id, CreatedAt: timeMillis(now)}
 	if !spec.At.IsZero() {
-		r, err := g.record(spec.At)
+		r, err := g.recordTx(spec.At)
 		if err != nil {
 			return Head{}, fmt.Errorf("fork at turn: %w", err)
 		}
@@ -1012,7 +1034,7 @@ func (g *pgGroup) newBranch(spec BranchSpec) (Head, error) {
 }
 
 func (g *pgGroup) putOverlay(o *op) (Overlay, error) {
-	r, err := g.record(o.turn)
+	r, err := g.recordTx(o.turn)
 	if err != nil {
 		return Overlay{}, err
 	}

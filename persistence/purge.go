@@ -19,9 +19,9 @@ import (
 // in any file of the store once it returns:
 //
 //  1. A plan is read at the last durable timestamp: every key of the
-//     branches (their heads, rows, turn rows, states, steps, chunks and
-//     their partition entries and vectors, jobs, idempotency keys, proxy
-//     index entries, actor event logs and snapshots) and the transcript
+//     branches (their heads, owner rows, rows, turn rows, states, steps,
+//     chunks and their partition entries and vectors, jobs, idempotency
+//     keys, proxy index entries, actor event logs and snapshots) and the transcript
 //     nodes they own (those after each branch's base: a fork's nodes
 //     before its fork point are its parent's), with the blob references
 //     the nodes hold. A node that a branch not deleted still reaches (a
@@ -85,7 +85,9 @@ type PurgeResult struct {
 	Turns    int                 // turn rows
 	Blobs    int                 // blobs no longer referenced
 	Chunks   int
-	Keys     int // Badger keys dropped, every version counted
+	// Keys are the Badger keys dropped, every version counted; on
+	// PostgreSQL the rows deleted (all on the first of PurgeSessions').
+	Keys int
 	// Steps are the provider steps deleted (and those the deleted turns
 	// name): the caller removes their stream journals.
 	Steps []messages.StepID
@@ -94,7 +96,9 @@ type PurgeResult struct {
 	// Badger open beyond reopenWait (see above).
 	ValueLogPending bool
 	Took            time.Duration // the whole call
-	Scrub           time.Duration // step 3, while the store's writes waited
+	// Scrub is step 3, while the store's writes waited; on PostgreSQL
+	// the VACUUM after the commit (writes do not wait).
+	Scrub time.Duration
 }
 
 // purgePlan is what a Purge drops, read before its group is applied.
@@ -354,6 +358,7 @@ func (d *DB) planBranches(txn *badger.Txn, spec PurgeSpec, sess SessionRow, rows
 		}
 		p.nodes = append(p.nodes, id)
 		drop(turnKey(id))
+		drop(id16(tableRootTenant, id))
 		drop(childPrefix(id))
 		drop(overlayPrefix(id))
 		if _, ok := owned[r.Parent]; !ok && !r.Parent.IsZero() {
@@ -383,6 +388,7 @@ func (d *DB) planBranches(txn *badger.Txn, spec PurgeSpec, sess SessionRow, rows
 	steps := map[messages.StepID]bool{}
 	for _, b := range p.res.Branches {
 		drop(headKey(b))
+		drop(id16(tableBranchTenant, b))
 		drop(id16(tableBranchRow, b))
 		drop(id16(tableTurnRow, b))
 		drop(id16(tableStateRow, b))

@@ -3,6 +3,7 @@ package persistence
 import (
 	"bytes"
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,10 +15,13 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/dgraph-io/badger/v4"
+	"github.com/jackc/pgx/v5"
 	"github.com/klauspost/compress/zstd"
 
+	"github.com/contextinfinity/ctxinf/internal/pgtest"
 	"github.com/contextinfinity/ctxinf/messages"
 )
 
@@ -72,7 +76,7 @@ type purgeFixture struct {
 	actor   string
 }
 
-func writeSession(t testing.TB, d *DB, marker string, turns int) purgeFixture {
+func writeSession(t testing.TB, d lifecycleDB, marker string, turns int) purgeFixture {
 	t.Helper()
 	ctx := context.Background()
 	now := time.Now()
@@ -80,7 +84,8 @@ func writeSession(t testing.TB, d *DB, marker string, turns int) purgeFixture {
 		step: messages.NewID[messages.StepID](now)}
 	f.actor = "ctxinf/b-" + f.branch.String()
 	tx := &Tx{
-		NewBranches: []BranchSpec{{ID: f.branch}},
+		// An owner row (and one of its root), which go with the branch.
+		NewBranches: []BranchSpec{{ID: f.branch, Tenant: "tenant " + marker}},
 		Sessions:    []SessionRow{{ID: f.session, ActiveBranch: f.branch, Created: now}},
 		Branches:    []BranchRow{{ID: f.branch, Session: f.session, Label: "main", Created: now}},
 	}
@@ -94,7 +99,7 @@ func writeSession(t testing.TB, d *DB, marker string, turns int) purgeFixture {
 }
 
 // appendTurn appends a turn holding marker to f's branch, with its rows.
-func appendTurn(t testing.TB, d *DB, f purgeFixture, seq uint64, marker string) messages.TurnID {
+func appendTurn(t testing.TB, d lifecycleDB, f purgeFixture, seq uint64, marker string) messages.TurnID {
 	t.Helper()
 	now := time.Now()
 	turn := messages.NewID[messages.TurnID](now)
@@ -128,82 +133,264 @@ func appendTurn(t testing.TB, d *DB, f purgeFixture, seq uint64, marker string) 
 	return turn
 }
 
-// TestPurgeSessionLeavesNoByte deletes a session whose every row holds a
-// marker and finds no byte of it in any file of the store, in Badger's
-// logs (memtables), its tables (compacted before the delete), and the
-// redo log; a session kept, with its own marker, is found and readable.
-func TestPurgeSessionLeavesNoByte(t *testing.T) {
-	for _, compact := range []bool{false, true} {
-		t.Run(map[bool]string{false: "in-logs", true: "in-tables"}[compact], func(t *testing.T) {
-			dir := t.TempDir()
-			d, err := Open(TestOptions(dir))
+// purgeEnv is a store under a purge test: holding returns where marker
+// is still stored (Badger: the files holding it; PostgreSQL: the ctx_*
+// tables), reopen closes the store and opens it again, compact (Badger
+// only, else nil) compacts it.
+type purgeEnv struct {
+	holding func(t *testing.T, marker string) []string
+	reopen  func() lifecycleDB
+	compact func() error
+}
+
+func badgerPurgeEnv(t *testing.T) (lifecycleDB, purgeEnv) {
+	dir := t.TempDir()
+	d, err := Open(TestOptions(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cur := d
+	t.Cleanup(func() { cur.Close() })
+	return d, purgeEnv{
+		holding: func(t *testing.T, marker string) []string { return filesHolding(t, dir, []byte(marker)) },
+		reopen: func() lifecycleDB {
+			if err := cur.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if cur, err = Open(TestOptions(dir)); err != nil {
+				t.Fatal(err)
+			}
+			return cur
+		},
+		compact: func() error { return cur.Compact() },
+	}
+}
+
+func pgPurgeEnv(t *testing.T) (lifecycleDB, purgeEnv) {
+	url := pgtest.Start(t)
+	cur := openPGDB(t, url)
+	return cur, purgeEnv{
+		holding: func(t *testing.T, marker string) []string { return pgTablesHolding(t, url, []byte(marker)) },
+		reopen: func() lifecycleDB {
+			if err := cur.Close(); err != nil {
+				t.Fatal(err)
+			}
+			cur = openPGDB(t, url)
+			return cur
+		},
+	}
+}
+
+// forEachPurgeDB runs fn against a fresh Badger DB and a fresh PGDB.
+func forEachPurgeDB(t *testing.T, fn func(t *testing.T, d lifecycleDB, e purgeEnv)) {
+	for _, c := range []struct {
+		name string
+		open func(*testing.T) (lifecycleDB, purgeEnv)
+	}{{"badger", badgerPurgeEnv}, {"postgres", pgPurgeEnv}} {
+		t.Run(c.name, func(t *testing.T) {
+			d, e := c.open(t)
+			fn(t, d, e)
+		})
+	}
+}
+
+// pgTablesHolding returns the ctx_* tables of the database at url (every
+// one: they are listed from information_schema) with a row holding
+// needle: in a BYTEA column (a row's text shows it in hex), in a text
+// column, or in a blob's payload (decoded: blobs are compressed).
+func pgTablesHolding(t *testing.T, url string, needle []byte) []string {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	rows, err := conn.Query(ctx, `SELECT table_name FROM information_schema.tables
+		WHERE table_schema = current_schema() AND table_name LIKE 'ctx\_%' ORDER BY table_name`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tables, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil || len(tables) < 20 {
+		t.Fatalf("ctx tables: %v, %v", tables, err)
+	}
+	hexNeedle, raw := hex.EncodeToString(needle), string(needle)
+	if !utf8.ValidString(raw) || strings.ContainsRune(raw, 0) {
+		raw = hexNeedle // an id: text columns hold none
+	}
+	var out []string
+	for _, table := range tables {
+		var n int
+		err := conn.QueryRow(ctx, `SELECT count(*) FROM `+table+` t WHERE strpos(t::text, $1) > 0 OR strpos(t::text, $2) > 0`,
+			hexNeedle, raw).Scan(&n)
+		if err != nil {
+			t.Fatalf("scan %s: %v", table, err)
+		}
+		if n == 0 && table == "ctx_blobs" {
+			rows, err := conn.Query(ctx, `SELECT hash, rec FROM ctx_blobs`)
 			if err != nil {
 				t.Fatal(err)
 			}
-			defer func() { d.Close() }()
-			ctx := context.Background()
-			gone, kept := "MARKER-GONE-7f3a9c", "MARKER-KEPT-41d2e8"
-			fg := writeSession(t, d, gone, 3)
-			fk := writeSession(t, d, kept, 2)
-			if compact {
-				if err := d.Compact(); err != nil {
+			for rows.Next() {
+				var h, rec []byte
+				if err := rows.Scan(&h, &rec); err != nil {
 					t.Fatal(err)
 				}
+				if b, err := decodeBlob(Hash(h), rec, 64<<20); err == nil && bytes.Contains(b, needle) {
+					n++
+				}
 			}
-			if got := filesHolding(t, dir, []byte(gone)); len(got) == 0 {
-				t.Fatalf("before the delete no file holds %s: the scan cannot see it", gone)
-			}
-			res, err := d.Purge(ctx, PurgeSpec{Session: fg.session, DeleteSession: true, Actors: []string{fg.actor}})
-			if err != nil {
+			if err := rows.Err(); err != nil {
 				t.Fatal(err)
 			}
-			if res.Nodes != 3 || res.Turns != 3 || res.Chunks != 3 || res.Blobs != 3 || len(res.Steps) != 3 {
-				t.Errorf("Purge = %+v, want 3 nodes, turns, chunks, blobs and steps", res)
-			}
-			if got := filesHolding(t, dir, []byte(gone)); len(got) > 0 {
-				t.Errorf("after the delete %s is still in %v", gone, got)
-			}
-			if _, err := d.Session(ctx, fg.session); !errors.Is(err, ErrNotFound) {
-				t.Errorf("Session(deleted) = %v, want ErrNotFound", err)
-			}
-			if _, err := d.Head(ctx, fg.branch); !errors.Is(err, ErrBranchNotFound) {
-				t.Errorf("Head(deleted) = %v, want ErrBranchNotFound", err)
-			}
-			if _, err := d.Turn(ctx, fg.turns[0]); !errors.Is(err, ErrTurnNotFound) {
-				t.Errorf("Turn(deleted) = %v, want ErrTurnNotFound", err)
-			}
-			if _, err := d.ProxyLookup(ctx, DefaultTenant, ProxyByKey, []byte(gone+fg.turns[0].String())); !errors.Is(err, ErrNotFound) {
-				t.Errorf("ProxyLookup(deleted) = %v, want ErrNotFound", err)
-			}
-			// The store goes on: a write after the delete, then a reopen.
-			appendTurn(t, d, fk, 3, kept)
-			if err := d.Close(); err != nil {
-				t.Fatal(err)
-			}
-			if d, err = Open(TestOptions(dir)); err != nil {
-				t.Fatal(err)
-			}
-			if got := filesHolding(t, dir, []byte(gone)); len(got) > 0 {
-				t.Errorf("after a reopen %s is in %v", gone, got)
-			}
-			if got := filesHolding(t, dir, []byte(kept)); len(got) == 0 {
-				t.Errorf("no file holds the kept session's %s", kept)
-			}
-			p, err := d.Last(ctx, fk.branch, 10)
-			if err != nil || len(p.Turns) != 3 {
-				t.Fatalf("Last(kept) = %d turns, %v; want 3", len(p.Turns), err)
-			}
-			b, err := d.Blob(ctx, p.Turns[0].PayloadHash)
-			if err != nil || !bytes.Contains(b, []byte(kept)) {
-				t.Errorf("Blob(kept) = %q, %v", b, err)
-			}
-			if s, err := d.StateRow(ctx, fk.branch, 1); err != nil || s.Summary != kept {
-				t.Errorf("StateRow(kept) = %+v, %v", s, err)
-			}
-			if _, err := d.Session(ctx, fg.session); !errors.Is(err, ErrNotFound) {
-				t.Errorf("after a reopen Session(deleted) = %v, want ErrNotFound", err)
-			}
-		})
+		}
+		if n > 0 {
+			out = append(out, fmt.Sprintf("%s (%d rows)", table, n))
+		}
+	}
+	return out
+}
+
+// TestPurgeSessionLeavesNoByte deletes a session whose every row holds a
+// marker and finds no byte of it left: on Badger in no file of the store
+// (in Badger's logs (memtables), its tables (compacted before the
+// delete), and the redo log), on PostgreSQL in no row of any table; a
+// session kept, with its own marker, is found and readable.
+func TestPurgeSessionLeavesNoByte(t *testing.T) {
+	t.Run("in-logs", func(t *testing.T) { forEachPurgeDB(t, testPurgeSessionLeavesNoByte) })
+	t.Run("in-tables", func(t *testing.T) {
+		d, e := badgerPurgeEnv(t)
+		testPurgeSessionLeavesNoByte(t, d, e)
+	})
+}
+
+func testPurgeSessionLeavesNoByte(t *testing.T, d lifecycleDB, e purgeEnv) {
+	ctx := context.Background()
+	gone, kept := "MARKER-GONE-7f3a9c", "MARKER-KEPT-41d2e8"
+	fg := writeSession(t, d, gone, 3)
+	fk := writeSession(t, d, kept, 2)
+	if strings.HasSuffix(t.Name(), "in-tables") {
+		if err := e.compact(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := e.holding(t, gone); len(got) == 0 {
+		t.Fatalf("before the delete nothing holds %s: the scan cannot see it", gone)
+	}
+	res, err := d.Purge(ctx, PurgeSpec{Session: fg.session, DeleteSession: true, Actors: []string{fg.actor}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Nodes != 3 || res.Turns != 3 || res.Chunks != 3 || res.Blobs != 3 || len(res.Steps) != 3 {
+		t.Errorf("Purge = %+v, want 3 nodes, turns, chunks, blobs and steps", res)
+	}
+	if got := e.holding(t, gone); len(got) > 0 {
+		t.Errorf("after the delete %s is still in %v", gone, got)
+	}
+	if _, err := d.Session(ctx, fg.session); !errors.Is(err, ErrNotFound) {
+		t.Errorf("Session(deleted) = %v, want ErrNotFound", err)
+	}
+	if _, err := d.Head(ctx, fg.branch); !errors.Is(err, ErrBranchNotFound) {
+		t.Errorf("Head(deleted) = %v, want ErrBranchNotFound", err)
+	}
+	if _, err := d.Turn(ctx, fg.turns[0]); !errors.Is(err, ErrTurnNotFound) {
+		t.Errorf("Turn(deleted) = %v, want ErrTurnNotFound", err)
+	}
+	if _, err := d.ProxyLookup(ctx, DefaultTenant, ProxyByKey, []byte(gone+fg.turns[0].String())); !errors.Is(err, ErrNotFound) {
+		t.Errorf("ProxyLookup(deleted) = %v, want ErrNotFound", err)
+	}
+	checkPurgedReads(t, d, fg, gone)
+	// The store goes on: a write after the delete, then a reopen.
+	appendTurn(t, d, fk, 3, kept)
+	d = e.reopen()
+	if got := e.holding(t, gone); len(got) > 0 {
+		t.Errorf("after a reopen %s is in %v", gone, got)
+	}
+	if got := e.holding(t, kept); len(got) == 0 {
+		t.Errorf("nothing holds the kept session's %s", kept)
+	}
+	p, err := d.Last(ctx, fk.branch, 10)
+	if err != nil || len(p.Turns) != 3 {
+		t.Fatalf("Last(kept) = %d turns, %v; want 3", len(p.Turns), err)
+	}
+	b, err := d.Blob(ctx, p.Turns[0].PayloadHash)
+	if err != nil || !bytes.Contains(b, []byte(kept)) {
+		t.Errorf("Blob(kept) = %q, %v", b, err)
+	}
+	if s, err := d.StateRow(ctx, fk.branch, 1); err != nil || s.Summary != kept {
+		t.Errorf("StateRow(kept) = %+v, %v", s, err)
+	}
+	if tn, err := d.TurnTenant(ctx, p.Turns[0].ID); err != nil || tn != "tenant "+kept {
+		t.Errorf("TurnTenant(kept) = %q, %v", tn, err)
+	}
+	if _, err := d.Session(ctx, fg.session); !errors.Is(err, ErrNotFound) {
+		t.Errorf("after a reopen Session(deleted) = %v, want ErrNotFound", err)
+	}
+	checkPurgedReads(t, d, fg, gone)
+}
+
+// checkPurgedReads checks that no read of the Database finds a row of
+// the purged session f.
+func checkPurgedReads(t *testing.T, d lifecycleDB, f purgeFixture, marker string) {
+	t.Helper()
+	ctx := context.Background()
+	notFound := func(what string, err error) {
+		t.Helper()
+		if !errors.Is(err, ErrNotFound) {
+			t.Errorf("%s of the deleted session = %v, want ErrNotFound", what, err)
+		}
+	}
+	_, err := d.BranchRow(ctx, f.branch)
+	notFound("BranchRow", err)
+	_, err = d.StateRow(ctx, f.branch, 1)
+	notFound("StateRow", err)
+	_, err = d.StepRow(ctx, f.step)
+	notFound("StepRow", err)
+	_, err = d.BranchTenant(ctx, f.branch)
+	notFound("BranchTenant", err)
+	_, err = d.SessionActivity(ctx, f.session)
+	notFound("SessionActivity", err)
+	_, err = d.IdempotencyKey(ctx, ScopeTurn, f.branch, "key "+marker+f.turns[0].String())
+	notFound("IdempotencyKey", err)
+	if bs, err := d.Branches(ctx, f.session); err != nil || len(bs) != 0 {
+		t.Errorf("Branches(deleted) = %+v, %v", bs, err)
+	}
+	for _, turn := range f.turns {
+		_, err := d.Turn(ctx, turn)
+		notFound("Turn", err)
+		if rs, err := d.TurnRows(ctx, f.branch, 0, 10); err != nil || len(rs) != 0 {
+			t.Errorf("TurnRows(deleted) = %+v, %v", rs, err)
+		}
+		if cs, err := d.Chunks(ctx, turn); err != nil || len(cs) != 0 {
+			t.Errorf("Chunks(deleted turn) = %+v, %v", cs, err)
+		}
+		if ss, err := d.Steps(ctx, turn); err != nil || len(ss) != 0 {
+			t.Errorf("Steps(deleted turn) = %+v, %v", ss, err)
+		}
+		if bs, err := d.TurnBranches(ctx, turn); err != nil || len(bs) != 0 {
+			t.Errorf("TurnBranches(deleted turn) = %v, %v", bs, err)
+		}
+	}
+	n := 0
+	if err := d.Events(ctx, f.actor, 0, func(uint64, []byte) error { n++; return nil }); err != nil || n != 0 {
+		t.Errorf("Events(deleted) = %d, %v", n, err)
+	}
+	if _, ok, err := d.Snapshot(ctx, f.actor); ok || err != nil {
+		t.Errorf("Snapshot(deleted) = %t, %v", ok, err)
+	}
+	js, err := d.Jobs(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, j := range js {
+		if j.Branch == f.branch {
+			t.Errorf("job %+v of the deleted branch is left", j)
+		}
+	}
+	n = 0
+	if err := d.BranchChunks(ctx, f.branch, func(ChunkDoc) error { n++; return nil }); err != nil || n != 0 {
+		t.Errorf("BranchChunks(deleted) = %d, %v", n, err)
 	}
 }
 
@@ -211,19 +398,15 @@ func TestPurgeSessionLeavesNoByte(t *testing.T) {
 // (ErrInUse, nothing deleted); the fork is deleted alone, its parent's
 // turns (which the fork shared) kept; a dedup'd payload the fork shares
 // with its parent stays.
-func TestPurgeBranchWithForks(t *testing.T) {
-	dir := t.TempDir()
-	d, err := Open(TestOptions(dir))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
+func TestPurgeBranchWithForks(t *testing.T) { forEachPurgeDB(t, testPurgeBranchWithForks) }
+
+func testPurgeBranchWithForks(t *testing.T, d lifecycleDB, e purgeEnv) {
 	ctx := context.Background()
 	parent := writeSession(t, d, "PARENT-KEPT-19ab", 2)
 	now := time.Now()
 	fork := purgeFixture{session: parent.session, branch: messages.NewID[messages.BranchID](now), step: messages.NewID[messages.StepID](now)}
 	fork.actor = "ctxinf/b-" + fork.branch.String()
-	_, err = d.Commit(ctx, &Tx{
+	_, err := d.Commit(ctx, &Tx{
 		NewBranches: []BranchSpec{{ID: fork.branch, At: parent.turns[0]}},
 		Branches:    []BranchRow{{ID: fork.branch, Session: parent.session, Parent: parent.branch, ForkAt: parent.turns[0], ForkSeq: 1, Created: now}},
 	})
@@ -231,9 +414,9 @@ func TestPurgeBranchWithForks(t *testing.T) {
 		t.Fatal(err)
 	}
 	appendTurn(t, d, fork, 2, "FORK-GONE-5c7e")
-	before := filesHolding(t, dir, []byte("FORK-GONE-5c7e"))
+	before := e.holding(t, "FORK-GONE-5c7e")
 	if len(before) == 0 {
-		t.Fatal("no file holds the fork's marker before the delete")
+		t.Fatal("nothing holds the fork's marker before the delete")
 	}
 	_, err = d.Purge(ctx, PurgeSpec{Session: parent.session, Branches: []messages.BranchID{parent.branch}})
 	if !errors.Is(err, ErrInUse) {
@@ -249,7 +432,7 @@ func TestPurgeBranchWithForks(t *testing.T) {
 	if res.Nodes != 1 {
 		t.Errorf("Purge(fork) deleted %d nodes, want 1 (its own)", res.Nodes)
 	}
-	if got := filesHolding(t, dir, []byte("FORK-GONE-5c7e")); len(got) > 0 {
+	if got := e.holding(t, "FORK-GONE-5c7e"); len(got) > 0 {
 		t.Errorf("after the delete the fork's marker is in %v", got)
 	}
 	chain, err := d.Chain(ctx, parent.turns[1])
@@ -371,7 +554,7 @@ func bigPayload(marker string, n int) string {
 
 // appendBig appends to f's branch a turn whose payload, and the response
 // of its step, are big.
-func appendBig(t testing.TB, d *DB, f purgeFixture, seq uint64, big string) messages.TurnID {
+func appendBig(t testing.TB, d lifecycleDB, f purgeFixture, seq uint64, big string) messages.TurnID {
 	t.Helper()
 	now := time.Now()
 	turn, step := messages.NewID[messages.TurnID](now), messages.NewID[messages.StepID](now)

@@ -10,15 +10,11 @@ import (
 )
 
 // TestPurgeSessionsInOneDrop deletes two sessions in one call: neither's
-// marker is left in any file, a kept session's is; a batch naming a
+// marker is left in any file (any table), a kept session's is; a batch naming a
 // session that does not exist deletes nothing.
-func TestPurgeSessionsInOneDrop(t *testing.T) {
-	dir := t.TempDir()
-	d, err := Open(TestOptions(dir))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { d.Close() }()
+func TestPurgeSessionsInOneDrop(t *testing.T) { forEachPurgeDB(t, testPurgeSessionsInOneDrop) }
+
+func testPurgeSessionsInOneDrop(t *testing.T, d lifecycleDB, e purgeEnv) {
 	ctx := context.Background()
 	a, b, kept := "MARKER-RET-A-19c0", "MARKER-RET-B-7e22", "MARKER-RET-KEPT-3d11"
 	fa := writeSession(t, d, a, 2)
@@ -31,7 +27,7 @@ func TestPurgeSessionsInOneDrop(t *testing.T) {
 		}
 	}
 	missing := messages.NewID[messages.SessionID](time.Now())
-	_, err = d.PurgeSessions(ctx, []PurgeSpec{{Session: fa.session, DeleteSession: true}, {Session: missing, DeleteSession: true}})
+	_, err := d.PurgeSessions(ctx, []PurgeSpec{{Session: fa.session, DeleteSession: true}, {Session: missing, DeleteSession: true}})
 	if !errors.Is(err, ErrNotFound) {
 		t.Fatalf("PurgeSessions(with a missing session) = %v, want ErrNotFound", err)
 	}
@@ -52,7 +48,7 @@ func TestPurgeSessionsInOneDrop(t *testing.T) {
 		t.Errorf("PurgeSessions = %+v, want 2 and 3 turns, 5 blobs on the first", res)
 	}
 	for _, m := range []string{a, b} {
-		if got := filesHolding(t, dir, []byte(m)); len(got) > 0 {
+		if got := e.holding(t, m); len(got) > 0 {
 			t.Errorf("after the delete %s is still in %v", m, got)
 		}
 	}
@@ -61,7 +57,7 @@ func TestPurgeSessionsInOneDrop(t *testing.T) {
 			t.Errorf("SessionActivity(deleted) = %v, want ErrNotFound", err)
 		}
 	}
-	if got := filesHolding(t, dir, []byte(kept)); len(got) == 0 {
+	if got := e.holding(t, kept); len(got) == 0 {
 		t.Errorf("no file holds the kept session's %s", kept)
 	}
 	if _, err := d.Session(ctx, fk.session); err != nil {

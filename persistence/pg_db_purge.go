@@ -1,0 +1,703 @@
+package persistence
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/contextinfinity/ctxinf/messages"
+)
+
+// Hard delete on PostgreSQL, with the semantics of purge.go: the same
+// rows go (every row of the branches deleted, the transcript nodes they
+// own with their overlays, the blobs no other node references any more,
+// the sessions' rows, and the actors' logs), the same refusals (ErrInUse,
+// nothing deleted) and the same PurgeResult. One SERIALIZABLE transaction
+// reads what to delete and deletes it, retried whole on 40001/40P01: a
+// write of another runtime (or of this one's committer) that references
+// a node or a blob the purge deletes, or moves a head it checks, commits
+// before it (the purge's retry reads it) or after it (and finds the rows
+// gone), never between its read and its delete.
+//
+// A DELETE leaves the row's bytes in its heap and index pages (a dead
+// tuple) and in the WAL. After the commit, when PGOptions.PurgeVacuum is
+// set and the server is PostgreSQL, Purge runs a plain VACUUM of the
+// tables it deleted from (outside the transaction: VACUUM runs in none),
+// which makes the dead tuples' space free; a VACUUM refused or failed is
+// logged and the delete stands. What stays where, and what an operator
+// does for strict erasure, is in docs/STORE.md.
+
+// pgPurgePlan is what a purge of one spec deletes, read in the purge's
+// transaction.
+type pgPurgePlan struct {
+	spec    PurgeSpec
+	del     []messages.BranchID // = res.Branches
+	nodes   []messages.TurnID   // the transcript nodes the branches own
+	chunks  [][]byte            // chunk ids of the nodes
+	jobs    []Job
+	keyed   [][]byte // idempotency keys and proxy entries
+	unref   map[Hash]uint64
+	session *SessionRow // updated, when the session stays and its active branch goes
+	res     PurgeResult
+}
+
+// Purge deletes what spec names, for good, in one transaction, as
+// DB.Purge does; it returns once the transaction committed (and the
+// VACUUM after it, PurgeResult.Scrub, ran).
+func (d *PGDB) Purge(ctx context.Context, spec PurgeSpec) (PurgeResult, error) {
+	start := time.Now()
+	if spec.Session.IsZero() {
+		return PurgeResult{}, fmt.Errorf("%w: purge: session id is zero", ErrInvalidArgument)
+	}
+	if !spec.DeleteSession && len(spec.Branches) == 0 {
+		return PurgeResult{}, fmt.Errorf("%w: purge: no branch to delete", ErrInvalidArgument)
+	}
+	for _, a := range spec.Actors {
+		if err := checkActor(a); err != nil {
+			return PurgeResult{}, err
+		}
+	}
+	plans, scrub, err := d.purge(ctx, []PurgeSpec{spec})
+	if err != nil {
+		return PurgeResult{}, err
+	}
+	res := plans[0].res
+	res.Scrub = scrub
+	res.Took = time.Since(start)
+	return res, nil
+}
+
+// PurgeSessions deletes the sessions specs name (each DeleteSession, no
+// two of one session) as Purge does, in one transaction: all or nothing,
+// as DB.PurgeSessions. The results are in specs' order; each has the
+// call's Took and Scrub, and the blobs no longer referenced are counted
+// once, on the first.
+func (d *PGDB) PurgeSessions(ctx context.Context, specs []PurgeSpec) ([]PurgeResult, error) {
+	start := time.Now()
+	if len(specs) == 0 {
+		return nil, nil
+	}
+	seen := map[messages.SessionID]bool{}
+	for i, spec := range specs {
+		if spec.Session.IsZero() || !spec.DeleteSession {
+			return nil, fmt.Errorf("%w: purge sessions: spec %d deletes no session", ErrInvalidArgument, i)
+		}
+		if seen[spec.Session] {
+			return nil, fmt.Errorf("%w: purge sessions: session %s twice", ErrInvalidArgument, spec.Session)
+		}
+		seen[spec.Session] = true
+		for _, a := range spec.Actors {
+			if err := checkActor(a); err != nil {
+				return nil, err
+			}
+		}
+	}
+	plans, scrub, err := d.purge(ctx, specs)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]PurgeResult, len(plans))
+	for i, p := range plans {
+		out[i] = p.res
+		out[i].Scrub = scrub
+		out[i].Took = time.Since(start)
+	}
+	return out, nil
+}
+
+// purge runs the purge of specs as one transaction, retried whole while
+// it fails for a retryable reason, then forgets what the caches hold of
+// it and vacuums. The blobs it deleted are counted on the first plan.
+func (d *PGDB) purge(ctx context.Context, specs []PurgeSpec) ([]*pgPurgePlan, time.Duration, error) {
+	if err := d.alive(); err != nil {
+		return nil, 0, err
+	}
+	var (
+		plans  []*pgPurgePlan
+		tables []string
+		err    error
+	)
+	for attempt := 0; attempt < d.opts.MaxRetries; attempt++ {
+		if attempt > 0 {
+			d.stats.retries.Add(1)
+			backoff(attempt)
+		}
+		if err = ctx.Err(); err != nil {
+			return nil, 0, err // no attempt committed
+		}
+		plans, tables, err = d.tryPurge(ctx, specs)
+		if err == nil || !retryablePG(err) {
+			break
+		}
+		d.log.Debug().Err(err).Int("attempt", attempt).Msg("postgres purge retried")
+	}
+	if err != nil {
+		if !errors.Is(err, ErrOutcomeUnknown) && retryablePG(err) {
+			err = fmt.Errorf("postgres: purge gave up after %d attempts: %w", d.opts.MaxRetries, err)
+		}
+		return nil, 0, fmt.Errorf("delete: %w", err)
+	}
+	for _, p := range plans {
+		for _, id := range p.nodes {
+			d.turns.drop(id)
+		}
+	}
+	start := time.Now()
+	d.vacuum(ctx, tables)
+	return plans, time.Since(start), nil
+}
+
+// tryPurge runs one attempt: it plans every spec on the transaction's
+// snapshot (as Badger plans each at one timestamp), then deletes. It
+// returns the tables it deleted from or updated.
+func (d *PGDB) tryPurge(ctx context.Context, specs []PurgeSpec) ([]*pgPurgePlan, []string, error) {
+	// Once begun it runs to the end (a caller gone changes nothing), in
+	// the time a group has.
+	tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.opts.GroupTimeout)
+	defer cancel()
+	tx, err := d.pool.BeginTx(tctx, pgx.TxOptions{IsoLevel: pgx.Serializable})
+	if err != nil {
+		return nil, nil, pgPurgeErr(fmt.Errorf("postgres: begin: %w", err))
+	}
+	committed := false
+	defer func() {
+		if !committed {
+			tx.Rollback(context.Background())
+		}
+	}()
+	plans := make([]*pgPurgePlan, len(specs))
+	for i, spec := range specs {
+		if plans[i], err = planPGPurge(tctx, tx, spec); err != nil {
+			return nil, nil, pgPurgeErr(err)
+		}
+	}
+	tables, err := writePGPurge(tctx, tx, plans)
+	if err != nil {
+		return nil, nil, pgPurgeErr(err)
+	}
+	if err := tx.Commit(tctx); err != nil {
+		committed = true
+		return nil, nil, commitError(err)
+	}
+	committed = true
+	return plans, tables, nil
+}
+
+// pgPurgeErr classifies an error before COMMIT: the purge's own (a
+// refusal, a corrupt row) as is, a broken connection as errConnLost
+// (nothing committed: retried).
+func pgPurgeErr(err error) error {
+	if retryablePG(err) || errors.Is(err, ErrNotFound) || errors.Is(err, ErrInvalidArgument) ||
+		errors.Is(err, ErrInUse) || errors.Is(err, ErrCorrupt) {
+		return err
+	}
+	if c := pgCode(err); c == "" || strings.HasPrefix(c, "08") || strings.HasPrefix(c, "57P") {
+		return fmt.Errorf("%w: %w", errConnLost, err)
+	}
+	return err
+}
+
+// eachPGRow runs sql in tx and calls fn for each row it returns.
+func eachPGRow(ctx context.Context, tx pgx.Tx, what, sql string, args []any, fn func(pgx.Rows) error) error {
+	rows, err := tx.Query(ctx, sql, args...)
+	if err != nil {
+		return fmt.Errorf("postgres: %s: %w", what, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		if err := fn(rows); err != nil {
+			return err
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("postgres: %s: %w", what, err)
+	}
+	return nil
+}
+
+func idBytes[T ~[16]byte](ids []T) [][]byte {
+	out := make([][]byte, len(ids))
+	for i := range ids {
+		out[i] = ids[i][:]
+	}
+	return out
+}
+
+// pgNode is a transcript node a purge deletes.
+type pgNode struct {
+	parent messages.TurnID
+	hash   Hash
+	base   messages.TurnID // the base of the branch it was reached from
+}
+
+// planPGPurge reads, in tx, what a purge of spec deletes (planPurge and
+// planBranches on Badger).
+func planPGPurge(ctx context.Context, tx pgx.Tx, spec PurgeSpec) (*pgPurgePlan, error) {
+	p := &pgPurgePlan{spec: spec, unref: map[Hash]uint64{}}
+	var data []byte
+	err := tx.QueryRow(ctx, `SELECT data FROM ctx_sessions WHERE id = $1`, spec.Session[:]).Scan(&data)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("%w: session %s", ErrRowNotFound, spec.Session)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("postgres: read session %s: %w", spec.Session, err)
+	}
+	var sess SessionRow
+	if err := json.Unmarshal(data, &sess); err != nil {
+		return nil, fmt.Errorf("%w: session %s: %v", ErrCorrupt, spec.Session, err)
+	}
+	rows := map[messages.BranchID]BranchRow{} // every branch of the session
+	err = eachPGRow(ctx, tx, "read branches of session "+spec.Session.String(),
+		`SELECT data FROM ctx_branches WHERE session_id = $1`, []any{spec.Session[:]}, func(r pgx.Rows) error {
+			var b []byte
+			if err := r.Scan(&b); err != nil {
+				return err
+			}
+			var row BranchRow
+			if err := json.Unmarshal(b, &row); err != nil {
+				return fmt.Errorf("%w: branch row of session %s: %v", ErrCorrupt, spec.Session, err)
+			}
+			rows[row.ID] = row
+			return nil
+		})
+	if err != nil {
+		return nil, err
+	}
+	del := map[messages.BranchID]bool{}
+	if spec.DeleteSession {
+		for id := range rows {
+			del[id] = true
+		}
+	} else {
+		for _, id := range spec.Branches {
+			if _, ok := rows[id]; !ok {
+				return nil, fmt.Errorf("%w: branch %s of session %s", ErrRowNotFound, id, spec.Session)
+			}
+			del[id] = true
+		}
+	}
+	for id := range del {
+		p.del = append(p.del, id)
+	}
+	slices.SortFunc(p.del, func(a, b messages.BranchID) int { return a.Compare(b) })
+	p.res.Branches = slices.Clone(p.del)
+	dels := idBytes(p.del)
+
+	// The nodes the branches own: from each head to its base.
+	heads := map[messages.BranchID][2]messages.TurnID{} // turn, base
+	err = eachPGRow(ctx, tx, "read heads", `SELECT branch, turn, base FROM ctx_heads WHERE branch = ANY($1)`,
+		[]any{dels}, func(r pgx.Rows) error {
+			var b, t, base []byte
+			if err := r.Scan(&b, &t, &base); err != nil {
+				return err
+			}
+			if len(b) != 16 || len(t) != 16 || len(base) != 16 {
+				return fmt.Errorf("%w: head row of branch %x", ErrCorrupt, b)
+			}
+			heads[messages.BranchID(b)] = [2]messages.TurnID{messages.TurnID(t), messages.TurnID(base)}
+			return nil
+		})
+	if err != nil {
+		return nil, err
+	}
+	owned := map[messages.TurnID]pgNode{}
+	err = eachPGRow(ctx, tx, "read the turns of the branches to delete", `WITH RECURSIVE w (id, parent, hash, base) AS (
+			SELECT t.id, t.parent, t.hash, h.base FROM ctx_heads h JOIN ctx_turns t ON t.id = h.turn
+			WHERE h.branch = ANY($1) AND h.turn <> h.base
+			UNION ALL
+			SELECT t.id, t.parent, t.hash, w.base FROM w JOIN ctx_turns t ON t.id = w.parent WHERE w.parent <> w.base
+		)
+		SELECT id, parent, hash, base FROM w`, []any{dels}, func(r pgx.Rows) error {
+		var id, parent, hash, base []byte
+		if err := r.Scan(&id, &parent, &hash, &base); err != nil {
+			return err
+		}
+		if len(id) != 16 || len(parent) != 16 || len(hash) != 32 || len(base) != 16 {
+			return fmt.Errorf("%w: turn row %x", ErrCorrupt, id)
+		}
+		owned[messages.TurnID(id)] = pgNode{parent: messages.TurnID(parent), hash: Hash(hash), base: messages.TurnID(base)}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	// The walk stops at a missing turn: every head's turn and every
+	// node's parent (but at the base) must have been found.
+	for b, h := range heads {
+		if _, ok := owned[h[0]]; !ok && h[0] != h[1] && !h[0].IsZero() {
+			return nil, fmt.Errorf("%w: head of branch %s names turn %s, which is missing", ErrCorrupt, b, h[0])
+		}
+	}
+	for id, n := range owned {
+		if _, ok := owned[n.parent]; !ok && n.parent != n.base && !n.parent.IsZero() {
+			return nil, fmt.Errorf("%w: turn %s names parent %s, which is missing", ErrCorrupt, id, n.parent)
+		}
+	}
+	for id := range owned {
+		p.nodes = append(p.nodes, id)
+	}
+	slices.SortFunc(p.nodes, func(a, b messages.TurnID) int { return a.Compare(b) })
+	nodes := idBytes(p.nodes)
+	delSet := func(b []byte) bool { return len(b) == 16 && del[messages.BranchID(b)] }
+
+	// A node a branch kept reaches: a fork's head or base, or a child
+	// that is not deleted.
+	err = eachPGRow(ctx, tx, "read the heads at the turns to delete",
+		`SELECT branch, turn, base FROM ctx_heads WHERE turn = ANY($1) OR base = ANY($1) ORDER BY branch`,
+		[]any{nodes}, func(r pgx.Rows) error {
+			var b, t, base []byte
+			if err := r.Scan(&b, &t, &base); err != nil {
+				return err
+			}
+			if delSet(b) {
+				return nil
+			}
+			if _, ok := owned[messages.TurnID(t)]; ok {
+				return fmt.Errorf("%w: branch %x is at turn %s of a branch to delete (a fork): delete it first",
+					ErrInUse, b, messages.TurnID(t))
+			}
+			return fmt.Errorf("%w: branch %x was forked at turn %s of a branch to delete: delete it first",
+				ErrInUse, b, messages.TurnID(base))
+		})
+	if err != nil {
+		return nil, err
+	}
+	err = eachPGRow(ctx, tx, "read the children of the turns to delete",
+		`SELECT parent, id FROM ctx_turns WHERE parent = ANY($1) ORDER BY parent, id`, []any{nodes}, func(r pgx.Rows) error {
+			var parent, id []byte
+			if err := r.Scan(&parent, &id); err != nil {
+				return err
+			}
+			if _, ok := owned[messages.TurnID(id)]; !ok {
+				return fmt.Errorf("%w: turn %s of a branch to delete has a child %x on a branch kept (a fork): delete it first",
+					ErrInUse, messages.TurnID(parent), id)
+			}
+			return nil
+		})
+	if err != nil {
+		return nil, err
+	}
+	// The blob references the nodes hold: their payloads and overlays
+	// (an overlay that purged a payload released its reference then).
+	refs := map[messages.TurnID]map[Hash]int{}
+	for id, n := range owned {
+		refs[id] = map[Hash]int{n.hash: 1}
+	}
+	err = eachPGRow(ctx, tx, "read overlays of the turns to delete",
+		`SELECT seq, turn, tombstone, hash, purged, created_ms FROM ctx_overlays WHERE turn = ANY($1) ORDER BY seq`,
+		[]any{nodes}, func(r pgx.Rows) error {
+			ov, err := scanOverlay(r)
+			if err != nil {
+				return err
+			}
+			m := refs[ov.Turn]
+			if m == nil {
+				return nil // not asked for
+			}
+			if !ov.Tombstone {
+				m[ov.Hash]++
+			}
+			if !ov.Purged.IsZero() {
+				m[ov.Purged]--
+			}
+			return nil
+		})
+	if err != nil {
+		return nil, err
+	}
+	for _, m := range refs {
+		for h, n := range m {
+			if n > 0 && !h.IsZero() {
+				p.unref[h] += uint64(n)
+			}
+		}
+	}
+	p.res.Nodes = len(owned)
+
+	// The branches' turn rows; the steps and chunks of the nodes.
+	steps := map[messages.StepID]bool{}
+	err = eachPGRow(ctx, tx, "read turn rows of the branches to delete",
+		`SELECT data FROM ctx_turn_rows WHERE branch = ANY($1)`, []any{dels}, func(r pgx.Rows) error {
+			var b []byte
+			if err := r.Scan(&b); err != nil {
+				return err
+			}
+			var t TurnRow
+			if err := json.Unmarshal(b, &t); err != nil {
+				return fmt.Errorf("%w: turn row: %v", ErrCorrupt, err)
+			}
+			p.res.Turns++
+			if _, ok := owned[t.ID]; ok && !t.Step.IsZero() {
+				steps[t.Step] = true // a turn of the parent the fork carried as pending is the parent's
+			}
+			return nil
+		})
+	if err != nil {
+		return nil, err
+	}
+	err = eachPGRow(ctx, tx, "read steps of the turns to delete",
+		`SELECT id FROM ctx_steps WHERE turn = ANY($1)`, []any{nodes}, func(r pgx.Rows) error {
+			var id []byte
+			if err := r.Scan(&id); err != nil {
+				return err
+			}
+			if len(id) != 16 {
+				return fmt.Errorf("%w: step id of %d bytes", ErrCorrupt, len(id))
+			}
+			steps[messages.StepID(id)] = true
+			return nil
+		})
+	if err != nil {
+		return nil, err
+	}
+	for s := range steps {
+		p.res.Steps = append(p.res.Steps, s)
+	}
+	slices.SortFunc(p.res.Steps, func(a, b messages.StepID) int { return a.Compare(b) })
+	err = eachPGRow(ctx, tx, "read chunks of the turns to delete",
+		`SELECT DISTINCT id FROM ctx_chunks WHERE source_turn = ANY($1)`, []any{nodes}, func(r pgx.Rows) error {
+			var id []byte
+			if err := r.Scan(&id); err != nil {
+				return err
+			}
+			p.chunks = append(p.chunks, id)
+			return nil
+		})
+	if err != nil {
+		return nil, err
+	}
+	p.res.Chunks = len(p.chunks)
+
+	// Jobs, idempotency keys and proxy entries name their branch in
+	// their data: each table is read whole, as Badger scans its prefix.
+	err = eachPGRow(ctx, tx, "read jobs", `SELECT data FROM ctx_jobs`, nil, func(r pgx.Rows) error {
+		var b []byte
+		if err := r.Scan(&b); err != nil {
+			return err
+		}
+		var j Job
+		if err := json.Unmarshal(b, &j); err != nil {
+			return fmt.Errorf("%w: job: %v", ErrCorrupt, err)
+		}
+		if del[j.Branch] {
+			p.jobs = append(p.jobs, j)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	err = eachPGRow(ctx, tx, "read keyed rows", `SELECT key, data FROM ctx_keyed WHERE (key >= $1 AND key < $2) OR (key >= $3 AND key < $4)`,
+		[]any{[]byte{tableIdemKey}, []byte{tableIdemKey + 1}, []byte{tableProxy}, []byte{tableProxy + 1}}, func(r pgx.Rows) error {
+			var k, v []byte
+			if err := r.Scan(&k, &v); err != nil {
+				return err
+			}
+			if k[0] == tableIdemKey {
+				var row IdempotencyRow
+				if err := json.Unmarshal(v, &row); err != nil {
+					return fmt.Errorf("%w: idempotency key %x: %v", ErrCorrupt, k, err)
+				}
+				if del[row.Owner] || del[row.Branch] || spec.DeleteSession && row.Session == spec.Session {
+					p.keyed = append(p.keyed, k)
+				}
+				return nil
+			}
+			var t ProxyTarget
+			if err := json.Unmarshal(v, &t); err != nil {
+				return fmt.Errorf("%w: proxy entry %x: %v", ErrCorrupt, k, err)
+			}
+			if del[t.Branch] {
+				p.keyed = append(p.keyed, k)
+			}
+			return nil
+		})
+	if err != nil {
+		return nil, err
+	}
+	if !spec.DeleteSession && del[sess.ActiveBranch] {
+		b := sess.ActiveBranch
+		for del[b] && !b.IsZero() {
+			b = rows[b].Parent
+		}
+		if b.IsZero() {
+			return nil, fmt.Errorf("%w: every branch of session %s would be deleted: delete the session", ErrInvalidArgument, spec.Session)
+		}
+		sess.ActiveBranch = b
+		p.session = &sess
+	}
+	return p, nil
+}
+
+// writePGPurge deletes what plans name, in tx, and returns the tables it
+// changed. The blobs it deletes are counted on plans[0].
+func writePGPurge(ctx context.Context, tx pgx.Tx, plans []*pgPurgePlan) ([]string, error) {
+	var (
+		del, nodes, chunks, keyed, sessions [][]byte
+		actors                              [][]byte
+		jobs                                []Job
+		unref                               = map[Hash]uint64{}
+	)
+	b := &pgx.Batch{}
+	type stmt struct{ table, what string }
+	var stmts []stmt
+	queue := func(table, what, sql string, args ...any) {
+		b.Queue(sql, args...)
+		stmts = append(stmts, stmt{table, what})
+	}
+	for _, p := range plans {
+		del = append(del, idBytes(p.del)...)
+		nodes = append(nodes, idBytes(p.nodes)...)
+		chunks = append(chunks, p.chunks...)
+		keyed = append(keyed, p.keyed...)
+		jobs = append(jobs, p.jobs...)
+		for h, n := range p.unref {
+			unref[h] += n
+		}
+		if p.session != nil {
+			data, err := encodeJSONRow(*p.session)
+			if err != nil {
+				return nil, err
+			}
+			queue("ctx_sessions", "move the active branch of session "+p.session.ID.String(),
+				`UPDATE ctx_sessions SET data = $2 WHERE id = $1`, p.session.ID[:], data)
+		}
+	}
+	for _, p := range plans {
+		if p.spec.DeleteSession {
+			sessions = append(sessions, p.spec.Session[:])
+		}
+		for _, a := range p.spec.Actors {
+			actors = append(actors, []byte(a))
+		}
+	}
+	queue("ctx_sessions", "delete sessions", `DELETE FROM ctx_sessions WHERE id = ANY($1)`, sessions)
+	queue("ctx_imports", "delete imports", `DELETE FROM ctx_imports WHERE session = ANY($1)`, sessions)
+	queue("ctx_activity", "delete activity", `DELETE FROM ctx_activity WHERE session = ANY($1)`, sessions)
+	queue("ctx_branches", "delete branch rows", `DELETE FROM ctx_branches WHERE id = ANY($1)`, del)
+	queue("ctx_heads", "delete heads", `DELETE FROM ctx_heads WHERE branch = ANY($1)`, del)
+	queue("ctx_branch_tenants", "delete branch owners", `DELETE FROM ctx_branch_tenants WHERE branch = ANY($1)`, del)
+	queue("ctx_turn_rows", "delete turn rows", `DELETE FROM ctx_turn_rows WHERE branch = ANY($1)`, del)
+	queue("ctx_states", "delete states", `DELETE FROM ctx_states WHERE branch = ANY($1)`, del)
+	queue("ctx_chunk_members", "delete partition entries", `DELETE FROM ctx_chunk_members WHERE branch = ANY($1)`, del)
+	queue("ctx_turns", "delete turns", `DELETE FROM ctx_turns WHERE id = ANY($1)`, nodes)
+	queue("ctx_overlays", "delete overlays", `DELETE FROM ctx_overlays WHERE turn = ANY($1)`, nodes)
+	queue("ctx_root_tenants", "delete root owners", `DELETE FROM ctx_root_tenants WHERE turn = ANY($1)`, nodes)
+	queue("ctx_steps", "delete steps", `DELETE FROM ctx_steps WHERE turn = ANY($1)`, nodes)
+	queue("ctx_chunks", "delete chunks", `DELETE FROM ctx_chunks WHERE source_turn = ANY($1)`, nodes)
+	queue("ctx_vectors", "delete vectors", `DELETE FROM ctx_vectors WHERE chunk = ANY($1)`, chunks)
+	queue("ctx_keyed", "delete idempotency keys and proxy entries", `DELETE FROM ctx_keyed WHERE key = ANY($1)`, keyed)
+	queue("ctx_events", "delete events", `DELETE FROM ctx_events WHERE actor = ANY($1)`, actors)
+	queue("ctx_snapshots", "delete snapshots", `DELETE FROM ctx_snapshots WHERE actor = ANY($1)`, actors)
+	for _, j := range jobs {
+		c, ok := jobTypeCodes[j.Type]
+		if !ok {
+			return nil, fmt.Errorf("%w: job type %q", ErrCorrupt, j.Type)
+		}
+		queue("ctx_jobs", "delete job of turn "+j.Turn.String(), `DELETE FROM ctx_jobs WHERE kind = $1 AND turn = $2`, int16(c), j.Turn[:])
+	}
+	// The blobs: one reference fewer per node (and overlay) deleted; a
+	// blob left with none is deleted.
+	hashes := make([]Hash, 0, len(unref))
+	for h := range unref {
+		hashes = append(hashes, h)
+	}
+	slices.SortFunc(hashes, func(a, b Hash) int { return strings.Compare(string(a[:]), string(b[:])) })
+	cur := map[Hash]int64{}
+	hb := make([][]byte, len(hashes))
+	for i := range hashes {
+		hb[i] = hashes[i][:]
+	}
+	err := eachPGRow(ctx, tx, "read blob references", `SELECT hash, refs FROM ctx_blobs WHERE hash = ANY($1)`, []any{hb},
+		func(r pgx.Rows) error {
+			var h []byte
+			var n int64
+			if err := r.Scan(&h, &n); err != nil {
+				return err
+			}
+			if len(h) != 32 {
+				return fmt.Errorf("%w: blob hash of %d bytes", ErrCorrupt, len(h))
+			}
+			cur[Hash(h)] = n
+			return nil
+		})
+	if err != nil {
+		return nil, err
+	}
+	gone := 0
+	for _, h := range hashes {
+		n, ok := cur[h]
+		switch {
+		case !ok:
+			continue
+		case n > int64(unref[h]):
+			queue("ctx_blobs", "release blob "+h.String(), `UPDATE ctx_blobs SET refs = $2 WHERE hash = $1 AND refs = $3`,
+				h[:], n-int64(unref[h]), n)
+		default:
+			gone++
+			queue("ctx_blobs", "delete blob "+h.String(), `DELETE FROM ctx_blobs WHERE hash = $1 AND refs = $2`, h[:], n)
+		}
+	}
+	plans[0].res.Blobs = gone
+	br := tx.SendBatch(ctx, b)
+	defer br.Close()
+	changed := map[string]bool{}
+	rowsDeleted := 0
+	for _, s := range stmts {
+		tag, err := br.Exec()
+		if err != nil {
+			return nil, fmt.Errorf("postgres: %s: %w", s.what, err)
+		}
+		if s.table == "ctx_blobs" && tag.RowsAffected() != 1 {
+			return nil, fmt.Errorf("%s: %w", s.what, errCASLost) // not under SERIALIZABLE's guard: retried
+		}
+		if tag.RowsAffected() > 0 {
+			changed[s.table] = true
+			if tag.Delete() {
+				rowsDeleted += int(tag.RowsAffected())
+			}
+		}
+	}
+	if err := br.Close(); err != nil {
+		return nil, fmt.Errorf("postgres: delete: %w", err)
+	}
+	// Keys: the rows deleted, counted once, on the first (the rows of
+	// one plan are not told apart).
+	plans[0].res.Keys = rowsDeleted
+	tables := make([]string, 0, len(changed))
+	for t := range changed {
+		tables = append(tables, t)
+	}
+	slices.Sort(tables)
+	return tables, nil
+}
+
+// vacuum runs a plain VACUUM of tables when PGOptions.PurgeVacuum is set
+// and the server is PostgreSQL (CockroachDB has no VACUUM; its garbage
+// collection runs on its own schedule). It is best-effort: a VACUUM
+// refused (by permissions, by a YugabyteDB that ignores it) is logged.
+func (d *PGDB) vacuum(ctx context.Context, tables []string) {
+	if !d.opts.PurgeVacuum || len(tables) == 0 {
+		return
+	}
+	var version string
+	if err := d.pool.QueryRow(ctx, `SELECT version()`).Scan(&version); err != nil {
+		d.log.Warn().Err(err).Msg("vacuum after a delete skipped: the server's version could not be read; the deleted rows' bytes stay in dead tuples until autovacuum")
+		return
+	}
+	if strings.Contains(version, "CockroachDB") {
+		d.log.Debug().Msg("vacuum after a delete skipped: CockroachDB removes deleted rows by its own garbage collection (gc.ttlseconds)")
+		return
+	}
+	// VACUUM runs in no transaction: the simple protocol sends it alone.
+	if _, err := d.pool.Exec(ctx, "VACUUM "+strings.Join(tables, ", "), pgx.QueryExecModeSimpleProtocol); err != nil {
+		d.log.Warn().Err(err).Strs("tables", tables).
+			Msg("vacuum after a delete refused: the deleted rows' bytes stay in dead tuples until autovacuum")
+	}
+}
