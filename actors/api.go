@@ -694,16 +694,16 @@ func (r *Runtime) Reindex(ctx context.Context, branch messages.BranchID) (insert
 // a crash, the recovered, incomplete output of an interrupted turn.
 // A torn final line (a crash mid-write) is dropped and logged.
 func (r *Runtime) PartialOutput(step messages.StepID) (text string, torn bool, err error) {
-	text, torn, err = PartialOutput(r.streams, step, r.db.Cipher())
+	text, torn, err = PartialOutput(context.Background(), r.journals, step, r.db.Cipher())
 	if torn {
 		r.log.Warn().Str("step", step.String()).Msg("stream journal: dropped a torn final line")
 	}
 	return text, torn, err
 }
 
-// PartialOutput reads the journal of step under streamsDir, with the
-// store's cipher c (nil: the store is not encrypted).
-func PartialOutput(streamsDir string, step messages.StepID, c *persistence.Cipher) (string, bool, error) {
-	entries, torn, err := persistence.ReadJournal(persistence.JournalPath(streamsDir, step), c)
+// PartialOutput reads the journal of step in js, with the store's cipher
+// c (nil: the store is not encrypted).
+func PartialOutput(ctx context.Context, js persistence.JournalStore, step messages.StepID, c *persistence.Cipher) (string, bool, error) {
+	entries, torn, err := persistence.ReadJournalIn(ctx, js, step, c)
 	return persistence.JournalText(entries), torn, err
 }

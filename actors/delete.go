@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
-	"os"
 	"strings"
 	"sync"
 
@@ -150,18 +148,11 @@ func (r *Runtime) purged(pr persistence.PurgeResult, session messages.SessionID,
 	// finalized them (finishJournal): wait for those first.
 	for _, s := range pr.Steps {
 		r.finishing.wait(s)
-		err := os.Remove(persistence.JournalPath(r.streams, s))
-		switch {
-		case err == nil:
-			res.Journals++
-		case !errors.Is(err, fs.ErrNotExist):
-			return res, fmt.Errorf("remove the stream journal of step %s: %w", s, err)
-		}
 	}
-	if res.Journals > 0 {
-		if err := persistence.SyncDir(r.streams); err != nil {
-			return res, err
-		}
+	n, err := r.journals.Remove(context.Background(), pr.Steps)
+	res.Journals = n
+	if err != nil {
+		return res, err
 	}
 	r.mem.forget(branches)
 	r.failedMu.Lock()

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
-	"os"
 	"time"
 
 	"github.com/contextinfinity/ctxinf/messages"
@@ -25,20 +23,22 @@ import (
 // PruneJournals removes the stream journals of steps that ended more than
 // Config.RetainFinalized ago, whose outcome and whose turn's response
 // were finalized, and returns how many it removed. With RetainFinalized
-// 0 it removes none.
+// 0 it removes none. The journals are the runtime's journal store's:
+// files of {data_dir}/streams, or rows of a database that keeps them
+// (PGDB), pruned by whichever member runs it.
 func (r *Runtime) PruneJournals(ctx context.Context) (int, error) {
 	if r.cfg.RetainFinalized <= 0 {
 		return 0, nil
 	}
-	steps, err := persistence.ListJournals(r.streams)
+	steps, err := r.journals.List(ctx)
 	if err != nil {
 		return 0, err
 	}
 	cutoff := r.cfg.Now().Add(-r.cfg.RetainFinalized)
-	removed := 0
+	var prune []messages.StepID
 	for _, step := range steps {
 		if err := ctx.Err(); err != nil {
-			return removed, err
+			return 0, err
 		}
 		// A step ends after it starts: one that started after the
 		// cutoff needs no lookup.
@@ -47,17 +47,18 @@ func (r *Runtime) PruneJournals(ctx context.Context) (int, error) {
 		}
 		ok, err := r.prunable(ctx, step, cutoff)
 		if err != nil {
-			return removed, err
+			return 0, err
 		}
-		if !ok {
-			continue
+		if ok {
+			prune = append(prune, step)
 		}
-		if err := os.Remove(persistence.JournalPath(r.streams, step)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return removed, fmt.Errorf("prune journal of step %s: %w", step, err)
-		}
-		removed++
 	}
-	return removed, nil
+	// One removal for them all: for files, one directory fsync.
+	n, err := r.journals.Remove(ctx, prune)
+	if err != nil {
+		return n, fmt.Errorf("prune stream journals: %w", err)
+	}
+	return n, nil
 }
 
 // prunable says whether the journal of step may go: its step row says it

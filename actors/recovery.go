@@ -80,7 +80,7 @@ func (a *branchActor) interruptedStep(t core.Turn) (persistence.StepRow, bool) {
 		Model: m.ID, Outcome: messages.StepOutcome{Kind: messages.OutcomeIncomplete, Reason: core.InterruptedReason},
 		StreamPath: filepath.Join("streams", t.Step.String()+".jsonl"), Started: t.Step.Time(), Ended: a.now(),
 		Interrupted: true}
-	j, err := persistence.RecoverJournal(persistence.JournalPath(a.rt.streams, t.Step), a.rt.db.Cipher())
+	j, err := persistence.RecoverJournalIn(context.Background(), a.rt.journals, t.Step, a.rt.db.Cipher())
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		row.StreamPath = "" // the step streamed nothing to disk

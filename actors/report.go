@@ -85,6 +85,7 @@ func BuildReport(ctx context.Context, db persistence.Database, dataDir string, l
 // with the jobs of their branches only.
 func BuildReportOf(ctx context.Context, db persistence.Database, dataDir string, lastTurns int, keep func(persistence.SessionRow) bool) (Report, error) {
 	rep := Report{DataDir: dataDir, Sessions: []ReportSession{}}
+	journals := journalStore(db, filepath.Join(dataDir, "streams"))
 	sessions, err := db.Sessions(ctx)
 	if err != nil {
 		return rep, err
@@ -125,7 +126,7 @@ func BuildReportOf(ctx context.Context, db persistence.Database, dataDir string,
 				return rep, err
 			}
 			for i := range ib.LastTurns {
-				if err := reportSteps(ctx, db, filepath.Join(dataDir, "streams"), &ib.LastTurns[i]); err != nil {
+				if err := reportSteps(ctx, db, journals, &ib.LastTurns[i]); err != nil {
 					return rep, err
 				}
 			}
@@ -157,7 +158,7 @@ func BuildReportOf(ctx context.Context, db persistence.Database, dataDir string,
 
 // reportSteps fills in t's provider steps and, for a turn that never got
 // its response, the partial output its journal recovered.
-func reportSteps(ctx context.Context, db persistence.Database, streams string, t *ReportTurn) error {
+func reportSteps(ctx context.Context, db persistence.Database, journals persistence.JournalStore, t *ReportTurn) error {
 	rows, err := db.Steps(ctx, t.ID)
 	if err != nil {
 		return err
@@ -171,7 +172,7 @@ func reportSteps(ctx context.Context, db persistence.Database, streams string, t
 		t.Steps = append(t.Steps, st)
 	}
 	if !t.Step.IsZero() && t.Reply.IsZero() {
-		t.Partial, t.Torn, _ = PartialOutput(streams, t.Step, db.Cipher())
+		t.Partial, t.Torn, _ = PartialOutput(ctx, journals, t.Step, db.Cipher())
 	}
 	return nil
 }

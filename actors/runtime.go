@@ -223,7 +223,8 @@ type Runtime struct {
 	stepSup, journalSup, librarianSup, indexerSup *supervision.Strategy
 	kills                                         *supervision.KillSwitch
 
-	streams string // {DataDir}/streams
+	streams  string                   // {DataDir}/streams
+	journals persistence.JournalStore // the stream journals: the store's, or files in streams
 
 	failedMu sync.Mutex
 	failed   map[messages.BranchID]*stoppedBranch
@@ -392,6 +393,7 @@ func Open(ctx context.Context, cfg Config) (*Runtime, error) {
 		mem:      newMemory(db, cfg.Embedder, rank),
 		kills:    &supervision.KillSwitch{},
 	}
+	r.journals = journalStore(r.db, r.streams)
 	r.actorLog.CheckSnapshots(checkSnapshot, r.badSnapshot)
 	r.countSeed = maphash.MakeSeed()
 	// Token counters may load their encodings on first use (o200k's
@@ -1051,4 +1053,21 @@ func (r *Runtime) ask(ctx context.Context, id messages.BranchID, msg any) (any, 
 		}
 		return res, nil
 	}
+}
+
+// journalKeeper is a Database that keeps the stream journals itself
+// (PGDB.Journals: rows of the database the cluster's members share, so
+// that a member recovers the journal of a step another was streaming).
+type journalKeeper interface {
+	Journals() persistence.JournalStore
+}
+
+// journalStore returns where the journals of db's runtime live: db's
+// own journals if it keeps them, the files of streams otherwise
+// (Badger's runtime).
+func journalStore(db persistence.Database, streams string) persistence.JournalStore {
+	if k, ok := db.(journalKeeper); ok {
+		return k.Journals()
+	}
+	return persistence.FileJournals(streams)
 }

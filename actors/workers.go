@@ -70,9 +70,9 @@ func (s *stepActor) Receive(ctx actor.Context) {
 	}
 	started := s.rt.cfg.Now()
 	done := &stepDone{turn: s.turn, step: s.step, provider: s.provider.Name(), model: s.req.Model, started: started}
-	// The journal's file is created at its first write (NewJournal):
+	// The journal's file is created at its first write (NewJournalIn):
 	// the first delta does not wait for it.
-	j, err := persistence.NewJournal(s.rt.streams, s.step, s.provider.Name(), s.rt.cfg.Journal, s.rt.cfg.Now)
+	j, err := persistence.NewJournalIn(s.rt.journals, s.step, s.provider.Name(), s.rt.cfg.Journal, s.rt.cfg.Now)
 	if err != nil {
 		done.err = fmt.Errorf("create stream journal: %w", err)
 		ctx.Send(s.branch, done)

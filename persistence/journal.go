@@ -22,7 +22,8 @@ import (
 )
 
 // The stream journal (SRD §13): one JSON Lines file per streaming provider
-// step, {dir}/{step_id}.jsonl, holding every raw provider event in arrival
+// step, {dir}/{step_id}.jsonl (or the same bytes in the rows of a shared
+// database: JournalStore, pg_journal.go), holding every raw provider event in arrival
 // order so that a crash mid-stream leaves the partial output recoverable.
 // Each line is
 //
@@ -134,30 +135,29 @@ type JournalCounters struct {
 func (c JournalCounters) Buffered() bool { return c.Durable < c.Displayed }
 
 // Journal appends the raw events of one streaming provider step to its
-// journal file. It is not safe for concurrent use: one owner calls every
+// journal, in a JournalStore (a file: NewJournal, CreateJournal; a
+// database's table: NewJournalIn, CreateJournalIn). Its flush is the
+// sink's Write, its fsync the sink's Sync. It is not safe for concurrent use: one owner calls every
 // method, including Tick on a timer of its own. After a write or fsync
 // fails, every later Append and Tick returns that error.
 type Journal struct {
-	f        *os.File // nil until the first write (NewJournal)
-	dir      string
-	syncer   *groupSyncer // of dir
-	dirGen   uint64       // the generation of the file's directory entry
-	dirSafe  bool         // the directory entry is durable
+	sink     JournalSink
+	opened   bool // sink.Create succeeded
 	path     string
 	step     messages.StepID
 	provider string
 	policy   JournalPolicy
 	now      func() time.Time
 
-	aead      cipher.AEAD // with policy.Cipher: the file's key
+	aead      cipher.AEAD // with policy.Cipher: the journal's key
 	sealed    []byte      // a line being sealed
 	buf       []byte      // lines appended but not yet written
 	seq       uint64      // seq of the last appended line
-	written   uint64      // bytes handed to the OS
+	written   uint64      // bytes handed to the sink
 	counters  JournalCounters
-	lastFlush time.Time // last write to the OS (or creation)
-	lastSync  time.Time // last fsync (or creation)
-	err       error     // sticky write/fsync error
+	lastFlush time.Time // last write to the sink (or creation)
+	lastSync  time.Time // last sync (or creation)
+	err       error     // sticky write/sync error
 	closed    bool
 }
 
@@ -191,11 +191,16 @@ func CreateJournal(dir string, step messages.StepID, provider string, p JournalP
 // not durable before their first fsync either way. If the file exists by
 // then, that write fails with an error wrapping fs.ErrExist, which sticks.
 func NewJournal(dir string, step messages.StepID, provider string, p JournalPolicy, now func() time.Time) (*Journal, error) {
+	if dir == "" && !step.IsZero() {
+		return nil, fmt.Errorf("create journal %s: %w: dir is empty", step, ErrInvalidArgument)
+	}
+	return newJournal(FileJournals(dir), step, provider, p, now)
+}
+
+// newJournal is NewJournal of a journal of store s.
+func newJournal(s JournalStore, step messages.StepID, provider string, p JournalPolicy, now func() time.Time) (*Journal, error) {
 	if step.IsZero() {
 		return nil, fmt.Errorf("create journal: %w: step id is zero", ErrInvalidArgument)
-	}
-	if dir == "" {
-		return nil, fmt.Errorf("create journal %s: %w: dir is empty", step, ErrInvalidArgument)
 	}
 	if provider == "" {
 		return nil, fmt.Errorf("create journal %s: %w: provider is empty", step, ErrInvalidArgument)
@@ -216,9 +221,8 @@ func NewJournal(dir string, step messages.StepID, provider string, p JournalPoli
 	t := now()
 	return &Journal{
 		aead:      aead,
-		syncer:    groupSyncerFor(dir),
-		dir:       dir,
-		path:      JournalPath(dir, step),
+		sink:      s.Sink(step),
+		path:      s.Name(step),
 		step:      step,
 		provider:  provider,
 		policy:    p,
@@ -228,40 +232,17 @@ func NewJournal(dir string, step messages.StepID, provider string, p JournalPoli
 	}, nil
 }
 
-// open creates the journal's file; an error sticks.
+// open creates the journal in its store; an error sticks.
 func (j *Journal) open() error {
-	if j.f != nil || j.err != nil {
+	if j.opened || j.err != nil {
 		return j.err
 	}
-	f, gen, err := j.create()
-	if err != nil {
-		j.err = err
-		return err
+	if err := j.sink.Create(); err != nil {
+		j.err = fmt.Errorf("create journal %s: %w", j.step, err)
+		return j.err
 	}
-	j.f, j.dirGen = f, gen
+	j.opened = true
 	return nil
-}
-
-// create creates the journal's file, making its directory if missing,
-// and returns it with the generation of its directory entry. It reads
-// only fields that never change.
-func (j *Journal) create() (*os.File, uint64, error) {
-	// Journals hold conversation content: owner-only permissions.
-	if err := os.MkdirAll(j.dir, 0o700); err != nil {
-		return nil, 0, fmt.Errorf("create journal %s: %w", j.step, err)
-	}
-	// One creator at a time per directory: concurrent creates contend on
-	// the directory's lock in the kernel, which spins burning CPU; parked
-	// goroutines cost nothing.
-	j.syncer.createMu.Lock()
-	f, err := os.OpenFile(j.path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	j.syncer.createMu.Unlock()
-	if err != nil {
-		return nil, 0, fmt.Errorf("create journal %s: %w", j.step, err)
-	}
-	// The new directory entry is made durable with the file's first sync
-	// (see sync), by a sync shared with every journal of dir meanwhile.
-	return f, j.syncer.next(), nil
 }
 
 // SyncDir fsyncs a directory so that its entries created or removed
@@ -290,7 +271,8 @@ func syncPath(path string, flag int) error {
 	return err
 }
 
-// Path returns the journal's file path.
+// Path names the journal (JournalStore.Name): its file's path, for a
+// journal of FileJournals.
 func (j *Journal) Path() string { return j.path }
 
 // Counters returns the displayed and durable byte counts.
@@ -394,10 +376,8 @@ func (j *Journal) Close() error {
 			err = j.sync(j.now())
 		}
 	}
-	if j.f != nil {
-		if cerr := j.f.Close(); err == nil && cerr != nil {
-			err = fmt.Errorf("journal %s: close: %w", j.step, cerr)
-		}
+	if cerr := j.sink.Close(); err == nil && cerr != nil {
+		err = fmt.Errorf("journal %s: close: %w", j.step, cerr)
 	}
 	return err
 }
@@ -419,35 +399,31 @@ func (j *Journal) CloseDeferred(fsync bool) (finish func() error, err error) {
 		return func() error { return nil }, nil
 	}
 	j.closed = true
-	f, buf := j.f, j.buf
-	j.f, j.buf = nil, nil
+	sink, opened, buf := j.sink, j.opened, j.buf
+	j.buf = nil
 	if j.err != nil {
-		if f != nil {
-			f.Close()
-		}
+		sink.Close()
 		return nil, j.err
 	}
-	gen, newEntry := j.dirGen, !j.dirSafe
 	unsynced := fsync && (j.written > j.counters.Durable || len(buf) > 0)
 	return func() error {
-		if f == nil {
-			var err error
-			if f, gen, err = j.create(); err != nil {
-				return err
+		if !opened {
+			if err := sink.Create(); err != nil {
+				return fmt.Errorf("create journal %s: %w", j.step, err)
 			}
 		}
 		var err error
 		if len(buf) > 0 {
-			if _, err = f.Write(buf); err != nil {
+			if _, err = sink.Write(buf); err != nil {
 				err = fmt.Errorf("journal %s: write: %w", j.step, err)
 			}
 		}
 		if err == nil && unsynced {
-			if err = j.syncer.syncFile(f, gen, newEntry); err != nil {
+			if err = sink.Sync(); err != nil {
 				err = fmt.Errorf("journal %s: fsync: %w", j.step, err)
 			}
 		}
-		if cerr := f.Close(); err == nil && cerr != nil {
+		if cerr := sink.Close(); err == nil && cerr != nil {
 			err = fmt.Errorf("journal %s: close: %w", j.step, cerr)
 		}
 		return err
@@ -483,7 +459,7 @@ func (j *Journal) flush(t time.Time) error {
 	if err := j.open(); err != nil {
 		return err
 	}
-	n, err := j.f.Write(j.buf)
+	n, err := j.sink.Write(j.buf)
 	j.written += uint64(n)
 	if err != nil {
 		// Part of a line may be on disk; appending more would put a
@@ -505,13 +481,12 @@ func (j *Journal) sync(t time.Time) error {
 	if j.counters.Durable == j.written {
 		return nil
 	}
-	if err := j.syncer.syncFile(j.f, j.dirGen, !j.dirSafe); err != nil {
+	if err := j.sink.Sync(); err != nil {
 		// After a failed fsync the kernel may have dropped the dirty
 		// pages; nothing written since the last good fsync can be trusted.
 		j.err = fmt.Errorf("journal %s: fsync: %w", j.step, err)
 		return j.err
 	}
-	j.dirSafe = true
 	j.counters.Durable = j.written
 	j.lastSync = t
 	return nil
@@ -557,23 +532,28 @@ type RecoveredJournal struct {
 // counts the bytes of the file and of its complete lines: the counters of
 // a step a crash interrupted.
 func RecoverJournal(path string, c *Cipher) (RecoveredJournal, error) {
-	o := &lineOpener{c: c}
-	if c != nil {
-		stem := strings.TrimSuffix(filepath.Base(path), journalExt)
-		var err error
-		if o.aead, err = c.journalAEAD(stem); err != nil {
-			return RecoveredJournal{}, fmt.Errorf("read journal %s: %w", path, err)
-		}
-	}
 	f, err := os.Open(path)
 	if err != nil {
 		return RecoveredJournal{}, fmt.Errorf("read journal: %w", err)
 	}
 	defer f.Close()
-	cr := &countingReader{r: f}
+	return recoverJournal(f, journalStem(filepath.Base(path)), path, c)
+}
+
+// recoverJournal reads the journal bytes of r, named name, whose key's
+// label is stem (its step), with cipher c.
+func recoverJournal(r io.Reader, stem, name string, c *Cipher) (RecoveredJournal, error) {
+	o := &lineOpener{c: c}
+	if c != nil {
+		var err error
+		if o.aead, err = c.journalAEAD(stem); err != nil {
+			return RecoveredJournal{}, fmt.Errorf("read journal %s: %w", name, err)
+		}
+	}
+	cr := &countingReader{r: r}
 	entries, valid, torn, err := readJournalCounting(cr, o)
 	if err != nil {
-		return RecoveredJournal{}, fmt.Errorf("read journal %s: %w", path, err)
+		return RecoveredJournal{}, fmt.Errorf("read journal %s: %w", name, err)
 	}
 	return RecoveredJournal{Entries: entries, Torn: torn, Size: cr.n, Valid: valid}, nil
 }

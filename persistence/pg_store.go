@@ -253,6 +253,14 @@ var pgSchema = []string{
 		name TEXT PRIMARY KEY,
 		data BYTEA NOT NULL
 	)`,
+	// The stream journals (pg_journal.go): a row per sync of a step's
+	// journal, at the offset of its first byte. New in schema version 1.
+	`CREATE TABLE IF NOT EXISTS ctx_journals (
+		step  BYTEA NOT NULL,
+		off   BIGINT NOT NULL,
+		bytes BYTEA NOT NULL,
+		PRIMARY KEY (step, off)
+	)`,
 }
 
 // pgSchemaVersion is the layout above; an open refuses any other.
