@@ -72,10 +72,10 @@ func (s *badgerStore) submit(ctx context.Context, o *op) error {
 	return s.stats.counted(submitOp(ctx, &s.mu, &s.closed, s.ops, o))
 }
 
-// counted counts a write refused because its branch's head was not the
-// one it expected (Stats.HeadRejects), and returns err.
+// counted counts a write refused because its branch had moved on
+// (Stats.HeadRejects), and returns err.
 func (c *statsCounters) counted(err error) error {
-	if err != nil && errors.Is(err, ErrHeadMismatch) {
+	if err != nil && (errors.Is(err, ErrHeadMismatch) || errors.Is(err, ErrDuplicate)) {
 		c.headRejects.Add(1)
 	}
 	return err

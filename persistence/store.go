@@ -235,10 +235,12 @@ type Stats struct {
 	// failure, a lost head compare-and-swap or a connection lost before
 	// COMMIT (the PostgreSQL store; always 0 for the others).
 	Retries uint64
-	// HeadRejects counts writes refused because their branch's head was
-	// not the one they expected (ErrHeadMismatch): in a cluster, the
-	// commits of a stale activation, which the head's compare-and-swap
-	// keeps out (docs/CLUSTER.md).
+	// HeadRejects counts writes refused because their branch had moved
+	// on: its head was not the one they expected (ErrHeadMismatch), or a
+	// position they wrote (a turn's or a state's seq, an actor's event
+	// index, an idempotency key) was taken (ErrDuplicate). In a cluster,
+	// the commits of a stale activation, which the head's
+	// compare-and-swap keeps out (docs/CLUSTER.md); on one runtime, 0.
 	HeadRejects uint64
 	// SyncTimes counts the durable group commits by how long their write
 	// and sync took, which every writer in the group waited for: bucket i

@@ -144,8 +144,8 @@ func (m *Metrics) Runtime(rt *actors.Runtime) {
 	m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "ctxinf_actor_restarts_total",
 		Help: "Actor restarts by supervision."}, func() float64 { return float64(rt.Restarts()) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "ctxinf_store_head_rejects_total",
-			Help: "Writes the store refused because their branch's head was not the one they expected: in a cluster, " +
-				"the commits of a stale activation."}, func() float64 { return float64(rt.DB().Stats().HeadRejects) }),
+			Help: "Writes the store refused because their branch had moved on (its head was not the one expected, or a " +
+				"position written was taken): in a cluster, the commits of a stale activation."}, func() float64 { return float64(rt.DB().Stats().HeadRejects) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "ctxinf_store_retries_total",
 			Help: "Store transactions tried again after a serialization failure, a lost head compare-and-swap or a lost " +
 				"connection (PostgreSQL)."}, func() float64 { return float64(rt.DB().Stats().Retries) }),
