@@ -265,6 +265,9 @@ type pgStore struct {
 	done   chan struct{}
 	stats  statsCounters
 
+	spaceMu    sync.Mutex
+	diskFullAt time.Time // when a group last failed on disk_full; zero once one committed since (pg_db_limits.go)
+
 	// testHook, when set (tests only), is called by the committer at each
 	// stage of an attempt ("read": after the group's reads, "commit": just
 	// before COMMIT) with the transaction.
@@ -286,6 +289,9 @@ func openPostgres(ctx context.Context, opts PGOptions) (*pgStore, error) {
 	}
 	if opts.Limits.MaxPayloadBytes <= 0 {
 		opts.Limits.MaxPayloadBytes = DefaultMaxPayloadBytes
+	}
+	if err := checkPGLimits(opts.Limits); err != nil {
+		return nil, err
 	}
 	if opts.GroupCommitMax <= 0 {
 		opts.GroupCommitMax = 1
@@ -510,6 +516,7 @@ func (s *pgStore) commitGroup(batch []*op) {
 		var g *pgGroup
 		start := time.Now()
 		g, err = s.tryGroup(batch, attempt)
+		err = s.noteWrite(err)
 		if err == nil {
 			s.publish(g, batch, time.Since(start))
 			return
