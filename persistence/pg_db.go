@@ -26,9 +26,11 @@ import (
 // committed by the store's group committer in one SQL transaction, as
 // Badger's group commits them in one batch.
 //
-// It does not implement Database yet: delete (Purge, DeleteSession and
-// what retention's job runs) is still Badger's alone.
+// It implements Database: the runtime opens it for store.backend
+// postgres (actors.Config.Postgres).
 type PGDB struct{ *pgStore }
+
+var _ Database = (*PGDB)(nil)
 
 // OpenPostgresDB connects to the database at opts.URL, creates the
 // tables of the store and of the lifecycle rows if they are missing and

@@ -282,7 +282,7 @@ func OpenPostgres(ctx context.Context, opts PGOptions) (Store, error) {
 
 func openPostgres(ctx context.Context, opts PGOptions) (*pgStore, error) {
 	if opts.URL == "" {
-		return nil, fmt.Errorf("%w: postgres url is empty (store.postgres_url)", ErrInvalidArgument)
+		return nil, fmt.Errorf("%w: postgres url is empty (store.postgres_url_env names the variable holding it)", ErrInvalidArgument)
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
@@ -305,7 +305,7 @@ func openPostgres(ctx context.Context, opts PGOptions) (*pgStore, error) {
 	cfg, err := pgxpool.ParseConfig(opts.URL)
 	if err != nil {
 		// pgx's message may quote the URL, password included.
-		return nil, fmt.Errorf("%w: postgres url does not parse (store.postgres_url)", ErrInvalidArgument)
+		return nil, fmt.Errorf("%w: postgres url does not parse (store.postgres_url_env names the variable holding it)", ErrInvalidArgument)
 	}
 	if opts.MaxConns > 0 {
 		cfg.MaxConns = opts.MaxConns
