@@ -33,10 +33,16 @@ import (
 
 // Config configures a Runtime.
 type Config struct {
-	DataDir       string
-	Store         persistence.Options // Dir is set to {DataDir}/store
-	SnapshotEvery int                 // branch actor snapshot interval in events
-	IdleAfter     time.Duration       // passivate a branch actor idle this long
+	DataDir string
+	Store   persistence.Options // Dir is set to {DataDir}/store
+	// Postgres, when set, puts the store on PostgreSQL (store.backend:
+	// postgres) instead of Badger in {DataDir}/store, and Store is not
+	// used; DataDir still holds the stream journals. The PostgreSQL
+	// store has no encryption at rest of its own, so a Store with an
+	// EncryptionKey is refused with it rather than written in plaintext.
+	Postgres      *persistence.PGOptions
+	SnapshotEvery int           // branch actor snapshot interval in events
+	IdleAfter     time.Duration // passivate a branch actor idle this long
 	Journal       persistence.JournalPolicy
 	// SkipFinalizedFsync leaves the durability of a step whose response
 	// is finalized to the commit that finalizes it, instead of also
@@ -208,6 +214,7 @@ var (
 type Runtime struct {
 	cfg        Config
 	db         persistence.Database
+	dirLock    *os.File              // {DataDir}/postgres.lock, held while open (PostgreSQL only)
 	actorLog   *persistence.ActorLog // the persistence provider of every branch
 	sys        *actor.ActorSystem
 	root       *actor.PID
@@ -368,12 +375,7 @@ func Open(ctx context.Context, cfg Config) (*Runtime, error) {
 	if cfg.Journal == (persistence.JournalPolicy{}) {
 		cfg.Journal = persistence.DefaultJournalPolicy()
 	}
-	cfg.Store.Dir = filepath.Join(cfg.DataDir, "store")
-	cfg.Store.Now = cfg.Now
-	if err := os.MkdirAll(cfg.Store.Dir, 0o700); err != nil {
-		return nil, err
-	}
-	db, err := persistence.Open(cfg.Store)
+	db, lock, err := openDatabase(ctx, &cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -384,6 +386,7 @@ func Open(ctx context.Context, cfg Config) (*Runtime, error) {
 		closing:  make(chan struct{}),
 		cfg:      cfg,
 		db:       db,
+		dirLock:  lock,
 		actorLog: db.ActorLog(cfg.SnapshotEvery),
 		log:      cfg.Logger,
 		streams:  filepath.Join(cfg.DataDir, "streams"),
@@ -435,6 +438,9 @@ func Open(ctx context.Context, cfg Config) (*Runtime, error) {
 		actor.WithSupervisor(r.sup))
 	if r.root, err = r.sys.Root.SpawnNamed(rootProps, "ctxinf"); err != nil {
 		db.Close()
+		if lock != nil {
+			lock.Close()
+		}
 		return nil, err
 	}
 	// Summaries and chunking are CPU work: one worker of each per core.
@@ -460,6 +466,49 @@ func Open(ctx context.Context, cfg Config) (*Runtime, error) {
 		r.pruning.Go(r.retentionLoop)
 	}
 	return r, nil
+}
+
+// openDatabase opens the runtime's store: PostgreSQL's when cfg.Postgres
+// is set, else Badger's in {DataDir}/store.
+//
+// One runtime at a time uses a data directory: Badger locks its store's
+// directory; for PostgreSQL the runtime locks {DataDir}/postgres.lock
+// (returned, held until Close), so that a second process on the same data
+// directory gets persistence.ErrLocked and asks the running server. Two
+// runtimes on one database through different data directories are not
+// coordinated yet (issue 27, a later step): run one per database.
+func openDatabase(ctx context.Context, cfg *Config) (persistence.Database, *os.File, error) {
+	if cfg.Postgres != nil {
+		if len(cfg.Store.EncryptionKey) > 0 {
+			return nil, nil, errors.New("actors: store.encryption is not supported with store.backend postgres: " +
+				"the PostgreSQL store has no encryption at rest of its own; encrypt the database's storage instead")
+		}
+		if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+			return nil, nil, err
+		}
+		lock, err := lockDir(filepath.Join(cfg.DataDir, "postgres.lock"))
+		if err != nil {
+			return nil, nil, fmt.Errorf("actors: %w", err)
+		}
+		o := *cfg.Postgres
+		o.Now = cfg.Now
+		db, err := persistence.OpenPostgresDB(ctx, o)
+		if err != nil {
+			lock.Close()
+			return nil, nil, fmt.Errorf("actors: open the postgres store: %w", err)
+		}
+		return db, lock, nil
+	}
+	cfg.Store.Dir = filepath.Join(cfg.DataDir, "store")
+	cfg.Store.Now = cfg.Now
+	if err := os.MkdirAll(cfg.Store.Dir, 0o700); err != nil {
+		return nil, nil, err
+	}
+	db, err := persistence.Open(cfg.Store)
+	if err != nil {
+		return nil, nil, err
+	}
+	return db, nil, nil
 }
 
 // decide classifies a branch actor's failure: corrupt or duplicate data
@@ -551,6 +600,9 @@ func (r *Runtime) Close() error {
 		r.journalSyncs.Wait()
 		r.pruning.Wait()
 		r.closeErr = r.db.Close()
+		if r.dirLock != nil {
+			r.dirLock.Close()
+		}
 	})
 	return r.closeErr
 }

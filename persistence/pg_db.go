@@ -26,9 +26,12 @@ import (
 // its rows are committed by the store's group committer in one SQL
 // transaction, as Badger's group commits them in one batch.
 //
-// It does not implement Database yet: the stream journals, limits and
-// space are still Badger's alone.
+// It implements Database: the runtime opens it for store.backend
+// postgres (actors.Config.Postgres); its stream journals are
+// ctx_journals rows (Journals, pg_journal.go).
 type PGDB struct{ *pgStore }
+
+var _ Database = (*PGDB)(nil)
 
 // OpenPostgresDB connects to the database at opts.URL, creates the
 // tables of the store and of the lifecycle rows if they are missing and

@@ -279,6 +279,9 @@ type pgStore struct {
 	done   chan struct{}
 	stats  statsCounters
 
+	spaceMu    sync.Mutex
+	diskFullAt time.Time // when a group last failed on disk_full; zero once one committed since (pg_db_limits.go)
+
 	// testHook, when set (tests only), is called by the committer at each
 	// stage of an attempt ("read": after the group's reads, "commit": just
 	// before COMMIT) with the transaction.
@@ -293,13 +296,16 @@ func OpenPostgres(ctx context.Context, opts PGOptions) (Store, error) {
 
 func openPostgres(ctx context.Context, opts PGOptions) (*pgStore, error) {
 	if opts.URL == "" {
-		return nil, fmt.Errorf("%w: postgres url is empty (store.postgres_url)", ErrInvalidArgument)
+		return nil, fmt.Errorf("%w: postgres url is empty (store.postgres_url_env names the variable holding it)", ErrInvalidArgument)
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
 	if opts.Limits.MaxPayloadBytes <= 0 {
 		opts.Limits.MaxPayloadBytes = DefaultMaxPayloadBytes
+	}
+	if err := checkPGLimits(opts.Limits); err != nil {
+		return nil, err
 	}
 	if opts.GroupCommitMax <= 0 {
 		opts.GroupCommitMax = 1
@@ -313,7 +319,7 @@ func openPostgres(ctx context.Context, opts PGOptions) (*pgStore, error) {
 	cfg, err := pgxpool.ParseConfig(opts.URL)
 	if err != nil {
 		// pgx's message may quote the URL, password included.
-		return nil, fmt.Errorf("%w: postgres url does not parse (store.postgres_url)", ErrInvalidArgument)
+		return nil, fmt.Errorf("%w: postgres url does not parse (store.postgres_url_env names the variable holding it)", ErrInvalidArgument)
 	}
 	if opts.MaxConns > 0 {
 		cfg.MaxConns = opts.MaxConns
@@ -524,6 +530,7 @@ func (s *pgStore) commitGroup(batch []*op) {
 		var g *pgGroup
 		start := time.Now()
 		g, err = s.tryGroup(batch, attempt)
+		err = s.noteWrite(err)
 		if err == nil {
 			s.publish(g, batch, time.Since(start))
 			return

@@ -37,14 +37,30 @@ var ErrNoSpace = errors.New("persistence: insufficient storage")
 // SpaceError is the error of a write refused for lack of free space: the
 // file system of Dir had Free bytes free, and the write needed Need
 // (MinFree, Options.MinFreeBytes, for new work; half of it for any write).
+//
+// On a database server (Server set, PGDB: pg_db_limits.go) it is the
+// server that reported its disk full: Err, the failed write's error, or,
+// for new work refused after it, Since, how long ago.
 type SpaceError struct {
 	Dir     string
 	Free    int64
 	Need    int64
 	MinFree int64
+
+	Server string
+	Err    error
+	Since  time.Duration
 }
 
 func (e *SpaceError) Error() string {
+	if e.Server != "" {
+		if e.Err != nil {
+			return fmt.Sprintf("persistence: insufficient storage: the %s server's disk is full: %v", e.Server, e.Err)
+		}
+		return fmt.Sprintf("persistence: insufficient storage: the %s server reported its disk full %s ago; "+
+			"new work is refused for %s after that: free space on the server's disk",
+			e.Server, e.Since.Round(time.Millisecond), pgSpaceHold)
+	}
 	what := fmt.Sprintf("new work needs %d (store.min_free_bytes)", e.Need)
 	if e.Need < e.MinFree {
 		what = fmt.Sprintf("any write needs %d (half of store.min_free_bytes, %d)", e.Need, e.MinFree)
@@ -54,6 +70,8 @@ func (e *SpaceError) Error() string {
 }
 
 func (e *SpaceError) Is(target error) bool { return target == ErrNoSpace }
+
+func (e *SpaceError) Unwrap() error { return e.Err }
 
 // spaceRecheck is how long a measure of the free space is trusted while
 // it is well above the limit.

@@ -53,8 +53,15 @@ func benchTurns(e *env, args []string) error {
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the load phase to this file")
 	pace := fs.Float64("pace", 0.5, "overhead is measured with turns arriving at this fraction of the measured throughput (0 < pace <= 1)")
 	memProfile := fs.String("memprofile", "", "write a heap profile taken at the end of the load phase to this file")
+	store := fs.String("store", "badger", "the store: badger (in --dir) or postgres (the database whose URL is in the variable store.postgres_url_env names, CTX_STORE_POSTGRES_URL by default)")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	switch *store {
+	case "badger", "postgres":
+		e.cfg.Store.Backend = *store
+	default:
+		return fmt.Errorf("bench turns: --store is %q, want badger or postgres", *store)
 	}
 	if *branches < 1 || *turns < 1 || *passive < 0 {
 		return errors.New("bench turns: --branches and --turns must be at least 1, --passive at least 0")
@@ -83,6 +90,7 @@ func benchTurns(e *env, args []string) error {
 		return json.NewEncoder(e.stdout).Encode(f)
 	}
 	tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "store\t%s\t\n", *store)
 	fmt.Fprintf(tw, "figure\tvalue\ttarget\n")
 	fmt.Fprintf(tw, "turns_per_s\t%.0f\t>= 2000 (1000 branches x 20 turns, durable)\n", f.TurnsPerS)
 	fmt.Fprintf(tw, "overhead_p50_us\t%.0f\t(turns paced at %.2f x the measured throughput)\n", f.OverheadP50us, *pace)

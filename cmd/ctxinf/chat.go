@@ -38,6 +38,10 @@ func runtimeConfig(e *env) (actors.Config, error) {
 	rank := rankOptions(c.Retrieval)
 	def, models, unavailable := runtimeModels(c, e.log)
 	lib, hasLib := librarianModel(c, models, unavailable, e.log)
+	pg, err := e.postgresOptions()
+	if err != nil {
+		return actors.Config{}, err
+	}
 	toolMode := messages.ToolMode(c.Tools.Mode)
 	if c.Tools.Mode == config.ToolsDisabled {
 		toolMode = messages.ToolsDisabled
@@ -45,6 +49,7 @@ func runtimeConfig(e *env) (actors.Config, error) {
 	return actors.Config{
 		DataDir:         c.DataDir,
 		Store:           e.storeOptions(""),
+		Postgres:        pg,
 		SnapshotEvery:   c.Runtime.SnapshotEvery,
 		IdleAfter:       c.Runtime.IdlePassivation,
 		RequestTimeout:  c.Runtime.RequestTimeout,

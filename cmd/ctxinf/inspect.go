@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"path/filepath"
 
 	"github.com/contextinfinity/ctxinf/actors"
 	"github.com/contextinfinity/ctxinf/persistence"
@@ -26,9 +25,9 @@ func inspect(e *env, args []string) error {
 	ctx := context.Background()
 	var rep actors.Report
 	var err error
-	var db *persistence.DB // not a Database: a nil *DB in one would not be nil below
+	var db persistence.Database // nil unless it opened
 	if *serverURL == "" {
-		db, err = persistence.Open(e.storeOptions(filepath.Join(e.cfg.DataDir, "store")))
+		db, err = e.openStore(ctx)
 	}
 	if db != nil {
 		defer db.Close()

@@ -9,11 +9,13 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"runtime/debug"
 	"runtime/pprof"
 
@@ -266,6 +268,53 @@ func (e *env) storeOptions(dir string) persistence.Options {
 	o.MinFreeBytes = sc.MinFreeBytes
 	o.Logger = log.With().Str("component", "store").Logger()
 	return o
+}
+
+// postgresOptions maps the store section onto PostgreSQL's options when
+// store.backend is postgres (the URL from the variable
+// store.postgres_url_env names); nil for badger.
+func (e *env) postgresOptions() (*persistence.PGOptions, error) {
+	url, err := e.cfg.PostgresURL()
+	if err != nil || url == "" {
+		return nil, err
+	}
+	sc := e.cfg.Store
+	o := persistence.DefaultPGOptions(url)
+	switch sc.Compression {
+	case config.CompressionNone:
+		o.Compress = persistence.CompressNone
+	case config.CompressionS2:
+		o.Compress = persistence.CompressS2
+	}
+	o.Limits.MaxPayloadBytes = sc.MaxPayloadBytes
+	o.GroupCommitMax = sc.GroupCommitMax
+	o.MaxConns = int32(sc.PostgresMaxConns)
+	o.TurnCacheEntries = sc.TurnCacheEntries
+	o.Logger = e.log.With().Str("component", "store").Logger()
+	return &o, nil
+}
+
+// openStore opens the data directory's store for a command that reads it
+// without a runtime (inspect): Badger's in {DataDir}/store, or the
+// PostgreSQL database of store.backend postgres. A nil Database and the
+// error when it cannot.
+func (e *env) openStore(ctx context.Context) (persistence.Database, error) {
+	pg, err := e.postgresOptions()
+	if err != nil {
+		return nil, err
+	}
+	if pg != nil {
+		db, err := persistence.OpenPostgresDB(ctx, *pg)
+		if err != nil {
+			return nil, err
+		}
+		return db, nil
+	}
+	db, err := persistence.Open(e.storeOptions(filepath.Join(e.cfg.DataDir, "store")))
+	if err != nil {
+		return nil, err
+	}
+	return db, nil
 }
 
 // workDir returns dir, created if missing, or when dir is empty a new

@@ -308,8 +308,17 @@ const (
 	FormatJSON    = "json"
 )
 
-// StoreConfig configures the persistent store (Badger) and its write path.
+// StoreConfig configures the persistent store and its write path.
 type StoreConfig struct {
+	// Backend is where the store lives: badger (the default, embedded in
+	// {data_dir}/store) or postgres (a PostgreSQL database, whose URL is
+	// read from the environment variable PostgresURLEnv names, never
+	// from this file: it may hold a password). The Badger keys below do
+	// not apply to postgres; durability is the server's
+	// (synchronous_commit), and so is encryption at rest.
+	Backend             string        `mapstructure:"backend"`               // badger|postgres
+	PostgresURLEnv      string        `mapstructure:"postgres_url_env"`      // the variable holding the URL
+	PostgresMaxConns    int           `mapstructure:"postgres_max_conns"`    // the pool's connections
 	Durability          string        `mapstructure:"durability"`            // sync|relaxed
 	MaxPayloadBytes     int64         `mapstructure:"max_payload_bytes"`     // largest accepted payload
 	GroupCommitMax      int           `mapstructure:"group_commit_max"`      // max appends per group commit batch
@@ -339,6 +348,12 @@ type StoreConfig struct {
 	EncryptionKeyFile     string        `mapstructure:"encryption_key_file"`
 	EncryptionKeyRotation time.Duration `mapstructure:"encryption_key_rotation"`
 }
+
+// Backends accepted by store.backend.
+const (
+	BackendBadger   = "badger"
+	BackendPostgres = "postgres"
+)
 
 // Durability modes accepted by store.durability.
 const (
@@ -430,6 +445,9 @@ func Default() Config {
 			Format: FormatAuto,
 		},
 		Store: StoreConfig{
+			Backend:             BackendBadger,
+			PostgresURLEnv:      "CTX_STORE_POSTGRES_URL",
+			PostgresMaxConns:    16,
 			Durability:          DurabilitySync,
 			MaxPayloadBytes:     8 * MiB,
 			GroupCommitMax:      512,

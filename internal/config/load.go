@@ -110,6 +110,9 @@ func fileSettings(path string, data []byte, leaves map[string]any, sections map[
 			p.addf("config %s: %s: an encryption key is never read from the configuration file; "+
 				"put it in the environment variable store.encryption_key_env names (CTX_STORE_KEY by default) "+
 				"or in the file store.encryption_key_file names, outside the data directory", path, key)
+		case key == "store.postgres_url":
+			p.addf("config %s: %s: the PostgreSQL URL (it may hold a password) is never read from the configuration file; "+
+				"put it in the environment variable store.postgres_url_env names (CTX_STORE_POSTGRES_URL by default)", path, key)
 		case leaf, isModelKey(key):
 		case sections[key]:
 			if val := f.Get(key); val != nil {

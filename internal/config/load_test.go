@@ -70,6 +70,10 @@ store:
 
 					EncryptionKeyEnv:      "CTX_STORE_KEY",
 					EncryptionKeyRotation: 240 * time.Hour,
+
+					Backend:          BackendBadger,
+					PostgresURLEnv:   "CTX_STORE_POSTGRES_URL",
+					PostgresMaxConns: 16,
 				}
 			},
 		},

@@ -213,6 +213,7 @@ func (c StoreConfig) validate(p *problems, prefix string) {
 			prefix, c.MinFreeBytes, prefix, lo)
 	}
 	c.validateEncryption(p, prefix)
+	c.validateBackend(p, prefix)
 }
 
 // problems collects validation errors so that all of them are reported.
