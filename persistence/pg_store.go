@@ -361,7 +361,9 @@ func (s *pgStore) createSchema(ctx context.Context) error {
 			}
 			return nil
 		}()
-		if err == nil || !retryablePG(err) && pgCode(err) != "42P07" {
+		// 42P07 duplicate_table, 42710 duplicate_object (the table's row
+		// type): the racing creator made it first.
+		if err == nil || !retryablePG(err) && pgCode(err) != "42P07" && pgCode(err) != "42710" {
 			break
 		}
 	}

@@ -640,3 +640,30 @@ func TestPostgresCrashAcknowledgedSurvive(t *testing.T) {
 		t.Logf("run %d: killed after %d acknowledgements; %d turns stored", run, n, pgCount(t, url, "SELECT count(*) FROM ctx_turns"))
 	}
 }
+
+// Members of a cluster start at once on a fresh database: every one of
+// them creates the schema, racing the others, and every one opens.
+func TestPostgresConcurrentCreateSchema(t *testing.T) {
+	for round := range 3 {
+		url := pgtest.Start(t)
+		const n = 4
+		errs := make(chan error, n)
+		start := make(chan struct{})
+		for range n {
+			go func() {
+				<-start
+				d, err := OpenPostgresDB(bg, DefaultPGOptions(url))
+				if err == nil {
+					d.Close()
+				}
+				errs <- err
+			}()
+		}
+		close(start)
+		for range n {
+			if err := <-errs; err != nil {
+				t.Fatalf("round %d: open while %d others create the schema: %v", round, n-1, err)
+			}
+		}
+	}
+}

@@ -3,6 +3,7 @@ package tests
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -60,12 +61,22 @@ func startServeLogged(t *testing.T, dir string, stderr io.Writer, extra ...strin
 // extra arguments args.
 func startServeAt(t *testing.T, dir, addr string, args []string, stderr io.Writer, extra ...string) *server {
 	t.Helper()
+	s, err := launchServe(t, dir, addr, args, stderr, extra...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// launchServe is startServeAt returning its failure rather than ending
+// the test: it may run on a goroutine of the test's.
+func launchServe(t *testing.T, dir, addr string, args []string, stderr io.Writer, extra ...string) (*server, error) {
 	frameAddr := "127.0.0.1:" + strconv.Itoa(freePort(t))
 	cmd := exec.Command(binary, append([]string{"serve", "--addr", addr}, args...)...)
 	cmd.Env = env(dir, append([]string{"CTX_SERVER_FRAME_ADDR=" + frameAddr}, extra...)...)
 	cmd.Stderr = io.MultiWriter(stderr, os.Stderr)
 	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	s := &server{cmd: cmd, url: "http://" + addr, frame: frameAddr, done: make(chan error, 1)}
 	go func() { s.done <- cmd.Wait() }()
@@ -81,16 +92,16 @@ func startServeAt(t *testing.T, dir, addr string, args []string, stderr io.Write
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == 200 {
-				return s
+				return s, nil
 			}
 		}
 		select {
 		case err := <-s.done:
-			t.Fatalf("ctxinf serve exited before it was ready: %v", err)
+			return nil, fmt.Errorf("ctxinf serve exited before it was ready: %v", err)
 		default:
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("ctxinf serve not ready: %v", err)
+			return nil, fmt.Errorf("ctxinf serve not ready: %v", err)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/contextinfinity/ctxinf/internal/cluster"
 	"github.com/contextinfinity/ctxinf/internal/config"
 	"github.com/contextinfinity/ctxinf/internal/server"
 	"github.com/contextinfinity/ctxinf/internal/server/frame"
@@ -92,6 +93,7 @@ func serve(e *env, args []string) error {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(e.stderr)
 	addr := fs.String("addr", e.cfg.Server.Addr, "HTTP address (server.addr)")
+	joinCluster := fs.Bool("cluster", e.cfg.Cluster.Enabled, "join the cluster of cluster.peers (cluster.enabled; docs/CLUSTER.md)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -106,15 +108,32 @@ func serve(e *env, args []string) error {
 	cfg.Retention.Interval = e.cfg.Retention.Interval // the retention job runs here
 	metrics := server.NewMetrics()
 	metrics.Hook(&cfg)
+	var member *cluster.Member
+	if *joinCluster {
+		if member, err = joinMember(ctx, e, *addr); err != nil {
+			return err
+		}
+		cfg.Placement = member
+	}
 	rt, err := openRuntimeWith(ctx, e, cfg)
 	if err != nil {
+		if member != nil {
+			member.Leave()
+		}
 		return err
 	}
 	defer rt.Close()
-	metrics.Runtime(rt.Runtime)
-	s := server.New(rt.Runtime, server.Options{Addr: *addr, Tokens: tokens, Tenants: tenants, MaxBodyBytes: c.MaxBodyBytes,
+	opts := server.Options{Addr: *addr, Tokens: tokens, Tenants: tenants, MaxBodyBytes: c.MaxBodyBytes,
 		MaxInFlight: c.MaxInFlight, ReadHeaderTimeout: c.ReadHeaderTimeout, ReadBodyTimeout: c.ReadBodyTimeout, IdleTimeout: c.IdleTimeout,
-		Log: e.log, Metrics: metrics, ProxyCommitWithin: proxyCommitWithin(c), ProxyQueue: proxyQueue(c), ProxyQueueWait: c.ProxyQueueWait})
+		Log: e.log, Metrics: metrics, ProxyCommitWithin: proxyCommitWithin(c), ProxyQueue: proxyQueue(c), ProxyQueueWait: c.ProxyQueueWait}
+	if member != nil {
+		member.Attach(rt.Runtime)
+		defer member.Leave() // before the runtime closes: the others stop forwarding here first
+		opts.Forward = member.Forward
+		metrics.Cluster(member.Stats)
+	}
+	metrics.Runtime(rt.Runtime)
+	s := server.New(rt.Runtime, opts)
 	l, err := s.Listen()
 	if err != nil {
 		return err
@@ -139,6 +158,35 @@ func serve(e *env, args []string) error {
 	err = s.Serve(ctx, l, c.Drain)
 	e.log.Info().Msg("stopped")
 	return err
+}
+
+// joinMember joins the cluster of e's cluster.* keys and waits (at most
+// cluster.join_timeout) to see itself in it. addr is the HTTP address,
+// advertised to the other members unless cluster.advertise_url says
+// otherwise.
+func joinMember(ctx context.Context, e *env, addr string) (*cluster.Member, error) {
+	c := e.cfg.Cluster
+	if e.cfg.Store.Backend != config.BackendPostgres {
+		return nil, fmt.Errorf("serve --cluster: store.backend is %q: the members of a cluster share one PostgreSQL store "+
+			"(store.backend: postgres, docs/CLUSTER.md)", e.cfg.Store.Backend)
+	}
+	advertise := c.AdvertiseURL
+	if advertise == "" {
+		advertise = "http://" + addr
+	}
+	m, err := cluster.Join(cluster.Config{Name: c.Name, Host: c.Host, Port: c.Port, ManagePort: c.ManagePort, Peers: c.Peers,
+		AdvertiseURL: advertise, Refresh: c.Refresh, Log: e.log})
+	if err != nil {
+		return nil, err
+	}
+	wctx, cancel := context.WithTimeout(ctx, c.JoinTimeout)
+	defer cancel()
+	if err := m.WaitJoined(wctx); err != nil {
+		e.log.Warn().Err(err).Msg("serving before this member joined; requests are answered 503 until it does")
+	} else {
+		e.log.Info().Str("member", m.Address()).Int("members", m.Members()).Msg("joined the cluster")
+	}
+	return m, nil
 }
 
 // proxyQueue is server.proxy_queue as server.Options takes it (there 0

@@ -65,7 +65,8 @@ type Config struct {
 	// Refresh plus the poll's 2 s timeout.
 	Refresh time.Duration
 	// RequestTimeout bounds the grain request that finds an owner's URL
-	// (default 5s).
+	// (default 2s): a request for a session whose owner died is answered
+	// 503 after it, until the topology drops that member.
 	RequestTimeout time.Duration
 	Log            zerolog.Logger
 }
@@ -131,7 +132,7 @@ func Join(cfg Config) (*Member, error) {
 		cfg.Refresh = time.Second
 	}
 	if cfg.RequestTimeout <= 0 {
-		cfg.RequestTimeout = 5 * time.Second
+		cfg.RequestTimeout = 2 * time.Second
 	}
 	if err := cfg.validate(); err != nil {
 		return nil, err

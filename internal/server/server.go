@@ -216,8 +216,9 @@ func (s *Server) instrument(name string, h func(*Server, http.ResponseWriter, *h
 			}
 		}
 		if err != nil {
-			if classify(err).Code == CodeInternal {
-				// The client is told only that it happened.
+			if classify(err).Code == CodeInternal && r.Context().Err() == nil {
+				// The client is told only that it happened (a client that
+				// went away is not a server's error).
 				s.opts.Log.Error().Err(err).Str("route", name).Msg("server: internal error")
 			}
 			writeError(sw, r.URL.Path, err)
