@@ -90,8 +90,9 @@ func ChunkIDFor(turn messages.TurnID, typ messages.ChunkType, hash persistence.H
 }
 
 // partition returns branch's index, loading it from the store the first
-// time: its partition rows and, for each, the vector of the runtime's
-// embedder namespace.
+// time: its partition rows, each with its vector of the runtime's
+// embedder namespace (read with the rows: a few queries on PostgreSQL,
+// not one per chunk).
 func (m *memory) partition(ctx context.Context, branch messages.BranchID) (*retrieval.Partition, error) {
 	m.mu.Lock()
 	pt, ok := m.parts[branch]
@@ -103,11 +104,7 @@ func (m *memory) partition(ctx context.Context, branch messages.BranchID) (*retr
 	if !ok {
 		// Registered before it is read: chunks committed meanwhile are
 		// added to it by added (Add is idempotent).
-		pt.err = m.db.BranchChunks(context.Background(), branch, func(d persistence.ChunkDoc) error {
-			vec, err := m.db.Vector(context.Background(), m.ns, d.Chunk)
-			if err != nil {
-				return err
-			}
+		pt.err = m.db.BranchChunkVectors(context.Background(), m.ns, branch, func(d persistence.ChunkDoc, vec []float32) error {
 			pt.p.Add(retrieval.Doc{ID: d.Chunk, Seq: d.Seq, Terms: d.Terms, Len: d.TermCount, Vector: vec})
 			return nil
 		})

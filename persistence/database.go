@@ -102,6 +102,10 @@ type Database interface {
 	// BranchChunks calls fn with every chunk of branch's partition, in
 	// seq order, and stops at fn's first error, which it returns.
 	BranchChunks(ctx context.Context, branch messages.BranchID, fn func(ChunkDoc) error) error
+	// BranchChunkVectors is BranchChunks with each chunk's vector in
+	// namespace ns (nil if it has none), read with the chunks rather
+	// than one read per chunk: what rebuilding a branch's index reads.
+	BranchChunkVectors(ctx context.Context, ns string, branch messages.BranchID, fn func(ChunkDoc, []float32) error) error
 	// Vector returns the vector of chunk in namespace ns, or nil if it
 	// has none.
 	Vector(ctx context.Context, ns string, chunk messages.ChunkID) ([]float32, error)

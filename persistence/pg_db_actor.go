@@ -525,7 +525,41 @@ func (d *PGDB) ChunkByID(ctx context.Context, id messages.ChunkID) (ChunkRow, er
 // order, and stops at fn's first error, which it returns. It reads a page
 // at a time and holds no connection while fn runs (see EachTurnRow).
 func (d *PGDB) BranchChunks(ctx context.Context, branch messages.BranchID, fn func(ChunkDoc) error) error {
+	return d.branchChunks(ctx, branch, "", func(doc ChunkDoc, _ []float32) error { return fn(doc) })
+}
+
+// BranchChunkVectors calls fn with every chunk of branch's partition, in
+// seq order, and its vector in namespace ns (nil if it has none), and
+// stops at fn's first error, which it returns: BranchChunks and Vector
+// of each chunk, read a page of chunks with their vectors per query (a
+// join), holding no connection while fn runs.
+func (d *PGDB) BranchChunkVectors(ctx context.Context, ns string, branch messages.BranchID, fn func(ChunkDoc, []float32) error) error {
+	if ns == "" {
+		return fmt.Errorf("%w: branch chunk vectors: namespace is required", ErrInvalidArgument)
+	}
+	return d.branchChunks(ctx, branch, ns, fn)
+}
+
+// branchChunks is BranchChunks, with each chunk's vector in namespace ns
+// unless ns is "". Pages are keyed on the partition's primary key
+// (branch, seq, chunk); the vectors join on theirs (namespace, chunk).
+func (d *PGDB) branchChunks(ctx context.Context, branch messages.BranchID, ns string, fn func(ChunkDoc, []float32) error) error {
 	what := "read partition of branch " + branch.String()
+	// The vector column is NULL where the chunk has none, and always
+	// without a namespace.
+	sel, args := `SELECT m.seq, m.chunk, m.data, NULL::BYTEA FROM ctx_chunk_members m WHERE m.branch = $1`, []any{branch[:]}
+	if ns != "" {
+		h := HashOf([]byte(ns))
+		sel = `SELECT m.seq, m.chunk, m.data, v.data FROM ctx_chunk_members m
+			LEFT JOIN ctx_vectors v ON v.namespace = $2 AND v.chunk = m.chunk
+			WHERE m.branch = $1`
+		args = append(args, h[:8])
+	}
+	n := len(args)
+	type entry struct {
+		doc ChunkDoc
+		vec []float32
+	}
 	var after *ChunkDoc
 	for {
 		if err := d.alive(); err != nil {
@@ -534,50 +568,55 @@ func (d *PGDB) BranchChunks(ctx context.Context, branch messages.BranchID, fn fu
 		var rows pgx.Rows
 		var err error
 		if after == nil {
-			rows, err = d.pool.Query(ctx, `SELECT seq, chunk, data FROM ctx_chunk_members WHERE branch = $1
-				ORDER BY seq, chunk LIMIT $2`, branch[:], pgEachPage)
+			rows, err = d.pool.Query(ctx, sel+fmt.Sprintf(` ORDER BY m.seq, m.chunk LIMIT $%d`, n+1), append(args[:n:n], pgEachPage)...)
 		} else {
-			rows, err = d.pool.Query(ctx, `SELECT seq, chunk, data FROM ctx_chunk_members WHERE branch = $1
-				AND (seq, chunk) > ($2, $3) ORDER BY seq, chunk LIMIT $4`, branch[:], int64(after.Seq), after.Chunk[:], pgEachPage)
+			rows, err = d.pool.Query(ctx, sel+fmt.Sprintf(` AND (m.seq, m.chunk) > ($%d, $%d) ORDER BY m.seq, m.chunk LIMIT $%d`, n+1, n+2, n+3),
+				append(args[:n:n], int64(after.Seq), after.Chunk[:], pgEachPage)...)
 		}
 		if err != nil {
 			return d.readErr(what, err)
 		}
-		var page []ChunkDoc
+		var page []entry
 		for rows.Next() {
 			var seq int64
-			var chunk, data []byte
-			if err := rows.Scan(&seq, &chunk, &data); err != nil {
+			var chunk, data, vec []byte
+			if err := rows.Scan(&seq, &chunk, &data, &vec); err != nil {
 				rows.Close()
 				return d.readErr(what, err)
 			}
-			doc := ChunkDoc{Seq: uint64(seq)}
+			e := entry{doc: ChunkDoc{Seq: uint64(seq)}}
 			if len(chunk) != 16 {
 				rows.Close()
 				return fmt.Errorf("%w: %s: chunk id of %d bytes", ErrCorrupt, what, len(chunk))
 			}
-			copy(doc.Chunk[:], chunk)
-			if doc.Terms, doc.TermCount, err = decodeDoc(data); err != nil {
+			copy(e.doc.Chunk[:], chunk)
+			if e.doc.Terms, e.doc.TermCount, err = decodeDoc(data); err != nil {
 				rows.Close()
-				return fmt.Errorf("%w: partition entry %d/%s of branch %s: %v", ErrCorrupt, doc.Seq, doc.Chunk, branch, err)
+				return fmt.Errorf("%w: partition entry %d/%s of branch %s: %v", ErrCorrupt, e.doc.Seq, e.doc.Chunk, branch, err)
 			}
-			page = append(page, doc)
+			if vec != nil {
+				if e.vec, err = decodeVector(vec, e.doc.Chunk); err != nil {
+					rows.Close()
+					return err
+				}
+			}
+			page = append(page, e)
 		}
 		if err := rows.Err(); err != nil {
 			return d.readErr(what, err)
 		}
-		for _, doc := range page {
+		for _, e := range page {
 			if err := ctx.Err(); err != nil {
 				return err
 			}
-			if err := fn(doc); err != nil {
+			if err := fn(e.doc, e.vec); err != nil {
 				return err
 			}
 		}
 		if len(page) < pgEachPage {
 			return nil
 		}
-		after = &page[len(page)-1]
+		after = &page[len(page)-1].doc
 	}
 }
 
@@ -596,14 +635,7 @@ func (d *PGDB) Vector(ctx context.Context, ns string, chunk messages.ChunkID) ([
 	if err != nil {
 		return nil, d.readErr("read vector of chunk "+chunk.String(), err)
 	}
-	if len(b)%4 != 0 {
-		return nil, fmt.Errorf("%w: vector of chunk %s: %d bytes", ErrCorrupt, chunk, len(b))
-	}
-	out := make([]float32, len(b)/4)
-	for i := range out {
-		out[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
-	}
-	return out, nil
+	return decodeVector(b, chunk)
 }
 
 // Events calls fn for every event of actor from index on, in order. It

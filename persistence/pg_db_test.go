@@ -41,6 +41,7 @@ type lifecycleDB interface {
 	Chunks(ctx context.Context, turn messages.TurnID) ([]ChunkRow, error)
 	ChunkByID(ctx context.Context, id messages.ChunkID) (ChunkRow, error)
 	BranchChunks(ctx context.Context, branch messages.BranchID, fn func(ChunkDoc) error) error
+	BranchChunkVectors(ctx context.Context, ns string, branch messages.BranchID, fn func(ChunkDoc, []float32) error) error
 	Vector(ctx context.Context, ns string, chunk messages.ChunkID) ([]float32, error)
 	// actor logs
 	Events(ctx context.Context, actor string, from uint64, fn func(index uint64, data []byte) error) error

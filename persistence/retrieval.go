@@ -201,6 +201,23 @@ func (d *DB) ChunkByID(ctx context.Context, id messages.ChunkID) (ChunkRow, erro
 // BranchChunks calls fn with every chunk of branch's partition, in seq
 // order, and stops at fn's first error, which it returns.
 func (d *DB) BranchChunks(ctx context.Context, branch messages.BranchID, fn func(ChunkDoc) error) error {
+	return d.branchChunks(ctx, branch, "", func(doc ChunkDoc, _ []float32) error { return fn(doc) })
+}
+
+// BranchChunkVectors calls fn with every chunk of branch's partition, in
+// seq order, and its vector in namespace ns (nil if it has none), and
+// stops at fn's first error, which it returns: BranchChunks and Vector
+// of each chunk, in one read transaction.
+func (d *DB) BranchChunkVectors(ctx context.Context, ns string, branch messages.BranchID, fn func(ChunkDoc, []float32) error) error {
+	if ns == "" {
+		return fmt.Errorf("%w: branch chunk vectors: namespace is required", ErrInvalidArgument)
+	}
+	return d.branchChunks(ctx, branch, ns, fn)
+}
+
+// branchChunks is BranchChunks, with each chunk's vector in namespace ns
+// unless ns is "".
+func (d *DB) branchChunks(ctx context.Context, branch messages.BranchID, ns string, fn func(ChunkDoc, []float32) error) error {
 	return d.read(func(txn *badger.Txn) error {
 		prefix := id16(tableMember, branch)
 		it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix, PrefetchValues: true, PrefetchSize: 256})
@@ -223,7 +240,13 @@ func (d *DB) BranchChunks(ctx context.Context, branch messages.BranchID, fn func
 			if err != nil {
 				return fmt.Errorf("%w: partition entry %x: %v", ErrCorrupt, k, err)
 			}
-			if err := fn(doc); err != nil {
+			var vec []float32
+			if ns != "" {
+				if vec, err = txnVector(txn, ns, doc.Chunk); err != nil {
+					return err
+				}
+			}
+			if err := fn(doc, vec); err != nil {
 				return err
 			}
 		}
@@ -236,23 +259,39 @@ func (d *DB) BranchChunks(ctx context.Context, branch messages.BranchID, fn func
 func (d *DB) Vector(ctx context.Context, ns string, chunk messages.ChunkID) ([]float32, error) {
 	var out []float32
 	err := d.read(func(txn *badger.Txn) error {
-		item, err := txn.Get(vectorKey(ns, chunk))
-		if errors.Is(err, badger.ErrKeyNotFound) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		return item.Value(func(b []byte) error {
-			if len(b)%4 != 0 {
-				return fmt.Errorf("%w: vector of chunk %s: %d bytes", ErrCorrupt, chunk, len(b))
-			}
-			out = make([]float32, len(b)/4)
-			for i := range out {
-				out[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
-			}
-			return nil
-		})
+		var err error
+		out, err = txnVector(txn, ns, chunk)
+		return err
 	})
 	return out, err
+}
+
+// txnVector reads the vector of chunk in namespace ns in txn, nil if it
+// has none.
+func txnVector(txn *badger.Txn, ns string, chunk messages.ChunkID) ([]float32, error) {
+	item, err := txn.Get(vectorKey(ns, chunk))
+	if errors.Is(err, badger.ErrKeyNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []float32
+	err = item.Value(func(b []byte) error {
+		out, err = decodeVector(b, chunk)
+		return err
+	})
+	return out, err
+}
+
+// decodeVector decodes a stored vector (float32 little endian) of chunk.
+func decodeVector(b []byte, chunk messages.ChunkID) ([]float32, error) {
+	if len(b)%4 != 0 {
+		return nil, fmt.Errorf("%w: vector of chunk %s: %d bytes", ErrCorrupt, chunk, len(b))
+	}
+	out := make([]float32, len(b)/4)
+	for i := range out {
+		out[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
+	}
+	return out, nil
 }

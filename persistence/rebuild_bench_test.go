@@ -1,0 +1,135 @@
+package persistence
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/contextinfinity/ctxinf/internal/pgtest"
+	"github.com/contextinfinity/ctxinf/internal/retrieval"
+	"github.com/contextinfinity/ctxinf/messages"
+)
+
+// BenchmarkPartitionRebuild measures what a runtime does the first time
+// a branch is searched on it (actors' memory.partition), e.g. on the
+// cluster member a session moved to: read the branch's partition with
+// each chunk's vector of the default embedder (HashEmbedder, 512
+// dimensions) and build a retrieval.Partition of it. read=batched is
+// BranchChunkVectors; read=per-chunk is what it replaced, BranchChunks
+// and a Vector per chunk (one query each on PostgreSQL), measured on
+// the smallest size only.
+func BenchmarkPartitionRebuild(b *testing.B) {
+	embed := retrieval.HashEmbedder{}
+	ns := retrieval.Namespace(embed)
+	backends := []struct {
+		name string
+		open func(b *testing.B) lifecycleDB
+	}{
+		{"badger", func(b *testing.B) lifecycleDB {
+			o := DefaultOptions(b.TempDir())
+			o.GCInterval = 0
+			d, err := Open(o)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { d.Close() })
+			return d
+		}},
+		{"postgres", func(b *testing.B) lifecycleDB { return openPGDB(b, pgtest.Start(b)) }},
+	}
+	for _, be := range backends {
+		b.Run("backend="+be.name, func(b *testing.B) {
+			for _, n := range []int{10_000, 100_000} {
+				b.Run(fmt.Sprintf("chunks=%d", n), func(b *testing.B) {
+					d := be.open(b)
+					branch := loadPartition(b, d, embed, n)
+					reads := []string{"batched"}
+					if n == 10_000 {
+						reads = append(reads, "per-chunk")
+					}
+					for _, read := range reads {
+						b.Run("read="+read, func(b *testing.B) {
+							b.ReportAllocs()
+							for b.Loop() {
+								p := retrieval.NewPartition(embed.Dim())
+								add := func(doc ChunkDoc, vec []float32) error {
+									p.Add(retrieval.Doc{ID: doc.Chunk, Seq: doc.Seq, Terms: doc.Terms, Len: doc.TermCount, Vector: vec})
+									return nil
+								}
+								var err error
+								if read == "batched" {
+									err = d.BranchChunkVectors(bg, ns, branch, add)
+								} else {
+									err = d.BranchChunks(bg, branch, func(doc ChunkDoc) error {
+										vec, err := d.Vector(bg, ns, doc.Chunk)
+										if err != nil {
+											return err
+										}
+										return add(doc, vec)
+									})
+								}
+								if err != nil {
+									b.Fatal(err)
+								}
+								if p.Len() != n {
+									b.Fatalf("rebuilt %d chunks, want %d", p.Len(), n)
+								}
+							}
+							b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(b.N), "ms/rebuild")
+						})
+					}
+				})
+			}
+		})
+	}
+}
+
+// loadPartition commits n chunks to a new branch's partition, four per
+// turn, with their terms and their vectors of embed, a thousand chunks a
+// Tx, and returns the branch. Chunk ids start with their turn's time, as
+// actors.ChunkIDFor's do.
+func loadPartition(b *testing.B, d lifecycleDB, embed retrieval.Embedder, n int) messages.BranchID {
+	b.Helper()
+	start := time.Now()
+	ns := retrieval.Namespace(embed)
+	now := time.UnixMilli(1_700_000_000_000)
+	branch := messages.NewID[messages.BranchID](now)
+	rng := rand.New(rand.NewPCG(7, 8))
+	const perTx, perTurn = 1000, 4
+	var turn messages.TurnID
+	for i := 0; i < n; i += perTx {
+		tx := &Tx{}
+		var texts []string
+		for j := i; j < min(i+perTx, n); j++ {
+			at := now.Add(time.Duration(j/perTurn) * time.Millisecond)
+			if j%perTurn == 0 {
+				turn = messages.NewID[messages.TurnID](at)
+			}
+			text := string(textPayload(rng, 300))
+			terms, count := retrieval.TermFreqs(text)
+			tx.Chunks = append(tx.Chunks, ChunkRow{ID: messages.NewID[messages.ChunkID](at), Branch: branch, SourceTurn: turn,
+				Seq: uint64(j / perTurn), Type: messages.ChunkType(j%perTurn + 1), Text: text, Hash: HashOf([]byte(text)),
+				Terms: terms, TermCount: count})
+			texts = append(texts, text)
+		}
+		vecs, err := embed.Embed(bg, texts)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for k, v := range vecs {
+			tx.Vectors = append(tx.Vectors, VectorRow{Namespace: ns, Chunk: tx.Chunks[k].ID, Vector: v})
+		}
+		if _, err := d.Commit(bg, tx); err != nil {
+			b.Fatal(err)
+		}
+	}
+	// Measured at rest: not while Badger compacts what was just written.
+	if c, ok := d.(interface{ Compact() error }); ok {
+		if err := c.Compact(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.Logf("loaded %d chunks in %v", n, time.Since(start).Round(time.Millisecond))
+	return branch
+}
