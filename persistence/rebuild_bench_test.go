@@ -1,6 +1,7 @@
 package persistence
 
 import (
+	"flag"
 	"fmt"
 	"math/rand/v2"
 	"testing"
@@ -40,12 +41,12 @@ func BenchmarkPartitionRebuild(b *testing.B) {
 	}
 	for _, be := range backends {
 		b.Run("backend="+be.name, func(b *testing.B) {
-			for _, n := range []int{10_000, 100_000} {
+			for _, n := range rebuildSizes() {
 				b.Run(fmt.Sprintf("chunks=%d", n), func(b *testing.B) {
 					d := be.open(b)
 					branch := loadPartition(b, d, embed, n)
 					reads := []string{"batched"}
-					if n == 10_000 {
+					if n <= 10_000 {
 						reads = append(reads, "per-chunk")
 					}
 					for _, read := range reads {
@@ -132,4 +133,15 @@ func loadPartition(b *testing.B, d lifecycleDB, embed retrieval.Embedder, n int)
 	}
 	b.Logf("loaded %d chunks in %v", n, time.Since(start).Round(time.Millisecond))
 	return branch
+}
+
+// rebuildSizes are the partitions BenchmarkPartitionRebuild loads: 10k
+// and 100k chunks, or 1k under make test's smoke run of every benchmark
+// once (-benchtime=1x), where loading 100k chunks on two backends would
+// take a minute to time nothing.
+func rebuildSizes() []int {
+	if f := flag.Lookup("test.benchtime"); f != nil && f.Value.String() == "1x" {
+		return []int{1_000}
+	}
+	return []int{10_000, 100_000}
 }
