@@ -90,7 +90,12 @@ type Options struct {
 	// store, its redo log and the stream journals; docs/SECURITY.md): 16,
 	// 24 or 32 bytes. A directory created with a key opens only with it.
 	EncryptionKey []byte
-	Logger        zerolog.Logger
+	// PostgresURL, when set, keeps the store in the PostgreSQL database
+	// at this URL instead of Badger in DataDir (store.backend: postgres,
+	// docs/STORE.md); DataDir still holds a lock. It cannot be combined
+	// with EncryptionKey: encryption at rest is then the database's.
+	PostgresURL string
+	Logger      zerolog.Logger
 	// Config, when set, is used as is (DataDir, Provider and Model above
 	// still fill its empty fields).
 	Config *actors.Config
@@ -143,6 +148,10 @@ func Open(ctx context.Context, opts Options) (*Runtime, error) {
 	}
 	if len(opts.EncryptionKey) > 0 {
 		cfg.Store.EncryptionKey = opts.EncryptionKey
+	}
+	if opts.PostgresURL != "" && cfg.Postgres == nil {
+		o := persistence.DefaultPGOptions(opts.PostgresURL)
+		cfg.Postgres = &o
 	}
 	r, err := actors.Open(ctx, cfg)
 	if err != nil {

@@ -37,7 +37,8 @@ type Config struct {
 	Store   persistence.Options // Dir is set to {DataDir}/store
 	// Postgres, when set, puts the store on PostgreSQL (store.backend:
 	// postgres) instead of Badger in {DataDir}/store, and Store is not
-	// used; DataDir still holds the stream journals. The PostgreSQL
+	// used; DataDir holds the lock that keeps a second runtime off it
+	// (the stream journals are in the database). The PostgreSQL
 	// store has no encryption at rest of its own, so a Store with an
 	// EncryptionKey is refused with it rather than written in plaintext.
 	Postgres      *persistence.PGOptions
