@@ -269,6 +269,7 @@ type SessionImport struct {
 	session  persistence.SessionRow
 	branches []persistence.BranchRow
 	ended    bool
+	err      error // no session id this runtime owns (a cluster forming)
 }
 
 // BeginImport starts an import of a session titled title created at
@@ -288,8 +289,11 @@ func (r *Runtime) BeginImportFor(tenant, title string, created time.Time) *Sessi
 	if tenant == persistence.DefaultTenant {
 		tenant = "" // as CreateSessionFor stores it
 	}
-	return &SessionImport{rt: r, session: persistence.SessionRow{ID: messages.NewID[messages.SessionID](now),
-		Title: title, Created: created.UTC(), Tenant: tenant}}
+	// In a cluster, under an id this member owns: the import's branch
+	// actors run here.
+	id, err := r.ownedSessionID(func() messages.SessionID { return messages.NewID[messages.SessionID](now) })
+	return &SessionImport{rt: r, session: persistence.SessionRow{ID: id, Title: title, Created: created.UTC(), Tenant: tenant},
+		err: err}
 }
 
 // ErrImport is returned for an import whose parts do not fit together.
@@ -301,6 +305,9 @@ func (im *SessionImport) Branches() []persistence.BranchRow { return im.branches
 // AddBranch creates the next branch of the session (see ExportBranch).
 func (im *SessionImport) AddBranch(ctx context.Context, eb ExportBranch) (persistence.BranchRow, error) {
 	r := im.rt
+	if im.err != nil {
+		return persistence.BranchRow{}, im.err
+	}
 	if im.ended {
 		return persistence.BranchRow{}, fmt.Errorf("%w: ended", ErrImport)
 	}
