@@ -2,7 +2,9 @@ package tests
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -93,7 +95,9 @@ type ack struct {
 // three members' HTTP APIs while a member is SIGKILLed and restarted
 // five times, and checks that every acknowledged turn is in its
 // branch's history exactly once, that nothing is there twice, and that
-// every branch answers through every member. It reports the writes the
+// every branch answers through every member; then that a proxied
+// conversation goes on through whichever member gets its next request.
+// It reports the writes the
 // store refused because their head had moved (a stale activation's
 // commits) and the requests members forwarded.
 func TestClusterSurvivesMemberKills(t *testing.T) {
@@ -262,6 +266,22 @@ func TestClusterSurvivesMemberKills(t *testing.T) {
 			}
 		}
 	}
+	// A proxied conversation goes on through whichever member gets its
+	// next request.
+	for i, text := range []string{"Remember: the cluster's codeword is heron.", "What is the codeword?", "Say it once more."} {
+		var reply string
+		if err := retry("proxy", func(*client.Client) error {
+			var err error
+			reply, err = proxyChat(ms[i%len(ms)].url(), "cluster-conversation", text)
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if i > 0 && !strings.Contains(reply, "the cluster's codeword is") {
+			t.Fatalf("proxied turn %d through member %d: %q does not hold the conversation's first turn", i, i%len(ms), reply)
+		}
+	}
+
 	for _, m := range ms {
 		rejects.Add(int64(metric(t, m.url(), "ctxinf_store_head_rejects_total")))
 		forwarded.Add(int64(metric(t, m.url(), "ctxinf_cluster_forwarded_total")))
@@ -272,4 +292,33 @@ func TestClusterSurvivesMemberKills(t *testing.T) {
 	t.Logf("%d kills; %d turns sent, %d acknowledged, %d not (cut by a kill); %d requests forwarded; "+
 		"%d writes refused because their head had moved (stale activations)",
 		kills, sent.Load(), total, fails.Load(), forwarded.Load(), rejects.Load())
+}
+
+// proxyChat sends one user message of conversation to the
+// OpenAI-compatible chat completions route at url and returns the reply.
+func proxyChat(url, conversation, text string) (string, error) {
+	body, _ := json.Marshal(map[string]any{"model": "local", "messages": []map[string]string{{"role": "user", "content": text}}})
+	req, _ := http.NewRequest("POST", url+"/v1/chat/completions", bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Ctx-Conversation", conversation)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("%d %s", resp.StatusCode, data)
+	}
+	var out struct {
+		Choices []struct {
+			Message struct {
+				Content string `json:"content"`
+			} `json:"message"`
+		} `json:"choices"`
+	}
+	if err := json.Unmarshal(data, &out); err != nil || len(out.Choices) != 1 {
+		return "", fmt.Errorf("answer %s: %v", data, err)
+	}
+	return out.Choices[0].Message.Content, nil
 }
