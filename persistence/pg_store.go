@@ -349,9 +349,11 @@ func openPostgres(ctx context.Context, opts PGOptions) (*pgStore, error) {
 // atomic against a concurrent one in PostgreSQL).
 func (s *pgStore) createSchema(ctx context.Context) error {
 	var err error
-	for attempt := range 10 {
+	// Each attempt gets past the statements a racer finished; under load
+	// racers can collide on several in a row, so the bound is generous.
+	for attempt := range 100 {
 		if attempt > 0 {
-			backoff(attempt)
+			backoff(min(attempt, 10))
 		}
 		err = func() error {
 			for _, q := range pgSchema {

@@ -104,7 +104,7 @@ func TestClusterSurvivesMemberKills(t *testing.T) {
 	pg := pgtest.Start(t)
 	ms := startCluster(t, pg, 3, "CTX_LOCAL_DELAY=1ms")
 	ctx := context.Background()
-	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7))
+	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7)) // the chaos goroutine's
 	const nBranches = 200
 	clients := func() []*client.Client {
 		cs := make([]*client.Client, len(ms))
@@ -119,7 +119,7 @@ func TestClusterSurvivesMemberKills(t *testing.T) {
 		deadline := time.Now().Add(time.Minute)
 		var err error
 		for i := 0; time.Now().Before(deadline); i++ {
-			if err = f(clients[(i+rng.IntN(len(clients)))%len(clients)]); err == nil {
+			if err = f(clients[(i+rand.IntN(len(clients)))%len(clients)]); err == nil {
 				return nil
 			}
 			var te *client.TurnError
