@@ -74,10 +74,10 @@ of one ctxinf serve on Badger and one on PostgreSQL without a cluster:
 model. A member creates only sessions it owns, and the sessions are
 created through the members in turn and dealt to the clients in random
 order: about (N-1)/N of the turns reach a member that does not own
-their session and are forwarded to the one that does. It reports committed turns/s, the time from sending a turn to its
-first delta and to its end, the requests members forwarded to a
-session's owner and the writes the store refused because their head had
-moved.
+their session and are forwarded to the one that does. It reports
+committed turns/s, the time from sending a turn to its first delta and
+to its end, the requests members forwarded to a session's owner and the
+writes the store refused because their head had moved.
 
 The servers are child processes of --bin on free loopback ports, with
 data directories (and their logs) under --dir. PostgreSQL: the server of
@@ -85,8 +85,9 @@ the URL in the environment variable store.postgres_url_env names
 (CTX_STORE_POSTGRES_URL by default), whose user must be allowed to
 CREATE DATABASE: each PostgreSQL run creates a database of its own there
 (ctxinf_bench_<pid>_<n>) and drops it afterwards; nothing else on that
-server is touched. The load, the servers and PostgreSQL share this
-machine's CPUs unless the URL names another one.
+server is touched (an interrupted run leaves its database behind). The
+load, the servers and PostgreSQL share this machine's CPUs unless the
+URL names another one.
 
 `
 
