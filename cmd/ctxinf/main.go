@@ -109,6 +109,13 @@ Commands:
                  deltas/s from a fake model API on loopback through the
                  adapter, journal and branch to a subscriber; journal bytes
                  per displayed byte; latency added per delta
+  bench cluster [--members N] [--branches B] [--turns T] [--concurrency C] [--baseline] [--json]
+                 the same SSE load through N serve --cluster members on
+                 one PostgreSQL database and, with --baseline (default),
+                 one serve on Badger and one on PostgreSQL: committed
+                 turns/s, first-delta and turn latency, forwarded
+                 requests, head rejects (needs CTX_STORE_POSTGRES_URL;
+                 creates and drops a database per run; --help)
   bench store [--dir D] [--json] [--quick] [--encrypted]
                  measure the context store (durable appends, group commit,
                  reads, forks, depth ranges, dedup, bytes on disk);
@@ -189,6 +196,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		err = benchRetrieval(e, rest[2:])
 	case rest[0] == "bench" && len(rest) > 1 && rest[1] == "stream":
 		err = benchStream(e, rest[2:])
+	case rest[0] == "bench" && len(rest) > 1 && rest[1] == "cluster":
+		err = benchCluster(e, rest[2:])
 	case rest[0] == "serve":
 		err = serve(e, rest[1:])
 	case rest[0] == "chat":
