@@ -2,6 +2,7 @@ package actors
 
 import (
 	"os"
+	"slices"
 	"testing"
 	"time"
 
@@ -84,19 +85,7 @@ func TestStaleActivationCannotCommit(t *testing.T) {
 			users = append(users, e.Message.RenderedText)
 		}
 	}
-	if want := []string{"one, through a", "two, through b", "four, through a"}; !equalStrings(users, want) {
+	if want := []string{"one, through a", "two, through b", "four, through a"}; !slices.Equal(users, want) {
 		t.Fatalf("the branch's user messages: %q, want %q", users, want)
 	}
-}
-
-func equalStrings(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }

@@ -52,16 +52,8 @@ type pgPurgePlan struct {
 // VACUUM after it, PurgeResult.Scrub, ran).
 func (d *PGDB) Purge(ctx context.Context, spec PurgeSpec) (PurgeResult, error) {
 	start := time.Now()
-	if spec.Session.IsZero() {
-		return PurgeResult{}, fmt.Errorf("%w: purge: session id is zero", ErrInvalidArgument)
-	}
-	if !spec.DeleteSession && len(spec.Branches) == 0 {
-		return PurgeResult{}, fmt.Errorf("%w: purge: no branch to delete", ErrInvalidArgument)
-	}
-	for _, a := range spec.Actors {
-		if err := checkActor(a); err != nil {
-			return PurgeResult{}, err
-		}
+	if err := spec.check(); err != nil {
+		return PurgeResult{}, err
 	}
 	plans, scrub, err := d.purge(ctx, []PurgeSpec{spec})
 	if err != nil {
@@ -83,20 +75,8 @@ func (d *PGDB) PurgeSessions(ctx context.Context, specs []PurgeSpec) ([]PurgeRes
 	if len(specs) == 0 {
 		return nil, nil
 	}
-	seen := map[messages.SessionID]bool{}
-	for i, spec := range specs {
-		if spec.Session.IsZero() || !spec.DeleteSession {
-			return nil, fmt.Errorf("%w: purge sessions: spec %d deletes no session", ErrInvalidArgument, i)
-		}
-		if seen[spec.Session] {
-			return nil, fmt.Errorf("%w: purge sessions: session %s twice", ErrInvalidArgument, spec.Session)
-		}
-		seen[spec.Session] = true
-		for _, a := range spec.Actors {
-			if err := checkActor(a); err != nil {
-				return nil, err
-			}
-		}
+	if err := checkSessionSpecs(specs); err != nil {
+		return nil, err
 	}
 	plans, scrub, err := d.purge(ctx, specs)
 	if err != nil {

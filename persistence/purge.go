@@ -111,21 +111,48 @@ type purgePlan struct {
 	res     PurgeResult
 }
 
+// check refuses a spec that names nothing to delete or a bad actor.
+func (spec PurgeSpec) check() error {
+	if spec.Session.IsZero() {
+		return fmt.Errorf("%w: purge: session id is zero", ErrInvalidArgument)
+	}
+	if !spec.DeleteSession && len(spec.Branches) == 0 {
+		return fmt.Errorf("%w: purge: no branch to delete", ErrInvalidArgument)
+	}
+	for _, a := range spec.Actors {
+		if err := checkActor(a); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkSessionSpecs refuses PurgeSessions' specs unless each deletes a
+// session, no two the same, with good actors.
+func checkSessionSpecs(specs []PurgeSpec) error {
+	seen := map[messages.SessionID]bool{}
+	for i, spec := range specs {
+		if spec.Session.IsZero() || !spec.DeleteSession {
+			return fmt.Errorf("%w: purge sessions: spec %d deletes no session", ErrInvalidArgument, i)
+		}
+		if seen[spec.Session] {
+			return fmt.Errorf("%w: purge sessions: session %s twice", ErrInvalidArgument, spec.Session)
+		}
+		seen[spec.Session] = true
+		if err := spec.check(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // Purge deletes what spec names, for good, and returns once the bytes are
 // gone from the store's files (see above). It blocks the store's writes
 // while it drops them (PurgeResult.Scrub); reads go on.
 func (d *DB) Purge(ctx context.Context, spec PurgeSpec) (PurgeResult, error) {
 	start := time.Now()
-	if spec.Session.IsZero() {
-		return PurgeResult{}, fmt.Errorf("%w: purge: session id is zero", ErrInvalidArgument)
-	}
-	if !spec.DeleteSession && len(spec.Branches) == 0 {
-		return PurgeResult{}, fmt.Errorf("%w: purge: no branch to delete", ErrInvalidArgument)
-	}
-	for _, a := range spec.Actors {
-		if err := checkActor(a); err != nil {
-			return PurgeResult{}, err
-		}
+	if err := spec.check(); err != nil {
+		return PurgeResult{}, err
 	}
 	p, err := d.planPurge(ctx, spec)
 	if err != nil {
@@ -155,22 +182,12 @@ func (d *DB) PurgeSessions(ctx context.Context, specs []PurgeSpec) ([]PurgeResul
 	if len(specs) == 0 {
 		return nil, nil
 	}
-	seen := map[messages.SessionID]bool{}
+	if err := checkSessionSpecs(specs); err != nil {
+		return nil, err
+	}
 	all := &purgePlan{unref: map[Hash]uint64{}}
 	plans := make([]*purgePlan, len(specs))
 	for i, spec := range specs {
-		if spec.Session.IsZero() || !spec.DeleteSession {
-			return nil, fmt.Errorf("%w: purge sessions: spec %d deletes no session", ErrInvalidArgument, i)
-		}
-		if seen[spec.Session] {
-			return nil, fmt.Errorf("%w: purge sessions: session %s twice", ErrInvalidArgument, spec.Session)
-		}
-		seen[spec.Session] = true
-		for _, a := range spec.Actors {
-			if err := checkActor(a); err != nil {
-				return nil, err
-			}
-		}
 		p, err := d.planPurge(ctx, spec)
 		if err != nil {
 			return nil, err

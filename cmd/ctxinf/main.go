@@ -257,12 +257,7 @@ func (e *env) storeOptions(dir string) persistence.Options {
 	if sc.Durability == config.DurabilityRelaxed {
 		o.Durability = persistence.DurabilityRelaxed
 	}
-	switch sc.Compression {
-	case config.CompressionNone:
-		o.Compress = persistence.CompressNone
-	case config.CompressionS2:
-		o.Compress = persistence.CompressS2
-	}
+	o.Compress = compression(sc.Compression, o.Compress)
 	o.Limits.MaxPayloadBytes = sc.MaxPayloadBytes
 	o.GroupCommitMax = sc.GroupCommitMax
 	o.ValueThreshold = sc.ValueThresholdBytes
@@ -289,12 +284,7 @@ func (e *env) postgresOptions() (*persistence.PGOptions, error) {
 	}
 	sc := e.cfg.Store
 	o := persistence.DefaultPGOptions(url)
-	switch sc.Compression {
-	case config.CompressionNone:
-		o.Compress = persistence.CompressNone
-	case config.CompressionS2:
-		o.Compress = persistence.CompressS2
-	}
+	o.Compress = compression(sc.Compression, o.Compress)
 	o.Limits.MaxPayloadBytes = sc.MaxPayloadBytes
 	o.GroupCommitMax = sc.GroupCommitMax
 	o.MaxConns = int32(sc.PostgresMaxConns)
@@ -353,4 +343,16 @@ func startCPUProfile(path string) (stop func(), err error) {
 		pprof.StopCPUProfile()
 		fh.Close()
 	}, nil
+}
+
+// compression maps store.compression onto the stores' option (def for
+// zstd, their default).
+func compression(c string, def persistence.Compression) persistence.Compression {
+	switch c {
+	case config.CompressionNone:
+		return persistence.CompressNone
+	case config.CompressionS2:
+		return persistence.CompressS2
+	}
+	return def
 }
