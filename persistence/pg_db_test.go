@@ -431,10 +431,10 @@ func TestTxAllOrNothing(t *testing.T) {
 	})
 }
 
-// TestPGDBRefusesUnsupported: a Tx using a part PGDB does not store yet,
-// or a value PostgreSQL cannot hold, is refused naming the field, and
-// writes nothing of its other parts.
-func TestPGDBRefusesUnsupported(t *testing.T) {
+// TestPGDBRefusesBadValues: a Tx with a value PostgreSQL cannot hold (a
+// seq or index over BIGINT) or a malformed part is refused naming the
+// field, and writes nothing of its other parts.
+func TestPGDBRefusesBadValues(t *testing.T) {
 	d := openPGDB(t, pgtest.Start(t))
 	now := time.UnixMilli(1_700_000_000_000)
 	u := messages.NewID[messages.TurnID](now)
