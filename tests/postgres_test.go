@@ -161,18 +161,19 @@ func TestServeOnPostgres(t *testing.T) {
 		t.Fatal(err)
 	}
 	var hits []client.Hit
-	for range 100 { // indexing is asynchronous; Commit does not wait for it
+	var raw []byte
+	for range 500 { // indexing is asynchronous; Commit does not wait for it
 		if hits, err = c.Search(ctx, b.ID, "kilimanjaro", 5, true); err != nil {
 			t.Fatal(err)
 		}
-		if len(hits) > 0 {
+		// The hash embedder finds the other turns' chunks similar too:
+		// wait for the one that holds the word.
+		if raw, _ = json.Marshal(hits); strings.Contains(string(raw), "kilimanjaro") {
 			break
 		}
-		if _, err := c.Branch(ctx, b.ID); err != nil {
-			t.Fatal(err)
-		}
+		time.Sleep(20 * time.Millisecond)
 	}
-	if raw, _ := json.Marshal(hits); len(hits) == 0 || !strings.Contains(string(raw), "kilimanjaro") {
+	if !strings.Contains(string(raw), "kilimanjaro") {
 		t.Fatalf("search for kilimanjaro: %s", raw)
 	}
 	s.stop(t)

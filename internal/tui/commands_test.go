@@ -72,6 +72,7 @@ func TestFork(t *testing.T) {
 	h.contains("branch idea", "forked at turn 1 of main "+short(main.ID)+": now on branch idea")
 
 	h.enter("/fork")
+	h.settle() // the second picks its label from the branches the first left
 	h.enter("/fork")
 	h.settle()
 	if n := len(f.forks); n != 3 || f.forks[1].label != "fork" || f.forks[2].label != "fork-2" || !f.forks[2].at.IsZero() {
