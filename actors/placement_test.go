@@ -4,6 +4,8 @@ import (
 	"errors"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"time"
 	"testing"
 
 	"github.com/contextinfinity/ctxinf/messages"
@@ -116,4 +118,31 @@ func (r *Runtime) ownedID(p *fakePlacement) (messages.SessionID, any, error) {
 		return id
 	})
 	return id, nil, err
+}
+
+// In a cluster, each member's retention job deletes only the sessions
+// it owns: an idle session another member owns is that member's to
+// delete (its branch actors run there).
+func TestRetentionOwnSessionsOnly(t *testing.T) {
+	var skew atomic.Int64
+	cfg := testConfig(t, t.TempDir(), newEvents())
+	cfg.Now = func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }
+	cfg.Retention = RetentionPolicy{Idle: time.Minute, Interval: -1}
+	p := &fakePlacement{joined: true, all: true, mine: map[messages.SessionID]bool{}}
+	cfg.Placement = p
+	r := openRuntime(t, cfg)
+	defer r.Close()
+	s, _, err := r.CreateSession(bg, "idle")
+	if err != nil {
+		t.Fatal(err)
+	}
+	skew.Store(int64(time.Hour)) // idle past its retention
+	p.set(func(p *fakePlacement) { p.all = false })
+	if run, err := r.RunRetention(bg); err != nil || len(run.Deleted) != 0 {
+		t.Fatalf("retention of another member's session: %+v, %v; want nothing deleted", run, err)
+	}
+	p.set(func(p *fakePlacement) { p.all = true })
+	if run, err := r.RunRetention(bg); err != nil || len(run.Deleted) != 1 || run.Deleted[0] != s.ID {
+		t.Fatalf("retention of its own idle session: %+v, %v; want %s deleted", run, err, s.ID)
+	}
 }

@@ -147,7 +147,15 @@ func (r *Runtime) RunRetention(ctx context.Context) (RetentionRun, error) {
 		return run, fmt.Errorf("retention: %w", err)
 	}
 	now := r.cfg.Now()
-	chosen := slices.Clone(job.Pending)
+	// In a cluster a member takes up only its own sessions of a run cut
+	// short (whichever member ran it): its owner's next run chooses the
+	// others again if they are still idle.
+	var chosen []messages.SessionID
+	for _, id := range job.Pending {
+		if r.owns(id) {
+			chosen = append(chosen, id)
+		}
+	}
 	run.Resumed = len(chosen)
 	if run.Resumed > 0 {
 		r.log.Warn().Int("sessions", run.Resumed).Time("started", job.Started).
