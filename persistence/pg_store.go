@@ -390,6 +390,15 @@ func pgCode(err error) string {
 	return ""
 }
 
+// connGone reports whether err says the connection is gone: no answer
+// from the server, or a connection exception (class 08) or an operator
+// intervention (57P01 admin shutdown, 57P02 crash shutdown, 57P03 cannot
+// connect now) that ends the session.
+func connGone(err error) bool {
+	c := pgCode(err)
+	return c == "" || strings.HasPrefix(c, "08") || strings.HasPrefix(c, "57P")
+}
+
 // retryablePG reports whether a failed transaction was certainly rolled
 // back for a reason that trying again may cure.
 func retryablePG(err error) bool {
@@ -631,7 +640,10 @@ func (s *pgStore) tryGroup(batch []*op, attempt int) (*pgGroup, error) {
 	defer cancel()
 	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.Serializable})
 	if err != nil {
-		if pgCode(err) == "" {
+		// A pooled connection the server ended while it was idle (a
+		// failover, pg_terminate_backend) answers BEGIN with its FATAL
+		// 57P01: nothing was begun, and another connection may do.
+		if connGone(err) {
 			err = fmt.Errorf("%w: %w", errConnLost, err)
 		}
 		return nil, fmt.Errorf("postgres: begin: %w", err)
@@ -656,7 +668,7 @@ func (s *pgStore) tryGroup(batch []*op, attempt int) (*pgGroup, error) {
 		if retryablePG(err) || isWriteError(err) || errors.Is(err, ErrCorrupt) {
 			return err
 		}
-		if c := pgCode(err); c == "" || strings.HasPrefix(c, "08") || strings.HasPrefix(c, "57P") {
+		if connGone(err) {
 			return fmt.Errorf("%w: %w", errConnLost, err)
 		}
 		return err

@@ -667,3 +667,40 @@ func TestPostgresConcurrentCreateSchema(t *testing.T) {
 		}
 	}
 }
+
+// TestPostgresIdleConnectionsEnded: the server ends every connection of
+// the store's while they are idle in its pool (what a failover or a
+// database restart does); the next writes, which find the dead
+// connections in the pool, are retried on new ones and succeed.
+func TestPostgresIdleConnectionsEnded(t *testing.T) {
+	url := pgtest.Start(t)
+	s := openPG(t, url)
+	var branches []messages.BranchID
+	for range 4 {
+		h, err := s.CreateBranch(bg, BranchSpec{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		branches = append(branches, h.Branch)
+	}
+	for round := range 3 {
+		// Fill the pool with connections, then end them all.
+		var wg sync.WaitGroup
+		for _, b := range branches {
+			wg.Go(func() {
+				if _, err := s.Append(bg, b, AppendRequest{Payload: fmt.Appendf(nil, "before %d", round)}); err != nil {
+					t.Error(err)
+				}
+			})
+		}
+		wg.Wait()
+		pgExec(t, url, `SELECT pg_terminate_backend(pid, 10000) FROM pg_stat_activity
+			WHERE datname = current_database() AND pid <> pg_backend_pid()`)
+		for _, b := range branches {
+			if _, err := s.Append(bg, b, AppendRequest{Payload: fmt.Appendf(nil, "after %d", round)}); err != nil {
+				t.Fatalf("round %d: append after the server ended the pool's connections: %v", round, err)
+			}
+		}
+	}
+	checkPGStore(t, url, s)
+}
