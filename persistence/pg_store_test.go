@@ -704,3 +704,31 @@ func TestPostgresIdleConnectionsEnded(t *testing.T) {
 	}
 	checkPGStore(t, url, s)
 }
+
+// TestPostgresUnreachableIsUnavailable: while the database refuses
+// connections, reads and writes fail with ErrUnavailable (the server
+// answers 503 for it); once it is back, the same store goes on.
+func TestPostgresUnreachableIsUnavailable(t *testing.T) {
+	url := pgtest.Start(t)
+	s := openPG(t, url)
+	h, err := s.CreateBranch(bg, BranchSpec{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := strings.TrimPrefix(url[strings.LastIndex(url, "/"):strings.Index(url, "?")], "/")
+	admin := strings.Replace(url, "/"+name+"?", "/postgres?", 1)
+	pgExec(t, admin, "ALTER DATABASE "+name+" WITH ALLOW_CONNECTIONS false")
+	t.Cleanup(func() { pgExec(t, admin, "ALTER DATABASE "+name+" WITH ALLOW_CONNECTIONS true") })
+	pgExec(t, admin, "SELECT pg_terminate_backend(pid, 10000) FROM pg_stat_activity WHERE datname = $1", name)
+	if _, err := s.Head(bg, h.Branch); !errors.Is(err, ErrUnavailable) {
+		t.Errorf("read while the database refuses connections = %v, want ErrUnavailable", err)
+	}
+	if _, err := s.Append(bg, h.Branch, AppendRequest{Payload: []byte("refused")}); !errors.Is(err, ErrUnavailable) {
+		t.Errorf("append while the database refuses connections = %v, want ErrUnavailable", err)
+	}
+	pgExec(t, admin, "ALTER DATABASE "+name+" WITH ALLOW_CONNECTIONS true")
+	if _, err := s.Append(bg, h.Branch, AppendRequest{Payload: []byte("back")}); err != nil {
+		t.Fatalf("append once the database is back: %v", err)
+	}
+	checkPGStore(t, url, s)
+}
