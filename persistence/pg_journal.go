@@ -222,9 +222,9 @@ func (k *pgJournalSink) insert(ctx context.Context) error {
 		}
 	}
 	if unknown {
-		return fmt.Errorf("%w: postgres: journal %s: %w", ErrOutcomeUnknown, k.step, err)
+		return unavailable(fmt.Errorf("%w: postgres: journal %s: %w", ErrOutcomeUnknown, k.step, err))
 	}
-	return fmt.Errorf("postgres: journal %s: insert at offset %d: %w", k.step, k.off, err)
+	return unavailable(fmt.Errorf("postgres: journal %s: insert at offset %d: %w", k.step, k.off, err))
 }
 
 // taken explains a row already at the sink's offset: its own, from an

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"math/rand/v2"
+	"net"
 	"strings"
 	"sync"
 	"time"
@@ -390,6 +392,39 @@ func pgCode(err error) string {
 	return ""
 }
 
+// connGone reports whether err says the connection is gone: no answer
+// from the server, or a connection exception (class 08) or an operator
+// intervention (57P01 admin shutdown, 57P02 crash shutdown, 57P03 cannot
+// connect now) that ends the session.
+func connGone(err error) bool {
+	c := pgCode(err)
+	return c == "" || strings.HasPrefix(c, "08") || strings.HasPrefix(c, "57P")
+}
+
+// unavailableError is an error of a database that could not be reached
+// or ended the connection: ErrUnavailable, with the driver's text.
+type unavailableError struct{ err error }
+
+func (e unavailableError) Error() string   { return e.err.Error() }
+func (e unavailableError) Unwrap() []error { return []error{e.err, ErrUnavailable} }
+
+// unavailable marks err as ErrUnavailable if it says the database could
+// not be reached (a failed connect, a broken connection) or ended the
+// session (class 08, 57P01-57P03).
+func unavailable(err error) error {
+	if err == nil || errors.Is(err, ErrUnavailable) {
+		return err
+	}
+	var ce *pgconn.ConnectError
+	var ne net.Error
+	c := pgCode(err)
+	if errors.As(err, &ce) || strings.HasPrefix(c, "08") || strings.HasPrefix(c, "57P") ||
+		(c == "" && (errors.As(err, &ne) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || pgconn.SafeToRetry(err))) {
+		return unavailableError{err}
+	}
+	return err
+}
+
 // retryablePG reports whether a failed transaction was certainly rolled
 // back for a reason that trying again may cure.
 func retryablePG(err error) bool {
@@ -438,7 +473,7 @@ func (s *pgStore) readErr(what string, err error) error {
 	if s.alive() != nil {
 		return ErrClosed
 	}
-	return fmt.Errorf("postgres: %s: %w", what, err)
+	return unavailable(fmt.Errorf("postgres: %s: %w", what, err))
 }
 
 func (s *pgStore) Stats() Stats {
@@ -547,6 +582,7 @@ func (s *pgStore) commitGroup(batch []*op) {
 	if !errors.Is(err, ErrOutcomeUnknown) && retryablePG(err) {
 		err = fmt.Errorf("postgres: group of %d writes gave up after %d attempts: %w", len(batch), s.opts.MaxRetries, err)
 	}
+	err = unavailable(err)
 	s.log.Warn().Err(err).Int("writes", len(batch)).Msg("postgres group failed")
 	for _, o := range batch {
 		o.res = result{err: err}
@@ -631,7 +667,10 @@ func (s *pgStore) tryGroup(batch []*op, attempt int) (*pgGroup, error) {
 	defer cancel()
 	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.Serializable})
 	if err != nil {
-		if pgCode(err) == "" {
+		// A pooled connection the server ended while it was idle (a
+		// failover, pg_terminate_backend) answers BEGIN with its FATAL
+		// 57P01: nothing was begun, and another connection may do.
+		if connGone(err) {
 			err = fmt.Errorf("%w: %w", errConnLost, err)
 		}
 		return nil, fmt.Errorf("postgres: begin: %w", err)
@@ -656,7 +695,7 @@ func (s *pgStore) tryGroup(batch []*op, attempt int) (*pgGroup, error) {
 		if retryablePG(err) || isWriteError(err) || errors.Is(err, ErrCorrupt) {
 			return err
 		}
-		if c := pgCode(err); c == "" || strings.HasPrefix(c, "08") || strings.HasPrefix(c, "57P") {
+		if connGone(err) {
 			return fmt.Errorf("%w: %w", errConnLost, err)
 		}
 		return err

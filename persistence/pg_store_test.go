@@ -667,3 +667,68 @@ func TestPostgresConcurrentCreateSchema(t *testing.T) {
 		}
 	}
 }
+
+// TestPostgresIdleConnectionsEnded: the server ends every connection of
+// the store's while they are idle in its pool (what a failover or a
+// database restart does); the next writes, which find the dead
+// connections in the pool, are retried on new ones and succeed.
+func TestPostgresIdleConnectionsEnded(t *testing.T) {
+	url := pgtest.Start(t)
+	s := openPG(t, url)
+	var branches []messages.BranchID
+	for range 4 {
+		h, err := s.CreateBranch(bg, BranchSpec{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		branches = append(branches, h.Branch)
+	}
+	for round := range 3 {
+		// Fill the pool with connections, then end them all.
+		var wg sync.WaitGroup
+		for _, b := range branches {
+			wg.Go(func() {
+				if _, err := s.Append(bg, b, AppendRequest{Payload: fmt.Appendf(nil, "before %d", round)}); err != nil {
+					t.Error(err)
+				}
+			})
+		}
+		wg.Wait()
+		pgExec(t, url, `SELECT pg_terminate_backend(pid, 10000) FROM pg_stat_activity
+			WHERE datname = current_database() AND pid <> pg_backend_pid()`)
+		for _, b := range branches {
+			if _, err := s.Append(bg, b, AppendRequest{Payload: fmt.Appendf(nil, "after %d", round)}); err != nil {
+				t.Fatalf("round %d: append after the server ended the pool's connections: %v", round, err)
+			}
+		}
+	}
+	checkPGStore(t, url, s)
+}
+
+// TestPostgresUnreachableIsUnavailable: while the database refuses
+// connections, reads and writes fail with ErrUnavailable (the server
+// answers 503 for it); once it is back, the same store goes on.
+func TestPostgresUnreachableIsUnavailable(t *testing.T) {
+	url := pgtest.Start(t)
+	s := openPG(t, url)
+	h, err := s.CreateBranch(bg, BranchSpec{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := strings.TrimPrefix(url[strings.LastIndex(url, "/"):strings.Index(url, "?")], "/")
+	admin := strings.Replace(url, "/"+name+"?", "/postgres?", 1)
+	pgExec(t, admin, "ALTER DATABASE "+name+" WITH ALLOW_CONNECTIONS false")
+	t.Cleanup(func() { pgExec(t, admin, "ALTER DATABASE "+name+" WITH ALLOW_CONNECTIONS true") })
+	pgExec(t, admin, "SELECT pg_terminate_backend(pid, 10000) FROM pg_stat_activity WHERE datname = $1", name)
+	if _, err := s.Head(bg, h.Branch); !errors.Is(err, ErrUnavailable) {
+		t.Errorf("read while the database refuses connections = %v, want ErrUnavailable", err)
+	}
+	if _, err := s.Append(bg, h.Branch, AppendRequest{Payload: []byte("refused")}); !errors.Is(err, ErrUnavailable) {
+		t.Errorf("append while the database refuses connections = %v, want ErrUnavailable", err)
+	}
+	pgExec(t, admin, "ALTER DATABASE "+name+" WITH ALLOW_CONNECTIONS true")
+	if _, err := s.Append(bg, h.Branch, AppendRequest{Payload: []byte("back")}); err != nil {
+		t.Fatalf("append once the database is back: %v", err)
+	}
+	checkPGStore(t, url, s)
+}

@@ -54,6 +54,12 @@ var (
 	ErrLocked = errors.New("persistence: the store is in use by another process")
 	// ErrClosed is returned by every call made after Close.
 	ErrClosed = errors.New("persistence: store is closed")
+	// ErrUnavailable is returned (beside the driver's error, whose text
+	// the error keeps) by a call of the PostgreSQL store that could not
+	// reach the database or whose connection the server ended: it may
+	// succeed once the database is back. A write may also be
+	// ErrOutcomeUnknown.
+	ErrUnavailable = errors.New("persistence: the database is unreachable")
 )
 
 // DefaultMaxPayloadBytes is the default limit on one turn's payload.

@@ -167,6 +167,10 @@ func classify(err error) *apiError {
 	case errors.Is(err, actors.ErrBranchStopped), errors.Is(err, actors.ErrInterrupted), errors.Is(err, persistence.ErrClosed),
 		errors.Is(err, actors.ErrNotOwner):
 		ae.Status, ae.Code = http.StatusServiceUnavailable, CodeUnavailable
+	case errors.Is(err, persistence.ErrUnavailable):
+		// The driver's text names the database's address and user: the
+		// server's log has it (Server.instrument), the client not.
+		ae.Status, ae.Code, ae.Message = http.StatusServiceUnavailable, CodeUnavailable, unavailableMessage
 	default:
 		// Not an error the API knows: its text is the server's business
 		// (Server.instrument logs it), not the client's.
@@ -174,6 +178,10 @@ func classify(err error) *apiError {
 	}
 	return ae
 }
+
+// unavailableMessage is the message of a call the store's database did
+// not answer.
+const unavailableMessage = "the store's database is unreachable; retry (the same Idempotency-Key is safe)"
 
 // internalMessage is the message of an error the API does not know.
 const internalMessage = "internal error; the server's log has the details"

@@ -2,6 +2,7 @@ package server
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -142,6 +143,8 @@ func TestClassifySpeaksTheAPIsWords(t *testing.T) {
 		{wrap("load: %w", persistence.ErrTurnNotFound), CodeNotFound, "load: no such turn"},
 		{&persistence.SpaceError{Dir: "/d", Free: 1, Need: 2, MinFree: 2}, CodeNoSpace, "insufficient storage: the file system of /d has 1 bytes free"},
 		{io.ErrClosedPipe, CodeInternal, internalMessage},
+		{fmt.Errorf("postgres: read branch row B: %w", errors.Join(errors.New("failed to connect to `user=postgres`"), persistence.ErrUnavailable)),
+			CodeUnavailable, unavailableMessage},
 	} {
 		ae := classify(tc.err)
 		if ae.Code != tc.code || !strings.HasPrefix(ae.Message, tc.want) {

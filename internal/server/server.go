@@ -22,6 +22,7 @@ import (
 
 	"github.com/contextinfinity/ctxinf/actors"
 	"github.com/contextinfinity/ctxinf/internal/tokens"
+	"github.com/contextinfinity/ctxinf/persistence"
 )
 
 // Options configure a Server. Zero values take the defaults.
@@ -220,6 +221,8 @@ func (s *Server) instrument(name string, h func(*Server, http.ResponseWriter, *h
 				// The client is told only that it happened (a client that
 				// went away is not a server's error).
 				s.opts.Log.Error().Err(err).Str("route", name).Msg("server: internal error")
+			} else if errors.Is(err, persistence.ErrUnavailable) {
+				s.opts.Log.Warn().Err(err).Str("route", name).Msg("server: the store's database is unreachable")
 			}
 			writeError(sw, r.URL.Path, err)
 		}
