@@ -83,7 +83,11 @@ type Model struct {
 
 	turn   turnState
 	nextID int
-	quit   bool
+	// forking is set while a /fork or /rollback is under way; those
+	// entered meanwhile wait in forkQueue, in order (see fork).
+	forking   bool
+	forkQueue []forkReq
+	quit      bool
 }
 
 // New returns the shell on o.Branch. Run it with Run, or with a
@@ -320,6 +324,10 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		return m, nil
 	case switchedMsg:
 		return m, m.switchTo(msg.branch, msg.text)
+	case forkDoneMsg:
+		m.forking = false
+		_, cmd := m.Update(msg.msg)
+		return m, tea.Batch(cmd, m.nextFork())
 	case SwitchMsg:
 		return m, m.switchTo(msg.Branch, "now on branch "+describe(msg.Branch))
 	case StatusMsg:

@@ -191,15 +191,57 @@ func (m *Model) cmdRollback(args string) tea.Cmd {
 	return m.fork("/rollback", n, "", fmt.Sprintf("rollback-%d", n))
 }
 
+// forkReq is a /fork or /rollback to run: after the branch's turn seq
+// (0: the head), labeled label (empty: a free label made of base).
+type forkReq struct {
+	what        string // the command, for the status line
+	seq         uint64
+	label, base string
+}
+
+// forkDoneMsg is what a fork ended with (a switchedMsg or a resultMsg);
+// the shell then runs the next fork queued.
+type forkDoneMsg struct{ msg tea.Msg }
+
 // fork forks the branch after its turn seq (0: the head) as a branch
 // labeled label (empty: a free label made of base) and switches to it.
+// Forks run one at a time: one asked for while another is under way
+// waits for it and then runs as if typed after it landed, on the fork
+// it switched to, picking its default label among branches that
+// include that fork's (so /fork twice gives fork, then fork-2).
 func (m *Model) fork(what string, seq uint64, label, base string) tea.Cmd {
+	r := forkReq{what: what, seq: seq, label: label, base: base}
+	if m.forking {
+		m.forkQueue = append(m.forkQueue, r)
+		m.setStatus(fmt.Sprintf("%s: waits for the fork under way", what), nil)
+		return nil
+	}
+	return m.startFork(r)
+}
+
+// nextFork starts the first fork queued that can start, if any.
+func (m *Model) nextFork() tea.Cmd {
+	for len(m.forkQueue) > 0 && !m.forking {
+		r := m.forkQueue[0]
+		m.forkQueue = m.forkQueue[1:]
+		if cmd := m.startFork(r); cmd != nil {
+			return cmd
+		}
+	}
+	return nil
+}
+
+// startFork runs r on the current branch; its command's result is a
+// forkDoneMsg.
+func (m *Model) startFork(r forkReq) tea.Cmd {
+	what, seq, label := r.what, r.seq, r.label
 	if m.turn.active {
 		m.setStatus("", fmt.Errorf("%s: a turn is streaming: wait for it, or esc to cancel it", what))
 		return nil
 	}
+	m.forking = true
 	be, ctx, cur := m.st.Backend, m.st.Ctx, m.st.Branch
-	return func() tea.Msg {
+	run := func() tea.Msg {
 		var at messages.TurnID
 		if seq > 0 {
 			row, err := be.TurnAt(ctx, cur.ID, seq)
@@ -213,7 +255,7 @@ func (m *Model) fork(what string, seq uint64, label, base string) tea.Cmd {
 			return resultMsg{text: what, err: err}
 		}
 		if label == "" {
-			label = freeLabel(bs, base)
+			label = freeLabel(bs, r.base)
 		} else if slices.ContainsFunc(bs, func(b persistence.BranchRow) bool { return b.Label == label }) {
 			return resultMsg{text: what, err: fmt.Errorf("label %q is taken in this session: choose another", label)}
 		}
@@ -227,6 +269,7 @@ func (m *Model) fork(what string, seq uint64, label, base string) tea.Cmd {
 		}
 		return switchedMsg{branch: b, text: fmt.Sprintf("forked at %s of %s: now on branch %s", from, describe(cur), describe(b))}
 	}
+	return func() tea.Msg { return forkDoneMsg{msg: run()} }
 }
 
 // describe names a branch as the header does: label and short id.

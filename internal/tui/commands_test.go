@@ -72,8 +72,8 @@ func TestFork(t *testing.T) {
 	h.contains("branch idea", "forked at turn 1 of main "+short(main.ID)+": now on branch idea")
 
 	h.enter("/fork")
-	h.settle() // the second picks its label from the branches the first left
-	h.enter("/fork")
+	h.enter("/fork") // waits for the first: picks its label after it
+
 	h.settle()
 	if n := len(f.forks); n != 3 || f.forks[1].label != "fork" || f.forks[2].label != "fork-2" || !f.forks[2].at.IsZero() {
 		t.Errorf("forks %+v, want /fork at the head labeled fork, then fork-2", f.forks)
@@ -84,6 +84,73 @@ func TestFork(t *testing.T) {
 	h.enter("/fork 9")
 	h.settle()
 	h.contains("error: /fork: turn 9: persistence: not found")
+}
+
+// TestForkTypedQuickly enters /fork twice before the first fork lands:
+// the second waits for the first and runs on it as if typed after it,
+// so the forks are labeled fork and fork-2. A /fork whose fork fails
+// does not hold back the one queued after it.
+func TestForkTypedQuickly(t *testing.T) {
+	f := newFakeShell()
+	main := f.branches[0]
+	h := newHarness(t, f, 80, 24)
+
+	// enterHeld enters each line; the commands the enters return are
+	// started only once every line is in, and their Fork calls are held
+	// until each of them has reached Fork (has read the branches): the
+	// worst order for labels picked from the branches read. Each command
+	// must reach Fork.
+	enterHeld := func(lines ...string) {
+		t.Helper()
+		arrive, proceed := make(chan struct{}), make(chan struct{})
+		f.mu.Lock()
+		f.forkArrive, f.forkProceed = arrive, proceed
+		f.mu.Unlock()
+		var cmds []tea.Cmd
+		for _, l := range lines {
+			h.typeText(l)
+			h.settle()
+			_, cmd := h.m.Update(keyPress("enter"))
+			if cmd != nil {
+				cmds = append(cmds, cmd)
+			}
+		}
+		for _, c := range cmds {
+			h.run(c)
+		}
+		for range cmds {
+			<-arrive
+		}
+		f.mu.Lock()
+		f.forkArrive, f.forkProceed = nil, nil
+		f.mu.Unlock()
+		close(proceed)
+	}
+
+	enterHeld("/fork", "/fork")
+	if !strings.Contains(h.line(-2), "/fork: waits for the fork under way") {
+		t.Errorf("status %q while the second /fork waits, want it to say so", h.line(-2))
+	}
+	h.settle()
+	if len(f.forks) != 2 || f.forks[0] != (forkCall{from: main.ID, label: "fork"}) ||
+		f.forks[1] != (forkCall{from: f.branches[2].ID, label: "fork-2"}) {
+		t.Fatalf("forks %+v, want main at the head labeled fork, then that fork at its head labeled fork-2", f.forks)
+	}
+	if h.m.st.Branch.Label != "fork-2" {
+		t.Errorf("after /fork twice: on %q, want fork-2", h.m.st.Branch.Label)
+	}
+	h.contains("forked at the head of fork " + short(f.branches[2].ID) + ": now on branch fork-2")
+
+	// The UI refuses /fork main (a label taken) before calling Fork; the
+	// /fork and /rollback queued after it still run, in order.
+	h.enter("/fork main")
+	h.enter("/fork")
+	h.enter("/rollback 1")
+	h.settle()
+	if len(f.forks) != 3 || f.forks[2] != (forkCall{from: f.branches[3].ID, label: "fork-3"}) {
+		t.Errorf("forks %+v, want the /fork after the refused /fork main to fork fork-2 as fork-3", f.forks)
+	}
+	h.contains("error: /rollback: turn 1: persistence: not found")
 }
 
 // TestRollback forks at turn N and switches to it.

@@ -28,6 +28,10 @@ type fakeShell struct {
 	script []actors.Update
 	gate   chan struct{}
 
+	// forkArrive, when set, makes Fork send on it and then wait for a
+	// receive on forkProceed before it forks (tests hold forks in flight).
+	forkArrive, forkProceed chan struct{}
+
 	submitted []string
 	forks     []forkCall
 	pins      []string
@@ -231,6 +235,13 @@ func (f *fakeShell) CommitPending(_ context.Context, b messages.BranchID) error 
 }
 
 func (f *fakeShell) Fork(_ context.Context, b messages.BranchID, at messages.TurnID, label string) (persistence.BranchRow, error) {
+	f.mu.Lock()
+	arrive, proceed := f.forkArrive, f.forkProceed
+	f.mu.Unlock()
+	if arrive != nil {
+		arrive <- struct{}{}
+		<-proceed
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.forks = append(f.forks, forkCall{from: b, at: at, label: label})
