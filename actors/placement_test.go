@@ -5,8 +5,8 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"time"
 	"testing"
+	"time"
 
 	"github.com/contextinfinity/ctxinf/messages"
 )
