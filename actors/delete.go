@@ -46,10 +46,8 @@ func (r *Runtime) DeleteSession(ctx context.Context, id messages.SessionID) (Del
 	if _, err := r.db.Session(ctx, id); err != nil {
 		return DeleteResult{}, fmt.Errorf("delete session %s: %w", id, err)
 	}
-	if owner, local, ok := r.owner(id); !local {
-		return DeleteResult{}, &NotOwnerError{Session: id, Owner: owner} // its branch actors run there
-	} else if !ok {
-		return DeleteResult{}, &NotOwnerError{Session: id}
+	if err := r.sessionPlaced(id); err != nil {
+		return DeleteResult{}, err // its branch actors run on its owner
 	}
 	bs, err := r.db.Branches(ctx, id)
 	if err != nil {

@@ -65,14 +65,13 @@ func (r *Runtime) ownedSessionID(now func() messages.SessionID) (messages.Sessio
 		return id, nil
 	}
 	for range maxOwnedIDTries {
-		owner, local, ok := p.Owner(id)
+		_, local, ok := p.Owner(id)
 		if !ok {
 			return id, &NotOwnerError{Session: id}
 		}
 		if local {
 			return id, nil
 		}
-		_ = owner
 		id = now()
 	}
 	return id, fmt.Errorf("%w: no session id of %d drawn is this member's", ErrNotOwner, maxOwnedIDTries)
@@ -102,26 +101,24 @@ func (r *Runtime) placed(ctx context.Context, branch messages.BranchID, session 
 	} else {
 		r.sessionOf.Store(branch, session)
 	}
-	owner, local, ok := p.Owner(session)
-	if ok && local {
+	return r.sessionPlaced(session)
+}
+
+// sessionPlaced returns a *NotOwnerError when session is not this
+// runtime's (nil without a Placement).
+func (r *Runtime) sessionPlaced(session messages.SessionID) error {
+	if r.cfg.Placement == nil {
+		return nil
+	}
+	owner, local, _ := r.cfg.Placement.Owner(session)
+	if local {
 		return nil
 	}
 	return &NotOwnerError{Session: session, Owner: owner}
 }
 
-// owner is Placement.Owner, and this runtime's when it has none.
-func (r *Runtime) owner(session messages.SessionID) (owner string, local, ok bool) {
-	if r.cfg.Placement == nil {
-		return "", true, true
-	}
-	return r.cfg.Placement.Owner(session)
-}
-
 // owns reports whether this runtime owns session.
-func (r *Runtime) owns(session messages.SessionID) bool {
-	_, local, _ := r.owner(session)
-	return local
-}
+func (r *Runtime) owns(session messages.SessionID) bool { return r.sessionPlaced(session) == nil }
 
 // sessionOfMsg returns the session a request names when it creates its
 // branch (the branch's row is not stored yet).
