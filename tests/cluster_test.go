@@ -232,39 +232,17 @@ func TestClusterSurvivesMemberKills(t *testing.T) {
 		}
 		var hist []client.HistoryEntry
 		if err := retry("history", func(c *client.Client) error {
-			hist = hist[:0]
-			before := messages.TurnID{}
-			for {
-				page, next, err := c.History(ctx, b, before, 200)
-				if err != nil {
-					return err
-				}
-				hist = append(page, hist...)
-				if next.IsZero() {
-					return nil
-				}
-				before = next
-			}
+			var err error
+			hist, err = fullHistory(ctx, c, b)
+			return err
 		}); err != nil {
 			t.Fatalf("history of branch %d: %v", i, err)
 		}
-		seen := map[string]int{}
-		for _, h := range hist {
-			if h.Message.Role == messages.RoleUser {
-				seen[h.Message.RenderedText]++
-			}
-		}
-		for text, n := range seen {
-			if n > 1 {
-				t.Errorf("branch %d: %q is in its history %d times", i, text, n)
-			}
-		}
+		var texts []string
 		for _, a := range acked[b] {
-			total++
-			if seen[a.text] != 1 {
-				t.Errorf("branch %d: acknowledged turn %s (%q) is in its history %d times, want once", i, a.turn, a.text, seen[a.text])
-			}
+			texts = append(texts, a.text)
 		}
+		total += checkOnce(t, fmt.Sprintf("branch %d", i), hist, texts)
 	}
 	// A proxied conversation goes on through whichever member gets its
 	// next request.
@@ -321,4 +299,44 @@ func proxyChat(url, conversation, text string) (string, error) {
 		return "", fmt.Errorf("answer %s: %v", data, err)
 	}
 	return out.Choices[0].Message.Content, nil
+}
+
+// fullHistory reads all of branch's history through c, oldest first.
+func fullHistory(ctx context.Context, c *client.Client, branch messages.BranchID) ([]client.HistoryEntry, error) {
+	var hist []client.HistoryEntry
+	for before := (messages.TurnID{}); ; {
+		page, next, err := c.History(ctx, branch, before, 200)
+		if err != nil {
+			return nil, err
+		}
+		hist = append(page, hist...)
+		if next.IsZero() {
+			return hist, nil
+		}
+		before = next
+	}
+}
+
+// checkOnce reports a user message that is in hist more than once, and
+// an acknowledged text that is not in it exactly once; it returns how
+// many texts were acknowledged. who names the branch in the errors.
+func checkOnce(t *testing.T, who string, hist []client.HistoryEntry, acked []string) int {
+	t.Helper()
+	seen := map[string]int{}
+	for _, h := range hist {
+		if h.Message.Role == messages.RoleUser {
+			seen[h.Message.RenderedText]++
+		}
+	}
+	for text, n := range seen {
+		if n > 1 {
+			t.Errorf("%s: %q is in its history %d times", who, text, n)
+		}
+	}
+	for _, text := range acked {
+		if seen[text] != 1 {
+			t.Errorf("%s: acknowledged turn %q is in its history %d times, want once", who, text, seen[text])
+		}
+	}
+	return len(acked)
 }

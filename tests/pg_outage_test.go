@@ -223,35 +223,11 @@ func TestServeRidesOutDatabaseOutage(t *testing.T) {
 	}
 	total := 0
 	for w, br := range branches {
-		var hist []client.HistoryEntry
-		for before := (messages.TurnID{}); ; {
-			page, next, err := c.History(ctx, br, before, 200)
-			if err != nil {
-				t.Fatalf("history of writer %d: %v", w, err)
-			}
-			hist = append(page, hist...)
-			if next.IsZero() {
-				break
-			}
-			before = next
+		hist, err := fullHistory(ctx, c, br)
+		if err != nil {
+			t.Fatalf("history of writer %d: %v", w, err)
 		}
-		seen := map[string]int{}
-		for _, h := range hist {
-			if h.Message.Role == messages.RoleUser {
-				seen[h.Message.RenderedText]++
-			}
-		}
-		for text, n := range seen {
-			if n > 1 {
-				t.Errorf("writer %d: %q is in its history %d times", w, text, n)
-			}
-		}
-		for _, text := range acked[w] {
-			total++
-			if seen[text] != 1 {
-				t.Errorf("writer %d: acknowledged turn %q is in its history %d times, want once", w, text, seen[text])
-			}
-		}
+		total += checkOnce(t, fmt.Sprintf("writer %d", w), hist, acked[w])
 	}
 	alive()
 	t.Logf("samples %q", samples)
