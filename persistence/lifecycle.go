@@ -1142,8 +1142,13 @@ func (d *DB) CorruptSnapshot(ctx context.Context, actor string) error {
 	if !ok {
 		return fmt.Errorf("%w: snapshot of %s", ErrNotFound, actor)
 	}
-	bad := append(binary.AppendUvarint(nil, rec.Index), 0xff, 0x00, '{')
-	return d.writeRaw([]entry{{key: snapshotKey(tableSnapshot, actor), val: bad}})
+	return d.writeRaw([]entry{{key: snapshotKey(tableSnapshot, actor), val: corruptSnapshot(rec.Index)}})
+}
+
+// corruptSnapshot is a snapshot record of index whose data no actor
+// decodes (CorruptSnapshot, on either store).
+func corruptSnapshot(index uint64) []byte {
+	return append(binary.AppendUvarint(nil, index), 0xff, 0x00, '{')
 }
 
 func (d *DB) snapshotAt(actor string, table byte) (EventRecord, bool, error) {

@@ -728,9 +728,8 @@ func (d *PGDB) CorruptSnapshot(ctx context.Context, actor string) error {
 	if !ok {
 		return fmt.Errorf("%w: snapshot of %s", ErrNotFound, actor)
 	}
-	bad := append(binary.AppendUvarint(nil, rec.Index), 0xff, 0x00, '{')
 	if _, err := d.pool.Exec(ctx, `UPDATE ctx_snapshots SET data = $1 WHERE kind = $2 AND actor = $3`,
-		bad, pgSnapLatest, []byte(actor)); err != nil {
+		corruptSnapshot(rec.Index), pgSnapLatest, []byte(actor)); err != nil {
 		return d.readErr("corrupt snapshot of "+actor, err)
 	}
 	return nil
