@@ -18,55 +18,13 @@ import (
 	"github.com/contextinfinity/ctxinf/messages"
 )
 
-// lifecycleDB is what PGDB implements so far of Database: the store, the
-// lifecycle rows, the retrieval rows, the actor logs and Commit. The
-// tests of those run against it on both backends.
+// lifecycleDB is a Database with what the tests also reach on both
+// backends: the actor logs' events and a snapshot corrupted on purpose.
+// The tests of the tables run against it on Badger and PostgreSQL.
 type lifecycleDB interface {
-	Store
-	Commit(ctx context.Context, tx *Tx) (TxResult, error)
-	Session(ctx context.Context, id messages.SessionID) (SessionRow, error)
-	Sessions(ctx context.Context) ([]SessionRow, error)
-	BranchRow(ctx context.Context, id messages.BranchID) (BranchRow, error)
-	Branches(ctx context.Context, session messages.SessionID) ([]BranchRow, error)
-	TurnRows(ctx context.Context, branch messages.BranchID, fromSeq uint64, limit int) ([]TurnRow, error)
-	TurnRow(ctx context.Context, branch messages.BranchID, turn messages.TurnID) (TurnRow, error)
-	EachTurnRow(ctx context.Context, branch messages.BranchID, fn func(TurnRow) error) error
-	TurnBranches(ctx context.Context, turn messages.TurnID) ([]messages.BranchID, error)
-	StateRow(ctx context.Context, branch messages.BranchID, seq uint64) (StateRow, error)
-	StateRows(ctx context.Context, branch messages.BranchID, fromSeq uint64, limit int) ([]StateRow, error)
-	StepRow(ctx context.Context, step messages.StepID) (StepRow, error)
-	Steps(ctx context.Context, turn messages.TurnID) ([]StepRow, error)
-	Jobs(ctx context.Context) ([]Job, error)
-	// retrieval rows
-	Chunks(ctx context.Context, turn messages.TurnID) ([]ChunkRow, error)
-	ChunkByID(ctx context.Context, id messages.ChunkID) (ChunkRow, error)
-	BranchChunks(ctx context.Context, branch messages.BranchID, fn func(ChunkDoc) error) error
-	BranchChunkVectors(ctx context.Context, ns string, branch messages.BranchID, fn func(ChunkDoc, []float32) error) error
-	Vector(ctx context.Context, ns string, chunk messages.ChunkID) ([]float32, error)
-	// actor logs
+	Database
 	Events(ctx context.Context, actor string, from uint64, fn func(index uint64, data []byte) error) error
-	Snapshot(ctx context.Context, actor string) (EventRecord, bool, error)
-	PrevSnapshot(ctx context.Context, actor string) (EventRecord, bool, error)
 	CorruptSnapshot(ctx context.Context, actor string) error
-	ActorLog(snapshotEvery int) *ActorLog
-	// idempotency keys and the proxy index
-	IdempotencyKey(ctx context.Context, scope KeyScope, owner messages.BranchID, key string) (IdempotencyRow, error)
-	ProxyLookup(ctx context.Context, tenant string, kind ProxyKind, name []byte) (ProxyTarget, error)
-	ProxyLongestPrefix(ctx context.Context, tenant string, hashes [][32]byte) (int, ProxyTarget, error)
-	ClaimProxyKey(ctx context.Context, tenant, key string, branch messages.BranchID) (ProxyTarget, error)
-	// imports
-	Import(ctx context.Context, session messages.SessionID) (ImportRow, error)
-	Imports(ctx context.Context) ([]ImportRow, error)
-	// retention
-	SessionActivity(ctx context.Context, id messages.SessionID) (SessionActivity, error)
-	SetSessionRetention(ctx context.Context, id messages.SessionID, idle *time.Duration) (SessionRow, error)
-	RetentionJob(ctx context.Context) (RetentionJob, error)
-	// tenancy
-	BranchTenant(ctx context.Context, branch messages.BranchID) (string, error)
-	TurnTenant(ctx context.Context, turn messages.TurnID) (string, error)
-	// hard delete
-	Purge(ctx context.Context, spec PurgeSpec) (PurgeResult, error)
-	PurgeSessions(ctx context.Context, specs []PurgeSpec) ([]PurgeResult, error)
 }
 
 var (
