@@ -328,16 +328,17 @@ func TestAgentLoopThroughServeOpenAI(t *testing.T) {
 	params.Messages = append(params.Messages, openai.ToolMessage("18C, sunny", "call_1"))
 	a2 := ask(2, false)
 	expect(2, a2, [3]string{"call_2", "get_weather", `{"city":"Rome"}`}, "", 58, 5)
-	if a2.branch != a1.branch || a2.id != a1.id {
-		t.Fatalf("after the restart, step 2 on branch %s as %s; want step 1's %s, %s (the same turn)", a2.branch, a2.id, a1.branch, a1.id)
+	// A step's id is its turn's completion id and the step's number.
+	if a2.branch != a1.branch || a2.id != a1.id+"_1" {
+		t.Fatalf("after the restart, step 2 on branch %s as %s; want step 1's %s, %s_1 (the same turn)", a2.branch, a2.id, a1.branch, a1.id)
 	}
 	params.Messages = append(params.Messages, a2.msg.ToParam(), openai.ToolMessage("12C, rain", "call_2"))
 
 	// Step 3, streamed: the answer.
 	a3 := ask(3, true)
 	expect(3, a3, [3]string{}, "Paris: sunny. Rome: rain.", 73, 9)
-	if a3.branch != a1.branch || a3.id != a1.id {
-		t.Errorf("step 3 on branch %s as %s; want step 1's %s, %s (the same turn)", a3.branch, a3.id, a1.branch, a1.id)
+	if a3.branch != a1.branch || a3.id != a1.id+"_2" {
+		t.Errorf("step 3 on branch %s as %s; want step 1's %s, %s_2 (the same turn)", a3.branch, a3.id, a1.branch, a1.id)
 	}
 
 	reqs := up.Requests()

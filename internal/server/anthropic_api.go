@@ -468,19 +468,6 @@ func (t *anthropicTurn) newMessages(from int) []int {
 	return idx
 }
 
-// step is which of its turn's steps the reply to the request is: 0 for
-// the one that answers a user message, n for the one after the n-th
-// round of tool results.
-func (t *anthropicTurn) step() int {
-	n := 0
-	for i := len(t.msgs) - 1; i >= 0 && t.msgs[i].Role != "user"; i-- {
-		if t.msgs[i].Role == "assistant" {
-			n++
-		}
-	}
-	return n
-}
-
 func (s *Server) anthropicMessages(w http.ResponseWriter, r *http.Request) error {
 	var req anthropicRequest
 	if err := decodeAPIRequest(r, &req, "Messages"); err != nil {
@@ -560,10 +547,11 @@ func (s *Server) anthropicMessages(w http.ResponseWriter, r *http.Request) error
 	}
 	defer leave()
 	w.Header().Set(ProxyBranchHeader, conv.Branch.String())
-	id := "msg_" + st.Turn.String()
-	if n := t.step(); n > 0 {
-		id += "_" + strconv.Itoa(n)
-	}
+	// Which of its turn's steps the reply is: 0 for the one that
+	// answers a user message, n for the one after the n-th round of
+	// tool results.
+	step, _ := convStep(t.msgs)
+	id := stepID("msg_", st.Turn, step)
 	remember := func(reply string, end actors.Update) {
 		if conv.Named {
 			return // found by its name again

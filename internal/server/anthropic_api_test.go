@@ -210,8 +210,10 @@ func TestAnthropicMessagesRequestMapping(t *testing.T) {
 	if o := tr.outputs[4]; o.CallID != "toolu_2" || string(o.Output) != `"no clock"` || !o.IsError {
 		t.Errorf("output 2 %+v (%s)", o, o.Output)
 	}
-	if fresh := tr.newMessages(3); !reflect.DeepEqual(fresh, []int{3, 4}) || tr.step() != 1 {
-		t.Errorf("new messages from 3: %v, step %d", fresh, tr.step())
+	if fresh := tr.newMessages(3); !reflect.DeepEqual(fresh, []int{3, 4}) {
+		t.Errorf("new messages from 3: %v", fresh)
+	} else if n, _ := convStep(tr.msgs); n != 1 {
+		t.Errorf("step %d, want 1", n)
 	}
 
 	for _, c := range []struct{ url, want string }{
@@ -807,14 +809,18 @@ func testAnthropicToolLoop(t *testing.T, stream bool) {
 	// Output tokens: fakeapi counts one per delta (text 1, input 2).
 	expect(1, msg, "Let me look.", anthropic.StopReasonToolUse, []call{{"toolu_w", "get_weather", `{"city":"Paris"}`}}, 3)
 	first := msg.ID
+	ids := []string{msg.ID}
 	history = append(history, msg.ToParam(), anthropic.NewUserMessage(anthropic.NewToolResultBlock("toolu_w", "18°C, sunny", false)))
 	msg = ask()
 	expect(2, msg, "", anthropic.StopReasonToolUse, []call{{"toolu_t", "get_time", `{"tz":"Europe/Paris"}`}}, 1)
+	ids = append(ids, msg.ID)
 	history = append(history, msg.ToParam(), anthropic.NewUserMessage(anthropic.NewToolResultBlock("toolu_t", "12:00", false)))
 	msg = ask()
 	expect(3, msg, "It is sunny at noon.", anthropic.StopReasonEndTurn, nil, 2)
-	if !strings.HasPrefix(msg.ID, first+"_") {
-		t.Errorf("the last step's id %s does not name the first's turn (%s)", msg.ID, first)
+	ids = append(ids, msg.ID)
+	// One id per step, each naming the turn.
+	if want := []string{first, first + "_1", first + "_2"}; !reflect.DeepEqual(ids, want) {
+		t.Errorf("the steps' ids %q, want %q", ids, want)
 	}
 
 	ups := upstreamRequests(t, up)

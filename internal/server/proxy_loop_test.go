@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"reflect"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -266,10 +267,7 @@ func checkLoop(t *testing.T, ts *testServer, up *fakeapi.Server, api string, cho
 			t.Errorf("answer %d on branch %q, answer 0 on %q: want one conversation", i, a.branch, answers[0].branch)
 		}
 	}
-	if answers[1].id != answers[0].id || answers[2].id != answers[0].id || answers[3].id == answers[0].id {
-		t.Errorf("answer ids %q %q %q %q: want the tool loop's three one turn, the next another", answers[0].id, answers[1].id,
-			answers[2].id, answers[3].id)
-	}
+	checkStepIDs(t, map[string]string{openai.APIChat: "chatcmpl-", openai.APIResponses: "resp_"}[api], answers)
 	reqs := up.Requests()
 	if len(reqs) != len(loopSteps) {
 		t.Fatalf("%d upstream requests, want %d", len(reqs), len(loopSteps))
@@ -295,6 +293,26 @@ func checkLoop(t *testing.T, ts *testServer, up *fakeapi.Server, api string, cho
 	}
 	if want := []string{"Weather in Paris, then Rome?", "Thanks!"}; !reflect.DeepEqual(users, want) {
 		t.Errorf("the branch's user turns %q, want %q (tool results are no user turn)", users, want)
+	}
+}
+
+// checkStepIDs checks the ids of the loop's answers: one id per step
+// (prefix and the turn, then _1, _2 for the steps after tool results),
+// the tool loop's three of one turn, the next answer of another.
+func checkStepIDs(t *testing.T, prefix string, answers []answerOf) {
+	t.Helper()
+	var turns []messages.TurnID
+	for i, a := range answers {
+		turn, n, ok := parseStepID(prefix, a.id)
+		want := []int{0, 1, 2, 0}[i]
+		if !ok || n != want || a.id != stepID(prefix, turn, n) {
+			t.Errorf("answer %d: id %q (turn %s, step %d, %v), want %s<turn> step %d", i, a.id, turn, n, ok, prefix, want)
+		}
+		turns = append(turns, turn)
+	}
+	if turns[1] != turns[0] || turns[2] != turns[0] || turns[3] == turns[0] {
+		t.Errorf("answer ids %q %q %q %q: want the tool loop's three of one turn, the next of another", answers[0].id, answers[1].id,
+			answers[2].id, answers[3].id)
 	}
 }
 
@@ -466,12 +484,20 @@ func responsesToolLoop(t *testing.T, stream, previous bool) {
 				if r.Status != "completed" {
 					t.Errorf("step %d: status %q", i, r.Status)
 				}
+				turn, step, _ := parseStepID("resp_", r.ID)
+				calls := 0
 				for _, o := range r.Output {
-					if o.Type == "function_call" {
+					switch o.Type {
+					case "function_call":
 						a.finish = "tool_calls"
 						a.calls = append(a.calls, [3]string{o.CallID, o.Name, o.Arguments.OfString})
-						if o.Status != "completed" || o.ID == "" {
-							t.Errorf("step %d: function_call item %s", i, o.RawJSON())
+						if want := stepID("fc_", turn, step) + "_" + strconv.Itoa(calls); o.Status != "completed" || o.ID != want {
+							t.Errorf("step %d: function_call item %s, want id %s", i, o.RawJSON(), want)
+						}
+						calls++
+					case "message":
+						if want := stepID("msg_", turn, step); o.ID != want {
+							t.Errorf("step %d: message item id %s, want %s", i, o.ID, want)
 						}
 					}
 				}

@@ -221,7 +221,7 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	defer leave()
-	id := "chatcmpl-" + st.Turn.String()
+	id := stepID("chatcmpl-", st.Turn, pc.step())
 	created := time.Now().Unix()
 	w.Header().Set(ProxyBranchHeader, conv.Branch.String())
 	if !req.Stream {
@@ -359,11 +359,12 @@ func parseResponsesRequest(req *responsesRequest) (*proxyCall, error) {
 	}
 	pc.key = conversationKey(pc.key, req.Metadata["conversation"], req.User)
 	if req.PreviousResponseID != "" {
-		t, err := messages.ParseID[messages.TurnID](strings.TrimPrefix(req.PreviousResponseID, "resp_"))
-		if err != nil || !strings.HasPrefix(req.PreviousResponseID, "resp_") {
-			return nil, invalid("previous_response_id: %q is not a response of this proxy (resp_<turn id>)", req.PreviousResponseID)
+		t, n, ok := parseStepID("resp_", req.PreviousResponseID)
+		if !ok {
+			return nil, invalid("previous_response_id: %q is not a response of this proxy (resp_<turn id>, or resp_<turn id>_<step>)",
+				req.PreviousResponseID)
 		}
-		pc.previous = t
+		pc.previous, pc.previousStep = t, n
 	}
 	for i, raw := range req.Tools {
 		where := fmt.Sprintf("tools[%d]", i)
@@ -560,8 +561,8 @@ func (s *Server) responses(w http.ResponseWriter, r *http.Request) error {
 	}
 	defer leave()
 	w.Header().Set(ProxyBranchHeader, conv.Branch.String())
-	turn := st.Turn.String()
-	respID, msgID := "resp_"+turn, "msg_"+turn
+	step := pc.step()
+	respID, msgID, fcID := stepID("resp_", st.Turn, step), stepID("msg_", st.Turn, step), stepID("fc_", st.Turn, step)
 	var previous *string
 	if req.PreviousResponseID != "" {
 		previous = &req.PreviousResponseID
@@ -574,7 +575,7 @@ func (s *Server) responses(w http.ResponseWriter, r *http.Request) error {
 	calls := func(u actors.Update) []responseFunctionCall {
 		var out []responseFunctionCall
 		for i, c := range u.Calls {
-			out = append(out, responseFunctionCall{Type: "function_call", ID: "fc_" + turn + "_" + strconv.Itoa(i),
+			out = append(out, responseFunctionCall{Type: "function_call", ID: fcID + "_" + strconv.Itoa(i),
 				CallID: c.CallID, Name: c.Name, Arguments: callArguments(c), Status: "completed"})
 		}
 		return out

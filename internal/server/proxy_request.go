@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/http"
 	"path"
+	"strconv"
 	"strings"
 
 	"github.com/contextinfinity/ctxinf/actors"
@@ -32,6 +33,10 @@ type proxyCall struct {
 	system   string            // the system and developer messages' texts, in order
 	tools    []messages.Tool
 	choice   messages.ToolChoice
+
+	// previousStep is the step of the previous response (its turn is
+	// previous), when the request names one.
+	previousStep int
 }
 
 // add appends a message found at where.
@@ -48,6 +53,71 @@ func (pc *proxyCall) addSystem(text, where string) {
 	}
 	pc.system += text
 	pc.add(convMessage{Role: "system", Text: text}, where, nil)
+}
+
+// step is which step of its turn the answer to the request is
+// (stepID): the number of assistant messages after the request's last
+// user message (each round of tool results the client sends back after
+// the answer that called the tools adds one); for a request that holds
+// no user message and names a previous response, one more than that
+// response's step plus those.
+func (pc *proxyCall) step() int {
+	n, user := convStep(pc.msgs)
+	if !user && !pc.previous.IsZero() {
+		n += pc.previousStep + 1
+	}
+	return n
+}
+
+// convStep is the number of assistant messages after the last user
+// message of msgs, and whether there is one.
+func convStep(msgs []convMessage) (int, bool) {
+	n := 0
+	for i := len(msgs) - 1; i >= 0; i-- {
+		switch msgs[i].Role {
+		case "user":
+			return n, true
+		case "assistant":
+			n++
+		}
+	}
+	return n, false
+}
+
+// stepID is the id of the answer to step n of turn (the model's n-th
+// answer in the turn, counting from 0: each round of the client's tool
+// results makes another): prefix and the turn for its first step,
+// "chatcmpl-<turn>", then "chatcmpl-<turn>_<n>". Each step of a client's
+// tool loop gets an id of its own (frameworks that merge messages by id
+// would otherwise replace the answer that called the tools by the next),
+// and every id names the turn.
+func stepID(prefix string, turn messages.TurnID, n int) string {
+	if n == 0 {
+		return prefix + turn.String()
+	}
+	return prefix + turn.String() + "_" + strconv.Itoa(n)
+}
+
+// parseStepID reads an id of stepID's made with prefix; ok is false for
+// anything else.
+func parseStepID(prefix, id string) (turn messages.TurnID, n int, ok bool) {
+	rest, ok := strings.CutPrefix(id, prefix)
+	if !ok {
+		return turn, 0, false
+	}
+	t, step, stepped := strings.Cut(rest, "_")
+	turn, err := messages.ParseID[messages.TurnID](t)
+	if err != nil || turn.IsZero() || turn.String() != t { // as stepID writes it
+		return messages.TurnID{}, 0, false
+	}
+	if stepped {
+		// Digits only, no sign nor leading zero: one id per step.
+		n, err = strconv.Atoi(step)
+		if err != nil || n < 1 || step[0] == '+' || step[0] == '0' {
+			return messages.TurnID{}, 0, false
+		}
+	}
+	return turn, n, true
 }
 
 // client is what the request sends with a new user turn: nil when it is
