@@ -13,7 +13,7 @@ FUZZTIME ?= 10s
 
 .PHONY: help
 help: ## list the targets
-	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  %-8s %s\n", $$1, $$2}'
+	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  %-10s %s\n", $$1, $$2}'
 
 .PHONY: build
 build: ## build bin/ctxinf
@@ -32,10 +32,26 @@ chat: build ## build ctxinf and open the terminal UI on ./data (ctxinf chat --pl
 	./$(BIN) tui
 
 .PHONY: test
-test: postgres ## vet, run every test with -race, run every benchmark once
+test: postgres frameworks ## vet, run every test with -race, run every benchmark once
 	$(GO) vet $(PKGS)
 	$(GO) test -race -count=1 $(PKGS)
 	$(GO) test -run='^$$' -bench=. -benchtime=1x -count=1 $(PKGS)
+
+# The framework tests (tests/frameworks_test.go) run agent frameworks from
+# npm (LangGraph, LangChain, the Vercel AI SDK, the OpenAI SDK) against the
+# binary; their packages are pinned in tests/frameworks/package-lock.json
+# and installed into tests/frameworks/node_modules, once: again only when
+# the lock file changes (the stamp file below). Without npm the tests skip.
+FRAMEWORKS       := tests/frameworks
+FRAMEWORKS_STAMP := $(FRAMEWORKS)/node_modules/.installed
+
+.PHONY: frameworks
+frameworks: ## install the framework tests' npm packages into tests/frameworks/node_modules (npm ci, once)
+	@if [ -f $(FRAMEWORKS_STAMP) ] && [ $(FRAMEWORKS_STAMP) -nt $(FRAMEWORKS)/package-lock.json ]; then exit 0; fi; \
+	command -v npm >/dev/null 2>&1 || { echo "make frameworks: npm not found: TestFrameworks skips (install Node.js 20 or later and npm to run it)"; exit 0; }; \
+	set -e; echo "make frameworks: npm ci in $(FRAMEWORKS) (pinned by its package-lock.json)"; \
+	(cd $(FRAMEWORKS) && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error); \
+	touch $(FRAMEWORKS_STAMP)
 
 # The store's tests run a throwaway PostgreSQL server (internal/pgtest),
 # which needs PostgreSQL's server binaries: Debian's postgresql package.
