@@ -28,10 +28,6 @@ import (
 // why. They are skipped, unless CTXINF_TEST_KNOWN_BROKEN=1 runs them.
 // A scenario leaves the list with the fix that makes it pass.
 var knownBroken = map[string]string{
-	"langgraph-react-agent/chat": "every step of a tool loop answers with the same id (chatcmpl-<turn>): add_messages replaces " +
-		"the AI message calling the tool by the answer, and the next invoke's orphan tool message starts a new session",
-	"langgraph-react-agent/responses": "every step of a tool loop answers with the same id (resp_<turn>): add_messages replaces " +
-		"the AI message calling the tool by the answer, and the next invoke's orphan tool message starts a new session",
 	"vercel-ai/generate-text":                 "Responses item_reference input items are refused (400): the second turn fails",
 	"vercel-ai/stream-text":                   "Responses item_reference input items are refused (400): the second turn fails",
 	"langchain-structured-output/json-schema": "response_format is dropped: the upstream gets no schema and answers text",
