@@ -3,6 +3,7 @@ package tests
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -44,12 +45,15 @@ var knownBroken = map[string]string{
 // frameworksDir holds the scripts and their node_modules.
 const frameworksDir = "frameworks"
 
-// frameworkScenario is one scenario: the server's extra configuration
-// and the body, which runs its script and checks.
+// frameworkScenario is one scenario: the API the server's model is
+// called by (chat by default; responses, the default on api.openai.com),
+// the server's extra configuration and the body, which runs its script
+// and checks.
 type frameworkScenario struct {
-	name   string
-	config []string
-	run    func(t *testing.T, f *frameworkRun)
+	name     string
+	upstream string
+	config   []string
+	run      func(t *testing.T, f *frameworkRun)
 }
 
 // frameworkRun is a scenario's server and its upstream.
@@ -78,7 +82,7 @@ func TestFrameworks(t *testing.T) {
 			}
 			up := newScriptedModel()
 			defer up.Close()
-			cfg := []string{"CTX_DEFAULT_MODEL=gpt", "CTX_MODELS_GPT_PROVIDER=openai", "CTX_MODELS_GPT_API=chat",
+			cfg := []string{"CTX_DEFAULT_MODEL=gpt", "CTX_MODELS_GPT_PROVIDER=openai", "CTX_MODELS_GPT_API=" + cmp.Or(sc.upstream, "chat"),
 				"CTX_MODELS_GPT_MODEL_ID=upstream-gpt", "CTX_MODELS_GPT_BASE_URL=" + up.URL + "/v1",
 				"CTX_MODELS_GPT_API_KEY_ENV=" + upstreamKeyEnv, upstreamKeyEnv + "=" + upstreamKey,
 				"CTX_STORE_DURABILITY=relaxed", "CTX_STORE_BLOCK_CACHE_BYTES=1048576"}
@@ -527,15 +531,15 @@ func identity(mode string, requests int) func(t *testing.T, f *frameworkRun) {
 
 var frameworkScenarios = []frameworkScenario{
 	{name: "langgraph-react-agent/chat", run: langGraph("chat")},
-	{name: "langgraph-react-agent/responses", run: langGraph("responses")},
-	{name: "vercel-ai/generate-text", run: vercel("generate",
+	{name: "langgraph-react-agent/responses", upstream: "responses", run: langGraph("responses")},
+	{name: "vercel-ai/generate-text", upstream: "responses", run: vercel("generate",
 		[]string{"What is the weather in Paris?", "What is the weather in Rome?", "Thank you."},
 		map[string]string{"Paris": "18C, sunny", "Rome": "12C, rain"})},
 	{name: "vercel-ai/stream-text", run: vercel("stream", []string{"What is the weather in Oslo?", "Thank you."},
 		map[string]string{"Oslo": "-3C, snow"})},
 	{name: "langchain-structured-output/json-schema", run: structured("jsonSchema", "Lisbon", 21)},
 	{name: "langchain-structured-output/function-calling", run: structured("functionCalling", "Oslo", -3)},
-	{name: "langchain-structured-output/responses", run: structured("responses", "Vienna", 9)},
+	{name: "langchain-structured-output/responses", upstream: "responses", run: structured("responses", "Vienna", 9)},
 	{name: "openai-sdk/error-classes", run: openAIErrors},
 	{name: "openai-sdk/client-tool-loop", config: []string{"CTX_TOOLS_MODE=disabled"}, run: clientToolLoop},
 	{name: "agent/changing-system-prompt", run: identity("timestamp", 4)},
