@@ -11,6 +11,7 @@ import (
 	"github.com/contextinfinity/ctxinf/internal/core"
 	"github.com/contextinfinity/ctxinf/messages"
 	"github.com/contextinfinity/ctxinf/persistence"
+	"github.com/contextinfinity/ctxinf/providers"
 )
 
 // BranchInfo is what inspection shows of a branch.
@@ -310,6 +311,13 @@ type ClientTurn struct {
 	// Content, if not empty, is the user message's blocks (text, images,
 	// other parts kept as sent), in place of the text.
 	Content messages.Blocks
+	// Params are the client's generation settings, kept with the turn
+	// for each of its steps: the output bound replaces the model's
+	// max_output_tokens (and the context's response reserve), and the
+	// rest goes to the provider (providers.Request.Params). A setting the
+	// turn's model cannot take refuses the turn (*providers.ParamsError,
+	// persistence.ErrInvalidArgument): see CheckParams.
+	Params messages.GenParams
 }
 
 // ErrNoToolCallsOpen is returned by SubmitToolResults when no turn of the
@@ -444,6 +452,30 @@ func (r *Runtime) ModelNames() []string {
 // selected no model.
 func (r *Runtime) DefaultModel() (provider, modelID string) {
 	return r.cfg.Provider.Name(), r.cfg.Model
+}
+
+// CheckParams reports whether the model configured under name (the
+// default model for "" or a name not configured) can take p: nil, or a
+// *providers.ParamsError naming each field it cannot take, which
+// errors.Is persistence.ErrInvalidArgument. SubmitWith checks a client's
+// params against the model the turn runs on; an API front end calls it
+// first, to refuse a request before it creates anything.
+func (r *Runtime) CheckParams(name string, p messages.GenParams) error {
+	if p.IsZero() {
+		return nil
+	}
+	m := r.model(name)
+	if refused := providers.RefusedParams(m.Provider, m.ID, p); len(refused) > 0 {
+		return paramsError{&providers.ParamsError{Provider: m.Provider.Name(), Model: m.ID, Refused: refused}}
+	}
+	return nil
+}
+
+// paramsError is a *providers.ParamsError that is an invalid argument.
+type paramsError struct{ *providers.ParamsError }
+
+func (e paramsError) Unwrap() []error {
+	return []error{e.ParamsError, persistence.ErrInvalidArgument}
 }
 
 // ModelInfo returns the provider's name and the model id of the model

@@ -878,6 +878,12 @@ func (a *branchActor) submit(ctx actor.Context, m *submitReq) (*TurnStream, erro
 			return nil, err
 		}
 	}
+	if model == "" {
+		model = a.b.Model
+	}
+	if err := a.rt.CheckParams(model, m.client.Params); err != nil {
+		return nil, err // the turn's model cannot take the client's settings
+	}
 	// A turn awaiting its client's tool results ends first: its client
 	// went on without them.
 	a.abandonAwaiting(ctx)
@@ -1191,10 +1197,19 @@ func (a *branchActor) spawnStep(ctx actor.Context, turn messages.TurnID, step me
 	if m.MaxOutputTokens > 0 {
 		maxOut = m.MaxOutputTokens
 	}
+	parallel := a.rt.cfg.ParallelToolCalls
+	// The client's settings: its output bound and parallel_tool_calls
+	// win over the configured ones.
+	if p := t.Params; p.MaxOutputTokens != nil {
+		maxOut = *p.MaxOutputTokens
+	}
+	if p := t.Params; p.ParallelToolCalls != nil {
+		parallel = *p.ParallelToolCalls
+	}
 	sctx, cancel := context.WithTimeout(context.Background(), a.rt.cfg.StepTimeout)
 	a.step, a.cancelStep = step, cancel
 	stream := a.streams[turn]
-	req := providers.Request{Model: m.ID, Context: ac, MaxOutputTokens: maxOut, ParallelToolCalls: a.rt.cfg.ParallelToolCalls}
+	req := providers.Request{Model: m.ID, Context: ac, MaxOutputTokens: maxOut, ParallelToolCalls: parallel, Params: t.Params}
 	props := actor.PropsFromProducer(func() actor.Actor {
 		return &stepActor{rt: a.rt, ctx: sctx, branch: ctx.Self(), turn: turn, step: step, req: req, provider: m.Provider,
 			stream: stream, base: a.counters, count: a.rt.counter(m), hashed: hashed, hasher: &a.hasher}
@@ -1336,6 +1351,11 @@ func (a *branchActor) assembleFor(userNode messages.TurnID, user messages.Messag
 	in.Retrieved = a.retrieve(user, recipe)
 	m := a.rt.model(a.b.Model)
 	budget := a.rt.budget(m)
+	if t, ok := a.b.Turn(userNode); ok && !userNode.IsZero() && t.Params.MaxOutputTokens != nil {
+		// The output the client asked for is what the context leaves
+		// room for.
+		budget.ResponseReserve = *t.Params.MaxOutputTokens
+	}
 	for range a.sizeRetries {
 		// The provider counted more than estimated: aim a quarter lower.
 		budget.SafetyMargin += budget.Input() / 4

@@ -52,10 +52,11 @@ var pausedForClient = messages.StepOutcome{Kind: messages.OutcomePaused, Reason:
 
 // clientOf returns c as the core records it; an empty ClientTurn is none.
 func clientOf(c *ClientTurn) (core.Client, bool) {
-	if c == nil || c.System == "" && len(c.Tools) == 0 && c.ToolChoice == (messages.ToolChoice{}) && len(c.Content) == 0 {
+	if c == nil || c.System == "" && len(c.Tools) == 0 && c.ToolChoice == (messages.ToolChoice{}) && len(c.Content) == 0 &&
+		c.Params.IsZero() {
 		return core.Client{}, false
 	}
-	return core.Client{System: c.System, Tools: c.Tools, ToolChoice: c.ToolChoice}, true
+	return core.Client{System: c.System, Tools: c.Tools, ToolChoice: c.ToolChoice, Params: c.Params}, true
 }
 
 // checkClient checks what a client sent with a turn, naming the field at
@@ -100,6 +101,9 @@ func (r *Runtime) checkClient(c *ClientTurn) error {
 	default:
 		return bad("tool_choice.mode: %q, want auto, none, required or tool", ch.Mode)
 	}
+	if err := c.Params.Check(); err != nil {
+		return bad("params.%v", err)
+	}
 	for i, b := range c.Content {
 		switch b.(type) {
 		case messages.Text, messages.Image, messages.Unknown:
@@ -118,7 +122,11 @@ func clientHash(c *ClientTurn) string {
 	content, _ := c.Content.MarshalJSON()
 	tools, _ := json.Marshal(c.Tools)
 	choice, _ := json.Marshal(c.ToolChoice)
-	return keyHash(c.System, string(tools), string(choice), string(content))
+	if c.Params.IsZero() { // as before params were sent
+		return keyHash(c.System, string(tools), string(choice), string(content))
+	}
+	params, _ := json.Marshal(c.Params)
+	return keyHash(c.System, string(tools), string(choice), string(content), string(params))
 }
 
 // joinSystem is the system instructions of a client's turn: the

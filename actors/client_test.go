@@ -211,7 +211,10 @@ func TestClientToolLoopSurvivesRestarts(t *testing.T) {
 	r := openRuntime(t, cfg)
 	_, br, _ := r.CreateSession(bg, "restarts")
 	b := br.ID
-	s, err := r.SubmitWith(bg, b, "weather?", SubmitOptions{Client: clientTurn()})
+	client := clientTurn()
+	client.Params = messages.GenParams{Temperature: new(0.2), MaxOutputTokens: new(77), ParallelToolCalls: new(false),
+		ResponseFormat: &messages.ResponseFormat{Type: messages.FormatJSONSchema, Name: "w", Schema: json.RawMessage(`{"type":"object"}`)}}
+	s, err := r.SubmitWith(bg, b, "weather?", SubmitOptions{Client: client})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -254,6 +257,12 @@ func TestClientToolLoopSurvivesRestarts(t *testing.T) {
 		if c := req.Context; !strings.HasPrefix(c.SystemInstructions, "You are terse.") || len(c.Tools) != 1 || c.Tools[0].Name != "weather" ||
 			string(c.Tools[0].InputSchema) != string(weatherDef.InputSchema) || c.ToolMode != messages.ToolsEnabled {
 			t.Errorf("request %d: system %q, tools %+v, mode %q", i, c.SystemInstructions, c.Tools, c.ToolMode)
+		}
+		// The client's settings, through a crash, a passivation and a
+		// restart.
+		if !reflect.DeepEqual(req.Params, client.Params) || req.MaxOutputTokens != 77 || req.ParallelToolCalls {
+			t.Errorf("request %d: params %+v, max output %d, parallel %v; want %+v, 77, false", i, req.Params,
+				req.MaxOutputTokens, req.ParallelToolCalls, client.Params)
 		}
 	}
 	if got := strings.Join(blockKinds(lastReply(t, r, b)), " "); got != "use:c1 result:c1=rain use:c2 result:c2=sun text:Done." {
@@ -553,7 +562,7 @@ func TestClientTurnChecked(t *testing.T) {
 	var calls atomic.Int32
 	cfg := testConfig(t, t.TempDir(), newEvents())
 	reg, _ := NewToolRegistry(grepTool(&calls, nil))
-	cfg.Provider, cfg.ToolMode, cfg.Tools = fake.New(fake.Step{Reply: "ok"}), messages.ToolsEnabled, reg
+	cfg.Provider, cfg.ToolMode, cfg.Tools = fake.New(fake.Step{Reply: "ok"}).WithRefused("top_k"), messages.ToolsEnabled, reg
 	r, b := branchOn(t, cfg)
 	with := func(f func(c *ClientTurn)) *ClientTurn {
 		c := clientTurn()
@@ -573,11 +582,19 @@ func TestClientTurnChecked(t *testing.T) {
 		{with(func(c *ClientTurn) { c.Content = messages.Blocks{messages.ToolUse{ToolUseID: "x", Name: "y"}} }), "client.content[0]: a messages.ToolUse block"},
 		{with(func(c *ClientTurn) { c.Tools = make([]messages.Tool, MaxClientTools+1) }), "client.tools: 129 tools, limit 128"},
 		{with(func(c *ClientTurn) { c.System = strings.Repeat("x", int(r.DB().MaxPayloadBytes())) }), "client.system and client.tools"},
+		{with(func(c *ClientTurn) { c.Params.MaxOutputTokens = new(0) }), "client.params.max_output_tokens: 0, want at least 1"},
+		{with(func(c *ClientTurn) { c.Params.ResponseFormat = &messages.ResponseFormat{Type: "xml"} }), `client.params.response_format.type: "xml"`},
+		{with(func(c *ClientTurn) { c.Params.TopK = new(40) }), "cannot take params.top_k: the fake provider was told to refuse it"},
 	} {
 		if s, err := r.SubmitWith(bg, b, "hi", SubmitOptions{Client: tc.c}); !errors.Is(err, persistence.ErrInvalidArgument) ||
 			!strings.Contains(err.Error(), tc.text) || s != nil {
 			t.Errorf("SubmitWith(%+v) = %v, want ErrInvalidArgument containing %q", tc.c, err, tc.text)
 		}
+	}
+	var pe *providers.ParamsError
+	if _, err := r.SubmitWith(bg, b, "hi", SubmitOptions{Client: with(func(c *ClientTurn) { c.Params.TopK = new(1) })}); !errors.As(err, &pe) ||
+		len(pe.Refused) != 1 || pe.Refused[0].Field != "top_k" {
+		t.Errorf("a setting the model cannot take = %v, want a *providers.ParamsError naming top_k", err)
 	}
 	if _, err := r.SubmitWith(bg, b, "", SubmitOptions{Client: clientTurn()}); !errors.Is(err, persistence.ErrInvalidArgument) {
 		t.Fatalf("no text and no content = %v", err)

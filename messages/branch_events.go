@@ -89,14 +89,15 @@ type BranchCreated struct {
 // also the transcript node of the user message; StateBefore is the head
 // state at acceptance.
 //
-// System, Tools and ToolChoice are what an API client sent with the turn
-// (the proxy), empty for other turns: its system prompt, its own tools
-// (the runtime does not run them: a step that calls one waits for the
-// client's results) and its tool choice. Every provider step of the turn
-// uses them. Each is written only when set.
+// System, Tools, ToolChoice and Params are what an API client sent with
+// the turn (the proxy), empty for other turns: its system prompt, its own
+// tools (the runtime does not run them: a step that calls one waits for
+// the client's results), its tool choice and its generation settings.
+// Every provider step of the turn uses them. Each is written only when
+// set; an event written before Params existed reads as none.
 //
 //	{"type":"turn_accepted","turn":"…","seq":1,"state_before":"…","at":"…"}
-//	{"type":"turn_accepted",…,"system":"…","tools":[{"name":"…",…}],"tool_choice":{"mode":"auto"},"at":"…"}
+//	{"type":"turn_accepted",…,"system":"…","tools":[{"name":"…",…}],"tool_choice":{"mode":"auto"},"params":{"temperature":0.2},"at":"…"}
 type TurnAccepted struct {
 	Turn        TurnID
 	Seq         uint64
@@ -104,6 +105,7 @@ type TurnAccepted struct {
 	System      string
 	Tools       []Tool
 	ToolChoice  ToolChoice
+	Params      GenParams
 	At          time.Time
 }
 
@@ -333,6 +335,9 @@ func MarshalBranchEvent(ev BranchEvent) ([]byte, error) {
 		if ev.ToolChoice != (ToolChoice{}) {
 			w.value("tool_choice", ev.ToolChoice)
 		}
+		if !ev.Params.IsZero() {
+			w.value("params", ev.Params)
+		}
 		w.time("at", ev.At)
 	case TurnRecorded:
 		w = newWriter(scope{ErrInvalidEvent, "turn_recorded"})
@@ -474,6 +479,7 @@ func UnmarshalBranchEvent(data []byte) (BranchEvent, error) {
 			e.Tools = nil
 		}
 		r.decode("tool_choice", &e.ToolChoice)
+		r.decode("params", &e.Params)
 		e.At = r.time("at")
 		ev = e
 	case "turn_recorded":

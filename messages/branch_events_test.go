@@ -1,6 +1,7 @@
 package messages
 
 import (
+	"encoding/json"
 	"errors"
 	"reflect"
 	"strings"
@@ -72,6 +73,15 @@ var eventCases = []struct {
 		`{"type":"turn_accepted","turn":` + jTurn + `,"seq":1,"state_before":` + jState + `,"system":"be <brief>"` +
 			`,"tools":[{"name":"lookup","description":"find","input_schema":"eyJ0eXBlIjoib2JqZWN0In0="}]` +
 			`,"tool_choice":{"mode":"tool","name":"lookup"},"at":` + jAt + `}`},
+	{"turn_accepted/params",
+		TurnAccepted{Turn: evTurn, Seq: 1, StateBefore: evState, Params: GenParams{Temperature: new(0.25), TopK: new(40),
+			MaxOutputTokens: new(300), Stop: []string{"END"}, ParallelToolCalls: new(false), ReasoningEffort: "low",
+			ResponseFormat: &ResponseFormat{Type: FormatJSONSchema, Name: "answer", Schema: json.RawMessage(`{"type":"object"}`), Strict: new(true)},
+			Thinking:       &Thinking{Type: ThinkingEnabled, BudgetTokens: 2048}}, At: evAt},
+		`{"type":"turn_accepted","turn":` + jTurn + `,"seq":1,"state_before":` + jState +
+			`,"params":{"temperature":0.25,"top_k":40,"max_output_tokens":300,"stop":["END"],` +
+			`"response_format":{"type":"json_schema","name":"answer","schema":{"type":"object"},"strict":true},` +
+			`"parallel_tool_calls":false,"reasoning_effort":"low","thinking":{"type":"enabled","budget_tokens":2048}},"at":` + jAt + `}`},
 	{"turn_accepted/no state",
 		TurnAccepted{Turn: evTurn, Seq: 1},
 		`{"type":"turn_accepted","turn":` + jTurn + `,"seq":1,"state_before":"","at":"0001-01-01T00:00:00Z"}`},

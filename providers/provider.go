@@ -27,6 +27,12 @@ type Request struct {
 	ParallelToolCalls bool
 	// Options are provider-specific settings from config, passed through.
 	Options json.RawMessage
+	// Params are the generation settings an API client sent with the
+	// turn: each adapter sends those its API takes under that API's
+	// names (ParamsTaker says which it cannot take; the runtime refuses
+	// a turn that sets one). MaxOutputTokens and ParallelToolCalls above
+	// already hold Params' output bound and parallel_tool_calls.
+	Params messages.GenParams
 }
 
 // EventKind says what a stream event carries.

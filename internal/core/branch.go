@@ -51,14 +51,15 @@ type Turn struct {
 	Loop messages.Items `json:"loop,omitempty"`
 	// Steps counts the provider steps started for the turn.
 	Steps uint32 `json:"steps,omitempty"`
-	// System, Tools and ToolChoice are what an API client sent with the
-	// turn (TurnAccepted; see Client): every provider step of the turn
-	// uses them, and a call of one of Tools is the client's to run (the
-	// turn awaits its result: Awaiting). They are dropped once the
-	// response is finalized.
+	// System, Tools, ToolChoice and Params are what an API client sent
+	// with the turn (TurnAccepted; see Client): every provider step of
+	// the turn uses them, and a call of one of Tools is the client's to
+	// run (the turn awaits its result: Awaiting). They are dropped once
+	// the response is finalized.
 	System     string              `json:"system,omitempty"`
 	Tools      []messages.Tool     `json:"tools,omitempty"`
 	ToolChoice messages.ToolChoice `json:"tool_choice,omitzero"`
+	Params     messages.GenParams  `json:"params,omitzero"`
 	// Reason is why the turn failed. Apply stops tracking a failed turn as
 	// it reports it (TurnDone), so a tracked turn has none yet.
 	Reason string    `json:"reason"`
@@ -261,7 +262,7 @@ func (b *Branch) Apply(ev messages.BranchEvent) ([]Effect, error) {
 	case messages.TurnAccepted:
 		b.Turns = append(b.Turns, Turn{ID: ev.Turn, Seq: ev.Seq, Phase: messages.PhaseAccepted,
 			StateBefore: ev.StateBefore, System: ev.System, Tools: cloneTools(ev.Tools), ToolChoice: ev.ToolChoice,
-			At: ev.At.UTC()})
+			Params: ev.Params.Clone(), At: ev.At.UTC()})
 		b.TurnSeq, b.Tip = ev.Seq, ev.Turn
 		return []Effect{PrepareContext{Turn: ev.Turn}}, nil
 	case messages.TurnRecorded:
@@ -315,7 +316,7 @@ func (b *Branch) Apply(ev messages.BranchEvent) ([]Effect, error) {
 		t := &b.Turns[b.find(ev.Turn)]
 		t.Phase, t.Reply, t.Outcome, t.At = messages.PhaseResponseFinalized, ev.Reply, ev.Outcome, ev.At.UTC()
 		t.Loop = nil
-		t.System, t.Tools, t.ToolChoice = "", nil, messages.ToolChoice{}
+		t.System, t.Tools, t.ToolChoice, t.Params = "", nil, messages.ToolChoice{}, messages.GenParams{}
 		b.Tip = ev.Reply
 		return append([]Effect{TurnDone{Turn: ev.Turn, Phase: messages.PhaseResponseFinalized}}, b.summarize()...), nil
 	case messages.TurnFailed:
@@ -386,7 +387,7 @@ func (b *Branch) check(ev messages.BranchEvent) error {
 		if ev.StateBefore != b.State.ID {
 			return invalid("turn %s: state_before %s, want the head state %s", ev.Turn, ev.StateBefore, b.State.ID)
 		}
-		return checkClient(Client{System: ev.System, Tools: ev.Tools, ToolChoice: ev.ToolChoice})
+		return checkClient(Client{System: ev.System, Tools: ev.Tools, ToolChoice: ev.ToolChoice, Params: ev.Params})
 	case messages.TurnRecorded:
 		switch {
 		case ev.Turn.IsZero():
@@ -689,12 +690,15 @@ func (b *Branch) checkCommitted(ev messages.StateCommitted) error {
 }
 
 // Client is what an API client sends with a turn beside its message
-// (Branch.SubmitFor): its system prompt, its own tools and its tool
-// choice.
+// (Branch.SubmitFor): its system prompt, its own tools, its tool choice
+// and its generation settings (carried as they are: the runtime checks
+// them before submitting, and a replayed log must not fail on a rule
+// made later).
 type Client struct {
 	System     string
 	Tools      []messages.Tool
 	ToolChoice messages.ToolChoice
+	Params     messages.GenParams
 }
 
 // checkClient checks what a client sent with a turn: its tools named,

@@ -49,7 +49,7 @@ func (b *Branch) Submit(turn messages.TurnID, now time.Time) ([]messages.BranchE
 // tool choice a known mode (ErrInvalid naming the field otherwise).
 func (b *Branch) SubmitFor(turn messages.TurnID, c Client, now time.Time) ([]messages.BranchEvent, error) {
 	return b.decide(messages.TurnAccepted{Turn: turn, Seq: b.TurnSeq + 1, StateBefore: b.State.ID,
-		System: c.System, Tools: cloneTools(c.Tools), ToolChoice: c.ToolChoice, At: now.UTC()})
+		System: c.System, Tools: cloneTools(c.Tools), ToolChoice: c.ToolChoice, Params: c.Params.Clone(), At: now.UTC()})
 }
 
 // Record records an exchange taken as it is (an import): the user

@@ -696,7 +696,8 @@ func TestClientToolLoop(t *testing.T) {
 		return messages.ToolOutput{CallID: id, Output: json.RawMessage(`"ok"`)}
 	}
 	client := Client{System: "be brief", Tools: []messages.Tool{{Name: "weather", InputSchema: []byte{}}},
-		ToolChoice: messages.ToolChoice{Mode: messages.ToolChoiceRequired}}
+		ToolChoice: messages.ToolChoice{Mode: messages.ToolChoiceRequired},
+		Params:     messages.GenParams{Temperature: new(0.5), Stop: []string{"END"}}}
 
 	for _, tc := range []struct {
 		c    Client
@@ -715,7 +716,7 @@ func TestClientToolLoop(t *testing.T) {
 	apply(b.SubmitFor(T1, client, now))
 	apply(b.Start(T1, S1, now))
 	if tr, _ := b.Turn(T1); tr.System != "be brief" || len(tr.Tools) != 1 || tr.Tools[0].InputSchema != nil ||
-		tr.ToolChoice != client.ToolChoice || tr.Awaiting() {
+		tr.ToolChoice != client.ToolChoice || !reflect.DeepEqual(tr.Params, client.Params) || tr.Awaiting() {
 		t.Fatalf("accepted client turn = %+v", tr)
 	}
 
@@ -774,7 +775,7 @@ func TestClientToolLoop(t *testing.T) {
 	// Abandoned: the open call answered with an error, then finalized.
 	apply(b.RecordToolResults(T1, b.AbandonOutputs(T1, "no result"), messages.StepID{}, now))
 	apply(b.Finalize(T1, S2, R1, messages.StepOutcome{Kind: messages.OutcomeIncomplete, Reason: "tool_results_missing"}, 0, 0, now))
-	if tr, _ := b.Turn(T1); tr.Loop != nil || tr.System != "" || tr.Tools != nil || tr.ToolChoice != (messages.ToolChoice{}) {
+	if tr, _ := b.Turn(T1); tr.Loop != nil || tr.System != "" || tr.Tools != nil || tr.ToolChoice != (messages.ToolChoice{}) || !tr.Params.IsZero() {
 		t.Fatalf("finalized client turn = %+v", tr)
 	}
 }

@@ -44,6 +44,7 @@ func buildParams(req providers.Request) (sdk.MessageNewParams, error) {
 		params.System = []sdk.TextBlockParam{{Text: sys}}
 	}
 	params.Messages = msgs
+	setParams(&params, req.Params)
 	if len(tools) > 0 {
 		params.Tools = tools
 		params.ToolChoice = choice

@@ -91,9 +91,13 @@ type Provider struct {
 	limit    int
 	steps    []Step
 	requests []providers.Request
+	refused  []string // GenParams fields RefusedParams refuses
 }
 
-var _ providers.Provider = (*Provider)(nil)
+var (
+	_ providers.Provider    = (*Provider)(nil)
+	_ providers.ParamsTaker = (*Provider)(nil)
+)
 
 // New returns a provider named "fake" that plays steps.
 func New(steps ...Step) *Provider {
@@ -115,6 +119,29 @@ func (p *Provider) WithContextLimit(tokens int) *Provider {
 	defer p.mu.Unlock()
 	p.limit = tokens
 	return p
+}
+
+// WithRefused makes RefusedParams refuse fields (GenParams' JSON names)
+// when set, and returns p.
+func (p *Provider) WithRefused(fields ...string) *Provider {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.refused = slices.Clone(fields)
+	return p
+}
+
+// RefusedParams is providers.ParamsTaker: the fake takes every
+// generation setting (Requests shows them), but those WithRefused names.
+func (p *Provider) RefusedParams(_ string, gp messages.GenParams) []providers.RefusedParam {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []providers.RefusedParam
+	for _, f := range gp.Set() {
+		if slices.Contains(p.refused, f) {
+			out = append(out, providers.RefusedParam{Field: f, Why: "the fake provider was told to refuse it"})
+		}
+	}
+	return out
 }
 
 // Name returns the provider's name, "fake" unless WithName set another.

@@ -81,7 +81,7 @@ func (p *Provider) EstimatePromptTokens(req providers.Request) (int, error) {
 // error wrapped; either way with the response so far: the text of the
 // tokens emit accepted, and outcome Cancelled or Failed.
 func (p *Provider) Stream(ctx context.Context, req providers.Request, emit func(providers.Event) error) (providers.Response, error) {
-	toks := Tokens(Reply(req.Context))
+	toks := Tokens(cutAtStop(Reply(req.Context), req.Params.Stop))
 	outcome := messages.StepOutcome{Kind: messages.OutcomeCompleted}
 	if limit := req.MaxOutputTokens; limit > 0 && len(toks) > limit {
 		toks = toks[:limit]
@@ -177,6 +177,8 @@ type requestSummary struct {
 	ContinuationItems int    `json:"continuation_items"`
 	Tools             int    `json:"tools"`
 	UserText          string `json:"user_text"`
+	// Params are the client's generation settings, as taken.
+	Params *messages.GenParams `json:"params,omitempty"`
 }
 
 func rawRequest(req providers.Request) json.RawMessage {
@@ -193,7 +195,15 @@ func rawRequest(req providers.Request) json.RawMessage {
 		ContinuationItems: len(c.Continuation),
 		Tools:             len(c.Tools),
 		UserText:          messageText(c.User),
+		Params:            paramsOf(req.Params),
 	})
+}
+
+func paramsOf(p messages.GenParams) *messages.GenParams {
+	if p.IsZero() {
+		return nil
+	}
+	return &p
 }
 
 // mustJSON encodes v, which holds only strings and numbers and so always

@@ -521,3 +521,37 @@ func TestStreamConcurrent(t *testing.T) {
 		}
 	}
 }
+
+// The local model takes stop sequences (its reply ends before the first)
+// and the sampling settings, and refuses what it cannot write.
+func TestLocalParams(t *testing.T) {
+	t.Parallel()
+	p := local.New(local.Options{})
+	req := providers.Request{Model: "local", MaxOutputTokens: 100, Context: messages.AssembledContext{
+		User: messages.NewMessage(messages.RoleUser, messages.Text{Text: "hello"})}}
+	full, err := p.Stream(context.Background(), req, func(providers.Event) error { return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := full.Items[0].(messages.AssistantMessage).Blocks.RenderedText()
+	stop := text[len(text)/2 : len(text)/2+3]
+	req.Params = messages.GenParams{Stop: []string{stop}, Temperature: new(0.1)}
+	cut, err := p.Stream(context.Background(), req, func(providers.Event) error { return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cut.Items[0].(messages.AssistantMessage).Blocks.RenderedText(); got != text[:strings.Index(text, stop)] {
+		t.Errorf("reply with stop %q = %q, want %q", stop, got, text[:strings.Index(text, stop)])
+	}
+	if got := p.RefusedParams("local", req.Params); len(got) != 0 {
+		t.Errorf("RefusedParams(stop, temperature) = %v", got)
+	}
+	var fields []string
+	for _, r := range p.RefusedParams("local", messages.GenParams{ReasoningEffort: "low", Verbosity: "low",
+		ResponseFormat: &messages.ResponseFormat{Type: messages.FormatJSONObject}}) {
+		fields = append(fields, r.Field)
+	}
+	if strings.Join(fields, ",") != "response_format,reasoning_effort,verbosity" {
+		t.Errorf("refused %v", fields)
+	}
+}

@@ -25,6 +25,17 @@ type chatRequest struct {
 	Tools               []chatTool        `json:"tools,omitempty"`
 	ToolChoice          any               `json:"tool_choice,omitempty"`
 	ParallelToolCalls   *bool             `json:"parallel_tool_calls,omitempty"`
+	// The client's generation settings (chatParams).
+	Temperature      *float64            `json:"temperature,omitempty"`
+	TopP             *float64            `json:"top_p,omitempty"`
+	FrequencyPenalty *float64            `json:"frequency_penalty,omitempty"`
+	PresencePenalty  *float64            `json:"presence_penalty,omitempty"`
+	Seed             *int64              `json:"seed,omitempty"`
+	LogitBias        map[string]float64  `json:"logit_bias,omitempty"`
+	Stop             []string            `json:"stop,omitempty"`
+	ResponseFormat   *chatResponseFormat `json:"response_format,omitempty"`
+	ReasoningEffort  string              `json:"reasoning_effort,omitempty"`
+	Verbosity        string              `json:"verbosity,omitempty"`
 }
 
 type chatStreamOptions struct {
@@ -87,6 +98,7 @@ func (p *Provider) buildChatRequest(req providers.Request) (chatRequest, error) 
 	r.Model, r.Messages, r.MaxCompletionTokens = req.Model, msgs, req.MaxOutputTokens
 	r.Stream, r.StreamOptions.IncludeUsage = true, true
 	r.Store = p.store
+	chatParams(&r, req.Params)
 	if len(tools) > 0 {
 		r.Tools = tools
 		r.ToolChoice = choice

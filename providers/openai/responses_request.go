@@ -45,6 +45,7 @@ func (p *Provider) buildResponsesParams(req providers.Request) (responses.Respon
 	if err != nil {
 		return params, err
 	}
+	responsesParams(&params, req.Params)
 	if len(tools) > 0 {
 		params.Tools = tools
 		params.ToolChoice = choice
