@@ -170,6 +170,9 @@ type branchActor struct {
 	// Update.Model).
 	usage     providers.Usage
 	lastModel string
+	// retryAfter is the wait the provider asked for when it failed the
+	// turn's last step (Update.RetryAfter), 0 when it asked none.
+	retryAfter time.Duration
 	// results are the streams started by tool results sent under an
 	// idempotency key (SubmitToolResults), by key, while their turn is in
 	// flight: a repeat follows them.
@@ -1030,7 +1033,7 @@ func (a *branchActor) run(ctx actor.Context, effects []core.Effect) {
 				}
 				if e.Phase == messages.PhaseFailed {
 					u.Outcome = a.failOutcome(e.Turn)
-					u.Err = u.Outcome.Message
+					u.Err, u.RetryAfter = u.Outcome.Message, a.retryAfter
 				}
 				s.push(u)
 				delete(a.streams, e.Turn)
@@ -1065,7 +1068,7 @@ func (a *branchActor) prepare(ctx actor.Context, turn messages.TurnID) {
 		return
 	}
 	a.counters, a.cancelled, a.sizeRetries = streamCounters{}, false, 0
-	a.usage, a.lastModel = providers.Usage{}, ""
+	a.usage, a.lastModel, a.retryAfter = providers.Usage{}, "", 0
 	t0 := time.Now()
 	ac, rep, err := a.assemble(turn, nil)
 	if err != nil {

@@ -88,6 +88,10 @@ func (a *branchActor) finishStep(ctx actor.Context, m *stepDone) {
 			return
 		}
 		code, reason := stepFailure(m, a.cancelled, a.rt.cfg.StepTimeout)
+		var pe *providers.Error
+		if a.retryAfter = 0; errors.As(m.err, &pe) {
+			a.retryAfter = pe.RetryAfter // told the client (Update.RetryAfter)
+		}
 		a.endLoop(ctx, m.turn, code, reason, &row)
 		return
 	}
@@ -138,6 +142,8 @@ func stepFailure(m *stepDone, cancelled bool, timeout time.Duration) (code, reas
 		return messages.FailProviderTimeout, fmt.Sprintf("the provider step timed out after %s (runtime.provider_timeout)", timeout)
 	case errors.As(m.err, &pe) && pe.ContextTooLarge:
 		return messages.FailContextTooLarge, m.err.Error()
+	case pe != nil:
+		return providerFailure(pe)
 	case m.err != nil:
 		return messages.FailProvider, m.err.Error()
 	}
@@ -148,6 +154,38 @@ func stepFailure(m *stepDone, cancelled bool, timeout time.Duration) (code, reas
 		}
 	}
 	return messages.FailProvider, reason
+}
+
+// providerFailure is the code and reason of a turn whose step failed
+// with pe, by its kind: what the runtime's client can do about it.
+func providerFailure(pe *providers.Error) (code, reason string) {
+	switch providers.KindOf(pe) {
+	case providers.KindRateLimited:
+		return messages.FailProviderRateLimited, fmt.Sprintf("the model's provider (%s) is rate limiting this server: %s", pe.Provider, upstreamText(pe))
+	case providers.KindRejected:
+		return messages.FailProviderRejected, fmt.Sprintf("the model's provider (%s) rejected the request: %s", pe.Provider, upstreamText(pe))
+	case providers.KindModelNotFound:
+		return messages.FailProviderModelNotFound, fmt.Sprintf("the model's provider (%s) does not know the model: %s", pe.Provider, upstreamText(pe))
+	case providers.KindAuth:
+		return messages.FailProviderAuth, fmt.Sprintf("the model's provider (%s) refused this server's own API key for it (%s); "+
+			"the client's key is not at fault: the server's operator must fix the key (models.<name>.api_key_env)", pe.Provider, upstreamText(pe))
+	case providers.KindOverloaded:
+		return messages.FailProviderOverloaded, fmt.Sprintf("the model's provider (%s) is overloaded: %s", pe.Provider, upstreamText(pe))
+	}
+	return messages.FailProvider, pe.Error()
+}
+
+// upstreamText is what the provider said of pe: its message, with its
+// status and code ("status 400: max_tokens: too large (invalid_request_error)").
+func upstreamText(pe *providers.Error) string {
+	s := pe.Message
+	if pe.StatusCode != 0 {
+		s = fmt.Sprintf("status %d: %s", pe.StatusCode, s)
+	}
+	if pe.Code != "" {
+		s += " (" + pe.Code + ")"
+	}
+	return s
 }
 
 // toolCalls returns the tool calls among items.

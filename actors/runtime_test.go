@@ -284,11 +284,11 @@ func TestRequestsSurviveStops(t *testing.T) {
 	}
 }
 
-// A rate-limited provider call is retried after its Retry-After and the
-// turn completes; the user sees one answer.
+// A provider call that failed with a server error is retried after its
+// Retry-After and the turn completes; the user sees one answer.
 func TestProviderRetryEndToEnd(t *testing.T) {
 	cfg := testConfig(t, t.TempDir(), newEvents())
-	limited := &providers.Error{Provider: "fake", StatusCode: 429, Message: "slow down", Retryable: true, RetryAfter: 20 * time.Millisecond}
+	limited := &providers.Error{Provider: "fake", StatusCode: 503, Message: "slow down", Retryable: true, RetryAfter: 20 * time.Millisecond}
 	f := fake.New(fake.Step{Err: limited}, fake.Step{Reply: "after the wait"})
 	cfg.Provider = f
 	cfg.Retry = &providers.RetryPolicy{MaxRetries: 2, BaseDelay: time.Millisecond, MaxDelay: time.Second}

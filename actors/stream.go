@@ -3,6 +3,7 @@ package actors
 import (
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/contextinfinity/ctxinf/messages"
 	"github.com/contextinfinity/ctxinf/providers"
@@ -32,6 +33,10 @@ type Update struct {
 	// or cancelled, Code one of messages' Fail* codes, Message why).
 	Outcome messages.StepOutcome
 	Err     string // with Done and Phase Failed: why (Outcome.Message)
+	// RetryAfter, with Done and Phase Failed, is the wait the model's
+	// provider asked for (its Retry-After) when it failed the turn; 0
+	// when it asked none.
+	RetryAfter time.Duration
 	// Awaiting, with Done, says the turn has not ended but waits for the
 	// results of the client tool calls in Calls (ClientTurn.Tools); Phase
 	// is Responding and Outcome Paused{tool_use}. SubmitToolResults goes

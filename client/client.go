@@ -98,17 +98,24 @@ func (e *Error) Error() string {
 const (
 	CodeContextTooLarge = messages.FailContextTooLarge // the context does not fit the model's window; the message names the sections and the keys to change
 	CodeCancelled       = messages.FailCancelled       // the turn was cancelled (Cancel)
-	CodeProvider        = messages.FailProvider        // the model's provider refused or failed the request (a 401, a 5xx after retries)
-	CodeInterrupted     = messages.FailInterrupted     // the server stopped or restarted during the turn
-	CodeProviderTimeout = messages.FailProviderTimeout // the provider took longer than runtime.provider_timeout
-	CodeTurnFailed      = messages.FailTurn            // another cause, which the message names
+	CodeProvider        = messages.FailProvider        // the model's provider failed (a 5xx after the server's retries, a dropped stream)
+	// The model's provider answered with an error whose meaning the
+	// server keeps (its status: 429, 400, 404, 502, 503).
+	CodeProviderRateLimited   = messages.FailProviderRateLimited   // the provider rate limits the server; Retry-After says when to try again
+	CodeProviderRejected      = messages.FailProviderRejected      // the provider refused the request's content; the message is the provider's
+	CodeProviderModelNotFound = messages.FailProviderModelNotFound // the provider does not know the model
+	CodeProviderAuth          = messages.FailProviderAuth          // the provider refused the server's own key for it (not the client's)
+	CodeProviderOverloaded    = messages.FailProviderOverloaded    // the provider stayed overloaded through the server's retries
+	CodeInterrupted           = messages.FailInterrupted           // the server stopped or restarted during the turn
+	CodeProviderTimeout       = messages.FailProviderTimeout       // the provider took longer than runtime.provider_timeout
+	CodeTurnFailed            = messages.FailTurn                  // another cause, which the message names
 )
 
 // TurnError is returned by Send and Stream for a turn the server accepted
 // and that then failed or was cancelled: the turn, its phase (failed),
 // its outcome (kind failed or cancelled, with the code and the reason),
 // and Code and Message, the outcome's code and reason. From Send it
-// wraps the server's *Error (Status is its HTTP status: 422, 409, 502,
+// wraps the server's *Error (Status is its HTTP status: 422, 409, 429, 400, 404, 502,
 // 503, 504 or 500); from Stream, whose answer began with 200 and whose
 // done event said why, Status is 0.
 type TurnError struct {

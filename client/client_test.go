@@ -214,9 +214,9 @@ func TestClientFailedTurns(t *testing.T) {
 		t.Fatalf("a turn that fits: %+v, %v", res, err)
 	}
 	res, err = c.Send(ctx, b.ID, "hello")
-	check("send 401", res, err, 502, client.CodeProvider, "status 401: invalid api key")
+	check("send 401", res, err, 502, client.CodeProviderAuth, "status 401: invalid api key")
 	res, err = c.Stream(ctx, b.ID, "hello", nil)
-	check("stream 401", res, err, 0, client.CodeProvider, "status 401: invalid api key")
+	check("stream 401", res, err, 0, client.CodeProviderAuth, "status 401: invalid api key")
 
 	// Cancelled, waited for and streamed: cancel once the turn's step
 	// runs (before, there is nothing to cancel).

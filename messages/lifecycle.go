@@ -154,9 +154,27 @@ const (
 	// FailContextTooLarge: the context does not fit the model's window,
 	// even shrunk; the reason names the sections and the keys to change.
 	FailContextTooLarge = "context_too_large"
-	// FailProvider: the provider refused the request or failed (a 401,
-	// a 400, a 5xx once retries ran out, a dropped stream).
+	// FailProvider: the provider failed (a 5xx once retries ran out, a
+	// dropped stream) or answered with an error the codes below do not
+	// name.
 	FailProvider = "provider_error"
+	// FailProviderRateLimited: the provider rate limited the server's
+	// key (its 429), after the runtime's retries if it said not when to
+	// come back.
+	FailProviderRateLimited = "provider_rate_limited"
+	// FailProviderRejected: the provider refused the request's content
+	// (its 400); the reason carries its message.
+	FailProviderRejected = "provider_rejected"
+	// FailProviderModelNotFound: the provider does not know the model
+	// (its 404).
+	FailProviderModelNotFound = "provider_model_not_found"
+	// FailProviderAuth: the provider refused the server's own key for
+	// it (its 401 or 403): the server's configuration is at fault, not
+	// the client.
+	FailProviderAuth = "provider_auth"
+	// FailProviderOverloaded: the provider was overloaded (its 503 or
+	// 529) through the runtime's retries.
+	FailProviderOverloaded = "provider_overloaded"
 	// FailProviderTimeout: the provider step outlasted
 	// runtime.provider_timeout.
 	FailProviderTimeout = "provider_timeout"

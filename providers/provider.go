@@ -105,6 +105,103 @@ type Provider interface {
 	Stream(ctx context.Context, req Request, emit func(Event) error) (Response, error)
 }
 
+// ErrorKind says what a failed provider call means to whoever asked for
+// it: the runtime's retries and the API's answer to its client decide on
+// it. The zero ErrorKind is unclassified.
+type ErrorKind uint8
+
+// The kinds of provider error.
+const (
+	// KindUnknown: a failure the kinds do not name (a dropped
+	// connection, a malformed stream, an unexpected status).
+	KindUnknown ErrorKind = iota
+	// KindRateLimited: the upstream is rate limiting the server's key
+	// (429, rate_limit_error); RetryAfter says for how long when it
+	// said.
+	KindRateLimited
+	// KindRejected: the upstream refused the request's content (400,
+	// 422, invalid_request_error); the same request fails again.
+	KindRejected
+	// KindAuth: the upstream refused the server's key or its rights
+	// (401, 403, authentication_error, permission_error).
+	KindAuth
+	// KindModelNotFound: the upstream does not know the model (404,
+	// model_not_found, not_found_error).
+	KindModelNotFound
+	// KindOverloaded: the upstream is overloaded (503, 529,
+	// overloaded_error).
+	KindOverloaded
+	// KindServer: the upstream failed (another 5xx, server_error,
+	// api_error).
+	KindServer
+)
+
+var errorKinds = [...]string{"unknown", "rate_limited", "rejected", "auth", "model_not_found", "overloaded", "server"}
+
+// String returns the kind's name ("rate_limited").
+func (k ErrorKind) String() string {
+	if int(k) < len(errorKinds) {
+		return errorKinds[k]
+	}
+	return fmt.Sprintf("error kind(%d)", k)
+}
+
+// StatusKind is the kind of an HTTP error status.
+func StatusKind(status int) ErrorKind {
+	switch {
+	case status == 429:
+		return KindRateLimited
+	case status == 401 || status == 403:
+		return KindAuth
+	case status == 404:
+		return KindModelNotFound
+	case status == 400 || status == 413 || status == 422:
+		return KindRejected
+	case status == 503 || status == 529:
+		return KindOverloaded
+	case status >= 500:
+		return KindServer
+	}
+	return KindUnknown
+}
+
+// CodeKind is the kind of an error code or type the OpenAI or Anthropic
+// API sends in an error body or a stream's error event
+// ("rate_limit_exceeded", "overloaded_error"), KindUnknown for one it
+// does not name.
+func CodeKind(code string) ErrorKind {
+	switch code {
+	case "rate_limit_exceeded", "rate_limit_error", "insufficient_quota":
+		return KindRateLimited
+	case "invalid_request_error", "invalid_prompt", "context_length_exceeded", "request_too_large":
+		return KindRejected
+	case "authentication_error", "permission_error", "invalid_api_key", "invalid_organization":
+		return KindAuth
+	case "model_not_found", "not_found_error":
+		return KindModelNotFound
+	case "overloaded_error", "server_is_overloaded", "slow_down":
+		return KindOverloaded
+	case "server_error", "api_error":
+		return KindServer
+	}
+	return KindUnknown
+}
+
+// HTTPKind is the kind of an error response with status (0 for an error
+// event in a stream) and codes (the body's code and type): the status's
+// kind, else the first code's that names one.
+func HTTPKind(status int, codes ...string) ErrorKind {
+	if k := StatusKind(status); k != KindUnknown {
+		return k
+	}
+	for _, c := range codes {
+		if k := CodeKind(c); k != KindUnknown {
+			return k
+		}
+	}
+	return KindUnknown
+}
+
 // Error is a failed provider call. Supervision and retries decide on it
 // with errors.As.
 type Error struct {
@@ -112,6 +209,9 @@ type Error struct {
 	StatusCode int // HTTP status, 0 when there was none
 	Code       string
 	Message    string
+	// Kind classifies the failure; KindOf derives it from StatusCode
+	// and Code when an adapter left it unset.
+	Kind       ErrorKind
 	Retryable  bool          // 429, 5xx, a dropped connection
 	RetryAfter time.Duration // from Retry-After, 0 when absent
 	// ContextTooLarge is set when the provider rejected the request for
@@ -132,6 +232,19 @@ func (e *Error) Error() string {
 }
 
 func (e *Error) Unwrap() error { return e.Err }
+
+// KindOf is the kind of err: its *Error's Kind, else the kind its HTTP
+// status or its code says, else KindUnknown.
+func KindOf(err error) ErrorKind {
+	var pe *Error
+	if !errors.As(err, &pe) {
+		return KindUnknown
+	}
+	if pe.Kind != KindUnknown {
+		return pe.Kind
+	}
+	return HTTPKind(pe.StatusCode, pe.Code)
+}
 
 // IsRetryable reports whether err is a provider error worth retrying.
 func IsRetryable(err error) bool {

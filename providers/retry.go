@@ -11,11 +11,21 @@ import (
 // retryable error (429, 5xx, a dropped connection) before it streamed
 // anything. A call that already streamed output is never retried: what
 // the user saw must not be shown twice, so the step ends with the error.
+//
+// A rate limit is retried less, so that the runtime's retries and those
+// of its own client (an SDK retries a 429 too) do not multiply: a 429
+// that says when to come back (Retry-After) goes straight back to the
+// caller, who is told when; one that does not is retried once, after
+// at most RateLimitWait.
 type RetryPolicy struct {
 	MaxRetries int           // retries after the first attempt; 0: none
 	BaseDelay  time.Duration // backoff before the first retry; doubles each retry
 	MaxDelay   time.Duration // cap on every wait, a Retry-After included
 }
+
+// RateLimitWait caps the wait before the one retry of a rate limit that
+// said not how long to wait.
+const RateLimitWait = time.Second
 
 // DefaultRetryPolicy is three retries starting at half a second, at most
 // 30 s apart.
@@ -23,8 +33,8 @@ func DefaultRetryPolicy() RetryPolicy {
 	return RetryPolicy{MaxRetries: 3, BaseDelay: 500 * time.Millisecond, MaxDelay: 30 * time.Second}
 }
 
-// WithRetry returns p with retries by policy. Waits honour the
-// provider's Retry-After when it sent one, and end early when ctx does.
+// WithRetry returns p with retries by policy. Waits end early when ctx
+// does.
 func WithRetry(p Provider, policy RetryPolicy) Provider {
 	if policy.MaxRetries <= 0 {
 		return p
@@ -38,6 +48,7 @@ type retrying struct {
 }
 
 func (r *retrying) Stream(ctx context.Context, req Request, emit func(Event) error) (Response, error) {
+	limited := 0 // rate limits retried
 	for attempt := 0; ; attempt++ {
 		emitted := false
 		resp, err := r.Provider.Stream(ctx, req, func(ev Event) error {
@@ -47,7 +58,15 @@ func (r *retrying) Stream(ctx context.Context, req Request, emit func(Event) err
 		if err == nil || emitted || attempt >= r.policy.MaxRetries || !IsRetryable(err) || ctx.Err() != nil {
 			return resp, err
 		}
-		if werr := Sleep(ctx, r.policy.delay(attempt, err)); werr != nil {
+		wait := r.policy.delay(attempt, err)
+		if KindOf(err) == KindRateLimited {
+			if asError(err).RetryAfter > 0 || limited > 0 {
+				return resp, err // the caller is told when to come back, or it was retried once
+			}
+			limited++
+			wait = min(wait, RateLimitWait)
+		}
+		if werr := Sleep(ctx, wait); werr != nil {
 			return resp, err // cancelled while waiting: report the failure that made us wait
 		}
 	}

@@ -70,7 +70,7 @@ func TestServeFailedTurnsSayWhy(t *testing.T) {
 		msg               []string
 	}{
 		{"context too large", "", huge, 422, "context_too_large", []string{"context too large", "user ", "context_limit"}},
-		{"provider 401", "gpt", "hello", 502, "provider_error", []string{"401", "Incorrect API key provided"}},
+		{"provider 401", "gpt", "hello", 502, "provider_auth", []string{"401", "Incorrect API key provided", "server's own API key"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			st, _, body := post(t, s.url+"/v1/sessions", `{"title":"failing"}`)

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/contextinfinity/ctxinf/actors"
 	"github.com/contextinfinity/ctxinf/internal/core"
@@ -39,10 +41,17 @@ const (
 	// carries the code.
 	CodeContextTooLarge = messages.FailContextTooLarge // 422: the context does not fit the model's window, even shrunk; the message names the sections and the keys to change
 	CodeCancelled       = messages.FailCancelled       // 409: the turn was cancelled (POST .../cancel)
-	CodeProvider        = messages.FailProvider        // 502: the model's provider refused or failed the request (a 401, a 400, a 5xx after retries)
-	CodeInterrupted     = messages.FailInterrupted     // 503: the server stopped or restarted, or the branch failed, during the turn; Retry-After
-	CodeProviderTimeout = messages.FailProviderTimeout // 504: the provider took longer than runtime.provider_timeout
-	CodeTurnFailed      = messages.FailTurn            // 500: the turn failed for another reason, which the message names
+	CodeProvider        = messages.FailProvider        // 502: the model's provider failed (a 5xx after the runtime's retries, a dropped stream)
+	// The model's provider answered with an error whose meaning the
+	// answer keeps (the upstream's status -> ours: turnStatus).
+	CodeProviderRateLimited   = messages.FailProviderRateLimited   // 429: the provider rate limits the server; Retry-After is the provider's
+	CodeProviderRejected      = messages.FailProviderRejected      // 400: the provider refused the request's content; the message is the provider's
+	CodeProviderModelNotFound = messages.FailProviderModelNotFound // 404: the provider does not know the model
+	CodeProviderAuth          = messages.FailProviderAuth          // 502: the provider refused the server's own key for it (not the client's)
+	CodeProviderOverloaded    = messages.FailProviderOverloaded    // 503: the provider stayed overloaded through the runtime's retries
+	CodeInterrupted           = messages.FailInterrupted           // 503: the server stopped or restarted, or the branch failed, during the turn; Retry-After
+	CodeProviderTimeout       = messages.FailProviderTimeout       // 504: the provider took longer than runtime.provider_timeout
+	CodeTurnFailed            = messages.FailTurn                  // 500: the turn failed for another reason, which the message names
 )
 
 // turnStatus is the status of each code a failed turn may end with.
@@ -50,9 +59,17 @@ var turnStatus = map[string]int{
 	CodeContextTooLarge: http.StatusUnprocessableEntity,
 	CodeCancelled:       http.StatusConflict,
 	CodeProvider:        http.StatusBadGateway,
-	CodeInterrupted:     http.StatusServiceUnavailable,
-	CodeProviderTimeout: http.StatusGatewayTimeout,
-	CodeTurnFailed:      http.StatusInternalServerError,
+	// The upstream's status -> ours: 429 -> 429; 400 -> 400; 404 -> 404;
+	// 401/403 -> 502 (the server's key, not the client's); 503/529 ->
+	// 503; another 5xx -> 502 (CodeProvider).
+	CodeProviderRateLimited:   http.StatusTooManyRequests,
+	CodeProviderRejected:      http.StatusBadRequest,
+	CodeProviderModelNotFound: http.StatusNotFound,
+	CodeProviderAuth:          http.StatusBadGateway,
+	CodeProviderOverloaded:    http.StatusServiceUnavailable,
+	CodeInterrupted:           http.StatusServiceUnavailable,
+	CodeProviderTimeout:       http.StatusGatewayTimeout,
+	CodeTurnFailed:            http.StatusInternalServerError,
 }
 
 // CodeNoSpace (507) says the store's disk is short of free space
@@ -73,6 +90,25 @@ type apiError struct {
 	// turn's row or a repeat under the same Idempotency-Key tells).
 	Accepted *bool
 	timeout  bool // Accepted is set
+	// RetryAfter is the wait to send with the answer (Retry-After,
+	// retry-after-ms): the model's provider's, for its rate limit.
+	RetryAfter time.Duration
+	// NoRetry says that sending the request again as it is is useless
+	// or was done already (the runtime retried the provider): the
+	// answer carries x-should-retry: false, which the OpenAI and
+	// Anthropic SDKs obey.
+	NoRetry bool
+}
+
+// noRetry are the codes of failed turns an SDK must not retry: the
+// runtime retried the provider already, or the same request fails
+// again. A rate limit is the client's to retry, when Retry-After says.
+var noRetry = map[string]bool{
+	CodeProvider:              true,
+	CodeProviderRejected:      true,
+	CodeProviderModelNotFound: true,
+	CodeProviderAuth:          true,
+	CodeProviderOverloaded:    true,
 }
 
 // turnFailed is the error of a turn that ended as last (Done), or nil if
@@ -87,7 +123,8 @@ func turnFailed(turn messages.TurnID, last actors.Update) *apiError {
 		return nil
 	}
 	out := failedOutcome(last)
-	return &apiError{Status: turnStatus[out.Code], Code: out.Code, Message: out.Message, Turn: turn}
+	return &apiError{Status: turnStatus[out.Code], Code: out.Code, Message: out.Message, Turn: turn,
+		RetryAfter: last.RetryAfter, NoRetry: noRetry[out.Code]}
 }
 
 // failedOutcome is the outcome of failed turn last, with a kind, a code
@@ -264,8 +301,17 @@ func apiMessage(err error) string {
 // Messages API's.
 func writeError(w http.ResponseWriter, path string, err error) {
 	ae := classify(err)
-	if ae.Status == http.StatusTooManyRequests || ae.Status == http.StatusServiceUnavailable || ae.Code == CodeBusy {
+	switch {
+	case ae.RetryAfter > 0:
+		setRetryAfter(w.Header(), ae.RetryAfter)
+	case ae.Code == CodeProviderRateLimited:
+		// The provider said not when: the client's SDK backs off as
+		// it does.
+	case ae.Status == http.StatusTooManyRequests || ae.Status == http.StatusServiceUnavailable || ae.Code == CodeBusy:
 		w.Header().Set("Retry-After", "1")
+	}
+	if ae.NoRetry {
+		w.Header().Set("X-Should-Retry", "false")
 	}
 	if isAnthropicPath(path) {
 		writeJSON(w, ae.Status, anthropicError(ae.Status, ae.Message))
@@ -282,6 +328,13 @@ func writeError(w http.ResponseWriter, path string, err error) {
 		body["turn"] = ae.Turn
 	}
 	writeJSON(w, ae.Status, map[string]any{"error": body})
+}
+
+// setRetryAfter sets Retry-After (whole seconds, rounded up) and
+// retry-after-ms, which the OpenAI and Anthropic SDKs read first, to d.
+func setRetryAfter(h http.Header, d time.Duration) {
+	h.Set("Retry-After", strconv.FormatInt(int64((d+time.Second-1)/time.Second), 10))
+	h.Set("Retry-After-Ms", strconv.FormatInt(d.Milliseconds(), 10))
 }
 
 // openAIErrorType is the OpenAI API's error type for status.

@@ -91,7 +91,7 @@ func TestFailedTurnsSayWhy(t *testing.T) {
 	}{
 		{"context too large", fake.New(), huge, 422, CodeContextTooLarge,
 			[]string{"context too large", "user ", "context_limit"}, messages.OutcomeFailed, false},
-		{"provider 401", fake.New(fake.Step{Err: unauthorized}), "hello", 502, CodeProvider,
+		{"provider 401", fake.New(fake.Step{Err: unauthorized}), "hello", 502, CodeProviderAuth,
 			[]string{"status 401", "invalid api key"}, messages.OutcomeFailed, false},
 		{"provider failed outcome", fake.New(fake.Step{Reply: "half an answer",
 			Outcome: messages.StepOutcome{Kind: messages.OutcomeFailed, Code: "server_error", Message: "the model crashed"}}),

@@ -223,6 +223,9 @@ func (s *Server) streamTurn(w http.ResponseWriter, r *http.Request, st *actors.T
 			if u.Phase == messages.PhaseFailed {
 				o := failedOutcome(u)
 				done["outcome"], done["error"], done["code"] = o, o.Message, o.Code
+				if u.RetryAfter > 0 { // the model's provider's, as a non-streamed answer's Retry-After
+					done["retry_after_ms"] = u.RetryAfter.Milliseconds()
+				}
 			}
 			send("done", done)
 		case u.Item != nil:

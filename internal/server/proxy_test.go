@@ -179,7 +179,7 @@ func TestProxyFailedTurnsAreErrors(t *testing.T) {
 		message string
 	}{
 		{"context too large", fake.New(), huge, 422, false, CodeContextTooLarge, "invalid_request_error", "context too large"},
-		{"provider 401", fake.New(fake.Step{Err: unauthorized}), "hello", 502, false, CodeProvider, "server_error", "status 401"},
+		{"provider 401", fake.New(fake.Step{Err: unauthorized}), "hello", 502, false, CodeProviderAuth, "server_error", "status 401"},
 		{"midway", fake.New(midway), "hello", 502, true, CodeProvider, "server_error", "the model crashed"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -817,3 +817,33 @@ func TestStreamCitations(t *testing.T) {
 		t.Fatalf("text blocks %+v, want one with the text and its citation", text)
 	}
 }
+
+// Each upstream error is classified by what it means to the runtime's
+// client (providers.ErrorKind), in a status or in a stream's error event.
+func TestStreamErrorKinds(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name  string
+		reply fakeapi.Reply
+		want  providers.ErrorKind
+	}{
+		{"429", fakeapi.AnthropicError(429, "rate_limit_error", "slow down", http.Header{"Retry-After": {"7"}}), providers.KindRateLimited},
+		{"400", fakeapi.AnthropicError(400, "invalid_request_error", "max_tokens: too large", nil), providers.KindRejected},
+		{"401", fakeapi.AnthropicError(401, "authentication_error", "invalid x-api-key", nil), providers.KindAuth},
+		{"403", fakeapi.AnthropicError(403, "permission_error", "no access", nil), providers.KindAuth},
+		{"404", fakeapi.AnthropicError(404, "not_found_error", "model: claude-9", nil), providers.KindModelNotFound},
+		{"500", fakeapi.AnthropicError(500, "api_error", "Internal server error", nil), providers.KindServer},
+		{"529", fakeapi.AnthropicError(529, "overloaded_error", "Overloaded", nil), providers.KindOverloaded},
+		{"event overloaded", fakeapi.NewAnthropicStream().Text("Half").Error("overloaded_error", "Overloaded"), providers.KindOverloaded},
+		{"event rate limit", fakeapi.NewAnthropicStream().Error("rate_limit_error", "slow down"), providers.KindRateLimited},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			_, _, err := run(t, newServer(t, c.reply), basicRequest())
+			if pe := providerError(t, err); pe.Kind != c.want {
+				t.Errorf("Kind = %v, want %v (%+v)", pe.Kind, c.want, pe)
+			}
+		})
+	}
+}

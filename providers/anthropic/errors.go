@@ -75,6 +75,7 @@ func httpError(provider string, status int, code, msg string, resp *http.Respons
 		StatusCode: status,
 		Code:       code,
 		Message:    msg,
+		Kind:       providers.HTTPKind(status, code),
 		Retryable:  retryable,
 		ContextTooLarge: status == http.StatusRequestEntityTooLarge || code == "request_too_large" ||
 			(status == http.StatusBadRequest && promptTooLong(msg)),
@@ -108,6 +109,7 @@ func streamError(provider, code, msg string, err error) *providers.Error {
 		Provider:        provider,
 		Code:            code,
 		Message:         msg,
+		Kind:            providers.CodeKind(code),
 		Retryable:       retryable,
 		ContextTooLarge: code == "request_too_large" || (code == "invalid_request_error" && promptTooLong(msg)),
 		Err:             err,

@@ -727,3 +727,30 @@ func TestChatStore(t *testing.T) {
 		}
 	}
 }
+
+// Each upstream error is classified by what it means to the runtime's
+// client (providers.ErrorKind).
+func TestStreamErrorKinds(t *testing.T) {
+	cases := []struct {
+		name  string
+		reply fakeapi.Reply
+		want  providers.ErrorKind
+	}{
+		{"429", fakeapi.OpenAIRateLimited("2"), providers.KindRateLimited},
+		{"400", fakeapi.OpenAIError(400, "invalid_request_error", "invalid_value", "Invalid value for 'temperature'."), providers.KindRejected},
+		{"401", fakeapi.OpenAIError(401, "invalid_request_error", "invalid_api_key", "Incorrect API key provided."), providers.KindAuth},
+		{"404", fakeapi.OpenAIError(404, "invalid_request_error", "model_not_found", "The model `gpt-9` does not exist."), providers.KindModelNotFound},
+		{"500", fakeapi.OpenAIServerError(), providers.KindServer},
+		{"503", fakeapi.OpenAIError(503, "server_error", "", "overloaded"), providers.KindOverloaded},
+	}
+	for _, api := range []string{openai.APIChat, openai.APIResponses} {
+		for _, c := range cases {
+			t.Run("api="+api+"/"+c.name, func(t *testing.T) {
+				_, _, err := run(t, provider(newServer(t, c.reply), api), basicRequest())
+				if pe := providerError(t, err); pe.Kind != c.want {
+					t.Errorf("Kind = %v, want %v (%+v)", pe.Kind, c.want, pe)
+				}
+			})
+		}
+	}
+}
