@@ -198,7 +198,7 @@ func TestConversationKeepsImages(t *testing.T) {
 		segs := providers.Conversation(c)
 		want := []providers.Segment{{Kind: providers.SegmentUser, Blocks: messages.Blocks{img}},
 			{Kind: providers.SegmentAssistant, Blocks: messages.Blocks{text("a cat")}},
-			{Kind: providers.SegmentUser, Blocks: messages.Blocks{text("and this?"), img, part}}}
+			{Kind: providers.SegmentUser, Blocks: messages.Blocks{text("and this?"), img, part}, New: true}}
 		if !reflect.DeepEqual(segs, want) {
 			t.Errorf("mode %q: segments %+v", mode, segs)
 		}

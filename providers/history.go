@@ -33,13 +33,21 @@ const (
 type Segment struct {
 	Kind   SegmentKind
 	Blocks messages.Blocks
+	// New marks the segments of the user message and the continuation
+	// of its tool loop: what the previous request of the conversation
+	// did not hold. The segments before the first New one are the
+	// history, the part of the request a prompt cache may reuse.
+	New bool
 }
 
 // Conversation lays out c's messages as the segments a provider request
 // is made of: the window, the pending turns, the user message and the
 // continuation of the current tool loop, in that order. The system text
-// (instructions, pinned facts, summary, retrieved chunks) is not part of
-// it.
+// (instructions, pinned facts, summary) is not part of it. The retrieved
+// memory (MemoryText) starts the user message, as a text block of its
+// own before the user's blocks ending in a blank line: it is new to each
+// request, so everything before it can be the same as in the request
+// before (see SystemText).
 //
 // A message is split at its tool results, so a reply that holds a whole
 // tool loop becomes assistant, results, assistant… segments. The layout
@@ -56,14 +64,14 @@ type Segment struct {
 func Conversation(c messages.AssembledContext) []Segment {
 	var segs []Segment
 	for _, m := range c.Window {
-		segs = appendMessage(segs, m, false)
+		segs = appendMessage(segs, m, false, false)
 	}
 	for _, m := range c.Pending {
-		segs = appendMessage(segs, m, false)
+		segs = appendMessage(segs, m, false, false)
 	}
-	segs = appendMessage(segs, c.User, true)
+	segs = appendMessage(segs, withMemory(c.User, MemoryText(c)), true, true)
 	if len(c.Continuation) > 0 {
-		segs = appendBlocks(segs, SegmentAssistant, messages.ItemBlocks(c.Continuation), false)
+		segs = appendBlocks(segs, SegmentAssistant, messages.ItemBlocks(c.Continuation), false, true)
 	}
 	segs = pairToolResults(segs)
 	if !SendsTools(c) {
@@ -103,13 +111,29 @@ func ToolsAsText(segs []Segment) []Segment {
 		if kind == SegmentToolResults {
 			kind = SegmentUser
 		}
-		out = append(out, Segment{Kind: kind, Blocks: blocks})
+		out = append(out, Segment{Kind: kind, Blocks: blocks, New: s.New})
 	}
 	return out
 }
 
-// appendMessage appends m's segments to segs.
-func appendMessage(segs []Segment, m messages.Message, keepEmpty bool) []Segment {
+// withMemory is the user message m with the retrieved memory text
+// memory (MemoryText) as its first block, a blank line after it; m when
+// memory is "".
+func withMemory(m messages.Message, memory string) messages.Message {
+	if memory == "" {
+		return m
+	}
+	blocks := m.Blocks
+	if len(blocks) == 0 && m.RenderedText != "" {
+		blocks = messages.Blocks{messages.Text{Text: m.RenderedText}}
+	}
+	m.Blocks = append(messages.Blocks{messages.Text{Text: memory + "\n\n"}}, blocks...)
+	m.RenderedText = m.Blocks.RenderedText()
+	return m
+}
+
+// appendMessage appends m's segments to segs, marked new when isNew.
+func appendMessage(segs []Segment, m messages.Message, keepEmpty, isNew bool) []Segment {
 	kind := SegmentUser
 	if m.Role == messages.RoleAssistant {
 		kind = SegmentAssistant
@@ -118,16 +142,17 @@ func appendMessage(segs []Segment, m messages.Message, keepEmpty bool) []Segment
 	if len(blocks) == 0 && m.RenderedText != "" {
 		blocks = messages.Blocks{messages.Text{Text: m.RenderedText}}
 	}
-	return appendBlocks(segs, kind, blocks, keepEmpty)
+	return appendBlocks(segs, kind, blocks, keepEmpty, isNew)
 }
 
-// appendBlocks appends blocks sent by kind, split at tool results.
-func appendBlocks(segs []Segment, kind SegmentKind, blocks messages.Blocks, keepEmpty bool) []Segment {
+// appendBlocks appends blocks sent by kind, split at tool results, the
+// segments marked new when isNew.
+func appendBlocks(segs []Segment, kind SegmentKind, blocks messages.Blocks, keepEmpty, isNew bool) []Segment {
 	var run messages.Blocks
 	runKind := kind
 	flush := func() {
 		if len(run) > 0 && (runKind == SegmentToolResults || !emptyBlocks(run)) {
-			segs = append(segs, Segment{Kind: runKind, Blocks: run})
+			segs = append(segs, Segment{Kind: runKind, Blocks: run, New: isNew})
 		}
 		run = nil
 	}
@@ -144,7 +169,7 @@ func appendBlocks(segs []Segment, kind SegmentKind, blocks messages.Blocks, keep
 	}
 	flush()
 	if keepEmpty && (len(segs) == 0 || segs[len(segs)-1].Kind != kind) {
-		segs = append(segs, Segment{Kind: kind, Blocks: messages.Blocks{messages.Text{}}})
+		segs = append(segs, Segment{Kind: kind, Blocks: messages.Blocks{messages.Text{}}, New: isNew})
 	}
 	return segs
 }
@@ -197,7 +222,7 @@ func pairToolResults(in []Segment) []Segment {
 					Content: messages.Blocks{messages.Text{Text: MissingResultText}}})
 			}
 		}
-		out = append(out, Segment{Kind: SegmentToolResults, Blocks: results})
+		out = append(out, Segment{Kind: SegmentToolResults, Blocks: results, New: s.New})
 	}
 	return out
 }

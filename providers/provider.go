@@ -67,10 +67,26 @@ type Event struct {
 	Unhandled bool
 }
 
-// Usage is the token usage a provider reports for a step.
+// Usage is the token usage a provider reports for a step. InputTokens
+// counts every prompt token, those the provider's prompt cache served
+// (CacheReadTokens) and those it stored in its cache (CacheWriteTokens)
+// included.
 type Usage struct {
 	InputTokens  int `json:"input_tokens"`
 	OutputTokens int `json:"output_tokens"`
+	// CacheReadTokens are the prompt tokens read from the prompt cache:
+	// OpenAI's cached_tokens, Anthropic's cache_read_input_tokens.
+	CacheReadTokens int `json:"cache_read_input_tokens,omitempty"`
+	// CacheWriteTokens are the prompt tokens written to the prompt
+	// cache: Anthropic's cache_creation_input_tokens (OpenAI reports
+	// none; its cache writes cost nothing extra).
+	CacheWriteTokens int `json:"cache_creation_input_tokens,omitempty"`
+}
+
+// Add returns the sum of u and v, field by field.
+func (u Usage) Add(v Usage) Usage {
+	return Usage{InputTokens: u.InputTokens + v.InputTokens, OutputTokens: u.OutputTokens + v.OutputTokens,
+		CacheReadTokens: u.CacheReadTokens + v.CacheReadTokens, CacheWriteTokens: u.CacheWriteTokens + v.CacheWriteTokens}
 }
 
 // Response is the end of a step: the normalized transcript items, the

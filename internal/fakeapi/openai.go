@@ -82,6 +82,7 @@ type ChatStream struct {
 	calls  int     // tool calls so far, the index of the next
 	deltas int     // content deltas, the completion tokens reported
 	usage  *[2]int // set by Usage
+	cached int     // set by CachedTokens
 }
 
 // NewChatStream starts a stream with the role chunk.
@@ -106,8 +107,14 @@ func ChatChunk(delta, finish string) string {
 // ChatUsageChunk is the JSON of the last chunk when usage is asked for:
 // no choices, and the usage.
 func ChatUsageChunk(prompt, completion int) string {
+	return chatUsageChunk(prompt, completion, 0)
+}
+
+// chatUsageChunk is ChatUsageChunk with cached of the prompt tokens
+// served by the prompt cache.
+func chatUsageChunk(prompt, completion, cached int) string {
 	usage := oaiObject("prompt_tokens", prompt, "completion_tokens", completion, "total_tokens", prompt+completion,
-		"prompt_tokens_details", oaiObject("cached_tokens", 0, "audio_tokens", 0),
+		"prompt_tokens_details", oaiObject("cached_tokens", cached, "audio_tokens", 0),
 		"completion_tokens_details", oaiObject("reasoning_tokens", 0, "audio_tokens", 0,
 			"accepted_prediction_tokens", 0, "rejected_prediction_tokens", 0))
 	return string(oaiObject("id", OpenAIChatID, "object", "chat.completion.chunk", "created", openAICreated,
@@ -173,6 +180,14 @@ func (c *ChatStream) Usage(prompt, completion int) *ChatStream {
 	return c
 }
 
+// CachedTokens sets how many of the prompt tokens Finish's usage chunk
+// reports as read from the prompt cache
+// (prompt_tokens_details.cached_tokens); by default 0.
+func (c *ChatStream) CachedTokens(n int) *ChatStream {
+	c.cached = n
+	return c
+}
+
 // Finish ends the stream with a chunk giving the finish reason ("stop",
 // "length", "content_filter", "tool_calls"), the usage chunk (see Usage)
 // and [DONE].
@@ -182,7 +197,7 @@ func (c *ChatStream) Finish(reason string) Reply {
 	if c.usage != nil {
 		prompt, completion = c.usage[0], c.usage[1]
 	}
-	c.Data(ChatUsageChunk(prompt, completion))
+	c.Data(chatUsageChunk(prompt, completion, c.cached))
 	return c.Done()
 }
 
@@ -230,6 +245,7 @@ type ResponsesStream struct {
 	output []json.RawMessage // the done items, in output order
 	deltas int               // the output tokens reported
 	usage  *[2]int
+	cached int // the input tokens reported as cached
 }
 
 // NewResponsesStream starts a stream with response.created and
@@ -261,6 +277,14 @@ func (r *ResponsesStream) Raw(name, data string) *ResponsesStream {
 // OpenAIInputTokens in and one token per delta out.
 func (r *ResponsesStream) Usage(input, output int) *ResponsesStream {
 	r.usage = &[2]int{input, output}
+	return r
+}
+
+// CachedTokens sets how many of the input tokens the terminal response
+// reports as read from the prompt cache
+// (input_tokens_details.cached_tokens); by default 0.
+func (r *ResponsesStream) CachedTokens(n int) *ResponsesStream {
+	r.cached = n
 	return r
 }
 
@@ -417,7 +441,7 @@ func (r *ResponsesStream) response(status string, incomplete, failure json.RawMe
 		if r.usage != nil {
 			in, out = r.usage[0], r.usage[1]
 		}
-		usage = oaiObject("input_tokens", in, "input_tokens_details", oaiObject("cached_tokens", 0),
+		usage = oaiObject("input_tokens", in, "input_tokens_details", oaiObject("cached_tokens", r.cached),
 			"output_tokens", out, "output_tokens_details", oaiObject("reasoning_tokens", 0), "total_tokens", in+out)
 	}
 	output := r.output

@@ -19,6 +19,7 @@ import (
 	"github.com/contextinfinity/ctxinf/actors"
 	"github.com/contextinfinity/ctxinf/internal/fakeapi"
 	"github.com/contextinfinity/ctxinf/messages"
+	"github.com/contextinfinity/ctxinf/providers"
 	"github.com/contextinfinity/ctxinf/providers/openai"
 )
 
@@ -102,12 +103,17 @@ func (u upstreamRequest) items() []upstreamItem {
 	return append(append([]upstreamItem{}, u.Messages...), u.Input...)
 }
 
-// lastUser is the text of the request's last user message.
+// lastUser is the text of the request's last user message, without the
+// retrieved memory it may start with.
 func (u upstreamRequest) lastUser() string {
 	its := u.items()
 	for i := len(its) - 1; i >= 0; i-- {
 		if its[i].Role == "user" {
-			return textOf(its[i].Content)
+			text := textOf(its[i].Content)
+			if _, after, ok := strings.Cut(text, providers.MemoryEnd+"\n\n"); ok {
+				return after
+			}
+			return text
 		}
 	}
 	return ""

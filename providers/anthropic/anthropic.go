@@ -57,6 +57,10 @@ type Options struct {
 	// HTTPClient, when set, makes the HTTP requests; by default a client
 	// that waits at most 10 minutes for response headers.
 	HTTPClient *http.Client
+	// NoCache sends no prompt cache breakpoints (cache_control): the
+	// model's cache option off. By default the stable prefix of every
+	// request is marked (see markCache).
+	NoCache bool
 }
 
 // Provider is the Anthropic Messages provider. It is safe for concurrent
@@ -64,6 +68,7 @@ type Options struct {
 type Provider struct {
 	name   string
 	limit  int
+	cache  bool
 	client sdk.Client
 }
 
@@ -91,7 +96,7 @@ func New(opts Options) *Provider {
 		opts.HTTPClient = defaultHTTPClient()
 	}
 	copts = append(copts, option.WithHTTPClient(opts.HTTPClient))
-	return &Provider{name: opts.Name, limit: opts.ContextLimit, client: sdk.NewClient(copts...)}
+	return &Provider{name: opts.Name, limit: opts.ContextLimit, cache: !opts.NoCache, client: sdk.NewClient(copts...)}
 }
 
 // responseHeaderTimeout bounds the wait for response headers of the
@@ -174,7 +179,7 @@ func (p *Provider) EstimatePromptTokens(req providers.Request) (int, error) {
 // Stream returns ctx.Err() with outcome Cancelled.
 func (p *Provider) Stream(ctx context.Context, req providers.Request, emit func(providers.Event) error) (providers.Response, error) {
 	s := newStream(p.name, emit)
-	params, err := buildParams(req)
+	params, err := buildParams(req, p.cache)
 	if err == nil {
 		s.rawRequest, err = json.Marshal(params) // replaced by the bytes sent, once sent
 	}

@@ -108,7 +108,7 @@ func TestStreamUsage(t *testing.T) {
 		want  providers.Usage
 	}{
 		{"text", fakeapi.NewAnthropicStream().Text("Hi").Usage(1234, 56).Stop("end_turn"), providers.Usage{InputTokens: 1234, OutputTokens: 56}},
-		{"cached prompt", fakeapi.NewAnthropicStream().Text("Hi").Usage(20, 9).CacheUsage(1500, 3000).Stop("end_turn"), providers.Usage{InputTokens: 4520, OutputTokens: 9}},
+		{"cached prompt", fakeapi.NewAnthropicStream().Text("Hi").Usage(20, 9).CacheUsage(1500, 3000).Stop("end_turn"), providers.Usage{InputTokens: 4520, OutputTokens: 9, CacheReadTokens: 3000, CacheWriteTokens: 1500}},
 		{"tool use", fakeapi.NewAnthropicStream().ToolUse(fakeapi.AnthropicCall{Name: "get_weather", Input: `{"city":"Paris"}`}, 2).Usage(800, 40).Stop("tool_use"),
 			providers.Usage{InputTokens: 800, OutputTokens: 40}},
 		{"max tokens", fakeapi.NewAnthropicStream().Text("Hi").Usage(70, 256).Stop("max_tokens"), providers.Usage{InputTokens: 70, OutputTokens: 256}},

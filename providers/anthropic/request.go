@@ -15,10 +15,11 @@ import (
 	"github.com/contextinfinity/ctxinf/providers"
 )
 
-// buildParams maps req to the Messages request. It fails, naming the
-// field, when the model is missing, the output bound is not positive or
-// the context cannot be mapped.
-func buildParams(req providers.Request) (sdk.MessageNewParams, error) {
+// buildParams maps req to the Messages request, its stable prefix marked
+// for the prompt cache when cache is true (see markCache). It fails,
+// naming the field, when the model is missing, the output bound is not
+// positive or the context cannot be mapped.
+func buildParams(req providers.Request, cache bool) (sdk.MessageNewParams, error) {
 	var params sdk.MessageNewParams
 	if req.Model == "" {
 		return params, errors.New("Request.Model: required")
@@ -30,7 +31,7 @@ func buildParams(req providers.Request) (sdk.MessageNewParams, error) {
 	if err != nil {
 		return params, err
 	}
-	msgs, err := buildMessages(req.Context)
+	msgs, start, err := layoutMessages(req.Context)
 	if err != nil {
 		return params, err
 	}
@@ -48,6 +49,9 @@ func buildParams(req providers.Request) (sdk.MessageNewParams, error) {
 	if len(tools) > 0 {
 		params.Tools = tools
 		params.ToolChoice = choice
+	}
+	if cc, ok := cacheControl(cache, req); ok {
+		markCache(&params, req.Context, start, cc)
 	}
 	return params, nil
 }
@@ -90,7 +94,16 @@ func buildToolChoice(c messages.AssembledContext, parallel bool) (sdk.ToolChoice
 // It fails when a tool use lacks its id or name, or when nothing is left
 // to send.
 func buildMessages(c messages.AssembledContext) ([]sdk.MessageParam, error) {
+	msgs, _, err := layoutMessages(c)
+	return msgs, err
+}
+
+// layoutMessages is buildMessages, and where the request's new part
+// starts (providers.Segment.New): the message and block of its first
+// block; {-1, -1} when it has none.
+func layoutMessages(c messages.AssembledContext) ([]sdk.MessageParam, blockAt, error) {
 	var msgs []sdk.MessageParam
+	start := blockAt{-1, -1}
 	for i, seg := range providers.Conversation(c) {
 		role := sdk.MessageParamRoleUser
 		var content []sdk.ContentBlockParamUnion
@@ -105,23 +118,32 @@ func buildMessages(c messages.AssembledContext) ([]sdk.MessageParam, error) {
 			content = resultContent(seg.Blocks)
 		}
 		if err != nil {
-			return nil, fmt.Errorf("conversation segment %d: %w", i, err)
+			return nil, start, fmt.Errorf("conversation segment %d: %w", i, err)
 		}
 		if len(content) == 0 {
 			continue
 		}
 		if n := len(msgs); n > 0 && msgs[n-1].Role == role {
+			if seg.New && start.msg < 0 {
+				start = blockAt{n - 1, len(msgs[n-1].Content)}
+			}
 			msgs[n-1].Content = append(msgs[n-1].Content, content...)
 			continue
+		}
+		if seg.New && start.msg < 0 {
+			start = blockAt{len(msgs), 0}
 		}
 		msgs = append(msgs, sdk.MessageParam{Role: role, Content: content})
 	}
 	if len(msgs) == 0 {
-		return nil, errors.New("Context.User: the user message is empty and there is no other message to send")
+		return nil, start, errors.New("Context.User: the user message is empty and there is no other message to send")
 	}
 	trimFinalAssistant(msgs)
-	return msgs, nil
+	return msgs, start, nil
 }
+
+// blockAt is where a content block is in a request's messages.
+type blockAt struct{ msg, block int }
 
 // userContent maps the blocks of a user message: text, images (see
 // imageBlock), and unknown blocks that came from this API (a part an

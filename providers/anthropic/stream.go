@@ -450,16 +450,20 @@ func (s *stream) response(outcome messages.StepOutcome) providers.Response {
 }
 
 // tokenUsage is the usage reported. Input counts every prompt token:
-// those read from and written to the prompt cache as well as the rest.
+// those read from and written to the prompt cache (the API counts them
+// apart from input_tokens) as well as the rest.
 func (s *stream) tokenUsage() providers.Usage {
 	n := func(k string) int {
 		var v int
 		_ = json.Unmarshal(s.usage[k], &v) // absent or not an integer: 0
 		return v
 	}
+	read, write := n("cache_read_input_tokens"), n("cache_creation_input_tokens")
 	return providers.Usage{
-		InputTokens:  n("input_tokens") + n("cache_creation_input_tokens") + n("cache_read_input_tokens"),
-		OutputTokens: n("output_tokens"),
+		InputTokens:      n("input_tokens") + write + read,
+		OutputTokens:     n("output_tokens"),
+		CacheReadTokens:  read,
+		CacheWriteTokens: write,
 	}
 }
 

@@ -45,8 +45,11 @@ type chatChunkToolCall struct {
 
 // chatUsage is the usage a chunk may carry (stream_options.include_usage).
 type chatUsage struct {
-	PromptTokens     int `json:"prompt_tokens"`
-	CompletionTokens int `json:"completion_tokens"`
+	PromptTokens        int `json:"prompt_tokens"`
+	CompletionTokens    int `json:"completion_tokens"`
+	PromptTokensDetails struct {
+		CachedTokens int `json:"cached_tokens"` // part of PromptTokens
+	} `json:"prompt_tokens_details"`
 }
 
 func (c *chatChunk) UnmarshalJSON(data []byte) error {
@@ -282,7 +285,8 @@ func (s *chatStream) response(outcome messages.StepOutcome) providers.Response {
 	}
 	var u chatUsage
 	if s.usage != nil && json.Unmarshal(s.usage, &u) == nil {
-		resp.Usage = providers.Usage{InputTokens: u.PromptTokens, OutputTokens: u.CompletionTokens}
+		resp.Usage = providers.Usage{InputTokens: u.PromptTokens, OutputTokens: u.CompletionTokens,
+			CacheReadTokens: u.PromptTokensDetails.CachedTokens}
 	}
 	return resp
 }

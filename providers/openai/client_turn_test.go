@@ -292,10 +292,14 @@ func TestUpstreamUsage(t *testing.T) {
 		want  providers.Usage
 	}{
 		{"chat text", openai.APIChat, fakeapi.NewChatStream().Text("Hi").Usage(1234, 56).Finish("stop"), providers.Usage{InputTokens: 1234, OutputTokens: 56}},
+		{"chat cached prompt", openai.APIChat, fakeapi.NewChatStream().Text("Hi").Usage(3000, 5).CachedTokens(2048).Finish("stop"),
+			providers.Usage{InputTokens: 3000, OutputTokens: 5, CacheReadTokens: 2048}},
 		{"chat tool calls", openai.APIChat, fakeapi.NewChatStream().ToolCalls(call).Usage(900, 31).Finish("tool_calls"), providers.Usage{InputTokens: 900, OutputTokens: 31}},
 		{"chat cut by length", openai.APIChat, fakeapi.NewChatStream().Text("Hi").Usage(70, 8).Finish("length"), providers.Usage{InputTokens: 70, OutputTokens: 8}},
 		{"chat without a usage chunk", openai.APIChat, fakeapi.NewChatStream().Text("Hi").Data(fakeapi.ChatChunk(`{}`, "stop")).Done(), providers.Usage{}},
 		{"responses text", openai.APIResponses, fakeapi.NewResponsesStream().Text("Hi").Usage(2345, 67).Completed(), providers.Usage{InputTokens: 2345, OutputTokens: 67}},
+		{"responses cached prompt", openai.APIResponses, fakeapi.NewResponsesStream().Text("Hi").Usage(2345, 7).CachedTokens(1152).Completed(),
+			providers.Usage{InputTokens: 2345, OutputTokens: 7, CacheReadTokens: 1152}},
 		{"responses tool calls", openai.APIResponses, fakeapi.NewResponsesStream().FunctionCalls(call).Usage(800, 22).Completed(), providers.Usage{InputTokens: 800, OutputTokens: 22}},
 		{"responses incomplete", openai.APIResponses, fakeapi.NewResponsesStream().Text("Hi").Usage(500, 256).Incomplete("max_output_tokens"), providers.Usage{InputTokens: 500, OutputTokens: 256}},
 	}

@@ -617,7 +617,10 @@ func toolLoopRequest() providers.Request {
 	return req
 }
 
+// The system message holds the stable sections; the retrieved memory
+// starts the new user message, a blank line before the user's words.
 func TestChatRequestLayout(t *testing.T) {
+	memory := providers.MemoryText(toolLoopRequest().Context) + "\n\n"
 	srv := newServer(t, fakeapi.ChatText("stop", "ok"))
 	if _, _, err := run(t, provider(srv, openai.APIChat), toolLoopRequest()); err != nil {
 		t.Fatalf("Stream: %v", err)
@@ -648,7 +651,7 @@ func TestChatRequestLayout(t *testing.T) {
 		"tool:a.go@call_w",
 		"assistant:w3",
 		"user:p1",
-		"user:Hi there",
+		"user:" + memory + "Hi there",
 		`assistant:Let me look.+call_1{"q":"x"}+call_2{"q":"y"}+call_3{}`,
 		"tool:3 matches@call_1",
 		"tool:error: timeout@call_2",
@@ -658,8 +661,8 @@ func TestChatRequestLayout(t *testing.T) {
 		t.Errorf("messages\n%s\nwant\n%s", got, strings.Join(want, "\n"))
 	}
 	sys := msgs[0].(map[string]any)["content"].(string)
-	if sys != providers.SystemText(toolLoopRequest().Context) {
-		t.Errorf("system message %q, want providers.SystemText", sys)
+	if sys != providers.SystemText(toolLoopRequest().Context) || strings.Contains(sys, "memory_artifact") {
+		t.Errorf("system message %q, want providers.SystemText, without the retrieved memory", sys)
 	}
 	if body["parallel_tool_calls"] != false || len(body["tools"].([]any)) != 1 {
 		t.Errorf("tools %v, parallel %v", body["tools"], body["parallel_tool_calls"])

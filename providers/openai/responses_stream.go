@@ -230,7 +230,8 @@ func (s *responsesStream) end(terminal string, r responses.Response) {
 	s.incomplete = r.IncompleteDetails.Reason
 	s.errCode, s.errMessage = string(r.Error.Code), r.Error.Message
 	if r.JSON.Usage.Valid() {
-		s.usage = &providers.Usage{InputTokens: int(r.Usage.InputTokens), OutputTokens: int(r.Usage.OutputTokens)}
+		s.usage = &providers.Usage{InputTokens: int(r.Usage.InputTokens), OutputTokens: int(r.Usage.OutputTokens),
+			CacheReadTokens: int(r.Usage.InputTokensDetails.CachedTokens)}
 	}
 	for i, it := range r.Output {
 		sl := s.slot(i)

@@ -478,7 +478,7 @@ func TestResponsesRequestLayout(t *testing.T) {
 		"output:call_w:a.go",
 		"assistant:output_text=w3",
 		"user:input_text=p1",
-		"user:input_text=Hi there",
+		"user:input_text=" + providers.MemoryText(req.Context) + "\n\nHi there",
 		"reasoning:gAAAAenc",
 		"assistant:output_text=Let me look.",
 		`call:call_1:grep:{"q":"x"}`,
