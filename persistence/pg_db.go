@@ -80,7 +80,7 @@ func (d *PGDB) Commit(ctx context.Context, tx *Tx) (TxResult, error) {
 	if err := checkKeys(tx.Keys); err != nil {
 		return TxResult{}, err
 	}
-	if err := checkProxy(tx.Proxy); err != nil {
+	if err := checkProxy(tx.Proxy, d.opts.Limits); err != nil {
 		return TxResult{}, err
 	}
 	if err := d.alive(); err != nil {

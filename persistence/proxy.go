@@ -2,6 +2,7 @@ package persistence
 
 import (
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,14 +15,15 @@ import (
 )
 
 // The proxy's conversation index: how the OpenAI- and Anthropic-
-// compatible proxy finds the branch a request continues. Three kinds of
-// entries, each naming a branch (and, for a prefix, the turn whose reply
-// ends it):
+// compatible proxy finds the branch a request continues, and the
+// Responses API's answers it gave. The kinds of entries, each naming a
+// branch (and, for a prefix, the turn whose reply ends it):
 //
-//	p | 'k' | key       → ProxyTarget  a conversation key (X-Ctx-Conversation, the API's user or conversation)
-//	p | 'h' | hash(32)  → ProxyTarget  a transcript prefix as the client sends it (SHA-256, the server's encoding)
-//	p | 't' | turn(16)  → ProxyTarget  a proxied turn (the turn a response id names)
-//	p | 'i' | key       → ProxyTarget  a request's idempotency key (where a request sent again goes)
+//	p | 'k' | key              → ProxyTarget  a conversation key (X-Ctx-Conversation, the API's user or conversation)
+//	p | 'h' | hash(32)         → ProxyTarget  a transcript prefix as the client sends it (SHA-256, the server's encoding)
+//	p | 't' | turn(16)         → ProxyTarget  a proxied turn (the turn a response id names)
+//	p | 'i' | key              → ProxyTarget  a request's idempotency key (where a request sent again goes)
+//	p | 'r' | turn(16) step(4) → ProxyTarget  a Responses answer (resp_<turn>_<step>) with its Response object, as answered
 //
 // An entry is written once: a second entry under the same name keeps the
 // first (Tx.Proxy), so that two requests racing to make a conversation
@@ -50,7 +52,18 @@ const (
 	ProxyByPrefix  ProxyKind = 'h' // Name is a 32-byte hash of a transcript prefix
 	ProxyByTurn    ProxyKind = 't' // Name is a 16-byte turn id
 	ProxyByRequest ProxyKind = 'i' // Name is a request's idempotency key
+	// ProxyByResponse's Name is ProxyResponseName's: a turn and the
+	// step of the turn the response answered; its target holds the
+	// response (ProxyTarget.Response).
+	ProxyByResponse ProxyKind = 'r'
 )
+
+// ProxyResponseName is the name of the ProxyByResponse entry of the
+// response to step of turn: the turn's 16 bytes, then the step's 4, big
+// endian.
+func ProxyResponseName(turn messages.TurnID, step uint32) []byte {
+	return binary.BigEndian.AppendUint32(append([]byte(nil), turn[:]...), step)
+}
 
 // MaxProxyKey is the longest conversation key the index stores, in bytes.
 const MaxProxyKey = 255
@@ -61,10 +74,13 @@ const MaxProxyKey = 255
 const proxyTitlesMeta = "proxy_keys_from_titles"
 
 // ProxyTarget is where a proxy index entry leads: a branch and, for a
-// prefix, the turn whose reply ends it.
+// prefix, the turn whose reply ends it. A ProxyByResponse entry holds
+// the response, a JSON object (at most the store's payload limit), as
+// the proxy answered it (its turn is Turn); no other kind holds one.
 type ProxyTarget struct {
-	Branch messages.BranchID `json:"branch"`
-	Turn   messages.TurnID   `json:"turn,omitzero"`
+	Branch   messages.BranchID `json:"branch"`
+	Turn     messages.TurnID   `json:"turn,omitzero"`
+	Response json.RawMessage   `json:"response,omitempty"`
 }
 
 // ProxyEntry is one entry of the proxy index to insert (Tx.Proxy).
@@ -102,8 +118,9 @@ func checkTenant(tenant string) error {
 }
 
 // check refuses an entry of an unknown kind, a name of the wrong size
-// for its kind, a tenant name too long, or no branch.
-func (e ProxyEntry) check() error {
+// for its kind, a tenant name too long, no branch, or a response where
+// its kind holds none, none where it does, or one over l.
+func (e ProxyEntry) check(l Limits) error {
 	if err := checkTenant(e.Tenant); err != nil {
 		return err
 	}
@@ -124,18 +141,32 @@ func (e ProxyEntry) check() error {
 		if len(e.Name) != 16 {
 			return fmt.Errorf("%w: proxy turn: %d bytes, want 16", ErrInvalidArgument, len(e.Name))
 		}
+	case ProxyByResponse:
+		if len(e.Name) != 20 {
+			return fmt.Errorf("%w: proxy response: %d bytes, want 20 (a turn and a step)", ErrInvalidArgument, len(e.Name))
+		}
+		if !json.Valid(e.Response) || e.Response[0] != '{' {
+			return fmt.Errorf("%w: proxy response: want a JSON object", ErrInvalidArgument)
+		}
+		if err := l.checkSize("proxy response", len(e.Response)); err != nil {
+			return err
+		}
 	default:
 		return fmt.Errorf("%w: proxy index kind %q", ErrInvalidArgument, byte(e.Kind))
 	}
 	if e.Branch.IsZero() {
 		return fmt.Errorf("%w: proxy index entry %c: branch is zero", ErrInvalidArgument, byte(e.Kind))
 	}
+	if e.Kind != ProxyByResponse && e.Response != nil {
+		return fmt.Errorf("%w: proxy index entry %c: holds a response (only a %c entry does)", ErrInvalidArgument,
+			byte(e.Kind), byte(ProxyByResponse))
+	}
 	return nil
 }
 
-func checkProxy(es []ProxyEntry) error {
+func checkProxy(es []ProxyEntry, l Limits) error {
 	for i, e := range es {
-		if err := e.check(); err != nil {
+		if err := e.check(l); err != nil {
 			return fmt.Errorf("proxy entry %d: %w", i, err)
 		}
 	}

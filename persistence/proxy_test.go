@@ -2,6 +2,7 @@ package persistence
 
 import (
 	"crypto/sha256"
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -51,6 +52,31 @@ func testProxyIndex(t *testing.T, d lifecycleDB, reopen func() lifecycleDB) {
 	if _, err := d.Commit(bg, &Tx{Proxy: prefixes}); err != nil {
 		t.Fatal(err)
 	}
+	// A response is held as given, the first one of its name.
+	resp := json.RawMessage(`{"id":"resp_x_1","output":[{"type":"message","id":"msg_x_1"}]}`)
+	responses := []ProxyEntry{
+		{Kind: ProxyByResponse, Name: ProxyResponseName(t1, 1), ProxyTarget: ProxyTarget{Branch: b1, Turn: t1, Response: resp}},
+		{Kind: ProxyByResponse, Name: ProxyResponseName(t1, 1), ProxyTarget: ProxyTarget{Branch: b2, Turn: t1, Response: json.RawMessage(`{}`)}},
+	}
+	if _, err := d.Commit(bg, &Tx{Proxy: responses}); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := d.ProxyLookup(bg, "", ProxyByResponse, ProxyResponseName(t1, 1)); err != nil || got.Branch != b1 || got.Turn != t1 ||
+		string(got.Response) != string(resp) {
+		t.Fatalf("response = %+v (%s), %v; want the first entry's %s", got, got.Response, err, resp)
+	}
+	for _, other := range [][]byte{ProxyResponseName(t1, 0), ProxyResponseName(t1, 2)} {
+		if _, err := d.ProxyLookup(bg, "", ProxyByResponse, other); !errors.Is(err, ErrProxyNotFound) {
+			t.Errorf("response %x = %v, want ErrProxyNotFound", other, err)
+		}
+	}
+	// Another kind's entry holds no response.
+	if got, err := d.ProxyLookup(bg, "", ProxyByTurn, t1[:]); err != nil || got.Response != nil {
+		t.Errorf("turn entry = %+v, %v; want no response", got, err)
+	}
+	if _, err := d.Commit(bg, &Tx{Proxy: prefixes}); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		hashes []string
 		want   int
@@ -80,9 +106,16 @@ func testProxyIndex(t *testing.T, d lifecycleDB, reopen func() lifecycleDB) {
 		{Kind: ProxyByTurn, Name: t1[:], ProxyTarget: ProxyTarget{}},
 		{Kind: ProxyByRequest, Name: []byte("tab\there"), ProxyTarget: ProxyTarget{Branch: b1}},
 		{Kind: 'z', Name: []byte("x"), ProxyTarget: ProxyTarget{Branch: b1}},
+		{Kind: ProxyByResponse, Name: t1[:], ProxyTarget: ProxyTarget{Branch: b1, Response: resp}},
+		{Kind: ProxyByResponse, Name: ProxyResponseName(t1, 2), ProxyTarget: ProxyTarget{Branch: b1}},
+		{Kind: ProxyByResponse, Name: ProxyResponseName(t1, 2), ProxyTarget: ProxyTarget{Branch: b1, Response: json.RawMessage(`[1]`)}},
+		{Kind: ProxyByResponse, Name: ProxyResponseName(t1, 2), ProxyTarget: ProxyTarget{Branch: b1, Response: json.RawMessage(`{"a":`)}},
+		{Kind: ProxyByResponse, Name: ProxyResponseName(t1, 2), ProxyTarget: ProxyTarget{Branch: b1,
+			Response: json.RawMessage(`{"text":"` + strings.Repeat("x", int(d.MaxPayloadBytes())) + `"}`)}},
+		{Kind: ProxyByTurn, Name: t1[:], ProxyTarget: ProxyTarget{Branch: b1, Response: resp}},
 	} {
 		_, err := d.Commit(bg, &Tx{Sessions: []SessionRow{s}, Proxy: []ProxyEntry{bad}})
-		if !errors.Is(err, ErrInvalidArgument) || !strings.Contains(err.Error(), "proxy") {
+		if !(errors.Is(err, ErrInvalidArgument) || errors.Is(err, ErrTooLarge)) || !strings.Contains(err.Error(), "proxy") {
 			t.Errorf("Commit(%c entry %q) = %v, want ErrInvalidArgument naming the proxy entry", byte(bad.Kind), bad.Name, err)
 		}
 	}
@@ -96,6 +129,9 @@ func testProxyIndex(t *testing.T, d lifecycleDB, reopen func() lifecycleDB) {
 	}
 	if got, err := d.ProxyLookup(bg, "", ProxyByTurn, t1[:]); err != nil || got.Branch != b1 {
 		t.Fatalf("turn after reopen = %+v, %v; want b1", got, err)
+	}
+	if got, err := d.ProxyLookup(bg, "", ProxyByResponse, ProxyResponseName(t1, 1)); err != nil || string(got.Response) != string(resp) {
+		t.Fatalf("response after reopen = %+v, %v; want %s", got, err, resp)
 	}
 	if i, got, err := d.ProxyLongestPrefix(bg, "", [][32]byte{h("a"), h("abc")}); err != nil || i != 1 || got.Turn != t1 {
 		t.Fatalf("prefix after reopen = %d, %+v, %v", i, got, err)
@@ -199,12 +235,15 @@ func testProxyIndexPerTenant(t *testing.T, d lifecycleDB) {
 			{Tenant: tenant, Kind: ProxyByPrefix, Name: prefix[:], ProxyTarget: ProxyTarget{Branch: br, Turn: turn}},
 			{Tenant: tenant, Kind: ProxyByTurn, Name: turn[:], ProxyTarget: ProxyTarget{Branch: br}},
 			{Tenant: tenant, Kind: ProxyByRequest, Name: []byte("req-1"), ProxyTarget: ProxyTarget{Branch: br}},
+			{Tenant: tenant, Kind: ProxyByResponse, Name: ProxyResponseName(turn, 0),
+				ProxyTarget: ProxyTarget{Branch: br, Turn: turn, Response: json.RawMessage(`{"id":"resp"}`)}},
 		}
 	}
 	if _, err := d.Commit(bg, &Tx{Proxy: entries("acme", a)}); err != nil {
 		t.Fatal(err)
 	}
-	names := map[ProxyKind][]byte{ProxyByKey: []byte("shared-key"), ProxyByTurn: turn[:], ProxyByRequest: []byte("req-1")}
+	names := map[ProxyKind][]byte{ProxyByKey: []byte("shared-key"), ProxyByTurn: turn[:], ProxyByRequest: []byte("req-1"),
+		ProxyByResponse: ProxyResponseName(turn, 0)}
 	for _, tenant := range []string{"", DefaultTenant, "beta", "acm", "acmex"} {
 		for kind, name := range names {
 			if got, err := d.ProxyLookup(bg, tenant, kind, name); !errors.Is(err, ErrProxyNotFound) {

@@ -122,7 +122,8 @@ func appendTurn(t testing.TB, d lifecycleDB, f purgeFixture, seq uint64, marker 
 		Events:  []EventRecord{{Actor: f.actor, Index: seq - 1, Data: []byte(marker)}},
 		Keys: []IdempotencyRow{{Scope: ScopeTurn, Owner: f.branch, Key: "key " + marker + turn.String(), Hash: marker,
 			Turn: turn, Created: now}},
-		Proxy: []ProxyEntry{{Kind: ProxyByKey, Name: []byte(marker + turn.String()), ProxyTarget: ProxyTarget{Branch: f.branch}}},
+		Proxy: []ProxyEntry{{Kind: ProxyByKey, Name: []byte(marker + turn.String()), ProxyTarget: ProxyTarget{Branch: f.branch}},
+			{Kind: ProxyByResponse, Name: ProxyResponseName(turn, 0), ProxyTarget: ProxyTarget{Branch: f.branch, Turn: turn, Response: req}}},
 	}
 	if seq == 1 {
 		tx.Snapshot = &EventRecord{Actor: f.actor, Index: 0, Data: []byte(marker)}
@@ -299,6 +300,9 @@ func testPurgeSessionLeavesNoByte(t *testing.T, d lifecycleDB, e purgeEnv) {
 	}
 	if _, err := d.ProxyLookup(ctx, DefaultTenant, ProxyByKey, []byte(gone+fg.turns[0].String())); !errors.Is(err, ErrNotFound) {
 		t.Errorf("ProxyLookup(deleted) = %v, want ErrNotFound", err)
+	}
+	if _, err := d.ProxyLookup(ctx, DefaultTenant, ProxyByResponse, ProxyResponseName(fg.turns[0], 0)); !errors.Is(err, ErrNotFound) {
+		t.Errorf("ProxyLookup(a deleted branch's response) = %v, want ErrNotFound", err)
 	}
 	checkPurgedReads(t, d, fg, gone)
 	// The store goes on: a write after the delete, then a reopen.

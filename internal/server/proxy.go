@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 
 	"github.com/contextinfinity/ctxinf/actors"
 	"github.com/contextinfinity/ctxinf/messages"
@@ -27,8 +28,17 @@ import (
 // isProxyPath reports whether path is one of the proxy's routes, whose
 // errors are in the OpenAI API's shape (Anthropic's on its Messages API).
 func isProxyPath(path string) bool {
-	return path == "/v1/chat/completions" || path == "/v1/responses" || path == "/v1/embeddings" || isAnthropicPath(path)
+	for _, root := range proxyRoots {
+		if path == root || strings.HasPrefix(path, root+"/") {
+			return true
+		}
+	}
+	return isAnthropicPath(path)
 }
+
+// proxyRoots are the OpenAI API's routes the proxy serves; a path under
+// one (GET /v1/responses/{id}) is the proxy's too.
+var proxyRoots = []string{"/v1/chat/completions", "/v1/responses", "/v1/embeddings"}
 
 // ProxyBranchHeader and ProxyConversationHeader choose the conversation.
 const (

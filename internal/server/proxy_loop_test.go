@@ -417,18 +417,39 @@ func responsesLoopTools() []responses.ToolUnionParam {
 	return []responses.ToolUnionParam{tool}
 }
 
-func TestOpenAIProxyToolLoopResponses(t *testing.T)       { responsesToolLoop(t, false, false) }
-func TestOpenAIProxyToolLoopResponsesStream(t *testing.T) { responsesToolLoop(t, true, false) }
+func TestOpenAIProxyToolLoopResponses(t *testing.T)       { responsesToolLoop(t, false, resendItems) }
+func TestOpenAIProxyToolLoopResponsesStream(t *testing.T) { responsesToolLoop(t, true, resendItems) }
 
 // The Responses loop with previous_response_id and no key: each request
 // sends its new items only.
-func TestOpenAIProxyToolLoopResponsesPrevious(t *testing.T) { responsesToolLoop(t, false, true) }
+func TestOpenAIProxyToolLoopResponsesPrevious(t *testing.T) {
+	responsesToolLoop(t, false, resendPrevious)
+}
+
+// The Responses loop as the Vercel AI SDK runs it with store on: the
+// answers' items are sent back as references to them; each response
+// reads back as it was answered.
+func TestOpenAIProxyToolLoopResponsesItemReferences(t *testing.T) {
+	responsesToolLoop(t, false, resendReferences)
+}
+
+func TestOpenAIProxyToolLoopResponsesItemReferencesStream(t *testing.T) {
+	responsesToolLoop(t, true, resendReferences)
+}
+
+// How a Responses client sends an answer back with its next request.
+const (
+	resendItems      = iota // the answer's items, as input items
+	resendPrevious          // previous_response_id, and the new items alone
+	resendReferences        // item references to the answer's items
+)
 
 // responsesToolLoop runs the loop through Responses: the client
-// resending its full history each time, with a conversation key
-// (metadata.conversation) and without; or, with previous, sending its
-// new items with previous_response_id.
-func responsesToolLoop(t *testing.T, stream, previous bool) {
+// resending its full history each time (its items, or references to
+// them), with a conversation key (metadata.conversation) and without;
+// or sending its new items with previous_response_id.
+func responsesToolLoop(t *testing.T, stream bool, resend int) {
+	previous := resend == resendPrevious
 	variants := []bool{true, false}
 	if previous {
 		variants = []bool{false}
@@ -508,6 +529,14 @@ func responsesToolLoop(t *testing.T, stream, previous bool) {
 					}
 				}
 				checkAnswer(t, i, a)
+				if resend == resendReferences {
+					// The response reads back as answered (streamed:
+					// as response.completed carried it).
+					held, err := cl.Responses.Get(ctx, r.ID, responses.ResponseGetParams{})
+					if err != nil || !jsonEqual(json.RawMessage(held.RawJSON()), json.RawMessage(r.RawJSON())) {
+						t.Errorf("step %d: GET /v1/responses/%s = %v\n%s\nwant\n%s", i, r.ID, err, held.RawJSON(), r.RawJSON())
+					}
+				}
 				return r, a
 			}
 			var answers []answerOf
@@ -519,10 +548,12 @@ func responsesToolLoop(t *testing.T, stream, previous bool) {
 				// its tool results (or the user's next message).
 				var next responses.ResponseInputParam
 				for _, o := range r.Output {
-					switch o.Type {
-					case "message":
+					switch {
+					case resend == resendReferences:
+						next = append(next, responses.ResponseInputItemParamOfItemReference(o.ID))
+					case o.Type == "message":
 						next = append(next, responses.ResponseInputItemParamOfMessage(o.Content[0].Text, responses.EasyInputMessageRoleAssistant))
-					case "function_call":
+					case o.Type == "function_call":
 						next = append(next, responses.ResponseInputItemParamOfFunctionCall(o.Arguments.OfString, o.CallID, o.Name))
 					}
 				}

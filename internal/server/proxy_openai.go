@@ -19,7 +19,7 @@ import (
 // model's calls of the client's tools come back unchanged, and the
 // client's tool results continue the same turn. Fields the proxy does
 // not read (temperature, top_p, max_tokens, parallel_tool_calls,
-// response_format, seed, n, logprobs, store, reasoning…) are accepted
+// response_format, seed, n, logprobs, reasoning…) are accepted
 // and ignored: the runtime's model settings apply.
 
 // chatRequest is the part of a Chat Completions request the proxy reads.
@@ -329,6 +329,7 @@ type responsesRequest struct {
 	Conversation       json.RawMessage   `json:"conversation"`
 	Metadata           map[string]string `json:"metadata"`
 	User               string            `json:"user"`
+	Store              *bool             `json:"store"` // false: the response is not kept (proxy_responses.go)
 }
 
 // responsesItem is an item of a Responses request's input.
@@ -551,6 +552,9 @@ func (s *Server) responses(w http.ResponseWriter, r *http.Request) error {
 	if err := decodeAPIRequest(r, &req, "Responses"); err != nil {
 		return err
 	}
+	if err := s.resolveItemReferences(r.Context(), &req); err != nil {
+		return err
+	}
 	pc, err := parseResponsesRequest(&req)
 	if err != nil {
 		return err
@@ -615,13 +619,22 @@ func (s *Server) responses(w http.ResponseWriter, r *http.Request) error {
 		}
 		return out
 	}
+	// keep keeps the response, before it is answered: the client's next
+	// request may name its items at once.
+	keep := func(resp response) {
+		if req.Store == nil || *req.Store {
+			s.storeResponse(r.Context(), conv.Branch, st.Turn, step, resp)
+		}
+	}
 	if !req.Stream {
 		reply, last := st.Wait(r.Context().Done())
 		if err := turnFailed(st.Turn, last); err != nil {
 			return err
 		}
 		s.proxyRemember(r, conv, st, pc, reply, last)
-		writeJSON(w, http.StatusOK, answer(responseStatus(last), reply, last))
+		resp := answer(responseStatus(last), reply, last)
+		keep(resp)
+		writeJSON(w, http.StatusOK, resp)
 		return nil
 	}
 	var text strings.Builder
@@ -655,6 +668,9 @@ func (s *Server) responses(w http.ResponseWriter, r *http.Request) error {
 		case u.Done:
 			all := text.String()
 			s.proxyRemember(r, conv, st, pc, all, u)
+			status := responseStatus(u)
+			final := answer(status, all, u)
+			keep(final)
 			fcs := calls(u)
 			if !opened && len(fcs) == 0 {
 				open()
@@ -677,8 +693,7 @@ func (s *Server) responses(w http.ResponseWriter, r *http.Request) error {
 				ev("response.output_item.done", map[string]any{"output_index": index, "item": fc})
 				index++
 			}
-			status := responseStatus(u)
-			ev("response."+status, map[string]any{"response": answer(status, all, u)})
+			ev("response."+status, map[string]any{"response": final})
 		case u.Delta != "":
 			if !opened {
 				open()

@@ -135,6 +135,7 @@ var routes = []route{
 	{"POST", "/v1/embeddings", (*Server).embeddings},
 	{"POST", "/v1/chat/completions", (*Server).chatCompletions},
 	{"POST", "/v1/responses", (*Server).responses},
+	{"GET", "/v1/responses/{response}", (*Server).getResponse},
 	{"POST", anthropicMessagesPath, (*Server).anthropicMessages},
 }
 

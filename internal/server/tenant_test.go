@@ -191,7 +191,7 @@ func apiOps(t *testing.T) []string {
 // it does not know.
 func (w acmeWorld) fill(path string) (string, bool) {
 	r := strings.NewReplacer("{session}", w.session.String(), "{branch}", w.branch.String(),
-		"{turn}", w.turn.String(), "{pin}", strconv.FormatUint(w.pin, 10))
+		"{turn}", w.turn.String(), "{pin}", strconv.FormatUint(w.pin, 10), "{response}", w.proxyResp)
 	out := r.Replace(path)
 	return out, !strings.Contains(out, "{")
 }
@@ -207,7 +207,7 @@ func TestTenantsNeverSeeEachOther(t *testing.T) {
 	ts := newTenantServer(t)
 	w := makeAcme(t, ts)
 	missing := acmeWorld{session: messages.NewID[messages.SessionID](time.Now()), branch: messages.NewID[messages.BranchID](time.Now()),
-		turn: w.turn, pin: w.pin}
+		turn: w.turn, pin: w.pin, proxyResp: "resp_" + messages.NewID[messages.TurnID](time.Now()).String()}
 
 	// The routes with no id, each with what it must (not) show beta.
 	noID := map[string]func(st int, body string, h http.Header){
@@ -280,7 +280,8 @@ func TestTenantsNeverSeeEachOther(t *testing.T) {
 		// acme's ids from none.
 		mfilled, _ := missing.fill(path)
 		mst, mbody, _ := ts.send(t, tokBeta, method, mfilled, tenantBodies[op])
-		want := strings.NewReplacer(missing.session.String(), w.session.String(), missing.branch.String(), w.branch.String()).Replace(mbody)
+		want := strings.NewReplacer(missing.session.String(), w.session.String(), missing.branch.String(), w.branch.String(),
+			missing.proxyResp, w.proxyResp).Replace(mbody)
 		if mst != st || want != body {
 			t.Errorf("%s by beta: acme's ids answer %d %s, ids that do not exist %d %s: want the same", op, st, body, mst, mbody)
 		}
@@ -301,6 +302,14 @@ func TestTenantsNeverSeeEachOther(t *testing.T) {
 		if st != 404 || strings.Contains(body, tenantMarker) {
 			t.Errorf("proxy by %s of acme's, by beta: %d %s, want 404", c.name, st, body)
 		}
+	}
+	// A reference to an item of acme's response is one to an item that
+	// does not exist.
+	turn, step, _ := parseStepID("resp_", w.proxyResp)
+	ref := `{"model":"local","input":[{"type":"item_reference","id":"` + stepID("msg_", turn, step) + `"},{"role":"user","content":"go on"}]}`
+	if st, body, _ := ts.send(t, tokBeta, "POST", "/v1/responses", ref); st != 400 || !strings.Contains(body, "input[0].id") ||
+		strings.Contains(body, tenantMarker) {
+		t.Errorf("beta references acme's response's message: %d %s, want 400 naming input[0].id", st, body)
 	}
 	transcript, _ := json.Marshal(map[string]any{"model": "local", "messages": []map[string]string{
 		{"role": "user", "content": "Keyless " + tenantMarker}, {"role": "assistant", "content": w.chatReply}, {"role": "user", "content": "go on"}}})
