@@ -29,8 +29,6 @@ import (
 // why. They are skipped, unless CTXINF_TEST_KNOWN_BROKEN=1 runs them.
 // A scenario leaves the list with the fix that makes it pass.
 var knownBroken = map[string]string{
-	"vercel-ai/generate-text":                 "Responses item_reference input items are refused (400): the second turn fails",
-	"vercel-ai/stream-text":                   "Responses item_reference input items are refused (400): the second turn fails",
 	"langchain-structured-output/json-schema": "response_format is dropped: the upstream gets no schema and answers text",
 	"langchain-structured-output/responses":   "text.format is dropped: the upstream gets no schema and answers text",
 	"openai-sdk/client-tool-loop":             "tools.max_steps caps the client's tool loop: the 8th call is swallowed, finish_reason length",
@@ -334,7 +332,9 @@ func vercel(mode string, questions []string, weathers map[string]string) func(t 
 			want(t, fmt.Sprintf("turn %d: finish reason", i+1), turn.FinishReason, "stop")
 			if mode == "stream" {
 				want(t, fmt.Sprintf("turn %d: streamed text", i+1), turn.Streamed, turn.Text)
-				want(t, fmt.Sprintf("turn %d: stream errors", i+1), turn.Errors, []string(nil))
+				if len(turn.Errors) > 0 {
+					t.Errorf("turn %d: stream errors %q, want none", i+1, turn.Errors)
+				}
 			}
 		}
 		// The SDK's default: the Responses API, stored, later turns
