@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/contextinfinity/ctxinf/internal/fakeapi"
+	"github.com/contextinfinity/ctxinf/providers"
 )
 
 // The framework tests' upstream: a scripted model behind OpenAI's Chat
@@ -218,8 +219,9 @@ func parseModelRequest(r fakeapi.Request) (modelRequest, error) {
 	return req, nil
 }
 
-// Turn returns the newest user message's text and the outputs of the
-// tool results after it, in order.
+// Turn returns the newest user message's text, without the retrieved
+// memory the runtime starts it with, and the outputs of the tool results
+// after it, in order.
 func (r modelRequest) Turn() (string, []string) {
 	var user string
 	var results []string
@@ -227,6 +229,9 @@ func (r modelRequest) Turn() (string, []string) {
 		switch m.Role {
 		case "user":
 			user, results = m.Text, nil
+			if _, own, ok := strings.Cut(user, providers.MemoryEnd); ok {
+				user = strings.TrimLeft(own, "\n")
+			}
 		case "tool":
 			results = append(results, m.Text)
 		}
