@@ -304,9 +304,9 @@ func writeError(w http.ResponseWriter, path string, err error) {
 	switch {
 	case ae.RetryAfter > 0:
 		setRetryAfter(w.Header(), ae.RetryAfter)
-	case ae.Code == CodeProviderRateLimited:
-		// The provider said not when: the client's SDK backs off as
-		// it does.
+	case ae.NoRetry || ae.Code == CodeProviderRateLimited:
+		// Not to be retried, or the provider said not when (the
+		// client's SDK backs off as it does).
 	case ae.Status == http.StatusTooManyRequests || ae.Status == http.StatusServiceUnavailable || ae.Code == CodeBusy:
 		w.Header().Set("Retry-After", "1")
 	}
