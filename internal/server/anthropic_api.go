@@ -75,9 +75,10 @@ func anthropicErrorType(status int) string {
 	return "invalid_request_error"
 }
 
-// anthropicRequest is the part of a Messages request the proxy reads;
-// the other fields (temperature, top_p, top_k, stop_sequences, thinking,
-// service_tier…) are accepted and ignored.
+// anthropicRequest is the part of a Messages request the proxy reads:
+// what it answers itself, and the generation settings it sends upstream
+// (anthropicParamFields); proxy_fields.go's table says what it does with
+// every other field.
 type anthropicRequest struct {
 	Model      string               `json:"model"`
 	MaxTokens  *int64               `json:"max_tokens"`
@@ -89,6 +90,7 @@ type anthropicRequest struct {
 	Metadata   struct {
 		UserID string `json:"user_id"`
 	} `json:"metadata"`
+	anthropicParamFields
 }
 
 type anthropicMessageIn struct {
@@ -104,8 +106,9 @@ type anthropicTool struct {
 }
 
 type anthropicToolChoice struct {
-	Type string `json:"type"`
-	Name string `json:"name"`
+	Type                   string `json:"type"`
+	Name                   string `json:"name"`
+	DisableParallelToolUse *bool  `json:"disable_parallel_tool_use"`
 }
 
 // anthropicBlock is the part of a content block the proxy reads; Raw is
@@ -129,7 +132,10 @@ type anthropicTurn struct {
 	msgs    []convMessage
 	content []messages.Blocks     // msgs[i]'s blocks, for a user message
 	outputs []messages.ToolOutput // msgs[i]'s output, for a tool result
-	client  actors.ClientTurn     // System, Tools, ToolChoice (Content is the new message's)
+	client  actors.ClientTurn     // System, Tools, ToolChoice, Params (Content is the new message's)
+	// paramSrc names the request's field each of client.Params came
+	// from.
+	paramSrc paramSource
 }
 
 var anthropicToolNameRE = regexp.MustCompile(`^[a-zA-Z0-9_-]+$`)
@@ -185,6 +191,13 @@ func parseAnthropic(req *anthropicRequest) (*anthropicTurn, error) {
 		default:
 			return nil, invalid("tool_choice.type: %q, want auto, any, tool or none", tc.Type)
 		}
+	}
+	if t.client.Params, t.paramSrc, err = req.params(req.MaxTokens); err != nil {
+		return nil, err
+	}
+	if tc := req.ToolChoice; tc != nil && tc.DisableParallelToolUse != nil {
+		t.client.Params.ParallelToolCalls = new(!*tc.DisableParallelToolUse)
+		t.paramSrc["parallel_tool_calls"] = "tool_choice.disable_parallel_tool_use"
 	}
 	if system != "" {
 		t.add(convMessage{Role: "system", Text: system}, nil, messages.ToolOutput{})
@@ -470,7 +483,7 @@ func (t *anthropicTurn) newMessages(from int) []int {
 
 func (s *Server) anthropicMessages(w http.ResponseWriter, r *http.Request) error {
 	var req anthropicRequest
-	if err := decodeAPIRequest(r, &req, "Messages"); err != nil {
+	if err := decodeProxyRequest(r, &req, "Messages", anthropicFields); err != nil {
 		return err
 	}
 	t, err := parseAnthropic(&req)
@@ -479,6 +492,11 @@ func (s *Server) anthropicMessages(w http.ResponseWriter, r *http.Request) error
 	}
 	idem, err := idempotencyKey(r)
 	if err != nil {
+		return err
+	}
+	// Before the conversation is found (or made): a setting the
+	// upstream cannot take refuses the request, naming it.
+	if err := s.checkParams(req.Model, t.client.Params, t.paramSrc); err != nil {
 		return err
 	}
 	conv, err := s.findConversation(r, req.Metadata.UserID, messages.TurnID{}, t.msgs)

@@ -17,10 +17,11 @@ import (
 // (POST /v1/responses) APIs, for agent frameworks: the request's system
 // prompt, tools and tool choice go to the model with the turn, the
 // model's calls of the client's tools come back unchanged, and the
-// client's tool results continue the same turn. Fields the proxy does
-// not read (temperature, top_p, max_tokens, parallel_tool_calls,
-// response_format, seed, n, logprobs, reasoning…) are accepted
-// and ignored: the runtime's model settings apply.
+// client's tool results continue the same turn. The generation settings
+// (temperature, max_tokens, stop, response_format…) go to the upstream
+// with the turn, or the request is refused naming those it cannot take;
+// every other field is read, accepted or refused as proxy_fields.go's
+// tables say.
 
 // chatRequest is the part of a Chat Completions request the proxy reads.
 type chatRequest struct {
@@ -34,6 +35,7 @@ type chatRequest struct {
 	} `json:"stream_options"`
 	User     string            `json:"user"`
 	Metadata map[string]string `json:"metadata"`
+	chatParamFields
 }
 
 // chatMessage is a message of a Chat Completions request.
@@ -87,6 +89,9 @@ func parseChatRequest(req *chatRequest) (*proxyCall, error) {
 		return nil, err
 	}
 	pc.choice = choice
+	if pc.params, pc.paramSrc, err = req.params(); err != nil {
+		return nil, err
+	}
 	for i, m := range req.Messages {
 		where := fmt.Sprintf("messages[%d]", i)
 		c, err := parseContent(m.Content, where, "openai.chat")
@@ -209,7 +214,7 @@ func (s *Server) streamModel(requested string) string {
 
 func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) error {
 	var req chatRequest
-	if err := decodeAPIRequest(r, &req, "Chat Completions"); err != nil {
+	if err := decodeProxyRequest(r, &req, "Chat Completions", chatFields); err != nil {
 		return err
 	}
 	pc, err := parseChatRequest(&req)
@@ -330,6 +335,7 @@ type responsesRequest struct {
 	Metadata           map[string]string `json:"metadata"`
 	User               string            `json:"user"`
 	Store              *bool             `json:"store"` // false: the response is not kept (proxy_responses.go)
+	responsesParamFields
 }
 
 // responsesItem is an item of a Responses request's input.
@@ -392,6 +398,9 @@ func parseResponsesRequest(req *responsesRequest) (*proxyCall, error) {
 		return nil, err
 	}
 	pc.choice = choice
+	if pc.params, pc.paramSrc, err = req.params(); err != nil {
+		return nil, err
+	}
 	if len(req.Instructions) > 0 && string(req.Instructions) != "null" {
 		var s string
 		if err := json.Unmarshal(req.Instructions, &s); err != nil {
@@ -549,7 +558,7 @@ func responseStatus(u actors.Update) string {
 
 func (s *Server) responses(w http.ResponseWriter, r *http.Request) error {
 	var req responsesRequest
-	if err := decodeAPIRequest(r, &req, "Responses"); err != nil {
+	if err := decodeProxyRequest(r, &req, "Responses", responsesFields); err != nil {
 		return err
 	}
 	if err := s.resolveItemReferences(r.Context(), &req); err != nil {

@@ -33,6 +33,8 @@ type proxyCall struct {
 	system   string            // the system and developer messages' texts, in order
 	tools    []messages.Tool
 	choice   messages.ToolChoice
+	params   messages.GenParams // the generation settings
+	paramSrc paramSource        // the request's field each of params came from
 
 	// previousStep is the step of the previous response (its turn is
 	// previous), when the request names one.
@@ -123,10 +125,10 @@ func parseStepID(prefix, id string) (turn messages.TurnID, n int, ok bool) {
 // client is what the request sends with a new user turn: nil when it is
 // nothing but the text (the cheapest turn).
 func (pc *proxyCall) client(content messages.Blocks) *actors.ClientTurn {
-	if pc.system == "" && len(pc.tools) == 0 && pc.choice == (messages.ToolChoice{}) && len(content) == 0 {
+	if pc.system == "" && len(pc.tools) == 0 && pc.choice == (messages.ToolChoice{}) && len(content) == 0 && pc.params.IsZero() {
 		return nil
 	}
-	return &actors.ClientTurn{System: pc.system, Tools: pc.tools, ToolChoice: pc.choice, Content: content}
+	return &actors.ClientTurn{System: pc.system, Tools: pc.tools, ToolChoice: pc.choice, Content: content, Params: pc.params}
 }
 
 // contentParts is a message's content as sent: a string, null, or an
@@ -266,6 +268,11 @@ func toolOutput(m convMessage) messages.ToolOutput {
 func (s *Server) proxyStart(r *http.Request, pc *proxyCall) (*actors.TurnStream, func(), conversation, error) {
 	idem, err := idempotencyKey(r)
 	if err != nil {
+		return nil, nil, conversation{}, err
+	}
+	// Before the conversation is found (or made): a setting the
+	// upstream cannot take refuses the request, naming it.
+	if err := s.checkParams(pc.model, pc.params, pc.paramSrc); err != nil {
 		return nil, nil, conversation{}, err
 	}
 	conv, err := s.findConversation(r, pc.key, pc.previous, pc.msgs)
