@@ -72,8 +72,8 @@ type Options struct {
 	Models map[string]Model
 	// ToolMode is the tools policy: messages.ToolsDisabled (default),
 	// ToolsParseOnly (calls are recorded, never run) or ToolsEnabled
-	// (calls run and the model continues, at most MaxToolSteps provider
-	// steps per turn, default 8).
+	// (calls run and the model continues, in at most MaxToolSteps steps
+	// per turn, default 8).
 	ToolMode     messages.ToolMode
 	Tools        *ToolRegistry
 	MaxToolSteps int

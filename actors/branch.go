@@ -173,6 +173,10 @@ type branchActor struct {
 	// retryAfter is the wait the provider asked for when it failed the
 	// turn's last step (Update.RetryAfter), 0 when it asked none.
 	retryAfter time.Duration
+	// stepLimited is the turn whose step past tools.max_steps called the
+	// client's tools too: it awaits them, and its answer says the limit
+	// was reached (Update.StepLimit).
+	stepLimited messages.TurnID
 	// results are the streams started by tool results sent under an
 	// idempotency key (SubmitToolResults), by key, while their turn is in
 	// flight: a repeat follows them.
@@ -1030,6 +1034,9 @@ func (a *branchActor) run(ctx actor.Context, effects []core.Effect) {
 				u := a.doneUpdate(Update{Done: true, Phase: e.Phase})
 				if t, ok := a.b.Turn(e.Turn); ok {
 					u.Outcome, u.Err = t.Outcome, t.Reason
+				}
+				if u.Outcome.Kind == messages.OutcomeIncomplete && u.Outcome.Reason == ReasonToolStepLimit {
+					u.StepLimit = a.rt.cfg.MaxToolSteps
 				}
 				if e.Phase == messages.PhaseFailed {
 					u.Outcome = a.failOutcome(e.Turn)

@@ -345,13 +345,16 @@ func (a *branchActor) awaitResults(ctx actor.Context, e core.AwaitResults) {
 		a.abandon(ctx, e.Turn, "cancelled", cancelledClientToolText, nil)
 		return
 	}
-	if limit := a.rt.cfg.MaxToolSteps; int(t.Steps) >= limit {
-		a.abandon(ctx, e.Turn, "tool_step_limit", fmt.Sprintf(stepLimitToolText, limit), nil)
-		return
-	}
+	// No limit here: a client's tool loop goes on as long as the client
+	// sends results (tools.max_steps bounds the runtime's tools).
+	limited := a.stepLimited == t.ID
+	a.stepLimited = messages.TurnID{}
 	if s != nil {
-		s.push(a.doneUpdate(Update{Done: true, Phase: messages.PhaseResponding, Awaiting: true,
-			Calls: slices.Clone(e.Calls), Outcome: pausedForClient}))
+		u := Update{Done: true, Phase: messages.PhaseResponding, Awaiting: true, Calls: slices.Clone(e.Calls), Outcome: pausedForClient}
+		if limited {
+			u.StepLimit = a.rt.cfg.MaxToolSteps
+		}
+		s.push(a.doneUpdate(u))
 		delete(a.streams, e.Turn)
 	}
 }

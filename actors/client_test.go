@@ -3,6 +3,7 @@ package actors
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 	"sync/atomic"
@@ -687,14 +688,59 @@ func TestAwaitingBranchPassivates(t *testing.T) {
 	}
 }
 
-// tools.max_steps bounds a client's tool loop too: the calls of the last
-// step allowed are answered "not executed" and the turn is finalized.
-func TestClientToolLoopStepLimit(t *testing.T) {
+// tools.max_steps bounds the steps running the runtime's tools, not a
+// client's tool loop: with tools.mode disabled and the default limit, a
+// 12-call client loop goes on as long as the client sends results, and
+// each call reaches the client.
+func TestClientToolLoopHasNoStepLimit(t *testing.T) {
+	t.Parallel()
+	const loops = 12
 	cfg := testConfig(t, t.TempDir(), newEvents())
-	cfg.MaxToolSteps = 2
-	f := fake.New(fake.Step{Items: messages.Items{weatherCall("c1")}, Outcome: pausedForTools},
-		fake.Step{Items: messages.Items{weatherCall("c2")}, Outcome: pausedForTools})
+	cfg.MaxToolSteps, cfg.ToolMode = 8, messages.ToolsDisabled
+	var steps []fake.Step
+	for i := range loops {
+		steps = append(steps, fake.Step{Items: messages.Items{weatherCall(fmt.Sprintf("c%d", i+1))}, Outcome: pausedForTools})
+	}
+	f := fake.New(append(steps, fake.Step{Reply: "all twelve done"})...)
 	cfg.Provider = f
+	r, b := branchOn(t, cfg)
+	s, err := r.SubmitWith(bg, b, "weather?", SubmitOptions{Client: clientTurn()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range loops {
+		_, last, _ := drain(t, s)
+		id := fmt.Sprintf("c%d", i+1)
+		wantAwaiting(t, last, id)
+		if last.StepLimit != 0 {
+			t.Fatalf("call %s: StepLimit %d, want 0 (no runtime tool ran)", id, last.StepLimit)
+		}
+		if s, err = r.SubmitToolResults(bg, b, messages.Items{clientOutput(id, "rain")}, SubmitOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	text, last, _ := drain(t, s)
+	if text != "all twelve done" || last.Phase != messages.PhaseResponseFinalized || last.Outcome.Kind != messages.OutcomeCompleted ||
+		f.Calls() != loops+1 {
+		t.Fatalf("loop ended %q %+v after %d provider calls, want completed after %d", text, last, f.Calls(), loops+1)
+	}
+}
+
+// A step past tools.max_steps that calls the client's tools beside the
+// runtime's hands the client's calls out (never swallowed) and says the
+// limit was reached; the runtime's calls are answered "not executed".
+// The client's results go on with the loop.
+func TestStepLimitKeepsClientCalls(t *testing.T) {
+	t.Parallel()
+	var calls atomic.Int32
+	cfg := testConfig(t, t.TempDir(), newEvents())
+	reg, _ := NewToolRegistry(grepTool(&calls, nil))
+	f := fake.New(
+		fake.Step{Items: messages.Items{grepCall("g1", "1")}, Outcome: pausedForTools},
+		fake.Step{Items: messages.Items{grepCall("g2", "2"), weatherCall("c1")}, Outcome: pausedForTools},
+		fake.Step{Reply: "done"},
+	)
+	cfg.Provider, cfg.ToolMode, cfg.Tools, cfg.MaxToolSteps = f, messages.ToolsEnabled, reg, 2
 	r, b := branchOn(t, cfg)
 	s, err := r.SubmitWith(bg, b, "weather?", SubmitOptions{Client: clientTurn()})
 	if err != nil {
@@ -702,16 +748,17 @@ func TestClientToolLoopStepLimit(t *testing.T) {
 	}
 	_, last, _ := drain(t, s)
 	wantAwaiting(t, last, "c1")
-	s, err = r.SubmitToolResults(bg, b, messages.Items{clientOutput("c1", "rain")}, SubmitOptions{})
-	if err != nil {
+	if last.StepLimit != 2 || calls.Load() != 1 {
+		t.Fatalf("StepLimit %d, grep ran %d times; want 2 and 1", last.StepLimit, calls.Load())
+	}
+	if s, err = r.SubmitToolResults(bg, b, messages.Items{clientOutput("c1", "rain")}, SubmitOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	_, last, _ = drain(t, s)
-	if last.Awaiting || last.Phase != messages.PhaseResponseFinalized || last.Outcome.Kind != messages.OutcomeIncomplete ||
-		last.Outcome.Reason != "tool_step_limit" || f.Calls() != 2 {
-		t.Fatalf("turn at its step limit ended %+v (provider calls %d)", last, f.Calls())
+	text, last, _ := drain(t, s)
+	if text != "done" || last.Phase != messages.PhaseResponseFinalized || last.StepLimit != 0 || f.Calls() != 3 {
+		t.Fatalf("loop ended %q %+v after %d provider calls", text, last, f.Calls())
 	}
-	if got := strings.Join(blockKinds(lastReply(t, r, b)), " "); got != "use:c1 result:c1=rain use:c2 result:c2!" {
+	if got := strings.Join(blockKinds(lastReply(t, r, b)), " "); got != "use:g1 result:g1=match:1 use:g2 use:c1 result:g2! result:c1=rain text:done" {
 		t.Fatalf("reply = %s", got)
 	}
 }

@@ -21,7 +21,7 @@ import (
 const (
 	interruptedToolText = "error: the runtime stopped while this tool call was open; it may or may not have taken effect"
 	cancelledToolText   = "error: the turn was cancelled; this tool call did not run"
-	stepLimitToolText   = "error: not executed: the turn reached its limit of %d provider steps"
+	stepLimitToolText   = "error: not executed: the turn reached its limit of %d steps running the runtime's tools (tools.max_steps)"
 	failedStepToolText  = "error: not executed: the turn ended early (%s)"
 )
 
@@ -320,8 +320,15 @@ func (a *branchActor) failStep(ctx actor.Context, turn messages.TurnID, code, re
 	a.persist(ctx, evs[0], tx)
 }
 
-// runTools runs the calls of e, off the actor, unless the turn reached
-// its step limit. The outputs come back as toolsDone.
+// ReasonToolStepLimit is the reason of the incomplete outcome of a turn
+// whose model called the runtime's tools in more than tools.max_steps
+// steps: the calls of the step past the limit are answered "not
+// executed" and the response is finalized with what the loop did.
+const ReasonToolStepLimit = "tool_step_limit"
+
+// runTools runs the calls of e, off the actor, unless the turn is past
+// its limit of steps running the runtime's tools (tools.max_steps;
+// core.Turn.RuntimeToolSteps). The outputs come back as toolsDone.
 func (a *branchActor) runTools(ctx actor.Context, e core.RunTools) {
 	if a.Recovering() {
 		return
@@ -335,8 +342,22 @@ func (a *branchActor) runTools(ctx actor.Context, e core.RunTools) {
 			s.push(Update{Item: c}.withCounters(a.counters))
 		}
 	}
-	if limit := a.rt.cfg.MaxToolSteps; int(t.Steps) >= limit {
-		a.abandon(ctx, e.Turn, "tool_step_limit", fmt.Sprintf(stepLimitToolText, limit), nil)
+	if limit := a.rt.cfg.MaxToolSteps; t.RuntimeToolSteps() >= limit {
+		text := fmt.Sprintf(stepLimitToolText, limit)
+		if !slices.ContainsFunc(t.OpenCalls(), func(c messages.ToolCall) bool { return t.ClientTool(c.Name) }) {
+			a.abandon(ctx, e.Turn, ReasonToolStepLimit, text, nil)
+			return
+		}
+		// The client's calls are the client's: they are handed out
+		// (never swallowed), the runtime's answered "not executed",
+		// and the answer says the limit was reached (Update.StepLimit).
+		outs := make(messages.Items, len(e.Calls))
+		for i, c := range e.Calls {
+			out, _ := json.Marshal(text)
+			outs[i] = messages.ToolOutput{CallID: c.CallID, Output: out, IsError: true}
+		}
+		a.tools, a.stepLimited = e.Step, e.Turn
+		a.toolsDone(ctx, &toolsDone{turn: e.Turn, step: e.Step, outputs: outs})
 		return
 	}
 	if mode := a.rt.cfg.ToolMode; mode != messages.ToolsEnabled {

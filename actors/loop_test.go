@@ -207,7 +207,8 @@ func TestToolLoopStepLimit(t *testing.T) {
 	defer r.Close()
 	_, b, _ := r.CreateSession(bg, "limit")
 	_, last, _ := runTurn(t, r, b.ID, "loop forever")
-	if last.Phase != messages.PhaseResponseFinalized || last.Outcome.Kind != messages.OutcomeIncomplete || last.Outcome.Reason != "tool_step_limit" {
+	if last.Phase != messages.PhaseResponseFinalized || last.Outcome.Kind != messages.OutcomeIncomplete ||
+		last.Outcome.Reason != ReasonToolStepLimit || last.StepLimit != 2 {
 		t.Fatalf("turn ended %+v, want incomplete for the step limit", last)
 	}
 	if calls.Load() != 1 || f.Calls() != 2 {

@@ -71,8 +71,9 @@ type Config struct {
 	MaxOutputTokens int
 	// ToolMode is the tools policy (SRD §12.1): disabled (the zero
 	// value), parse_only or enabled. Tools are the tools offered; in
-	// enabled mode a turn runs at most MaxToolSteps provider steps
-	// (default 8), each tool call within ToolTimeout (default 60 s), the
+	// enabled mode a turn runs the runtime's tools in at most
+	// MaxToolSteps steps (default 8; steps calling only a client's tools
+	// do not count), each tool call within ToolTimeout (default 60 s), the
 	// calls of one step concurrently when ParallelToolCalls.
 	ToolMode          messages.ToolMode
 	Tools             *ToolRegistry

@@ -43,6 +43,13 @@ type Update struct {
 	// on with it.
 	Awaiting bool
 	Calls    []messages.ToolCall
+	// StepLimit, with Done, is tools.max_steps when the turn went past
+	// it: its model called the runtime's tools in more steps than that,
+	// and the calls past the limit were answered "not executed" (the
+	// turn finalized Incomplete{tool_step_limit}, or awaiting the
+	// client's calls of that step, which are never held back); 0
+	// otherwise.
+	StepLimit int
 	// Usage, with Done, is the tokens used by the provider steps that ran
 	// for this stream (since the turn's acceptance, or since
 	// SubmitToolResults), as the providers reported them.

@@ -187,7 +187,7 @@ type ToolsConfig struct {
 	// fails the turn), parse_only (calls are recorded and shown, never
 	// run) or enabled (calls run and the loop goes on).
 	Mode     string        `mapstructure:"mode"`
-	MaxSteps int           `mapstructure:"max_steps"` // provider steps per turn in enabled mode
+	MaxSteps int           `mapstructure:"max_steps"` // steps per turn calling the runtime's tools (not a client's)
 	Timeout  time.Duration `mapstructure:"timeout"`   // per tool call
 	Parallel bool          `mapstructure:"parallel"`  // let the model call several tools in one step
 }

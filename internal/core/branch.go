@@ -135,6 +135,26 @@ func (t Turn) OpenCalls() []messages.ToolCall {
 	return open
 }
 
+// RuntimeToolSteps counts the steps of t's loop that called a tool
+// other than the client's: the steps whose calls the runtime answers
+// (runs them, or says it cannot), which tools.max_steps bounds. A step
+// that called the client's tools only is not counted: a client's tool
+// loop goes on as long as the client sends results.
+func (t Turn) RuntimeToolSteps() int {
+	n, counted := 0, false
+	for _, it := range t.Loop {
+		switch it := it.(type) {
+		case messages.ToolOutput:
+			counted = false // the step's outputs: the next item starts a step
+		case messages.ToolCall:
+			if !counted && !t.ClientTool(it.Name) {
+				n, counted = n+1, true
+			}
+		}
+	}
+	return n
+}
+
 // ClientTool reports whether name is one of the client's tools of t
 // (Turn.Tools): a call of it is run by the client, not the runtime.
 func (t Turn) ClientTool(name string) bool {

@@ -779,3 +779,33 @@ func TestClientToolLoop(t *testing.T) {
 		t.Fatalf("finalized client turn = %+v", tr)
 	}
 }
+
+func TestRuntimeToolSteps(t *testing.T) {
+	t.Parallel()
+	call := func(id, name string) messages.TranscriptItem {
+		return messages.ToolCall{CallID: id, Name: name, Arguments: json.RawMessage(`"{}"`)}
+	}
+	out := func(id string) messages.TranscriptItem {
+		return messages.ToolOutput{CallID: id, Output: json.RawMessage(`"ok"`)}
+	}
+	text := messages.AssistantMessage{Blocks: messages.Blocks{messages.Text{Text: "let me look"}}}
+	tools := []messages.Tool{{Name: "weather"}}
+	tests := []struct {
+		name string
+		loop messages.Items
+		want int
+	}{
+		{"no loop", nil, 0},
+		{"client's only", messages.Items{call("c1", "weather"), out("c1"), call("c2", "weather"), out("c2"), call("c3", "weather")}, 0},
+		{"runtime's", messages.Items{text, call("r1", "grep"), call("r2", "grep"), out("r1"), out("r2"), call("r3", "grep")}, 2},
+		{"mixed step counts once", messages.Items{call("r1", "grep"), call("c1", "weather"), out("r1"), out("c1"), call("c2", "weather")}, 1},
+		{"alternating", messages.Items{call("c1", "weather"), out("c1"), call("r1", "grep"), out("r1"), call("c2", "weather"), out("c2"),
+			call("r2", "grep")}, 2},
+	}
+	for _, tt := range tests {
+		tr := Turn{Loop: tt.loop, Tools: tools}
+		if got := tr.RuntimeToolSteps(); got != tt.want {
+			t.Errorf("%s: RuntimeToolSteps() = %d, want %d", tt.name, got, tt.want)
+		}
+	}
+}
