@@ -589,6 +589,7 @@ func (s *Server) anthropicMessages(w http.ResponseWriter, r *http.Request) error
 		if err := turnFailed(st.Turn, end); err != nil {
 			return err
 		}
+		reply += stepLimitNote(end, reply != "")
 		remember(reply, end)
 		writeJSON(w, http.StatusOK, anthropicMessage(id, req.Model, reply, end))
 		return nil

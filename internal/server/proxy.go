@@ -89,15 +89,35 @@ func proxyStream(w http.ResponseWriter, r *http.Request, st *actors.TurnStream,
 		}
 		break
 	}
-	started := false
+	started, texted := false, false
 	return sseStream(w, r, st, us, nil, func(send func(string, any), u actors.Update) {
 		if u.Item != nil {
 			return
 		}
+		if note := stepLimitNote(u, texted); note != "" {
+			each(send, actors.Update{Delta: note}, !started) // as the text's end
+			started = true
+		}
 		first := !started
-		started = true
+		started, texted = true, texted || u.Delta != ""
 		each(send, u, first)
 	}, done)
+}
+
+// stepLimitNote is the text an answer ends with when its turn went past
+// tools.max_steps (Update.StepLimit at its end), said to the client and
+// kept in the reply the conversation is found by; "" otherwise. after
+// says whether text comes before it.
+func stepLimitNote(u actors.Update, after bool) string {
+	if !u.Done || u.StepLimit == 0 || u.Phase == messages.PhaseFailed {
+		return ""
+	}
+	note := fmt.Sprintf("[ctxinf: this turn reached tools.max_steps (%d): "+
+		"the model's calls of the server's own tools past it were not run]", u.StepLimit)
+	if after {
+		note = "\n\n" + note
+	}
+	return note
 }
 
 // sseStream answers with server-sent events: head's (if any), flushed at

@@ -234,6 +234,7 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) error {
 		if err := turnFailed(st.Turn, last); err != nil {
 			return err
 		}
+		reply += stepLimitNote(last, reply != "")
 		s.proxyRemember(r, conv, st, pc, reply, last)
 		msg := chatReply{Role: "assistant", Content: &reply, ToolCalls: chatToolCalls(last)}
 		if reply == "" && len(msg.ToolCalls) > 0 {
@@ -640,6 +641,7 @@ func (s *Server) responses(w http.ResponseWriter, r *http.Request) error {
 		if err := turnFailed(st.Turn, last); err != nil {
 			return err
 		}
+		reply += stepLimitNote(last, reply != "")
 		s.proxyRemember(r, conv, st, pc, reply, last)
 		resp := answer(responseStatus(last), reply, last)
 		keep(resp)
