@@ -448,6 +448,15 @@ func (r *Runtime) ModelNames() []string {
 	return names
 }
 
+// CountTokens is the runtime's estimate of the tokens text takes with
+// the model configured under name (the default model for "" or a name
+// not configured): the count the assembler budgets a context with.
+func (r *Runtime) CountTokens(name, text string) int { return r.counter(r.model(name))(text) }
+
+// SystemInstructions are the instructions that open every context the
+// runtime assembles (Config.SystemInstructions).
+func (r *Runtime) SystemInstructions() string { return r.cfg.SystemInstructions }
+
 // DefaultModel names the provider and the model id of a branch that
 // selected no model.
 func (r *Runtime) DefaultModel() (provider, modelID string) {

@@ -494,3 +494,9 @@ func (r *Runtime) Embed(ctx context.Context, texts []string) (string, [][]float3
 	vs, err := r.mem.embed.Embed(ctx, texts)
 	return r.mem.embed.Name(), vs, err
 }
+
+// Embedder names the runtime's embedder (retrieval.embedder: its model
+// and dimension) and the length of the vectors it gives.
+func (r *Runtime) Embedder() (name string, dim int) {
+	return r.mem.embed.Name(), r.mem.embed.Dim()
+}

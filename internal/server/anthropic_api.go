@@ -42,7 +42,7 @@ const (
 )
 
 // isAnthropicPath reports whether path is the Messages API's or under it
-// (count_tokens and the like, which are not served), whose errors are in
+// (count_tokens; batches, which is not served), whose errors are in
 // Anthropic's shape.
 func isAnthropicPath(p string) bool {
 	return p == anthropicMessagesPath || strings.HasPrefix(p, anthropicMessagesPath+"/")

@@ -328,7 +328,7 @@ func TestAnthropicMessagesErrors(t *testing.T) {
 		})
 	}
 	// Not served: in Anthropic's shape too.
-	req, _ := http.NewRequest("POST", ts.URL+"/v1/messages/count_tokens", strings.NewReader(ok))
+	req, _ := http.NewRequest("POST", ts.URL+"/v1/messages/batches", strings.NewReader(ok))
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -337,7 +337,7 @@ func TestAnthropicMessagesErrors(t *testing.T) {
 	_ = json.NewDecoder(resp.Body).Decode(&e)
 	resp.Body.Close()
 	if resp.StatusCode != 404 || e.Type != "error" || e.Error.Type != "not_found_error" {
-		t.Errorf("count_tokens: %d %+v", resp.StatusCode, e)
+		t.Errorf("batches: %d %+v", resp.StatusCode, e)
 	}
 	// The SDK reports them as its API error, with the status and type.
 	cl, _ := anthropicClient(t, ts.URL)

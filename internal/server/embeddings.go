@@ -2,6 +2,7 @@ package server
 
 import (
 	"encoding/json"
+	"math"
 	"net/http"
 	"strings"
 	"unicode/utf8"
@@ -13,18 +14,25 @@ const (
 	MaxEmbedBytes  = 1 << 20 // bytes of all of them
 )
 
+// EmbedderHeader names, on an answer of POST /v1/embeddings, the
+// embedder that gave its vectors (its model and dimension).
+const EmbedderHeader = "X-Ctx-Embedder"
+
 // embeddings is the OpenAI-compatible POST /v1/embeddings with the
 // runtime's embedder (retrieval.embedder: the one retrieval uses, so a
-// client's vectors compare with the runtime's). input is a string or an
-// array of strings; token arrays, dimensions other than the embedder's
-// and encoding_format base64 are refused, naming the field. model is
-// echoed back as the embedder's name.
+// client's vectors compare with the runtime's), named by the answer's
+// model and its X-Ctx-Embedder header, whatever the request's model.
+// input is a string or an array of strings; token arrays and
+// encoding_format base64 are refused, naming the field. dimensions
+// shortens the vectors, as OpenAI's text-embedding-3 models do: the
+// first dimensions components, scaled back to unit length; more than
+// the embedder gives is refused, naming the limit.
 func (s *Server) embeddings(w http.ResponseWriter, r *http.Request) error {
 	var req struct {
 		Model          string          `json:"model"`
 		Input          json.RawMessage `json:"input"`
 		EncodingFormat string          `json:"encoding_format"`
-		Dimensions     int             `json:"dimensions"`
+		Dimensions     *int            `json:"dimensions"`
 		User           string          `json:"user"`
 	}
 	if err := decodeAPIRequest(r, &req, "Embeddings"); err != nil {
@@ -56,13 +64,20 @@ func (s *Server) embeddings(w http.ResponseWriter, r *http.Request) error {
 	case req.EncodingFormat != "" && req.EncodingFormat != "float":
 		return invalid("encoding_format: %q: only \"float\" is supported", req.EncodingFormat)
 	}
+	name, dim := s.rt.Embedder()
+	if d := req.Dimensions; d != nil && (*d < 1 || *d > dim) {
+		return invalid("dimensions: %d, want 1 to %d (the embedder %s gives %d)", *d, dim, name, dim)
+	}
 	name, vecs, err := s.rt.Embed(r.Context(), texts)
 	if err != nil {
 		return &apiError{Status: http.StatusBadGateway, Code: CodeProvider, Message: "the embedder failed: " + apiMessage(err)}
 	}
-	if req.Dimensions > 0 && len(vecs) > 0 && req.Dimensions != len(vecs[0]) {
-		return invalid("dimensions: %d: the embedder (%s) gives %d", req.Dimensions, name, len(vecs[0]))
+	if d := req.Dimensions; d != nil && *d < dim {
+		for i, v := range vecs {
+			vecs[i] = shorten(v, *d)
+		}
 	}
+	w.Header().Set(EmbedderHeader, name)
 	type item struct {
 		Object    string    `json:"object"`
 		Index     int       `json:"index"`
@@ -85,4 +100,23 @@ func (s *Server) embeddings(w http.ResponseWriter, r *http.Request) error {
 	out.Usage.TotalTokens = out.Usage.PromptTokens
 	writeJSON(w, http.StatusOK, out)
 	return nil
+}
+
+// shorten is a new vector of the first n components of v, scaled to
+// unit length (zero if they are); v, which the embedder may hold on to,
+// is left as it is.
+func shorten(v []float32, n int) []float32 {
+	out := make([]float32, min(n, len(v)))
+	var sum float64
+	for _, x := range v[:len(out)] {
+		sum += float64(x) * float64(x)
+	}
+	if sum == 0 {
+		return out
+	}
+	norm := math.Sqrt(sum)
+	for i, x := range v[:len(out)] {
+		out[i] = float32(float64(x) / norm)
+	}
+	return out
 }

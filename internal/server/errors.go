@@ -72,6 +72,10 @@ var turnStatus = map[string]int{
 	CodeTurnFailed:            http.StatusInternalServerError,
 }
 
+// CodeMethodNotAllowed (405) answers a method a path is not served for;
+// Allow names the methods it is.
+const CodeMethodNotAllowed = "method_not_allowed"
+
 // CodeNoSpace (507) says the store's disk is short of free space
 // (store.min_free_bytes): new turns and sessions are refused, reads go on,
 // and writes resume by themselves once space is freed.
@@ -296,10 +300,35 @@ func apiMessage(err error) string {
 	return strings.TrimSpace(msg)
 }
 
-// writeError writes err as the API's error response, in the OpenAI
-// API's shape on the proxy's routes (path), in Anthropic's on the
-// Messages API's.
-func writeError(w http.ResponseWriter, path string, err error) {
+// errorShape is the shape of a request's error answers.
+type errorShape int
+
+const (
+	nativeErrors    errorShape = iota // {"error": {"code", "message"}}
+	openAIErrors                      // {"error": {"message", "type", "param", "code"}}
+	anthropicErrors                   // {"type": "error", "error": {"type", "message"}}
+)
+
+// errorShapeOf is the shape of r's errors: Anthropic's under
+// /v1/messages, and on the model APIs' other paths (/v1/models, a path
+// not served) for a request of Anthropic's SDKs; OpenAI's on the model
+// APIs' paths (isProxyPath); the runtime API's own elsewhere.
+func errorShapeOf(r *http.Request) errorShape {
+	p := r.URL.Path
+	switch {
+	case isAnthropicPath(p):
+		return anthropicErrors
+	case !isProxyPath(p):
+		return nativeErrors
+	case anthropicSDK(r) && !isOpenAIPath(p):
+		return anthropicErrors
+	}
+	return openAIErrors
+}
+
+// writeError writes err as the answer to r, in r's API's shape
+// (errorShapeOf).
+func writeError(w http.ResponseWriter, r *http.Request, err error) {
 	ae := classify(err)
 	switch {
 	case ae.RetryAfter > 0:
@@ -313,7 +342,8 @@ func writeError(w http.ResponseWriter, path string, err error) {
 	if ae.NoRetry {
 		w.Header().Set("X-Should-Retry", "false")
 	}
-	if isAnthropicPath(path) {
+	shape := errorShapeOf(r)
+	if shape == anthropicErrors {
 		writeJSON(w, ae.Status, anthropicError(ae.Status, ae.Message))
 		return
 	}
@@ -322,7 +352,7 @@ func writeError(w http.ResponseWriter, path string, err error) {
 		body["accepted"] = ae.Accepted // null: unknown yet
 	}
 	switch {
-	case isProxyPath(path):
+	case shape == openAIErrors:
 		body["type"], body["param"] = openAIErrorType(ae.Status), nil
 	case !ae.Turn.IsZero():
 		body["turn"] = ae.Turn

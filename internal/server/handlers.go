@@ -602,25 +602,3 @@ func (s *Server) inspect(w http.ResponseWriter, r *http.Request) error {
 	writeJSON(w, http.StatusOK, rep)
 	return nil
 }
-
-// models lists the models a branch can select (PUT .../model, a proxied
-// request's model), in the OpenAI API's shape: each with the provider
-// that serves it as owned_by; the branches' default comes first, as
-// "default" (the model a branch that selected none uses).
-func (s *Server) models(w http.ResponseWriter, r *http.Request) error {
-	type model struct {
-		ID      string `json:"id"`
-		Object  string `json:"object"`
-		Created int64  `json:"created"`
-		OwnedBy string `json:"owned_by"`
-		ModelID string `json:"model_id"` // the provider's id of the model
-	}
-	provider, id := s.rt.DefaultModel()
-	out := []model{{ID: "default", Object: "model", OwnedBy: provider, ModelID: id}}
-	for _, name := range s.rt.ModelNames() {
-		p, id, _ := s.rt.ModelInfo(name)
-		out = append(out, model{ID: name, Object: "model", OwnedBy: p, ModelID: id})
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": out})
-	return nil
-}

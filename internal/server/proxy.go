@@ -25,20 +25,35 @@ import (
 // "user", "conversation" or metadata.conversation), a previous response
 // id, or the messages the request resends.
 
-// isProxyPath reports whether path is one of the proxy's routes, whose
-// errors are in the OpenAI API's shape (Anthropic's on its Messages API).
+// isProxyPath reports whether path is the model APIs' (the proxy's):
+// any path under /v1/ but the runtime's own resources (nativeRoots),
+// served or not (a client probing /v1/completions or /v1/files is told
+// in its API's shape that there is none).
 func isProxyPath(path string) bool {
-	for _, root := range proxyRoots {
+	return strings.HasPrefix(path, "/v1/") && !underAny(path, nativeRoots)
+}
+
+// isOpenAIPath reports whether path is, or is under, a route of the
+// OpenAI API's the proxy serves (openAIRoots).
+func isOpenAIPath(path string) bool { return underAny(path, openAIRoots) }
+
+// nativeRoots are the runtime's own resources under /v1/; openAIRoots the
+// routes of the OpenAI API's only (/v1/models, shared with Anthropic's,
+// is neither).
+var (
+	nativeRoots = []string{"/v1/sessions", "/v1/branches", "/v1/inspect"}
+	openAIRoots = []string{"/v1/chat/completions", "/v1/responses", "/v1/embeddings"}
+)
+
+// underAny reports whether path is one of roots or under one.
+func underAny(path string, roots []string) bool {
+	for _, root := range roots {
 		if path == root || strings.HasPrefix(path, root+"/") {
 			return true
 		}
 	}
-	return isAnthropicPath(path)
+	return false
 }
-
-// proxyRoots are the OpenAI API's routes the proxy serves; a path under
-// one (GET /v1/responses/{id}) is the proxy's too.
-var proxyRoots = []string{"/v1/chat/completions", "/v1/responses", "/v1/embeddings"}
 
 // ProxyBranchHeader and ProxyConversationHeader choose the conversation.
 const (

@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"os"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -132,11 +133,13 @@ var routes = []route{
 	{"PUT", "/v1/branches/{branch}/model", (*Server).selectModel},
 	{"GET", "/v1/inspect", (*Server).inspect},
 	{"GET", "/v1/models", (*Server).models},
+	{"GET", "/v1/models/{model}", (*Server).getModel},
 	{"POST", "/v1/embeddings", (*Server).embeddings},
 	{"POST", "/v1/chat/completions", (*Server).chatCompletions},
 	{"POST", "/v1/responses", (*Server).responses},
 	{"GET", "/v1/responses/{response}", (*Server).getResponse},
 	{"POST", anthropicMessagesPath, (*Server).anthropicMessages},
+	{"POST", anthropicMessagesPath + "/count_tokens", (*Server).anthropicCountTokens},
 }
 
 // New returns a server over rt. The runtime has recovered when it is
@@ -179,9 +182,7 @@ func New(rt *actors.Runtime, opts Options) *Server {
 		name := rt.method + " " + rt.path
 		s.mux.HandleFunc(name, s.instrument(name, rt.handle))
 	}
-	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, r.URL.Path, notFound("no route %s %s (GET /openapi.json lists them)", r.Method, r.URL.Path))
-	})
+	s.mux.HandleFunc("/", s.noRoute)
 	s.ready.Store(true)
 	return s
 }
@@ -225,7 +226,7 @@ func (s *Server) instrument(name string, h func(*Server, http.ResponseWriter, *h
 			} else if errors.Is(err, persistence.ErrUnavailable) {
 				s.opts.Log.Warn().Err(err).Str("route", name).Msg("server: the store's database is unreachable")
 			}
-			writeError(sw, r.URL.Path, err)
+			writeError(sw, r, err)
 		}
 		s.opts.Metrics.observe(name, sw.code, time.Since(t0))
 	}
@@ -291,6 +292,27 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mux.ServeHTTP(w, r)
 }
 
+// noRoute answers a request no route takes: 405 with Allow when the
+// path is served for other methods, else 404; in the API's shape of the
+// path (errorShapeOf).
+func (s *Server) noRoute(w http.ResponseWriter, r *http.Request) {
+	var allow []string
+	for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodDelete} {
+		probe := r.Clone(r.Context())
+		probe.Method = m
+		if _, pattern := s.mux.Handler(probe); pattern != "/" && pattern != "" {
+			allow = append(allow, m)
+		}
+	}
+	if len(allow) == 0 {
+		writeError(w, r, notFound("no route %s %s (GET /openapi.json lists them)", r.Method, r.URL.Path))
+		return
+	}
+	w.Header().Set("Allow", strings.Join(allow, ", "))
+	writeError(w, r, &apiError{Status: http.StatusMethodNotAllowed, Code: CodeMethodNotAllowed,
+		Message: fmt.Sprintf("%s %s: method not allowed; %s takes %s", r.Method, r.URL.Path, r.URL.Path, strings.Join(allow, ", "))})
+}
+
 // refuse answers a request refused before its body was read. A body is
 // then not waited for (net/http would read what is left of it before
 // answering, for ever if it never comes): the connection closes after
@@ -299,7 +321,7 @@ func refuse(w http.ResponseWriter, r *http.Request, ae *apiError) {
 	if r.ContentLength != 0 {
 		w.Header().Set("Connection", "close")
 	}
-	writeError(w, r.URL.Path, ae)
+	writeError(w, r, ae)
 }
 
 // monitoring reports whether path is one of the routes a monitor polls,

@@ -17,7 +17,7 @@ func TestNoSpaceIs507(t *testing.T) {
 	err := fmt.Errorf("create session: %w",
 		&persistence.SpaceError{Dir: "/data/store", Free: 1000, Need: 8 << 20, MinFree: 8 << 20})
 	w := httptest.NewRecorder()
-	writeError(w, "/v1/sessions", err)
+	writeError(w, httptest.NewRequest("POST", "/v1/sessions", nil), err)
 	var body struct {
 		Error struct{ Code, Message string }
 	}

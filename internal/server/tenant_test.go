@@ -151,6 +151,7 @@ var tenantBodies = map[string]string{
 	"POST /v1/chat/completions":              `{"model":"local","messages":[{"role":"user","content":"hello from beta"}],"user":"shared-key"}`,
 	"POST /v1/responses":                     `{"model":"local","input":"hello from beta","user":"shared-key"}`,
 	"POST /v1/messages":                      `{"model":"local","max_tokens":64,"messages":[{"role":"user","content":"hello from beta"}],"metadata":{"user_id":"shared-key"}}`,
+	"POST /v1/messages/count_tokens":         `{"model":"local","messages":[{"role":"user","content":"hello from beta"}],"metadata":{"user_id":"shared-key"}}`,
 	"GET /v1/branches/{branch}/history":      ``,
 	"GET /v1/branches/{branch}/context":      ``,
 	"GET /v1/sessions/{session}/export":      ``,
@@ -191,7 +192,7 @@ func apiOps(t *testing.T) []string {
 // it does not know.
 func (w acmeWorld) fill(path string) (string, bool) {
 	r := strings.NewReplacer("{session}", w.session.String(), "{branch}", w.branch.String(),
-		"{turn}", w.turn.String(), "{pin}", strconv.FormatUint(w.pin, 10), "{response}", w.proxyResp)
+		"{turn}", w.turn.String(), "{pin}", strconv.FormatUint(w.pin, 10), "{response}", w.proxyResp, "{model}", "default")
 	out := r.Replace(path)
 	return out, !strings.Contains(out, "{")
 }
@@ -212,6 +213,12 @@ func TestTenantsNeverSeeEachOther(t *testing.T) {
 	// The routes with no id, each with what it must (not) show beta.
 	noID := map[string]func(st int, body string, h http.Header){
 		"GET /healthz": nil, "GET /readyz": nil, "GET /openapi.json": nil, "GET /metrics": nil, "GET /v1/models": nil,
+		"GET /v1/models/{model}": nil, // the server's models are every tenant's
+		"POST /v1/messages/count_tokens": func(st int, body string, h http.Header) {
+			if b := h.Get(ProxyBranchHeader); st != 200 || b == w.proxyConv.String() || b == w.branch.String() {
+				t.Errorf("beta counts tokens under acme's key: %d branch %q %s, want 200 on none of acme's", st, b, body)
+			}
+		},
 		"POST /v1/embeddings": nil,
 		"POST /v1/sessions": func(st int, body string, _ http.Header) {
 			if st != 201 || !strings.Contains(body, `"tenant":"beta"`) {
@@ -252,7 +259,7 @@ func TestTenantsNeverSeeEachOther(t *testing.T) {
 			t.Errorf("%s: a path parameter this test does not know: add it to acmeWorld.fill", op)
 			continue
 		}
-		if filled == path { // no id
+		if _, noTenant := noID[op]; noTenant || filled == path { // no id of a tenant's
 			check, known := noID[op]
 			if !known {
 				t.Errorf("%s: a route without ids this test does not know: say what beta may see of acme's through it", op)
@@ -310,6 +317,16 @@ func TestTenantsNeverSeeEachOther(t *testing.T) {
 	if st, body, _ := ts.send(t, tokBeta, "POST", "/v1/responses", ref); st != 400 || !strings.Contains(body, "input[0].id") ||
 		strings.Contains(body, tenantMarker) {
 		t.Errorf("beta references acme's response's message: %d %s, want 400 naming input[0].id", st, body)
+	}
+	// Counting tokens of acme's transcript finds none of acme's
+	// conversations either.
+	count, _ := json.Marshal(map[string]any{"model": "local", "messages": []map[string]string{
+		{"role": "user", "content": "Keyless " + tenantMarker}, {"role": "assistant", "content": w.chatReply}, {"role": "user", "content": "go on"}}})
+	if st, body, h := ts.send(t, tokBeta, "POST", "/v1/messages/count_tokens", string(count)); st != 200 || h.Get(ProxyBranchHeader) != "" {
+		t.Errorf("beta counts the tokens of acme's keyless transcript: %d, branch %q %s; want 200 on no conversation", st, h.Get(ProxyBranchHeader), body)
+	}
+	if _, _, h := ts.send(t, tokAcme, "POST", "/v1/messages/count_tokens", string(count)); h.Get(ProxyBranchHeader) != w.chatConv.String() {
+		t.Errorf("acme counts the tokens of its keyless transcript: branch %q, want its conversation %s", h.Get(ProxyBranchHeader), w.chatConv)
 	}
 	transcript, _ := json.Marshal(map[string]any{"model": "local", "messages": []map[string]string{
 		{"role": "user", "content": "Keyless " + tenantMarker}, {"role": "assistant", "content": w.chatReply}, {"role": "user", "content": "go on"}}})
@@ -371,7 +388,7 @@ func TestTenantsNeverSeeEachOther(t *testing.T) {
 	for _, op := range apiOps(t) {
 		method, path, _ := strings.Cut(op, " ")
 		filled, _ := w.fill(path)
-		if filled == path {
+		if _, noTenant := noID[op]; noTenant || filled == path {
 			continue
 		}
 		if st, body, _ := ts.send(t, tokAcme, method, filled, tenantBodies[op]); st == 404 || st >= 500 {
