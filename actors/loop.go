@@ -68,8 +68,7 @@ func (a *branchActor) finishStep(ctx actor.Context, m *stepDone) {
 	a.releaseStep()
 	a.step = messages.StepID{}
 	a.counters = a.counters.plus(m.counters)
-	a.usage.InputTokens += m.resp.Usage.InputTokens
-	a.usage.OutputTokens += m.resp.Usage.OutputTokens
+	a.usage = a.usage.Add(m.resp.Usage)
 	a.lastModel = m.model
 	if m.resp.Model != "" {
 		a.lastModel = m.resp.Model // the model the upstream says answered
@@ -213,7 +212,8 @@ func (a *branchActor) stepRow(t core.Turn, m *stepDone) persistence.StepRow {
 		Provider: m.provider, Model: m.model, Request: m.resp.RawRequest, Response: m.resp.RawResponse,
 		Items: m.resp.Items, Outcome: m.resp.Outcome, StreamPath: filepath.Join("streams", m.step.String()+".jsonl"),
 		Displayed: m.counters.displayed, Durable: m.counters.durable, Started: m.started, Ended: a.now(),
-		InputTokens: m.resp.Usage.InputTokens, OutputTokens: m.resp.Usage.OutputTokens}
+		InputTokens: m.resp.Usage.InputTokens, OutputTokens: m.resp.Usage.OutputTokens,
+		CacheReadTokens: m.resp.Usage.CacheReadTokens, CacheWriteTokens: m.resp.Usage.CacheWriteTokens}
 }
 
 // finalize records the response of turn (TX-A): the reply holds the

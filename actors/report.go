@@ -69,9 +69,11 @@ type ReportStep struct {
 	Displayed uint64               `json:"displayed"`
 	Durable   uint64               `json:"durable"`
 	// Estimated is the assembler's count of the context, InputTokens
-	// the provider's (0: not reported).
-	Estimated   int `json:"estimated_tokens,omitempty"`
-	InputTokens int `json:"input_tokens,omitempty"`
+	// the provider's (0: not reported), CacheReadTokens the part of it
+	// read from the provider's prompt cache.
+	Estimated       int `json:"estimated_tokens,omitempty"`
+	InputTokens     int `json:"input_tokens,omitempty"`
+	CacheReadTokens int `json:"cache_read_input_tokens,omitempty"`
 }
 
 // BuildReport reads the report of the store in dataDir (db, its stream
@@ -165,7 +167,8 @@ func reportSteps(ctx context.Context, db persistence.Database, journals persiste
 	}
 	for _, r := range rows {
 		st := ReportStep{Index: r.Index, ID: r.ID, Provider: r.Provider, Model: r.Model,
-			Outcome: r.Outcome, Items: len(r.Items), Displayed: r.Displayed, Durable: r.Durable, InputTokens: r.InputTokens}
+			Outcome: r.Outcome, Items: len(r.Items), Displayed: r.Displayed, Durable: r.Durable, InputTokens: r.InputTokens,
+			CacheReadTokens: r.CacheReadTokens}
 		if r.Context != nil {
 			st.Estimated = r.Context.Estimated
 		}

@@ -528,8 +528,12 @@ type StepInfo struct {
 	Outcome      messages.StepOutcome `json:"outcome"`
 	InputTokens  int                  `json:"input_tokens,omitempty"`
 	OutputTokens int                  `json:"output_tokens,omitempty"`
-	Displayed    uint64               `json:"displayed"`
-	Durable      uint64               `json:"durable"`
+	// CacheReadTokens and CacheWriteTokens are the part of InputTokens
+	// the provider read from and wrote to its prompt cache.
+	CacheReadTokens  int    `json:"cache_read_input_tokens,omitempty"`
+	CacheWriteTokens int    `json:"cache_creation_input_tokens,omitempty"`
+	Displayed        uint64 `json:"displayed"`
+	Durable          uint64 `json:"durable"`
 	// Interrupted: a crash cut the step off; recovery wrote its row.
 	Interrupted bool `json:"interrupted,omitempty"`
 }

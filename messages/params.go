@@ -50,6 +50,18 @@ type GenParams struct {
 	Thinking *Thinking `json:"thinking,omitempty"`
 	// Verbosity is OpenAI's verbosity of the answer (low, medium, high).
 	Verbosity string `json:"verbosity,omitempty"`
+	// CacheControl is a client's request to cache the prompt (Anthropic's
+	// cache_control, on any block of its request). The runtime lays the
+	// prompt out itself, so it places the cache breakpoints itself, at the
+	// ends of the prompt's stable parts, with this TTL.
+	CacheControl *CacheControl `json:"cache_control,omitempty"`
+}
+
+// CacheControl asks for the prompt to be cached: Type "ephemeral" (the
+// only one), TTL "5m" or "1h" ("" is the API's default, 5m).
+type CacheControl struct {
+	Type string `json:"type"`
+	TTL  string `json:"ttl,omitempty"`
 }
 
 // ResponseFormat is the format of a reply's text: Type "text" (the
@@ -112,6 +124,7 @@ func (p GenParams) Set() []string {
 	add("reasoning_effort", p.ReasoningEffort != "")
 	add("thinking", p.Thinking != nil)
 	add("verbosity", p.Verbosity != "")
+	add("cache_control", p.CacheControl != nil)
 	return out
 }
 
@@ -154,6 +167,9 @@ func (p GenParams) Clone() GenParams {
 	}
 	if p.Thinking != nil {
 		c.Thinking = new(*p.Thinking)
+	}
+	if p.CacheControl != nil {
+		c.CacheControl = new(*p.CacheControl)
 	}
 	return c
 }
@@ -211,5 +227,16 @@ func (p GenParams) Check() error {
 			return bad("thinking.type: %q, want enabled, adaptive or disabled", t.Type)
 		}
 	}
+	if cc := p.CacheControl; cc != nil {
+		if cc.Type != CacheEphemeral {
+			return bad("cache_control.type: %q, want %s", cc.Type, CacheEphemeral)
+		}
+		if cc.TTL != "" && cc.TTL != "5m" && cc.TTL != "1h" {
+			return bad("cache_control.ttl: %q, want 5m or 1h", cc.TTL)
+		}
+	}
 	return nil
 }
+
+// CacheEphemeral is the type of every CacheControl.
+const CacheEphemeral = "ephemeral"

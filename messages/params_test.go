@@ -28,6 +28,9 @@ func TestGenParamsCheck(t *testing.T) {
 		{GenParams{Thinking: &Thinking{Type: ThinkingEnabled}}, "thinking.budget_tokens: 0, want at least 1"},
 		{GenParams{Thinking: &Thinking{Type: ThinkingDisabled, BudgetTokens: 5}}, "thinking.budget_tokens: only with type enabled"},
 		{GenParams{Thinking: &Thinking{Type: "on"}}, `thinking.type: "on"`},
+		{GenParams{CacheControl: &CacheControl{Type: CacheEphemeral, TTL: "1h"}}, ""},
+		{GenParams{CacheControl: &CacheControl{Type: "persistent"}}, `cache_control.type: "persistent", want ephemeral`},
+		{GenParams{CacheControl: &CacheControl{Type: CacheEphemeral, TTL: "2h"}}, `cache_control.ttl: "2h", want 5m or 1h`},
 	}
 	for _, tt := range tests {
 		err := tt.p.Check()
@@ -42,7 +45,8 @@ func TestGenParamsClone(t *testing.T) {
 	p := GenParams{Temperature: new(0.5), TopP: new(1.0), TopK: new(3), FrequencyPenalty: new(0.1), PresencePenalty: new(0.2),
 		Seed: new(int64(9)), LogitBias: map[string]float64{"1": 2}, MaxOutputTokens: new(10), Stop: []string{"x"},
 		ResponseFormat:    &ResponseFormat{Type: FormatJSONSchema, Schema: json.RawMessage(`{}`), Strict: new(true)},
-		ParallelToolCalls: new(true), ReasoningEffort: "low", Thinking: &Thinking{Type: ThinkingAdaptive}, Verbosity: "low"}
+		ParallelToolCalls: new(true), ReasoningEffort: "low", Thinking: &Thinking{Type: ThinkingAdaptive}, Verbosity: "low",
+		CacheControl: &CacheControl{Type: CacheEphemeral, TTL: "1h"}}
 	if got := len(p.Set()); got != reflect.TypeFor[GenParams]().NumField() {
 		t.Fatalf("Set() names %d fields, the struct has %d: a field is missing from Set", got, reflect.TypeFor[GenParams]().NumField())
 	}
@@ -52,6 +56,10 @@ func TestGenParamsClone(t *testing.T) {
 	}
 	*c.Temperature, c.Stop[0], c.ResponseFormat.Schema[0], c.LogitBias["1"], c.Thinking.Type = 0, "y", '[', 0, ""
 	*c.ResponseFormat.Strict = false
+	c.CacheControl.TTL = "5m"
+	if p.CacheControl.TTL != "1h" {
+		t.Fatalf("the clone shares the cache control with p: %+v", p.CacheControl)
+	}
 	if p.Temperature == c.Temperature || p.Stop[0] != "x" || p.ResponseFormat.Schema[0] != '{' || p.LogitBias["1"] != 2 ||
 		p.Thinking.Type != ThinkingAdaptive || !*p.ResponseFormat.Strict {
 		t.Fatalf("the clone shares memory with p: %+v", p)

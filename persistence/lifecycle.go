@@ -215,10 +215,15 @@ type StepRow struct {
 	// InputTokens and OutputTokens are the usage the provider reported
 	// (0 when it reported none), to compare with the estimate the
 	// context was assembled with (Context.Estimated).
-	InputTokens  int       `json:"input_tokens,omitempty"`
-	OutputTokens int       `json:"output_tokens,omitempty"`
-	Started      time.Time `json:"started"`
-	Ended        time.Time `json:"ended"`
+	InputTokens  int `json:"input_tokens,omitempty"`
+	OutputTokens int `json:"output_tokens,omitempty"`
+	// CacheReadTokens and CacheWriteTokens are the part of InputTokens
+	// the provider reported read from and written to its prompt cache
+	// (providers.Usage); 0 in rows written before they were kept.
+	CacheReadTokens  int       `json:"cache_read_input_tokens,omitempty"`
+	CacheWriteTokens int       `json:"cache_creation_input_tokens,omitempty"`
+	Started          time.Time `json:"started"`
+	Ended            time.Time `json:"ended"`
 	// Interrupted marks the row recovery writes for a step a crash cut
 	// off (SRD §6.5): its Outcome is incomplete, Partial the text its
 	// stream journal recovered (SRD §13.4), shown labeled incomplete

@@ -169,6 +169,7 @@ func testTxStepRows(t *testing.T, d lifecycleDB) {
 			Outcome: messages.StepOutcome{Kind: messages.OutcomePaused, Reason: "tool_use"}, Started: now, Ended: now}
 	}
 	s0, s1 := step(0), step(1)
+	s0.InputTokens, s0.OutputTokens, s0.CacheReadTokens, s0.CacheWriteTokens = 4000, 12, 3000, 900
 	if _, err := d.Commit(bg, &Tx{Steps: []StepRow{s1, s0}}); err != nil {
 		t.Fatal(err)
 	}
@@ -186,6 +187,11 @@ func testTxStepRows(t *testing.T, d lifecycleDB) {
 	}
 	if c, ok := got[0].Items[0].(messages.ToolCall); !ok || c.Name != "grep" || got[0].Outcome.Reason != "tool_use" {
 		t.Fatalf("step 0 read back as %+v", got[0])
+	}
+	if g := got[0]; g.InputTokens != 4000 || g.OutputTokens != 12 || g.CacheReadTokens != 3000 || g.CacheWriteTokens != 900 ||
+		got[1].CacheReadTokens != 0 {
+		t.Fatalf("usage read back as %d in (%d read from the cache, %d written), %d out; step 1 %d read",
+			g.InputTokens, g.CacheReadTokens, g.CacheWriteTokens, g.OutputTokens, got[1].CacheReadTokens)
 	}
 	// By id: the refused step was not indexed either.
 	if r, err := d.StepRow(bg, s1.ID); err != nil || r.ID != s1.ID || r.Index != 1 {
@@ -609,4 +615,20 @@ func writeRowsByID(t *testing.T, d lifecycleDB) (check func(d lifecycleDB), r ro
 		}
 	}
 	return check, rowsByID{ids, other, b1, b2, fork, steps}
+}
+
+// A step row written before the prompt cache's usage was kept decodes
+// with none.
+func TestStepRowWithoutCacheUsage(t *testing.T) {
+	t.Parallel()
+	old := `{"id":"01JD8Z3QZJ6Y7W3V9Q4N2K5M8P","branch":"01JD8Z3QZJ6Y7W3V9Q4N2K5M8Q","turn":"01JD8Z3QZJ6Y7W3V9Q4N2K5M8R","index":0,` +
+		`"provider":"anthropic","model":"m","outcome":{"kind":"completed"},"displayed":3,"durable":3,` +
+		`"input_tokens":1200,"output_tokens":40,"started":"2024-11-20T10:00:00Z","ended":"2024-11-20T10:00:01Z"}`
+	var r StepRow
+	if err := json.Unmarshal([]byte(old), &r); err != nil {
+		t.Fatal(err)
+	}
+	if r.InputTokens != 1200 || r.OutputTokens != 40 || r.CacheReadTokens != 0 || r.CacheWriteTokens != 0 {
+		t.Errorf("old row read as %d in (%d cached, %d written), %d out", r.InputTokens, r.CacheReadTokens, r.CacheWriteTokens, r.OutputTokens)
+	}
 }

@@ -80,8 +80,12 @@ func inspect(e *env, args []string) error {
 					if r := st.Outcome.Reason + st.Outcome.Code; r != "" {
 						outcome += " (" + r + ")"
 					}
-					fmt.Fprintf(w, "      step %d %s %s/%s %s · %d items · stream durable/displayed %d/%d bytes · input tokens estimated %d, reported %d\n",
-						st.Index, st.ID, st.Provider, st.Model, outcome, st.Items, st.Durable, st.Displayed, st.Estimated, st.InputTokens)
+					cached := ""
+					if st.CacheReadTokens > 0 {
+						cached = fmt.Sprintf(" (%d from the prompt cache)", st.CacheReadTokens)
+					}
+					fmt.Fprintf(w, "      step %d %s %s/%s %s · %d items · stream durable/displayed %d/%d bytes · input tokens estimated %d, reported %d%s\n",
+						st.Index, st.ID, st.Provider, st.Model, outcome, st.Items, st.Durable, st.Displayed, st.Estimated, st.InputTokens, cached)
 				}
 				if t.Partial != "" {
 					torn := ""

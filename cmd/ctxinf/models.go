@@ -40,7 +40,8 @@ func buildModel(c config.Config, name string, m config.ModelConfig) (actors.Mode
 			return out, errNoKey{m.APIKeyEnv}
 		}
 		if m.Provider == "anthropic" {
-			out.Provider = anthropic.New(anthropic.Options{Name: "anthropic", BaseURL: m.BaseURL, APIKey: key, ContextLimit: m.ContextLimit})
+			out.Provider = anthropic.New(anthropic.Options{Name: "anthropic", BaseURL: m.BaseURL, APIKey: key, ContextLimit: m.ContextLimit,
+				NoCache: !m.Caches()})
 			return out, nil
 		}
 		opts := openai.Options{Name: "openai", BaseURL: m.BaseURL, APIKey: key, ContextLimit: m.ContextLimit,

@@ -223,7 +223,19 @@ type ModelConfig struct {
 	// MaxOutputTokens bounds this model's output; 0 uses
 	// runtime.max_output_tokens.
 	MaxOutputTokens int `mapstructure:"max_output_tokens"`
+	// Cache marks the stable start of every request (system prompt,
+	// tools, pinned facts, summary, the conversation so far) for the
+	// provider's prompt cache: Anthropic's cache_control breakpoints.
+	// nil (an entry that does not say) is true. OpenAI caches prompt
+	// prefixes by itself and cannot be told not to, so an openai model
+	// takes only true. A client's own cache_control turns it on for its
+	// request.
+	Cache *bool `mapstructure:"cache"`
 }
+
+// Caches reports whether the model's requests are marked for the prompt
+// cache (Cache, true when unset).
+func (m ModelConfig) Caches() bool { return m.Cache == nil || *m.Cache }
 
 // LibrarianConfig configures the librarian (summaries, SRD §10).
 type LibrarianConfig struct {
@@ -383,10 +395,10 @@ func Default() Config {
 		DefaultModel: "gpt",
 		Models: map[string]ModelConfig{
 			"gpt": {Provider: "openai", ModelID: "gpt-4.1-mini", ContextLimit: 128000,
-				APIKeyEnv: "OPENAI_API_KEY", BaseURL: "https://api.openai.com/v1", Truncation: "disabled"},
+				APIKeyEnv: "OPENAI_API_KEY", BaseURL: "https://api.openai.com/v1", Truncation: "disabled", Cache: new(true)},
 			"claude": {Provider: "anthropic", ModelID: "claude-sonnet-4-5", ContextLimit: 200000,
-				APIKeyEnv: "ANTHROPIC_API_KEY", BaseURL: "https://api.anthropic.com", Truncation: "disabled"},
-			"local": {Provider: "local", ModelID: "local", ContextLimit: 32768, Truncation: "disabled"},
+				APIKeyEnv: "ANTHROPIC_API_KEY", BaseURL: "https://api.anthropic.com", Truncation: "disabled", Cache: new(true)},
+			"local": {Provider: "local", ModelID: "local", ContextLimit: 32768, Truncation: "disabled", Cache: new(true)},
 		},
 		Context: ContextConfig{
 			WindowMessages:      6,

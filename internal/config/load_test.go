@@ -141,13 +141,15 @@ store:
 		{
 			name: "models added in the file, default overridden by env",
 			file: "default_model: llama\nmodels:\n  llama:\n    provider: openai\n    model_id: llama3\n    context_limit: 8192\n    api_key_env: LLAMA_KEY\n    base_url: http://127.0.0.1:8080/v1\n",
-			env:  map[string]string{"CTX_MODELS_GPT_MODEL_ID": "gpt-5"},
+			env:  map[string]string{"CTX_MODELS_GPT_MODEL_ID": "gpt-5", "CTX_MODELS_CLAUDE_CACHE": "false"},
 			modify: func(c *Config) {
 				c.DefaultModel = "llama"
+				claude := Default().Models["claude"]
+				claude.Cache = new(false)
 				c.Models = map[string]ModelConfig{
 					"gpt": {Provider: "openai", ModelID: "gpt-5", ContextLimit: 128000, APIKeyEnv: "OPENAI_API_KEY",
-						BaseURL: "https://api.openai.com/v1", Truncation: "disabled"},
-					"claude": Default().Models["claude"],
+						BaseURL: "https://api.openai.com/v1", Truncation: "disabled", Cache: new(true)},
+					"claude": claude,
 					"local":  Default().Models["local"],
 					"llama": {Provider: "openai", ModelID: "llama3", ContextLimit: 8192, APIKeyEnv: "LLAMA_KEY",
 						BaseURL: "http://127.0.0.1:8080/v1"},

@@ -114,6 +114,9 @@ func (c Config) validateModels(p *problems) {
 			p.oneOf(prefix+"truncation", m.Truncation, "disabled", "auto")
 		}
 		p.inRange(prefix+"max_output_tokens", int64(m.MaxOutputTokens), 0, 1_000_000)
+		if m.Provider == "openai" && !m.Caches() {
+			p.addf("%scache: false: OpenAI caches prompt prefixes by itself and cannot be told not to; only an anthropic model takes cache: false", prefix)
+		}
 		if m.Provider == "openai" {
 			if m.API != "" {
 				p.oneOf(prefix+"api", m.API, "responses", "chat")

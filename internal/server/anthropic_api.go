@@ -439,9 +439,21 @@ type anthropicContent struct {
 	Input json.RawMessage `json:"input,omitempty"`
 }
 
+// anthropicUsage is the tokens an answer used, as the Messages API
+// counts them: input_tokens leaves out the prompt tokens read from the
+// prompt cache and written to it, which it counts apart.
 type anthropicUsage struct {
-	InputTokens  int `json:"input_tokens"`
-	OutputTokens int `json:"output_tokens"`
+	InputTokens              int `json:"input_tokens"`
+	CacheCreationInputTokens int `json:"cache_creation_input_tokens"`
+	CacheReadInputTokens     int `json:"cache_read_input_tokens"`
+	OutputTokens             int `json:"output_tokens"`
+}
+
+// newAnthropicUsage is the usage u reports (providers.Usage counts the
+// cached tokens within its input tokens).
+func newAnthropicUsage(u providers.Usage) anthropicUsage {
+	return anthropicUsage{InputTokens: max(u.InputTokens-u.CacheReadTokens-u.CacheWriteTokens, 0),
+		CacheCreationInputTokens: u.CacheWriteTokens, CacheReadInputTokens: u.CacheReadTokens, OutputTokens: u.OutputTokens}
 }
 
 // anthropicStopReason is the stop_reason of a turn's (or step's) end.
@@ -603,7 +615,7 @@ func (s *Server) anthropicMessages(w http.ResponseWriter, r *http.Request) error
 // named, the answer's model when end names none.
 func anthropicMessage(id, requested, reply string, end actors.Update) anthropicResponse {
 	out := anthropicResponse{ID: id, Type: "message", Role: "assistant", Model: end.Model, Content: []anthropicContent{},
-		StopReason: new(anthropicStopReason(end)), Usage: anthropicUsage{end.Usage.InputTokens, end.Usage.OutputTokens}}
+		StopReason: new(anthropicStopReason(end)), Usage: newAnthropicUsage(end.Usage)}
 	if out.Model == "" {
 		out.Model = requested
 	}
@@ -674,7 +686,7 @@ func (as *anthropicStream) update(send func(string, any), u actors.Update, first
 		}
 		send("message_delta", map[string]any{"type": "message_delta",
 			"delta": map[string]any{"stop_reason": anthropicStopReason(u), "stop_sequence": nil},
-			"usage": anthropicUsage{u.Usage.InputTokens, u.Usage.OutputTokens}})
+			"usage": newAnthropicUsage(u.Usage)})
 		send("message_stop", map[string]string{"type": "message_stop"})
 	case u.Delta != "":
 		if !as.textOpen {

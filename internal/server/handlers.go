@@ -304,7 +304,8 @@ func TurnInfo(ctx context.Context, rt *actors.Runtime, branch messages.BranchID,
 	}
 	for _, st := range steps {
 		out.Steps = append(out.Steps, client.StepInfo{ID: st.ID, Index: st.Index, Provider: st.Provider, Model: st.Model,
-			Outcome: st.Outcome, InputTokens: st.InputTokens, OutputTokens: st.OutputTokens, Displayed: st.Displayed, Durable: st.Durable,
+			Outcome: st.Outcome, InputTokens: st.InputTokens, OutputTokens: st.OutputTokens,
+			CacheReadTokens: st.CacheReadTokens, CacheWriteTokens: st.CacheWriteTokens, Displayed: st.Displayed, Durable: st.Durable,
 			Interrupted: st.Interrupted})
 		if st.Interrupted {
 			out.Partial = partialOutput(&actors.Recovered{Turn: turn, Step: st.ID, Text: st.Partial, Displayed: st.Displayed, Durable: st.Durable})

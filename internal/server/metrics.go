@@ -61,7 +61,8 @@ func NewMetrics() *Metrics {
 	m.stepSeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "ctxinf_step_seconds",
 		Help: "Provider step duration, by provider and outcome.", Buckets: latencyBuckets}, []string{"provider", "outcome"})
 	m.stepTokens = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ctxinf_step_tokens_total",
-		Help: "Tokens the providers reported, by provider and direction."}, []string{"provider", "direction"})
+		Help: "Tokens the providers reported, by provider and direction: input, output, and cache_read and cache_write, the input tokens read from and written to the provider's prompt cache."},
+		[]string{"provider", "direction"})
 	m.retrievalSecs = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "ctxinf_retrieval_seconds",
 		Help: "Time of each context's hybrid search.", Buckets: latencyBuckets})
 	m.retrievalHits = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "ctxinf_retrieval_hits",
@@ -110,6 +111,8 @@ func (m *Metrics) Hook(cfg *actors.Config) {
 		m.stepSeconds.WithLabelValues(row.Provider, row.Outcome.Kind.String()).Observe(row.Ended.Sub(row.Started).Seconds())
 		m.stepTokens.WithLabelValues(row.Provider, "input").Add(float64(row.InputTokens))
 		m.stepTokens.WithLabelValues(row.Provider, "output").Add(float64(row.OutputTokens))
+		m.stepTokens.WithLabelValues(row.Provider, "cache_read").Add(float64(row.CacheReadTokens))
+		m.stepTokens.WithLabelValues(row.Provider, "cache_write").Add(float64(row.CacheWriteTokens))
 	}
 	cfg.ObserveRetrieval = func(_ messages.BranchID, hits int, took time.Duration, err error) {
 		m.retrievalSecs.Observe(took.Seconds())

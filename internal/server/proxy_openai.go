@@ -173,8 +173,10 @@ type chatUsage struct {
 }
 
 func newChatUsage(u actors.Update) chatUsage {
-	return chatUsage{PromptTokens: u.Usage.InputTokens, CompletionTokens: u.Usage.OutputTokens,
+	out := chatUsage{PromptTokens: u.Usage.InputTokens, CompletionTokens: u.Usage.OutputTokens,
 		TotalTokens: u.Usage.InputTokens + u.Usage.OutputTokens}
+	out.PromptTokensDetails.CachedTokens = u.Usage.CacheReadTokens
+	return out
 }
 
 // chatToolCalls are the calls of last (Awaiting) as the API writes them.
@@ -620,6 +622,7 @@ func (s *Server) responses(w http.ResponseWriter, r *http.Request) error {
 		}
 		out.Usage = &responseUsage{InputTokens: u.Usage.InputTokens, OutputTokens: u.Usage.OutputTokens,
 			TotalTokens: u.Usage.InputTokens + u.Usage.OutputTokens}
+		out.Usage.InputTokensDetails.CachedTokens = u.Usage.CacheReadTokens
 		switch status {
 		case "incomplete":
 			out.IncompleteDetails = &responseIncomplete{Reason: u.Outcome.Reason}

@@ -40,9 +40,16 @@ import (
 const MaxBreakpoints = 4
 
 // cacheControl is the cache_control the runtime's breakpoints carry,
-// and whether req gets any: when the model's cache option is on.
-func cacheControl(on bool, _ providers.Request) (sdk.CacheControlEphemeralParam, bool) {
-	return sdk.NewCacheControlEphemeralParam(), on
+// and whether req gets any: when the client asked for caching
+// (req.Params.CacheControl, its TTL kept), or else when the model's cache
+// option is on (on), with the API's default TTL.
+func cacheControl(on bool, req providers.Request) (sdk.CacheControlEphemeralParam, bool) {
+	cc := sdk.NewCacheControlEphemeralParam()
+	if asked := req.Params.CacheControl; asked != nil {
+		cc.TTL = sdk.CacheControlEphemeralTTL(asked.TTL)
+		return cc, true
+	}
+	return cc, on
 }
 
 // markCache sets the breakpoints described above on params, built from

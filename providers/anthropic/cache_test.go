@@ -120,3 +120,29 @@ func TestCacheBreakpointsToolsAndLimit(t *testing.T) {
 		t.Errorf("the last tool was not sent as written with cache_control last:\n%s", sent)
 	}
 }
+
+// A client's cache_control (GenParams.CacheControl) is honoured even
+// with the model's cache option off: the runtime's breakpoints carry
+// its TTL.
+func TestCacheClientTTL(t *testing.T) {
+	t.Parallel()
+	req := basicRequest()
+	req.Context.Pending = []messages.Message{user(text("earlier")), assistant(text("answer"))}
+	req.Params.CacheControl = &messages.CacheControl{Type: messages.CacheEphemeral, TTL: "1h"}
+	s := newServer(t, fakeapi.AnthropicText([]string{"ok"}, "end_turn"))
+	p := anthropic.New(anthropic.Options{BaseURL: s.URL, APIKey: testKey, NoCache: true})
+	if refused := p.RefusedParams("m", req.Params); len(refused) > 0 {
+		t.Fatalf("RefusedParams = %v", refused)
+	}
+	if _, err := p.Stream(context.Background(), req, func(providers.Event) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	b := body(t, s)
+	if got, want := strings.Join(breakpoints(t, b), ", "), "system 0, msg 1.0"; got != want {
+		t.Errorf("breakpoints %s, want %s", got, want)
+	}
+	sent := string(s.Requests()[0].Body)
+	if n := strings.Count(sent, `"cache_control":{"ttl":"1h","type":"ephemeral"}`); n != 2 {
+		t.Errorf("%d breakpoints with the client's TTL, want 2:\n%s", n, sent)
+	}
+}

@@ -24,6 +24,11 @@ import (
 //
 // Neither has Anthropic's thinking; {"type":"disabled"} asks for nothing
 // and is taken.
+//
+// Both cache prompt prefixes by themselves (the request's start, from
+// 1,024 tokens, for 5 to 10 minutes of inactivity): a cache_control is
+// taken as it stands, but one that asks for an hour (ttl "1h") is not,
+// since neither keeps a prefix that long on request.
 
 var _ providers.ParamsTaker = (*Provider)(nil)
 
@@ -48,6 +53,8 @@ func (p *Provider) RefusedParams(_ string, gp messages.GenParams) []providers.Re
 	}
 	out = providers.Refuse(out, gp.Thinking != nil && gp.Thinking.Type != messages.ThinkingDisabled, "thinking",
 		api+" has no thinking budget (Anthropic's); use reasoning_effort")
+	out = providers.Refuse(out, gp.CacheControl != nil && gp.CacheControl.TTL == "1h", "cache_control",
+		"OpenAI caches prompt prefixes by itself for 5 to 10 minutes and takes no ttl; send cache_control without ttl \"1h\"")
 	return out
 }
 

@@ -22,6 +22,7 @@ func TestParams(t *testing.T) {
 	all := messages.GenParams{Temperature: new(0.3), TopP: new(0.9), FrequencyPenalty: new(0.1), PresencePenalty: new(0.2),
 		Seed: new(int64(7)), LogitBias: map[string]float64{"50256": -100}, MaxOutputTokens: new(321), Stop: []string{"END"},
 		ParallelToolCalls: new(false), ReasoningEffort: "low", Verbosity: "high",
+		CacheControl: &messages.CacheControl{Type: messages.CacheEphemeral, TTL: "5m"}, // OpenAI caches by itself
 		ResponseFormat: &messages.ResponseFormat{Type: messages.FormatJSONSchema, Name: "answer", Description: "The answer",
 			Schema: json.RawMessage(orderedSchema), Strict: new(true)}}
 	tests := []struct {
@@ -82,11 +83,12 @@ func TestParams(t *testing.T) {
 		api  string
 		want []string
 	}{
-		{openai.APIChat, []string{"top_k", "thinking"}},
-		{openai.APIResponses, []string{"top_k", "frequency_penalty", "presence_penalty", "seed", "logit_bias", "stop", "thinking"}},
+		{openai.APIChat, []string{"top_k", "thinking", "cache_control"}},
+		{openai.APIResponses, []string{"top_k", "frequency_penalty", "presence_penalty", "seed", "logit_bias", "stop", "thinking", "cache_control"}},
 	}
 	every := all
 	every.TopK = new(40)
+	every.CacheControl = &messages.CacheControl{Type: messages.CacheEphemeral, TTL: "1h"}
 	every.Thinking = &messages.Thinking{Type: messages.ThinkingEnabled, BudgetTokens: 1024}
 	for _, r := range refusals {
 		var got []string
