@@ -177,6 +177,10 @@ type branchActor struct {
 	// client's tools too: it awaits them, and its answer says the limit
 	// was reached (Update.StepLimit).
 	stepLimited messages.TurnID
+	// stall is the step of a client's tool loop that failed after the
+	// client's results, if one did: its turn waits for the client to
+	// retry them (stalledStep).
+	stall *stalledStep
 	// results are the streams started by tool results sent under an
 	// idempotency key (SubmitToolResults), by key, while their turn is in
 	// flight: a repeat follows them.
@@ -404,7 +408,7 @@ func (a *branchActor) Receive(ctx actor.Context) {
 			after(ctx, a.rt.cfg.IndexFlushDelay, &flushIndexedReq{})
 		}
 	case *flushIndexedReq:
-		if t, inFlight := a.b.InFlight(); inFlight && !t.Awaiting() {
+		if t, inFlight := a.b.InFlight(); inFlight && !a.idleTurn(t) {
 			// The turn in flight ends with a write of its own (its
 			// response or its failure; a stop flushes first), which
 			// takes the index results with it. Committing them now
@@ -544,7 +548,14 @@ func errOrOK(err error) any {
 // that awaits its client's tool results, which runs nothing.
 func (a *branchActor) busy() bool {
 	t, inFlight := a.b.InFlight()
-	return inFlight && !t.Awaiting() || a.summarizing != 0 || len(a.indexing) > 0
+	return inFlight && !a.idleTurn(t) || a.summarizing != 0 || len(a.indexing) > 0
+}
+
+// idleTurn reports whether t, the turn in flight, runs nothing: it
+// awaits its client's tool results, or its client's retry of them
+// (stall).
+func (a *branchActor) idleTurn(t core.Turn) bool {
+	return t.Awaiting() || a.stall != nil && a.stall.turn == t.ID
 }
 
 // doneUpdate is u, a stream's last update, with the turn's journal
@@ -1025,6 +1036,9 @@ func (a *branchActor) run(ctx actor.Context, effects []core.Effect) {
 			ctx.Send(a.rt.indexer(a.id), &indexReq{known: known, from: ctx.Self(), branch: a.id, session: a.b.Session,
 				turn: t.ID, seq: t.Seq, reply: t.Reply})
 		case core.TurnDone:
+			if a.stall != nil && a.stall.turn == e.Turn {
+				a.stall = nil
+			}
 			for k, s := range a.results {
 				if s.Turn == e.Turn {
 					delete(a.results, k) // a repeat reads the turn's end from the store

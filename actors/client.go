@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -222,6 +223,9 @@ func resultsHash(outputs messages.Items) string {
 // turn awaiting its client's results, and starts the loop's next step;
 // the stream returned delivers the turn from there on.
 func (a *branchActor) submitResults(ctx actor.Context, m *resultsReq) (*TurnStream, error) {
+	if st := a.stall; st != nil {
+		return a.retryStalled(ctx, st, m)
+	}
 	if m.key != "" {
 		if s, ok, err := a.resultsKeyed(m.key, m.hash); err != nil || ok {
 			return s, err
@@ -390,10 +394,132 @@ func (a *branchActor) awaitingStream(t core.Turn) *TurnStream {
 	return s
 }
 
+// stalledStep is the step of a client's tool loop that failed right
+// after the client's results (its upstream's 429, say): the turn stays
+// in flight, running nothing, and its client was answered with the
+// error, so that the client's retry of the same results runs the step
+// again (an SDK retries a 429 or a 5xx with the same request; ending the
+// loop would refuse that retry, no call awaiting its result). A new user
+// turn or a cancellation ends the loop as a failed step in a loop ends
+// (finalized Incomplete with the error, row written then); a stop or
+// passivation loses the stall and recovery does the same (interrupted).
+type stalledStep struct {
+	turn   messages.TurnID
+	step   messages.StepID
+	reason string
+	row    persistence.StepRow
+}
+
+// stallForClient stalls turn t, whose step failed with code for reason
+// (row its record), if that step ran on its client's results and may be
+// worth retrying; it reports whether it did. The turn's stream ends with
+// the failure (Phase failed, the code, the provider's Retry-After), as
+// a failed turn's does.
+func (a *branchActor) stallForClient(t core.Turn, step messages.StepID, code, reason string, row persistence.StepRow) bool {
+	switch code {
+	case messages.FailCancelled, messages.FailInterrupted, messages.FailTurn:
+		return false
+	}
+	if n := len(t.Loop); n == 0 || !clientAnswered(t, t.Loop[n-1]) {
+		return false
+	}
+	reason = a.rt.cfg.Scrub.String(reason)
+	a.stall = &stalledStep{turn: t.ID, step: step, reason: reason, row: row}
+	for k, s := range a.results {
+		if s.Turn == t.ID {
+			delete(a.results, k) // a repeat of those results is the retry
+		}
+	}
+	if s := a.streams[t.ID]; s != nil {
+		s.push(a.doneUpdate(Update{Done: true, Phase: messages.PhaseFailed, Outcome: messages.FailedOutcome(code, reason),
+			Err: reason, RetryAfter: a.retryAfter}))
+		delete(a.streams, t.ID)
+	}
+	a.rt.log.Warn().Str("branch", a.id.String()).Str("turn", t.ID.String()).Str("code", code).
+		Msg("a step after the client's tool results failed; the turn waits for the client to retry them")
+	return true
+}
+
+// clientAnswered reports whether it is the output of a call of t's loop
+// to one of the client's tools.
+func clientAnswered(t core.Turn, it messages.TranscriptItem) bool {
+	out, ok := it.(messages.ToolOutput)
+	if !ok {
+		return false
+	}
+	for _, it := range t.Loop {
+		if c, ok := it.(messages.ToolCall); ok && c.CallID == out.CallID {
+			return t.ClientTool(c.Name)
+		}
+	}
+	return false
+}
+
+// retryStalled runs the stalled step st again for m, the client's retry
+// of the results it ran on, which must be those recorded (the same
+// calls, the same outputs); the stream returned delivers the turn from
+// there on.
+func (a *branchActor) retryStalled(ctx actor.Context, st *stalledStep, m *resultsReq) (*TurnStream, error) {
+	t, ok := a.b.Turn(st.turn)
+	if !ok {
+		return nil, fmt.Errorf("%w: branch %s has no turn in flight", ErrNoToolCallsOpen, a.id)
+	}
+	recorded := map[string]messages.ToolOutput{}
+	for i := len(t.Loop) - 1; i >= 0 && clientAnswered(t, t.Loop[i]); i-- {
+		o := t.Loop[i].(messages.ToolOutput)
+		recorded[o.CallID] = o
+	}
+	for i, it := range m.outputs {
+		o, _ := it.(messages.ToolOutput)
+		if r, ok := recorded[o.CallID]; !ok || !bytes.Equal(r.Output, o.Output) || r.IsError != o.IsError || len(m.outputs) != len(recorded) {
+			return nil, fmt.Errorf("%w: outputs[%d] (call %q): the results of this turn's last tool calls were recorded already, "+
+				"and the step after them failed (%s): send the same results again to retry it, or a new user message",
+				persistence.ErrInvalidArgument, i, o.CallID, st.reason)
+		}
+	}
+	known := false // the key came with the results the step ran on
+	if m.key != "" {
+		var err error
+		if _, known, err = a.resultsKeyed(m.key, m.hash); err != nil {
+			return nil, err
+		}
+	}
+	now := a.now()
+	evs, err := a.b.RetryStep(t.ID, st.step, messages.NewID[messages.StepID](now), "the client retried: "+st.reason, now)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", persistence.ErrInvalidArgument, err)
+	}
+	tx := a.txFor(evs[0])
+	tx.Steps = append(tx.Steps, st.row)
+	s := newTurnStream(a.id, t.ID, t.Seq)
+	if m.key != "" {
+		if !known {
+			tx.Keys = []persistence.IdempotencyRow{{Scope: persistence.ScopeTurn, Owner: a.id, Key: m.key, Hash: m.hash,
+				Turn: t.ID, Created: now.UTC()}}
+		}
+		if a.results == nil {
+			a.results = map[string]*TurnStream{}
+		}
+		a.results[m.key] = s
+	}
+	a.stall = nil
+	a.streams[t.ID] = s
+	a.usage, a.lastModel, a.cancelled, a.retryAfter = providers.Usage{}, "", false, 0
+	a.persist(ctx, evs[0], tx) // gives RetryStep: the step runs again
+	return s, nil
+}
+
 // abandonAwaiting ends the turn that awaits its client's results, if
 // one does, before a new user turn: its open calls are answered with an
 // error and the response finalized incomplete (ReasonToolResultsMissing).
 func (a *branchActor) abandonAwaiting(ctx actor.Context) {
+	if st := a.stall; st != nil {
+		// Its client went on without retrying the failed step: the
+		// loop ends as a failed step in a loop ends.
+		a.stall = nil
+		a.abandon(ctx, st.turn, st.reason, missingClientResultText, &st.row)
+		return
+	}
 	if t, ok := a.b.Awaiting(); ok {
 		a.abandon(ctx, t.ID, ReasonToolResultsMissing, missingClientResultText, nil)
 	}

@@ -762,3 +762,86 @@ func TestStepLimitKeepsClientCalls(t *testing.T) {
 		t.Fatalf("reply = %s", got)
 	}
 }
+
+// A step that fails right after the client's tool results ends the
+// request with the failure (its code, the provider's Retry-After), and
+// the turn waits for the client's retry of the same results, which runs
+// the step again: an SDK retries a 429 with the same request.
+func TestClientLoopFailedStepIsRetried(t *testing.T) {
+	t.Parallel()
+	limited := &providers.Error{Provider: "fake", StatusCode: 429, Message: "slow down", Retryable: true, RetryAfter: 7 * time.Second}
+	cfg := testConfig(t, t.TempDir(), newEvents())
+	f := fake.New(fake.Step{Items: messages.Items{weatherCall("c1")}, Outcome: pausedForTools}, fake.Step{Err: limited},
+		fake.Step{Reply: "sunny"})
+	cfg.Provider = f
+	r, b := branchOn(t, cfg)
+	s, err := r.SubmitWith(bg, b, "weather?", SubmitOptions{Client: clientTurn()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, last, _ := drain(t, s)
+	wantAwaiting(t, last, "c1")
+	if s, err = r.SubmitToolResults(bg, b, messages.Items{clientOutput("c1", "rain")}, SubmitOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	_, last, _ = drain(t, s)
+	if last.Phase != messages.PhaseFailed || last.Outcome.Code != messages.FailProviderRateLimited || last.RetryAfter != 7*time.Second {
+		t.Fatalf("the failed step's stream ended %+v, want failed provider_rate_limited, retry after 7s", last)
+	}
+	if _, err := r.SubmitToolResults(bg, b, messages.Items{clientOutput("c1", "snow")}, SubmitOptions{}); !errors.Is(err, persistence.ErrInvalidArgument) ||
+		!strings.Contains(err.Error(), "send the same results again") {
+		t.Fatalf("other results = %v, want ErrInvalidArgument saying to send the same", err)
+	}
+	if s, err = r.SubmitToolResults(bg, b, messages.Items{clientOutput("c1", "rain")}, SubmitOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	text, last, _ := drain(t, s)
+	if text != "sunny" || last.Phase != messages.PhaseResponseFinalized || f.Calls() != 3 {
+		t.Fatalf("the retry ended %q %+v after %d provider calls", text, last, f.Calls())
+	}
+	if got := strings.Join(blockKinds(lastReply(t, r, b)), " "); got != "use:c1 result:c1=rain text:sunny" {
+		t.Fatalf("reply = %s", got)
+	}
+}
+
+// A client that goes on with a new user message instead of retrying
+// ends the stalled loop as a failed step in a loop ends: finalized
+// incomplete with the error, keeping the loop.
+func TestClientLoopFailedStepThenNewTurn(t *testing.T) {
+	t.Parallel()
+	cfg := testConfig(t, t.TempDir(), newEvents())
+	f := fake.New(fake.Step{Items: messages.Items{weatherCall("c1")}, Outcome: pausedForTools},
+		fake.Step{Err: &providers.Error{Provider: "fake", StatusCode: 400, Message: "bad tool result"}}, fake.Step{Reply: "hello"})
+	cfg.Provider = f
+	r, b := branchOn(t, cfg)
+	s, err := r.SubmitWith(bg, b, "weather?", SubmitOptions{Client: clientTurn()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	drain(t, s)
+	if s, err = r.SubmitToolResults(bg, b, messages.Items{clientOutput("c1", "rain")}, SubmitOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, last, _ := drain(t, s); last.Phase != messages.PhaseFailed || last.Outcome.Code != messages.FailProviderRejected {
+		t.Fatalf("the failed step's stream ended %+v, want failed provider_rejected", last)
+	}
+	s, err = r.SubmitWith(bg, b, "hi again", SubmitOptions{Client: clientTurn()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if text, last, _ := drain(t, s); text != "hello" || last.Phase != messages.PhaseResponseFinalized {
+		t.Fatalf("the next turn ended %q %+v", text, last)
+	}
+	rows, err := r.DB().TurnRows(bg, b, 1, 1)
+	if err != nil || len(rows) != 1 || rows[0].Outcome != "incomplete" {
+		t.Fatalf("the stalled turn's row %+v, %v; want incomplete", rows, err)
+	}
+	// The failed step has its row, written when the loop ended.
+	steps, _ := r.Steps(bg, rows[0].ID)
+	if len(steps) != 2 || steps[1].Outcome.Kind != messages.OutcomeFailed || !strings.Contains(steps[1].Outcome.Message, "bad tool result") {
+		t.Fatalf("the stalled turn's steps %+v, want the failed one last", steps)
+	}
+	if got := strings.Join(blockKinds(lastReply(t, r, b)), " "); got != "text:hello" {
+		t.Fatalf("last reply = %s", got)
+	}
+}

@@ -91,6 +91,9 @@ func (a *branchActor) finishStep(ctx actor.Context, m *stepDone) {
 		if a.retryAfter = 0; errors.As(m.err, &pe) {
 			a.retryAfter = pe.RetryAfter // told the client (Update.RetryAfter)
 		}
+		if a.stallForClient(t, m.step, code, reason, row) {
+			return
+		}
 		a.endLoop(ctx, m.turn, code, reason, &row)
 		return
 	}
@@ -490,6 +493,11 @@ func (a *branchActor) retryForSize(ctx actor.Context, m *stepDone, row persisten
 // incomplete with what its tools did). A turn awaiting its client's tool
 // results is finalized so at once.
 func (a *branchActor) cancel(ctx actor.Context) error {
+	if st := a.stall; st != nil {
+		a.stall = nil
+		a.abandon(ctx, st.turn, "cancelled", cancelledClientToolText, &st.row)
+		return nil
+	}
 	if t, ok := a.b.Awaiting(); ok {
 		a.abandon(ctx, t.ID, "cancelled", cancelledClientToolText, nil)
 		return nil

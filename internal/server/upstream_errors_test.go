@@ -383,3 +383,49 @@ func TestUpstreamRetriesDoNotMultiply(t *testing.T) {
 		})
 	}
 }
+
+// An upstream error in the step after a client's tool results keeps its
+// meaning too, and the SDK's own retry of the request (the same tool
+// results) runs that step again: against an upstream that answers 429
+// once there, the SDK call succeeds after one retry, and the loop is
+// one turn.
+func TestUpstreamErrorInClientToolLoop(t *testing.T) {
+	t.Parallel()
+	limited := fakeapi.OpenAIRateLimited("")
+	limited.Header.Set("Retry-After-Ms", "20")
+	for _, keyed := range []bool{true, false} {
+		t.Run(map[bool]string{true: "key", false: "keyless"}[keyed], func(t *testing.T) {
+			t.Parallel()
+			up := fakeapi.New(fakeapi.ChatToolCalls(fakeapi.OpenAIToolCall{ID: "call_1", Name: "get_weather", Args: []string{`{"city":"Paris"}`}}),
+				limited, fakeapi.ChatText("stop", "Sunny."))
+			ts := upstreamErrorServer(t, upstreamAPIs[0], up)
+			opts := []option.RequestOption{option.WithBaseURL(ts.URL + "/v1"), option.WithAPIKey("unused")} // the SDK's retries: 2
+			if keyed {
+				opts = append(opts, option.WithHeader(ProxyConversationHeader, "loop-429"))
+			}
+			oc := openai.NewClient(opts...)
+			p := openai.ChatCompletionNewParams{Model: "model-e2e", Tools: chatLoopTools(),
+				Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Weather in Paris?")}}
+			c, err := oc.Chat.Completions.New(context.Background(), p)
+			if err != nil || len(c.Choices[0].Message.ToolCalls) != 1 {
+				t.Fatalf("first answer %+v, %v; want the tool call", c, err)
+			}
+			p.Messages = append(p.Messages, c.Choices[0].Message.ToParam(), openai.ToolMessage("sunny", "call_1"))
+			var seen []int
+			c, err = oc.Chat.Completions.New(context.Background(), p, option.WithMiddleware(
+				func(r *http.Request, next option.MiddlewareNext) (*http.Response, error) {
+					resp, err := next(r)
+					if resp != nil {
+						seen = append(seen, resp.StatusCode)
+					}
+					return resp, err
+				}))
+			if err != nil || c.Choices[0].Message.Content != "Sunny." {
+				t.Fatalf("answer after the results %+v, %v; want the SDK's retry to succeed", c, err)
+			}
+			if len(seen) != 2 || seen[0] != 429 || seen[1] != 200 || up.Count() != 3 {
+				t.Errorf("statuses %v after %d upstream requests, want 429 then 200 after 3", seen, up.Count())
+			}
+		})
+	}
+}
