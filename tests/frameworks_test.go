@@ -29,7 +29,6 @@ import (
 // why. They are skipped, unless CTXINF_TEST_KNOWN_BROKEN=1 runs them.
 // A scenario leaves the list with the fix that makes it pass.
 var knownBroken = map[string]string{
-	"openai-sdk/client-tool-loop": "tools.max_steps caps the client's tool loop: the 8th call is swallowed, finish_reason length",
 	"agent/changing-system-prompt": "a conversation is found by a hash of its whole prefix, system prompt included: " +
 		"a new session per request",
 	"agent/trimmed-history": "a conversation is found by a hash of its whole prefix: a client that trims its history " +
