@@ -1199,22 +1199,16 @@ func (a *branchActor) spawnStep(ctx actor.Context, turn messages.TurnID, step me
 		orig := ac
 		hashed = &orig
 	}
-	if mode := a.rt.cfg.ToolMode; mode != messages.ToolsDisabled {
-		ac.ToolMode, ac.Tools = mode, a.rt.cfg.Tools.Definitions()
-	}
-	if len(t.Tools) > 0 {
-		// The client's tools, after the runtime's: offered whatever
-		// the runtime's tools mode.
-		ac.Tools = append(slices.Clone(ac.Tools), t.Tools...)
-		if ac.ToolMode == messages.ToolsDisabled {
-			ac.ToolMode = messages.ToolsEnabled
-		}
-	}
-	ac.ToolChoice = t.ToolChoice
+	ac.Tools, ac.ToolMode, ac.ToolChoice = a.rt.offeredTools(t)
 	ac, err := a.rt.outbound().context(ac)
 	if err != nil {
 		a.endLoop(ctx, turn, messages.FailTurn, "redact: "+err.Error(), nil)
 		return
+	}
+	if t.Steps <= 1 && a.recipe != nil && a.recipe.User == turn {
+		// What the model is given beside the context, as sent.
+		a.recipe.Tools, a.recipe.ToolMode, a.recipe.ToolChoice = ac.Tools, ac.ToolMode, ac.ToolChoice
+		a.recipe.Params = t.Params
 	}
 	m := a.rt.model(a.b.Model)
 	maxOut := a.rt.cfg.MaxOutputTokens

@@ -130,6 +130,25 @@ func clientHash(c *ClientTurn) string {
 	return keyHash(c.System, string(tools), string(choice), string(content), string(params))
 }
 
+// offeredTools are the tools a step of turn t offers the model, with
+// the tool mode and choice: the runtime's tools when its tools mode is
+// not disabled, then the client's, which are offered whatever that mode
+// (enabled when it is disabled); and the client's tool choice.
+func (r *Runtime) offeredTools(t core.Turn) ([]messages.Tool, messages.ToolMode, messages.ToolChoice) {
+	var tools []messages.Tool
+	mode := r.cfg.ToolMode
+	if mode != messages.ToolsDisabled {
+		tools = r.cfg.Tools.Definitions()
+	}
+	if len(t.Tools) > 0 {
+		tools = append(slices.Clone(tools), t.Tools...)
+		if mode == messages.ToolsDisabled {
+			mode = messages.ToolsEnabled
+		}
+	}
+	return tools, mode, t.ToolChoice
+}
+
 // joinSystem is the system instructions of a client's turn: the
 // client's, then the runtime's.
 func joinSystem(client, runtime string) string {

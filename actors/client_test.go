@@ -186,10 +186,21 @@ func TestClientToolLoop(t *testing.T) {
 		t.Fatalf("turn rows %+v, info %+v, runtime tool calls %d", rows, info, calls.Load())
 	}
 	// The context debug view rebuilds the first step's context, the
-	// client's system prompt included.
-	if d, err := r.DebugContext(bg, b, turn); err != nil || !d.Matches ||
-		!strings.HasPrefix(d.Context.SystemInstructions, "You are terse.\n\n") {
-		t.Fatalf("DebugContext: matches %v, system %q, %v", d.Matches, d.Context.SystemInstructions, err)
+	// client's system prompt included, with the tools it offered (the
+	// runtime's and the client's), the tool mode and the choice.
+	d, err := r.DebugContext(bg, b, turn)
+	if err != nil || !d.Matches || !strings.HasPrefix(d.Context.SystemInstructions, "You are terse.\n\n") || d.ClientSystem != "You are terse." {
+		t.Fatalf("DebugContext: matches %v, system %q, client system %q, %v", d.Matches, d.Context.SystemInstructions, d.ClientSystem, err)
+	}
+	if c := d.Context; !reflect.DeepEqual(c.Tools, reqs[0].Context.Tools) || c.ToolMode != messages.ToolsEnabled ||
+		c.ToolChoice != (messages.ToolChoice{Mode: messages.ToolChoiceAuto}) {
+		t.Fatalf("DebugContext: tools %+v, mode %q, choice %+v; want the first request's %+v", c.Tools, c.ToolMode, c.ToolChoice,
+			reqs[0].Context.Tools)
+	}
+	// The next turn's view offers the runtime's tools.
+	if next, err := r.DebugNextContext(bg, b, "and tomorrow?"); err != nil || len(next.Context.Tools) != 1 ||
+		next.Context.Tools[0].Name != "grep" || next.Context.ToolMode != messages.ToolsEnabled || next.ClientSystem != "" {
+		t.Fatalf("DebugNextContext: tools %+v, mode %q, client system %q, %v", next.Context.Tools, next.Context.ToolMode, next.ClientSystem, err)
 	}
 	// The next turn is an ordinary one: the runtime's system only.
 	runTurn(t, r, b, "thanks")
@@ -268,6 +279,10 @@ func TestClientToolLoopSurvivesRestarts(t *testing.T) {
 	}
 	if got := strings.Join(blockKinds(lastReply(t, r, b)), " "); got != "use:c1 result:c1=rain use:c2 result:c2=sun text:Done." {
 		t.Fatalf("reply = %s", got)
+	}
+	// The step's record keeps the settings: the debug view shows them.
+	if d, err := r.DebugContext(bg, b, s.Turn); err != nil || !reflect.DeepEqual(d.Params, client.Params) {
+		t.Fatalf("DebugContext params %+v, %v; want %+v", d.Params, err, client.Params)
 	}
 }
 

@@ -12,6 +12,11 @@ import (
 
 // ContextDebug is an assembled context with its arithmetic: what a model
 // saw (or would see) and why.
+//
+// Context holds, beside the assembled sections, the tools the step
+// offered, the tool mode and the tool choice, as recorded when it ran
+// (for the next turn: the runtime's tools); they are not part of the
+// hashes, which cover the assembled context.
 type ContextDebug struct {
 	Turn     messages.TurnID           `json:"turn,omitempty"` // zero: the next turn
 	Step     messages.StepID           `json:"step,omitempty"`
@@ -29,6 +34,11 @@ type ContextDebug struct {
 	// failed, if it did.
 	Retrieved      []persistence.RetrievedRef `json:"retrieved,omitempty"`
 	RetrievalError string                     `json:"retrieval_error,omitempty"`
+	// ClientSystem is an API client's system prompt, which starts
+	// Context.SystemInstructions (the runtime's instructions follow);
+	// Params its generation settings. Empty for other turns.
+	ClientSystem string             `json:"client_system,omitempty"`
+	Params       messages.GenParams `json:"params,omitzero"`
 }
 
 // ErrNoRecipe is returned by DebugContext for a turn whose first step
@@ -55,7 +65,9 @@ func (a *branchActor) debugNext(text string) (ContextDebug, error) {
 		return ContextDebug{}, err
 	}
 	m := a.rt.model(a.b.Model)
-	return ContextDebug{Provider: m.Provider.Name(), Model: m.ID, Context: ac, Report: rep, RebuiltHash: contextHash(ac), Matches: true,
+	hash := contextHash(ac)
+	ac.Tools, ac.ToolMode, ac.ToolChoice = a.rt.offeredTools(core.Turn{})
+	return ContextDebug{Provider: m.Provider.Name(), Model: m.ID, Context: ac, Report: rep, RebuiltHash: hash, Matches: true,
 		Retrieved: recipe.Retrieved, RetrievalError: recipe.RetrievalError}, nil
 }
 
@@ -117,8 +129,11 @@ func (r *Runtime) DebugContext(ctx context.Context, branch messages.BranchID, tu
 	budget := core.Budget{ContextLimit: rc.ContextLimit, ResponseReserve: rc.ResponseReserve, SafetyMargin: rc.SafetyMargin,
 		RetrievalMax: rc.RetrievalMax, ChunkMax: rc.ChunkMax}
 	ac, rep := assembleShrinking(in, budget, r.counterFor(st.Provider, st.Model))
+	hash := contextHash(ac)
+	ac.Tools, ac.ToolMode, ac.ToolChoice = rc.Tools, rc.ToolMode, rc.ToolChoice
 	d := ContextDebug{Turn: turn, Step: st.ID, Provider: st.Provider, Model: st.Model, Context: ac, Report: rep,
-		SentHash: rc.Hash, RebuiltHash: contextHash(ac), Retrieved: rc.Retrieved, RetrievalError: rc.RetrievalError}
+		SentHash: rc.Hash, RebuiltHash: hash, Retrieved: rc.Retrieved, RetrievalError: rc.RetrievalError,
+		ClientSystem: rc.System, Params: rc.Params}
 	d.Matches = d.SentHash == d.RebuiltHash
 	return d, nil
 }

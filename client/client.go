@@ -487,6 +487,18 @@ type TurnInfo struct {
 	// Partial is set when a crash cut the turn's step off: the output
 	// recovered for it, to show labeled incomplete.
 	Partial *PartialOutput `json:"partial,omitempty"`
+	// System, Tools, ToolMode, ToolChoice and Params are what the turn's
+	// model was given beside the messages, as its first provider step
+	// recorded it: an API client's system prompt (the runtime's
+	// instructions follow it; "" for a turn of the runtime's own), the
+	// tools offered (the runtime's, then the client's), the tool mode
+	// and choice, and the client's generation settings. None for a turn
+	// whose first step recorded nothing (it failed before one ran).
+	System     string              `json:"system,omitempty"`
+	Tools      []messages.Tool     `json:"tools,omitempty"`
+	ToolMode   messages.ToolMode   `json:"tool_mode,omitempty"`
+	ToolChoice messages.ToolChoice `json:"tool_choice,omitzero"`
+	Params     messages.GenParams  `json:"params,omitzero"`
 }
 
 // PartialOutput is the output of a provider step a crash cut off,

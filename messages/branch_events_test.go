@@ -71,7 +71,7 @@ var eventCases = []struct {
 			Tools:      []Tool{{Name: "lookup", Description: "find", InputSchema: []byte(`{"type":"object"}`)}},
 			ToolChoice: ToolChoice{Mode: ToolChoiceTool, Name: "lookup"}, At: evAt},
 		`{"type":"turn_accepted","turn":` + jTurn + `,"seq":1,"state_before":` + jState + `,"system":"be <brief>"` +
-			`,"tools":[{"name":"lookup","description":"find","input_schema":"eyJ0eXBlIjoib2JqZWN0In0="}]` +
+			`,"tools":[{"name":"lookup","description":"find","input_schema":{"type":"object"}}]` +
 			`,"tool_choice":{"mode":"tool","name":"lookup"},"at":` + jAt + `}`},
 	{"turn_accepted/params",
 		TurnAccepted{Turn: evTurn, Seq: 1, StateBefore: evState, Params: GenParams{Temperature: new(0.25), TopK: new(40),
@@ -193,6 +193,10 @@ func TestBranchEventDecodeNormalizes(t *testing.T) {
 			StateCommitted{State: StateCheckpoint{ID: evState, Seq: 1, Summary: "s"}}},
 		{`{"type":"branch_created","session":` + jSession + `,"branch":` + jBranch + `,"pending":[]}`,
 			BranchCreated{Session: evSession, Branch: evBranch}},
+		// A tool's schema written as base64 (before it was written as
+		// the JSON it holds) reads as its bytes.
+		{`{"type":"turn_accepted","turn":` + jTurn + `,"seq":1,"tools":[{"name":"lookup","description":"find","input_schema":"eyJ0eXBlIjoib2JqZWN0In0="}]}`,
+			TurnAccepted{Turn: evTurn, Seq: 1, Tools: []Tool{{Name: "lookup", Description: "find", InputSchema: []byte(`{"type":"object"}`)}}}},
 		// Lower-case ULIDs are accepted.
 		{`{"type":"turn_indexed","turn":` + strings.ToLower(jTurn) + `,"chunks":1}`, TurnIndexed{Turn: evTurn, Chunks: 1}},
 	}

@@ -1,5 +1,11 @@
 package messages
 
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+)
+
 // AssembledContext is what the model sees for one provider step (SRD
 // §5.9): the authoritative input a provider adapter maps to its request.
 // Sections are in the order a prompt lays them out.
@@ -48,10 +54,57 @@ type RetrievedChunk struct {
 
 // Tool describes a tool the model may call: its name, what it does and
 // the JSON schema of its input.
+//
+// In JSON the schema is the JSON value it holds:
+// {"name":"…","description":"…","input_schema":{"type":"object",…}}.
+// Records written before held it as a base64 string of its bytes, which
+// still decodes (as does a schema that is not JSON, written so).
 type Tool struct {
 	Name        string `json:"name"`
 	Description string `json:"description"`
 	InputSchema []byte `json:"input_schema,omitempty"`
+}
+
+// toolJSON is Tool's JSON form.
+type toolJSON struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description"`
+	InputSchema json.RawMessage `json:"input_schema,omitempty"`
+}
+
+// MarshalJSON writes the schema as the JSON it holds (a base64 string
+// when it is not JSON).
+func (t Tool) MarshalJSON() ([]byte, error) {
+	out := toolJSON{Name: t.Name, Description: t.Description}
+	switch {
+	case len(t.InputSchema) == 0:
+	case json.Valid(t.InputSchema) && t.InputSchema[0] != '"':
+		out.InputSchema = t.InputSchema
+	default:
+		s, _ := json.Marshal(t.InputSchema) // base64, as []byte encodes
+		out.InputSchema = s
+	}
+	return json.Marshal(out)
+}
+
+// UnmarshalJSON reads either form of the schema: a JSON value, or a
+// base64 string of its bytes.
+func (t *Tool) UnmarshalJSON(data []byte) error {
+	var in toolJSON
+	if err := json.Unmarshal(data, &in); err != nil {
+		return err
+	}
+	*t = Tool{Name: in.Name, Description: in.Description}
+	switch {
+	case len(in.InputSchema) == 0 || string(in.InputSchema) == "null":
+	case in.InputSchema[0] == '"':
+		if err := json.Unmarshal(in.InputSchema, &t.InputSchema); err != nil {
+			return fmt.Errorf("input_schema: %w", err)
+		}
+	default:
+		t.InputSchema = slices.Clone([]byte(in.InputSchema))
+	}
+	return nil
 }
 
 // ToolMode is the tools policy (SRD §12.1). The zero value is disabled.

@@ -264,6 +264,16 @@ type ContextRecipe struct {
 	// turn then went on without it).
 	Retrieved      []RetrievedRef `json:"retrieved,omitempty"`
 	RetrievalError string         `json:"retrieval_error,omitempty"`
+	// Tools, ToolMode and ToolChoice are the tools the step offered the
+	// model (the runtime's, then an API client's), the tool mode and the
+	// tool choice, as sent; Params the client's generation settings.
+	// They are what the model was given beside the assembled context
+	// (the hash covers the context only). A recipe written before they
+	// were recorded has none.
+	Tools      []messages.Tool     `json:"tools,omitempty"`
+	ToolMode   messages.ToolMode   `json:"tool_mode,omitempty"`
+	ToolChoice messages.ToolChoice `json:"tool_choice,omitzero"`
+	Params     messages.GenParams  `json:"params,omitzero"`
 }
 
 // RetrievedRef is a chunk offered to a context and its score.

@@ -170,6 +170,13 @@ func testTxStepRows(t *testing.T, d lifecycleDB) {
 	}
 	s0, s1 := step(0), step(1)
 	s0.InputTokens, s0.OutputTokens, s0.CacheReadTokens, s0.CacheWriteTokens = 4000, 12, 3000, 900
+	// The first step's recipe holds what the model was given beside the
+	// context: tools, tool mode and choice, the client's settings.
+	s0.Context = &ContextRecipe{User: turn, ContextLimit: 1000, Hash: "h",
+		Tools:    []messages.Tool{{Name: "get_weather", Description: "d", InputSchema: []byte(`{"type":"object"}`)}},
+		ToolMode: messages.ToolsEnabled, ToolChoice: messages.ToolChoice{Mode: messages.ToolChoiceTool, Name: "get_weather"},
+		Params: messages.GenParams{Temperature: new(0.5), Stop: []string{"END"},
+			ResponseFormat: &messages.ResponseFormat{Type: messages.FormatJSONSchema, Schema: json.RawMessage(`{"type":"object"}`)}}}
 	if _, err := d.Commit(bg, &Tx{Steps: []StepRow{s1, s0}}); err != nil {
 		t.Fatal(err)
 	}
@@ -192,6 +199,9 @@ func testTxStepRows(t *testing.T, d lifecycleDB) {
 		got[1].CacheReadTokens != 0 {
 		t.Fatalf("usage read back as %d in (%d read from the cache, %d written), %d out; step 1 %d read",
 			g.InputTokens, g.CacheReadTokens, g.CacheWriteTokens, g.OutputTokens, got[1].CacheReadTokens)
+	}
+	if !reflect.DeepEqual(got[0].Context, s0.Context) {
+		t.Fatalf("step 0's recipe read back as %+v, want %+v", got[0].Context, s0.Context)
 	}
 	// By id: the refused step was not indexed either.
 	if r, err := d.StepRow(bg, s1.ID); err != nil || r.ID != s1.ID || r.Index != 1 {

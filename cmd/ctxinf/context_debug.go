@@ -6,7 +6,9 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/contextinfinity/ctxinf"
@@ -81,7 +83,17 @@ func contextDebug(e *env, args []string) error {
 		enc.SetIndent("", "  ")
 		return enc.Encode(d)
 	}
-	w := e.stdout
+	writeContextDebug(e.stdout, branch, d)
+	return nil
+}
+
+// writeContextDebug writes d as text: the turn and its model, the budget
+// arithmetic, the sections, the retrieved chunks and shrink steps, then
+// the context in order (the system prompt first: an API client's in
+// full, then the runtime's instructions), and what the model was given
+// with it: the tools offered, the tool mode and choice, and the client's
+// generation settings.
+func writeContextDebug(w io.Writer, branch messages.BranchID, d actors.ContextDebug) {
 	if d.Turn.IsZero() {
 		fmt.Fprintf(w, "next turn of branch %s · %s/%s\n", branch, d.Provider, d.Model)
 	} else {
@@ -112,6 +124,16 @@ func contextDebug(e *env, args []string) error {
 	}
 	c := d.Context
 	fmt.Fprintln(w, "--- context, in order ---")
+	runtime := c.SystemInstructions
+	if d.ClientSystem != "" {
+		fmt.Fprintf(w, "[system: the client's]\n%s\n", indent(d.ClientSystem))
+		if rest, ok := strings.CutPrefix(runtime, d.ClientSystem); ok {
+			runtime = strings.TrimLeft(rest, "\n")
+		}
+	}
+	if runtime != "" {
+		fmt.Fprintf(w, "[system] %s\n", oneLine(runtime, 160))
+	}
 	for _, p := range c.PinnedFacts {
 		fmt.Fprintf(w, "[pinned] %s\n", p)
 	}
@@ -128,5 +150,25 @@ func contextDebug(e *env, args []string) error {
 		fmt.Fprintf(w, "[retrieved %s] %s\n", ch.Chunk, oneLine(ch.Text, 160))
 	}
 	fmt.Fprintf(w, "[user] %s\n", oneLine(c.User.RenderedText, 160))
-	return nil
+	fmt.Fprintln(w, "--- given with it ---")
+	mode, choice := string(c.ToolMode), c.ToolChoice.Mode
+	if mode == "" {
+		mode = "disabled"
+	}
+	if choice == "" {
+		choice = "the model's (auto)"
+	} else if c.ToolChoice.Name != "" {
+		choice += " " + c.ToolChoice.Name
+	}
+	fmt.Fprintf(w, "tools: %d (mode %s, choice %s)\n", len(c.Tools), mode, choice)
+	for _, t := range c.Tools {
+		fmt.Fprintf(w, "[tool %s] %s\n", t.Name, oneLine(t.Description, 120))
+		if len(t.InputSchema) > 0 {
+			fmt.Fprintf(w, "  input: %s\n", oneLine(string(t.InputSchema), 160))
+		}
+	}
+	if !d.Params.IsZero() {
+		params, _ := json.Marshal(d.Params)
+		fmt.Fprintf(w, "settings: %s\n", params)
+	}
 }

@@ -302,6 +302,10 @@ func TurnInfo(ctx context.Context, rt *actors.Runtime, branch messages.BranchID,
 		out.Chunks = append(out.Chunks, client.ChunkInfo{ID: c.ID, Seq: c.Seq, Node: c.Node, Start: c.Start, End: c.End,
 			Type: c.Type, Text: c.Text, Summary: c.Summary, TokenEst: c.TokenEst})
 	}
+	if len(steps) > 0 && steps[0].Context != nil {
+		rc := steps[0].Context
+		out.System, out.Tools, out.ToolMode, out.ToolChoice, out.Params = rc.System, rc.Tools, rc.ToolMode, rc.ToolChoice, rc.Params
+	}
 	for _, st := range steps {
 		out.Steps = append(out.Steps, client.StepInfo{ID: st.ID, Index: st.Index, Provider: st.Provider, Model: st.Model,
 			Outcome: st.Outcome, InputTokens: st.InputTokens, OutputTokens: st.OutputTokens,

@@ -1,6 +1,7 @@
 package tui
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -460,6 +461,7 @@ func debugLines(d actors.ContextDebug, seq uint64, width int) []string {
 	for _, l := range wrapWords("Sections (tokens/items): ", secs, " · ", width) {
 		p.row(l)
 	}
+	givenLines(&p, d)
 
 	packed := make(map[messages.ChunkID]core.ChunkUse, len(r.Chunks))
 	for _, u := range r.Chunks {
@@ -509,6 +511,40 @@ func debugLines(d actors.ContextDebug, seq uint64, width int) []string {
 		}
 	}
 	return p.out
+}
+
+// givenLines adds to p what the model was given beside the messages,
+// when there is any: an API client's system prompt (before the
+// runtime's instructions), the tools offered with the tool mode and
+// choice, and the client's generation settings.
+func givenLines(p *pageLines, d actors.ContextDebug) {
+	c := d.Context
+	if d.ClientSystem != "" {
+		p.text("")
+		p.text("System prompt (the client's; the runtime's instructions follow):")
+		for l := range strings.SplitSeq(d.ClientSystem, "\n") {
+			p.text("  " + l)
+		}
+	}
+	if len(c.Tools) > 0 || c.ToolChoice != (messages.ToolChoice{}) {
+		choice := c.ToolChoice.Mode
+		switch {
+		case choice == "":
+			choice = "auto"
+		case c.ToolChoice.Name != "":
+			choice += " " + c.ToolChoice.Name
+		}
+		p.text("")
+		p.text(fmt.Sprintf("Tools offered: %d (mode %s, choice %s)", len(c.Tools), c.ToolMode, choice))
+		for _, t := range c.Tools {
+			p.row("  " + t.Name + "  " + firstLine(t.Description))
+		}
+	}
+	if !d.Params.IsZero() {
+		params, _ := json.Marshal(d.Params)
+		p.text("")
+		p.text("Settings: " + string(params))
+	}
 }
 
 // hashHead is the start of a hash, enough to compare two by eye.

@@ -250,3 +250,28 @@ func TestChunksBrowseWithoutChunks(t *testing.T) {
 		t.Errorf("status of a turn that is not there = %+v", st)
 	}
 }
+
+// The debug view shows what the model was given beside the messages: an
+// API client's system prompt, the tools offered with their mode and
+// choice, the client's settings; a turn with none of them shows none.
+func TestDebugLinesShowWhatTheModelWasGiven(t *testing.T) {
+	d := newFakeB().debugs[3]
+	plain := strings.Join(debugLines(d, 3, 200), "\n")
+	if strings.Contains(plain, "Tools offered") || strings.Contains(plain, "System prompt") || strings.Contains(plain, "Settings") {
+		t.Errorf("a plain turn's view shows what it was not given:\n%s", plain)
+	}
+	d.ClientSystem = "You are a weather agent.\nAnswer in one line."
+	d.Context.Tools = []messages.Tool{{Name: "grep", Description: "search the history"}, {Name: "get_weather", Description: "the weather\nof a city"}}
+	d.Context.ToolMode, d.Context.ToolChoice = messages.ToolsEnabled, messages.ToolChoice{Mode: messages.ToolChoiceTool, Name: "get_weather"}
+	d.Params = messages.GenParams{Temperature: new(0.2)}
+	got := strings.Join(debugLines(d, 3, 200), "\n")
+	for _, want := range []string{
+		"System prompt (the client's; the runtime's instructions follow):\n  You are a weather agent.\n  Answer in one line.",
+		"Tools offered: 2 (mode enabled, choice tool get_weather)\n  grep  search the history\n  get_weather  the weather",
+		`Settings: {"temperature":0.2}`,
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("the debug view lacks %q:\n%s", want, got)
+		}
+	}
+}
