@@ -313,8 +313,8 @@ type ClientTurn struct {
 	Content messages.Blocks
 	// Params are the client's generation settings, kept with the turn
 	// for each of its steps: the output bound replaces the model's
-	// max_output_tokens (and the context's response reserve), and the
-	// rest goes to the provider (providers.Request.Params). A setting the
+	// max_output_tokens (and the context's response reserve, up to half
+	// the model's window), and the rest goes to the provider (providers.Request.Params). A setting the
 	// turn's model cannot take refuses the turn (*providers.ParamsError,
 	// persistence.ErrInvalidArgument): see CheckParams.
 	Params messages.GenParams

@@ -1370,9 +1370,7 @@ func (a *branchActor) assembleFor(userNode messages.TurnID, user messages.Messag
 	m := a.rt.model(a.b.Model)
 	budget := a.rt.budget(m)
 	if t, ok := a.b.Turn(userNode); ok && !userNode.IsZero() && t.Params.MaxOutputTokens != nil {
-		// The output the client asked for is what the context leaves
-		// room for.
-		budget.ResponseReserve = *t.Params.MaxOutputTokens
+		budget.ResponseReserve = clientReserve(*t.Params.MaxOutputTokens, budget)
 	}
 	for range a.sizeRetries {
 		// The provider counted more than estimated: aim a quarter lower.
@@ -1385,6 +1383,16 @@ func (a *branchActor) assembleFor(userNode messages.TurnID, user messages.Messag
 	// context it sends once the stream is under way (stepDone.hash).
 	recipe.Estimated = rep.Total
 	return ac, rep, recipe, nil
+}
+
+// clientReserve is the response reserve of a turn whose client bounds
+// its output at want: the context leaves room for that output, but is
+// not squeezed below half the window (or the configured reserve, if
+// larger) by a bound the model may never reach (Claude Code asks for
+// 32000 tokens; a 32k model would get no context at all). The upstream
+// still gets the client's bound: one it cannot take is its to refuse.
+func clientReserve(want int, b core.Budget) int {
+	return min(want, max(b.ResponseReserve, b.ContextLimit/2))
 }
 
 // ForcedScore is the score of a chunk the user forced into a turn

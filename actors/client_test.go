@@ -280,9 +280,29 @@ func TestClientToolLoopSurvivesRestarts(t *testing.T) {
 	if got := strings.Join(blockKinds(lastReply(t, r, b)), " "); got != "use:c1 result:c1=rain use:c2 result:c2=sun text:Done." {
 		t.Fatalf("reply = %s", got)
 	}
-	// The step's record keeps the settings: the debug view shows them.
-	if d, err := r.DebugContext(bg, b, s.Turn); err != nil || !reflect.DeepEqual(d.Params, client.Params) {
-		t.Fatalf("DebugContext params %+v, %v; want %+v", d.Params, err, client.Params)
+	// The step's record keeps the settings: the debug view shows them,
+	// and the context left room for the client's output bound.
+	if d, err := r.DebugContext(bg, b, s.Turn); err != nil || !reflect.DeepEqual(d.Params, client.Params) ||
+		d.Report.Budget.ResponseReserve != 77 {
+		t.Fatalf("DebugContext params %+v, reserve %d, %v; want %+v, 77", d.Params, d.Report.Budget.ResponseReserve, err, client.Params)
+	}
+}
+
+func TestClientReserve(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		want, reserve, limit, got int
+	}{
+		{77, 4096, 32768, 77},          // a small bound: more room for the context
+		{8000, 4096, 32768, 8000},      // a larger one: room for it
+		{32000, 4096, 32768, 16384},    // not below half the window
+		{32000, 20000, 32768, 20000},   // nor below the configured reserve
+		{32000, 4096, 200000, 32000},   // a large window takes it
+		{300000, 4096, 200000, 100000}, // more than the window
+	} {
+		if got := clientReserve(tc.want, core.Budget{ContextLimit: tc.limit, ResponseReserve: tc.reserve}); got != tc.got {
+			t.Errorf("clientReserve(%d, reserve %d, limit %d) = %d, want %d", tc.want, tc.reserve, tc.limit, got, tc.got)
+		}
 	}
 }
 
