@@ -572,6 +572,9 @@ func (s *Server) anthropicMessages(w http.ResponseWriter, r *http.Request) error
 	if errors.Is(err, actors.ErrNoToolCallsOpen) {
 		return invalid("messages: tool results, but no reply of this conversation awaits them (its turn ended, or the tool_use blocks are not the proxy's)")
 	}
+	if pe := (*providers.ParamsError)(nil); errors.As(err, &pe) {
+		return t.paramSrc.paramsError(err) // the conversation runs on another model than the one checked first
+	}
 	if err != nil {
 		return err
 	}

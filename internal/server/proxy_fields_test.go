@@ -15,6 +15,7 @@ import (
 	"github.com/contextinfinity/ctxinf/actors"
 	"github.com/contextinfinity/ctxinf/internal/fakeapi"
 	anthropicprovider "github.com/contextinfinity/ctxinf/providers/anthropic"
+	"github.com/contextinfinity/ctxinf/providers/fake"
 	"github.com/contextinfinity/ctxinf/providers/openai"
 )
 
@@ -434,5 +435,39 @@ func TestProxyFieldsDocumented(t *testing.T) {
 				t.Errorf("docs/PROVIDERS.md, Request fields and upstreams: %s field %s is not in the table", api, f.name)
 			}
 		}
+	}
+}
+
+// A conversation that runs on another model than the request names (its
+// branch selected it before) is checked against that model when its turn
+// is submitted: the 400 names the request's field all the same.
+func TestProxyParamsCheckedAgainstTheConversationsModel(t *testing.T) {
+	t.Parallel()
+	ts := newTestServerWith(t, Options{}, 0, func(c *actors.Config) {
+		c.Provider = fake.New()
+		c.Models = map[string]actors.Model{"strict": {Provider: fake.New().WithRefused("stop"), ID: "strict-1"}}
+	})
+	post := func(body string) (int, string) {
+		t.Helper()
+		req, _ := http.NewRequest("POST", ts.URL+"/v1/messages", strings.NewReader(body))
+		req.Header.Set(ProxyConversationHeader, "conv-strict")
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		data, _ := io.ReadAll(res.Body)
+		return res.StatusCode, string(data)
+	}
+	// The first request selects the strict model for the conversation.
+	if st, body := post(`{"model":"strict","max_tokens":64,"messages":[{"role":"user","content":"hi"}]}`); st != http.StatusOK {
+		t.Fatalf("first request: %d %s", st, body)
+	}
+	// The next names no configured model: checked first against the
+	// default (which takes stop), then against the conversation's.
+	st, body := post(`{"model":"other","max_tokens":64,"stop_sequences":["END"],"messages":[{"role":"user","content":"hi"},` +
+		`{"role":"assistant","content":"echo: hi"},{"role":"user","content":"again"}]}`)
+	if st != http.StatusBadRequest || !strings.Contains(body, "stop_sequences: the upstream model strict-1 (fake) cannot take it") {
+		t.Fatalf("a setting the conversation's model cannot take: %d %s", st, body)
 	}
 }

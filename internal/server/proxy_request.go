@@ -11,6 +11,7 @@ import (
 
 	"github.com/contextinfinity/ctxinf/actors"
 	"github.com/contextinfinity/ctxinf/messages"
+	"github.com/contextinfinity/ctxinf/providers"
 )
 
 // A proxied request of OpenAI's APIs, in the API-neutral form the proxy
@@ -333,6 +334,11 @@ func (s *Server) proxyStart(r *http.Request, pc *proxyCall) (*actors.TurnStream,
 		st, leave, err := s.proxyRun(r, b, func(ctx context.Context) (*actors.TurnStream, error) {
 			return s.rt.SubmitWith(ctx, b, m.Text, o)
 		})
+		if pe := (*providers.ParamsError)(nil); errors.As(err, &pe) {
+			// The conversation runs on another model than the one
+			// checked first.
+			err = pc.paramSrc.paramsError(err)
+		}
 		return st, leave, conv, err
 	default:
 		return nil, nil, conv, invalid("%s: ends with an %s message (%s); want a user message or tool results last",
