@@ -18,20 +18,25 @@ import (
 	"github.com/contextinfinity/ctxinf/internal/config"
 	"github.com/contextinfinity/ctxinf/internal/fakeapi"
 	"github.com/contextinfinity/ctxinf/internal/server"
+	"github.com/contextinfinity/ctxinf/providers"
 	"github.com/contextinfinity/ctxinf/providers/tokens"
 )
 
 // BenchmarkProxyPromptPrefix measures how much of each prompt the
-// runtime sends upstream a provider's prompt cache could reuse: a
-// client holds a conversation of prefixTurns turns with the proxy
-// (Chat Completions, each request resending the whole conversation, as
+// runtime sends upstream a provider's prompt cache could reuse: a client
+// holds a conversation of prefixTurns turns with the proxy (Chat
+// Completions, each request resending the whole conversation, as
 // clients do), the runtime runs on the default configuration (window,
-// folds, retrieval) against a fake upstream that records every request,
-// and for each request after the first the share of its prompt tokens
-// that equal the start of the request before it is taken. It reports
-// their mean and median (prefix-mean, prefix-median; 1 is a prompt
-// wholly cached). The clients are a bare one (user messages only) and an
-// agent (a long system prompt and four tools); the upstreams OpenAI's
+// folds, retrieval; CTX_* variables change it) against a fake upstream
+// that records every request, and for each request after the first the
+// share of its prompt tokens that equal the start of the request before
+// it is taken. It reports their mean and median (prefix-mean,
+// prefix-median; 1 is a prompt wholly cached), and what keeps them down:
+// the requests whose system prompt changed because a fold rewrote the
+// summary (folds), the mean over the others (prefix-mean-no-fold), and
+// the share of the prompt that is retrieved memory (memory-share), new
+// to each request. The clients are a bare one (user messages only) and
+// an agent (a long system prompt and four tools); the upstreams OpenAI's
 // Chat Completions and Anthropic's Messages.
 //
 // Run it with
@@ -48,6 +53,9 @@ func BenchmarkProxyPromptPrefix(b *testing.B) {
 				b.ReportMetric(fig.Mean, "prefix-mean")
 				b.ReportMetric(fig.Median, "prefix-median")
 				b.ReportMetric(fig.Tokens, "prompt-tokens/req")
+				b.ReportMetric(float64(fig.Folds), "folds")
+				b.ReportMetric(fig.MeanNoFold, "prefix-mean-no-fold")
+				b.ReportMetric(fig.Memory, "memory-share")
 			})
 		}
 	}
@@ -58,9 +66,14 @@ const prefixTurns = 50
 
 // prefixFigures are the figures of one conversation: the mean and median
 // share of a request's prompt tokens that equal the start of the request
-// before it, and the mean prompt tokens of a request.
+// before it, and the mean prompt tokens of a request; how many requests
+// had a system prompt other than the request before (Folds), the mean
+// share of the others, and the share of all prompt tokens that were
+// retrieved memory.
 type prefixFigures struct {
 	Mean, Median, Tokens float64
+	Folds                int
+	MeanNoFold, Memory   float64
 	Shares               []float64
 }
 
@@ -78,7 +91,12 @@ func runPromptPrefix(b *testing.B, upstream string, agent bool, turns int) prefi
 	defer up.Close()
 
 	b.Setenv("CTX_BENCH_UPSTREAM_KEY", "sk-bench")
-	cfg := config.Default()
+	// The defaults, and CTX_* variables: CTX_CONTEXT_OVERFLOW_MESSAGES=20
+	// measures another fold policy.
+	cfg, err := config.Load("")
+	if err != nil {
+		b.Fatal(err)
+	}
 	cfg.DataDir = b.TempDir()
 	cfg.Store.Durability = config.DurabilityRelaxed
 	cfg.Retrieval.Embedder = config.EmbedderHash
@@ -142,11 +160,18 @@ func runPromptPrefix(b *testing.B, upstream string, agent bool, turns int) prefi
 		b.Fatalf("the upstream got %d requests for %d turns", n, turns)
 	}
 	count := tokens.ForModel(upstream, m.ModelID)
-	var prompts [][]string
+	var prompts [][]segment
 	for _, r := range up.Requests() {
 		prompts = append(prompts, promptSegments(b, upstream, r.Body))
 	}
 	return prefixShares(prompts, count.Count)
+}
+
+// segment is a part of a prompt: a tool, a system block, a message's
+// part, or the retrieved memory that starts a user message.
+type segment struct {
+	system, memory bool
+	text           string
 }
 
 // prefixShares is the figures of a conversation's prompts, each a list
@@ -154,13 +179,27 @@ func runPromptPrefix(b *testing.B, upstream string, agent bool, turns int) prefi
 // the first, the tokens of its segments equal to the previous prompt's,
 // up to the first that differs, plus the common start of that one, over
 // its tokens.
-func prefixShares(prompts [][]string, count func(string) int) prefixFigures {
+func prefixShares(prompts [][]segment, count func(string) int) prefixFigures {
 	var fig prefixFigures
-	total := 0
+	total, memory := 0, 0
+	var steady []float64
+	system := func(p []segment) string {
+		var sb strings.Builder
+		for _, s := range p {
+			if s.system {
+				sb.WriteString(s.text)
+			}
+		}
+		return sb.String()
+	}
 	for i, p := range prompts {
 		all := 0
 		for _, s := range p {
-			all += count(s)
+			n := count(s.text)
+			all += n
+			if s.memory {
+				memory += n
+			}
 		}
 		total += all
 		if i == 0 || all == 0 {
@@ -171,40 +210,55 @@ func prefixShares(prompts [][]string, count func(string) int) prefixFigures {
 			if j >= len(prev) {
 				break
 			}
-			if s == prev[j] {
-				same += count(s)
+			if s.text == prev[j].text {
+				same += count(s.text)
 				continue
 			}
 			k := 0
-			for k < len(s) && k < len(prev[j]) && s[k] == prev[j][k] {
+			for k < len(s.text) && k < len(prev[j].text) && s.text[k] == prev[j].text[k] {
 				k++
 			}
-			same += count(s[:k])
+			same += count(s.text[:k])
 			break
 		}
-		fig.Shares = append(fig.Shares, float64(same)/float64(all))
+		share := float64(same) / float64(all)
+		fig.Shares = append(fig.Shares, share)
+		if system(p) != system(prev) {
+			fig.Folds++
+		} else {
+			steady = append(steady, share)
+		}
 	}
 	if len(fig.Shares) == 0 {
 		return fig
 	}
-	sum := 0.0
-	for _, s := range fig.Shares {
-		sum += s
-	}
-	fig.Mean = sum / float64(len(fig.Shares))
+	fig.Mean, fig.MeanNoFold = mean(fig.Shares), mean(steady)
 	sorted := slices.Sorted(slices.Values(fig.Shares))
 	n := len(sorted)
 	fig.Median = (sorted[(n-1)/2] + sorted[n/2]) / 2
 	fig.Tokens = float64(total) / float64(len(prompts))
+	fig.Memory = float64(memory) / float64(total)
 	return fig
+}
+
+func mean(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	sum := 0.0
+	for _, x := range xs {
+		sum += x
+	}
+	return sum / float64(len(xs))
 }
 
 // promptSegments is a request body as the model reads it, in prompt
 // order, one segment per tool, system block and message part: tools,
 // then the system prompt, then the messages (each its role and text,
-// other parts as their JSON). Prompt-cache markers (cache_control) are
-// left out: they are not part of the prompt.
-func promptSegments(b *testing.B, upstream string, body []byte) []string {
+// other parts as their JSON; the retrieved memory a segment of its own).
+// Prompt-cache markers (cache_control) are left out: they are not part
+// of the prompt.
+func promptSegments(b *testing.B, upstream string, body []byte) []segment {
 	b.Helper()
 	var req struct {
 		System   json.RawMessage   `json:"system"`
@@ -214,9 +268,9 @@ func promptSegments(b *testing.B, upstream string, body []byte) []string {
 	if err := json.Unmarshal(body, &req); err != nil {
 		b.Fatalf("upstream request %s: %v", body, err)
 	}
-	var segs []string
+	var segs []segment
 	for _, t := range req.Tools {
-		segs = append(segs, "tool "+withoutCacheControl(t))
+		segs = append(segs, segment{text: "tool " + withoutCacheControl(t)})
 	}
 	if len(req.System) > 0 {
 		segs = append(segs, contentSegments("system", req.System)...)
@@ -232,23 +286,32 @@ func promptSegments(b *testing.B, upstream string, body []byte) []string {
 		}
 		segs = append(segs, contentSegments(m.Role, m.Content)...)
 		if len(m.ToolCalls) > 0 {
-			segs = append(segs, string(m.ToolCalls))
+			segs = append(segs, segment{text: string(m.ToolCalls)})
 		}
 	}
 	return segs
 }
 
 // contentSegments is a message's content: a string, or a list of parts,
-// each part's text when it has text and its JSON otherwise; the first
-// segment starts with role.
-func contentSegments(role string, content json.RawMessage) []string {
+// each part's text when it has text and its JSON otherwise, the
+// retrieved memory a text starts with apart; the first segment starts
+// with role.
+func contentSegments(role string, content json.RawMessage) []segment {
+	segs := []segment{{system: role == "system", text: role + "\n"}}
+	text := func(s string) {
+		if mem, rest, ok := strings.Cut(s, providers.MemoryEnd+"\n\n"); ok && strings.HasPrefix(s, providers.UntrustedPreamble) {
+			segs = append(segs, segment{memory: true, text: mem + providers.MemoryEnd + "\n\n"})
+			s = rest
+		}
+		segs = append(segs, segment{system: role == "system", text: s})
+	}
 	var s string
 	if json.Unmarshal(content, &s) == nil {
-		return []string{role + "\n" + s}
+		text(s)
+		return segs
 	}
 	var parts []json.RawMessage
 	_ = json.Unmarshal(content, &parts)
-	segs := []string{role + "\n"}
 	for _, p := range parts {
 		var part struct {
 			Type string `json:"type"`
@@ -256,10 +319,10 @@ func contentSegments(role string, content json.RawMessage) []string {
 		}
 		_ = json.Unmarshal(p, &part)
 		if part.Type == "text" {
-			segs = append(segs, part.Text)
+			text(part.Text)
 			continue
 		}
-		segs = append(segs, withoutCacheControl(p))
+		segs = append(segs, segment{text: withoutCacheControl(p)})
 	}
 	return segs
 }
