@@ -99,10 +99,11 @@ type anthropicMessageIn struct {
 }
 
 type anthropicTool struct {
-	Type        string          `json:"type"`
-	Name        string          `json:"name"`
-	Description string          `json:"description"`
-	InputSchema json.RawMessage `json:"input_schema"`
+	Type         string          `json:"type"`
+	Name         string          `json:"name"`
+	Description  string          `json:"description"`
+	InputSchema  json.RawMessage `json:"input_schema"`
+	CacheControl json.RawMessage `json:"cache_control"` // see anthropicCacheControl
 }
 
 type anthropicToolChoice struct {
@@ -194,6 +195,13 @@ func parseAnthropic(req *anthropicRequest) (*anthropicTurn, error) {
 	}
 	if t.client.Params, t.paramSrc, err = req.params(req.MaxTokens); err != nil {
 		return nil, err
+	}
+	cc, where, err := anthropicCacheControl(req)
+	if err != nil {
+		return nil, err
+	}
+	if cc != nil {
+		t.client.Params.CacheControl, t.paramSrc["cache_control"] = cc, where
 	}
 	if tc := req.ToolChoice; tc != nil && tc.DisableParallelToolUse != nil {
 		t.client.Params.ParallelToolCalls = new(!*tc.DisableParallelToolUse)

@@ -169,7 +169,7 @@ var anthropicFields = []proxyField{
 	{name: "output_config", rule: fieldParam},
 	{name: "output_format", rule: fieldParam},
 	{name: "service_tier", rule: fieldAccepted},
-	{name: "cache_control", rule: fieldAccepted},
+	{name: "cache_control", rule: fieldParam},
 	{name: "speed", rule: fieldAccepted, refuse: onlyValues("the server's upstream configuration chooses the speed: only standard", `"standard"`)},
 	{name: "container", rule: fieldRefused, why: "Anthropic's containers (code execution) run at Anthropic only"},
 	{name: "mcp_servers", rule: fieldRefused, why: "Anthropic's MCP connector runs at Anthropic only"},
@@ -482,6 +482,7 @@ type anthropicParamFields struct {
 	Thinking      json.RawMessage `json:"thinking"`
 	OutputConfig  json.RawMessage `json:"output_config"`
 	OutputFormat  json.RawMessage `json:"output_format"` // the structured outputs beta's name of output_config.format
+	CacheControl  json.RawMessage `json:"cache_control"`
 }
 
 // params maps f, and the request's max_tokens, to GenParams, recording
@@ -525,4 +526,75 @@ func (f *anthropicParamFields) params(maxTokens *int64) (messages.GenParams, par
 		p.ResponseFormat, src["response_format"] = rf, "output_format"
 	}
 	return p, src, nil
+}
+
+// anthropicCacheControl is the prompt caching a Messages request asks
+// for: its cache_control, at the top level or on any block of its
+// system prompt, tools or messages (a tool result's content included),
+// the longest ttl of them; nil when it has none. The runtime lays the
+// prompt out itself and places its breakpoints at the ends of the
+// prompt's stable parts, with that ttl (GenParams.CacheControl). where
+// is the first field that set it. A cache_control that is not
+// {"type":"ephemeral"} with a ttl of 5m, 1h or none is refused, naming
+// it.
+func anthropicCacheControl(req *anthropicRequest) (cc *messages.CacheControl, where string, err error) {
+	take := func(raw json.RawMessage, field string) error {
+		if len(raw) == 0 || string(raw) == "null" {
+			return nil
+		}
+		var c messages.CacheControl
+		if json.Unmarshal(raw, &c) != nil {
+			return invalid("%s: want an object (type ephemeral, ttl 5m or 1h)", field)
+		}
+		if err := (messages.GenParams{CacheControl: &c}).Check(); err != nil {
+			_, why, _ := strings.Cut(err.Error(), ".")
+			return invalid("%s.%s", field, why)
+		}
+		switch {
+		case cc == nil:
+			cc, where = &c, field
+		case c.TTL == "1h" && cc.TTL != "1h":
+			cc.TTL = "1h"
+		}
+		return nil
+	}
+	// blocks takes the cache_control of each block of a content (a
+	// string has none), and of the blocks of a tool result's content.
+	var blocks func(raw json.RawMessage, field string) error
+	blocks = func(raw json.RawMessage, field string) error {
+		var list []struct {
+			CacheControl json.RawMessage `json:"cache_control"`
+			Content      json.RawMessage `json:"content"`
+		}
+		if json.Unmarshal(raw, &list) != nil {
+			return nil // a string, or a shape the request's parsing refuses
+		}
+		for i, b := range list {
+			at := fmt.Sprintf("%s[%d]", field, i)
+			if err := take(b.CacheControl, at+".cache_control"); err != nil {
+				return err
+			}
+			if err := blocks(b.Content, at+".content"); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if err := take(req.CacheControl, "cache_control"); err != nil {
+		return nil, "", err
+	}
+	if err := blocks(req.System, "system"); err != nil {
+		return nil, "", err
+	}
+	for i, t := range req.Tools {
+		if err := take(t.CacheControl, fmt.Sprintf("tools[%d].cache_control", i)); err != nil {
+			return nil, "", err
+		}
+	}
+	for i, m := range req.Messages {
+		if err := blocks(m.Content, fmt.Sprintf("messages[%d].content", i)); err != nil {
+			return nil, "", err
+		}
+	}
+	return cc, where, nil
 }
