@@ -19,8 +19,8 @@ import (
 // Responses API's answers it gave. The kinds of entries, each naming a
 // branch (and, for a prefix, the turn whose reply ends it):
 //
-//	p | 'k' | key              → ProxyTarget  a conversation key (X-Ctx-Conversation, the API's user or conversation)
-//	p | 'h' | hash(32)         → ProxyTarget  a transcript prefix as the client sends it (SHA-256, the server's encoding)
+//	p | 'k' | key              → ProxyTarget  a conversation key (X-Ctx-Conversation, the API's conversation)
+//	p | 'h' | hash(32)         → ProxyTarget  a transcript as the client sends it, or its last messages (SHA-256, the server's encoding)
 //	p | 't' | turn(16)         → ProxyTarget  a proxied turn (the turn a response id names)
 //	p | 'i' | key              → ProxyTarget  a request's idempotency key (where a request sent again goes)
 //	p | 'r' | turn(16) step(4) → ProxyTarget  a Responses answer (resp_<turn>_<step>) with its Response object, as answered

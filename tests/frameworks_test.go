@@ -28,12 +28,7 @@ import (
 // knownBroken names the scenarios that fail on the server as it is, with
 // why. They are skipped, unless CTXINF_TEST_KNOWN_BROKEN=1 runs them.
 // A scenario leaves the list with the fix that makes it pass.
-var knownBroken = map[string]string{
-	"agent/changing-system-prompt": "a conversation is found by a hash of its whole prefix, system prompt included: " +
-		"a new session per request",
-	"agent/trimmed-history": "a conversation is found by a hash of its whole prefix: a client that trims its history " +
-		"starts new sessions",
-}
+var knownBroken = map[string]string{}
 
 // frameworksDir holds the scripts and their node_modules.
 const frameworksDir = "frameworks"

@@ -22,8 +22,8 @@ import (
 // URL (to the server's root: the SDKs add /v1/messages). The request's
 // messages are the conversation as the client holds it; the proxy finds
 // the runtime's branch they continue (findConversation: the X-Ctx-Branch
-// header, the X-Ctx-Conversation header or metadata.user_id, else the
-// transcript they continue). Its new messages are either a user message,
+// header, the X-Ctx-Conversation header or metadata.conversation, else
+// the transcript they continue, for the end user metadata.user_id). Its new messages are either a user message,
 // run as a new turn with the request's system prompt, tools and tool
 // choice (actors.ClientTurn), or the results of the tool calls the turn
 // in flight awaits, which go on with that turn
@@ -88,7 +88,8 @@ type anthropicRequest struct {
 	ToolChoice *anthropicToolChoice `json:"tool_choice"`
 	Stream     bool                 `json:"stream"`
 	Metadata   struct {
-		UserID string `json:"user_id"`
+		UserID       string `json:"user_id"`      // the end user (convQuery.label)
+		Conversation string `json:"conversation"` // the conversation key
 	} `json:"metadata"`
 	anthropicParamFields
 }
@@ -152,8 +153,10 @@ func parseAnthropic(req *anthropicRequest) (*anthropicTurn, error) {
 		return nil, invalid("max_tokens: %d, want at least 1", *req.MaxTokens)
 	case len(req.Messages) == 0:
 		return nil, invalid("messages: required: at least one message")
-	case len(req.Metadata.UserID) > MaxConversationKey:
-		return nil, invalid("metadata.user_id: %d bytes, limit %d", len(req.Metadata.UserID), MaxConversationKey)
+	case len(req.Metadata.UserID) > MaxEndUser:
+		return nil, invalid("metadata.user_id: %d bytes, limit %d", len(req.Metadata.UserID), MaxEndUser)
+	case len(req.Metadata.Conversation) > MaxConversationKey:
+		return nil, invalid("metadata.conversation: %d bytes, limit %d", len(req.Metadata.Conversation), MaxConversationKey)
 	case len(req.Tools) > MaxAnthropicTools:
 		return nil, invalid("tools: %d tools, limit %d", len(req.Tools), MaxAnthropicTools)
 	}
@@ -519,7 +522,8 @@ func (s *Server) anthropicMessages(w http.ResponseWriter, r *http.Request) error
 	if err := s.checkParams(req.Model, t.client.Params, t.paramSrc); err != nil {
 		return err
 	}
-	conv, err := s.findConversation(r, req.Metadata.UserID, messages.TurnID{}, t.msgs)
+	q := convQuery{key: req.Metadata.Conversation, label: req.Metadata.UserID, msgs: t.msgs}
+	conv, err := s.findConversationFor(r, q)
 	if err != nil {
 		return err
 	}
@@ -551,7 +555,7 @@ func (s *Server) anthropicMessages(w http.ResponseWriter, r *http.Request) error
 		// request that names no conversation and whose history the
 		// proxy never answered gets a new one).
 		return invalid("messages: tool results, but no conversation of this proxy holds the tool_use blocks they answer: " +
-			"name the conversation (metadata.user_id or the X-Ctx-Conversation header), or resend the history as the proxy answered it")
+			"name the conversation (metadata.conversation or the X-Ctx-Conversation header), or resend the history as the proxy answered it")
 	case tools > 0:
 		return invalid("messages: tool results and a new user message together: send the tool_result blocks alone, then the user's text once the reply to them has come")
 	case t.msgs[last].Role != "user":
@@ -601,7 +605,7 @@ func (s *Server) anthropicMessages(w http.ResponseWriter, r *http.Request) error
 		for _, c := range end.Calls {
 			rm.Calls = append(rm.Calls, c.CallID)
 		}
-		if err := s.rememberConversation(context.WithoutCancel(r.Context()), conv.Branch, st.Turn, t.msgs, rm); err != nil {
+		if err := s.rememberConversation(context.WithoutCancel(r.Context()), conv.Branch, st.Turn, q.label, t.msgs, rm); err != nil {
 			// The answer stands; the client's next request may start
 			// a new conversation.
 			s.opts.Log.Error().Err(err).Str("branch", conv.Branch.String()).Msg("server: remember a proxied conversation")

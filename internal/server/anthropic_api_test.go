@@ -290,8 +290,10 @@ func TestAnthropicMessagesErrors(t *testing.T) {
 			"invalid_request_error", "messages[0].content: no text"},
 		{"image without media type", `{"model":"local","max_tokens":100,"messages":[{"role":"user","content":[{"type":"image","source":{"type":"base64","data":"AA"}}]}]}`,
 			key, 400, "invalid_request_error", "messages[0].content[0].source.media_type: required"},
-		{"user_id too long", `{"model":"local","max_tokens":100,"metadata":{"user_id":"` + strings.Repeat("u", MaxConversationKey+1) + `"},` + user + `}`,
-			nil, 400, "invalid_request_error", fmt.Sprintf("metadata.user_id: %d bytes, limit %d", MaxConversationKey+1, MaxConversationKey)},
+		{"user_id too long", `{"model":"local","max_tokens":100,"metadata":{"user_id":"` + strings.Repeat("u", MaxEndUser+1) + `"},` + user + `}`,
+			nil, 400, "invalid_request_error", fmt.Sprintf("metadata.user_id: %d bytes, limit %d", MaxEndUser+1, MaxEndUser)},
+		{"conversation too long", `{"model":"local","max_tokens":100,"metadata":{"conversation":"` + strings.Repeat("c", MaxConversationKey+1) + `"},` + user + `}`,
+			nil, 400, "invalid_request_error", fmt.Sprintf("metadata.conversation: %d bytes, limit %d", MaxConversationKey+1, MaxConversationKey)},
 		{"server tool", `{"model":"local","max_tokens":100,"tools":[{"type":"web_search_20250305","name":"web_search"}],` + user + `}`, key, 400,
 			"invalid_request_error", `tools[0].type: "web_search_20250305"`},
 		{"tool without schema", `{"model":"local","max_tokens":100,"tools":[{"name":"f"}],` + user + `}`, key, 400,
@@ -402,7 +404,7 @@ func TestAnthropicMessagesBusy(t *testing.T) {
 				c.Provider = fake.New(fake.Step{Reply: "first", Block: block}, fake.Step{Reply: "next"})
 			})
 			srv := ts.Config.Handler.(*Server)
-			body := `{"model":"local","max_tokens":100,"metadata":{"user_id":"busy"},"messages":[{"role":"user","content":"hi"}]}`
+			body := `{"model":"local","max_tokens":100,"metadata":{"conversation":"busy"},"messages":[{"role":"user","content":"hi"}]}`
 			first := make(chan int, 2)
 			go func() { first <- statusOf(ts.URL+"/v1/messages", body) }()
 			var branch messages.BranchID

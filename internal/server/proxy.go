@@ -22,8 +22,8 @@ import (
 // answer in the API's own format, streaming or not. The conversation is
 // found from the request (proxy_conv.go): the X-Ctx-Branch header (a
 // branch id), a key (the X-Ctx-Conversation header, the request's
-// "user", "conversation" or metadata.conversation), a previous response
-// id, or the messages the request resends.
+// "conversation" or metadata.conversation), a previous response id, or
+// the messages the request resends, for its end user ("user").
 
 // isProxyPath reports whether path is the model APIs' (the proxy's):
 // any path under /v1/ but the runtime's own resources (nativeRoots),

@@ -57,42 +57,73 @@ type conversation struct {
 	Named bool
 }
 
-// findConversation finds the conversation of a proxied request whose
-// messages are msgs. key is the conversation key the API's request
-// names ("" if none), previous the turn a previous response id names
-// (zero if none). In order:
+// convQuery is what a proxied request says of its conversation: the
+// conversation key its body names (metadata.conversation, the Responses
+// API's conversation; "" if none), the end user it names (label: the
+// OpenAI APIs' user, Anthropic's metadata.user_id; "" if none), the turn
+// a previous response id names (zero if none) and its messages.
+//
+// A label is not a conversation's name: one end user has many
+// conversations. It scopes the transcripts a request may continue: a
+// request finds by its messages only a conversation whose requests
+// named the same end user (or, both, none).
+type convQuery struct {
+	key, label string
+	previous   messages.TurnID
+	msgs       []convMessage
+}
+
+// MaxEndUser is the longest end-user label a proxied request may name,
+// in bytes.
+const MaxEndUser = 256
+
+// check refuses a label over MaxEndUser, naming field (the request's
+// field that holds it).
+func (q convQuery) check(field string) error {
+	if len(q.label) > MaxEndUser {
+		return invalid("%s: %d bytes, limit %d", field, len(q.label), MaxEndUser)
+	}
+	return nil
+}
+
+// findConversationFor finds the conversation of a proxied request q
+// tells of. In order:
 //
 //   - the X-Ctx-Branch header: that branch;
-//   - the X-Ctx-Conversation header, else key: the branch of the key in
-//     the proxy's index (persistence.ProxyByKey), or a new conversation
-//     for it;
+//   - the X-Ctx-Conversation header, else q.key: the branch of the key
+//     in the proxy's index (persistence.ProxyByKey), or a new
+//     conversation for it;
 //   - the Idempotency-Key header, when the request was sent before:
 //     where it went then;
-//   - previous: the branch that ran that turn;
-//   - the longest prefix of msgs ending in an assistant message that a
-//     reply of the proxy ended (rememberConversation, in a conversation
-//     the request did not name): the branch of that reply's turn;
+//   - q.previous: the branch that ran that turn;
+//   - the messages (matchHashes): the latest point of msgs, an
+//     assistant message, where they continue a transcript a reply of
+//     the proxy ended (rememberConversation, in a conversation the
+//     request did not name) for the same end user (q.label), system
+//     messages left out: the whole transcript up to there, or its last
+//     tailLen messages (a client that sends only a window of its
+//     history); the branch of that reply's turn;
 //   - else a new conversation.
 //
 // All of them are the request's tenant's: a branch of another tenant is
-// not found, and the keys, prefixes, turns and request keys are looked
-// up in the tenant's index only.
+// not found, and the keys, transcripts, turns and request keys are
+// looked up in the tenant's index only.
 //
 // For a branch, a key's existing conversation or previous, From is the
-// index after msgs' last assistant message; for a prefix, the index after
-// the prefix. A turn found (previous, or a prefix's) that is not its
-// branch's latest (the client edited or regenerated from an earlier
-// point) is forked there (Runtime.Fork), and the fork is the conversation:
-// the branch keeps its own later turns. A new conversation is a session
-// titled "proxy conversation" (and the key); the exchanges msgs holds
-// before its last user message are imported into it as finished turns
-// (importHistory), and From is that last user message's index. The
-// exchanges of a prefix's match the branch does not hold (a client that
-// made up assistant messages) are imported likewise.
-func (s *Server) findConversation(r *http.Request, key string, previous messages.TurnID, msgs []convMessage) (conversation, error) {
+// index after msgs' last assistant message; for a transcript, the index
+// after its point. A turn found (previous, or a transcript's) that is
+// not its branch's latest (the client edited or regenerated from an
+// earlier point) is forked there (Runtime.Fork), and the fork is the
+// conversation: the branch keeps its own later turns. A new conversation
+// is a session titled "proxy conversation" (and the key); the exchanges
+// msgs holds before its last user message are imported into it as
+// finished turns (importHistory), and From is that last user message's
+// index. The exchanges after a transcript's point the branch does not
+// hold (a client that made up assistant messages) are imported likewise.
+func (s *Server) findConversationFor(r *http.Request, q convQuery) (conversation, error) {
 	ctx := r.Context()
 	after := 0
-	for i, m := range msgs {
+	for i, m := range q.msgs {
 		if m.Role == "assistant" {
 			after = i + 1
 		}
@@ -110,7 +141,7 @@ func (s *Server) findConversation(r *http.Request, key string, previous messages
 		}
 		return conversation{Branch: id, From: after, Named: true}, nil
 	}
-	field := "conversation key (the request's user, conversation or metadata)"
+	key, field := q.key, "conversation key (the request's conversation or metadata.conversation)"
 	if h := r.Header.Get(ProxyConversationHeader); h != "" {
 		key, field = h, ProxyConversationHeader+" header"
 	}
@@ -118,7 +149,7 @@ func (s *Server) findConversation(r *http.Request, key string, previous messages
 		if len(key) > MaxConversationKey {
 			return conversation{}, invalid("%s: %d bytes, limit %d", field, len(key), MaxConversationKey)
 		}
-		c, err := s.keyedConversation(ctx, key, msgs, after)
+		c, err := s.keyedConversation(ctx, key, q, after)
 		c.Named = true
 		return c, err
 	}
@@ -127,7 +158,7 @@ func (s *Server) findConversation(r *http.Request, key string, previous messages
 		return conversation{}, err
 	}
 	if idem == "" {
-		return s.keylessConversation(ctx, previous, msgs, after)
+		return s.keylessConversation(ctx, q, after)
 	}
 	// A request sent again under its Idempotency-Key goes where the
 	// first went, whatever that made (a new conversation, a fork).
@@ -142,7 +173,7 @@ func (s *Server) findConversation(r *http.Request, key string, previous messages
 	if !errors.Is(err, persistence.ErrProxyNotFound) {
 		return conversation{}, err
 	}
-	c, err := s.keylessConversation(ctx, previous, msgs, after)
+	c, err := s.keylessConversation(ctx, q, after)
 	if err != nil {
 		return c, err
 	}
@@ -154,38 +185,79 @@ func (s *Server) findConversation(r *http.Request, key string, previous messages
 	return c, nil
 }
 
-// keylessConversation is findConversation for a request that names no
-// branch or key: by previous, else by the prefix of msgs.
-func (s *Server) keylessConversation(ctx context.Context, previous messages.TurnID, msgs []convMessage, after int) (conversation, error) {
-	if !previous.IsZero() {
-		b, err := s.turnBranch(ctx, previous)
+// lookupConversation is findConversationFor without its side effects:
+// the branch the request q tells of would go on (by the X-Ctx-Branch
+// header, a key, a previous response id or its transcript, for the
+// request's tenant), and the index of its first message the branch does
+// not hold; ok is false when the request would start a new
+// conversation. It makes, forks and records nothing: a branch found
+// whose turn is not its latest is the branch itself, not the fork the
+// request would run on. For the routes that answer about a request
+// without running it (counting its tokens).
+func (s *Server) lookupConversation(r *http.Request, q convQuery) (c conversation, ok bool, err error) {
+	ctx := r.Context()
+	after := 0
+	for i, m := range q.msgs {
+		if m.Role == "assistant" {
+			after = i + 1
+		}
+	}
+	if h := r.Header.Get(ProxyBranchHeader); h != "" {
+		c, err := s.findConversationFor(r, q) // names the branch: finds it, makes nothing
+		return c, err == nil, err
+	}
+	db, tenant := s.rt.DB(), tenantOf(ctx)
+	key := q.key
+	if h := r.Header.Get(ProxyConversationHeader); h != "" {
+		key = h
+	}
+	if key != "" {
+		t, err := db.ProxyLookup(ctx, tenant, persistence.ProxyByKey, []byte(key))
+		if errors.Is(err, persistence.ErrProxyNotFound) || len(key) > MaxConversationKey {
+			return conversation{}, false, nil
+		}
+		return conversation{Branch: t.Branch, From: after, Named: true}, err == nil, err
+	}
+	if !q.previous.IsZero() {
+		b, err := s.turnBranch(ctx, q.previous)
+		return conversation{Branch: b, From: after}, err == nil, err
+	}
+	ms := matchHashes(q.label, q.msgs)
+	i, t, err := db.ProxyLongestPrefix(ctx, tenant, matchNames(ms))
+	if err != nil || i < 0 {
+		return conversation{}, false, err
+	}
+	return conversation{Branch: t.Branch, From: ms[i].end + 1}, true, nil
+}
+
+// keylessConversation is findConversationFor for a request that names
+// no branch or key: by q.previous, else by q's transcript.
+func (s *Server) keylessConversation(ctx context.Context, q convQuery, after int) (conversation, error) {
+	if !q.previous.IsZero() {
+		b, err := s.turnBranch(ctx, q.previous)
 		if err != nil {
 			return conversation{}, err
 		}
-		if b, err = s.continueAt(ctx, b, previous); err != nil {
+		if b, err = s.continueAt(ctx, b, q.previous); err != nil {
 			return conversation{}, err
 		}
 		return conversation{Branch: b, From: after}, nil
 	}
-	prefixes := convPrefixes(msgs)
-	hashes := make([][32]byte, len(prefixes))
-	for i, p := range prefixes {
-		hashes[i] = p.hash
-	}
-	i, t, err := s.rt.DB().ProxyLongestPrefix(ctx, tenantOf(ctx), hashes)
+	ms := matchHashes(q.label, q.msgs)
+	i, t, err := s.rt.DB().ProxyLongestPrefix(ctx, tenantOf(ctx), matchNames(ms))
 	if err != nil {
 		return conversation{}, err
 	}
 	if i < 0 {
-		return s.newConversation(ctx, "proxy conversation", msgs)
+		return s.newConversation(ctx, "proxy conversation", q.label, q.msgs)
 	}
 	b, err := s.continueAt(ctx, t.Branch, t.Turn)
 	if err != nil {
 		return conversation{}, err
 	}
-	from := prefixes[i].end + 1
+	from := ms[i].end + 1
 	if from < after { // exchanges the branch does not hold
-		if from, err = s.importHistory(ctx, b, msgs, from); err != nil {
+		if from, err = s.importHistory(ctx, b, q.label, q.msgs, from); err != nil {
 			return conversation{}, err
 		}
 	}
@@ -199,7 +271,7 @@ func (s *Server) keylessConversation(ctx context.Context, previous messages.Turn
 // crash before leaves a session no key names, never a key naming a
 // conversation short of its history, and never two conversations for a
 // key (the index keeps the first entry of a key).
-func (s *Server) keyedConversation(ctx context.Context, key string, msgs []convMessage, after int) (conversation, error) {
+func (s *Server) keyedConversation(ctx context.Context, key string, q convQuery, after int) (conversation, error) {
 	tenant := tenantOf(ctx)
 	unlock := s.proxy.lock(tenant + "\x00" + key)
 	defer unlock()
@@ -211,7 +283,7 @@ func (s *Server) keyedConversation(ctx context.Context, key string, msgs []convM
 	if !errors.Is(err, persistence.ErrProxyNotFound) {
 		return conversation{}, err
 	}
-	c, err := s.newConversation(ctx, "proxy conversation "+key, msgs)
+	c, err := s.newConversation(ctx, "proxy conversation "+key, q.label, q.msgs)
 	if err != nil {
 		return conversation{}, err
 	}
@@ -225,8 +297,8 @@ func (s *Server) keyedConversation(ctx context.Context, key string, msgs []convM
 }
 
 // newConversation makes a session titled title for msgs, with their
-// history imported (importHistory).
-func (s *Server) newConversation(ctx context.Context, title string, msgs []convMessage) (conversation, error) {
+// history imported (importHistory) for the end user label.
+func (s *Server) newConversation(ctx context.Context, title, label string, msgs []convMessage) (conversation, error) {
 	last := -1
 	for i, m := range msgs {
 		if m.Role == "user" {
@@ -243,7 +315,7 @@ func (s *Server) newConversation(ctx context.Context, title string, msgs []convM
 	}
 	from := 0
 	if last >= 0 {
-		if from, err = s.importHistory(ctx, b.ID, msgs, 0); err != nil {
+		if from, err = s.importHistory(ctx, b.ID, label, msgs, 0); err != nil {
 			return conversation{}, err
 		}
 	}
@@ -252,10 +324,11 @@ func (s *Server) newConversation(ctx context.Context, title string, msgs []convM
 
 // importHistory imports the exchanges of msgs from index from to the
 // last user message into branch as finished turns (Runtime.Import), and
-// enters the prefix each ends in the proxy's index, so that the client's
-// next request, which holds them again, finds the branch and a request
-// that edits one forks there. It returns the index of the last user
-// message (from when there is none after from).
+// enters the transcript each ends in the proxy's index (its whole
+// transcript, for the end user label), so that the client's next
+// request, which holds them again, finds the branch and a request that
+// edits one forks there. It returns the index of the last user message
+// (from when there is none after from).
 //
 // An exchange is a user message (consecutive ones joined) and all that
 // follows it up to the next user message: its assistant messages and
@@ -263,7 +336,7 @@ func (s *Server) newConversation(ctx context.Context, title string, msgs []convM
 // "[tool result ID] text"); the content parts that are not text are
 // named by their type ("[image_url part]"), not copied. System messages
 // are not imported: the handlers pass them with the turn.
-func (s *Server) importHistory(ctx context.Context, branch messages.BranchID, msgs []convMessage, from int) (int, error) {
+func (s *Server) importHistory(ctx context.Context, branch messages.BranchID, label string, msgs []convMessage, from int) (int, error) {
 	last := -1
 	for i := from; i < len(msgs); i++ {
 		if msgs[i].Role == "user" {
@@ -289,20 +362,20 @@ func (s *Server) importHistory(ctx context.Context, branch messages.BranchID, ms
 		}
 		turns, xs = append(turns, ts...), xs[n:]
 	}
-	prefixes := convPrefixes(msgs[:last])
+	wholes := map[int][32]byte{}
+	for _, m := range matchHashes(label, msgs[:last]) {
+		if m.kind == matchWhole {
+			wholes[m.end] = m.hash
+		}
+	}
 	tenant := tenantOf(ctx)
 	var entries []persistence.ProxyEntry
 	for i, t := range turns {
 		entries = append(entries, persistence.ProxyEntry{Tenant: tenant, Kind: persistence.ProxyByTurn, Name: t.Turn[:],
 			ProxyTarget: persistence.ProxyTarget{Branch: branch}})
-		if ends[i] < 0 {
-			continue
-		}
-		for _, p := range prefixes {
-			if p.end == ends[i] {
-				entries = append(entries, persistence.ProxyEntry{Tenant: tenant, Kind: persistence.ProxyByPrefix, Name: p.hash[:],
-					ProxyTarget: persistence.ProxyTarget{Branch: branch, Turn: t.Turn}})
-			}
+		if h, ok := wholes[ends[i]]; ok && ends[i] >= 0 {
+			entries = append(entries, persistence.ProxyEntry{Tenant: tenant, Kind: persistence.ProxyByPrefix, Name: h[:],
+				ProxyTarget: persistence.ProxyTarget{Branch: branch, Turn: t.Turn}})
 		}
 	}
 	if _, err := s.rt.DB().Commit(ctx, &persistence.Tx{Proxy: entries}); err != nil {
@@ -480,27 +553,28 @@ func (s *Server) turnBranch(ctx context.Context, turn messages.TurnID) (messages
 }
 
 // rememberConversation records that msgs, then reply, are the
-// transcript of branch up to turn's reply, as the client holds it: a
-// request that continues them finds branch (and, should branch have gone
-// on since, forks it at turn). It also records turn's branch, for the
-// previous response ids that name turn. The handlers call it once the
-// turn's stream is Done, final or awaiting the client's tool results,
-// before they answer.
-func (s *Server) rememberConversation(ctx context.Context, branch messages.BranchID, turn messages.TurnID, msgs []convMessage, reply convMessage) error {
+// transcript of branch up to turn's reply, as the client holds it, for
+// the end user label: a request that continues them (all of them, or
+// their last tailLen; system messages left out: matchHashes) finds
+// branch (and, should branch have gone on since, forks it at turn). It
+// also records turn's branch, for the previous response ids that name
+// turn. The handlers call it once the turn's stream is Done, final or
+// awaiting the client's tool results, before they answer.
+func (s *Server) rememberConversation(ctx context.Context, branch messages.BranchID, turn messages.TurnID, label string,
+	msgs []convMessage, reply convMessage) error {
 	if reply.Role == "" {
 		reply.Role = "assistant"
 	}
-	h := sha256.New()
-	var buf []byte
-	for _, m := range msgs {
-		buf = writeConvMessage(h, buf, m)
-	}
-	writeConvMessage(h, buf, reply)
-	sum := h.Sum(nil)
+	all := append(msgs[:len(msgs):len(msgs)], reply)
 	tenant := tenantOf(ctx)
 	entries := []persistence.ProxyEntry{
-		{Tenant: tenant, Kind: persistence.ProxyByPrefix, Name: sum, ProxyTarget: persistence.ProxyTarget{Branch: branch, Turn: turn}},
 		{Tenant: tenant, Kind: persistence.ProxyByTurn, Name: turn[:], ProxyTarget: persistence.ProxyTarget{Branch: branch}},
+	}
+	for _, m := range matchHashes(label, all) {
+		if m.end == len(all)-1 && m.kind != matchLegacy {
+			entries = append(entries, persistence.ProxyEntry{Tenant: tenant, Kind: persistence.ProxyByPrefix, Name: m.hash[:],
+				ProxyTarget: persistence.ProxyTarget{Branch: branch, Turn: turn}})
+		}
 	}
 	if _, err := s.rt.DB().Commit(ctx, &persistence.Tx{Proxy: entries}); err != nil {
 		return fmt.Errorf("remember the conversation of turn %s: %w", turn, err)
@@ -508,27 +582,90 @@ func (s *Server) rememberConversation(ctx context.Context, branch messages.Branc
 	return nil
 }
 
-// convPrefix is the hash of a request's messages up to and including
-// the assistant message at end.
-type convPrefix struct {
+// tailLen is how many of a transcript's last messages (system messages
+// left out) find it: a client that keeps a window of its history (the
+// last N messages) sends them again.
+const tailLen = 3
+
+// The kinds of a transcript's hashes (convMatch), each hashed after a
+// mark of its own so that no two kinds hash alike.
+const (
+	matchLegacy byte = 0   // all its messages, system ones too, no end user: the index's entries before end users
+	matchTail   byte = 't' // its last tailLen messages, system ones left out, and the end user
+	matchWhole  byte = 'w' // all its messages, system ones left out, and the end user
+)
+
+// convMatch is a hash a request's transcript up to and including the
+// assistant message at end can be found by.
+type convMatch struct {
 	end  int
+	kind byte
 	hash [32]byte
 }
 
-// convPrefixes are the hashes of the prefixes of msgs that end in an
-// assistant message, shortest first. A prefix's hash is SHA-256 over its
-// messages' encodings (writeConvMessage), one after the other.
-func convPrefixes(msgs []convMessage) []convPrefix {
-	h := sha256.New()
-	var out []convPrefix
+// matchHashes are the hashes the transcript msgs can be found by, for
+// the end user label: for each of its assistant messages, in order, the
+// hashes of the transcript up to it: legacy (without a label only),
+// tail (with tailLen messages or more up to it) and whole, in that order.
+// The last a store holds is the request's best match
+// (ProxyLongestPrefix): the latest point, and there the whole transcript
+// before its tail before a legacy entry.
+//
+// Whole and tail hash the label (length-prefixed) after their mark, then
+// the messages' encodings (writeConvMessage) without system messages,
+// whose changes (a date, a clock many agents put there) do not make
+// another conversation; the proxy passes the request's system prompt
+// with its turn all the same. A legacy hash is SHA-256 over the
+// encodings of all the messages, as the index stored them before end
+// users: a conversation remembered then is found again.
+func matchHashes(label string, msgs []convMessage) []convMatch {
+	legacy, whole := sha256.New(), sha256.New()
 	var buf []byte
+	whole.Write([]byte{matchWhole})
+	buf = binary.AppendUvarint(buf[:0], uint64(len(label)))
+	whole.Write(append(buf, label...))
+	var kept []int // indexes of the messages that are not system ones
+	var out []convMatch
 	for i, m := range msgs {
-		buf = writeConvMessage(h, buf, m)
-		if m.Role == "assistant" {
-			p := convPrefix{end: i}
-			h.Sum(p.hash[:0])
-			out = append(out, p)
+		if label == "" {
+			buf = writeConvMessage(legacy, buf, m)
 		}
+		if m.Role == "system" {
+			continue
+		}
+		kept = append(kept, i)
+		buf = writeConvMessage(whole, buf, m)
+		if m.Role != "assistant" {
+			continue
+		}
+		if label == "" {
+			x := convMatch{end: i, kind: matchLegacy}
+			legacy.Sum(x.hash[:0])
+			out = append(out, x)
+		}
+		if len(kept) >= tailLen {
+			tail := sha256.New()
+			buf = append(binary.AppendUvarint(append(buf[:0], matchTail), uint64(len(label))), label...)
+			tail.Write(buf)
+			for _, j := range kept[len(kept)-tailLen:] {
+				buf = writeConvMessage(tail, buf, msgs[j])
+			}
+			x := convMatch{end: i, kind: matchTail}
+			tail.Sum(x.hash[:0])
+			out = append(out, x)
+		}
+		x := convMatch{end: i, kind: matchWhole}
+		whole.Sum(x.hash[:0])
+		out = append(out, x)
+	}
+	return out
+}
+
+// matchNames are the hashes of ms, in order.
+func matchNames(ms []convMatch) [][32]byte {
+	out := make([][32]byte, len(ms))
+	for i, m := range ms {
+		out[i] = m.hash
 	}
 	return out
 }
@@ -537,7 +674,7 @@ func convPrefixes(msgs []convMessage) []convPrefix {
 // space, returned for reuse): role, text, other parts (compacted JSON),
 // call ids and call id, each length-prefixed, so that no two messages
 // or sequences of messages encode alike. It is what the index compares,
-// and must not change: the prefixes stored would no longer be found.
+// and must not change: the transcripts stored would no longer be found.
 func writeConvMessage(h hash.Hash, buf []byte, m convMessage) []byte {
 	str := func(s string) {
 		buf = binary.AppendUvarint(buf, uint64(len(s)))
@@ -600,4 +737,9 @@ func (pc *proxySessions) lock(key string) func() {
 		}
 		pc.mu.Unlock()
 	}
+}
+
+// query is what pc says of its conversation.
+func (pc *proxyCall) query() convQuery {
+	return convQuery{key: pc.key, label: pc.label, previous: pc.previous, msgs: pc.msgs}
 }

@@ -2,8 +2,10 @@ package server
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -61,6 +63,12 @@ func proxyRequest(headers ...string) *http.Request {
 // as a handler does, remembers it, and returns the reply and the turn.
 func runConv(t *testing.T, s *Server, c conversation, msgs []convMessage) (convMessage, messages.TurnID) {
 	t.Helper()
+	return runConvFor(t, s, c, "", msgs)
+}
+
+// runConvFor is runConv for the end user label.
+func runConvFor(t *testing.T, s *Server, c conversation, label string, msgs []convMessage) (convMessage, messages.TurnID) {
+	t.Helper()
 	ctx := context.Background()
 	if c.From >= len(msgs) || msgs[c.From].Role != "user" {
 		t.Fatalf("conversation %+v: messages from From are %+v, want a user message first", c, msgs[min(c.From, len(msgs)):])
@@ -74,7 +82,7 @@ func runConv(t *testing.T, s *Server, c conversation, msgs []convMessage) (convM
 		t.Fatalf("turn: %+v", last)
 	}
 	reply := convMessage{Role: "assistant", Text: text}
-	if err := s.rememberConversation(ctx, c.Branch, st.Turn, msgs, reply); err != nil {
+	if err := s.rememberConversation(ctx, c.Branch, st.Turn, label, msgs, reply); err != nil {
 		t.Fatal(err)
 	}
 	return reply, st.Turn
@@ -161,20 +169,20 @@ func TestProxyConversationByTranscript(t *testing.T) {
 	sys := convMessage{Role: "system", Text: "be brief"}
 
 	msgs1 := []convMessage{sys, user("hello")}
-	c1, err := s.findConversation(proxyRequest(), "", messages.TurnID{}, msgs1)
+	c1, err := s.findConversationFor(proxyRequest(), convQuery{msgs: msgs1})
 	if err != nil || !c1.Created || c1.From != 1 {
 		t.Fatalf("first request: %+v, %v; want a new conversation from 1", c1, err)
 	}
 	reply1, turn1 := runConv(t, s, c1, msgs1)
 
 	// Another client with the same first message is another conversation.
-	other, err := s.findConversation(proxyRequest(), "", messages.TurnID{}, msgs1)
+	other, err := s.findConversationFor(proxyRequest(), convQuery{msgs: msgs1})
 	if err != nil || !other.Created || other.Branch == c1.Branch {
 		t.Fatalf("the same first request again: %+v, %v; want another new conversation", other, err)
 	}
 
 	msgs2 := append(append([]convMessage{}, msgs1...), reply1, user("again"))
-	c2, err := s.findConversation(proxyRequest(), "", messages.TurnID{}, msgs2)
+	c2, err := s.findConversationFor(proxyRequest(), convQuery{msgs: msgs2})
 	if err != nil || c2.Created || c2.Branch != c1.Branch || c2.From != 3 {
 		t.Fatalf("second request: %+v, %v; want branch %s from 3", c2, err, c1.Branch)
 	}
@@ -185,14 +193,14 @@ func TestProxyConversationByTranscript(t *testing.T) {
 
 	// The third continues the second.
 	msgs3 := append(append([]convMessage{}, msgs2...), reply2, user("third"))
-	c3, err := s.findConversation(proxyRequest(), "", messages.TurnID{}, msgs3)
+	c3, err := s.findConversationFor(proxyRequest(), convQuery{msgs: msgs3})
 	if err != nil || c3.Branch != c1.Branch || c3.From != 5 {
 		t.Fatalf("third request: %+v, %v; want branch %s from 5", c3, err, c1.Branch)
 	}
 
 	// The client edits its second message: a fork after the first turn.
 	edited := append(append([]convMessage{}, msgs1...), reply1, user("edited"))
-	ce, err := s.findConversation(proxyRequest(), "", messages.TurnID{}, edited)
+	ce, err := s.findConversationFor(proxyRequest(), convQuery{msgs: edited})
 	if err != nil || ce.Branch == c1.Branch || ce.Created || ce.From != 3 {
 		t.Fatalf("edited request: %+v, %v; want a fork of %s from 3", ce, err, c1.Branch)
 	}
@@ -211,14 +219,17 @@ func TestProxyConversationByTranscript(t *testing.T) {
 	// The fork goes on by its own transcript.
 	reply3, _ := runConv(t, s, c3, msgs3)
 	msgs4 := append(append([]convMessage{}, msgs3...), reply3, user("fourth"))
-	if c4, err := s.findConversation(proxyRequest(), "", messages.TurnID{}, msgs4); err != nil || c4.Branch != c1.Branch || c4.From != 7 {
+	if c4, err := s.findConversationFor(proxyRequest(), convQuery{msgs: msgs4}); err != nil || c4.Branch != c1.Branch || c4.From != 7 {
 		t.Fatalf("fourth request: %+v, %v; want branch %s from 7", c4, err, c1.Branch)
 	}
 
-	// A system prompt that changed is another transcript.
-	changed := append([]convMessage{{Role: "system", Text: "be long"}}, msgs2[1:]...)
-	if c, err := s.findConversation(proxyRequest(), "", messages.TurnID{}, changed); err != nil || !c.Created {
-		t.Fatalf("another system prompt: %+v, %v; want a new conversation", c, err)
+	// A system prompt that changed, or none, is the same transcript.
+	for _, sys := range [][]convMessage{{{Role: "system", Text: "be long"}}, nil} {
+		changed := append(append([]convMessage{}, sys...), msgs4[1:]...)
+		if c, err := s.findConversationFor(proxyRequest(), convQuery{msgs: changed}); err != nil || c.Created || c.Branch != c1.Branch ||
+			c.From != len(sys)+6 {
+			t.Fatalf("system prompt %v: %+v, %v; want branch %s from %d", sys, c, err, c1.Branch, len(sys)+6)
+		}
 	}
 	_ = turn2
 }
@@ -231,18 +242,18 @@ func TestProxyConversationByPreviousTurn(t *testing.T) {
 	s := ts.Config.Handler.(*Server)
 	ctx := context.Background()
 	msgs := []convMessage{user("hello")}
-	c, err := s.findConversation(proxyRequest(), "", messages.TurnID{}, msgs)
+	c, err := s.findConversationFor(proxyRequest(), convQuery{msgs: msgs})
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, turn1 := runConv(t, s, c, msgs)
 	next := []convMessage{user("next")}
-	c2, err := s.findConversation(proxyRequest(), "", turn1, next)
+	c2, err := s.findConversationFor(proxyRequest(), convQuery{previous: turn1, msgs: next})
 	if err != nil || c2.Branch != c.Branch || c2.From != 0 || c2.Created {
 		t.Fatalf("previous = the last turn: %+v, %v; want branch %s from 0", c2, err, c.Branch)
 	}
 	runConv(t, s, c2, next)
-	c3, err := s.findConversation(proxyRequest(), "", turn1, []convMessage{user("other")})
+	c3, err := s.findConversationFor(proxyRequest(), convQuery{previous: turn1, msgs: []convMessage{user("other")}})
 	if err != nil || c3.Branch == c.Branch {
 		t.Fatalf("previous = an earlier turn: %+v, %v; want a fork", c3, err)
 	}
@@ -260,12 +271,12 @@ func TestProxyConversationByPreviousTurn(t *testing.T) {
 		t.Fatal(err)
 	}
 	st.Wait(nil)
-	if c, err := s.findConversation(proxyRequest(), "", st.Turn, next); err != nil || c.Branch != b.ID {
+	if c, err := s.findConversationFor(proxyRequest(), convQuery{previous: st.Turn, msgs: next}); err != nil || c.Branch != b.ID {
 		t.Fatalf("previous = a turn of the HTTP API: %+v, %v; want branch %s", c, err, b.ID)
 	}
 
 	unknown := messages.NewID[messages.TurnID](time.Now())
-	_, err = s.findConversation(proxyRequest(), "", unknown, next)
+	_, err = s.findConversationFor(proxyRequest(), convQuery{previous: unknown, msgs: next})
 	var ae *apiError
 	if !errors.As(err, &ae) || ae.Status != 404 || !strings.Contains(ae.Message, "previous response") {
 		t.Fatalf("previous = an unknown turn: %v; want 404 naming the previous response", err)
@@ -291,7 +302,7 @@ func TestProxyNewConversationImportsHistory(t *testing.T) {
 		{Role: "assistant", Text: "a2"},
 		user("u3"),
 	}
-	c, err := s.findConversation(proxyRequest(ProxyConversationHeader, "hist"), "", messages.TurnID{}, msgs)
+	c, err := s.findConversationFor(proxyRequest(ProxyConversationHeader, "hist"), convQuery{msgs: msgs})
 	if err != nil || !c.Created || c.From != 8 {
 		t.Fatalf("new conversation with history: %+v, %v; want created, from 8", c, err)
 	}
@@ -307,12 +318,12 @@ func TestProxyNewConversationImportsHistory(t *testing.T) {
 	}
 
 	// The same request with the key finds the conversation.
-	if again, err := s.findConversation(proxyRequest(), "hist", messages.TurnID{}, msgs); err != nil || again.Branch != c.Branch || again.Created {
+	if again, err := s.findConversationFor(proxyRequest(), convQuery{key: "hist", msgs: msgs}); err != nil || again.Branch != c.Branch || again.Created {
 		t.Fatalf("the key again: %+v, %v", again, err)
 	}
 	// Without the key, an edit of the second exchange forks after the first.
 	edit := append(append([]convMessage{}, msgs[:3]...), user("u2 edited"))
-	e, err := s.findConversation(proxyRequest(), "", messages.TurnID{}, edit)
+	e, err := s.findConversationFor(proxyRequest(), convQuery{msgs: edit})
 	if err != nil || e.From != 3 {
 		t.Fatalf("an edit of an imported exchange: %+v, %v", e, err)
 	}
@@ -333,7 +344,7 @@ func TestProxyNewConversationImportsHistory(t *testing.T) {
 		{proxyRequest(ProxyConversationHeader, long), "", ProxyConversationHeader + " header"},
 		{proxyRequest(), long, "conversation key"},
 	} {
-		_, err := s.findConversation(tc.r, tc.key, messages.TurnID{}, msgs)
+		_, err := s.findConversationFor(tc.r, convQuery{key: tc.key, msgs: msgs})
 		var ae *apiError
 		if !errors.As(err, &ae) || ae.Status != 400 || !strings.Contains(ae.Message, tc.field) || !strings.Contains(ae.Message, "limit 200") {
 			t.Errorf("a key of %d bytes: %v; want 400 naming %s and the limit", len(long), err, tc.field)
@@ -348,11 +359,11 @@ func TestProxyConversationIdempotentRetry(t *testing.T) {
 	s := ts.Config.Handler.(*Server)
 	msgs := []convMessage{user("hello")}
 	r := func() *http.Request { return proxyRequest(IdempotencyKeyHeader, "retry-1") }
-	c, err := s.findConversation(r(), "", messages.TurnID{}, msgs)
+	c, err := s.findConversationFor(r(), convQuery{msgs: msgs})
 	if err != nil || !c.Created {
 		t.Fatal(c, err)
 	}
-	again, err := s.findConversation(r(), "", messages.TurnID{}, msgs)
+	again, err := s.findConversationFor(r(), convQuery{msgs: msgs})
 	if err != nil || again.Branch != c.Branch || again.From != 0 {
 		t.Fatalf("sent again: %+v, %v; want branch %s", again, err, c.Branch)
 	}
@@ -413,8 +424,7 @@ func TestProxyConversationKeyRace(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			c, err := s.findConversation(proxyRequest(ProxyConversationHeader, "race"), "", messages.TurnID{},
-				[]convMessage{user("u1"), {Role: "assistant", Text: "a1"}, user("u2")})
+			c, err := s.findConversationFor(proxyRequest(ProxyConversationHeader, "race"), convQuery{msgs: []convMessage{user("u1"), {Role: "assistant", Text: "a1"}, user("u2")}})
 			if err != nil {
 				t.Error(err)
 			}
@@ -435,5 +445,208 @@ func TestProxyConversationKeyRace(t *testing.T) {
 	}
 	if h := history(t, ts.rt, first); len(h) != 2 {
 		t.Fatalf("the conversation's history: %q; want the one exchange imported once", h)
+	}
+}
+
+// chatMsg is a message of a Chat Completions request.
+type chatMsg struct {
+	Role    string `json:"role"`
+	Content string `json:"content"`
+}
+
+// postChat sends a Chat Completions request of msgs for the end user
+// (none if "") and returns the reply's text and the conversation's
+// branch.
+func postChat(t *testing.T, ts *testServer, endUser string, msgs []chatMsg, headers ...string) (string, string) {
+	t.Helper()
+	body := map[string]any{"model": "local", "messages": msgs}
+	if endUser != "" {
+		body["user"] = endUser
+	}
+	data, _ := json.Marshal(body)
+	req, _ := http.NewRequest("POST", ts.URL+"/v1/chat/completions", strings.NewReader(string(data)))
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out struct {
+		Choices []struct{ Message struct{ Content string } }
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || resp.StatusCode != 200 || len(out.Choices) != 1 {
+		t.Fatalf("chat: %d, %v", resp.StatusCode, err)
+	}
+	return out.Choices[0].Message.Content, resp.Header.Get(ProxyBranchHeader)
+}
+
+// oneSession checks that the store holds one session, whose branch is
+// branch, and that it ran turns turns, none imported: each request ran
+// its new message alone.
+func oneSession(t *testing.T, ts *testServer, branch string, turns int) {
+	t.Helper()
+	ss, err := ts.rt.DB().Sessions(context.Background())
+	if err != nil || len(ss) != 1 || ss[0].ActiveBranch.String() != branch {
+		t.Fatalf("sessions %+v, %v; want one, of branch %s", ss, err, branch)
+	}
+	info, err := ts.rt.Inspect(context.Background(), ss[0].ActiveBranch)
+	if err != nil || info.TurnSeq != uint64(turns) {
+		t.Fatalf("the conversation's turns: %d, %v; want %d (none imported)", info.TurnSeq, err, turns)
+	}
+}
+
+// An agent that puts the time in its system prompt, new at each request,
+// keeps one conversation: the system prompt is not matched (it still
+// goes to the model), and nothing is imported again.
+func TestProxyConversationSystemPromptChanges(t *testing.T) {
+	t.Parallel()
+	ts := newTestServer(t, Options{}, 0)
+	var history []chatMsg
+	branch := ""
+	for i := range 4 {
+		sys := chatMsg{"system", fmt.Sprintf("You are an agent. The time is 2025-01-01T10:00:%02dZ.", i)}
+		history = append(history, chatMsg{"user", fmt.Sprintf("question %d", i)})
+		reply, b := postChat(t, ts, "", append([]chatMsg{sys}, history...))
+		if branch == "" {
+			branch = b
+		} else if b != branch {
+			t.Fatalf("request %d: branch %s, want %s", i, b, branch)
+		}
+		history = append(history, chatMsg{"assistant", reply})
+	}
+	oneSession(t, ts, branch, 4)
+}
+
+// A client that sends only a window of its history (its last messages,
+// system prompt first) keeps one conversation over its requests.
+func TestProxyConversationTrimmedHistory(t *testing.T) {
+	t.Parallel()
+	ts := newTestServer(t, Options{}, 0)
+	const window = 4 // the messages sent besides the system prompt
+	sys := chatMsg{"system", "Be brief."}
+	var history []chatMsg
+	branch := ""
+	for i := range 8 {
+		history = append(history, chatMsg{"user", fmt.Sprintf("step %d", i)})
+		sent := history[max(len(history)-window, 0):]
+		reply, b := postChat(t, ts, "trimmer", append([]chatMsg{sys}, sent...))
+		if branch == "" {
+			branch = b
+		} else if b != branch {
+			t.Fatalf("request %d (%d messages sent): branch %s, want %s", i, len(sent), b, branch)
+		}
+		history = append(history, chatMsg{"assistant", reply})
+	}
+	oneSession(t, ts, branch, 8)
+}
+
+// The end user (user) scopes the transcripts a request may continue, and
+// names no conversation: two chats of one user stay two, and the same
+// transcript sent by two users is two conversations.
+func TestProxyConversationEndUsers(t *testing.T) {
+	t.Parallel()
+	ts := newTestServer(t, Options{}, 0)
+	// Two chats of alice's: chat B never sees chat A's secret.
+	a1 := []chatMsg{{"user", "Remember: the vault code is 4242."}}
+	ra, chatA := postChat(t, ts, "alice", a1)
+	b1 := []chatMsg{{"user", "What is a good name for a cat?"}}
+	rb, chatB := postChat(t, ts, "alice", b1)
+	if chatA == chatB {
+		t.Fatalf("two chats of alice's on one branch %s", chatA)
+	}
+	if _, b := postChat(t, ts, "alice", append(b1, chatMsg{"assistant", rb}, chatMsg{"user", "What was the vault code?"})); b != chatB {
+		t.Fatalf("chat B's second request: branch %s, want %s", b, chatB)
+	}
+	if _, b := postChat(t, ts, "alice", append(a1, chatMsg{"assistant", ra}, chatMsg{"user", "Thanks."})); b != chatA {
+		t.Fatalf("chat A's second request: branch %s, want %s", b, chatA)
+	}
+	id, _ := messages.ParseID[messages.BranchID](chatB)
+	if h := strings.Join(history(t, ts.rt, id), "|"); strings.Contains(h, "4242") {
+		t.Fatalf("chat B holds chat A's secret: %s", h)
+	}
+
+	// The same opening and reply, sent on by bob: bob's own conversation.
+	if _, b := postChat(t, ts, "bob", append(a1, chatMsg{"assistant", ra}, chatMsg{"user", "And mine?"})); b == chatA || b == "" {
+		t.Fatalf("bob continues alice's transcript: branch %s (alice's %s)", b, chatA)
+	}
+	// Without an end user, neither.
+	if _, b := postChat(t, ts, "", append(a1, chatMsg{"assistant", ra}, chatMsg{"user", "And mine?"})); b == chatA || b == "" {
+		t.Fatalf("a request without user continues alice's transcript: branch %s (alice's %s)", b, chatA)
+	}
+	// A user names no conversation: a request of alice's that continues
+	// nothing is a new conversation.
+	if _, b := postChat(t, ts, "alice", []chatMsg{{"user", "Hello again."}}); b == chatA || b == chatB {
+		t.Fatalf("a new chat of alice's went to branch %s", b)
+	}
+}
+
+// A transcript remembered before end users and system prompts were left
+// out of matching (all its messages, system ones too) is still found.
+func TestProxyConversationLegacyTranscript(t *testing.T) {
+	t.Parallel()
+	ts := newTestServer(t, Options{}, 0)
+	s := ts.Config.Handler.(*Server)
+	ctx := context.Background()
+	msgs := []convMessage{{Role: "system", Text: "be brief"}, user("hello")}
+	c, err := s.findConversationFor(proxyRequest(), convQuery{msgs: msgs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := s.rt.SubmitWith(ctx, c.Branch, "hello", actors.SubmitOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	text, _ := st.Wait(nil)
+	reply := convMessage{Role: "assistant", Text: text}
+	// As rememberConversation stored it then.
+	h := sha256.New()
+	var buf []byte
+	for _, m := range append(msgs, reply) {
+		buf = writeConvMessage(h, buf, m)
+	}
+	e := persistence.ProxyEntry{Kind: persistence.ProxyByPrefix, Name: h.Sum(nil),
+		ProxyTarget: persistence.ProxyTarget{Branch: c.Branch, Turn: st.Turn}}
+	if _, err := s.rt.DB().Commit(ctx, &persistence.Tx{Proxy: []persistence.ProxyEntry{e}}); err != nil {
+		t.Fatal(err)
+	}
+	next := append(append([]convMessage{}, msgs...), reply, user("again"))
+	if c2, err := s.findConversationFor(proxyRequest(), convQuery{msgs: next}); err != nil || c2.Branch != c.Branch || c2.From != 3 {
+		t.Fatalf("the next request: %+v, %v; want branch %s from 3", c2, err, c.Branch)
+	}
+	if c2, err := s.findConversationFor(proxyRequest(), convQuery{label: "alice", msgs: next}); err != nil || !c2.Created {
+		t.Fatalf("the next request, for an end user: %+v, %v; want a new conversation", c2, err)
+	}
+}
+
+// lookupConversation finds what findConversationFor would, and makes
+// nothing.
+func TestProxyLookupConversation(t *testing.T) {
+	t.Parallel()
+	ts := newTestServer(t, Options{}, 0)
+	s := ts.Config.Handler.(*Server)
+	msgs := []convMessage{user("hello")}
+	if _, ok, err := s.lookupConversation(proxyRequest(), convQuery{msgs: msgs}); ok || err != nil {
+		t.Fatalf("a new conversation: found %v, %v", ok, err)
+	}
+	if _, ok, err := s.lookupConversation(proxyRequest(ProxyConversationHeader, "k"), convQuery{msgs: msgs}); ok || err != nil {
+		t.Fatalf("a new key: found %v, %v", ok, err)
+	}
+	if ss, _ := ts.rt.DB().Sessions(context.Background()); len(ss) != 0 {
+		t.Fatalf("lookups made %d sessions", len(ss))
+	}
+	c, err := s.findConversationFor(proxyRequest(), convQuery{label: "u", msgs: msgs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reply, _ := runConvFor(t, s, c, "u", msgs)
+	next := append(append([]convMessage{{Role: "system", Text: "now"}}, msgs...), reply, user("again"))
+	got, ok, err := s.lookupConversation(proxyRequest(), convQuery{label: "u", msgs: next})
+	if err != nil || !ok || got.Branch != c.Branch || got.From != 3 {
+		t.Fatalf("the next request: %+v, %v, %v; want branch %s from 3", got, ok, err, c.Branch)
+	}
+	if _, ok, _ := s.lookupConversation(proxyRequest(), convQuery{label: "v", msgs: next}); ok {
+		t.Fatal("another end user's request found the conversation")
 	}
 }

@@ -331,8 +331,8 @@ func TestOpenAIProxyToolLoopChat(t *testing.T)       { chatToolLoop(t, false) }
 func TestOpenAIProxyToolLoopChatStream(t *testing.T) { chatToolLoop(t, true) }
 
 // chatToolLoop runs the loop through Chat Completions, the client
-// resending its full history each time, with a conversation key (user)
-// and without.
+// resending its full history each time, with a conversation key
+// (metadata.conversation) and without.
 func chatToolLoop(t *testing.T, stream bool) {
 	for _, keyed := range []bool{true, false} {
 		t.Run(map[bool]string{true: "key", false: "keyless"}[keyed], func(t *testing.T) {
@@ -344,7 +344,7 @@ func chatToolLoop(t *testing.T, stream bool) {
 				ToolChoice: oai.ChatCompletionToolChoiceOptionUnionParam{OfAuto: oai.String("auto")},
 				Messages:   []oai.ChatCompletionMessageParamUnion{oai.SystemMessage(loopSystem), oai.UserMessage("Weather in Paris, then Rome?")}}
 			if keyed {
-				params.User = oai.String("loop-user")
+				params.Metadata = map[string]string{"conversation": "loop-user"}
 			}
 			if stream {
 				params.StreamOptions = oai.ChatCompletionStreamOptionsParam{IncludeUsage: oai.Bool(true)}

@@ -61,7 +61,10 @@ type chatFunction struct {
 
 // parseChatRequest reads a Chat Completions request.
 func parseChatRequest(req *chatRequest) (*proxyCall, error) {
-	pc := &proxyCall{field: "messages", model: req.Model, key: conversationKey(req.Metadata["conversation"], req.User)}
+	pc := &proxyCall{field: "messages", model: req.Model, key: req.Metadata["conversation"], label: req.User}
+	if err := pc.query().check("user"); err != nil {
+		return nil, err
+	}
 	for i, raw := range req.Tools {
 		where := fmt.Sprintf("tools[%d]", i)
 		var t struct {
@@ -367,7 +370,10 @@ func parseResponsesRequest(req *responsesRequest) (*proxyCall, error) {
 			return nil, invalid("conversation: want a string or an object with an id")
 		}
 	}
-	pc.key = conversationKey(pc.key, req.Metadata["conversation"], req.User)
+	pc.key, pc.label = conversationKey(pc.key, req.Metadata["conversation"]), req.User
+	if err := pc.query().check("user"); err != nil {
+		return nil, err
+	}
 	if req.PreviousResponseID != "" {
 		t, n, ok := parseStepID("resp_", req.PreviousResponseID)
 		if !ok {

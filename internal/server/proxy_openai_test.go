@@ -44,8 +44,8 @@ func TestProxyParsesChatRequests(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if pc.key != "alice" || pc.model != "gpt-4o" || pc.system != "You are terse.\n\nUse metric units." {
-		t.Errorf("key %q, model %q, system %q", pc.key, pc.model, pc.system)
+	if pc.key != "" || pc.label != "alice" || pc.model != "gpt-4o" || pc.system != "You are terse.\n\nUse metric units." {
+		t.Errorf("key %q, end user %q, model %q, system %q", pc.key, pc.label, pc.model, pc.system)
 	}
 	wantTools := []messages.Tool{{Name: "look", Description: "Look closer", InputSchema: []byte(`{"type":"object","properties":{}}`)}}
 	if !reflect.DeepEqual(pc.tools, wantTools) || pc.choice != (messages.ToolChoice{Mode: messages.ToolChoiceTool, Name: "look"}) {
@@ -126,12 +126,12 @@ func TestProxyRefusesBadChatRequests(t *testing.T) {
 // items are the system prompt; an assistant message and the
 // function_call items after it are one assistant message with the
 // calls; function_call_output items are tool results; previous_response_id
-// names a turn; the conversation key comes from conversation,
-// metadata.conversation or user.
+// names a turn; the conversation key comes from conversation or
+// metadata.conversation, the end user from user.
 func TestProxyParsesResponsesRequests(t *testing.T) {
 	turn := messages.NewID[messages.TurnID](time.Now())
 	body := fmt.Sprintf(`{"model":"gpt-4.1","instructions":"Be brief.","previous_response_id":"resp_%s",
-	"metadata":{"conversation":"bob"},"user":"ignored","store":false,"reasoning":{"effort":"low"},
+	"metadata":{"conversation":"bob"},"user":"carol","store":false,"reasoning":{"effort":"low"},
 	"input":[
 	 {"role":"developer","content":"Metric units."},
 	 {"type":"message","role":"user","content":[{"type":"input_text","text":"Look: "},{"type":"input_image","image_url":"https://x.test/a.webp"},
@@ -152,7 +152,7 @@ func TestProxyParsesResponsesRequests(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if pc.key != "bob" || pc.previous != turn || pc.system != "Be brief.\n\nMetric units." ||
+	if pc.key != "bob" || pc.label != "carol" || pc.previous != turn || pc.system != "Be brief.\n\nMetric units." ||
 		pc.choice != (messages.ToolChoice{Mode: "required"}) || len(pc.tools) != 1 || string(pc.tools[0].InputSchema) != `{"type":"object"}` {
 		t.Errorf("key %q, previous %v, system %q, choice %+v, tools %+v", pc.key, pc.previous, pc.system, pc.choice, pc.tools)
 	}

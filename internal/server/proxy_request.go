@@ -27,6 +27,7 @@ type proxyCall struct {
 	field    string // the request's field of messages: "messages" or "input", for errors
 	model    string // as requested
 	key      string // the conversation key the body names ("" if none)
+	label    string // the end user the body names (user; "" if none): convQuery
 	previous messages.TurnID
 	msgs     []convMessage
 	where    []string          // msgs[i]'s place in the request ("messages[3]"), for errors
@@ -276,7 +277,7 @@ func (s *Server) proxyStart(r *http.Request, pc *proxyCall) (*actors.TurnStream,
 	if err := s.checkParams(pc.model, pc.params, pc.paramSrc); err != nil {
 		return nil, nil, conversation{}, err
 	}
-	conv, err := s.findConversation(r, pc.key, pc.previous, pc.msgs)
+	conv, err := s.findConversationFor(r, pc.query())
 	if err != nil {
 		return nil, nil, conv, err
 	}
@@ -360,7 +361,7 @@ func (s *Server) proxyRemember(r *http.Request, conv conversation, st *actors.Tu
 	for _, c := range last.Calls {
 		m.Calls = append(m.Calls, c.CallID)
 	}
-	if err := s.rememberConversation(context.WithoutCancel(r.Context()), conv.Branch, st.Turn, pc.msgs, m); err != nil {
+	if err := s.rememberConversation(context.WithoutCancel(r.Context()), conv.Branch, st.Turn, pc.label, pc.msgs, m); err != nil {
 		s.opts.Log.Warn().Err(err).Str("branch", conv.Branch.String()).Str("turn", st.Turn.String()).
 			Msg("proxy: record the conversation")
 	}
