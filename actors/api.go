@@ -161,6 +161,12 @@ func (r *Runtime) CreateSession(ctx context.Context, title string) (persistence.
 // CreateSessionFor is CreateSession for tenant, which owns the session
 // for good ("" is persistence.DefaultTenant).
 func (r *Runtime) CreateSessionFor(ctx context.Context, tenant, title string) (persistence.SessionRow, persistence.BranchRow, error) {
+	return r.CreateSessionWith(ctx, tenant, title, nil)
+}
+
+// CreateSessionWith is CreateSessionFor with the session's metadata
+// (persistence.SessionRow.Metadata; nil for none).
+func (r *Runtime) CreateSessionWith(ctx context.Context, tenant, title string, metadata map[string]string) (persistence.SessionRow, persistence.BranchRow, error) {
 	if err := r.db.CheckSpace(); err != nil {
 		return persistence.SessionRow{}, persistence.BranchRow{}, fmt.Errorf("create session: %w", err)
 	}
@@ -172,7 +178,7 @@ func (r *Runtime) CreateSessionFor(ctx context.Context, tenant, title string) (p
 	if err != nil {
 		return persistence.SessionRow{}, persistence.BranchRow{}, fmt.Errorf("create session: %w", err)
 	}
-	s := persistence.SessionRow{ID: sid, Title: title, Created: now.UTC(), Tenant: tenant}
+	s := persistence.SessionRow{ID: sid, Title: title, Created: now.UTC(), Tenant: tenant, Metadata: metadata}
 	b := persistence.BranchRow{ID: messages.NewID[messages.BranchID](now), Session: s.ID, Label: "main", Created: now.UTC()}
 	s.ActiveBranch = b.ID
 	ev := messages.BranchCreated{Session: s.ID, Branch: b.ID, At: now.UTC(),

@@ -60,6 +60,16 @@ func clientOf(c *ClientTurn) (core.Client, bool) {
 	return core.Client{System: c.System, Tools: c.Tools, ToolChoice: c.ToolChoice, Params: c.Params}, true
 }
 
+// CheckClient checks what a client sent with a turn as SubmitWith does
+// (checkClient), so that a caller can refuse it before it makes
+// anything: persistence.ErrInvalidArgument naming the field at fault.
+func (r *Runtime) CheckClient(c *ClientTurn) error {
+	if c == nil {
+		return nil
+	}
+	return r.checkClient(c)
+}
+
 // checkClient checks what a client sent with a turn, naming the field at
 // fault: its tools (names as both OpenAI and Anthropic accept them, each
 // once, none a tool of the runtime's when those are offered, schemas JSON

@@ -186,6 +186,14 @@ func (s *TurnStream) follow() *TurnStream {
 	return f
 }
 
+// Last returns the stream's Done update and true once it was pushed
+// (whether or not it was read), else false.
+func (s *TurnStream) Last() (Update, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.last, s.done
+}
+
 // Next returns the next updates, waiting for at least one unless the
 // stream has ended. It returns nil after Done was delivered, or when stop
 // is closed.

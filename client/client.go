@@ -280,8 +280,24 @@ func (c *Client) CreateSession(ctx context.Context, title string) (Session, Bran
 
 // Sessions lists the sessions.
 func (c *Client) Sessions(ctx context.Context) ([]Session, error) {
+	return c.SessionsWhere(ctx, nil)
+}
+
+// SessionsWhere lists the sessions whose metadata (Session.Metadata)
+// has each key of metadata set to its value: SessionsWhere(ctx,
+// map[string]string{"source": "proxy", "end_user": "alice"}) lists the
+// proxy's conversations of the end user alice.
+func (c *Client) SessionsWhere(ctx context.Context, metadata map[string]string) ([]Session, error) {
+	path := "/v1/sessions"
+	if len(metadata) > 0 {
+		q := url.Values{}
+		for k, v := range metadata {
+			q.Set("metadata."+k, v)
+		}
+		path += "?" + q.Encode()
+	}
 	var out struct{ Sessions []Session }
-	err := c.do(ctx, "GET", "/v1/sessions", nil, &out)
+	err := c.do(ctx, "GET", path, nil, &out)
 	return out.Sessions, err
 }
 

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -362,5 +363,47 @@ func TestClientPins(t *testing.T) {
 	}
 	if err != nil || json.Unmarshal(raw, &d) != nil || len(d.Context.Pinned) != 1 || d.Context.Pinned[0] != "use spaces" {
 		t.Errorf("next context: %s, %v", raw, err)
+	}
+}
+
+// SessionsWhere lists the sessions by their metadata: the proxy's
+// conversations carry their source, end user and client.
+func TestClientSessionsWhere(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := serve(t, server.Options{})
+	c := client.New(url)
+	if _, _, err := c.CreateSession(ctx, "through the API"); err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range []string{"alice", "bob", "alice"} {
+		body := fmt.Sprintf(`{"model":"local","user":%q,"messages":[{"role":"user","content":"Hello from %s, %d."}]}`, u, u, time.Now().UnixNano())
+		req, _ := http.NewRequest("POST", url+"/v1/chat/completions", strings.NewReader(body))
+		req.Header.Set("User-Agent", "agent/1.0")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("chat as %s: %v, %v", u, resp, err)
+		}
+		resp.Body.Close()
+	}
+	for _, tc := range []struct {
+		where map[string]string
+		want  int
+	}{
+		{nil, 4},
+		{map[string]string{"source": "proxy"}, 3},
+		{map[string]string{"source": "proxy", "end_user": "alice"}, 2},
+		{map[string]string{"end_user": "bob", "client": "agent/1.0"}, 1},
+		{map[string]string{"end_user": "carol"}, 0},
+	} {
+		ss, err := c.SessionsWhere(ctx, tc.where)
+		if err != nil || len(ss) != tc.want {
+			t.Errorf("SessionsWhere(%v) = %d sessions, %v; want %d", tc.where, len(ss), err, tc.want)
+		}
+		for _, s := range ss {
+			if tc.where["end_user"] != "" && (s.Metadata["end_user"] != tc.where["end_user"] || !strings.HasPrefix(s.Title, "Hello from")) {
+				t.Errorf("SessionsWhere(%v): %+v", tc.where, s)
+			}
+		}
 	}
 }

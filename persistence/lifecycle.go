@@ -52,6 +52,10 @@ type SessionRow struct {
 	// the retention job deletes it, overriding its tenant's and the
 	// runtime's (0: kept forever); nil: theirs apply. See retention.go.
 	Retention *time.Duration `json:"retention_ns,omitempty"`
+	// Metadata labels the session, set when it is made: a proxied
+	// conversation's end user, client (its User-Agent) and source
+	// ("proxy"). Rows written before it have none. It never changes.
+	Metadata map[string]string `json:"metadata,omitempty"`
 }
 
 // DefaultTenant is the tenant of a session whose row names none (made

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -111,7 +112,8 @@ func TestLifecycleReads(t *testing.T) {
 			bs = append(bs, messages.NewID[messages.BranchID](now))
 		}
 		tx := &Tx{
-			Sessions: []SessionRow{{ID: s2, Title: "two", Created: now, Tenant: "acme"}, {ID: s1, Title: "one", Created: now}},
+			Sessions: []SessionRow{{ID: s2, Title: "two", Created: now, Tenant: "acme",
+				Metadata: map[string]string{"source": "proxy", "end_user": "alice"}}, {ID: s1, Title: "one", Created: now}},
 		}
 		for _, b := range bs {
 			tx.Branches = append(tx.Branches, BranchRow{ID: b, Session: s1, Label: "l" + b.String(), Created: now})
@@ -146,10 +148,11 @@ func TestLifecycleReads(t *testing.T) {
 		if ss[0].ID.Compare(ss[1].ID) >= 0 {
 			t.Fatalf("Sessions not in id order: %s, %s", ss[0].ID, ss[1].ID)
 		}
-		if r, err := d.Session(bg, s2); err != nil || r.Title != "two" || r.Tenant != "acme" || !r.Created.Equal(now) {
+		if r, err := d.Session(bg, s2); err != nil || r.Title != "two" || r.Tenant != "acme" || !r.Created.Equal(now) ||
+			!reflect.DeepEqual(r.Metadata, map[string]string{"source": "proxy", "end_user": "alice"}) {
 			t.Fatalf("Session(s2) = %+v, %v", r, err)
 		}
-		if r, err := d.Session(bg, s1); err != nil || r.Tenant != "" || r.TenantName() != DefaultTenant {
+		if r, err := d.Session(bg, s1); err != nil || r.Tenant != "" || r.TenantName() != DefaultTenant || r.Metadata != nil {
 			t.Fatalf("Session(s1) = %+v, %v; want no tenant stored", r, err)
 		}
 		if _, err := d.Session(bg, messages.NewID[messages.SessionID](now)); !errors.Is(err, ErrRowNotFound) {

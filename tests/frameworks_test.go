@@ -448,6 +448,12 @@ func openAIErrors(t *testing.T, f *frameworkRun) {
 			}
 		}
 	}
+	// Every call failed: the conversations made for them were dropped.
+	var list struct{ Sessions []struct{ ID, Title string } }
+	getJSON(t, f.url+"/v1/sessions", &list)
+	if len(list.Sessions) != 0 {
+		t.Errorf("%d sessions after calls that all failed, want none: %+v", len(list.Sessions), list.Sessions)
+	}
 }
 
 // clientToolLoop checks a 12-call client tool loop with the server's

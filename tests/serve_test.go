@@ -221,7 +221,8 @@ func TestProxyWithOpenAIGoClient(t *testing.T) {
 	}
 	_ = json.NewDecoder(r.Body).Decode(&list)
 	r.Body.Close()
-	if len(list.Sessions) != 1 || list.Sessions[0].Title != "proxy conversation app-user-42" {
+	// Titled with its first message, never with its key.
+	if len(list.Sessions) != 1 || list.Sessions[0].Title != "Remember: the deploy target is eu-west-1." {
 		t.Fatalf("sessions: %+v", list)
 	}
 

@@ -513,80 +513,21 @@ func (s *Server) anthropicMessages(w http.ResponseWriter, r *http.Request) error
 	if err != nil {
 		return err
 	}
-	idem, err := idempotencyKey(r)
-	if err != nil {
-		return err
-	}
 	// Before the conversation is found (or made): a setting the
-	// upstream cannot take refuses the request, naming it.
+	// upstream cannot take, or messages that cannot run, refuse the
+	// request, naming them.
 	if err := s.checkParams(req.Model, t.client.Params, t.paramSrc); err != nil {
 		return err
 	}
-	q := convQuery{key: req.Metadata.Conversation, label: req.Metadata.UserID, msgs: t.msgs}
-	conv, err := s.findConversationFor(r, q)
-	if err != nil {
+	if err := s.checkAnthropicTurn(t, len(req.Messages)); err != nil {
 		return err
 	}
-	fresh := t.newMessages(conv.From)
-	tools := 0
-	for _, i := range fresh {
-		if t.msgs[i].Role == "tool" {
-			tools++
-		}
-	}
-	last := -1
-	if len(fresh) > 0 {
-		last = fresh[len(fresh)-1]
-	}
-	var submit func(ctx context.Context) (*actors.TurnStream, error)
-	switch {
-	case last < 0:
-		return invalid("messages: nothing new for the conversation: the last message must be a user message or the results of the tool calls of the reply before it")
-	case tools == len(fresh):
-		outputs := make(messages.Items, 0, tools)
-		for _, i := range fresh {
-			outputs = append(outputs, t.outputs[i])
-		}
-		submit = func(ctx context.Context) (*actors.TurnStream, error) {
-			return s.rt.SubmitToolResults(ctx, conv.Branch, outputs, actors.SubmitOptions{Key: idem})
-		}
-	case t.msgs[last].Role == "tool":
-		// The conversation found holds no reply with these calls (a
-		// request that names no conversation and whose history the
-		// proxy never answered gets a new one).
-		return invalid("messages: tool results, but no conversation of this proxy holds the tool_use blocks they answer: " +
-			"name the conversation (metadata.conversation or the X-Ctx-Conversation header), or resend the history as the proxy answered it")
-	case tools > 0:
-		return invalid("messages: tool results and a new user message together: send the tool_result blocks alone, then the user's text once the reply to them has come")
-	case t.msgs[last].Role != "user":
-		return invalid("messages[%d]: the last message must be a user message (an assistant prefill is not supported)", len(req.Messages)-1)
-	default:
-		text := t.msgs[last].Text
-		client := t.client
-		for _, b := range t.content[last] {
-			if _, ok := b.(messages.Text); !ok {
-				client.Content = t.content[last]
-				break
-			}
-		}
-		if strings.TrimSpace(text) == "" {
-			if client.Content == nil {
-				return invalid("messages[%d].content: no text", len(req.Messages)-1)
-			}
-			text = anthropicPlaceholder(client.Content)
-		}
-		o := actors.SubmitOptions{Within: s.opts.ProxyCommitWithin, Model: s.proxyModel(req.Model), Key: idem, Client: &client}
-		submit = func(ctx context.Context) (*actors.TurnStream, error) {
-			return s.rt.SubmitWith(ctx, conv.Branch, text, o)
-		}
-	}
-	st, leave, err := s.proxyRun(r, conv.Branch, submit)
-	if errors.Is(err, actors.ErrNoToolCallsOpen) {
-		return invalid("messages: tool results, but no reply of this conversation awaits them (its turn ended, or the tool_use blocks are not the proxy's)")
-	}
-	if pe := (*providers.ParamsError)(nil); errors.As(err, &pe) {
-		return t.paramSrc.paramsError(err) // the conversation runs on another model than the one checked first
-	}
+	q := convQuery{key: req.Metadata.Conversation, label: req.Metadata.UserID, msgs: t.msgs,
+		orphan: invalid("messages: tool results, but no conversation of this proxy holds the tool_use blocks they answer: " +
+			"name the conversation (metadata.conversation or the X-Ctx-Conversation header), or resend the history as the proxy answered it")}
+	st, leave, conv, err := s.startProxyTurn(r, q, func(conv conversation) (*actors.TurnStream, func(), error) {
+		return s.anthropicSubmit(r, &req, t, conv)
+	})
 	if err != nil {
 		return err
 	}
@@ -605,7 +546,7 @@ func (s *Server) anthropicMessages(w http.ResponseWriter, r *http.Request) error
 		for _, c := range end.Calls {
 			rm.Calls = append(rm.Calls, c.CallID)
 		}
-		if err := s.rememberConversation(context.WithoutCancel(r.Context()), conv.Branch, st.Turn, q.label, t.msgs, rm); err != nil {
+		if err := s.rememberConversation(context.WithoutCancel(r.Context()), conv, st.Turn, q.label, t.msgs, rm); err != nil {
 			// The answer stands; the client's next request may start
 			// a new conversation.
 			s.opts.Log.Error().Err(err).Str("branch", conv.Branch.String()).Msg("server: remember a proxied conversation")
@@ -734,4 +675,109 @@ func anthropicPlaceholder(content messages.Blocks) string {
 		}
 	}
 	return "[" + strings.Join(kinds, ", ") + "]"
+}
+
+// checkAnthropicTurn refuses a request whose messages cannot run
+// whatever conversation they continue (n is the request's number of
+// messages): tool results with a new user message, an assistant message
+// last, a user message with no content, or what the client sends with
+// it refused by the runtime.
+func (s *Server) checkAnthropicTurn(t *anthropicTurn, n int) error {
+	last := -1
+	for i := len(t.msgs) - 1; i >= 0; i-- {
+		if t.msgs[i].Role != "system" {
+			last = i
+			break
+		}
+	}
+	if last < 0 {
+		return invalid("messages: nothing new for the conversation: the last message must be a user message or the results of the tool calls of the reply before it")
+	}
+	tools := false
+	for i := last; i >= 0 && t.msgs[i].Role != "assistant"; i-- {
+		tools = tools || t.msgs[i].Role == "tool"
+	}
+	switch t.msgs[last].Role {
+	case "tool":
+		return nil
+	case "user":
+		if tools {
+			return invalid("messages: tool results and a new user message together: send the tool_result blocks alone, then the user's text once the reply to them has come")
+		}
+		client := anthropicClientTurn(t, last)
+		if strings.TrimSpace(t.msgs[last].Text) == "" && client.Content == nil {
+			return invalid("messages[%d].content: no text", n-1)
+		}
+		return s.rt.CheckClient(&client)
+	default:
+		return invalid("messages[%d]: the last message must be a user message (an assistant prefill is not supported)", n-1)
+	}
+}
+
+// anthropicClientTurn is what the request t sends with its user message
+// at last: its system prompt, tools and tool choice, and the message's
+// blocks when it holds more than text.
+func anthropicClientTurn(t *anthropicTurn, last int) actors.ClientTurn {
+	client := t.client
+	for _, b := range t.content[last] {
+		if _, ok := b.(messages.Text); !ok {
+			client.Content = t.content[last]
+			break
+		}
+	}
+	return client
+}
+
+// anthropicSubmit submits the new messages of the request t (req) on
+// conv: the results of the tool calls the conversation's turn awaits, or
+// a user message as a new turn (checkAnthropicTurn checked the rest).
+func (s *Server) anthropicSubmit(r *http.Request, req *anthropicRequest, t *anthropicTurn, conv conversation) (*actors.TurnStream, func(), error) {
+	fresh := t.newMessages(conv.From)
+	tools := 0
+	for _, i := range fresh {
+		if t.msgs[i].Role == "tool" {
+			tools++
+		}
+	}
+	last := -1
+	if len(fresh) > 0 {
+		last = fresh[len(fresh)-1]
+	}
+	var submit func(ctx context.Context) (*actors.TurnStream, error)
+	switch {
+	case last < 0:
+		return nil, nil, invalid("messages: nothing new for the conversation: the last message must be a user message or the results of the tool calls of the reply before it")
+	case tools == len(fresh):
+		outputs := make(messages.Items, 0, tools)
+		for _, i := range fresh {
+			outputs = append(outputs, t.outputs[i])
+		}
+		submit = func(ctx context.Context) (*actors.TurnStream, error) {
+			return s.rt.SubmitToolResults(ctx, conv.Branch, outputs, actors.SubmitOptions{Key: conv.Key})
+		}
+	case t.msgs[last].Role == "tool":
+		// The conversation found holds no reply with these calls.
+		return nil, nil, invalid("messages: tool results, but no conversation of this proxy holds the tool_use blocks they answer: " +
+			"name the conversation (metadata.conversation or the X-Ctx-Conversation header), or resend the history as the proxy answered it")
+	case tools > 0:
+		return nil, nil, invalid("messages: tool results and a new user message together: send the tool_result blocks alone, then the user's text once the reply to them has come")
+	default: // a user message (checkAnthropicTurn)
+		text := t.msgs[last].Text
+		client := anthropicClientTurn(t, last)
+		if strings.TrimSpace(text) == "" {
+			text = anthropicPlaceholder(client.Content)
+		}
+		o := actors.SubmitOptions{Within: s.opts.ProxyCommitWithin, Model: s.proxyModel(req.Model), Key: conv.Key, Client: &client}
+		submit = func(ctx context.Context) (*actors.TurnStream, error) {
+			return s.rt.SubmitWith(ctx, conv.Branch, text, o)
+		}
+	}
+	st, leave, err := s.proxyRun(r, conv.Branch, submit)
+	if errors.Is(err, actors.ErrNoToolCallsOpen) {
+		return nil, nil, invalid("messages: tool results, but no reply of this conversation awaits them (its turn ended, or the tool_use blocks are not the proxy's)")
+	}
+	if pe := (*providers.ParamsError)(nil); errors.As(err, &pe) {
+		return nil, nil, t.paramSrc.paramsError(err) // the conversation runs on another model than the one checked first
+	}
+	return st, leave, err
 }

@@ -305,7 +305,7 @@ func TestAnthropicMessagesErrors(t *testing.T) {
 		{"tool choice name", `{"model":"local","max_tokens":100,"tool_choice":{"type":"tool"},` + user + `}`, key, 400,
 			"invalid_request_error", "tool_choice.name: required"},
 		{"assistant last", `{"model":"local","max_tokens":100,"messages":[{"role":"user","content":"a"},{"role":"assistant","content":"b"}]}`, key, 400,
-			"invalid_request_error", "the last message must be a user message or the results"},
+			"invalid_request_error", "messages[1]: the last message must be a user message (an assistant prefill is not supported)"},
 		{"results and text", `{"model":"local","max_tokens":100,"messages":[{"role":"user","content":"a"},
 			{"role":"assistant","content":[{"type":"tool_use","id":"t1","name":"f","input":{}}]},
 			{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":"r"},{"type":"text","text":"and?"}]}]}`, key, 400,
@@ -328,6 +328,10 @@ func TestAnthropicMessagesErrors(t *testing.T) {
 				t.Errorf("%d %+v, want %d %s %q", st, e, tc.status, tc.typ, tc.msg)
 			}
 		})
+	}
+	// Refused before anything was made.
+	if ss, err := ts.rt.DB().Sessions(context.Background()); err != nil || len(ss) != 0 {
+		t.Errorf("sessions after the refusals: %d, %v; want none", len(ss), err)
 	}
 	// Not served: in Anthropic's shape too.
 	req, _ := http.NewRequest("POST", ts.URL+"/v1/messages/batches", strings.NewReader(ok))

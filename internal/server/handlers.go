@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 
@@ -65,14 +66,21 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) error {
 }
 
 // listSessions lists the sessions of the request's tenant.
+// listSessions lists the tenant's sessions; query parameters
+// metadata.KEY=VALUE (or metadata[KEY]=VALUE) keep those whose metadata
+// has KEY set to VALUE, all of them.
 func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) error {
+	where, err := metadataFilter(r.URL.Query())
+	if err != nil {
+		return err
+	}
 	all, err := s.rt.DB().Sessions(r.Context())
 	if err != nil {
 		return err
 	}
 	ss := []persistence.SessionRow{}
 	for _, sess := range all {
-		if owns(r.Context(), sess) {
+		if owns(r.Context(), sess) && matchesMetadata(sess.Metadata, where) {
 			ss = append(ss, sess)
 		}
 	}
@@ -606,4 +614,43 @@ func (s *Server) inspect(w http.ResponseWriter, r *http.Request) error {
 	}
 	writeJSON(w, http.StatusOK, rep)
 	return nil
+}
+
+// metadataFilter reads the metadata.KEY=VALUE (or metadata[KEY]=VALUE)
+// parameters of a query: the metadata a listed session must have.
+func metadataFilter(q url.Values) (map[string][]string, error) {
+	var where map[string][]string
+	for name, vs := range q {
+		key, ok := strings.CutPrefix(name, "metadata.")
+		if !ok {
+			if k, ok2 := strings.CutPrefix(name, "metadata["); ok2 && strings.HasSuffix(k, "]") {
+				key, ok = strings.TrimSuffix(k, "]"), true
+			}
+		}
+		if !ok {
+			continue
+		}
+		if key == "" {
+			return nil, invalid("query parameter %q: names no metadata key (metadata.KEY=VALUE)", name)
+		}
+		if where == nil {
+			where = map[string][]string{}
+		}
+		where[key] = append(where[key], vs...)
+	}
+	return where, nil
+}
+
+// matchesMetadata reports whether md has every key of where set to each
+// of its values.
+func matchesMetadata(md map[string]string, where map[string][]string) bool {
+	for k, vs := range where {
+		v, ok := md[k]
+		for _, want := range vs {
+			if !ok || v != want {
+				return false
+			}
+		}
+	}
+	return true
 }

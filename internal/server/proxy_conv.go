@@ -55,6 +55,21 @@ type conversation struct {
 	// no entry in the index (rememberConversation), which saves a
 	// durable write per turn.
 	Named bool
+	// Session is the session of a conversation made for the request.
+	Session messages.SessionID
+	// Key is the idempotency key the request's turn is submitted under:
+	// its Idempotency-Key, or the proxy's own (proxyRetries).
+	Key string
+	// pending are the index entries of the history imported into a
+	// conversation made for the request that nothing names yet: they
+	// are entered with its turn's transcript (rememberConversation), so
+	// that a conversation dropped when its request fails (droppable)
+	// leaves no entry behind.
+	pending []persistence.ProxyEntry
+	// droppable: the conversation was made for the request and nothing
+	// names it (no key, no Idempotency-Key): dropConversation deletes it
+	// if the request fails.
+	droppable bool
 }
 
 // convQuery is what a proxied request says of its conversation: the
@@ -67,10 +82,15 @@ type conversation struct {
 // conversations. It scopes the transcripts a request may continue: a
 // request finds by its messages only a conversation whose requests
 // named the same end user (or, both, none).
+//
+// orphan, if not nil, is the refusal of a request whose messages end
+// with tool results and that would need a new conversation: no
+// conversation the proxy makes awaits them.
 type convQuery struct {
 	key, label string
 	previous   messages.TurnID
 	msgs       []convMessage
+	orphan     error
 }
 
 // MaxEndUser is the longest end-user label a proxied request may name,
@@ -115,11 +135,18 @@ func (q convQuery) check(field string) error {
 // not its branch's latest (the client edited or regenerated from an
 // earlier point) is forked there (Runtime.Fork), and the fork is the
 // conversation: the branch keeps its own later turns. A new conversation
-// is a session titled "proxy conversation" (and the key); the exchanges
-// msgs holds before its last user message are imported into it as
-// finished turns (importHistory), and From is that last user message's
-// index. The exchanges after a transcript's point the branch does not
-// hold (a client that made up assistant messages) are imported likewise.
+// is a session titled with the request's first user message and labeled
+// with its end user and client (newConversation); the exchanges msgs
+// holds before its last user message are imported into it as finished
+// turns (importHistory), and From is that last user message's index. A
+// request whose messages end with tool results gets q.orphan rather than
+// a new conversation. The exchanges after a transcript's point the branch
+// does not hold (a client that made up assistant messages) are imported
+// likewise.
+//
+// A new conversation that no key or Idempotency-Key names is droppable:
+// its history's index entries wait for its turn's (conversation.pending),
+// and a request that fails drops it (startProxyTurn).
 func (s *Server) findConversationFor(r *http.Request, q convQuery) (conversation, error) {
 	ctx := r.Context()
 	after := 0
@@ -149,7 +176,7 @@ func (s *Server) findConversationFor(r *http.Request, q convQuery) (conversation
 		if len(key) > MaxConversationKey {
 			return conversation{}, invalid("%s: %d bytes, limit %d", field, len(key), MaxConversationKey)
 		}
-		c, err := s.keyedConversation(ctx, key, q, after)
+		c, err := s.keyedConversation(r, key, q, after)
 		c.Named = true
 		return c, err
 	}
@@ -158,7 +185,9 @@ func (s *Server) findConversationFor(r *http.Request, q convQuery) (conversation
 		return conversation{}, err
 	}
 	if idem == "" {
-		return s.keylessConversation(ctx, q, after)
+		c, err := s.keylessConversation(r, q, after)
+		c.droppable = c.Created
+		return c, err
 	}
 	// A request sent again under its Idempotency-Key goes where the
 	// first went, whatever that made (a new conversation, a fork).
@@ -173,15 +202,17 @@ func (s *Server) findConversationFor(r *http.Request, q convQuery) (conversation
 	if !errors.Is(err, persistence.ErrProxyNotFound) {
 		return conversation{}, err
 	}
-	c, err := s.keylessConversation(ctx, q, after)
+	c, err := s.keylessConversation(r, q, after)
 	if err != nil {
 		return c, err
 	}
 	e := persistence.ProxyEntry{Tenant: tenant, Kind: persistence.ProxyByRequest, Name: []byte(idem),
 		ProxyTarget: persistence.ProxyTarget{Branch: c.Branch}}
-	if _, err := db.Commit(ctx, &persistence.Tx{Proxy: []persistence.ProxyEntry{e}}); err != nil {
+	if _, err := db.Commit(ctx, &persistence.Tx{Proxy: append(c.pending, e)}); err != nil {
+		s.dropConversation(ctx, c)
 		return conversation{}, err
 	}
+	c.pending = nil
 	return c, nil
 }
 
@@ -232,7 +263,8 @@ func (s *Server) lookupConversation(r *http.Request, q convQuery) (c conversatio
 
 // keylessConversation is findConversationFor for a request that names
 // no branch or key: by q.previous, else by q's transcript.
-func (s *Server) keylessConversation(ctx context.Context, q convQuery, after int) (conversation, error) {
+func (s *Server) keylessConversation(r *http.Request, q convQuery, after int) (conversation, error) {
+	ctx := r.Context()
 	if !q.previous.IsZero() {
 		b, err := s.turnBranch(ctx, q.previous)
 		if err != nil {
@@ -249,7 +281,10 @@ func (s *Server) keylessConversation(ctx context.Context, q convQuery, after int
 		return conversation{}, err
 	}
 	if i < 0 {
-		return s.newConversation(ctx, "proxy conversation", q.label, q.msgs)
+		if q.orphan != nil && lastRole(q.msgs) == "tool" {
+			return conversation{}, q.orphan
+		}
+		return s.newConversation(r, q.label, q.msgs)
 	}
 	b, err := s.continueAt(ctx, t.Branch, t.Turn)
 	if err != nil {
@@ -257,7 +292,11 @@ func (s *Server) keylessConversation(ctx context.Context, q convQuery, after int
 	}
 	from := ms[i].end + 1
 	if from < after { // exchanges the branch does not hold
-		if from, err = s.importHistory(ctx, b, q.label, q.msgs, from); err != nil {
+		var entries []persistence.ProxyEntry
+		if from, entries, err = s.importHistory(ctx, b, q.label, q.msgs, from); err != nil {
+			return conversation{}, err
+		}
+		if _, err := s.rt.DB().Commit(ctx, &persistence.Tx{Proxy: entries}); err != nil {
 			return conversation{}, err
 		}
 	}
@@ -271,7 +310,8 @@ func (s *Server) keylessConversation(ctx context.Context, q convQuery, after int
 // crash before leaves a session no key names, never a key naming a
 // conversation short of its history, and never two conversations for a
 // key (the index keeps the first entry of a key).
-func (s *Server) keyedConversation(ctx context.Context, key string, q convQuery, after int) (conversation, error) {
+func (s *Server) keyedConversation(r *http.Request, key string, q convQuery, after int) (conversation, error) {
+	ctx := r.Context()
 	tenant := tenantOf(ctx)
 	unlock := s.proxy.lock(tenant + "\x00" + key)
 	defer unlock()
@@ -283,22 +323,36 @@ func (s *Server) keyedConversation(ctx context.Context, key string, q convQuery,
 	if !errors.Is(err, persistence.ErrProxyNotFound) {
 		return conversation{}, err
 	}
-	c, err := s.newConversation(ctx, "proxy conversation "+key, q.label, q.msgs)
+	if q.orphan != nil && lastRole(q.msgs) == "tool" {
+		return conversation{}, q.orphan
+	}
+	c, err := s.newConversation(r, q.label, q.msgs)
 	if err != nil {
 		return conversation{}, err
 	}
+	if _, err := db.Commit(ctx, &persistence.Tx{Proxy: c.pending}); err != nil {
+		s.dropConversation(ctx, c)
+		return conversation{}, err
+	}
+	c.pending = nil
 	if t, err = db.ClaimProxyKey(ctx, tenant, key, c.Branch); err != nil {
+		s.dropConversation(ctx, c)
 		return conversation{}, err
 	}
 	if t.Branch != c.Branch { // another process entered the key first
+		s.dropConversation(ctx, c)
 		return conversation{Branch: t.Branch, From: after}, nil
 	}
 	return c, nil
 }
 
-// newConversation makes a session titled title for msgs, with their
-// history imported (importHistory) for the end user label.
-func (s *Server) newConversation(ctx context.Context, title, label string, msgs []convMessage) (conversation, error) {
+// newConversation makes a session for msgs, with their history imported
+// (importHistory) for the end user label; the index entries of the
+// history are the conversation's pending ones. The session is titled
+// with its first user message (proxyTitle) and labeled with the
+// request's end user and client (proxyMetadata).
+func (s *Server) newConversation(r *http.Request, label string, msgs []convMessage) (conversation, error) {
+	ctx := r.Context()
 	last := -1
 	for i, m := range msgs {
 		if m.Role == "user" {
@@ -309,17 +363,18 @@ func (s *Server) newConversation(ctx context.Context, title, label string, msgs 
 	if err := s.checkExchanges(xs); err != nil { // before anything is stored
 		return conversation{}, err
 	}
-	_, b, err := s.rt.CreateSessionFor(ctx, tenantOf(ctx), title)
+	sess, b, err := s.rt.CreateSessionWith(ctx, tenantOf(ctx), proxyTitle(msgs), proxyMetadata(r, label))
 	if err != nil {
 		return conversation{}, err
 	}
-	from := 0
+	c := conversation{Branch: b.ID, Created: true, Session: sess.ID}
 	if last >= 0 {
-		if from, err = s.importHistory(ctx, b.ID, label, msgs, 0); err != nil {
+		if c.From, c.pending, err = s.importHistory(ctx, b.ID, label, msgs, 0); err != nil {
+			s.dropConversation(ctx, c)
 			return conversation{}, err
 		}
 	}
-	return conversation{Branch: b.ID, From: from, Created: true}, nil
+	return c, nil
 }
 
 // importHistory imports the exchanges of msgs from index from to the
@@ -328,7 +383,8 @@ func (s *Server) newConversation(ctx context.Context, title, label string, msgs 
 // transcript, for the end user label), so that the client's next
 // request, which holds them again, finds the branch and a request that
 // edits one forks there. It returns the index of the last user message
-// (from when there is none after from).
+// (from when there is none after from) and the index entries, for the
+// caller to commit.
 //
 // An exchange is a user message (consecutive ones joined) and all that
 // follows it up to the next user message: its assistant messages and
@@ -336,7 +392,7 @@ func (s *Server) newConversation(ctx context.Context, title, label string, msgs 
 // "[tool result ID] text"); the content parts that are not text are
 // named by their type ("[image_url part]"), not copied. System messages
 // are not imported: the handlers pass them with the turn.
-func (s *Server) importHistory(ctx context.Context, branch messages.BranchID, label string, msgs []convMessage, from int) (int, error) {
+func (s *Server) importHistory(ctx context.Context, branch messages.BranchID, label string, msgs []convMessage, from int) (int, []persistence.ProxyEntry, error) {
 	last := -1
 	for i := from; i < len(msgs); i++ {
 		if msgs[i].Role == "user" {
@@ -344,21 +400,21 @@ func (s *Server) importHistory(ctx context.Context, branch messages.BranchID, la
 		}
 	}
 	if last < 0 {
-		return from, nil
+		return from, nil, nil
 	}
 	xs, ends := convExchanges(msgs, from, last)
 	if len(xs) == 0 {
-		return last, nil
+		return last, nil, nil
 	}
 	if err := s.checkExchanges(xs); err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	var turns []messages.PendingTurn
 	for len(xs) > 0 {
 		n := min(len(xs), actors.MaxImport)
 		ts, err := s.rt.Import(ctx, branch, xs[:n])
 		if err != nil {
-			return 0, fmt.Errorf("import the request's earlier messages: %w", err)
+			return 0, nil, fmt.Errorf("import the request's earlier messages: %w", err)
 		}
 		turns, xs = append(turns, ts...), xs[n:]
 	}
@@ -378,10 +434,7 @@ func (s *Server) importHistory(ctx context.Context, branch messages.BranchID, la
 				ProxyTarget: persistence.ProxyTarget{Branch: branch, Turn: t.Turn}})
 		}
 	}
-	if _, err := s.rt.DB().Commit(ctx, &persistence.Tx{Proxy: entries}); err != nil {
-		return 0, err
-	}
-	return last, nil
+	return last, entries, nil
 }
 
 // checkExchanges refuses exchanges the store would refuse to append,
@@ -553,23 +606,24 @@ func (s *Server) turnBranch(ctx context.Context, turn messages.TurnID) (messages
 }
 
 // rememberConversation records that msgs, then reply, are the
-// transcript of branch up to turn's reply, as the client holds it, for
+// transcript of conv's branch up to turn's reply, as the client holds
+// it (with conv's pending entries, the history imported into it), for
 // the end user label: a request that continues them (all of them, or
-// their last tailLen; system messages left out: matchHashes) finds
-// branch (and, should branch have gone on since, forks it at turn). It
+// their last tailLen; system messages left out: matchHashes) finds the
+// branch (and, should the branch have gone on since, forks it at turn). It
 // also records turn's branch, for the previous response ids that name
 // turn. The handlers call it once the turn's stream is Done, final or
 // awaiting the client's tool results, before they answer.
-func (s *Server) rememberConversation(ctx context.Context, branch messages.BranchID, turn messages.TurnID, label string,
+func (s *Server) rememberConversation(ctx context.Context, conv conversation, turn messages.TurnID, label string,
 	msgs []convMessage, reply convMessage) error {
 	if reply.Role == "" {
 		reply.Role = "assistant"
 	}
+	branch := conv.Branch
 	all := append(msgs[:len(msgs):len(msgs)], reply)
 	tenant := tenantOf(ctx)
-	entries := []persistence.ProxyEntry{
-		{Tenant: tenant, Kind: persistence.ProxyByTurn, Name: turn[:], ProxyTarget: persistence.ProxyTarget{Branch: branch}},
-	}
+	entries := append(conv.pending[:len(conv.pending):len(conv.pending)], persistence.ProxyEntry{
+		Tenant: tenant, Kind: persistence.ProxyByTurn, Name: turn[:], ProxyTarget: persistence.ProxyTarget{Branch: branch}})
 	for _, m := range matchHashes(label, all) {
 		if m.end == len(all)-1 && m.kind != matchLegacy {
 			entries = append(entries, persistence.ProxyEntry{Tenant: tenant, Kind: persistence.ProxyByPrefix, Name: m.hash[:],
@@ -702,12 +756,14 @@ func writeConvMessage(h hash.Hash, buf []byte, m convMessage) []byte {
 
 // proxySessions is the proxy's state in the server: the per-key locks
 // (the requests for one conversation key find or make its conversation
-// one at a time) and the conversations' queues (proxyQueues). The
+// one at a time), the conversations' queues (proxyQueues) and the
+// requests whose SDK retries are the same turn (proxyRetries). The
 // conversations themselves are in the store's proxy index.
 type proxySessions struct {
-	mu     sync.Mutex
-	keys   map[string]*keyLock
-	queues proxyQueues
+	mu      sync.Mutex
+	keys    map[string]*keyLock
+	queues  proxyQueues
+	retries proxyRetries
 }
 
 type keyLock struct {
@@ -742,4 +798,80 @@ func (pc *proxySessions) lock(key string) func() {
 // query is what pc says of its conversation.
 func (pc *proxyCall) query() convQuery {
 	return convQuery{key: pc.key, label: pc.label, previous: pc.previous, msgs: pc.msgs}
+}
+
+// lastRole is the role of the last message of msgs that is not a system
+// one ("" if none).
+func lastRole(msgs []convMessage) string {
+	for i := len(msgs) - 1; i >= 0; i-- {
+		if msgs[i].Role != "system" {
+			return msgs[i].Role
+		}
+	}
+	return ""
+}
+
+// MaxProxyTitle is the longest title of a proxied conversation's
+// session, in characters.
+const MaxProxyTitle = 80
+
+// proxyTitle is the title of a conversation made for msgs: its first
+// user message's text (its parts named when it has none), white space
+// collapsed, cut to MaxProxyTitle characters (the last an ellipsis);
+// "(no text)" when that is empty.
+func proxyTitle(msgs []convMessage) string {
+	text := ""
+	for _, m := range msgs {
+		if m.Role == "user" {
+			text = strings.Join(strings.Fields(partsText(m.Text, m.Other)), " ")
+			break
+		}
+	}
+	if text == "" {
+		return "(no text)"
+	}
+	if rs := []rune(text); len(rs) > MaxProxyTitle {
+		text = strings.TrimRight(string(rs[:MaxProxyTitle-1]), " ") + "…"
+	}
+	return text
+}
+
+// MaxProxyClient is the longest client (User-Agent) a proxied
+// conversation's session keeps, in bytes.
+const MaxProxyClient = 256
+
+// The keys of a proxied conversation's session metadata
+// (persistence.SessionRow.Metadata).
+const (
+	MetaSource  = "source"   // "proxy"
+	MetaEndUser = "end_user" // the request's end user (user, metadata.user_id), if any
+	MetaClient  = "client"   // the request's User-Agent, if any (its first MaxProxyClient bytes)
+)
+
+// proxyMetadata is the metadata of a session made for the request r of
+// the end user label.
+func proxyMetadata(r *http.Request, label string) map[string]string {
+	m := map[string]string{MetaSource: "proxy"}
+	if label != "" {
+		m[MetaEndUser] = label
+	}
+	if ua := r.UserAgent(); ua != "" {
+		if len(ua) > MaxProxyClient {
+			ua = strings.ToValidUTF8(ua[:MaxProxyClient], "")
+		}
+		m[MetaClient] = ua
+	}
+	return m
+}
+
+// dropConversation deletes the session of c, a conversation made for a
+// request that failed, so that failed requests leave no sessions behind;
+// a failure to delete it is logged.
+func (s *Server) dropConversation(ctx context.Context, c conversation) {
+	if c.Session.IsZero() {
+		return
+	}
+	if _, err := s.rt.DeleteSession(context.WithoutCancel(ctx), c.Session); err != nil {
+		s.opts.Log.Warn().Err(err).Str("session", c.Session.String()).Msg("proxy: drop the conversation of a failed request")
+	}
 }

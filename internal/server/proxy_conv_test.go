@@ -82,7 +82,7 @@ func runConvFor(t *testing.T, s *Server, c conversation, label string, msgs []co
 		t.Fatalf("turn: %+v", last)
 	}
 	reply := convMessage{Role: "assistant", Text: text}
-	if err := s.rememberConversation(ctx, c.Branch, st.Turn, label, msgs, reply); err != nil {
+	if err := s.rememberConversation(ctx, c, st.Turn, label, msgs, reply); err != nil {
 		t.Fatal(err)
 	}
 	return reply, st.Turn
@@ -106,7 +106,8 @@ func user(text string) convMessage { return convMessage{Role: "user", Text: text
 
 // A session created through the HTTP API titled "proxy:alice" is only a
 // title: the proxy's conversation "alice" is its own, before and after a
-// restart, and its session is titled for what it is.
+// restart, and its session is titled with its first message, not its
+// key.
 func TestProxyConversationKeysAreNotTitles(t *testing.T) {
 	dir := t.TempDir()
 	ts, stop := openServerAt(t, dir)
@@ -152,8 +153,8 @@ func TestProxyConversationKeysAreNotTitles(t *testing.T) {
 		t.Fatal(err)
 	}
 	sess, err := ts.rt.DB().Session(context.Background(), br.Session)
-	if err != nil || sess.Title != "proxy conversation alice" {
-		t.Fatalf("alice's session: %+v, %v; want titled %q", sess, err, "proxy conversation alice")
+	if err != nil || sess.Title != "first" || sess.Metadata[MetaSource] != "proxy" {
+		t.Fatalf("alice's session: %+v, %v; want titled with its first message, %q, never with the key", sess, err, "first")
 	}
 }
 

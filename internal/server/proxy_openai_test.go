@@ -318,4 +318,8 @@ func TestProxyRefusesRequestsWithNothingToRun(t *testing.T) {
 			t.Errorf("%s %s: %d %q, want 400 saying %q", tc.path, tc.body, st, out.Error.Message, tc.want)
 		}
 	}
+	// Refused before anything was made.
+	if ss, err := ts.rt.DB().Sessions(context.Background()); err != nil || len(ss) != 0 {
+		t.Errorf("sessions after the refusals: %d, %v; want none", len(ss), err)
+	}
 }

@@ -268,19 +268,65 @@ func toolOutput(m convMessage) messages.ToolOutput {
 // turn's stream and the function to call once the request is done with
 // it.
 func (s *Server) proxyStart(r *http.Request, pc *proxyCall) (*actors.TurnStream, func(), conversation, error) {
-	idem, err := idempotencyKey(r)
-	if err != nil {
-		return nil, nil, conversation{}, err
-	}
 	// Before the conversation is found (or made): a setting the
-	// upstream cannot take refuses the request, naming it.
+	// upstream cannot take, or messages that cannot run, refuse the
+	// request, naming them.
 	if err := s.checkParams(pc.model, pc.params, pc.paramSrc); err != nil {
 		return nil, nil, conversation{}, err
 	}
-	conv, err := s.findConversationFor(r, pc.query())
-	if err != nil {
-		return nil, nil, conv, err
+	if err := s.checkProxyCall(pc); err != nil {
+		return nil, nil, conversation{}, err
 	}
+	q := pc.query()
+	for i := len(pc.msgs) - 1; i >= 0 && q.orphan == nil; i-- {
+		if m := pc.msgs[i]; m.Role == "tool" {
+			q.orphan = invalid("%s: the request ends with tool results (%s answers %q), but no tool call of this conversation awaits a result",
+				pc.field, pc.where[i], m.CallID)
+		}
+	}
+	return s.startProxyTurn(r, q, func(conv conversation) (*actors.TurnStream, func(), error) {
+		return s.proxySubmitCall(r, pc, conv)
+	})
+}
+
+// checkProxyCall refuses a request whose messages cannot run whatever
+// conversation they continue: none but system messages, an assistant
+// message last, a user message after tool results, an empty user
+// message, or what the client sends with it (its tools, tool choice and
+// content) refused by the runtime.
+func (s *Server) checkProxyCall(pc *proxyCall) error {
+	last := -1
+	for i := len(pc.msgs) - 1; i >= 0; i-- {
+		if pc.msgs[i].Role != "system" {
+			last = i
+			break
+		}
+	}
+	if last < 0 {
+		return invalid("%s: no new user message or tool result (only system messages)", pc.field)
+	}
+	switch m := pc.msgs[last]; m.Role {
+	case "tool":
+		return nil
+	case "user":
+		for i := last - 1; i >= 0 && pc.msgs[i].Role != "assistant"; i-- {
+			if pc.msgs[i].Role == "tool" {
+				return invalid("%s: a user message (%s) after tool results (%s): send the tool results first, then the user message",
+					pc.field, pc.where[last], pc.where[i])
+			}
+		}
+		if m.Text == "" && len(pc.content[last]) == 0 {
+			return invalid("%s.content: empty", pc.where[last])
+		}
+		return s.rt.CheckClient(pc.client(pc.content[last]))
+	default:
+		return invalid("%s: ends with an %s message (%s); want a user message or tool results last",
+			pc.field, m.Role, pc.where[last])
+	}
+}
+
+// proxySubmitCall submits pc's new messages on conv (see proxyStart).
+func (s *Server) proxySubmitCall(r *http.Request, pc *proxyCall, conv conversation) (*actors.TurnStream, func(), error) {
 	from := min(max(conv.From, 0), len(pc.msgs))
 	// The last message that is not a system one decides: tool results
 	// (the tool messages before it, back to the assistant's) or a user
@@ -293,7 +339,7 @@ func (s *Server) proxyStart(r *http.Request, pc *proxyCall) (*actors.TurnStream,
 		}
 	}
 	if last < 0 {
-		return nil, nil, conv, invalid("%s: no new user message or tool result (the conversation holds the request's %d messages already)",
+		return nil, nil, invalid("%s: no new user message or tool result (the conversation holds the request's %d messages already)",
 			pc.field, from)
 	}
 	b := conv.Branch
@@ -310,28 +356,16 @@ func (s *Server) proxyStart(r *http.Request, pc *proxyCall) (*actors.TurnStream,
 			}
 		}
 		st, leave, err := s.proxyRun(r, b, func(ctx context.Context) (*actors.TurnStream, error) {
-			return s.rt.SubmitToolResults(ctx, b, outs, actors.SubmitOptions{Key: idem})
+			return s.rt.SubmitToolResults(ctx, b, outs, actors.SubmitOptions{Key: conv.Key})
 		})
 		if errors.Is(err, actors.ErrNoToolCallsOpen) {
 			err = invalid("%s: the request ends with tool results (%s answers %q), but no tool call of this conversation awaits a result",
 				pc.field, pc.where[last], m.CallID)
 		}
-		return st, leave, conv, err
-	case "user":
-		for i := last - 1; i >= from && pc.msgs[i].Role != "assistant"; i-- {
-			if pc.msgs[i].Role == "tool" {
-				return nil, nil, conv, invalid("%s: a user message (%s) after tool results (%s): send the tool results first, then the user message",
-					pc.field, pc.where[last], pc.where[i])
-			}
-		}
-		var content messages.Blocks
-		if pc.content[last] != nil {
-			content = pc.content[last]
-		}
-		if m.Text == "" && len(content) == 0 {
-			return nil, nil, conv, invalid("%s.content: empty", pc.where[last])
-		}
-		o := actors.SubmitOptions{Within: s.opts.ProxyCommitWithin, Model: s.proxyModel(pc.model), Key: idem, Client: pc.client(content)}
+		return st, leave, err
+	default: // a user message (checkProxyCall)
+		o := actors.SubmitOptions{Within: s.opts.ProxyCommitWithin, Model: s.proxyModel(pc.model), Key: conv.Key,
+			Client: pc.client(pc.content[last])}
 		st, leave, err := s.proxyRun(r, b, func(ctx context.Context) (*actors.TurnStream, error) {
 			return s.rt.SubmitWith(ctx, b, m.Text, o)
 		})
@@ -340,10 +374,7 @@ func (s *Server) proxyStart(r *http.Request, pc *proxyCall) (*actors.TurnStream,
 			// checked first.
 			err = pc.paramSrc.paramsError(err)
 		}
-		return st, leave, conv, err
-	default:
-		return nil, nil, conv, invalid("%s: ends with an %s message (%s); want a user message or tool results last",
-			pc.field, m.Role, pc.where[last])
+		return st, leave, err
 	}
 }
 
@@ -361,7 +392,7 @@ func (s *Server) proxyRemember(r *http.Request, conv conversation, st *actors.Tu
 	for _, c := range last.Calls {
 		m.Calls = append(m.Calls, c.CallID)
 	}
-	if err := s.rememberConversation(context.WithoutCancel(r.Context()), conv.Branch, st.Turn, pc.label, pc.msgs, m); err != nil {
+	if err := s.rememberConversation(context.WithoutCancel(r.Context()), conv, st.Turn, pc.label, pc.msgs, m); err != nil {
 		s.opts.Log.Warn().Err(err).Str("branch", conv.Branch.String()).Str("turn", st.Turn.String()).
 			Msg("proxy: record the conversation")
 	}

@@ -135,10 +135,10 @@ var routes = []route{
 	{"GET", "/v1/models", (*Server).models},
 	{"GET", "/v1/models/{model}", (*Server).getModel},
 	{"POST", "/v1/embeddings", (*Server).embeddings},
-	{"POST", "/v1/chat/completions", (*Server).chatCompletions},
-	{"POST", "/v1/responses", (*Server).responses},
+	{"POST", "/v1/chat/completions", digestBody((*Server).chatCompletions)},
+	{"POST", "/v1/responses", digestBody((*Server).responses)},
 	{"GET", "/v1/responses/{response}", (*Server).getResponse},
-	{"POST", anthropicMessagesPath, (*Server).anthropicMessages},
+	{"POST", anthropicMessagesPath, digestBody((*Server).anthropicMessages)},
 	{"POST", anthropicMessagesPath + "/count_tokens", (*Server).anthropicCountTokens},
 }
 
