@@ -135,7 +135,7 @@ func TestProxyWithOpenAIGoClient(t *testing.T) {
 	ctx := context.Background()
 
 	chat, err := client.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{
-		Model:    "gpt-4.1-mini",
+		Model:    "gpt-5.4-mini",
 		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Remember: the deploy target is eu-west-1.")},
 	})
 	if err != nil {
@@ -147,7 +147,7 @@ func TestProxyWithOpenAIGoClient(t *testing.T) {
 	}
 
 	stream := client.Chat.Completions.NewStreaming(ctx, openai.ChatCompletionNewParams{
-		Model:    "gpt-4.1-mini",
+		Model:    "gpt-5.4-mini",
 		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("What is the deploy target?")},
 	})
 	var acc openai.ChatCompletionAccumulator
@@ -171,7 +171,7 @@ func TestProxyWithOpenAIGoClient(t *testing.T) {
 	}
 
 	resp, err := client.Responses.New(ctx, responses.ResponseNewParams{
-		Model: "gpt-4.1-mini",
+		Model: "gpt-5.4-mini",
 		Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("And the region again?")},
 	})
 	if err != nil {
@@ -181,7 +181,7 @@ func TestProxyWithOpenAIGoClient(t *testing.T) {
 		t.Fatalf("response: %s %q", resp.Status, resp.OutputText())
 	}
 	rs := client.Responses.NewStreaming(ctx, responses.ResponseNewParams{
-		Model: "gpt-4.1-mini",
+		Model: "gpt-5.4-mini",
 		Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("One more question.")},
 	})
 	var deltas strings.Builder
@@ -276,11 +276,11 @@ func TestProxyWithOpenAINodeClient(t *testing.T) {
 const OpenAI = require("openai");
 const client = new OpenAI({ baseURL: process.argv[2] + "/v1", apiKey: "unused", defaultHeaders: { "X-Ctx-Conversation": "node-app" }, maxRetries: 0 });
 (async () => {
-  const c = await client.chat.completions.create({ model: "gpt-4.1-mini", messages: [{ role: "user", content: "Remember the code word: bluebird." }] });
+  const c = await client.chat.completions.create({ model: "gpt-5.4-mini", messages: [{ role: "user", content: "Remember the code word: bluebird." }] });
   let streamed = "";
-  const s = await client.chat.completions.create({ model: "gpt-4.1-mini", stream: true, messages: [{ role: "user", content: "What was the code word?" }] });
+  const s = await client.chat.completions.create({ model: "gpt-5.4-mini", stream: true, messages: [{ role: "user", content: "What was the code word?" }] });
   for await (const chunk of s) streamed += chunk.choices[0]?.delta?.content || "";
-  const r = await client.responses.create({ model: "gpt-4.1-mini", input: "Thanks." });
+  const r = await client.responses.create({ model: "gpt-5.4-mini", input: "Thanks." });
   console.log(JSON.stringify({ first: c.choices[0].message.content, streamed, response: r.output_text }));
 })().catch((e) => { console.error(e); process.exit(1); });
 `

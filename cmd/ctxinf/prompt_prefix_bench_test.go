@@ -100,10 +100,10 @@ func runPromptPrefix(b *testing.B, upstream string, agent bool, turns int) prefi
 	cfg.DataDir = b.TempDir()
 	cfg.Store.Durability = config.DurabilityRelaxed
 	cfg.Retrieval.Embedder = config.EmbedderHash
-	m := config.ModelConfig{Provider: upstream, ModelID: "gpt-4.1-mini", ContextLimit: 128000,
+	m := config.ModelConfig{Provider: upstream, ModelID: "gpt-5.4-mini", ContextLimit: 128000,
 		APIKeyEnv: "CTX_BENCH_UPSTREAM_KEY", BaseURL: up.URL + "/v1", API: "chat", Truncation: "disabled"}
 	if upstream == "anthropic" {
-		m.ModelID, m.BaseURL, m.API = "claude-sonnet-4-5", up.URL, ""
+		m.ModelID, m.BaseURL, m.API = "claude-sonnet-5-5", up.URL, ""
 	}
 	cfg.Models = map[string]config.ModelConfig{"bench": m}
 	cfg.DefaultModel = "bench"

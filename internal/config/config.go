@@ -394,9 +394,9 @@ func Default() Config {
 		DataDir:      "./data",
 		DefaultModel: "gpt",
 		Models: map[string]ModelConfig{
-			"gpt": {Provider: "openai", ModelID: "gpt-4.1-mini", ContextLimit: 128000,
+			"gpt": {Provider: "openai", ModelID: "gpt-5.4-mini", ContextLimit: 128000,
 				APIKeyEnv: "OPENAI_API_KEY", BaseURL: "https://api.openai.com/v1", Truncation: "disabled", Cache: new(true)},
-			"claude": {Provider: "anthropic", ModelID: "claude-sonnet-4-5", ContextLimit: 200000,
+			"claude": {Provider: "anthropic", ModelID: "claude-sonnet-5-5", ContextLimit: 200000,
 				APIKeyEnv: "ANTHROPIC_API_KEY", BaseURL: "https://api.anthropic.com", Truncation: "disabled", Cache: new(true)},
 			"local": {Provider: "local", ModelID: "local", ContextLimit: 32768, Truncation: "disabled", Cache: new(true)},
 		},

@@ -24,6 +24,21 @@ const DefaultPath = "config.yaml"
 // store.max_payload_bytes is read from CTX_STORE_MAX_PAYLOAD_BYTES.
 const EnvPrefix = "CTX"
 
+// emptyMeaningful lists the keys with a non-empty default whose value ""
+// is documented as meaning something: an empty environment variable sets
+// them to "" (viper otherwise treats an empty variable as unset).
+var emptyMeaningful = []string{
+	"server.frame_addr", // "" turns the frame port off
+	"default_model",     // "" is the offline local provider
+}
+
+// EnvName is the environment variable that sets key: CTX_ and the key in
+// upper case with dots as underscores (server.frame_addr is
+// CTX_SERVER_FRAME_ADDR).
+func EnvName(key string) string {
+	return EnvPrefix + "_" + strings.ToUpper(strings.ReplaceAll(key, ".", "_"))
+}
+
 // Load reads the configuration once at start-up: Default, overridden by the
 // YAML file at path, overridden by CTX_* environment variables, then
 // validated.
@@ -47,6 +62,14 @@ func Load(path string) (Config, error) {
 	v.SetEnvPrefix(EnvPrefix)
 	v.SetEnvKeyReplacer(strings.NewReplacer(".", "_"))
 	v.AutomaticEnv()
+	// viper ignores an empty environment variable; for the keys whose
+	// documented value "" means something other than their default (off,
+	// the offline model), an empty variable is that value.
+	for _, key := range emptyMeaningful {
+		if val, ok := os.LookupEnv(EnvName(key)); ok && val == "" {
+			v.Set(key, "")
+		}
+	}
 
 	data, path, found, err := readFile(path)
 	if err != nil {

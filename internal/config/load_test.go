@@ -124,6 +124,22 @@ store:
 			},
 		},
 		{
+			// "" is a documented value of these keys (the frame port off,
+			// the offline model); an empty variable sets it, over the file
+			// too. Other keys keep ignoring an empty variable.
+			name: "empty env sets a key whose empty value means something",
+			file: "server:\n  frame_addr: 127.0.0.1:9999\n",
+			env: map[string]string{
+				"CTX_SERVER_FRAME_ADDR": "",
+				"CTX_DEFAULT_MODEL":     "",
+				"CTX_DATA_DIR":          "",
+			},
+			modify: func(c *Config) {
+				c.Server.FrameAddr = ""
+				c.DefaultModel = ""
+			},
+		},
+		{
 			name: "env overrides file",
 			file: "data_dir: /from/file\nlog:\n  level: debug\nstore:\n  max_payload_bytes: 1024\n  gc_interval: 1m\n",
 			env: map[string]string{

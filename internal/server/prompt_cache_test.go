@@ -113,7 +113,7 @@ func TestProxyReportsCachedTokens(t *testing.T) {
 		ts, _ := anthropicUpstream(t, reply)
 		cl := anthropic.NewClient(aoption.WithBaseURL(ts.URL), aoption.WithAPIKey("unused"), aoption.WithMaxRetries(0))
 		var res *http.Response
-		params := anthropic.MessageNewParams{Model: "claude-sonnet-4-5", MaxTokens: 100,
+		params := anthropic.MessageNewParams{Model: "claude-sonnet-5-5", MaxTokens: 100,
 			Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("hello"))}}
 		m, err := cl.Messages.New(context.Background(), params, aoption.WithResponseInto(&res))
 		if err != nil {
@@ -153,7 +153,7 @@ func TestProxyReportsCachedTokens(t *testing.T) {
 		up := fakeapi.New(fakeapi.NewChatStream().Text("Hi").Usage(3000, 5).CachedTokens(2048).Finish("stop"))
 		ts := upstreamServer(t, openai.APIChat, Options{}, up)
 		cl := anthropic.NewClient(aoption.WithBaseURL(ts.URL), aoption.WithAPIKey("unused"), aoption.WithMaxRetries(0))
-		m, err := cl.Messages.New(context.Background(), anthropic.MessageNewParams{Model: "claude-sonnet-4-5", MaxTokens: 100,
+		m, err := cl.Messages.New(context.Background(), anthropic.MessageNewParams{Model: "claude-sonnet-5-5", MaxTokens: 100,
 			Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("hello"))}})
 		if err != nil {
 			t.Fatal(err)
@@ -179,7 +179,7 @@ func TestProxyAnthropicBreakpoints(t *testing.T) {
 		c.Fold = &core.Policy{K: 6, B: 4} // the first turn stays in the prompt verbatim
 	})
 	cl := anthropic.NewClient(aoption.WithBaseURL(ts.URL), aoption.WithAPIKey("unused"), aoption.WithMaxRetries(0))
-	params := anthropic.MessageNewParams{Model: "claude-sonnet-4-5", MaxTokens: 100,
+	params := anthropic.MessageNewParams{Model: "claude-sonnet-5-5", MaxTokens: 100,
 		System:   []anthropic.TextBlockParam{{Text: "You are terse."}},
 		Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("hello"))}}
 	var res *http.Response

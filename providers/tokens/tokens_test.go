@@ -137,7 +137,7 @@ func TestForModel(t *testing.T) {
 		{"openai", "text-embedding-ada-002", tokens.CL100KBase},
 		{"openai", "openai/gpt-4", tokens.CL100KBase},
 		{"openai", "openai/gpt-4o", tokens.O200KBase},
-		{"anthropic", "claude-sonnet-4-5", tokens.AnthropicEstimate},
+		{"anthropic", "claude-sonnet-5-5", tokens.AnthropicEstimate},
 		{"anthropic", "", tokens.AnthropicEstimate},
 		{"local", "anything", tokens.CL100KBase},
 		{"fake", "", tokens.CL100KBase},
