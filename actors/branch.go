@@ -273,7 +273,17 @@ func (a *branchActor) Receive(ctx actor.Context) {
 			a.idle = after(ctx, wait, &idleCheck{a})
 			return
 		}
-		ctx.Send(ctx.Parent(), &passivateReq{id: a.id, pid: ctx.Self()})
+		ctx.Send(ctx.Parent(), &passivateReq{id: a.id, pid: ctx.Self(), ifIdle: true})
+	case *passivateNow:
+		// Root routes nothing new here; what came before this message
+		// was handled. Work taken since asking keeps the actor.
+		if a.busy() {
+			ctx.Send(ctx.Parent(), &passivateCancel{id: a.id, pid: ctx.Self()})
+			a.stopIdle()
+			a.idle = after(ctx, a.rt.cfg.IdleAfter, &idleCheck{a})
+			return
+		}
+		ctx.Stop(ctx.Self())
 	case *actor.Stopping:
 		a.stopIdle()
 		a.flushOnStop()

@@ -192,10 +192,21 @@ func (ro *root) stop(ctx actor.Context, id messages.BranchID) stopBranchReply {
 	}
 	for pidID, b := range ro.byPID {
 		if b == id {
+			if pid := ro.spawned[pidID]; pid != nil && ro.asked[pidID] {
+				ro.hardStop(ctx, pid) // it might take work and stay otherwise
+			}
 			return stopBranchReply{pid: ro.spawned[pidID]}
 		}
 	}
 	return stopBranchReply{}
+}
+
+// hardStop stops pid, an idle branch actor asked to passivate (it is no
+// longer routed to): it stops whether or not it took work since.
+func (ro *root) hardStop(ctx actor.Context, pid *actor.PID) {
+	delete(ro.asked, pid.Id)
+	ro.stopping[pid.Id] = true
+	ctx.Stop(pid)
 }
 
 // stopBranch stops branch id's actor and waits until it has terminated:

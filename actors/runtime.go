@@ -762,6 +762,23 @@ type deferred struct{ f func() }
 type passivateReq struct {
 	id  messages.BranchID
 	pid *actor.PID
+	// ifIdle is an idle branch's own request: root stops routing to it
+	// and asks it (passivateNow) to stop if it is still idle, since a
+	// request it accepted after asking (sent to the PID its caller held)
+	// must not be cut off. Without ifIdle (Stop, Rebalance) root stops it.
+	ifIdle bool
+}
+
+// passivateNow is root's answer to an idle branch's passivateReq: it is
+// no longer routed to, and stops unless it took work meanwhile, in which
+// case it says so (passivateCancel) and root routes to it again.
+type passivateNow struct{}
+
+// passivateCancel is a branch's answer to passivateNow when it took work
+// after asking to passivate.
+type passivateCancel struct {
+	id  messages.BranchID
+	pid *actor.PID
 }
 
 // root activates branch actors on their first message and passivates
@@ -771,14 +788,17 @@ type passivateReq struct {
 type root struct {
 	rt       *Runtime
 	stopping map[string]bool // by PID id: branch actors asked to stop, not yet terminated
-	live     map[messages.BranchID]*actor.PID
-	waiting  map[messages.BranchID][]*actor.PID // requesters waiting for a stop to finish
-	byPID    map[string]messages.BranchID
-	spawned  map[string]*actor.PID // by PID id: the PID spawn returned
+	// asked are the idle branch actors asked to stop if still idle
+	// (passivateNow), not yet terminated or routed to again, by PID id.
+	asked   map[string]bool
+	live    map[messages.BranchID]*actor.PID
+	waiting map[messages.BranchID][]*actor.PID // requesters waiting for a stop to finish
+	byPID   map[string]messages.BranchID
+	spawned map[string]*actor.PID // by PID id: the PID spawn returned
 }
 
 func newRoot(r *Runtime) *root {
-	return &root{rt: r, stopping: map[string]bool{}, live: map[messages.BranchID]*actor.PID{},
+	return &root{rt: r, stopping: map[string]bool{}, asked: map[string]bool{}, live: map[messages.BranchID]*actor.PID{},
 		waiting: map[messages.BranchID][]*actor.PID{}, byPID: map[string]messages.BranchID{},
 		spawned: map[string]*actor.PID{}}
 }
@@ -808,10 +828,29 @@ func (ro *root) Receive(ctx actor.Context) {
 		ctx.Respond(ro.spawn(ctx, m.id))
 	case *passivateReq:
 		if pid, ok := ro.live[m.id]; ok && pid.Equal(m.pid) {
+			// Activations wait (waiting) until it stops or cancels.
 			delete(ro.live, m.id)
 			ro.waiting[m.id] = nil
+			if m.ifIdle {
+				ro.asked[pid.Id] = true
+				ctx.Send(pid, &passivateNow{})
+				return
+			}
 			ro.stopping[pid.Id] = true
 			ctx.Stop(pid)
+		} else if !m.ifIdle && ro.asked[m.pid.Id] {
+			ro.hardStop(ctx, m.pid) // asked to passivate, and now told to stop
+		}
+	case *passivateCancel:
+		ws, waiting := ro.waiting[m.id]
+		if _, live := ro.live[m.id]; live || !waiting || !ro.asked[m.pid.Id] {
+			return
+		}
+		delete(ro.waiting, m.id)
+		delete(ro.asked, m.pid.Id)
+		ro.live[m.id] = m.pid
+		for _, w := range ws {
+			ctx.Send(w, m.pid)
 		}
 	case *deferred:
 		m.f()
@@ -825,6 +864,7 @@ func (ro *root) Receive(ctx actor.Context) {
 		ctx.Respond(ro.stop(ctx, m.id))
 	case *actor.Terminated:
 		delete(ro.stopping, m.Who.Id)
+		delete(ro.asked, m.Who.Id)
 		id, ok := ro.byPID[m.Who.Id]
 		if !ok {
 			return

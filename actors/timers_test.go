@@ -72,3 +72,54 @@ func TestJournalTicksWhileTheStreamPauses(t *testing.T) {
 	}
 	t.Fatalf("no fsync between the first and the second token: %+v", updates)
 }
+
+// An idle branch's request to passivate that root reads after the branch
+// took a turn (the turn was sent to the PID its caller held) does not cut
+// that turn off: the branch stays, is routed to again, and its turn
+// answers. A branch still idle when asked stops, and the next turn
+// activates it again.
+func TestPassivationNeverInterruptsAcceptedWork(t *testing.T) {
+	t.Parallel()
+	cfg := testConfig(t, t.TempDir(), newEvents())
+	cfg.IdleAfter = time.Hour // the test sends the idle request itself
+	block := make(chan struct{})
+	cfg.Provider = fake.New(fake.Step{Reply: "late", Block: block}, fake.Step{Reply: "next"}, fake.Step{Reply: "again"})
+	r, b := branchOn(t, cfg)
+	pid, err := r.pid(bg, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := r.Submit(bg, b, "hello")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// As the idle check sends it when it finds the branch idle, just
+	// before the turn reached the branch.
+	r.sys.Root.Send(r.root, &passivateReq{id: b, pid: pid, ifIdle: true})
+	// A request after it waits for the branch to stop or stay, and finds
+	// it staying.
+	if _, err := r.Inspect(bg, b); err != nil {
+		t.Fatal(err)
+	}
+	close(block)
+	if _, last := s.Wait(nil); last.Err != "" {
+		t.Fatalf("the accepted turn ended %+v", last)
+	}
+	if again, err := r.pid(bg, b); err != nil || !again.Equal(pid) {
+		t.Fatalf("pid after the cancelled passivation = %v, %v; want %v", again, err, pid)
+	}
+	if _, last, _ := runTurn(t, r, b, "second"); last.Err != "" {
+		t.Fatalf("a turn after the cancelled passivation ended %+v", last)
+	}
+
+	// Idle now: asked again, it stops; the next turn activates it.
+	r.sys.Root.Send(r.root, &passivateReq{id: b, pid: pid, ifIdle: true})
+	select {
+	case <-r.goneChan(pid):
+	case <-time.After(10 * time.Second):
+		t.Fatal("an idle branch asked to passivate did not stop")
+	}
+	if _, last, _ := runTurn(t, r, b, "third"); last.Err != "" {
+		t.Fatalf("a turn after passivation ended %+v", last)
+	}
+}
