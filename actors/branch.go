@@ -207,6 +207,9 @@ type branchActor struct {
 	// of the next idleCheck (passivation after Config.IdleAfter).
 	active time.Time
 	idle   *time.Timer
+	// ending is set once this instance is stopping or failed (ended):
+	// it handles nothing more.
+	ending bool
 }
 
 // idleCheck makes a branch actor passivate if it has been idle for
@@ -225,6 +228,15 @@ func (a *branchActor) Receive(ctx actor.Context) {
 	// which replaces the context's current envelope: capture the sender
 	// first and reply to it explicitly, never with ctx.Respond.
 	sender := ctx.Sender()
+	if a.ending {
+		// Stopping: protoactor still delivers messages while the
+		// children stop. What a step or job answers now (a step the stop
+		// cancelled fails with context.Canceled) is not recorded: the
+		// streams were told the turn was interrupted, as recovery
+		// records. A request is left unclaimed, for its caller to send
+		// again once this instance is gone.
+		return
+	}
 	if c, ok := ctx.Message().(claimable); ok && !c.claimed().take() {
 		return // its caller stopped waiting before it was read, and was told nothing was stored
 	}
@@ -505,6 +517,7 @@ func (a *branchActor) flushOnStop() {
 // replaced by one rebuilt from the log): its step stops, and whoever
 // reads a stream learns the turn was interrupted, as recovery records.
 func (a *branchActor) ended(ctx actor.Context) {
+	a.ending = true
 	if a.cancelStep != nil {
 		a.cancelStep()
 	}

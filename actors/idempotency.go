@@ -248,7 +248,7 @@ func (a *branchActor) answerOf(turn messages.TurnID) (*TurnStream, error) {
 		a.streams[turn] = s // in flight with no reader: it ends with the turn
 		return s, nil
 	}
-	done := Update{Done: true, Phase: phase, Outcome: out, Err: reason}
+	done := Update{Done: true, Phase: phase, Outcome: out, Err: reason, Repeat: true}
 	if phase == messages.PhaseFailed && done.Err == "" {
 		done.Err = out.Message
 	}

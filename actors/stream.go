@@ -37,6 +37,10 @@ type Update struct {
 	// provider asked for (its Retry-After) when it failed the turn; 0
 	// when it asked none.
 	RetryAfter time.Duration
+	// Repeat, with Done, says this answers a repeat of the request under
+	// its idempotency key, and the turn had ended before the repeat came:
+	// it is how the turn ended, not a new attempt.
+	Repeat bool
 	// Awaiting, with Done, says the turn has not ended but waits for the
 	// results of the client tool calls in Calls (ClientTurn.Tools); Phase
 	// is Responding and Outcome Paused{tool_use}. SubmitToolResults goes

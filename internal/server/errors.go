@@ -30,6 +30,7 @@ const (
 	CodeConflict       = "conflict"               // 409: the request conflicts with the state (nothing to cancel)
 	CodeTooLarge       = "request_too_large"      // 413: the body, or what it would store, is over the limit
 	CodeKeyReused      = "idempotency_key_reused" // 422: the Idempotency-Key was first sent with another request
+	CodeKeyFailed      = "idempotency_key_failed" // 409: the turn first sent with the Idempotency-Key failed in a way a retry may not (interrupted, the provider's 429 or 5xx); send it with a new key
 	CodeOverloaded     = "overloaded"             // 429: too many requests in flight; Retry-After says when to try again
 	CodeUnavailable    = "unavailable"            // 503: recovering, or shutting down
 	CodeTimeout        = "timeout"                // 504: the runtime did not answer in time; "accepted" says whether the request was carried out
@@ -127,8 +128,26 @@ func turnFailed(turn messages.TurnID, last actors.Update) *apiError {
 		return nil
 	}
 	out := failedOutcome(last)
+	if last.Repeat && retryable[out.Code] {
+		// Its answer invited a retry; under the same key the turn stays
+		// what it was, so that retry could never succeed.
+		return &apiError{Status: http.StatusConflict, Code: CodeKeyFailed, Turn: turn, NoRetry: true,
+			Message: fmt.Sprintf("the turn first sent with this Idempotency-Key failed (%s: %s), and a repeat under the key "+
+				"answers that turn: send the request again with a new Idempotency-Key", out.Code, out.Message)}
+	}
 	return &apiError{Status: turnStatus[out.Code], Code: out.Code, Message: out.Message, Turn: turn,
 		RetryAfter: last.RetryAfter, NoRetry: noRetry[out.Code]}
+}
+
+// retryable are the codes of failed turns whose answer invites a retry:
+// the same request may succeed later (the cause was a stop, a restart, or
+// the provider's state).
+var retryable = map[string]bool{
+	CodeInterrupted:         true,
+	CodeProviderRateLimited: true,
+	CodeProviderOverloaded:  true,
+	CodeProviderTimeout:     true,
+	CodeProvider:            true,
 }
 
 // failedOutcome is the outcome of failed turn last, with a kind, a code

@@ -2,9 +2,11 @@ package server
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -17,6 +19,7 @@ import (
 	"github.com/contextinfinity/ctxinf/client"
 	"github.com/contextinfinity/ctxinf/messages"
 	"github.com/contextinfinity/ctxinf/persistence"
+	"github.com/contextinfinity/ctxinf/providers"
 	"github.com/contextinfinity/ctxinf/providers/fake"
 )
 
@@ -314,5 +317,86 @@ func TestProxyQueuesAConversationsTurns(t *testing.T) {
 	}
 	if want := "question 0,question 1,question 2,question 3,question 4"; strings.Join(users, ",") != want {
 		t.Fatalf("turns in the order %q, want %q", users, want)
+	}
+}
+
+// A turn that failed in a way its answer invites a retry of (the
+// provider's 429 with its Retry-After, an interruption with Retry-After:
+// 1) answers a repeat under the same Idempotency-Key with 409
+// idempotency_key_failed, without Retry-After and with x-should-retry:
+// false, saying to send it with a new key: the key names the failed
+// turn, so retrying under it could never succeed. A new key runs it.
+func TestIdempotencyKeyOfAFailedTurn(t *testing.T) {
+	t.Parallel()
+	block := make(chan struct{})
+	rateLimited := &providers.Error{Provider: "fake", StatusCode: 429, Message: "slow down", RetryAfter: 3 * time.Second}
+	ts := newTestServerWith(t, Options{}, 0, func(c *actors.Config) {
+		c.Provider = fake.New(fake.Step{Err: rateLimited}, fake.Step{Reply: "ok"}, fake.Step{Reply: "never", Block: block},
+			fake.Step{Reply: "fine"})
+	})
+	var created struct{ Branch persistence.BranchRow }
+	ts.call(t, "POST", "/v1/sessions", map[string]string{"title": "failed keys"}, &created)
+	b := "/v1/branches/" + created.Branch.ID.String()
+
+	send := func(text, key string) (*http.Response, apiErr) {
+		t.Helper()
+		req, _ := http.NewRequest("POST", ts.URL+b+"/turns", strings.NewReader(`{"text":"`+text+`"}`))
+		req.Header.Set("Idempotency-Key", key)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var e apiErr
+		_ = json.NewDecoder(resp.Body).Decode(&e)
+		return resp, e
+	}
+	resp, e := send("hello", "k-429")
+	if resp.StatusCode != 429 || resp.Header.Get("Retry-After") != "3" {
+		t.Fatalf("first: %d Retry-After %q %+v, want 429 with the provider's Retry-After", resp.StatusCode, resp.Header.Get("Retry-After"), e)
+	}
+	resp, e = send("hello", "k-429")
+	if resp.StatusCode != 409 || e.Error.Code != "idempotency_key_failed" || resp.Header.Get("Retry-After") != "" ||
+		resp.Header.Get("X-Should-Retry") != "false" || !strings.Contains(e.Error.Message, "new Idempotency-Key") ||
+		!strings.Contains(e.Error.Message, "provider_rate_limited") {
+		t.Fatalf("repeat: %d Retry-After %q %+v, want 409 idempotency_key_failed naming the cause and a new key, no Retry-After",
+			resp.StatusCode, resp.Header.Get("Retry-After"), e)
+	}
+	if resp, e = send("hello", "k-429-2"); resp.StatusCode != 200 {
+		t.Fatalf("under a new key: %d %+v, want 200", resp.StatusCode, e)
+	}
+
+	// Interrupted: the branch stops while its turn streams.
+	done := make(chan *http.Response, 1)
+	go func() {
+		r, _ := send("again", "k-stop")
+		done <- r
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var info client.BranchInfo
+		ts.call(t, "GET", b, nil, &info)
+		if info.TurnSeq == 3 && info.InFlight != nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the turn did not start: %+v", info)
+		}
+		runtime.Gosched()
+	}
+	if err := ts.rt.Stop(context.Background(), created.Branch.ID); err != nil {
+		t.Fatal(err)
+	}
+	if r := <-done; r.StatusCode != 503 || r.Header.Get("Retry-After") == "" {
+		t.Fatalf("interrupted: %d, want 503 with Retry-After", r.StatusCode)
+	}
+	close(block)
+	resp, e = send("again", "k-stop")
+	if resp.StatusCode != 409 || e.Error.Code != "idempotency_key_failed" || !strings.Contains(e.Error.Message, "interrupted") ||
+		resp.Header.Get("Retry-After") != "" {
+		t.Fatalf("repeat of the interrupted turn: %d %+v, want 409 idempotency_key_failed", resp.StatusCode, e)
+	}
+	if resp, e = send("again", "k-stop-2"); resp.StatusCode != 200 {
+		t.Fatalf("the interrupted turn under a new key: %d %+v, want 200", resp.StatusCode, e)
 	}
 }
