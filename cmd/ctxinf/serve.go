@@ -125,7 +125,8 @@ func serve(e *env, args []string) error {
 	defer rt.Close()
 	opts := server.Options{Addr: *addr, Tokens: tokens, Tenants: tenants, MaxBodyBytes: c.MaxBodyBytes,
 		MaxInFlight: c.MaxInFlight, ReadHeaderTimeout: c.ReadHeaderTimeout, ReadBodyTimeout: c.ReadBodyTimeout, IdleTimeout: c.IdleTimeout,
-		Log: e.log, Metrics: metrics, ProxyCommitWithin: proxyCommitWithin(c), ProxyQueue: proxyQueue(c), ProxyQueueWait: c.ProxyQueueWait}
+		Log: e.log, Metrics: metrics, ProxyCommitWithin: proxyCommitWithin(c), ProxyQueue: proxyQueue(c), ProxyQueueWait: c.ProxyQueueWait,
+		ProxyMaxImport: c.ProxyMaxImport}
 	if member != nil {
 		member.Attach(rt.Runtime)
 		defer member.Leave() // before the runtime closes: the others stop forwarding here first

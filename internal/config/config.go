@@ -80,6 +80,10 @@ type ServerConfig struct {
 	// ProxyQueueWait bounds one request's wait (past it, 409).
 	ProxyQueue     int           `mapstructure:"proxy_queue"`
 	ProxyQueueWait time.Duration `mapstructure:"proxy_queue_wait"`
+	// ProxyMaxImport is how many earlier exchanges one proxied request
+	// may bring into a conversation (a new one, or one it continues past
+	// what the branch holds); more is 413.
+	ProxyMaxImport int `mapstructure:"proxy_max_import"`
 	// Tenants are the tenants beside the default one (whose tokens are
 	// TokensEnv's, named DefaultTenant): a token's requests see its
 	// tenant's sessions only. In the environment, CTX_SERVER_TENANTS is
@@ -444,6 +448,7 @@ func Default() Config {
 			ProxyCommitWithin: 50 * time.Millisecond,
 			ProxyQueue:        16,
 			ProxyQueueWait:    5 * time.Minute,
+			ProxyMaxImport:    500,
 			Tenants:           []TenantConfig{},
 		},
 		Tools: ToolsConfig{

@@ -54,6 +54,7 @@ func (c Config) Validate() error {
 	p.durationIn("server.proxy_commit_within", c.Server.ProxyCommitWithin, 0, 10*time.Second)
 	p.inRange("server.proxy_queue", int64(c.Server.ProxyQueue), 0, 10_000)
 	p.durationIn("server.proxy_queue_wait", c.Server.ProxyQueueWait, time.Second, 24*time.Hour)
+	p.inRange("server.proxy_max_import", int64(c.Server.ProxyMaxImport), 1, 1_000_000)
 	c.Server.validateTenants(&p)
 	p.oneOf("tools.mode", c.Tools.Mode, ToolsDisabled, ToolsParseOnly, ToolsEnabled)
 	p.inRange("tools.max_steps", int64(c.Tools.MaxSteps), 1, 1000)

@@ -438,8 +438,16 @@ func (s *Server) importHistory(ctx context.Context, branch messages.BranchID, la
 }
 
 // checkExchanges refuses exchanges the store would refuse to append,
-// naming the message.
+// naming the message, and more of them than one request may import
+// (Options.ProxyMaxImport).
 func (s *Server) checkExchanges(xs []actors.Exchange) error {
+	if n := len(xs); n > s.opts.ProxyMaxImport {
+		return &apiError{Status: http.StatusRequestEntityTooLarge, Code: CodeTooLarge, Message: fmt.Sprintf(
+			"messages: the request's earlier messages hold %d exchanges for this conversation to import, over the limit of %d "+
+				"(server.proxy_max_import): import a long history once with POST /v1/sessions/import and continue it with "+
+				"the X-Ctx-Branch header, or name the conversation (X-Ctx-Conversation, metadata.conversation) so that later "+
+				"requests do not import it again", n, s.opts.ProxyMaxImport)}
+	}
 	for i, x := range xs {
 		for _, m := range []messages.Message{x.User, x.Reply} {
 			data, err := m.MarshalJSON()

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -649,5 +650,65 @@ func TestProxyLookupConversation(t *testing.T) {
 	}
 	if _, ok, _ := s.lookupConversation(proxyRequest(), convQuery{label: "v", msgs: next}); ok {
 		t.Fatal("another end user's request found the conversation")
+	}
+}
+
+// A proxied request whose earlier messages hold more exchanges than
+// server.proxy_max_import is 413 in its API's shape, naming the limit and
+// what to do instead, and makes nothing: a new conversation is not
+// created, a continued one is not changed.
+func TestProxyImportCap(t *testing.T) {
+	t.Parallel()
+	ts := newTestServer(t, Options{ProxyMaxImport: 2}, 0)
+	chatMsgs := func(n int) string {
+		var parts []string
+		for i := range n {
+			parts = append(parts, fmt.Sprintf(`{"role":"user","content":"q%d"}`, i), fmt.Sprintf(`{"role":"assistant","content":"a%d"}`, i))
+		}
+		return strings.Join(append(parts, `{"role":"user","content":"now"}`), ",")
+	}
+	for _, tc := range []struct {
+		name, path, body, wantIn string
+		headers                  []string
+	}{
+		{"chat completions", "/v1/chat/completions", `{"model":"local","messages":[` + chatMsgs(3) + `]}`, `"code":"request_too_large"`, nil},
+		{"responses", "/v1/responses", `{"model":"local","input":[` + chatMsgs(3) + `]}`, `"code":"request_too_large"`, nil},
+		{"messages", "/v1/messages", `{"model":"local","max_tokens":100,"messages":[` + chatMsgs(3) + `]}`, `"type":"error"`,
+			[]string{"anthropic-version", "2023-06-01"}},
+		{"keyed", "/v1/chat/completions", `{"model":"local","messages":[` + chatMsgs(5) + `]}`, `"code":"request_too_large"`,
+			[]string{ProxyConversationHeader, "long"}},
+	} {
+		req, _ := http.NewRequest("POST", ts.URL+tc.path, strings.NewReader(tc.body))
+		req.Header.Set("Content-Type", "application/json")
+		for i := 0; i+1 < len(tc.headers); i += 2 {
+			req.Header.Set(tc.headers[i], tc.headers[i+1])
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 413 || !strings.Contains(string(body), tc.wantIn) ||
+			!strings.Contains(string(body), "server.proxy_max_import") || !strings.Contains(string(body), "limit of 2") ||
+			!strings.Contains(string(body), "X-Ctx-Branch") {
+			t.Errorf("%s: %d %s, want 413 naming the limit and X-Ctx-Branch", tc.name, resp.StatusCode, body)
+		}
+	}
+	var sessions struct{ Sessions []persistence.SessionRow }
+	ts.call(t, "GET", "/v1/sessions", nil, &sessions)
+	if len(sessions.Sessions) != 0 {
+		t.Fatalf("%d sessions after refused requests, want none", len(sessions.Sessions))
+	}
+	// Within the limit it runs.
+	req, _ := http.NewRequest("POST", ts.URL+"/v1/chat/completions",
+		strings.NewReader(`{"model":"local","messages":[`+chatMsgs(2)+`]}`))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("2 exchanges: %d, want 200", resp.StatusCode)
 	}
 }

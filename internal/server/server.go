@@ -79,6 +79,9 @@ type Options struct {
 	// it, 409 with Retry-After.
 	ProxyQueue     int
 	ProxyQueueWait time.Duration
+	// ProxyMaxImport is how many earlier exchanges one proxied request
+	// may bring into a conversation (default 500); more is 413.
+	ProxyMaxImport int
 }
 
 // Server serves the API over a runtime.
@@ -175,6 +178,9 @@ func New(rt *actors.Runtime, opts Options) *Server {
 	}
 	if opts.ProxyQueueWait <= 0 {
 		opts.ProxyQueueWait = 5 * time.Minute
+	}
+	if opts.ProxyMaxImport <= 0 {
+		opts.ProxyMaxImport = 500
 	}
 	s := &Server{rt: rt, opts: opts, mux: http.NewServeMux()}
 	s.tokens, s.tenantsErr = TokenTable(opts)

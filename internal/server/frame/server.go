@@ -154,9 +154,13 @@ type Server struct {
 	closing   bool
 	listeners map[net.Listener]struct{}
 	conns     map[*conn]struct{}
-	evicted   int            // of conns, those evicted and closing
-	wg        sync.WaitGroup // Serve loops and connections
-	addr      net.Addr
+	evicted   int // of conns, those evicted and closing
+	// protoLog limits the protocol error lines: a peer opening
+	// connections that each send garbage gets a few lines a minute, and
+	// the next line says how many were left out.
+	protoLog logLimiter
+	wg       sync.WaitGroup // Serve loops and connections
+	addr     net.Addr
 }
 
 // New returns a Server for store configured by opts.
@@ -628,7 +632,13 @@ func (c *conn) readEnded(err error) {
 
 // fail answers a frame that broke the protocol; the connection closes.
 func (c *conn) fail(h Header, err error) {
-	c.log.Warn().Err(err).Uint64(logReqID, h.ReqID).Stringer(logType, h.Type).Msg("frame: protocol error, closing connection")
+	if ok, dropped := c.s.protoLog.allow(time.Now()); ok {
+		ev := c.log.Warn().Err(err).Uint64(logReqID, h.ReqID).Stringer(logType, h.Type)
+		if dropped > 0 {
+			ev = ev.Int("not_logged_before", dropped)
+		}
+		ev.Msg("frame: protocol error, closing connection")
+	}
 	c.writeError(h.ReqID, ErrorFor(err))
 }
 
@@ -995,4 +1005,35 @@ func (b *budget) release(n int64) {
 	case b.wake <- struct{}{}:
 	default:
 	}
+}
+
+// logLimiter lets protoLogBurst lines through in each protoLogPeriod and
+// counts the others.
+type logLimiter struct {
+	mu      sync.Mutex
+	start   time.Time
+	n       int
+	dropped int
+}
+
+const (
+	protoLogBurst  = 10
+	protoLogPeriod = time.Minute
+)
+
+// allow reports whether to log a line at now, and how many lines were
+// not logged since the last one that was.
+func (l *logLimiter) allow(now time.Time) (ok bool, dropped int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if now.Sub(l.start) >= protoLogPeriod {
+		l.start, l.n = now, 0
+	}
+	if l.n >= protoLogBurst {
+		l.dropped++
+		return false, 0
+	}
+	l.n++
+	dropped, l.dropped = l.dropped, 0
+	return true, dropped
 }

@@ -8,9 +8,12 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/rs/zerolog"
 
 	client "github.com/contextinfinity/ctxinf/client/frame"
 	"github.com/contextinfinity/ctxinf/internal/server/frame"
@@ -793,4 +796,42 @@ func TestIdleConnectionsMakeRoom(t *testing.T) {
 			t.Errorf("append answer = %s req %d, want req %d", h.Type, h.ReqID, 10+i)
 		}
 	}
+}
+
+// TestProtocolErrorLogIsLimited: a peer opening connection after
+// connection that each break the protocol gets a few log lines a minute,
+// not one each; every connection is still answered and closed.
+func TestProtocolErrorLogIsLimited(t *testing.T) {
+	t.Parallel()
+	var buf syncBuffer
+	srv := startServer(t, openDB(t), frame.Options{Log: zerolog.New(&buf)})
+	const conns = 40
+	for range conns {
+		c := rawDial(t, srv)
+		c.send(frame.AppendFrame(nil, 0x0042, 5, nil))
+		c.readError(5, frame.CodeUnknownType)
+		c.expectEOF()
+	}
+	lines := strings.Count(buf.String(), "protocol error")
+	if lines < 1 || lines > 10 {
+		t.Fatalf("%d protocol error lines for %d bad connections, want 1 to 10:\n%s", lines, conns, buf.String())
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for the server's goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
