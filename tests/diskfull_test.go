@@ -215,6 +215,10 @@ func TestDiskFull(t *testing.T) {
 	if code, body := call(t, "GET", s.url+"/v1/branches/"+b, ""); code != 200 {
 		t.Fatalf("get branch on a full disk: %d %s", code, body)
 	}
+	if code, body := call(t, "GET", s.url+"/readyz", ""); code != 503 || !strings.Contains(string(body), `"status":"read_only"`) ||
+		!strings.Contains(string(body), "bytes free") {
+		t.Fatalf("/readyz on a full disk: %d %s; want 503 read_only naming the free bytes", code, body)
+	}
 	s.alive(t)
 
 	// Space freed: turns succeed again, in the same process.
@@ -225,6 +229,9 @@ func TestDiskFull(t *testing.T) {
 		if code, body := turn(s, fmt.Sprintf("after space was freed, turn %d", i)); code != 200 {
 			t.Fatalf("turn after space was freed: %d %s", code, body)
 		}
+	}
+	if code, body := call(t, "GET", s.url+"/readyz", ""); code != 200 || !strings.Contains(string(body), `"status":"ready"`) {
+		t.Fatalf("/readyz after space was freed: %d %s; want 200 ready", code, body)
 	}
 	history(s)
 

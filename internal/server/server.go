@@ -449,6 +449,12 @@ func (s *Server) readiness(w http.ResponseWriter, _ *http.Request) error {
 	if !s.ready.Load() {
 		return &apiError{Status: http.StatusServiceUnavailable, Code: CodeUnavailable, Message: "not ready: recovering or shutting down"}
 	}
+	if err := s.rt.DB().CheckSpace(); errors.Is(err, persistence.ErrNoSpace) {
+		// Reads go on, writes are 507: a load balancer routes writes
+		// elsewhere until space is freed (then ready again by itself).
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "read_only", "message": apiMessage(err)})
+		return nil
+	}
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 	return nil
 }
