@@ -740,6 +740,14 @@ func (c *Client) Commit(ctx context.Context, branch messages.BranchID) error {
 	return c.do(ctx, "POST", "/v1/branches/"+branch.String()+"/commit", nil, nil)
 }
 
+// Reindex runs indexing again over the branch's committed turns; it
+// returns the chunks inserted and those already indexed.
+func (c *Client) Reindex(ctx context.Context, branch messages.BranchID) (inserted, skipped int, err error) {
+	var out struct{ Inserted, Skipped int }
+	err = c.do(ctx, "POST", "/v1/branches/"+branch.String()+"/reindex", nil, &out)
+	return out.Inserted, out.Skipped, err
+}
+
 // Search runs the hybrid retrieval of the branch (k hits; 0 is the
 // server's default); with force, the hits go into the next turn.
 func (c *Client) Search(ctx context.Context, branch messages.BranchID, query string, k int, force bool) ([]Hit, error) {

@@ -23,8 +23,8 @@ func cli(t *testing.T, dir string, args ...string) string {
 	return out.String()
 }
 
-// While `ctxinf serve` owns a data directory, inspect, search and context
-// debug on it talk to the server (found from the server.json it wrote)
+// While `ctxinf serve` owns a data directory, inspect, search, reindex and
+// context debug on it talk to the server (found from the server.json it wrote)
 // instead of failing on the store's lock, and print what they print on
 // the data directory alone.
 func TestCommandsTalkToTheServerOwningTheDataDir(t *testing.T) {
@@ -65,6 +65,13 @@ func TestCommandsTalkToTheServerOwningTheDataDir(t *testing.T) {
 			t.Fatalf("jobs still pending: %s", remote)
 		}
 		time.Sleep(50 * time.Millisecond) // polling the server's jobs
+	}
+	// reindex through the server: everything is indexed already.
+	if out := cli(t, dir, "reindex"); !strings.Contains(out, "branch "+b+": 0 chunks inserted") {
+		t.Fatalf("reindex through the server: %s, want branch %s with nothing to insert", out, b)
+	}
+	if out := cli(t, dir, "reindex", "--branch", b); !strings.Contains(out, "0 chunks inserted") {
+		t.Fatalf("reindex --branch through the server: %s", out)
 	}
 	remoteText := cli(t, dir, "inspect")
 	remoteSearch := cli(t, dir, "search", "--branch", b, "staging host")

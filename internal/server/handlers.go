@@ -482,6 +482,22 @@ func (s *Server) commit(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
+// reindex runs indexing again over the branch's committed turns (ctxinf
+// reindex through a running server): chunks are unique, so it inserts
+// only what is missing.
+func (s *Server) reindex(w http.ResponseWriter, r *http.Request) error {
+	id, _, err := s.branch(r)
+	if err != nil {
+		return err
+	}
+	inserted, skipped, err := s.rt.Reindex(r.Context(), id)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]int{"inserted": inserted, "skipped": skipped})
+	return nil
+}
+
 func (s *Server) search(w http.ResponseWriter, r *http.Request) error {
 	id, _, err := s.branch(r)
 	if err != nil {

@@ -131,6 +131,7 @@ var routes = []route{
 	{"PUT", "/v1/branches/{branch}/pins/{pin}", (*Server).editPin},
 	{"GET", "/v1/branches/{branch}/pending", (*Server).pending},
 	{"POST", "/v1/branches/{branch}/commit", (*Server).commit},
+	{"POST", "/v1/branches/{branch}/reindex", (*Server).reindex},
 	{"POST", "/v1/branches/{branch}/search", (*Server).search},
 	{"GET", "/v1/branches/{branch}/context", (*Server).contextDebug},
 	{"PUT", "/v1/branches/{branch}/model", (*Server).selectModel},
