@@ -89,3 +89,53 @@ func TestDeleteBranchAndSession(t *testing.T) {
 		t.Errorf("DeleteSession again = %v, want ErrNotFound", err)
 	}
 }
+
+// A delete cut short after the store dropped the session and before its
+// stream journals were removed leaves journals with no step row: the next
+// open removes them, and keeps the journals of steps that have a row.
+func TestOrphanJournalsGoAtOpen(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	cfg := testConfig(t, dir, newEvents())
+	r := openRuntime(t, cfg)
+	s, gone, err := r.CreateSession(bg, "deleted")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, kept, err := r.CreateSession(bg, "kept")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range []persistence.BranchRow{gone, kept} {
+		ts, err := r.Submit(bg, b.ID, "hello")
+		if err != nil {
+			t.Fatal(err)
+		}
+		drain(t, ts)
+	}
+	r.Close() // the journals are closed with their steps
+	r = openRuntime(t, cfg)
+	steps, err := r.journals.List(bg)
+	if err != nil || len(steps) != 2 {
+		t.Fatalf("journals: %v, %v; want 2", steps, err)
+	}
+	// The store's part of DeleteSession, and then the crash.
+	pr, err := r.db.Purge(bg, persistence.PurgeSpec{Session: s.ID, DeleteSession: true, Actors: []string{r.actorName(gone.ID)}})
+	if err != nil || len(pr.Steps) != 1 {
+		t.Fatalf("Purge = %+v, %v", pr, err)
+	}
+	r.Close()
+	if _, err := os.Stat(persistence.JournalPath(r.streams, pr.Steps[0])); err != nil {
+		t.Fatalf("the deleted step's journal before the reopen: %v", err)
+	}
+
+	r = openRuntime(t, cfg)
+	defer r.Close()
+	if _, err := os.Stat(persistence.JournalPath(r.streams, pr.Steps[0])); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the deleted step's journal after the reopen: %v, want it removed", err)
+	}
+	left, err := r.journals.List(bg)
+	if err != nil || len(left) != 1 || left[0] == pr.Steps[0] {
+		t.Errorf("journals after the reopen: %v, %v; want the kept session's only", left, err)
+	}
+}

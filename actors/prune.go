@@ -58,7 +58,8 @@ func (r *Runtime) PruneJournals(ctx context.Context) (int, error) {
 	if err != nil {
 		return n, fmt.Errorf("prune stream journals: %w", err)
 	}
-	return n, nil
+	orphans, err := r.RemoveOrphanJournals(ctx, r.cfg.Now().Add(-r.orphanAge()))
+	return n + orphans, err
 }
 
 // prunable says whether the journal of step may go: its step row says it
@@ -85,6 +86,44 @@ func (r *Runtime) prunable(ctx context.Context, step messages.StepID, cutoff tim
 	}
 	return t.Phase >= messages.PhaseResponseFinalized && t.Phase != messages.PhaseFailed, nil
 }
+
+// RemoveOrphanJournals removes the stream journals of steps that started
+// before before and have no step row: their turn was deleted (a delete a
+// crash cut short between the store's purge and the journals' removal),
+// or never accepted (a deferred acceptance a crash lost). Recovery gives
+// an interrupted step its row, so a journal that records what a client was
+// shown is never an orphan once its branch recovered. It returns how many
+// it removed.
+func (r *Runtime) RemoveOrphanJournals(ctx context.Context, before time.Time) (int, error) {
+	steps, err := r.journals.List(ctx)
+	if err != nil {
+		return 0, err
+	}
+	var orphans []messages.StepID
+	for _, step := range steps {
+		if !step.Time().Before(before) {
+			continue
+		}
+		_, err := r.db.StepRow(ctx, step)
+		if errors.Is(err, persistence.ErrNotFound) {
+			orphans = append(orphans, step)
+			continue
+		}
+		if err != nil {
+			return 0, err
+		}
+	}
+	n, err := r.journals.Remove(ctx, orphans)
+	if err != nil {
+		return n, fmt.Errorf("remove orphan stream journals: %w", err)
+	}
+	return n, nil
+}
+
+// orphanAge is how old a step without a row must be for its journal to be
+// an orphan in a store other runtimes share (PGDB's journals): older than
+// any step may run (runtime.provider_timeout), with a margin.
+func (r *Runtime) orphanAge() time.Duration { return r.cfg.StepTimeout + 10*time.Minute }
 
 // pruneInterval is how often the runtime prunes journals with retention
 // retain: a quarter of it, from a minute to an hour.

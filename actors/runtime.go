@@ -284,6 +284,9 @@ func Open(ctx context.Context, cfg Config) (*Runtime, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	// Steps started from here on are this runtime's (ids hold
+	// milliseconds).
+	opened := cfg.Now().Truncate(time.Millisecond)
 	if cfg.RequestTimeout <= 0 {
 		cfg.RequestTimeout = 30 * time.Second
 	}
@@ -460,6 +463,17 @@ func Open(ctx context.Context, cfg Config) (*Runtime, error) {
 	if err := r.reconcile(ctx); err != nil {
 		r.Close()
 		return nil, err
+	}
+	if _, shared := r.db.(journalKeeper); !shared {
+		// This process alone writes the journal files, and recovery gave
+		// every interrupted step its row: a journal of a step started
+		// before this open with no row is an orphan.
+		n, err := r.RemoveOrphanJournals(ctx, opened)
+		if err != nil {
+			r.log.Warn().Err(err).Msg("remove orphan stream journals")
+		} else if n > 0 {
+			r.log.Info().Int("removed", n).Msg("removed the stream journals of steps with no row (deleted, or never accepted)")
+		}
 	}
 	if cfg.RetainFinalized > 0 {
 		r.pruning.Go(r.pruneLoop)
