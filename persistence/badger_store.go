@@ -378,6 +378,31 @@ func (s *badgerStore) closeTails() {
 	}
 }
 
+// notApplied returns the entries of the redo log's group of ts that
+// Badger does not hold at ts: a value written again would go into the
+// value-log file Badger writes now while the first copy stays in an older
+// one, where no discard count ever points a value-log GC at it (a hard
+// delete would leave it on disk). Deletions are kept: they write no
+// value, and whether one was applied cannot be read back.
+func (s *badgerStore) notApplied(entries []entry, ts uint64) ([]entry, error) {
+	txn := s.db.NewTransactionAt(ts, false)
+	defer txn.Discard()
+	out := entries[:0:0]
+	for _, e := range entries {
+		if !e.del {
+			item, err := txn.Get(e.key)
+			if err == nil && item.Version() == ts {
+				continue // there already
+			}
+			if err != nil && !errors.Is(err, badger.ErrKeyNotFound) {
+				return nil, err
+			}
+		}
+		out = append(out, e)
+	}
+	return out, nil
+}
+
 // openRedo opens the redo log of a durable store, applies the groups of
 // its last lap to Badger again (those a crash kept from Badger's synced
 // logs, and others, which are written again as they were), makes them
@@ -393,6 +418,14 @@ func (s *badgerStore) openRedo() error {
 		return nil
 	}
 	l, n, err := openRedo(s.opts.Dir, s.opts.RedoLogBytes, s.cipher, func(ts uint64, entries []entry) error {
+		entries, err := s.notApplied(entries, ts)
+		if err != nil {
+			return fmt.Errorf("apply the group of ts %d: %w", ts, err)
+		}
+		if len(entries) == 0 {
+			s.lastTs = max(s.lastTs, ts)
+			return nil
+		}
 		if err := s.commitAt(entries, ts); err != nil {
 			return fmt.Errorf("apply the group of ts %d: %w", ts, err)
 		}

@@ -323,3 +323,129 @@ func TestServeDeleteBranchForkRule(t *testing.T) {
 	}
 	s.stop(t)
 }
+
+// TestServeDeleteAfterRestartLeavesNoByte: a value over the value-log
+// threshold written before a restart (SIGTERM or SIGKILL), with and
+// without encryption at rest, then its session deleted: the DELETE says
+// the value log is rewritten only when no file holds the marker, and no
+// file does after it, nor after another restart.
+func TestServeDeleteAfterRestartLeavesNoByte(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		kill bool
+		enc  bool
+	}{{"sigterm", false, false}, {"sigkill", true, false}, {"sigterm encrypted", false, true}, {"sigkill encrypted", true, true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			envs := []string{"CTX_MODELS_LOCAL_CONTEXT_LIMIT=400000"}
+			if tc.enc {
+				envs = append(envs, "CTX_STORE_ENCRYPTION=true", "CTX_STORE_KEY="+randomHex(t, 32))
+			}
+			s := startServe(t, dir, envs...)
+			ctx := context.Background()
+			c := client.New(s.url)
+			gone := uniqueMarker("GONE-")
+			sg, bg, err := c.CreateSession(ctx, "restart then delete")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := c.Send(ctx, bg.ID, "small "+gone); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := c.Send(ctx, bg.ID, bigText(gone, 100<<10)); err != nil {
+				t.Fatal(err)
+			}
+			settle(t, c, bg.ID)
+			if tc.kill {
+				_ = s.cmd.Process.Kill()
+				<-s.done
+			} else {
+				s.stop(t)
+			}
+			if !tc.enc {
+				if got := filesHolding(t, dir, gone); !slices.ContainsFunc(got, func(f string) bool { return strings.HasSuffix(f, ".vlog") }) {
+					t.Fatalf("before the delete no value-log file holds the marker (files: %v): the scan cannot see it", got)
+				}
+			}
+			s = startServe(t, dir, envs...)
+			c = client.New(s.url)
+			res, err := c.DeleteSession(ctx, sg.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := filesHolding(t, dir, gone)
+			if len(got) > 0 && !res.ValueLogPending {
+				t.Errorf("after the DELETE (value_log_pending false) the marker is in %v", got)
+			} else if len(got) > 0 {
+				t.Logf("after the DELETE (value_log_pending true) the marker is in %v", got)
+			}
+			s.stop(t)
+			s = startServe(t, dir, envs...)
+			s.stop(t)
+			if got := filesHolding(t, dir, gone); len(got) > 0 {
+				t.Errorf("after another restart the marker is in %v", got)
+			}
+		})
+	}
+}
+
+// TestServeKillDuringDeleteLeavesNoByte: a SIGKILL 30 to 400 ms into a
+// DELETE of a session whose turns hold a marker (one in the value log,
+// each with its stream journal), with and without encryption at rest,
+// then a restart: the session is gone (or, killed before its delete was
+// durable, deleted again), and no file holds the marker, nor after
+// another restart.
+func TestServeKillDuringDeleteLeavesNoByte(t *testing.T) {
+	for i, delay := range []time.Duration{30 * time.Millisecond, 120 * time.Millisecond, 400 * time.Millisecond} {
+		for _, enc := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s encrypted=%v", delay, enc), func(t *testing.T) {
+				t.Parallel()
+				dir := t.TempDir()
+				envs := []string{"CTX_MODELS_LOCAL_CONTEXT_LIMIT=400000"}
+				if enc {
+					envs = append(envs, "CTX_STORE_ENCRYPTION=true", "CTX_STORE_KEY="+randomHex(t, 32))
+				}
+				s := startServe(t, dir, envs...)
+				ctx := context.Background()
+				c := client.New(s.url)
+				gone := uniqueMarker(fmt.Sprintf("GONE%d-", i))
+				sg, bg, err := c.CreateSession(ctx, "killed delete")
+				if err != nil {
+					t.Fatal(err)
+				}
+				for j := range 3 {
+					if _, err := c.Send(ctx, bg.ID, fmt.Sprintf("turn %d says %s", j, gone)); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if _, err := c.Send(ctx, bg.ID, bigText(gone, 100<<10)); err != nil {
+					t.Fatal(err)
+				}
+				settle(t, c, bg.ID)
+				go func() { _, _ = c.DeleteSession(ctx, sg.ID) }()
+				time.Sleep(delay) // the kill's moment in the delete, as a user's
+				_ = s.cmd.Process.Kill()
+				<-s.done
+
+				s = startServe(t, dir, envs...)
+				c = client.New(s.url)
+				if _, err := c.DeleteSession(ctx, sg.ID); err != nil {
+					var ce *client.Error
+					if !errors.As(err, &ce) || ce.Status != 404 {
+						t.Fatalf("DELETE after the restart: %v, want it done or 404", err)
+					}
+				}
+				s.stop(t)
+				if got := filesHolding(t, dir, gone); len(got) > 0 {
+					t.Errorf("after the killed delete and a restart the marker is in %v", got)
+				}
+				s = startServe(t, dir, envs...)
+				s.stop(t)
+				if got := filesHolding(t, dir, gone); len(got) > 0 {
+					t.Errorf("after another restart the marker is in %v", got)
+				}
+			})
+		}
+	}
+}
