@@ -210,6 +210,25 @@ type branchActor struct {
 	// ending is set once this instance is stopping or failed (ended):
 	// it handles nothing more.
 	ending bool
+	// stashing is set while an import records turns in held writes: the
+	// indexer reads a turn's neighbours from the store, so their index
+	// jobs (stashed) go once the import's writes are committed
+	// (runStashed).
+	stashing bool
+	stashed  []core.Effect
+}
+
+// stash holds the index jobs of the turns recorded until the returned
+// func, called once they are committed, sends them.
+func (a *branchActor) stash(ctx actor.Context) (commit func()) {
+	a.stashing = true
+	return func() {
+		a.flush()
+		a.stashing = false
+		effs := a.stashed
+		a.stashed = nil
+		a.run(ctx, effs)
+	}
 }
 
 // idleCheck makes a branch actor passivate if it has been idle for
@@ -860,12 +879,13 @@ func (a *branchActor) importTurns(ctx actor.Context, exchanges []Exchange, key *
 	}
 	now := a.now()
 	ids := make([]messages.PendingTurn, 0, len(exchanges))
+	commit := a.stash(ctx)
+	defer func() { commit() }() // on an error: what was recorded is committed
 	for i, x := range exchanges {
 		turn, reply := messages.NewID[messages.TurnID](now), messages.NewID[messages.TurnID](now)
 		tip := a.b.Tip
 		evs, err := a.b.Record(turn, reply, now)
 		if err != nil {
-			a.flush()
 			return nil, err
 		}
 		tx := a.txFor(evs[0])
@@ -882,7 +902,8 @@ func (a *branchActor) importTurns(ctx actor.Context, exchanges []Exchange, key *
 		a.persistHeld(ctx, evs[0], tx)
 		ids = append(ids, messages.PendingTurn{Turn: turn, Seq: a.b.TurnSeq, Reply: reply})
 	}
-	a.flush()
+	commit()
+	commit = func() {}
 	a.pruneMessages(messages.TurnID{})
 	return ids, nil
 }
@@ -1046,6 +1067,10 @@ func (a *branchActor) run(ctx actor.Context, effects []core.Effect) {
 				count:    a.rt.counter(a.rt.model(a.b.Model)),
 				previous: e.State.Summary, turns: turns})
 		case core.Index:
+			if a.stashing {
+				a.stashed = append(a.stashed, e) // its turn is not committed yet
+				continue
+			}
 			if a.indexing[e.Turn] {
 				continue
 			}

@@ -546,8 +546,9 @@ func (a *branchActor) importItems(ctx actor.Context, items []ExportItem) error {
 	if !a.importing {
 		return fmt.Errorf("%w: branch %s is not being imported", ErrImport, a.id)
 	}
+	commit := a.stash(ctx)
 	defer func() {
-		a.flush()
+		commit()
 		a.pruneMessages(messages.TurnID{})
 	}()
 	now := a.now()

@@ -17,6 +17,7 @@ import (
 	"github.com/contextinfinity/ctxinf/client"
 	"github.com/contextinfinity/ctxinf/internal/core"
 	"github.com/contextinfinity/ctxinf/messages"
+	"github.com/contextinfinity/ctxinf/persistence"
 	"github.com/contextinfinity/ctxinf/providers/local"
 )
 
@@ -264,5 +265,61 @@ func TestImportRefusesBadExports(t *testing.T) {
 	st, imp, e := ts.importBody(t, withEnd(good, 1, 2, 0))
 	if st != 201 || imp.Turns != 2 || imp.Session.Title != "t" {
 		t.Fatalf("good import: %d %+v %+v", st, imp, e)
+	}
+}
+
+// An imported session is indexed as it is imported: its turns become
+// indexed and searchable without its branch passivating, and a turn after
+// the import answers.
+func TestImportedSessionIsIndexedAtOnce(t *testing.T) {
+	t.Parallel()
+	ts := newTestServer(t, Options{}, 0)
+	var created struct {
+		Session persistence.SessionRow
+		Branch  persistence.BranchRow
+	}
+	ts.call(t, "POST", "/v1/sessions", map[string]string{"title": "orig"}, &created)
+	b := "/v1/branches/" + created.Branch.ID.String()
+	texts := []string{"the staging host is blue-7", "the release train leaves on thursdays", "invoices go to kestrel",
+		"the on-call rota starts with dana", "backups run at three"}
+	for _, text := range texts {
+		ts.call(t, "POST", b+"/turns", map[string]string{"text": text}, nil)
+	}
+	resp, err := http.Get(ts.URL + "/v1/sessions/" + created.Session.ID.String() + "/export")
+	if err != nil {
+		t.Fatal(err)
+	}
+	export, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	var imported struct {
+		Branch persistence.BranchRow
+		Turns  int
+	}
+	if st := ts.call(t, "POST", "/v1/sessions/import", string(export), &imported); st != 201 || imported.Turns != len(texts) {
+		t.Fatalf("import: %d %+v", st, imported)
+	}
+	ib := imported.Branch.ID
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		info, err := ts.rt.Inspect(context.Background(), ib)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.Indexed == info.TurnSeq {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the imported branch is not indexed: %d of %d turns", info.Indexed, info.TurnSeq)
+		}
+		time.Sleep(10 * time.Millisecond) // polling the branch's index counter
+	}
+	var found struct{ Hits []client.Hit }
+	if st := ts.call(t, "POST", "/v1/branches/"+ib.String()+"/search", map[string]any{"query": "kestrel invoices"}, &found); st != 200 ||
+		len(found.Hits) == 0 || !strings.Contains(found.Hits[0].Chunk.Text, "kestrel") {
+		t.Fatalf("search of the imported branch: %d %+v", st, found.Hits)
+	}
+	var turn client.TurnResult
+	if st := ts.call(t, "POST", "/v1/branches/"+ib.String()+"/turns", map[string]string{"text": "and then?"}, &turn); st != 200 {
+		t.Fatalf("a turn after the import: %d %+v", st, turn)
 	}
 }
