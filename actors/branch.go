@@ -147,6 +147,13 @@ type branchActor struct {
 	sizeRetries int                        // steps of the turn in flight the provider rejected for size
 	manualFold  bool                       // a /commit is folding every pending turn
 	summarizing uint64                     // epoch+1 of the summary asked for; 0 none
+	// summaryAsked is when the summary summarizing waits for was asked:
+	// one with no answer by summaryDeadline (a summaryCheck), or
+	// commitReask when a commit is asked, is taken for lost and asked
+	// again, so that a request lost without a workLost never leaves the
+	// branch's pending turns unfolded.
+	summaryAsked time.Time
+	indexAsked   map[messages.TurnID]time.Time // when each index job in indexing was asked
 	// shrinkAsked is epoch+1 of the last head summary the librarian was
 	// asked to shrink (Config.Shrink), so that each summary is asked
 	// once; shrinkTurn is the turn waiting for it, zero when none.
@@ -237,7 +244,7 @@ type idleCheck struct{ to *branchActor }
 
 func newBranchActor(rt *Runtime, id messages.BranchID) *branchActor {
 	return &branchActor{rt: rt, id: id, b: core.Branch{Policy: *rt.cfg.Fold}, streams: map[messages.TurnID]*TurnStream{},
-		indexing: map[messages.TurnID]bool{}, msgs: map[messages.TurnID]messages.Message{}}
+		indexing: map[messages.TurnID]bool{}, indexAsked: map[messages.TurnID]time.Time{}, msgs: map[messages.TurnID]messages.Message{}}
 }
 
 func (a *branchActor) now() time.Time { return a.rt.cfg.Now() }
@@ -269,7 +276,9 @@ func (a *branchActor) Receive(ctx actor.Context) {
 	case *createReq, *submitReq, *pinReq, *commitReq, *inspectReq, *forkReq, *wakeReq, *cancelReq, *modelReq, *debugReq, *resultsReq:
 		a.asker = sender // answered by respond, or on failure by Restarting
 	}
-	if _, ok := ctx.Message().(*idleCheck); !ok {
+	switch ctx.Message().(type) {
+	case *idleCheck, *summaryCheck, *indexCheck:
+	default:
 		a.active = time.Now()
 	}
 	switch ctx.Message().(type) {
@@ -347,6 +356,9 @@ func (a *branchActor) Receive(ctx actor.Context) {
 		respond(res)
 	case *commitReq:
 		a.manualFold = true
+		if a.summarizing != 0 && time.Since(a.summaryAsked) > a.rt.commitReask {
+			a.summaryLost(ctx, "no answer in "+a.rt.commitReask.String()+" when a commit was asked")
+		}
 		if a.summarizing == 0 {
 			a.foldAgain(ctx)
 		}
@@ -415,13 +427,41 @@ func (a *branchActor) Receive(ctx actor.Context) {
 		a.shrunk(ctx, m)
 	case *workLost:
 		a.workLost(ctx, m)
+	case *indexAgain:
+		a.run(ctx, []core.Effect{core.Index{Turn: m.turn}})
+	case *indexCheck:
+		if m.to == a && a.indexing[m.turn] && a.indexAsked[m.turn].Equal(m.asked) {
+			a.endIndexJob(m.turn)
+			a.lost++
+			retry := a.lost <= maxLostJobs
+			a.rt.log.Warn().Str("branch", a.id.String()).Str("turn", m.turn.String()).Bool("asked_again", retry).
+				Msg("an index job was asked for and never answered")
+			if retry {
+				a.run(ctx, []core.Effect{core.Index{Turn: m.turn}})
+			}
+		}
+	case *summaryCheck:
+		if m.to == a && a.summarizing == m.epoch+1 && a.summaryAsked.Equal(m.asked) {
+			if a.summaryLost(ctx, "no answer in "+a.rt.summaryDeadline.String()) {
+				a.foldAgain(ctx)
+			}
+		}
 	case *indexDone:
-		delete(a.indexing, m.turn)
-		a.lost = 0
+		if !a.indexing[m.turn] {
+			return // taken for lost (indexCheck) and asked again: that answer counts
+		}
+		a.endIndexJob(m.turn)
 		if m.err != nil {
-			a.rt.log.Warn().Err(m.err).Str("branch", a.id.String()).Str("turn", m.turn.String()).Msg("index failed; retried on next activation")
+			a.lost++
+			retry := a.lost <= maxLostJobs
+			a.rt.log.Warn().Err(m.err).Str("branch", a.id.String()).Str("turn", m.turn.String()).Bool("asked_again", retry).
+				Msg("index failed")
+			if retry {
+				after(ctx, indexRetry, &indexAgain{turn: m.turn})
+			}
 			return
 		}
+		a.lost = 0
 		evs, err := a.b.MarkIndexed(m.turn, len(m.rows), a.now())
 		if err != nil {
 			a.rt.log.Warn().Err(err).Str("branch", a.id.String()).Msg("mark indexed")
@@ -472,6 +512,55 @@ func (a *branchActor) Receive(ctx actor.Context) {
 // their worker failed (workLost).
 const maxLostJobs = 5
 
+// summaryDeadline is how long a branch waits for a summary it asked for
+// before it takes the request for lost and asks again (a summarizer call
+// is bounded by 2 minutes); commitReask is that wait when a commit
+// (CommitPending) is asked. Runtime.summaryDeadline and
+// Runtime.commitReask start as these.
+const (
+	summaryDeadline = 3 * time.Minute
+	commitReask     = 10 * time.Second
+)
+
+// endIndexJob forgets the index job of turn: answered, failed or lost.
+func (a *branchActor) endIndexJob(turn messages.TurnID) {
+	delete(a.indexing, turn)
+	delete(a.indexAsked, turn)
+}
+
+// indexRetry is the wait before an index job that failed is asked again.
+const indexRetry = time.Second
+
+// indexAgain asks for the index job of turn again; indexCheck is the
+// deadline (Runtime.summaryDeadline) of the one asked at asked.
+type (
+	indexAgain struct{ turn messages.TurnID }
+	indexCheck struct {
+		to    *branchActor
+		turn  messages.TurnID
+		asked time.Time
+	}
+)
+
+// summaryCheck is the deadline of the summary of epoch asked at asked.
+type summaryCheck struct {
+	to    *branchActor
+	epoch uint64
+	asked time.Time
+}
+
+// summaryLost forgets the summary the branch waits for, which got no
+// answer (why), and reports whether to ask again (maxLostJobs in a row at
+// most; then the next turn or commit asks).
+func (a *branchActor) summaryLost(_ actor.Context, why string) bool {
+	a.lost++
+	retry := a.lost <= maxLostJobs
+	a.rt.log.Warn().Str("branch", a.id.String()).Uint64("epoch", a.summarizing-1).Str("reason", why).Bool("asked_again", retry).
+		Msg("a summary was asked for and never answered")
+	a.summarizing = 0
+	return retry
+}
+
 // workLost asks again for a job whose worker failed while doing it (the
 // job is durable: it is derived again from the branch's state); a shrink
 // falls back to the deterministic one, which needs no worker.
@@ -497,7 +586,7 @@ func (a *branchActor) workLost(ctx actor.Context, m *workLost) {
 			return
 		}
 		log.Str("turn", m.index.turn.String()).Msg("an index job's worker failed")
-		delete(a.indexing, m.index.turn)
+		a.endIndexJob(m.index.turn)
 		if retry {
 			a.run(ctx, []core.Effect{core.Index{Turn: m.index.turn}})
 		}
@@ -1066,6 +1155,8 @@ func (a *branchActor) run(ctx actor.Context, effects []core.Effect) {
 			ctx.Send(a.rt.librarian(a.id), &summarizeReq{known: known, from: ctx.Self(), branch: a.id, epoch: e.Epoch, pinned: e.State.Pinned,
 				count:    a.rt.counter(a.rt.model(a.b.Model)),
 				previous: e.State.Summary, turns: turns})
+			a.summaryAsked = time.Now()
+			after(ctx, a.rt.summaryDeadline, &summaryCheck{to: a, epoch: e.Epoch, asked: a.summaryAsked})
 		case core.Index:
 			if a.stashing {
 				a.stashed = append(a.stashed, e) // its turn is not committed yet
@@ -1083,6 +1174,9 @@ func (a *branchActor) run(ctx actor.Context, effects []core.Effect) {
 			a.knownInto(known, t.ID, t.Reply)
 			ctx.Send(a.rt.indexer(a.id), &indexReq{known: known, from: ctx.Self(), branch: a.id, session: a.b.Session,
 				turn: t.ID, seq: t.Seq, reply: t.Reply})
+			asked := time.Now()
+			a.indexAsked[e.Turn] = asked
+			after(ctx, a.rt.summaryDeadline, &indexCheck{to: a, turn: e.Turn, asked: asked})
 		case core.TurnDone:
 			if a.stall != nil && a.stall.turn == e.Turn {
 				a.stall = nil

@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -261,6 +262,12 @@ type Runtime struct {
 	deletedMu sync.Mutex
 	deleted   map[messages.BranchID]bool
 	pruning   sync.WaitGroup // pruneLoop, retentionLoop
+	// summaryDeadline and commitReask (branch.go) are the waits after
+	// which a summary asked for and not answered is asked again; tests
+	// shorten them. dropSummaries drops that many summary requests
+	// unanswered, as a lost message would be (tests).
+	summaryDeadline, commitReask time.Duration
+	dropSummaries                atomic.Int32
 	// retentionMu runs one retention run at a time.
 	retentionMu sync.Mutex
 	closeErr    error
@@ -388,18 +395,20 @@ func Open(ctx context.Context, cfg Config) (*Runtime, error) {
 	cfg.Journal.Cipher = db.Cipher()
 	cfg.Store.EncryptionKey = nil // the store keeps the keys it derived
 	r := &Runtime{
-		closing:  make(chan struct{}),
-		cfg:      cfg,
-		db:       db,
-		dirLock:  lock,
-		actorLog: db.ActorLog(cfg.SnapshotEvery),
-		log:      cfg.Logger,
-		streams:  filepath.Join(cfg.DataDir, "streams"),
-		failed:   make(map[messages.BranchID]*stoppedBranch),
-		deleted:  make(map[messages.BranchID]bool),
-		gone:     make(map[*actor.PID]chan struct{}),
-		mem:      newMemory(db, cfg.Embedder, rank),
-		kills:    &supervision.KillSwitch{},
+		summaryDeadline: summaryDeadline,
+		commitReask:     commitReask,
+		closing:         make(chan struct{}),
+		cfg:             cfg,
+		db:              db,
+		dirLock:         lock,
+		actorLog:        db.ActorLog(cfg.SnapshotEvery),
+		log:             cfg.Logger,
+		streams:         filepath.Join(cfg.DataDir, "streams"),
+		failed:          make(map[messages.BranchID]*stoppedBranch),
+		deleted:         make(map[messages.BranchID]bool),
+		gone:            make(map[*actor.PID]chan struct{}),
+		mem:             newMemory(db, cfg.Embedder, rank),
+		kills:           &supervision.KillSwitch{},
 	}
 	r.journals = journalStore(r.db, r.streams)
 	r.actorLog.CheckSnapshots(checkSnapshot, r.badSnapshot)

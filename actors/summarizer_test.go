@@ -377,3 +377,50 @@ func TestThousandTurnsLoseNothing(t *testing.T) {
 		t.Errorf("the run exercised too little: %d retries, %d fallbacks, %d alterations", retries, fallbacks, len(lib.altered))
 	}
 }
+
+// A summary request lost without a word (no answer, no workLost) does
+// not leave the branch's pending turns unfolded: a commit asked for after
+// commitReask asks for the summary again, and so does the deadline
+// (summaryDeadline) with nobody asking.
+func TestLostSummaryIsAskedAgain(t *testing.T) {
+	t.Parallel()
+	for _, byDeadline := range []bool{false, true} {
+		ev := newEvents()
+		r := openRuntime(t, testConfig(t, t.TempDir(), ev))
+		defer r.Close()
+		r.commitReask, r.summaryDeadline = 0, time.Hour
+		if byDeadline {
+			r.commitReask, r.summaryDeadline = time.Hour, 20*time.Millisecond
+		}
+		_, b, err := r.CreateSession(bg, "lost summary")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, text := range []string{"one", "two"} {
+			runTurn(t, r, b.ID, text)
+		}
+		r.dropSummaries.Store(1)
+		if err := r.CommitPending(bg, b.ID); err != nil {
+			t.Fatal(err)
+		}
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			info, err := r.Inspect(bg, b.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if info.Pending == 0 && r.dropSummaries.Load() <= 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("byDeadline=%v: %d turns still pending after a lost summary", byDeadline, info.Pending)
+			}
+			if !byDeadline {
+				if err := r.CommitPending(bg, b.ID); err != nil { // as a client asking again
+					t.Fatal(err)
+				}
+			}
+			time.Sleep(5 * time.Millisecond) // polling the branch
+		}
+	}
+}
