@@ -17,6 +17,7 @@ require (
 	github.com/kelindar/search v0.5.0
 	github.com/klauspost/compress v1.20.3
 	github.com/kljensen/snowball v0.10.0
+	github.com/labstack/echo v3.3.10+incompatible
 	github.com/mattn/go-isatty v0.0.20
 	github.com/oklog/ulid/v2 v2.1.2
 	github.com/openai/openai-go/v3 v3.95.0
@@ -27,6 +28,7 @@ require (
 	github.com/spf13/viper v1.21.0
 	github.com/zeebo/blake3 v0.2.4
 	go.uber.org/goleak v1.3.0
+	google.golang.org/grpc v1.64.1
 	google.golang.org/protobuf v1.36.12
 )
 
@@ -64,7 +66,6 @@ require (
 	github.com/kelindar/iostream v1.4.0 // indirect
 	github.com/klauspost/cpuid/v2 v2.4.0 // indirect
 	github.com/kylelemons/godebug v1.1.0 // indirect
-	github.com/labstack/echo v3.3.10+incompatible // indirect
 	github.com/labstack/gommon v0.3.1 // indirect
 	github.com/lithammer/shortuuid/v4 v4.0.0 // indirect
 	github.com/lmittmann/tint v1.0.3 // indirect
@@ -111,5 +112,4 @@ require (
 	golang.org/x/sys v0.48.0 // indirect
 	golang.org/x/text v0.42.0 // indirect
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20240722135656-d784300faade // indirect
-	google.golang.org/grpc v1.64.1 // indirect
 )

@@ -175,8 +175,15 @@ func joinMember(ctx context.Context, e *env, addr string) (*cluster.Member, erro
 	if advertise == "" {
 		advertise = "http://" + addr
 	}
+	var mtls *cluster.MemberTLS
+	if c.TLSCertFile != "" {
+		var err error
+		if mtls, err = cluster.LoadTLS(c.TLSCertFile, c.TLSKeyFile, c.TLSCAFile); err != nil {
+			return nil, err
+		}
+	}
 	m, err := cluster.Join(cluster.Config{Name: c.Name, Host: c.Host, Port: c.Port, ManagePort: c.ManagePort, Peers: c.Peers,
-		AdvertiseURL: advertise, Refresh: c.Refresh, Log: e.log})
+		AdvertiseURL: advertise, Refresh: c.Refresh, TLS: mtls, Log: e.log})
 	if err != nil {
 		return nil, err
 	}

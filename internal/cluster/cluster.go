@@ -32,7 +32,10 @@ import (
 	"github.com/asynkron/protoactor-go/cluster/clusterproviders/automanaged"
 	"github.com/asynkron/protoactor-go/cluster/identitylookup/disthash"
 	"github.com/asynkron/protoactor-go/remote"
+	"github.com/labstack/echo"
 	"github.com/rs/zerolog"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/contextinfinity/ctxinf/actors"
@@ -53,7 +56,8 @@ type Config struct {
 	Host string
 	Port int
 	// ManagePort is the port of the automanaged provider's health
-	// endpoint (it listens on every interface: see docs/CLUSTER.md).
+	// endpoint (membership): it listens on Host, and answers only the
+	// addresses of Peers' hosts (and loopback).
 	ManagePort int
 	// Peers are the host:manage_port of every member, this one included.
 	Peers []string
@@ -68,7 +72,13 @@ type Config struct {
 	// (default 2s): a request for a session whose owner died is answered
 	// 503 after it, until the topology drops that member.
 	RequestTimeout time.Duration
-	Log            zerolog.Logger
+	// TLS, if set, is mutual TLS between the members' actor systems
+	// (gRPC): each presents its certificate and accepts only peers whose
+	// certificates TLS's RootCAs/ClientCAs verify (LoadTLS). Without it
+	// the actor-system port takes any connection: bind it to a private
+	// network.
+	TLS *MemberTLS
+	Log zerolog.Logger
 }
 
 func (c Config) validate() error {
@@ -149,11 +159,25 @@ func Join(cfg Config) (*Member, error) {
 		}
 	})
 	grain := actor.PropsFromProducer(func() actor.Actor { return &sessionGrain{m: m} })
-	provider := automanaged.NewWithConfig(cfg.Refresh, cfg.ManagePort, cfg.Peers...)
-	ccfg := pcluster.Configure(cfg.Name, provider, disthash.New(), remote.Configure(cfg.Host, cfg.Port),
+	manage, err := listenMembership(cfg)
+	if err != nil {
+		return nil, err
+	}
+	provider := automanaged.NewWithTesting(cfg.Refresh, cfg.ManagePort, manage, cfg.Peers...)
+	var ropts []remote.ConfigOption
+	if cfg.TLS != nil {
+		ropts = append(ropts, remote.WithServerOptions(grpc.Creds(credentials.NewTLS(cfg.TLS.Server))),
+			remote.WithDialOptions(grpc.WithTransportCredentials(credentials.NewTLS(cfg.TLS.Client))))
+	}
+	ccfg := pcluster.Configure(cfg.Name, provider, disthash.New(), remote.Configure(cfg.Host, cfg.Port, ropts...),
 		pcluster.WithKinds(pcluster.NewKind(SessionKind, grain)), pcluster.WithRequestTimeout(cfg.RequestTimeout))
 	m.c = pcluster.New(m.sys, ccfg)
+	// The provider leaves a listener it was given without its route.
+	manage.GET("/_health", func(c echo.Context) error {
+		return c.JSON(http.StatusOK, automanaged.NewNode(cfg.Name, m.sys.ID, cfg.Host, cfg.Port, cfg.ManagePort, m.c.GetClusterKinds()))
+	})
 	if err := startMember(m.c); err != nil {
+		manage.Listener.Close()
 		return nil, fmt.Errorf("cluster: join %s: %w", cfg.Name, err)
 	}
 	m.self = m.sys.Address()

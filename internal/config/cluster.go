@@ -38,6 +38,12 @@ type ClusterConfig struct {
 	// cluster before it serves anyway (its requests are forwarded or
 	// answered 503 until it joins).
 	JoinTimeout time.Duration `mapstructure:"join_timeout"`
+	// TLSCertFile, TLSKeyFile and TLSCAFile are mutual TLS between the
+	// members' actor systems: this member's certificate and key and the
+	// CA that signs every member's (PEM); all three or none.
+	TLSCertFile string `mapstructure:"tls_cert_file"`
+	TLSKeyFile  string `mapstructure:"tls_key_file"`
+	TLSCAFile   string `mapstructure:"tls_ca_file"`
 }
 
 func defaultCluster() ClusterConfig {
@@ -82,4 +88,13 @@ func (c ClusterConfig) validate(p *problems, prefix string) {
 	}
 	p.durationIn(prefix+"refresh", c.Refresh, 100*time.Millisecond, time.Minute)
 	p.durationIn(prefix+"join_timeout", c.JoinTimeout, time.Second, time.Hour)
+	n := 0
+	for _, f := range []string{c.TLSCertFile, c.TLSKeyFile, c.TLSCAFile} {
+		if f != "" {
+			n++
+		}
+	}
+	if n != 0 && n != 3 {
+		p.addf("%stls_cert_file, %stls_key_file and %stls_ca_file: set all three or none", prefix, prefix, prefix)
+	}
 }
