@@ -442,9 +442,13 @@ func Open(ctx context.Context, cfg Config) (*Runtime, error) {
 		StopIsRecovery: true,
 		Log:            r.log,
 	}
+	// A worker holds no state, and the message it failed on is not
+	// handled again (its branch asks for the job again, workLost): its
+	// restarts back off briefly, so that work queued behind a failure
+	// goes on.
 	worker := func(kind supervision.Kind) *supervision.Strategy {
 		return &supervision.Strategy{Decide: func(any) supervision.Directive { return supervision.Restart },
-			Backoff: 10 * time.Millisecond, MaxBackoff: time.Second, Window: time.Minute, Log: r.log.With().Str("kind", string(kind)).Logger(),
+			Backoff: time.Millisecond, MaxBackoff: 50 * time.Millisecond, Window: time.Minute, Log: r.log.With().Str("kind", string(kind)).Logger(),
 			OnFailure: func(_ *actor.PID, reason, message any) { r.workLost(kind, reason, message) }}
 	}
 	r.journalSup, r.librarianSup, r.indexerSup = worker(supervision.KindJournal), worker(supervision.KindLibrarian), worker(supervision.KindIndexer)
