@@ -153,7 +153,6 @@ type branchActor struct {
 	// again, so that a request lost without a workLost never leaves the
 	// branch's pending turns unfolded.
 	summaryAsked time.Time
-	indexAsked   map[messages.TurnID]time.Time // when each index job in indexing was asked
 	// shrinkAsked is epoch+1 of the last head summary the librarian was
 	// asked to shrink (Config.Shrink), so that each summary is asked
 	// once; shrinkTurn is the turn waiting for it, zero when none.
@@ -219,8 +218,7 @@ type branchActor struct {
 	ending bool
 	// stashing is set while an import records turns in held writes: the
 	// indexer reads a turn's neighbours from the store, so their index
-	// jobs (stashed) go once the import's writes are committed
-	// (runStashed).
+	// jobs (stashed) go once the import's writes are committed (stash).
 	stashing bool
 	stashed  []core.Effect
 }
@@ -244,7 +242,7 @@ type idleCheck struct{ to *branchActor }
 
 func newBranchActor(rt *Runtime, id messages.BranchID) *branchActor {
 	return &branchActor{rt: rt, id: id, b: core.Branch{Policy: *rt.cfg.Fold}, streams: map[messages.TurnID]*TurnStream{},
-		indexing: map[messages.TurnID]bool{}, indexAsked: map[messages.TurnID]time.Time{}, msgs: map[messages.TurnID]messages.Message{}}
+		indexing: map[messages.TurnID]bool{}, msgs: map[messages.TurnID]messages.Message{}}
 }
 
 func (a *branchActor) now() time.Time { return a.rt.cfg.Now() }
@@ -277,7 +275,7 @@ func (a *branchActor) Receive(ctx actor.Context) {
 		a.asker = sender // answered by respond, or on failure by Restarting
 	}
 	switch ctx.Message().(type) {
-	case *idleCheck, *summaryCheck, *indexCheck:
+	case *idleCheck, *summaryCheck:
 	default:
 		a.active = time.Now()
 	}
@@ -429,17 +427,6 @@ func (a *branchActor) Receive(ctx actor.Context) {
 		a.workLost(ctx, m)
 	case *indexAgain:
 		a.run(ctx, []core.Effect{core.Index{Turn: m.turn}})
-	case *indexCheck:
-		if m.to == a && a.indexing[m.turn] && a.indexAsked[m.turn].Equal(m.asked) {
-			a.endIndexJob(m.turn)
-			a.lost++
-			retry := a.lost <= maxLostJobs
-			a.rt.log.Warn().Str("branch", a.id.String()).Str("turn", m.turn.String()).Bool("asked_again", retry).
-				Msg("an index job was asked for and never answered")
-			if retry {
-				a.run(ctx, []core.Effect{core.Index{Turn: m.turn}})
-			}
-		}
 	case *summaryCheck:
 		if m.to == a && a.summarizing == m.epoch+1 && a.summaryAsked.Equal(m.asked) {
 			if a.summaryLost(ctx, "no answer in "+a.rt.summaryDeadline.String()) {
@@ -447,9 +434,6 @@ func (a *branchActor) Receive(ctx actor.Context) {
 			}
 		}
 	case *indexDone:
-		if !a.indexing[m.turn] {
-			return // taken for lost (indexCheck) and asked again: that answer counts
-		}
 		a.endIndexJob(m.turn)
 		if m.err != nil {
 			a.lost++
@@ -523,24 +507,13 @@ const (
 )
 
 // endIndexJob forgets the index job of turn: answered, failed or lost.
-func (a *branchActor) endIndexJob(turn messages.TurnID) {
-	delete(a.indexing, turn)
-	delete(a.indexAsked, turn)
-}
+func (a *branchActor) endIndexJob(turn messages.TurnID) { delete(a.indexing, turn) }
 
 // indexRetry is the wait before an index job that failed is asked again.
 const indexRetry = time.Second
 
-// indexAgain asks for the index job of turn again; indexCheck is the
-// deadline (Runtime.summaryDeadline) of the one asked at asked.
-type (
-	indexAgain struct{ turn messages.TurnID }
-	indexCheck struct {
-		to    *branchActor
-		turn  messages.TurnID
-		asked time.Time
-	}
-)
+// indexAgain asks for the index job of turn again.
+type indexAgain struct{ turn messages.TurnID }
 
 // summaryCheck is the deadline of the summary of epoch asked at asked.
 type summaryCheck struct {
@@ -1174,9 +1147,7 @@ func (a *branchActor) run(ctx actor.Context, effects []core.Effect) {
 			a.knownInto(known, t.ID, t.Reply)
 			ctx.Send(a.rt.indexer(a.id), &indexReq{known: known, from: ctx.Self(), branch: a.id, session: a.b.Session,
 				turn: t.ID, seq: t.Seq, reply: t.Reply})
-			asked := time.Now()
-			a.indexAsked[e.Turn] = asked
-			after(ctx, a.rt.summaryDeadline, &indexCheck{to: a, turn: e.Turn, asked: asked})
+
 		case core.TurnDone:
 			if a.stall != nil && a.stall.turn == e.Turn {
 				a.stall = nil
