@@ -221,10 +221,17 @@ type branchActor struct {
 	// jobs (stashed) go once the import's writes are committed (stash).
 	stashing bool
 	stashed  []core.Effect
+	// importIx indexes the turns an import folds (indexNow), keeping
+	// the last ones' terms for the next.
+	importIx *indexer
+	// backlog is what this instance counts in Runtime.indexBacklog: its
+	// turns folded and not yet indexed.
+	backlog int64
 }
 
 // stash holds the index jobs of the turns recorded until the returned
-// func, called once they are committed, sends them.
+// func, called once they are committed, sends them; while an import
+// builds the branch, it indexes them itself (indexNow).
 func (a *branchActor) stash(ctx actor.Context) (commit func()) {
 	a.stashing = true
 	return func() {
@@ -232,6 +239,9 @@ func (a *branchActor) stash(ctx actor.Context) (commit func()) {
 		a.stashing = false
 		effs := a.stashed
 		a.stashed = nil
+		if a.importing {
+			effs = a.indexNow(ctx, effs)
+		}
 		a.run(ctx, effs)
 	}
 }
@@ -298,6 +308,7 @@ func (a *branchActor) Receive(ctx actor.Context) {
 		a.PersistSnapshot(wrapperspb.Bytes(append([]byte{tagSnapshot}, b...)))
 		a.committed() // a snapshot commits what was held with it
 	case *ppersist.ReplayComplete:
+		a.countBacklog()
 		a.recover(ctx)
 		a.idle = after(ctx, a.rt.cfg.IdleAfter, &idleCheck{a})
 	case *idleCheck:
@@ -599,6 +610,8 @@ func (a *branchActor) flushOnStop() {
 // reads a stream learns the turn was interrupted, as recovery records.
 func (a *branchActor) ended(ctx actor.Context) {
 	a.ending = true
+	a.rt.indexBacklog.Add(-a.backlog) // counted by the next instance, if any
+	a.backlog = 0
 	if a.cancelStep != nil {
 		a.cancelStep()
 	}
@@ -613,6 +626,17 @@ func (a *branchActor) ended(ctx actor.Context) {
 			Outcome: messages.FailedOutcome(messages.FailInterrupted, core.InterruptedReason)}))
 		delete(a.streams, id)
 	}
+}
+
+// countBacklog brings this instance's count in Runtime.indexBacklog up to
+// date: its turns folded and not indexed yet.
+func (a *branchActor) countBacklog() {
+	n := int64(0)
+	if a.b.Committed > a.b.Indexed {
+		n = int64(a.b.Committed - a.b.Indexed)
+	}
+	a.rt.indexBacklog.Add(n - a.backlog)
+	a.backlog = n
 }
 
 // flushIndexed commits the held index results, if a write has not taken
@@ -797,6 +821,7 @@ func (a *branchActor) persistEnvelope(ctx actor.Context, ev messages.BranchEvent
 	if err != nil {
 		panic(fmt.Errorf("%w: apply %T: %v", errFatal, ev, err))
 	}
+	a.countBacklog()
 	if obs := a.rt.cfg.Observe; obs != nil {
 		obs(a.id, ev)
 	}
@@ -905,6 +930,9 @@ func (a *branchActor) create(ctx actor.Context, m *createReq) any {
 		tx.Imports = []persistence.ImportRow{*m.imp}
 	}
 	a.importing = m.importing
+	if m.importing {
+		a.rt.mem.fresh(a.id)
+	}
 	if m.key != nil {
 		tx.Keys = []persistence.IdempotencyRow{*m.key}
 	}

@@ -509,6 +509,11 @@ func (r *Runtime) dropImport(ctx context.Context, session messages.SessionID, br
 	if _, err := r.db.Commit(ctx, tx); err != nil {
 		return fmt.Errorf("drop import of session %s: %w", session, err)
 	}
+	ids := make([]messages.BranchID, len(branches))
+	for i, b := range branches {
+		ids[i] = b.ID
+	}
+	r.mem.forget(ids)
 	return nil
 }
 
@@ -722,4 +727,87 @@ func (a *branchActor) importState(ctx actor.Context, s ExportState, now time.Tim
 	}
 	a.persistHeld(ctx, evs[0], a.txFor(evs[0]))
 	return nil
+}
+
+// indexNow indexes, in this actor, the turns of the Index effects among
+// effs (committed, folded by an imported state) and commits their chunks
+// with their TurnIndexed events before it returns: an import indexes what
+// it folds batch by batch, so that indexing keeps pace with it, nothing is
+// left to index when it answers, and its turns are searchable at once.
+// The chunks of the batch are embedded in one call. It returns the other
+// effects, and the Index effects of the turns it could not chunk (a store
+// read failed), left to the indexer.
+func (a *branchActor) indexNow(ctx actor.Context, effs []core.Effect) []core.Effect {
+	if a.importIx == nil {
+		a.importIx = &indexer{rt: a.rt}
+	}
+	type job struct {
+		turn messages.TurnID
+		rows []persistence.ChunkRow
+		ups  []persistence.TermUpdate
+	}
+	var jobs []job
+	var rows []persistence.ChunkRow
+	var rest []core.Effect
+	for i, e := range effs {
+		ix, ok := e.(core.Index)
+		if !ok {
+			rest = append(rest, e)
+			continue
+		}
+		t, ok := a.b.Turn(ix.Turn)
+		if !ok || t.Phase != messages.PhaseStateCommitted {
+			continue
+		}
+		known := map[messages.TurnID]messages.Message{}
+		a.knownInto(known, t.ID, t.Reply)
+		r, ups, err := a.importIx.chunkRows(&indexReq{known: known, branch: a.id, session: a.b.Session, turn: t.ID, seq: t.Seq, reply: t.Reply})
+		if err != nil {
+			a.rt.log.Warn().Err(err).Str("branch", a.id.String()).Str("turn", t.ID.String()).
+				Msg("import: index left to the indexer")
+			a.importIx = nil // its memory of the turns before is no longer the branch's last
+			rest = append(rest, effs[i:]...)
+			break
+		}
+		jobs = append(jobs, job{turn: t.ID, rows: r, ups: ups})
+		rows = append(rows, r...)
+	}
+	if len(jobs) == 0 {
+		return rest
+	}
+	ectx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	vecs, err := a.rt.mem.embedChunks(ectx, rows)
+	if err != nil {
+		a.rt.log.Warn().Err(err).Str("branch", a.id.String()).Int("chunks", len(rows)).
+			Msg("import: chunks stored without vectors (full-text search only)")
+	}
+	byChunk := make(map[messages.ChunkID]persistence.VectorRow, len(vecs))
+	for _, v := range vecs {
+		byChunk[v.Chunk] = v
+	}
+	now := a.now()
+	for _, j := range jobs {
+		evs, err := a.b.MarkIndexed(j.turn, len(j.rows), now)
+		if err != nil {
+			a.rt.log.Warn().Err(err).Str("branch", a.id.String()).Msg("import: mark indexed")
+			continue
+		}
+		done := &indexDone{turn: j.turn, rows: j.rows, ups: j.ups}
+		for _, r := range j.rows {
+			if v, ok := byChunk[r.ID]; ok {
+				done.vecs = append(done.vecs, v)
+			}
+		}
+		for i, ev := range evs {
+			tx := a.txFor(ev)
+			if i == 0 {
+				tx.Chunks, tx.Vectors, tx.TermUpdates = done.rows, done.vecs, done.ups
+				a.indexed = append(a.indexed, done)
+			}
+			a.persistHeld(ctx, ev, tx)
+		}
+	}
+	a.flush() // the chunks go into the retrieval index (committed)
+	return rest
 }

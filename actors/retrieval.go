@@ -63,6 +63,21 @@ func newMemory(db persistence.Database, embed retrieval.Embedder, opts retrieval
 		parts: map[messages.BranchID]*partition{}, rows: genCache[messages.ChunkID, persistence.ChunkRow]{limit: maxCachedRows}}
 }
 
+// fresh registers an empty index for branch, loaded: a branch an import
+// is building, which has no chunk in the store yet. The chunks committed
+// from now on are added to it (added), so that its first search reads
+// none from the store: the first turn after a long import does not wait
+// for its whole index to load.
+func (m *memory) fresh(branch messages.BranchID) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, ok := m.parts[branch]; !ok {
+		pt := &partition{p: retrieval.NewPartition(m.embed.Dim()), ready: make(chan struct{})}
+		close(pt.ready)
+		m.parts[branch] = pt
+	}
+}
+
 // chunk returns the row of chunk id.
 func (m *memory) chunk(ctx context.Context, id messages.ChunkID) (persistence.ChunkRow, error) {
 	if row, ok := m.rows.get(id); ok {

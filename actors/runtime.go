@@ -276,6 +276,10 @@ type Runtime struct {
 
 	counts    genCache[uint64, int] // token counts by a hash of model and text
 	countSeed maphash.Seed
+
+	// indexBacklog counts the turns the branches in memory folded and
+	// have not indexed yet (IndexBacklog).
+	indexBacklog atomic.Int64
 }
 
 // Open opens the runtime on cfg.DataDir: the database, the actor system,
@@ -725,6 +729,12 @@ func (r *Runtime) counterFor(provider, modelID string) core.Counter {
 func (r *Runtime) DB() persistence.Database { return r.db }
 
 // Restarts counts actor restarts ordered by supervision, of every kind.
+// IndexBacklog returns how many turns the branches in memory folded into
+// their summaries and have not indexed yet: their retrieval's backlog. A
+// branch counts from its activation to its passivation, a restart
+// counted once.
+func (r *Runtime) IndexBacklog() int64 { return r.indexBacklog.Load() }
+
 func (r *Runtime) Restarts() int64 {
 	return r.sup.Restarts() + r.journalSup.Restarts() + r.librarianSup.Restarts() + r.indexerSup.Restarts()
 }

@@ -528,6 +528,23 @@ var contextWeights = [2]float32{0.5, 0.25}
 // indexed. A failed embedding leaves the chunks to full-text search
 // (logged): indexing does not wait for an embedding server.
 func (ix *indexer) chunks(m *indexReq) ([]persistence.ChunkRow, []persistence.VectorRow, []persistence.TermUpdate, error) {
+	rows, ups, err := ix.chunkRows(m)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	vecs, err := ix.rt.mem.embedChunks(ctx, rows)
+	if err != nil {
+		ix.rt.log.Warn().Err(err).Str("branch", m.branch.String()).Str("turn", m.turn.String()).
+			Msg("index: chunks stored without vectors (full-text search only)")
+	}
+	return rows, vecs, ups, nil
+}
+
+// chunkRows is chunks without the embedding: the turn's chunk rows and
+// the context it adds to the two turns before it.
+func (ix *indexer) chunkRows(m *indexReq) ([]persistence.ChunkRow, []persistence.TermUpdate, error) {
 	now := ix.rt.cfg.Now()
 	var rows []persistence.ChunkRow
 	var own strings.Builder
@@ -537,7 +554,7 @@ func (ix *indexer) chunks(m *indexReq) ([]persistence.ChunkRow, []persistence.Ve
 		}
 		msg, err := knownMessage(ix.rt.db, m.known, node)
 		if err != nil {
-			return nil, nil, nil, err
+			return nil, nil, err
 		}
 		own.WriteString(msg.RenderedText + "\n")
 		chunks := retrieval.ChunkTextWith(msg.Role, msg.RenderedText, ix.rt.cfg.ChunkOverlap)
@@ -562,7 +579,7 @@ func (ix *indexer) chunks(m *indexReq) ([]persistence.ChunkRow, []persistence.Ve
 	}
 	prev, err := ix.previousTurns(m, len(contextWeights))
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, err
 	}
 	for i := range rows {
 		r := &rows[i]
@@ -582,14 +599,7 @@ func (ix *indexer) chunks(m *indexReq) ([]persistence.ChunkRow, []persistence.Ve
 		}
 	}
 	ix.remember(m.branch, recentTurn{turn: m.turn, reply: m.reply, chunks: rows, tf: tf, n: n})
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	vecs, err := ix.rt.mem.embedChunks(ctx, rows)
-	if err != nil {
-		ix.rt.log.Warn().Err(err).Str("branch", m.branch.String()).Str("turn", m.turn.String()).
-			Msg("index: chunks stored without vectors (full-text search only)")
-	}
-	return rows, vecs, ups, nil
+	return rows, ups, nil
 }
 
 // toolResult is the text of a tool's result in a message.

@@ -105,6 +105,11 @@ Commands:
                  retrieval through the runtime: ingest turns/s until
                  searchable, flush latency, query latency with N turns
                  in one conversation
+  bench import [--turns N,M,...] [--runs R] [--format F] [--json]
+                 POST /v1/sessions/import over loopback of a generated
+                 session of N turns (format 2 with its states, or 1):
+                 import time, a turn sent at once after it, and the time
+                 until every imported turn is indexed (medians of R runs)
   bench stream [--branches N] [--turns T] [--deltas D] [--api A] [--json]
                  deltas/s from a fake model API on loopback through the
                  adapter, journal and branch to a subscriber; journal bytes
@@ -192,6 +197,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		err = benchContext(e, rest[2:])
 	case rest[0] == "bench" && len(rest) > 1 && rest[1] == "serve":
 		err = benchServe(e, rest[2:])
+	case rest[0] == "bench" && len(rest) > 1 && rest[1] == "import":
+		err = benchImport(e, rest[2:])
 	case rest[0] == "bench" && len(rest) > 1 && rest[1] == "retrieval":
 		err = benchRetrieval(e, rest[2:])
 	case rest[0] == "bench" && len(rest) > 1 && rest[1] == "stream":

@@ -90,6 +90,50 @@ func FallbackSummary(previous string, exchanges []Exchange) string {
 		last := exchanges[n-1]
 		excerpt = append(excerpt, "- user: "+clip(oneLine(last.User), 300), "- assistant: "+clip(oneLine(last.Assistant), 300))
 	}
+	return fitSummary(statements, facts, artifacts, said, excerpt)
+}
+
+// fitSummary renders the sections, dropping the oldest lines (user lines,
+// then facts, then artifacts and decisions) until the summary is at most
+// FallbackSummaryMaxBytes, and cuts it if they are all dropped.
+func fitSummary(statements, facts, artifacts, said, excerpt []string) string {
+	// While no line is empty or holds a newline, the rendered length is
+	// the sum of the lines' and headings' (render trims only the last
+	// newline): it is kept up to date as lines are dropped, and the
+	// summary rendered once, not once per line dropped (hundreds of
+	// renders of a long summary for a fold of many turns).
+	lists := []*[]string{&statements, &facts, &artifacts, &said, &excerpt}
+	headings := []string{headingStatements, headingFacts, headingArtifacts, headingSaid, headingLast}
+	size, plain := 0, true
+	for i, l := range lists {
+		if len(*l) > 0 {
+			size += len(headings[i]) + 1
+		}
+		for _, line := range *l {
+			size += len(line) + 1
+			plain = plain && line != "" && !strings.Contains(line, "\n")
+		}
+	}
+	drop := func(l *[]string, heading string) {
+		size -= len((*l)[0]) + 1
+		if *l = (*l)[1:]; len(*l) == 0 {
+			size -= len(heading) + 1
+		}
+	}
+	for plain && size-1 > FallbackSummaryMaxBytes {
+		switch {
+		case len(said) > 0:
+			drop(&said, headingSaid)
+		case len(facts) > 0:
+			drop(&facts, headingFacts)
+		case len(artifacts) > 0 && len(artifacts) >= len(statements):
+			drop(&artifacts, headingArtifacts)
+		case len(statements) > 0:
+			drop(&statements, headingStatements)
+		default:
+			plain = false
+		}
+	}
 	for {
 		out := render(statements, facts, artifacts, said, excerpt)
 		if len(out) <= FallbackSummaryMaxBytes {

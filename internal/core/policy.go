@@ -48,36 +48,45 @@ const (
 // false when no turn is pending or nothing is due; it does not change the
 // branch.
 func (b *Branch) FoldDue(reason FoldReason) (Summarize, bool) {
-	pending := b.Pending()
-	if len(pending) == 0 {
+	// Counted, not listed: Apply asks after every turn, and an import
+	// leaves hundreds pending (Pending copies every one).
+	pending := 0
+	for i := range b.Turns {
+		if b.Turns[i].Phase == messages.PhaseResponseFinalized {
+			pending++
+		}
+	}
+	if pending == 0 {
 		return Summarize{}, false
 	}
 	keep := max(b.Policy.K, 0) / 2 // turns left unfolded
 	n := 0                         // turns to fold
 	switch reason {
 	case FoldManual:
-		n = len(pending)
+		n = pending
 	case FoldBudget:
-		n = max(len(pending)-keep, 1)
+		n = max(pending-keep, 1)
 	case FoldAuto:
 		switch {
-		case 2*len(pending) > max(b.Policy.K, 0)+max(b.Policy.B, 0):
+		case 2*pending > max(b.Policy.K, 0)+max(b.Policy.B, 0):
 			reason = FoldOverflow
-		case b.Policy.SafetyTurns > 0 && len(pending) >= b.Policy.SafetyTurns:
+		case b.Policy.SafetyTurns > 0 && pending >= b.Policy.SafetyTurns:
 			reason = FoldSafety
 		default:
 			return Summarize{}, false
 		}
-		n = len(pending) - keep
+		n = pending - keep
 	default:
 		return Summarize{}, false
 	}
 	if n <= 0 {
 		return Summarize{}, false
 	}
-	ids := make([]messages.TurnID, n)
-	for i, t := range pending[:n] {
-		ids[i] = t.ID
+	ids := make([]messages.TurnID, 0, n)
+	for i := range b.Turns {
+		if t := &b.Turns[i]; t.Phase == messages.PhaseResponseFinalized && len(ids) < n {
+			ids = append(ids, t.ID)
+		}
 	}
 	return Summarize{Turns: ids, Epoch: b.Epoch, State: cloneState(b.State), Reason: reason}, true
 }

@@ -166,15 +166,19 @@ func (f *FullText) AddTerms(id DocID, tf map[string]float32, n float32) bool {
 	f.docs[di].len += n
 	f.totalLen += float64(n)
 	for t, c := range tf {
+		// Postings are in document order, and the document is a recent
+		// one: its place is near the end. (Walking back to the first
+		// posting for a term the document lacks made each call cost the
+		// term's documents: quadratic in a long import.)
 		ps := f.postings[t]
-		i := len(ps) - 1
-		for i >= 0 && ps[i].doc != di { // a recent document: near the end
+		i := len(ps)
+		for i > 0 && ps[i-1].doc > di {
 			i--
 		}
-		if i >= 0 {
-			ps[i].tf += c
+		if i > 0 && ps[i-1].doc == di {
+			ps[i-1].tf += c
 		} else {
-			f.postings[t] = append(ps, ftPosting{doc: di, tf: c})
+			f.postings[t] = slices.Insert(ps, i, ftPosting{doc: di, tf: c})
 		}
 	}
 	return true

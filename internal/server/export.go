@@ -16,6 +16,7 @@ import (
 
 	"github.com/contextinfinity/ctxinf/actors"
 	"github.com/contextinfinity/ctxinf/client"
+	"github.com/contextinfinity/ctxinf/internal/core"
 	"github.com/contextinfinity/ctxinf/messages"
 	"github.com/contextinfinity/ctxinf/persistence"
 )
@@ -515,6 +516,15 @@ func (s *Server) checkPins(line int, field string, pins []string) error {
 	return nil
 }
 
+// importV1Pending is how many of a format-1 import's newest turns are
+// left pending, for the fold policy to fold with the librarian once the
+// import is done. Format 1 has no states: the turns before them are
+// folded as the import goes, importV1Pending at a time, with the
+// deterministic summary (core.FallbackSummary: no model is called), so
+// that the branch never holds more than twice as many pending turns and
+// they are indexed as they are imported.
+const importV1Pending = 256
+
 // importV1 reads the messages of format 1 into the session's one
 // branch: each user message and the assistant messages after it are a
 // turn.
@@ -524,6 +534,8 @@ func (s *Server) importV1(ctx context.Context, lr *lineReader, im *actors.Sessio
 	}
 	b := &batch{im: im}
 	var cur *actors.ExportTurn
+	var pending []*actors.ExportTurn // not folded yet
+	summary := ""
 	put := func() error {
 		if cur == nil {
 			return nil
@@ -531,7 +543,24 @@ func (s *Server) importV1(ctx context.Context, lr *lineReader, im *actors.Sessio
 		out.Turns++
 		t := cur
 		cur = nil
-		return b.add(ctx, actors.ExportItem{Turn: t}, lr.n, len(t.User.RenderedText)+len(t.Reply.RenderedText))
+		if err := b.add(ctx, actors.ExportItem{Turn: t}, lr.n, len(t.User.RenderedText)+len(t.Reply.RenderedText)); err != nil {
+			return err
+		}
+		if pending = append(pending, t); len(pending) < 2*importV1Pending {
+			return nil
+		}
+		fold := pending[:importV1Pending]
+		st := actors.ExportState{Seq: uint64(out.States + 1)}
+		exchanges := make([]core.Exchange, len(fold))
+		for i, t := range fold {
+			exchanges[i] = core.Exchange{User: t.User.RenderedText, Assistant: t.Reply.RenderedText}
+			st.Turns = append(st.Turns, t.Seq)
+		}
+		summary = core.FallbackSummary(summary, exchanges)
+		st.Summary = summary
+		pending = append(pending[:0], pending[importV1Pending:]...)
+		out.States++
+		return b.add(ctx, actors.ExportItem{State: &st}, lr.n, len(summary))
 	}
 	for {
 		line, err := lr.next()

@@ -33,7 +33,6 @@ type Metrics struct {
 	retrievalHits  prometheus.Histogram
 	retrievalFails prometheus.Counter
 	summaries      *prometheus.CounterVec
-	indexBacklog   prometheus.Gauge
 	indexedChunks  prometheus.Counter
 	journalBytes   *prometheus.CounterVec
 	httpRequests   *prometheus.CounterVec
@@ -71,8 +70,6 @@ func NewMetrics() *Metrics {
 		Help: "Searches that failed (the turn went on without retrieval)."})
 	m.summaries = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ctxinf_summaries_total",
 		Help: "Summaries written, by result: committed, stale (the branch moved on), failed."}, []string{"result"})
-	m.indexBacklog = prometheus.NewGauge(prometheus.GaugeOpts{Name: "ctxinf_index_backlog_turns",
-		Help: "Turns committed into a state and not yet indexed (since the process started)."})
 	m.indexedChunks = prometheus.NewCounter(prometheus.CounterOpts{Name: "ctxinf_indexed_chunks_total",
 		Help: "Chunks of indexed turns."})
 	m.journalBytes = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ctxinf_journal_bytes_total",
@@ -85,7 +82,7 @@ func NewMetrics() *Metrics {
 		Help: "Sessions the retention job deleted, idle past their retention."})
 	m.reg.MustRegister(m.retentionDels)
 	m.reg.MustRegister(m.turns, m.turnSeconds, m.assembly, m.contextTokens, m.stepSeconds, m.stepTokens, m.retrievalSecs,
-		m.retrievalHits, m.retrievalFails, m.summaries, m.indexBacklog, m.indexedChunks, m.journalBytes, m.httpRequests,
+		m.retrievalHits, m.retrievalFails, m.summaries, m.indexedChunks, m.journalBytes, m.httpRequests,
 		m.httpSeconds, prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 	return m
 }
@@ -146,6 +143,9 @@ func (m *Metrics) Hook(cfg *actors.Config) {
 func (m *Metrics) Runtime(rt *actors.Runtime) {
 	m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "ctxinf_actor_restarts_total",
 		Help: "Actor restarts by supervision."}, func() float64 { return float64(rt.Restarts()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "ctxinf_index_backlog_turns",
+			Help: "Turns the branches in memory folded into a state and have not indexed yet (an import indexes what it folds before it answers)."},
+			func() float64 { return float64(rt.IndexBacklog()) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "ctxinf_store_head_rejects_total",
 			Help: "Writes the store refused because their branch had moved on (its head was not the one expected, or a " +
 				"position written was taken): in a cluster, the commits of a stale activation."}, func() float64 { return float64(rt.DB().Stats().HeadRejects) }),
@@ -213,10 +213,7 @@ func (m *Metrics) event(ev messages.BranchEvent) {
 		m.end(e.Turn, false)
 	case messages.TurnRecorded:
 		m.turns.WithLabelValues("recorded").Inc()
-	case messages.StateCommitted:
-		m.indexBacklog.Add(float64(len(e.Turns)))
 	case messages.TurnIndexed:
-		m.indexBacklog.Dec()
 		m.indexedChunks.Add(float64(e.Chunks))
 	}
 }
