@@ -775,7 +775,10 @@ func (a *branchActor) indexNow(ctx actor.Context, effs []core.Effect) []core.Eff
 	if len(jobs) == 0 {
 		return rest
 	}
-	ectx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	// Within the request that carries the batch: an embedder that does
+	// not answer leaves the chunks to full-text search, not the import
+	// to time out.
+	ectx, cancel := context.WithTimeout(context.Background(), min(a.rt.cfg.RequestTimeout/2, time.Minute))
 	defer cancel()
 	vecs, err := a.rt.mem.embedChunks(ectx, rows)
 	if err != nil {

@@ -11,8 +11,11 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/contextinfinity/ctxinf/actors"
 	"github.com/contextinfinity/ctxinf/client"
+	"github.com/contextinfinity/ctxinf/internal/core"
 	"github.com/contextinfinity/ctxinf/messages"
 )
 
@@ -102,7 +105,14 @@ func TestImportIsIndexedWhenItAnswers(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			ts := exportServer(t, Options{}) // folds only when asked: nothing moves after the answer
+			// Folds only when asked: nothing moves after the answer. A
+			// batch of the import is one request to the branch: on a
+			// loaded machine under -race, it takes more than the test
+			// server's 10 s.
+			ts := newTestServerWith(t, Options{}, 0, func(c *actors.Config) {
+				c.Fold = &core.Policy{K: 1000, B: 1000}
+				c.RequestTimeout = 2 * time.Minute
+			})
 			st, out, e := ts.importBody(t, generatedExport(tc.n, tc.format, 5))
 			if st != 201 || out.Turns != tc.n || out.States != tc.states {
 				t.Fatalf("import: %d %+v %+v, want 201 with %d turns and %d states", st, out, e, tc.n, tc.states)
@@ -141,7 +151,10 @@ func TestImportIsIndexedWhenItAnswers(t *testing.T) {
 // counted: its branch is dropped.
 func TestFailedImportLeavesNoBacklog(t *testing.T) {
 	t.Parallel()
-	ts := exportServer(t, Options{})
+	ts := newTestServerWith(t, Options{}, 0, func(c *actors.Config) {
+		c.Fold = &core.Policy{K: 1000, B: 1000}
+		c.RequestTimeout = 2 * time.Minute
+	})
 	body := generatedExport(600, 2, 5)
 	body = append(body[:bytes.LastIndex(body[:len(body)-1], []byte("\n"))+1], []byte(`{"type":"end","branches":9}`+"\n")...)
 	if st, _, e := ts.importBody(t, body); st != 400 || !strings.Contains(e.Error.Message, "sha256") {
