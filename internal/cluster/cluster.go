@@ -2,12 +2,12 @@
 // cluster (issue 27, docs/CLUSTER.md). Membership and placement are
 // protoactor-go's cluster: members find each other through a cluster
 // provider (automanaged: every member polls the others' health
-// endpoints), and each session is a virtual actor, a grain of kind
-// "session", placed by rendezvous hashing over the members (disthash).
-// A session's branch actors run on the member that owns it; a member
-// that gets a request for another member's session forwards it there
-// (Member.Forward, through server.Options.Forward), so any member
-// answers any request.
+// endpoints), and each session is placed by rendezvous hashing of its
+// id over the members (of the grain kind "session", as disthash would
+// place its grain). A session's branch actors run on the member that
+// owns it; a member that gets a request for another member's session
+// forwards it there (Member.Forward, through server.Options.Forward), at
+// the URL that member gives, so any member answers any request.
 //
 // The member's actor system is its own, beside the runtime's: the
 // runtime's actors never leave their process; only placement does.
@@ -43,7 +43,8 @@ import (
 	"github.com/contextinfinity/ctxinf/messages"
 )
 
-// SessionKind is the grain kind of a session.
+// SessionKind is the grain kind of a session: the members of this kind
+// are those that place sessions.
 const SessionKind = "session"
 
 // Config is a member's configuration (the cluster.* keys).
@@ -68,7 +69,7 @@ type Config struct {
 	// member that stops answering is out of the cluster within about
 	// Refresh plus the poll's 2 s timeout.
 	Refresh time.Duration
-	// RequestTimeout bounds the grain request that finds an owner's URL
+	// RequestTimeout bounds the request that asks an owner its URL
 	// (default 2s): a request for a session whose owner died is answered
 	// 503 after it, until the topology drops that member.
 	RequestTimeout time.Duration
@@ -118,7 +119,8 @@ type Member struct {
 	self string // this member's address (host:port)
 
 	rdv     atomic.Pointer[pcluster.Rendezvous]
-	members atomic.Int64 // members in the last topology
+	members atomic.Int64                        // members in the last topology
+	addrs   atomic.Pointer[map[string]struct{}] // their addresses
 	joined  chan struct{}
 	once    sync.Once
 
@@ -158,7 +160,7 @@ func Join(cfg Config) (*Member, error) {
 			m.onTopology(t)
 		}
 	})
-	grain := actor.PropsFromProducer(func() actor.Actor { return &sessionGrain{m: m} })
+	grain := actor.PropsFromProducer(func() actor.Actor { return &urlActor{url: cfg.AdvertiseURL} })
 	manage, err := listenMembership(cfg)
 	if err != nil {
 		return nil, err
@@ -176,6 +178,10 @@ func Join(cfg Config) (*Member, error) {
 	manage.GET("/_health", func(c echo.Context) error {
 		return c.JSON(http.StatusOK, automanaged.NewNode(cfg.Name, m.sys.ID, cfg.Host, cfg.Port, cfg.ManagePort, m.c.GetClusterKinds()))
 	})
+	if _, err := m.sys.Root.SpawnNamed(grain, urlActorName); err != nil {
+		manage.Listener.Close()
+		return nil, fmt.Errorf("cluster: join %s: %w", cfg.Name, err)
+	}
 	if err := startMember(m.c); err != nil {
 		manage.Listener.Close()
 		return nil, fmt.Errorf("cluster: join %s: %w", cfg.Name, err)
@@ -219,8 +225,7 @@ func (m *Member) WaitJoined(ctx context.Context) error {
 func (m *Member) Members() int { return int(m.members.Load()) }
 
 // Owner implements actors.Placement: the member that owns session by
-// rendezvous hashing over the current members, as disthash places its
-// grain.
+// rendezvous hashing over the current members.
 func (m *Member) Owner(session messages.SessionID) (owner string, local, ok bool) {
 	owner = m.rdv.Load().GetByClusterIdentity(&pcluster.ClusterIdentity{Kind: SessionKind, Identity: session.String()})
 	if owner == "" {
@@ -236,12 +241,15 @@ func (m *Member) onTopology(t *pcluster.ClusterTopology) {
 	m.members.Store(int64(len(t.Members)))
 	self := m.sys.Address()
 	addrs := make([]string, 0, len(t.Members))
+	in := make(map[string]struct{}, len(t.Members))
 	for _, mem := range t.Members {
 		addrs = append(addrs, mem.Address())
+		in[mem.Address()] = struct{}{}
 		if mem.Address() == self {
 			m.once.Do(func() { close(m.joined) })
 		}
 	}
+	m.addrs.Store(&in)
 	for _, mem := range t.Left {
 		m.urls.Delete(mem.Address())
 	}
@@ -287,12 +295,13 @@ func (m *Member) rebalancer() {
 	}
 }
 
-// Forward implements server.Options.Forward: it finds the URL of the
-// member that owns to.Session (asking the session's grain, which
-// activates it on its owner) and proxies the request there, streaming
-// the answer back.
+// Forward implements server.Options.Forward: it finds the URL of
+// to.Owner, the member that owns to.Session (asking that member
+// itself), and proxies the request there, streaming the answer back. A
+// URL that fails (the member is gone, or answers that it does not own
+// the session) is dropped, so that the next request asks again.
 func (m *Member) Forward(w http.ResponseWriter, r *http.Request, body io.Reader, to *actors.NotOwnerError) bool {
-	base, err := m.ownerURL(to)
+	base, err := m.ownerURL(to.Owner)
 	if err != nil {
 		m.unreach.Add(1)
 		m.cfg.Log.Warn().Err(err).Str("session", to.Session.String()).Str("owner", to.Owner).Msg("cluster: forward")
@@ -301,6 +310,7 @@ func (m *Member) Forward(w http.ResponseWriter, r *http.Request, body io.Reader,
 	target, err := url.Parse(base)
 	if err != nil {
 		m.unreach.Add(1)
+		m.urls.CompareAndDelete(to.Owner, base)
 		return false
 	}
 	failed := false
@@ -313,9 +323,19 @@ func (m *Member) Forward(w http.ResponseWriter, r *http.Request, body io.Reader,
 		},
 		Transport:     m.client.Transport,
 		FlushInterval: -1, // server-sent events go through as they come
+		ModifyResponse: func(resp *http.Response) error {
+			if resp.StatusCode == http.StatusServiceUnavailable && resp.Header.Values(server.OwnerHeader) != nil {
+				// Not the owner behind this URL: the client gets its 503
+				// (and retries); the next request asks the owner again.
+				m.urls.CompareAndDelete(to.Owner, base)
+				m.cfg.Log.Warn().Str("session", to.Session.String()).Str("owner", to.Owner).Str("url", base).
+					Str("answered_owner", resp.Header.Get(server.OwnerHeader)).Msg("cluster: forwarded to a member that does not own the session")
+			}
+			return nil
+		},
 		ErrorHandler: func(http.ResponseWriter, *http.Request, error) {
 			failed = true // nothing written: the caller answers 503
-			m.urls.Delete(to.Owner)
+			m.urls.CompareAndDelete(to.Owner, base)
 		},
 	}
 	rp.ServeHTTP(w, r)
@@ -327,20 +347,32 @@ func (m *Member) Forward(w http.ResponseWriter, r *http.Request, body io.Reader,
 	return true
 }
 
-// ownerURL returns the HTTP API URL of the member that owns to.Session.
-func (m *Member) ownerURL(to *actors.NotOwnerError) (string, error) {
-	if v, ok := m.urls.Load(to.Owner); ok {
+// ownerURL returns the HTTP API URL of the member at address owner. It
+// asks that member's urlActor, never the session's placement: an
+// activation or a cache of it may still be on a member that owned the
+// session before, whose URL would be remembered for owner until the
+// topology changed again.
+func (m *Member) ownerURL(owner string) (string, error) {
+	if v, ok := m.urls.Load(owner); ok {
 		return v.(string), nil
 	}
-	res, err := m.c.Request(to.Session.String(), SessionKind, &wrapperspb.StringValue{}, pcluster.WithTimeout(m.cfg.RequestTimeout))
+	if in := m.addrs.Load(); in == nil {
+		return "", fmt.Errorf("member %s: this member has no topology yet", owner)
+	} else if _, ok := (*in)[owner]; !ok {
+		// Gone since the placement named it (or never there): asking it
+		// would only wait.
+		return "", fmt.Errorf("member %s is not in the cluster's topology", owner)
+	}
+	pid := actor.NewPID(owner, urlActorName)
+	res, err := m.sys.Root.RequestFuture(pid, &wrapperspb.StringValue{}, m.cfg.RequestTimeout).Result()
 	if err != nil {
-		return "", fmt.Errorf("ask the grain of session %s: %w", to.Session, err)
+		return "", fmt.Errorf("ask member %s its URL: %w", owner, err)
 	}
 	v, ok := res.(*wrapperspb.StringValue)
 	if !ok || v.GetValue() == "" {
-		return "", fmt.Errorf("the grain of session %s answered %T", to.Session, res)
+		return "", fmt.Errorf("member %s answered %T for its URL", owner, res)
 	}
-	m.urls.Store(to.Owner, v.GetValue())
+	m.urls.Store(owner, v.GetValue())
 	return v.GetValue(), nil
 }
 
@@ -362,15 +394,18 @@ func (m *Member) Leave() {
 	m.c.Shutdown(true)
 }
 
-// sessionGrain is a session's activation on the member that owns it. It
-// answers its member's HTTP URL; when disthash stops it because the
-// session moved, the runtime's rebalance (driven by the same topology
-// change) has stopped or stops the session's branch actors here.
-type sessionGrain struct{ m *Member }
+// urlActorName is the name of each member's urlActor.
+const urlActorName = "ctxinf-url"
 
-func (g *sessionGrain) Receive(ctx actor.Context) {
+// urlActor answers its member's HTTP URL (cluster.advertise_url) to a
+// member that forwards requests there. It is also the session kind's
+// grain, which is never activated: the kind marks the members that
+// place sessions (rendezvous hashing over the members of the kind).
+type urlActor struct{ url string }
+
+func (a *urlActor) Receive(ctx actor.Context) {
 	switch ctx.Message().(type) {
 	case *wrapperspb.StringValue:
-		ctx.Respond(&wrapperspb.StringValue{Value: g.m.cfg.AdvertiseURL})
+		ctx.Respond(&wrapperspb.StringValue{Value: a.url})
 	}
 }

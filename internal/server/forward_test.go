@@ -80,6 +80,18 @@ func TestForwardToOwner(t *testing.T) {
 		e.Error.Code != CodeUnavailable {
 		t.Fatalf("a forwarded request for a session not owned here: %d %q, want 503 unavailable", code, e.Error.Code)
 	}
+	// Its answer names the owner this member sees, so that the member
+	// that forwarded it drops the URL it used.
+	req, _ = http.NewRequest("GET", ts.URL+"/v1/branches/"+created.Branch.ID, nil)
+	req.Header.Set(ForwardedHeader, "127.0.0.1:1")
+	resp, err = http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get(OwnerHeader) != "other" {
+		t.Fatalf("a forwarded read not owned here: %d, %s %q; want 503 naming owner \"other\"", resp.StatusCode, OwnerHeader, resp.Header.Get(OwnerHeader))
+	}
 	deliver.Store(false)
 	req, _ = http.NewRequest("GET", ts.URL+"/v1/branches/"+created.Branch.ID+"/pins", nil)
 	resp, err = http.DefaultClient.Do(req)

@@ -226,6 +226,13 @@ func (s *Server) instrument(name string, h func(*Server, http.ResponseWriter, *h
 			}
 		}
 		if err != nil {
+			if no := (*actors.NotOwnerError)(nil); errors.As(err, &no) && !sw.wrote {
+				owner := no.Owner
+				if owner == "" {
+					owner = "unknown"
+				}
+				sw.Header().Set(OwnerHeader, owner)
+			}
 			if classify(err).Code == CodeInternal && r.Context().Err() == nil {
 				// The client is told only that it happened (a client that
 				// went away is not a server's error).
@@ -243,6 +250,13 @@ func (s *Server) instrument(name string, h func(*Server, http.ResponseWriter, *h
 // another (Options.Forward); it names the member that forwarded it. A
 // forwarded request is never forwarded again.
 const ForwardedHeader = "Ctxinf-Forwarded-By"
+
+// OwnerHeader is on the 503 answer of a member that does not own the
+// request's session: it names the member this one believes owns it
+// ("unknown" while the cluster forms). A member that forwarded the
+// request there learns that the URL it used is not the owner's
+// (Options.Forward).
+const OwnerHeader = "Ctxinf-Owner"
 
 // bodyRecorder keeps what a handler read of a request's body, so that
 // a request whose session another member owns can be forwarded whole.
