@@ -25,6 +25,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/contextinfinity/ctxinf/client"
+	"github.com/contextinfinity/ctxinf/internal/netcut"
 	"github.com/contextinfinity/ctxinf/messages"
 )
 
@@ -52,6 +53,9 @@ type clusterRun struct {
 	HeadRejects float64 `json:"head_rejects"`
 	// FirstError is the first failure's message, if any.
 	FirstError string `json:"first_error,omitempty"`
+	// Chaos is what --kills and --outages did, and how the cluster
+	// healed after them.
+	Chaos *chaosFigures `json:"chaos,omitempty"`
 }
 
 // clusterFigures are the figures of `ctxinf bench cluster --json`.
@@ -108,8 +112,13 @@ func benchCluster(e *env, args []string) error {
 	bin := fs.String("bin", "", "the ctxinf binary the servers run (default: this one)")
 	dir := fs.String("dir", "", "directory of the servers' data and logs (default: a temporary one, removed afterwards)")
 	asJSON := fs.Bool("json", false, "print one JSON object")
+	var ch chaosPlan
+	ch.flags(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if err := ch.check(); err != nil {
+		return fmt.Errorf("bench cluster: %w", err)
 	}
 	switch {
 	case *members < 1 || *members > 16:
@@ -143,17 +152,19 @@ func benchCluster(e *env, args []string) error {
 	}
 	defer done()
 	b := &clusterBench{warn: e.stderr, bin: *bin, dir: path, pgURL: pgURL, delay: *delay,
-		branches: *branches, turns: *turns, conc: *conc}
+		branches: *branches, turns: *turns, conc: *conc, chaos: ch}
 	f := clusterFigures{Branches: *branches, Turns: *turns, Concurrency: *conc, LocalDelay: delay.String()}
 	type plan struct {
 		name, store string
 		members     int
 	}
 	var plans []plan
-	if *baseline {
+	if *baseline && !ch.on() {
 		plans = append(plans, plan{"badger", "badger", 1}, plan{"postgres", "postgres", 1})
 	}
-	plans = append(plans, plan{"cluster", "postgres", *members})
+	for range max(ch.runs, 1) {
+		plans = append(plans, plan{"cluster", "postgres", *members})
+	}
 	for _, p := range plans {
 		r, err := b.run(p.name, p.store, p.members)
 		if err != nil {
@@ -162,10 +173,13 @@ func benchCluster(e *env, args []string) error {
 		f.Runs = append(f.Runs, r)
 	}
 	if *asJSON {
-		return json.NewEncoder(e.stdout).Encode(f)
+		if err := json.NewEncoder(e.stdout).Encode(f); err != nil {
+			return err
+		}
+	} else {
+		printClusterFigures(e.stdout, f)
 	}
-	printClusterFigures(e.stdout, f)
-	return nil
+	return unhealed(f)
 }
 
 func printClusterFigures(w io.Writer, f clusterFigures) {
@@ -193,6 +207,7 @@ func printClusterFigures(w io.Writer, f clusterFigures) {
 			fmt.Fprintf(w, "%s: first failure: %s\n", r.Name, r.FirstError)
 		}
 	}
+	printChaosFigures(w, f)
 }
 
 // clusterBench is one `bench cluster` invocation's settings.
@@ -201,6 +216,7 @@ type clusterBench struct {
 	warn                  io.Writer // where a failed cleanup is said
 	delay                 time.Duration
 	branches, turns, conc int
+	chaos                 chaosPlan
 }
 
 // run starts n servers on store (a cluster when store is postgres and
@@ -221,6 +237,17 @@ func (b *clusterBench) run(name, store string, n int) (clusterRun, error) {
 		}()
 		dbURL = u
 	}
+	chaos := b.chaos.on() && store == "postgres" && n > 1
+	var db *netcut.Proxy
+	if chaos {
+		// The members reach the database through a proxy the outages cut.
+		p, proxied, err := proxyDatabase(dbURL)
+		if err != nil {
+			return r, err
+		}
+		defer p.Close()
+		db, dbURL = p, proxied
+	}
 	// Each server's ports: HTTP, frame protocol, cluster management,
 	// cluster remoting.
 	ports, err := freePorts(4 * n)
@@ -238,6 +265,9 @@ func (b *clusterBench) run(name, store string, n int) (clusterRun, error) {
 	for i := range n {
 		addr := "127.0.0.1:" + port(i, 0)
 		data := filepath.Join(b.dir, fmt.Sprintf("%s-%d", name, i))
+		if chaos {
+			data = filepath.Join(b.dir, fmt.Sprintf("%s%d-%d", name, b.chaos.ran+1, i)) // run k's members
+		}
 		env := []string{"CTX_DATA_DIR=" + data, "CTX_LOG_LEVEL=warn", "CTX_DEFAULT_MODEL=local",
 			"CTX_LOCAL_DELAY=" + b.delay.String(), "CTX_SERVER_FRAME_ADDR=127.0.0.1:" + port(i, 1),
 			"CTX_STORE_BACKEND=" + store}
@@ -267,8 +297,28 @@ func (b *clusterBench) run(name, store string, n int) (clusterRun, error) {
 	for i, p := range procs {
 		urls[i] = p.url
 	}
-	if err := b.drive(ctx, urls, &r); err != nil {
+	var (
+		startChaos func([]messages.BranchID) <-chan struct{}
+		chaosRes   = make(chan chaosFigures, 1)
+	)
+	if chaos {
+		startChaos = func(branches []messages.BranchID) <-chan struct{} {
+			done := make(chan struct{})
+			go func() {
+				cf := b.chaos.run(procs, db)
+				close(done) // the load stops; the reads begin at once
+				cf.heal(ctx, urls, branches, b.chaos.healWithin)
+				chaosRes <- cf
+			}()
+			return done
+		}
+	}
+	if _, err := b.drive(ctx, urls, &r, startChaos); err != nil {
 		return r, err
+	}
+	if chaos {
+		cf := <-chaosRes
+		r.Chaos = &cf
 	}
 	for _, p := range procs {
 		r.Forwarded += scrapeMetric(p.url, "ctxinf_cluster_forwarded_total")
@@ -282,7 +332,11 @@ func (b *clusterBench) run(name, store string, n int) (clusterRun, error) {
 // one turn in flight, over its share of the branches (every conc-th of
 // them in random order), a turn on each in turn until each has had
 // b.turns.
-func (b *clusterBench) drive(ctx context.Context, urls []string, r *clusterRun) error {
+//
+// With chaos, drive calls it with the branches once the sessions are
+// created, and the clients go on past b.turns until the channel it
+// returned is closed. It returns the branches.
+func (b *clusterBench) drive(ctx context.Context, urls []string, r *clusterRun, chaos func([]messages.BranchID) <-chan struct{}) ([]messages.BranchID, error) {
 	clients := make([]*client.Client, len(urls))
 	for i, u := range urls {
 		clients[i] = client.New(u, client.WithHTTPClient(&http.Client{
@@ -292,7 +346,7 @@ func (b *clusterBench) drive(ctx context.Context, urls []string, r *clusterRun) 
 	for i := range branches {
 		_, br, err := clients[i%len(clients)].CreateSession(ctx, fmt.Sprint("bench cluster ", i))
 		if err != nil {
-			return fmt.Errorf("create session %d through %s: %w", i, urls[i%len(urls)], err)
+			return nil, fmt.Errorf("create session %d through %s: %w", i, urls[i%len(urls)], err)
 		}
 		branches[i] = br.ID
 	}
@@ -302,6 +356,10 @@ func (b *clusterBench) drive(ctx context.Context, urls []string, r *clusterRun) 
 	// probability 1/n and is forwarded otherwise, as with clients that
 	// do not know the placement.
 	rand.Shuffle(len(branches), func(i, j int) { branches[i], branches[j] = branches[j], branches[i] })
+	var until <-chan struct{}
+	if chaos != nil {
+		until = chaos(branches)
+	}
 	var (
 		mu          sync.Mutex
 		first, took []time.Duration
@@ -311,7 +369,7 @@ func (b *clusterBench) drive(ctx context.Context, urls []string, r *clusterRun) 
 	for w := range min(b.conc, b.branches) {
 		c := clients[w%len(clients)]
 		wg.Go(func() {
-			for t := range b.turns {
+			for t := 0; t < b.turns || !closed(until); t++ {
 				for i := w; i < len(branches); i += b.conc {
 					sent := time.Now()
 					var at time.Duration
@@ -341,6 +399,9 @@ func (b *clusterBench) drive(ctx context.Context, urls []string, r *clusterRun) 
 						}
 					}
 					mu.Unlock()
+					if !ok && until != nil {
+						time.Sleep(100 * time.Millisecond) // a member or the database is down: do not spin
+					}
 				}
 			}
 		})
@@ -351,7 +412,20 @@ func (b *clusterBench) drive(ctx context.Context, urls []string, r *clusterRun) 
 	r.TurnsPerS = float64(r.Committed) / load.Seconds()
 	r.FirstDeltaP50us, r.FirstDeltaP99us = micros(percentile(first, 50)), micros(percentile(first, 99))
 	r.TurnP50us, r.TurnP99us = micros(percentile(took, 50)), micros(percentile(took, 99))
-	return nil
+	return branches, nil
+}
+
+// closed reports whether c is closed (true for nil).
+func closed(c <-chan struct{}) bool {
+	if c == nil {
+		return true
+	}
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
 }
 
 // benchDatabases numbers the databases freshDatabase creates.
@@ -417,6 +491,9 @@ type benchProc struct {
 	log  string // its stdout and stderr
 	done chan struct{}
 	err  error // its exit, once done is closed
+	// What started it, to start it again (restart).
+	bin, addr, dir string
+	args, env      []string
 }
 
 // startProc starts bin with args (serving HTTP on addr) and the extra environment variables,
@@ -426,7 +503,7 @@ func startProc(bin, addr string, args, env []string, dir string) (*benchProc, er
 		return nil, err
 	}
 	logPath := filepath.Join(dir, "serve.log")
-	fh, err := os.Create(logPath)
+	fh, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644) // a restart's log follows
 	if err != nil {
 		return nil, err
 	}
@@ -437,7 +514,8 @@ func startProc(bin, addr string, args, env []string, dir string) (*benchProc, er
 		fh.Close()
 		return nil, fmt.Errorf("start %s: %w", bin, err)
 	}
-	p := &benchProc{cmd: cmd, url: "http://" + addr, log: logPath, done: make(chan struct{})}
+	p := &benchProc{cmd: cmd, url: "http://" + addr, log: logPath, done: make(chan struct{}),
+		bin: bin, addr: addr, args: args, env: env, dir: dir}
 	go func() {
 		p.err = cmd.Wait()
 		fh.Close()

@@ -4,10 +4,15 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -15,6 +20,65 @@ import (
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
+
+var (
+	buildOnce sync.Once
+	builtBin  string
+	buildErr  error
+)
+
+// buildCtxinf builds this command once for the tests that run it as
+// servers.
+func buildCtxinf(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "ctxinf-bin-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		builtBin = filepath.Join(dir, "ctxinf")
+		if out, err := exec.Command("go", "build", "-o", builtBin, ".").CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("build ctxinf: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return builtBin
+}
+
+// bench cluster --kills --outages SIGKILLs members and cuts the
+// database while the load runs, then reads every branch through every
+// member: each answers within --heal-within.
+func TestBenchClusterChaos(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds ctxinf and runs three servers, killing them")
+	}
+	pg := pgtest.Start(t)
+	bin := buildCtxinf(t)
+	t.Setenv("CTX_STORE_POSTGRES_URL", pg)
+	const branches, members, heal = 24, 3, 45 * time.Second
+	var out, errOut bytes.Buffer
+	code := run([]string{"bench", "cluster", "--members", "3", "--branches", strconv.Itoa(branches), "--turns", "2",
+		"--concurrency", "6", "--kills", "3", "--outages", "2", "--outage-for", "1s", "--chaos-every", "1s",
+		"--heal-within", heal.String(), "--seed", "7", "--json", "--bin", bin}, nil, &out, &errOut)
+	var f clusterFigures
+	if err := json.Unmarshal(out.Bytes(), &f); err != nil {
+		t.Fatalf("exit %d, output is not one JSON object: %v\n%s\n%s", code, err, out.String(), errOut.String())
+	}
+	if len(f.Runs) != 1 || f.Runs[0].Name != "cluster" || f.Runs[0].Chaos == nil {
+		t.Fatalf("want one cluster run with chaos figures: %s", out.String())
+	}
+	c := f.Runs[0].Chaos
+	t.Logf("chaos: %+v", *c)
+	if c.Kills != 3 || c.Outages != 2 || c.Seed != 7 || c.Pairs != branches*members {
+		t.Errorf("%d kills, %d outages, seed %d, %d pairs; want 3, 2, 7, %d", c.Kills, c.Outages, c.Seed, c.Pairs, branches*members)
+	}
+	if c.Unhealed != 0 || c.HealS < 0 || c.HealS > heal.Seconds() || code != 0 {
+		t.Errorf("exit %d: %d branch-member pairs unreachable %v after the chaos (%s): %s", code, c.Unhealed, heal, c.HealError, errOut.String())
+	}
+}
 
 // bench cluster runs the same load against a Badger node, a PostgreSQL
 // node and three members, as processes of the ctxinf binary, and drops
@@ -24,10 +88,7 @@ func TestBenchClusterJSON(t *testing.T) {
 		t.Skip("builds ctxinf and runs five servers")
 	}
 	pg := pgtest.Start(t)
-	bin := filepath.Join(t.TempDir(), "ctxinf")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("build ctxinf: %v\n%s", err, out)
-	}
+	bin := buildCtxinf(t)
 	t.Setenv("CTX_STORE_POSTGRES_URL", pg)
 	var out, errOut bytes.Buffer
 	const branches, turns = 12, 2
