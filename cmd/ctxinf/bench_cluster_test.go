@@ -48,8 +48,9 @@ func buildCtxinf(t *testing.T) string {
 	return builtBin
 }
 
-// bench cluster --kills --outages SIGKILLs members and cuts the
-// database while the load runs, then reads every branch through every
+// bench cluster --kills --outages --pauses SIGKILLs members, cuts the
+// database and stalls a member (SIGSTOP, longer than a membership poll
+// waits) while the load runs, then reads every branch through every
 // member: each answers within --heal-within.
 func TestBenchClusterChaos(t *testing.T) {
 	if testing.Short() {
@@ -61,8 +62,8 @@ func TestBenchClusterChaos(t *testing.T) {
 	const branches, members, heal = 24, 3, 45 * time.Second
 	var out, errOut bytes.Buffer
 	code := run([]string{"bench", "cluster", "--members", "3", "--branches", strconv.Itoa(branches), "--turns", "2",
-		"--concurrency", "6", "--kills", "3", "--outages", "2", "--outage-for", "1s", "--chaos-every", "1s",
-		"--heal-within", heal.String(), "--seed", "7", "--json", "--bin", bin}, nil, &out, &errOut)
+		"--concurrency", "6", "--kills", "3", "--outages", "2", "--outage-for", "1s", "--pauses", "1", "--pause-for", "4s", "--chaos-every", "1s",
+		"--heal-within", heal.String(), "--seed", "21", "--json", "--bin", bin}, nil, &out, &errOut)
 	var f clusterFigures
 	if err := json.Unmarshal(out.Bytes(), &f); err != nil {
 		t.Fatalf("exit %d, output is not one JSON object: %v\n%s\n%s", code, err, out.String(), errOut.String())
@@ -72,8 +73,9 @@ func TestBenchClusterChaos(t *testing.T) {
 	}
 	c := f.Runs[0].Chaos
 	t.Logf("chaos: %+v", *c)
-	if c.Kills != 3 || c.Outages != 2 || c.Seed != 7 || c.Pairs != branches*members {
-		t.Errorf("%d kills, %d outages, seed %d, %d pairs; want 3, 2, 7, %d", c.Kills, c.Outages, c.Seed, c.Pairs, branches*members)
+	if c.Kills != 3 || c.Outages != 2 || c.Pauses != 1 || c.Seed != 21 || c.Pairs != branches*members {
+		t.Errorf("%d kills, %d outages, %d pauses, seed %d, %d pairs; want 3, 2, 1, 21, %d", c.Kills, c.Outages, c.Pauses, c.Seed,
+			c.Pairs, branches*members)
 	}
 	if c.Unhealed != 0 || c.HealS < 0 || c.HealS > heal.Seconds() || code != 0 {
 		t.Errorf("exit %d: %d branch-member pairs unreachable %v after the chaos (%s): %s", code, c.Unhealed, heal, c.HealError, errOut.String())

@@ -114,9 +114,8 @@ func (c Config) validate() error {
 // actors.Placement.
 type Member struct {
 	cfg  Config
-	sys  *actor.ActorSystem
-	c    *pcluster.Cluster
-	self string // this member's address (host:port)
+	inc  atomic.Pointer[incarnation] // the current one (rejoin replaces it)
+	self string                      // this member's address (host:port)
 
 	rdv     atomic.Pointer[pcluster.Rendezvous]
 	members atomic.Int64                        // members in the last topology
@@ -134,6 +133,7 @@ type Member struct {
 	forwards atomic.Int64 // requests forwarded
 	unreach  atomic.Int64 // forwards that found no owner
 	moves    atomic.Int64 // branch actors stopped because their session moved
+	rejoins  atomic.Int64 // new incarnations after a peer blocked this member's id
 }
 
 // Join starts this member and joins the cluster. It returns at once;
@@ -152,12 +152,35 @@ func Join(cfg Config) (*Member, error) {
 	m := &Member{cfg: cfg, joined: make(chan struct{}), rebalance: make(chan struct{}, 1), done: make(chan struct{}),
 		client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64, IdleConnTimeout: time.Minute}}}
 	m.rdv.Store(pcluster.NewRendezvous())
-	m.sys = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
+	inc, err := m.start()
+	if err != nil {
+		return nil, err
+	}
+	m.self = inc.sys.Address()
+	m.wg.Add(2)
+	go m.rebalancer()
+	go m.watchBlocked()
+	return m, nil
+}
+
+// incarnation is one actor system of this member in the cluster, under
+// its own member id: rejoin replaces it by a new one on the same ports.
+type incarnation struct {
+	sys     *actor.ActorSystem
+	c       *pcluster.Cluster
+	started atomic.Bool // StartMember succeeded: Shutdown stops it
+}
+
+// start starts a new incarnation of this member and makes it the
+// current one.
+func (m *Member) start() (*incarnation, error) {
+	cfg := m.cfg
+	inc := &incarnation{sys: actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
 		return slog.New(slog.NewTextHandler(io.Discard, nil))
-	}))
-	m.sys.EventStream.Subscribe(func(ev any) {
-		if t, ok := ev.(*pcluster.ClusterTopology); ok {
-			m.onTopology(t)
+	}))}
+	inc.sys.EventStream.Subscribe(func(ev any) {
+		if t, ok := ev.(*pcluster.ClusterTopology); ok && m.inc.Load() == inc {
+			m.onTopology(inc, t)
 		}
 	})
 	grain := actor.PropsFromProducer(func() actor.Actor { return &urlActor{url: cfg.AdvertiseURL} })
@@ -173,23 +196,27 @@ func Join(cfg Config) (*Member, error) {
 	}
 	ccfg := pcluster.Configure(cfg.Name, provider, disthash.New(), remote.Configure(cfg.Host, cfg.Port, ropts...),
 		pcluster.WithKinds(pcluster.NewKind(SessionKind, grain)), pcluster.WithRequestTimeout(cfg.RequestTimeout))
-	m.c = pcluster.New(m.sys, ccfg)
-	// The provider leaves a listener it was given without its route.
+	inc.c = pcluster.New(inc.sys, ccfg)
+	// The provider leaves a listener it was given without its route. The
+	// node it describes also lists the member ids this member has blocked
+	// (watchBlocked).
 	manage.GET("/_health", func(c echo.Context) error {
-		return c.JSON(http.StatusOK, automanaged.NewNode(cfg.Name, m.sys.ID, cfg.Host, cfg.Port, cfg.ManagePort, m.c.GetClusterKinds()))
+		return c.JSON(http.StatusOK, healthNode{
+			NodeModel: automanaged.NewNode(cfg.Name, inc.sys.ID, cfg.Host, cfg.Port, cfg.ManagePort, inc.c.GetClusterKinds()),
+			Blocked:   inc.blocked(),
+		})
 	})
-	if _, err := m.sys.Root.SpawnNamed(grain, urlActorName); err != nil {
+	if _, err := inc.sys.Root.SpawnNamed(grain, urlActorName); err != nil {
 		manage.Listener.Close()
 		return nil, fmt.Errorf("cluster: join %s: %w", cfg.Name, err)
 	}
-	if err := startMember(m.c); err != nil {
+	m.inc.Store(inc) // its topology events are this member's
+	if err := startMember(inc.c); err != nil {
 		manage.Listener.Close()
 		return nil, fmt.Errorf("cluster: join %s: %w", cfg.Name, err)
 	}
-	m.self = m.sys.Address()
-	m.wg.Add(1)
-	go m.rebalancer()
-	return m, nil
+	inc.started.Store(true)
+	return inc, nil
 }
 
 // startMember runs protoactor's StartMember, which panics on failure
@@ -217,7 +244,7 @@ func (m *Member) WaitJoined(ctx context.Context) error {
 		return nil
 	case <-ctx.Done():
 		return fmt.Errorf("cluster: this member (%s) is not in the cluster's topology yet: are cluster.peers reachable? %w",
-			m.sys.Address(), ctx.Err())
+			m.self, ctx.Err())
 	}
 }
 
@@ -234,12 +261,12 @@ func (m *Member) Owner(session messages.SessionID) (owner string, local, ok bool
 	return owner, owner == m.self, true
 }
 
-func (m *Member) onTopology(t *pcluster.ClusterTopology) {
+func (m *Member) onTopology(inc *incarnation, t *pcluster.ClusterTopology) {
 	rdv := pcluster.NewRendezvous()
 	rdv.UpdateMembers(t.Members)
 	m.rdv.Store(rdv)
 	m.members.Store(int64(len(t.Members)))
-	self := m.sys.Address()
+	self := inc.sys.Address()
 	addrs := make([]string, 0, len(t.Members))
 	in := make(map[string]struct{}, len(t.Members))
 	for _, mem := range t.Members {
@@ -364,7 +391,7 @@ func (m *Member) ownerURL(owner string) (string, error) {
 		return "", fmt.Errorf("member %s is not in the cluster's topology", owner)
 	}
 	pid := actor.NewPID(owner, urlActorName)
-	res, err := m.sys.Root.RequestFuture(pid, &wrapperspb.StringValue{}, m.cfg.RequestTimeout).Result()
+	res, err := m.inc.Load().sys.Root.RequestFuture(pid, &wrapperspb.StringValue{}, m.cfg.RequestTimeout).Result()
 	if err != nil {
 		return "", fmt.Errorf("ask member %s its URL: %w", owner, err)
 	}
@@ -378,7 +405,8 @@ func (m *Member) ownerURL(owner string) (string, error) {
 
 // Stats returns the member's counters, for /metrics.
 func (m *Member) Stats() server.ClusterStats {
-	return server.ClusterStats{Members: m.Members(), Forwarded: m.forwards.Load(), Unreached: m.unreach.Load(), Moved: m.moves.Load()}
+	return server.ClusterStats{Members: m.Members(), Forwarded: m.forwards.Load(), Unreached: m.unreach.Load(), Moved: m.moves.Load(),
+		Rejoined: m.rejoins.Load()}
 }
 
 // Leave leaves the cluster: the others stop forwarding here within a
@@ -391,7 +419,9 @@ func (m *Member) Leave() {
 	}
 	close(m.done)
 	m.wg.Wait()
-	m.c.Shutdown(true)
+	if inc := m.inc.Load(); inc.started.Load() {
+		inc.c.Shutdown(true)
+	}
 }
 
 // urlActorName is the name of each member's urlActor.

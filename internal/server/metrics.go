@@ -161,6 +161,7 @@ type ClusterStats struct {
 	Forwarded int64 // requests forwarded to the member that owns their session
 	Unreached int64 // forwards that reached no owner (answered 503)
 	Moved     int64 // branch actors stopped because their session moved to another member
+	Rejoined  int64 // times this member rejoined under a new id after a peer blocked it
 }
 
 // Cluster adds a cluster member's metrics.
@@ -173,7 +174,10 @@ func (m *Metrics) Cluster(stats func() ClusterStats) {
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "ctxinf_cluster_unreached_total",
 			Help: "Requests whose session's owner could not be reached (answered 503)."}, func() float64 { return float64(stats().Unreached) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "ctxinf_cluster_moved_branches_total",
-			Help: "Branch actors stopped here because their session moved to another member."}, func() float64 { return float64(stats().Moved) }))
+			Help: "Branch actors stopped here because their session moved to another member."}, func() float64 { return float64(stats().Moved) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "ctxinf_cluster_rejoins_total",
+			Help: "Times this member rejoined the cluster under a new id because a peer had left it out for good."},
+			func() float64 { return float64(stats().Rejoined) }))
 }
 
 // syncCollector serves the store's Stats.SyncTimes as a histogram.
