@@ -10,6 +10,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	ppersist "github.com/asynkron/protoactor-go/persistence"
+	"github.com/rs/zerolog"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/contextinfinity/ctxinf/internal/core"
@@ -153,14 +154,15 @@ type branchActor struct {
 	// again, so that a request lost without a workLost never leaves the
 	// branch's pending turns unfolded.
 	summaryAsked time.Time
+	summaryReq   *summarizeReq // the request summarizing waits for
 	// shrinkAsked is epoch+1 of the last head summary the librarian was
 	// asked to shrink (Config.Shrink), so that each summary is asked
 	// once; shrinkTurn is the turn waiting for it, zero when none.
 	shrinkAsked uint64
 	shrinkTurn  messages.TurnID
-	indexing    map[messages.TurnID]bool
-	indexed     []*indexDone // held, committed by flushIndexed
-	flushQueued bool         // a flushIndexedReq is in the mailbox
+	indexing    map[messages.TurnID]*indexReq // the index jobs asked for, by turn
+	indexed     []*indexDone                  // held, committed by flushIndexed
+	flushQueued bool                          // a flushIndexedReq is in the mailbox
 	// deferring is set while a deferred submit runs its effects, so that
 	// prepare leaves the turn's acceptance held; unacked while it is
 	// held after (SubmitDeferred), until this actor's next write.
@@ -198,11 +200,15 @@ type branchActor struct {
 	// hasher hashes the contexts of this branch's steps, keeping the
 	// JSON of the last one's messages for the next.
 	hasher contextHasher
-	// lost counts the jobs of this instance its workers lost in a row
-	// (workLost): past maxLostJobs they are left to the next turn or
-	// activation, so that a job that always kills its worker does not
-	// loop.
-	lost int
+	// lost counts the jobs of this instance lost or failed in a row
+	// (workLost, no answer, an error): past maxLostJobs each is asked
+	// again after a wait (retryWait), so that a job that always kills its
+	// worker does not loop, and none is given up. retrying counts the
+	// timers of those waits (foldRetry, indexAgain) not yet fired; a
+	// branch with one is busy. foldRetrying: one of them is a foldRetry.
+	lost         int
+	retrying     int
+	foldRetrying bool
 	// keys are the idempotency keys of the turns this instance accepted
 	// that are not committed yet (a deferred acceptance), by key; the
 	// store holds the others.
@@ -252,7 +258,7 @@ type idleCheck struct{ to *branchActor }
 
 func newBranchActor(rt *Runtime, id messages.BranchID) *branchActor {
 	return &branchActor{rt: rt, id: id, b: core.Branch{Policy: *rt.cfg.Fold}, streams: map[messages.TurnID]*TurnStream{},
-		indexing: map[messages.TurnID]bool{}, msgs: map[messages.TurnID]messages.Message{}}
+		indexing: map[messages.TurnID]*indexReq{}, msgs: map[messages.TurnID]messages.Message{}}
 }
 
 func (a *branchActor) now() time.Time { return a.rt.cfg.Now() }
@@ -365,8 +371,13 @@ func (a *branchActor) Receive(ctx actor.Context) {
 		respond(res)
 	case *commitReq:
 		a.manualFold = true
-		if a.summarizing != 0 && time.Since(a.summaryAsked) > a.rt.commitReask {
-			a.summaryLost(ctx, "no answer in "+a.rt.commitReask.String()+" when a commit was asked")
+		a.rt.manualFolds.Store(a.id, struct{}{})
+		if a.summarizing != 0 {
+			if _, held := a.rt.jobs.Load(a.summaryReq); !held {
+				a.summaryLost("no worker holds it when a commit was asked")
+			} else if time.Since(a.summaryAsked) > a.rt.commitReask {
+				a.summaryLost("no answer in " + a.rt.commitReask.String() + " when a commit was asked")
+			}
 		}
 		if a.summarizing == 0 {
 			a.foldAgain(ctx)
@@ -437,23 +448,39 @@ func (a *branchActor) Receive(ctx actor.Context) {
 	case *workLost:
 		a.workLost(ctx, m)
 	case *indexAgain:
-		a.run(ctx, []core.Effect{core.Index{Turn: m.turn}})
+		if m.to != a {
+			return // an earlier instance's: this one's recovery asked
+		}
+		a.retrying--
+		if t, ok := a.b.Turn(m.turn); ok && t.Phase == messages.PhaseStateCommitted {
+			a.run(ctx, []core.Effect{core.Index{Turn: m.turn}})
+		}
+	case *jobCheck:
+		if m.to == a {
+			a.checkJob(ctx, m)
+		}
+	case *foldRetry:
+		if m.to != a {
+			return
+		}
+		a.retrying--
+		a.foldRetrying = false
+		if a.summarizing == 0 {
+			a.foldAgain(ctx)
+		}
 	case *summaryCheck:
 		if m.to == a && a.summarizing == m.epoch+1 && a.summaryAsked.Equal(m.asked) {
-			if a.summaryLost(ctx, "no answer in "+a.rt.summaryDeadline.String()) {
-				a.foldAgain(ctx)
-			}
+			a.summaryLost("no answer in " + a.rt.summaryDeadline.String())
+			a.foldSoon(ctx)
 		}
 	case *indexDone:
 		a.endIndexJob(m.turn)
 		if m.err != nil {
 			a.lost++
-			retry := a.lost <= maxLostJobs
-			a.rt.log.Warn().Err(m.err).Str("branch", a.id.String()).Str("turn", m.turn.String()).Bool("asked_again", retry).
+			wait := max(indexRetry, a.retryWait())
+			a.rt.log.Warn().Err(m.err).Str("branch", a.id.String()).Str("turn", m.turn.String()).Dur("asked_again_in", wait).
 				Msg("index failed")
-			if retry {
-				after(ctx, indexRetry, &indexAgain{turn: m.turn})
-			}
+			a.indexLater(ctx, m.turn, wait)
 			return
 		}
 		a.lost = 0
@@ -503,18 +530,77 @@ func (a *branchActor) Receive(ctx actor.Context) {
 	}
 }
 
-// maxLostJobs bounds the jobs in a row a branch asks for again after
-// their worker failed (workLost).
+// maxLostJobs bounds the jobs lost or failed in a row that a branch
+// asks for again at once (an index job that failed waits indexRetry);
+// past it each waits retryWait.
 const maxLostJobs = 5
 
+// retryBase is the first wait of retryWait (Runtime.retryBase starts as
+// it), maxRetryWait its longest.
+const (
+	retryBase    = time.Second
+	maxRetryWait = time.Minute
+)
+
+// retryWait is the wait before a job is asked again after a.lost jobs
+// were lost or failed in a row: none up to maxLostJobs, then
+// Runtime.retryBase doubling up to maxRetryWait. A job is never given
+// up: its work is durable, and a branch with work due and nothing asked
+// must make progress.
+func (a *branchActor) retryWait() time.Duration {
+	n := a.lost - maxLostJobs
+	if n <= 0 {
+		return 0
+	}
+	d := a.rt.retryBase
+	for i := 1; i < n && d < maxRetryWait; i++ {
+		d *= 2
+	}
+	return min(d, maxRetryWait)
+}
+
+// foldRetry makes a branch ask for the fold due, after retryWait.
+type foldRetry struct{ to *branchActor }
+
+// foldSoon asks for the fold due now (foldAgain), or after retryWait when
+// jobs were lost in a row; a fold asked in the meantime (a turn's, a
+// commit's) goes first, and the timer then finds a summary on its way.
+func (a *branchActor) foldSoon(ctx actor.Context) {
+	wait := a.retryWait()
+	if wait <= 0 {
+		a.foldAgain(ctx)
+		return
+	}
+	if a.foldRetrying {
+		return
+	}
+	a.foldRetrying = true
+	a.retrying++
+	after(ctx, wait, &foldRetry{to: a})
+}
+
+// indexLater asks for the index job of turn again after wait, or after
+// retryWait if longer.
+func (a *branchActor) indexLater(ctx actor.Context, turn messages.TurnID, wait time.Duration) {
+	if wait = max(wait, a.retryWait()); wait <= 0 {
+		a.run(ctx, []core.Effect{core.Index{Turn: turn}})
+		return
+	}
+	a.retrying++
+	after(ctx, wait, &indexAgain{to: a, turn: turn})
+}
+
 // summaryDeadline is how long a branch waits for a summary it asked for
-// before it takes the request for lost and asks again (a summarizer call
-// is bounded by 2 minutes); commitReask is that wait when a commit
-// (CommitPending) is asked. Runtime.summaryDeadline and
-// Runtime.commitReask start as these.
+// before it takes the request for lost and asks again, even if a worker
+// holds it (a summarizer call is bounded by 2 minutes); commitReask is
+// that wait when a commit (CommitPending) is asked. jobCheckEvery is how
+// often a branch looks whether a job it waits for is still held by a
+// worker (checkJob). Runtime.summaryDeadline, Runtime.commitReask and
+// Runtime.jobCheck start as these.
 const (
 	summaryDeadline = 3 * time.Minute
 	commitReask     = 10 * time.Second
+	jobCheckEvery   = 5 * time.Second
 )
 
 // endIndexJob forgets the index job of turn: answered, failed or lost.
@@ -523,8 +609,66 @@ func (a *branchActor) endIndexJob(turn messages.TurnID) { delete(a.indexing, tur
 // indexRetry is the wait before an index job that failed is asked again.
 const indexRetry = time.Second
 
+// jobCheck makes a branch look at a job it asked for (one of the three
+// is set) jobCheck after asking (checkJob).
+type jobCheck struct {
+	to      *branchActor
+	summary *summarizeReq
+	shrink  *shrinkReq
+	index   *indexReq
+}
+
+// ask sends a job to a worker, holding it in Runtime.jobs until the
+// worker is done with it, and looks at it after Runtime.jobCheck.
+func (a *branchActor) ask(ctx actor.Context, worker *actor.PID, req any, check *jobCheck) {
+	a.rt.jobs.Store(req, struct{}{})
+	ctx.Send(worker, req)
+	after(ctx, a.rt.jobCheck, check)
+}
+
+// checkJob looks at a job the branch asked for: answered or superseded,
+// there is nothing to do; held by a worker (queued or running, however
+// long a backlog), it is looked at again later; held by none and not
+// answered, it was lost without a word (no answer, no workLost) and is
+// asked again, as a job a worker lost is (a shrink falls back to the
+// deterministic one). An answer on its way when the check runs makes the
+// job asked twice, which only repeats work.
+func (a *branchActor) checkJob(ctx actor.Context, m *jobCheck) {
+	var req any
+	switch {
+	case m.summary != nil && m.summary == a.summaryReq:
+		req = m.summary
+	case m.shrink != nil && !a.shrinkTurn.IsZero() && a.shrinkAsked == m.shrink.epoch+1:
+		req = m.shrink
+	case m.index != nil && a.indexing[m.index.turn] == m.index:
+		req = m.index
+	default:
+		return
+	}
+	if _, held := a.rt.jobs.Load(req); held {
+		after(ctx, a.rt.jobCheck, m)
+		return
+	}
+	switch {
+	case m.summary != nil:
+		a.summaryLost("no worker holds it")
+		a.foldSoon(ctx)
+	case m.shrink != nil:
+		a.shrunk(ctx, &shrinkDone{epoch: m.shrink.epoch, err: errors.New("the shrink was lost: no worker holds it")})
+	default:
+		a.lost++
+		a.rt.log.Warn().Str("branch", a.id.String()).Str("turn", m.index.turn.String()).Dur("asked_again_in", a.retryWait()).
+			Msg("an index job was asked for and never answered")
+		a.endIndexJob(m.index.turn)
+		a.indexLater(ctx, m.index.turn, 0)
+	}
+}
+
 // indexAgain asks for the index job of turn again.
-type indexAgain struct{ turn messages.TurnID }
+type indexAgain struct {
+	to   *branchActor
+	turn messages.TurnID
+}
 
 // summaryCheck is the deadline of the summary of epoch asked at asked.
 type summaryCheck struct {
@@ -534,47 +678,50 @@ type summaryCheck struct {
 }
 
 // summaryLost forgets the summary the branch waits for, which got no
-// answer (why), and reports whether to ask again (maxLostJobs in a row at
-// most; then the next turn or commit asks).
-func (a *branchActor) summaryLost(_ actor.Context, why string) bool {
+// answer (why); the caller asks again (foldAgain, foldSoon). Its answer,
+// if it comes after all, is used if the branch still waits for a
+// summary of the same epoch.
+func (a *branchActor) summaryLost(why string) {
 	a.lost++
-	retry := a.lost <= maxLostJobs
-	a.rt.log.Warn().Str("branch", a.id.String()).Uint64("epoch", a.summarizing-1).Str("reason", why).Bool("asked_again", retry).
+	a.rt.log.Warn().Str("branch", a.id.String()).Uint64("epoch", a.summarizing-1).Str("reason", why).Dur("asked_again_in", a.retryWait()).
 		Msg("a summary was asked for and never answered")
-	a.summarizing = 0
-	return retry
+	a.summarizing, a.summaryReq = 0, nil
 }
 
 // workLost asks again for a job whose worker failed while doing it (the
-// job is durable: it is derived again from the branch's state); a shrink
-// falls back to the deterministic one, which needs no worker.
+// job is durable: it is derived again from the branch's state), at once
+// or after retryWait; a shrink falls back to the deterministic one,
+// which needs no worker.
 func (a *branchActor) workLost(ctx actor.Context, m *workLost) {
-	a.lost++
-	retry := a.lost <= maxLostJobs
-	log := a.rt.log.Warn().Str("branch", a.id.String()).Str("kind", string(m.kind)).Str("reason", m.reason).Bool("asked_again", retry)
 	switch {
 	case m.summary != nil:
-		if a.summarizing != m.summary.epoch+1 {
-			return // superseded, or asked again already
-		}
-		log.Uint64("epoch", m.summary.epoch).Msg("a summary's worker failed")
-		a.summarizing = 0
-		if retry {
-			a.foldAgain(ctx)
-		}
-	case m.shrink != nil:
-		log.Uint64("epoch", m.shrink.epoch).Msg("a shrink's worker failed; the deterministic shrink is used")
-		a.shrunk(ctx, &shrinkDone{epoch: m.shrink.epoch, err: errors.New(m.reason)})
-	case m.index != nil:
-		if !a.indexing[m.index.turn] {
+		if a.summarizing == 0 || m.summary != a.summaryReq {
+			// Answered, superseded, asked again already, or an earlier
+			// instance's request: the one this instance waits for, if
+			// any, is on its way.
 			return
 		}
-		log.Str("turn", m.index.turn.String()).Msg("an index job's worker failed")
-		a.endIndexJob(m.index.turn)
-		if retry {
-			a.run(ctx, []core.Effect{core.Index{Turn: m.index.turn}})
+		a.lost++
+		a.lostLog(m).Uint64("epoch", m.summary.epoch).Msg("a summary's worker failed")
+		a.summarizing, a.summaryReq = 0, nil
+		a.foldSoon(ctx)
+	case m.shrink != nil:
+		a.lostLog(m).Uint64("epoch", m.shrink.epoch).Msg("a shrink's worker failed; the deterministic shrink is used")
+		a.shrunk(ctx, &shrinkDone{epoch: m.shrink.epoch, err: errors.New(m.reason)})
+	case m.index != nil:
+		if a.indexing[m.index.turn] != m.index {
+			return // answered, or an earlier instance's: this one's recovery asked
 		}
+		a.lost++
+		a.lostLog(m).Str("turn", m.index.turn.String()).Msg("an index job's worker failed")
+		a.endIndexJob(m.index.turn)
+		a.indexLater(ctx, m.index.turn, 0)
 	}
+}
+
+// lostLog starts the warning that m's job was lost.
+func (a *branchActor) lostLog(m *workLost) *zerolog.Event {
+	return a.rt.log.Warn().Str("branch", a.id.String()).Str("kind", string(m.kind)).Str("reason", m.reason).Dur("asked_again_in", a.retryWait())
 }
 
 // stopIdle stops the idle timer of this instance, if it has one.
@@ -676,7 +823,7 @@ func errOrOK(err error) any {
 // that awaits its client's tool results, which runs nothing.
 func (a *branchActor) busy() bool {
 	t, inFlight := a.b.InFlight()
-	return inFlight && !a.idleTurn(t) || a.summarizing != 0 || len(a.indexing) > 0
+	return inFlight && !a.idleTurn(t) || a.summarizing != 0 || len(a.indexing) > 0 || a.retrying > 0
 }
 
 // idleTurn reports whether t, the turn in flight, runs nothing: it
@@ -780,6 +927,13 @@ func (a *branchActor) recover(ctx actor.Context) {
 			}
 		}
 		a.run(ctx, []core.Effect{e})
+	}
+	if _, ok := a.rt.manualFolds.Load(a.id); ok {
+		// A commit asked of the instance before this one goes on.
+		a.manualFold = true
+		if a.summarizing == 0 {
+			a.foldAgain(ctx)
+		}
 	}
 }
 
@@ -1153,9 +1307,10 @@ func (a *branchActor) run(ctx actor.Context, effects []core.Effect) {
 			for _, t := range turns {
 				a.knownInto(known, t.Turn, t.Reply)
 			}
-			ctx.Send(a.rt.librarian(a.id), &summarizeReq{known: known, from: ctx.Self(), branch: a.id, epoch: e.Epoch, pinned: e.State.Pinned,
+			a.summaryReq = &summarizeReq{known: known, from: ctx.Self(), branch: a.id, epoch: e.Epoch, pinned: e.State.Pinned,
 				count:    a.rt.counter(a.rt.model(a.b.Model)),
-				previous: e.State.Summary, turns: turns})
+				previous: e.State.Summary, turns: turns}
+			a.ask(ctx, a.rt.librarian(a.id), a.summaryReq, &jobCheck{to: a, summary: a.summaryReq})
 			a.summaryAsked = time.Now()
 			after(ctx, a.rt.summaryDeadline, &summaryCheck{to: a, epoch: e.Epoch, asked: a.summaryAsked})
 		case core.Index:
@@ -1163,18 +1318,18 @@ func (a *branchActor) run(ctx actor.Context, effects []core.Effect) {
 				a.stashed = append(a.stashed, e) // its turn is not committed yet
 				continue
 			}
-			if a.indexing[e.Turn] {
+			if a.indexing[e.Turn] != nil {
 				continue
 			}
 			t, ok := a.b.Turn(e.Turn)
 			if !ok {
 				continue
 			}
-			a.indexing[e.Turn] = true
 			known := map[messages.TurnID]messages.Message{}
 			a.knownInto(known, t.ID, t.Reply)
-			ctx.Send(a.rt.indexer(a.id), &indexReq{known: known, from: ctx.Self(), branch: a.id, session: a.b.Session,
-				turn: t.ID, seq: t.Seq, reply: t.Reply})
+			req := &indexReq{known: known, from: ctx.Self(), branch: a.id, session: a.b.Session, turn: t.ID, seq: t.Seq, reply: t.Reply}
+			a.indexing[e.Turn] = req
+			a.ask(ctx, a.rt.indexer(a.id), req, &jobCheck{to: a, index: req})
 
 		case core.TurnDone:
 			if a.stall != nil && a.stall.turn == e.Turn {
@@ -1290,8 +1445,9 @@ func (a *branchActor) askShrink(ctx actor.Context, turn messages.TurnID, rep cor
 	a.shrinkAsked, a.shrinkTurn = a.b.Epoch+1, turn
 	a.rt.log.Info().Str("branch", a.id.String()).Str("turn", turn.String()).Int("target_tokens", rep.Shrink[i].Target).
 		Msg("context over budget: the librarian shrinks the head summary")
-	ctx.Send(a.rt.librarian(a.id), &shrinkReq{from: ctx.Self(), epoch: a.b.Epoch, summary: a.b.State.Summary,
-		target: rep.Shrink[i].Target, count: a.rt.counter(a.rt.model(a.b.Model))})
+	req := &shrinkReq{from: ctx.Self(), epoch: a.b.Epoch, summary: a.b.State.Summary,
+		target: rep.Shrink[i].Target, count: a.rt.counter(a.rt.model(a.b.Model))}
+	a.ask(ctx, a.rt.librarian(a.id), req, &jobCheck{to: a, shrink: req})
 	return true
 }
 
@@ -1634,14 +1790,17 @@ func (a *branchActor) commit(ctx actor.Context, m *summaryDone) {
 	if a.summarizing != m.epoch+1 {
 		return // superseded
 	}
-	a.summarizing, a.lost = 0, 0
+	a.summarizing, a.summaryReq = 0, nil
 	if obs := a.rt.cfg.ObserveSummary; obs != nil {
 		defer func() { obs(a.id, m.epoch+1 == a.b.Epoch, m.err) }()
 	}
 	if m.err != nil {
-		a.rt.log.Warn().Err(m.err).Str("branch", a.id.String()).Msg("summarize failed; retried on next turn")
+		a.lost++
+		a.rt.log.Warn().Err(m.err).Str("branch", a.id.String()).Dur("asked_again_in", a.retryWait()).Msg("summarize failed")
+		a.foldSoon(ctx)
 		return
 	}
+	a.lost = 0
 	now := a.now()
 	state := messages.StateCheckpoint{ID: messages.NewID[messages.StateID](now), Seq: a.b.State.Seq + 1,
 		Summary: m.summary, Pinned: a.b.State.Pinned}
@@ -1651,7 +1810,9 @@ func (a *branchActor) commit(ctx actor.Context, m *summaryDone) {
 		return
 	}
 	if err != nil {
-		a.rt.log.Warn().Err(err).Str("branch", a.id.String()).Msg("commit state")
+		a.lost++
+		a.rt.log.Warn().Err(err).Str("branch", a.id.String()).Dur("asked_again_in", a.retryWait()).Msg("commit state")
+		a.foldSoon(ctx)
 		return
 	}
 	a.persistAll(ctx, evs)
@@ -1669,7 +1830,8 @@ func (a *branchActor) foldAgain(ctx actor.Context) {
 	}
 	if fold, ok := a.b.FoldDue(reason); ok {
 		a.run(ctx, []core.Effect{fold})
-	} else {
+	} else if a.manualFold {
 		a.manualFold = false
+		a.rt.manualFolds.Delete(a.id)
 	}
 }

@@ -263,11 +263,24 @@ type Runtime struct {
 	deleted   map[messages.BranchID]bool
 	pruning   sync.WaitGroup // pruneLoop, retentionLoop
 	// summaryDeadline and commitReask (branch.go) are the waits after
-	// which a summary asked for and not answered is asked again; tests
-	// shorten them. dropSummaries drops that many summary requests
-	// unanswered, as a lost message would be (tests).
-	summaryDeadline, commitReask time.Duration
-	dropSummaries                atomic.Int32
+	// which a summary asked for and not answered is asked again,
+	// jobCheck the wait after which a branch looks whether a job it
+	// waits for is still held by a worker (jobs), and retryBase the
+	// first wait before a job lost or failed more than maxLostJobs times
+	// in a row is asked again; tests shorten them. dropSummaries and
+	// dropIndexes drop that many summary and index requests unanswered,
+	// as a lost message would be (tests).
+	summaryDeadline, commitReask, jobCheck, retryBase time.Duration
+	dropSummaries, dropIndexes                        atomic.Int32
+	// jobs holds the summary, shrink and index requests sent to a
+	// worker that it has not finished (answered, or failed: workLost):
+	// a job its branch still waits for and no worker holds was lost
+	// without a word (checkJob).
+	jobs sync.Map // *summarizeReq, *shrinkReq or *indexReq → struct{}
+	// manualFolds holds the branches whose commit (CommitPending) is
+	// not finished: an instance that replaces one that stopped or failed
+	// goes on with it.
+	manualFolds sync.Map // messages.BranchID → struct{}
 	// retentionMu runs one retention run at a time.
 	retentionMu sync.Mutex
 	closeErr    error
@@ -401,6 +414,8 @@ func Open(ctx context.Context, cfg Config) (*Runtime, error) {
 	r := &Runtime{
 		summaryDeadline: summaryDeadline,
 		commitReask:     commitReask,
+		jobCheck:        jobCheckEvery,
+		retryBase:       retryBase,
 		closing:         make(chan struct{}),
 		cfg:             cfg,
 		db:              db,
@@ -769,6 +784,7 @@ func (r *Runtime) Killed(kind supervision.Kind) int64 { return r.kills.Killed(ki
 func (r *Runtime) workLost(kind supervision.Kind, reason, message any) {
 	var to *actor.PID
 	lost := &workLost{kind: kind, reason: fmt.Sprint(reason)}
+	r.jobs.Delete(message)
 	switch m := message.(type) {
 	case *summarizeReq:
 		to, lost.summary = m.from, m
