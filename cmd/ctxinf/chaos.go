@@ -14,6 +14,8 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/contextinfinity/ctxinf"
+	"github.com/contextinfinity/ctxinf/actors"
+	"github.com/contextinfinity/ctxinf/internal/core"
 	"github.com/contextinfinity/ctxinf/messages"
 	"github.com/contextinfinity/ctxinf/persistence"
 	"github.com/contextinfinity/ctxinf/supervision"
@@ -28,8 +30,9 @@ type chaosResult struct {
 	DuplicateCommits int    `json:"duplicate_commits"`
 	HeadErrors       int    `json:"head_errors"`
 	// StuckBranches counts branches that made no progress for --stall
-	// (no turn acknowledged, or pending turns not committed): their
-	// drivers gave up on them, and the verdict is "fail".
+	// (no turn acknowledged; after the drivers, a fold the policy calls
+	// for not made with nobody asking, pending turns not committed when
+	// asked, or committed turns not indexed): the verdict is "fail".
 	StuckBranches int   `json:"stuck_branches"`
 	Restarts      int64 `json:"restarts"`
 	// Kills counts the actors killed, by kind; Failures the failures
@@ -45,7 +48,10 @@ type chaosResult struct {
 // journal, librarian and indexer actors panicked mid-work), then verifies
 // that every acknowledged turn is there, none was committed twice, and
 // every head is valid. It always ends with a verdict: a branch that makes
-// no progress for --stall is counted stuck, and fails it.
+// no progress for --stall is counted stuck, and fails it. Once the drivers
+// are done, each branch must make the folds its policy calls for by
+// itself (no request asks), then commit its pending turns when asked,
+// then index every committed turn by itself.
 func chaos(e *env, args []string) error {
 	fs := flag.NewFlagSet("chaos", flag.ContinueOnError)
 	fs.SetOutput(e.stderr)
@@ -79,7 +85,15 @@ func chaos(e *env, args []string) error {
 	e.cfg.DefaultModel = ""                                        // the local provider, whatever keys are set
 	e.log = e.log.Level(max(e.log.GetLevel(), zerolog.ErrorLevel)) // restarts are the point: don't log each
 	ctx := context.Background()
-	rt, err := openRuntime(ctx, e)
+	cfg, err := runtimeConfig(e)
+	if err != nil {
+		return err
+	}
+	policy := actors.DefaultFold
+	if cfg.Fold != nil {
+		policy = *cfg.Fold
+	}
+	rt, err := openRuntimeWith(ctx, e, cfg)
 	if err != nil {
 		return err
 	}
@@ -161,7 +175,7 @@ func chaos(e *env, args []string) error {
 	res := chaosResult{Seed: *seed}
 	for i, b := range ids {
 		res.TurnsAcked += len(acked[i])
-		if err := waitCommitted(ctx, rt, b, *stall); err != nil {
+		if err := waitSettled(ctx, rt, b, policy, *stall); err != nil {
 			e.log.Error().Err(err).Str("branch", b.String()).Msg("chaos: stuck")
 			stuck[i] = true
 		}
@@ -206,6 +220,45 @@ func chaos(e *env, args []string) error {
 	if res.Verdict != "pass" {
 		return fmt.Errorf("chaos (seed %d): lost %d, duplicate commits %d, head errors %d, stuck branches %d",
 			*seed, res.Lost, res.DuplicateCommits, res.HeadErrors, res.StuckBranches)
+	}
+	return nil
+}
+
+// waitSettled waits for a branch to settle once nothing drives it, for
+// stall at most at each step: with nobody asking, it makes the folds
+// policy calls for and ends the turn in flight, if any (a branch with
+// work due and nothing in flight makes progress); asked to commit
+// (waitCommitted), it folds every pending turn; and with nobody asking it
+// indexes every committed turn.
+func waitSettled(ctx context.Context, rt *ctxinf.Runtime, b messages.BranchID, policy core.Policy, stall time.Duration) error {
+	var last string
+	settled := func(done func(actors.BranchInfo) bool) bool {
+		deadline := time.Now().Add(stall)
+		for time.Now().Before(deadline) {
+			info, err := rt.Inspect(ctx, b)
+			if err == nil && done(info) {
+				return true
+			}
+			if err != nil {
+				last = err.Error()
+			} else {
+				last = fmt.Sprintf("%d pending, %d committed, %d indexed, in flight %v", info.Pending, info.Committed, info.Indexed, info.InFlight)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		return false
+	}
+	if !settled(func(info actors.BranchInfo) bool {
+		_, due := (&core.Branch{Turns: info.Turns, Policy: policy}).FoldDue(core.FoldAuto)
+		return !due && info.InFlight == nil
+	}) {
+		return fmt.Errorf("branch %s: a fold its policy calls for was not made in %v with nobody asking (last: %s)", b, stall, last)
+	}
+	if err := waitCommitted(ctx, rt, b, stall); err != nil {
+		return err
+	}
+	if !settled(func(info actors.BranchInfo) bool { return info.Indexed >= info.Committed }) {
+		return fmt.Errorf("branch %s: committed turns were not indexed in %v (last: %s)", b, stall, last)
 	}
 	return nil
 }
