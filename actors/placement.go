@@ -12,7 +12,7 @@ import (
 
 // Placement says which runtime of a cluster owns a session: the branch
 // actors of a session run on its owner only, so that exactly one
-// activation of a branch runs at a time (issue 27, docs/CLUSTER.md). The
+// activation of a branch runs at a time (docs/CLUSTER.md). The
 // unit is the session because a fork reads its parent's state and a
 // search reads its ancestors' indexes: a session's branches are placed
 // together. A runtime without a Placement owns every session.

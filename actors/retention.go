@@ -13,7 +13,7 @@ import (
 	"github.com/contextinfinity/ctxinf/persistence"
 )
 
-// Retention (issue 25): a session idle longer than its retention is
+// Retention: a session idle longer than its retention is
 // deleted for good, as DeleteSession deletes it, by a job the runtime
 // runs at start and every RetentionPolicy.Interval.
 //

@@ -522,9 +522,11 @@ func Open(ctx context.Context, cfg Config) (*Runtime, error) {
 // One runtime at a time uses a data directory: Badger locks its store's
 // directory; for PostgreSQL the runtime locks {DataDir}/postgres.lock
 // (returned, held until Close), so that a second process on the same data
-// directory gets persistence.ErrLocked and asks the running server. Two
-// runtimes on one database through different data directories are not
-// coordinated yet (issue 27, a later step): run one per database.
+// directory gets persistence.ErrLocked and asks the running server.
+// Several runtimes on one database must be members of one cluster
+// (Config.Placement, internal/cluster), which runs each session on one
+// of them; runtimes on one database outside a cluster are not
+// coordinated (their in-flight turns look crashed to each other).
 func openDatabase(ctx context.Context, cfg *Config) (persistence.Database, *os.File, error) {
 	if cfg.Postgres != nil {
 		if len(cfg.Store.EncryptionKey) > 0 {

@@ -9,9 +9,9 @@ import (
 
 // Database is everything the runtime asks of its store: the context
 // store and the tables above it. The actors, the servers and the
-// ctxinf binary take a Database; *DB, the Badger database, is the one
-// implementation (Open returns it); PGDB, on PostgreSQL, becomes the
-// second once it holds every table (issue 27, step 2b, docs/STORE.md).
+// ctxinf binary take a Database; *DB, the Badger database (Open), and
+// *PGDB, the PostgreSQL one (OpenPostgresDB, docs/STORE.md), implement
+// it.
 //
 // It holds exactly the methods the code outside this package calls.
 // Left out, and reached on a *DB or through an optional interface when

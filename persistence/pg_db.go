@@ -14,15 +14,14 @@ import (
 	"github.com/contextinfinity/ctxinf/messages"
 )
 
-// PGDB is the PostgreSQL Database under construction (issue 27, step 2b):
-// the PostgreSQL Store plus, so far, the lifecycle rows (sessions,
-// branches, turn rows, states, steps, jobs), the retrieval rows (chunks,
-// partition entries, vectors), the actor logs (events, snapshots;
-// pg_db_actor.go), the idempotency keys and the proxy index
-// (pg_db_index.go), the tenants of branches and roots (pg_db_tenancy.go),
-// the imports under way, session activity and retention
-// (pg_db_retention.go), Commit for every part of a Tx, and hard delete
-// (pg_db_purge.go). A Tx's context-store parts (NewBranches, Appends) and
+// PGDB is the Database on PostgreSQL: the PostgreSQL Store plus the
+// lifecycle rows (sessions, branches, turn rows, states, steps, jobs),
+// the retrieval rows (chunks, partition entries, vectors), the actor
+// logs (events, snapshots; pg_db_actor.go), the idempotency keys and the
+// proxy index (pg_db_index.go), the tenants of branches and roots
+// (pg_db_tenancy.go), the imports under way, session activity and
+// retention (pg_db_retention.go), Commit for every part of a Tx, and hard
+// delete (pg_db_purge.go). A Tx's context-store parts (NewBranches, Appends) and
 // its rows are committed by the store's group committer in one SQL
 // transaction, as Badger's group commits them in one batch.
 //

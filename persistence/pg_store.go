@@ -20,7 +20,7 @@ import (
 	"github.com/contextinfinity/ctxinf/messages"
 )
 
-// The context store on PostgreSQL (issue 27, step 1). The same contract as
+// The context store on PostgreSQL. The same contract as
 // the Badger store, kept in SQL that CockroachDB and YugabyteDB also run:
 // no advisory locks, no LISTEN/NOTIFY, no SERIAL or sequences (ids are
 // ULIDs made by the writer; the overlay seq is a counter row updated in the

@@ -18,8 +18,8 @@ import (
 // it for the first time allocates a block, and syncing it then commits the
 // file system's journal as well as the data. On the dev VM's ext4 a 4 KB
 // write and sync costs a p50 of 0.3–0.9 ms that way, against 0.2–0.4 ms
-// into blocks written before (the two disk probes of ctxinf bench serve;
-// docs/BENCHMARKS.md, session 10). So the
+// into blocks written before (the two disk probes of ctxinf bench serve,
+// fsync_4k and fdatasync_4k_overwrite; docs/BENCHMARKS.md). So the
 // store keeps a log of its own, a file of fixed size written full of zeros
 // once, which it overwrites in place from the start, lap after lap: each
 // group's entries go into it as one record, and only it is synced before

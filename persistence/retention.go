@@ -13,7 +13,7 @@ import (
 	"github.com/contextinfinity/ctxinf/messages"
 )
 
-// Retention (issue 25): sessions idle longer than their retention are
+// Retention: sessions idle longer than their retention are
 // deleted by a job of the runtime (actors/retention.go). The store keeps
 // what the job decides on and what lets it resume:
 //

@@ -6,8 +6,8 @@
 // (NewMemory) and on PostgreSQL (OpenPostgres). Database is Store and
 // the tables above it, everything the runtime asks of its store; the
 // runtime (actors, the servers, the ctxinf binary) takes a Database,
-// which DB, the Badger database (Open), implements, and a PostgreSQL
-// Database will next (issue 27). Engine-specific maintenance (Compact)
+// which DB, the Badger database (Open), and PGDB, the PostgreSQL one
+// (OpenPostgresDB), implement. Engine-specific maintenance (Compact)
 // is reached through optional interfaces, not Database.
 //
 // Only this package imports Badger.

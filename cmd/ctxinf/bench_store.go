@@ -20,7 +20,8 @@ import (
 	"github.com/contextinfinity/ctxinf/persistence"
 )
 
-// storeFigures are the figures of issue 2, in microseconds unless named.
+// storeFigures are the context store's figures (docs/BENCHMARKS.md, "Context
+// store"), in microseconds unless named.
 type storeFigures struct {
 	Fsync10kP50us    float64 `json:"fsync_10k_p50_us"`
 	AppendP50us      float64 `json:"append_p50_us"`

@@ -1,5 +1,5 @@
 // Package cluster makes runtimes that share one PostgreSQL store a
-// cluster (issue 27, docs/CLUSTER.md). Membership and placement are
+// cluster (docs/CLUSTER.md). Membership and placement are
 // protoactor-go's cluster: members find each other through a cluster
 // provider (automanaged: every member polls the others' health
 // endpoints), and each session is placed by rendezvous hashing of its
