@@ -1,6 +1,6 @@
 // Package providers defines how the runtime talks to language models (SRD
 // §11): the Provider interface, its typed errors, and the adapters in the
-// subpackages (local, and later openai and anthropic). Only providers/*
+// subpackages (local, openai, anthropic; fake for tests). Only providers/*
 // import provider SDKs.
 package providers
 

@@ -1,5 +1,6 @@
-// Package retrieval turns committed turns into chunks and, in later
-// steps, embeds, indexes and searches them (SRD §8, §9).
+// Package retrieval turns committed turns into chunks, embeds them and
+// searches them: a vector index and a full-text (BM25) index merged by a
+// hybrid ranker with MMR (SRD §8, §9).
 package retrieval
 
 import (
