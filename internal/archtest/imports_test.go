@@ -50,10 +50,16 @@ var layers = []struct {
 		"persistence/...", "providers/...", "actors/...",
 	}},
 
+	// The runtime built from a Config.
+	{"internal/wiring/...", "wiring builds the runtime from the config", []string{
+		"messages", "internal/core", "internal/retrieval", "internal/config", "supervision",
+		"persistence/...", "providers/...", "actors/...", "internal/wiring/...",
+	}},
+
 	// Surfaces over the runtime.
 	{".", "the root package is the embedding API", []string{
 		"messages", "internal/core", "internal/retrieval", "internal/config", "supervision",
-		"persistence/...", "providers/...", "actors/...",
+		"persistence/...", "providers/...", "actors/...", "internal/wiring/...",
 	}},
 	{"internal/tokens/...", "the server's bearer tokens are below the servers", []string{"messages", "persistence/...", "internal/tokens/..."}},
 	{"internal/server/frame", "the frame server is a surface", []string{"messages", "persistence/...", "internal/tokens"}},
@@ -70,8 +76,10 @@ var layers = []struct {
 		"messages", "persistence/...", "actors/...", "internal/server", "internal/cluster/...",
 	}},
 
-	// Commands and end-to-end tests may import any package.
+	// Commands, the packages that implement them and end-to-end tests
+	// may import any package (a main package cannot be imported).
 	{"cmd/...", "", []string{"*"}},
+	{"internal/cli/...", "", []string{"*"}},
 	{"tests/...", "", []string{"*"}},
 }
 
@@ -85,13 +93,15 @@ var outside = []struct {
 	may []string
 }{
 	{"github.com/dgraph-io/badger/...", []string{"persistence/..."}},
-	{"github.com/jackc/pgx/...", []string{"persistence/...", "internal/pgtest", "cmd/..."}},
+	{"github.com/jackc/pgx/...", []string{"persistence/...", "internal/pgtest", "cmd/...", "internal/cli/..."}},
 	{"github.com/spf13/viper/...", []string{"internal/config"}},
-	{"github.com/openai/openai-go/...", []string{"providers/openai/...", "cmd/..."}},
-	{"github.com/anthropics/anthropic-sdk-go/...", []string{"providers/anthropic/...", "cmd/..."}},
+	{"github.com/openai/openai-go/...", []string{"providers/openai/...", "cmd/...", "internal/cli/..."}},
+	{"github.com/anthropics/anthropic-sdk-go/...", []string{"providers/anthropic/...", "cmd/...", "internal/cli/..."}},
 	{"github.com/kelindar/search/...", []string{"internal/retrieval"}},
 	{"charm.land/...", []string{"internal/tui/..."}},
-	{"github.com/asynkron/protoactor-go/...", []string{"actors/...", "supervision", "internal/cluster/..."}},
+	// persistence/storetest, the stores' conformance kit, runs an actor
+	// over an ActorLog as the runtime does.
+	{"github.com/asynkron/protoactor-go/...", []string{"actors/...", "supervision", "internal/cluster/...", "persistence/storetest"}},
 	// The actor logs implement protoactor's persistence provider.
 	{"github.com/asynkron/protoactor-go/persistence", []string{"actors/...", "persistence/..."}},
 }
