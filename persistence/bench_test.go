@@ -12,8 +12,9 @@ import (
 	"github.com/contextinfinity/ctxinf/messages"
 )
 
-// The store's micro-benchmarks. `ctxinf bench store` measures the issue's
-// figures end to end; these keep the hot paths profiled and compiling.
+// The store's micro-benchmarks. `ctxinf bench store` measures the store's
+// figures and targets end to end (docs/BENCHMARKS.md); these keep the hot
+// paths profiled and compiling.
 
 func benchStore(b *testing.B, d Durability) *badgerStore {
 	b.Helper()
