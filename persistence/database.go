@@ -183,3 +183,20 @@ type Database interface {
 }
 
 var _ Database = (*DB)(nil)
+
+// Lifecycle is the read and write side of the lifecycle tables; both
+// engines implement it.
+type Lifecycle interface {
+	Commit(ctx context.Context, tx *Tx) (TxResult, error)
+	Session(ctx context.Context, id messages.SessionID) (SessionRow, error)
+	Sessions(ctx context.Context) ([]SessionRow, error)
+	BranchRow(ctx context.Context, id messages.BranchID) (BranchRow, error)
+	Branches(ctx context.Context, session messages.SessionID) ([]BranchRow, error)
+	TurnRows(ctx context.Context, branch messages.BranchID, fromSeq uint64, limit int) ([]TurnRow, error)
+	TurnRow(ctx context.Context, branch messages.BranchID, turn messages.TurnID) (TurnRow, error)
+	StateRow(ctx context.Context, branch messages.BranchID, seq uint64) (StateRow, error)
+	Jobs(ctx context.Context) ([]Job, error)
+	Chunks(ctx context.Context, turn messages.TurnID) ([]ChunkRow, error)
+	Events(ctx context.Context, actor string, from uint64, fn func(index uint64, data []byte) error) error
+	Snapshot(ctx context.Context, actor string) (EventRecord, bool, error)
+}
