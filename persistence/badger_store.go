@@ -139,6 +139,7 @@ type badgerStore struct {
 
 	overlayMu sync.RWMutex
 	overlays  map[messages.TurnID][]Overlay // every overlay; they are rare
+	latest    *badgerReader                 // the reader with every overlay: the store's own
 
 	mu     sync.RWMutex // guards closed and sends on ops
 	closed bool
@@ -265,6 +266,7 @@ func openBadger(opts Options) (*badgerStore, error) {
 		gcDone:     make(chan struct{}),
 		cipher:     ciph,
 	}
+	s.latest = s.reader(OverlayView{Latest: true})
 	if opts.MinFreeBytes > 0 {
 		s.space = newSpaceGuard(opts.Dir, opts.MinFreeBytes)
 	}
@@ -612,9 +614,17 @@ func (s *badgerStore) Compact() error {
 
 // --- reads ---
 
-func (s *badgerStore) view() *badgerReader { return &badgerReader{s: s, latest: true} }
+func (s *badgerStore) view() *badgerReader { return s.latest }
 
-func (s *badgerStore) AsOf(seq uint64) Reader { return &badgerReader{s: s, asOf: seq} }
+func (s *badgerStore) AsOf(seq uint64) Reader { return s.reader(OverlayView{AsOf: seq}) }
+
+func (s *badgerStore) reader(v OverlayView) *badgerReader {
+	r := &badgerReader{s: s, view: v}
+	r.Pager.View = func(_ context.Context, fn func(DAGView) error) error {
+		return s.read(func(txn *badger.Txn) error { return fn(badgerView{r, txn}) })
+	}
+	return r
+}
 
 func (s *badgerStore) Head(ctx context.Context, b messages.BranchID) (Head, error) {
 	return s.view().Head(ctx, b)
@@ -786,9 +796,9 @@ func (s *badgerStore) turnRecord(txn *badger.Txn, id messages.TurnID) (turnRecor
 
 // badgerReader reads with one overlay policy: latest, or as of a seq.
 type badgerReader struct {
-	s      *badgerStore
-	latest bool
-	asOf   uint64
+	Pager
+	s    *badgerStore
+	view OverlayView
 }
 
 // present applies the reader's overlay policy to a stored turn.
@@ -796,12 +806,7 @@ func (r *badgerReader) present(t Turn) Turn {
 	r.s.overlayMu.RLock()
 	os := r.s.overlays[t.ID]
 	r.s.overlayMu.RUnlock()
-	for i := len(os) - 1; i >= 0; i-- {
-		if r.latest || os[i].Seq <= r.asOf {
-			return applyOverlay(t, os[i])
-		}
-	}
-	return t
+	return r.view.Apply(t, os)
 }
 
 func (r *badgerReader) Head(ctx context.Context, b messages.BranchID) (Head, error) {
@@ -852,33 +857,48 @@ func (r *badgerReader) Blob(ctx context.Context, h Hash) ([]byte, error) {
 	return p, nil
 }
 
-// walk appends up to n turns from id towards the root (id first) to out.
-// Turns missing from the cache are read with one reverse iterator: a
-// chain written by one writer lies in consecutive keys (ids grow with
+// badgerView is a badgerReader's DAGView within one read transaction.
+type badgerView struct {
+	r   *badgerReader
+	txn *badger.Txn
+}
+
+func (v badgerView) Head(b messages.BranchID) (Head, error) { return getHead(v.txn, b) }
+
+// Walk reads the turns missing from the cache with one reverse iterator:
+// a chain written by one writer lies in consecutive keys (ids grow with
 // time), so each parent is usually the very next key; when it is not,
 // the iterator seeks to it.
-func (r *badgerReader) walk(txn *badger.Txn, id messages.TurnID, n int, out []Turn) ([]Turn, messages.TurnID, error) {
+func (v badgerView) Walk(id messages.TurnID, n int) ([]Turn, messages.TurnID, error) {
 	var it *badger.Iterator
 	defer func() {
 		if it != nil {
 			it.Close()
 		}
 	}()
+	var out []Turn
 	for ; n > 0 && !id.IsZero(); n-- {
-		rec, ok := r.s.turns.get(id)
+		rec, ok := v.r.s.turns.get(id)
 		if !ok {
 			if it == nil {
-				it = txn.NewIterator(badger.IteratorOptions{Reverse: true, Prefix: []byte{tableTurn}})
+				it = v.txn.NewIterator(badger.IteratorOptions{Reverse: true, Prefix: []byte{tableTurn}})
 			}
 			var err error
-			if rec, err = r.s.iterTurn(it, id); err != nil {
-				return out, id, err
+			if rec, err = v.r.s.iterTurn(it, id); err != nil {
+				return nil, id, err
 			}
 		}
-		out = append(out, r.present(rec.Turn))
+		if out == nil {
+			out = make([]Turn, 0, min(n, int(rec.Depth)+1))
+		}
+		out = append(out, v.r.present(rec.Turn))
 		id = rec.Parent
 	}
 	return out, id, nil
+}
+
+func (v badgerView) AncestorAt(id messages.TurnID, d, target uint64) (messages.TurnID, error) {
+	return v.r.s.ancestorAt(v.txn, id, d, target)
 }
 
 // iterTurn reads turn id at the reverse iterator's position, seeking
@@ -904,98 +924,6 @@ func (s *badgerStore) iterTurn(it *badger.Iterator, id messages.TurnID) (turnRec
 	s.turns.put(rec)
 	it.Next()
 	return rec, nil
-}
-
-func reverse(ts []Turn) {
-	for i, j := 0, len(ts)-1; i < j; i, j = i+1, j-1 {
-		ts[i], ts[j] = ts[j], ts[i]
-	}
-}
-
-// page turns a newest-first walk into a chronological page whose cursor
-// is its oldest turn, or zero when the walk reached the root.
-func page(ts []Turn, rest messages.TurnID) Page {
-	reverse(ts)
-	p := Page{Turns: ts}
-	if !rest.IsZero() && len(ts) > 0 {
-		p.Next = ts[0].ID
-	}
-	return p
-}
-
-func (r *badgerReader) Last(ctx context.Context, b messages.BranchID, n int) (Page, error) {
-	if err := checkPageSize(n); err != nil {
-		return Page{}, err
-	}
-	var p Page
-	err := r.s.read(func(txn *badger.Txn) error {
-		h, err := getHead(txn, b)
-		if err != nil {
-			return err
-		}
-		ts, rest, err := r.walk(txn, h.Turn, n, make([]Turn, 0, min(n, int(h.Len()))))
-		p = page(ts, rest)
-		return err
-	})
-	return p, err
-}
-
-func (r *badgerReader) Before(ctx context.Context, before messages.TurnID, n int) (Page, error) {
-	if err := checkPageSize(n); err != nil {
-		return Page{}, err
-	}
-	var p Page
-	err := r.s.read(func(txn *badger.Txn) error {
-		rec, err := r.s.turnRecord(txn, before)
-		if err != nil {
-			return err
-		}
-		ts, rest, err := r.walk(txn, rec.Parent, n, make([]Turn, 0, min(n, int(rec.Depth))))
-		p = page(ts, rest)
-		return err
-	})
-	return p, err
-}
-
-func (r *badgerReader) Chain(ctx context.Context, id messages.TurnID) ([]Turn, error) {
-	var ts []Turn
-	err := r.s.read(func(txn *badger.Txn) error {
-		rec, err := r.s.turnRecord(txn, id)
-		if err != nil {
-			return err
-		}
-		ts, _, err = r.walk(txn, id, int(rec.Depth)+1, make([]Turn, 0, rec.Depth+1))
-		reverse(ts)
-		return err
-	})
-	return ts, err
-}
-
-func (r *badgerReader) Range(ctx context.Context, b messages.BranchID, start uint64, limit int) (RangePage, error) {
-	if err := checkPageSize(limit); err != nil {
-		return RangePage{}, err
-	}
-	var p RangePage
-	err := r.s.read(func(txn *badger.Txn) error {
-		h, err := getHead(txn, b)
-		if err != nil {
-			return err
-		}
-		p.HeadDepth, p.Empty = h.Depth, h.Empty()
-		if h.Empty() || start > h.Depth || limit == 0 {
-			return nil
-		}
-		end := min(start+uint64(limit)-1, h.Depth) // last depth wanted
-		top, err := r.s.ancestorAt(txn, h.Turn, h.Depth, end)
-		if err != nil {
-			return err
-		}
-		ts, _, err := r.walk(txn, top, int(end-start+1), make([]Turn, 0, end-start+1))
-		reverse(ts)
-		p.Turns = ts
-		return err
-	})
-	return p, err
 }
 
 // ancestorAt returns the ancestor of id (at depth d) at depth target,

@@ -244,9 +244,21 @@ func (m *memoryStore) BlobRefs(ctx context.Context, h Hash) (uint64, error) {
 	return m.refs[h], nil
 }
 
-func (m *memoryStore) AsOf(seq uint64) Reader { return memoryReader{m: m, asOf: seq} }
+func (m *memoryStore) AsOf(seq uint64) Reader { return m.reader(OverlayView{AsOf: seq}) }
 
-func (m *memoryStore) view() memoryReader { return memoryReader{m: m, latest: true} }
+func (m *memoryStore) view() memoryReader { return m.reader(OverlayView{Latest: true}) }
+
+func (m *memoryStore) reader(v OverlayView) memoryReader {
+	r := memoryReader{m: m, view: v}
+	r.Pager.View = func(_ context.Context, fn func(DAGView) error) error {
+		if err := m.rlock(); err != nil {
+			return err
+		}
+		defer m.mu.RUnlock()
+		return fn(memoryView{r})
+	}
+	return r
+}
 
 func (m *memoryStore) Head(ctx context.Context, b messages.BranchID) (Head, error) {
 	return m.view().Head(ctx, b)
@@ -272,20 +284,12 @@ func (m *memoryStore) Range(ctx context.Context, b messages.BranchID, start uint
 
 // memoryReader reads with one overlay policy: latest, or as of a seq.
 type memoryReader struct {
-	m      *memoryStore
-	latest bool
-	asOf   uint64
+	Pager
+	m    *memoryStore
+	view OverlayView
 }
 
-func (r memoryReader) present(t Turn) Turn {
-	os := r.m.overlays[t.ID]
-	for i := len(os) - 1; i >= 0; i-- {
-		if r.latest || os[i].Seq <= r.asOf {
-			return applyOverlay(t, os[i])
-		}
-	}
-	return t
-}
+func (r memoryReader) present(t Turn) Turn { return r.view.Apply(t, r.m.overlays[t.ID]) }
 
 func (r memoryReader) Head(ctx context.Context, b messages.BranchID) (Head, error) {
 	if err := r.m.rlock(); err != nil {
@@ -316,84 +320,28 @@ func (r memoryReader) Blob(ctx context.Context, h Hash) ([]byte, error) {
 	return append([]byte(nil), p...), nil
 }
 
-// walk returns up to n turns from id towards the root, newest first, and
-// the id where it stopped.
-func (r memoryReader) walk(id messages.TurnID, n int) ([]Turn, messages.TurnID) {
+// memoryView is a memoryReader's DAGView, under the store's read lock:
+// plain parent walks.
+type memoryView struct{ r memoryReader }
+
+func (v memoryView) Head(b messages.BranchID) (Head, error) { return v.r.m.head(b) }
+
+func (v memoryView) Walk(id messages.TurnID, n int) ([]Turn, messages.TurnID, error) {
 	var out []Turn
 	for ; n > 0 && !id.IsZero(); n-- {
-		t := r.m.turns[id]
-		out = append(out, r.present(t))
+		t, err := v.r.m.turn(id)
+		if err != nil {
+			return nil, id, err
+		}
+		out = append(out, v.r.present(t))
 		id = t.Parent
 	}
-	return out, id
+	return out, id, nil
 }
 
-func (r memoryReader) Last(ctx context.Context, b messages.BranchID, n int) (Page, error) {
-	if err := checkPageSize(n); err != nil {
-		return Page{}, err
+func (v memoryView) AncestorAt(id messages.TurnID, d, target uint64) (messages.TurnID, error) {
+	for ; d > target; d-- {
+		id = v.r.m.turns[id].Parent
 	}
-	if err := r.m.rlock(); err != nil {
-		return Page{}, err
-	}
-	defer r.m.mu.RUnlock()
-	h, err := r.m.head(b)
-	if err != nil {
-		return Page{}, err
-	}
-	return page(r.walk(h.Turn, n)), nil
-}
-
-func (r memoryReader) Before(ctx context.Context, before messages.TurnID, n int) (Page, error) {
-	if err := checkPageSize(n); err != nil {
-		return Page{}, err
-	}
-	if err := r.m.rlock(); err != nil {
-		return Page{}, err
-	}
-	defer r.m.mu.RUnlock()
-	t, err := r.m.turn(before)
-	if err != nil {
-		return Page{}, err
-	}
-	return page(r.walk(t.Parent, n)), nil
-}
-
-func (r memoryReader) Chain(ctx context.Context, id messages.TurnID) ([]Turn, error) {
-	if err := r.m.rlock(); err != nil {
-		return nil, err
-	}
-	defer r.m.mu.RUnlock()
-	t, err := r.m.turn(id)
-	if err != nil {
-		return nil, err
-	}
-	ts, _ := r.walk(id, int(t.Depth)+1)
-	reverse(ts)
-	return ts, nil
-}
-
-func (r memoryReader) Range(ctx context.Context, b messages.BranchID, start uint64, limit int) (RangePage, error) {
-	if err := checkPageSize(limit); err != nil {
-		return RangePage{}, err
-	}
-	if err := r.m.rlock(); err != nil {
-		return RangePage{}, err
-	}
-	defer r.m.mu.RUnlock()
-	h, err := r.m.head(b)
-	if err != nil {
-		return RangePage{}, err
-	}
-	p := RangePage{HeadDepth: h.Depth, Empty: h.Empty()}
-	if h.Empty() || start > h.Depth || limit == 0 {
-		return p, nil
-	}
-	end := min(start+uint64(limit)-1, h.Depth)
-	id := h.Turn
-	for d := h.Depth; d > end; d-- {
-		id = r.m.turns[id].Parent
-	}
-	p.Turns, _ = r.walk(id, int(end-start+1))
-	reverse(p.Turns)
-	return p, nil
+	return id, nil
 }

@@ -1287,14 +1287,43 @@ LEFT JOIN (SELECT turn, max(seq) AS seq FROM ctx_overlays
 LEFT JOIN ctx_overlays o ON o.seq = m.seq
 ORDER BY w.depth DESC`
 
-func (s *pgStore) AsOf(seq uint64) Reader { return pgReader{s: s, asOf: min(seq, math.MaxInt64)} }
+func (s *pgStore) AsOf(seq uint64) Reader { return s.reader(min(seq, math.MaxInt64)) }
 
-func (s *pgStore) view() pgReader { return pgReader{s: s, asOf: math.MaxInt64} }
+func (s *pgStore) view() pgReader { return s.reader(math.MaxInt64) }
+
+func (s *pgStore) reader(asOf uint64) pgReader {
+	r := pgReader{s: s, asOf: asOf}
+	r.Pager.View = func(ctx context.Context, fn func(DAGView) error) error {
+		if err := s.alive(); err != nil {
+			return err
+		}
+		return fn(pgView{r, ctx})
+	}
+	return r
+}
 
 // pgReader reads with the overlays of seq <= asOf applied.
 type pgReader struct {
+	Pager
 	s    *pgStore
 	asOf uint64
+}
+
+// pgView is a pgReader's DAGView: each of its reads is one statement,
+// and a walk checks that the turns it read form a chain.
+type pgView struct {
+	r   pgReader
+	ctx context.Context
+}
+
+func (v pgView) Head(b messages.BranchID) (Head, error) { return v.r.head(v.ctx, b) }
+
+func (v pgView) Walk(id messages.TurnID, n int) ([]Turn, messages.TurnID, error) {
+	return v.r.walk(v.ctx, id, n)
+}
+
+func (v pgView) AncestorAt(id messages.TurnID, d, target uint64) (messages.TurnID, error) {
+	return v.r.s.ancestorAt(v.ctx, id, d, target)
 }
 
 // walk returns up to n turns from id towards the root, newest first, and
@@ -1400,80 +1429,6 @@ func (r pgReader) Blob(ctx context.Context, h Hash) ([]byte, error) {
 		return nil, r.s.readErr("read blob "+h.String(), err)
 	}
 	return decodeBlob(h, rec, r.s.opts.Limits.MaxPayloadBytes)
-}
-
-func (r pgReader) Last(ctx context.Context, b messages.BranchID, n int) (Page, error) {
-	if err := checkPageSize(n); err != nil {
-		return Page{}, err
-	}
-	h, err := r.head(ctx, b)
-	if err != nil {
-		return Page{}, err
-	}
-	ts, rest, err := r.walk(ctx, h.Turn, n)
-	if err != nil {
-		return Page{}, err
-	}
-	return page(ts, rest), nil
-}
-
-func (r pgReader) Before(ctx context.Context, before messages.TurnID, n int) (Page, error) {
-	if err := checkPageSize(n); err != nil {
-		return Page{}, err
-	}
-	if before.IsZero() {
-		return Page{}, fmt.Errorf("%w: turn id is zero", ErrInvalidArgument)
-	}
-	if err := r.s.alive(); err != nil {
-		return Page{}, err
-	}
-	// The walk starts at before itself (which proves it exists) and drops it.
-	ts, rest, err := r.walk(ctx, before, n+1)
-	if err != nil {
-		return Page{}, err
-	}
-	return page(ts[1:], rest), nil
-}
-
-func (r pgReader) Chain(ctx context.Context, id messages.TurnID) ([]Turn, error) {
-	if id.IsZero() {
-		return nil, fmt.Errorf("%w: turn id is zero", ErrInvalidArgument)
-	}
-	if err := r.s.alive(); err != nil {
-		return nil, err
-	}
-	ts, _, err := r.walk(ctx, id, math.MaxInt32)
-	if err != nil {
-		return nil, err
-	}
-	reverse(ts)
-	return ts, nil
-}
-
-func (r pgReader) Range(ctx context.Context, b messages.BranchID, start uint64, limit int) (RangePage, error) {
-	if err := checkPageSize(limit); err != nil {
-		return RangePage{}, err
-	}
-	h, err := r.head(ctx, b)
-	if err != nil {
-		return RangePage{}, err
-	}
-	p := RangePage{HeadDepth: h.Depth, Empty: h.Empty()}
-	if h.Empty() || start > h.Depth || limit == 0 {
-		return p, nil
-	}
-	end := min(start+uint64(limit)-1, h.Depth)
-	top, err := r.s.ancestorAt(ctx, h.Turn, h.Depth, end)
-	if err != nil {
-		return RangePage{}, err
-	}
-	ts, _, err := r.walk(ctx, top, int(end-start+1))
-	if err != nil {
-		return RangePage{}, err
-	}
-	reverse(ts)
-	p.Turns = ts
-	return p, nil
 }
 
 // ancestorAt returns the ancestor of id (at depth d) at depth target,
