@@ -1,4 +1,4 @@
-package persistence
+package storetest
 
 import (
 	"bytes"
@@ -14,82 +14,22 @@ import (
 	"testing"
 	"time"
 
-	"github.com/contextinfinity/ctxinf/internal/pgtest"
 	"github.com/contextinfinity/ctxinf/messages"
+	"github.com/contextinfinity/ctxinf/persistence"
 )
 
-var modelSeed = flag.Uint64("seed", 0, "replay TestStoreMatchesModel with this seed (0: seeds from the clock)")
+var modelSeed = flag.Uint64("seed", 0, "replay RunModel with this seed (0: seeds from the clock)")
 
 // modelMaxPayload is the payload limit of the stores under the model test:
 // small, so that the over-limit case is cheap.
 const modelMaxPayload = 64 << 10
 
-// storeImpl is one Store implementation that the model test runs against.
-type storeImpl struct {
-	name string
-	// open opens the store kept in dir, creating it if needed.
-	open func(t *testing.T, dir string, d Durability) Store
-	// durable says whether a closed store reopens from dir with its data,
-	// and whether its durability mode matters.
-	durable bool
-	// oneRun: a single seed, in DurabilitySync only (a store with no
-	// durability modes whose runs are slow: postgres).
-	oneRun bool
-}
-
-func modelImpls() []storeImpl {
-	return []storeImpl{{
-		name:    "badger",
-		durable: true,
-		open: func(t *testing.T, dir string, d Durability) Store {
-			t.Helper()
-			o := TestOptions(dir)
-			o.Durability = d
-			o.Limits.MaxPayloadBytes = modelMaxPayload
-			s, err := OpenBadger(o)
-			if err != nil {
-				t.Fatalf("OpenBadger(%s) = %v", dir, err)
-			}
-			return s
-		},
-	}, {
-		name: "memory",
-		open: func(t *testing.T, dir string, d Durability) Store {
-			return NewMemory(Limits{MaxPayloadBytes: modelMaxPayload})
-		},
-	}, {
-		// PostgreSQL commits durably whatever d says; dir names the
-		// database, so that a reopen finds the same one.
-		name:    "postgres",
-		durable: true,
-		oneRun:  true,
-		open: func(t *testing.T, dir string, d Durability) Store {
-			t.Helper()
-			url, _ := modelPGURLs.Load(dir)
-			if url == nil {
-				url = pgtest.Start(t)
-				modelPGURLs.Store(dir, url)
-			}
-			o := DefaultPGOptions(url.(string))
-			o.Limits.MaxPayloadBytes = modelMaxPayload
-			s, err := OpenPostgres(bg, o)
-			if err != nil {
-				t.Fatalf("OpenPostgres = %v", err)
-			}
-			return s
-		},
-	}}
-}
-
-// modelPGURLs maps a model run's directory to its database.
-var modelPGURLs sync.Map
-
-// TestStoreMatchesModel runs seeded random interleavings of operations on
-// many branches against each Store implementation and checks every answer
-// against a naive in-memory model. Replay a failure with -seed and -run on
+// RunModel runs seeded random interleavings of operations on many
+// branches against each engine and checks every answer against a naive
+// in-memory model, as subtests named engine/durability/seed=N. Replay a failure with -seed and -run on
 // the failing subtest's name; the replay is exact except for which of
 // several concurrent appends wins a race for a head.
-func TestStoreMatchesModel(t *testing.T) {
+func RunModel(t *testing.T, engines ...Engine) {
 	ops, nSeeds := 2000, 3
 	if testing.Short() {
 		ops, nSeeds = 1000, 2
@@ -103,29 +43,29 @@ func TestStoreMatchesModel(t *testing.T) {
 			seeds = append(seeds, base+uint64(i))
 		}
 	}
-	for _, impl := range modelImpls() {
+	for _, impl := range engines {
 		for i, seed := range seeds {
-			if impl.oneRun && i > 0 {
+			if impl.OneRun && i > 0 {
 				break
 			}
-			durs := []Durability{DurabilityRelaxed}
+			durs := []persistence.Durability{persistence.DurabilityRelaxed}
 			switch {
-			case impl.oneRun:
-				durs = []Durability{DurabilitySync}
-			case !impl.durable:
+			case impl.OneRun:
+				durs = []persistence.Durability{persistence.DurabilitySync}
+			case !impl.Durable:
 			case *modelSeed != 0:
-				durs = []Durability{DurabilitySync, DurabilityRelaxed}
+				durs = []persistence.Durability{persistence.DurabilitySync, persistence.DurabilityRelaxed}
 			case i == 0:
-				durs = []Durability{DurabilitySync}
+				durs = []persistence.Durability{persistence.DurabilitySync}
 			}
 			for _, d := range durs {
-				name := impl.name
-				if impl.durable {
+				name := impl.Name
+				if impl.Durable {
 					name += "/" + durabilityName(d)
 				}
 				name += fmt.Sprintf("/seed=%d", seed)
 				t.Run(name, func(t *testing.T) {
-					t.Logf("seed %d (replay: go test ./persistence -run 'TestStoreMatchesModel/%s' -seed=%d)", seed, name, seed)
+					t.Logf("seed %d (replay: go test -run '%s' -seed=%d in the engine's package)", seed, t.Name(), seed)
 					runModel(t, impl, d, seed, ops)
 				})
 			}
@@ -133,8 +73,8 @@ func TestStoreMatchesModel(t *testing.T) {
 	}
 }
 
-func durabilityName(d Durability) string {
-	if d == DurabilitySync {
+func durabilityName(d persistence.Durability) string {
+	if d == persistence.DurabilitySync {
 		return "sync"
 	}
 	return "relaxed"
@@ -143,14 +83,14 @@ func durabilityName(d Durability) string {
 // modelTurn is a turn as the model knows it: what Append returned, and
 // the payload it was given.
 type modelTurn struct {
-	turn    Turn
+	turn    persistence.Turn
 	payload []byte
 }
 
 // modelBranch is a branch: its head as CreateBranch returned it, moved by
 // appends, and its chain of turns from the root.
 type modelBranch struct {
-	head  Head
+	head  persistence.Head
 	chain []*modelTurn
 }
 
@@ -162,8 +102,8 @@ type modelRun struct {
 	seed   uint64
 	op     int
 	opName string
-	s      Store
-	open   func() Store // reopens the store; nil when it cannot be reopened
+	s      persistence.Store
+	open   func() persistence.Store // reopens the store; nil when it cannot be reopened
 	pool   [][]byte
 	limit  []byte // a payload of exactly the limit
 
@@ -172,27 +112,29 @@ type modelRun struct {
 	turns     map[messages.TurnID]*modelTurn
 	turnIDs   []messages.TurnID // append order
 	children  map[messages.TurnID][]messages.TurnID
-	refs      map[Hash]uint64 // turns per payload hash
-	payloads  map[Hash][]byte // payload per hash
-	hashes    []Hash          // distinct payload hashes, first-use order
+	refs      map[persistence.Hash]uint64 // turns per payload hash
+	payloads  map[persistence.Hash][]byte // payload per hash
+	hashes    []persistence.Hash          // distinct payload hashes, first-use order
 }
 
-func runModel(t *testing.T, impl storeImpl, d Durability, seed uint64, ops int) {
+func runModel(t *testing.T, impl Engine, d persistence.Durability, seed uint64, ops int) {
 	dir := t.TempDir()
 	m := &modelRun{
 		t:        t,
 		ctx:      t.Context(),
 		rng:      rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15)),
 		seed:     seed,
-		s:        impl.open(t, dir, d),
+		s:        impl.Open(t, dir, d, persistence.Limits{MaxPayloadBytes: modelMaxPayload}),
 		branches: make(map[messages.BranchID]*modelBranch),
 		turns:    make(map[messages.TurnID]*modelTurn),
 		children: make(map[messages.TurnID][]messages.TurnID),
-		refs:     make(map[Hash]uint64),
-		payloads: make(map[Hash][]byte),
+		refs:     make(map[persistence.Hash]uint64),
+		payloads: make(map[persistence.Hash][]byte),
 	}
-	if impl.durable {
-		m.open = func() Store { return impl.open(t, dir, d) }
+	if impl.Durable {
+		m.open = func() persistence.Store {
+			return impl.Open(t, dir, d, persistence.Limits{MaxPayloadBytes: modelMaxPayload})
+		}
 	}
 	t.Cleanup(func() { m.s.Close() })
 	m.makePool()
@@ -380,12 +322,12 @@ func (m *modelRun) pickTurn() *modelTurn {
 
 // --- the model ---
 
-func (m *modelRun) addBranch(h Head, chain []*modelTurn) {
+func (m *modelRun) addBranch(h persistence.Head, chain []*modelTurn) {
 	m.branches[h.Branch] = &modelBranch{head: h, chain: chain}
 	m.branchIDs = append(m.branchIDs, h.Branch)
 }
 
-func (m *modelRun) addTurn(b messages.BranchID, t Turn, payload []byte) {
+func (m *modelRun) addTurn(b messages.BranchID, t persistence.Turn, payload []byte) {
 	mt := &modelTurn{turn: t, payload: payload}
 	m.turns[t.ID] = mt
 	m.turnIDs = append(m.turnIDs, t.ID)
@@ -416,18 +358,18 @@ func (m *modelRun) chainOf(id messages.TurnID) []*modelTurn {
 
 // --- comparisons ---
 
-func sameTurn(a, b Turn) bool {
+func sameTurn(a, b persistence.Turn) bool {
 	return a.ID == b.ID && a.Parent == b.Parent && a.Depth == b.Depth &&
 		a.TypeTag == b.TypeTag && a.Codec == b.Codec && a.PayloadHash == b.PayloadHash &&
 		a.Flags == b.Flags && a.CreatedAt.Equal(b.CreatedAt) && a.OverlaySeq == b.OverlaySeq
 }
 
-func sameHead(a, b Head) bool {
+func sameHead(a, b persistence.Head) bool {
 	return a.Branch == b.Branch && a.Turn == b.Turn && a.Depth == b.Depth &&
 		a.Base == b.Base && a.CreatedAt.Equal(b.CreatedAt)
 }
 
-func turnIDs(ts []Turn) []messages.TurnID {
+func turnIDs(ts []persistence.Turn) []messages.TurnID {
 	ids := make([]messages.TurnID, len(ts))
 	for i, t := range ts {
 		ids[i] = t.ID
@@ -444,7 +386,7 @@ func modelIDs(ts []*modelTurn) []messages.TurnID {
 }
 
 // checkTurns fails unless got are exactly the turns of want, in order.
-func (m *modelRun) checkTurns(call string, got []Turn, want []*modelTurn) {
+func (m *modelRun) checkTurns(call string, got []persistence.Turn, want []*modelTurn) {
 	m.t.Helper()
 	if len(got) != len(want) {
 		m.fatalf("%s returned %d turns %v, want %d %v", call, len(got), turnIDs(got), len(want), modelIDs(want))
@@ -469,7 +411,7 @@ func (m *modelRun) checkHead(b messages.BranchID) {
 
 // checkUnchanged fails if a failed call appended anything or moved the
 // head of branch b (when the model knows b) or created it (when not).
-func (m *modelRun) checkUnchanged(before Stats, b messages.BranchID) {
+func (m *modelRun) checkUnchanged(before persistence.Stats, b messages.BranchID) {
 	m.t.Helper()
 	after := m.s.Stats()
 	if after.Appends != before.Appends || after.BlobWrites != before.BlobWrites || after.BlobDedups != before.BlobDedups {
@@ -480,7 +422,7 @@ func (m *modelRun) checkUnchanged(before Stats, b messages.BranchID) {
 	}
 	if m.branches[b] != nil {
 		m.checkHead(b)
-	} else if _, err := m.s.Head(m.ctx, b); !errors.Is(err, ErrBranchNotFound) {
+	} else if _, err := m.s.Head(m.ctx, b); !errors.Is(err, persistence.ErrBranchNotFound) {
 		m.fatalf("after a failed call, Head(unknown %s) = %v, want ErrBranchNotFound", b, err)
 	}
 }
@@ -530,7 +472,7 @@ func (m *modelRun) checkChildren(id messages.TurnID) {
 
 // checkBlob reads the blob of h twice, scribbling on the first copy, and
 // checks both against the model along with its reference count.
-func (m *modelRun) checkBlob(h Hash) {
+func (m *modelRun) checkBlob(h persistence.Hash) {
 	m.t.Helper()
 	want := m.payloads[h]
 	for i := range 2 {
@@ -562,10 +504,10 @@ func (m *modelRun) reopen() {
 	if err := m.s.Close(); err != nil {
 		m.fatalf("second Close() = %v, want nil", err)
 	}
-	if _, err := m.s.Head(m.ctx, b); !errors.Is(err, ErrClosed) {
+	if _, err := m.s.Head(m.ctx, b); !errors.Is(err, persistence.ErrClosed) {
 		m.fatalf("Head after Close = %v, want ErrClosed", err)
 	}
-	if _, err := m.s.Append(m.ctx, b, AppendRequest{Payload: m.pool[0]}); !errors.Is(err, ErrClosed) {
+	if _, err := m.s.Append(m.ctx, b, persistence.AppendRequest{Payload: m.pool[0]}); !errors.Is(err, persistence.ErrClosed) {
 		m.fatalf("Append after Close = %v, want ErrClosed", err)
 	}
 	m.s = m.open()
@@ -573,7 +515,7 @@ func (m *modelRun) reopen() {
 }
 
 func (m *modelRun) createEmpty() {
-	var spec BranchSpec
+	var spec persistence.BranchSpec
 	if m.rng.IntN(2) == 0 {
 		spec.ID = m.newBranchID()
 	}
@@ -602,7 +544,7 @@ func (m *modelRun) fork() {
 			at = m.branches[b].chain[len(m.branches[b].chain)-1]
 		}
 	}
-	spec := BranchSpec{At: at.turn.ID}
+	spec := persistence.BranchSpec{At: at.turn.ID}
 	if m.rng.IntN(2) == 0 {
 		spec.ID = m.newBranchID()
 	}
@@ -647,11 +589,11 @@ func (m *modelRun) append() {
 	}
 	mb := m.branches[b]
 	payload := m.pickPayload()
-	req := AppendRequest{
+	req := persistence.AppendRequest{
 		Payload: slices.Clone(payload),
 		TypeTag: m.rng.Uint64N(1 << 40),
 		Codec:   uint32(m.rng.IntN(4)),
-		Flags:   m.rng.Uint32() & CallerFlagsMask,
+		Flags:   m.rng.Uint32() & persistence.CallerFlagsMask,
 	}
 	var wrong bool
 	switch m.rng.IntN(6) {
@@ -666,8 +608,8 @@ func (m *modelRun) append() {
 	got, err := m.s.Append(m.ctx, b, req)
 	clear(req.Payload) // the store must not keep the caller's buffer
 	if wrong {
-		var hm *HeadMismatchError
-		if !errors.Is(err, ErrHeadMismatch) || !errors.As(err, &hm) {
+		var hm *persistence.HeadMismatchError
+		if !errors.Is(err, persistence.ErrHeadMismatch) || !errors.As(err, &hm) {
 			m.fatalf("Append(%s, expect parent %q) with head %q = %+v, %v; want ErrHeadMismatch",
 				b, *req.ExpectParent, mb.head.Turn, got, err)
 		}
@@ -681,9 +623,9 @@ func (m *modelRun) append() {
 	if err != nil {
 		m.fatalf("Append(%s, %d bytes, expect parent %v) = %v", b, len(payload), req.ExpectParent != nil, err)
 	}
-	want := Turn{
+	want := persistence.Turn{
 		ID: got.ID, Parent: mb.head.Turn, Depth: uint64(len(mb.chain)),
-		TypeTag: req.TypeTag, Codec: req.Codec, PayloadHash: HashOf(payload), Flags: req.Flags,
+		TypeTag: req.TypeTag, Codec: req.Codec, PayloadHash: persistence.HashOf(payload), Flags: req.Flags,
 		CreatedAt: got.CreatedAt,
 	}
 	if got.ID.IsZero() || m.turns[got.ID] != nil || got.CreatedAt.IsZero() || !sameTurn(got, want) {
@@ -712,8 +654,8 @@ func (m *modelRun) appendConcurrent() {
 	type call struct {
 		b       messages.BranchID
 		payload []byte
-		req     AppendRequest
-		got     Turn
+		req     persistence.AppendRequest
+		got     persistence.Turn
 		err     error
 	}
 	race := m.rng.IntN(2) == 0
@@ -724,7 +666,7 @@ func (m *modelRun) appendConcurrent() {
 	calls := make([]*call, 2+m.rng.IntN(7))
 	for i := range calls {
 		c := &call{b: targets[m.rng.IntN(len(targets))], payload: m.pickPayload()}
-		c.req = AppendRequest{Payload: c.payload, TypeTag: uint64(i), Codec: 1}
+		c.req = persistence.AppendRequest{Payload: c.payload, TypeTag: uint64(i), Codec: 1}
 		if race {
 			p := m.branches[c.b].head.Turn
 			c.req.ExpectParent = &p
@@ -746,7 +688,7 @@ func (m *modelRun) appendConcurrent() {
 		case c.err == nil:
 			ok = append(ok, c)
 			wins[c.b]++
-		case race && errors.Is(c.err, ErrHeadMismatch):
+		case race && errors.Is(c.err, persistence.ErrHeadMismatch):
 		default:
 			m.fatalf("concurrent Append(%s, expect parent %v) = %v", c.b, race, c.err)
 		}
@@ -759,12 +701,12 @@ func (m *modelRun) appendConcurrent() {
 	// Turn ids increase in commit order, and the model must see the turns
 	// in that order for each branch's chain and each parent's children.
 	slices.SortFunc(ok, func(a, b *call) int { return a.got.ID.Compare(b.got.ID) })
-	newHashes := make(map[Hash]bool)
+	newHashes := make(map[persistence.Hash]bool)
 	for _, c := range ok {
 		mb := m.branches[c.b]
-		want := Turn{
+		want := persistence.Turn{
 			ID: c.got.ID, Parent: mb.head.Turn, Depth: uint64(len(mb.chain)),
-			TypeTag: c.req.TypeTag, Codec: 1, PayloadHash: HashOf(c.payload), CreatedAt: c.got.CreatedAt,
+			TypeTag: c.req.TypeTag, Codec: 1, PayloadHash: persistence.HashOf(c.payload), CreatedAt: c.got.CreatedAt,
 		}
 		if m.turns[c.got.ID] != nil || !sameTurn(c.got, want) {
 			m.fatalf("concurrent Append(%s) = %+v, want %+v (turns taken in id order)", c.b, c.got, want)
@@ -950,95 +892,95 @@ func (m *modelRun) badInput() {
 		call    string
 		err     error
 		touched = b
-		want    = []error{ErrInvalidArgument}
+		want    = []error{persistence.ErrInvalidArgument}
 	)
-	appendTo := func(br messages.BranchID, req AppendRequest) {
+	appendTo := func(br messages.BranchID, req persistence.AppendRequest) {
 		call = fmt.Sprintf("Append(%q, %d-byte payload, flags %#x)", br, len(req.Payload), req.Flags)
 		_, err = m.s.Append(m.ctx, br, req)
 	}
 	switch k := m.rng.IntN(20); k {
 	case 0:
-		appendTo(b, AppendRequest{Payload: []byte{}})
+		appendTo(b, persistence.AppendRequest{Payload: []byte{}})
 	case 1:
-		appendTo(b, AppendRequest{})
+		appendTo(b, persistence.AppendRequest{})
 	case 2:
-		appendTo(b, AppendRequest{Payload: make([]byte, modelMaxPayload+1+m.rng.IntN(1000))})
+		appendTo(b, persistence.AppendRequest{Payload: make([]byte, modelMaxPayload+1+m.rng.IntN(1000))})
 	case 3:
-		appendTo(b, AppendRequest{Payload: m.pool[1], Flags: FlagPatched})
+		appendTo(b, persistence.AppendRequest{Payload: m.pool[1], Flags: persistence.FlagPatched})
 	case 4:
-		appendTo(unknownB, AppendRequest{Payload: m.pool[2]})
-		touched, want = unknownB, []error{ErrBranchNotFound}
+		appendTo(unknownB, persistence.AppendRequest{Payload: m.pool[2]})
+		touched, want = unknownB, []error{persistence.ErrBranchNotFound}
 	case 5:
-		appendTo(messages.BranchID{}, AppendRequest{Payload: m.pool[2]})
-		want = []error{ErrInvalidArgument}
+		appendTo(messages.BranchID{}, persistence.AppendRequest{Payload: m.pool[2]})
+		want = []error{persistence.ErrInvalidArgument}
 	case 6:
-		spec := BranchSpec{ID: unknownB, At: unknownT}
+		spec := persistence.BranchSpec{ID: unknownB, At: unknownT}
 		call = fmt.Sprintf("CreateBranch(%+v)", spec)
 		_, err = m.s.CreateBranch(m.ctx, spec)
-		touched, want = unknownB, []error{ErrTurnNotFound}
+		touched, want = unknownB, []error{persistence.ErrTurnNotFound}
 	case 7:
 		if b.IsZero() {
 			return
 		}
-		spec := BranchSpec{ID: b, At: lastTurn}
+		spec := persistence.BranchSpec{ID: b, At: lastTurn}
 		call = fmt.Sprintf("CreateBranch(%+v) of an existing branch", spec)
 		_, err = m.s.CreateBranch(m.ctx, spec)
-		want = []error{ErrBranchExists}
+		want = []error{persistence.ErrBranchExists}
 	case 8:
 		call = "Head(unknown)"
 		_, err = m.s.Head(m.ctx, unknownB)
-		want = []error{ErrBranchNotFound}
+		want = []error{persistence.ErrBranchNotFound}
 	case 9:
 		call = "Head(zero)"
 		_, err = m.s.Head(m.ctx, messages.BranchID{})
-		want = []error{ErrInvalidArgument}
+		want = []error{persistence.ErrInvalidArgument}
 	case 10:
 		call = "Turn(unknown)"
 		_, err = m.s.Turn(m.ctx, unknownT)
-		want = []error{ErrTurnNotFound}
+		want = []error{persistence.ErrTurnNotFound}
 	case 11:
 		call = "Turn(zero)"
 		_, err = m.s.Turn(m.ctx, messages.TurnID{})
-		want = []error{ErrInvalidArgument}
+		want = []error{persistence.ErrInvalidArgument}
 	case 12:
 		call = "Chain(unknown)"
 		_, err = m.s.Chain(m.ctx, unknownT)
-		want = []error{ErrTurnNotFound}
+		want = []error{persistence.ErrTurnNotFound}
 	case 13:
 		call = "Before(unknown, 5)"
 		_, err = m.s.Before(m.ctx, unknownT, 5)
-		want = []error{ErrTurnNotFound}
+		want = []error{persistence.ErrTurnNotFound}
 	case 14:
 		call = "Children(unknown)"
 		_, err = m.s.Children(m.ctx, unknownT)
-		want = []error{ErrTurnNotFound}
+		want = []error{persistence.ErrTurnNotFound}
 	case 15:
 		call = "Last(unknown, 5)"
 		_, err = m.s.Last(m.ctx, unknownB, 5)
-		want = []error{ErrBranchNotFound}
+		want = []error{persistence.ErrBranchNotFound}
 	case 16:
 		call = "Range(unknown, 0, 5)"
 		_, err = m.s.Range(m.ctx, unknownB, 0, 5)
-		want = []error{ErrBranchNotFound}
+		want = []error{persistence.ErrBranchNotFound}
 	case 17:
 		if b.IsZero() {
 			return
 		}
-		n := []int{-1, MaxPageTurns + 1}[m.rng.IntN(2)]
+		n := []int{-1, persistence.MaxPageTurns + 1}[m.rng.IntN(2)]
 		call = fmt.Sprintf("Last(%s, %d)", b, n)
 		_, err = m.s.Last(m.ctx, b, n)
 	case 18:
 		if b.IsZero() {
 			return
 		}
-		n := []int{-1, MaxPageTurns + 1}[m.rng.IntN(2)]
+		n := []int{-1, persistence.MaxPageTurns + 1}[m.rng.IntN(2)]
 		call = fmt.Sprintf("Range(%s, 0, %d)", b, n)
 		_, err = m.s.Range(m.ctx, b, 0, n)
 	case 19:
-		h := HashOf(m.randomPayload(40))
+		h := persistence.HashOf(m.randomPayload(40))
 		call = "Blob(unknown)"
 		_, err = m.s.Blob(m.ctx, h)
-		want = []error{ErrBlobNotFound}
+		want = []error{persistence.ErrBlobNotFound}
 		if n, rerr := m.s.BlobRefs(m.ctx, h); rerr != nil || n != 0 {
 			m.fatalf("BlobRefs(unknown %s) = %d, %v; want 0, nil", h, n, rerr)
 		}

@@ -1,0 +1,66 @@
+package persistence_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+
+	"github.com/contextinfinity/ctxinf/internal/pgtest"
+	"github.com/contextinfinity/ctxinf/persistence"
+	"github.com/contextinfinity/ctxinf/persistence/storetest"
+)
+
+// engines are the Store implementations of this package, for the
+// conformance kit.
+func engines() []storetest.Engine {
+	return []storetest.Engine{{
+		Name:    "badger",
+		Durable: true,
+		Open: func(t *testing.T, dir string, d persistence.Durability, lim persistence.Limits) persistence.Store {
+			t.Helper()
+			o := persistence.TestOptions(dir)
+			o.Durability = d
+			o.Limits = lim
+			s, err := persistence.OpenBadger(o)
+			if err != nil {
+				t.Fatalf("OpenBadger(%s) = %v", dir, err)
+			}
+			return s
+		},
+	}, {
+		Name: "memory",
+		Open: func(t *testing.T, dir string, d persistence.Durability, lim persistence.Limits) persistence.Store {
+			return persistence.NewMemory(lim)
+		},
+	}, {
+		// PostgreSQL commits durably whatever d says; dir names the
+		// database, so that a reopen finds the same one.
+		Name:    "postgres",
+		Durable: true,
+		OneRun:  true,
+		Open: func(t *testing.T, dir string, d persistence.Durability, lim persistence.Limits) persistence.Store {
+			t.Helper()
+			url, _ := pgURLs.Load(dir)
+			if url == nil {
+				url = pgtest.Start(t)
+				pgURLs.Store(dir, url)
+			}
+			o := persistence.DefaultPGOptions(url.(string))
+			o.Limits = lim
+			s, err := persistence.OpenPostgres(context.Background(), o)
+			if err != nil {
+				t.Fatalf("OpenPostgres = %v", err)
+			}
+			return s
+		},
+	}}
+}
+
+// pgURLs maps a store's directory to its database.
+var pgURLs sync.Map
+
+func TestStore(t *testing.T) { storetest.Run(t, engines()...) }
+
+// TestStoreMatchesModel checks each engine against a naive model. Replay
+// a failure with -seed and -run on the failing subtest's name.
+func TestStoreMatchesModel(t *testing.T) { storetest.RunModel(t, engines()...) }
