@@ -221,7 +221,7 @@ func (d *DB) Commit(ctx context.Context, tx *Tx) (TxResult, error) {
 	}
 	o := &op{kind: opTx, tx: tx}
 	for i, a := range tx.Appends {
-		if err := checkAppend(a.Branch, a.Req, d.opts.Limits); err != nil {
+		if err := CheckAppend(a.Branch, a.Req, d.opts.Limits); err != nil {
 			return TxResult{}, fmt.Errorf("append %d: %w", i, err)
 		}
 		if a.ID.IsZero() {

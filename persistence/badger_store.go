@@ -771,7 +771,7 @@ func hasKey(txn *badger.Txn, k []byte) (bool, error) {
 // turnRecord loads a durable turn, from the cache when it is there.
 func (s *badgerStore) turnRecord(txn *badger.Txn, id messages.TurnID) (turnRecord, error) {
 	if id.IsZero() {
-		return turnRecord{}, fmt.Errorf("%w: turn id is zero", ErrInvalidArgument)
+		return turnRecord{}, errZeroTurn
 	}
 	if r, ok := s.turns.get(id); ok {
 		return r, nil

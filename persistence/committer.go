@@ -121,7 +121,7 @@ func (s *badgerStore) prepareBlob(o *op, p []byte) {
 }
 
 func (s *badgerStore) Append(ctx context.Context, branch messages.BranchID, req AppendRequest) (Turn, error) {
-	if err := checkAppend(branch, req, s.opts.Limits); err != nil {
+	if err := CheckAppend(branch, req, s.opts.Limits); err != nil {
 		return Turn{}, err
 	}
 	o := &op{kind: opAppend, branch: branch, append: req}
@@ -146,7 +146,7 @@ func (s *badgerStore) CreateBranch(ctx context.Context, spec BranchSpec) (Head, 
 }
 
 func (s *badgerStore) PutOverlay(ctx context.Context, turn messages.TurnID, req OverlayRequest) (Overlay, error) {
-	if err := checkOverlay(turn, req, s.opts.Limits); err != nil {
+	if err := CheckOverlay(turn, req, s.opts.Limits); err != nil {
 		return Overlay{}, err
 	}
 	o := &op{kind: opOverlay, turn: turn, ovReq: req}

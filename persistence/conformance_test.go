@@ -28,11 +28,6 @@ func engines() []storetest.Engine {
 			return s
 		},
 	}, {
-		Name: "memory",
-		Open: func(t *testing.T, dir string, d persistence.Durability, lim persistence.Limits) persistence.Store {
-			return persistence.NewMemory(lim)
-		},
-	}, {
 		// PostgreSQL commits durably whatever d says; dir names the
 		// database, so that a reopen finds the same one.
 		Name:    "postgres",

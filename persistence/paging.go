@@ -2,7 +2,6 @@ package persistence
 
 import (
 	"context"
-	"fmt"
 	"math"
 
 	"github.com/contextinfinity/ctxinf/messages"
@@ -32,8 +31,6 @@ type Pager struct {
 	// engine's error (ErrClosed once it is closed) without calling it.
 	View func(ctx context.Context, fn func(DAGView) error) error
 }
-
-var errZeroTurn = fmt.Errorf("%w: turn id is zero", ErrInvalidArgument)
 
 // walk is v.Walk that returns no turn for n == 0 or a zero id.
 func walk(v DAGView, id messages.TurnID, n int) ([]Turn, messages.TurnID, error) {

@@ -99,7 +99,7 @@ func (d *PGDB) Commit(ctx context.Context, tx *Tx) (TxResult, error) {
 func (d *PGDB) txOp(tx *Tx) (*op, error) {
 	o := &op{kind: opTx, tx: tx}
 	for i, a := range tx.Appends {
-		if err := checkAppend(a.Branch, a.Req, d.opts.Limits); err != nil {
+		if err := CheckAppend(a.Branch, a.Req, d.opts.Limits); err != nil {
 			return nil, fmt.Errorf("append %d: %w", i, err)
 		}
 		if a.ID.IsZero() {

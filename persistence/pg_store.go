@@ -498,7 +498,7 @@ func (s *pgStore) submit(ctx context.Context, o *op) error {
 }
 
 func (s *pgStore) Append(ctx context.Context, branch messages.BranchID, req AppendRequest) (Turn, error) {
-	if err := checkAppend(branch, req, s.opts.Limits); err != nil {
+	if err := CheckAppend(branch, req, s.opts.Limits); err != nil {
 		return Turn{}, err
 	}
 	if err := s.alive(); err != nil {
@@ -522,7 +522,7 @@ func (s *pgStore) CreateBranch(ctx context.Context, spec BranchSpec) (Head, erro
 }
 
 func (s *pgStore) PutOverlay(ctx context.Context, turn messages.TurnID, req OverlayRequest) (Overlay, error) {
-	if err := checkOverlay(turn, req, s.opts.Limits); err != nil {
+	if err := CheckOverlay(turn, req, s.opts.Limits); err != nil {
 		return Overlay{}, err
 	}
 	o := &op{kind: opOverlay, turn: turn, ovReq: req}
@@ -1230,7 +1230,7 @@ func (s *pgStore) readRecord(ctx context.Context, q interface {
 	QueryRow(context.Context, string, ...any) pgx.Row
 }, id messages.TurnID) (turnRecord, error) {
 	if id.IsZero() {
-		return turnRecord{}, fmt.Errorf("%w: turn id is zero", ErrInvalidArgument)
+		return turnRecord{}, errZeroTurn
 	}
 	var parent, hash, skips []byte
 	var depth, typeTag, codec, flags, created int64
@@ -1404,7 +1404,7 @@ func (r pgReader) Head(ctx context.Context, b messages.BranchID) (Head, error) {
 
 func (r pgReader) Turn(ctx context.Context, id messages.TurnID) (Turn, error) {
 	if id.IsZero() {
-		return Turn{}, fmt.Errorf("%w: turn id is zero", ErrInvalidArgument)
+		return Turn{}, errZeroTurn
 	}
 	if err := r.s.alive(); err != nil {
 		return Turn{}, err
@@ -1476,7 +1476,7 @@ func (s *pgStore) Range(ctx context.Context, b messages.BranchID, start uint64, 
 // exists checks that turn id exists.
 func (s *pgStore) exists(ctx context.Context, id messages.TurnID) error {
 	if id.IsZero() {
-		return fmt.Errorf("%w: turn id is zero", ErrInvalidArgument)
+		return errZeroTurn
 	}
 	if err := s.alive(); err != nil {
 		return err

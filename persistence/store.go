@@ -2,13 +2,14 @@
 // store (an immutable turn DAG over a content-addressed blob store, with
 // mutable branch heads), the lifecycle tables and the actor logs.
 //
-// Store is the context store, on Badger (OpenBadger), in memory
-// (NewMemory) and on PostgreSQL (OpenPostgres). Database is Store and
+// Store is the context store, on Badger (OpenBadger), on PostgreSQL
+// (OpenPostgres) and in memory (package memstore). Database is Store and
 // the tables above it, everything the runtime asks of its store; the
 // runtime (actors, the servers, the ctxinf binary) takes a Database,
 // which DB, the Badger database (Open), and PGDB, the PostgreSQL one
-// (OpenPostgresDB), implement. Engine-specific maintenance (Compact)
-// is reached through optional interfaces, not Database.
+// (OpenPostgresDB), implement. Engine-specific maintenance (Compact) is
+// reached through optional interfaces, not Database. The conformance
+// kit every engine runs is package storetest.
 //
 // Only this package imports Badger.
 package persistence
@@ -311,9 +312,33 @@ func checkPageSize(n int) error {
 	return nil
 }
 
-var errZeroBranch = fmt.Errorf("%w: branch id is zero", ErrInvalidArgument)
+var (
+	errZeroBranch = fmt.Errorf("%w: branch id is zero", ErrInvalidArgument)
+	errZeroTurn   = fmt.Errorf("%w: turn id is zero", ErrInvalidArgument)
+)
 
-func checkAppend(branch messages.BranchID, req AppendRequest, lim Limits) error {
+// CheckBranchID returns an ErrInvalidArgument for a zero branch id, which
+// names no branch.
+func CheckBranchID(b messages.BranchID) error {
+	if b.IsZero() {
+		return errZeroBranch
+	}
+	return nil
+}
+
+// CheckTurnID returns an ErrInvalidArgument for a zero turn id, which
+// names no turn.
+func CheckTurnID(id messages.TurnID) error {
+	if id.IsZero() {
+		return errZeroTurn
+	}
+	return nil
+}
+
+// CheckAppend refuses an append to branch that no engine takes: a zero
+// branch, flags the store owns, a payload empty or over lim. Engines call
+// it before anything else, so that a refused append changes nothing.
+func CheckAppend(branch messages.BranchID, req AppendRequest, lim Limits) error {
 	if branch.IsZero() {
 		return errZeroBranch
 	}
@@ -323,9 +348,11 @@ func checkAppend(branch messages.BranchID, req AppendRequest, lim Limits) error 
 	return lim.checkPayload("payload", req.Payload)
 }
 
-func checkOverlay(turn messages.TurnID, req OverlayRequest, lim Limits) error {
+// CheckOverlay refuses an overlay of turn that no engine takes, as
+// CheckAppend does an append.
+func CheckOverlay(turn messages.TurnID, req OverlayRequest, lim Limits) error {
 	if turn.IsZero() {
-		return fmt.Errorf("%w: turn id is zero", ErrInvalidArgument)
+		return errZeroTurn
 	}
 	if req.Tombstone {
 		if req.Payload != nil {

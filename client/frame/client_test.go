@@ -10,6 +10,7 @@ import (
 	server "github.com/contextinfinity/ctxinf/internal/server/frame"
 	"github.com/contextinfinity/ctxinf/messages"
 	"github.com/contextinfinity/ctxinf/persistence"
+	"github.com/contextinfinity/ctxinf/persistence/memstore"
 )
 
 // gateStore blocks Append until released, and reports each append done.
@@ -30,7 +31,7 @@ func (g *gateStore) Append(ctx context.Context, b messages.BranchID, req persist
 
 func setup(t *testing.T) (*frame.Client, *gateStore) {
 	t.Helper()
-	store := persistence.NewMemory(persistence.Limits{MaxPayloadBytes: 1 << 20})
+	store := memstore.New(persistence.Limits{MaxPayloadBytes: 1 << 20})
 	t.Cleanup(func() { store.Close() })
 	gate := &gateStore{Store: store, entered: make(chan struct{}), release: make(chan struct{}),
 		appended: make(chan error, 16)}
@@ -118,7 +119,7 @@ func TestLimitOutOfRange(t *testing.T) {
 
 func Example() {
 	ctx := context.Background()
-	store := persistence.NewMemory(persistence.Limits{MaxPayloadBytes: 1 << 20})
+	store := memstore.New(persistence.Limits{MaxPayloadBytes: 1 << 20})
 	defer store.Close()
 	srv, err := server.ListenAndServe(ctx, "127.0.0.1:0", store, server.Options{})
 	if err != nil {

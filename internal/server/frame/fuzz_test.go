@@ -15,6 +15,7 @@ import (
 
 	"github.com/contextinfinity/ctxinf/messages"
 	"github.com/contextinfinity/ctxinf/persistence"
+	"github.com/contextinfinity/ctxinf/persistence/memstore"
 )
 
 var (
@@ -153,7 +154,7 @@ func fuzzServer(t *testing.T) string {
 			fuzzErr = err
 			return
 		}
-		fuzzSrv = New(persistence.NewMemory(persistence.Limits{MaxPayloadBytes: 1 << 16}), Options{
+		fuzzSrv = New(memstore.New(persistence.Limits{MaxPayloadBytes: 1 << 16}), Options{
 			MaxFrame: 1 << 17, MaxPayload: 1 << 16, MaxInFlight: 8, WriteTimeout: 5 * time.Second,
 		})
 		fuzzNet, fuzzAddr = network, l.Addr().String()

@@ -19,6 +19,7 @@ import (
 	"github.com/contextinfinity/ctxinf/internal/server/frame"
 	"github.com/contextinfinity/ctxinf/messages"
 	"github.com/contextinfinity/ctxinf/persistence"
+	"github.com/contextinfinity/ctxinf/persistence/memstore"
 )
 
 func openDB(t testing.TB) persistence.Database {
@@ -578,7 +579,7 @@ func TestMaxFrameSize(t *testing.T) {
 // TestMaxFrameCappedByStore: the frame limit never exceeds what the
 // store would accept.
 func TestMaxFrameCappedByStore(t *testing.T) {
-	srv := frame.New(persistence.NewMemory(persistence.Limits{MaxPayloadBytes: 1 << 20}), frame.Options{
+	srv := frame.New(memstore.New(persistence.Limits{MaxPayloadBytes: 1 << 20}), frame.Options{
 		MaxFrame: 64 << 20, MaxPayload: 1 << 20,
 	})
 	if got, want := srv.EffectiveMaxFrame(), 1<<20+frame.FrameOverhead; got != want {
