@@ -59,3 +59,38 @@ func TestStore(t *testing.T) { storetest.Run(t, engines()...) }
 // TestStoreMatchesModel checks each engine against a naive model. Replay
 // a failure with -seed and -run on the failing subtest's name.
 func TestStoreMatchesModel(t *testing.T) { storetest.RunModel(t, engines()...) }
+
+// dbEngines are the Database implementations of this package, for the
+// conformance kit.
+func dbEngines() []storetest.DBEngine {
+	return []storetest.DBEngine{{
+		Name: "badger",
+		Open: func(t *testing.T, dir string) storetest.DB {
+			t.Helper()
+			d, err := persistence.Open(persistence.TestOptions(dir))
+			if err != nil {
+				t.Fatalf("Open(%s) = %v", dir, err)
+			}
+			return d
+		},
+	}, {
+		Name: "postgres",
+		Open: func(t *testing.T, dir string) storetest.DB {
+			t.Helper()
+			url, _ := pgURLs.Load(dir)
+			if url == nil {
+				url = pgtest.Start(t)
+				pgURLs.Store(dir, url)
+			}
+			o := persistence.DefaultPGOptions(url.(string))
+			o.Limits.MaxPayloadBytes = 1 << 20
+			d, err := persistence.OpenPostgresDB(context.Background(), o)
+			if err != nil {
+				t.Fatalf("OpenPostgresDB = %v", err)
+			}
+			return d
+		},
+	}}
+}
+
+func TestDatabase(t *testing.T) { storetest.RunDatabase(t, dbEngines()...) }

@@ -1,4 +1,4 @@
-package persistence
+package storetest
 
 import (
 	"errors"
@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/contextinfinity/ctxinf/persistence"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 )
 
@@ -15,14 +16,14 @@ import (
 // are not listed in unreadable.
 type snapshotLog struct {
 	t          *testing.T
-	d          lifecycleDB
-	l          *ActorLog
+	d          DB
+	l          *persistence.ActorLog
 	actor      string
 	unreadable map[string]bool
 	reported   []uint64 // indexes of the snapshots reported unreadable
 }
 
-func newSnapshotLog(t *testing.T, d lifecycleDB, actor string) *snapshotLog {
+func newSnapshotLog(t *testing.T, d DB, actor string) *snapshotLog {
 	s := &snapshotLog{t: t, d: d, actor: actor, unreadable: map[string]bool{}}
 	s.l = s.d.ActorLog(4)
 	s.l.CheckSnapshots(func(actor string, data []byte) error {
@@ -92,11 +93,7 @@ func indexes(from, to uint64) []uint64 {
 // A snapshot compacts only the events before the snapshot before it, once
 // that one was read back readable: an unreadable latest snapshot falls
 // back to the previous one and the events after it, to the same state.
-func TestActorLogFallsBackToPreviousSnapshot(t *testing.T) {
-	forEachDB(t, testActorLogFallsBackToPreviousSnapshot)
-}
-
-func testActorLogFallsBackToPreviousSnapshot(t *testing.T, d lifecycleDB) {
+func testActorLogFallsBackToPreviousSnapshot(t *testing.T, d DB) {
 	s := newSnapshotLog(t, d, "branch-1")
 	s.persist(0, 10) // snapshots at 0, 4, 8
 	if got := s.stored(); !slices.Equal(got, indexes(4, 10)) {
@@ -145,11 +142,7 @@ func testActorLogFallsBackToPreviousSnapshot(t *testing.T, d lifecycleDB) {
 // With no readable snapshot the actor replays every event, which are all
 // there while no snapshot has had a readable successor; when they are not,
 // recovery fails rather than build a state without them.
-func TestActorLogReplaysAllWithoutReadableSnapshot(t *testing.T) {
-	forEachDB(t, testActorLogReplaysAllWithoutReadableSnapshot)
-}
-
-func testActorLogReplaysAllWithoutReadableSnapshot(t *testing.T, d lifecycleDB) {
+func testActorLogReplaysAllWithoutReadableSnapshot(t *testing.T, d DB) {
 	s := newSnapshotLog(t, d, "branch-1")
 	s.persist(0, 3) // one snapshot, at 0
 	s.unreadable["ok0"] = true
@@ -161,8 +154,8 @@ func testActorLogReplaysAllWithoutReadableSnapshot(t *testing.T, d lifecycleDB) 
 	s.persist(0, 10)                     // snapshots at 0, 4, 8; events from 4 on
 	s.unreadable["ok8"], s.unreadable["ok4"] = true, true
 	defer func() {
-		var pe *PersistError
-		if err, _ := recover().(error); !errors.As(err, &pe) || !errors.Is(err, ErrNoReadableSnapshot) || !errors.Is(err, ErrCorrupt) {
+		var pe *persistence.PersistError
+		if err, _ := recover().(error); !errors.As(err, &pe) || !errors.Is(err, persistence.ErrNoReadableSnapshot) || !errors.Is(err, persistence.ErrCorrupt) {
 			t.Fatalf("recovery without a readable snapshot nor the first events panicked with %v, want ErrNoReadableSnapshot", err)
 		}
 		if !slices.Equal(s.reported, []uint64{8, 4}) {
