@@ -194,39 +194,11 @@ func chunkKey(c ChunkRow) []byte {
 
 // Commit writes tx atomically. It returns once tx is durable.
 func (d *DB) Commit(ctx context.Context, tx *Tx) (TxResult, error) {
-	if tx == nil {
-		return TxResult{}, fmt.Errorf("%w: tx is nil", ErrInvalidArgument)
-	}
-	for _, e := range tx.Events {
-		if err := checkActor(e.Actor); err != nil {
-			return TxResult{}, err
-		}
-	}
-	if e := tx.Snapshot; e != nil {
-		if err := checkActor(e.Actor); err != nil {
-			return TxResult{}, err
-		}
-	}
-	if p := tx.PrevSnapshot; p != nil {
-		if s := tx.Snapshot; s == nil || s.Actor != p.Actor || s.Index < p.Index {
-			return TxResult{}, fmt.Errorf("%w: previous snapshot of %q at %d without a snapshot of it at or after that index",
-				ErrInvalidArgument, p.Actor, p.Index)
-		}
-	}
-	if err := checkKeys(tx.Keys); err != nil {
-		return TxResult{}, err
-	}
-	if err := checkProxy(tx.Proxy, d.opts.Limits); err != nil {
+	if err := tx.Check(d.opts.Limits); err != nil {
 		return TxResult{}, err
 	}
 	o := &op{kind: opTx, tx: tx}
-	for i, a := range tx.Appends {
-		if err := CheckAppend(a.Branch, a.Req, d.opts.Limits); err != nil {
-			return TxResult{}, fmt.Errorf("append %d: %w", i, err)
-		}
-		if a.ID.IsZero() {
-			return TxResult{}, fmt.Errorf("%w: append %d: turn id is zero", ErrInvalidArgument, i)
-		}
+	for _, a := range tx.Appends {
 		part := &op{}
 		d.prepareBlob(part, a.Req.Payload)
 		o.parts = append(o.parts, part)

@@ -53,63 +53,31 @@ const pgMaxSeq = math.MaxInt64
 // the whole Tx with an error naming it. It returns once the transaction's
 // COMMIT has returned; ErrOutcomeUnknown when its answer never came.
 func (d *PGDB) Commit(ctx context.Context, tx *Tx) (TxResult, error) {
-	if tx == nil {
-		return TxResult{}, fmt.Errorf("%w: tx is nil", ErrInvalidArgument)
-	}
-	for _, s := range []struct {
-		field string
-		rows  []TurnRow
-	}{{"new turn", tx.NewTurns}, {"turn", tx.Turns}} {
-		for i, r := range s.rows {
-			if r.Seq > pgMaxSeq {
-				return TxResult{}, fmt.Errorf("%w: %s %d: seq %d is over %d, the largest PostgreSQL's BIGINT holds",
-					ErrInvalidArgument, s.field, i, r.Seq, uint64(pgMaxSeq))
-			}
-		}
-	}
-	for i, r := range tx.States {
-		if r.Seq > pgMaxSeq {
-			return TxResult{}, fmt.Errorf("%w: state %d: seq %d is over %d, the largest PostgreSQL's BIGINT holds",
-				ErrInvalidArgument, i, r.Seq, uint64(pgMaxSeq))
-		}
-	}
-	if err := checkPGActorParts(tx); err != nil {
+	if err := tx.Check(d.opts.Limits); err != nil {
 		return TxResult{}, err
 	}
-	if err := checkKeys(tx.Keys); err != nil {
-		return TxResult{}, err
-	}
-	if err := checkProxy(tx.Proxy, d.opts.Limits); err != nil {
+	if err := checkPGSeqs(tx); err != nil {
 		return TxResult{}, err
 	}
 	if err := d.alive(); err != nil {
 		return TxResult{}, err
 	}
-	o, err := d.txOp(tx)
-	if err != nil {
-		return TxResult{}, err
-	}
+	o := d.txOp(tx)
 	if err := d.submit(ctx, o); err != nil {
 		return TxResult{}, err
 	}
 	return o.res.tx, nil
 }
 
-// txOp checks tx's appends and prepares them, and returns tx's op.
-func (d *PGDB) txOp(tx *Tx) (*op, error) {
+// txOp prepares tx's appends and returns tx's op.
+func (d *PGDB) txOp(tx *Tx) *op {
 	o := &op{kind: opTx, tx: tx}
-	for i, a := range tx.Appends {
-		if err := CheckAppend(a.Branch, a.Req, d.opts.Limits); err != nil {
-			return nil, fmt.Errorf("append %d: %w", i, err)
-		}
-		if a.ID.IsZero() {
-			return nil, fmt.Errorf("%w: append %d: turn id is zero", ErrInvalidArgument, i)
-		}
+	for _, a := range tx.Appends {
 		// Hash and compress on the caller's goroutine, as Append does.
 		o.parts = append(o.parts, &op{kind: opAppend, branch: a.Branch, append: a.Req,
 			hash: HashOf(a.Req.Payload), blob: encodeBlob(a.Req.Payload, d.opts.Compress)})
 	}
-	return o, nil
+	return o
 }
 
 // ---- the lifecycle rows in the group committer ----

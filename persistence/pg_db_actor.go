@@ -475,27 +475,30 @@ func (x *pgExtra) queue(b *pgx.Batch, checks []pgCheck) []pgCheck {
 	return x.queueRetention(b, x.queueKeyed(b, checks))
 }
 
-// checkPGActorParts checks tx's retrieval and actor log parts as
-// DB.Commit does, and refuses what PostgreSQL's BIGINT cannot key.
-func checkPGActorParts(tx *Tx) error {
-	for i, e := range tx.Events {
-		if err := checkActor(e.Actor); err != nil {
-			return err
+// checkPGSeqs refuses the seqs and event indexes of tx that PostgreSQL's
+// BIGINT cannot hold (Tx.Check has checked the rest).
+func checkPGSeqs(tx *Tx) error {
+	for _, s := range []struct {
+		field string
+		rows  []TurnRow
+	}{{"new turn", tx.NewTurns}, {"turn", tx.Turns}} {
+		for i, r := range s.rows {
+			if r.Seq > pgMaxSeq {
+				return fmt.Errorf("%w: %s %d: seq %d is over %d, the largest PostgreSQL's BIGINT holds",
+					ErrInvalidArgument, s.field, i, r.Seq, uint64(pgMaxSeq))
+			}
 		}
+	}
+	for i, r := range tx.States {
+		if r.Seq > pgMaxSeq {
+			return fmt.Errorf("%w: state %d: seq %d is over %d, the largest PostgreSQL's BIGINT holds",
+				ErrInvalidArgument, i, r.Seq, uint64(pgMaxSeq))
+		}
+	}
+	for i, e := range tx.Events {
 		if e.Index > pgMaxSeq {
 			return fmt.Errorf("%w: event %d: index %d is over %d, the largest PostgreSQL's BIGINT holds",
 				ErrInvalidArgument, i, e.Index, uint64(pgMaxSeq))
-		}
-	}
-	if e := tx.Snapshot; e != nil {
-		if err := checkActor(e.Actor); err != nil {
-			return err
-		}
-	}
-	if p := tx.PrevSnapshot; p != nil {
-		if s := tx.Snapshot; s == nil || s.Actor != p.Actor || s.Index < p.Index {
-			return fmt.Errorf("%w: previous snapshot of %q at %d without a snapshot of it at or after that index",
-				ErrInvalidArgument, p.Actor, p.Index)
 		}
 	}
 	for i, c := range tx.Chunks {

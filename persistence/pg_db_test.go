@@ -157,10 +157,7 @@ func TestPGDBGroupIsolatesFailedTx(t *testing.T) {
 	}
 	var batch []*op
 	for _, tx := range txs {
-		o, err := d.txOp(tx)
-		if err != nil {
-			t.Fatal(err)
-		}
+		o := d.txOp(tx)
 		o.done = make(chan struct{})
 		batch = append(batch, o)
 	}
@@ -231,10 +228,7 @@ func TestPGDBGroupActorParts(t *testing.T) {
 	}
 	var batch []*op
 	for _, tx := range txs {
-		o, err := d.txOp(tx)
-		if err != nil {
-			t.Fatal(err)
-		}
+		o := d.txOp(tx)
 		o.done = make(chan struct{})
 		batch = append(batch, o)
 	}

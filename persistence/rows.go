@@ -312,6 +312,48 @@ type Tx struct {
 	RetentionJob *RetentionJob
 }
 
+// Check refuses a Tx that no engine commits, naming the part: a nil Tx,
+// an actor name out of bounds, a previous snapshot without its
+// snapshot, malformed idempotency keys or proxy entries, and appends that
+// CheckAppend refuses or that have no turn id. Engines call it before
+// anything else, then check what only they limit.
+func (t *Tx) Check(lim Limits) error {
+	if t == nil {
+		return fmt.Errorf("%w: tx is nil", ErrInvalidArgument)
+	}
+	for _, e := range t.Events {
+		if err := checkActor(e.Actor); err != nil {
+			return err
+		}
+	}
+	if e := t.Snapshot; e != nil {
+		if err := checkActor(e.Actor); err != nil {
+			return err
+		}
+	}
+	if p := t.PrevSnapshot; p != nil {
+		if s := t.Snapshot; s == nil || s.Actor != p.Actor || s.Index < p.Index {
+			return fmt.Errorf("%w: previous snapshot of %q at %d without a snapshot of it at or after that index",
+				ErrInvalidArgument, p.Actor, p.Index)
+		}
+	}
+	if err := checkKeys(t.Keys); err != nil {
+		return err
+	}
+	if err := checkProxy(t.Proxy, lim); err != nil {
+		return err
+	}
+	for i, a := range t.Appends {
+		if err := CheckAppend(a.Branch, a.Req, lim); err != nil {
+			return fmt.Errorf("append %d: %w", i, err)
+		}
+		if a.ID.IsZero() {
+			return fmt.Errorf("%w: append %d: turn id is zero", ErrInvalidArgument, i)
+		}
+	}
+	return nil
+}
+
 // merge appends src's writes to t's, to commit both as one transaction.
 func (t *Tx) merge(src *Tx) {
 	t.NewBranches = append(t.NewBranches, src.NewBranches...)
