@@ -1587,7 +1587,7 @@ func (a *branchActor) pruneMessages(keep messages.TurnID) {
 	}
 }
 
-func readMessage(db persistence.Database, node messages.TurnID) (messages.Message, error) {
+func readMessage(db persistence.Reader, node messages.TurnID) (messages.Message, error) {
 	var m messages.Message
 	t, err := db.Turn(context.Background(), node)
 	if err != nil {

@@ -21,7 +21,7 @@ import (
 // is the source of truth; an index is a cache. It is safe for concurrent
 // use.
 type memory struct {
-	db    persistence.Database
+	db    chunkRows
 	embed retrieval.Embedder
 	ns    string // retrieval.Namespace(embed)
 	opts  retrieval.RankOptions
@@ -58,7 +58,16 @@ type partition struct {
 	err   error
 }
 
-func newMemory(db persistence.Database, embed retrieval.Embedder, opts retrieval.RankOptions) *memory {
+// chunkRows is what retrieval reads of the store: the chunk rows, with
+// their vectors, and the branch rows that say where a branch was forked.
+type chunkRows interface {
+	BranchRow(ctx context.Context, id messages.BranchID) (persistence.BranchRow, error)
+	Chunks(ctx context.Context, turn messages.TurnID) ([]persistence.ChunkRow, error)
+	ChunkByID(ctx context.Context, id messages.ChunkID) (persistence.ChunkRow, error)
+	BranchChunkVectors(ctx context.Context, ns string, branch messages.BranchID, fn func(persistence.ChunkDoc, []float32) error) error
+}
+
+func newMemory(db chunkRows, embed retrieval.Embedder, opts retrieval.RankOptions) *memory {
 	return &memory{db: db, embed: embed, ns: retrieval.Namespace(embed), opts: opts,
 		parts: map[messages.BranchID]*partition{}, rows: genCache[messages.ChunkID, persistence.ChunkRow]{limit: maxCachedRows}}
 }
