@@ -18,6 +18,8 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/contextinfinity/ctxinf/actors"
+	"github.com/contextinfinity/ctxinf/internal/config"
+	"github.com/contextinfinity/ctxinf/internal/wiring"
 	"github.com/contextinfinity/ctxinf/messages"
 	"github.com/contextinfinity/ctxinf/persistence"
 	"github.com/contextinfinity/ctxinf/providers"
@@ -63,12 +65,16 @@ func ToolFunc(def messages.Tool, call func(ctx context.Context, arguments json.R
 // and valid for every provider (1 to 64 letters, digits, '_' or '-').
 func NewToolRegistry(tools ...Tool) (*ToolRegistry, error) { return actors.NewToolRegistry(tools...) }
 
-// Options configure Open. Zero fields take the defaults of config.yaml.
+// Options configure Open. Zero fields take the defaults of config.yaml
+// (internal/config.Default, mapped as the binary maps it), but for the
+// API keys: a library runtime reads none from the environment, so that its
+// default model is the offline local provider.
 type Options struct {
 	DataDir  string             // required
 	Provider providers.Provider // default: the offline local provider
 	Model    string
-	// Models are further models a branch can switch to by name.
+	// Models are further models a branch can switch to by name; when set
+	// they replace the configured ones.
 	Models map[string]Model
 	// ToolMode is the tools policy: messages.ToolsDisabled (default),
 	// ToolsParseOnly (calls are recorded, never run) or ToolsEnabled
@@ -108,14 +114,59 @@ type Runtime struct{ *actors.Runtime }
 // Open opens (creating if needed) the runtime stored in opts.DataDir and
 // recovers any work a crash interrupted before it returns.
 func Open(ctx context.Context, opts Options) (*Runtime, error) {
-	var cfg actors.Config
-	if opts.Config != nil {
-		cfg = *opts.Config
-	} else {
-		cfg.Store = persistence.DefaultOptions("")
-		cfg.Logger = opts.Logger
-		cfg.RetainFinalized = 7 * 24 * time.Hour // stream.retain_finalized
+	cfg, err := runtimeConfig(opts)
+	if err != nil {
+		return nil, err
 	}
+	r, err := actors.Open(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &Runtime{r}, nil
+}
+
+// runtimeConfig is the runtime's configuration for opts: opts.Config with
+// opts' fields in its empty ones, or else config.yaml's defaults mapped
+// by the binary's builder (wiring.Runtime) with opts' non-zero fields on
+// top.
+func runtimeConfig(opts Options) (actors.Config, error) {
+	if opts.Config != nil {
+		return fill(*opts.Config, opts), nil
+	}
+	c := config.Default()
+	c.DataDir = opts.DataDir
+	// No key is read (wiring.Env.Getenv is nil), so default_model's
+	// model is unavailable and the local provider is the default, as in
+	// the binary without keys; naming no default model says so without
+	// the binary's warning.
+	c.DefaultModel = ""
+	cfg, err := wiring.Runtime(c, wiring.Env{Log: opts.Logger})
+	if err != nil {
+		return actors.Config{}, err
+	}
+	if opts.Provider != nil {
+		cfg.Provider, cfg.Model = opts.Provider, opts.Model
+	} else if opts.Model != "" {
+		cfg.Model = opts.Model
+	}
+	if opts.Models != nil {
+		cfg.Models, cfg.Unavailable = opts.Models, nil
+	}
+	if opts.ToolMode != messages.ToolsDisabled {
+		cfg.ToolMode = opts.ToolMode
+	}
+	if opts.Tools != nil {
+		cfg.Tools = opts.Tools
+	}
+	if opts.MaxToolSteps > 0 {
+		cfg.MaxToolSteps = opts.MaxToolSteps
+	}
+	cfg.Redact = opts.Redact
+	return storage(cfg, opts), nil
+}
+
+// fill sets cfg's empty fields from opts.
+func fill(cfg actors.Config, opts Options) actors.Config {
 	if cfg.DataDir == "" {
 		cfg.DataDir = opts.DataDir
 	}
@@ -143,6 +194,12 @@ func Open(ctx context.Context, opts Options) (*Runtime, error) {
 	if cfg.Redact == nil {
 		cfg.Redact = opts.Redact
 	}
+	return storage(cfg, opts)
+}
+
+// storage applies opts' store fields (Relaxed, EncryptionKey,
+// PostgresURL) to cfg.
+func storage(cfg actors.Config, opts Options) actors.Config {
 	if opts.Relaxed {
 		cfg.Store.Durability = persistence.DurabilityRelaxed
 	}
@@ -153,11 +210,7 @@ func Open(ctx context.Context, opts Options) (*Runtime, error) {
 		o := persistence.DefaultPGOptions(opts.PostgresURL)
 		cfg.Postgres = &o
 	}
-	r, err := actors.Open(ctx, cfg)
-	if err != nil {
-		return nil, err
-	}
-	return &Runtime{r}, nil
+	return cfg
 }
 
 // Ask is Submit followed by reading the whole stream: it returns the reply
