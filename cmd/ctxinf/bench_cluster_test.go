@@ -16,6 +16,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/contextinfinity/ctxinf/internal/cli/bench"
 	"github.com/contextinfinity/ctxinf/internal/pgtest"
 )
 
@@ -64,7 +65,7 @@ func TestBenchClusterChaos(t *testing.T) {
 	code := run([]string{"bench", "cluster", "--members", "3", "--branches", strconv.Itoa(branches), "--turns", "2",
 		"--concurrency", "6", "--kills", "3", "--outages", "2", "--outage-for", "1s", "--pauses", "1", "--pause-for", "4s", "--chaos-every", "1s",
 		"--heal-within", heal.String(), "--seed", "21", "--json", "--bin", bin}, nil, &out, &errOut)
-	var f clusterFigures
+	var f bench.ClusterFigures
 	if err := json.Unmarshal(out.Bytes(), &f); err != nil {
 		t.Fatalf("exit %d, output is not one JSON object: %v\n%s\n%s", code, err, out.String(), errOut.String())
 	}
@@ -98,7 +99,7 @@ func TestBenchClusterJSON(t *testing.T) {
 		"--concurrency", "6", "--json", "--bin", bin}, nil, &out, &errOut); code != 0 {
 		t.Fatalf("bench cluster exited %d: %s", code, errOut.String())
 	}
-	var f clusterFigures
+	var f bench.ClusterFigures
 	if err := json.Unmarshal(out.Bytes(), &f); err != nil {
 		t.Fatalf("output is not one JSON object: %v\n%s", err, out.String())
 	}

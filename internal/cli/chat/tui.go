@@ -1,0 +1,156 @@
+package chat
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+
+	"github.com/mattn/go-isatty"
+
+	"github.com/contextinfinity/ctxinf"
+	"github.com/contextinfinity/ctxinf/internal/cli"
+	"github.com/contextinfinity/ctxinf/internal/tui"
+	"github.com/contextinfinity/ctxinf/internal/wiring"
+	"github.com/contextinfinity/ctxinf/messages"
+	"github.com/contextinfinity/ctxinf/persistence"
+)
+
+// TUILogName is the file in the temporary directory the log goes to
+// while the TUI owns the terminal.
+const TUILogName = "ctxinf-tui.log"
+
+// tuiFlags are the flags of ctxinf tui (and of ctxinf chat, which runs
+// the TUI on a terminal).
+type tuiFlags struct {
+	data, session, branch, server string
+}
+
+func (f *tuiFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.data, "data", "", "the data directory (default: data_dir of the configuration, ./data)")
+	fs.StringVar(&f.session, "session", "", "session to resume (default: the newest, or a new one)")
+	fs.StringVar(&f.branch, "branch", "", "branch to resume, by label, id or short id (default: the session's active branch)")
+	fs.StringVar(&f.server, "server", "", "run as a client of the ctxinf serve at this URL, token from the environment (default: the data directory's server, when one runs on it)")
+}
+
+// TUI is ctxinf tui: the terminal UI on the embedded runtime, or on
+// the server at --server (or the one that owns the data directory).
+func TUI(e *cli.Env, args []string) error {
+	fs := flag.NewFlagSet("tui", flag.ContinueOnError)
+	fs.SetOutput(e.Stderr)
+	var f tuiFlags
+	f.register(fs)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	return runTUI(e, f)
+}
+
+// isTerminal says whether f is a terminal.
+func isTerminal(f any) bool {
+	file, ok := f.(*os.File)
+	return ok && (isatty.IsTerminal(file.Fd()) || isatty.IsCygwinTerminal(file.Fd()))
+}
+
+func runTUI(e *cli.Env, f tuiFlags) error {
+	if !isTerminal(e.Stdin) || !isTerminal(e.Stdout) {
+		return fmt.Errorf("ctxinf tui needs a terminal; for scripts use ctxinf chat --plain")
+	}
+	if f.data != "" {
+		e.Config.DataDir = f.data
+	}
+	// The log would draw over the screen: it goes to a file meanwhile.
+	logPath := filepath.Join(os.TempDir(), TUILogName)
+	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return err
+	}
+	defer logFile.Close()
+	e.Log = wiring.Logger(e.Config.Log, logFile, e.Scrub)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	where, err := filepath.Abs(e.Config.DataDir)
+	if err != nil {
+		return err
+	}
+	where = "data in " + where
+	var (
+		be tui.Backend
+		rt chatRuntime
+	)
+	if f.server == "" {
+		cfg, cerr := e.RuntimeConfig()
+		if cerr != nil {
+			return cerr
+		}
+		var local *ctxinf.Runtime
+		if local, err = e.OpenRuntimeWith(ctx, cfg); err == nil {
+			defer local.Close()
+			be = newLocalTUI(local, cfg.Provider.Name(), cfg.Model)
+			rt = localChat{rt: local, provider: cfg.Provider.Name(), model: cfg.Model}
+		}
+	}
+	if be == nil {
+		c, rerr := e.Remote(f.server, err)
+		if rerr != nil {
+			return rerr
+		}
+		be, rt, where = newRemoteTUI(c), remoteChat{c}, "server "+c.URL()
+	}
+	branch, err := tuiBranch(ctx, rt, f.session, f.branch)
+	if err != nil {
+		return err
+	}
+	return tui.Run(tui.Options{Ctx: ctx, Backend: be, Branch: branch, Where: where, Screens: tuiScreens()}, e.Stdin, e.Stdout)
+}
+
+// tuiBranch is the branch the TUI opens: --branch by label, id or short
+// id among the branches of --session (default: the newest session), or
+// what the chat would resume.
+func tuiBranch(ctx context.Context, rt chatRuntime, session, branch string) (persistence.BranchRow, error) {
+	if branch == "" {
+		return pickBranch(ctx, rt, session, "")
+	}
+	if id, err := messages.ParseID[messages.BranchID](branch); err == nil {
+		return rt.BranchRow(ctx, id)
+	}
+	ss, err := rt.Sessions(ctx)
+	if err != nil {
+		return persistence.BranchRow{}, err
+	}
+	if len(ss) == 0 {
+		return persistence.BranchRow{}, fmt.Errorf("--branch %s: the data directory has no session yet", branch)
+	}
+	s := ss[len(ss)-1]
+	if session != "" {
+		id, err := messages.ParseID[messages.SessionID](session)
+		if err != nil {
+			return persistence.BranchRow{}, fmt.Errorf("--session: %w", err)
+		}
+		i := slices.IndexFunc(ss, func(s persistence.SessionRow) bool { return s.ID == id })
+		if i < 0 {
+			return persistence.BranchRow{}, fmt.Errorf("--session: %w: session %s", persistence.ErrNotFound, id)
+		}
+		s = ss[i]
+	}
+	bs, err := rt.Branches(ctx, s.ID)
+	if err != nil {
+		return persistence.BranchRow{}, err
+	}
+	b, err := tui.ResolveBranch(bs, branch)
+	if err != nil {
+		return persistence.BranchRow{}, fmt.Errorf("--branch: session %s: %w", s.ID, err)
+	}
+	return b, nil
+}
+
+// tuiScreens are the TUI's screens, on F2…F8 and their slash commands.
+func tuiScreens() []tui.Screen {
+	return []tui.Screen{
+		tui.NewHistoryScreen(), tui.NewBranchesScreen(), tui.NewPinsScreen(), tui.NewChunksScreen(),
+		tui.NewPendingScreen(), tui.NewStepsScreen(), tui.NewModelsScreen(),
+	}
+}

@@ -1,0 +1,3 @@
+// Package reindex is `ctxinf reindex`: committed turns chunked and
+// indexed again, idempotently.
+package reindex

@@ -1,0 +1,3 @@
+// Package search is `ctxinf search`: a branch's hybrid retrieval, and
+// forcing its hits into the next turn.
+package search
