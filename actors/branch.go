@@ -205,10 +205,14 @@ type branchActor struct {
 	// again after a wait (retryWait), so that a job that always kills its
 	// worker does not loop, and none is given up. retrying counts the
 	// timers of those waits (foldRetry, indexAgain) not yet fired; a
-	// branch with one is busy. foldRetrying: one of them is a foldRetry.
+	// branch with one is busy. foldRetrying: a fold waits for one;
+	// indexWaiting: the turns whose index jobs wait for one. A job that
+	// succeeds asks for all of them at once (retryNow): its worker is
+	// well again.
 	lost         int
 	retrying     int
 	foldRetrying bool
+	indexWaiting map[messages.TurnID]struct{}
 	// keys are the idempotency keys of the turns this instance accepted
 	// that are not committed yet (a deferred acceptance), by key; the
 	// store holds the others.
@@ -258,7 +262,8 @@ type idleCheck struct{ to *branchActor }
 
 func newBranchActor(rt *Runtime, id messages.BranchID) *branchActor {
 	return &branchActor{rt: rt, id: id, b: core.Branch{Policy: *rt.cfg.Fold}, streams: map[messages.TurnID]*TurnStream{},
-		indexing: map[messages.TurnID]*indexReq{}, msgs: map[messages.TurnID]messages.Message{}}
+		indexing: map[messages.TurnID]*indexReq{}, indexWaiting: map[messages.TurnID]struct{}{},
+		msgs: map[messages.TurnID]messages.Message{}}
 }
 
 func (a *branchActor) now() time.Time { return a.rt.cfg.Now() }
@@ -452,8 +457,9 @@ func (a *branchActor) Receive(ctx actor.Context) {
 			return // an earlier instance's: this one's recovery asked
 		}
 		a.retrying--
-		if t, ok := a.b.Turn(m.turn); ok && t.Phase == messages.PhaseStateCommitted {
-			a.run(ctx, []core.Effect{core.Index{Turn: m.turn}})
+		if _, ok := a.indexWaiting[m.turn]; ok {
+			delete(a.indexWaiting, m.turn)
+			a.indexCommitted(ctx, m.turn)
 		}
 	case *jobCheck:
 		if m.to == a {
@@ -464,9 +470,11 @@ func (a *branchActor) Receive(ctx actor.Context) {
 			return
 		}
 		a.retrying--
-		a.foldRetrying = false
-		if a.summarizing == 0 {
-			a.foldAgain(ctx)
+		if a.foldRetrying {
+			a.foldRetrying = false
+			if a.summarizing == 0 {
+				a.foldAgain(ctx)
+			}
 		}
 	case *summaryCheck:
 		if m.to == a && a.summarizing == m.epoch+1 && a.summaryAsked.Equal(m.asked) {
@@ -484,6 +492,7 @@ func (a *branchActor) Receive(ctx actor.Context) {
 			return
 		}
 		a.lost = 0
+		defer a.retryNow(ctx)
 		evs, err := a.b.MarkIndexed(m.turn, len(m.rows), a.now())
 		if err != nil {
 			a.rt.log.Warn().Err(err).Str("branch", a.id.String()).Msg("mark indexed")
@@ -535,16 +544,16 @@ func (a *branchActor) Receive(ctx actor.Context) {
 // past it each waits retryWait.
 const maxLostJobs = 5
 
-// retryBase is the first wait of retryWait (Runtime.retryBase starts as
-// it), maxRetryWait its longest.
+// retryBase is the first wait of retryWait, maxRetryWait its longest
+// (Runtime.retryBase and Runtime.retryMax start as them).
 const (
 	retryBase    = time.Second
-	maxRetryWait = time.Minute
+	maxRetryWait = 10 * time.Second
 )
 
 // retryWait is the wait before a job is asked again after a.lost jobs
 // were lost or failed in a row: none up to maxLostJobs, then
-// Runtime.retryBase doubling up to maxRetryWait. A job is never given
+// Runtime.retryBase doubling up to Runtime.retryMax. A job is never given
 // up: its work is durable, and a branch with work due and nothing asked
 // must make progress.
 func (a *branchActor) retryWait() time.Duration {
@@ -553,10 +562,10 @@ func (a *branchActor) retryWait() time.Duration {
 		return 0
 	}
 	d := a.rt.retryBase
-	for i := 1; i < n && d < maxRetryWait; i++ {
+	for i := 1; i < n && d < a.rt.retryMax; i++ {
 		d *= 2
 	}
-	return min(d, maxRetryWait)
+	return min(d, a.rt.retryMax)
 }
 
 // foldRetry makes a branch ask for the fold due, after retryWait.
@@ -586,8 +595,35 @@ func (a *branchActor) indexLater(ctx actor.Context, turn messages.TurnID, wait t
 		a.run(ctx, []core.Effect{core.Index{Turn: turn}})
 		return
 	}
+	if _, ok := a.indexWaiting[turn]; ok {
+		return // its timer is set
+	}
+	a.indexWaiting[turn] = struct{}{}
 	a.retrying++
 	after(ctx, wait, &indexAgain{to: a, turn: turn})
+}
+
+// indexCommitted asks for the index job of turn if it is committed and
+// not indexed yet.
+func (a *branchActor) indexCommitted(ctx actor.Context, turn messages.TurnID) {
+	if t, ok := a.b.Turn(turn); ok && t.Phase == messages.PhaseStateCommitted {
+		a.run(ctx, []core.Effect{core.Index{Turn: turn}})
+	}
+}
+
+// retryNow asks at once for the jobs waiting for a retry timer, once a
+// job succeeded: the timers still fire, and find nothing left to ask.
+func (a *branchActor) retryNow(ctx actor.Context) {
+	if a.foldRetrying {
+		a.foldRetrying = false
+		if a.summarizing == 0 {
+			a.foldAgain(ctx)
+		}
+	}
+	for turn := range a.indexWaiting {
+		delete(a.indexWaiting, turn)
+		a.indexCommitted(ctx, turn)
+	}
 }
 
 // summaryDeadline is how long a branch waits for a summary it asked for
@@ -1801,6 +1837,7 @@ func (a *branchActor) commit(ctx actor.Context, m *summaryDone) {
 		return
 	}
 	a.lost = 0
+	defer a.retryNow(ctx)
 	now := a.now()
 	state := messages.StateCheckpoint{ID: messages.NewID[messages.StateID](now), Seq: a.b.State.Seq + 1,
 		Summary: m.summary, Pinned: a.b.State.Pinned}

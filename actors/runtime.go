@@ -265,13 +265,13 @@ type Runtime struct {
 	// summaryDeadline and commitReask (branch.go) are the waits after
 	// which a summary asked for and not answered is asked again,
 	// jobCheck the wait after which a branch looks whether a job it
-	// waits for is still held by a worker (jobs), and retryBase the
-	// first wait before a job lost or failed more than maxLostJobs times
-	// in a row is asked again; tests shorten them. dropSummaries and
-	// dropIndexes drop that many summary and index requests unanswered,
-	// as a lost message would be (tests).
-	summaryDeadline, commitReask, jobCheck, retryBase time.Duration
-	dropSummaries, dropIndexes                        atomic.Int32
+	// waits for is still held by a worker (jobs), and retryBase and
+	// retryMax the first and longest wait before a job lost or failed
+	// more than maxLostJobs times in a row is asked again; tests set
+	// them. dropSummaries and dropIndexes drop that many summary and
+	// index requests unanswered, as a lost message would be (tests).
+	summaryDeadline, commitReask, jobCheck, retryBase, retryMax time.Duration
+	dropSummaries, dropIndexes                                  atomic.Int32
 	// jobs holds the summary, shrink and index requests sent to a
 	// worker that it has not finished (answered, or failed: workLost):
 	// a job its branch still waits for and no worker holds was lost
@@ -416,6 +416,7 @@ func Open(ctx context.Context, cfg Config) (*Runtime, error) {
 		commitReask:     commitReask,
 		jobCheck:        jobCheckEvery,
 		retryBase:       retryBase,
+		retryMax:        maxRetryWait,
 		closing:         make(chan struct{}),
 		cfg:             cfg,
 		db:              db,
