@@ -11,9 +11,11 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -44,6 +46,10 @@ type importFigures struct {
 	// to index when it answered (Inspect: committed, not indexed).
 	SearchableS     float64 `json:"searchable_s"`
 	BacklogAtAnswer float64 `json:"backlog_at_answer"`
+	// DiskBytesPerTurn is the data directory's size once the runtime is
+	// closed (blocks allocated, as du counts them), less the redo log's
+	// fixed ring (ctxinf.redo, 64 MiB whatever the data), over the turns.
+	DiskBytesPerTurn float64 `json:"disk_bytes_per_turn"`
 }
 
 // Import measures POST /v1/sessions/import on the server over
@@ -87,7 +93,7 @@ func Import(e *cli.Env, args []string) error {
 	var all []importFigures
 	for _, n := range ns {
 		f := importFigures{Turns: n, Format: *format, Runs: *runs}
-		var imp, first, searchable, backlog []time.Duration
+		var imp, first, searchable, backlog, disk []time.Duration
 		for run := range *runs {
 			prof := ""
 			if run == *runs-1 {
@@ -101,10 +107,12 @@ func Import(e *cli.Env, args []string) error {
 			}
 			imp, first, searchable = append(imp, r.imp), append(first, r.first), append(searchable, r.searchable)
 			backlog = append(backlog, time.Duration(r.backlog))
+			disk = append(disk, time.Duration(r.disk))
 		}
 		if len(imp) > 0 {
 			f.ImportS, f.FirstTurnMs = percentile(imp, 50).Seconds(), micros(percentile(first, 50))/1e3
 			f.SearchableS, f.BacklogAtAnswer = percentile(searchable, 50).Seconds(), float64(percentile(backlog, 50))
+			f.DiskBytesPerTurn = float64(percentile(disk, 50)) / float64(n)
 		}
 		all = append(all, f)
 		if *asJSON {
@@ -117,14 +125,14 @@ func Import(e *cli.Env, args []string) error {
 		return nil
 	}
 	tw := tabwriter.NewWriter(e.Stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "turns\tformat\timport_s\tturns_per_s\tfirst_turn_ms\tsearchable_s\tbacklog_at_answer\n")
+	fmt.Fprintf(tw, "turns\tformat\timport_s\tturns_per_s\tfirst_turn_ms\tsearchable_s\tbacklog_at_answer\tdisk_bytes_per_turn\n")
 	for _, f := range all {
 		if f.Error != "" {
 			fmt.Fprintf(tw, "%d\t%d\terror: %s\n", f.Turns, f.Format, f.Error)
 			continue
 		}
-		fmt.Fprintf(tw, "%d\t%d\t%.2f\t%.0f\t%.1f\t%.2f\t%.0f\n", f.Turns, f.Format, f.ImportS, float64(f.Turns)/f.ImportS,
-			f.FirstTurnMs, f.SearchableS, f.BacklogAtAnswer)
+		fmt.Fprintf(tw, "%d\t%d\t%.2f\t%.0f\t%.1f\t%.2f\t%.0f\t%.0f\n", f.Turns, f.Format, f.ImportS, float64(f.Turns)/f.ImportS,
+			f.FirstTurnMs, f.SearchableS, f.BacklogAtAnswer, f.DiskBytesPerTurn)
 	}
 	return tw.Flush()
 }
@@ -132,11 +140,28 @@ func Import(e *cli.Env, args []string) error {
 type importRun struct {
 	imp, first, searchable time.Duration
 	backlog                uint64
+	disk                   int64 // the data directory's bytes once closed
 }
 
 // benchImportRun serves a runtime on dir and imports a generated session
 // of n turns into it.
 func benchImportRun(e *cli.Env, dir string, n, format, foldEvery int, cpuProfile string) (importRun, error) {
+	r, err := benchImportServe(e, dir, n, format, foldEvery, cpuProfile)
+	if err != nil {
+		return r, err
+	}
+	if r.disk, err = diskUsage(dir); err != nil {
+		return r, err
+	}
+	if st, err := os.Stat(filepath.Join(dir, "store", "ctxinf.redo")); err == nil {
+		if sys, ok := st.Sys().(*syscall.Stat_t); ok {
+			r.disk -= sys.Blocks * 512
+		}
+	}
+	return r, nil
+}
+
+func benchImportServe(e *cli.Env, dir string, n, format, foldEvery int, cpuProfile string) (importRun, error) {
 	var r importRun
 	ctx := context.Background()
 	e.Config.DataDir = dir
