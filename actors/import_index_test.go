@@ -20,6 +20,9 @@ func TestImportIndexesAsItGoes(t *testing.T) {
 	t.Parallel()
 	cfg := testConfig(t, t.TempDir(), newEvents())
 	cfg.Fold = &core.Policy{K: 1000, B: 1000} // no fold of its own after the import
+	// An Add of 256 items indexes inline; under -race on a loaded machine
+	// that can take longer than testConfig's 10 s.
+	cfg.RequestTimeout = time.Minute
 	r := openRuntime(t, cfg)
 	defer r.Close()
 	im := r.BeginImport("imported", time.Time{})
