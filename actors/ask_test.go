@@ -6,6 +6,7 @@ import "testing"
 // it); once it has stopped, or was killed and restarted, the next request
 // reaches the actor that replaced it, with the state it rebuilt.
 func TestAskFindsTheLiveActor(t *testing.T) {
+	t.Parallel()
 	r, b := branchOn(t, testConfig(t, t.TempDir(), newEvents()))
 	runTurn(t, r, b, "hello")
 	first, err := r.pid(bg, b)

@@ -5,6 +5,7 @@ import "testing"
 // A genCache keeps what is in use across generations and
 // forgets the rest, within two generations of maxCached entries.
 func TestCountCacheKeepsWhatIsInUse(t *testing.T) {
+	t.Parallel()
 	var c genCache[uint64, int]
 	c.put(1, 10) // used on every round below
 	for k := uint64(2); k < 2+3*maxCached; k++ {

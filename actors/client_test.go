@@ -91,6 +91,7 @@ func stepUsage(steps []persistence.StepRow) (providers.Usage, string) {
 // awaiting its result; and the whole loop stays one turn, one user
 // message (the client's content blocks) and one reply.
 func TestClientToolLoop(t *testing.T) {
+	t.Parallel()
 	var calls atomic.Int32
 	f := fake.New(
 		fake.Step{Reply: "Checking.", Items: messages.Items{weatherCall("c1")}, Outcome: pausedForTools},
@@ -213,6 +214,7 @@ func TestClientToolLoop(t *testing.T) {
 // branch actor, a passivation and a restart of the runtime, and goes on
 // with its client's system and tools.
 func TestClientToolLoopSurvivesRestarts(t *testing.T) {
+	t.Parallel()
 	f := fake.New(
 		fake.Step{Items: messages.Items{weatherCall("c1")}, Outcome: pausedForTools},
 		fake.Step{Items: messages.Items{weatherCall("c2")}, Outcome: pausedForTools},
@@ -328,6 +330,7 @@ func awaitingBranch(t *testing.T, steps ...fake.Step) (*Runtime, messages.Branch
 // A user turn sent while a turn awaits its client's results ends that
 // turn (its calls answered with an error, incomplete) and is accepted.
 func TestNewTurnAbandonsAwaitingTurn(t *testing.T) {
+	t.Parallel()
 	r, b, _, _ := awaitingBranch(t, fake.Step{Reply: "Never mind then."})
 	first, _ := r.Inspect(bg, b)
 	s, err := r.SubmitWith(bg, b, "forget it", SubmitOptions{})
@@ -371,6 +374,7 @@ func TestNewTurnAbandonsAwaitingTurn(t *testing.T) {
 
 // Cancel ends a turn awaiting its client's results at once.
 func TestCancelAwaitingTurn(t *testing.T) {
+	t.Parallel()
 	r, b, _, _ := awaitingBranch(t)
 	info, _ := r.Inspect(bg, b)
 	if err := r.Cancel(bg, b); err != nil {
@@ -395,6 +399,7 @@ func TestCancelAwaitingTurn(t *testing.T) {
 // Results that do not answer the open calls exactly are refused, naming
 // the call, and nothing is recorded.
 func TestSubmitToolResultsRefusesBadOutputs(t *testing.T) {
+	t.Parallel()
 	r0, b0 := fakeBranch(t)
 	if _, err := r0.SubmitToolResults(bg, b0, messages.Items{clientOutput("c1", "x")}, SubmitOptions{}); !errors.Is(err, ErrNoToolCallsOpen) ||
 		!strings.Contains(err.Error(), b0.String()) {
@@ -450,6 +455,7 @@ func TestSubmitToolResultsRefusesBadOutputs(t *testing.T) {
 // the repeat gets the stream they started, or, once the turn ended, its
 // end; other results under the key are ErrKeyReused.
 func TestSubmitToolResultsIdempotent(t *testing.T) {
+	t.Parallel()
 	r, b, ev, f := awaitingBranch(t,
 		fake.Step{Reply: "More.", Items: messages.Items{weatherCall("c3")}, Outcome: pausedForTools},
 		fake.Step{Reply: "Sunny."})
@@ -510,6 +516,7 @@ func TestSubmitToolResultsIdempotent(t *testing.T) {
 // A step that calls a tool of the runtime's and one of the client's runs
 // the runtime's, records its output, then awaits the client's.
 func TestClientToolLoopMixedCalls(t *testing.T) {
+	t.Parallel()
 	var calls atomic.Int32
 	f := fake.New(
 		fake.Step{Reply: "Both.", Items: messages.Items{grepCall("g1", "x"), weatherCall("w1")}, Outcome: pausedForTools},
@@ -565,6 +572,7 @@ func TestClientToolLoopMixedCalls(t *testing.T) {
 // client's tools, and a call of a tool nobody offered is answered with an
 // error rather than failing the turn.
 func TestClientToolsWithRuntimeToolsDisabled(t *testing.T) {
+	t.Parallel()
 	f := fake.New(
 		fake.Step{Items: messages.Items{grepCall("g1", "x"), weatherCall("w1")}, Outcome: pausedForTools},
 		fake.Step{Reply: "ok"},
@@ -595,6 +603,7 @@ func TestClientToolsWithRuntimeToolsDisabled(t *testing.T) {
 // and schemas, its tool choice, its content; and its idempotency key
 // covers what the client sent.
 func TestClientTurnChecked(t *testing.T) {
+	t.Parallel()
 	var calls atomic.Int32
 	cfg := testConfig(t, t.TempDir(), newEvents())
 	reg, _ := NewToolRegistry(grepTool(&calls, nil))
@@ -658,6 +667,7 @@ func TestClientTurnChecked(t *testing.T) {
 // ran the last one: a plain turn, a failed one, and one that failed
 // before any step ran.
 func TestDoneCarriesUsageAndModel(t *testing.T) {
+	t.Parallel()
 	var redactFails atomic.Bool
 	cfg := testConfig(t, t.TempDir(), newEvents())
 	cfg.Provider = fake.New(fake.Step{Reply: "four words of reply"}, fake.Step{Err: &providers.Error{Provider: "fake", StatusCode: 400, Message: "bad"}})
@@ -695,6 +705,7 @@ func TestDoneCarriesUsageAndModel(t *testing.T) {
 // A turn awaiting its client's results runs nothing: its branch actor
 // passivates when idle, and the results activate it again.
 func TestAwaitingBranchPassivates(t *testing.T) {
+	t.Parallel()
 	cfg := testConfig(t, t.TempDir(), newEvents())
 	cfg.IdleAfter = 50 * time.Millisecond
 	cfg.Provider = fake.New(fake.Step{Items: messages.Items{weatherCall("c1")}, Outcome: pausedForTools}, fake.Step{Reply: "ok"})

@@ -16,6 +16,7 @@ import (
 // The context of every past turn, rebuilt from the store, is exactly the
 // one the provider received; the next turn's can be looked at too.
 func TestDebugContextRebuildsWhatWasSent(t *testing.T) {
+	t.Parallel()
 	ev := newEvents()
 	cfg := testConfig(t, t.TempDir(), ev)
 	f := fake.New().WithContextLimit(900)

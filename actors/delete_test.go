@@ -14,6 +14,7 @@ import (
 // its stream journals, its parent kept, and is never activated again; a
 // session is deleted with all its branches.
 func TestDeleteBranchAndSession(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	r := openRuntime(t, testConfig(t, dir, newEvents()))
 	defer r.Close()

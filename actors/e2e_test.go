@@ -173,6 +173,7 @@ func noKeyIn(t *testing.T, dir string, logs *bytes.Buffer) {
 }
 
 func TestEndToEndProviders(t *testing.T) {
+	t.Parallel()
 	for _, d := range dialects {
 		t.Run(d.name, func(t *testing.T) {
 			t.Run("text", func(t *testing.T) {

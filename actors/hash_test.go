@@ -75,6 +75,7 @@ func randContext(r *rand.Rand, pool []messages.Message) messages.AssembledContex
 // The bytes hashed with the cache are json.Marshal's, whatever the
 // context holds and whichever of its messages the last context had.
 func TestContextJSONMatchesMarshal(t *testing.T) {
+	t.Parallel()
 	r := rand.New(rand.NewPCG(1, 2))
 	pool := make([]messages.Message, 12)
 	for i := range pool {

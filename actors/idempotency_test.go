@@ -17,6 +17,7 @@ import (
 // its reply and outcome, from the store after a restart too; the key
 // with another text is refused.
 func TestSubmitByIdempotencyKey(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	block := make(chan struct{})
 	cfg := testConfig(t, dir, newEvents())
@@ -137,6 +138,7 @@ func (k *blocker) observe(_ messages.BranchID, ev messages.BranchEvent) {
 // accepting when the wait ended is "unknown", with its id, and its row
 // tells later.
 func TestTimedOutSubmitSaysWhetherAccepted(t *testing.T) {
+	t.Parallel()
 	k := &blocker{}
 	cfg := testConfig(t, t.TempDir(), newEvents())
 	cfg.RequestTimeout = 300 * time.Millisecond

@@ -21,6 +21,7 @@ func (k keeperDB) Journals() persistence.JournalStore { return k.js }
 // The runtime's journals are its store's when the store keeps them, the
 // files of {data_dir}/streams otherwise.
 func TestJournalStoreOfTheDatabase(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	streams := filepath.Join(dir, "streams")
 	db, err := persistence.Open(persistence.TestOptions(filepath.Join(dir, "store")))

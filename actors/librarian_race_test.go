@@ -17,6 +17,7 @@ import (
 // epoch the branch has left is discarded (the epoch compare-and-swap) and
 // the fold asked for again; no turn is folded twice or lost.
 func TestSlowLibrarianRacesTurns(t *testing.T) {
+	t.Parallel()
 	ev := newEvents()
 	cfg := testConfig(t, t.TempDir(), ev)
 	cfg.Fold = &core.Policy{K: 2, B: 2}
@@ -79,12 +80,14 @@ func TestSlowLibrarianRacesTurns(t *testing.T) {
 // them: pinned facts are state of their own, sent verbatim in every
 // context, and carried by every committed state.
 func TestPinnedFactsSurviveAThousandTurns(t *testing.T) {
+	t.Parallel()
 	turns := 1000
 	if testing.Short() {
 		turns = 200
 	}
 	for _, name := range []string{"fallback", "forgetful librarian"} {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel()
 			cfg := testConfig(t, t.TempDir(), newEvents())
 			f := fake.New() // echoes; records every request
 			cfg.Provider = f

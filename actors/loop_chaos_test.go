@@ -48,6 +48,7 @@ func (m *loopModel) Stream(ctx context.Context, req providers.Request, emit func
 // twice or was recorded twice, and every reply answers each of its tool
 // uses exactly once.
 func TestToolLoopChaos(t *testing.T) {
+	t.Parallel()
 	const branches, turns = 12, 8
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)

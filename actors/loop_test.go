@@ -128,6 +128,7 @@ func blockKinds(m messages.Message) []string {
 }
 
 func TestToolLoopRunsToolsAndContinues(t *testing.T) {
+	t.Parallel()
 	var calls atomic.Int32
 	f := fake.New(
 		fake.Step{Reply: "Looking.", Items: messages.Items{grepCall("a", "x"), grepCall("b", "y")}, Outcome: pausedForTools},
@@ -195,6 +196,7 @@ func TestToolLoopRunsToolsAndContinues(t *testing.T) {
 }
 
 func TestToolLoopStepLimit(t *testing.T) {
+	t.Parallel()
 	var calls atomic.Int32
 	f := fake.New(
 		fake.Step{Items: messages.Items{grepCall("a", "1")}, Outcome: pausedForTools},
@@ -220,6 +222,7 @@ func TestToolLoopStepLimit(t *testing.T) {
 }
 
 func TestToolModesParseOnlyAndDisabled(t *testing.T) {
+	t.Parallel()
 	var calls atomic.Int32
 	f := fake.New(fake.Step{Reply: "I would grep.", Items: messages.Items{grepCall("a", "x")}, Outcome: pausedForTools},
 		fake.Step{Reply: "ok"})
@@ -264,6 +267,7 @@ func TestToolModesParseOnlyAndDisabled(t *testing.T) {
 // an error and the turn finalized with what the loop did; the tool is not
 // run again.
 func TestToolLoopCrashMidToolIsAnswered(t *testing.T) {
+	t.Parallel()
 	var calls atomic.Int32
 	gate, running := make(chan struct{}), make(chan struct{}, 1)
 	defer close(gate)
@@ -301,6 +305,7 @@ func TestToolLoopCrashMidToolIsAnswered(t *testing.T) {
 }
 
 func TestCancelToolLoop(t *testing.T) {
+	t.Parallel()
 	var calls atomic.Int32
 	gate, running := make(chan struct{}), make(chan struct{}, 1)
 	defer close(gate)
@@ -328,6 +333,7 @@ func TestCancelToolLoop(t *testing.T) {
 }
 
 func TestCancelPlainTurn(t *testing.T) {
+	t.Parallel()
 	f := fake.New(fake.Step{Reply: "partial and then", Hang: true})
 	cfg := testConfig(t, t.TempDir(), newEvents())
 	cfg.Provider = f
@@ -353,6 +359,7 @@ func TestCancelPlainTurn(t *testing.T) {
 }
 
 func TestSelectModelSwitchesProvider(t *testing.T) {
+	t.Parallel()
 	def := fake.New(fake.Step{Reply: "from default"})
 	other := fake.New(fake.Step{Reply: "from other"}).WithName("other")
 	cfg := testConfig(t, t.TempDir(), newEvents())
@@ -393,6 +400,7 @@ func TestSelectModelSwitchesProvider(t *testing.T) {
 }
 
 func TestRedactRewritesOutboundOnly(t *testing.T) {
+	t.Parallel()
 	f := fake.New(fake.Step{Reply: "ok"})
 	cfg := testConfig(t, t.TempDir(), newEvents())
 	cfg.Provider = f
@@ -415,6 +423,7 @@ func TestRedactRewritesOutboundOnly(t *testing.T) {
 }
 
 func TestToolRegistryRejectsBadTools(t *testing.T) {
+	t.Parallel()
 	ok := ToolFunc(grepDef, nil)
 	for _, tc := range []struct {
 		tool Tool
@@ -438,6 +447,7 @@ func TestToolRegistryRejectsBadTools(t *testing.T) {
 }
 
 func TestRunToolErrors(t *testing.T) {
+	t.Parallel()
 	panicky := ToolFunc(messages.Tool{Name: "boom"}, func(context.Context, json.RawMessage) (string, error) { panic("bang") })
 	failing := ToolFunc(messages.Tool{Name: "fail"}, func(context.Context, json.RawMessage) (string, error) {
 		return "", errors.New("disk full")
@@ -461,6 +471,7 @@ func TestRunToolErrors(t *testing.T) {
 // A turn whose branch actor fails mid-step ends interrupted: its stream
 // says so at once, and the restarted actor records it with that code.
 func TestKilledTurnSaysInterrupted(t *testing.T) {
+	t.Parallel()
 	r, b := fakeBranch(t, fake.Step{Reply: "so far", Hang: true})
 	s, err := r.Submit(bg, b, "talk")
 	if err != nil {
@@ -485,6 +496,7 @@ func TestKilledTurnSaysInterrupted(t *testing.T) {
 }
 
 func TestStepTimeout(t *testing.T) {
+	t.Parallel()
 	cfg := testConfig(t, t.TempDir(), newEvents())
 	cfg.Provider = fake.New(fake.Step{Reply: "so far", Hang: true})
 	cfg.StepTimeout = 100_000_000 // 100 ms
@@ -502,6 +514,7 @@ func TestStepTimeout(t *testing.T) {
 // leaves the newest turn pending: every turn stays in the prompt until
 // the summary that folds it is committed.
 func TestFoldPolicyInRuntime(t *testing.T) {
+	t.Parallel()
 	ev := newEvents()
 	cfg := testConfig(t, t.TempDir(), ev)
 	f := fake.New()
@@ -529,6 +542,7 @@ func TestFoldPolicyInRuntime(t *testing.T) {
 // defined order, each step logged, and what cannot fit fails the turn
 // with the sections' sizes and the keys to change.
 func TestContextShrinker(t *testing.T) {
+	t.Parallel()
 	var logs bytes.Buffer
 	ev := newEvents()
 	cfg := testConfig(t, t.TempDir(), ev)
@@ -593,6 +607,7 @@ func TestContextShrinker(t *testing.T) {
 // sent is what context debug rebuilds. A librarian model that fails
 // falls back to the deterministic shrink, which then becomes the head.
 func TestContextShrinkerAsksTheLibrarian(t *testing.T) {
+	t.Parallel()
 	var long strings.Builder
 	for range 40 {
 		long.WriteString("- the user likes concise answers with examples, see /srv/app/config.yaml\n")
@@ -674,6 +689,7 @@ func TestContextShrinkerAsksTheLibrarian(t *testing.T) {
 // A provider that rejects a context for its size gets the step again on a
 // smaller context (SRD §7.2), at most twice.
 func TestRetryWhenContextTooLarge(t *testing.T) {
+	t.Parallel()
 	tooLarge := &providers.Error{Provider: "fake", StatusCode: 400, Message: "prompt is too long", ContextTooLarge: true}
 	f := fake.New(fake.Step{Err: tooLarge}, fake.Step{Reply: "fits now"})
 	cfg := testConfig(t, t.TempDir(), newEvents())

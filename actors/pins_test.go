@@ -28,6 +28,7 @@ func nextPinned(t *testing.T, r *Runtime, b messages.BranchID) []string {
 // survives a restart of the branch and of the runtime, and an unknown id
 // is ErrNoPin.
 func TestPinUnpinEdit(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	cfg := testConfig(t, dir, newEvents())
 	r := openRuntime(t, cfg)
@@ -96,6 +97,7 @@ func TestPinUnpinEdit(t *testing.T) {
 // The limits refuse a pin or an edit with an error naming the key and
 // the limit, and store nothing; unpinning makes room.
 func TestPinLimits(t *testing.T) {
+	t.Parallel()
 	cfg := testConfig(t, t.TempDir(), newEvents())
 	f := fake.New().WithContextLimit(900)
 	cfg.Provider, cfg.MaxOutputTokens, cfg.SafetyMargin = f, 100, 10 // input budget 790
@@ -150,6 +152,7 @@ func TestPinLimits(t *testing.T) {
 // the latest turn, whether T was folded alone, with later turns, or not
 // at all.
 func TestForkKeepsPinsInEffect(t *testing.T) {
+	t.Parallel()
 	ev := newEvents()
 	cfg := testConfig(t, t.TempDir(), ev)
 	cfg.Fold = &core.Policy{K: 100, B: 100} // folds only when asked

@@ -44,6 +44,7 @@ func (p *fakePlacement) set(f func(p *fakePlacement)) {
 // (Rebalance) and refuses it from then on; when it comes back the
 // branch is activated again from the store, its turns intact.
 func TestPlacement(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	ev := newEvents()
 	cfg := testConfig(t, dir, ev)
@@ -124,6 +125,7 @@ func (r *Runtime) ownedID(p *fakePlacement) (messages.SessionID, any, error) {
 // it owns: an idle session another member owns is that member's to
 // delete (its branch actors run there).
 func TestRetentionOwnSessionsOnly(t *testing.T) {
+	t.Parallel()
 	var skew atomic.Int64
 	cfg := testConfig(t, t.TempDir(), newEvents())
 	cfg.Now = func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }

@@ -14,6 +14,7 @@ import (
 // The journal of a finalized step goes once it is RetainFinalized old;
 // one whose turn failed, and one too young, stay.
 func TestPruneJournals(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	var clock atomic.Int64
 	t0 := time.Now().Truncate(time.Second)
@@ -113,6 +114,7 @@ func TestPruneJournals(t *testing.T) {
 }
 
 func TestPruneInterval(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct{ retain, want time.Duration }{
 		{time.Minute, time.Minute}, {8 * time.Minute, 2 * time.Minute}, {168 * time.Hour, time.Hour},
 	} {

@@ -16,6 +16,7 @@ import (
 // the output its journal recovered, labeled incomplete; History shows it
 // on the user message, and the head never moves to it.
 func TestCrashMidStreamRecordsTheInterruptedStep(t *testing.T) {
+	t.Parallel()
 	const partial = "a partial answer"
 	cfg := testConfig(t, t.TempDir(), newEvents())
 	cfg.Provider = fake.New(fake.Step{Reply: partial, Hang: true}, fake.Step{Reply: "fine"})
@@ -89,6 +90,7 @@ func TestCrashMidStreamRecordsTheInterruptedStep(t *testing.T) {
 // finalized incomplete with what the loop recorded, and the cut-off step
 // gets its row with the output its journal recovered.
 func TestCrashMidStreamInToolLoopRecordsTheStep(t *testing.T) {
+	t.Parallel()
 	var calls atomic.Int32
 	f := fake.New(fake.Step{Reply: "Checking.", Items: messages.Items{grepCall("a", "x")}, Outcome: pausedForTools},
 		fake.Step{Reply: "found it", Hang: true})

@@ -45,6 +45,7 @@ func (e *recordingEmbedder) all() string {
 // request and every text given to the embedder; the transcript keeps the
 // original.
 func TestRedactionOnEveryOutboundRequest(t *testing.T) {
+	t.Parallel()
 	red, err := providers.NewRedactor([]providers.RedactRule{{Pattern: `hunter\d+`, Replacement: "[pw]"}})
 	if err != nil {
 		t.Fatal(err)
@@ -110,6 +111,7 @@ func TestRedactionOnEveryOutboundRequest(t *testing.T) {
 // An upstream error that echoes the API key is stored and logged
 // without it.
 func TestProviderErrorEchoingKeyIsScrubbed(t *testing.T) {
+	t.Parallel()
 	const key = "configured-upstream-key-123456"
 	echo := &providers.Error{Provider: "fake", StatusCode: 401, Code: "invalid_api_key",
 		Message: "Incorrect API key provided: " + key + ". Also sk-proj-ABCDEFGHIJKLMNOPQRSTUVWX."}
@@ -174,6 +176,7 @@ func (s *syncBuffer) String() string {
 // The librarian's provider failing with an error that echoes the key:
 // the librarian logs why it fell back, without the key.
 func TestLibrarianErrorEchoingKeyIsScrubbed(t *testing.T) {
+	t.Parallel()
 	const key = "configured-librarian-key-98765"
 	var logs syncBuffer
 	lib := fake.New(fake.Step{Err: &providers.Error{Provider: "fake", StatusCode: 401, Message: "bad key " + key}})
@@ -196,6 +199,7 @@ func TestLibrarianErrorEchoingKeyIsScrubbed(t *testing.T) {
 // failed response) leaves it in no file of the data directory and not
 // in the log: the stream journal holds the event scrubbed.
 func TestFailureEventsEchoingKeyAreScrubbed(t *testing.T) {
+	t.Parallel()
 	srv := fakeapi.New(
 		fakeapi.NewResponsesStream().Text("partial ").ErrorEvent("invalid_api_key", "Incorrect API key provided: "+e2eKey),
 		fakeapi.NewResponsesStream().Failed("invalid_api_key", "Incorrect API key provided: "+e2eKey),

@@ -70,6 +70,7 @@ func exists(t *testing.T, r *Runtime, id messages.SessionID) bool {
 // retention and a session's own override the default (0: forever); a
 // pin, a fork and a turn are activity.
 func TestRetentionDeletesIdleSessions(t *testing.T) {
+	t.Parallel()
 	clock := &fakeClock{now: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)}
 	var reported []messages.SessionID
 	r := retentionRuntime(t, t.TempDir(), clock, RetentionPolicy{
@@ -150,6 +151,7 @@ func TestRetentionDeletesIdleSessions(t *testing.T) {
 // stopped before deleting (a crash) is taken up at the next start, whose
 // job deletes the chosen session; one active since it was chosen is kept.
 func TestRetentionResumesAfterCrash(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	clock := &fakeClock{now: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)}
 	p := RetentionPolicy{Idle: 7 * day}
@@ -211,6 +213,7 @@ func TestRetentionResumesAfterCrash(t *testing.T) {
 // TestRetentionRunsAtStart: the runtime runs the job when it opens, and
 // records when it runs next.
 func TestRetentionRunsAtStart(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	clock := &fakeClock{now: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)}
 	r := retentionRuntime(t, dir, clock, RetentionPolicy{})

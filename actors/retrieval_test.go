@@ -54,6 +54,7 @@ func sourceTurns(hits []Hit) []messages.TurnID {
 // A fork retrieves its own turns and its parent's up to the fork point;
 // never the parent's later turns, and the parent never the fork's.
 func TestRetrievalIsForkAware(t *testing.T) {
+	t.Parallel()
 	ev := newEvents()
 	r := openRuntime(t, indexedConfig(t, ev))
 	defer r.Close()
@@ -144,6 +145,7 @@ func memoryRuntime(t *testing.T, turns []string) (*Runtime, *fake.Provider, *eve
 // memory when the conversation needs it; what was offered is recorded
 // and context debug rebuilds the context with it exactly.
 func TestRetrievedMemoryReachesTheContext(t *testing.T) {
+	t.Parallel()
 	r, f, ev, b := memoryRuntime(t, facts)
 	waitIndexed(t, r, b.ID, ev, len(facts)-1)
 	rows, _ := r.DB().TurnRows(bg, b.ID, 1, 1)
@@ -171,6 +173,7 @@ func TestRetrievedMemoryReachesTheContext(t *testing.T) {
 // retrieved memory, however well it matches, while one that left the
 // window is; every turn is indexed when the question is asked.
 func TestVerbatimTurnsAreNotRetrieved(t *testing.T) {
+	t.Parallel()
 	turns := append(slices.Clone(facts), "The launch code word for the staging database is zebra-42.")
 	r, f, ev, b := memoryRuntime(t, turns)
 	waitIndexed(t, r, b.ID, ev, len(turns)-1) // Settle indexes the last one
@@ -206,6 +209,7 @@ func (failingEmbedder) Embed(context.Context, []string) ([][]float32, error) {
 // search; a turn whose search fails goes on without retrieval, and the
 // failure is recorded with its context.
 func TestRetrievalFailureDoesNotFailTheTurn(t *testing.T) {
+	t.Parallel()
 	ev := newEvents()
 	cfg := indexedConfig(t, ev)
 	cfg.Embedder = failingEmbedder{}
@@ -232,6 +236,7 @@ func TestRetrievalFailureDoesNotFailTheTurn(t *testing.T) {
 // Chunks chosen by the user reach the next turn first, once, even after
 // a restart; a chunk of another session cannot be chosen.
 func TestForceChunks(t *testing.T) {
+	t.Parallel()
 	ev := newEvents()
 	cfg := indexedConfig(t, ev)
 	f := fake.New()
@@ -279,6 +284,7 @@ func TestForceChunks(t *testing.T) {
 // transcript, folded, indexed and retrievable, and still there after a
 // restart.
 func TestImport(t *testing.T) {
+	t.Parallel()
 	ev := newEvents()
 	cfg := indexedConfig(t, ev)
 	f := fake.New()
@@ -334,6 +340,7 @@ func TestImport(t *testing.T) {
 // A tool's result is indexed as a ToolResult chunk, labelled with the
 // tool, and comes back from search.
 func TestToolResultsAreIndexed(t *testing.T) {
+	t.Parallel()
 	var calls atomic.Int32
 	f := fake.New(
 		fake.Step{Reply: "Looking.", Items: messages.Items{grepCall("a", "invoice-7781-kestrel")}, Outcome: pausedForTools},
@@ -364,6 +371,7 @@ func TestToolResultsAreIndexed(t *testing.T) {
 // full text alone, never comparing vectors of two models, until the
 // turns are embedded again (Reindex) in the new namespace.
 func TestEmbedderSwitchUsesANewNamespace(t *testing.T) {
+	t.Parallel()
 	ev := newEvents()
 	cfg := indexedConfig(t, ev)
 	cfg.Embedder = retrieval.HashEmbedder{Dims: 512}
@@ -406,6 +414,7 @@ func TestEmbedderSwitchUsesANewNamespace(t *testing.T) {
 // SearchAndForce forces its hits, then the chunks named, into the next
 // turn only when asked; without a query it forces the chunks alone.
 func TestSearchAndForce(t *testing.T) {
+	t.Parallel()
 	r, f, ev, b := memoryRuntime(t, facts[:4])
 	waitIndexed(t, r, b.ID, ev, 3) // Settle indexes the last one
 	hits, forced, err := r.SearchAndForce(bg, b.ID, "release train Tuesday", nil, false, nil)
@@ -445,6 +454,7 @@ func sourceChunks(hits []Hit) []messages.ChunkID {
 // with the next turn's first commit and not before; Inspect commits what
 // is held before it reports a turn indexed.
 func TestIndexResultsRideTheNextWrite(t *testing.T) {
+	t.Parallel()
 	ev := newEvents()
 	cfg := indexedConfig(t, ev)
 	cfg.IndexFlushDelay = time.Hour

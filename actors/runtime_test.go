@@ -234,6 +234,7 @@ func TestTurnLifecycle(t *testing.T) {
 // unread; callers must learn that and send again, not wait out the
 // request timeout. Stops race a stream of requests here.
 func TestRequestsSurviveStops(t *testing.T) {
+	t.Parallel()
 	cfg := testConfig(t, t.TempDir(), newEvents())
 	cfg.RequestTimeout = 20 * time.Second
 	r := openRuntime(t, cfg)
@@ -287,6 +288,7 @@ func TestRequestsSurviveStops(t *testing.T) {
 // A provider call that failed with a server error is retried after its
 // Retry-After and the turn completes; the user sees one answer.
 func TestProviderRetryEndToEnd(t *testing.T) {
+	t.Parallel()
 	cfg := testConfig(t, t.TempDir(), newEvents())
 	limited := &providers.Error{Provider: "fake", StatusCode: 503, Message: "slow down", Retryable: true, RetryAfter: 20 * time.Millisecond}
 	f := fake.New(fake.Step{Err: limited}, fake.Step{Reply: "after the wait"})
@@ -314,6 +316,7 @@ func TestProviderRetryEndToEnd(t *testing.T) {
 // A submit sent again with its turn id finds that turn; an older turn's
 // id is refused without harming the branch.
 func TestSubmitIsIdempotentByTurnID(t *testing.T) {
+	t.Parallel()
 	r := openRuntime(t, testConfig(t, t.TempDir(), newEvents()))
 	defer r.Close()
 	_, b, err := r.CreateSession(bg, "idempotent")

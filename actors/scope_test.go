@@ -12,6 +12,7 @@ import (
 // transcript (its own or its ancestors' up to the fork point): another
 // session's turn is not found there.
 func TestTurnsAreReadOnlyThroughTheirBranches(t *testing.T) {
+	t.Parallel()
 	r := openRuntime(t, testConfig(t, t.TempDir(), newEvents()))
 	defer r.Close()
 	turn := func(b messages.BranchID, text string) messages.TurnID {

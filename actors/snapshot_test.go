@@ -15,6 +15,7 @@ import (
 // (kept until a later snapshot proved readable), reaching the same state,
 // and takes turns as before.
 func TestBranchReplaysPastAnUnreadableSnapshot(t *testing.T) {
+	t.Parallel()
 	ev := newEvents()
 	cfg := testConfig(t, t.TempDir(), ev)
 	cfg.SnapshotEvery = 4

@@ -24,6 +24,7 @@ func TestMain(m *testing.M) {
 // committed, each once, and after its actor restarts from the store it
 // commits on top of the other's turns.
 func TestStaleActivationCannotCommit(t *testing.T) {
+	t.Parallel()
 	url := pgtest.Start(t)
 	open := func() *Runtime {
 		cfg := testConfig(t, t.TempDir(), newEvents())

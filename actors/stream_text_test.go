@@ -16,6 +16,7 @@ import (
 // before the stream ends: the text stays buffered while it streams and
 // is all durable at Done.
 func TestUpdateTextCountersWhileFsyncLags(t *testing.T) {
+	t.Parallel()
 	cfg := testConfig(t, t.TempDir(), newEvents())
 	cfg.Journal = persistence.JournalPolicy{FlushInterval: time.Hour, FlushBytes: 1, FsyncInterval: time.Hour}
 	const reply = "the durable text lags behind what is shown"
@@ -86,6 +87,7 @@ func TestUpdateTextCountersWhileFsyncLags(t *testing.T) {
 // The text of the records a journal's fsync covers becomes durable, and
 // no more: a journal on a fake clock fsyncs once its interval passed.
 func TestJournalTextDurableFollowsFsync(t *testing.T) {
+	t.Parallel()
 	now := time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
 	clock := func() time.Time { return now }
 	step := messages.NewID[messages.StepID](now)
@@ -133,6 +135,7 @@ func TestJournalTextDurableFollowsFsync(t *testing.T) {
 // The text counters run over the whole turn: a tool loop's second step
 // counts on from the first's, its tool updates carry the counts so far.
 func TestUpdateTextCountersOverAToolLoop(t *testing.T) {
+	t.Parallel()
 	var calls atomic.Int32
 	f := fake.New(
 		fake.Step{Reply: "Looking.", Items: messages.Items{grepCall("a", "x")}, Outcome: pausedForTools},

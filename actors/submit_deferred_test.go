@@ -45,6 +45,7 @@ func fakeBranch(t *testing.T, steps ...fake.Step) (*Runtime, messages.BranchID) 
 // acceptance is committed with its response, and the last update comes
 // after that commit.
 func TestSubmitDeferredCommitsAcceptanceWithResponse(t *testing.T) {
+	t.Parallel()
 	block := make(chan struct{})
 	r, b := fakeBranch(t, fake.Step{Reply: "deferred reply", Block: block})
 	s, err := r.SubmitDeferred(bg, b, "hello", time.Hour)
@@ -72,6 +73,7 @@ func TestSubmitDeferredCommitsAcceptanceWithResponse(t *testing.T) {
 // A deferred acceptance is committed by its deadline when the response
 // takes longer, and before the branch answers any other request.
 func TestSubmitDeferredCommitsByDeadlineOrRequest(t *testing.T) {
+	t.Parallel()
 	block := make(chan struct{})
 	r, b := fakeBranch(t, fake.Step{Reply: "slow", Block: block})
 	s, err := r.SubmitDeferred(bg, b, "one", 20*time.Millisecond)
@@ -116,6 +118,7 @@ func TestSubmitDeferredCommitsByDeadlineOrRequest(t *testing.T) {
 // turn, which nobody was told of: its stream ends failed, the store
 // holds nothing of it, and the branch takes the next turn.
 func TestSubmitDeferredCrashLosesTheUnacknowledgedTurn(t *testing.T) {
+	t.Parallel()
 	block := make(chan struct{})
 	r, b := fakeBranch(t, fake.Step{Reply: "never", Block: block}, fake.Step{Reply: "after the crash"})
 	s, err := r.SubmitDeferred(bg, b, "lost", time.Hour)

@@ -59,6 +59,7 @@ func testLibrarian(p providers.Provider) (Librarian, *bytes.Buffer) {
 func userText(req providers.Request) string { return req.Context.User.RenderedText }
 
 func TestSummarize(t *testing.T) {
+	t.Parallel()
 	fallback := core.FallbackSummary(libPrevious, libExchanges)
 	tests := []struct {
 		name  string
@@ -133,6 +134,7 @@ func TestSummarize(t *testing.T) {
 // Without pinned facts in the context, a summary is not asked to restate
 // any (the state keeps them anyway).
 func TestSummarizeWithoutPinnedFacts(t *testing.T) {
+	t.Parallel()
 	p := fake.New(fake.Step{Reply: droppedPinned})
 	l, _ := testLibrarian(p)
 	got, err := l.Summarize(bg, libPrevious, libExchanges)
@@ -145,6 +147,7 @@ func TestSummarizeWithoutPinnedFacts(t *testing.T) {
 }
 
 func TestSummarizeStopsWithItsContext(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithCancel(bg)
 	cancel()
 	p := fake.New(fake.Step{Hang: true})
@@ -161,6 +164,7 @@ func TestSummarizeStopsWithItsContext(t *testing.T) {
 }
 
 func TestLLMSummarizerPlugsIntoConfig(t *testing.T) {
+	t.Parallel()
 	cfg := Config{Summarize: LLMSummarizer(fake.New(fake.Step{Reply: goodSummary}), "m", 0, zerolog.Nop())}
 	got, err := cfg.Summarize(WithPinnedFacts(bg, libPinned), libPrevious, libExchanges)
 	if err != nil || got != goodSummary {
@@ -172,6 +176,7 @@ func TestLLMSummarizerPlugsIntoConfig(t *testing.T) {
 }
 
 func TestShrink(t *testing.T) {
+	t.Parallel()
 	summary := goodSummary + "\n## Open Items\n- Review the wording of the onboarding page some day, when there is time left."
 	target := 40 // tokens; summary is about 70
 	short := "## Facts / Constraints\n- API port 8080; cache 512 MiB\n## Decisions\n- Deploy: eu-west-1\n" +
@@ -284,6 +289,7 @@ var thousandTurnsSeed = flag.Uint64("thousand-turns-seed", 0, "replay TestThousa
 // every pinned fact, no altered fact is ever accepted, and the pinned
 // set keeps every pinned fact verbatim.
 func TestThousandTurnsLoseNothing(t *testing.T) {
+	t.Parallel()
 	const (
 		turns     = 1000
 		foldEvery = 5

@@ -32,6 +32,7 @@ func waitTurn(t *testing.T, s *TurnStream) (string, Update) {
 // naming the limit, and the branch goes on: before, its commit failed
 // and stopped the branch for good.
 func TestOversizedTurnIsRefusedAtAcceptance(t *testing.T) {
+	t.Parallel()
 	cfg := testConfig(t, t.TempDir(), newEvents())
 	cfg.Store.Limits.MaxPayloadBytes = 64 << 10
 	r := openRuntime(t, cfg)
@@ -61,6 +62,7 @@ func TestOversizedTurnIsRefusedAtAcceptance(t *testing.T) {
 // ErrBranchStopped for a while, then comes back on a request, from its
 // durable state.
 func TestStoppedBranchIsActivatedAgain(t *testing.T) {
+	t.Parallel()
 	cfg := testConfig(t, t.TempDir(), newEvents())
 	cfg.MaxRestarts = 1
 	r := openRuntime(t, cfg)
@@ -114,6 +116,7 @@ func TestStoppedBranchIsActivatedAgain(t *testing.T) {
 // the branch asks again: the turn is folded and indexed without a branch
 // or process restart.
 func TestWorkerKillsResumeTheirJobs(t *testing.T) {
+	t.Parallel()
 	for _, kind := range []supervision.Kind{supervision.KindLibrarian, supervision.KindIndexer} {
 		t.Run(string(kind), func(t *testing.T) {
 			ev := newEvents()
@@ -147,6 +150,7 @@ func TestWorkerKillsResumeTheirJobs(t *testing.T) {
 // once, the turn ends interrupted with what was streamed kept in its
 // journal, and the next turn runs.
 func TestStepKillCallsTheProviderOnce(t *testing.T) {
+	t.Parallel()
 	cfg := testConfig(t, t.TempDir(), newEvents())
 	p := fake.New(fake.Step{Reply: "one two three four five six"}, fake.Step{Reply: "after"})
 	cfg.Provider = p
@@ -196,6 +200,7 @@ func TestStepKillCallsTheProviderOnce(t *testing.T) {
 // A journal actor killed is restarted; its step's journal and turn are
 // whole.
 func TestJournalKillLosesNothing(t *testing.T) {
+	t.Parallel()
 	cfg := testConfig(t, t.TempDir(), newEvents())
 	cfg.Provider = fake.New(fake.Step{Reply: "one two three four", Delay: 2 * time.Millisecond})
 	r := openRuntime(t, cfg)

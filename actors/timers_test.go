@@ -13,6 +13,7 @@ import (
 // pending turns; the next request activates it again, turns still
 // pending.
 func TestBranchPassivatesWhenIdle(t *testing.T) {
+	t.Parallel()
 	cfg := testConfig(t, t.TempDir(), newEvents())
 	cfg.IdleAfter = 50 * time.Millisecond
 	block := make(chan struct{})
@@ -55,6 +56,7 @@ func TestBranchPassivatesWhenIdle(t *testing.T) {
 // stream pauses, not once: here its first tick only flushes, and a
 // later one fsyncs before the next token comes.
 func TestJournalTicksWhileTheStreamPauses(t *testing.T) {
+	t.Parallel()
 	cfg := testConfig(t, t.TempDir(), newEvents())
 	cfg.Journal = persistence.JournalPolicy{FlushInterval: 10 * time.Millisecond, FlushBytes: 1 << 20,
 		FsyncInterval: 60 * time.Millisecond}
