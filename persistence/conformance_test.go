@@ -2,6 +2,7 @@ package persistence_test
 
 import (
 	"context"
+	"path/filepath"
 	"sync"
 	"testing"
 
@@ -65,6 +66,10 @@ func TestStoreMatchesModel(t *testing.T) { storetest.RunModel(t, engines()...) }
 func dbEngines() []storetest.DBEngine {
 	return []storetest.DBEngine{{
 		Name: "badger",
+		Holding: func(t *testing.T, dir, marker string) []string {
+			return persistence.FilesHolding(t, dir, []byte(marker))
+		},
+		Compact: func(d storetest.DB) error { return d.(*persistence.DB).Compact() },
 		Open: func(t *testing.T, dir string) storetest.DB {
 			t.Helper()
 			d, err := persistence.Open(persistence.TestOptions(dir))
@@ -75,6 +80,10 @@ func dbEngines() []storetest.DBEngine {
 		},
 	}, {
 		Name: "postgres",
+		Holding: func(t *testing.T, dir, marker string) []string {
+			url, _ := pgURLs.Load(dir)
+			return persistence.PGTablesHolding(t, url.(string), []byte(marker))
+		},
 		Open: func(t *testing.T, dir string) storetest.DB {
 			t.Helper()
 			url, _ := pgURLs.Load(dir)
@@ -94,3 +103,26 @@ func dbEngines() []storetest.DBEngine {
 }
 
 func TestDatabase(t *testing.T) { storetest.RunDatabase(t, dbEngines()...) }
+
+// TestJournalStore runs the journal store's conformance tests on the
+// journals as files and as PostgreSQL rows.
+func TestJournalStore(t *testing.T) {
+	storetest.RunJournalStore(t, storetest.JournalEngine{
+		Name: "files",
+		Open: func(t *testing.T) persistence.JournalStore {
+			return persistence.FileJournals(filepath.Join(t.TempDir(), "streams"))
+		},
+	}, storetest.JournalEngine{
+		Name: "postgres",
+		Open: func(t *testing.T) persistence.JournalStore {
+			o := persistence.DefaultPGOptions(pgtest.Start(t))
+			o.Limits.MaxPayloadBytes = 1 << 20
+			d, err := persistence.OpenPostgresDB(context.Background(), o)
+			if err != nil {
+				t.Fatalf("OpenPostgresDB = %v", err)
+			}
+			t.Cleanup(func() { d.Close() })
+			return d.Journals()
+		},
+	})
+}

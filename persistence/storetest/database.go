@@ -21,32 +21,60 @@ type DBEngine struct {
 	// Open opens the database kept in dir, creating it if needed: a
 	// fresh one for a fresh dir, the same one again for the same dir.
 	Open func(t *testing.T, dir string) DB
+	// Holding returns where marker is still stored in the database kept
+	// in dir: for Badger the files holding it, for PostgreSQL the tables.
+	Holding func(t *testing.T, dir, marker string) []string
+	// Compact compacts d's storage; nil when the engine has none.
+	Compact func(d DB) error
+}
+
+// Env is what a test reaches of its database beyond the Database.
+type Env struct {
+	// Reopen closes the database and opens it again.
+	Reopen func() DB
+	// Holding returns where marker is still stored (DBEngine.Holding).
+	Holding func(t *testing.T, marker string) []string
+	// Compact compacts the database's storage; nil when the engine has
+	// none.
+	Compact func() error
 }
 
 // databaseTests lists the Database conformance tests, each run against
 // every engine; a test with reopen also closes its database and opens it
 // again.
 var databaseTests = []struct {
-	name   string
-	fn     func(t *testing.T, d DB)
-	reopen func(t *testing.T, d DB, reopen func() DB)
+	name    string
+	fn      func(t *testing.T, d DB, e Env)
+	compact bool // runs only on an engine with compaction
 }{
-	{"TxIsAtomic", testTxIsAtomic, nil},
-	{"TxRowsAndJobs", testTxRowsAndJobs, nil},
-	{"TxStepRows", testTxStepRows, nil},
-	{"StepRowKeepsRawExchange", testStepRowKeepsRawExchange, nil},
-	{"ActorLogReplaysAfterPanicAndRestart", testActorLogReplaysAfterPanicAndRestart, nil},
-	{"RetrievalTables", testRetrievalTables, nil},
-	{"ActorLogFallsBackToPreviousSnapshot", testActorLogFallsBackToPreviousSnapshot, nil},
-	{"ActorLogReplaysAllWithoutReadableSnapshot", testActorLogReplaysAllWithoutReadableSnapshot, nil},
-	{"IdempotencyKeys", nil, testIdempotencyKeys},
-	{"ProxyIndex", nil, testProxyIndex},
-	{"SessionActivity", testSessionActivity, nil},
-	{"Tenancy", nil, testTenancy},
-	{"LifecycleReads", testLifecycleReads, nil},
-	{"TxAllOrNothing", testTxAllOrNothing, nil},
-	{"ImportRows", nil, testImportRows},
-	{"DropBranches", testDropBranches, nil},
+	{"TxIsAtomic", plain(testTxIsAtomic), false},
+	{"TxRowsAndJobs", plain(testTxRowsAndJobs), false},
+	{"TxStepRows", plain(testTxStepRows), false},
+	{"StepRowKeepsRawExchange", plain(testStepRowKeepsRawExchange), false},
+	{"ActorLogReplaysAfterPanicAndRestart", plain(testActorLogReplaysAfterPanicAndRestart), false},
+	{"RetrievalTables", plain(testRetrievalTables), false},
+	{"ActorLogFallsBackToPreviousSnapshot", plain(testActorLogFallsBackToPreviousSnapshot), false},
+	{"ActorLogReplaysAllWithoutReadableSnapshot", plain(testActorLogReplaysAllWithoutReadableSnapshot), false},
+	{"IdempotencyKeys", reopening(testIdempotencyKeys), false},
+	{"ProxyIndex", reopening(testProxyIndex), false},
+	{"SessionActivity", plain(testSessionActivity), false},
+	{"Tenancy", reopening(testTenancy), false},
+	{"LifecycleReads", plain(testLifecycleReads), false},
+	{"TxAllOrNothing", plain(testTxAllOrNothing), false},
+	{"ImportRows", reopening(testImportRows), false},
+	{"DropBranches", plain(testDropBranches), false},
+	{"PurgeSessionLeavesNoByte", testPurgeSessionLeavesNoByte, false},
+	{"PurgeCompactedSessionLeavesNoByte", testPurgeCompactedSessionLeavesNoByte, true},
+	{"PurgeBranchWithForks", testPurgeBranchWithForks, false},
+	{"PurgeSessionsInOneDrop", testPurgeSessionsInOneDrop, false},
+}
+
+func plain(fn func(t *testing.T, d DB)) func(t *testing.T, d DB, e Env) {
+	return func(t *testing.T, d DB, _ Env) { fn(t, d) }
+}
+
+func reopening(fn func(t *testing.T, d DB, reopen func() DB)) func(t *testing.T, d DB, e Env) {
+	return func(t *testing.T, d DB, e Env) { fn(t, d, e.Reopen) }
 }
 
 // RunDatabase runs every Database conformance test against each engine,
@@ -56,20 +84,26 @@ func RunDatabase(t *testing.T, engines ...DBEngine) {
 		t.Run(c.name, func(t *testing.T) {
 			for _, e := range engines {
 				t.Run(e.Name, func(t *testing.T) {
+					if c.compact && e.Compact == nil {
+						t.Skip("the engine has no compaction")
+					}
 					dir := t.TempDir()
 					cur := e.Open(t, dir)
 					t.Cleanup(func() { cur.Close() })
-					if c.fn != nil {
-						c.fn(t, cur)
-						return
+					env := Env{
+						Reopen: func() DB {
+							if err := cur.Close(); err != nil {
+								t.Fatal(err)
+							}
+							cur = e.Open(t, dir)
+							return cur
+						},
+						Holding: func(t *testing.T, marker string) []string { return e.Holding(t, dir, marker) },
 					}
-					c.reopen(t, cur, func() DB {
-						if err := cur.Close(); err != nil {
-							t.Fatal(err)
-						}
-						cur = e.Open(t, dir)
-						return cur
-					})
+					if e.Compact != nil {
+						env.Compact = func() error { return e.Compact(cur) }
+					}
+					c.fn(t, cur, env)
 				})
 			}
 		})

@@ -1,0 +1,7 @@
+package persistence
+
+// What the external tests (conformance_test.go) reach inside the package.
+var (
+	FilesHolding    = filesHolding
+	PGTablesHolding = pgTablesHolding
+)

@@ -1,0 +1,340 @@
+package storetest
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/contextinfinity/ctxinf/messages"
+	"github.com/contextinfinity/ctxinf/persistence"
+)
+
+// purgeFixture is a session written with every kind of row a branch has,
+// each holding marker.
+type purgeFixture struct {
+	session messages.SessionID
+	branch  messages.BranchID
+	turns   []messages.TurnID
+	step    messages.StepID
+	actor   string
+}
+
+func writeSession(t testing.TB, d DB, marker string, turns int) purgeFixture {
+	t.Helper()
+	ctx := context.Background()
+	now := time.Now()
+	f := purgeFixture{session: messages.NewID[messages.SessionID](now), branch: messages.NewID[messages.BranchID](now),
+		step: messages.NewID[messages.StepID](now)}
+	f.actor = "ctxinf/b-" + f.branch.String()
+	tx := &persistence.Tx{
+		// An owner row (and one of its root), which go with the branch.
+		NewBranches: []persistence.BranchSpec{{ID: f.branch, Tenant: "tenant " + marker}},
+		Sessions:    []persistence.SessionRow{{ID: f.session, ActiveBranch: f.branch, Created: now}},
+		Branches:    []persistence.BranchRow{{ID: f.branch, Session: f.session, Label: "main", Created: now}},
+	}
+	if _, err := d.Commit(ctx, tx); err != nil {
+		t.Fatal(err)
+	}
+	for i := range turns {
+		f.turns = append(f.turns, appendTurn(t, d, f, uint64(i+1), marker))
+	}
+	return f
+}
+
+// appendTurn appends a turn holding marker to f's branch, with its rows.
+func appendTurn(t testing.TB, d DB, f purgeFixture, seq uint64, marker string) messages.TurnID {
+	t.Helper()
+	now := time.Now()
+	turn := messages.NewID[messages.TurnID](now)
+	step := f.step
+	if seq > 1 {
+		step = messages.NewID[messages.StepID](now)
+	}
+	text := marker + " turn " + turn.String()
+	req, _ := json.Marshal(map[string]string{"input": text})
+	chunk := messages.NewID[messages.ChunkID](now)
+	tx := &persistence.Tx{
+		Appends:  []persistence.TxAppend{{Branch: f.branch, ID: turn, Req: persistence.AppendRequest{Payload: []byte(text)}}},
+		NewTurns: []persistence.TurnRow{{Branch: f.branch, Seq: seq, ID: turn, Phase: messages.PhaseDone, Step: step, Reason: marker, Updated: now}},
+		States:   []persistence.StateRow{{Branch: f.branch, Seq: seq, ID: messages.NewID[messages.StateID](now), Summary: marker, Pinned: []string{marker}}},
+		Steps:    []persistence.StepRow{{ID: step, Branch: f.branch, Turn: turn, Request: req, Response: req, Outcome: messages.StepOutcome{Kind: messages.OutcomeCompleted}}},
+		Chunks: []persistence.ChunkRow{{ID: chunk, Session: f.session, Branch: f.branch, SourceTurn: turn, Seq: seq, Type: messages.ChunkCode, Text: text,
+			Hash: persistence.HashOf([]byte(text)), Terms: map[string]float32{marker: 1}, TermCount: 1}},
+		Vectors: []persistence.VectorRow{{Namespace: "test/2", Chunk: chunk, Vector: []float32{1, 2}}},
+		Jobs:    []persistence.Job{{Type: persistence.JobIndex, Branch: f.branch, Turn: turn, Created: now}},
+		Events:  []persistence.EventRecord{{Actor: f.actor, Index: seq - 1, Data: []byte(marker)}},
+		Keys: []persistence.IdempotencyRow{{Scope: persistence.ScopeTurn, Owner: f.branch, Key: "key " + marker + turn.String(), Hash: marker,
+			Turn: turn, Created: now}},
+		Proxy: []persistence.ProxyEntry{{Kind: persistence.ProxyByKey, Name: []byte(marker + turn.String()), ProxyTarget: persistence.ProxyTarget{Branch: f.branch}},
+			{Kind: persistence.ProxyByResponse, Name: persistence.ProxyResponseName(turn, 0), ProxyTarget: persistence.ProxyTarget{Branch: f.branch, Turn: turn, Response: req}}},
+	}
+	if seq == 1 {
+		tx.Snapshot = &persistence.EventRecord{Actor: f.actor, Index: 0, Data: []byte(marker)}
+	}
+	if _, err := d.Commit(context.Background(), tx); err != nil {
+		t.Fatal(err)
+	}
+	return turn
+}
+
+// testPurgeSessionLeavesNoByte deletes a session whose every row holds a
+// marker and finds no byte of it left: on Badger in no file of the store
+// (in Badger's logs (memtables), and the redo log), on PostgreSQL in no
+// row of any table; a session kept, with its own marker, is found and
+// readable.
+func testPurgeSessionLeavesNoByte(t *testing.T, d DB, e Env) {
+	purgeSessionLeavesNoByte(t, d, e, false)
+}
+
+// testPurgeCompactedSessionLeavesNoByte is testPurgeSessionLeavesNoByte
+// with the storage compacted before the delete (Badger: its tables).
+func testPurgeCompactedSessionLeavesNoByte(t *testing.T, d DB, e Env) {
+	purgeSessionLeavesNoByte(t, d, e, true)
+}
+
+func purgeSessionLeavesNoByte(t *testing.T, d DB, e Env, compact bool) {
+	ctx := context.Background()
+	gone, kept := "MARKER-GONE-7f3a9c", "MARKER-KEPT-41d2e8"
+	fg := writeSession(t, d, gone, 3)
+	fk := writeSession(t, d, kept, 2)
+	if compact {
+		if err := e.Compact(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := e.Holding(t, gone); len(got) == 0 {
+		t.Fatalf("before the delete nothing holds %s: the scan cannot see it", gone)
+	}
+	res, err := d.Purge(ctx, persistence.PurgeSpec{Session: fg.session, DeleteSession: true, Actors: []string{fg.actor}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Nodes != 3 || res.Turns != 3 || res.Chunks != 3 || res.Blobs != 3 || len(res.Steps) != 3 {
+		t.Errorf("Purge = %+v, want 3 nodes, turns, chunks, blobs and steps", res)
+	}
+	if got := e.Holding(t, gone); len(got) > 0 {
+		t.Errorf("after the delete %s is still in %v", gone, got)
+	}
+	if _, err := d.Session(ctx, fg.session); !errors.Is(err, persistence.ErrNotFound) {
+		t.Errorf("Session(deleted) = %v, want ErrNotFound", err)
+	}
+	if _, err := d.Head(ctx, fg.branch); !errors.Is(err, persistence.ErrBranchNotFound) {
+		t.Errorf("Head(deleted) = %v, want ErrBranchNotFound", err)
+	}
+	if _, err := d.Turn(ctx, fg.turns[0]); !errors.Is(err, persistence.ErrTurnNotFound) {
+		t.Errorf("Turn(deleted) = %v, want ErrTurnNotFound", err)
+	}
+	if _, err := d.ProxyLookup(ctx, persistence.DefaultTenant, persistence.ProxyByKey, []byte(gone+fg.turns[0].String())); !errors.Is(err, persistence.ErrNotFound) {
+		t.Errorf("ProxyLookup(deleted) = %v, want ErrNotFound", err)
+	}
+	if _, err := d.ProxyLookup(ctx, persistence.DefaultTenant, persistence.ProxyByResponse, persistence.ProxyResponseName(fg.turns[0], 0)); !errors.Is(err, persistence.ErrNotFound) {
+		t.Errorf("ProxyLookup(a deleted branch's response) = %v, want ErrNotFound", err)
+	}
+	checkPurgedReads(t, d, fg, gone)
+	// The store goes on: a write after the delete, then a reopen.
+	appendTurn(t, d, fk, 3, kept)
+	d = e.Reopen()
+	if got := e.Holding(t, gone); len(got) > 0 {
+		t.Errorf("after a reopen %s is in %v", gone, got)
+	}
+	if got := e.Holding(t, kept); len(got) == 0 {
+		t.Errorf("nothing holds the kept session's %s", kept)
+	}
+	p, err := d.Last(ctx, fk.branch, 10)
+	if err != nil || len(p.Turns) != 3 {
+		t.Fatalf("Last(kept) = %d turns, %v; want 3", len(p.Turns), err)
+	}
+	b, err := d.Blob(ctx, p.Turns[0].PayloadHash)
+	if err != nil || !bytes.Contains(b, []byte(kept)) {
+		t.Errorf("Blob(kept) = %q, %v", b, err)
+	}
+	if s, err := d.StateRow(ctx, fk.branch, 1); err != nil || s.Summary != kept {
+		t.Errorf("StateRow(kept) = %+v, %v", s, err)
+	}
+	if tn, err := d.TurnTenant(ctx, p.Turns[0].ID); err != nil || tn != "tenant "+kept {
+		t.Errorf("TurnTenant(kept) = %q, %v", tn, err)
+	}
+	if _, err := d.Session(ctx, fg.session); !errors.Is(err, persistence.ErrNotFound) {
+		t.Errorf("after a reopen Session(deleted) = %v, want ErrNotFound", err)
+	}
+	checkPurgedReads(t, d, fg, gone)
+}
+
+// checkPurgedReads checks that no read of the Database finds a row of
+// the purged session f.
+func checkPurgedReads(t *testing.T, d DB, f purgeFixture, marker string) {
+	t.Helper()
+	ctx := context.Background()
+	notFound := func(what string, err error) {
+		t.Helper()
+		if !errors.Is(err, persistence.ErrNotFound) {
+			t.Errorf("%s of the deleted session = %v, want ErrNotFound", what, err)
+		}
+	}
+	_, err := d.BranchRow(ctx, f.branch)
+	notFound("BranchRow", err)
+	_, err = d.StateRow(ctx, f.branch, 1)
+	notFound("StateRow", err)
+	_, err = d.StepRow(ctx, f.step)
+	notFound("StepRow", err)
+	_, err = d.BranchTenant(ctx, f.branch)
+	notFound("BranchTenant", err)
+	_, err = d.SessionActivity(ctx, f.session)
+	notFound("SessionActivity", err)
+	_, err = d.IdempotencyKey(ctx, persistence.ScopeTurn, f.branch, "key "+marker+f.turns[0].String())
+	notFound("IdempotencyKey", err)
+	if bs, err := d.Branches(ctx, f.session); err != nil || len(bs) != 0 {
+		t.Errorf("Branches(deleted) = %+v, %v", bs, err)
+	}
+	for _, turn := range f.turns {
+		_, err := d.Turn(ctx, turn)
+		notFound("Turn", err)
+		if rs, err := d.TurnRows(ctx, f.branch, 0, 10); err != nil || len(rs) != 0 {
+			t.Errorf("TurnRows(deleted) = %+v, %v", rs, err)
+		}
+		if cs, err := d.Chunks(ctx, turn); err != nil || len(cs) != 0 {
+			t.Errorf("Chunks(deleted turn) = %+v, %v", cs, err)
+		}
+		if ss, err := d.Steps(ctx, turn); err != nil || len(ss) != 0 {
+			t.Errorf("Steps(deleted turn) = %+v, %v", ss, err)
+		}
+		if bs, err := d.TurnBranches(ctx, turn); err != nil || len(bs) != 0 {
+			t.Errorf("TurnBranches(deleted turn) = %v, %v", bs, err)
+		}
+	}
+	n := 0
+	if err := d.Events(ctx, f.actor, 0, func(uint64, []byte) error { n++; return nil }); err != nil || n != 0 {
+		t.Errorf("Events(deleted) = %d, %v", n, err)
+	}
+	if _, ok, err := d.Snapshot(ctx, f.actor); ok || err != nil {
+		t.Errorf("Snapshot(deleted) = %t, %v", ok, err)
+	}
+	js, err := d.Jobs(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, j := range js {
+		if j.Branch == f.branch {
+			t.Errorf("job %+v of the deleted branch is left", j)
+		}
+	}
+	n = 0
+	if err := d.BranchChunks(ctx, f.branch, func(persistence.ChunkDoc) error { n++; return nil }); err != nil || n != 0 {
+		t.Errorf("BranchChunks(deleted) = %d, %v", n, err)
+	}
+}
+
+// testPurgeBranchWithForks: a branch a fork continues is refused
+// (ErrInUse, nothing deleted); the fork is deleted alone, its parent's
+// turns (which the fork shared) kept; a dedup'd payload the fork shares
+// with its parent stays.
+func testPurgeBranchWithForks(t *testing.T, d DB, e Env) {
+	ctx := context.Background()
+	parent := writeSession(t, d, "PARENT-KEPT-19ab", 2)
+	now := time.Now()
+	fork := purgeFixture{session: parent.session, branch: messages.NewID[messages.BranchID](now), step: messages.NewID[messages.StepID](now)}
+	fork.actor = "ctxinf/b-" + fork.branch.String()
+	_, err := d.Commit(ctx, &persistence.Tx{
+		NewBranches: []persistence.BranchSpec{{ID: fork.branch, At: parent.turns[0]}},
+		Branches:    []persistence.BranchRow{{ID: fork.branch, Session: parent.session, Parent: parent.branch, ForkAt: parent.turns[0], ForkSeq: 1, Created: now}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendTurn(t, d, fork, 2, "FORK-GONE-5c7e")
+	before := e.Holding(t, "FORK-GONE-5c7e")
+	if len(before) == 0 {
+		t.Fatal("nothing holds the fork's marker before the delete")
+	}
+	_, err = d.Purge(ctx, persistence.PurgeSpec{Session: parent.session, Branches: []messages.BranchID{parent.branch}})
+	if !errors.Is(err, persistence.ErrInUse) {
+		t.Fatalf("Purge(a branch with a fork) = %v, want ErrInUse", err)
+	}
+	if _, err := d.Head(ctx, parent.branch); err != nil {
+		t.Fatalf("after a refused delete: %v", err)
+	}
+	res, err := d.Purge(ctx, persistence.PurgeSpec{Session: parent.session, Branches: []messages.BranchID{fork.branch}, Actors: []string{fork.actor}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Nodes != 1 {
+		t.Errorf("Purge(fork) deleted %d nodes, want 1 (its own)", res.Nodes)
+	}
+	if got := e.Holding(t, "FORK-GONE-5c7e"); len(got) > 0 {
+		t.Errorf("after the delete the fork's marker is in %v", got)
+	}
+	chain, err := d.Chain(ctx, parent.turns[1])
+	if err != nil || len(chain) != 2 {
+		t.Fatalf("Chain(parent) = %d, %v", len(chain), err)
+	}
+	for _, tu := range chain {
+		if _, err := d.Blob(ctx, tu.PayloadHash); err != nil {
+			t.Errorf("Blob(parent turn %s) = %v", tu.ID, err)
+		}
+	}
+	bs, err := d.Branches(ctx, parent.session)
+	if err != nil || len(bs) != 1 || bs[0].ID != parent.branch {
+		t.Errorf("Branches = %+v, %v; want the parent alone", bs, err)
+	}
+	// The session's first branch cannot go alone.
+	if _, err := d.Purge(ctx, persistence.PurgeSpec{Session: parent.session, Branches: []messages.BranchID{parent.branch}}); !errors.Is(err, persistence.ErrInvalidArgument) {
+		t.Errorf("Purge(the last branch) = %v, want ErrInvalidArgument", err)
+	}
+}
+
+// testPurgeSessionsInOneDrop deletes two sessions in one call: neither's
+// marker is left in any file (any table), a kept session's is; a batch naming a
+// session that does not exist deletes nothing.
+func testPurgeSessionsInOneDrop(t *testing.T, d DB, e Env) {
+	ctx := context.Background()
+	a, b, kept := "MARKER-RET-A-19c0", "MARKER-RET-B-7e22", "MARKER-RET-KEPT-3d11"
+	fa := writeSession(t, d, a, 2)
+	fb := writeSession(t, d, b, 3)
+	fk := writeSession(t, d, kept, 1)
+	// An activity row each, which goes with its session.
+	for _, f := range []purgeFixture{fa, fb} {
+		if _, err := d.Commit(ctx, &persistence.Tx{Touched: []persistence.SessionTouch{{Session: f.session, At: time.Now()}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	missing := messages.NewID[messages.SessionID](time.Now())
+	_, err := d.PurgeSessions(ctx, []persistence.PurgeSpec{{Session: fa.session, DeleteSession: true}, {Session: missing, DeleteSession: true}})
+	if !errors.Is(err, persistence.ErrNotFound) {
+		t.Fatalf("PurgeSessions(with a missing session) = %v, want ErrNotFound", err)
+	}
+	if _, err := d.Session(ctx, fa.session); err != nil {
+		t.Fatalf("a failed batch deleted session a: %v", err)
+	}
+	if _, err := d.PurgeSessions(ctx, []persistence.PurgeSpec{{Session: fa.session, DeleteSession: true}, {Session: fa.session, DeleteSession: true}}); !errors.Is(err, persistence.ErrInvalidArgument) {
+		t.Errorf("PurgeSessions(a twice) = %v, want ErrInvalidArgument", err)
+	}
+	res, err := d.PurgeSessions(ctx, []persistence.PurgeSpec{
+		{Session: fa.session, DeleteSession: true, Actors: []string{fa.actor}},
+		{Session: fb.session, DeleteSession: true, Actors: []string{fb.actor}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res) != 2 || res[0].Turns != 2 || res[1].Turns != 3 || res[0].Blobs != 5 {
+		t.Errorf("PurgeSessions = %+v, want 2 and 3 turns, 5 blobs on the first", res)
+	}
+	for _, m := range []string{a, b} {
+		if got := e.Holding(t, m); len(got) > 0 {
+			t.Errorf("after the delete %s is still in %v", m, got)
+		}
+	}
+	for _, f := range []purgeFixture{fa, fb} {
+		if _, err := d.SessionActivity(ctx, f.session); !errors.Is(err, persistence.ErrNotFound) {
+			t.Errorf("SessionActivity(deleted) = %v, want ErrNotFound", err)
+		}
+	}
+	if got := e.Holding(t, kept); len(got) == 0 {
+		t.Errorf("no file holds the kept session's %s", kept)
+	}
+	if _, err := d.Session(ctx, fk.session); err != nil {
+		t.Errorf("kept session: %v", err)
+	}
+}
