@@ -141,6 +141,7 @@ func TestAnthropicMessagesSDK(t *testing.T) {
 // results as tool messages with their outputs, assistant tool calls by
 // id.
 func TestAnthropicMessagesRequestMapping(t *testing.T) {
+	t.Parallel()
 	body := `{"model":"claude-x","max_tokens":1000,"temperature":0.2,"stop_sequences":["END"],
 	"system":[{"type":"text","text":"You are terse."},{"type":"text","text":"Use tools.","cache_control":{"type":"ephemeral"}}],
 	"tools":[{"name":"get_weather","description":"Weather of a city","input_schema":{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}},
@@ -401,6 +402,7 @@ func TestAnthropicMessagesAuth(t *testing.T) {
 // A conversation busy with a turn answers 409 with Retry-After when the
 // proxy does not queue, and past its queue 429 rate_limit_error.
 func TestAnthropicMessagesBusy(t *testing.T) {
+	t.Parallel()
 	for _, queue := range []int{-1, 1} {
 		t.Run(fmt.Sprintf("queue=%d", queue), func(t *testing.T) {
 			block := make(chan struct{})
@@ -525,6 +527,7 @@ func TestAnthropicMessagesFailedTurns(t *testing.T) {
 // The streamed answer is Anthropic's event stream exactly: each event's
 // name is its data's type, text deltas in one text block at index 0.
 func TestAnthropicMessagesStreamWire(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, Options{}, 0)
 	req, _ := http.NewRequest("POST", ts.URL+"/v1/messages", strings.NewReader(
 		`{"model":"local","max_tokens":100,"stream":true,"metadata":{"user_id":"wire"},"messages":[{"role":"user","content":"say \"quoted\" things"}]}`))
@@ -930,6 +933,7 @@ func readAnthropicStream(t *testing.T, wire []byte) (*anthropic.Message, []strin
 // (Updates made here as the runtime sends them: its part is tested in
 // TestAnthropicMessagesToolLoop.)
 func TestAnthropicMessagesToolUseAnswer(t *testing.T) {
+	t.Parallel()
 	calls := []messages.ToolCall{
 		{CallID: "toolu_1", Name: "get_weather", Arguments: json.RawMessage(`"{\"city\": \"Paris\"}"`)},
 		{CallID: "toolu_2", Name: "get_time", Arguments: nil},

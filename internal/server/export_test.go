@@ -116,6 +116,7 @@ func turnID(t *testing.T, rt *actors.Runtime, branch messages.BranchID, seq uint
 // to the same bytes; the import has the same branches, fork points,
 // states and pins.
 func TestExportRoundTrip(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	src := exportServer(t, Options{})
 	rt := src.rt
@@ -223,6 +224,7 @@ const exportHeader = `{"type":"session","format":2,"title":"t","created":"2025-0
 // An import is checked as the requests it stands for are, and one that
 // fails, or is cut short, leaves no session.
 func TestImportRefusesBadExports(t *testing.T) {
+	t.Parallel()
 	ts := newTestServerWith(t, Options{}, 0, func(c *actors.Config) {
 		c.Store.Limits.MaxPayloadBytes = 16 << 10
 	})

@@ -77,6 +77,7 @@ type doneEvent struct {
 // message naming it, waited for or streamed, and its row says so in
 // values that decode (never "step outcome(0)").
 func TestFailedTurnsSayWhy(t *testing.T) {
+	t.Parallel()
 	huge := strings.Repeat("huge ", 3000)
 	unauthorized := &providers.Error{Provider: "fake", StatusCode: 401, Message: "invalid api key"}
 	for _, tc := range []struct {
@@ -160,6 +161,7 @@ func TestFailedTurnsSayWhy(t *testing.T) {
 // A cancelled turn answers 409 cancelled when waited for, and ends with
 // a done event whose outcome is cancelled when streamed.
 func TestCancelledTurnSaysSo(t *testing.T) {
+	t.Parallel()
 	ts, b := failingServer(t, fake.New(fake.Step{Hang: true}))
 	// cancel cancels the turn in flight. It is in flight once its step
 	// runs: until then cancel finds nothing to cancel.
@@ -235,6 +237,7 @@ func TestCancelledTurnSaysSo(t *testing.T) {
 // An answer that cannot be encoded is a 500 naming why, never an empty
 // body with the status asked for.
 func TestWriteJSONNeverAnswersEmpty(t *testing.T) {
+	t.Parallel()
 	rec := httptest.NewRecorder()
 	writeJSON(rec, http.StatusOK, map[string]any{"outcome": messages.StepOutcome{}})
 	var e apiErr

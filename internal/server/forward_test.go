@@ -28,6 +28,7 @@ func (p *switchPlacement) Owner(messages.SessionID) (string, bool, bool) {
 // client gets the owner's answer; a request forwarded already, or one
 // Forward could not deliver, is answered 503 with Retry-After here.
 func TestForwardToOwner(t *testing.T) {
+	t.Parallel()
 	p := &switchPlacement{}
 	p.mine.Store(true)
 	var (

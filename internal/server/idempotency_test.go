@@ -27,6 +27,7 @@ import (
 // answered with what the first made and stores nothing new; the key
 // with another body is 422, a malformed key 400.
 func TestIdempotencyKeys(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, Options{}, 0)
 	var created struct {
 		Session persistence.SessionRow
@@ -150,6 +151,7 @@ func (g *gate) observe(_ messages.BranchID, ev messages.BranchEvent) {
 // A turn answered 504 because the branch did not answer in time says
 // whether it was accepted; one said not accepted is never stored.
 func TestTimeoutSaysWhetherTheTurnWasAccepted(t *testing.T) {
+	t.Parallel()
 	g := &gate{}
 	ts := newTestServerWith(t, Options{}, 0, func(c *actors.Config) {
 		c.RequestTimeout = 300 * time.Millisecond
@@ -201,6 +203,7 @@ func TestTimeoutSaysWhetherTheTurnWasAccepted(t *testing.T) {
 // A turn sent while the branch's turn before it runs is 409
 // turn_in_flight with Retry-After.
 func TestBusyBranchSaysWhenToRetry(t *testing.T) {
+	t.Parallel()
 	block := make(chan struct{})
 	ts, b := failingServer(t, fake.New(fake.Step{Reply: "slow", Block: block}))
 	defer close(block)

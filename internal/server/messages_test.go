@@ -36,6 +36,7 @@ func checkNoLeak(t *testing.T, where, message string) {
 // may be empty where every field is optional, and holds one JSON object
 // and nothing after it.
 func TestErrorsInTheAPIsWords(t *testing.T) {
+	t.Parallel()
 	block := make(chan struct{})
 	f := fake.New(fake.Step{Block: block, Reply: "done"})
 	ts := newTestServerWith(t, Options{}, 0, func(c *actors.Config) {
@@ -128,6 +129,7 @@ func TestErrorsInTheAPIsWords(t *testing.T) {
 // The runtime's sentinels and typed errors reach the client in the
 // API's words, with their context and without their package.
 func TestClassifySpeaksTheAPIsWords(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		err  error
 		code string
@@ -160,6 +162,7 @@ func wrap(format string, err error) error { return fmt.Errorf(format, err) }
 // server.read_body_timeout is not cut (a deadline left on the connection
 // would end net/http's background read, which cancels the request).
 func TestBodyDeadlineDoesNotCutAStream(t *testing.T) {
+	t.Parallel()
 	block := make(chan struct{})
 	f := fake.New(fake.Step{Block: block, Reply: "after the deadline"})
 	const timeout = 50 * time.Millisecond

@@ -15,6 +15,7 @@ import (
 // Pins are created, listed, edited and deleted by id; bad ids, unknown
 // pins and limits answer errors naming them, and store nothing.
 func TestAPIPins(t *testing.T) {
+	t.Parallel()
 	ts := newTestServerWith(t, Options{}, 0, func(cfg *actors.Config) {
 		cfg.Pins = core.PinLimits{MaxPins: 3, MaxBytes: 64}
 	})
@@ -83,6 +84,7 @@ func TestAPIPins(t *testing.T) {
 // context_too_large error that names the way out, and recovers once the
 // pins are unpinned.
 func TestAPIContextTooLargeAdvisesUnpin(t *testing.T) {
+	t.Parallel()
 	ts := newTestServerWith(t, Options{}, 0, func(cfg *actors.Config) {
 		cfg.Provider = fake.New().WithContextLimit(900)
 		cfg.Model, cfg.MaxOutputTokens, cfg.SafetyMargin = "fake", 100, 10 // an input budget of 790 tokens

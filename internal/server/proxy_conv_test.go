@@ -110,6 +110,7 @@ func user(text string) convMessage { return convMessage{Role: "user", Text: text
 // restart, and its session is titled with its first message, not its
 // key.
 func TestProxyConversationKeysAreNotTitles(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	ts, stop := openServerAt(t, dir)
 	var created struct{ Branch persistence.BranchRow }
@@ -165,6 +166,7 @@ func TestProxyConversationKeysAreNotTitles(t *testing.T) {
 // for the last reply again, forks the branch at the turn before, which
 // keeps its own turns.
 func TestProxyConversationByTranscript(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, Options{}, 0)
 	s := ts.Config.Handler.(*Server)
 	ctx := context.Background()
@@ -240,6 +242,7 @@ func TestProxyConversationByTranscript(t *testing.T) {
 // forked there if the branch has gone on since; a turn the proxy did not
 // answer is found by its row; an unknown one is not found.
 func TestProxyConversationByPreviousTurn(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, Options{}, 0)
 	s := ts.Config.Handler.(*Server)
 	ctx := context.Background()
@@ -290,6 +293,7 @@ func TestProxyConversationByPreviousTurn(t *testing.T) {
 // tool calls folded into the reply's text; the request continues after
 // them, and a request that edits one of them forks there.
 func TestProxyNewConversationImportsHistory(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, Options{}, 0)
 	s := ts.Config.Handler.(*Server)
 	ctx := context.Background()
@@ -357,6 +361,7 @@ func TestProxyNewConversationImportsHistory(t *testing.T) {
 // A request sent again under its Idempotency-Key, without a key, goes
 // where the first went, even when that was a new conversation.
 func TestProxyConversationIdempotentRetry(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, Options{}, 0)
 	s := ts.Config.Handler.(*Server)
 	msgs := []convMessage{user("hello")}
@@ -417,6 +422,7 @@ func TestProxyChatWithoutKey(t *testing.T) {
 // Requests racing to start the conversation of a new key all get the
 // one conversation, and only it is made.
 func TestProxyConversationKeyRace(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, Options{}, 0)
 	s := ts.Config.Handler.(*Server)
 	const n = 8

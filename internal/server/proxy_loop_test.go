@@ -667,6 +667,7 @@ func TestOpenAIProxyToolLoopConcurrent(t *testing.T) {
 // A request ending in tool results when no tool call of the
 // conversation awaits one is 400 naming the messages; nothing runs.
 func TestOpenAIProxyToolLoopResultsWithoutCalls(t *testing.T) {
+	t.Parallel()
 	up := fakeapi.New(fakeapi.ChatText("stop", "hello"))
 	ts := upstreamServer(t, openai.APIChat, Options{}, up)
 	body := `{"model":"m","messages":[{"role":"user","content":"hi"},

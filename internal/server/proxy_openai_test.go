@@ -24,6 +24,7 @@ import (
 // and tool results keep their ids; tools and tool choice are read; the
 // messages map to the conversation's API-neutral form.
 func TestProxyParsesChatRequests(t *testing.T) {
+	t.Parallel()
 	body := `{"model":"gpt-4o","user":"alice","temperature":0.2,"parallel_tool_calls":false,
 	"messages":[
 	 {"role":"system","content":"You are terse."},
@@ -96,6 +97,7 @@ func TestProxyParsesChatRequests(t *testing.T) {
 
 // Bad Chat Completions requests are 400 naming the field.
 func TestProxyRefusesBadChatRequests(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct{ body, want string }{
 		{`{"messages":[{"role":"user","content":"x"}],"tools":[{"type":"custom","custom":{"name":"x"}}]}`, `tools[0].type: "custom" is not supported`},
 		{`{"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"description":"no name"}}]}`, `tools[0].function.name: required`},
@@ -129,6 +131,7 @@ func TestProxyRefusesBadChatRequests(t *testing.T) {
 // names a turn; the conversation key comes from conversation or
 // metadata.conversation, the end user from user.
 func TestProxyParsesResponsesRequests(t *testing.T) {
+	t.Parallel()
 	turn := messages.NewID[messages.TurnID](time.Now())
 	body := fmt.Sprintf(`{"model":"gpt-4.1","instructions":"Be brief.","previous_response_id":"resp_%s",
 	"metadata":{"conversation":"bob"},"user":"carol","store":false,"reasoning":{"effort":"low"},
@@ -301,6 +304,7 @@ func TestProxyOpenAISDKText(t *testing.T) {
 // A request with nothing new to run, or one whose tool results come
 // before a user message, is 400 naming the messages; nothing runs.
 func TestProxyRefusesRequestsWithNothingToRun(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, Options{}, 0)
 	for _, tc := range []struct{ path, body, want string }{
 		{"/v1/chat/completions", `{"messages":[{"role":"system","content":"only a system prompt"}]}`, "messages: no new user message or tool result"},

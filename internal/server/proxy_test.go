@@ -93,6 +93,7 @@ func (c spacedConn) Write(p []byte) (int, error) {
 // leaves the model as it was; a name not configured runs on the
 // branch's model.
 func TestProxySelectsTheNamedModel(t *testing.T) {
+	t.Parallel()
 	// No queue: a request while a turn runs is refused (409), not queued.
 	ts := newTestServerWith(t, Options{ProxyQueue: -1}, 0, func(c *actors.Config) {
 		c.Models = map[string]actors.Model{
@@ -163,6 +164,7 @@ func TestProxySelectsTheNamedModel(t *testing.T) {
 // after some text, a chat chunk holding the error, or the Responses
 // API's error and response.failed events.
 func TestProxyFailedTurnsAreErrors(t *testing.T) {
+	t.Parallel()
 	huge := strings.Repeat("huge ", 3000)
 	midway := fake.Step{Reply: "half an answer",
 		Outcome: messages.StepOutcome{Kind: messages.OutcomeFailed, Code: "server_error", Message: "the model crashed"}}

@@ -14,6 +14,7 @@ import (
 // null; bad values are refused naming the field and the range, and
 // change nothing.
 func TestRetentionRoutes(t *testing.T) {
+	t.Parallel()
 	ts := newTestServerWith(t, Options{}, 0, func(cfg *actors.Config) {
 		cfg.Retention = actors.RetentionPolicy{Idle: 30 * 24 * time.Hour, Interval: -1}
 	})

@@ -29,6 +29,7 @@ import (
 
 // The OpenAPI document and the routes served are the same set.
 func TestOpenAPIMatchesRoutes(t *testing.T) {
+	t.Parallel()
 	var doc struct {
 		OpenAPI string                                `json:"openapi"`
 		Paths   map[string]map[string]json.RawMessage `json:"paths"`
@@ -59,6 +60,7 @@ func TestOpenAPIMatchesRoutes(t *testing.T) {
 // Every schema of the document that stands for a Go type the API writes
 // names exactly that type's JSON fields.
 func TestOpenAPISchemasMatchTypes(t *testing.T) {
+	t.Parallel()
 	var doc struct {
 		Components struct {
 			Schemas map[string]struct {
@@ -260,6 +262,7 @@ func (ts *testServer) call(t *testing.T, method, path string, body any, out any,
 // indexed into, with their text and where it is from; a pending turn
 // (not indexed yet) answers an empty list, not a missing one.
 func TestGetTurnListsItsChunks(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, Options{}, 0)
 	var created struct{ Branch persistence.BranchRow }
 	if st := ts.call(t, "POST", "/v1/sessions", map[string]string{"title": "chunks"}, &created); st != 201 {
@@ -309,6 +312,7 @@ type apiErr struct {
 }
 
 func TestAPI(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, Options{}, 0)
 	var created struct {
 		Session persistence.SessionRow
@@ -461,6 +465,7 @@ func TestAPI(t *testing.T) {
 // A second turn while one streams is refused with 409; a body over the
 // limit with 413; past the in-flight limit with 429 and Retry-After.
 func TestAPILimits(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, Options{MaxBodyBytes: 1024, MaxInFlight: 1}, 20*time.Millisecond)
 	var created struct{ Branch persistence.BranchRow }
 	ts.call(t, "POST", "/v1/sessions", map[string]string{}, &created)
@@ -496,6 +501,7 @@ func TestAPILimits(t *testing.T) {
 }
 
 func TestAPIAuthAndBind(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, Options{Tokens: []string{"s3cret"}}, 0)
 	var e apiErr
 	if st := ts.call(t, "GET", "/v1/sessions", nil, &e); st != 401 || e.Error.Code != CodeUnauthorized {
@@ -521,6 +527,7 @@ func TestAPIAuthAndBind(t *testing.T) {
 
 // An export imported again is the same conversation in a new session.
 func TestExportImport(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, Options{}, 0)
 	var created struct {
 		Session persistence.SessionRow
@@ -569,6 +576,7 @@ func TestExportImport(t *testing.T) {
 // The store's sync times reach /metrics as a histogram: cumulative
 // buckets in seconds, the count and the sum.
 func TestSyncHistogram(t *testing.T) {
+	t.Parallel()
 	st := persistence.Stats{SyncTime: 30 * time.Millisecond}
 	st.SyncTimes[0], st.SyncTimes[persistence.SyncTimeBucket(3*time.Millisecond)], st.SyncTimes[len(st.SyncTimes)-1] = 4, 2, 1
 	reg := prometheus.NewRegistry()
@@ -593,6 +601,7 @@ func TestSyncHistogram(t *testing.T) {
 // failed after its first line) is counted as aborted, not by the status
 // it had written; the client does not get a whole body.
 func TestAbortedRequestsAreCounted(t *testing.T) {
+	t.Parallel()
 	m := NewMetrics()
 	s := &Server{opts: Options{Metrics: m}}
 	ts := httptest.NewServer(s.instrument("GET /cut", func(_ *Server, w http.ResponseWriter, _ *http.Request) error {

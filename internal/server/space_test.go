@@ -14,6 +14,7 @@ import (
 // A write refused for lack of disk space is a 507 whose message names the
 // free and needed bytes, however deep it is wrapped.
 func TestNoSpaceIs507(t *testing.T) {
+	t.Parallel()
 	err := fmt.Errorf("create session: %w",
 		&persistence.SpaceError{Dir: "/data/store", Free: 1000, Need: 8 << 20, MinFree: 8 << 20})
 	w := httptest.NewRecorder()

@@ -205,6 +205,7 @@ func (w acmeWorld) fill(path string) (string, bool) {
 // walk with acme's token finds every id (no 404): the 404s are the
 // tenant's, not the requests'.
 func TestTenantsNeverSeeEachOther(t *testing.T) {
+	t.Parallel()
 	ts := newTenantServer(t)
 	w := makeAcme(t, ts)
 	missing := acmeWorld{session: messages.NewID[messages.SessionID](time.Now()), branch: messages.NewID[messages.BranchID](time.Now()),
@@ -400,6 +401,7 @@ func TestTenantsNeverSeeEachOther(t *testing.T) {
 // A tenant's own branch does not reach another's turns, nodes or chunks
 // through the ids it names in a query or a body.
 func TestTenantOwnBranchDoesNotReachAnothers(t *testing.T) {
+	t.Parallel()
 	ts := newTenantServer(t)
 	w := makeAcme(t, ts)
 	st, body, _ := ts.send(t, tokBeta, "POST", "/v1/sessions", `{}`)
@@ -438,6 +440,7 @@ func TestTenantOwnBranchDoesNotReachAnothers(t *testing.T) {
 // sessions is two chunks, and a search on one tenant's branch finds its
 // own only.
 func TestTenantRetrievalStaysInItsTenant(t *testing.T) {
+	t.Parallel()
 	ts := newTenantServer(t)
 	text := "The deploy target of project lighthouse is eu-west-1."
 	turns := map[string]messages.TurnID{}
@@ -481,6 +484,7 @@ func TestTenantRetrievalStaysInItsTenant(t *testing.T) {
 // is wrong: a bad name, a name twice, the default tenant's name, a token
 // of two tenants.
 func TestTenantsRefused(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, Options{}, 0)
 	for _, c := range []struct {
 		opts Options
