@@ -22,6 +22,7 @@ func msg(role messages.Role, n int, tag string) messages.Message {
 }
 
 func TestAssembleShrinksInOrder(t *testing.T) {
+	t.Parallel()
 	in := AssembleInput{
 		System:  textOf(10, "sys"),
 		Pinned:  []string{"fact one", "fact two"},
@@ -86,6 +87,7 @@ func TestAssembleShrinksInOrder(t *testing.T) {
 // oldest first and only once retrieval and the folded window are gone,
 // and a context that fits is within budget.
 func TestAssembleProperty(t *testing.T) {
+	t.Parallel()
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
 	r := rand.New(rand.NewPCG(seed, 2))

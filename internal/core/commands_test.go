@@ -90,6 +90,7 @@ func fmtEvents(evs []messages.BranchEvent) string {
 func events(evs ...messages.BranchEvent) []messages.BranchEvent { return evs }
 
 func TestCreate(t *testing.T) {
+	t.Parallel()
 	fresh := messages.BranchCreated{Session: Se1, Branch: B1, At: now}
 	fork := messages.BranchCreated{Session: Se1, Branch: B1, Parent: B0, ForkAt: T2, Tip: R2,
 		State:   messages.StateCheckpoint{ID: St1, Seq: 1, Summary: "s", Pinned: []string{"p"}},
@@ -127,6 +128,7 @@ func TestCreate(t *testing.T) {
 }
 
 func TestSubmit(t *testing.T) {
+	t.Parallel()
 	submit := func(turn messages.TurnID, at time.Time) func(*Branch) ([]messages.BranchEvent, error) {
 		return func(b *Branch) ([]messages.BranchEvent, error) { return b.Submit(turn, at) }
 	}
@@ -154,6 +156,7 @@ func TestSubmit(t *testing.T) {
 }
 
 func TestStart(t *testing.T) {
+	t.Parallel()
 	start := func(turn messages.TurnID, step messages.StepID) func(*Branch) ([]messages.BranchEvent, error) {
 		return func(b *Branch) ([]messages.BranchEvent, error) { return b.Start(turn, step, local) }
 	}
@@ -170,6 +173,7 @@ func TestStart(t *testing.T) {
 }
 
 func TestFinalize(t *testing.T) {
+	t.Parallel()
 	finalize := func(turn messages.TurnID, step messages.StepID, reply messages.TurnID, o messages.StepOutcome) func(*Branch) ([]messages.BranchEvent, error) {
 		return func(b *Branch) ([]messages.BranchEvent, error) { return b.Finalize(turn, step, reply, o, 10, 9, local) }
 	}
@@ -196,6 +200,7 @@ func TestFinalize(t *testing.T) {
 }
 
 func TestFail(t *testing.T) {
+	t.Parallel()
 	fail := func(turn messages.TurnID, reason string) func(*Branch) ([]messages.BranchEvent, error) {
 		return func(b *Branch) ([]messages.BranchEvent, error) {
 			return b.Fail(turn, messages.FailProvider, reason, local)
@@ -216,6 +221,7 @@ func TestFail(t *testing.T) {
 }
 
 func TestCommit(t *testing.T) {
+	t.Parallel()
 	st1 := messages.StateCheckpoint{ID: St1, Seq: 1, Summary: "s1"}
 	commit := func(state messages.StateCheckpoint, epoch uint64, turns ...messages.TurnID) func(*Branch) ([]messages.BranchEvent, error) {
 		return func(b *Branch) ([]messages.BranchEvent, error) { return b.Commit(state, turns, epoch, local) }
@@ -248,6 +254,7 @@ func TestCommit(t *testing.T) {
 }
 
 func TestRecord(t *testing.T) {
+	t.Parallel()
 	record := func(turn, reply messages.TurnID) func(*Branch) ([]messages.BranchEvent, error) {
 		return func(b *Branch) ([]messages.BranchEvent, error) { return b.Record(turn, reply, local) }
 	}
@@ -271,6 +278,7 @@ func TestRecord(t *testing.T) {
 }
 
 func TestCommitShrunk(t *testing.T) {
+	t.Parallel()
 	shrink := func(summary string, epoch uint64) func(*Branch) ([]messages.BranchEvent, error) {
 		return func(b *Branch) ([]messages.BranchEvent, error) {
 			return b.CommitShrunk(messages.StateCheckpoint{ID: St2, Seq: 2, Summary: summary}, epoch, local)
@@ -305,6 +313,7 @@ func TestCommitShrunk(t *testing.T) {
 }
 
 func TestMarkIndexed(t *testing.T) {
+	t.Parallel()
 	index := func(turn messages.TurnID, chunks int) func(*Branch) ([]messages.BranchEvent, error) {
 		return func(b *Branch) ([]messages.BranchEvent, error) { return b.MarkIndexed(turn, chunks, local) }
 	}
@@ -323,6 +332,7 @@ func TestMarkIndexed(t *testing.T) {
 }
 
 func TestPin(t *testing.T) {
+	t.Parallel()
 	pin := func(fact string, lim PinLimits) func(*Branch) ([]messages.BranchEvent, error) {
 		return func(b *Branch) ([]messages.BranchEvent, error) { return b.Pin(fact, lim, local) }
 	}
@@ -348,6 +358,7 @@ func TestPin(t *testing.T) {
 }
 
 func TestUnpinAndEditPin(t *testing.T) {
+	t.Parallel()
 	unpin := func(id uint64) func(*Branch) ([]messages.BranchEvent, error) {
 		return func(b *Branch) ([]messages.BranchEvent, error) { return b.Unpin(id, local) }
 	}
@@ -374,6 +385,7 @@ func TestUnpinAndEditPin(t *testing.T) {
 }
 
 func TestRecover(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		setup   []string
 		events  []messages.BranchEvent
@@ -403,6 +415,7 @@ func TestRecover(t *testing.T) {
 }
 
 func TestQueries(t *testing.T) {
+	t.Parallel()
 	s := newScript(t).run(append(committed[:5:5], "submit T2", "start T2 S2", "finalize T2 S2 R2 completed", "submit T3")...)
 	b := &s.b
 	if got := b.Pending(); len(got) != 1 || got[0].ID != T2 || got[0].Phase != messages.PhaseResponseFinalized || got[0].Reply != R2 {
@@ -429,6 +442,7 @@ func TestQueries(t *testing.T) {
 }
 
 func TestApplyRejects(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		setup []string
 		ev    messages.BranchEvent
@@ -470,6 +484,7 @@ func TestApplyRejects(t *testing.T) {
 }
 
 func TestApplyDoesNotAlias(t *testing.T) {
+	t.Parallel()
 	pinned := []string{"a", "b"}
 	pending := []messages.PendingTurn{{Turn: T1, Seq: 1, Reply: R1}}
 	var b Branch
@@ -501,6 +516,7 @@ func TestApplyDoesNotAlias(t *testing.T) {
 }
 
 func TestSnapshotJSON(t *testing.T) {
+	t.Parallel()
 	s := newScript(t).run(append(committed[:5:5], `pin "<b> & c"`, "submit T2", "start T2 S2", "finalize T2 S2 R2 paused", "submit T3")...)
 	data, err := json.Marshal(&s.b)
 	if err != nil {
@@ -522,6 +538,7 @@ func TestSnapshotJSON(t *testing.T) {
 }
 
 func TestToolLoop(t *testing.T) {
+	t.Parallel()
 	s := newScript(t).run(responding...)
 	b := &s.b
 	apply := func(evs []messages.BranchEvent, err error) []Effect {
@@ -622,6 +639,7 @@ func TestToolLoop(t *testing.T) {
 }
 
 func TestSelectModel(t *testing.T) {
+	t.Parallel()
 	s := newScript(t).run(created...)
 	if evs, err := s.b.SelectModel("claude", now); err != nil || len(evs) != 1 {
 		t.Fatalf("SelectModel = %v, %v", evs, err)
@@ -641,6 +659,7 @@ func TestSelectModel(t *testing.T) {
 }
 
 func TestRetryStep(t *testing.T) {
+	t.Parallel()
 	s := newScript(t).run(responding...)
 	b := &s.b
 	if _, err := b.RetryStep(T1, S2, S1, "too large", now); !errors.Is(err, ErrInvalid) {
@@ -672,6 +691,7 @@ func TestRetryStep(t *testing.T) {
 // Recover leaves an awaiting turn waiting; the client's part is dropped
 // once the response is finalized.
 func TestClientToolLoop(t *testing.T) {
+	t.Parallel()
 	s := newScript(t).run(created...)
 	b := &s.b
 	apply := func(evs []messages.BranchEvent, err error) []Effect {

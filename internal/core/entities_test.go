@@ -28,6 +28,7 @@ const (
 )
 
 func TestExtractEntities(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name, text string
 		want       []Entity
@@ -77,6 +78,7 @@ func TestExtractEntities(t *testing.T) {
 }
 
 func TestNormalize(t *testing.T) {
+	t.Parallel()
 	tests := []struct{ in, want string }{
 		{"Port 8080!", " port 8080 "},
 		{"  Internal/Core/X.go ", " internal core x go "},
@@ -95,6 +97,7 @@ func TestNormalize(t *testing.T) {
 }
 
 func TestStem(t *testing.T) {
+	t.Parallel()
 	same := [][]string{
 		{"store", "stored", "storing", "stores"},
 		{"log", "logged", "logging", "logs"},
@@ -116,6 +119,7 @@ func TestStem(t *testing.T) {
 }
 
 func TestMissingEntities(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name     string
 		summary  string
@@ -150,6 +154,7 @@ func TestMissingEntities(t *testing.T) {
 }
 
 func TestRequiredEntities(t *testing.T) {
+	t.Parallel()
 	pinned := []string{"The API listens on port 8080.", " ", "The API listens on port 8080."}
 	previous := "## Facts / Constraints\n- The API listens on port 8080.\n## Decisions\n- We will use Postgres for the store\n" +
 		"## Open Items\n- We must write the migration for JIRA-7\n## Key Artifacts\n- internal/store/pg.go"
@@ -192,6 +197,7 @@ func TestRequiredEntities(t *testing.T) {
 // A summary the fallback writes holds what RequiredEntities asks of the
 // same inputs (pinned facts apart: the state keeps them).
 func TestFallbackSummaryKeepsRequiredEntities(t *testing.T) {
+	t.Parallel()
 	previous := "## Facts / Constraints\n- The user's name is Ada.\n## Decisions\n- Badger for storage, in ./data\n" +
 		"## Key Artifacts\n- https://example.com/spec\n- 01J9ZK3X4Y5Z6A7B8C9D0E1F2G"
 	exchanges := []Exchange{
@@ -213,6 +219,7 @@ func TestFallbackSummaryKeepsRequiredEntities(t *testing.T) {
 }
 
 func TestEntityKindString(t *testing.T) {
+	t.Parallel()
 	if got := EntityPinned.String(); got != "pinned fact" {
 		t.Errorf("EntityPinned.String() = %q", got)
 	}

@@ -9,6 +9,7 @@ import (
 // mayDecide must never reject a text that decisionRE or constraintRE
 // matches.
 func TestMayDecideIsNecessary(t *testing.T) {
+	t.Parallel()
 	words := []string{"we", "will", "We'll", "DECIDED", "must", "not", "Never", "always", "don't", "do",
 		"prefers", "deadline", "Requirement", "constraint", "agreed", "let's", "should", "the", "plan", "is",
 		"use", "go", "with", "I'm", "going", "to", "switch", "Only", "avoid", "at", "most", "from", "now", "on",

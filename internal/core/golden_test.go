@@ -17,6 +17,7 @@ var rewrite = flag.Bool("rewrite", false, "rewrite the expected output of testda
 // Blank lines and "#" comments are kept as they are. With -rewrite the
 // printed lines are written back; review the diff.
 func TestGolden(t *testing.T) {
+	t.Parallel()
 	files, err := filepath.Glob("testdata/*.txt")
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no transcripts in testdata: %v", err)

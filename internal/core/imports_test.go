@@ -33,6 +33,7 @@ var forbiddenCalls = map[string]bool{
 // outside tests they do no I/O, read no clock, draw no random numbers and
 // start no goroutines.
 func TestImports(t *testing.T) {
+	t.Parallel()
 	files, err := filepath.Glob("*.go")
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no Go files: %v", err)

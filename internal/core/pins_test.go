@@ -12,6 +12,7 @@ import (
 // … in order, as replaying the log that wrote it does, and pins made
 // after it take the next ids.
 func TestSnapshotBeforePinIDs(t *testing.T) {
+	t.Parallel()
 	s := newScript(t).run(`create`, `pin "a"`, `pin "b"`, `submit T1`, `start T1 S1`, `finalize T1 S1 R1 completed`)
 	data, err := json.Marshal(&s.b)
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 )
 
 func TestFoldDue(t *testing.T) {
+	t.Parallel()
 	b := newScript(t).run(created...).b
 	b.Policy = Policy{K: 6, B: 4, SafetyTurns: 10}
 	if _, ok := b.FoldDue(FoldAuto); ok {
@@ -54,6 +55,7 @@ func TestFoldDue(t *testing.T) {
 // asked for exactly when a trigger holds; and once the librarian has
 // caught up, no more than K+B messages are pending.
 func TestFoldPolicyProperty(t *testing.T) {
+	t.Parallel()
 	seed := *seedFlag
 	if seed == 0 {
 		seed = uint64(time.Now().UnixNano())

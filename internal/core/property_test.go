@@ -29,6 +29,7 @@ var seedFlag = flag.Uint64("seed", 0, "seed of TestReplayProperty (0: from the c
 //     or is indexed, none is committed twice or both committed and failed,
 //     and the counters add up.
 func TestReplayProperty(t *testing.T) {
+	t.Parallel()
 	seed := *seedFlag
 	if seed == 0 {
 		seed = uint64(time.Now().UnixNano())

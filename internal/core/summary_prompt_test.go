@@ -39,6 +39,7 @@ var promptExchanges = []Exchange{
 }
 
 func TestSummaryPromptGolden(t *testing.T) {
+	t.Parallel()
 	previous := "## Decisions\n- Badger was the first choice\n## Key Artifacts\n- JIRA-7"
 	pinned := []string{"Answer in French.", "The deploy target is eu-west-1."}
 	system, user := SummaryPrompt(previous, promptExchanges, pinned)
@@ -53,6 +54,7 @@ func TestSummaryPromptGolden(t *testing.T) {
 }
 
 func TestShrinkPromptGolden(t *testing.T) {
+	t.Parallel()
 	summary := "## Facts / Constraints\n- The API listens on port 8080.\n## Decisions\n- SQLite in ./data/ctx.db\n" +
 		"## Open Items\n- Write the migration for JIRA-7"
 	system, user := ShrinkPrompt(summary, 20)
@@ -65,6 +67,7 @@ func TestShrinkPromptGolden(t *testing.T) {
 // The prompts depend only on their arguments, and the data cannot close
 // the blocks it is in.
 func TestPromptsAreDeterministicAndFenced(t *testing.T) {
+	t.Parallel()
 	s1, u1 := SummaryPrompt("prev", promptExchanges, []string{"f"})
 	s2, u2 := SummaryPrompt("prev", promptExchanges, []string{"f"})
 	if s1 != s2 || u1 != u2 {
@@ -83,6 +86,7 @@ func TestPromptsAreDeterministicAndFenced(t *testing.T) {
 }
 
 func TestShrinkSummary(t *testing.T) {
+	t.Parallel()
 	summary := strings.Join([]string{
 		"## Facts / Constraints",
 		"- The user likes short answers and dislikes long preambles of any kind at all.",
