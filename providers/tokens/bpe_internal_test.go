@@ -118,6 +118,7 @@ func corpus(t *testing.T) []string {
 // The hand-written pre-tokenizers cut exactly where the patterns do, and
 // the counts equal tiktoken-go's, on the corpus and on generated text.
 func TestPiecesMatchTiktoken(t *testing.T) {
+	t.Parallel()
 	rng := rand.New(rand.NewPCG(1, 2))
 	texts := corpus(t)
 	for range 4000 {

@@ -278,6 +278,7 @@ func TestConcurrent(t *testing.T) {
 // tiktoken's test_large_repeated and test_catastrophically_repetitive;
 // without the cuts Count makes, 100 KB of "x" takes seconds and 1 MB minutes).
 func TestLargeRepeated(t *testing.T) {
+	t.Parallel()
 	for _, unit := range []string{"x", "^", "0", " ", "\n", "'s"} {
 		s := strings.Repeat(unit, 100_000/len(unit))
 		for _, c := range counters() {
@@ -296,6 +297,7 @@ const childEnv = "CTXINF_TOKENS_LOAD_CHILD"
 // writes no cache. The child also reports what loading costs (go test -v
 // shows it).
 func TestLoadOffline(t *testing.T) {
+	t.Parallel()
 	if os.Getenv(childEnv) == "1" {
 		loadOfflineChild(t)
 		return
