@@ -102,7 +102,6 @@ Commands:
 The project's own benchmarks (bench store, stream, context, retrieval,
 import) and eval serve are a second command: ctxinf-bench.
 
-
 Global flags:
   --config FILE  configuration file (default ./config.yaml if present);
                  CTX_* environment variables override it
