@@ -556,9 +556,9 @@ func (r *Runtime) Inspect(ctx context.Context, branch messages.BranchID) (Branch
 	return bi, nil
 }
 
-// Kill makes a branch actor panic (chaos testing): supervision restarts
+// kill makes a branch actor panic (Config.Faults): supervision restarts
 // it and it rebuilds its state by replay.
-func (r *Runtime) Kill(ctx context.Context, branch messages.BranchID) error {
+func (r *Runtime) kill(ctx context.Context, branch messages.BranchID) error {
 	if err := r.placed(ctx, branch, messages.SessionID{}); err != nil {
 		return err
 	}
@@ -570,8 +570,9 @@ func (r *Runtime) Kill(ctx context.Context, branch messages.BranchID) error {
 	return nil
 }
 
-// Stop stops a branch's actor as if it had been passivated (chaos
-// testing): its next message activates it again, by replay.
+// Stop stops a branch's actor now, as passivation would, freeing what
+// it holds in memory: its next message activates it again, by replay. A
+// turn it is running is cut off, and ends interrupted, as in a crash.
 func (r *Runtime) Stop(ctx context.Context, branch messages.BranchID) error {
 	if err := r.placed(ctx, branch, messages.SessionID{}); err != nil {
 		return err

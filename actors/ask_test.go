@@ -20,7 +20,7 @@ func TestAskFindsTheLiveActor(t *testing.T) {
 		if i%2 == 0 {
 			err = r.Stop(bg, b)
 		} else {
-			err = r.Kill(bg, b)
+			err = r.kill(bg, b)
 		}
 		if err != nil {
 			t.Fatal(err)

@@ -235,7 +235,7 @@ func TestClientToolLoopSurvivesRestarts(t *testing.T) {
 	_, last, _ := drain(t, s)
 	wantAwaiting(t, last, "c1")
 
-	if err := r.Kill(bg, b); err != nil {
+	if err := r.kill(bg, b); err != nil {
 		t.Fatal(err)
 	}
 	if info, err := r.Inspect(bg, b); err != nil || info.InFlight == nil || !info.InFlight.Awaiting() {
@@ -482,7 +482,7 @@ func TestSubmitToolResultsIdempotent(t *testing.T) {
 		t.Fatalf("a turn under the results' key = %v, want ErrKeyReused", err)
 	}
 	// After a crash the repeat gets how the turn stands: awaiting c3.
-	if err := r.Kill(bg, b); err != nil {
+	if err := r.kill(bg, b); err != nil {
 		t.Fatal(err)
 	}
 	again, err = r.SubmitToolResults(bg, b, outs, SubmitOptions{Key: "k1"})
@@ -547,7 +547,7 @@ func TestClientToolLoopMixedCalls(t *testing.T) {
 	}
 	// The runtime's output is durable: a crash keeps it, and the turn
 	// still awaits the client's.
-	if err := r.Kill(bg, b); err != nil {
+	if err := r.kill(bg, b); err != nil {
 		t.Fatal(err)
 	}
 	if info, err := r.Inspect(bg, b); err != nil || info.InFlight == nil || !info.InFlight.Awaiting() || len(info.InFlight.Loop) != 4 {

@@ -110,7 +110,7 @@ func TestIndexBacklogAcrossRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	for range maxLostJobs + 1 { // every index job lost: left to the next activation
-		r.ArmKill(supervision.KindIndexer)
+		r.kills.Arm(supervision.KindIndexer)
 	}
 	s, err := r.Submit(bg, b.ID, "remember the deploy target is eu-west-1")
 	if err != nil {
@@ -118,9 +118,9 @@ func TestIndexBacklogAcrossRestart(t *testing.T) {
 	}
 	waitTurn(t, s)
 	deadline := time.Now().Add(20 * time.Second)
-	for r.Killed(supervision.KindIndexer) < maxLostJobs+1 {
+	for r.kills.Killed(supervision.KindIndexer) < maxLostJobs+1 {
 		if time.Now().After(deadline) {
-			t.Fatalf("%d index jobs lost, want %d", r.Killed(supervision.KindIndexer), maxLostJobs+1)
+			t.Fatalf("%d index jobs lost, want %d", r.kills.Killed(supervision.KindIndexer), maxLostJobs+1)
 		}
 		time.Sleep(time.Millisecond) // polling the kill count, with a deadline
 	}

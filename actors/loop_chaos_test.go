@@ -98,7 +98,7 @@ func TestToolLoopChaos(t *testing.T) {
 			kill := rng.IntN(2) == 0
 			mu.Unlock()
 			if kill {
-				r.Kill(bg, b)
+				r.kill(bg, b)
 			} else {
 				r.Stop(bg, b)
 			}

@@ -280,7 +280,7 @@ func TestToolLoopCrashMidToolIsAnswered(t *testing.T) {
 		t.Fatal(err)
 	}
 	<-running
-	if err := r.Kill(bg, b); err != nil {
+	if err := r.kill(bg, b); err != nil {
 		t.Fatal(err)
 	}
 	if _, last := s.Wait(nil); last.Phase != messages.PhaseFailed {
@@ -478,7 +478,7 @@ func TestKilledTurnSaysInterrupted(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.Next(nil)
-	if err := r.Kill(bg, b); err != nil {
+	if err := r.kill(bg, b); err != nil {
 		t.Fatal(err)
 	}
 	_, last := s.Wait(nil)

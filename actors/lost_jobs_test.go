@@ -65,7 +65,7 @@ func TestLostJobsAreAskedAgain(t *testing.T) {
 			}
 			for range times {
 				if tc.kill != "" {
-					r.ArmKill(tc.kill)
+					r.kills.Arm(tc.kill)
 				}
 			}
 			if tc.drop != nil {
@@ -73,8 +73,8 @@ func TestLostJobsAreAskedAgain(t *testing.T) {
 			}
 			runTurn(t, r, b.ID, "one")
 			ev.waitFor(t, tc.name, 1, tc.want)
-			if tc.kill != "" && r.Killed(tc.kill) != times {
-				t.Errorf("%d %s kills taken, want %d", r.Killed(tc.kill), tc.kill, times)
+			if tc.kill != "" && r.kills.Killed(tc.kill) != times {
+				t.Errorf("%d %s kills taken, want %d", r.kills.Killed(tc.kill), tc.kill, times)
 			}
 			if tc.fail && failed.Load() <= times {
 				t.Errorf("the summarizer was asked %d times, want more than %d", failed.Load(), times)
@@ -116,7 +116,7 @@ func TestCommitOutlivesItsInstance(t *testing.T) {
 				t.Fatal(err)
 			}
 			if !stop {
-				err = r.Kill(bg, b.ID)
+				err = r.kill(bg, b.ID)
 			} else if err = r.Stop(bg, b.ID); err == nil {
 				<-r.goneChan(pid)
 				// Activated again by the next request, which is no commit.

@@ -81,7 +81,7 @@ func TestPinUnpinEdit(t *testing.T) {
 		}
 	}
 	check("live")
-	if err := r.Kill(bg, b.ID); err != nil {
+	if err := r.kill(bg, b.ID); err != nil {
 		t.Fatal(err)
 	}
 	check("after a kill")

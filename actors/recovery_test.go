@@ -37,7 +37,7 @@ func TestCrashMidStreamRecordsTheInterruptedStep(t *testing.T) {
 			seen += u.Delta
 		}
 	}
-	if err := r.Kill(bg, b); err != nil { // the provider hangs: the reply is cut off
+	if err := r.kill(bg, b); err != nil { // the provider hangs: the reply is cut off
 		t.Fatal(err)
 	}
 	if _, last := s.Wait(nil); last.Phase != messages.PhaseFailed {
@@ -117,7 +117,7 @@ func TestCrashMidStreamInToolLoopRecordsTheStep(t *testing.T) {
 			seen += u.Delta
 		}
 	}
-	if err := r.Kill(bg, b); err != nil {
+	if err := r.kill(bg, b); err != nil {
 		t.Fatal(err)
 	}
 	s.Wait(nil)

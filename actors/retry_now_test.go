@@ -25,14 +25,14 @@ func TestJobSuccessEndsTheBackoff(t *testing.T) {
 	}
 	const kills = maxLostJobs + 1 // the last loss waits retryBase
 	for range kills {
-		r.ArmKill(supervision.KindIndexer)
+		r.kills.Arm(supervision.KindIndexer)
 	}
 	runTurn(t, r, b.ID, "one")
 	ev.waitFor(t, "the first turn's fold", 1, isStateCommitted)
 	deadline := time.Now().Add(10 * time.Second)
-	for r.Killed(supervision.KindIndexer) < kills {
+	for r.kills.Killed(supervision.KindIndexer) < kills {
 		if time.Now().After(deadline) {
-			t.Fatalf("%d indexer kills taken, want %d", r.Killed(supervision.KindIndexer), kills)
+			t.Fatalf("%d indexer kills taken, want %d", r.kills.Killed(supervision.KindIndexer), kills)
 		}
 		time.Sleep(time.Millisecond)
 	}

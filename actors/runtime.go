@@ -24,6 +24,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/contextinfinity/ctxinf/internal/core"
+	"github.com/contextinfinity/ctxinf/internal/faults"
 	"github.com/contextinfinity/ctxinf/internal/retrieval"
 	"github.com/contextinfinity/ctxinf/messages"
 	"github.com/contextinfinity/ctxinf/persistence"
@@ -117,6 +118,11 @@ type Config struct {
 	RestartWindow time.Duration
 	Logger        zerolog.Logger
 	Now           func() time.Time
+	// Faults, set by `ctxinf chaos` (an internal package's type: outside
+	// this module it can only be nil), injects failures: the actors' kill
+	// points take its kills, and it can panic a branch actor. nil kills
+	// nothing.
+	Faults *faults.Injector
 	// Budget: the input of a step may use the model's context limit less
 	// its output bound and SafetyMargin tokens (default 2 % of the limit,
 	// at least 256); retrieved memory at most RetrievalMax tokens
@@ -429,6 +435,10 @@ func Open(ctx context.Context, cfg Config) (*Runtime, error) {
 		gone:            make(map[*actor.PID]chan struct{}),
 		mem:             newMemory(db, cfg.Embedder, rank),
 		kills:           &supervision.KillSwitch{},
+	}
+	if cfg.Faults != nil {
+		r.kills = &cfg.Faults.Kills
+		cfg.Faults.Attach(r.kill)
 	}
 	r.journals = journalStore(r.db, r.streams)
 	r.actorLog.CheckSnapshots(checkSnapshot, r.badSnapshot)
@@ -768,17 +778,6 @@ func (r *Runtime) Failures() map[supervision.Kind]int64 {
 		supervision.KindIndexer: r.indexerSup.Failures(),
 	}
 }
-
-// ArmKill makes the next actor of kind to reach one of its kill points
-// panic there (chaos testing; supervision.KillSwitch). Branch actors are
-// killed by Kill instead, at once.
-func (r *Runtime) ArmKill(kind supervision.Kind) { r.kills.Arm(kind) }
-
-// ArmedKills returns the kills of kind armed and not yet taken.
-func (r *Runtime) ArmedKills(kind supervision.Kind) int64 { return r.kills.Armed(kind) }
-
-// Killed counts the actors of kind killed by ArmKill.
-func (r *Runtime) Killed(kind supervision.Kind) int64 { return r.kills.Killed(kind) }
 
 // workLost is called when a worker (librarian, indexer) failed while
 // handling message: the branch that asked for the work is told, and

@@ -203,7 +203,7 @@ func TestTurnLifecycle(t *testing.T) {
 	}
 	// A killed branch actor restarts and replays; its state is intact.
 	before, _ := r.Inspect(bg, b.ID)
-	if err := r.Kill(bg, b.ID); err != nil {
+	if err := r.kill(bg, b.ID); err != nil {
 		t.Fatal(err)
 	}
 	after, err := r.Inspect(bg, b.ID)

@@ -125,7 +125,7 @@ func TestSubmitDeferredCrashLosesTheUnacknowledgedTurn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := r.Kill(bg, b); err != nil {
+	if err := r.kill(bg, b); err != nil {
 		t.Fatal(err)
 	}
 	if _, last := s.Wait(nil); last.Phase != messages.PhaseFailed {

@@ -78,7 +78,7 @@ func TestStoppedBranchIsActivatedAgain(t *testing.T) {
 	waitTurn(t, s)
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		_ = r.Kill(bg, b.ID)
+		_ = r.kill(bg, b.ID)
 		_, err := r.Inspect(bg, b.ID)
 		if errors.Is(err, ErrBranchStopped) {
 			break
@@ -128,7 +128,7 @@ func TestWorkerKillsResumeTheirJobs(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			r.ArmKill(kind)
+			r.kills.Arm(kind)
 			s, err := r.Submit(bg, b.ID, "remember the deploy target is eu-west-1")
 			if err != nil {
 				t.Fatal(err)
@@ -160,7 +160,7 @@ func TestStepKillCallsTheProviderOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.ArmKill(supervision.KindStep)
+	r.kills.Arm(supervision.KindStep)
 	s, err := r.Submit(bg, b.ID, "hello")
 	if err != nil {
 		t.Fatal(err)
@@ -209,7 +209,7 @@ func TestJournalKillLosesNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.ArmKill(supervision.KindJournal)
+	r.kills.Arm(supervision.KindJournal)
 	s, err := r.Submit(bg, b.ID, "hello")
 	if err != nil {
 		t.Fatal(err)

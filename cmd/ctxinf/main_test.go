@@ -9,6 +9,8 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -186,6 +188,15 @@ func TestChaosKillKinds(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), "verdict: pass") || !strings.Contains(out.String(), "lost 0") {
 		t.Fatalf("chaos output:\n%s", out.String())
+	}
+	// The kills reach the runtime's actors: some were taken.
+	killed := 0
+	for _, m := range regexp.MustCompile(`(?m)^\s*(step|librarian|indexer)\s+killed\s+(\d+)`).FindAllStringSubmatch(out.String(), -1) {
+		n, _ := strconv.Atoi(m[2])
+		killed += n
+	}
+	if killed == 0 {
+		t.Errorf("no step, librarian or indexer was killed:\n%s", out.String())
 	}
 	out.Reset()
 	if code := run([]string{"chaos", "--kill-kinds", "provider"}, nil, &out, &errOut); code == 0 ||

@@ -34,6 +34,7 @@ var layers = []struct {
 	{"internal/retrieval/...", "retrieval is below the runtime", []string{"messages", "internal/retrieval/..."}},
 	{"internal/config/...", "config is loaded by cmd and passed down", []string{"internal/config/..."}},
 	{"supervision/...", "supervision is below the runtime", []string{"supervision/..."}},
+	{"internal/faults", "faults is below the runtime", []string{"messages", "supervision"}},
 	{"persistence/...", "persistence is the storage layer", []string{"messages", "persistence/..."}},
 	{"providers/...", "providers are the model adapters", []string{"messages", "providers/..."}},
 	{"providers/tokens/...", "providers/tokens counts tokens", []string{"providers/tokens/..."}},
@@ -46,7 +47,7 @@ var layers = []struct {
 
 	// The runtime.
 	{"actors/...", "actors is the runtime", []string{
-		"messages", "internal/core", "internal/retrieval", "supervision",
+		"messages", "internal/core", "internal/retrieval", "supervision", "internal/faults",
 		"persistence/...", "providers/...", "actors/...",
 	}},
 

@@ -16,6 +16,7 @@ import (
 	"github.com/contextinfinity/ctxinf"
 	"github.com/contextinfinity/ctxinf/actors"
 	"github.com/contextinfinity/ctxinf/internal/cli"
+	"github.com/contextinfinity/ctxinf/internal/faults"
 	"github.com/contextinfinity/ctxinf/internal/core"
 	"github.com/contextinfinity/ctxinf/messages"
 	"github.com/contextinfinity/ctxinf/persistence"
@@ -94,6 +95,8 @@ func Run(e *cli.Env, args []string) error {
 	if cfg.Fold != nil {
 		policy = *cfg.Fold
 	}
+	faults := &faults.Injector{}
+	cfg.Faults = faults
 	rt, err := e.OpenRuntimeWith(ctx, cfg)
 	if err != nil {
 		return err
@@ -127,15 +130,15 @@ func Run(e *cli.Env, args []string) error {
 				if kind != supervision.KindBranch {
 					// Killed at its next kill point, mid-work; one kill
 					// at most waits per kind, so that work goes on.
-					if rt.ArmedKills(kind) == 0 {
-						rt.ArmKill(kind)
+					if faults.Kills.Armed(kind) == 0 {
+						faults.Kills.Arm(kind)
 					}
 					continue
 				}
 				b := ids[rng.IntN(len(ids))]
 				branchKills.Add(1)
 				if rng.IntN(2) == 0 {
-					rt.Kill(ctx, b)
+					faults.KillBranch(ctx, b)
 				} else {
 					rt.Stop(ctx, b)
 				}
@@ -196,7 +199,7 @@ func Run(e *cli.Env, args []string) error {
 	res.Failures = rt.Failures()
 	res.Kills = map[supervision.Kind]int64{}
 	for _, k := range supervision.Kinds {
-		res.Kills[k] = rt.Killed(k)
+		res.Kills[k] = faults.Kills.Killed(k)
 	}
 	res.Kills[supervision.KindBranch] = branchKills.Load()
 	res.Seconds = time.Since(started).Seconds()
