@@ -216,6 +216,7 @@ func runInspect(t *testing.T, cmd *exec.Cmd) report {
 // SRD §22 test 1: a turn submitted right after the previous one streamed
 // sees it as a pending turn, since its summary has not been committed.
 func TestSummaryLag(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	p := start(t, dir, "CTX_LIBRARIAN_DELAY=1m")
 	p.send("My favourite colour is teal.")
@@ -237,6 +238,7 @@ func TestSummaryLag(t *testing.T) {
 // restart the partial output is shown as incomplete and the branch head
 // (the transcript and the committed state) did not advance.
 func TestKillMidStream(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	p := start(t, dir, "CTX_LOCAL_DELAY=60ms", "CTX_STREAM_FLUSH_INTERVAL=5ms")
 	p.send("Please tell me a long story about a lighthouse keeper and the sea.")
@@ -282,6 +284,7 @@ func TestKillMidStream(t *testing.T) {
 // state is committed; the reconciler commits it exactly once. Test 5:
 // running indexing again inserts no duplicate chunks.
 func TestKillBeforeCommitThenReindex(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	p := start(t, dir, append(foldEveryTurn, "CTX_LIBRARIAN_DELAY=1m")...)
 	p.send("Remember the code word bluebird-7.")

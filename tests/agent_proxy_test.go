@@ -559,6 +559,7 @@ func TestAgentLoopThroughServeAnthropic(t *testing.T) {
 // the body, once the handler has returned; flushed before, the kill
 // comes first now and then and the tool result is refused.)
 func TestAgentLoopThroughServeAnthropicKilledAtMessageStop(t *testing.T) {
+	t.Parallel()
 	up := fakeapi.New(
 		fakeapi.NewAnthropicStream().ToolUse(fakeapi.AnthropicCall{ID: "toolu_1", Name: "get_weather", Input: `{"city":"Paris"}`}, 2).
 			Usage(61, 11).Stop("tool_use"),

@@ -28,6 +28,7 @@ func cli(t *testing.T, dir string, args ...string) string {
 // instead of failing on the store's lock, and print what they print on
 // the data directory alone.
 func TestCommandsTalkToTheServerOwningTheDataDir(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	s := startServe(t, dir)
 	var created struct {
@@ -128,6 +129,7 @@ func section(out, cmd string) string {
 // through the server's API: turns stream, and the commands print what
 // they print on the data directory alone.
 func TestChatTalksToTheServerOwningTheDataDir(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	s := startServe(t, dir)
 	out := chatLines(t, dir, "hello through the server\nsecond turn\n/history\n/pending\n/model\n/fork 1\n/branches\n/quit\n")

@@ -101,6 +101,7 @@ type ack struct {
 // store refused because their head had moved (a stale activation's
 // commits) and the requests members forwarded.
 func TestClusterSurvivesMemberKills(t *testing.T) {
+	t.Parallel()
 	pg := pgtest.Start(t)
 	ms := startCluster(t, pg, 3, "CTX_LOCAL_DELAY=1ms")
 	ctx := context.Background()

@@ -150,6 +150,7 @@ func bigText(marker string, n int) string {
 // its session readable and searchable, so the scan can fail. Last, the
 // CLI deletes that one on the data dir, and its marker goes too.
 func TestServeDeleteSessionLeavesNoByte(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	big := "CTX_MODELS_LOCAL_CONTEXT_LIMIT=400000" // room for the big turn
 	s := startServe(t, dir, big)
@@ -251,6 +252,7 @@ func TestServeDeleteSessionLeavesNoByte(t *testing.T) {
 // parent, are deleted (the CLI through --server for one), their markers
 // leave every file, and the branch they were forked from keeps its turns.
 func TestServeDeleteBranchForkRule(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	s := startServe(t, dir)
 	ctx := context.Background()
@@ -330,6 +332,7 @@ func TestServeDeleteBranchForkRule(t *testing.T) {
 // the value log is rewritten only when no file holds the marker, and no
 // file does after it, nor after another restart.
 func TestServeDeleteAfterRestartLeavesNoByte(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name string
 		kill bool
@@ -397,6 +400,7 @@ func TestServeDeleteAfterRestartLeavesNoByte(t *testing.T) {
 // durable, deleted again), and no file holds the marker, nor after
 // another restart.
 func TestServeKillDuringDeleteLeavesNoByte(t *testing.T) {
+	t.Parallel()
 	for i, delay := range []time.Duration{30 * time.Millisecond, 120 * time.Millisecond, 400 * time.Millisecond} {
 		for _, enc := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s encrypted=%v", delay, enc), func(t *testing.T) {

@@ -115,6 +115,7 @@ func fill(t *testing.T, dir, path string, leave int64) {
 // turn acknowledged is there after the space is back, across a SIGKILL
 // too. Before, Badger died of a SIGBUS as the disk filled.
 func TestDiskFull(t *testing.T) {
+	t.Parallel()
 	mnt := mountTmpfs(t, 64<<20)
 	dir := filepath.Join(mnt, "data")
 	s := startServe(t, dir, smallStore...)
@@ -269,6 +270,7 @@ func TestDiskFull(t *testing.T) {
 // naming its path, its size and the free bytes. Before, the server
 // started with a shorter log than it was asked for.
 func TestRedoLogCannotBeAllocated(t *testing.T) {
+	t.Parallel()
 	mnt := mountTmpfs(t, 12<<20)
 	dir := filepath.Join(mnt, "data")
 	cmd := exec.Command(binary, "serve", "--addr", "127.0.0.1:"+strconv.Itoa(freePort(t)))

@@ -51,9 +51,11 @@ func randomHex(t *testing.T, n int) string {
 // marker, so the scan can fail. Started without the key or with another,
 // the server refuses, saying why.
 func TestServeEncryptionAtRest(t *testing.T) {
+	t.Parallel()
 	key := randomHex(t, 32)
 	for _, encrypted := range []bool{true, false} {
 		t.Run(fmt.Sprintf("encrypted=%v", encrypted), func(t *testing.T) {
+			t.Parallel()
 			var keyEnv []string
 			if encrypted {
 				keyEnv = []string{"CTX_STORE_ENCRYPTION=true", "CTX_STORE_KEY=" + key}

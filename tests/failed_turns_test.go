@@ -51,6 +51,7 @@ func lastEvent(body []byte) (name, data string) {
 // proxied: a context over the model's window (configured small here)
 // and a model whose API refuses the key (401).
 func TestServeFailedTurnsSayWhy(t *testing.T) {
+	t.Parallel()
 	refuses := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusUnauthorized)

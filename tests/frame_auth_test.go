@@ -79,6 +79,7 @@ func frameBytes(reqID uint64, r wire.Request) []byte {
 // connection — no byte of the conversation, no fork made. The Go client
 // with one of the tokens is served.
 func TestServeFramePortRequiresToken(t *testing.T) {
+	t.Parallel()
 	const tokens = "tok-alpha-1,tok-beta-2"
 	s := startServe(t, t.TempDir(), "CTX_SERVER_TOKENS="+tokens)
 	ctx := context.Background()
@@ -220,6 +221,7 @@ func TestServeFramePortRequiresToken(t *testing.T) {
 // `serve` with server.frame_addr beyond loopback exits non-zero naming
 // server.frame_addr and server.tokens_env. With tokens it serves there.
 func TestServeFramePortBeyondLoopback(t *testing.T) {
+	t.Parallel()
 	for _, addr := range []string{"0.0.0.0:0", ":0"} {
 		dir := t.TempDir()
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)

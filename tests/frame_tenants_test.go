@@ -23,6 +23,7 @@ import (
 // kind of request and gets the answer of an id that does not exist, no
 // byte of the marker, and forks, creates and appends nothing.
 func TestServeFramePortTenants(t *testing.T) {
+	t.Parallel()
 	const acme, beta = "tok-frame-acme-1", "tok-frame-beta-1"
 	s := startServe(t, t.TempDir(), "CTX_SERVER_TENANTS=acme=CTX_T_ACME_TOKENS,beta=CTX_T_BETA_TOKENS",
 		"CTX_T_ACME_TOKENS="+acme, "CTX_T_BETA_TOKENS="+beta)

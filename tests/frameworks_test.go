@@ -54,6 +54,7 @@ type frameworkRun struct {
 // TestFrameworks runs every scenario, each on its own server and
 // scripted model, in parallel.
 func TestFrameworks(t *testing.T) {
+	t.Parallel()
 	node, err := exec.LookPath("node")
 	if err != nil {
 		t.Skip("node is not installed: the framework tests need Node.js 20 or later and `make frameworks`")

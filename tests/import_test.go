@@ -122,6 +122,7 @@ func genV1(title string, n, reply int) []byte {
 // full. Format 2 is sent without its end line, so that the kill is
 // surely midway; format 1 whole.
 func TestImportKilledMidway(t *testing.T) {
+	t.Parallel()
 	const n = 5000
 	v2, end := genExport(t, "killed midway", n, 10, 200)
 	for _, c := range []struct {
@@ -132,6 +133,7 @@ func TestImportKilledMidway(t *testing.T) {
 		{"format 1", genV1("killed midway", n, 200), genV1("killed midway", n, 200)},
 	} {
 		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
 			dir := t.TempDir()
 			s := startServe(t, dir)
 			pr, pw := io.Pipe()
@@ -213,6 +215,7 @@ func turnSeq(t *testing.T, url, session string) uint64 {
 // imports, and exports back whole; a title over its limit is refused
 // naming it, and lists no session.
 func TestImportLargeExport(t *testing.T) {
+	t.Parallel()
 	s := startServe(t, t.TempDir())
 	// Format 1, as main wrote it, then format 2.
 	v1 := genV1("large v1", 40, 256<<10)

@@ -19,6 +19,7 @@ import (
 // then serves again. A request refused for want of a slot is answered
 // at once, without waiting for a body that does not come.
 func TestSlowBodiesDoNotLockOutTheAPI(t *testing.T) {
+	t.Parallel()
 	const maxInFlight, stalled = 8, 12
 	s := startServe(t, t.TempDir(), fmt.Sprintf("CTX_SERVER_MAX_IN_FLIGHT=%d", maxInFlight), "CTX_SERVER_READ_BODY_TIMEOUT=1s")
 	addr := strings.TrimPrefix(s.url, "http://")

@@ -28,6 +28,7 @@ import (
 // restarted, takes turns again afterwards; and every acknowledged turn
 // is in its branch's history once, nothing twice.
 func TestServeRidesOutDatabaseOutage(t *testing.T) {
+	t.Parallel()
 	dbURL := pgtest.Start(t)
 	u, err := url.Parse(dbURL)
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 // a pin with a 400 naming it; unpins and edits by id survive a SIGKILL;
 // a fork keeps the pins in effect at its fork point.
 func TestServePins(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	s := startServe(t, dir, "CTX_CONTEXT_MAX_PINS=2")
 	ctx := context.Background()

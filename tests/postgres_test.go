@@ -24,6 +24,7 @@ import (
 // the same database sees it all. The data directory holds no Badger
 // store.
 func TestServeOnPostgres(t *testing.T) {
+	t.Parallel()
 	url := pgtest.Start(t)
 	pg := []string{"CTX_STORE_BACKEND=postgres", "CTX_STORE_POSTGRES_URL=" + url}
 	dir := t.TempDir()

@@ -18,6 +18,7 @@ var chaosSeed = flag.Uint64("chaosseed", 0, "seed of TestProcessKills (0: from t
 // that every turn the chat reported as finalized is still there, folded
 // into at most one state, after recovery.
 func TestProcessKills(t *testing.T) {
+	t.Parallel()
 	seed := *chaosSeed
 	if seed == 0 {
 		seed = uint64(time.Now().UnixNano())

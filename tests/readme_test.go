@@ -45,6 +45,7 @@ func readmeCurls(t *testing.T) []string {
 // answers 2xx with JSON or server-sent events, no error. BRANCH and
 // SESSION stand for the ids the first example (create a session) answers.
 func TestReadmeCurlExamples(t *testing.T) {
+	t.Parallel()
 	if _, err := exec.LookPath("curl"); err != nil {
 		t.Skip("curl is not installed: the README's examples need it")
 	}

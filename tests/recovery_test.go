@@ -24,6 +24,7 @@ var errKilled = errors.New("killed the server")
 // incomplete, in GET /v1/branches/{b}/turns/{t} and in the branch's
 // history; the head never moves to it.
 func TestServeKillMidStreamShowsRecoveredOutput(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	s := startServe(t, dir, "CTX_LOCAL_DELAY=60ms", "CTX_STREAM_FLUSH_INTERVAL=5ms", "CTX_STREAM_FSYNC_INTERVAL=5ms")
 	ctx := context.Background()
@@ -125,6 +126,7 @@ func TestServeKillMidStreamShowsRecoveredOutput(t *testing.T) {
 // after the restart the branch has the same state, from the snapshot
 // before it and the events after that, and takes turns.
 func TestServeReplaysPastACorruptSnapshot(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	snapEvery := "CTX_RUNTIME_SNAPSHOT_EVERY=4"
 	s := startServe(t, dir, snapEvery)

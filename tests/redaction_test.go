@@ -91,6 +91,7 @@ func (rec *recorder) all() string {
 }
 
 func TestRedactionAndScrubbingOnServe(t *testing.T) {
+	t.Parallel()
 	const failMarker = "this turn gets a 401"
 	up := fakeapi.NewFunc(func(_ int, r fakeapi.Request) fakeapi.Reply {
 		switch {

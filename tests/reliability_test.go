@@ -35,6 +35,7 @@ func postJSON(t *testing.T, url string, body any, out any) int {
 // limit, and the branch goes on serving: before, its commit failed, the
 // branch's restarts ran out and every later request answered 503.
 func TestOversizedTurnIsRefusedWith413(t *testing.T) {
+	t.Parallel()
 	s := startServe(t, t.TempDir())
 	var created struct {
 		Branch struct {

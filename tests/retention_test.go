@@ -40,6 +40,7 @@ func retentionDeleted(t *testing.T, url string) string {
 // history readable; so is one idle as long with a retention of its own
 // of 0 (kept forever).
 func TestServeRetentionDeletesIdleSession(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	s := startServe(t, dir, "CTX_RETENTION_IDLE=8s", "CTX_RETENTION_INTERVAL=1s")
 	ctx := context.Background()

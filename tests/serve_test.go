@@ -260,6 +260,7 @@ func TestProxyWithOpenAIGoClient(t *testing.T) {
 // The same with the openai package from npm, as a Node application would
 // use it (installed into a temporary directory; skipped without npm).
 func TestProxyWithOpenAINodeClient(t *testing.T) {
+	t.Parallel()
 	npm, err := exec.LookPath("npm")
 	node, err2 := exec.LookPath("node")
 	if err != nil || err2 != nil {
@@ -308,6 +309,7 @@ const client = new OpenAI({ baseURL: process.argv[2] + "/v1", apiKey: "unused", 
 // branches and appends to them; the runtime's branches it may read, not
 // write.
 func TestServeFrameProtocol(t *testing.T) {
+	t.Parallel()
 	s := startServe(t, t.TempDir())
 	ctx := context.Background()
 	c, err := frame.Dial(ctx, s.frame)

@@ -46,6 +46,7 @@ func tenantCall(t *testing.T, s *server, token, method, path, body string, heade
 // restart too. A bad tenant name stops serve before it starts, naming
 // the key.
 func TestTenantsOnTheBinary(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	const marker = "acme-marker-5d1c0e77"
 	const acme, beta = "tok-acme-1", "tok-beta-1"

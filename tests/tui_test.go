@@ -146,6 +146,7 @@ func (s *tuiScreen) exit() {
 // With CTX_TUI_CAPTURE=FILE it writes the screen with the reply to FILE
 // (the README's).
 func TestTUI(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	s := startTUI(t, env(dir), "tui")
 	s.waitFor("the header and the input line", `ctxinf · session chat \w{8} · branch main \w{8} · model`,
@@ -207,6 +208,7 @@ func TestTUI(t *testing.T) {
 // TestTUIServer runs ctxinf tui as a client of a running server: the
 // same conversation, through the API.
 func TestTUIServer(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	srv := startServe(t, dir)
 	s := startTUI(t, env(t.TempDir()), "tui", "--server", srv.url)
