@@ -11,6 +11,7 @@ import (
 // Every chunk is a piece of the text at its offset, at most
 // MaxChunkTokens, typed by what it is.
 func TestChunkText(t *testing.T) {
+	t.Parallel()
 	text := "# Plan\n\nWe decided to use Postgres for the ledger.\n\n```go\nfunc main() {}\n```\n\n## Notes\n\nThe cache stays in Redis."
 	got := ChunkText(messages.RoleAssistant, text)
 	var kinds []string
@@ -34,6 +35,7 @@ func TestChunkText(t *testing.T) {
 // A long code block is cut where a function starts, and no chunk is over
 // the limit.
 func TestChunkLongCodeAtFunctions(t *testing.T) {
+	t.Parallel()
 	var b strings.Builder
 	b.WriteString("```go\n")
 	for i := range 60 {
@@ -58,6 +60,7 @@ func TestChunkLongCodeAtFunctions(t *testing.T) {
 // With overlap, a chunk cut for its size repeats the end of the one
 // before it from a word boundary; a new section does not.
 func TestChunkOverlap(t *testing.T) {
+	t.Parallel()
 	var b strings.Builder
 	for i := range 400 {
 		fmt.Fprintf(&b, "sentence number %d about the migration. ", i)
@@ -89,6 +92,7 @@ func TestChunkOverlap(t *testing.T) {
 }
 
 func TestChunkToolResult(t *testing.T) {
+	t.Parallel()
 	got := ChunkToolResult("result of grep", "line one\nline two")
 	if len(got) != 1 || got[0].Type != messages.ChunkToolResult || got[0].Text != "result of grep: line one\nline two" {
 		t.Errorf("ChunkToolResult = %+v", got)

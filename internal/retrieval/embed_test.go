@@ -22,6 +22,7 @@ func (f fixedEmbedder) Embed(context.Context, []string) ([][]float32, error) {
 }
 
 func TestNamespace(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name string
 		dim  int
@@ -41,6 +42,7 @@ func TestNamespace(t *testing.T) {
 }
 
 func TestL2Normalize(t *testing.T) {
+	t.Parallel()
 	v := []float32{3, 4}
 	if !L2Normalize(v) || v[0] != 0.6 || v[1] != 0.8 {
 		t.Errorf("L2Normalize({3,4}) = %v, want {0.6,0.8}, true", v)
@@ -57,6 +59,7 @@ func TestL2Normalize(t *testing.T) {
 }
 
 func TestForEachWord(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		in   string
 		want string

@@ -28,12 +28,14 @@ var similarEnglish = []similarCase{
 }
 
 func TestHashEmbedderContract(t *testing.T) {
+	t.Parallel()
 	for _, h := range []HashEmbedder{{}, {Dims: 64}, {Dims: 256, NoTrigrams: true}, {Dims: 100, Bigrams: true}} {
 		t.Run(h.Name(), func(t *testing.T) { checkEmbedder(t, h) })
 	}
 }
 
 func TestHashEmbedderName(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		h    HashEmbedder
 		name string
@@ -50,6 +52,7 @@ func TestHashEmbedderName(t *testing.T) {
 }
 
 func TestHashEmbedderSimilar(t *testing.T) {
+	t.Parallel()
 	for _, h := range []HashEmbedder{{}, {Dims: 256}} {
 		checkCloser(t, h, similarEnglish)
 	}
@@ -63,6 +66,7 @@ func TestHashEmbedderSimilar(t *testing.T) {
 }
 
 func TestHashEmbedderFeatures(t *testing.T) {
+	t.Parallel()
 	h := HashEmbedder{Dims: 1024, NoTrigrams: true}
 	for _, tc := range []struct {
 		a, b  string
@@ -98,6 +102,7 @@ func TestHashEmbedderFeatures(t *testing.T) {
 // TestHashEmbedderStable pins the vectors: they are stored in indexes,
 // so a change of hashing must come with a new Name.
 func TestHashEmbedderStable(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		h    HashEmbedder
 		text string

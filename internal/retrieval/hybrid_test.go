@@ -11,6 +11,7 @@ import (
 func doc(n byte) DocID { return DocID{15: n} }
 
 func TestTerms(t *testing.T) {
+	t.Parallel()
 	got := Terms("We're DEPLOYING the new deployment to eu-west-1; Zoë's café — it's deployed!")
 	// "We're" splits at the apostrophe into two stop words; "s" too.
 	want := []string{"deploy", "new", "deploy", "eu", "west", "1", "zoë", "café", "deploy"}
@@ -23,6 +24,7 @@ func TestTerms(t *testing.T) {
 }
 
 func TestFullTextRanksRareTermsFirst(t *testing.T) {
+	t.Parallel()
 	f := NewFullText()
 	texts := []string{
 		"the weather is nice and the weather is warm",
@@ -57,6 +59,7 @@ func TestFullTextRanksRareTermsFirst(t *testing.T) {
 // was asked of every one; the result must still be the unfiltered
 // ranking with the refused documents taken out, whatever keep refuses.
 func TestFullTextFilterAsksLittle(t *testing.T) {
+	t.Parallel()
 	f := NewFullText()
 	for i := range 2000 {
 		text := "question about the deployment"
@@ -102,6 +105,7 @@ func TestFullTextFilterAsksLittle(t *testing.T) {
 }
 
 func TestVectorsSearchFilters(t *testing.T) {
+	t.Parallel()
 	v := NewVectors(2)
 	for i := range 50 {
 		a := float64(i) * math.Pi / 100 // angles 0 .. π/2
@@ -121,6 +125,7 @@ func TestVectorsSearchFilters(t *testing.T) {
 }
 
 func TestRankOptionsValidate(t *testing.T) {
+	t.Parallel()
 	if err := DefaultRankOptions().Validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -146,6 +151,7 @@ func TestRankOptionsValidate(t *testing.T) {
 // A fork's query sees its parent's chunks only up to the fork point, and
 // its own.
 func TestSearchRespectsScopes(t *testing.T) {
+	t.Parallel()
 	parent, fork := NewPartition(2), NewPartition(2)
 	add := func(p *Partition, id byte, seq uint64, text string, vec []float32) {
 		tf, n := TermFreqs(text)
@@ -176,6 +182,7 @@ func TestSearchRespectsScopes(t *testing.T) {
 // The same inputs give the same ranking; hybrid weights and MMR do what
 // they say.
 func TestSearchRanking(t *testing.T) {
+	t.Parallel()
 	p := NewPartition(2)
 	add := func(id byte, seq uint64, text string, vec []float32) {
 		tf, n := TermFreqs(text)

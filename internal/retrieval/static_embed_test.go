@@ -106,6 +106,7 @@ var similarTopics = []similarCase{
 }
 
 func TestStaticEmbedderContract(t *testing.T) {
+	t.Parallel()
 	for _, enc := range []VectorEncoding{EncodingFloat32, EncodingInt8} {
 		e, _ := loadTestModel(t, enc)
 		t.Run(encodingName(enc), func(t *testing.T) {
@@ -118,6 +119,7 @@ func TestStaticEmbedderContract(t *testing.T) {
 }
 
 func TestStaticRoundTrip(t *testing.T) {
+	t.Parallel()
 	wv := testWordVectors()
 	wv.ComputeCommonComponent(DefaultSIFA, nil)
 	for _, enc := range []VectorEncoding{EncodingFloat32, EncodingInt8} {
@@ -174,6 +176,7 @@ func cos32(a, b []float32) float64 {
 }
 
 func TestStaticInt8CloseToFloat32(t *testing.T) {
+	t.Parallel()
 	e8, _ := loadTestModel(t, EncodingInt8)
 	e32, _ := loadTestModel(t, EncodingFloat32)
 	for _, text := range []string{"the cat and the dog", "bank loan interest", "flour", "node.js cluster deploy"} {
@@ -184,6 +187,7 @@ func TestStaticInt8CloseToFloat32(t *testing.T) {
 }
 
 func TestStaticSIFWeights(t *testing.T) {
+	t.Parallel()
 	e, wv := loadTestModel(t, EncodingFloat32)
 	e.StopWords = nil
 	e.KeepCommonComponent = true
@@ -219,6 +223,7 @@ func TestStaticSIFWeights(t *testing.T) {
 }
 
 func TestStaticWords(t *testing.T) {
+	t.Parallel()
 	e, _ := loadTestModel(t, EncodingFloat32)
 	e.StopWords = nil
 	for _, tc := range []struct {
@@ -248,6 +253,7 @@ func TestStaticWords(t *testing.T) {
 }
 
 func TestStaticFallbacks(t *testing.T) {
+	t.Parallel()
 	e, _ := loadTestModel(t, EncodingInt8)
 	h := HashEmbedder{Dims: testDim}
 	for _, text := range []string{"zzyzx qwerty", "", "?!", "東京"} {
@@ -267,6 +273,7 @@ func TestStaticFallbacks(t *testing.T) {
 }
 
 func TestStaticCommonComponent(t *testing.T) {
+	t.Parallel()
 	_, wv := loadTestModel(t, EncodingFloat32)
 	// The shared component of the test vocabulary is the last axis.
 	if c := math.Abs(float64(wv.Common[testDim-1])); c < 0.9 {
@@ -298,6 +305,7 @@ func TestStaticCommonComponent(t *testing.T) {
 }
 
 func TestStaticName(t *testing.T) {
+	t.Parallel()
 	e, _ := loadTestModel(t, EncodingInt8)
 	for _, tc := range []struct {
 		set  func()
@@ -327,6 +335,7 @@ func TestStaticName(t *testing.T) {
 }
 
 func TestLoadStaticErrors(t *testing.T) {
+	t.Parallel()
 	wv := testWordVectors()
 	wv.ComputeCommonComponent(DefaultSIFA, nil)
 	var good bytes.Buffer
@@ -390,6 +399,7 @@ func TestLoadStaticErrors(t *testing.T) {
 }
 
 func TestWriteValidates(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name string
 		edit func(*WordVectors)
@@ -448,6 +458,7 @@ func winkJSON(t testing.TB, wv *WordVectors, vectorsFirst bool) []byte {
 }
 
 func TestConvertWinkJSON(t *testing.T) {
+	t.Parallel()
 	wv := testWordVectors()
 	wv.ZipfN = 0
 	var first []byte
@@ -490,6 +501,7 @@ func TestConvertWinkJSON(t *testing.T) {
 }
 
 func TestConvertWinkJSONErrors(t *testing.T) {
+	t.Parallel()
 	wv := testWordVectors()
 	good := string(winkJSON(t, wv, false))
 	for _, tc := range []struct {
