@@ -657,7 +657,7 @@ type jobCheck struct {
 // ask sends a job to a worker, holding it in Runtime.jobs until the
 // worker is done with it, and looks at it after Runtime.jobCheck.
 func (a *branchActor) ask(ctx actor.Context, worker *actor.PID, req any, check *jobCheck) {
-	a.rt.jobs.Store(req, struct{}{})
+	a.rt.held(req)
 	ctx.Send(worker, req)
 	after(ctx, a.rt.jobCheck, check)
 }
@@ -1359,6 +1359,13 @@ func (a *branchActor) run(ctx actor.Context, effects []core.Effect) {
 			}
 			t, ok := a.b.Turn(e.Turn)
 			if !ok {
+				continue
+			}
+			if req, ok := a.rt.heldIndexJob(a.id, t.ID); ok && req.from.Equal(ctx.Self()) {
+				// Asked by the instance this one replaced, and still held
+				// by a worker, which answers this actor: taken over.
+				a.indexing[e.Turn] = req
+				after(ctx, a.rt.jobCheck, &jobCheck{to: a, index: req})
 				continue
 			}
 			known := map[messages.TurnID]messages.Message{}

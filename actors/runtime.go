@@ -283,6 +283,12 @@ type Runtime struct {
 	// a job its branch still waits for and no worker holds was lost
 	// without a word (checkJob).
 	jobs sync.Map // *summarizeReq, *shrinkReq or *indexReq → struct{}
+	// indexJobs holds the index requests in jobs by branch and turn, so
+	// that an instance replacing a failed one takes over the index jobs
+	// its predecessor asked for and a worker still holds, rather than
+	// asking for each again: under many kills, asking again multiplied
+	// the indexers' backlog.
+	indexJobs sync.Map // indexKey → *indexReq
 	// manualFolds holds the branches whose commit (CommitPending) is
 	// not finished: an instance that replaces one that stopped or failed
 	// goes on with it.
@@ -779,6 +785,38 @@ func (r *Runtime) Failures() map[supervision.Kind]int64 {
 	}
 }
 
+// indexKey names the index job of a branch's turn.
+type indexKey struct {
+	branch messages.BranchID
+	turn   messages.TurnID
+}
+
+// held records a job sent to a worker (jobs, indexJobs).
+func (r *Runtime) held(req any) {
+	r.jobs.Store(req, struct{}{})
+	if ix, ok := req.(*indexReq); ok {
+		r.indexJobs.Store(indexKey{ix.branch, ix.turn}, ix)
+	}
+}
+
+// jobDone forgets a job a worker is done with: answered, dropped or lost.
+func (r *Runtime) jobDone(req any) {
+	r.jobs.Delete(req)
+	if ix, ok := req.(*indexReq); ok {
+		r.indexJobs.CompareAndDelete(indexKey{ix.branch, ix.turn}, ix)
+	}
+}
+
+// heldIndexJob returns the index job of branch's turn a worker holds,
+// if any.
+func (r *Runtime) heldIndexJob(branch messages.BranchID, turn messages.TurnID) (*indexReq, bool) {
+	v, ok := r.indexJobs.Load(indexKey{branch, turn})
+	if !ok {
+		return nil, false
+	}
+	return v.(*indexReq), true
+}
+
 // workLost is called when a worker (librarian, indexer) failed while
 // handling message: the branch that asked for the work is told, and
 // asks again from its state (the job is durable); a journal actor's
@@ -786,7 +824,7 @@ func (r *Runtime) Failures() map[supervision.Kind]int64 {
 func (r *Runtime) workLost(kind supervision.Kind, reason, message any) {
 	var to *actor.PID
 	lost := &workLost{kind: kind, reason: fmt.Sprint(reason)}
-	r.jobs.Delete(message)
+	r.jobDone(message)
 	switch m := message.(type) {
 	case *summarizeReq:
 		to, lost.summary = m.from, m
