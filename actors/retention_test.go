@@ -151,7 +151,6 @@ func TestRetentionDeletesIdleSessions(t *testing.T) {
 // stopped before deleting (a crash) is taken up at the next start, whose
 // job deletes the chosen session; one active since it was chosen is kept.
 func TestRetentionResumesAfterCrash(t *testing.T) {
-	t.Parallel()
 	dir := t.TempDir()
 	clock := &fakeClock{now: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)}
 	p := RetentionPolicy{Idle: 7 * day}
