@@ -27,6 +27,7 @@ func TestRuntimeSetsEveryField(t *testing.T) {
 		"SkipFinalizedFsync": true, // stream.fsync_finalized: true
 		"ToolMode":           true, // tools.mode: disabled
 		"Redaction":          true, // redaction.patterns: none
+		"Faults":             true, // ctxinf chaos's kill switch, never a key
 	}
 	fromEnv := map[string]bool{"Logger": true, "Unavailable": true} // Env's, and the keys it holds
 	c := config.Default()
