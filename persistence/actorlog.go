@@ -2,6 +2,7 @@ package persistence
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
@@ -56,7 +57,7 @@ func NewEnvelope(event []byte, tx *Tx) *Envelope {
 // until the space is there, so that work already accepted finishes once
 // space is freed, with no restart; only after StopWaiting does it panic.
 type ActorLog struct {
-	db    actorStore
+	db    ActorStore
 	log   zerolog.Logger
 	every int
 	// check and report are set by CheckSnapshots.
@@ -73,8 +74,8 @@ type ActorLog struct {
 // spaceRetry is how often a write waiting for free space tries again.
 const spaceRetry = 250 * time.Millisecond
 
-// actorStore is what an ActorLog needs of its database: DB and PGDB.
-type actorStore interface {
+// ActorStore is what an ActorLog needs of its database: each engine's Database.
+type ActorStore interface {
 	Commit(ctx context.Context, tx *Tx) (TxResult, error)
 	Events(ctx context.Context, actor string, from uint64, fn func(index uint64, data []byte) error) error
 	Snapshot(ctx context.Context, actor string) (EventRecord, bool, error)
@@ -82,16 +83,18 @@ type actorStore interface {
 }
 
 var (
-	_ actorStore = (*DB)(nil)
-	_ actorStore = (*PGDB)(nil)
+	_ ActorStore = (*DB)(nil)
+	_ ActorStore = (*PGDB)(nil)
 )
 
 // ActorLog returns the persistence provider; actors snapshot every
 // snapshotEvery events (0: never), and a snapshot compacts the events
 // before the one before it.
-func (d *DB) ActorLog(snapshotEvery int) *ActorLog { return newActorLog(d, d.log, snapshotEvery) }
+func (d *DB) ActorLog(snapshotEvery int) *ActorLog { return NewActorLog(d, d.log, snapshotEvery) }
 
-func newActorLog(db actorStore, log zerolog.Logger, snapshotEvery int) *ActorLog {
+// NewActorLog returns the persistence provider over db, an engine's
+// database: each engine's ActorLog method calls it (see DB.ActorLog).
+func NewActorLog(db ActorStore, log zerolog.Logger, snapshotEvery int) *ActorLog {
 	if snapshotEvery <= 0 {
 		snapshotEvery = math.MaxInt
 	}
@@ -346,3 +349,9 @@ var errStopScan = fmt.Errorf("stop scan")
 // compacts the events before the one before it. They do nothing.
 func (l *ActorLog) DeleteEvents(actor string, inclusiveToIndex int)    {}
 func (l *ActorLog) DeleteSnapshots(actor string, inclusiveToIndex int) {}
+
+// CorruptSnapshotData is a snapshot record of index whose data no actor
+// decodes: what CorruptSnapshot writes, on every engine.
+func CorruptSnapshotData(index uint64) []byte {
+	return append(binary.AppendUvarint(nil, index), 0xff, 0x00, '{')
+}

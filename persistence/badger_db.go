@@ -70,7 +70,7 @@ func (d *DB) MaxPayloadBytes() int64 { return d.opts.Limits.MaxPayloadBytes }
 // to append (over store.max_payload_bytes), naming field: callers check
 // input before they accept it, rather than have its commit fail.
 func (d *DB) CheckPayload(field string, n int) error {
-	return d.opts.Limits.checkSize(field, n)
+	return d.opts.Limits.CheckSize(field, n)
 }
 
 // The indexes by id of the turn rows (tableTurnByID) and step rows
@@ -249,32 +249,6 @@ func (g *group) setRow(k, b []byte) {
 	g.claimRow(k)
 }
 
-// encodeStepRow is json.Marshal(r) with the raw request and response
-// (most of a step row: the request holds the whole context) checked and
-// copied in as they are, rather than validated and compacted again by
-// the encoder, which costs several times as much on the committer's
-// path; they are kept byte for byte as sent and received.
-func encodeStepRow(r StepRow) ([]byte, error) {
-	req, resp := r.Request, r.Response
-	if len(req) > 0 && !json.Valid(req) || len(resp) > 0 && !json.Valid(resp) {
-		return json.Marshal(r) // the encoder's error
-	}
-	r.Request, r.Response = nil, nil
-	rest, err := json.Marshal(r) // an object with fields: "{" + `"id":...}`
-	if err != nil {
-		return nil, err
-	}
-	b := make([]byte, 0, len(req)+len(resp)+len(rest)+len(`{"request":,"response":,`))
-	b = append(b, '{')
-	if len(req) > 0 {
-		b = append(append(append(b, `"request":`...), req...), ',')
-	}
-	if len(resp) > 0 {
-		b = append(append(append(b, `"response":`...), resp...), ',')
-	}
-	return append(b, rest[1:]...), nil
-}
-
 func (g *group) applyTx(o *op) (TxResult, error) {
 	var res TxResult
 	tx := o.tx
@@ -383,7 +357,7 @@ func (g *group) applyTx(o *op) (TxResult, error) {
 		} else if ok && prev.ID != r.ID {
 			return res, fmt.Errorf("%w: step %d of turn %s is step %s, not %s", ErrDuplicate, r.Index, r.Turn, prev.ID, r.ID)
 		}
-		b, err := encodeStepRow(r)
+		b, err := EncodeStepRow(r)
 		if err != nil {
 			return res, fmt.Errorf("%w: encode row: %v", ErrInvalidArgument, err)
 		}
@@ -586,7 +560,7 @@ func (d *DB) Branches(ctx context.Context, session messages.SessionID) ([]Branch
 }
 
 func (d *DB) TurnRows(ctx context.Context, branch messages.BranchID, fromSeq uint64, limit int) ([]TurnRow, error) {
-	if err := checkPageSize(limit); err != nil {
+	if err := CheckPageSize(limit); err != nil {
 		return nil, err
 	}
 	if limit == 0 {
@@ -672,7 +646,7 @@ func (d *DB) EachTurnRow(ctx context.Context, branch messages.BranchID, fn func(
 
 // StateRows returns the states committed on branch from seq on, in order.
 func (d *DB) StateRows(ctx context.Context, branch messages.BranchID, fromSeq uint64, limit int) ([]StateRow, error) {
-	if err := checkPageSize(limit); err != nil {
+	if err := CheckPageSize(limit); err != nil {
 		return nil, err
 	}
 	if limit == 0 {
@@ -685,7 +659,7 @@ func (d *DB) StateRows(ctx context.Context, branch messages.BranchID, fromSeq ui
 // (the order the reconciler re-enqueues them in).
 func (d *DB) Jobs(ctx context.Context) ([]Job, error) {
 	js, err := scanJSON[Job](d, []byte{tableJob}, nil, 0)
-	sortJobs(js)
+	SortJobs(js)
 	return js, err
 }
 
@@ -700,7 +674,7 @@ func (d *DB) Steps(ctx context.Context, turn messages.TurnID) ([]StepRow, error)
 
 // Events calls fn for every event of actor from index on, in order.
 func (d *DB) Events(ctx context.Context, actor string, from uint64, fn func(index uint64, data []byte) error) error {
-	if err := checkActor(actor); err != nil {
+	if err := CheckActor(actor); err != nil {
 		return err
 	}
 	return d.read(func(txn *badger.Txn) error {
@@ -742,17 +716,11 @@ func (d *DB) CorruptSnapshot(ctx context.Context, actor string) error {
 	if !ok {
 		return fmt.Errorf("%w: snapshot of %s", ErrNotFound, actor)
 	}
-	return d.writeRaw([]entry{{key: snapshotKey(tableSnapshot, actor), val: corruptSnapshot(rec.Index)}})
-}
-
-// corruptSnapshot is a snapshot record of index whose data no actor
-// decodes (CorruptSnapshot, on either store).
-func corruptSnapshot(index uint64) []byte {
-	return append(binary.AppendUvarint(nil, index), 0xff, 0x00, '{')
+	return d.writeRaw([]entry{{key: snapshotKey(tableSnapshot, actor), val: CorruptSnapshotData(rec.Index)}})
 }
 
 func (d *DB) snapshotAt(actor string, table byte) (EventRecord, bool, error) {
-	if err := checkActor(actor); err != nil {
+	if err := CheckActor(actor); err != nil {
 		return EventRecord{}, false, err
 	}
 	var rec EventRecord

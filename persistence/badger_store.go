@@ -134,7 +134,7 @@ type badgerStore struct {
 	log        zerolog.Logger
 
 	readTs atomic.Uint64 // timestamp of the last durable group
-	turns  *turnCache
+	turns  *TurnCache
 	blobs  *blobCache
 
 	overlayMu sync.RWMutex
@@ -257,7 +257,7 @@ func openBadger(opts Options) (*badgerStore, error) {
 		badgerOpts: bo,
 		opts:       opts,
 		log:        opts.Logger,
-		turns:      newTurnCache(opts.TurnCacheEntries),
+		turns:      NewTurnCache(opts.TurnCacheEntries),
 		blobs:      newBlobCache(opts.BlobCacheBytes),
 		overlays:   make(map[messages.TurnID][]Overlay),
 		ops:        make(chan *op, 4*opts.GroupCommitMax),
@@ -769,27 +769,27 @@ func hasKey(txn *badger.Txn, k []byte) (bool, error) {
 }
 
 // turnRecord loads a durable turn, from the cache when it is there.
-func (s *badgerStore) turnRecord(txn *badger.Txn, id messages.TurnID) (turnRecord, error) {
+func (s *badgerStore) turnRecord(txn *badger.Txn, id messages.TurnID) (TurnRecord, error) {
 	if id.IsZero() {
-		return turnRecord{}, errZeroTurn
+		return TurnRecord{}, errZeroTurn
 	}
-	if r, ok := s.turns.get(id); ok {
+	if r, ok := s.turns.Get(id); ok {
 		return r, nil
 	}
 	item, err := txn.Get(turnKey(id))
 	if errors.Is(err, badger.ErrKeyNotFound) {
-		return turnRecord{}, turnNotFound(id)
+		return TurnRecord{}, turnNotFound(id)
 	}
 	if err != nil {
-		return turnRecord{}, fmt.Errorf("read turn %s: %w", id, err)
+		return TurnRecord{}, fmt.Errorf("read turn %s: %w", id, err)
 	}
-	var r turnRecord
+	var r TurnRecord
 	err = item.Value(func(v []byte) error {
 		r, err = decodeTurn(id, v)
 		return err
 	})
 	if err == nil {
-		s.turns.put(r)
+		s.turns.Put(r)
 	}
 	return r, err
 }
@@ -846,7 +846,7 @@ func (r *badgerReader) Blob(ctx context.Context, h Hash) ([]byte, error) {
 			return fmt.Errorf("read blob %s: %w", h, err)
 		}
 		return item.Value(func(v []byte) error {
-			p, err = decodeBlob(h, v, r.s.opts.Limits.MaxPayloadBytes)
+			p, err = DecodeBlob(h, v, r.s.opts.Limits.MaxPayloadBytes)
 			return err
 		})
 	})
@@ -878,7 +878,7 @@ func (v badgerView) Walk(id messages.TurnID, n int) ([]Turn, messages.TurnID, er
 	}()
 	var out []Turn
 	for ; n > 0 && !id.IsZero(); n-- {
-		rec, ok := v.r.s.turns.get(id)
+		rec, ok := v.r.s.turns.Get(id)
 		if !ok {
 			if it == nil {
 				it = v.txn.NewIterator(badger.IteratorOptions{Reverse: true, Prefix: []byte{tableTurn}})
@@ -904,15 +904,15 @@ func (v badgerView) AncestorAt(id messages.TurnID, d, target uint64) (messages.T
 // iterTurn reads turn id at the reverse iterator's position, seeking
 // first unless the iterator is already there, and leaves the iterator on
 // the next older key.
-func (s *badgerStore) iterTurn(it *badger.Iterator, id messages.TurnID) (turnRecord, error) {
+func (s *badgerStore) iterTurn(it *badger.Iterator, id messages.TurnID) (TurnRecord, error) {
 	k := turnKey(id)
 	if !it.Valid() || !bytes.Equal(it.Item().Key(), k) {
 		it.Seek(k)
 		if !it.Valid() || !bytes.Equal(it.Item().Key(), k) {
-			return turnRecord{}, turnNotFound(id)
+			return TurnRecord{}, turnNotFound(id)
 		}
 	}
-	var rec turnRecord
+	var rec TurnRecord
 	err := it.Item().Value(func(v []byte) error {
 		var err error
 		rec, err = decodeTurn(id, v)
@@ -921,7 +921,7 @@ func (s *badgerStore) iterTurn(it *badger.Iterator, id messages.TurnID) (turnRec
 	if err != nil {
 		return rec, err
 	}
-	s.turns.put(rec)
+	s.turns.Put(rec)
 	it.Next()
 	return rec, nil
 }
@@ -934,10 +934,10 @@ func (s *badgerStore) ancestorAt(txn *badger.Txn, id messages.TurnID, d, target 
 		if err != nil {
 			return id, err
 		}
-		if k := nextHop(d, target); k == 0 {
+		if k := NextHop(d, target); k == 0 {
 			id, d = rec.Parent, d-1
 		} else {
-			id, d = rec.skips[k-1], d-uint64(1)<<k
+			id, d = rec.Skips[k-1], d-uint64(1)<<k
 		}
 	}
 	return id, nil

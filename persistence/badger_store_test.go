@@ -100,7 +100,7 @@ func TestBadgerCorruptBlob(t *testing.T) {
 	_, ts := chain(t, s, 1)
 	h := ts[0].PayloadHash
 	// Flip one bit of the stored record behind the store's back.
-	rec := encodeBlob([]byte("p0"), CompressNone)
+	rec := EncodeBlob([]byte("p0"), CompressNone)
 	rec[len(rec)-5] ^= 0x20
 	txn := s.db.NewTransactionAt(s.lastTs, true)
 	if err := txn.Set(blobKey(h), rec); err != nil {
@@ -184,9 +184,9 @@ func TestSkipPointerHops(t *testing.T) {
 		for target := uint64(0); target <= d; target++ {
 			at, hops := d, 0
 			for at > target {
-				k := nextHop(at, target)
-				if k > skipLevels(at) {
-					t.Fatalf("nextHop(%d, %d) = %d beyond the %d levels stored", at, target, k, skipLevels(at))
+				k := NextHop(at, target)
+				if k > SkipLevels(at) {
+					t.Fatalf("nextHop(%d, %d) = %d beyond the %d levels stored", at, target, k, SkipLevels(at))
 				}
 				at -= 1 << k
 				hops++

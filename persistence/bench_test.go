@@ -202,7 +202,7 @@ func BenchmarkHistory400(b *testing.B) {
 			s := benchStore(b, DurabilityRelaxed)
 			h, _ := benchChain(b, s, 400, 10<<10)
 			if cache == "cold" {
-				s.turns, s.blobs = newTurnCache(0), newBlobCache(0)
+				s.turns, s.blobs = NewTurnCache(0), newBlobCache(0)
 			}
 			b.ReportAllocs()
 			for b.Loop() {
@@ -224,7 +224,7 @@ func BenchmarkRange64(b *testing.B) {
 	for _, cache := range []int{0, 1 << 18} {
 		b.Run(fmt.Sprintf("cache=%d", cache), func(b *testing.B) {
 			s := benchStore(b, DurabilityRelaxed)
-			s.turns = newTurnCache(cache)
+			s.turns = NewTurnCache(cache)
 			h, _ := benchChain(b, s, 20_000, 64)
 			rng := rand.New(rand.NewPCG(7, 8))
 			b.ReportAllocs()
@@ -260,17 +260,17 @@ func BenchmarkFork(b *testing.B) {
 func BenchmarkBlobCodec(b *testing.B) {
 	p := textPayload(rand.New(rand.NewPCG(9, 10)), 10<<10)
 	h := HashOf(p)
-	rec := encodeBlob(p, CompressZstd)
+	rec := EncodeBlob(p, CompressZstd)
 	b.Run("encode", func(b *testing.B) {
 		b.SetBytes(int64(len(p)))
 		for b.Loop() {
-			encodeBlob(p, CompressZstd)
+			EncodeBlob(p, CompressZstd)
 		}
 	})
 	b.Run("decode", func(b *testing.B) {
 		b.SetBytes(int64(len(p)))
 		for b.Loop() {
-			if _, err := decodeBlob(h, rec, 1<<20); err != nil {
+			if _, err := DecodeBlob(h, rec, 1<<20); err != nil {
 				b.Fatal(err)
 			}
 		}

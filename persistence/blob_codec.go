@@ -59,14 +59,14 @@ func zstdCodecs() (*zstd.Encoder, *zstd.Decoder) {
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
-// encodeBlob returns the stored record of payload p:
+// EncodeBlob returns the stored record of payload p:
 //
 //	version u8 | codec u8 | raw_len uvarint | stored bytes | crc32c u32
 //
 // The stored length is what lies between the header and the checksum, a
 // CRC-32C (big-endian) of everything before it. zstd frames also carry a
 // checksum of the decompressed content, which the decoder verifies.
-func encodeBlob(p []byte, c Compression) []byte {
+func EncodeBlob(p []byte, c Compression) []byte {
 	hdr := make([]byte, 2, 2+binary.MaxVarintLen64+len(p)+4)
 	hdr[0] = blobVersion
 	hdr[1] = codecRaw
@@ -94,10 +94,10 @@ func encodeBlob(p []byte, c Compression) []byte {
 	return binary.BigEndian.AppendUint32(out, crc32.Checksum(out, castagnoli))
 }
 
-// decodeBlob decodes the stored record of blob h, checking its CRC, the
+// DecodeBlob decodes the stored record of blob h, checking its CRC, the
 // zstd frame checksum and the length. Any mismatch is ErrCorrupt naming
 // the hash; garbage is never returned. The result never aliases rec.
-func decodeBlob(h Hash, rec []byte, maxRaw int64) ([]byte, error) {
+func DecodeBlob(h Hash, rec []byte, maxRaw int64) ([]byte, error) {
 	if len(rec) < 2+1+4 || rec[0] != blobVersion {
 		return nil, fmt.Errorf("%w: blob %s: bad record header", ErrCorrupt, h)
 	}

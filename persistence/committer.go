@@ -114,7 +114,7 @@ func (s *badgerStore) prepareBlob(o *op, p []byte) {
 	o.hash = HashOf(p)
 	_ = s.read(func(txn *badger.Txn) error {
 		if ok, _ := hasKey(txn, blobKey(o.hash)); !ok {
-			o.blob = encodeBlob(p, s.opts.Compress)
+			o.blob = EncodeBlob(p, s.opts.Compress)
 		}
 		return nil
 	})
@@ -224,13 +224,13 @@ type group struct {
 	txn      *badger.Txn
 	entries  []entry
 	heads    map[messages.BranchID]Head
-	turns    map[messages.TurnID]turnRecord
+	turns    map[messages.TurnID]TurnRecord
 	refs     map[Hash]uint64
 	blobs    map[Hash]bool // present after this group's writes so far
 	overlays map[messages.TurnID][]Overlay
 	rows     map[string]bool // lifecycle row keys written by this group
 	ovSeq    uint64
-	newTurns []turnRecord
+	newTurns []TurnRecord
 	newOv    []Overlay
 	newBlobs map[Hash][]byte // payloads written, for the blob cache
 	st       groupStats
@@ -290,7 +290,7 @@ func (s *badgerStore) applyGroup(batch []*op, prev *group) *group {
 		batch:    append([]*op(nil), batch...),
 		prev:     prev,
 		heads:    make(map[messages.BranchID]Head),
-		turns:    make(map[messages.TurnID]turnRecord),
+		turns:    make(map[messages.TurnID]TurnRecord),
 		refs:     make(map[Hash]uint64),
 		blobs:    make(map[Hash]bool),
 		overlays: make(map[messages.TurnID][]Overlay),
@@ -498,7 +498,7 @@ func (s *badgerStore) publish(g *group) {
 	st.storedBytes.Add(g.st.storedBytes)
 	st.rawBytes.Add(g.st.rawBytes)
 	for _, r := range g.newTurns {
-		s.turns.put(r)
+		s.turns.Put(r)
 	}
 	if len(g.newOv) > 0 {
 		s.overlayMu.Lock()
@@ -594,7 +594,7 @@ func (g *group) head(b messages.BranchID) (Head, error) {
 	return getHead(g.txn, b)
 }
 
-func (g *group) record(id messages.TurnID) (turnRecord, error) {
+func (g *group) record(id messages.TurnID) (TurnRecord, error) {
 	if r, ok := g.turns[id]; ok {
 		return r, nil
 	}
@@ -641,7 +641,7 @@ func (g *group) addRef(o *op, p []byte) error {
 		g.st.blobDedups++
 	} else {
 		if o.blob == nil {
-			o.blob = encodeBlob(p, g.s.opts.Compress)
+			o.blob = EncodeBlob(p, g.s.opts.Compress)
 		}
 		g.set(blobKey(o.hash), o.blob)
 		put(g, g.blobs, o.hash, true)
@@ -691,7 +691,7 @@ func (g *group) appendNode(o *op, branch messages.BranchID, id messages.TurnID, 
 	} else if !errors.Is(err, ErrTurnNotFound) {
 		return Turn{}, Head{}, err
 	}
-	r := turnRecord{Turn: Turn{
+	r := TurnRecord{Turn: Turn{
 		ID:          id,
 		TypeTag:     req.TypeTag,
 		Codec:       req.Codec,
@@ -701,7 +701,7 @@ func (g *group) appendNode(o *op, branch messages.BranchID, id messages.TurnID, 
 	}}
 	if !h.Empty() {
 		r.Parent, r.Depth = h.Turn, h.Depth+1
-		if r.skips, err = g.skips(r.Parent, r.Depth); err != nil {
+		if r.Skips, err = g.skips(r.Parent, r.Depth); err != nil {
 			return Turn{}, Head{}, err
 		}
 	}
@@ -726,7 +726,7 @@ func (g *group) appendNode(o *op, branch messages.BranchID, id messages.TurnID, 
 // skips computes the skip pointers of a new turn at depth d whose parent
 // is parent: ptr_k = ptr_{k-1}(ptr_{k-1}), ptr_0 being the parent.
 func (g *group) skips(parent messages.TurnID, d uint64) ([]messages.TurnID, error) {
-	n := skipLevels(d)
+	n := SkipLevels(d)
 	if n == 0 {
 		return nil, nil
 	}
@@ -740,7 +740,7 @@ func (g *group) skips(parent messages.TurnID, d uint64) ([]messages.TurnID, erro
 		if k == 1 {
 			out[0] = r.Parent
 		} else {
-			out[k-1] = r.skips[k-2]
+			out[k-1] = r.Skips[k-2]
 		}
 		prev = out[k-1]
 	}

@@ -56,8 +56,8 @@ func FuzzBlobDecode(f *testing.F) {
 		}
 		c := []Compression{CompressZstd, CompressNone, CompressS2}[codec%3]
 		h := HashOf(payload)
-		rec := encodeBlob(payload, c)
-		got, err := decodeBlob(h, rec, 1<<30)
+		rec := EncodeBlob(payload, c)
+		got, err := DecodeBlob(h, rec, 1<<30)
 		if err != nil || !bytes.Equal(got, payload) {
 			t.Fatalf("round trip of %d bytes: %v", len(payload), err)
 		}
@@ -67,7 +67,7 @@ func FuzzBlobDecode(f *testing.F) {
 		for i, x := range flip {
 			bad[(i*7919+int(x))%len(bad)] ^= x | 1
 		}
-		got, err = decodeBlob(h, bad, 1<<30)
+		got, err = DecodeBlob(h, bad, 1<<30)
 		if err == nil && !bytes.Equal(got, payload) {
 			t.Fatalf("damaged record decoded to %d wrong bytes without error", len(got))
 		}
@@ -75,7 +75,7 @@ func FuzzBlobDecode(f *testing.F) {
 			t.Fatalf("damaged record error %v is not ErrCorrupt", err)
 		}
 		// Arbitrary bytes as a record: no panic, only ErrCorrupt.
-		if _, err := decodeBlob(h, payload, 1<<20); err != nil && !errors.Is(err, ErrCorrupt) {
+		if _, err := DecodeBlob(h, payload, 1<<20); err != nil && !errors.Is(err, ErrCorrupt) {
 			t.Fatalf("decodeBlob(garbage) error %v is not ErrCorrupt", err)
 		}
 	})
@@ -86,8 +86,8 @@ func FuzzBlobDecode(f *testing.F) {
 func FuzzRecordDecode(f *testing.F) {
 	now := time.UnixMilli(1_700_000_000_000)
 	id := messages.NewID[messages.TurnID](now)
-	f.Add(encodeTurn(turnRecord{Turn: Turn{Parent: id, Depth: 8, TypeTag: 3, PayloadHash: HashOf([]byte("x")), CreatedAt: now},
-		skips: []messages.TurnID{id, id, id}}))
+	f.Add(encodeTurn(TurnRecord{Turn: Turn{Parent: id, Depth: 8, TypeTag: 3, PayloadHash: HashOf([]byte("x")), CreatedAt: now},
+		Skips: []messages.TurnID{id, id, id}}))
 	f.Add(encodeHead(Head{Turn: id, Depth: 9, Base: id, CreatedAt: now}))
 	f.Add(encodeOverlay(Overlay{Hash: HashOf([]byte("y")), CreatedAt: now}))
 	f.Fuzz(func(t *testing.T, b []byte) {

@@ -16,7 +16,7 @@ import (
 // repeat finds it, across a crash or a restart, and is answered with what
 // the first one made instead of storing it again. Rows are kept as long
 // as the store: a key names one request for good.
-const tableIdemKey byte = 'D' // D | scope(1) | owner(16) | key → IdempotencyRow
+const IdempotencyRowPrefix byte = 'D' // D | scope(1) | owner(16) | key → IdempotencyRow
 
 // MaxIdempotencyKey is the longest idempotency key, in bytes.
 const MaxIdempotencyKey = 255
@@ -62,8 +62,8 @@ type IdempotencyRow struct {
 	Created time.Time          `json:"created"`
 }
 
-// sameTarget reports whether r and o name the same request and result.
-func (r IdempotencyRow) sameTarget(o IdempotencyRow) bool {
+// SameTarget reports whether r and o name the same request and result.
+func (r IdempotencyRow) SameTarget(o IdempotencyRow) bool {
 	return r.Hash == o.Hash && r.Turn == o.Turn && r.Branch == o.Branch && r.Session == o.Session && r.Count == o.Count
 }
 
@@ -81,7 +81,8 @@ func CheckIdempotencyKey(key string) error {
 	return nil
 }
 
-func (s KeyScope) check() error {
+// Check refuses a scope that is not one of the KeyScope constants.
+func (s KeyScope) Check() error {
 	switch s {
 	case ScopeTurn, ScopeFork, ScopeImport:
 		return nil
@@ -89,9 +90,11 @@ func (s KeyScope) check() error {
 	return fmt.Errorf("%w: idempotency key scope %q", ErrInvalidArgument, byte(s))
 }
 
-func idemKey(scope KeyScope, owner messages.BranchID, key string) []byte {
+// IdempotencyRowKey is the key of the row of key in scope and owner, on
+// every engine (PostgreSQL keeps it in ctx_keyed).
+func IdempotencyRowKey(scope KeyScope, owner messages.BranchID, key string) []byte {
 	k := make([]byte, 0, 2+16+len(key))
-	k = append(k, tableIdemKey, byte(scope))
+	k = append(k, IdempotencyRowPrefix, byte(scope))
 	k = append(k, owner[:]...)
 	return append(k, key...)
 }
@@ -102,19 +105,19 @@ var ErrKeyNotFound = fmt.Errorf("%w: idempotency key", ErrNotFound)
 // IdempotencyKey returns the row of key in scope and owner, or
 // ErrKeyNotFound.
 func (d *DB) IdempotencyKey(ctx context.Context, scope KeyScope, owner messages.BranchID, key string) (IdempotencyRow, error) {
-	if err := scope.check(); err != nil {
+	if err := scope.Check(); err != nil {
 		return IdempotencyRow{}, err
 	}
 	if err := CheckIdempotencyKey(key); err != nil {
 		return IdempotencyRow{}, err
 	}
-	return getJSON[IdempotencyRow](d, idemKey(scope, owner, key), fmt.Errorf("%w %q", ErrKeyNotFound, key))
+	return getJSON[IdempotencyRow](d, IdempotencyRowKey(scope, owner, key), fmt.Errorf("%w %q", ErrKeyNotFound, key))
 }
 
 // checkKeys checks the idempotency rows of a Tx before it is committed.
 func checkKeys(rows []IdempotencyRow) error {
 	for i, r := range rows {
-		if err := r.Scope.check(); err != nil {
+		if err := r.Scope.Check(); err != nil {
 			return fmt.Errorf("key %d: %w", i, err)
 		}
 		if err := CheckIdempotencyKey(r.Key); err != nil {
@@ -127,13 +130,13 @@ func checkKeys(rows []IdempotencyRow) error {
 // putKey inserts idempotency row r; the same row again writes nothing,
 // and a key stored for another request or result is ErrDuplicate.
 func (g *group) putKey(r IdempotencyRow) error {
-	k := idemKey(r.Scope, r.Owner, r.Key)
+	k := IdempotencyRowKey(r.Scope, r.Owner, r.Key)
 	prev, ok, err := groupRow[IdempotencyRow](g, k)
 	if err != nil {
 		return err
 	}
 	if ok {
-		if prev.sameTarget(r) {
+		if prev.SameTarget(r) {
 			return nil
 		}
 		return fmt.Errorf("%w: idempotency key %q (scope %c, owner %s) names another request", ErrDuplicate,

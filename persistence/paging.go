@@ -42,7 +42,7 @@ func walk(v DAGView, id messages.TurnID, n int) ([]Turn, messages.TurnID, error)
 
 // Last returns the last n turns of branch b, oldest first.
 func (p Pager) Last(ctx context.Context, b messages.BranchID, n int) (Page, error) {
-	if err := checkPageSize(n); err != nil {
+	if err := CheckPageSize(n); err != nil {
 		return Page{}, err
 	}
 	var pg Page
@@ -64,7 +64,7 @@ func (p Pager) Last(ctx context.Context, b messages.BranchID, n int) (Page, erro
 // Before returns up to n turns strictly older than before on its
 // ancestry, oldest first.
 func (p Pager) Before(ctx context.Context, before messages.TurnID, n int) (Page, error) {
-	if err := checkPageSize(n); err != nil {
+	if err := CheckPageSize(n); err != nil {
 		return Page{}, err
 	}
 	if before.IsZero() {
@@ -108,7 +108,7 @@ func (p Pager) Chain(ctx context.Context, id messages.TurnID) ([]Turn, error) {
 // Range returns branch b's turns at depths [start, start+limit), in
 // O(log N + limit) turn reads.
 func (p Pager) Range(ctx context.Context, b messages.BranchID, start uint64, limit int) (RangePage, error) {
-	if err := checkPageSize(limit); err != nil {
+	if err := CheckPageSize(limit); err != nil {
 		return RangePage{}, err
 	}
 	var rp RangePage
@@ -170,7 +170,7 @@ type OverlayView struct {
 func (v OverlayView) Apply(t Turn, os []Overlay) Turn {
 	for i := len(os) - 1; i >= 0; i-- {
 		if v.Latest || os[i].Seq <= v.AsOf {
-			return applyOverlay(t, os[i])
+			return ApplyOverlay(t, os[i])
 		}
 	}
 	return t

@@ -75,7 +75,7 @@ func (d *PGDB) txOp(tx *Tx) *op {
 	for _, a := range tx.Appends {
 		// Hash and compress on the caller's goroutine, as Append does.
 		o.parts = append(o.parts, &op{kind: opAppend, branch: a.Branch, append: a.Req,
-			hash: HashOf(a.Req.Payload), blob: encodeBlob(a.Req.Payload, d.opts.Compress)})
+			hash: HashOf(a.Req.Payload), blob: EncodeBlob(a.Req.Payload, d.opts.Compress)})
 	}
 	return o
 }
@@ -465,7 +465,7 @@ func (g *pgGroup) applyTxParts(o *op) (TxResult, error) {
 		} else if prev.ok && messages.StepID(prev.id) != r.ID {
 			return res, fmt.Errorf("%w: step %d of turn %s is step %s, not %s", ErrDuplicate, r.Index, r.Turn, messages.StepID(prev.id), r.ID)
 		}
-		b, err := encodeStepRow(r)
+		b, err := EncodeStepRow(r)
 		if err != nil {
 			return res, fmt.Errorf("%w: encode row: %v", ErrInvalidArgument, err)
 		}
@@ -650,7 +650,7 @@ func (d *PGDB) Branches(ctx context.Context, session messages.SessionID) ([]Bran
 // TurnRows returns up to limit turn rows of branch from fromSeq on, in
 // seq order.
 func (d *PGDB) TurnRows(ctx context.Context, branch messages.BranchID, fromSeq uint64, limit int) ([]TurnRow, error) {
-	if err := checkPageSize(limit); err != nil {
+	if err := CheckPageSize(limit); err != nil {
 		return nil, err
 	}
 	if limit == 0 || fromSeq > pgMaxSeq {
@@ -740,7 +740,7 @@ func (d *PGDB) StateRow(ctx context.Context, branch messages.BranchID, seq uint6
 
 // StateRows returns the states committed on branch from seq on, in order.
 func (d *PGDB) StateRows(ctx context.Context, branch messages.BranchID, fromSeq uint64, limit int) ([]StateRow, error) {
-	if err := checkPageSize(limit); err != nil {
+	if err := CheckPageSize(limit); err != nil {
 		return nil, err
 	}
 	if limit == 0 || fromSeq > pgMaxSeq {
@@ -781,6 +781,6 @@ func (d *PGDB) Jobs(ctx context.Context) ([]Job, error) {
 	if err != nil {
 		return nil, err
 	}
-	sortJobs(js)
+	SortJobs(js)
 	return js, nil
 }

@@ -266,7 +266,7 @@ func (g *pgGroup) applyRetrieval(tx *Tx, rows *pgRows, own *pgExtra, res *TxResu
 			return err
 		}
 		if !doc.ok { // in the partition already, maybe with later context: kept
-			own.members[mk] = encodeDoc(c.Terms, c.TermCount)
+			own.members[mk] = EncodeDoc(c.Terms, c.TermCount)
 		}
 	}
 	for _, v := range tx.Vectors {
@@ -295,14 +295,14 @@ func (g *pgGroup) applyRetrieval(tx *Tx, rows *pgRows, own *pgExtra, res *TxResu
 		if !doc.ok {
 			continue
 		}
-		terms, n, err := decodeDoc(doc.data)
+		terms, n, err := DecodeDoc(doc.data)
 		if err != nil {
 			return fmt.Errorf("%w: partition entry %x/%d/%x: %v", ErrCorrupt, k.branch, k.seq, k.chunk, err)
 		}
 		for t, w := range u.Add {
 			terms[t] += w
 		}
-		own.members[k] = encodeDoc(terms, n+u.Count)
+		own.members[k] = EncodeDoc(terms, n+u.Count)
 	}
 	return nil
 }
@@ -593,12 +593,12 @@ func (d *PGDB) branchChunks(ctx context.Context, branch messages.BranchID, ns st
 				return fmt.Errorf("%w: %s: chunk id of %d bytes", ErrCorrupt, what, len(chunk))
 			}
 			copy(e.doc.Chunk[:], chunk)
-			if e.doc.Terms, e.doc.TermCount, err = decodeDoc(data); err != nil {
+			if e.doc.Terms, e.doc.TermCount, err = DecodeDoc(data); err != nil {
 				rows.Close()
 				return fmt.Errorf("%w: partition entry %d/%s of branch %s: %v", ErrCorrupt, e.doc.Seq, e.doc.Chunk, branch, err)
 			}
 			if vec != nil {
-				if e.vec, err = decodeVector(vec, e.doc.Chunk); err != nil {
+				if e.vec, err = DecodeVector(vec, e.doc.Chunk); err != nil {
 					rows.Close()
 					return err
 				}
@@ -638,13 +638,13 @@ func (d *PGDB) Vector(ctx context.Context, ns string, chunk messages.ChunkID) ([
 	if err != nil {
 		return nil, d.readErr("read vector of chunk "+chunk.String(), err)
 	}
-	return decodeVector(b, chunk)
+	return DecodeVector(b, chunk)
 }
 
 // Events calls fn for every event of actor from index on, in order. It
 // reads a page at a time and holds no connection while fn runs.
 func (d *PGDB) Events(ctx context.Context, actor string, from uint64, fn func(index uint64, data []byte) error) error {
-	if err := checkActor(actor); err != nil {
+	if err := CheckActor(actor); err != nil {
 		return err
 	}
 	what := "read events of " + actor
@@ -700,7 +700,7 @@ func (d *PGDB) PrevSnapshot(ctx context.Context, actor string) (EventRecord, boo
 }
 
 func (d *PGDB) snapshotAt(ctx context.Context, actor string, kind int16) (EventRecord, bool, error) {
-	if err := checkActor(actor); err != nil {
+	if err := CheckActor(actor); err != nil {
 		return EventRecord{}, false, err
 	}
 	if err := d.alive(); err != nil {
@@ -732,7 +732,7 @@ func (d *PGDB) CorruptSnapshot(ctx context.Context, actor string) error {
 		return fmt.Errorf("%w: snapshot of %s", ErrNotFound, actor)
 	}
 	if _, err := d.pool.Exec(ctx, `UPDATE ctx_snapshots SET data = $1 WHERE kind = $2 AND actor = $3`,
-		corruptSnapshot(rec.Index), pgSnapLatest, []byte(actor)); err != nil {
+		CorruptSnapshotData(rec.Index), pgSnapLatest, []byte(actor)); err != nil {
 		return d.readErr("corrupt snapshot of "+actor, err)
 	}
 	return nil
@@ -741,5 +741,5 @@ func (d *PGDB) CorruptSnapshot(ctx context.Context, actor string) error {
 // ActorLog returns the persistence provider on this database (see
 // DB.ActorLog).
 func (d *PGDB) ActorLog(snapshotEvery int) *ActorLog {
-	return newActorLog(d, d.log, snapshotEvery)
+	return NewActorLog(d, d.log, snapshotEvery)
 }

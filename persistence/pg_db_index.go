@@ -31,10 +31,10 @@ func (r *pgExtraReads) prefetchKeyed(tx *Tx, add func(what string, set func([]by
 		}, `SELECT data FROM ctx_keyed WHERE key = $1`, k)
 	}
 	for _, k := range tx.Keys {
-		read(idemKey(k.Scope, k.Owner, k.Key), fmt.Sprintf("idempotency key %q", k.Key))
+		read(IdempotencyRowKey(k.Scope, k.Owner, k.Key), fmt.Sprintf("idempotency key %q", k.Key))
 	}
 	for _, e := range tx.Proxy {
-		read(proxyKey(e.Tenant, e.Kind, e.Name), fmt.Sprintf("proxy entry %c %x", byte(e.Kind), e.Name))
+		read(ProxyEntryKey(e.Tenant, e.Kind, e.Name), fmt.Sprintf("proxy entry %c %x", byte(e.Kind), e.Name))
 	}
 }
 
@@ -61,7 +61,7 @@ func (g *pgGroup) keyedAt(rows *pgRows, own *pgExtra, k []byte) (pgDoc, error) {
 // (putProxy), in that order, as applyTx does after the events.
 func (g *pgGroup) applyKeyed(tx *Tx, rows *pgRows, own *pgExtra) error {
 	for i, r := range tx.Keys {
-		k := idemKey(r.Scope, r.Owner, r.Key)
+		k := IdempotencyRowKey(r.Scope, r.Owner, r.Key)
 		prev, err := g.keyedAt(rows, own, k)
 		if err != nil {
 			return fmt.Errorf("key %d: %w", i, err)
@@ -71,7 +71,7 @@ func (g *pgGroup) applyKeyed(tx *Tx, rows *pgRows, own *pgExtra) error {
 			if err := json.Unmarshal(prev.data, &p); err != nil {
 				return fmt.Errorf("key %d: %w: idempotency key %q: %v", i, ErrCorrupt, r.Key, err)
 			}
-			if p.sameTarget(r) {
+			if p.SameTarget(r) {
 				continue
 			}
 			return fmt.Errorf("key %d: %w: idempotency key %q (scope %c, owner %s) names another request", i, ErrDuplicate,
@@ -84,7 +84,7 @@ func (g *pgGroup) applyKeyed(tx *Tx, rows *pgRows, own *pgExtra) error {
 		own.keyed[string(k)] = b
 	}
 	for i, e := range tx.Proxy {
-		k := proxyKey(e.Tenant, e.Kind, e.Name)
+		k := ProxyEntryKey(e.Tenant, e.Kind, e.Name)
 		prev, err := g.keyedAt(rows, own, k)
 		if err != nil {
 			return fmt.Errorf("proxy entry %d: %w", i, err)
@@ -126,24 +126,24 @@ func pgGetKeyed[T any](ctx context.Context, d *PGDB, what string, notFound error
 // IdempotencyKey returns the row of key in scope and owner, or
 // ErrKeyNotFound.
 func (d *PGDB) IdempotencyKey(ctx context.Context, scope KeyScope, owner messages.BranchID, key string) (IdempotencyRow, error) {
-	if err := scope.check(); err != nil {
+	if err := scope.Check(); err != nil {
 		return IdempotencyRow{}, err
 	}
 	if err := CheckIdempotencyKey(key); err != nil {
 		return IdempotencyRow{}, err
 	}
 	return pgGetKeyed[IdempotencyRow](ctx, d, fmt.Sprintf("read idempotency key %q", key),
-		fmt.Errorf("%w %q", ErrKeyNotFound, key), idemKey(scope, owner, key))
+		fmt.Errorf("%w %q", ErrKeyNotFound, key), IdempotencyRowKey(scope, owner, key))
 }
 
 // ProxyLookup returns the target of the entry of kind named name in
 // tenant's index, or ErrProxyNotFound.
 func (d *PGDB) ProxyLookup(ctx context.Context, tenant string, kind ProxyKind, name []byte) (ProxyTarget, error) {
-	if err := checkTenant(tenant); err != nil {
+	if err := CheckTenant(tenant); err != nil {
 		return ProxyTarget{}, err
 	}
 	return pgGetKeyed[ProxyTarget](ctx, d, fmt.Sprintf("read proxy entry %c %x", byte(kind), name),
-		fmt.Errorf("%w: no %c entry %x", ErrProxyNotFound, byte(kind), name), proxyKey(tenant, kind, name))
+		fmt.Errorf("%w: no %c entry %x", ErrProxyNotFound, byte(kind), name), ProxyEntryKey(tenant, kind, name))
 }
 
 // ProxyLongestPrefix returns, of hashes (the hashes of a transcript's
@@ -151,7 +151,7 @@ func (d *PGDB) ProxyLookup(ctx context.Context, tenant string, kind ProxyKind, n
 // holds and its target; -1 if none. It reads them in one query (one
 // snapshot, as Badger's one read transaction).
 func (d *PGDB) ProxyLongestPrefix(ctx context.Context, tenant string, hashes [][32]byte) (int, ProxyTarget, error) {
-	if err := checkTenant(tenant); err != nil {
+	if err := CheckTenant(tenant); err != nil {
 		return -1, ProxyTarget{}, err
 	}
 	if len(hashes) == 0 {
@@ -163,7 +163,7 @@ func (d *PGDB) ProxyLongestPrefix(ctx context.Context, tenant string, hashes [][
 	keys := make([][]byte, len(hashes))
 	at := make(map[string]int, len(hashes))
 	for i, h := range hashes {
-		keys[i] = proxyKey(tenant, ProxyByPrefix, h[:])
+		keys[i] = ProxyEntryKey(tenant, ProxyByPrefix, h[:])
 		at[string(keys[i])] = i // the last of equal hashes
 	}
 	const what = "read proxy prefixes"

@@ -30,7 +30,7 @@ func (d *PGDB) MaxPayloadBytes() int64 { return d.opts.Limits.MaxPayloadBytes }
 // CheckPayload refuses a payload of n bytes that the store would refuse
 // to append (over store.max_payload_bytes), naming field, as DB's does.
 func (d *PGDB) CheckPayload(field string, n int) error {
-	return d.opts.Limits.checkSize(field, n)
+	return d.opts.Limits.CheckSize(field, n)
 }
 
 // Cipher is nil: the PostgreSQL store has no encryption at rest of its
@@ -40,13 +40,7 @@ func (d *PGDB) CheckPayload(field string, n int) error {
 // write plaintext (actors.Open, and config validation).
 func (d *PGDB) Cipher() *Cipher { return nil }
 
-// pgSpaceHold is how long, after the server reported its disk full
-// (SQLSTATE 53100, disk_full) on a group, CheckSpace refuses new work. A
-// group that commits ends it at once; after it, new work is let through
-// again, and its write finds out whether the server has room.
-const pgSpaceHold = 10 * time.Second
-
-// CheckSpace returns a *SpaceError (errors.Is ErrNoSpace) for pgSpaceHold
+// CheckSpace returns a *SpaceError (errors.Is ErrNoSpace) for ServerFullHold
 // after a write of the store failed because the PostgreSQL server's disk
 // was full (disk_full, 53100), unless a write committed since; nil
 // otherwise. The store cannot measure the server's disk (it may be
@@ -62,7 +56,7 @@ func (s *pgStore) checkSpace() error {
 	if s.diskFullAt.IsZero() {
 		return nil
 	}
-	if since := s.opts.Now().Sub(s.diskFullAt); since < pgSpaceHold {
+	if since := s.opts.Now().Sub(s.diskFullAt); since < ServerFullHold {
 		return &SpaceError{Server: "PostgreSQL", Since: since}
 	}
 	return nil

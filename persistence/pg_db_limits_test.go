@@ -66,7 +66,7 @@ func TestPGDBPayloadLimits(t *testing.T) {
 
 // A write the server refuses with disk_full (53100; raised here by a
 // trigger) fails with a *SpaceError, and new work is refused for
-// pgSpaceHold after it, until a write commits.
+// ServerFullHold after it, until a write commits.
 func TestPGDBSpaceDiskFull(t *testing.T) {
 	url := pgtest.Start(t)
 	var mu sync.Mutex
@@ -110,7 +110,7 @@ func TestPGDBSpaceDiskFull(t *testing.T) {
 	if !errors.Is(err, ErrNoSpace) || !strings.Contains(err.Error(), "reported its disk full") {
 		t.Fatalf("CheckSpace after disk_full: %v", err)
 	}
-	advance(pgSpaceHold)
+	advance(ServerFullHold)
 	if err := d.CheckSpace(); err != nil {
 		t.Fatalf("CheckSpace after the hold: %v", err)
 	}

@@ -52,7 +52,7 @@ type pgPurgePlan struct {
 // VACUUM after it, PurgeResult.Scrub, ran).
 func (d *PGDB) Purge(ctx context.Context, spec PurgeSpec) (PurgeResult, error) {
 	start := time.Now()
-	if err := spec.check(); err != nil {
+	if err := spec.Check(); err != nil {
 		return PurgeResult{}, err
 	}
 	plans, scrub, err := d.purge(ctx, []PurgeSpec{spec})
@@ -75,7 +75,7 @@ func (d *PGDB) PurgeSessions(ctx context.Context, specs []PurgeSpec) ([]PurgeRes
 	if len(specs) == 0 {
 		return nil, nil
 	}
-	if err := checkSessionSpecs(specs); err != nil {
+	if err := CheckPurgeSessions(specs); err != nil {
 		return nil, err
 	}
 	plans, scrub, err := d.purge(ctx, specs)
@@ -125,7 +125,7 @@ func (d *PGDB) purge(ctx context.Context, specs []PurgeSpec) ([]*pgPurgePlan, ti
 	}
 	for _, p := range plans {
 		for _, id := range p.nodes {
-			d.turns.drop(id)
+			d.turns.Drop(id)
 		}
 	}
 	start := time.Now()
@@ -474,12 +474,12 @@ func planPGPurge(ctx context.Context, tx pgx.Tx, spec PurgeSpec) (*pgPurgePlan, 
 		return nil, err
 	}
 	err = eachPGRow(ctx, tx, "read keyed rows", `SELECT key, data FROM ctx_keyed WHERE (key >= $1 AND key < $2) OR (key >= $3 AND key < $4)`,
-		[]any{[]byte{tableIdemKey}, []byte{tableIdemKey + 1}, []byte{tableProxy}, []byte{tableProxy + 1}}, func(r pgx.Rows) error {
+		[]any{[]byte{IdempotencyRowPrefix}, []byte{IdempotencyRowPrefix + 1}, []byte{ProxyEntryPrefix}, []byte{ProxyEntryPrefix + 1}}, func(r pgx.Rows) error {
 			var k, v []byte
 			if err := r.Scan(&k, &v); err != nil {
 				return err
 			}
-			if k[0] == tableIdemKey {
+			if k[0] == IdempotencyRowPrefix {
 				var row IdempotencyRow
 				if err := json.Unmarshal(v, &row); err != nil {
 					return fmt.Errorf("%w: idempotency key %x: %v", ErrCorrupt, k, err)

@@ -901,7 +901,7 @@ func TestPGPurgeStaleCache(t *testing.T) {
 	if _, err := d2.TurnTenant(ctx, f.turns[1]); err != nil { // caches the turn on d2
 		t.Fatal(err)
 	}
-	if _, ok := d2.turns.get(f.turns[1]); !ok {
+	if _, ok := d2.turns.Get(f.turns[1]); !ok {
 		t.Fatal("d2 did not cache the turn: the test does not test the cache")
 	}
 	if _, err := d1.Purge(ctx, PurgeSpec{Session: f.session, DeleteSession: true}); err != nil {

@@ -273,7 +273,7 @@ type pgStore struct {
 	pool  *pgxpool.Pool
 	opts  PGOptions
 	log   zerolog.Logger
-	turns *turnCache
+	turns *TurnCache
 
 	mu     sync.RWMutex // guards closed and sends on ops
 	closed bool
@@ -334,7 +334,7 @@ func openPostgres(ctx context.Context, opts PGOptions) (*pgStore, error) {
 		pool:  pool,
 		opts:  opts,
 		log:   opts.Logger,
-		turns: newTurnCache(opts.TurnCacheEntries),
+		turns: NewTurnCache(opts.TurnCacheEntries),
 		ops:   make(chan *op, opts.GroupCommitMax),
 		done:  make(chan struct{}),
 	}
@@ -506,7 +506,7 @@ func (s *pgStore) Append(ctx context.Context, branch messages.BranchID, req Appe
 	}
 	// Hash and compress on the caller's goroutine, in parallel.
 	o := &op{kind: opAppend, branch: branch, append: req, hash: HashOf(req.Payload),
-		blob: encodeBlob(req.Payload, s.opts.Compress)}
+		blob: EncodeBlob(req.Payload, s.opts.Compress)}
 	if err := s.submit(ctx, o); err != nil {
 		return Turn{}, err
 	}
@@ -527,7 +527,7 @@ func (s *pgStore) PutOverlay(ctx context.Context, turn messages.TurnID, req Over
 	}
 	o := &op{kind: opOverlay, turn: turn, ovReq: req}
 	if !req.Tombstone {
-		o.hash, o.blob = HashOf(req.Payload), encodeBlob(req.Payload, s.opts.Compress)
+		o.hash, o.blob = HashOf(req.Payload), EncodeBlob(req.Payload, s.opts.Compress)
 	}
 	if err := s.submit(ctx, o); err != nil {
 		return Overlay{}, err
@@ -605,7 +605,7 @@ func (s *pgStore) publish(g *pgGroup, batch []*op, took time.Duration) {
 		c.syncNanos.Add(int64(took))
 	}
 	for _, r := range g.newTurns {
-		s.turns.put(r)
+		s.turns.Put(r)
 	}
 	for i, o := range batch {
 		o.res = g.results[i]
@@ -641,7 +641,7 @@ type pgGroup struct {
 	tx      pgx.Tx
 	heads   map[messages.BranchID]*pgHead
 	blobs   map[Hash]*pgBlob
-	turns   map[messages.TurnID]turnRecord // read or written by this group
+	turns   map[messages.TurnID]TurnRecord // read or written by this group
 	ovs     map[messages.TurnID][]Overlay  // a turn's overlays, read and new
 	ovSeq0  int64                          // the overlay counter when read
 	ovSeq   uint64
@@ -649,7 +649,7 @@ type pgGroup struct {
 	results []result
 	// what to write, in order
 	newBranches []messages.BranchID
-	newTurns    []turnRecord
+	newTurns    []TurnRecord
 	newOvs      []Overlay
 	rootTenants []pgRootTenant // the owners of new roots of branches with one
 	rows        *pgRows        // lifecycle rows of the group's Txs (pg_db.go); nil without any
@@ -685,7 +685,7 @@ func (s *pgStore) tryGroup(batch []*op, attempt int) (*pgGroup, error) {
 		s: s, ctx: ctx, tx: tx,
 		heads:   make(map[messages.BranchID]*pgHead),
 		blobs:   make(map[Hash]*pgBlob),
-		turns:   make(map[messages.TurnID]turnRecord),
+		turns:   make(map[messages.TurnID]TurnRecord),
 		ovs:     make(map[messages.TurnID][]Overlay),
 		results: make([]result, len(batch)),
 	}
@@ -937,11 +937,11 @@ func (g *pgGroup) head(b messages.BranchID) (*pgHead, error) {
 }
 
 // record returns a turn: written by this group, cached, or read.
-func (g *pgGroup) record(id messages.TurnID) (turnRecord, error) {
+func (g *pgGroup) record(id messages.TurnID) (TurnRecord, error) {
 	if r, ok := g.turns[id]; ok {
 		return r, nil
 	}
-	if r, ok := g.s.turns.get(id); ok {
+	if r, ok := g.s.turns.Get(id); ok {
 		return r, nil
 	}
 	r, err := g.s.readRecord(g.ctx, g.tx, id)
@@ -956,7 +956,7 @@ func (g *pgGroup) record(id messages.TurnID) (turnRecord, error) {
 // runtime purged stays in this one's cache, so a write that takes a turn
 // as given (a fork point, an overlay's turn, an id said to be taken)
 // reads it where the purge's transaction conflicts with it.
-func (g *pgGroup) recordTx(id messages.TurnID) (turnRecord, error) {
+func (g *pgGroup) recordTx(id messages.TurnID) (TurnRecord, error) {
 	if r, ok := g.turns[id]; ok {
 		return r, nil
 	}
@@ -988,7 +988,7 @@ func (g *pgGroup) appendNode(o *op, id messages.TurnID) (Turn, error) {
 	} else if !errors.Is(err, ErrTurnNotFound) {
 		return Turn{}, err
 	}
-	r := turnRecord{Turn: Turn{
+	r := TurnRecord{Turn: Turn{
 		ID:          id,
 		TypeTag:     o.append.TypeTag,
 		Codec:       o.append.Codec,
@@ -998,7 +998,7 @@ func (g *pgGroup) appendNode(o *op, id messages.TurnID) (Turn, error) {
 	}}
 	if !h.Empty() {
 		r.Parent, r.Depth = h.Turn, h.Depth+1
-		if r.skips, err = g.skips(r.Parent, r.Depth); err != nil {
+		if r.Skips, err = g.skips(r.Parent, r.Depth); err != nil {
 			return Turn{}, err
 		}
 	}
@@ -1019,7 +1019,7 @@ func (g *pgGroup) appendNode(o *op, id messages.TurnID) (Turn, error) {
 // skips computes the skip pointers of a new turn at depth d whose parent
 // is parent: ptr_k = ptr_{k-1}(ptr_{k-1}), ptr_0 being the parent.
 func (g *pgGroup) skips(parent messages.TurnID, d uint64) ([]messages.TurnID, error) {
-	n := skipLevels(d)
+	n := SkipLevels(d)
 	if n == 0 {
 		return nil, nil
 	}
@@ -1033,10 +1033,10 @@ func (g *pgGroup) skips(parent messages.TurnID, d uint64) ([]messages.TurnID, er
 		if k == 1 {
 			out[0] = r.Parent
 		} else {
-			if len(r.skips) < k-1 {
-				return nil, fmt.Errorf("%w: turn %s has %d skip pointers, want %d", ErrCorrupt, r.ID, len(r.skips), k-1)
+			if len(r.Skips) < k-1 {
+				return nil, fmt.Errorf("%w: turn %s has %d skip pointers, want %d", ErrCorrupt, r.ID, len(r.Skips), k-1)
 			}
-			out[k-1] = r.skips[k-2]
+			out[k-1] = r.Skips[k-2]
 		}
 		prev = out[k-1]
 	}
@@ -1162,8 +1162,8 @@ func (g *pgGroup) write() error {
 		}
 	}
 	for _, r := range g.newTurns {
-		skips := make([]byte, 0, 16*len(r.skips))
-		for _, s := range r.skips {
+		skips := make([]byte, 0, 16*len(r.Skips))
+		for _, s := range r.Skips {
 			skips = append(skips, s[:]...)
 		}
 		b.Queue(`INSERT INTO ctx_turns (id, parent, depth, type_tag, codec, hash, flags, created_ms, skips)
@@ -1228,32 +1228,32 @@ func (g *pgGroup) write() error {
 // readRecord reads a turn with its skip pointers (no overlay applied).
 func (s *pgStore) readRecord(ctx context.Context, q interface {
 	QueryRow(context.Context, string, ...any) pgx.Row
-}, id messages.TurnID) (turnRecord, error) {
+}, id messages.TurnID) (TurnRecord, error) {
 	if id.IsZero() {
-		return turnRecord{}, errZeroTurn
+		return TurnRecord{}, errZeroTurn
 	}
 	var parent, hash, skips []byte
 	var depth, typeTag, codec, flags, created int64
 	err := q.QueryRow(ctx, `SELECT parent, depth, type_tag, codec, hash, flags, created_ms, skips
 		FROM ctx_turns WHERE id = $1`, id[:]).Scan(&parent, &depth, &typeTag, &codec, &hash, &flags, &created, &skips)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return turnRecord{}, turnNotFound(id)
+		return TurnRecord{}, turnNotFound(id)
 	}
 	if err != nil {
-		return turnRecord{}, fmt.Errorf("postgres: read turn %s: %w", id, err)
+		return TurnRecord{}, fmt.Errorf("postgres: read turn %s: %w", id, err)
 	}
 	t, err := pgTurnRow(id[:], parent, depth, typeTag, codec, hash, flags, created)
 	if err != nil {
-		return turnRecord{}, err
+		return TurnRecord{}, err
 	}
-	r := turnRecord{Turn: t}
-	if len(skips)%16 != 0 || len(skips)/16 != skipLevels(t.Depth) {
-		return turnRecord{}, fmt.Errorf("%w: turn %s: %d bytes of skip pointers at depth %d", ErrCorrupt, id, len(skips), t.Depth)
+	r := TurnRecord{Turn: t}
+	if len(skips)%16 != 0 || len(skips)/16 != SkipLevels(t.Depth) {
+		return TurnRecord{}, fmt.Errorf("%w: turn %s: %d bytes of skip pointers at depth %d", ErrCorrupt, id, len(skips), t.Depth)
 	}
 	for i := 0; i < len(skips); i += 16 {
-		r.skips = append(r.skips, messages.TurnID(skips[i:i+16]))
+		r.Skips = append(r.Skips, messages.TurnID(skips[i:i+16]))
 	}
-	s.turns.put(r)
+	s.turns.Put(r)
 	return r, nil
 }
 
@@ -1356,7 +1356,7 @@ func (r pgReader) walk(ctx context.Context, id messages.TurnID, n int) ([]Turn, 
 				return nil, id, fmt.Errorf("%w: overlay row %d", ErrCorrupt, *ovSeq)
 			}
 			copy(o.Hash[:], ovHash)
-			t = applyOverlay(t, o)
+			t = ApplyOverlay(t, o)
 		}
 		out = append(out, t)
 	}
@@ -1428,24 +1428,24 @@ func (r pgReader) Blob(ctx context.Context, h Hash) ([]byte, error) {
 	if err != nil {
 		return nil, r.s.readErr("read blob "+h.String(), err)
 	}
-	return decodeBlob(h, rec, r.s.opts.Limits.MaxPayloadBytes)
+	return DecodeBlob(h, rec, r.s.opts.Limits.MaxPayloadBytes)
 }
 
 // ancestorAt returns the ancestor of id (at depth d) at depth target,
 // following skip pointers: O(log d) turn loads, most from the cache.
 func (s *pgStore) ancestorAt(ctx context.Context, id messages.TurnID, d, target uint64) (messages.TurnID, error) {
 	for d > target {
-		rec, ok := s.turns.get(id)
+		rec, ok := s.turns.Get(id)
 		if !ok {
 			var err error
 			if rec, err = s.readRecord(ctx, s.pool, id); err != nil {
 				return id, s.readErr("find ancestor", err)
 			}
 		}
-		if k := nextHop(d, target); k == 0 {
+		if k := NextHop(d, target); k == 0 {
 			id, d = rec.Parent, d-1
 		} else {
-			id, d = rec.skips[k-1], d-uint64(1)<<k
+			id, d = rec.Skips[k-1], d-uint64(1)<<k
 		}
 	}
 	return id, nil
@@ -1481,7 +1481,7 @@ func (s *pgStore) exists(ctx context.Context, id messages.TurnID) error {
 	if err := s.alive(); err != nil {
 		return err
 	}
-	if _, ok := s.turns.get(id); ok {
+	if _, ok := s.turns.Get(id); ok {
 		return nil
 	}
 	var one int

@@ -37,7 +37,7 @@ import (
 //
 // so that a key, a transcript prefix, a turn or a request key of one
 // tenant never finds another's conversation ('@' is no kind).
-const tableProxy byte = 'p'
+const ProxyEntryPrefix byte = 'p'
 
 // proxyTenantMark starts the index entries of a tenant other than the
 // default.
@@ -97,20 +97,20 @@ type ProxyEntry struct {
 // it does not hold.
 var ErrProxyNotFound = fmt.Errorf("%w: proxy conversation", ErrNotFound)
 
-// proxyKey is the key of the entry of kind named name in tenant's index.
-func proxyKey(tenant string, kind ProxyKind, name []byte) []byte {
+// ProxyEntryKey is the key of the entry of kind named name in tenant's index.
+func ProxyEntryKey(tenant string, kind ProxyKind, name []byte) []byte {
 	if tenant == "" || tenant == DefaultTenant {
 		k := make([]byte, 0, 2+len(name))
-		return append(append(k, tableProxy, byte(kind)), name...)
+		return append(append(k, ProxyEntryPrefix, byte(kind)), name...)
 	}
 	k := make([]byte, 0, 4+len(tenant)+len(name))
-	k = append(k, tableProxy, proxyTenantMark, byte(len(tenant)))
+	k = append(k, ProxyEntryPrefix, proxyTenantMark, byte(len(tenant)))
 	k = append(append(k, tenant...), byte(kind))
 	return append(k, name...)
 }
 
-// checkTenant refuses a tenant name the index cannot hold.
-func checkTenant(tenant string) error {
+// CheckTenant refuses a tenant name the index cannot hold.
+func CheckTenant(tenant string) error {
 	if len(tenant) > MaxTenantName {
 		return fmt.Errorf("%w: tenant: %d bytes, limit %d", ErrInvalidArgument, len(tenant), MaxTenantName)
 	}
@@ -121,7 +121,7 @@ func checkTenant(tenant string) error {
 // for its kind, a tenant name too long, no branch, or a response where
 // its kind holds none, none where it does, or one over l.
 func (e ProxyEntry) check(l Limits) error {
-	if err := checkTenant(e.Tenant); err != nil {
+	if err := CheckTenant(e.Tenant); err != nil {
 		return err
 	}
 	switch e.Kind {
@@ -148,7 +148,7 @@ func (e ProxyEntry) check(l Limits) error {
 		if !json.Valid(e.Response) || e.Response[0] != '{' {
 			return fmt.Errorf("%w: proxy response: want a JSON object", ErrInvalidArgument)
 		}
-		if err := l.checkSize("proxy response", len(e.Response)); err != nil {
+		if err := l.CheckSize("proxy response", len(e.Response)); err != nil {
 			return err
 		}
 	default:
@@ -176,7 +176,7 @@ func checkProxy(es []ProxyEntry, l Limits) error {
 // putProxy inserts e unless its name has an entry already (this group's
 // or the store's): the first entry stays.
 func (g *group) putProxy(e ProxyEntry) error {
-	k := proxyKey(e.Tenant, e.Kind, e.Name)
+	k := ProxyEntryKey(e.Tenant, e.Kind, e.Name)
 	if ok, err := g.rowExists(k); err != nil || ok {
 		return err
 	}
@@ -186,24 +186,24 @@ func (g *group) putProxy(e ProxyEntry) error {
 // ProxyLookup returns the target of the entry of kind named name in
 // tenant's index, or ErrProxyNotFound.
 func (d *DB) ProxyLookup(ctx context.Context, tenant string, kind ProxyKind, name []byte) (ProxyTarget, error) {
-	if err := checkTenant(tenant); err != nil {
+	if err := CheckTenant(tenant); err != nil {
 		return ProxyTarget{}, err
 	}
-	return getJSON[ProxyTarget](d, proxyKey(tenant, kind, name), fmt.Errorf("%w: no %c entry %x", ErrProxyNotFound, byte(kind), name))
+	return getJSON[ProxyTarget](d, ProxyEntryKey(tenant, kind, name), fmt.Errorf("%w: no %c entry %x", ErrProxyNotFound, byte(kind), name))
 }
 
 // ProxyLongestPrefix returns, of hashes (the hashes of a transcript's
 // prefixes, shortest first), the index of the last one tenant's index
 // holds and its target; -1 if none.
 func (d *DB) ProxyLongestPrefix(ctx context.Context, tenant string, hashes [][32]byte) (int, ProxyTarget, error) {
-	if err := checkTenant(tenant); err != nil {
+	if err := CheckTenant(tenant); err != nil {
 		return -1, ProxyTarget{}, err
 	}
 	var t ProxyTarget
 	found := -1
 	err := d.read(func(txn *badger.Txn) error {
 		for i := len(hashes) - 1; i >= 0; i-- {
-			item, err := txn.Get(proxyKey(tenant, ProxyByPrefix, hashes[i][:]))
+			item, err := txn.Get(ProxyEntryKey(tenant, ProxyByPrefix, hashes[i][:]))
 			if errors.Is(err, badger.ErrKeyNotFound) {
 				continue
 			}
@@ -274,7 +274,7 @@ func (d *DB) migrateProxyTitles() error {
 		}
 		var entries []entry
 		for _, k := range order {
-			key := proxyKey(DefaultTenant, ProxyByKey, []byte(k))
+			key := ProxyEntryKey(DefaultTenant, ProxyByKey, []byte(k))
 			if ok, err := hasKey(txn, key); err != nil {
 				return err
 			} else if ok {

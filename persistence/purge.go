@@ -111,8 +111,8 @@ type purgePlan struct {
 	res     PurgeResult
 }
 
-// check refuses a spec that names nothing to delete or a bad actor.
-func (spec PurgeSpec) check() error {
+// Check refuses a spec that names nothing to delete or a bad actor.
+func (spec PurgeSpec) Check() error {
 	if spec.Session.IsZero() {
 		return fmt.Errorf("%w: purge: session id is zero", ErrInvalidArgument)
 	}
@@ -120,16 +120,16 @@ func (spec PurgeSpec) check() error {
 		return fmt.Errorf("%w: purge: no branch to delete", ErrInvalidArgument)
 	}
 	for _, a := range spec.Actors {
-		if err := checkActor(a); err != nil {
+		if err := CheckActor(a); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// checkSessionSpecs refuses PurgeSessions' specs unless each deletes a
+// CheckPurgeSessions refuses PurgeSessions' specs unless each deletes a
 // session, no two the same, with good actors.
-func checkSessionSpecs(specs []PurgeSpec) error {
+func CheckPurgeSessions(specs []PurgeSpec) error {
 	seen := map[messages.SessionID]bool{}
 	for i, spec := range specs {
 		if spec.Session.IsZero() || !spec.DeleteSession {
@@ -139,7 +139,7 @@ func checkSessionSpecs(specs []PurgeSpec) error {
 			return fmt.Errorf("%w: purge sessions: session %s twice", ErrInvalidArgument, spec.Session)
 		}
 		seen[spec.Session] = true
-		if err := spec.check(); err != nil {
+		if err := spec.Check(); err != nil {
 			return err
 		}
 	}
@@ -151,7 +151,7 @@ func checkSessionSpecs(specs []PurgeSpec) error {
 // while it drops them (PurgeResult.Scrub); reads go on.
 func (d *DB) Purge(ctx context.Context, spec PurgeSpec) (PurgeResult, error) {
 	start := time.Now()
-	if err := spec.check(); err != nil {
+	if err := spec.Check(); err != nil {
 		return PurgeResult{}, err
 	}
 	p, err := d.planPurge(ctx, spec)
@@ -182,7 +182,7 @@ func (d *DB) PurgeSessions(ctx context.Context, specs []PurgeSpec) ([]PurgeResul
 	if len(specs) == 0 {
 		return nil, nil
 	}
-	if err := checkSessionSpecs(specs); err != nil {
+	if err := CheckPurgeSessions(specs); err != nil {
 		return nil, err
 	}
 	all := &purgePlan{unref: map[Hash]uint64{}}
@@ -322,7 +322,7 @@ func (d *DB) planPurge(ctx context.Context, spec PurgeSpec) (*purgePlan, error) 
 func (d *DB) planBranches(txn *badger.Txn, spec PurgeSpec, sess SessionRow, rows map[messages.BranchID]BranchRow,
 	del map[messages.BranchID]bool, p *purgePlan) error {
 	drop := func(k []byte) { p.drop = append(p.drop, k) }
-	owned := map[messages.TurnID]turnRecord{}
+	owned := map[messages.TurnID]TurnRecord{}
 	for _, b := range p.res.Branches {
 		h, err := getHead(txn, b)
 		if errors.Is(err, ErrBranchNotFound) {
@@ -487,7 +487,7 @@ func (d *DB) planBranches(txn *badger.Txn, spec PurgeSpec, sess SessionRow, rows
 	if err != nil {
 		return err
 	}
-	err = eachRow(txn, []byte{tableIdemKey}, true, func(k, v []byte) error {
+	err = eachRow(txn, []byte{IdempotencyRowPrefix}, true, func(k, v []byte) error {
 		var r IdempotencyRow
 		if err := json.Unmarshal(v, &r); err != nil {
 			return fmt.Errorf("%w: idempotency key %x: %v", ErrCorrupt, k, err)
@@ -500,7 +500,7 @@ func (d *DB) planBranches(txn *badger.Txn, spec PurgeSpec, sess SessionRow, rows
 	if err != nil {
 		return err
 	}
-	err = eachRow(txn, []byte{tableProxy}, true, func(k, v []byte) error {
+	err = eachRow(txn, []byte{ProxyEntryPrefix}, true, func(k, v []byte) error {
 		var t ProxyTarget
 		if err := json.Unmarshal(v, &t); err != nil {
 			return fmt.Errorf("%w: proxy entry %x: %v", ErrCorrupt, k, err)
@@ -733,7 +733,7 @@ func (s *badgerStore) finishPurges() error {
 // forgetPurged drops what the caches hold of deleted nodes and blobs.
 func (s *badgerStore) forgetPurged(nodes []messages.TurnID, blobs []Hash) {
 	for _, id := range nodes {
-		s.turns.drop(id)
+		s.turns.Drop(id)
 	}
 	s.overlayMu.Lock()
 	for _, id := range nodes {

@@ -176,7 +176,7 @@ func pgTablesHolding(t *testing.T, url string, needle []byte) []string {
 				if err := rows.Scan(&h, &rec); err != nil {
 					t.Fatal(err)
 				}
-				if b, err := decodeBlob(Hash(h), rec, 64<<20); err == nil && bytes.Contains(b, needle) {
+				if b, err := DecodeBlob(Hash(h), rec, 64<<20); err == nil && bytes.Contains(b, needle) {
 					n++
 				}
 			}

@@ -10,19 +10,19 @@ import (
 
 const recordVersion byte = 1
 
-// turnRecord is a stored turn: the Turn fields (its id is in the key) plus
+// TurnRecord is a stored turn: the Turn fields (its id is in the key) plus
 // its skip pointers, skips[k-1] being the ancestor at depth Depth - 2^k.
-type turnRecord struct {
+type TurnRecord struct {
 	Turn
-	skips []messages.TurnID
+	Skips []messages.TurnID
 }
 
 // encodeTurn lays a turn out as
 //
 //	version u8 | parent 16 | depth uv | type_tag uv | codec uv | hash 32 |
 //	flags uv | created_ms uv | nskips u8 | skips 16·n
-func encodeTurn(r turnRecord) []byte {
-	b := make([]byte, 0, 1+16+32+6*binary.MaxVarintLen64+1+16*len(r.skips))
+func encodeTurn(r TurnRecord) []byte {
+	b := make([]byte, 0, 1+16+32+6*binary.MaxVarintLen64+1+16*len(r.Skips))
 	b = append(b, recordVersion)
 	b = append(b, r.Parent[:]...)
 	b = binary.AppendUvarint(b, r.Depth)
@@ -31,8 +31,8 @@ func encodeTurn(r turnRecord) []byte {
 	b = append(b, r.PayloadHash[:]...)
 	b = binary.AppendUvarint(b, uint64(r.Flags))
 	b = binary.AppendUvarint(b, uint64(r.CreatedAt.UnixMilli()))
-	b = append(b, byte(len(r.skips)))
-	for _, s := range r.skips {
+	b = append(b, byte(len(r.Skips)))
+	for _, s := range r.Skips {
 		b = append(b, s[:]...)
 	}
 	return b
@@ -92,9 +92,9 @@ func (d *decoder) done() error {
 	return d.err
 }
 
-func decodeTurn(id messages.TurnID, b []byte) (turnRecord, error) {
+func decodeTurn(id messages.TurnID, b []byte) (TurnRecord, error) {
 	d := decoder{b: b}
-	var r turnRecord
+	var r TurnRecord
 	r.ID = id
 	d.version()
 	d.fixed(r.Parent[:])
@@ -107,13 +107,13 @@ func decodeTurn(id messages.TurnID, b []byte) (turnRecord, error) {
 	var n [1]byte
 	d.fixed(n[:])
 	if d.err == nil {
-		r.skips = make([]messages.TurnID, n[0])
-		for i := range r.skips {
-			d.fixed(r.skips[i][:])
+		r.Skips = make([]messages.TurnID, n[0])
+		for i := range r.Skips {
+			d.fixed(r.Skips[i][:])
 		}
 	}
 	if err := d.done(); err != nil {
-		return turnRecord{}, fmt.Errorf("turn %s: %w", id, err)
+		return TurnRecord{}, fmt.Errorf("turn %s: %w", id, err)
 	}
 	return r, nil
 }
@@ -179,8 +179,8 @@ func decodeOverlay(turn messages.TurnID, seq uint64, b []byte) (Overlay, error) 
 	return o, nil
 }
 
-// applyOverlay returns t as seen through o.
-func applyOverlay(t Turn, o Overlay) Turn {
+// ApplyOverlay returns t as seen through o.
+func ApplyOverlay(t Turn, o Overlay) Turn {
 	t.OverlaySeq = o.Seq
 	t.Flags &^= FlagPatched | FlagTombstoned
 	if o.Tombstone {

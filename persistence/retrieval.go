@@ -84,7 +84,7 @@ func (g *group) putChunk(c ChunkRow, res *TxResult) error {
 	if ok, err := g.rowExists(mk); err != nil || ok {
 		return err // in the partition already, maybe with later context: kept
 	}
-	g.setRow(mk, encodeDoc(c.Terms, c.TermCount)) // later updates in this group read it
+	g.setRow(mk, EncodeDoc(c.Terms, c.TermCount)) // later updates in this group read it
 	return nil
 }
 
@@ -103,11 +103,11 @@ func (g *group) putVector(v VectorRow) error {
 	return nil
 }
 
-// encodeDoc encodes a partition entry: the term count (float32), the
+// EncodeDoc encodes a partition entry: the term count (float32), the
 // number of distinct terms (uvarint), then each term (uvarint length,
 // bytes) and its weight (float32), in term order. Floats are little
 // endian.
-func encodeDoc(terms map[string]float32, n float32) []byte {
+func EncodeDoc(terms map[string]float32, n float32) []byte {
 	keys := make([]string, 0, len(terms))
 	for t := range terms {
 		keys = append(keys, t)
@@ -125,7 +125,9 @@ func encodeDoc(terms map[string]float32, n float32) []byte {
 
 var errBadDoc = errors.New("bad partition entry")
 
-func decodeDoc(b []byte) (map[string]float32, float32, error) {
+// DecodeDoc decodes a partition entry EncodeDoc laid out: its terms and
+// term count.
+func DecodeDoc(b []byte) (map[string]float32, float32, error) {
 	f32 := func() (float32, error) {
 		if len(b) < 4 {
 			return 0, errBadDoc
@@ -182,14 +184,14 @@ func (g *group) addTerms(u TermUpdate) error {
 			return err
 		}
 	}
-	terms, n, err := decodeDoc(cur)
+	terms, n, err := DecodeDoc(cur)
 	if err != nil {
 		return fmt.Errorf("%w: partition entry %x: %v", ErrCorrupt, k, err)
 	}
 	for t, w := range u.Add {
 		terms[t] += w
 	}
-	g.setRow(k, encodeDoc(terms, n+u.Count))
+	g.setRow(k, EncodeDoc(terms, n+u.Count))
 	return nil
 }
 
@@ -234,7 +236,7 @@ func (d *DB) branchChunks(ctx context.Context, branch messages.BranchID, ns stri
 			copy(doc.Chunk[:], k[25:])
 			err := it.Item().Value(func(b []byte) error {
 				var err error
-				doc.Terms, doc.TermCount, err = decodeDoc(b)
+				doc.Terms, doc.TermCount, err = DecodeDoc(b)
 				return err
 			})
 			if err != nil {
@@ -278,14 +280,14 @@ func txnVector(txn *badger.Txn, ns string, chunk messages.ChunkID) ([]float32, e
 	}
 	var out []float32
 	err = item.Value(func(b []byte) error {
-		out, err = decodeVector(b, chunk)
+		out, err = DecodeVector(b, chunk)
 		return err
 	})
 	return out, err
 }
 
-// decodeVector decodes a stored vector (float32 little endian) of chunk.
-func decodeVector(b []byte, chunk messages.ChunkID) ([]float32, error) {
+// DecodeVector decodes a stored vector (float32 little endian) of chunk.
+func DecodeVector(b []byte, chunk messages.ChunkID) ([]float32, error) {
 	if len(b)%4 != 0 {
 		return nil, fmt.Errorf("%w: vector of chunk %s: %d bytes", ErrCorrupt, chunk, len(b))
 	}

@@ -322,12 +322,12 @@ func (t *Tx) Check(lim Limits) error {
 		return fmt.Errorf("%w: tx is nil", ErrInvalidArgument)
 	}
 	for _, e := range t.Events {
-		if err := checkActor(e.Actor); err != nil {
+		if err := CheckActor(e.Actor); err != nil {
 			return err
 		}
 	}
 	if e := t.Snapshot; e != nil {
-		if err := checkActor(e.Actor); err != nil {
+		if err := CheckActor(e.Actor); err != nil {
 			return err
 		}
 	}
@@ -404,7 +404,9 @@ type TxResult struct {
 	ChunksSkipped int // chunks already present
 }
 
-func checkActor(name string) error {
+// CheckActor refuses an actor name an actor log cannot hold: empty, too
+// long or with a NUL byte.
+func CheckActor(name string) error {
 	if name == "" || len(name) > maxActorNameLen {
 		return fmt.Errorf("%w: actor name %q must be 1..%d bytes", ErrInvalidArgument, name, maxActorNameLen)
 	}
@@ -416,9 +418,9 @@ func checkActor(name string) error {
 	return nil
 }
 
-// sortJobs orders jobs read in key order (type, then turn) by branch,
+// SortJobs orders jobs read in key order (type, then turn) by branch,
 // then creation, then turn, keeping the key order of equal ones.
-func sortJobs(js []Job) {
+func SortJobs(js []Job) {
 	sort.SliceStable(js, func(i, k int) bool {
 		if c := js[i].Branch.Compare(js[k].Branch); c != 0 {
 			return c < 0
@@ -428,4 +430,37 @@ func sortJobs(js []Job) {
 		}
 		return js[i].Turn.Compare(js[k].Turn) < 0
 	})
+}
+
+// EncodeStepRow is json.Marshal(r) with the raw request and response
+// (most of a step row: the request holds the whole context) checked and
+// copied in as they are, rather than validated and compacted again by
+// the encoder, which costs several times as much on the committer's
+// path; they are kept byte for byte as sent and received.
+func EncodeStepRow(r StepRow) ([]byte, error) {
+	req, resp := r.Request, r.Response
+	if len(req) > 0 && !json.Valid(req) || len(resp) > 0 && !json.Valid(resp) {
+		return json.Marshal(r) // the encoder's error
+	}
+	r.Request, r.Response = nil, nil
+	rest, err := json.Marshal(r) // an object with fields: "{" + `"id":...}`
+	if err != nil {
+		return nil, err
+	}
+	b := make([]byte, 0, len(req)+len(resp)+len(rest)+len(`{"request":,"response":,`))
+	b = append(b, '{')
+	if len(req) > 0 {
+		b = append(append(append(b, `"request":`...), req...), ',')
+	}
+	if len(resp) > 0 {
+		b = append(append(append(b, `"response":`...), resp...), ',')
+	}
+	return append(b, rest[1:]...), nil
+}
+
+// JobTypeCode is the one-byte code of t in a job's key (Badger) or kind
+// column (PostgreSQL); false for a type no job has.
+func JobTypeCode(t JobType) (byte, bool) {
+	c, ok := jobTypeCodes[t]
+	return c, ok
 }

@@ -8,9 +8,9 @@ import "math/bits"
 // extra pointer, yet the ancestor at any depth is reached in at most about
 // 2·log2(d) hops: jumps grow while the trailing zeros allow it, then shrink.
 
-// skipLevels returns how many skip pointers (beyond the parent) a turn at
+// SkipLevels returns how many skip pointers (beyond the parent) a turn at
 // depth d stores.
-func skipLevels(d uint64) int {
+func SkipLevels(d uint64) int {
 	if d == 0 {
 		return 0
 	}
@@ -21,10 +21,10 @@ func skipLevels(d uint64) int {
 	return k
 }
 
-// nextHop returns the level to jump from depth d towards target (< d): the
+// NextHop returns the level to jump from depth d towards target (< d): the
 // largest k <= skipLevels(d) with d - 2^k >= target. Level 0 is the parent.
-func nextHop(d, target uint64) int {
-	k := skipLevels(d)
+func NextHop(d, target uint64) int {
+	k := SkipLevels(d)
 	for k > 0 && d-uint64(1)<<k < target {
 		k--
 	}

@@ -34,6 +34,13 @@ import (
 // store refused because its file system is short of free space.
 var ErrNoSpace = errors.New("persistence: insufficient storage")
 
+// ServerFullHold is how long, after a database server reported its disk
+// full (PostgreSQL's SQLSTATE 53100, disk_full) on a group, the engine's
+// CheckSpace refuses new work. A group that commits ends it at once;
+// after it, new work is let through again, and its write finds out
+// whether the server has room.
+const ServerFullHold = 10 * time.Second
+
 // SpaceError is the error of a write refused for lack of free space: the
 // file system of Dir had Free bytes free, and the write needed Need
 // (MinFree, Options.MinFreeBytes, for new work; half of it for any write).
@@ -59,7 +66,7 @@ func (e *SpaceError) Error() string {
 		}
 		return fmt.Sprintf("persistence: insufficient storage: the %s server reported its disk full %s ago; "+
 			"new work is refused for %s after that: free space on the server's disk",
-			e.Server, e.Since.Round(time.Millisecond), pgSpaceHold)
+			e.Server, e.Since.Round(time.Millisecond), ServerFullHold)
 	}
 	what := fmt.Sprintf("new work needs %d (store.min_free_bytes)", e.Need)
 	if e.Need < e.MinFree {

@@ -293,11 +293,11 @@ func (l Limits) checkPayload(field string, p []byte) error {
 	if len(p) == 0 {
 		return fmt.Errorf("%w: %s is empty", ErrInvalidArgument, field)
 	}
-	return l.checkSize(field, len(p))
+	return l.CheckSize(field, len(p))
 }
 
-// checkSize refuses a payload of n bytes over the limit.
-func (l Limits) checkSize(field string, n int) error {
+// CheckSize refuses a payload of n bytes over the limit.
+func (l Limits) CheckSize(field string, n int) error {
 	if int64(n) > l.MaxPayloadBytes {
 		return fmt.Errorf("%w: %s is %d bytes, over the limit of %d (store.max_payload_bytes)",
 			ErrTooLarge, field, n, l.MaxPayloadBytes)
@@ -305,7 +305,8 @@ func (l Limits) checkSize(field string, n int) error {
 	return nil
 }
 
-func checkPageSize(n int) error {
+// CheckPageSize refuses a page limit out of [0, MaxPageTurns].
+func CheckPageSize(n int) error {
 	if n < 0 || n > MaxPageTurns {
 		return fmt.Errorf("%w: limit %d is out of range [0, %d]", ErrInvalidArgument, n, MaxPageTurns)
 	}

@@ -6,39 +6,41 @@ import (
 	"github.com/contextinfinity/ctxinf/messages"
 )
 
-// turnCache keeps decoded turn records. Turns are immutable, so entries are
+// TurnCache keeps decoded turn records. Turns are immutable, so entries are
 // never invalidated; only durable turns are ever put in. A full shard drops
 // about half of its entries (map order is random), which is cheap and good
 // enough for the access pattern of walking recent chains.
-type turnCache struct {
+type TurnCache struct {
 	shards   [64]turnShard
 	perShard int
 }
 
 type turnShard struct {
 	mu sync.RWMutex
-	m  map[messages.TurnID]turnRecord
+	m  map[messages.TurnID]TurnRecord
 }
 
-func newTurnCache(entries int) *turnCache {
-	c := &turnCache{perShard: max(entries/64, 1)}
+// NewTurnCache returns a cache of about entries turn records (0: none).
+func NewTurnCache(entries int) *TurnCache {
+	c := &TurnCache{perShard: max(entries/64, 1)}
 	if entries <= 0 {
 		c.perShard = 0
 	}
 	for i := range c.shards {
-		c.shards[i].m = make(map[messages.TurnID]turnRecord)
+		c.shards[i].m = make(map[messages.TurnID]TurnRecord)
 	}
 	return c
 }
 
-func (c *turnCache) shard(id messages.TurnID) *turnShard {
+func (c *TurnCache) shard(id messages.TurnID) *turnShard {
 	// The last ULID byte is random (or a monotonic counter's low bits).
 	return &c.shards[id[15]&63]
 }
 
-func (c *turnCache) get(id messages.TurnID) (turnRecord, bool) {
+// Get returns the cached record of id.
+func (c *TurnCache) Get(id messages.TurnID) (TurnRecord, bool) {
 	if c.perShard == 0 {
-		return turnRecord{}, false
+		return TurnRecord{}, false
 	}
 	s := c.shard(id)
 	s.mu.RLock()
@@ -47,7 +49,8 @@ func (c *turnCache) get(id messages.TurnID) (turnRecord, bool) {
 	return r, ok
 }
 
-func (c *turnCache) put(r turnRecord) {
+// Put caches r, a durable turn.
+func (c *TurnCache) Put(r TurnRecord) {
 	if c.perShard == 0 {
 		return
 	}
@@ -67,8 +70,8 @@ func (c *turnCache) put(r turnRecord) {
 	s.mu.Unlock()
 }
 
-// drop forgets id: a turn deleted for good (purge.go).
-func (c *turnCache) drop(id messages.TurnID) {
+// Drop forgets id: a turn deleted for good (purge.go).
+func (c *TurnCache) Drop(id messages.TurnID) {
 	if c.perShard == 0 {
 		return
 	}
