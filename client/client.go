@@ -25,19 +25,35 @@ import (
 	"strings"
 	"time"
 
-	"github.com/contextinfinity/ctxinf/actors"
+	"github.com/contextinfinity/ctxinf/api"
 	"github.com/contextinfinity/ctxinf/messages"
-	"github.com/contextinfinity/ctxinf/persistence"
 )
 
-// Types of the API. The server writes these very types (internal/server
-// imports them), so the two cannot drift apart.
+// Types of the API, from package api: the server writes these very
+// types, so the two cannot drift apart.
 type (
-	Session = persistence.SessionRow
-	Branch  = persistence.BranchRow
-	Hit     = actors.Hit
+	Session       = api.Session
+	Branch        = api.Branch
+	BranchInfo    = api.BranchInfo
+	Turn          = api.Turn
+	TurnResult    = api.TurnResult
+	Event         = api.Event
+	TurnInfo      = api.TurnInfo
+	PartialOutput = api.PartialOutput
+	ChunkInfo     = api.ChunkInfo
+	StepInfo      = api.StepInfo
+	PendingTurn   = api.PendingTurn
+	HistoryEntry  = api.HistoryEntry
+	Imported      = api.Imported
+	Deleted       = api.Deleted
+	Hit           = api.Hit
+	Model         = api.Model
+	Retention     = api.Retention
 	// Report is what `ctxinf inspect` prints (Inspect).
-	Report = actors.Report
+	Report = api.Report
+	// ContextDebug is what Context, ContextOfTurn and NextContext
+	// answer, decoded.
+	ContextDebug = api.ContextDebug
 )
 
 // Client talks to one server. Its methods are safe for concurrent use.
@@ -96,19 +112,19 @@ func (e *Error) Error() string {
 // The codes of a turn the server accepted and that then failed
 // (TurnError.Code).
 const (
-	CodeContextTooLarge = messages.FailContextTooLarge // the context does not fit the model's window; the message names the sections and the keys to change
-	CodeCancelled       = messages.FailCancelled       // the turn was cancelled (Cancel)
-	CodeProvider        = messages.FailProvider        // the model's provider failed (a 5xx after the server's retries, a dropped stream)
+	CodeContextTooLarge = api.CodeContextTooLarge // the context does not fit the model's window; the message names the sections and the keys to change
+	CodeCancelled       = api.CodeCancelled       // the turn was cancelled (Cancel)
+	CodeProvider        = api.CodeProvider        // the model's provider failed (a 5xx after the server's retries, a dropped stream)
 	// The model's provider answered with an error whose meaning the
 	// server keeps (its status: 429, 400, 404, 502, 503).
-	CodeProviderRateLimited   = messages.FailProviderRateLimited   // the provider rate limits the server; Retry-After says when to try again
-	CodeProviderRejected      = messages.FailProviderRejected      // the provider refused the request's content; the message is the provider's
-	CodeProviderModelNotFound = messages.FailProviderModelNotFound // the provider does not know the model
-	CodeProviderAuth          = messages.FailProviderAuth          // the provider refused the server's own key for it (not the client's)
-	CodeProviderOverloaded    = messages.FailProviderOverloaded    // the provider stayed overloaded through the server's retries
-	CodeInterrupted           = messages.FailInterrupted           // the server stopped or restarted during the turn
-	CodeProviderTimeout       = messages.FailProviderTimeout       // the provider took longer than runtime.provider_timeout
-	CodeTurnFailed            = messages.FailTurn                  // another cause, which the message names
+	CodeProviderRateLimited   = api.CodeProviderRateLimited   // the provider rate limits the server; Retry-After says when to try again
+	CodeProviderRejected      = api.CodeProviderRejected      // the provider refused the request's content; the message is the provider's
+	CodeProviderModelNotFound = api.CodeProviderModelNotFound // the provider does not know the model
+	CodeProviderAuth          = api.CodeProviderAuth          // the provider refused the server's own key for it (not the client's)
+	CodeProviderOverloaded    = api.CodeProviderOverloaded    // the provider stayed overloaded through the server's retries
+	CodeInterrupted           = api.CodeInterrupted           // the server stopped or restarted during the turn
+	CodeProviderTimeout       = api.CodeProviderTimeout       // the provider took longer than runtime.provider_timeout
+	CodeTurnFailed            = api.CodeTurnFailed            // another cause, which the message names
 )
 
 // TurnError is returned by Send and Stream for a turn the server accepted
@@ -149,7 +165,7 @@ func IsCancelled(err error) bool {
 // IsBusy reports whether err says the branch has a turn in flight.
 func IsBusy(err error) bool {
 	var e *Error
-	return errors.As(err, &e) && e.Code == "turn_in_flight"
+	return errors.As(err, &e) && e.Code == api.CodeBusy
 }
 
 type idempotencyKey struct{}
@@ -188,7 +204,7 @@ func NotAccepted(err error) bool {
 // sent with another request.
 func IsKeyReused(err error) bool {
 	var e *Error
-	return errors.As(err, &e) && e.Code == "idempotency_key_reused"
+	return errors.As(err, &e) && e.Code == api.CodeKeyReused
 }
 
 // IsNotFound reports whether err says what was asked for does not exist.
@@ -233,13 +249,7 @@ func (c *Client) send(ctx context.Context, method, path string, body io.Reader, 
 	}
 	if resp.StatusCode >= 300 {
 		defer resp.Body.Close()
-		var e struct {
-			Error struct {
-				Code, Message string
-				Turn          messages.TurnID
-				Accepted      *bool
-			}
-		}
+		var e api.ErrorAnswer
 		data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 		out := &Error{Status: resp.StatusCode, Code: "http_" + strconv.Itoa(resp.StatusCode), Message: strings.TrimSpace(string(data))}
 		if json.Unmarshal(data, &e) == nil && e.Error.Code != "" {
@@ -270,11 +280,8 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any) error
 
 // CreateSession creates a session and its main branch.
 func (c *Client) CreateSession(ctx context.Context, title string) (Session, Branch, error) {
-	var out struct {
-		Session Session
-		Branch  Branch
-	}
-	err := c.do(ctx, "POST", "/v1/sessions", map[string]string{"title": title}, &out)
+	var out api.CreatedSession
+	err := c.do(ctx, "POST", "/v1/sessions", api.CreateSessionRequest{Title: title}, &out)
 	return out.Session, out.Branch, err
 }
 
@@ -308,21 +315,6 @@ func (c *Client) Branches(ctx context.Context, session messages.SessionID) ([]Br
 	return out.Branches, err
 }
 
-// BranchInfo is a branch's live state.
-type BranchInfo struct {
-	Branch    Branch                   `json:"branch"`
-	Tip       messages.TurnID          `json:"tip"`
-	State     messages.StateCheckpoint `json:"state"`
-	Epoch     uint64                   `json:"epoch"`
-	TurnSeq   uint64                   `json:"turn_seq"`
-	Committed uint64                   `json:"committed"`
-	Failed    uint64                   `json:"failed"`
-	Indexed   uint64                   `json:"indexed"`
-	Pending   int                      `json:"pending"`
-	InFlight  *messages.TurnID         `json:"in_flight,omitempty"`
-	Model     string                   `json:"model,omitempty"`
-}
-
 // Branch returns a branch's live state.
 func (c *Client) Branch(ctx context.Context, branch messages.BranchID) (BranchInfo, error) {
 	var out BranchInfo
@@ -333,30 +325,13 @@ func (c *Client) Branch(ctx context.Context, branch messages.BranchID) (BranchIn
 // Fork creates a branch of branch that continues after turn at (zero:
 // after the head).
 func (c *Client) Fork(ctx context.Context, branch messages.BranchID, at messages.TurnID, label string) (Branch, error) {
-	in := map[string]string{"label": label}
+	in := api.ForkRequest{Label: label}
 	if !at.IsZero() {
-		in["at"] = at.String()
+		in.At = at.String()
 	}
 	var out Branch
 	err := c.do(ctx, "POST", "/v1/branches/"+branch.String()+"/forks", in, &out)
 	return out, err
-}
-
-// TurnResult is how a turn ended.
-type TurnResult struct {
-	Turn    messages.TurnID      `json:"turn"`
-	Seq     uint64               `json:"seq"`
-	Reply   string               `json:"reply"`
-	Phase   messages.TurnPhase   `json:"phase"`
-	Outcome messages.StepOutcome `json:"outcome"`
-	Error   string               `json:"error,omitempty"`
-	// Displayed and Durable are the bytes of the turn's stream
-	// journals shown and fsynced; TextDisplayed and TextDurable those of
-	// its text (SRD §13.3).
-	Displayed     uint64 `json:"displayed"`
-	Durable       uint64 `json:"durable"`
-	TextDisplayed uint64 `json:"text_displayed"`
-	TextDurable   uint64 `json:"text_durable"`
 }
 
 // Send runs a turn and waits for its end. A turn that fails or is
@@ -364,7 +339,7 @@ type TurnResult struct {
 // and error set.
 func (c *Client) Send(ctx context.Context, branch messages.BranchID, text string) (TurnResult, error) {
 	var out TurnResult
-	err := c.do(ctx, "POST", "/v1/branches/"+branch.String()+"/turns", map[string]string{"text": text}, &out)
+	err := c.do(ctx, "POST", "/v1/branches/"+branch.String()+"/turns", api.TurnRequest{Text: text}, &out)
 	var e *Error
 	if errors.As(err, &e) && !e.Turn.IsZero() {
 		te := &TurnError{Turn: e.Turn, Phase: messages.PhaseFailed, Outcome: messages.FailedOutcome(e.Code, e.Message),
@@ -375,26 +350,6 @@ func (c *Client) Send(ctx context.Context, branch messages.BranchID, text string
 	return out, err
 }
 
-// Event is one event of a streamed turn: Type "turn", "delta", "item" or
-// "done", with the fields that type carries.
-type Event struct {
-	Type      string
-	Turn      messages.TurnID
-	Text      string          // delta
-	Item      json.RawMessage // item: a tool call or output
-	Displayed uint64          // delta, item, done: the turn's journal bytes shown so far
-	Durable   uint64          // and of those, fsynced
-	// TextDisplayed is the bytes of the turn's text shown so far,
-	// TextDurable those whose journal records are fsynced: the TUI's
-	// "Stream: durable/displayed" (SRD §13.3).
-	TextDisplayed, TextDurable uint64
-
-	Phase   messages.TurnPhase   // done
-	Outcome messages.StepOutcome // done
-	Error   string               // done, of a failed turn: why
-	Code    string               // done, of a failed turn: the outcome's code (CodeContextTooLarge…)
-}
-
 // Stream runs a turn and calls fn with each of its events as the server
 // sends them; it returns the turn's result at the end. An error from fn
 // stops reading (the turn goes on on the server). A turn that fails or
@@ -402,7 +357,7 @@ type Event struct {
 // *TurnError saying why.
 func (c *Client) Stream(ctx context.Context, branch messages.BranchID, text string, fn func(Event) error) (TurnResult, error) {
 	resp, err := c.request(ctx, "POST", "/v1/branches/"+branch.String()+"/turns",
-		map[string]any{"text": text, "stream": true}, "text/event-stream")
+		api.TurnRequest{Text: text, Stream: true}, "text/event-stream")
 	if err != nil {
 		return TurnResult{}, err
 	}
@@ -490,96 +445,11 @@ func (c *Client) Stream(ctx context.Context, branch messages.BranchID, text stri
 	return res, nil
 }
 
-// TurnInfo is a turn's lifecycle row, its provider steps and the
-// chunks it was indexed into.
-type TurnInfo struct {
-	persistence.TurnRow
-	Steps []StepInfo `json:"steps"`
-	// Chunks are the retrieval chunks the turn was cut into, in reading
-	// order (its message's, then its reply's; tool results after the
-	// text of their message). Empty until the turn is indexed, which
-	// comes after its state commits: a pending turn has none yet.
-	Chunks []ChunkInfo `json:"chunks"`
-	// Partial is set when a crash cut the turn's step off: the output
-	// recovered for it, to show labeled incomplete.
-	Partial *PartialOutput `json:"partial,omitempty"`
-	// System, Tools, ToolMode, ToolChoice and Params are what the turn's
-	// model was given beside the messages, as its first provider step
-	// recorded it: an API client's system prompt (the runtime's
-	// instructions follow it; "" for a turn of the runtime's own), the
-	// tools offered (the runtime's, then the client's), the tool mode
-	// and choice, and the client's generation settings. None for a turn
-	// whose first step recorded nothing (it failed before one ran).
-	System     string              `json:"system,omitempty"`
-	Tools      []messages.Tool     `json:"tools,omitempty"`
-	ToolMode   messages.ToolMode   `json:"tool_mode,omitempty"`
-	ToolChoice messages.ToolChoice `json:"tool_choice,omitzero"`
-	Params     messages.GenParams  `json:"params,omitzero"`
-}
-
-// PartialOutput is the output of a provider step a crash cut off,
-// recovered from its stream journal (SRD §13.4). Incomplete is always
-// true: a client shows it labeled so. It is not in the transcript.
-type PartialOutput struct {
-	Step       messages.StepID `json:"step"`
-	Text       string          `json:"text"`
-	Incomplete bool            `json:"incomplete"`
-	// Displayed is the journal's bytes on disk (at least these were
-	// shown), Durable those of its complete lines.
-	Displayed uint64 `json:"displayed"`
-	Durable   uint64 `json:"durable"`
-}
-
-// ChunkInfo is a retrieval chunk of a turn: its text, where the text is
-// from (the message Node, bytes Start to End of its rendered text; 0 and
-// 0 for a tool's result, which that text does not hold) and what the
-// indexer made of it.
-type ChunkInfo struct {
-	ID       messages.ChunkID   `json:"id"`
-	Seq      uint64             `json:"seq"` // the turn's number on the branch that indexed it
-	Node     messages.TurnID    `json:"node"`
-	Start    int                `json:"start"`
-	End      int                `json:"end"`
-	Type     messages.ChunkType `json:"type"`
-	Text     string             `json:"text"`
-	Summary  string             `json:"summary"`
-	TokenEst int                `json:"token_est"`
-}
-
-// StepInfo is one provider step of a turn: what it ran on, how it ended,
-// the tokens the provider reported and the journal's byte counts.
-type StepInfo struct {
-	ID           messages.StepID      `json:"id"`
-	Index        uint32               `json:"index"`
-	Provider     string               `json:"provider"`
-	Model        string               `json:"model"`
-	Outcome      messages.StepOutcome `json:"outcome"`
-	InputTokens  int                  `json:"input_tokens,omitempty"`
-	OutputTokens int                  `json:"output_tokens,omitempty"`
-	// CacheReadTokens and CacheWriteTokens are the part of InputTokens
-	// the provider read from and wrote to its prompt cache.
-	CacheReadTokens  int    `json:"cache_read_input_tokens,omitempty"`
-	CacheWriteTokens int    `json:"cache_creation_input_tokens,omitempty"`
-	Displayed        uint64 `json:"displayed"`
-	Durable          uint64 `json:"durable"`
-	// Interrupted: a crash cut the step off; recovery wrote its row.
-	Interrupted bool `json:"interrupted,omitempty"`
-}
-
 // Turn returns a turn of the branch: its phase, reply and steps.
 func (c *Client) Turn(ctx context.Context, branch messages.BranchID, turn messages.TurnID) (TurnInfo, error) {
 	var out TurnInfo
 	err := c.do(ctx, "GET", "/v1/branches/"+branch.String()+"/turns/"+turn.String(), nil, &out)
 	return out, err
-}
-
-// PendingTurn is a turn whose response is final but not yet folded into
-// the branch's summary: the next contexts carry it verbatim.
-type PendingTurn struct {
-	Turn  messages.TurnID    `json:"turn"`
-	Seq   uint64             `json:"seq"`
-	Phase messages.TurnPhase `json:"phase"`
-	Reply messages.TurnID    `json:"reply,omitzero"`
 }
 
 // Pending returns the branch's pending turns, oldest first.
@@ -602,37 +472,6 @@ func (c *Client) Export(ctx context.Context, session messages.SessionID, w io.Wr
 	defer resp.Body.Close()
 	_, err = io.Copy(w, resp.Body)
 	return err
-}
-
-// Imported is a session made from an export.
-type Imported struct {
-	Session  Session `json:"session"`
-	Branch   Branch  `json:"branch"`   // the session's active branch
-	Branches int     `json:"branches"` // the branches imported
-	Turns    int     `json:"turns"`    // the turns imported, on all branches
-	States   int     `json:"states"`   // the states imported, on all branches
-}
-
-// Deleted is what a delete removed, for good (DELETE /v1/sessions/{id}
-// and /v1/branches/{id}): once it is answered, no file of the server's
-// data dir holds a byte of the deleted content (docs/SECURITY.md).
-type Deleted struct {
-	Session  messages.SessionID  `json:"session"`
-	Branches []messages.BranchID `json:"branches"` // the branches deleted
-	Nodes    int                 `json:"nodes"`    // transcript nodes (messages) deleted
-	Turns    int                 `json:"turns"`
-	Blobs    int                 `json:"blobs"` // payloads no other turn referenced
-	Chunks   int                 `json:"chunks"`
-	Steps    int                 `json:"steps"`    // provider steps (requests and responses)
-	Journals int                 `json:"journals"` // stream journal files removed
-	Keys     int                 `json:"keys"`     // store keys dropped, every version counted
-	// ValueLogPending: a deleted value of 64 KiB or more
-	// (store.value_threshold_bytes) is still in the store's value log,
-	// because a read under way held the store open beyond 5 s; the file
-	// is rewritten at the next start.
-	ValueLogPending bool    `json:"value_log_pending"`
-	TookMS          float64 `json:"took_ms"`  // the whole delete
-	ScrubMS         float64 `json:"scrub_ms"` // the part during which the store's writes waited
 }
 
 // DeleteSession deletes a session and every branch of it, for good: its
@@ -671,17 +510,6 @@ func (c *Client) Cancel(ctx context.Context, branch messages.BranchID) error {
 	return c.do(ctx, "POST", "/v1/branches/"+branch.String()+"/cancel", nil, nil)
 }
 
-// HistoryEntry is one message of a transcript.
-type HistoryEntry struct {
-	Node    messages.TurnID  `json:"node"`
-	Depth   uint64           `json:"depth"`
-	Message messages.Message `json:"message"`
-	// PartialReply, on a user message whose turn a crash interrupted, is
-	// the output recovered for its reply: incomplete, not in the
-	// transcript.
-	PartialReply *PartialOutput `json:"partial_reply,omitempty"`
-}
-
 // History returns up to limit messages of the branch's transcript before
 // node before (zero: up to the head), oldest first, and the cursor of the
 // page before them (zero at the start).
@@ -690,18 +518,19 @@ func (c *Client) History(ctx context.Context, branch messages.BranchID, before m
 	if !before.IsZero() {
 		q.Set("before", before.String())
 	}
-	var out struct {
-		Entries []HistoryEntry
-		Before  messages.TurnID
-	}
+	var out api.History
 	err := c.do(ctx, "GET", "/v1/branches/"+branch.String()+"/history?"+q.Encode(), nil, &out)
-	return out.Entries, out.Before, err
+	var page messages.TurnID
+	if out.Before != nil {
+		page = *out.Before
+	}
+	return out.Entries, page, err
 }
 
 // Pin is a fact pinned on a branch: ID (what Unpin and EditPin take),
 // Fact, and the branch's turn_seq (Seq) and time (At) when it was pinned
 // or last edited.
-type Pin = messages.PinnedFact
+type Pin = api.Pin
 
 // Pin pins a fact: kept verbatim in every later context of the branch,
 // until it is unpinned. It returns the pin; a fact pinned already
@@ -710,7 +539,7 @@ type Pin = messages.PinnedFact
 // naming the limit.
 func (c *Client) Pin(ctx context.Context, branch messages.BranchID, fact string) (Pin, error) {
 	var out Pin
-	err := c.do(ctx, "POST", "/v1/branches/"+branch.String()+"/pins", map[string]string{"fact": fact}, &out)
+	err := c.do(ctx, "POST", "/v1/branches/"+branch.String()+"/pins", api.PinRequest{Fact: fact}, &out)
 	return out, err
 }
 
@@ -731,7 +560,7 @@ func (c *Client) Unpin(ctx context.Context, branch messages.BranchID, id uint64)
 // returns the pin. The limits of Pin apply.
 func (c *Client) EditPin(ctx context.Context, branch messages.BranchID, id uint64, fact string) (Pin, error) {
 	var out Pin
-	err := c.do(ctx, "PUT", "/v1/branches/"+branch.String()+"/pins/"+strconv.FormatUint(id, 10), map[string]string{"fact": fact}, &out)
+	err := c.do(ctx, "PUT", "/v1/branches/"+branch.String()+"/pins/"+strconv.FormatUint(id, 10), api.PinRequest{Fact: fact}, &out)
 	return out, err
 }
 
@@ -743,7 +572,7 @@ func (c *Client) Commit(ctx context.Context, branch messages.BranchID) error {
 // Reindex runs indexing again over the branch's committed turns; it
 // returns the chunks inserted and those already indexed.
 func (c *Client) Reindex(ctx context.Context, branch messages.BranchID) (inserted, skipped int, err error) {
-	var out struct{ Inserted, Skipped int }
+	var out api.Reindexed
 	err = c.do(ctx, "POST", "/v1/branches/"+branch.String()+"/reindex", nil, &out)
 	return out.Inserted, out.Skipped, err
 }
@@ -751,9 +580,9 @@ func (c *Client) Reindex(ctx context.Context, branch messages.BranchID) (inserte
 // Search runs the hybrid retrieval of the branch (k hits; 0 is the
 // server's default); with force, the hits go into the next turn.
 func (c *Client) Search(ctx context.Context, branch messages.BranchID, query string, k int, force bool) ([]Hit, error) {
-	var out struct{ Hits []Hit }
+	var out api.SearchResult
 	err := c.do(ctx, "POST", "/v1/branches/"+branch.String()+"/search",
-		map[string]any{"query": query, "k": k, "force": force}, &out)
+		api.SearchRequest{Query: query, K: k, Force: force}, &out)
 	return out.Hits, err
 }
 
@@ -769,14 +598,11 @@ type SearchOptions struct {
 // SearchWith is Search with options; it also returns how many chunks were
 // forced into the next turn.
 func (c *Client) SearchWith(ctx context.Context, branch messages.BranchID, query string, o SearchOptions) ([]Hit, int, error) {
-	in := map[string]any{"query": query, "k": o.K, "force": o.Force}
-	if len(o.Chunks) > 0 {
-		in["chunks"] = o.Chunks
+	in := api.SearchRequest{Query: query, K: o.K, Force: o.Force}
+	for _, id := range o.Chunks {
+		in.Chunks = append(in.Chunks, id.String())
 	}
-	var out struct {
-		Hits   []Hit
-		Forced int
-	}
+	var out api.SearchResult
 	err := c.do(ctx, "POST", "/v1/branches/"+branch.String()+"/search", in, &out)
 	return out.Hits, out.Forced, err
 }
@@ -798,13 +624,6 @@ func (c *Client) NextContext(ctx context.Context, branch messages.BranchID, text
 
 // URL is the server's base URL.
 func (c *Client) URL() string { return c.base }
-
-// Model is a model a branch can select (Models).
-type Model struct {
-	ID      string `json:"id"`       // its name in the server's config; "default" for the branches' default
-	OwnedBy string `json:"owned_by"` // its provider
-	ModelID string `json:"model_id"` // the provider's id of the model
-}
 
 // Models lists the models a branch can select: "default" first, then
 // each configured model.
@@ -844,29 +663,7 @@ func (c *Client) Context(ctx context.Context, branch messages.BranchID, turn mes
 // SelectModel selects the model of the branch's next turns by its name
 // in the server's config.
 func (c *Client) SelectModel(ctx context.Context, branch messages.BranchID, model string) error {
-	return c.do(ctx, "PUT", "/v1/branches/"+branch.String()+"/model", map[string]string{"model": model}, nil)
-}
-
-// Retention is a session's retention (GET and PUT
-// /v1/sessions/{id}/retention): the retention job deletes the session,
-// for good, once it has been idle (no turn, fork or pin) that long.
-// Durations are written "30d" (whole days), as Go durations ("36h") or
-// "0" (kept forever).
-type Retention struct {
-	Session messages.SessionID `json:"session"`
-	// Own is the session's own retention; nil when it has none and its
-	// tenant's (or the server's) applies.
-	Own *string `json:"own"`
-	// Idle is the retention that applies, from Source: "session",
-	// "tenant" or "default" (the server's retention.idle).
-	Idle   string `json:"idle"`
-	Source string `json:"source"`
-	// LastActivity is the session's last turn, fork or pin; Expires when
-	// the job may delete it (absent when it is kept forever). InFlight:
-	// a turn is under way (the session is not idle).
-	LastActivity time.Time  `json:"last_activity"`
-	Expires      *time.Time `json:"expires,omitempty"`
-	InFlight     bool       `json:"in_flight"`
+	return c.do(ctx, "PUT", "/v1/branches/"+branch.String()+"/model", api.SelectModelRequest{Model: model}, nil)
 }
 
 // Retention returns session id's retention and last activity.
@@ -880,6 +677,6 @@ func (c *Client) Retention(ctx context.Context, id messages.SessionID) (Retentio
 // forever); nil returns it to its tenant's.
 func (c *Client) SetRetention(ctx context.Context, id messages.SessionID, idle *string) (Retention, error) {
 	var out Retention
-	err := c.do(ctx, "PUT", "/v1/sessions/"+id.String()+"/retention", map[string]*string{"idle": idle}, &out)
+	err := c.do(ctx, "PUT", "/v1/sessions/"+id.String()+"/retention", api.RetentionRequest{Idle: idle}, &out)
 	return out, err
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/contextinfinity/ctxinf/actors"
+	"github.com/contextinfinity/ctxinf/api"
 	"github.com/contextinfinity/ctxinf/client"
 	"github.com/contextinfinity/ctxinf/internal/core"
 	"github.com/contextinfinity/ctxinf/internal/server"
@@ -334,7 +335,7 @@ func TestClientPins(t *testing.T) {
 		}
 	}
 	var ce *client.Error
-	if _, err := c.Pin(ctx, b.ID, "a third"); !errors.As(err, &ce) || ce.Status != 400 || ce.Code != server.CodeInvalid ||
+	if _, err := c.Pin(ctx, b.ID, "a third"); !errors.As(err, &ce) || ce.Status != 400 || ce.Code != api.CodeInvalid ||
 		!strings.Contains(ce.Message, "limit 2 (context.max_pins)") {
 		t.Errorf("a pin over max_pins: %v", err)
 	}

@@ -28,6 +28,7 @@ var layers = []struct {
 }{
 	// Plain data at the bottom.
 	{"messages/...", "messages is plain data", []string{"messages/..."}},
+	{"api/...", "api is the HTTP API's types, plain data", []string{"messages", "api/..."}},
 
 	// Foundations: each imports messages at most, and its own tree.
 	{"internal/core/...", "the core is the deterministic heart", []string{"messages", "internal/core/..."}},
@@ -65,13 +66,13 @@ var layers = []struct {
 	{"internal/tokens/...", "the server's bearer tokens are below the servers", []string{"messages", "persistence/...", "internal/tokens/..."}},
 	{"internal/server/frame", "the frame server is a surface", []string{"messages", "persistence/...", "internal/tokens"}},
 	{"client/frame", "the frame client speaks the frame protocol", []string{"messages", "persistence/...", "internal/server/frame"}},
-	{"client/...", "client is the HTTP API's Go client", []string{"messages", "persistence/...", "actors/...", "client/..."}},
+	{"client/...", "client is the HTTP API's Go client", []string{"messages", "api/...", "client/..."}},
 	{"internal/server/...", "the HTTP server is a surface", []string{
 		"messages", "internal/core", "internal/retrieval", "internal/tokens", "persistence/...",
-		"providers", "actors/...", "client", "internal/server/...",
+		"providers", "actors/...", "api/...", "internal/server/...",
 	}},
 	{"internal/tui/...", "the terminal UI is a surface", []string{
-		"messages", "internal/core", "persistence/...", "actors/...", "client", "internal/tui/...",
+		"messages", "api/...", "internal/tui/...",
 	}},
 	{"internal/cluster/...", "cluster joins servers", []string{
 		"messages", "persistence/...", "actors/...", "internal/server", "internal/cluster/...",

@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/contextinfinity/ctxinf/api"
 )
 
 // The limits of an embeddings request.
@@ -70,7 +72,7 @@ func (s *Server) embeddings(w http.ResponseWriter, r *http.Request) error {
 	}
 	name, vecs, err := s.rt.Embed(r.Context(), texts)
 	if err != nil {
-		return &apiError{Status: http.StatusBadGateway, Code: CodeProvider, Message: "the embedder failed: " + apiMessage(err)}
+		return &apiError{Status: http.StatusBadGateway, Code: api.CodeProvider, Message: "the embedder failed: " + apiMessage(err)}
 	}
 	if d := req.Dimensions; d != nil && *d < dim {
 		for i, v := range vecs {

@@ -8,6 +8,8 @@ import (
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
+
+	"github.com/contextinfinity/ctxinf/api"
 )
 
 // The OpenAI Go SDK's embeddings call works against /v1/embeddings, with
@@ -43,7 +45,7 @@ func TestEmbeddingsWithTheOpenAIClient(t *testing.T) {
 	_, err = oc.Embeddings.New(ctx, openai.EmbeddingNewParams{Model: "any",
 		Input: openai.EmbeddingNewParamsInputUnion{OfArrayOfTokens: []int64{1, 2, 3}}})
 	var ae *openai.Error
-	if !errors.As(err, &ae) || ae.StatusCode != http.StatusBadRequest || ae.Code != CodeInvalid {
+	if !errors.As(err, &ae) || ae.StatusCode != http.StatusBadRequest || ae.Code != api.CodeInvalid {
 		t.Fatalf("token input: %v, want a 400 invalid_request", err)
 	}
 }

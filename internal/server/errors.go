@@ -10,77 +10,35 @@ import (
 	"time"
 
 	"github.com/contextinfinity/ctxinf/actors"
+	"github.com/contextinfinity/ctxinf/api"
 	"github.com/contextinfinity/ctxinf/internal/core"
 	"github.com/contextinfinity/ctxinf/messages"
 	"github.com/contextinfinity/ctxinf/persistence"
 )
 
-// Error codes of the API: stable, one per kind of failure. An error
-// response is {"error": {"code": "...", "message": "..."}} with the
-// status the code implies; the error of a turn that failed also names
-// the turn ("turn"). The proxy's routes answer in the OpenAI API's shape
+// The API's error codes are package api's (api.CodeInvalid…). An error
+// answer is {"error": {"code": "...", "message": "..."}} with the status
+// the code implies; the proxy's routes answer in the OpenAI API's shape
 // instead: {"error": {"message", "type", "param", "code"}}, same status
 // and code.
-const (
-	CodeInvalid        = "invalid_request"        // 400: a field is missing, malformed or out of its limits
-	CodeUnauthorized   = "unauthorized"           // 401: no or a wrong bearer token
-	CodeNotFound       = "not_found"              // 404: no such session, branch, turn, chunk or pin
-	CodeRequestTimeout = "request_timeout"        // 408: the request's body did not arrive within server.read_body_timeout
-	CodeBusy           = "turn_in_flight"         // 409: the branch has a turn in flight; Retry-After says when to try again
-	CodeConflict       = "conflict"               // 409: the request conflicts with the state (nothing to cancel)
-	CodeTooLarge       = "request_too_large"      // 413: the body, or what it would store, is over the limit
-	CodeKeyReused      = "idempotency_key_reused" // 422: the Idempotency-Key was first sent with another request
-	CodeKeyFailed      = "idempotency_key_failed" // 409: the turn first sent with the Idempotency-Key failed in a way a retry may not (interrupted, the provider's 429 or 5xx); send it with a new key
-	CodeOverloaded     = "overloaded"             // 429: too many requests in flight; Retry-After says when to try again
-	CodeUnavailable    = "unavailable"            // 503: recovering, or shutting down
-	CodeTimeout        = "timeout"                // 504: the runtime did not answer in time; "accepted" says whether the request was carried out
-	CodeInternal       = "internal"               // 500
-
-	// The codes of a turn that was accepted and then failed (the turn's
-	// outcome code, messages.Fail*): a turn waited for answers with
-	// them; a streamed one ends with a "done" event whose outcome
-	// carries the code.
-	CodeContextTooLarge = messages.FailContextTooLarge // 422: the context does not fit the model's window, even shrunk; the message names the sections and the keys to change
-	CodeCancelled       = messages.FailCancelled       // 409: the turn was cancelled (POST .../cancel)
-	CodeProvider        = messages.FailProvider        // 502: the model's provider failed (a 5xx after the runtime's retries, a dropped stream)
-	// The model's provider answered with an error whose meaning the
-	// answer keeps (the upstream's status -> ours: turnStatus).
-	CodeProviderRateLimited   = messages.FailProviderRateLimited   // 429: the provider rate limits the server; Retry-After is the provider's
-	CodeProviderRejected      = messages.FailProviderRejected      // 400: the provider refused the request's content; the message is the provider's
-	CodeProviderModelNotFound = messages.FailProviderModelNotFound // 404: the provider does not know the model
-	CodeProviderAuth          = messages.FailProviderAuth          // 502: the provider refused the server's own key for it (not the client's)
-	CodeProviderOverloaded    = messages.FailProviderOverloaded    // 503: the provider stayed overloaded through the runtime's retries
-	CodeInterrupted           = messages.FailInterrupted           // 503: the server stopped or restarted, or the branch failed, during the turn; Retry-After
-	CodeProviderTimeout       = messages.FailProviderTimeout       // 504: the provider took longer than runtime.provider_timeout
-	CodeTurnFailed            = messages.FailTurn                  // 500: the turn failed for another reason, which the message names
-)
 
 // turnStatus is the status of each code a failed turn may end with.
 var turnStatus = map[string]int{
-	CodeContextTooLarge: http.StatusUnprocessableEntity,
-	CodeCancelled:       http.StatusConflict,
-	CodeProvider:        http.StatusBadGateway,
+	api.CodeContextTooLarge: http.StatusUnprocessableEntity,
+	api.CodeCancelled:       http.StatusConflict,
+	api.CodeProvider:        http.StatusBadGateway,
 	// The upstream's status -> ours: 429 -> 429; 400 -> 400; 404 -> 404;
 	// 401/403 -> 502 (the server's key, not the client's); 503/529 ->
-	// 503; another 5xx -> 502 (CodeProvider).
-	CodeProviderRateLimited:   http.StatusTooManyRequests,
-	CodeProviderRejected:      http.StatusBadRequest,
-	CodeProviderModelNotFound: http.StatusNotFound,
-	CodeProviderAuth:          http.StatusBadGateway,
-	CodeProviderOverloaded:    http.StatusServiceUnavailable,
-	CodeInterrupted:           http.StatusServiceUnavailable,
-	CodeProviderTimeout:       http.StatusGatewayTimeout,
-	CodeTurnFailed:            http.StatusInternalServerError,
+	// 503; another 5xx -> 502 (api.CodeProvider).
+	api.CodeProviderRateLimited:   http.StatusTooManyRequests,
+	api.CodeProviderRejected:      http.StatusBadRequest,
+	api.CodeProviderModelNotFound: http.StatusNotFound,
+	api.CodeProviderAuth:          http.StatusBadGateway,
+	api.CodeProviderOverloaded:    http.StatusServiceUnavailable,
+	api.CodeInterrupted:           http.StatusServiceUnavailable,
+	api.CodeProviderTimeout:       http.StatusGatewayTimeout,
+	api.CodeTurnFailed:            http.StatusInternalServerError,
 }
-
-// CodeMethodNotAllowed (405) answers a method a path is not served for;
-// Allow names the methods it is.
-const CodeMethodNotAllowed = "method_not_allowed"
-
-// CodeNoSpace (507) says the store's disk is short of free space
-// (store.min_free_bytes): new turns and sessions are refused, reads go on,
-// and writes resume by themselves once space is freed.
-const CodeNoSpace = "insufficient_storage"
 
 // apiError is an error with its code and status; Turn names the turn
 // that failed, if the error is a turn's.
@@ -109,11 +67,11 @@ type apiError struct {
 // runtime retried the provider already, or the same request fails
 // again. A rate limit is the client's to retry, when Retry-After says.
 var noRetry = map[string]bool{
-	CodeProvider:              true,
-	CodeProviderRejected:      true,
-	CodeProviderModelNotFound: true,
-	CodeProviderAuth:          true,
-	CodeProviderOverloaded:    true,
+	api.CodeProvider:              true,
+	api.CodeProviderRejected:      true,
+	api.CodeProviderModelNotFound: true,
+	api.CodeProviderAuth:          true,
+	api.CodeProviderOverloaded:    true,
 }
 
 // turnFailed is the error of a turn that ended as last (Done), or nil if
@@ -122,7 +80,7 @@ var noRetry = map[string]bool{
 func turnFailed(turn messages.TurnID, last actors.Update) *apiError {
 	switch {
 	case !last.Done:
-		return &apiError{Status: http.StatusServiceUnavailable, Code: CodeUnavailable,
+		return &apiError{Status: http.StatusServiceUnavailable, Code: api.CodeUnavailable,
 			Message: "the client went away before the turn ended; it goes on", Turn: turn}
 	case last.Phase != messages.PhaseFailed:
 		return nil
@@ -131,7 +89,7 @@ func turnFailed(turn messages.TurnID, last actors.Update) *apiError {
 	if last.Repeat && retryable[out.Code] {
 		// Its answer invited a retry; under the same key the turn stays
 		// what it was, so that retry could never succeed.
-		return &apiError{Status: http.StatusConflict, Code: CodeKeyFailed, Turn: turn, NoRetry: true,
+		return &apiError{Status: http.StatusConflict, Code: api.CodeKeyFailed, Turn: turn, NoRetry: true,
 			Message: fmt.Sprintf("the turn first sent with this Idempotency-Key failed (%s: %s), and a repeat under the key "+
 				"answers that turn: send the request again with a new Idempotency-Key", out.Code, out.Message)}
 	}
@@ -143,11 +101,11 @@ func turnFailed(turn messages.TurnID, last actors.Update) *apiError {
 // the same request may succeed later (the cause was a stop, a restart, or
 // the provider's state).
 var retryable = map[string]bool{
-	CodeInterrupted:         true,
-	CodeProviderRateLimited: true,
-	CodeProviderOverloaded:  true,
-	CodeProviderTimeout:     true,
-	CodeProvider:            true,
+	api.CodeInterrupted:         true,
+	api.CodeProviderRateLimited: true,
+	api.CodeProviderOverloaded:  true,
+	api.CodeProviderTimeout:     true,
+	api.CodeProvider:            true,
 }
 
 // failedOutcome is the outcome of failed turn last, with a kind, a code
@@ -158,7 +116,7 @@ func failedOutcome(last actors.Update) messages.StepOutcome {
 		out = messages.FailedOutcome("", last.Err)
 	}
 	if _, ok := turnStatus[out.Code]; !ok {
-		out.Code = CodeTurnFailed
+		out.Code = api.CodeTurnFailed
 	}
 	if out.Message == "" {
 		out.Message = last.Err
@@ -172,11 +130,11 @@ func failedOutcome(last actors.Update) messages.StepOutcome {
 func (e *apiError) Error() string { return e.Code + ": " + e.Message }
 
 func invalid(format string, args ...any) error {
-	return &apiError{Status: http.StatusBadRequest, Code: CodeInvalid, Message: fmt.Sprintf(format, args...)}
+	return &apiError{Status: http.StatusBadRequest, Code: api.CodeInvalid, Message: fmt.Sprintf(format, args...)}
 }
 
 func notFound(format string, args ...any) error {
-	return &apiError{Status: http.StatusNotFound, Code: CodeNotFound, Message: fmt.Sprintf(format, args...)}
+	return &apiError{Status: http.StatusNotFound, Code: api.CodeNotFound, Message: fmt.Sprintf(format, args...)}
 }
 
 // classify maps an error of the runtime to the API's code and status,
@@ -191,46 +149,46 @@ func classify(err error) *apiError {
 	case errors.As(err, &ae):
 		return ae
 	case errors.As(err, &mbe):
-		return &apiError{Status: http.StatusRequestEntityTooLarge, Code: CodeTooLarge, Message: fmt.Sprintf("body: over the limit of %d bytes (server.max_body_bytes)", mbe.Limit)}
+		return &apiError{Status: http.StatusRequestEntityTooLarge, Code: api.CodeTooLarge, Message: fmt.Sprintf("body: over the limit of %d bytes (server.max_body_bytes)", mbe.Limit)}
 	case errors.As(err, &busy):
-		return &apiError{Status: http.StatusConflict, Code: CodeBusy, Message: busyMessage(busy)}
+		return &apiError{Status: http.StatusConflict, Code: api.CodeBusy, Message: busyMessage(busy)}
 	case errors.As(err, &unknownModel):
-		return &apiError{Status: http.StatusBadRequest, Code: CodeInvalid, Message: unknownModelMessage(unknownModel)}
+		return &apiError{Status: http.StatusBadRequest, Code: api.CodeInvalid, Message: unknownModelMessage(unknownModel)}
 	case errors.As(err, &te):
-		ae := &apiError{Status: http.StatusGatewayTimeout, Code: CodeTimeout, Message: apiMessage(err), Turn: te.Turn, timeout: true}
+		ae := &apiError{Status: http.StatusGatewayTimeout, Code: api.CodeTimeout, Message: apiMessage(err), Turn: te.Turn, timeout: true}
 		if te.Accepted != actors.AcceptedUnknown {
 			ae.Accepted = new(te.Accepted == actors.AcceptedYes)
 		}
 		return ae
 	}
-	ae = &apiError{Status: http.StatusInternalServerError, Code: CodeInternal, Message: apiMessage(err)}
+	ae = &apiError{Status: http.StatusInternalServerError, Code: api.CodeInternal, Message: apiMessage(err)}
 	switch {
 	case errors.Is(err, persistence.ErrTooLarge):
-		ae.Status, ae.Code = http.StatusRequestEntityTooLarge, CodeTooLarge
+		ae.Status, ae.Code = http.StatusRequestEntityTooLarge, api.CodeTooLarge
 	case errors.Is(err, core.ErrBusy):
-		ae.Status, ae.Code = http.StatusConflict, CodeBusy
+		ae.Status, ae.Code = http.StatusConflict, api.CodeBusy
 	case errors.Is(err, actors.ErrNoTurnInFlight), errors.Is(err, actors.ErrHasForks), errors.Is(err, actors.ErrFirstBranch),
 		errors.Is(err, persistence.ErrInUse):
-		ae.Status, ae.Code = http.StatusConflict, CodeConflict
+		ae.Status, ae.Code = http.StatusConflict, api.CodeConflict
 	case errors.Is(err, persistence.ErrNotFound), errors.Is(err, core.ErrNotCreated), errors.Is(err, actors.ErrNoRecipe),
 		errors.Is(err, core.ErrNoPin):
-		ae.Status, ae.Code = http.StatusNotFound, CodeNotFound
+		ae.Status, ae.Code = http.StatusNotFound, api.CodeNotFound
 	case errors.Is(err, actors.ErrKeyReused):
-		ae.Status, ae.Code = http.StatusUnprocessableEntity, CodeKeyReused
+		ae.Status, ae.Code = http.StatusUnprocessableEntity, api.CodeKeyReused
 	case errors.Is(err, persistence.ErrInvalidArgument), errors.Is(err, core.ErrInvalid), errors.Is(err, actors.ErrUnknownModel),
 		errors.Is(err, actors.ErrNotForkable), errors.Is(err, core.ErrDuplicate), errors.Is(err, messages.ErrInvalidID):
-		ae.Status, ae.Code = http.StatusBadRequest, CodeInvalid
+		ae.Status, ae.Code = http.StatusBadRequest, api.CodeInvalid
 	case errors.Is(err, persistence.ErrNoSpace):
-		ae.Status, ae.Code = http.StatusInsufficientStorage, CodeNoSpace
+		ae.Status, ae.Code = http.StatusInsufficientStorage, api.CodeNoSpace
 	case errors.Is(err, actors.ErrTimeout):
-		ae.Status, ae.Code = http.StatusGatewayTimeout, CodeTimeout
+		ae.Status, ae.Code = http.StatusGatewayTimeout, api.CodeTimeout
 	case errors.Is(err, actors.ErrBranchStopped), errors.Is(err, actors.ErrInterrupted), errors.Is(err, persistence.ErrClosed),
 		errors.Is(err, actors.ErrNotOwner):
-		ae.Status, ae.Code = http.StatusServiceUnavailable, CodeUnavailable
+		ae.Status, ae.Code = http.StatusServiceUnavailable, api.CodeUnavailable
 	case errors.Is(err, persistence.ErrUnavailable):
 		// The driver's text names the database's address and user: the
 		// server's log has it (Server.instrument), the client not.
-		ae.Status, ae.Code, ae.Message = http.StatusServiceUnavailable, CodeUnavailable, unavailableMessage
+		ae.Status, ae.Code, ae.Message = http.StatusServiceUnavailable, api.CodeUnavailable, unavailableMessage
 	default:
 		// Not an error the API knows: its text is the server's business
 		// (Server.instrument logs it), not the client's.
@@ -352,10 +310,10 @@ func writeError(w http.ResponseWriter, r *http.Request, err error) {
 	switch {
 	case ae.RetryAfter > 0:
 		setRetryAfter(w.Header(), ae.RetryAfter)
-	case ae.NoRetry || ae.Code == CodeProviderRateLimited:
+	case ae.NoRetry || ae.Code == api.CodeProviderRateLimited:
 		// Not to be retried, or the provider said not when (the
 		// client's SDK backs off as it does).
-	case ae.Status == http.StatusTooManyRequests || ae.Status == http.StatusServiceUnavailable || ae.Code == CodeBusy:
+	case ae.Status == http.StatusTooManyRequests || ae.Status == http.StatusServiceUnavailable || ae.Code == api.CodeBusy:
 		w.Header().Set("Retry-After", "1")
 	}
 	if ae.NoRetry {
@@ -406,7 +364,7 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	data, err := json.Marshal(v)
 	if err != nil {
 		status = http.StatusInternalServerError
-		data, _ = json.Marshal(map[string]any{"error": map[string]string{"code": CodeInternal,
+		data, _ = json.Marshal(map[string]any{"error": map[string]string{"code": api.CodeInternal,
 			"message": "encode the answer: " + err.Error()}})
 	}
 	w.Header().Set("Content-Type", "application/json")

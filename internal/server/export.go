@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/contextinfinity/ctxinf/actors"
-	"github.com/contextinfinity/ctxinf/client"
+	"github.com/contextinfinity/ctxinf/api"
 	"github.com/contextinfinity/ctxinf/internal/core"
 	"github.com/contextinfinity/ctxinf/messages"
 	"github.com/contextinfinity/ctxinf/persistence"
@@ -256,7 +256,7 @@ func (s *Server) imported(w http.ResponseWriter, r *http.Request, row persistenc
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusCreated, client.Imported{Session: sess, Branch: b, Turns: row.Count})
+	writeJSON(w, http.StatusCreated, api.Imported{Session: Session(sess), Branch: Branch(b), Turns: row.Count})
 	return nil
 }
 
@@ -275,8 +275,8 @@ func (s *Server) importLineLimit() int {
 // importExport imports the export body; key, if not nil, gives the
 // idempotency key's row committed with the session (its session, branch
 // and count filled in).
-func (s *Server) importExport(ctx context.Context, body io.Reader, key func() (*persistence.IdempotencyRow, error)) (client.Imported, error) {
-	var out client.Imported
+func (s *Server) importExport(ctx context.Context, body io.Reader, key func() (*persistence.IdempotencyRow, error)) (api.Imported, error) {
+	var out api.Imported
 	lr := &lineReader{br: bufio.NewReaderSize(body, 64<<10), limit: s.importLineLimit(), sum: sha256.New()}
 	line, err := lr.next()
 	if errors.Is(err, io.EOF) {
@@ -334,7 +334,7 @@ func (s *Server) importExport(ctx context.Context, body io.Reader, key func() (*
 		return out, err
 	}
 	committed = true
-	out.Session, out.Branch, out.Branches = sess, im.Branches()[active], len(im.Branches())
+	out.Session, out.Branch, out.Branches = Session(sess), Branch(im.Branches()[active]), len(im.Branches())
 	return out, nil
 }
 
@@ -371,7 +371,7 @@ func (b *batch) flush(ctx context.Context) error {
 	return nil
 }
 
-func (s *Server) importV2(ctx context.Context, lr *lineReader, im *actors.SessionImport, out *client.Imported) (int, error) {
+func (s *Server) importV2(ctx context.Context, lr *lineReader, im *actors.SessionImport, out *api.Imported) (int, error) {
 	b := &batch{im: im}
 	headDone := true
 	for {
@@ -528,7 +528,7 @@ const importV1Pending = 256
 // importV1 reads the messages of format 1 into the session's one
 // branch: each user message and the assistant messages after it are a
 // turn.
-func (s *Server) importV1(ctx context.Context, lr *lineReader, im *actors.SessionImport, out *client.Imported) error {
+func (s *Server) importV1(ctx context.Context, lr *lineReader, im *actors.SessionImport, out *api.Imported) error {
 	if _, err := im.AddBranch(ctx, actors.ExportBranch{Label: "main", Parent: -1}); err != nil {
 		return err
 	}
@@ -623,7 +623,7 @@ func (lr *lineReader) next() ([]byte, error) {
 	for {
 		chunk, err := lr.br.ReadSlice('\n')
 		if len(lr.buf)+len(chunk) > lr.limit {
-			return nil, &apiError{Status: http.StatusRequestEntityTooLarge, Code: CodeTooLarge, Message: fmt.Sprintf(
+			return nil, &apiError{Status: http.StatusRequestEntityTooLarge, Code: api.CodeTooLarge, Message: fmt.Sprintf(
 				"line %d: over the limit of %d bytes for a line (two messages of store.max_payload_bytes, and 64 KiB)", lr.n+1, lr.limit)}
 		}
 		lr.buf = append(lr.buf, chunk...)

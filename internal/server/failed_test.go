@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/contextinfinity/ctxinf/actors"
+	"github.com/contextinfinity/ctxinf/api"
 	"github.com/contextinfinity/ctxinf/messages"
 	"github.com/contextinfinity/ctxinf/persistence"
 	"github.com/contextinfinity/ctxinf/providers"
@@ -90,13 +91,13 @@ func TestFailedTurnsSayWhy(t *testing.T) {
 		wantKind  messages.OutcomeKind
 		wantReply bool
 	}{
-		{"context too large", fake.New(), huge, 422, CodeContextTooLarge,
+		{"context too large", fake.New(), huge, 422, api.CodeContextTooLarge,
 			[]string{"context too large", "user ", "context_limit"}, messages.OutcomeFailed, false},
-		{"provider 401", fake.New(fake.Step{Err: unauthorized}), "hello", 502, CodeProviderAuth,
+		{"provider 401", fake.New(fake.Step{Err: unauthorized}), "hello", 502, api.CodeProviderAuth,
 			[]string{"status 401", "invalid api key"}, messages.OutcomeFailed, false},
 		{"provider failed outcome", fake.New(fake.Step{Reply: "half an answer",
 			Outcome: messages.StepOutcome{Kind: messages.OutcomeFailed, Code: "server_error", Message: "the model crashed"}}),
-			"hello", 502, CodeProvider, []string{"server_error", "the model crashed"}, messages.OutcomeFailed, true},
+			"hello", 502, api.CodeProvider, []string{"server_error", "the model crashed"}, messages.OutcomeFailed, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ts, b := failingServer(t, tc.f)
@@ -177,7 +178,7 @@ func TestCancelledTurnSaysSo(t *testing.T) {
 			if resp.StatusCode == 202 {
 				return nil
 			}
-			if resp.StatusCode != 409 || e.Error.Code != CodeConflict || time.Now().After(deadline) {
+			if resp.StatusCode != 409 || e.Error.Code != api.CodeConflict || time.Now().After(deadline) {
 				return fmt.Errorf("cancel: %d %+v", resp.StatusCode, e)
 			}
 			time.Sleep(5 * time.Millisecond) // poll: the step starts on its own
@@ -207,11 +208,11 @@ func TestCancelledTurnSaysSo(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := <-got
-	if r.st != 409 || r.e.Error.Code != CodeCancelled || !strings.Contains(r.e.Error.Message, "cancelled") || r.e.Error.Turn.IsZero() {
+	if r.st != 409 || r.e.Error.Code != api.CodeCancelled || !strings.Contains(r.e.Error.Message, "cancelled") || r.e.Error.Turn.IsZero() {
 		t.Fatalf("cancelled turn = %d %+v, want 409 cancelled", r.st, r.e)
 	}
 	var row persistence.TurnRow
-	if ts.call(t, "GET", b+"/turns/"+r.e.Error.Turn.String(), nil, &row); row.Outcome != "cancelled" || row.Code != CodeCancelled {
+	if ts.call(t, "GET", b+"/turns/"+r.e.Error.Turn.String(), nil, &row); row.Outcome != "cancelled" || row.Code != api.CodeCancelled {
 		t.Errorf("turn row outcome %q code %q, want cancelled", row.Outcome, row.Code)
 	}
 
@@ -229,7 +230,7 @@ func TestCancelledTurnSaysSo(t *testing.T) {
 	}
 	var done doneEvent
 	if err := json.Unmarshal([]byte(evs[len(evs)-1].data), &done); err != nil || done.Phase != messages.PhaseFailed ||
-		done.Outcome.Kind != messages.OutcomeCancelled || done.Code != CodeCancelled || done.Error != "cancelled" {
+		done.Outcome.Kind != messages.OutcomeCancelled || done.Code != api.CodeCancelled || done.Error != "cancelled" {
 		t.Fatalf("done = %+v, %v; want cancelled", done, err)
 	}
 }
@@ -241,7 +242,7 @@ func TestWriteJSONNeverAnswersEmpty(t *testing.T) {
 	rec := httptest.NewRecorder()
 	writeJSON(rec, http.StatusOK, map[string]any{"outcome": messages.StepOutcome{}})
 	var e apiErr
-	if rec.Code != 500 || json.Unmarshal(rec.Body.Bytes(), &e) != nil || e.Error.Code != CodeInternal ||
+	if rec.Code != 500 || json.Unmarshal(rec.Body.Bytes(), &e) != nil || e.Error.Code != api.CodeInternal ||
 		!strings.Contains(e.Error.Message, "step outcome(0)") {
 		t.Errorf("writeJSON(zero outcome) = %d %q, want 500 internal", rec.Code, rec.Body.String())
 	}

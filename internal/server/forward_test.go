@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/contextinfinity/ctxinf/actors"
+	"github.com/contextinfinity/ctxinf/api"
 	"github.com/contextinfinity/ctxinf/messages"
 )
 
@@ -78,7 +79,7 @@ func TestForwardToOwner(t *testing.T) {
 
 	var e struct{ Error struct{ Code string } }
 	if code := ts.call(t, "POST", "/v1/branches/"+created.Branch.ID+"/turns", body, &e, ForwardedHeader, "127.0.0.1:1"); code != http.StatusServiceUnavailable ||
-		e.Error.Code != CodeUnavailable {
+		e.Error.Code != api.CodeUnavailable {
 		t.Fatalf("a forwarded request for a session not owned here: %d %q, want 503 unavailable", code, e.Error.Code)
 	}
 	// Its answer names the owner this member sees, so that the member

@@ -10,7 +10,7 @@ import (
 	"strings"
 
 	"github.com/contextinfinity/ctxinf/actors"
-	"github.com/contextinfinity/ctxinf/client"
+	"github.com/contextinfinity/ctxinf/api"
 	"github.com/contextinfinity/ctxinf/internal/retrieval"
 	"github.com/contextinfinity/ctxinf/messages"
 	"github.com/contextinfinity/ctxinf/persistence"
@@ -48,9 +48,7 @@ func idempotencyKey(r *http.Request) (string, error) {
 }
 
 func (s *Server) createSession(w http.ResponseWriter, r *http.Request) error {
-	var in struct {
-		Title string `json:"title"`
-	}
+	var in api.CreateSessionRequest
 	if err := decodeOptional(r, &in); err != nil {
 		return err
 	}
@@ -61,7 +59,7 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusCreated, map[string]any{"session": sess, "branch": b})
+	writeJSON(w, http.StatusCreated, api.CreatedSession{Session: Session(sess), Branch: Branch(b)})
 	return nil
 }
 
@@ -78,10 +76,10 @@ func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	ss := []persistence.SessionRow{}
+	ss := []api.Session{}
 	for _, sess := range all {
 		if owns(r.Context(), sess) && matchesMetadata(sess.Metadata, where) {
-			ss = append(ss, sess)
+			ss = append(ss, Session(sess))
 		}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"sessions": ss})
@@ -100,14 +98,14 @@ func (s *Server) listBranches(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"branches": bs})
+	writeJSON(w, http.StatusOK, map[string]any{"branches": Branches(bs)})
 	return nil
 }
 
 // BranchInfo is the live state info of the branch of row as the API
 // answers it (and the TUI on the embedded runtime shows it).
-func BranchInfo(row persistence.BranchRow, info actors.BranchInfo) client.BranchInfo {
-	out := client.BranchInfo{Branch: row, Tip: info.Tip, State: info.State, Epoch: info.Epoch, TurnSeq: info.TurnSeq,
+func BranchInfo(row persistence.BranchRow, info actors.BranchInfo) api.BranchInfo {
+	out := api.BranchInfo{Branch: Branch(row), Tip: info.Tip, State: info.State, Epoch: info.Epoch, TurnSeq: info.TurnSeq,
 		Committed: info.Committed, Failed: info.Failed, Indexed: info.Indexed, Pending: info.Pending, Model: info.Model}
 	if info.InFlight != nil {
 		id := info.InFlight.ID
@@ -145,10 +143,7 @@ func (s *Server) fork(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	var in struct {
-		At    string `json:"at"`
-		Label string `json:"label"`
-	}
+	var in api.ForkRequest
 	if err := decodeOptional(r, &in); err != nil {
 		return err
 	}
@@ -169,7 +164,7 @@ func (s *Server) fork(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusCreated, b)
+	writeJSON(w, http.StatusCreated, Branch(b))
 	return nil
 }
 
@@ -185,10 +180,7 @@ func (s *Server) submitTurn(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	var in struct {
-		Text   string `json:"text"`
-		Stream bool   `json:"stream"`
-	}
+	var in api.TurnRequest
 	if err := decode(r, &in); err != nil {
 		return err
 	}
@@ -210,7 +202,7 @@ func (s *Server) submitTurn(w http.ResponseWriter, r *http.Request) error {
 	if err := turnFailed(stream.Turn, last); err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, client.TurnResult{Turn: stream.Turn, Seq: stream.Seq, Reply: text, Phase: last.Phase, Outcome: last.Outcome,
+	writeJSON(w, http.StatusOK, api.TurnResult{Turn: stream.Turn, Seq: stream.Seq, Reply: text, Phase: last.Phase, Outcome: last.Outcome,
 		Error: last.Err, Displayed: last.Displayed, Durable: last.Durable, TextDisplayed: last.TextDisplayed, TextDurable: last.TextDurable})
 	return nil
 }
@@ -292,22 +284,22 @@ func (s *Server) getTurn(w http.ResponseWriter, r *http.Request) error {
 // step a crash cut off, and the chunks it was indexed into (none before
 // it is indexed). A turn not on the branch's transcript is
 // persistence.ErrTurnNotFound.
-func TurnInfo(ctx context.Context, rt *actors.Runtime, branch messages.BranchID, turn messages.TurnID) (client.TurnInfo, error) {
+func TurnInfo(ctx context.Context, rt *actors.Runtime, branch messages.BranchID, turn messages.TurnID) (api.TurnInfo, error) {
 	found, err := rt.TurnRow(ctx, branch, turn)
 	if err != nil {
-		return client.TurnInfo{}, err
+		return api.TurnInfo{}, err
 	}
 	steps, err := rt.Steps(ctx, turn)
 	if err != nil {
-		return client.TurnInfo{}, err
+		return api.TurnInfo{}, err
 	}
 	chunks, err := rt.Chunks(ctx, turn)
 	if err != nil {
-		return client.TurnInfo{}, err
+		return api.TurnInfo{}, err
 	}
-	out := client.TurnInfo{TurnRow: found, Steps: []client.StepInfo{}, Chunks: make([]client.ChunkInfo, 0, len(chunks))}
+	out := api.TurnInfo{Turn: Turn(found), Steps: []api.StepInfo{}, Chunks: make([]api.ChunkInfo, 0, len(chunks))}
 	for _, c := range chunks {
-		out.Chunks = append(out.Chunks, client.ChunkInfo{ID: c.ID, Seq: c.Seq, Node: c.Node, Start: c.Start, End: c.End,
+		out.Chunks = append(out.Chunks, api.ChunkInfo{ID: c.ID, Seq: c.Seq, Node: c.Node, Start: c.Start, End: c.End,
 			Type: c.Type, Text: c.Text, Summary: c.Summary, TokenEst: c.TokenEst})
 	}
 	if len(steps) > 0 && steps[0].Context != nil {
@@ -315,7 +307,7 @@ func TurnInfo(ctx context.Context, rt *actors.Runtime, branch messages.BranchID,
 		out.System, out.Tools, out.ToolMode, out.ToolChoice, out.Params = rc.System, rc.Tools, rc.ToolMode, rc.ToolChoice, rc.Params
 	}
 	for _, st := range steps {
-		out.Steps = append(out.Steps, client.StepInfo{ID: st.ID, Index: st.Index, Provider: st.Provider, Model: st.Model,
+		out.Steps = append(out.Steps, api.StepInfo{ID: st.ID, Index: st.Index, Provider: st.Provider, Model: st.Model,
 			Outcome: st.Outcome, InputTokens: st.InputTokens, OutputTokens: st.OutputTokens,
 			CacheReadTokens: st.CacheReadTokens, CacheWriteTokens: st.CacheWriteTokens, Displayed: st.Displayed, Durable: st.Durable,
 			Interrupted: st.Interrupted})
@@ -357,12 +349,9 @@ func (s *Server) history(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	out := struct {
-		Entries []client.HistoryEntry `json:"entries"`
-		Before  *messages.TurnID      `json:"before,omitempty"` // the cursor of the page before, if any
-	}{Entries: []client.HistoryEntry{}}
+	out := api.History{Entries: []api.HistoryEntry{}}
 	for _, e := range entries {
-		out.Entries = append(out.Entries, client.HistoryEntry{Node: e.Node, Depth: e.Depth, Message: e.Message,
+		out.Entries = append(out.Entries, api.HistoryEntry{Node: e.Node, Depth: e.Depth, Message: e.Message,
 			PartialReply: partialOutput(e.PartialReply)})
 	}
 	if !next.IsZero() {
@@ -377,9 +366,7 @@ func (s *Server) pin(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	var in struct {
-		Fact string `json:"fact"`
-	}
+	var in api.PinRequest
 	if err := decode(r, &in); err != nil {
 		return err
 	}
@@ -439,9 +426,7 @@ func (s *Server) editPin(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	var in struct {
-		Fact string `json:"fact"`
-	}
+	var in api.PinRequest
 	if err := decode(r, &in); err != nil {
 		return err
 	}
@@ -462,9 +447,9 @@ func (s *Server) pending(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	out := []client.PendingTurn{}
+	out := []api.PendingTurn{}
 	for _, t := range info.PendingTurns() {
-		out = append(out, client.PendingTurn{Turn: t.Turn, Seq: t.Seq, Phase: messages.PhaseResponseFinalized, Reply: t.Reply})
+		out = append(out, api.PendingTurn{Turn: t.Turn, Seq: t.Seq, Phase: messages.PhaseResponseFinalized, Reply: t.Reply})
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"pending": out})
 	return nil
@@ -494,7 +479,7 @@ func (s *Server) reindex(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, map[string]int{"inserted": inserted, "skipped": skipped})
+	writeJSON(w, http.StatusOK, api.Reindexed{Inserted: inserted, Skipped: skipped})
 	return nil
 }
 
@@ -503,12 +488,7 @@ func (s *Server) search(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	var in struct {
-		Query  string   `json:"query"`
-		K      int      `json:"k"`
-		Force  bool     `json:"force"`
-		Chunks []string `json:"chunks"`
-	}
+	var in api.SearchRequest
 	if err := decode(r, &in); err != nil {
 		return err
 	}
@@ -535,10 +515,7 @@ func (s *Server) search(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if hits == nil {
-		hits = []actors.Hit{}
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"hits": hits, "forced": forced})
+	writeJSON(w, http.StatusOK, api.SearchResult{Hits: Hits(hits), Forced: forced})
 	return nil
 }
 
@@ -592,7 +569,7 @@ func (s *Server) contextDebug(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 	}
-	writeJSON(w, http.StatusOK, d)
+	writeJSON(w, http.StatusOK, ContextDebug(d))
 	return nil
 }
 
@@ -601,9 +578,7 @@ func (s *Server) selectModel(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	var in struct {
-		Model string `json:"model"`
-	}
+	var in api.SelectModelRequest
 	if err := decode(r, &in); err != nil {
 		return err
 	}
@@ -628,7 +603,7 @@ func (s *Server) inspect(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, rep)
+	writeJSON(w, http.StatusOK, Report(rep))
 	return nil
 }
 

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/contextinfinity/ctxinf/actors"
+	"github.com/contextinfinity/ctxinf/api"
 	"github.com/contextinfinity/ctxinf/messages"
 	"github.com/contextinfinity/ctxinf/persistence"
 	"github.com/contextinfinity/ctxinf/providers/fake"
@@ -85,26 +86,26 @@ func TestErrorsInTheAPIsWords(t *testing.T) {
 		status       int
 		code, msg    string
 	}{
-		{"busy", "", "", nil, 409, CodeBusy, ""}, // checked below
-		{"unknown model", "PUT", b + "/model", `{"model":"x"}`, 400, CodeInvalid, `model: "x" is not configured; configured models: alpha, beta`},
-		{"bad path id", "GET", "/v1/branches/xyz", nil, 400, CodeInvalid, `branch: "xyz" is not a valid id (26 characters of Crockford base32)`},
-		{"bad session id", "GET", "/v1/sessions/xyz/branches", nil, 400, CodeInvalid, `session: "xyz" is not a valid id (26 characters of Crockford base32)`},
-		{"type of a field", "POST", "/v1/sessions", `{"title": 5}`, 400, CodeInvalid, "title: want a string, got a number (at byte 11)"},
-		{"type of an item", "POST", b + "/search", `{"query":"q","chunks":[7]}`, 400, CodeInvalid, "chunks[0]: want a string, got a number"},
-		{"integer", "POST", b + "/search", `{"query":"q","k":1.5}`, 400, CodeInvalid, "k: want an integer, got number 1.5"},
-		{"not an object", "POST", "/v1/sessions", `["title"]`, 400, CodeInvalid, "body: want a JSON object, got an array"},
-		{"null", "POST", "/v1/sessions", `null`, 400, CodeInvalid, "body: want a JSON object, got null"},
-		{"syntax", "POST", "/v1/sessions", `{"title":"a",}`, 400, CodeInvalid, "body: not valid JSON at byte 14"},
-		{"cut short", "POST", "/v1/sessions", `{"title":"a"`, 400, CodeInvalid, "body: the JSON object ends early"},
-		{"unknown field", "POST", "/v1/sessions", `{"titel":"a"}`, 400, CodeInvalid, "titel: unknown field; the fields are title"},
-		{"trailing data", "POST", "/v1/sessions", `{"title":"a"} {"title":"b"}`, 400, CodeInvalid, "body: unexpected data after the JSON object"},
-		{"trailing garbage", "POST", "/v1/sessions", `{"title":"a"}xyz`, 400, CodeInvalid, "body: unexpected data after the JSON object"},
-		{"required body", "POST", b + "/turns", nil, 400, CodeInvalid, "body: required"},
-		{"required body, pins", "POST", b + "/pins", "  ", 400, CodeInvalid, "body: required"},
-		{"proxy body", "POST", "/v1/chat/completions", `{"model":"m","messages":[]} x`, 400, CodeInvalid, "body: unexpected data after the JSON object"},
-		{"proxy type", "POST", "/v1/chat/completions", `{"messages":{}}`, 400, CodeInvalid, "messages: want an array, got an object"},
-		{"import title", "POST", "/v1/sessions/import", `{"type":"session","format":2,"title":5}`, 400, CodeInvalid, `line 1: title: want a string, got a number`},
-		{"import type", "POST", "/v1/sessions/import", `{"type":7}`, 400, CodeInvalid, `line 1: type: want a string, got a number`},
+		{"busy", "", "", nil, 409, api.CodeBusy, ""}, // checked below
+		{"unknown model", "PUT", b + "/model", `{"model":"x"}`, 400, api.CodeInvalid, `model: "x" is not configured; configured models: alpha, beta`},
+		{"bad path id", "GET", "/v1/branches/xyz", nil, 400, api.CodeInvalid, `branch: "xyz" is not a valid id (26 characters of Crockford base32)`},
+		{"bad session id", "GET", "/v1/sessions/xyz/branches", nil, 400, api.CodeInvalid, `session: "xyz" is not a valid id (26 characters of Crockford base32)`},
+		{"type of a field", "POST", "/v1/sessions", `{"title": 5}`, 400, api.CodeInvalid, "title: want a string, got a number (at byte 11)"},
+		{"type of an item", "POST", b + "/search", `{"query":"q","chunks":[7]}`, 400, api.CodeInvalid, "chunks[0]: want a string, got a number"},
+		{"integer", "POST", b + "/search", `{"query":"q","k":1.5}`, 400, api.CodeInvalid, "k: want an integer, got number 1.5"},
+		{"not an object", "POST", "/v1/sessions", `["title"]`, 400, api.CodeInvalid, "body: want a JSON object, got an array"},
+		{"null", "POST", "/v1/sessions", `null`, 400, api.CodeInvalid, "body: want a JSON object, got null"},
+		{"syntax", "POST", "/v1/sessions", `{"title":"a",}`, 400, api.CodeInvalid, "body: not valid JSON at byte 14"},
+		{"cut short", "POST", "/v1/sessions", `{"title":"a"`, 400, api.CodeInvalid, "body: the JSON object ends early"},
+		{"unknown field", "POST", "/v1/sessions", `{"titel":"a"}`, 400, api.CodeInvalid, "titel: unknown field; the fields are title"},
+		{"trailing data", "POST", "/v1/sessions", `{"title":"a"} {"title":"b"}`, 400, api.CodeInvalid, "body: unexpected data after the JSON object"},
+		{"trailing garbage", "POST", "/v1/sessions", `{"title":"a"}xyz`, 400, api.CodeInvalid, "body: unexpected data after the JSON object"},
+		{"required body", "POST", b + "/turns", nil, 400, api.CodeInvalid, "body: required"},
+		{"required body, pins", "POST", b + "/pins", "  ", 400, api.CodeInvalid, "body: required"},
+		{"proxy body", "POST", "/v1/chat/completions", `{"model":"m","messages":[]} x`, 400, api.CodeInvalid, "body: unexpected data after the JSON object"},
+		{"proxy type", "POST", "/v1/chat/completions", `{"messages":{}}`, 400, api.CodeInvalid, "messages: want an array, got an object"},
+		{"import title", "POST", "/v1/sessions/import", `{"type":"session","format":2,"title":5}`, 400, api.CodeInvalid, `line 1: title: want a string, got a number`},
+		{"import type", "POST", "/v1/sessions/import", `{"type":7}`, 400, api.CodeInvalid, `line 1: type: want a string, got a number`},
 	} {
 		var e struct {
 			Error struct{ Code, Message string }
@@ -135,18 +136,18 @@ func TestClassifySpeaksTheAPIsWords(t *testing.T) {
 		code string
 		want string
 	}{
-		{&actors.UnknownModelError{Name: "x", Configured: []string{"a", "b"}}, CodeInvalid, `model: "x" is not configured; configured models: a, b`},
-		{&actors.UnknownModelError{Name: "x", Configured: []string{"x"}, Why: "no API key in OPENAI_API_KEY"}, CodeInvalid, `model: "x" is configured but cannot be used: no API key in OPENAI_API_KEY`},
-		{wrap("%w on branch B", actors.ErrNoTurnInFlight), CodeConflict, "no turn in flight on branch B"},
-		{wrap("%w: query is empty", persistence.ErrInvalidArgument), CodeInvalid, "query is empty"},
-		{wrap("%w: payload is 9 bytes, limit 8 (store.max_payload_bytes)", persistence.ErrTooLarge), CodeTooLarge, "too large: payload is 9 bytes, limit 8 (store.max_payload_bytes)"},
-		{wrap("%w: turn 3 is responding; fork at a finished turn or wait", actors.ErrNotForkable), CodeInvalid, "cannot fork there: turn 3 is responding"},
-		{wrap("%w: branch B", actors.ErrTimeout), CodeTimeout, "the runtime did not answer in time: branch B"},
-		{wrap("load: %w", persistence.ErrTurnNotFound), CodeNotFound, "load: no such turn"},
-		{&persistence.SpaceError{Dir: "/d", Free: 1, Need: 2, MinFree: 2}, CodeNoSpace, "insufficient storage: the file system of /d has 1 bytes free"},
-		{io.ErrClosedPipe, CodeInternal, internalMessage},
+		{&actors.UnknownModelError{Name: "x", Configured: []string{"a", "b"}}, api.CodeInvalid, `model: "x" is not configured; configured models: a, b`},
+		{&actors.UnknownModelError{Name: "x", Configured: []string{"x"}, Why: "no API key in OPENAI_API_KEY"}, api.CodeInvalid, `model: "x" is configured but cannot be used: no API key in OPENAI_API_KEY`},
+		{wrap("%w on branch B", actors.ErrNoTurnInFlight), api.CodeConflict, "no turn in flight on branch B"},
+		{wrap("%w: query is empty", persistence.ErrInvalidArgument), api.CodeInvalid, "query is empty"},
+		{wrap("%w: payload is 9 bytes, limit 8 (store.max_payload_bytes)", persistence.ErrTooLarge), api.CodeTooLarge, "too large: payload is 9 bytes, limit 8 (store.max_payload_bytes)"},
+		{wrap("%w: turn 3 is responding; fork at a finished turn or wait", actors.ErrNotForkable), api.CodeInvalid, "cannot fork there: turn 3 is responding"},
+		{wrap("%w: branch B", actors.ErrTimeout), api.CodeTimeout, "the runtime did not answer in time: branch B"},
+		{wrap("load: %w", persistence.ErrTurnNotFound), api.CodeNotFound, "load: no such turn"},
+		{&persistence.SpaceError{Dir: "/d", Free: 1, Need: 2, MinFree: 2}, api.CodeNoSpace, "insufficient storage: the file system of /d has 1 bytes free"},
+		{io.ErrClosedPipe, api.CodeInternal, internalMessage},
 		{fmt.Errorf("postgres: read branch row B: %w", errors.Join(errors.New("failed to connect to `user=postgres`"), persistence.ErrUnavailable)),
-			CodeUnavailable, unavailableMessage},
+			api.CodeUnavailable, unavailableMessage},
 	} {
 		ae := classify(tc.err)
 		if ae.Code != tc.code || !strings.HasPrefix(ae.Message, tc.want) {

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/contextinfinity/ctxinf/actors"
+	"github.com/contextinfinity/ctxinf/api"
 	"github.com/contextinfinity/ctxinf/client"
 	"github.com/contextinfinity/ctxinf/internal/core"
 	"github.com/contextinfinity/ctxinf/persistence"
@@ -49,15 +50,15 @@ func TestAPIPins(t *testing.T) {
 		status       int
 		code, want   string
 	}{
-		{"DELETE", b + "/pins/2", nil, 404, CodeNotFound, "pin 2 is not pinned"},
-		{"PUT", b + "/pins/7", map[string]string{"fact": "x"}, 404, CodeNotFound, "pin 7 is not pinned"},
-		{"DELETE", b + "/pins/abc", nil, 400, CodeInvalid, `pin: "abc" is not a pin id`},
-		{"DELETE", b + "/pins/0", nil, 400, CodeInvalid, `pin: "0" is not a pin id`},
-		{"POST", b + "/pins", map[string]string{"fact": strings.Repeat("x", 65)}, 400, CodeInvalid, "fact: 65 bytes, limit 64 (context.max_pin_bytes)"},
-		{"PUT", b + "/pins/1", map[string]string{"fact": strings.Repeat("x", 65)}, 400, CodeInvalid, "fact: 65 bytes, limit 64 (context.max_pin_bytes)"},
-		{"PUT", b + "/pins/1", map[string]string{"fact": ""}, 400, CodeInvalid, "fact: required"},
-		{"PUT", b + "/pins/1", map[string]string{"text": "x"}, 400, CodeInvalid, `text: unknown field`},
-		{"GET", "/v1/branches/01JH0000000000000000000000/pins", nil, 404, CodeNotFound, "branch"},
+		{"DELETE", b + "/pins/2", nil, 404, api.CodeNotFound, "pin 2 is not pinned"},
+		{"PUT", b + "/pins/7", map[string]string{"fact": "x"}, 404, api.CodeNotFound, "pin 7 is not pinned"},
+		{"DELETE", b + "/pins/abc", nil, 400, api.CodeInvalid, `pin: "abc" is not a pin id`},
+		{"DELETE", b + "/pins/0", nil, 400, api.CodeInvalid, `pin: "0" is not a pin id`},
+		{"POST", b + "/pins", map[string]string{"fact": strings.Repeat("x", 65)}, 400, api.CodeInvalid, "fact: 65 bytes, limit 64 (context.max_pin_bytes)"},
+		{"PUT", b + "/pins/1", map[string]string{"fact": strings.Repeat("x", 65)}, 400, api.CodeInvalid, "fact: 65 bytes, limit 64 (context.max_pin_bytes)"},
+		{"PUT", b + "/pins/1", map[string]string{"fact": ""}, 400, api.CodeInvalid, "fact: required"},
+		{"PUT", b + "/pins/1", map[string]string{"text": "x"}, 400, api.CodeInvalid, `text: unknown field`},
+		{"GET", "/v1/branches/01JH0000000000000000000000/pins", nil, 404, api.CodeNotFound, "branch"},
 	}
 	for _, tc := range errs {
 		var e apiErr
@@ -104,7 +105,7 @@ func TestAPIContextTooLargeAdvisesUnpin(t *testing.T) {
 	}
 	var e apiErr
 	if st := ts.call(t, "POST", b+"/turns", map[string]string{"text": strings.Repeat("question ", 40)}, &e); st != 422 ||
-		e.Error.Code != CodeContextTooLarge || !strings.Contains(e.Error.Message, "DELETE /v1/branches/{branch}/pins/{id}") {
+		e.Error.Code != api.CodeContextTooLarge || !strings.Contains(e.Error.Message, "DELETE /v1/branches/{branch}/pins/{id}") {
 		t.Fatalf("turn over budget: %d %+v, want 422 advising DELETE .../pins/{id}", st, e.Error)
 	}
 	for _, id := range []string{"1", "2"} {

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/contextinfinity/ctxinf/actors"
+	"github.com/contextinfinity/ctxinf/api"
 	"github.com/contextinfinity/ctxinf/messages"
 )
 
@@ -63,12 +64,12 @@ const (
 )
 
 // decodeAPIRequest reads the body of a request to the OpenAI API named
-// api into v. Unlike decode it allows fields the proxy does not read: an
+// apiName into v. Unlike decode it allows fields the proxy does not read: an
 // application sends the API's whole request.
-func decodeAPIRequest(r *http.Request, v any, api string) error {
+func decodeAPIRequest(r *http.Request, v any, apiName string) error {
 	if err := decodeBody(r.Body, v, false, true); err != nil {
-		if ae, ok := err.(*apiError); ok && ae.Code == CodeInvalid {
-			return invalid("%s (a %s request)", ae.Message, api)
+		if ae, ok := err.(*apiError); ok && ae.Code == api.CodeInvalid {
+			return invalid("%s (a %s request)", ae.Message, apiName)
 		}
 		return err
 	}
@@ -157,7 +158,7 @@ func sseStream(w http.ResponseWriter, r *http.Request, st *actors.TurnStream, re
 			var err error
 			if data, err = json.Marshal(v); err != nil {
 				// A bug, said as such rather than as an empty event.
-				data, _ = json.Marshal(map[string]any{"error": map[string]string{"code": CodeInternal,
+				data, _ = json.Marshal(map[string]any{"error": map[string]string{"code": api.CodeInternal,
 					"message": "encode the " + event + " event: " + err.Error()}})
 				event = "error"
 			}

@@ -14,6 +14,7 @@ import (
 	"sync"
 
 	"github.com/contextinfinity/ctxinf/actors"
+	"github.com/contextinfinity/ctxinf/api"
 	"github.com/contextinfinity/ctxinf/messages"
 	"github.com/contextinfinity/ctxinf/persistence"
 )
@@ -161,7 +162,7 @@ func (s *Server) findConversationFor(r *http.Request, q convQuery) (conversation
 			return conversation{}, invalid("%s header: %q is not a branch id", ProxyBranchHeader, h)
 		}
 		if _, err := s.ownBranch(ctx, id); err != nil {
-			if ae := (*apiError)(nil); errors.As(err, &ae) && ae.Code == CodeNotFound {
+			if ae := (*apiError)(nil); errors.As(err, &ae) && ae.Code == api.CodeNotFound {
 				return conversation{}, notFound("%s header: branch %s", ProxyBranchHeader, id)
 			}
 			return conversation{}, err
@@ -442,7 +443,7 @@ func (s *Server) importHistory(ctx context.Context, branch messages.BranchID, la
 // (Options.ProxyMaxImport).
 func (s *Server) checkExchanges(xs []actors.Exchange) error {
 	if n := len(xs); n > s.opts.ProxyMaxImport {
-		return &apiError{Status: http.StatusRequestEntityTooLarge, Code: CodeTooLarge, Message: fmt.Sprintf(
+		return &apiError{Status: http.StatusRequestEntityTooLarge, Code: api.CodeTooLarge, Message: fmt.Sprintf(
 			"messages: the request's earlier messages hold %d exchanges for this conversation to import, over the limit of %d "+
 				"(server.proxy_max_import): import a long history once with POST /v1/sessions/import and continue it with "+
 				"the X-Ctx-Branch header, or name the conversation (X-Ctx-Conversation, metadata.conversation) so that later "+
@@ -606,7 +607,7 @@ func (s *Server) turnBranch(ctx context.Context, turn messages.TurnID) (messages
 		if err == nil {
 			return b, nil
 		}
-		if ae := (*apiError)(nil); !errors.As(err, &ae) || ae.Code != CodeNotFound {
+		if ae := (*apiError)(nil); !errors.As(err, &ae) || ae.Code != api.CodeNotFound {
 			return messages.BranchID{}, err
 		}
 	}

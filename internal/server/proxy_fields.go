@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/contextinfinity/ctxinf/api"
 	"github.com/contextinfinity/ctxinf/messages"
 	"github.com/contextinfinity/ctxinf/providers"
 )
@@ -178,27 +179,27 @@ var anthropicFields = []proxyField{
 	{name: "diagnostics", rule: fieldRefused, why: "not supported"},
 }
 
-// decodeProxyRequest reads the body of a request to the API named api,
+// decodeProxyRequest reads the body of a request to the API named apiName,
 // whose top-level fields are fields, into v: a field of none of them, or
 // refused (with a value that is not null), is a 400 naming it.
-func decodeProxyRequest(r *http.Request, v any, api string, fields []proxyField) error {
+func decodeProxyRequest(r *http.Request, v any, apiName string, fields []proxyField) error {
 	var raw json.RawMessage
 	if err := decodeBody(r.Body, &raw, false, true); err != nil {
-		if ae, ok := err.(*apiError); ok && ae.Code == CodeInvalid {
-			return invalid("%s (a %s request)", ae.Message, api)
+		if ae, ok := err.(*apiError); ok && ae.Code == api.CodeInvalid {
+			return invalid("%s (a %s request)", ae.Message, apiName)
 		}
 		return err
 	}
 	var top map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &top); err != nil {
-		return invalid("body: want a JSON object (a %s request)", api)
+		return invalid("body: want a JSON object (a %s request)", apiName)
 	}
-	if err := checkFields(top, api, fields); err != nil {
+	if err := checkFields(top, apiName, fields); err != nil {
 		return err
 	}
 	if err := json.Unmarshal(raw, v); err != nil {
-		if ae := classify(jsonError(err, v)); ae.Code == CodeInvalid {
-			return invalid("%s (a %s request)", ae.Message, api)
+		if ae := classify(jsonError(err, v)); ae.Code == api.CodeInvalid {
+			return invalid("%s (a %s request)", ae.Message, apiName)
 		}
 		return jsonError(err, v)
 	}
@@ -207,7 +208,7 @@ func decodeProxyRequest(r *http.Request, v any, api string, fields []proxyField)
 
 // checkFields refuses the fields of top that fields does not know, then
 // those it refuses, naming each.
-func checkFields(top map[string]json.RawMessage, api string, fields []proxyField) error {
+func checkFields(top map[string]json.RawMessage, apiName string, fields []proxyField) error {
 	var unknown []string
 	for name := range top {
 		if !slices.ContainsFunc(fields, func(f proxyField) bool { return f.name == name }) {
@@ -217,7 +218,7 @@ func checkFields(top map[string]json.RawMessage, api string, fields []proxyField
 	if len(unknown) > 0 {
 		slices.Sort(unknown)
 		return invalid("%s: unknown field of a %s request: the proxy sends a field upstream, answers it itself, "+
-			"or refuses it, and knows no such field", strings.Join(unknown, ", "), api)
+			"or refuses it, and knows no such field", strings.Join(unknown, ", "), apiName)
 	}
 	for _, f := range fields {
 		raw, ok := top[f.name]

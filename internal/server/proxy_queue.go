@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/contextinfinity/ctxinf/actors"
+	"github.com/contextinfinity/ctxinf/api"
 	"github.com/contextinfinity/ctxinf/internal/core"
 	"github.com/contextinfinity/ctxinf/messages"
 )
@@ -78,7 +79,7 @@ func (ps *proxyQueues) enter(ctx context.Context, b messages.BranchID, limit int
 	}
 	if len(q.waiting) >= limit {
 		ps.mu.Unlock()
-		return nil, &apiError{Status: http.StatusTooManyRequests, Code: CodeOverloaded, Message: fmt.Sprintf(
+		return nil, &apiError{Status: http.StatusTooManyRequests, Code: api.CodeOverloaded, Message: fmt.Sprintf(
 			"%d requests already wait for this conversation's turns, the limit is %d (server.proxy_queue)", len(q.waiting), limit)}
 	}
 	mine := make(chan struct{})
@@ -93,7 +94,7 @@ func (ps *proxyQueues) enter(ctx context.Context, b messages.BranchID, limit int
 	case <-ctx.Done():
 		err = ctx.Err()
 	case <-timer.C:
-		err = &apiError{Status: http.StatusConflict, Code: CodeBusy, Message: fmt.Sprintf(
+		err = &apiError{Status: http.StatusConflict, Code: api.CodeBusy, Message: fmt.Sprintf(
 			"waited %s (server.proxy_queue_wait) for this conversation's turns before this one to end", wait)}
 	}
 	ps.mu.Lock()

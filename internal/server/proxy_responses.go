@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/contextinfinity/ctxinf/api"
 	"github.com/contextinfinity/ctxinf/messages"
 	"github.com/contextinfinity/ctxinf/persistence"
 )
@@ -131,7 +132,7 @@ func (s *Server) resolveItemReferences(ctx context.Context, req *responsesReques
 		out, ok := held[rid]
 		if !ok {
 			resp, err := s.heldResponse(ctx, rid)
-			if ae := (*apiError)(nil); errors.As(err, &ae) && ae.Code == CodeNotFound {
+			if ae := (*apiError)(nil); errors.As(err, &ae) && ae.Code == api.CodeNotFound {
 				return unknown
 			} else if err != nil {
 				return err

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/contextinfinity/ctxinf/api"
 )
 
 // A reference to an item the proxy does not hold is 400 naming
@@ -66,7 +68,7 @@ func TestProxyResponsesItemReferencesRefused(t *testing.T) {
 	// store: false: not kept.
 	for _, id := range []string{second.ID, "resp_x", "resp_" + turn.String() + "_7", "chatcmpl-" + turn.String()} {
 		var e apiError
-		if st := ts.call(t, "GET", "/v1/responses/"+id, nil, &e); st != 404 || e.Error.Code != CodeNotFound ||
+		if st := ts.call(t, "GET", "/v1/responses/"+id, nil, &e); st != 404 || e.Error.Code != api.CodeNotFound ||
 			e.Error.Type != "invalid_request_error" || !strings.Contains(e.Error.Message, id) {
 			t.Errorf("GET /v1/responses/%s: %d %+v, want 404 naming it in the OpenAI API's shape", id, st, e)
 		}

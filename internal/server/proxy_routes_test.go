@@ -16,6 +16,7 @@ import (
 	aoption "github.com/anthropics/anthropic-sdk-go/option"
 	oai "github.com/openai/openai-go/v3"
 
+	"github.com/contextinfinity/ctxinf/api"
 	"github.com/contextinfinity/ctxinf/messages"
 )
 
@@ -32,7 +33,7 @@ func TestProxyModelRoutes(t *testing.T) {
 	}
 	_, err = oc.Models.Get(ctx, "gpt-nope")
 	var oe *oai.Error
-	if !errors.As(err, &oe) || oe.StatusCode != 404 || oe.Code != CodeNotFound || !strings.Contains(oe.Message, `"gpt-nope"`) {
+	if !errors.As(err, &oe) || oe.StatusCode != 404 || oe.Code != api.CodeNotFound || !strings.Contains(oe.Message, `"gpt-nope"`) {
 		t.Errorf("OpenAI SDK: GET /v1/models/gpt-nope = %v, want 404 naming it", err)
 	}
 

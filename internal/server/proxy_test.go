@@ -19,6 +19,7 @@ import (
 	"github.com/openai/openai-go/v3/responses"
 
 	"github.com/contextinfinity/ctxinf/actors"
+	"github.com/contextinfinity/ctxinf/api"
 	"github.com/contextinfinity/ctxinf/messages"
 	"github.com/contextinfinity/ctxinf/providers"
 	"github.com/contextinfinity/ctxinf/providers/fake"
@@ -180,9 +181,9 @@ func TestProxyFailedTurnsAreErrors(t *testing.T) {
 		typ     string
 		message string
 	}{
-		{"context too large", fake.New(), huge, 422, false, CodeContextTooLarge, "invalid_request_error", "context too large"},
-		{"provider 401", fake.New(fake.Step{Err: unauthorized}), "hello", 502, false, CodeProviderAuth, "server_error", "status 401"},
-		{"midway", fake.New(midway), "hello", 502, true, CodeProvider, "server_error", "the model crashed"},
+		{"context too large", fake.New(), huge, 422, false, api.CodeContextTooLarge, "invalid_request_error", "context too large"},
+		{"provider 401", fake.New(fake.Step{Err: unauthorized}), "hello", 502, false, api.CodeProviderAuth, "server_error", "status 401"},
+		{"midway", fake.New(midway), "hello", 502, true, api.CodeProvider, "server_error", "the model crashed"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ts, _ := failingServer(t, tc.f)

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/contextinfinity/ctxinf/actors"
-	"github.com/contextinfinity/ctxinf/client"
+	"github.com/contextinfinity/ctxinf/api"
 	"github.com/contextinfinity/ctxinf/messages"
 )
 
@@ -67,8 +67,8 @@ func (s *Server) putRetention(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-func retentionOut(in actors.RetentionInfo) client.Retention {
-	out := client.Retention{Session: in.Session, Idle: actors.FormatRetention(in.Idle), Source: in.Source,
+func retentionOut(in actors.RetentionInfo) api.Retention {
+	out := api.Retention{Session: in.Session, Idle: actors.FormatRetention(in.Idle), Source: in.Source,
 		LastActivity: in.LastActivity, InFlight: in.InFlight}
 	if in.Own != nil {
 		s := actors.FormatRetention(*in.Own)

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/contextinfinity/ctxinf/actors"
+	"github.com/contextinfinity/ctxinf/api"
 	"github.com/contextinfinity/ctxinf/client"
 )
 
@@ -46,7 +47,7 @@ func TestRetentionRoutes(t *testing.T) {
 	}
 	for _, body := range []string{`{"idle":"10ms"}`, `{"idle":"-1h"}`, `{"idle":"40000d"}`, `{"idle":"soon"}`, `{}`, `{"idle":"1d","x":1}`} {
 		var e apiErr
-		if st := ts.call(t, "PUT", path, body, &e); st != 400 || e.Error.Code != CodeInvalid ||
+		if st := ts.call(t, "PUT", path, body, &e); st != 400 || e.Error.Code != api.CodeInvalid ||
 			(body != `{}` && !strings.Contains(body, "x") && !strings.Contains(e.Error.Message, "idle:")) {
 			t.Errorf("PUT %s = %d %+v; want 400 naming idle", body, st, e)
 		}

@@ -22,6 +22,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/contextinfinity/ctxinf/actors"
+	"github.com/contextinfinity/ctxinf/api"
 	"github.com/contextinfinity/ctxinf/internal/tokens"
 	"github.com/contextinfinity/ctxinf/persistence"
 )
@@ -233,7 +234,7 @@ func (s *Server) instrument(name string, h func(*Server, http.ResponseWriter, *h
 				}
 				sw.Header().Set(OwnerHeader, owner)
 			}
-			if classify(err).Code == CodeInternal && r.Context().Err() == nil {
+			if classify(err).Code == api.CodeInternal && r.Context().Err() == nil {
 				// The client is told only that it happened (a client that
 				// went away is not a server's error).
 				s.opts.Log.Error().Err(err).Str("route", name).Msg("server: internal error")
@@ -289,7 +290,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		tenant, ok := tenantOfRequest(s.tokens, r)
 		if !ok {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="ctxinf"`)
-			refuse(w, r, &apiError{Status: http.StatusUnauthorized, Code: CodeUnauthorized,
+			refuse(w, r, &apiError{Status: http.StatusUnauthorized, Code: api.CodeUnauthorized,
 				Message: "a valid bearer token is required (Authorization: Bearer <token>, or x-api-key: <token>)"})
 			return
 		}
@@ -298,7 +299,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !monitoring(r.URL.Path) {
 		if n := s.inFlight.Add(1); n > int64(s.opts.MaxInFlight) {
 			s.inFlight.Add(-1)
-			refuse(w, r, &apiError{Status: http.StatusTooManyRequests, Code: CodeOverloaded, Message: fmt.Sprintf(
+			refuse(w, r, &apiError{Status: http.StatusTooManyRequests, Code: api.CodeOverloaded, Message: fmt.Sprintf(
 				"%d requests in flight, the limit is %d (server.max_in_flight)", n-1, s.opts.MaxInFlight)})
 			return
 		}
@@ -330,7 +331,7 @@ func (s *Server) noRoute(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Allow", strings.Join(allow, ", "))
-	writeError(w, r, &apiError{Status: http.StatusMethodNotAllowed, Code: CodeMethodNotAllowed,
+	writeError(w, r, &apiError{Status: http.StatusMethodNotAllowed, Code: api.CodeMethodNotAllowed,
 		Message: fmt.Sprintf("%s %s: method not allowed; %s takes %s", r.Method, r.URL.Path, r.URL.Path, strings.Join(allow, ", "))})
 }
 
@@ -381,7 +382,7 @@ func (b *timedBody) Read(p []byte) (int, error) {
 		_ = b.rc.SetReadDeadline(time.Time{}) // net/http does too, when it starts its background read; not documented
 	case errors.Is(err, os.ErrDeadlineExceeded):
 		b.ended = true
-		return n, &apiError{Status: http.StatusRequestTimeout, Code: CodeRequestTimeout, Message: fmt.Sprintf(
+		return n, &apiError{Status: http.StatusRequestTimeout, Code: api.CodeRequestTimeout, Message: fmt.Sprintf(
 			"body: not complete within %v of the request's headers (server.read_body_timeout)", b.timeout)}
 	}
 	return n, err
@@ -462,7 +463,7 @@ func (s *Server) health(w http.ResponseWriter, _ *http.Request) error {
 
 func (s *Server) readiness(w http.ResponseWriter, _ *http.Request) error {
 	if !s.ready.Load() {
-		return &apiError{Status: http.StatusServiceUnavailable, Code: CodeUnavailable, Message: "not ready: recovering or shutting down"}
+		return &apiError{Status: http.StatusServiceUnavailable, Code: api.CodeUnavailable, Message: "not ready: recovering or shutting down"}
 	}
 	if err := s.rt.DB().CheckSpace(); errors.Is(err, persistence.ErrNoSpace) {
 		// Reads go on, writes are 507: a load balancer routes writes

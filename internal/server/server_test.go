@@ -21,6 +21,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/contextinfinity/ctxinf/actors"
+	"github.com/contextinfinity/ctxinf/api"
 	"github.com/contextinfinity/ctxinf/client"
 	"github.com/contextinfinity/ctxinf/internal/core"
 	"github.com/contextinfinity/ctxinf/persistence"
@@ -421,16 +422,16 @@ func TestAPI(t *testing.T) {
 		status       int
 		code, msg    string
 	}{
-		{"POST", b + "/turns", map[string]string{"text": ""}, 400, CodeInvalid, "text: required"},
-		{"POST", b + "/turns", `{"text": 5}`, 400, CodeInvalid, `text: want a string, got a number`},
-		{"POST", b + "/turns", `{"txt": "hi"}`, 400, CodeInvalid, `txt: unknown field; the fields are text, stream`},
-		{"POST", "/v1/branches/nope/turns", map[string]string{"text": "hi"}, 400, CodeInvalid, "branch: \"nope\" is not a valid id"},
-		{"POST", "/v1/branches/01M7ZZZZZZZZZZZZZZZZZZZZZZ/turns", map[string]string{"text": "hi"}, 404, CodeNotFound, "branch"},
-		{"GET", b + "/history?limit=5000", nil, 400, CodeInvalid, "limit: \"5000\", want an integer from 1 to 1000"},
-		{"PUT", b + "/model", map[string]string{"model": "gpt-9"}, 400, CodeInvalid, `model: "gpt-9" is not configured`},
-		{"POST", b + "/cancel", nil, 409, CodeConflict, "no turn in flight"},
-		{"GET", b + "/turns/01M7ZZZZZZZZZZZZZZZZZZZZZZ", nil, 404, CodeNotFound, "turn 01M7ZZZZZZZZZZZZZZZZZZZZZZ on branch"},
-		{"GET", "/v1/nothing", nil, 404, CodeNotFound, "no route"},
+		{"POST", b + "/turns", map[string]string{"text": ""}, 400, api.CodeInvalid, "text: required"},
+		{"POST", b + "/turns", `{"text": 5}`, 400, api.CodeInvalid, `text: want a string, got a number`},
+		{"POST", b + "/turns", `{"txt": "hi"}`, 400, api.CodeInvalid, `txt: unknown field; the fields are text, stream`},
+		{"POST", "/v1/branches/nope/turns", map[string]string{"text": "hi"}, 400, api.CodeInvalid, "branch: \"nope\" is not a valid id"},
+		{"POST", "/v1/branches/01M7ZZZZZZZZZZZZZZZZZZZZZZ/turns", map[string]string{"text": "hi"}, 404, api.CodeNotFound, "branch"},
+		{"GET", b + "/history?limit=5000", nil, 400, api.CodeInvalid, "limit: \"5000\", want an integer from 1 to 1000"},
+		{"PUT", b + "/model", map[string]string{"model": "gpt-9"}, 400, api.CodeInvalid, `model: "gpt-9" is not configured`},
+		{"POST", b + "/cancel", nil, 409, api.CodeConflict, "no turn in flight"},
+		{"GET", b + "/turns/01M7ZZZZZZZZZZZZZZZZZZZZZZ", nil, 404, api.CodeNotFound, "turn 01M7ZZZZZZZZZZZZZZZZZZZZZZ on branch"},
+		{"GET", "/v1/nothing", nil, 404, api.CodeNotFound, "no route"},
 	} {
 		var e apiErr
 		if st := ts.call(t, tc.method, tc.path, tc.body, &e); st != tc.status || e.Error.Code != tc.code || !strings.Contains(e.Error.Message, tc.msg) {
@@ -484,18 +485,18 @@ func TestAPILimits(t *testing.T) {
 	}
 	_ = json.NewDecoder(resp2.Body).Decode(&e)
 	resp2.Body.Close()
-	if resp2.StatusCode != 429 || e.Error.Code != CodeOverloaded || resp2.Header.Get("Retry-After") == "" {
+	if resp2.StatusCode != 429 || e.Error.Code != api.CodeOverloaded || resp2.Header.Get("Retry-After") == "" {
 		t.Errorf("over the in-flight limit: %d %+v", resp2.StatusCode, e)
 	}
 	// The busy branch, through the runtime (the server's one slot is taken).
 	if _, err := ts.rt.Submit(context.Background(), created.Branch.ID, "another"); !errors.Is(err, core.ErrBusy) {
 		t.Errorf("second turn: %v", err)
-	} else if ae := classify(err); ae.Status != 409 || ae.Code != CodeBusy {
+	} else if ae := classify(err); ae.Status != 409 || ae.Code != api.CodeBusy {
 		t.Errorf("busy maps to %+v", ae)
 	}
 	_, _ = io.Copy(io.Discard, resp.Body) // the turn ends
 	big := `{"text":"` + strings.Repeat("x", 2000) + `"}`
-	if st := ts.call(t, "POST", b+"/turns", big, &e); st != 413 || e.Error.Code != CodeTooLarge || !strings.Contains(e.Error.Message, "1024 bytes") {
+	if st := ts.call(t, "POST", b+"/turns", big, &e); st != 413 || e.Error.Code != api.CodeTooLarge || !strings.Contains(e.Error.Message, "1024 bytes") {
 		t.Errorf("too large: %d %+v", st, e)
 	}
 }
@@ -504,7 +505,7 @@ func TestAPIAuthAndBind(t *testing.T) {
 	t.Parallel()
 	ts := newTestServer(t, Options{Tokens: []string{"s3cret"}}, 0)
 	var e apiErr
-	if st := ts.call(t, "GET", "/v1/sessions", nil, &e); st != 401 || e.Error.Code != CodeUnauthorized {
+	if st := ts.call(t, "GET", "/v1/sessions", nil, &e); st != 401 || e.Error.Code != api.CodeUnauthorized {
 		t.Errorf("no token: %d %+v", st, e)
 	}
 	if st := ts.call(t, "GET", "/v1/sessions", nil, nil, "Authorization", "Bearer s3cret"); st != 200 {

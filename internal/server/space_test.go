@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/contextinfinity/ctxinf/api"
 	"github.com/contextinfinity/ctxinf/persistence"
 )
 
@@ -25,8 +26,8 @@ func TestNoSpaceIs507(t *testing.T) {
 	if err := json.NewDecoder(w.Body).Decode(&body); err != nil {
 		t.Fatal(err)
 	}
-	if w.Code != http.StatusInsufficientStorage || body.Error.Code != CodeNoSpace {
-		t.Fatalf("writeError(%v) = %d %q, want 507 %q", err, w.Code, body.Error.Code, CodeNoSpace)
+	if w.Code != http.StatusInsufficientStorage || body.Error.Code != api.CodeNoSpace {
+		t.Fatalf("writeError(%v) = %d %q, want 507 %q", err, w.Code, body.Error.Code, api.CodeNoSpace)
 	}
 	for _, want := range []string{"has 1000 bytes free", "needs 8388608 (store.min_free_bytes)", "free at least 8387608 bytes"} {
 		if !strings.Contains(body.Error.Message, want) {

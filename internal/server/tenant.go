@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/contextinfinity/ctxinf/api"
 	"github.com/contextinfinity/ctxinf/internal/tokens"
 	"github.com/contextinfinity/ctxinf/messages"
 	"github.com/contextinfinity/ctxinf/persistence"
@@ -110,7 +111,7 @@ func (s *Server) ownBranch(ctx context.Context, id messages.BranchID) (persisten
 	}
 	if _, err := s.ownSession(ctx, row.Session); err != nil {
 		var ae *apiError
-		if errors.As(err, &ae) && ae.Code == CodeNotFound {
+		if errors.As(err, &ae) && ae.Code == api.CodeNotFound {
 			return persistence.BranchRow{}, notFound("branch %s", id)
 		}
 		return persistence.BranchRow{}, err

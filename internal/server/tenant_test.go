@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/contextinfinity/ctxinf/actors"
+	"github.com/contextinfinity/ctxinf/api"
 	"github.com/contextinfinity/ctxinf/client"
 	"github.com/contextinfinity/ctxinf/messages"
 	"github.com/contextinfinity/ctxinf/persistence"
@@ -280,7 +281,7 @@ func TestTenantsNeverSeeEachOther(t *testing.T) {
 		}
 		st, body, _ := ts.send(t, tokBeta, method, filled, tenantBodies[op])
 		var e apiErr
-		if st != 404 || json.Unmarshal([]byte(body), &e) != nil || e.Error.Code != CodeNotFound || strings.Contains(body, tenantMarker) {
+		if st != 404 || json.Unmarshal([]byte(body), &e) != nil || e.Error.Code != api.CodeNotFound || strings.Contains(body, tenantMarker) {
 			t.Errorf("%s with acme's ids by beta: %d %s, want 404 not_found", op, st, body)
 			continue
 		}

@@ -18,6 +18,7 @@ import (
 	"github.com/openai/openai-go/v3/responses"
 
 	"github.com/contextinfinity/ctxinf/actors"
+	"github.com/contextinfinity/ctxinf/api"
 	"github.com/contextinfinity/ctxinf/internal/fakeapi"
 	"github.com/contextinfinity/ctxinf/persistence"
 	"github.com/contextinfinity/ctxinf/providers"
@@ -88,12 +89,12 @@ type upstreamWant struct {
 }
 
 var upstreamWants = map[int]upstreamWant{
-	429: {429, CodeProviderRateLimited, "rate limiting this server", "7", false},
-	400: {400, CodeProviderRejected, "rejected the request", "", true},
-	401: {502, CodeProviderAuth, "refused this server's own API key", "", true},
-	404: {404, CodeProviderModelNotFound, "does not know the model", "", true},
-	500: {502, CodeProvider, "status 500", "", true},
-	529: {503, CodeProviderOverloaded, "overloaded", "", true},
+	429: {429, api.CodeProviderRateLimited, "rate limiting this server", "7", false},
+	400: {400, api.CodeProviderRejected, "rejected the request", "", true},
+	401: {502, api.CodeProviderAuth, "refused this server's own API key", "", true},
+	404: {404, api.CodeProviderModelNotFound, "does not know the model", "", true},
+	500: {502, api.CodeProvider, "status 500", "", true},
+	529: {503, api.CodeProviderOverloaded, "overloaded", "", true},
 }
 
 // routeAnswer is what a client saw of a failed request: the status and

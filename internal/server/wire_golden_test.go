@@ -16,6 +16,7 @@ import (
 	"testing"
 
 	"github.com/contextinfinity/ctxinf/actors"
+	"github.com/contextinfinity/ctxinf/api"
 	"github.com/contextinfinity/ctxinf/internal/core"
 	"github.com/contextinfinity/ctxinf/messages"
 	"github.com/contextinfinity/ctxinf/providers/fake"
@@ -269,16 +270,16 @@ func TestWireGoldenErrors(t *testing.T) {
 		err  error
 	}{
 		{"/v1/sessions", invalid("title: %d bytes, limit %d", 300, MaxTitleBytes)},
-		{"/v1/branches/x/turns", &apiError{Status: 422, Code: CodeContextTooLarge, Message: "too large", Turn: messages.TurnID{1}}},
-		{"/v1/branches/x/turns", &apiError{Status: 504, Code: CodeTimeout, Message: "late", Turn: messages.TurnID{2}, timeout: true}},
-		{"/v1/branches/x/turns", &apiError{Status: 504, Code: CodeTimeout, Message: "late", Turn: messages.TurnID{3}, timeout: true, Accepted: &yes}},
-		{"/v1/branches/x/forks", &apiError{Status: 504, Code: CodeTimeout, Message: "late", timeout: true, Accepted: new(false)}},
-		{"/v1/branches/x/turns", &apiError{Status: 429, Code: CodeProviderRateLimited, Message: "slow down", Turn: messages.TurnID{4}, RetryAfter: 1500e6}},
-		{"/v1/branches/x/turns", &apiError{Status: 502, Code: CodeProvider, Message: "upstream", NoRetry: true}},
-		{"/v1/branches/x", &apiError{Status: 409, Code: CodeBusy, Message: "busy"}},
-		{"/v1/chat/completions", &apiError{Status: 400, Code: CodeInvalid, Message: "model: required"}},
-		{"/v1/chat/completions", &apiError{Status: 504, Code: CodeTimeout, Message: "late", timeout: true}},
-		{"/v1/messages", &apiError{Status: 400, Code: CodeInvalid, Message: "model: required"}},
+		{"/v1/branches/x/turns", &apiError{Status: 422, Code: api.CodeContextTooLarge, Message: "too large", Turn: messages.TurnID{1}}},
+		{"/v1/branches/x/turns", &apiError{Status: 504, Code: api.CodeTimeout, Message: "late", Turn: messages.TurnID{2}, timeout: true}},
+		{"/v1/branches/x/turns", &apiError{Status: 504, Code: api.CodeTimeout, Message: "late", Turn: messages.TurnID{3}, timeout: true, Accepted: &yes}},
+		{"/v1/branches/x/forks", &apiError{Status: 504, Code: api.CodeTimeout, Message: "late", timeout: true, Accepted: new(false)}},
+		{"/v1/branches/x/turns", &apiError{Status: 429, Code: api.CodeProviderRateLimited, Message: "slow down", Turn: messages.TurnID{4}, RetryAfter: 1500e6}},
+		{"/v1/branches/x/turns", &apiError{Status: 502, Code: api.CodeProvider, Message: "upstream", NoRetry: true}},
+		{"/v1/branches/x", &apiError{Status: 409, Code: api.CodeBusy, Message: "busy"}},
+		{"/v1/chat/completions", &apiError{Status: 400, Code: api.CodeInvalid, Message: "model: required"}},
+		{"/v1/chat/completions", &apiError{Status: 504, Code: api.CodeTimeout, Message: "late", timeout: true}},
+		{"/v1/messages", &apiError{Status: 400, Code: api.CodeInvalid, Message: "model: required"}},
 	} {
 		rec := httptest.NewRecorder()
 		req, _ := http.NewRequest("POST", c.path, nil)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/contextinfinity/ctxinf/actors"
+	"github.com/contextinfinity/ctxinf/api"
 	"github.com/contextinfinity/ctxinf/client"
 	"github.com/contextinfinity/ctxinf/messages"
 	"github.com/contextinfinity/ctxinf/persistence"
@@ -33,11 +34,14 @@ func wireValues() []wireValue {
 	completed := messages.StepOutcome{Kind: messages.OutcomeCompleted}
 	outcome := messages.FailedOutcome(messages.FailProvider, "upstream")
 
-	session := client.Session{ID: sid, Title: "t", ActiveBranch: bid, Created: at, Tenant: "acme", Retention: &retention,
+	sessionRow := persistence.SessionRow{ID: sid, Title: "t", ActiveBranch: bid, Created: at, Tenant: "acme", Retention: &retention,
 		Metadata: map[string]string{"source": "proxy", "end_user": "alice"}}
-	branch := client.Branch{ID: bid, Session: sid, Parent: messages.BranchID(id(7)), ForkAt: tid, ForkSeq: 3, Label: "alt", Created: at}
+	branchRow := persistence.BranchRow{ID: bid, Session: sid, Parent: messages.BranchID(id(7)), ForkAt: tid, ForkSeq: 3, Label: "alt", Created: at}
 	turn := persistence.TurnRow{Branch: bid, Seq: 2, ID: tid, Phase: messages.PhaseFailed, Step: step, Reply: messages.TurnID(id(8)),
 		Outcome: "failed", Code: messages.FailProvider, Reason: "upstream", StateAfter: state, StateSeq: 1, Updated: at}
+	// The values the API answers are the rows through the server's
+	// mapping (wire.go), which this pins with them.
+	session, branch, apiTurn := Session(sessionRow), Branch(branchRow), Turn(turn)
 	partial := &client.PartialOutput{Step: step, Text: "half", Incomplete: true, Displayed: 10, Durable: 8}
 	chunkInfo := client.ChunkInfo{ID: chunk, Seq: 2, Node: tid, Start: 1, End: 5, Type: messages.ChunkType(1), Text: "text",
 		Summary: "sum", TokenEst: 3}
@@ -55,8 +59,8 @@ func wireValues() []wireValue {
 			Epoch: 1, TurnSeq: 2, Committed: 3, Failed: 4, Indexed: 5, Pending: 6, InFlight: &tid, Model: "m"}},
 		{"TurnResult", client.TurnResult{Phase: messages.PhaseAccepted, Outcome: completed}, client.TurnResult{Turn: tid, Seq: 2, Reply: "r", Phase: messages.PhaseFailed,
 			Outcome: outcome, Error: "upstream", Displayed: 1, Durable: 2, TextDisplayed: 3, TextDurable: 4}},
-		{"Turn", persistence.TurnRow{Phase: messages.PhaseAccepted}, turn},
-		{"TurnInfo", client.TurnInfo{TurnRow: persistence.TurnRow{Phase: messages.PhaseAccepted}}, client.TurnInfo{TurnRow: turn, Steps: []client.StepInfo{stepInfo},
+		{"Turn", Turn(persistence.TurnRow{Phase: messages.PhaseAccepted}), apiTurn},
+		{"TurnInfo", client.TurnInfo{Turn: api.Turn{Phase: messages.PhaseAccepted}}, client.TurnInfo{Turn: apiTurn, Steps: []client.StepInfo{stepInfo},
 			Chunks: []client.ChunkInfo{chunkInfo}, Partial: partial, System: "sys",
 			Tools:    []messages.Tool{{Name: "f", Description: "d", InputSchema: []byte(`{"type":"object"}`)}},
 			ToolMode: messages.ToolsEnabled, ToolChoice: messages.ToolChoice{Mode: "tool", Name: "f"},
@@ -69,21 +73,21 @@ func wireValues() []wireValue {
 		{"HistoryEntry", client.HistoryEntry{Message: messages.Message{Role: messages.RoleUser}}, client.HistoryEntry{Node: tid, Depth: 3,
 			Message: messages.Message{Role: messages.RoleUser, RenderedText: "hi"}, PartialReply: partial}},
 		{"Pin", client.Pin{}, client.Pin{ID: 1, Fact: "f", Seq: 2, At: at}},
-		{"Chunk", persistence.ChunkRow{Type: messages.ChunkType(1)}, chunkRow},
-		{"Hit", client.Hit{Chunk: persistence.ChunkRow{Type: messages.ChunkType(1)}}, client.Hit{Chunk: chunkRow, Score: 0.5, Vector: 0.25, Text: 0.125, Relevance: 0.75}},
+		{"Chunk", Chunk(persistence.ChunkRow{Type: messages.ChunkType(1)}), Chunk(chunkRow)},
+		{"Hit", Hit(actors.Hit{Chunk: persistence.ChunkRow{Type: messages.ChunkType(1)}}), Hit(actors.Hit{Chunk: chunkRow, Score: 0.5, Vector: 0.25, Text: 0.125, Relevance: 0.75})},
 		{"Imported", client.Imported{}, client.Imported{Session: session, Branch: branch, Branches: 2, Turns: 3, States: 4}},
 		{"Deleted", client.Deleted{}, client.Deleted{Session: sid, Branches: []messages.BranchID{bid}, Nodes: 1, Turns: 2,
 			Blobs: 3, Chunks: 4, Steps: 5, Journals: 6, Keys: 7, ValueLogPending: true, TookMS: 1.5, ScrubMS: 0.25}},
 		{"Retention", client.Retention{}, client.Retention{Session: sid, Own: &own, Idle: "36h", Source: "session",
 			LastActivity: at, Expires: &expires, InFlight: true}},
-		{"Job", persistence.Job{}, job},
-		{"Report", client.Report{}, client.Report{DataDir: "/data", Jobs: []persistence.Job{job},
-			Sessions: []actors.ReportSession{{SessionRow: session, Branches: []actors.ReportBranch{{BranchRow: branch,
+		{"Job", Job(persistence.Job{}), Job(job)},
+		{"Report", Report(actors.Report{}), Report(actors.Report{DataDir: "/data", Jobs: []persistence.Job{job},
+			Sessions: []actors.ReportSession{{SessionRow: sessionRow, Branches: []actors.ReportBranch{{BranchRow: branchRow,
 				Head: tid, HeadDepth: 4, Turns: 2, Pending: 1, Chunks: 3, Phases: map[string]int{"done": 2},
 				States: []actors.ReportState{{Seq: 1, ID: state, Turns: []messages.TurnID{tid}}},
 				LastTurns: []actors.ReportTurn{{TurnRow: turn, Partial: "half", Torn: true,
 					Steps: []actors.ReportStep{{Index: 1, ID: step, Provider: "openai", Model: "gpt", Outcome: outcome,
-						Items: 2, Displayed: 30, Durable: 29, Estimated: 90, InputTokens: 100, CacheReadTokens: 50}}}}}}}}}},
+						Items: 2, Displayed: 30, Durable: 29, Estimated: 90, InputTokens: 100, CacheReadTokens: 50}}}}}}}}})},
 		{"Model", client.Model{}, client.Model{ID: "default", OwnedBy: "openai", ModelID: "gpt"}},
 	}
 }

@@ -11,9 +11,8 @@ import (
 	tea "charm.land/bubbletea/v2"
 	"charm.land/lipgloss/v2"
 
-	"github.com/contextinfinity/ctxinf/client"
+	"github.com/contextinfinity/ctxinf/api"
 	"github.com/contextinfinity/ctxinf/messages"
-	"github.com/contextinfinity/ctxinf/persistence"
 )
 
 // Options configure the shell.
@@ -22,7 +21,7 @@ type Options struct {
 	Ctx     context.Context
 	Backend Backend
 	// Branch is the branch the shell opens on.
-	Branch persistence.BranchRow
+	Branch api.Branch
 	// Screens are the panes the shell can open, by key (F2…F9, in the
 	// order of screenOrder) and slash command (/history, /branches…).
 	Screens []Screen
@@ -254,7 +253,7 @@ type (
 	}
 	infoMsg struct {
 		branch    messages.BranchID
-		info      client.BranchInfo
+		info      api.BranchInfo
 		lastPhase string // the phase of the turn numbered info.TurnSeq
 		err       error
 	}
@@ -371,12 +370,12 @@ func (m *Model) onInfo(msg infoMsg) tea.Cmd {
 }
 
 // switchTo makes b the current branch and shows its conversation.
-func (m *Model) switchTo(b persistence.BranchRow, text string) tea.Cmd {
+func (m *Model) switchTo(b api.Branch, text string) tea.Cmd {
 	if m.turn.active {
 		m.setStatus("", errors.New("a turn is streaming: wait for it, or esc to cancel it, then switch"))
 		return nil
 	}
-	m.st.Branch, m.st.Info = b, client.BranchInfo{}
+	m.st.Branch, m.st.Info = b, api.BranchInfo{}
 	m.lastTurn, m.lastPhase, m.polls = 0, "", 0
 	m.turn = turnState{}
 	m.conv.set(nil)

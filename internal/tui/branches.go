@@ -10,8 +10,8 @@ import (
 	"charm.land/bubbles/v2/key"
 	tea "charm.land/bubbletea/v2"
 
+	"github.com/contextinfinity/ctxinf/api"
 	"github.com/contextinfinity/ctxinf/messages"
-	"github.com/contextinfinity/ctxinf/persistence"
 )
 
 // Errors of ResolveBranch.
@@ -36,12 +36,12 @@ const shortIDLen = 8
 // least; the screens and the header show an id's last 8). A label or
 // id part two branches share is ErrAmbiguousBranch, naming them; a
 // name that matches nothing is ErrNoBranch, saying what was tried.
-func ResolveBranch(branches []persistence.BranchRow, name string) (persistence.BranchRow, error) {
+func ResolveBranch(branches []api.Branch, name string) (api.Branch, error) {
 	name = strings.TrimSpace(name)
 	if name == "" {
-		return persistence.BranchRow{}, fmt.Errorf("%w: give a branch's label, id or short id", ErrNoBranch)
+		return api.Branch{}, fmt.Errorf("%w: give a branch's label, id or short id", ErrNoBranch)
 	}
-	var byLabel []persistence.BranchRow
+	var byLabel []api.Branch
 	for _, b := range branches {
 		if b.Label == name {
 			byLabel = append(byLabel, b)
@@ -52,7 +52,7 @@ func ResolveBranch(branches []persistence.BranchRow, name string) (persistence.B
 		return byLabel[0], nil
 	case 0:
 	default:
-		return persistence.BranchRow{}, fmt.Errorf("%w: %d branches are labeled %q: %s; name one by its short id",
+		return api.Branch{}, fmt.Errorf("%w: %d branches are labeled %q: %s; name one by its short id",
 			ErrAmbiguousBranch, len(byLabel), name, candidates(byLabel, branches))
 	}
 	up := strings.ToUpper(name)
@@ -62,10 +62,10 @@ func ResolveBranch(branches []persistence.BranchRow, name string) (persistence.B
 		}
 	}
 	if len(up) < minBranchIDPart {
-		return persistence.BranchRow{}, fmt.Errorf("%w: %q is no branch's label (%s), and a part of an id needs %d characters at least",
+		return api.Branch{}, fmt.Errorf("%w: %q is no branch's label (%s), and a part of an id needs %d characters at least",
 			ErrNoBranch, name, labelList(branches), minBranchIDPart)
 	}
-	var byID []persistence.BranchRow
+	var byID []api.Branch
 	for _, b := range branches {
 		if id := b.ID.String(); strings.HasPrefix(id, up) || strings.HasSuffix(id, up) {
 			byID = append(byID, b)
@@ -75,16 +75,16 @@ func ResolveBranch(branches []persistence.BranchRow, name string) (persistence.B
 	case 1:
 		return byID[0], nil
 	case 0:
-		return persistence.BranchRow{}, fmt.Errorf("%w: %q is no branch's label (%s), nor the id, start or end of an id of one",
+		return api.Branch{}, fmt.Errorf("%w: %q is no branch's label (%s), nor the id, start or end of an id of one",
 			ErrNoBranch, name, labelList(branches))
 	}
-	return persistence.BranchRow{}, fmt.Errorf("%w: %q starts or ends %d branch ids: %s; type more of the id",
+	return api.Branch{}, fmt.Errorf("%w: %q starts or ends %d branch ids: %s; type more of the id",
 		ErrAmbiguousBranch, name, len(byID), candidates(byID, branches))
 }
 
 // candidates names bs for an error: label, and the short id that
 // tells it from the others of all.
-func candidates(bs, all []persistence.BranchRow) string {
+func candidates(bs, all []api.Branch) string {
 	var out []string
 	for _, b := range bs {
 		out = append(out, branchTitleIn(b, all))
@@ -93,7 +93,7 @@ func candidates(bs, all []persistence.BranchRow) string {
 }
 
 // labelList is the labels of branches, for an error.
-func labelList(branches []persistence.BranchRow) string {
+func labelList(branches []api.Branch) string {
 	var ls []string
 	for _, b := range branches {
 		if b.Label != "" && !slices.Contains(ls, b.Label) {
@@ -123,7 +123,7 @@ func shortBranchID(id messages.BranchID) string {
 
 // uniqueBranchID is the shortest end of id, of shortIDLen characters at
 // least, that ends no other id of branches: what to type to name it.
-func uniqueBranchID(id messages.BranchID, branches []persistence.BranchRow) string {
+func uniqueBranchID(id messages.BranchID, branches []api.Branch) string {
 	s := id.String()
 	for n := shortIDLen; n < len(s); n++ {
 		p, unique := s[len(s)-n:], true
@@ -162,7 +162,7 @@ type branchesScreen struct {
 	loading bool
 	err     error
 
-	all    []persistence.BranchRow
+	all    []api.Branch
 	active messages.BranchID // the session's active branch, if known
 	rows   []treeRow         // the tree in the order shown, filtered
 	cur    int
@@ -171,14 +171,14 @@ type branchesScreen struct {
 	selID  messages.BranchID // the branch to select when the rows are made
 
 	ask    askLine
-	target persistence.BranchRow // the branch the question is about
-	note   string                // the last action's result, shown at the bottom
+	target api.Branch // the branch the question is about
+	note   string     // the last action's result, shown at the bottom
 	noteOK bool
 }
 
 // treeRow is a branch in the tree: its row and the lines drawn before it.
 type treeRow struct {
-	b      persistence.BranchRow
+	b      api.Branch
 	prefix string
 }
 
@@ -189,7 +189,7 @@ type (
 	// branchesMsg is the session's branches as read.
 	branchesMsg struct {
 		gen    int
-		rows   []persistence.BranchRow
+		rows   []api.Branch
 		active messages.BranchID
 		err    error
 	}
@@ -198,8 +198,8 @@ type (
 		gen    int
 		text   string
 		err    error
-		sel    messages.BranchID      // select it after the reload
-		moveTo *persistence.BranchRow // make it current (the current branch was deleted)
+		sel    messages.BranchID // select it after the reload
+		moveTo *api.Branch       // make it current (the current branch was deleted)
 	}
 )
 
@@ -349,7 +349,7 @@ func (b *branchesScreen) key(s *State, msg tea.KeyPressMsg) tea.Cmd {
 	return nil
 }
 
-func (b *branchesScreen) fork(s *State, from persistence.BranchRow, label string) tea.Cmd {
+func (b *branchesScreen) fork(s *State, from api.Branch, label string) tea.Cmd {
 	ctx, be, gen, all := s.Ctx, s.Backend, b.gen, b.all
 	return func() tea.Msg {
 		row, err := be.Fork(ctx, from.ID, messages.TurnID{}, label)
@@ -363,10 +363,10 @@ func (b *branchesScreen) fork(s *State, from persistence.BranchRow, label string
 
 // title is a branch's label and the part of its id that tells it from
 // the others.
-func (b *branchesScreen) title(r persistence.BranchRow) string { return branchTitleIn(r, b.all) }
+func (b *branchesScreen) title(r api.Branch) string { return branchTitleIn(r, b.all) }
 
 // branchTitleIn is branchTitle with the id prefix that is unique in all.
-func branchTitleIn(r persistence.BranchRow, all []persistence.BranchRow) string {
+func branchTitleIn(r api.Branch, all []api.Branch) string {
 	id := uniqueBranchID(r.ID, all)
 	if r.Label == "" {
 		return id
@@ -374,9 +374,9 @@ func branchTitleIn(r persistence.BranchRow, all []persistence.BranchRow) string 
 	return fmt.Sprintf("%s (%s)", r.Label, id)
 }
 
-func (b *branchesScreen) delete(s *State, victim persistence.BranchRow) tea.Cmd {
+func (b *branchesScreen) delete(s *State, victim api.Branch) tea.Cmd {
 	ctx, be, gen, current, name := s.Ctx, s.Backend, b.gen, s.Branch.ID, b.title(victim)
-	var parent *persistence.BranchRow
+	var parent *api.Branch
 	for i := range b.all {
 		if b.all[i].ID == victim.Parent {
 			p := b.all[i]
@@ -405,8 +405,8 @@ func (b *branchesScreen) build() {
 	for _, r := range b.all {
 		ids[r.ID] = true
 	}
-	kids := map[messages.BranchID][]persistence.BranchRow{}
-	var roots []persistence.BranchRow
+	kids := map[messages.BranchID][]api.Branch{}
+	var roots []api.Branch
 	for _, r := range b.all {
 		if r.Parent.IsZero() || !ids[r.Parent] {
 			roots = append(roots, r)
@@ -414,13 +414,13 @@ func (b *branchesScreen) build() {
 			kids[r.Parent] = append(kids[r.Parent], r)
 		}
 	}
-	order := func(x, y persistence.BranchRow) int {
+	order := func(x, y api.Branch) int {
 		return cmp.Or(cmp.Compare(x.ForkSeq, y.ForkSeq), x.Created.Compare(y.Created), x.ID.Compare(y.ID))
 	}
 	slices.SortFunc(roots, order)
 	var rows []treeRow
-	var walk func(r persistence.BranchRow, lead, stem string)
-	walk = func(r persistence.BranchRow, lead, stem string) {
+	var walk func(r api.Branch, lead, stem string)
+	walk = func(r api.Branch, lead, stem string) {
 		rows = append(rows, treeRow{b: r, prefix: lead})
 		ks := kids[r.ID]
 		slices.SortFunc(ks, order)

@@ -8,15 +8,15 @@ import (
 	"testing"
 
 	"github.com/contextinfinity/ctxinf/actors"
+	"github.com/contextinfinity/ctxinf/api"
 	"github.com/contextinfinity/ctxinf/messages"
-	"github.com/contextinfinity/ctxinf/persistence"
 )
 
 // TestResolveBranchNames: labels, ids, and the start or end of an id
 // (the short id the screens and the header show is an id's last 8).
 func TestResolveBranchNames(t *testing.T) {
 	f := newFakeA(0)
-	twin := persistence.BranchRow{ID: idA[messages.BranchID]("01JBTW", "TW1NTW1N"), Session: f.session.ID, Label: "fix-typo"}
+	twin := api.Branch{ID: idA[messages.BranchID]("01JBTW", "TW1NTW1N"), Session: f.session.ID, Label: "fix-typo"}
 	bs := append(slices.Clone(f.branches), twin)
 	id := func(label string) messages.BranchID { return f.branchA(label).ID }
 	for _, c := range []struct {

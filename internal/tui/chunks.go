@@ -12,8 +12,7 @@ import (
 	tea "charm.land/bubbletea/v2"
 	"github.com/charmbracelet/x/ansi"
 
-	"github.com/contextinfinity/ctxinf/actors"
-	"github.com/contextinfinity/ctxinf/internal/core"
+	"github.com/contextinfinity/ctxinf/api"
 	"github.com/contextinfinity/ctxinf/messages"
 )
 
@@ -35,7 +34,7 @@ type ChunksScreen struct {
 	input   textinput.Model
 	typing  bool // the query input has the focus
 	query   string
-	hits    []actors.Hit
+	hits    []api.Hit
 	rows    rowCursor
 	reading bool // the selected hit's text is shown
 	text    scrollPage
@@ -43,7 +42,7 @@ type ChunksScreen struct {
 	note    string
 
 	debugSeq  uint64 // the turn shown; 0: the branch's last
-	debug     *actors.ContextDebug
+	debug     *api.ContextDebug
 	debugNote string
 	debugPage scrollPage
 	debugGen  int
@@ -83,7 +82,7 @@ func newChunksScreen() *ChunksScreen {
 type chunkHitsMsg struct {
 	gen   int
 	query string
-	hits  []actors.Hit
+	hits  []api.Hit
 	err   error
 }
 
@@ -91,7 +90,7 @@ type chunkHitsMsg struct {
 type chunkDebugMsg struct {
 	gen   int
 	seq   uint64
-	debug actors.ContextDebug
+	debug api.ContextDebug
 	err   error
 }
 
@@ -405,7 +404,7 @@ func (c *ChunksScreen) Keys() []key.Binding {
 }
 
 // hitText is a hit's full text with what it is and how it scored.
-func hitText(h actors.Hit) string {
+func hitText(h api.Hit) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "chunk %s · %s · turn %s · %d tokens\n", idTail(h.Chunk.ID), h.Chunk.Type, turnNumber(h.Chunk.Seq), h.Chunk.TokenEst)
 	fmt.Fprintf(&b, "score %.3f (vector %.3f, text %.3f, relevance %.3f)\n\n", h.Score, h.Vector, h.Text, h.Relevance)
@@ -418,14 +417,14 @@ func hitText(h actors.Hit) string {
 
 // debugFailure says why a turn has no context debug view.
 func debugFailure(seq uint64, err error) string {
-	if errors.Is(err, actors.ErrNoRecipe) {
+	if errors.Is(err, ErrNoContext) {
 		return fmt.Sprintf("Turn %d recorded no context: it failed before its first step ran, or predates context recipes.", seq)
 	}
 	return fmt.Sprintf("No context debug view for turn %d: %v", seq, err)
 }
 
 // debugLines renders a context debug view for width cells.
-func debugLines(d actors.ContextDebug, seq uint64, width int) []string {
+func debugLines(d api.ContextDebug, seq uint64, width int) []string {
 	p := pageLines{width: width}
 	head := fmt.Sprintf("Context of turn %d", seq)
 	if seq == 0 {
@@ -463,7 +462,7 @@ func debugLines(d actors.ContextDebug, seq uint64, width int) []string {
 	}
 	givenLines(&p, d)
 
-	packed := make(map[messages.ChunkID]core.ChunkUse, len(r.Chunks))
+	packed := make(map[messages.ChunkID]api.ChunkUse, len(r.Chunks))
 	for _, u := range r.Chunks {
 		packed[u.Chunk] = u
 	}
@@ -517,7 +516,7 @@ func debugLines(d actors.ContextDebug, seq uint64, width int) []string {
 // when there is any: an API client's system prompt (before the
 // runtime's instructions), the tools offered with the tool mode and
 // choice, and the client's generation settings.
-func givenLines(p *pageLines, d actors.ContextDebug) {
+func givenLines(p *pageLines, d api.ContextDebug) {
 	c := d.Context
 	if d.ClientSystem != "" {
 		p.text("")

@@ -8,7 +8,7 @@ import (
 	"charm.land/bubbles/v2/key"
 	tea "charm.land/bubbletea/v2"
 
-	"github.com/contextinfinity/ctxinf/client"
+	"github.com/contextinfinity/ctxinf/api"
 	"github.com/contextinfinity/ctxinf/messages"
 )
 
@@ -23,9 +23,9 @@ const browseScan = 32
 // the branch was indexed into, a list to select from and a chunk's full
 // text, read through Backend.TurnAt and Backend.Turn.
 type chunkBrowser struct {
-	seq     uint64           // the turn shown; 0: the newest that has chunks
-	turn    *client.TurnInfo // the turn shown, once loaded
-	note    string           // what the tab says instead of, or above, the list
+	seq     uint64        // the turn shown; 0: the newest that has chunks
+	turn    *api.TurnInfo // the turn shown, once loaded
+	note    string        // what the tab says instead of, or above, the list
 	rows    rowCursor
 	reading bool // the selected chunk's text is shown
 	text    scrollPage
@@ -36,7 +36,7 @@ type chunkBrowser struct {
 type chunkTurnMsg struct {
 	gen  int
 	seq  uint64
-	info client.TurnInfo
+	info api.TurnInfo
 	// scanned is how many turns the search for one with chunks looked
 	// at without finding one (0: the turn was asked for by its number).
 	scanned int
@@ -65,7 +65,7 @@ func (b *chunkBrowser) load(s *State) tea.Cmd {
 			info, err := turnBySeq(s.Ctx, s.Backend, branch, seq)
 			return chunkTurnMsg{gen: gen, seq: seq, info: info, err: err}
 		}
-		var newest client.TurnInfo
+		var newest api.TurnInfo
 		scanned := 0
 		for at := last; at >= 1 && scanned < browseScan; at-- {
 			info, err := turnBySeq(s.Ctx, s.Backend, branch, at)
@@ -85,10 +85,10 @@ func (b *chunkBrowser) load(s *State) tea.Cmd {
 }
 
 // turnBySeq is the branch's turn number seq with its chunks.
-func turnBySeq(ctx context.Context, be Backend, branch messages.BranchID, seq uint64) (client.TurnInfo, error) {
+func turnBySeq(ctx context.Context, be Backend, branch messages.BranchID, seq uint64) (api.TurnInfo, error) {
 	row, err := be.TurnAt(ctx, branch, seq)
 	if err != nil {
-		return client.TurnInfo{}, err
+		return api.TurnInfo{}, err
 	}
 	return be.Turn(ctx, branch, row.ID)
 }
@@ -115,7 +115,7 @@ func (b *chunkBrowser) loaded(msg chunkTurnMsg) tea.Cmd {
 }
 
 // noChunks says why a turn has no chunks, by its phase.
-func noChunks(t client.TurnInfo) string {
+func noChunks(t api.TurnInfo) string {
 	switch t.Phase {
 	case messages.PhaseResponseFinalized:
 		return fmt.Sprintf("Turn %d has no chunks yet (indexed after its pending turns fold: /commit).", t.Seq)
@@ -221,7 +221,7 @@ func (b *chunkBrowser) keys(tab key.Binding) []key.Binding {
 
 // chunkFrom says which message of turn t a chunk's text is from: the
 // user's, the reply, or (another node) its short id.
-func chunkFrom(t client.TurnInfo, c client.ChunkInfo) string {
+func chunkFrom(t api.TurnInfo, c api.ChunkInfo) string {
 	switch {
 	case c.Node == t.ID:
 		return "user"
@@ -235,7 +235,7 @@ func chunkFrom(t client.TurnInfo, c client.ChunkInfo) string {
 
 // byteRange is a chunk's bytes in its message's rendered text, or - for
 // a tool's result, which that text does not hold.
-func byteRange(c client.ChunkInfo) string {
+func byteRange(c api.ChunkInfo) string {
 	if c.Start == 0 && c.End == 0 {
 		return "-"
 	}
@@ -243,7 +243,7 @@ func byteRange(c client.ChunkInfo) string {
 }
 
 // chunkText is a chunk's full text with what it is and where it is from.
-func chunkText(t client.TurnInfo, c client.ChunkInfo) string {
+func chunkText(t api.TurnInfo, c api.ChunkInfo) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "chunk %s · %s · turn %s · %d tokens\n", idTail(c.ID), c.Type, turnNumber(t.Seq), c.TokenEst)
 	from := "message " + idTail(c.Node)

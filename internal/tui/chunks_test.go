@@ -7,8 +7,7 @@ import (
 
 	tea "charm.land/bubbletea/v2"
 
-	"github.com/contextinfinity/ctxinf/actors"
-	"github.com/contextinfinity/ctxinf/client"
+	"github.com/contextinfinity/ctxinf/api"
 	"github.com/contextinfinity/ctxinf/messages"
 	"github.com/contextinfinity/ctxinf/persistence"
 )
@@ -111,7 +110,7 @@ func TestChunksContextDebugPackedVersusOffered(t *testing.T) {
 		t.Fatalf("last call = %s, want Context 1 \"\"", got)
 	}
 	st := statusesB(d.takeShell())
-	if len(st) != 1 || !errors.Is(st[0].Err, actors.ErrNoRecipe) {
+	if len(st) != 1 || !errors.Is(st[0].Err, ErrNoContext) {
 		t.Fatalf("status = %+v, want ErrNoRecipe", st)
 	}
 	d.golden("chunks_debug_norecipe")
@@ -228,7 +227,7 @@ func TestChunksBrowseTurnByTurn(t *testing.T) {
 func TestChunksBrowseWithoutChunks(t *testing.T) {
 	f := newFakeB()
 	t1 := f.infos[f.turns[0].ID]
-	t1.Chunks = []client.ChunkInfo{}
+	t1.Chunks = []api.ChunkInfo{}
 	f.infos[t1.ID] = t1
 	c := newChunksScreen()
 	c.tab = tabBrowse

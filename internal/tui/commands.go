@@ -9,8 +9,8 @@ import (
 
 	tea "charm.land/bubbletea/v2"
 
+	"github.com/contextinfinity/ctxinf/api"
 	"github.com/contextinfinity/ctxinf/messages"
-	"github.com/contextinfinity/ctxinf/persistence"
 )
 
 // command is a slash command of the input line.
@@ -88,7 +88,7 @@ type (
 	}
 	// switchedMsg makes branch current after a fork or a switch.
 	switchedMsg struct {
-		branch persistence.BranchRow
+		branch api.Branch
 		text   string
 	}
 )
@@ -256,7 +256,7 @@ func (m *Model) startFork(r forkReq) tea.Cmd {
 		}
 		if label == "" {
 			label = freeLabel(bs, r.base)
-		} else if slices.ContainsFunc(bs, func(b persistence.BranchRow) bool { return b.Label == label }) {
+		} else if slices.ContainsFunc(bs, func(b api.Branch) bool { return b.Label == label }) {
 			return resultMsg{text: what, err: fmt.Errorf("label %q is taken in this session: choose another", label)}
 		}
 		b, err := be.Fork(ctx, cur.ID, at, label)
@@ -273,7 +273,7 @@ func (m *Model) startFork(r forkReq) tea.Cmd {
 }
 
 // describe names a branch as the header does: label and short id.
-func describe(b persistence.BranchRow) string {
+func describe(b api.Branch) string {
 	if b.Label == "" {
 		return short(b.ID)
 	}
@@ -281,7 +281,7 @@ func describe(b persistence.BranchRow) string {
 }
 
 // freeLabel is base, or base-2, base-3… the first no branch has.
-func freeLabel(bs []persistence.BranchRow, base string) string {
+func freeLabel(bs []api.Branch, base string) string {
 	taken := map[string]bool{}
 	for _, b := range bs {
 		taken[b.Label] = true

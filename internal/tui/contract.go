@@ -7,14 +7,13 @@ package tui
 
 import (
 	"context"
+	"errors"
 
 	"charm.land/bubbles/v2/key"
 	tea "charm.land/bubbletea/v2"
 
-	"github.com/contextinfinity/ctxinf/actors"
-	"github.com/contextinfinity/ctxinf/client"
+	"github.com/contextinfinity/ctxinf/api"
 	"github.com/contextinfinity/ctxinf/messages"
-	"github.com/contextinfinity/ctxinf/persistence"
 )
 
 // Backend is what the TUI needs of a runtime. Every method may block on
@@ -22,18 +21,18 @@ import (
 type Backend interface {
 	// Names are the default model's provider and id.
 	Names(ctx context.Context) (provider, model string, err error)
-	Sessions(ctx context.Context) ([]persistence.SessionRow, error)
+	Sessions(ctx context.Context) ([]api.Session, error)
 	// CreateSession makes a session and returns its first branch.
-	CreateSession(ctx context.Context, title string) (persistence.BranchRow, error)
-	BranchRow(ctx context.Context, id messages.BranchID) (persistence.BranchRow, error)
-	Branches(ctx context.Context, session messages.SessionID) ([]persistence.BranchRow, error)
+	CreateSession(ctx context.Context, title string) (api.Branch, error)
+	BranchRow(ctx context.Context, id messages.BranchID) (api.Branch, error)
+	Branches(ctx context.Context, session messages.SessionID) ([]api.Branch, error)
 	// Info is the branch's live state: head state, turn counts, pending
 	// turns, the turn in flight, the model.
-	Info(ctx context.Context, branch messages.BranchID) (client.BranchInfo, error)
+	Info(ctx context.Context, branch messages.BranchID) (api.BranchInfo, error)
 
 	// Submit runs a turn, calling show with each update as it streams;
 	// it returns the turn's number and its last update.
-	Submit(ctx context.Context, branch messages.BranchID, text string, show func(actors.Update)) (uint64, actors.Update, error)
+	Submit(ctx context.Context, branch messages.BranchID, text string, show func(Update)) (uint64, Update, error)
 	// Cancel cancels the branch's turn in flight.
 	Cancel(ctx context.Context, branch messages.BranchID) error
 	// History returns up to n messages of the branch ending before the
@@ -41,18 +40,18 @@ type Backend interface {
 	// as before for the page older than it (zero: none older).
 	History(ctx context.Context, branch messages.BranchID, before messages.TurnID, n int) ([]Entry, messages.TurnID, error)
 	// TurnAt returns the row of the branch's turn number seq.
-	TurnAt(ctx context.Context, branch messages.BranchID, seq uint64) (persistence.TurnRow, error)
+	TurnAt(ctx context.Context, branch messages.BranchID, seq uint64) (api.Turn, error)
 	// Turn returns a turn with its provider steps (tools calls are in
 	// the transcript items of its history entries).
-	Turn(ctx context.Context, branch messages.BranchID, turn messages.TurnID) (client.TurnInfo, error)
+	Turn(ctx context.Context, branch messages.BranchID, turn messages.TurnID) (api.TurnInfo, error)
 	Pending(ctx context.Context, branch messages.BranchID) ([]messages.PendingTurn, error)
 	// CommitPending folds the pending turns into the summary now.
 	CommitPending(ctx context.Context, branch messages.BranchID) error
 
 	// Fork makes a branch continuing after turn at (zero: the head).
-	Fork(ctx context.Context, branch messages.BranchID, at messages.TurnID, label string) (persistence.BranchRow, error)
+	Fork(ctx context.Context, branch messages.BranchID, at messages.TurnID, label string) (api.Branch, error)
 	// DeleteBranch deletes a branch for good.
-	DeleteBranch(ctx context.Context, branch messages.BranchID) (client.Deleted, error)
+	DeleteBranch(ctx context.Context, branch messages.BranchID) (api.Deleted, error)
 
 	Pin(ctx context.Context, branch messages.BranchID, fact string) (messages.PinnedFact, error)
 	Pins(ctx context.Context, branch messages.BranchID) ([]messages.PinnedFact, error)
@@ -64,15 +63,44 @@ type Backend interface {
 
 	// Search runs retrieval on the branch for query (manual retrieval):
 	// up to k chunks with their scores.
-	Search(ctx context.Context, branch messages.BranchID, query string, k int) ([]actors.Hit, error)
+	Search(ctx context.Context, branch messages.BranchID, query string, k int) ([]api.Hit, error)
 	// Context is the context debug view of the branch's turn number seq
 	// (what was sent, which chunks retrieval offered and which were
 	// packed); seq 0: the context the next turn would get for text.
-	Context(ctx context.Context, branch messages.BranchID, seq uint64, text string) (actors.ContextDebug, error)
+	Context(ctx context.Context, branch messages.BranchID, seq uint64, text string) (api.ContextDebug, error)
 	// Recovered returns the output recovered from the turn's
 	// interrupted step, if any.
 	Recovered(ctx context.Context, branch messages.BranchID, turn messages.TurnID) (string, bool, error)
 }
+
+// Update is a streaming turn's progress, as Submit shows it: text or a
+// tool item as they stream, the journal's byte counts, and with Done how
+// the turn ended.
+type Update struct {
+	Delta string // streamed text (may be empty)
+	// Item is a tool call as it is issued, or a tool output as it is
+	// recorded; nil otherwise.
+	Item      messages.TranscriptItem
+	Displayed uint64 // journal bytes shown so far
+	Durable   uint64 // journal bytes fsynced so far
+	// TextDisplayed is the bytes of text shown so far, TextDurable those
+	// whose journal records are fsynced: the header's "Stream:
+	// durable/displayed" (SRD §13.3).
+	TextDisplayed, TextDurable uint64
+
+	Done  bool               // the turn reached its end (finalized or failed)
+	Phase messages.TurnPhase // with Done: ResponseFinalized or Failed
+	// Outcome, with Done, is how the turn ended: the final step's
+	// outcome, or for Phase Failed kind failed or cancelled, with the
+	// code and why.
+	Outcome messages.StepOutcome
+	Err     string // with Done and Phase Failed: why (Outcome.Message)
+}
+
+// ErrNoContext is returned by Backend.Context for a turn that recorded
+// no context (it failed before its first step ran, or predates context
+// recipes).
+var ErrNoContext = errors.New("tui: no context recorded for this turn")
 
 // Entry is a message of the history, with the output recovered for its
 // reply when a crash cut that off.
@@ -94,9 +122,9 @@ type Entry struct {
 type State struct {
 	Ctx     context.Context
 	Backend Backend
-	Branch  persistence.BranchRow // the current branch
-	Info    client.BranchInfo     // its live state, as last read
-	Width   int                   // the terminal's size
+	Branch  api.Branch     // the current branch
+	Info    api.BranchInfo // its live state, as last read
+	Width   int            // the terminal's size
 	Height  int
 }
 
@@ -123,7 +151,7 @@ type Screen interface {
 type (
 	// SwitchMsg makes Branch the current branch (and its session the
 	// current session) and shows the conversation.
-	SwitchMsg struct{ Branch persistence.BranchRow }
+	SwitchMsg struct{ Branch api.Branch }
 	// StatusMsg shows Text (Err set: as an error) on the status line.
 	StatusMsg struct {
 		Text string

@@ -9,7 +9,6 @@ import (
 	tea "charm.land/bubbletea/v2"
 	"github.com/charmbracelet/x/ansi"
 
-	"github.com/contextinfinity/ctxinf/actors"
 	"github.com/contextinfinity/ctxinf/messages"
 )
 
@@ -161,7 +160,7 @@ type turnState struct {
 	id      int  // which submit the updates are of
 	phase   string
 	// displayed and durable are the bytes of the turn's text shown and
-	// durable (actors.Update.TextDisplayed, TextDurable).
+	// durable (Update.TextDisplayed, TextDurable).
 	displayed, durable uint64
 	replying           bool // the reply's entry is open in the conversation
 	cancel             context.CancelFunc
@@ -178,12 +177,12 @@ func (t *turnState) stop() {
 type (
 	streamUpdateMsg struct {
 		id int
-		u  actors.Update
+		u  Update
 	}
 	streamDoneMsg struct {
 		id   int
 		seq  uint64
-		last actors.Update
+		last Update
 		err  error
 	}
 )
@@ -200,7 +199,7 @@ func (m *Model) submit(text string) tea.Cmd {
 	id, branch, be, send := m.nextID, m.st.Branch.ID, m.st.Backend, m.send
 	return func() tea.Msg {
 		defer cancel()
-		seq, last, err := be.Submit(ctx, branch, text, func(u actors.Update) {
+		seq, last, err := be.Submit(ctx, branch, text, func(u Update) {
 			if send != nil {
 				send(streamUpdateMsg{id: id, u: u})
 			}
@@ -276,7 +275,7 @@ func (m *Model) onStreamDone(msg streamDoneMsg) tea.Cmd {
 
 // failure says why a failed turn failed: its outcome's kind, code and
 // message (cancelled (cancelled): …).
-func failure(u actors.Update) string {
+func failure(u Update) string {
 	o := u.Outcome
 	s := "failed"
 	if o.Kind != 0 {

@@ -16,9 +16,8 @@ import (
 	"github.com/charmbracelet/x/ansi"
 
 	"github.com/contextinfinity/ctxinf/actors"
-	"github.com/contextinfinity/ctxinf/client"
+	"github.com/contextinfinity/ctxinf/api"
 	"github.com/contextinfinity/ctxinf/messages"
-	"github.com/contextinfinity/ctxinf/persistence"
 )
 
 // fakeA is the Backend of the history, branches and pins screens'
@@ -26,8 +25,8 @@ import (
 // history is it) and the current branch's pins, with fixed ids and
 // times. It records the calls that change something.
 type fakeA struct {
-	session  persistence.SessionRow
-	branches []persistence.BranchRow
+	session  api.Session
+	branches []api.Branch
 	msgs     []Entry
 	pins     []messages.PinnedFact
 	maxPins  int
@@ -68,7 +67,7 @@ func idA[T ~[16]byte](head, tail string) T {
 // and a transcript of n exchanges (2n messages).
 func newFakeA(n int) *fakeA {
 	f := &fakeA{maxPins: 4, maxBytes: 64, nextPin: 4}
-	f.session = persistence.SessionRow{ID: idA[messages.SessionID]("01JBS", "SESS10N1"), Title: "chat", Created: fakeATime}
+	f.session = api.Session{ID: idA[messages.SessionID]("01JBS", "SESS10N1"), Title: "chat", Created: fakeATime}
 	ids := map[string]messages.BranchID{
 		"main":       idA[messages.BranchID]("01JBMA", "MA1NMA1N"),
 		"experiment": idA[messages.BranchID]("01JBEX", "EXPERMNT"),
@@ -77,15 +76,15 @@ func newFakeA(n int) *fakeA {
 		"exp-b":      idA[messages.BranchID]("01JBEA", "2SHARED01"),
 		"fix-typo-2": idA[messages.BranchID]("01JBF2", "F1XTYP02"),
 	}
-	mk := func(label, parent string, seq uint64) persistence.BranchRow {
-		b := persistence.BranchRow{ID: ids[label], Session: f.session.ID, Label: label, ForkSeq: seq, Created: fakeATime}
+	mk := func(label, parent string, seq uint64) api.Branch {
+		b := api.Branch{ID: ids[label], Session: f.session.ID, Label: label, ForkSeq: seq, Created: fakeATime}
 		if parent != "" {
 			b.Parent = ids[parent]
 			b.ForkAt = idA[messages.TurnID](fmt.Sprintf("01JT%02d", seq), "")
 		}
 		return b
 	}
-	f.branches = []persistence.BranchRow{
+	f.branches = []api.Branch{
 		mk("main", "", 0),
 		mk("experiment", "main", 4),
 		mk("fix-typo", "main", 2),
@@ -111,7 +110,7 @@ func newFakeA(n int) *fakeA {
 // entryA returns the fake's message at depth d.
 func (f *fakeA) entryA(d uint64) *Entry { return &f.msgs[d-1] }
 
-func (f *fakeA) branchA(label string) persistence.BranchRow {
+func (f *fakeA) branchA(label string) api.Branch {
 	for _, b := range f.branches {
 		if b.Label == label {
 			return b
@@ -140,50 +139,50 @@ func (f *fakeA) History(_ context.Context, _ messages.BranchID, before messages.
 	return slices.Clone(f.msgs[start:end]), older, nil
 }
 
-func (f *fakeA) Turn(_ context.Context, _ messages.BranchID, turn messages.TurnID) (client.TurnInfo, error) {
+func (f *fakeA) Turn(_ context.Context, _ messages.BranchID, turn messages.TurnID) (api.TurnInfo, error) {
 	seq := uint64(0)
 	for _, e := range f.msgs {
 		if e.Role == messages.RoleUser {
 			seq++
 			if e.Turn == turn {
-				return client.TurnInfo{TurnRow: persistence.TurnRow{Seq: seq, ID: turn}}, nil
+				return api.TurnInfo{Turn: api.Turn{Seq: seq, ID: turn}}, nil
 			}
 		}
 	}
-	return client.TurnInfo{}, fmt.Errorf("fakeA: %s is no turn", turn)
+	return api.TurnInfo{}, fmt.Errorf("fakeA: %s is no turn", turn)
 }
 
-func (f *fakeA) Fork(_ context.Context, branch messages.BranchID, at messages.TurnID, label string) (persistence.BranchRow, error) {
+func (f *fakeA) Fork(_ context.Context, branch messages.BranchID, at messages.TurnID, label string) (api.Branch, error) {
 	f.calls = append(f.calls, fmt.Sprintf("fork %s %s %s", branch, at, label))
 	if f.forkErr != nil {
-		return persistence.BranchRow{}, f.forkErr
+		return api.Branch{}, f.forkErr
 	}
 	f.forks++
-	row := persistence.BranchRow{ID: idA[messages.BranchID]("01JBN", fmt.Sprintf("F0RK%04d", f.forks)), Session: f.session.ID,
+	row := api.Branch{ID: idA[messages.BranchID]("01JBN", fmt.Sprintf("F0RK%04d", f.forks)), Session: f.session.ID,
 		Parent: branch, ForkAt: at, ForkSeq: 9, Label: label, Created: fakeATime}
 	f.branches = append(f.branches, row)
 	return row, nil
 }
 
-func (f *fakeA) Branches(_ context.Context, session messages.SessionID) ([]persistence.BranchRow, error) {
+func (f *fakeA) Branches(_ context.Context, session messages.SessionID) ([]api.Branch, error) {
 	if session != f.session.ID {
 		return nil, fmt.Errorf("fakeA: no session %s", session)
 	}
 	return slices.Clone(f.branches), nil
 }
 
-func (f *fakeA) Sessions(context.Context) ([]persistence.SessionRow, error) {
-	return []persistence.SessionRow{f.session}, nil
+func (f *fakeA) Sessions(context.Context) ([]api.Session, error) {
+	return []api.Session{f.session}, nil
 }
 
-func (f *fakeA) DeleteBranch(_ context.Context, branch messages.BranchID) (client.Deleted, error) {
+func (f *fakeA) DeleteBranch(_ context.Context, branch messages.BranchID) (api.Deleted, error) {
 	f.calls = append(f.calls, "delete "+branch.String())
-	i := slices.IndexFunc(f.branches, func(b persistence.BranchRow) bool { return b.ID == branch })
+	i := slices.IndexFunc(f.branches, func(b api.Branch) bool { return b.ID == branch })
 	if i < 0 {
-		return client.Deleted{}, fmt.Errorf("fakeA: no branch %s", branch)
+		return api.Deleted{}, fmt.Errorf("fakeA: no branch %s", branch)
 	}
 	if f.branches[i].Parent.IsZero() {
-		return client.Deleted{}, fmt.Errorf("%w: delete branch %s: it is the first branch of session %s: delete the session",
+		return api.Deleted{}, fmt.Errorf("%w: delete branch %s: it is the first branch of session %s: delete the session",
 			actors.ErrFirstBranch, branch, f.session.ID)
 	}
 	var forks []string
@@ -193,11 +192,11 @@ func (f *fakeA) DeleteBranch(_ context.Context, branch messages.BranchID) (clien
 		}
 	}
 	if len(forks) > 0 {
-		return client.Deleted{}, fmt.Errorf("%w: delete branch %s: it has forks (%s), which share its turns: delete them first",
+		return api.Deleted{}, fmt.Errorf("%w: delete branch %s: it has forks (%s), which share its turns: delete them first",
 			actors.ErrHasForks, branch, strings.Join(forks, ", "))
 	}
 	f.branches = slices.Delete(f.branches, i, i+1)
-	return client.Deleted{Session: f.session.ID, Branches: []messages.BranchID{branch}, Nodes: 4, Turns: 2}, nil
+	return api.Deleted{Session: f.session.ID, Branches: []messages.BranchID{branch}, Nodes: 4, Turns: 2}, nil
 }
 
 func (f *fakeA) Pins(context.Context, messages.BranchID) ([]messages.PinnedFact, error) {
@@ -256,21 +255,21 @@ func (f *fakeA) Unpin(_ context.Context, _ messages.BranchID, id uint64) error {
 // The rest of Backend: not used by these screens.
 
 func (f *fakeA) Names(context.Context) (string, string, error) { return "", "", errFakeA }
-func (f *fakeA) CreateSession(context.Context, string) (persistence.BranchRow, error) {
-	return persistence.BranchRow{}, errFakeA
+func (f *fakeA) CreateSession(context.Context, string) (api.Branch, error) {
+	return api.Branch{}, errFakeA
 }
-func (f *fakeA) BranchRow(context.Context, messages.BranchID) (persistence.BranchRow, error) {
-	return persistence.BranchRow{}, errFakeA
+func (f *fakeA) BranchRow(context.Context, messages.BranchID) (api.Branch, error) {
+	return api.Branch{}, errFakeA
 }
-func (f *fakeA) Info(context.Context, messages.BranchID) (client.BranchInfo, error) {
-	return client.BranchInfo{}, errFakeA
+func (f *fakeA) Info(context.Context, messages.BranchID) (api.BranchInfo, error) {
+	return api.BranchInfo{}, errFakeA
 }
-func (f *fakeA) Submit(context.Context, messages.BranchID, string, func(actors.Update)) (uint64, actors.Update, error) {
-	return 0, actors.Update{}, errFakeA
+func (f *fakeA) Submit(context.Context, messages.BranchID, string, func(Update)) (uint64, Update, error) {
+	return 0, Update{}, errFakeA
 }
 func (f *fakeA) Cancel(context.Context, messages.BranchID) error { return errFakeA }
-func (f *fakeA) TurnAt(context.Context, messages.BranchID, uint64) (persistence.TurnRow, error) {
-	return persistence.TurnRow{}, errFakeA
+func (f *fakeA) TurnAt(context.Context, messages.BranchID, uint64) (api.Turn, error) {
+	return api.Turn{}, errFakeA
 }
 func (f *fakeA) Pending(context.Context, messages.BranchID) ([]messages.PendingTurn, error) {
 	return nil, errFakeA
@@ -280,11 +279,11 @@ func (f *fakeA) ModelNames(context.Context) ([]string, error)           { return
 func (f *fakeA) SelectModel(context.Context, messages.BranchID, string) error {
 	return errFakeA
 }
-func (f *fakeA) Search(context.Context, messages.BranchID, string, int) ([]actors.Hit, error) {
+func (f *fakeA) Search(context.Context, messages.BranchID, string, int) ([]api.Hit, error) {
 	return nil, errFakeA
 }
-func (f *fakeA) Context(context.Context, messages.BranchID, uint64, string) (actors.ContextDebug, error) {
-	return actors.ContextDebug{}, errFakeA
+func (f *fakeA) Context(context.Context, messages.BranchID, uint64, string) (api.ContextDebug, error) {
+	return api.ContextDebug{}, errFakeA
 }
 func (f *fakeA) Recovered(context.Context, messages.BranchID, messages.TurnID) (string, bool, error) {
 	return "", false, errFakeA

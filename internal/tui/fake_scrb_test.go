@@ -7,8 +7,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/contextinfinity/ctxinf/actors"
-	"github.com/contextinfinity/ctxinf/client"
+	"github.com/contextinfinity/ctxinf/api"
 	"github.com/contextinfinity/ctxinf/internal/core"
 	"github.com/contextinfinity/ctxinf/messages"
 	"github.com/contextinfinity/ctxinf/persistence"
@@ -21,16 +20,16 @@ import (
 // pending. Turn 1 has chunks (the browse tab's), the others none. It
 // records the calls the screens make.
 type fakeB struct {
-	branch  persistence.BranchRow
-	turns   []persistence.TurnRow // turn seq i+1 at i
-	entries []Entry               // the transcript, oldest first
-	nodes   []messages.TurnID     // each entry's node (History's cursor)
-	infos   map[messages.TurnID]client.TurnInfo
+	branch  api.Branch
+	turns   []api.Turn        // turn seq i+1 at i
+	entries []Entry           // the transcript, oldest first
+	nodes   []messages.TurnID // each entry's node (History's cursor)
+	infos   map[messages.TurnID]api.TurnInfo
 	pending []messages.PendingTurn
 
-	hits      []actors.Hit
+	hits      []api.Hit
 	searchErr error
-	debugs    map[uint64]actors.ContextDebug
+	debugs    map[uint64]api.ContextDebug
 	debugErrs map[uint64]error
 
 	models    []string
@@ -52,8 +51,8 @@ var fakeBTime = time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
 
 func newFakeB() *fakeB {
 	f := &fakeB{
-		branch: persistence.BranchRow{ID: idB[messages.BranchID](1), Session: idB[messages.SessionID](2), Label: "main"},
-		infos:  map[messages.TurnID]client.TurnInfo{},
+		branch: api.Branch{ID: idB[messages.BranchID](1), Session: idB[messages.SessionID](2), Label: "main"},
+		infos:  map[messages.TurnID]api.TurnInfo{},
 		models: []string{"fast", "local", "smart"},
 		model:  "smart",
 	}
@@ -81,8 +80,8 @@ func newFakeB() *fakeB {
 		f.nodes = append(f.nodes, idB[messages.TurnID](byte(e.Depth)))
 	}
 	done := messages.StepOutcome{Kind: messages.OutcomeCompleted}
-	step := func(n byte, idx uint32, o messages.StepOutcome, in, out int, shown, durable uint64, interrupted bool) client.StepInfo {
-		return client.StepInfo{ID: idB[messages.StepID](n), Index: idx, Provider: "openai", Model: "gpt-4o", Outcome: o,
+	step := func(n byte, idx uint32, o messages.StepOutcome, in, out int, shown, durable uint64, interrupted bool) api.StepInfo {
+		return api.StepInfo{ID: idB[messages.StepID](n), Index: idx, Provider: "openai", Model: "gpt-4o", Outcome: o,
 			InputTokens: in, OutputTokens: out, Displayed: shown, Durable: durable, Interrupted: interrupted}
 	}
 	for i, t := range []struct {
@@ -90,16 +89,16 @@ func newFakeB() *fakeB {
 		phase       messages.TurnPhase
 		outcome     string
 		code        string
-		steps       []client.StepInfo
+		steps       []api.StepInfo
 	}{
-		{11, 12, messages.PhaseIndexed, "completed", "", []client.StepInfo{step(21, 0, done, 812, 14, 120, 120, false)}},
-		{13, 14, messages.PhaseResponseFinalized, "completed", "", []client.StepInfo{
+		{11, 12, messages.PhaseIndexed, "completed", "", []api.StepInfo{step(21, 0, done, 812, 14, 120, 120, false)}},
+		{13, 14, messages.PhaseResponseFinalized, "completed", "", []api.StepInfo{
 			step(22, 0, messages.StepOutcome{Kind: messages.OutcomeCompleted, Reason: "tool_calls"}, 1040, 31, 96, 96, false),
 			step(23, 1, done, 1122, 12, 1536, 1536, false)}},
-		{15, 0, messages.PhaseFailed, "failed", messages.FailInterrupted, []client.StepInfo{
+		{15, 0, messages.PhaseFailed, "failed", messages.FailInterrupted, []api.StepInfo{
 			step(24, 0, messages.StepOutcome{}, 0, 0, 27, 14, true)}},
 	} {
-		row := persistence.TurnRow{Branch: f.branch.ID, Seq: uint64(i + 1), ID: idB[messages.TurnID](t.user),
+		row := api.Turn{Branch: f.branch.ID, Seq: uint64(i + 1), ID: idB[messages.TurnID](t.user),
 			Phase: t.phase, Outcome: t.outcome, Code: t.code, Updated: fakeBTime}
 		if t.reply != 0 {
 			row.Reply = idB[messages.TurnID](t.reply)
@@ -108,16 +107,16 @@ func newFakeB() *fakeB {
 			row.Reason = "the runtime stopped during the step"
 		}
 		f.turns = append(f.turns, row)
-		info := client.TurnInfo{TurnRow: row, Steps: t.steps, Chunks: []client.ChunkInfo{}}
+		info := api.TurnInfo{Turn: row, Steps: t.steps, Chunks: []api.ChunkInfo{}}
 		if t.code == messages.FailInterrupted {
-			info.Partial = &client.PartialOutput{Step: idB[messages.StepID](24), Text: partial, Incomplete: true, Displayed: 27, Durable: 14}
+			info.Partial = &api.PartialOutput{Step: idB[messages.StepID](24), Text: partial, Incomplete: true, Displayed: 27, Durable: 14}
 		}
 		f.infos[row.ID] = info
 	}
 	// Turn 1 is indexed: its message and its reply are a chunk each (33
 	// is the one search finds). Turns 2 (pending) and 3 (failed) have none.
 	t1 := f.infos[f.turns[0].ID]
-	t1.Chunks = []client.ChunkInfo{
+	t1.Chunks = []api.ChunkInfo{
 		{ID: idB[messages.ChunkID](34), Seq: 1, Node: idB[messages.TurnID](11), Start: 0, End: 18,
 			Type: messages.ChunkUserContext, Text: "What does grep do?", Summary: "What does grep do?", TokenEst: 5},
 		{ID: idB[messages.ChunkID](33), Seq: 1, Node: idB[messages.TurnID](12), Start: 0, End: 49,
@@ -129,41 +128,41 @@ func newFakeB() *fakeB {
 		{Turn: idB[messages.TurnID](11), Seq: 1, Reply: idB[messages.TurnID](12)},
 		{Turn: idB[messages.TurnID](13), Seq: 2, Reply: idB[messages.TurnID](14)},
 	}
-	chunk := func(n byte, seq uint64, typ messages.ChunkType, text string) persistence.ChunkRow {
-		return persistence.ChunkRow{ID: idB[messages.ChunkID](n), Session: f.branch.Session, Branch: f.branch.ID,
+	chunk := func(n byte, seq uint64, typ messages.ChunkType, text string) api.Chunk {
+		return api.Chunk{ID: idB[messages.ChunkID](n), Session: f.branch.Session, Branch: f.branch.ID,
 			SourceTurn: f.turns[seq-1].ID, Seq: seq, Type: typ, Text: text, TokenEst: len(text) / 4, Created: fakeBTime}
 	}
-	f.hits = []actors.Hit{
+	f.hits = []api.Hit{
 		{Chunk: chunk(31, 2, messages.ChunkToolResult, "main.go:3: TODO\nmain.go:9: TODO\nmain.go:20: TODO"), Score: 0.912, Vector: 0.88, Text: 0.97, Relevance: 0.907},
 		{Chunk: chunk(32, 2, messages.ChunkUserContext, "Count the TODOs in main.go\nand list them"), Score: 0.803, Vector: 0.81, Text: 0.77, Relevance: 0.798},
 		{Chunk: chunk(33, 1, messages.ChunkExplanation, "grep searches text for lines matching a pattern."), Score: 0.611, Vector: 0.70, Text: 0.40, Relevance: 0.610},
 	}
-	f.debugs = map[uint64]actors.ContextDebug{3: {
+	f.debugs = map[uint64]api.ContextDebug{3: {
 		Turn: idB[messages.TurnID](15), Step: idB[messages.StepID](24), Provider: "openai", Model: "gpt-4o",
 		Context: messages.AssembledContext{Retrieved: []messages.RetrievedChunk{
 			{Chunk: idB[messages.ChunkID](31), SourceTurn: idB[messages.TurnID](13), Text: "main.go:3: TODO\nmain.go:9: TODO", Score: 0.912},
 			{Chunk: idB[messages.ChunkID](32), SourceTurn: idB[messages.TurnID](13), Text: "Count the TODOs in main.go", Score: 0.803},
 		}},
-		Report: core.AssemblyReport{
-			Budget: core.Budget{ContextLimit: 128000, ResponseReserve: 4096, SafetyMargin: 1024, RetrievalMax: 6000, ChunkMax: 800},
-			Sections: []core.SectionUsage{{Name: core.SectionSystem, Tokens: 120, Items: 1}, {Name: core.SectionPinned, Tokens: 18, Items: 2},
+		Report: api.AssemblyReport{
+			Budget: api.Budget{ContextLimit: 128000, ResponseReserve: 4096, SafetyMargin: 1024, RetrievalMax: 6000, ChunkMax: 800},
+			Sections: []api.SectionUsage{{Name: core.SectionSystem, Tokens: 120, Items: 1}, {Name: core.SectionPinned, Tokens: 18, Items: 2},
 				{Name: core.SectionSummary, Tokens: 0}, {Name: core.SectionWindow, Tokens: 0}, {Name: core.SectionPending, Tokens: 96, Items: 4},
 				{Name: core.SectionRetrieved, Tokens: 41, Items: 2}, {Name: core.SectionUser, Tokens: 12, Items: 1}},
 			Total: 287,
-			Chunks: []core.ChunkUse{{Chunk: idB[messages.ChunkID](31), Score: 0.912, Tokens: 30},
+			Chunks: []api.ChunkUse{{Chunk: idB[messages.ChunkID](31), Score: 0.912, Tokens: 30},
 				{Chunk: idB[messages.ChunkID](32), Score: 0.803, Tokens: 11, Summary: true}},
-			Shrink: []core.ShrinkStep{{Step: core.StepDropChunk, Detail: "chunk 00000011 (score 0.611)", Saved: 19}},
+			Shrink: []api.ShrinkStep{{Step: core.StepDropChunk, Detail: "chunk 00000011 (score 0.611)", Saved: 19}},
 		},
 		SentHash: "9f2c4e6a8b0d1f3e5a7c9e1b3d5f7a9c", RebuiltHash: "9f2c4e6a8b0d1f3e5a7c9e1b3d5f7a9c", Matches: true,
-		Retrieved: []persistence.RetrievedRef{{Chunk: idB[messages.ChunkID](31), Score: 0.912},
+		Retrieved: []api.RetrievedRef{{Chunk: idB[messages.ChunkID](31), Score: 0.912},
 			{Chunk: idB[messages.ChunkID](32), Score: 0.803}, {Chunk: idB[messages.ChunkID](33), Score: 0.611}},
 	}}
 	// Turn 2's context had no retrieved memory: nothing was indexed yet.
-	f.debugs[2] = actors.ContextDebug{Turn: idB[messages.TurnID](13), Step: idB[messages.StepID](22), Provider: "openai",
-		Model: "gpt-4o", Report: core.AssemblyReport{Budget: f.debugs[3].Report.Budget, Total: 150,
-			Sections: []core.SectionUsage{{Name: core.SectionSystem, Tokens: 120, Items: 1}, {Name: core.SectionUser, Tokens: 30, Items: 1}}},
+	f.debugs[2] = api.ContextDebug{Turn: idB[messages.TurnID](13), Step: idB[messages.StepID](22), Provider: "openai",
+		Model: "gpt-4o", Report: api.AssemblyReport{Budget: f.debugs[3].Report.Budget, Total: 150,
+			Sections: []api.SectionUsage{{Name: core.SectionSystem, Tokens: 120, Items: 1}, {Name: core.SectionUser, Tokens: 30, Items: 1}}},
 		SentHash: "77aa", RebuiltHash: "77aa", Matches: true}
-	f.debugErrs = map[uint64]error{1: fmt.Errorf("%w: turn %s", actors.ErrNoRecipe, idB[messages.TurnID](11))}
+	f.debugErrs = map[uint64]error{1: fmt.Errorf("%w: turn %s", ErrNoContext, idB[messages.TurnID](11))}
 	return f
 }
 
@@ -172,8 +171,8 @@ func (f *fakeB) state() *State {
 	return &State{Ctx: context.Background(), Backend: f, Branch: f.branch, Info: f.info(), Width: 80, Height: 24}
 }
 
-func (f *fakeB) info() client.BranchInfo {
-	return client.BranchInfo{TurnSeq: uint64(len(f.turns)), Pending: len(f.pending), Model: f.model,
+func (f *fakeB) info() api.BranchInfo {
+	return api.BranchInfo{TurnSeq: uint64(len(f.turns)), Pending: len(f.pending), Model: f.model,
 		Tip: f.nodes[len(f.nodes)-1]}
 }
 
@@ -191,24 +190,24 @@ func (f *fakeB) checkBranch(b messages.BranchID) error {
 }
 
 func (f *fakeB) Names(context.Context) (string, string, error) { return "openai", "gpt-4o-mini", nil }
-func (f *fakeB) Sessions(context.Context) ([]persistence.SessionRow, error) {
+func (f *fakeB) Sessions(context.Context) ([]api.Session, error) {
 	return nil, errFakeB
 }
-func (f *fakeB) CreateSession(context.Context, string) (persistence.BranchRow, error) {
-	return persistence.BranchRow{}, errFakeB
+func (f *fakeB) CreateSession(context.Context, string) (api.Branch, error) {
+	return api.Branch{}, errFakeB
 }
-func (f *fakeB) BranchRow(context.Context, messages.BranchID) (persistence.BranchRow, error) {
-	return persistence.BranchRow{}, errFakeB
+func (f *fakeB) BranchRow(context.Context, messages.BranchID) (api.Branch, error) {
+	return api.Branch{}, errFakeB
 }
-func (f *fakeB) Branches(context.Context, messages.SessionID) ([]persistence.BranchRow, error) {
+func (f *fakeB) Branches(context.Context, messages.SessionID) ([]api.Branch, error) {
 	return nil, errFakeB
 }
-func (f *fakeB) Info(_ context.Context, b messages.BranchID) (client.BranchInfo, error) {
+func (f *fakeB) Info(_ context.Context, b messages.BranchID) (api.BranchInfo, error) {
 	f.call("Info")
 	return f.info(), f.checkBranch(b)
 }
-func (f *fakeB) Submit(context.Context, messages.BranchID, string, func(actors.Update)) (uint64, actors.Update, error) {
-	return 0, actors.Update{}, errFakeB
+func (f *fakeB) Submit(context.Context, messages.BranchID, string, func(Update)) (uint64, Update, error) {
+	return 0, Update{}, errFakeB
 }
 func (f *fakeB) Cancel(context.Context, messages.BranchID) error { return errFakeB }
 
@@ -240,25 +239,25 @@ func (f *fakeB) History(_ context.Context, b messages.BranchID, before messages.
 	return append([]Entry(nil), f.entries[start:end]...), next, nil
 }
 
-func (f *fakeB) TurnAt(_ context.Context, b messages.BranchID, seq uint64) (persistence.TurnRow, error) {
+func (f *fakeB) TurnAt(_ context.Context, b messages.BranchID, seq uint64) (api.Turn, error) {
 	f.call("TurnAt %d", seq)
 	if err := f.checkBranch(b); err != nil {
-		return persistence.TurnRow{}, err
+		return api.Turn{}, err
 	}
 	if seq == 0 || seq > uint64(len(f.turns)) {
-		return persistence.TurnRow{}, fmt.Errorf("%w: branch %s has no turn %d", persistence.ErrTurnNotFound, b, seq)
+		return api.Turn{}, fmt.Errorf("%w: branch %s has no turn %d", persistence.ErrTurnNotFound, b, seq)
 	}
 	return f.turns[seq-1], nil
 }
 
-func (f *fakeB) Turn(_ context.Context, b messages.BranchID, turn messages.TurnID) (client.TurnInfo, error) {
+func (f *fakeB) Turn(_ context.Context, b messages.BranchID, turn messages.TurnID) (api.TurnInfo, error) {
 	f.call("Turn")
 	if err := f.checkBranch(b); err != nil {
-		return client.TurnInfo{}, err
+		return api.TurnInfo{}, err
 	}
 	info, ok := f.infos[turn]
 	if !ok {
-		return client.TurnInfo{}, persistence.ErrTurnNotFound
+		return api.TurnInfo{}, persistence.ErrTurnNotFound
 	}
 	return info, nil
 }
@@ -280,11 +279,11 @@ func (f *fakeB) CommitPending(_ context.Context, b messages.BranchID) error {
 	return nil
 }
 
-func (f *fakeB) Fork(context.Context, messages.BranchID, messages.TurnID, string) (persistence.BranchRow, error) {
-	return persistence.BranchRow{}, errFakeB
+func (f *fakeB) Fork(context.Context, messages.BranchID, messages.TurnID, string) (api.Branch, error) {
+	return api.Branch{}, errFakeB
 }
-func (f *fakeB) DeleteBranch(context.Context, messages.BranchID) (client.Deleted, error) {
-	return client.Deleted{}, errFakeB
+func (f *fakeB) DeleteBranch(context.Context, messages.BranchID) (api.Deleted, error) {
+	return api.Deleted{}, errFakeB
 }
 func (f *fakeB) Pin(context.Context, messages.BranchID, string) (messages.PinnedFact, error) {
 	return messages.PinnedFact{}, errFakeB
@@ -314,7 +313,7 @@ func (f *fakeB) SelectModel(_ context.Context, b messages.BranchID, name string)
 	return nil
 }
 
-func (f *fakeB) Search(_ context.Context, b messages.BranchID, query string, k int) ([]actors.Hit, error) {
+func (f *fakeB) Search(_ context.Context, b messages.BranchID, query string, k int) ([]api.Hit, error) {
 	f.call("Search %q %d", query, k)
 	if err := f.checkBranch(b); err != nil {
 		return nil, err
@@ -325,17 +324,17 @@ func (f *fakeB) Search(_ context.Context, b messages.BranchID, query string, k i
 	return f.hits[:min(k, len(f.hits))], nil
 }
 
-func (f *fakeB) Context(_ context.Context, b messages.BranchID, seq uint64, text string) (actors.ContextDebug, error) {
+func (f *fakeB) Context(_ context.Context, b messages.BranchID, seq uint64, text string) (api.ContextDebug, error) {
 	f.call("Context %d %q", seq, text)
 	if err := f.checkBranch(b); err != nil {
-		return actors.ContextDebug{}, err
+		return api.ContextDebug{}, err
 	}
 	if err, ok := f.debugErrs[seq]; ok {
-		return actors.ContextDebug{}, err
+		return api.ContextDebug{}, err
 	}
 	d, ok := f.debugs[seq]
 	if !ok {
-		return actors.ContextDebug{}, fmt.Errorf("%w: branch %s has no turn %d", persistence.ErrTurnNotFound, b, seq)
+		return api.ContextDebug{}, fmt.Errorf("%w: branch %s has no turn %d", persistence.ErrTurnNotFound, b, seq)
 	}
 	return d, nil
 }

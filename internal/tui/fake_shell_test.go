@@ -7,8 +7,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/contextinfinity/ctxinf/actors"
-	"github.com/contextinfinity/ctxinf/client"
+	"github.com/contextinfinity/ctxinf/api"
 	"github.com/contextinfinity/ctxinf/messages"
 	"github.com/contextinfinity/ctxinf/persistence"
 )
@@ -17,15 +16,15 @@ import (
 // its branches, and turns whose stream the test scripts and paces.
 type fakeShell struct {
 	mu       sync.Mutex
-	session  persistence.SessionRow
-	branches []persistence.BranchRow
-	info     map[messages.BranchID]client.BranchInfo
+	session  api.Session
+	branches []api.Branch
+	info     map[messages.BranchID]api.BranchInfo
 	history  map[messages.BranchID][]Entry
 	phases   map[turnKey]messages.TurnPhase
 
 	// script is the updates each Submit streams, the last one Done;
 	// with gate set, Submit waits for a receive on it before each one.
-	script []actors.Update
+	script []Update
 	gate   chan struct{}
 
 	// forkArrive, when set, makes Fork send on it and then wait for a
@@ -65,13 +64,13 @@ func fakeID[T ~[16]byte](n byte) T {
 
 func newFakeShell() *fakeShell {
 	sid := fakeID[messages.SessionID](200)
-	main := persistence.BranchRow{ID: fakeID[messages.BranchID](1), Session: sid, Label: "main", Created: fakeTime}
-	exp := persistence.BranchRow{ID: fakeID[messages.BranchID](2), Session: sid, Parent: main.ID,
+	main := api.Branch{ID: fakeID[messages.BranchID](1), Session: sid, Label: "main", Created: fakeTime}
+	exp := api.Branch{ID: fakeID[messages.BranchID](2), Session: sid, Parent: main.ID,
 		ForkAt: fakeID[messages.TurnID](1), ForkSeq: 1, Label: "experiment", Created: fakeTime}
 	f := &fakeShell{
-		session:  persistence.SessionRow{ID: sid, Title: "demo", ActiveBranch: main.ID, Created: fakeTime},
-		branches: []persistence.BranchRow{main, exp},
-		info: map[messages.BranchID]client.BranchInfo{
+		session:  api.Session{ID: sid, Title: "demo", ActiveBranch: main.ID, Created: fakeTime},
+		branches: []api.Branch{main, exp},
+		info: map[messages.BranchID]api.BranchInfo{
 			main.ID: {Branch: main, State: messages.StateCheckpoint{ID: fakeID[messages.StateID](3), Seq: 3},
 				TurnSeq: 2, Committed: 1, Failed: 1, Pending: 1},
 			exp.ID: {Branch: exp, State: messages.StateCheckpoint{ID: fakeID[messages.StateID](9), Seq: 1},
@@ -96,7 +95,7 @@ func newFakeShell() *fakeShell {
 		},
 		cancelled: make(chan struct{}),
 	}
-	f.script = []actors.Update{
+	f.script = []Update{
 		{Delta: "Hello", TextDisplayed: 5},
 		{Delta: ", world", TextDisplayed: 12, TextDurable: 5},
 		{Done: true, Phase: messages.PhaseResponseFinalized, Outcome: messages.StepOutcome{Kind: messages.OutcomeCompleted},
@@ -109,15 +108,15 @@ func ptr[T any](v T) *T { return &v }
 
 func (f *fakeShell) Names(context.Context) (string, string, error) { return "local", "echo-1", nil }
 
-func (f *fakeShell) Sessions(context.Context) ([]persistence.SessionRow, error) {
-	return []persistence.SessionRow{f.session}, nil
+func (f *fakeShell) Sessions(context.Context) ([]api.Session, error) {
+	return []api.Session{f.session}, nil
 }
 
-func (f *fakeShell) CreateSession(context.Context, string) (persistence.BranchRow, error) {
-	return persistence.BranchRow{}, errors.New("fakeShell: CreateSession")
+func (f *fakeShell) CreateSession(context.Context, string) (api.Branch, error) {
+	return api.Branch{}, errors.New("fakeShell: CreateSession")
 }
 
-func (f *fakeShell) BranchRow(_ context.Context, id messages.BranchID) (persistence.BranchRow, error) {
+func (f *fakeShell) BranchRow(_ context.Context, id messages.BranchID) (api.Branch, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for _, b := range f.branches {
@@ -125,16 +124,16 @@ func (f *fakeShell) BranchRow(_ context.Context, id messages.BranchID) (persiste
 			return b, nil
 		}
 	}
-	return persistence.BranchRow{}, persistence.ErrNotFound
+	return api.Branch{}, persistence.ErrNotFound
 }
 
-func (f *fakeShell) Branches(context.Context, messages.SessionID) ([]persistence.BranchRow, error) {
+func (f *fakeShell) Branches(context.Context, messages.SessionID) ([]api.Branch, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return append([]persistence.BranchRow(nil), f.branches...), nil
+	return append([]api.Branch(nil), f.branches...), nil
 }
 
-func (f *fakeShell) Info(_ context.Context, b messages.BranchID) (client.BranchInfo, error) {
+func (f *fakeShell) Info(_ context.Context, b messages.BranchID) (api.BranchInfo, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	info, ok := f.info[b]
@@ -144,7 +143,7 @@ func (f *fakeShell) Info(_ context.Context, b messages.BranchID) (client.BranchI
 	return info, nil
 }
 
-func (f *fakeShell) Submit(ctx context.Context, b messages.BranchID, text string, show func(actors.Update)) (uint64, actors.Update, error) {
+func (f *fakeShell) Submit(ctx context.Context, b messages.BranchID, text string, show func(Update)) (uint64, Update, error) {
 	f.mu.Lock()
 	f.submitted = append(f.submitted, text)
 	info := f.info[b]
@@ -154,13 +153,13 @@ func (f *fakeShell) Submit(ctx context.Context, b messages.BranchID, text string
 	f.phases[turnKey{b, seq}] = messages.PhaseResponding
 	script, gate := f.script, f.gate
 	f.mu.Unlock()
-	var last actors.Update
+	var last Update
 	for _, u := range script {
 		if gate != nil {
 			select {
 			case <-gate:
 			case <-f.cancelled:
-				u = actors.Update{Done: true, Phase: messages.PhaseFailed, TextDisplayed: last.TextDisplayed,
+				u = Update{Done: true, Phase: messages.PhaseFailed, TextDisplayed: last.TextDisplayed,
 					TextDurable: last.TextDisplayed, Outcome: messages.StepOutcome{Kind: messages.OutcomeCancelled,
 						Code: "cancelled", Message: "cancelled by the client"}}
 			case <-ctx.Done():
@@ -204,18 +203,18 @@ func (f *fakeShell) History(_ context.Context, b messages.BranchID, _ messages.T
 	return h, messages.TurnID{}, nil
 }
 
-func (f *fakeShell) TurnAt(_ context.Context, b messages.BranchID, seq uint64) (persistence.TurnRow, error) {
+func (f *fakeShell) TurnAt(_ context.Context, b messages.BranchID, seq uint64) (api.Turn, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	p, ok := f.phases[turnKey{b, seq}]
 	if !ok {
-		return persistence.TurnRow{}, persistence.ErrNotFound
+		return api.Turn{}, persistence.ErrNotFound
 	}
-	return persistence.TurnRow{Branch: b, Seq: seq, ID: fakeID[messages.TurnID](byte(seq)), Phase: p, Updated: fakeTime}, nil
+	return api.Turn{Branch: b, Seq: seq, ID: fakeID[messages.TurnID](byte(seq)), Phase: p, Updated: fakeTime}, nil
 }
 
-func (f *fakeShell) Turn(context.Context, messages.BranchID, messages.TurnID) (client.TurnInfo, error) {
-	return client.TurnInfo{}, errors.New("fakeShell: Turn")
+func (f *fakeShell) Turn(context.Context, messages.BranchID, messages.TurnID) (api.TurnInfo, error) {
+	return api.TurnInfo{}, errors.New("fakeShell: Turn")
 }
 
 func (f *fakeShell) Pending(context.Context, messages.BranchID) ([]messages.PendingTurn, error) {
@@ -234,7 +233,7 @@ func (f *fakeShell) CommitPending(_ context.Context, b messages.BranchID) error 
 	return nil
 }
 
-func (f *fakeShell) Fork(_ context.Context, b messages.BranchID, at messages.TurnID, label string) (persistence.BranchRow, error) {
+func (f *fakeShell) Fork(_ context.Context, b messages.BranchID, at messages.TurnID, label string) (api.Branch, error) {
 	f.mu.Lock()
 	arrive, proceed := f.forkArrive, f.forkProceed
 	f.mu.Unlock()
@@ -245,15 +244,15 @@ func (f *fakeShell) Fork(_ context.Context, b messages.BranchID, at messages.Tur
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.forks = append(f.forks, forkCall{from: b, at: at, label: label})
-	nb := persistence.BranchRow{ID: fakeID[messages.BranchID](byte(10 + len(f.branches))), Session: f.session.ID,
+	nb := api.Branch{ID: fakeID[messages.BranchID](byte(10 + len(f.branches))), Session: f.session.ID,
 		Parent: b, ForkAt: at, Label: label, Created: fakeTime}
 	f.branches = append(f.branches, nb)
-	f.info[nb.ID] = client.BranchInfo{Branch: nb, State: f.info[b].State}
+	f.info[nb.ID] = api.BranchInfo{Branch: nb, State: f.info[b].State}
 	return nb, nil
 }
 
-func (f *fakeShell) DeleteBranch(context.Context, messages.BranchID) (client.Deleted, error) {
-	return client.Deleted{}, errors.New("fakeShell: DeleteBranch")
+func (f *fakeShell) DeleteBranch(context.Context, messages.BranchID) (api.Deleted, error) {
+	return api.Deleted{}, errors.New("fakeShell: DeleteBranch")
 }
 
 func (f *fakeShell) Pin(_ context.Context, _ messages.BranchID, fact string) (messages.PinnedFact, error) {
@@ -288,12 +287,12 @@ func (f *fakeShell) SelectModel(_ context.Context, b messages.BranchID, name str
 	return nil
 }
 
-func (f *fakeShell) Search(context.Context, messages.BranchID, string, int) ([]actors.Hit, error) {
+func (f *fakeShell) Search(context.Context, messages.BranchID, string, int) ([]api.Hit, error) {
 	return nil, nil
 }
 
-func (f *fakeShell) Context(context.Context, messages.BranchID, uint64, string) (actors.ContextDebug, error) {
-	return actors.ContextDebug{}, errors.New("fakeShell: Context")
+func (f *fakeShell) Context(context.Context, messages.BranchID, uint64, string) (api.ContextDebug, error) {
+	return api.ContextDebug{}, errors.New("fakeShell: Context")
 }
 
 func (f *fakeShell) Recovered(context.Context, messages.BranchID, messages.TurnID) (string, bool, error) {

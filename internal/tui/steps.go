@@ -10,7 +10,7 @@ import (
 	tea "charm.land/bubbletea/v2"
 	"github.com/charmbracelet/x/ansi"
 
-	"github.com/contextinfinity/ctxinf/client"
+	"github.com/contextinfinity/ctxinf/api"
 	"github.com/contextinfinity/ctxinf/messages"
 )
 
@@ -30,7 +30,7 @@ type StepsScreen struct {
 
 // stepsTurn is what the screen shows of a turn.
 type stepsTurn struct {
-	info        client.TurnInfo
+	info        api.TurnInfo
 	user, reply *Entry
 	histErr     error // the history could not be read: no tool calls
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/contextinfinity/ctxinf"
 	"github.com/contextinfinity/ctxinf/actors"
+	"github.com/contextinfinity/ctxinf/api"
 	"github.com/contextinfinity/ctxinf/internal/cli"
 	"github.com/contextinfinity/ctxinf/internal/tui"
 	"github.com/contextinfinity/ctxinf/internal/wiring"
@@ -150,7 +151,7 @@ func Chat(e *cli.Env, args []string) error {
 			}
 			continue
 		}
-		seq, last, err := rt.Submit(ctx, branch.ID, line, func(u actors.Update) {
+		seq, last, err := rt.Submit(ctx, branch.ID, line, func(u tui.Update) {
 			fmt.Fprint(e.Stdout, u.Delta)
 			switch it := u.Item.(type) {
 			case messages.ToolCall:
@@ -177,7 +178,7 @@ func Chat(e *cli.Env, args []string) error {
 
 // pickBranch resumes the given branch or session, else the newest
 // session's active branch, else a new session.
-func pickBranch(ctx context.Context, rt chatRuntime, session, branch string) (ctxinf.Branch, error) {
+func pickBranch(ctx context.Context, rt chatRuntime, session, branch string) (api.Branch, error) {
 	if branch != "" {
 		if id, err := messages.ParseID[messages.BranchID](branch); err == nil {
 			return rt.BranchRow(ctx, id)
@@ -188,22 +189,22 @@ func pickBranch(ctx context.Context, rt chatRuntime, session, branch string) (ct
 			b, err = resolveBranch(ctx, rt, b.Session, branch)
 		}
 		if err != nil {
-			return ctxinf.Branch{}, fmt.Errorf("--branch: %w", err)
+			return api.Branch{}, fmt.Errorf("--branch: %w", err)
 		}
 		return b, nil
 	}
 	ss, err := rt.Sessions(ctx)
 	if err != nil {
-		return ctxinf.Branch{}, err
+		return api.Branch{}, err
 	}
 	if session != "" {
 		id, err := messages.ParseID[messages.SessionID](session)
 		if err != nil {
-			return ctxinf.Branch{}, fmt.Errorf("--session: %w", err)
+			return api.Branch{}, fmt.Errorf("--session: %w", err)
 		}
-		i := slices.IndexFunc(ss, func(s persistence.SessionRow) bool { return s.ID == id })
+		i := slices.IndexFunc(ss, func(s api.Session) bool { return s.ID == id })
 		if i < 0 {
-			return ctxinf.Branch{}, fmt.Errorf("--session: %w: session %s", persistence.ErrNotFound, id)
+			return api.Branch{}, fmt.Errorf("--session: %w: session %s", persistence.ErrNotFound, id)
 		}
 		return rt.BranchRow(ctx, ss[i].ActiveBranch)
 	}
@@ -215,18 +216,18 @@ func pickBranch(ctx context.Context, rt chatRuntime, session, branch string) (ct
 
 // resolveBranch finds the branch of session name names: its id, label or
 // short id (tui.ResolveBranch).
-func resolveBranch(ctx context.Context, rt chatRuntime, session messages.SessionID, name string) (ctxinf.Branch, error) {
+func resolveBranch(ctx context.Context, rt chatRuntime, session messages.SessionID, name string) (api.Branch, error) {
 	if id, err := messages.ParseID[messages.BranchID](name); err == nil {
 		return rt.BranchRow(ctx, id)
 	}
 	bs, err := rt.Branches(ctx, session)
 	if err != nil {
-		return ctxinf.Branch{}, err
+		return api.Branch{}, err
 	}
 	return tui.ResolveBranch(bs, name)
 }
 
-func chatCommand(ctx context.Context, e *cli.Env, rt chatRuntime, branch *ctxinf.Branch, line string) (quit bool, err error) {
+func chatCommand(ctx context.Context, e *cli.Env, rt chatRuntime, branch *api.Branch, line string) (quit bool, err error) {
 	cmd, arg, _ := strings.Cut(line, " ")
 	arg = strings.TrimSpace(arg)
 	out := e.Stdout
@@ -394,7 +395,7 @@ func chatCommand(ctx context.Context, e *cli.Env, rt chatRuntime, branch *ctxinf
 // current branch does, or why it cannot be deleted, and asks for its id
 // as the confirmation; with the id it deletes it for good and moves to
 // its parent.
-func chatDelete(ctx context.Context, out io.Writer, rt chatRuntime, branch *ctxinf.Branch, arg string) error {
+func chatDelete(ctx context.Context, out io.Writer, rt chatRuntime, branch *api.Branch, arg string) error {
 	if branch.Parent.IsZero() {
 		fmt.Fprintf(out, "  branch %s is the first branch of session %s: it goes only with the session,\n"+
 			"  which deletes every branch of it: ctxinf delete session %s\n", branch.ID, branch.Session, branch.Session)

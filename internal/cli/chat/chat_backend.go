@@ -7,12 +7,11 @@ import (
 	"slices"
 
 	"github.com/contextinfinity/ctxinf"
-	"github.com/contextinfinity/ctxinf/actors"
+	"github.com/contextinfinity/ctxinf/api"
 	"github.com/contextinfinity/ctxinf/client"
 	"github.com/contextinfinity/ctxinf/internal/server"
 	"github.com/contextinfinity/ctxinf/internal/tui"
 	"github.com/contextinfinity/ctxinf/messages"
-	"github.com/contextinfinity/ctxinf/persistence"
 )
 
 // chatRuntime is what the chat needs of a runtime: the embedded one on
@@ -22,15 +21,15 @@ import (
 type chatRuntime interface {
 	// Names are the default model's provider and id.
 	Names(ctx context.Context) (provider, model string, err error)
-	Sessions(ctx context.Context) ([]persistence.SessionRow, error)
-	CreateSession(ctx context.Context, title string) (ctxinf.Branch, error)
-	BranchRow(ctx context.Context, id messages.BranchID) (ctxinf.Branch, error)
-	Branches(ctx context.Context, session messages.SessionID) ([]ctxinf.Branch, error)
+	Sessions(ctx context.Context) ([]api.Session, error)
+	CreateSession(ctx context.Context, title string) (api.Branch, error)
+	BranchRow(ctx context.Context, id messages.BranchID) (api.Branch, error)
+	Branches(ctx context.Context, session messages.SessionID) ([]api.Branch, error)
 	// Submit runs a turn, calling show with each update; it returns the
 	// turn's number and its last update.
-	Submit(ctx context.Context, branch messages.BranchID, text string, show func(actors.Update)) (uint64, actors.Update, error)
+	Submit(ctx context.Context, branch messages.BranchID, text string, show func(tui.Update)) (uint64, tui.Update, error)
 	History(ctx context.Context, branch messages.BranchID, n int) ([]chatEntry, error)
-	Info(ctx context.Context, branch messages.BranchID) (client.BranchInfo, error)
+	Info(ctx context.Context, branch messages.BranchID) (api.BranchInfo, error)
 	Pending(ctx context.Context, branch messages.BranchID) ([]messages.PendingTurn, error)
 	ModelNames(ctx context.Context) ([]string, error)
 	SelectModel(ctx context.Context, branch messages.BranchID, name string) error
@@ -40,10 +39,10 @@ type chatRuntime interface {
 	EditPin(ctx context.Context, branch messages.BranchID, id uint64, fact string) (messages.PinnedFact, error)
 	CommitPending(ctx context.Context, branch messages.BranchID) error
 	// DeleteBranch deletes a branch for good (actors.DeleteBranch).
-	DeleteBranch(ctx context.Context, branch messages.BranchID) (client.Deleted, error)
+	DeleteBranch(ctx context.Context, branch messages.BranchID) (api.Deleted, error)
 	// TurnAt returns the row of the branch's turn number seq.
-	TurnAt(ctx context.Context, branch messages.BranchID, seq uint64) (persistence.TurnRow, error)
-	Fork(ctx context.Context, branch messages.BranchID, at messages.TurnID, label string) (ctxinf.Branch, error)
+	TurnAt(ctx context.Context, branch messages.BranchID, seq uint64) (api.Turn, error)
+	Fork(ctx context.Context, branch messages.BranchID, at messages.TurnID, label string) (api.Branch, error)
 	// Recovered returns the output recovered from the turn's interrupted
 	// step, if any.
 	Recovered(ctx context.Context, branch messages.BranchID, turn messages.TurnID) (string, bool, error)
@@ -61,28 +60,34 @@ type localChat struct {
 }
 
 func (l localChat) Names(context.Context) (string, string, error) { return l.provider, l.model, nil }
-func (l localChat) Sessions(ctx context.Context) ([]persistence.SessionRow, error) {
-	return l.rt.DB().Sessions(ctx)
+func (l localChat) Sessions(ctx context.Context) ([]api.Session, error) {
+	ss, err := l.rt.DB().Sessions(ctx)
+	return server.Sessions(ss), err
 }
-func (l localChat) CreateSession(ctx context.Context, title string) (ctxinf.Branch, error) {
+func (l localChat) CreateSession(ctx context.Context, title string) (api.Branch, error) {
 	_, b, err := l.rt.CreateSession(ctx, title)
-	return b, err
+	return server.Branch(b), err
 }
-func (l localChat) BranchRow(ctx context.Context, id messages.BranchID) (ctxinf.Branch, error) {
-	return l.rt.DB().BranchRow(ctx, id)
+func (l localChat) BranchRow(ctx context.Context, id messages.BranchID) (api.Branch, error) {
+	b, err := l.rt.DB().BranchRow(ctx, id)
+	return server.Branch(b), err
 }
-func (l localChat) Branches(ctx context.Context, session messages.SessionID) ([]ctxinf.Branch, error) {
-	return l.rt.DB().Branches(ctx, session)
+func (l localChat) Branches(ctx context.Context, session messages.SessionID) ([]api.Branch, error) {
+	bs, err := l.rt.DB().Branches(ctx, session)
+	return server.Branches(bs), err
 }
 
-func (l localChat) Submit(ctx context.Context, branch messages.BranchID, text string, show func(actors.Update)) (uint64, actors.Update, error) {
+func (l localChat) Submit(ctx context.Context, branch messages.BranchID, text string, show func(tui.Update)) (uint64, tui.Update, error) {
 	s, err := l.rt.Submit(ctx, branch, text)
 	if err != nil {
-		return 0, actors.Update{}, err
+		return 0, tui.Update{}, err
 	}
-	var last actors.Update
+	var last tui.Update
 	for us := s.Next(nil); us != nil; us = s.Next(nil) {
-		for _, u := range us {
+		for _, au := range us {
+			u := tui.Update{Delta: au.Delta, Item: au.Item, Displayed: au.Displayed, Durable: au.Durable,
+				TextDisplayed: au.TextDisplayed, TextDurable: au.TextDurable,
+				Done: au.Done, Phase: au.Phase, Outcome: au.Outcome, Err: au.Err}
 			show(u)
 			if u.Done {
 				last = u
@@ -113,10 +118,10 @@ func (l localChat) page(branch messages.BranchID) pageFunc {
 	}
 }
 
-func (l localChat) Info(ctx context.Context, branch messages.BranchID) (client.BranchInfo, error) {
+func (l localChat) Info(ctx context.Context, branch messages.BranchID) (api.BranchInfo, error) {
 	row, err := l.rt.DB().BranchRow(ctx, branch)
 	if err != nil {
-		return client.BranchInfo{}, err
+		return api.BranchInfo{}, err
 	}
 	info, err := l.rt.Inspect(ctx, branch)
 	return server.BranchInfo(row, info), err
@@ -147,17 +152,19 @@ func (l localChat) CommitPending(ctx context.Context, branch messages.BranchID) 
 	return l.rt.CommitPending(ctx, branch)
 }
 
-func (l localChat) DeleteBranch(ctx context.Context, branch messages.BranchID) (client.Deleted, error) {
+func (l localChat) DeleteBranch(ctx context.Context, branch messages.BranchID) (api.Deleted, error) {
 	res, err := l.rt.DeleteBranch(ctx, branch)
 	return server.Deleted(res), err
 }
 
-func (l localChat) TurnAt(ctx context.Context, branch messages.BranchID, seq uint64) (persistence.TurnRow, error) {
-	return l.rt.TurnAt(ctx, branch, seq)
+func (l localChat) TurnAt(ctx context.Context, branch messages.BranchID, seq uint64) (api.Turn, error) {
+	row, err := l.rt.TurnAt(ctx, branch, seq)
+	return server.Turn(row), err
 }
 
-func (l localChat) Fork(ctx context.Context, branch messages.BranchID, at messages.TurnID, label string) (ctxinf.Branch, error) {
-	return l.rt.Fork(ctx, branch, at, label)
+func (l localChat) Fork(ctx context.Context, branch messages.BranchID, at messages.TurnID, label string) (api.Branch, error) {
+	b, err := l.rt.Fork(ctx, branch, at, label)
+	return server.Branch(b), err
 }
 
 func (l localChat) Recovered(ctx context.Context, _ messages.BranchID, turn messages.TurnID) (string, bool, error) {
@@ -178,25 +185,25 @@ func (r remoteChat) Names(ctx context.Context) (string, string, error) {
 	}
 	return ms[0].OwnedBy, ms[0].ModelID, nil
 }
-func (r remoteChat) Sessions(ctx context.Context) ([]persistence.SessionRow, error) {
+func (r remoteChat) Sessions(ctx context.Context) ([]api.Session, error) {
 	return r.c.Sessions(ctx)
 }
-func (r remoteChat) CreateSession(ctx context.Context, title string) (ctxinf.Branch, error) {
+func (r remoteChat) CreateSession(ctx context.Context, title string) (api.Branch, error) {
 	_, b, err := r.c.CreateSession(ctx, title)
 	return b, err
 }
-func (r remoteChat) BranchRow(ctx context.Context, id messages.BranchID) (ctxinf.Branch, error) {
+func (r remoteChat) BranchRow(ctx context.Context, id messages.BranchID) (api.Branch, error) {
 	info, err := r.c.Branch(ctx, id)
 	return info.Branch, err
 }
-func (r remoteChat) Branches(ctx context.Context, session messages.SessionID) ([]ctxinf.Branch, error) {
+func (r remoteChat) Branches(ctx context.Context, session messages.SessionID) ([]api.Branch, error) {
 	return r.c.Branches(ctx, session)
 }
 
-func (r remoteChat) Submit(ctx context.Context, branch messages.BranchID, text string, show func(actors.Update)) (uint64, actors.Update, error) {
-	var last actors.Update
+func (r remoteChat) Submit(ctx context.Context, branch messages.BranchID, text string, show func(tui.Update)) (uint64, tui.Update, error) {
+	var last tui.Update
 	res, err := r.c.Stream(ctx, branch, text, func(ev client.Event) error {
-		u := actors.Update{Delta: ev.Text, Displayed: ev.Displayed, Durable: ev.Durable,
+		u := tui.Update{Delta: ev.Text, Displayed: ev.Displayed, Durable: ev.Durable,
 			TextDisplayed: ev.TextDisplayed, TextDurable: ev.TextDurable}
 		switch ev.Type {
 		case "item":
@@ -243,7 +250,7 @@ func (r remoteChat) page(branch messages.BranchID) pageFunc {
 	}
 }
 
-func (r remoteChat) Info(ctx context.Context, branch messages.BranchID) (client.BranchInfo, error) {
+func (r remoteChat) Info(ctx context.Context, branch messages.BranchID) (api.BranchInfo, error) {
 	return r.c.Branch(ctx, branch)
 }
 func (r remoteChat) Pending(ctx context.Context, branch messages.BranchID) ([]messages.PendingTurn, error) {
@@ -285,16 +292,16 @@ func (r remoteChat) CommitPending(ctx context.Context, branch messages.BranchID)
 	return r.c.Commit(ctx, branch)
 }
 
-func (r remoteChat) DeleteBranch(ctx context.Context, branch messages.BranchID) (client.Deleted, error) {
+func (r remoteChat) DeleteBranch(ctx context.Context, branch messages.BranchID) (api.Deleted, error) {
 	return r.c.DeleteBranch(ctx, branch)
 }
 
-func (r remoteChat) TurnAt(ctx context.Context, branch messages.BranchID, seq uint64) (persistence.TurnRow, error) {
+func (r remoteChat) TurnAt(ctx context.Context, branch messages.BranchID, seq uint64) (api.Turn, error) {
 	t, err := r.c.TurnNumber(ctx, branch, seq)
-	return t.TurnRow, err
+	return t.Turn, err
 }
 
-func (r remoteChat) Fork(ctx context.Context, branch messages.BranchID, at messages.TurnID, label string) (ctxinf.Branch, error) {
+func (r remoteChat) Fork(ctx context.Context, branch messages.BranchID, at messages.TurnID, label string) (api.Branch, error) {
 	return r.c.Fork(ctx, branch, at, label)
 }
 

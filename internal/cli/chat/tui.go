@@ -11,6 +11,7 @@ import (
 	"github.com/mattn/go-isatty"
 
 	"github.com/contextinfinity/ctxinf"
+	"github.com/contextinfinity/ctxinf/api"
 	"github.com/contextinfinity/ctxinf/internal/cli"
 	"github.com/contextinfinity/ctxinf/internal/tui"
 	"github.com/contextinfinity/ctxinf/internal/wiring"
@@ -110,7 +111,7 @@ func runTUI(e *cli.Env, f tuiFlags) error {
 // tuiBranch is the branch the TUI opens: --branch by label, id or short
 // id among the branches of --session (default: the newest session), or
 // what the chat would resume.
-func tuiBranch(ctx context.Context, rt chatRuntime, session, branch string) (persistence.BranchRow, error) {
+func tuiBranch(ctx context.Context, rt chatRuntime, session, branch string) (api.Branch, error) {
 	if branch == "" {
 		return pickBranch(ctx, rt, session, "")
 	}
@@ -119,30 +120,30 @@ func tuiBranch(ctx context.Context, rt chatRuntime, session, branch string) (per
 	}
 	ss, err := rt.Sessions(ctx)
 	if err != nil {
-		return persistence.BranchRow{}, err
+		return api.Branch{}, err
 	}
 	if len(ss) == 0 {
-		return persistence.BranchRow{}, fmt.Errorf("--branch %s: the data directory has no session yet", branch)
+		return api.Branch{}, fmt.Errorf("--branch %s: the data directory has no session yet", branch)
 	}
 	s := ss[len(ss)-1]
 	if session != "" {
 		id, err := messages.ParseID[messages.SessionID](session)
 		if err != nil {
-			return persistence.BranchRow{}, fmt.Errorf("--session: %w", err)
+			return api.Branch{}, fmt.Errorf("--session: %w", err)
 		}
-		i := slices.IndexFunc(ss, func(s persistence.SessionRow) bool { return s.ID == id })
+		i := slices.IndexFunc(ss, func(s api.Session) bool { return s.ID == id })
 		if i < 0 {
-			return persistence.BranchRow{}, fmt.Errorf("--session: %w: session %s", persistence.ErrNotFound, id)
+			return api.Branch{}, fmt.Errorf("--session: %w: session %s", persistence.ErrNotFound, id)
 		}
 		s = ss[i]
 	}
 	bs, err := rt.Branches(ctx, s.ID)
 	if err != nil {
-		return persistence.BranchRow{}, err
+		return api.Branch{}, err
 	}
 	b, err := tui.ResolveBranch(bs, branch)
 	if err != nil {
-		return persistence.BranchRow{}, fmt.Errorf("--branch: session %s: %w", s.ID, err)
+		return api.Branch{}, fmt.Errorf("--branch: session %s: %w", s.ID, err)
 	}
 	return b, nil
 }

@@ -3,14 +3,17 @@ package chat
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"github.com/contextinfinity/ctxinf"
 	"github.com/contextinfinity/ctxinf/actors"
+	"github.com/contextinfinity/ctxinf/api"
 	"github.com/contextinfinity/ctxinf/client"
 	"github.com/contextinfinity/ctxinf/internal/server"
 	"github.com/contextinfinity/ctxinf/internal/tui"
 	"github.com/contextinfinity/ctxinf/messages"
+	"github.com/contextinfinity/ctxinf/persistence"
 )
 
 // nextContextText is the message the context of a next turn is
@@ -42,26 +45,33 @@ func (l localTUI) History(ctx context.Context, branch messages.BranchID, before 
 	return historyPage(ctx, l.page(branch), before, n)
 }
 
-func (l localTUI) Turn(ctx context.Context, branch messages.BranchID, turn messages.TurnID) (client.TurnInfo, error) {
+func (l localTUI) Turn(ctx context.Context, branch messages.BranchID, turn messages.TurnID) (api.TurnInfo, error) {
 	return server.TurnInfo(ctx, l.rt.Runtime, branch, turn)
 }
 
-func (l localTUI) Search(ctx context.Context, branch messages.BranchID, query string, k int) ([]actors.Hit, error) {
-	return l.rt.Search(ctx, branch, query, server.SearchK(l.rt.Runtime, k))
+func (l localTUI) Search(ctx context.Context, branch messages.BranchID, query string, k int) ([]api.Hit, error) {
+	hits, err := l.rt.Search(ctx, branch, query, server.SearchK(l.rt.Runtime, k))
+	return server.Hits(hits), err
 }
 
-func (l localTUI) Context(ctx context.Context, branch messages.BranchID, seq uint64, text string) (actors.ContextDebug, error) {
+func (l localTUI) Context(ctx context.Context, branch messages.BranchID, seq uint64, text string) (api.ContextDebug, error) {
+	var d actors.ContextDebug
+	var err error
 	if seq == 0 {
 		if text == "" {
 			text = nextContextText
 		}
-		return l.rt.DebugNextContext(ctx, branch, text)
+		d, err = l.rt.DebugNextContext(ctx, branch, text)
+	} else {
+		var row persistence.TurnRow
+		if row, err = l.rt.TurnAt(ctx, branch, seq); err == nil {
+			d, err = l.rt.DebugContext(ctx, branch, row.ID)
+		}
 	}
-	row, err := l.rt.TurnAt(ctx, branch, seq)
-	if err != nil {
-		return actors.ContextDebug{}, err
+	if errors.Is(err, actors.ErrNoRecipe) {
+		err = fmt.Errorf("%w: %w", tui.ErrNoContext, err)
 	}
-	return l.rt.DebugContext(ctx, branch, row.ID)
+	return server.ContextDebug(d), err
 }
 
 // remoteTUI is tui.Backend on a server's API: the chat's remoteChat and
@@ -78,15 +88,15 @@ func (r remoteTUI) History(ctx context.Context, branch messages.BranchID, before
 	return historyPage(ctx, r.page(branch), before, min(n, server.MaxHistory))
 }
 
-func (r remoteTUI) Turn(ctx context.Context, branch messages.BranchID, turn messages.TurnID) (client.TurnInfo, error) {
+func (r remoteTUI) Turn(ctx context.Context, branch messages.BranchID, turn messages.TurnID) (api.TurnInfo, error) {
 	return r.c.Turn(ctx, branch, turn)
 }
 
-func (r remoteTUI) Search(ctx context.Context, branch messages.BranchID, query string, k int) ([]actors.Hit, error) {
+func (r remoteTUI) Search(ctx context.Context, branch messages.BranchID, query string, k int) ([]api.Hit, error) {
 	return r.c.Search(ctx, branch, query, min(k, server.MaxSearchK), false)
 }
 
-func (r remoteTUI) Context(ctx context.Context, branch messages.BranchID, seq uint64, text string) (actors.ContextDebug, error) {
+func (r remoteTUI) Context(ctx context.Context, branch messages.BranchID, seq uint64, text string) (api.ContextDebug, error) {
 	var raw json.RawMessage
 	var err error
 	if seq == 0 {
@@ -97,7 +107,7 @@ func (r remoteTUI) Context(ctx context.Context, branch messages.BranchID, seq ui
 	} else {
 		raw, err = r.c.ContextOfTurn(ctx, branch, seq)
 	}
-	var d actors.ContextDebug
+	var d api.ContextDebug
 	if err != nil {
 		return d, err
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/contextinfinity/ctxinf"
 	"github.com/contextinfinity/ctxinf/actors"
+	"github.com/contextinfinity/ctxinf/api"
 	"github.com/contextinfinity/ctxinf/client"
 	"github.com/contextinfinity/ctxinf/internal/server"
 	"github.com/contextinfinity/ctxinf/internal/tui"
@@ -110,9 +111,9 @@ func testTUIBackend(t *testing.T, be tui.Backend) tuiShape {
 	}
 
 	// A turn streams its text with the text's byte counters.
-	var updates []actors.Update
+	var updates []tui.Update
 	var streamed strings.Builder
-	seq, last, err := be.Submit(ctx, main.ID, tuiFacts[0], func(u actors.Update) {
+	seq, last, err := be.Submit(ctx, main.ID, tuiFacts[0], func(u tui.Update) {
 		streamed.WriteString(u.Delta)
 		if !u.Done && u.Item == nil && u.TextDisplayed != uint64(streamed.Len()) {
 			t.Errorf("update %d (%q): TextDisplayed = %d, want %d", len(updates), u.Delta, u.TextDisplayed, streamed.Len())
@@ -134,7 +135,7 @@ func testTUIBackend(t *testing.T, be tui.Backend) tuiShape {
 	shape.Updates = len(updates)
 	shape.Text = [2]uint64{last.TextDurable, last.TextDisplayed}
 	for i, f := range tuiFacts[1:] {
-		if seq, last, err := be.Submit(ctx, main.ID, f, func(actors.Update) {}); err != nil || seq != uint64(i+2) || last.Phase != messages.PhaseResponseFinalized {
+		if seq, last, err := be.Submit(ctx, main.ID, f, func(tui.Update) {}); err != nil || seq != uint64(i+2) || last.Phase != messages.PhaseResponseFinalized {
 			t.Fatalf("Submit(%q) = %d, %+v, %v", f, seq, last, err)
 		}
 	}
@@ -228,7 +229,7 @@ func testTUIBackend(t *testing.T, be tui.Backend) tuiShape {
 	if err := be.CommitPending(ctx, main.ID); err != nil {
 		t.Fatalf("CommitPending() = %v", err)
 	}
-	info := waitInfo(t, be, main.ID, func(i client.BranchInfo) bool {
+	info := waitInfo(t, be, main.ID, func(i api.BranchInfo) bool {
 		return i.Pending == 0 && i.Indexed == uint64(len(tuiFacts))
 	})
 	if info.Branch.ID != main.ID || info.TurnSeq != uint64(len(tuiFacts)) || info.InFlight != nil || info.Tip.IsZero() {
@@ -280,7 +281,7 @@ func testTUIBackend(t *testing.T, be tui.Backend) tuiShape {
 
 	// The context debug view: of a turn that retrieved the first turn,
 	// of turn 1, and of a next turn.
-	if seq, _, err := be.Submit(ctx, main.ID, "Remind me: which host runs the staging database?", func(actors.Update) {}); err != nil || seq != 8 {
+	if seq, _, err := be.Submit(ctx, main.ID, "Remind me: which host runs the staging database?", func(tui.Update) {}); err != nil || seq != 8 {
 		t.Fatalf("Submit(8) = %d, %v", seq, err)
 	}
 	if row, err := be.TurnAt(ctx, main.ID, 8); err != nil {
@@ -392,7 +393,7 @@ func testTUIBackend(t *testing.T, be tui.Backend) tuiShape {
 }
 
 // waitInfo polls the branch's live state until ok says it is reached.
-func waitInfo(t *testing.T, be tui.Backend, branch messages.BranchID, ok func(client.BranchInfo) bool) client.BranchInfo {
+func waitInfo(t *testing.T, be tui.Backend, branch messages.BranchID, ok func(api.BranchInfo) bool) api.BranchInfo {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {

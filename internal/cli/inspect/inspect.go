@@ -7,7 +7,9 @@ import (
 	"fmt"
 
 	"github.com/contextinfinity/ctxinf/actors"
+	"github.com/contextinfinity/ctxinf/api"
 	"github.com/contextinfinity/ctxinf/internal/cli"
+	"github.com/contextinfinity/ctxinf/internal/server"
 	"github.com/contextinfinity/ctxinf/persistence"
 )
 
@@ -24,7 +26,7 @@ func Run(e *cli.Env, args []string) error {
 		return err
 	}
 	ctx := context.Background()
-	var rep actors.Report
+	var rep api.Report
 	var err error
 	var db persistence.Database // nil unless it opened
 	if *serverURL == "" {
@@ -32,7 +34,9 @@ func Run(e *cli.Env, args []string) error {
 	}
 	if db != nil {
 		defer db.Close()
-		rep, err = actors.BuildReport(ctx, db, e.Config.DataDir, *last)
+		var local actors.Report
+		local, err = actors.BuildReport(ctx, db, e.Config.DataDir, *last)
+		rep = server.Report(local)
 	} else {
 		c, rerr := e.Remote(*serverURL, err)
 		if rerr != nil {

@@ -11,8 +11,10 @@ import (
 
 	"github.com/contextinfinity/ctxinf"
 	"github.com/contextinfinity/ctxinf/actors"
+	"github.com/contextinfinity/ctxinf/api"
 	"github.com/contextinfinity/ctxinf/client"
 	"github.com/contextinfinity/ctxinf/internal/cli"
+	"github.com/contextinfinity/ctxinf/internal/server"
 	"github.com/contextinfinity/ctxinf/internal/wiring"
 	"github.com/contextinfinity/ctxinf/messages"
 )
@@ -58,7 +60,7 @@ func Run(e *cli.Env, args []string) error {
 			chunks = append(chunks, id)
 		}
 	}
-	var hits []actors.Hit
+	var hits []api.Hit
 	var forced int
 	var rt *ctxinf.Runtime
 	if *serverURL == "" {
@@ -66,7 +68,9 @@ func Run(e *cli.Env, args []string) error {
 	}
 	if rt != nil {
 		defer rt.Close()
-		hits, forced, err = rt.SearchAndForce(ctx, branch, query, &opts, *force, chunks)
+		var local []actors.Hit
+		local, forced, err = rt.SearchAndForce(ctx, branch, query, &opts, *force, chunks)
+		hits = server.Hits(local)
 	} else {
 		c, rerr := e.Remote(*serverURL, err)
 		if rerr != nil {
@@ -79,12 +83,12 @@ func Run(e *cli.Env, args []string) error {
 	}
 	if *asJSON {
 		if hits == nil {
-			hits = []actors.Hit{}
+			hits = []api.Hit{}
 		}
 		return json.NewEncoder(e.Stdout).Encode(struct {
-			Query  string       `json:"query"`
-			Hits   []actors.Hit `json:"hits"`
-			Forced int          `json:"forced,omitempty"`
+			Query  string    `json:"query"`
+			Hits   []api.Hit `json:"hits"`
+			Forced int       `json:"forced,omitempty"`
 		}{query, hits, forced})
 	}
 	tw := tabwriter.NewWriter(e.Stdout, 0, 0, 2, ' ', 0)
