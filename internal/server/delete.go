@@ -2,10 +2,7 @@ package server
 
 import (
 	"net/http"
-	"time"
 
-	"github.com/contextinfinity/ctxinf/actors"
-	"github.com/contextinfinity/ctxinf/api"
 	"github.com/contextinfinity/ctxinf/messages"
 )
 
@@ -40,13 +37,4 @@ func (s *Server) deleteBranch(w http.ResponseWriter, r *http.Request) error {
 	}
 	writeJSON(w, http.StatusOK, Deleted(res))
 	return nil
-}
-
-// Deleted is what a delete did, as the API answers it (and the CLI and
-// chat print it).
-func Deleted(res actors.DeleteResult) api.Deleted {
-	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
-	return api.Deleted{Session: res.Session, Branches: res.Branches, Nodes: res.Nodes, Turns: res.Turns,
-		Blobs: res.Blobs, Chunks: res.Chunks, Steps: len(res.Steps), Journals: res.Journals, Keys: res.Keys,
-		ValueLogPending: res.ValueLogPending, TookMS: ms(res.Took), ScrubMS: ms(res.Scrub)}
 }

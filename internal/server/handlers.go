@@ -102,18 +102,6 @@ func (s *Server) listBranches(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// BranchInfo is the live state info of the branch of row as the API
-// answers it (and the TUI on the embedded runtime shows it).
-func BranchInfo(row persistence.BranchRow, info actors.BranchInfo) api.BranchInfo {
-	out := api.BranchInfo{Branch: Branch(row), Tip: info.Tip, State: info.State, Epoch: info.Epoch, TurnSeq: info.TurnSeq,
-		Committed: info.Committed, Failed: info.Failed, Indexed: info.Indexed, Pending: info.Pending, Model: info.Model}
-	if info.InFlight != nil {
-		id := info.InFlight.ID
-		out.InFlight = &id
-	}
-	return out
-}
-
 // branch returns the {branch} of r's path, if r's tenant owns it
 // (ownBranch): every /v1/branches/{branch} route starts with it.
 func (s *Server) branch(r *http.Request) (messages.BranchID, persistence.BranchRow, error) {
@@ -351,8 +339,7 @@ func (s *Server) history(w http.ResponseWriter, r *http.Request) error {
 	}
 	out := api.History{Entries: []api.HistoryEntry{}}
 	for _, e := range entries {
-		out.Entries = append(out.Entries, api.HistoryEntry{Node: e.Node, Depth: e.Depth, Message: e.Message,
-			PartialReply: partialOutput(e.PartialReply)})
+		out.Entries = append(out.Entries, HistoryEntry(e))
 	}
 	if !next.IsZero() {
 		out.Before = &next

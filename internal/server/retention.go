@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/contextinfinity/ctxinf/actors"
-	"github.com/contextinfinity/ctxinf/api"
 	"github.com/contextinfinity/ctxinf/messages"
 )
 
@@ -65,18 +64,4 @@ func (s *Server) putRetention(w http.ResponseWriter, r *http.Request) error {
 	}
 	writeJSON(w, http.StatusOK, retentionOut(out))
 	return nil
-}
-
-func retentionOut(in actors.RetentionInfo) api.Retention {
-	out := api.Retention{Session: in.Session, Idle: actors.FormatRetention(in.Idle), Source: in.Source,
-		LastActivity: in.LastActivity, InFlight: in.InFlight}
-	if in.Own != nil {
-		s := actors.FormatRetention(*in.Own)
-		out.Own = &s
-	}
-	if !in.Expires.IsZero() {
-		e := in.Expires
-		out.Expires = &e
-	}
-	return out
 }

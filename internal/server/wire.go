@@ -1,6 +1,8 @@
 package server
 
 import (
+	"time"
+
 	"github.com/contextinfinity/ctxinf/actors"
 	"github.com/contextinfinity/ctxinf/api"
 	"github.com/contextinfinity/ctxinf/internal/core"
@@ -115,6 +117,57 @@ func assemblyReport(r core.AssemblyReport) api.AssemblyReport {
 			return api.ChunkUse{Chunk: c.Chunk, Score: c.Score, Tokens: c.Tokens, Summary: c.Summary}
 		}),
 	}
+}
+
+// BranchInfo is the live state info of the branch of row as the API
+// answers it (and the TUI on the embedded runtime shows it).
+func BranchInfo(row persistence.BranchRow, info actors.BranchInfo) api.BranchInfo {
+	out := api.BranchInfo{Branch: Branch(row), Tip: info.Tip, State: info.State, Epoch: info.Epoch, TurnSeq: info.TurnSeq,
+		Committed: info.Committed, Failed: info.Failed, Indexed: info.Indexed, Pending: info.Pending, Model: info.Model}
+	if info.InFlight != nil {
+		id := info.InFlight.ID
+		out.InFlight = &id
+	}
+	return out
+}
+
+// Deleted is what a delete did, as the API answers it (and the CLI and
+// chat print it).
+func Deleted(res actors.DeleteResult) api.Deleted {
+	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+	return api.Deleted{Session: res.Session, Branches: res.Branches, Nodes: res.Nodes, Turns: res.Turns,
+		Blobs: res.Blobs, Chunks: res.Chunks, Steps: len(res.Steps), Journals: res.Journals, Keys: res.Keys,
+		ValueLogPending: res.ValueLogPending, TookMS: ms(res.Took), ScrubMS: ms(res.Scrub)}
+}
+
+// HistoryEntry is a message of a branch's history as the API answers
+// it, with the output recovered for its reply when a crash cut that off.
+func HistoryEntry(e actors.Entry) api.HistoryEntry {
+	return api.HistoryEntry{Node: e.Node, Depth: e.Depth, Message: e.Message, PartialReply: partialOutput(e.PartialReply)}
+}
+
+// partialOutput is the API form of output recovered after a crash,
+// labeled incomplete; nil for nil.
+func partialOutput(r *actors.Recovered) *api.PartialOutput {
+	if r == nil {
+		return nil
+	}
+	return &api.PartialOutput{Step: r.Step, Text: r.Text, Incomplete: true, Displayed: r.Displayed, Durable: r.Durable}
+}
+
+// retentionOut is a session's retention as the API answers it.
+func retentionOut(in actors.RetentionInfo) api.Retention {
+	out := api.Retention{Session: in.Session, Idle: actors.FormatRetention(in.Idle), Source: in.Source,
+		LastActivity: in.LastActivity, InFlight: in.InFlight}
+	if in.Own != nil {
+		s := actors.FormatRetention(*in.Own)
+		out.Own = &s
+	}
+	if !in.Expires.IsZero() {
+		e := in.Expires
+		out.Expires = &e
+	}
+	return out
 }
 
 // mapAll is f of each of in, an empty slice (JSON []) for none.

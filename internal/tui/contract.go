@@ -2,7 +2,8 @@
 // live header, and screens for the history, the branch tree, pins,
 // chunks and retrieval, pending turns, a turn's steps and the model. It
 // runs on the embedded runtime or as a client of a running server: both
-// are a Backend (cmd/ctxinf implements the two).
+// are a Backend (internal/cli/chat implements the two, and its line mode
+// runs on the same).
 package tui
 
 import (
@@ -16,7 +17,8 @@ import (
 	"github.com/contextinfinity/ctxinf/messages"
 )
 
-// Backend is what the TUI needs of a runtime. Every method may block on
+// Backend is what the TUI and the chat's line mode need of a runtime:
+// the embedded one, or a server's API. Every method may block on
 // I/O: the TUI calls them from commands (tea.Cmd), never from Update.
 type Backend interface {
 	// Names are the default model's provider and id.

@@ -87,7 +87,7 @@ func Chat(e *cli.Env, args []string) error {
 	sessionFlag, serverURL := &f.session, &f.server
 	branchFlag := &f.branch
 	ctx := context.Background()
-	var rt chatRuntime
+	var be tui.Backend
 	where, err := filepath.Abs(e.Config.DataDir)
 	if err != nil {
 		return err
@@ -101,27 +101,27 @@ func Chat(e *cli.Env, args []string) error {
 		var local *ctxinf.Runtime
 		if local, err = e.OpenRuntimeWith(ctx, cfg); err == nil {
 			defer local.Close()
-			rt = localChat{rt: local, provider: cfg.Provider.Name(), model: cfg.Model}
+			be = newEmbedded(local, cfg.Provider.Name(), cfg.Model)
 		}
 	}
-	if rt == nil {
+	if be == nil {
 		c, rerr := e.Remote(*serverURL, err)
 		if rerr != nil {
 			return rerr
 		}
-		rt, where = remoteChat{c}, "server "+c.URL()
+		be, where = newRemote(c), "server "+c.URL()
 	}
-	branch, err := pickBranch(ctx, rt, *sessionFlag, *branchFlag)
+	branch, err := pickBranch(ctx, be, *sessionFlag, *branchFlag)
 	if err != nil {
 		return err
 	}
-	provider, model, err := rt.Names(ctx)
+	provider, model, err := be.Names(ctx)
 	if err != nil {
 		return err
 	}
 	fmt.Fprintf(e.Stdout, "ctxinf chat: session %s, branch %s (%s), %s, provider %s, model %s.\nType a message, or /help.\n",
 		branch.Session, branch.ID, branch.Label, where, provider, model)
-	if err := showInterrupted(ctx, e.Stdout, rt, branch.ID); err != nil {
+	if err := showInterrupted(ctx, e.Stdout, be, branch.ID); err != nil {
 		fmt.Fprintf(e.Stdout, "error: %v\n", err)
 	}
 	in := bufio.NewScanner(e.Stdin)
@@ -142,7 +142,7 @@ func Chat(e *cli.Env, args []string) error {
 			continue
 		}
 		if strings.HasPrefix(line, "/") {
-			quit, err := chatCommand(ctx, e, rt, &branch, line)
+			quit, err := chatCommand(ctx, e, be, &branch, line)
 			if err != nil {
 				fmt.Fprintf(e.Stdout, "error: %v\n", err)
 			}
@@ -151,7 +151,7 @@ func Chat(e *cli.Env, args []string) error {
 			}
 			continue
 		}
-		seq, last, err := rt.Submit(ctx, branch.ID, line, func(u tui.Update) {
+		seq, last, err := be.Submit(ctx, branch.ID, line, func(u tui.Update) {
 			fmt.Fprint(e.Stdout, u.Delta)
 			switch it := u.Item.(type) {
 			case messages.ToolCall:
@@ -178,22 +178,22 @@ func Chat(e *cli.Env, args []string) error {
 
 // pickBranch resumes the given branch or session, else the newest
 // session's active branch, else a new session.
-func pickBranch(ctx context.Context, rt chatRuntime, session, branch string) (api.Branch, error) {
+func pickBranch(ctx context.Context, be tui.Backend, session, branch string) (api.Branch, error) {
 	if branch != "" {
 		if id, err := messages.ParseID[messages.BranchID](branch); err == nil {
-			return rt.BranchRow(ctx, id)
+			return be.BranchRow(ctx, id)
 		}
 		// A label or short id, of the session's branches.
-		b, err := pickBranch(ctx, rt, session, "")
+		b, err := pickBranch(ctx, be, session, "")
 		if err == nil {
-			b, err = resolveBranch(ctx, rt, b.Session, branch)
+			b, err = resolveBranch(ctx, be, b.Session, branch)
 		}
 		if err != nil {
 			return api.Branch{}, fmt.Errorf("--branch: %w", err)
 		}
 		return b, nil
 	}
-	ss, err := rt.Sessions(ctx)
+	ss, err := be.Sessions(ctx)
 	if err != nil {
 		return api.Branch{}, err
 	}
@@ -206,28 +206,28 @@ func pickBranch(ctx context.Context, rt chatRuntime, session, branch string) (ap
 		if i < 0 {
 			return api.Branch{}, fmt.Errorf("--session: %w: session %s", persistence.ErrNotFound, id)
 		}
-		return rt.BranchRow(ctx, ss[i].ActiveBranch)
+		return be.BranchRow(ctx, ss[i].ActiveBranch)
 	}
 	if len(ss) == 0 {
-		return rt.CreateSession(ctx, "chat")
+		return be.CreateSession(ctx, "chat")
 	}
-	return rt.BranchRow(ctx, ss[len(ss)-1].ActiveBranch)
+	return be.BranchRow(ctx, ss[len(ss)-1].ActiveBranch)
 }
 
 // resolveBranch finds the branch of session name names: its id, label or
 // short id (tui.ResolveBranch).
-func resolveBranch(ctx context.Context, rt chatRuntime, session messages.SessionID, name string) (api.Branch, error) {
+func resolveBranch(ctx context.Context, be tui.Backend, session messages.SessionID, name string) (api.Branch, error) {
 	if id, err := messages.ParseID[messages.BranchID](name); err == nil {
-		return rt.BranchRow(ctx, id)
+		return be.BranchRow(ctx, id)
 	}
-	bs, err := rt.Branches(ctx, session)
+	bs, err := be.Branches(ctx, session)
 	if err != nil {
 		return api.Branch{}, err
 	}
 	return tui.ResolveBranch(bs, name)
 }
 
-func chatCommand(ctx context.Context, e *cli.Env, rt chatRuntime, branch *api.Branch, line string) (quit bool, err error) {
+func chatCommand(ctx context.Context, e *cli.Env, be tui.Backend, branch *api.Branch, line string) (quit bool, err error) {
 	cmd, arg, _ := strings.Cut(line, " ")
 	arg = strings.TrimSpace(arg)
 	out := e.Stdout
@@ -243,7 +243,7 @@ func chatCommand(ctx context.Context, e *cli.Env, rt chatRuntime, branch *api.Br
 				return false, fmt.Errorf("/history: N must be 1..%d", persistence.MaxPageTurns)
 			}
 		}
-		hist, err := rt.History(ctx, branch.ID, n)
+		hist, _, err := be.History(ctx, branch.ID, messages.TurnID{}, n)
 		if err != nil {
 			return false, err
 		}
@@ -254,13 +254,13 @@ func chatCommand(ctx context.Context, e *cli.Env, rt chatRuntime, branch *api.Br
 			}
 		}
 	case "/state":
-		info, err := rt.Info(ctx, branch.ID)
+		info, err := be.Info(ctx, branch.ID)
 		if err != nil {
 			return false, err
 		}
 		fmt.Fprintf(out, "  head state #%d %s · turns %d · committed %d · failed %d · indexed %d · pending %d\n",
 			info.State.Seq, info.State.ID, info.TurnSeq, info.Committed, info.Failed, info.Indexed, info.Pending)
-		pins, err := rt.Pins(ctx, branch.ID)
+		pins, err := be.Pins(ctx, branch.ID)
 		if err != nil {
 			return false, err
 		}
@@ -269,7 +269,7 @@ func chatCommand(ctx context.Context, e *cli.Env, rt chatRuntime, branch *api.Br
 		}
 		fmt.Fprintf(out, "  summary:\n%s\n", cli.Indent(info.State.Summary))
 	case "/pending":
-		pending, err := rt.Pending(ctx, branch.ID)
+		pending, err := be.Pending(ctx, branch.ID)
 		if err != nil {
 			return false, err
 		}
@@ -281,7 +281,7 @@ func chatCommand(ctx context.Context, e *cli.Env, rt chatRuntime, branch *api.Br
 		}
 	case "/model":
 		if arg == "" {
-			info, err := rt.Info(ctx, branch.ID)
+			info, err := be.Info(ctx, branch.ID)
 			if err != nil {
 				return false, err
 			}
@@ -289,7 +289,7 @@ func chatCommand(ctx context.Context, e *cli.Env, rt chatRuntime, branch *api.Br
 			if current == "" {
 				current = "default"
 			}
-			names, err := rt.ModelNames(ctx)
+			names, err := be.ModelNames(ctx)
 			if err != nil {
 				return false, err
 			}
@@ -299,18 +299,18 @@ func chatCommand(ctx context.Context, e *cli.Env, rt chatRuntime, branch *api.Br
 		if arg == "default" {
 			arg = ""
 		}
-		if err := rt.SelectModel(ctx, branch.ID, arg); err != nil {
+		if err := be.SelectModel(ctx, branch.ID, arg); err != nil {
 			return false, err
 		}
 		fmt.Fprintln(out, "  model selected for the next turns")
 	case "/pin":
-		p, err := rt.Pin(ctx, branch.ID, arg)
+		p, err := be.Pin(ctx, branch.ID, arg)
 		if err != nil {
 			return false, err
 		}
 		fmt.Fprintf(out, "  pinned #%d (/unpin %d to unpin it)\n", p.ID, p.ID)
 	case "/pins":
-		pins, err := rt.Pins(ctx, branch.ID)
+		pins, err := be.Pins(ctx, branch.ID)
 		if err != nil {
 			return false, err
 		}
@@ -325,7 +325,7 @@ func chatCommand(ctx context.Context, e *cli.Env, rt chatRuntime, branch *api.Br
 		if err != nil || n == 0 {
 			return false, errors.New("/unpin: N must be a pinned fact's number (see /pins)")
 		}
-		if err := rt.Unpin(ctx, branch.ID, n); err != nil {
+		if err := be.Unpin(ctx, branch.ID, n); err != nil {
 			return false, err
 		}
 		fmt.Fprintf(out, "  unpinned #%d\n", n)
@@ -335,13 +335,13 @@ func chatCommand(ctx context.Context, e *cli.Env, rt chatRuntime, branch *api.Br
 		if err != nil || n == 0 {
 			return false, errors.New("/editpin: usage /editpin N FACT, N a pinned fact's number (see /pins)")
 		}
-		p, err := rt.EditPin(ctx, branch.ID, n, strings.TrimSpace(fact))
+		p, err := be.EditPin(ctx, branch.ID, n, strings.TrimSpace(fact))
 		if err != nil {
 			return false, err
 		}
 		fmt.Fprintf(out, "  #%d is now: %s\n", p.ID, p.Fact)
 	case "/commit":
-		if err := rt.CommitPending(ctx, branch.ID); err != nil {
+		if err := be.CommitPending(ctx, branch.ID); err != nil {
 			return false, err
 		}
 		fmt.Fprintln(out, "  summarizing the pending turns")
@@ -352,20 +352,20 @@ func chatCommand(ctx context.Context, e *cli.Env, rt chatRuntime, branch *api.Br
 			if err != nil || seq == 0 {
 				return false, errors.New("/fork: N must be a turn number (see /history)")
 			}
-			row, err := rt.TurnAt(ctx, branch.ID, seq)
+			row, err := be.TurnAt(ctx, branch.ID, seq)
 			if err != nil {
 				return false, fmt.Errorf("/fork: %w", err)
 			}
 			at = row.ID
 		}
-		b, err := rt.Fork(ctx, branch.ID, at, "fork")
+		b, err := be.Fork(ctx, branch.ID, at, "fork")
 		if err != nil {
 			return false, err
 		}
 		*branch = b
 		fmt.Fprintf(out, "  now on branch %s (forked from %s)\n", b.ID, b.Parent)
 	case "/branches":
-		bs, err := rt.Branches(ctx, branch.Session)
+		bs, err := be.Branches(ctx, branch.Session)
 		if err != nil {
 			return false, err
 		}
@@ -377,14 +377,14 @@ func chatCommand(ctx context.Context, e *cli.Env, rt chatRuntime, branch *api.Br
 			fmt.Fprintf(out, " %s %s %s parent=%s\n", mark, b.ID, b.Label, b.Parent)
 		}
 	case "/switch":
-		b, err := resolveBranch(ctx, rt, branch.Session, arg)
+		b, err := resolveBranch(ctx, be, branch.Session, arg)
 		if err != nil {
 			return false, fmt.Errorf("/switch: %w", err)
 		}
 		*branch = b
 		fmt.Fprintf(out, "  now on branch %s (%s)\n", b.ID, b.Label)
 	case "/delete":
-		return false, chatDelete(ctx, out, rt, branch, arg)
+		return false, chatDelete(ctx, out, be, branch, arg)
 	default:
 		return false, fmt.Errorf("unknown command %s (try /help)", cmd)
 	}
@@ -395,13 +395,13 @@ func chatCommand(ctx context.Context, e *cli.Env, rt chatRuntime, branch *api.Br
 // current branch does, or why it cannot be deleted, and asks for its id
 // as the confirmation; with the id it deletes it for good and moves to
 // its parent.
-func chatDelete(ctx context.Context, out io.Writer, rt chatRuntime, branch *api.Branch, arg string) error {
+func chatDelete(ctx context.Context, out io.Writer, be tui.Backend, branch *api.Branch, arg string) error {
 	if branch.Parent.IsZero() {
 		fmt.Fprintf(out, "  branch %s is the first branch of session %s: it goes only with the session,\n"+
 			"  which deletes every branch of it: ctxinf delete session %s\n", branch.ID, branch.Session, branch.Session)
 		return nil
 	}
-	bs, err := rt.Branches(ctx, branch.Session)
+	bs, err := be.Branches(ctx, branch.Session)
 	if err != nil {
 		return err
 	}
@@ -425,11 +425,11 @@ func chatDelete(ctx context.Context, out io.Writer, rt chatRuntime, branch *api.
 	if arg != branch.ID.String() {
 		return fmt.Errorf("/delete: %q is not this branch's id (%s): nothing deleted", arg, branch.ID)
 	}
-	parent, err := rt.BranchRow(ctx, branch.Parent)
+	parent, err := be.BranchRow(ctx, branch.Parent)
 	if err != nil {
 		return err
 	}
-	res, err := rt.DeleteBranch(ctx, branch.ID)
+	res, err := be.DeleteBranch(ctx, branch.ID)
 	if err != nil {
 		return err
 	}

@@ -6,6 +6,7 @@ import (
 	"io"
 
 	"github.com/contextinfinity/ctxinf/internal/cli"
+	"github.com/contextinfinity/ctxinf/internal/tui"
 	"github.com/contextinfinity/ctxinf/messages"
 )
 
@@ -20,16 +21,16 @@ func printRecovered(out io.Writer, depth uint64, text string) {
 // showInterrupted prints, when a chat resumes a branch whose last turn a
 // crash cut off, what was recovered of its reply. Asking the branch
 // activates it, which recovers the turn first.
-func showInterrupted(ctx context.Context, out io.Writer, rt chatRuntime, branch messages.BranchID) error {
-	info, err := rt.Info(ctx, branch)
+func showInterrupted(ctx context.Context, out io.Writer, be tui.Backend, branch messages.BranchID) error {
+	info, err := be.Info(ctx, branch)
 	if err != nil || info.TurnSeq == 0 {
 		return err
 	}
-	row, err := rt.TurnAt(ctx, branch, info.TurnSeq)
+	row, err := be.TurnAt(ctx, branch, info.TurnSeq)
 	if err != nil || row.Phase != messages.PhaseFailed {
 		return err
 	}
-	text, ok, err := rt.Recovered(ctx, branch, row.ID)
+	text, ok, err := be.Recovered(ctx, branch, row.ID)
 	if err != nil || !ok {
 		return err
 	}

@@ -78,10 +78,7 @@ func runTUI(e *cli.Env, f tuiFlags) error {
 		return err
 	}
 	where = "data in " + where
-	var (
-		be tui.Backend
-		rt chatRuntime
-	)
+	var be tui.Backend
 	if f.server == "" {
 		cfg, cerr := e.RuntimeConfig()
 		if cerr != nil {
@@ -90,8 +87,7 @@ func runTUI(e *cli.Env, f tuiFlags) error {
 		var local *ctxinf.Runtime
 		if local, err = e.OpenRuntimeWith(ctx, cfg); err == nil {
 			defer local.Close()
-			be = newLocalTUI(local, cfg.Provider.Name(), cfg.Model)
-			rt = localChat{rt: local, provider: cfg.Provider.Name(), model: cfg.Model}
+			be = newEmbedded(local, cfg.Provider.Name(), cfg.Model)
 		}
 	}
 	if be == nil {
@@ -99,9 +95,9 @@ func runTUI(e *cli.Env, f tuiFlags) error {
 		if rerr != nil {
 			return rerr
 		}
-		be, rt, where = newRemoteTUI(c), remoteChat{c}, "server "+c.URL()
+		be, where = newRemote(c), "server "+c.URL()
 	}
-	branch, err := tuiBranch(ctx, rt, f.session, f.branch)
+	branch, err := tuiBranch(ctx, be, f.session, f.branch)
 	if err != nil {
 		return err
 	}
@@ -111,14 +107,14 @@ func runTUI(e *cli.Env, f tuiFlags) error {
 // tuiBranch is the branch the TUI opens: --branch by label, id or short
 // id among the branches of --session (default: the newest session), or
 // what the chat would resume.
-func tuiBranch(ctx context.Context, rt chatRuntime, session, branch string) (api.Branch, error) {
+func tuiBranch(ctx context.Context, be tui.Backend, session, branch string) (api.Branch, error) {
 	if branch == "" {
-		return pickBranch(ctx, rt, session, "")
+		return pickBranch(ctx, be, session, "")
 	}
 	if id, err := messages.ParseID[messages.BranchID](branch); err == nil {
-		return rt.BranchRow(ctx, id)
+		return be.BranchRow(ctx, id)
 	}
-	ss, err := rt.Sessions(ctx)
+	ss, err := be.Sessions(ctx)
 	if err != nil {
 		return api.Branch{}, err
 	}
@@ -137,7 +133,7 @@ func tuiBranch(ctx context.Context, rt chatRuntime, session, branch string) (api
 		}
 		s = ss[i]
 	}
-	bs, err := rt.Branches(ctx, s.ID)
+	bs, err := be.Branches(ctx, s.ID)
 	if err != nil {
 		return api.Branch{}, err
 	}

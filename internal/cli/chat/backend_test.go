@@ -70,19 +70,20 @@ type tuiShape struct {
 	Context  []string
 }
 
-// One test body runs against both TUI backends: the embedded runtime,
-// and the API of a server over one. Each answers every method alike.
+// One test body runs against both backends of the TUI and the chat: the
+// embedded runtime, and the API of a server over one. Each answers every
+// method alike.
 func TestTUIBackends(t *testing.T) {
 	backends := []struct {
 		name string
 		open func(t *testing.T) tui.Backend
 	}{
-		{"local", func(t *testing.T) tui.Backend { return newLocalTUI(tuiRuntime(t), "local", "local") }},
+		{"local", func(t *testing.T) tui.Backend { return newEmbedded(tuiRuntime(t), "local", "local") }},
 		{"remote", func(t *testing.T) tui.Backend {
 			rt := tuiRuntime(t)
 			ts := httptest.NewServer(server.New(rt.Runtime, server.Options{}))
 			t.Cleanup(ts.Close)
-			return newRemoteTUI(client.New(ts.URL))
+			return newRemote(client.New(ts.URL))
 		}},
 	}
 	shapes := make([]tuiShape, len(backends))
