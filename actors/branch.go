@@ -153,7 +153,7 @@ type branchActor struct {
 	// commitReask when a commit is asked, is taken for lost and asked
 	// again, so that a request lost without a workLost never leaves the
 	// branch's pending turns unfolded.
-	summaryAsked time.Time
+	summaryAsked mark
 	summaryReq   *summarizeReq // the request summarizing waits for
 	// shrinkAsked is epoch+1 of the last head summary the librarian was
 	// asked to shrink (Config.Shrink), so that each summary is asked
@@ -221,7 +221,7 @@ type branchActor struct {
 	asker *actor.PID
 	// active is when this actor last took a message; idle is the timer
 	// of the next idleCheck (passivation after Config.IdleAfter).
-	active time.Time
+	active mark
 	idle   *time.Timer
 	// ending is set once this instance is stopping or failed (ended):
 	// it handles nothing more.
@@ -298,7 +298,7 @@ func (a *branchActor) Receive(ctx actor.Context) {
 	switch ctx.Message().(type) {
 	case *idleCheck, *summaryCheck:
 	default:
-		a.active = time.Now()
+		a.active = markNow()
 	}
 	switch ctx.Message().(type) {
 	case *createReq, *pinReq, *commitReq, *inspectReq, *forkReq, *wakeReq, *cancelReq, *modelReq, *debugReq, *importReq, *forceReq,
@@ -326,7 +326,7 @@ func (a *branchActor) Receive(ctx actor.Context) {
 		if m.to != a {
 			return // an earlier instance's
 		}
-		if wait := a.rt.cfg.IdleAfter - time.Since(a.active); wait > 0 || a.busy() {
+		if wait := a.rt.cfg.IdleAfter - a.active.elapsed(); wait > 0 || a.busy() {
 			if wait <= 0 {
 				wait = a.rt.cfg.IdleAfter
 			}
@@ -380,7 +380,7 @@ func (a *branchActor) Receive(ctx actor.Context) {
 		if a.summarizing != 0 {
 			if _, held := a.rt.jobs.Load(a.summaryReq); !held {
 				a.summaryLost("no worker holds it when a commit was asked")
-			} else if time.Since(a.summaryAsked) > a.rt.commitReask {
+			} else if a.summaryAsked.elapsed() > a.rt.commitReask {
 				a.summaryLost("no answer in " + a.rt.commitReask.String() + " when a commit was asked")
 			}
 		}
@@ -477,7 +477,7 @@ func (a *branchActor) Receive(ctx actor.Context) {
 			}
 		}
 	case *summaryCheck:
-		if m.to == a && a.summarizing == m.epoch+1 && a.summaryAsked.Equal(m.asked) {
+		if m.to == a && a.summarizing == m.epoch+1 && a.summaryAsked.same(m.asked) {
 			a.summaryLost("no answer in " + a.rt.summaryDeadline.String())
 			a.foldSoon(ctx)
 		}
@@ -710,7 +710,7 @@ type indexAgain struct {
 type summaryCheck struct {
 	to    *branchActor
 	epoch uint64
-	asked time.Time
+	asked mark
 }
 
 // summaryLost forgets the summary the branch waits for, which got no
@@ -1347,7 +1347,7 @@ func (a *branchActor) run(ctx actor.Context, effects []core.Effect) {
 				count:    a.rt.counter(a.rt.model(a.b.Model)),
 				previous: e.State.Summary, turns: turns}
 			a.ask(ctx, a.rt.librarian(a.id), a.summaryReq, &jobCheck{to: a, summary: a.summaryReq})
-			a.summaryAsked = time.Now()
+			a.summaryAsked = markNow()
 			after(ctx, a.rt.summaryDeadline, &summaryCheck{to: a, epoch: e.Epoch, asked: a.summaryAsked})
 		case core.Index:
 			if a.stashing {
@@ -1429,14 +1429,14 @@ func (a *branchActor) prepare(ctx actor.Context, turn messages.TurnID) {
 	}
 	a.counters, a.cancelled, a.sizeRetries = streamCounters{}, false, 0
 	a.usage, a.lastModel, a.retryAfter = providers.Usage{}, "", 0
-	t0 := time.Now()
+	t0 := markNow()
 	ac, rep, err := a.assemble(turn, nil)
 	if err != nil {
 		a.fail(ctx, turn, messages.FailTurn, "assemble context: "+err.Error())
 		return
 	}
 	if obs := a.rt.cfg.ObserveAssembly; obs != nil {
-		obs(a.id, time.Since(t0), rep)
+		obs(a.id, t0.elapsed(), rep)
 	}
 	if a.askShrink(ctx, turn, rep) {
 		return // prepared again when the librarian answers
@@ -1777,10 +1777,10 @@ func (a *branchActor) retrieve(user messages.Message, recipe *persistence.Contex
 	for _, t := range recipe.Pending {
 		verbatim[t] = true
 	}
-	t0 := time.Now()
+	t0 := markNow()
 	hits, err := a.rt.mem.search(ctx, a.id, user.RenderedText, a.rt.mem.opts, verbatim)
 	if obs := a.rt.cfg.ObserveRetrieval; obs != nil {
-		obs(a.id, len(hits), time.Since(t0), err)
+		obs(a.id, len(hits), t0.elapsed(), err)
 	}
 	if err != nil {
 		recipe.RetrievalError = err.Error()

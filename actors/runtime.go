@@ -627,7 +627,7 @@ func (r *Runtime) branchStopped(child *actor.PID, reason any) {
 	if err == nil {
 		err = fmt.Errorf("%v", reason)
 	}
-	now := time.Now()
+	now := r.cfg.Now()
 	r.failedMu.Lock()
 	defer r.failedMu.Unlock()
 	times := 1
@@ -649,7 +649,7 @@ func (r *Runtime) branchStopped(child *actor.PID, reason any) {
 func (r *Runtime) stoppedErr(id messages.BranchID) error {
 	r.failedMu.Lock()
 	defer r.failedMu.Unlock()
-	if f := r.failed[id]; f != nil && time.Now().Before(f.retry) {
+	if f := r.failed[id]; f != nil && r.cfg.Now().Before(f.retry) {
 		return f.err
 	}
 	return nil
@@ -1196,7 +1196,7 @@ func (r *Runtime) pid(ctx context.Context, id messages.BranchID) (*actor.PID, er
 func (r *Runtime) ask(ctx context.Context, id messages.BranchID, msg any) (any, error) {
 	timeout := r.cfg.RequestTimeout
 	if d, ok := ctx.Deadline(); ok {
-		timeout = min(timeout, time.Until(d))
+		timeout = min(timeout, untilDeadline(d))
 	}
 	if err := r.placed(ctx, id, sessionOfMsg(msg)); err != nil {
 		return nil, err

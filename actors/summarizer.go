@@ -199,7 +199,7 @@ func (e *missingError) Unwrap() error {
 // target >= 0, against target tokens. The error is a *missingError when
 // the answer does not pass.
 func (l Librarian) check(ctx context.Context, task string, attempt int, system, user string, required []core.Entity, target int) (string, error) {
-	started := time.Now()
+	started := markNow()
 	text, err := l.complete(ctx, system, user)
 	ev := l.Log.Debug()
 	if err == nil {
@@ -232,7 +232,7 @@ func (l Librarian) check(ctx context.Context, task string, attempt int, system, 
 		}
 	}
 	ev.Str("task", task).Int("attempt", attempt).Str("provider", l.Provider.Name()).Str("model", l.Model).
-		Int("required", len(required)).Dur("took", time.Since(started)).AnErr("reject", err).Msg("librarian: model answer")
+		Int("required", len(required)).Dur("took", started.elapsed()).AnErr("reject", err).Msg("librarian: model answer")
 	return text, err
 }
 
