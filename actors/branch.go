@@ -13,6 +13,7 @@ import (
 	"github.com/rs/zerolog"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/contextinfinity/ctxinf/actors/lifecycle"
 	"github.com/contextinfinity/ctxinf/internal/core"
 	"github.com/contextinfinity/ctxinf/messages"
 	"github.com/contextinfinity/ctxinf/persistence"
@@ -1024,79 +1025,18 @@ func (a *branchActor) persistAll(ctx actor.Context, evs []messages.BranchEvent) 
 	}
 }
 
-// txFor returns the lifecycle rows and jobs that go with ev (the SRD's
-// transactions TX-0, TX-A, TX-B, TX-C as one atomic commit each).
+// txFor returns the lifecycle rows and jobs that go with ev
+// (lifecycle.Tx), with what the store holds that they carry over.
 func (a *branchActor) txFor(ev messages.BranchEvent) *persistence.Tx {
-	tx := &persistence.Tx{}
-	row := func(t core.Turn) persistence.TurnRow {
-		r := persistence.TurnRow{Branch: a.id, Seq: t.Seq, ID: t.ID, Phase: t.Phase, Step: t.Step, Reply: t.Reply,
-			Reason: t.Reason, StateAfter: t.StateAfter, Updated: a.now()}
-		if t.Outcome.Kind != 0 { // none before the response is final
-			r.Outcome = t.Outcome.Kind.String()
-		}
-		return r
-	}
-	job := func(t persistence.JobType, turn messages.TurnID) persistence.Job {
-		return persistence.Job{Type: t, Branch: a.id, Turn: turn, Created: a.now()}
-	}
-	switch e := ev.(type) {
-	case messages.TurnRecorded:
-		tx.NewTurns = []persistence.TurnRow{{Branch: a.id, Seq: e.Seq, ID: e.Turn, Phase: messages.PhaseResponseFinalized,
-			Reply: e.Reply, Outcome: messages.OutcomeCompleted.String(), Updated: a.now()}}
-		tx.Jobs = []persistence.Job{job(persistence.JobSummarize, e.Turn)}
-	case messages.TurnAccepted:
-		tx.NewTurns = []persistence.TurnRow{{Branch: a.id, Seq: e.Seq, ID: e.Turn, Phase: messages.PhaseAccepted, Updated: a.now()}}
-		tx.Jobs = []persistence.Job{job(persistence.JobRespond, e.Turn)}
-	case messages.ResponseStarted:
+	var stored lifecycle.Stored
+	if e, ok := ev.(messages.TurnIndexed); ok {
 		if t, ok := a.b.Turn(e.Turn); ok {
-			t.Phase, t.Step = messages.PhaseResponding, e.Step
-			tx.Turns = []persistence.TurnRow{row(t)}
-		}
-	case messages.ResponseFinalized:
-		if t, ok := a.b.Turn(e.Turn); ok {
-			t.Phase, t.Reply, t.Outcome = messages.PhaseResponseFinalized, e.Reply, e.Outcome
-			tx.Turns = []persistence.TurnRow{row(t)}
-		}
-		tx.DoneJobs = []persistence.JobKey{{Type: persistence.JobRespond, Turn: e.Turn}}
-		tx.Jobs = []persistence.Job{job(persistence.JobSummarize, e.Turn)}
-	case messages.TurnFailed:
-		if t, ok := a.b.Turn(e.Turn); ok {
-			t.Phase, t.Reason = messages.PhaseFailed, e.Reason
-			t.Outcome = messages.FailedOutcome(e.Code, e.Reason)
-			r := row(t)
-			r.Code = t.Outcome.Code
-			tx.Turns = []persistence.TurnRow{r}
-		}
-		tx.DoneJobs = []persistence.JobKey{{Type: persistence.JobRespond, Turn: e.Turn}}
-	case messages.StateCommitted:
-		tx.States = []persistence.StateRow{{Branch: a.id, Seq: e.State.Seq, ID: e.State.ID, Summary: e.State.Summary,
-			Pinned: e.State.Pinned, Turns: e.Turns, Created: a.now()}}
-		for _, id := range e.Turns {
-			if t, ok := a.b.Turn(id); ok {
-				t.Phase, t.StateAfter = messages.PhaseStateCommitted, e.State.ID
-				r := row(t)
-				r.StateSeq = e.State.Seq
-				tx.Turns = append(tx.Turns, r)
-			}
-			tx.DoneJobs = append(tx.DoneJobs, persistence.JobKey{Type: persistence.JobSummarize, Turn: id})
-			tx.Jobs = append(tx.Jobs, job(persistence.JobIndex, id))
-		}
-	case messages.TurnIndexed:
-		if t, ok := a.b.Turn(e.Turn); ok {
-			t.Phase = messages.PhaseDone
-			r := row(t)
 			if rows, err := a.rt.db.TurnRows(context.Background(), a.id, t.Seq, 1); err == nil && len(rows) == 1 {
-				r.StateSeq = rows[0].StateSeq
+				stored.StateSeq = rows[0].StateSeq
 			}
-			tx.Turns = []persistence.TurnRow{r}
 		}
-		tx.DoneJobs = []persistence.JobKey{{Type: persistence.JobIndex, Turn: e.Turn}}
-	case messages.FactPinned, messages.FactUnpinned, messages.FactEdited:
-		// A pin writes no turn row: it is activity the retention job
-		// must see (retention.go).
-		tx.Touched = []persistence.SessionTouch{{Session: a.b.Session, At: a.now()}}
 	}
-	return tx
+	return lifecycle.Tx(&a.b, ev, a.now(), stored)
 }
 
 func (a *branchActor) create(ctx actor.Context, m *createReq) any {
@@ -1104,15 +1044,8 @@ func (a *branchActor) create(ctx actor.Context, m *createReq) any {
 	if err != nil {
 		return err
 	}
-	base := m.ev.State
-	tx := &persistence.Tx{
-		NewBranches: []persistence.BranchSpec{{ID: a.id, At: m.ev.Tip}},
-		Branches:    []persistence.BranchRow{m.row},
-		// The base state gets a row on this branch too, so that a fork of
-		// this branch finds every state it may start from locally.
-		States: []persistence.StateRow{{Branch: a.id, Seq: base.Seq, ID: base.ID, Summary: base.Summary,
-			Pinned: base.Pinned, Created: a.now()}},
-	}
+	tx := lifecycle.Tx(&a.b, m.ev, a.now(), lifecycle.Stored{})
+	tx.Branches = []persistence.BranchRow{m.row}
 	if m.session != nil {
 		tx.Sessions = []persistence.SessionRow{*m.session}
 	}
@@ -1125,11 +1058,6 @@ func (a *branchActor) create(ctx actor.Context, m *createReq) any {
 	}
 	if m.key != nil {
 		tx.Keys = []persistence.IdempotencyRow{*m.key}
-	}
-	for _, p := range m.ev.Pending {
-		tx.Jobs = append(tx.Jobs, persistence.Job{Type: persistence.JobSummarize, Branch: a.id, Turn: p.Turn, Created: a.now()})
-		tx.NewTurns = append(tx.NewTurns, persistence.TurnRow{Branch: a.id, Seq: p.Seq, ID: p.Turn, Phase: messages.PhaseResponseFinalized,
-			Reply: p.Reply, Updated: a.now()})
 	}
 	a.persist(ctx, evs[0], tx)
 	return okReply{}
