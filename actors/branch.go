@@ -379,7 +379,7 @@ func (a *branchActor) Receive(ctx actor.Context) {
 		a.manualFold = true
 		a.rt.manualFolds.Store(a.id, struct{}{})
 		if a.summarizing != 0 {
-			if _, held := a.rt.jobs.Load(a.summaryReq); !held {
+			if !a.rt.jobs.holds(a.summaryReq) {
 				a.summaryLost("no worker holds it when a commit was asked")
 			} else if a.summaryAsked.elapsed() > a.rt.commitReask {
 				a.summaryLost("no answer in " + a.rt.commitReask.String() + " when a commit was asked")
@@ -658,7 +658,7 @@ type jobCheck struct {
 // ask sends a job to a worker, holding it in Runtime.jobs until the
 // worker is done with it, and looks at it after Runtime.jobCheck.
 func (a *branchActor) ask(ctx actor.Context, worker *actor.PID, req any, check *jobCheck) {
-	a.rt.held(req)
+	a.rt.jobs.hold(req)
 	ctx.Send(worker, req)
 	after(ctx, a.rt.jobCheck, check)
 }
@@ -682,7 +682,7 @@ func (a *branchActor) checkJob(ctx actor.Context, m *jobCheck) {
 	default:
 		return
 	}
-	if _, held := a.rt.jobs.Load(req); held {
+	if a.rt.jobs.holds(req) {
 		after(ctx, a.rt.jobCheck, m)
 		return
 	}
@@ -1063,59 +1063,6 @@ func (a *branchActor) create(ctx actor.Context, m *createReq) any {
 	return okReply{}
 }
 
-// importTurns records exchanges as finished turns (TurnRecorded), all
-// committed together before it returns; they are then folded and indexed
-// like any other turn.
-func (a *branchActor) importTurns(ctx actor.Context, exchanges []Exchange, key *persistence.IdempotencyRow) ([]messages.PendingTurn, error) {
-	if t, ok := a.b.InFlight(); ok {
-		return nil, &core.BusyError{Turn: t.ID, Phase: t.Phase}
-	}
-	payloads := make([][2][]byte, len(exchanges))
-	for i, x := range exchanges { // every payload checked before anything is stored
-		var err error
-		if payloads[i][0], err = x.User.MarshalJSON(); err != nil {
-			return nil, fmt.Errorf("exchanges[%d].user: %w", i, err)
-		}
-		if payloads[i][1], err = x.Reply.MarshalJSON(); err != nil {
-			return nil, fmt.Errorf("exchanges[%d].reply: %w", i, err)
-		}
-		for j, field := range [2]string{"user", "reply"} {
-			if err := a.rt.db.CheckPayload(fmt.Sprintf("exchanges[%d].%s", i, field), len(payloads[i][j])); err != nil {
-				return nil, err
-			}
-		}
-	}
-	now := a.now()
-	ids := make([]messages.PendingTurn, 0, len(exchanges))
-	commit := a.stash(ctx)
-	defer func() { commit() }() // on an error: what was recorded is committed
-	for i, x := range exchanges {
-		turn, reply := messages.NewID[messages.TurnID](now), messages.NewID[messages.TurnID](now)
-		tip := a.b.Tip
-		evs, err := a.b.Record(turn, reply, now)
-		if err != nil {
-			return nil, err
-		}
-		tx := a.txFor(evs[0])
-		tx.Appends = []persistence.TxAppend{
-			{Branch: a.id, ID: turn, Req: persistence.AppendRequest{Payload: payloads[i][0], TypeTag: TypeUserMessage,
-				Codec: CodecJSON, ExpectParent: &tip}},
-			{Branch: a.id, ID: reply, Req: persistence.AppendRequest{Payload: payloads[i][1], TypeTag: TypeAssistantMessage,
-				Codec: CodecJSON, ExpectParent: &turn}},
-		}
-		a.msgs[turn], a.msgs[reply] = x.User, x.Reply
-		if key != nil && i == len(exchanges)-1 {
-			tx.Keys = []persistence.IdempotencyRow{*key} // with the last turn: the import is done
-		}
-		a.persistHeld(ctx, evs[0], tx)
-		ids = append(ids, messages.PendingTurn{Turn: turn, Seq: a.b.TurnSeq, Reply: reply})
-	}
-	commit()
-	commit = func() {}
-	a.pruneMessages(messages.TurnID{})
-	return ids, nil
-}
-
 func (a *branchActor) submit(ctx actor.Context, m *submitReq) (*TurnStream, error) {
 	msg, turn, within, model := m.msg, m.turn, m.within, m.model
 	if msg.Role != messages.RoleUser {
@@ -1289,7 +1236,7 @@ func (a *branchActor) run(ctx actor.Context, effects []core.Effect) {
 			if !ok {
 				continue
 			}
-			if req, ok := a.rt.heldIndexJob(a.id, t.ID); ok && req.from.Equal(ctx.Self()) {
+			if req, ok := a.rt.jobs.indexJob(a.id, t.ID); ok && req.from.Equal(ctx.Self()) {
 				// Asked by the instance this one replaced, and still held
 				// by a worker, which answers this actor: taken over.
 				a.indexing[e.Turn] = req

@@ -814,3 +814,122 @@ func (a *branchActor) indexNow(ctx actor.Context, effs []core.Effect) []core.Eff
 	a.flush() // the chunks go into the retrieval index (committed)
 	return rest
 }
+
+// Exchange is a finished exchange to import: a user message and the
+// assistant's reply (which may be empty).
+type Exchange struct {
+	User  messages.Message
+	Reply messages.Message
+}
+
+type importReq struct {
+	claim
+	exchanges []Exchange
+	key       *persistence.IdempotencyRow // committed with the last turn, if set
+}
+
+// MaxImport is the most exchanges one Import takes.
+const MaxImport = 1000
+
+// Import records exchanges on branch as finished turns, in order, with no
+// provider step (messages.TurnRecorded): an import of a conversation, or
+// an evaluation harness feeding one. They are durable when it returns,
+// and are then folded into the summary and indexed for retrieval like
+// any other turn. It fails with core.ErrBusy while a turn is in flight.
+// It returns the new turns: their ids, seqs and reply nodes.
+func (r *Runtime) Import(ctx context.Context, branch messages.BranchID, exchanges []Exchange) ([]messages.PendingTurn, error) {
+	return r.ImportWith(ctx, branch, exchanges, ImportOptions{})
+}
+
+// ImportOptions are the ways of ImportWith.
+type ImportOptions struct {
+	// Key, if set, is committed with the last turn imported: the
+	// idempotency key of the import this call ends (ClaimKey, scope
+	// persistence.ScopeImport), naming its session, branch and count
+	// of turns.
+	Key *persistence.IdempotencyRow
+}
+
+// ImportWith is Import with options.
+func (r *Runtime) ImportWith(ctx context.Context, branch messages.BranchID, exchanges []Exchange, o ImportOptions) ([]messages.PendingTurn, error) {
+	if len(exchanges) == 0 || len(exchanges) > MaxImport {
+		return nil, fmt.Errorf("%w: exchanges: %d, want 1 to %d", persistence.ErrInvalidArgument, len(exchanges), MaxImport)
+	}
+	for i, x := range exchanges {
+		switch {
+		case x.User.Role != messages.RoleUser:
+			return nil, fmt.Errorf("%w: exchanges[%d].user: role %s, want user", persistence.ErrInvalidArgument, i, x.User.Role)
+		case x.Reply.Role != messages.RoleAssistant:
+			return nil, fmt.Errorf("%w: exchanges[%d].reply: role %s, want assistant", persistence.ErrInvalidArgument, i, x.Reply.Role)
+		}
+	}
+	if k := o.Key; k != nil {
+		if err := checkKey(k.Key); err != nil {
+			return nil, err
+		}
+		if k.Scope != persistence.ScopeImport {
+			return nil, fmt.Errorf("%w: import key scope %q, want %q", persistence.ErrInvalidArgument, byte(k.Scope), byte(persistence.ScopeImport))
+		}
+	}
+	if err := r.db.CheckSpace(); err != nil {
+		return nil, err
+	}
+	res, err := r.ask(ctx, branch, &importReq{exchanges: exchanges, key: o.Key})
+	if err != nil {
+		return nil, err
+	}
+	return res.([]messages.PendingTurn), nil
+}
+
+// importTurns records exchanges as finished turns (TurnRecorded), all
+// committed together before it returns; they are then folded and indexed
+// like any other turn.
+func (a *branchActor) importTurns(ctx actor.Context, exchanges []Exchange, key *persistence.IdempotencyRow) ([]messages.PendingTurn, error) {
+	if t, ok := a.b.InFlight(); ok {
+		return nil, &core.BusyError{Turn: t.ID, Phase: t.Phase}
+	}
+	payloads := make([][2][]byte, len(exchanges))
+	for i, x := range exchanges { // every payload checked before anything is stored
+		var err error
+		if payloads[i][0], err = x.User.MarshalJSON(); err != nil {
+			return nil, fmt.Errorf("exchanges[%d].user: %w", i, err)
+		}
+		if payloads[i][1], err = x.Reply.MarshalJSON(); err != nil {
+			return nil, fmt.Errorf("exchanges[%d].reply: %w", i, err)
+		}
+		for j, field := range [2]string{"user", "reply"} {
+			if err := a.rt.db.CheckPayload(fmt.Sprintf("exchanges[%d].%s", i, field), len(payloads[i][j])); err != nil {
+				return nil, err
+			}
+		}
+	}
+	now := a.now()
+	ids := make([]messages.PendingTurn, 0, len(exchanges))
+	commit := a.stash(ctx)
+	defer func() { commit() }() // on an error: what was recorded is committed
+	for i, x := range exchanges {
+		turn, reply := messages.NewID[messages.TurnID](now), messages.NewID[messages.TurnID](now)
+		tip := a.b.Tip
+		evs, err := a.b.Record(turn, reply, now)
+		if err != nil {
+			return nil, err
+		}
+		tx := a.txFor(evs[0])
+		tx.Appends = []persistence.TxAppend{
+			{Branch: a.id, ID: turn, Req: persistence.AppendRequest{Payload: payloads[i][0], TypeTag: TypeUserMessage,
+				Codec: CodecJSON, ExpectParent: &tip}},
+			{Branch: a.id, ID: reply, Req: persistence.AppendRequest{Payload: payloads[i][1], TypeTag: TypeAssistantMessage,
+				Codec: CodecJSON, ExpectParent: &turn}},
+		}
+		a.msgs[turn], a.msgs[reply] = x.User, x.Reply
+		if key != nil && i == len(exchanges)-1 {
+			tx.Keys = []persistence.IdempotencyRow{*key} // with the last turn: the import is done
+		}
+		a.persistHeld(ctx, evs[0], tx)
+		ids = append(ids, messages.PendingTurn{Turn: turn, Seq: a.b.TurnSeq, Reply: reply})
+	}
+	commit()
+	commit = func() {}
+	a.pruneMessages(messages.TurnID{})
+	return ids, nil
+}

@@ -98,7 +98,7 @@ func TestRestartTakesOverIndexJobs(t *testing.T) {
 		t.Fatal(err)
 	}
 	held := 0
-	r.jobs.Range(func(k, _ any) bool {
+	r.jobs.all.Range(func(k, _ any) bool {
 		if ix, ok := k.(*indexReq); ok && ix.branch == b.ID {
 			held++
 		}

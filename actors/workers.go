@@ -397,14 +397,14 @@ func (l *librarian) Receive(ctx actor.Context) {
 		if done.err == nil && m.count != nil {
 			m.count(done.summary) // warms the count cache, as for a summary
 		}
-		l.rt.jobDone(m)
+		l.rt.jobs.done(m)
 		ctx.Send(m.from, done)
 	}
 }
 
 func (l *librarian) summarize(ctx actor.Context, m *summarizeReq) {
 	if l.rt.dropSummaries.Load() > 0 && l.rt.dropSummaries.Add(-1) >= 0 {
-		l.rt.jobDone(m)
+		l.rt.jobs.done(m)
 		return // lost, unanswered (tests)
 	}
 	done := &summaryDone{epoch: m.epoch}
@@ -431,7 +431,7 @@ func (l *librarian) summarize(ctx actor.Context, m *summarizeReq) {
 	if done.err == nil && m.count != nil {
 		m.count(done.summary) // warms the runtime's count cache for the next assembly
 	}
-	l.rt.jobDone(m)
+	l.rt.jobs.done(m)
 	ctx.Send(m.from, done)
 }
 
@@ -499,11 +499,11 @@ func (ix *indexer) Receive(ctx actor.Context) {
 	}
 	ix.rt.kills.Point(supervision.KindIndexer)
 	if ix.rt.dropIndexes.Load() > 0 && ix.rt.dropIndexes.Add(-1) >= 0 {
-		ix.rt.jobDone(m)
+		ix.rt.jobs.done(m)
 		return // lost, unanswered (tests)
 	}
 	rows, vecs, ups, err := ix.chunks(m)
-	ix.rt.jobDone(m)
+	ix.rt.jobs.done(m)
 	ctx.Send(m.from, &indexDone{turn: m.turn, rows: rows, vecs: vecs, ups: ups, err: err})
 }
 
