@@ -120,7 +120,7 @@ func (a *branchActor) forkBase(at messages.TurnID) (messages.BranchCreated, erro
 		return ev, fmt.Errorf("%w: turn %d is %s", ErrNotForkable, row.Seq, row.Phase)
 	}
 	ctx := context.Background()
-	st, err := a.rt.db.StateRow(ctx, a.id, row.StateSeq)
+	st, err := a.rows.StateRow(ctx, a.id, row.StateSeq)
 	if err != nil {
 		return ev, err
 	}
@@ -132,7 +132,7 @@ func (a *branchActor) forkBase(at messages.TurnID) (messages.BranchCreated, erro
 	}
 	// The commit that folded at also folded later turns: start from the
 	// state before it and carry the folded turns up to at as pending.
-	prev, err := a.rt.db.StateRow(ctx, a.id, row.StateSeq-1)
+	prev, err := a.rows.StateRow(ctx, a.id, row.StateSeq-1)
 	if err != nil {
 		return ev, err
 	}
@@ -149,7 +149,7 @@ func (a *branchActor) forkBase(at messages.TurnID) (messages.BranchCreated, erro
 
 // turnRow finds the lifecycle row of turn id on this branch.
 func (a *branchActor) turnRow(id messages.TurnID) (persistence.TurnRow, error) {
-	return a.rt.db.TurnRow(context.Background(), a.id, id)
+	return a.rows.TurnRow(context.Background(), a.id, id)
 }
 
 // CreateSession starts a new conversation with one empty branch, the

@@ -136,9 +136,11 @@ const (
 // transcript branch and its lifecycle rows.
 type branchActor struct {
 	ppersist.Mixin
-	rt *Runtime
-	id messages.BranchID
-	b  core.Branch
+	rt       *Runtime
+	rows     branchRows // the store, read
+	actorLog branchLog  // the event log's own: what the Mixin persists is committed by Flush
+	id       messages.BranchID
+	b        core.Branch
 
 	streams     map[messages.TurnID]*TurnStream
 	step        messages.StepID            // the step streaming now
@@ -262,7 +264,8 @@ func (a *branchActor) stash(ctx actor.Context) (commit func()) {
 type idleCheck struct{ to *branchActor }
 
 func newBranchActor(rt *Runtime, id messages.BranchID) *branchActor {
-	return &branchActor{rt: rt, id: id, b: core.Branch{Policy: *rt.cfg.Fold}, streams: map[messages.TurnID]*TurnStream{},
+	return &branchActor{rt: rt, rows: rt.db, actorLog: rt.actorLog, id: id, b: core.Branch{Policy: *rt.cfg.Fold},
+		streams:  map[messages.TurnID]*TurnStream{},
 		indexing: map[messages.TurnID]*indexReq{}, indexWaiting: map[messages.TurnID]struct{}{},
 		msgs: map[messages.TurnID]messages.Message{}}
 }
@@ -935,7 +938,7 @@ func (a *branchActor) recover(ctx actor.Context) {
 	if !a.b.Created {
 		return
 	}
-	if _, err := a.rt.db.Import(context.Background(), a.b.Session); err == nil {
+	if _, err := a.rows.Import(context.Background(), a.b.Session); err == nil {
 		a.importing = true // its import goes on (one cut short was dropped at Open)
 	}
 	evs, effects := a.b.Recover(a.now())
@@ -993,7 +996,7 @@ func (a *branchActor) persistHeld(ctx actor.Context, ev messages.BranchEvent, tx
 
 // flush commits any held event.
 func (a *branchActor) flush() {
-	a.rt.actorLog.Flush(a.Name())
+	a.actorLog.Flush(a.Name())
 	a.committed()
 }
 
@@ -1031,7 +1034,7 @@ func (a *branchActor) txFor(ev messages.BranchEvent) *persistence.Tx {
 	var stored lifecycle.Stored
 	if e, ok := ev.(messages.TurnIndexed); ok {
 		if t, ok := a.b.Turn(e.Turn); ok {
-			if rows, err := a.rt.db.TurnRows(context.Background(), a.id, t.Seq, 1); err == nil && len(rows) == 1 {
+			if rows, err := a.rows.TurnRows(context.Background(), a.id, t.Seq, 1); err == nil && len(rows) == 1 {
 				stored.StateSeq = rows[0].StateSeq
 			}
 		}
@@ -1085,7 +1088,7 @@ func (a *branchActor) submit(ctx actor.Context, m *submitReq) (*TurnStream, erro
 	}
 	// Refused here, before anything is accepted: the store would refuse
 	// the append, and its commit failing would fail the branch.
-	if err := a.rt.db.CheckPayload("the user message (its text stored twice, as text and rendered text)", len(payload)); err != nil {
+	if err := a.rows.CheckPayload("the user message (its text stored twice, as text and rendered text)", len(payload)); err != nil {
 		return nil, err
 	}
 	now := a.now()
@@ -1163,11 +1166,11 @@ func (a *branchActor) submitted(turn messages.TurnID) (*TurnStream, bool, error)
 		seq, phase, reason, out = t.Seq, t.Phase, t.Reason, t.Outcome
 	} else if ok {
 		return nil, false, fmt.Errorf("%w: turn id %s is already used", persistence.ErrInvalidArgument, turn)
-	} else if _, err := a.rt.db.Turn(context.Background(), turn); errors.Is(err, persistence.ErrTurnNotFound) {
+	} else if _, err := a.rows.Turn(context.Background(), turn); errors.Is(err, persistence.ErrTurnNotFound) {
 		return nil, false, nil
 	} else if err != nil {
 		return nil, false, err
-	} else if rows, err := a.rt.db.TurnRows(context.Background(), a.id, a.b.TurnSeq, 1); err == nil && len(rows) == 1 && rows[0].ID == turn {
+	} else if rows, err := a.rows.TurnRows(context.Background(), a.id, a.b.TurnSeq, 1); err == nil && len(rows) == 1 && rows[0].ID == turn {
 		seq, phase, reason = rows[0].Seq, rows[0].Phase, rows[0].Reason
 		if phase == messages.PhaseFailed {
 			out = messages.FailedOutcome(rows[0].Code, reason)
@@ -1279,7 +1282,7 @@ func (a *branchActor) run(ctx actor.Context, effects []core.Effect) {
 
 // failOutcome finds why a failed turn failed (failed turns leave Turns).
 func (a *branchActor) failOutcome(turn messages.TurnID) messages.StepOutcome {
-	rows, err := a.rt.db.TurnRows(context.Background(), a.id, a.b.TurnSeq, 1)
+	rows, err := a.rows.TurnRows(context.Background(), a.id, a.b.TurnSeq, 1)
 	if err == nil && len(rows) == 1 && rows[0].ID == turn {
 		return messages.FailedOutcome(rows[0].Code, rows[0].Reason)
 	}
@@ -1470,7 +1473,7 @@ func (a *branchActor) message(node messages.TurnID) (messages.Message, error) {
 	if m, ok := a.msgs[node]; ok {
 		return m, nil
 	}
-	m, err := readMessage(a.rt.db, node)
+	m, err := readMessage(a.rows, node)
 	if err == nil {
 		a.msgs[node] = m
 	}
@@ -1505,7 +1508,7 @@ func (a *branchActor) pruneMessages(keep messages.TurnID) {
 	}
 }
 
-func readMessage(db persistence.Reader, node messages.TurnID) (messages.Message, error) {
+func readMessage(db messageReader, node messages.TurnID) (messages.Message, error) {
 	var m messages.Message
 	t, err := db.Turn(context.Background(), node)
 	if err != nil {

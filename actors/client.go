@@ -338,7 +338,7 @@ func (a *branchActor) resultsKeyed(key, hash string) (*TurnStream, bool, error) 
 	row, ok := a.keys[key]
 	if !ok {
 		var err error
-		row, err = a.rt.db.IdempotencyKey(context.Background(), persistence.ScopeTurn, a.id, key)
+		row, err = a.rows.IdempotencyKey(context.Background(), persistence.ScopeTurn, a.id, key)
 		if errors.Is(err, persistence.ErrKeyNotFound) {
 			return nil, false, nil
 		}

@@ -43,13 +43,13 @@ type DeleteResult struct {
 // it returns, no file under the data dir holds a byte of their content
 // (but see persistence.PurgeResult.ValueLogPending).
 func (r *Runtime) DeleteSession(ctx context.Context, id messages.SessionID) (DeleteResult, error) {
-	if _, err := r.db.Session(ctx, id); err != nil {
+	if _, err := r.purger.Session(ctx, id); err != nil {
 		return DeleteResult{}, fmt.Errorf("delete session %s: %w", id, err)
 	}
 	if err := r.sessionPlaced(id); err != nil {
 		return DeleteResult{}, err // its branch actors run on its owner
 	}
-	bs, err := r.db.Branches(ctx, id)
+	bs, err := r.purger.Branches(ctx, id)
 	if err != nil {
 		return DeleteResult{}, fmt.Errorf("delete session %s: %w", id, err)
 	}
@@ -68,7 +68,7 @@ func (r *Runtime) DeleteSession(ctx context.Context, id messages.SessionID) (Del
 // session's first branch, for good (see DeleteSession). If it was the
 // session's active branch, its parent becomes the active one.
 func (r *Runtime) DeleteBranch(ctx context.Context, id messages.BranchID) (DeleteResult, error) {
-	row, err := r.db.BranchRow(ctx, id)
+	row, err := r.purger.BranchRow(ctx, id)
 	if err != nil {
 		return DeleteResult{}, fmt.Errorf("delete branch %s: %w", id, err)
 	}
@@ -79,7 +79,7 @@ func (r *Runtime) DeleteBranch(ctx context.Context, id messages.BranchID) (Delet
 		return DeleteResult{}, fmt.Errorf("%w: delete branch %s: it is the first branch of session %s: delete the session",
 			ErrFirstBranch, id, row.Session)
 	}
-	bs, err := r.db.Branches(ctx, row.Session)
+	bs, err := r.purger.Branches(ctx, row.Session)
 	if err != nil {
 		return DeleteResult{}, fmt.Errorf("delete branch %s: %w", id, err)
 	}
@@ -112,7 +112,7 @@ func (r *Runtime) purge(ctx context.Context, spec persistence.PurgeSpec, branche
 		}
 		spec.Actors = append(spec.Actors, r.actorName(b))
 	}
-	pr, err := r.db.Purge(ctx, spec)
+	pr, err := r.purger.Purge(ctx, spec)
 	if err != nil {
 		undo() // nothing was deleted (or the store failed: a reopen finishes it)
 		return DeleteResult{}, err

@@ -204,7 +204,7 @@ func (a *branchActor) keyed(key, hash string) (*TurnStream, bool, error) {
 	row, ok := a.keys[key]
 	if !ok {
 		var err error
-		row, err = a.rt.db.IdempotencyKey(context.Background(), persistence.ScopeTurn, a.id, key)
+		row, err = a.rows.IdempotencyKey(context.Background(), persistence.ScopeTurn, a.id, key)
 		if errors.Is(err, persistence.ErrKeyNotFound) {
 			return nil, false, nil
 		}
@@ -252,7 +252,7 @@ func (a *branchActor) answerOf(turn messages.TurnID) (*TurnStream, error) {
 	if phase == messages.PhaseFailed && done.Err == "" {
 		done.Err = out.Message
 	}
-	if steps, err := a.rt.db.Steps(context.Background(), turn); err == nil {
+	if steps, err := a.rows.Steps(context.Background(), turn); err == nil {
 		for _, st := range steps {
 			done.Displayed += st.Displayed
 			done.Durable += st.Durable

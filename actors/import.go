@@ -596,7 +596,7 @@ func (a *branchActor) importTurn(ctx actor.Context, t ExportTurn, now time.Time)
 	if err != nil {
 		return fmt.Errorf("%w: %s: user: %w", ErrImport, field, err)
 	}
-	if err := a.rt.db.CheckPayload(field+": user", len(user)); err != nil {
+	if err := a.rows.CheckPayload(field+": user", len(user)); err != nil {
 		return err
 	}
 	turn := messages.NewID[messages.TurnID](now)
@@ -627,7 +627,7 @@ func (a *branchActor) importTurn(ctx actor.Context, t ExportTurn, now time.Time)
 	if err != nil {
 		return fmt.Errorf("%w: %s: reply: %w", ErrImport, field, err)
 	}
-	if err := a.rt.db.CheckPayload(field+": reply", len(reply)); err != nil {
+	if err := a.rows.CheckPayload(field+": reply", len(reply)); err != nil {
 		return err
 	}
 	replyID := messages.NewID[messages.TurnID](now)
@@ -898,7 +898,7 @@ func (a *branchActor) importTurns(ctx actor.Context, exchanges []Exchange, key *
 			return nil, fmt.Errorf("exchanges[%d].reply: %w", i, err)
 		}
 		for j, field := range [2]string{"user", "reply"} {
-			if err := a.rt.db.CheckPayload(fmt.Sprintf("exchanges[%d].%s", i, field), len(payloads[i][j])); err != nil {
+			if err := a.rows.CheckPayload(fmt.Sprintf("exchanges[%d].%s", i, field), len(payloads[i][j])); err != nil {
 				return nil, err
 			}
 		}

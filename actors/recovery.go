@@ -70,7 +70,7 @@ func (a *branchActor) interruptedStep(t core.Turn) (persistence.StepRow, bool) {
 		return persistence.StepRow{}, false
 	}
 	log := a.rt.log.With().Str("branch", a.id.String()).Str("turn", t.ID.String()).Str("step", t.Step.String()).Logger()
-	if _, err := a.rt.db.StepRow(context.Background(), t.Step); err == nil {
+	if _, err := a.rows.StepRow(context.Background(), t.Step); err == nil {
 		return persistence.StepRow{}, false
 	} else if !errors.Is(err, persistence.ErrNotFound) {
 		log.Warn().Err(err).Msg("read the row of an interrupted step; recording it anyway")
@@ -80,7 +80,7 @@ func (a *branchActor) interruptedStep(t core.Turn) (persistence.StepRow, bool) {
 		Model: m.ID, Outcome: messages.StepOutcome{Kind: messages.OutcomeIncomplete, Reason: core.InterruptedReason},
 		StreamPath: filepath.Join("streams", t.Step.String()+".jsonl"), Started: t.Step.Time(), Ended: a.now(),
 		Interrupted: true}
-	j, err := persistence.RecoverJournalIn(context.Background(), a.rt.journals, t.Step, a.rt.db.Cipher())
+	j, err := persistence.RecoverJournalIn(context.Background(), a.rt.journals, t.Step, a.rows.Cipher())
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		row.StreamPath = "" // the step streamed nothing to disk

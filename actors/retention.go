@@ -91,7 +91,7 @@ func (r *Runtime) SetRetention(ctx context.Context, id messages.SessionID, idle 
 	if idle != nil && *idle < 0 {
 		return RetentionInfo{}, fmt.Errorf("%w: retention: %v is negative", persistence.ErrInvalidArgument, *idle)
 	}
-	if _, err := r.db.SetSessionRetention(ctx, id, idle); err != nil {
+	if _, err := r.purger.SetSessionRetention(ctx, id, idle); err != nil {
 		return RetentionInfo{}, err
 	}
 	return r.Retention(ctx, id)
@@ -99,7 +99,7 @@ func (r *Runtime) SetRetention(ctx context.Context, id messages.SessionID, idle 
 
 // Retention returns session id's retention and last activity.
 func (r *Runtime) Retention(ctx context.Context, id messages.SessionID) (RetentionInfo, error) {
-	a, err := r.db.SessionActivity(ctx, id)
+	a, err := r.purger.SessionActivity(ctx, id)
 	if err != nil {
 		return RetentionInfo{}, err
 	}
@@ -142,7 +142,7 @@ func (r *Runtime) RunRetention(ctx context.Context) (RetentionRun, error) {
 	r.retentionMu.Lock()
 	defer r.retentionMu.Unlock()
 	var run RetentionRun
-	job, err := r.db.RetentionJob(ctx)
+	job, err := r.purger.RetentionJob(ctx)
 	if err != nil {
 		return run, fmt.Errorf("retention: %w", err)
 	}
@@ -161,7 +161,7 @@ func (r *Runtime) RunRetention(ctx context.Context) (RetentionRun, error) {
 		r.log.Warn().Int("sessions", run.Resumed).Time("started", job.Started).
 			Msg("retention: taking up the sessions a run cut short had chosen")
 	}
-	sessions, err := r.db.Sessions(ctx)
+	sessions, err := r.purger.Sessions(ctx)
 	if err != nil {
 		return run, fmt.Errorf("retention: %w", err)
 	}
@@ -175,7 +175,7 @@ func (r *Runtime) RunRetention(ctx context.Context) (RetentionRun, error) {
 		if idle, _ := r.cfg.Retention.retentionOf(s); idle <= 0 || now.Sub(s.Created) < idle {
 			continue // kept forever, or too young to be idle that long
 		}
-		a, err := r.db.SessionActivity(ctx, s.ID)
+		a, err := r.purger.SessionActivity(ctx, s.ID)
 		if errors.Is(err, persistence.ErrNotFound) {
 			continue // deleted meanwhile
 		}
@@ -257,7 +257,7 @@ func hook(stage string) error {
 }
 
 func (r *Runtime) saveRetentionJob(ctx context.Context, j persistence.RetentionJob) error {
-	if _, err := r.db.Commit(context.WithoutCancel(ctx), &persistence.Tx{RetentionJob: &j}); err != nil {
+	if _, err := r.purger.Commit(context.WithoutCancel(ctx), &persistence.Tx{RetentionJob: &j}); err != nil {
 		return fmt.Errorf("retention: record the job: %w", err)
 	}
 	return nil
@@ -274,7 +274,7 @@ func (r *Runtime) deleteIdle(ctx context.Context, ids []messages.SessionID) ([]m
 		undo     func()
 	}
 	check := func(id messages.SessionID) (bool, error) {
-		a, err := r.db.SessionActivity(ctx, id)
+		a, err := r.purger.SessionActivity(ctx, id)
 		if errors.Is(err, persistence.ErrNotFound) {
 			return false, nil
 		}
@@ -300,7 +300,7 @@ func (r *Runtime) deleteIdle(ctx context.Context, ids []messages.SessionID) ([]m
 			kept++
 			continue
 		}
-		bs, err := r.db.Branches(ctx, id)
+		bs, err := r.purger.Branches(ctx, id)
 		if err != nil {
 			undoAll()
 			return nil, 0, err
@@ -340,7 +340,7 @@ func (r *Runtime) deleteIdle(ctx context.Context, ids []messages.SessionID) ([]m
 	if len(specs) == 0 {
 		return nil, kept, nil
 	}
-	prs, err := r.db.PurgeSessions(ctx, specs)
+	prs, err := r.purger.PurgeSessions(ctx, specs)
 	if err != nil {
 		for _, v := range left {
 			v.undo() // nothing was deleted (or the store failed: a reopen finishes it)

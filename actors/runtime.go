@@ -40,6 +40,7 @@ var (
 type Runtime struct {
 	cfg        Config
 	db         persistence.Database
+	purger     purger                // db, as deletes and the retention job use it
 	dirLock    *os.File              // {DataDir}/postgres.lock, held while open (PostgreSQL only)
 	actorLog   *persistence.ActorLog // the persistence provider of every branch
 	sys        *actor.ActorSystem
@@ -141,6 +142,7 @@ func Open(ctx context.Context, cfg Config) (*Runtime, error) {
 		closing:         make(chan struct{}),
 		cfg:             cfg,
 		db:              db,
+		purger:          db,
 		dirLock:         lock,
 		actorLog:        db.ActorLog(cfg.SnapshotEvery),
 		log:             cfg.Logger,

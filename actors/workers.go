@@ -683,7 +683,7 @@ func (ix *indexer) previousTurns(m *indexReq, n int) ([]neighbour, error) {
 }
 
 // knownMessage returns known[node], or reads the node's message.
-func knownMessage(db persistence.Reader, known map[messages.TurnID]messages.Message, node messages.TurnID) (messages.Message, error) {
+func knownMessage(db messageReader, known map[messages.TurnID]messages.Message, node messages.TurnID) (messages.Message, error) {
 	if m, ok := known[node]; ok {
 		return m, nil
 	}
