@@ -1349,25 +1349,25 @@ func (a *branchActor) prepare(ctx actor.Context, turn messages.TurnID) {
 }
 
 // askShrink starts step 4 of the shrinker with a librarian model
-// (Config.Shrink) when the context of turn needed it: the librarian is
+// (Config.Shrink) when the context of turn needs it
+// (core.Branch.ShrinkDue, core.AskShrink): the librarian is
 // asked to shrink the head summary and turn waits (still accepted) until
 // the answer is committed as a new state (shrunk). It reports whether
 // turn now waits. Each head summary is asked for once; without
 // Config.Shrink, or when the answer cannot be used, the deterministic
 // core.ShrinkSummary of assembleShrinking stands.
 func (a *branchActor) askShrink(ctx actor.Context, turn messages.TurnID, rep core.AssemblyReport) bool {
-	if a.rt.cfg.Shrink == nil || a.shrinkAsked == a.b.Epoch+1 {
+	if a.rt.cfg.Shrink == nil {
 		return false
 	}
-	i := slices.IndexFunc(rep.Shrink, func(s core.ShrinkStep) bool { return s.Step == core.StepShrinkSummary })
-	if i < 0 {
+	e, ok := a.b.ShrinkDue(turn, rep, a.shrinkAsked)
+	if !ok {
 		return false
 	}
-	a.shrinkAsked, a.shrinkTurn = a.b.Epoch+1, turn
-	a.rt.log.Info().Str("branch", a.id.String()).Str("turn", turn.String()).Int("target_tokens", rep.Shrink[i].Target).
+	a.shrinkAsked, a.shrinkTurn = e.Epoch+1, e.Turn
+	a.rt.log.Info().Str("branch", a.id.String()).Str("turn", turn.String()).Int("target_tokens", e.Target).
 		Msg("context over budget: the librarian shrinks the head summary")
-	req := &shrinkReq{from: ctx.Self(), epoch: a.b.Epoch, summary: a.b.State.Summary,
-		target: rep.Shrink[i].Target, count: a.rt.counter(a.rt.model(a.b.Model))}
+	req := &shrinkReq{from: ctx.Self(), epoch: e.Epoch, summary: e.Summary, target: e.Target, count: a.rt.counter(a.rt.model(a.b.Model))}
 	a.ask(ctx, a.rt.librarian(a.id), req, &jobCheck{to: a, shrink: req})
 	return true
 }

@@ -439,34 +439,27 @@ type stalledStep struct {
 	row    persistence.StepRow
 }
 
-// stallForClient stalls turn t, whose step failed with code for reason
-// (row its record), if that step ran on its client's results and may be
-// worth retrying; it reports whether it did. The turn's stream ends with
-// the failure (Phase failed, the code, the provider's Retry-After), as
-// a failed turn's does.
-func (a *branchActor) stallForClient(t core.Turn, step messages.StepID, code, reason string, row persistence.StepRow) bool {
-	switch code {
-	case messages.FailCancelled, messages.FailInterrupted, messages.FailTurn:
-		return false
-	}
-	if n := len(t.Loop); n == 0 || !clientAnswered(t, t.Loop[n-1]) {
-		return false
-	}
-	reason = a.rt.cfg.Scrub.String(reason)
-	a.stall = &stalledStep{turn: t.ID, step: step, reason: reason, row: row}
+// stallForClient stalls turn, whose step failed with code for reason
+// (row its record) right after its client's results
+// (core.StallForClient). The turn's stream ends with the failure (Phase
+// failed, the code, the provider's Retry-After), as a failed turn's
+// does.
+func (a *branchActor) stallForClient(e core.StallForClient, row persistence.StepRow) {
+	turn, code := e.Turn, e.Code
+	reason := a.rt.cfg.Scrub.String(e.Reason)
+	a.stall = &stalledStep{turn: turn, step: e.Step, reason: reason, row: row}
 	for k, s := range a.results {
-		if s.Turn == t.ID {
+		if s.Turn == turn {
 			delete(a.results, k) // a repeat of those results is the retry
 		}
 	}
-	if s := a.streams[t.ID]; s != nil {
+	if s := a.streams[turn]; s != nil {
 		s.push(a.doneUpdate(Update{Done: true, Phase: messages.PhaseFailed, Outcome: messages.FailedOutcome(code, reason),
 			Err: reason, RetryAfter: a.retryAfter}))
-		delete(a.streams, t.ID)
+		delete(a.streams, turn)
 	}
-	a.rt.log.Warn().Str("branch", a.id.String()).Str("turn", t.ID.String()).Str("code", code).
+	a.rt.log.Warn().Str("branch", a.id.String()).Str("turn", turn.String()).Str("code", code).
 		Msg("a step after the client's tool results failed; the turn waits for the client to retry them")
-	return true
 }
 
 // clientAnswered reports whether it is the output of a call of t's loop

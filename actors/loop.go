@@ -81,51 +81,56 @@ func (a *branchActor) finishStep(ctx actor.Context, m *stepDone) {
 	if obs := a.rt.cfg.ObserveStep; obs != nil {
 		obs(a.id, row)
 	}
-	kind := m.resp.Outcome.Kind
-	if m.err != nil || !finalizable(kind) {
-		if a.retryForSize(ctx, m, row) {
-			return
-		}
-		code, reason := stepFailure(m, a.cancelled, a.rt.cfg.StepTimeout)
-		var pe *providers.Error
-		if a.retryAfter = 0; errors.As(m.err, &pe) {
-			a.retryAfter = pe.RetryAfter // told the client (Update.RetryAfter)
-		}
-		if a.stallForClient(t, m.step, code, reason, row) {
-			return
-		}
-		a.endLoop(ctx, m.turn, code, reason, &row)
-		return
+	end := core.StepEnd{Turn: m.turn, Step: m.step, Items: m.resp.Items, Outcome: m.resp.Outcome,
+		Failed: m.err != nil || !finalizable(m.resp.Outcome.Kind), SizeRetries: a.sizeRetries}
+	var pe *providers.Error
+	if end.Failed {
+		end.Code, end.Reason = stepFailure(m, a.cancelled, a.rt.cfg.StepTimeout)
+		end.TooLarge = errors.As(m.err, &pe) && pe.ContextTooLarge
 	}
-	calls := toolCalls(m.resp.Items)
-	if len(calls) == 0 || kind == messages.OutcomeIncomplete {
-		a.finalize(ctx, m.turn, m.step, m.resp.Items, m.resp.Outcome, &row)
-		return
-	}
-	mode := a.rt.cfg.ToolMode
-	if slices.ContainsFunc(calls, func(c messages.ToolCall) bool { return t.ClientTool(c.Name) }) ||
-		mode == messages.ToolsDisabled && len(t.Tools) > 0 {
-		// The client runs its calls, whatever the runtime's tools mode
-		// (runTools answers the runtime's calls in a mode that runs none).
-		mode = messages.ToolsEnabled
-	}
-	switch mode {
-	case messages.ToolsEnabled:
-		evs, err := a.b.IssueToolCalls(m.turn, m.step, m.resp.Items, a.now())
+	a.endStep(ctx, end, m.resp.Items, pe, row)
+}
+
+// endStep runs what the end of a step calls for (core.Branch.EndStep):
+// end is how it ended, items what it produced, pe the provider's error
+// it failed with, if any, and row its record, written with what it leads
+// to.
+func (a *branchActor) endStep(ctx actor.Context, end core.StepEnd, items messages.Items, pe *providers.Error, row persistence.StepRow) {
+	switch e := a.b.EndStep(end, a.rt.cfg.ToolMode).(type) {
+	case core.RetryForSize:
+		if !a.retryForSize(ctx, e, pe, row) {
+			end.SizeRetries = core.MaxSizeRetries // fail it as it failed
+			a.endStep(ctx, end, items, pe, row)
+		}
+	case core.StallForClient:
+		a.setRetryAfter(pe)
+		a.stallForClient(e, row)
+	case core.EndLoop:
+		if end.Failed {
+			a.setRetryAfter(pe)
+		}
+		a.endLoop(ctx, e.Turn, e.Code, e.Reason, &row)
+	case core.FinalizeStep:
+		a.finalize(ctx, e.Turn, e.Step, items, e.Outcome, &row)
+	case core.IssueCalls:
+		evs, err := a.b.IssueToolCalls(e.Turn, e.Step, items, a.now())
 		if err != nil {
-			a.endLoop(ctx, m.turn, messages.FailTurn, "tool calls: "+err.Error(), &row)
+			a.endLoop(ctx, e.Turn, messages.FailTurn, "tool calls: "+err.Error(), &row)
 			return
 		}
 		tx := a.txFor(evs[0])
 		tx.Steps = append(tx.Steps, row)
 		a.persist(ctx, evs[0], tx) // gives RunTools
-	case messages.ToolsParseOnly:
-		// The calls are recorded and shown; nothing runs and the loop
-		// does not go on. The reply keeps the calls unanswered: requests
-		// built later answer them with an error (providers.Conversation).
-		a.finalize(ctx, m.turn, m.step, m.resp.Items, messages.StepOutcome{Kind: messages.OutcomePaused, Reason: "tool_use"}, &row)
-	default:
-		a.endLoop(ctx, m.turn, messages.FailTurn, fmt.Sprintf("the model called tool %q but tools are disabled (tools.mode)", calls[0].Name), &row)
+	}
+}
+
+// setRetryAfter keeps the wait the provider asked for when it failed
+// the turn's last step with pe (nil: none), told the client
+// (Update.RetryAfter).
+func (a *branchActor) setRetryAfter(pe *providers.Error) {
+	a.retryAfter = 0
+	if pe != nil {
+		a.retryAfter = pe.RetryAfter
 	}
 }
 
@@ -463,24 +468,18 @@ func (a *branchActor) continueLoop(ctx actor.Context, turn messages.TurnID, step
 	a.spawnStep(ctx, turn, step, ac)
 }
 
-// maxSizeRetries is how many times a turn's step is run again on a
-// smaller context after the provider rejected one for its size.
-const maxSizeRetries = 2
-
-// retryForSize runs the step m ended again on a smaller context if the
-// provider rejected it for size (SRD §7.2), and reports whether it did.
-func (a *branchActor) retryForSize(ctx actor.Context, m *stepDone, row persistence.StepRow) bool {
-	var pe *providers.Error
-	if !errors.As(m.err, &pe) || !pe.ContextTooLarge || a.sizeRetries >= maxSizeRetries {
-		return false
-	}
+// retryForSize records that the step e names runs again on a smaller
+// context (SRD §7.2), the provider having rejected it for its size (pe),
+// with the step's row: the RetryStep effect runs it. It reports whether
+// it did.
+func (a *branchActor) retryForSize(ctx actor.Context, e core.RetryForSize, pe *providers.Error, row persistence.StepRow) bool {
 	next := messages.NewID[messages.StepID](a.now())
-	evs, err := a.b.RetryStep(m.turn, m.step, next, "context too large: "+pe.Message, a.now())
+	evs, err := a.b.RetryStep(e.Turn, e.Step, next, "context too large: "+pe.Message, a.now())
 	if err != nil {
 		return false
 	}
 	a.sizeRetries++
-	a.rt.log.Warn().Str("branch", a.id.String()).Str("turn", m.turn.String()).Int("retry", a.sizeRetries).
+	a.rt.log.Warn().Str("branch", a.id.String()).Str("turn", e.Turn.String()).Int("retry", a.sizeRetries).
 		Msg("the provider rejected the context for its size; shrinking it and trying again")
 	tx := a.txFor(evs[0])
 	tx.Steps = append(tx.Steps, row)

@@ -4,9 +4,11 @@ import "github.com/contextinfinity/ctxinf/messages"
 
 // Effect is what the shell must do after an event applied: PrepareContext,
 // RunTools, AwaitResults, ContinueLoop, Abandon, RetryStep, Summarize, Index or
-// TurnDone. The set is closed. Effects are not
-// persisted: replaying the log gives them again, and Recover gives the
-// ones still owed after a restart.
+// TurnDone; or what a decision of the branch calls for: Branch.EndStep's
+// RetryForSize, StallForClient, EndLoop, FinalizeStep or IssueCalls, and
+// Branch.ShrinkDue's AskShrink. The
+// set is closed. Effects are not persisted: replaying the log gives them
+// again, and Recover gives the ones still owed after a restart.
 type Effect interface {
 	effect()
 }
@@ -91,6 +93,74 @@ type RetryStep struct {
 	Step messages.StepID
 }
 
+// RetryForSize comes from EndStep for a step the provider rejected for
+// its context's size: the shell records it (Branch.RetryStep, naming the
+// next step, for Reason), which runs the step again on a smaller
+// context (RetryStep).
+type RetryForSize struct {
+	Turn   messages.TurnID
+	Step   messages.StepID
+	Reason string
+}
+
+// StallForClient comes from EndStep for a step that failed after the
+// client's tool results: nothing is recorded; the shell tells the
+// turn's stream it failed with Code for Reason, and the turn waits, in
+// flight, for the client to send the same results again (which runs
+// the step again) or for the turn to be abandoned.
+type StallForClient struct {
+	Turn         messages.TurnID
+	Step         messages.StepID
+	Code, Reason string
+}
+
+// EndLoop comes from EndStep for a step that ends its turn: a turn with
+// no tool loop fails with Code for Reason (Branch.Fail); one inside a
+// loop is abandoned, so that what its tools did stays in the
+// conversation (the open calls answered with errors, the response
+// finalized incomplete for Reason).
+type EndLoop struct {
+	Turn         messages.TurnID
+	Step         messages.StepID
+	Code, Reason string
+}
+
+// FinalizeStep comes from EndStep for a step whose response is final:
+// the shell records the reply (the turn's loop, then the step's items)
+// with Outcome (Branch.Finalize).
+type FinalizeStep struct {
+	Turn    messages.TurnID
+	Step    messages.StepID
+	Outcome messages.StepOutcome
+}
+
+// IssueCalls comes from EndStep for a step whose tool calls run: the
+// shell records them (Branch.IssueToolCalls), which gives RunTools or
+// AwaitResults.
+type IssueCalls struct {
+	Turn messages.TurnID
+	Step messages.StepID
+}
+
+// AskShrink comes from ShrinkDue for a context over budget once the
+// head summary was shrunk deterministically: the shell asks a librarian
+// to rewrite Summary, the head summary of Epoch, in at most Target
+// tokens, and Turn waits, accepted, until the answer is committed as a
+// new state (Branch.CommitShrunk, compare-and-swap on Epoch) or refused;
+// then its context is prepared again. Each head summary is asked once.
+type AskShrink struct {
+	Turn    messages.TurnID
+	Epoch   uint64
+	Summary string
+	Target  int
+}
+
+func (AskShrink) effect()      {}
+func (RetryForSize) effect()   {}
+func (StallForClient) effect() {}
+func (EndLoop) effect()        {}
+func (FinalizeStep) effect()   {}
+func (IssueCalls) effect()     {}
 func (RetryStep) effect()      {}
 func (PrepareContext) effect() {}
 func (RunTools) effect()       {}

@@ -1,0 +1,129 @@
+package core
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/contextinfinity/ctxinf/messages"
+)
+
+// MaxSizeRetries is how many times a turn's step is run again on a
+// smaller context after the provider rejected one for its size (SRD
+// §7.2).
+const MaxSizeRetries = 2
+
+// StepEnd is how a provider step ended, as the shell saw it: what it
+// produced, or why it failed.
+type StepEnd struct {
+	Turn    messages.TurnID
+	Step    messages.StepID
+	Items   messages.Items
+	Outcome messages.StepOutcome
+	// Failed is set when the step failed: with an error, or with an
+	// outcome that finalizes no response. Code (one of messages' Fail*
+	// codes) and Reason say why.
+	Failed       bool
+	Code, Reason string
+	// TooLarge is set when the provider rejected the step's context for
+	// its size; SizeRetries counts the steps of the turn run again for
+	// that already.
+	TooLarge    bool
+	SizeRetries int
+}
+
+// EndStep decides what the end of turn e.Turn's running step calls for
+// in tools mode mode (SRD §7.2, §12.2), as one effect:
+//
+//   - a step the provider rejected for its size runs again on a smaller
+//     context (RetryForSize), at most MaxSizeRetries times a turn;
+//   - a failed step after the client's tool results leaves the turn
+//     waiting for the client to retry them (StallForClient);
+//   - any other failed step ends the turn (EndLoop);
+//   - a step with no tool call, or cut short, finalizes the response
+//     (FinalizeStep);
+//   - a step that called tools issues the calls (IssueCalls) when tools
+//     run: in mode enabled, or when a call is one of the client's
+//     tools, or the client sent tools in mode disabled (the client runs
+//     its calls whatever the mode; the shell answers the runtime's with
+//     an error in a mode that runs none);
+//   - in mode parse_only the calls are recorded and shown, nothing runs
+//     and the loop does not go on: the response is finalized, paused
+//     for tool_use, its calls unanswered (FinalizeStep);
+//   - in mode disabled a tool call ends the turn (EndLoop).
+//
+// It reads the branch and changes nothing; e.Turn must be tracked (a
+// turn that is not ends with nothing to do: nil).
+func (b *Branch) EndStep(e StepEnd, mode messages.ToolMode) Effect {
+	t, ok := b.Turn(e.Turn)
+	if !ok {
+		return nil
+	}
+	if e.Failed {
+		switch {
+		case e.TooLarge && e.SizeRetries < MaxSizeRetries && retriable(t, e.Step):
+			return RetryForSize{Turn: e.Turn, Step: e.Step, Reason: e.Reason}
+		case stalls(t, e.Code):
+			return StallForClient{Turn: e.Turn, Step: e.Step, Code: e.Code, Reason: e.Reason}
+		}
+		return EndLoop{Turn: e.Turn, Step: e.Step, Code: e.Code, Reason: e.Reason}
+	}
+	var calls []messages.ToolCall
+	for _, it := range e.Items {
+		if c, ok := it.(messages.ToolCall); ok {
+			calls = append(calls, c)
+		}
+	}
+	if len(calls) == 0 || e.Outcome.Kind == messages.OutcomeIncomplete {
+		return FinalizeStep{Turn: e.Turn, Step: e.Step, Outcome: e.Outcome}
+	}
+	if slices.ContainsFunc(calls, func(c messages.ToolCall) bool { return t.ClientTool(c.Name) }) ||
+		mode == messages.ToolsDisabled && len(t.Tools) > 0 {
+		mode = messages.ToolsEnabled
+	}
+	switch mode {
+	case messages.ToolsEnabled:
+		return IssueCalls{Turn: e.Turn, Step: e.Step}
+	case messages.ToolsParseOnly:
+		return FinalizeStep{Turn: e.Turn, Step: e.Step, Outcome: messages.StepOutcome{Kind: messages.OutcomePaused, Reason: "tool_use"}}
+	}
+	return EndLoop{Turn: e.Turn, Step: e.Step, Code: messages.FailTurn,
+		Reason: fmt.Sprintf("the model called tool %q but tools are disabled (tools.mode)", calls[0].Name)}
+}
+
+// retriable reports whether step, t's, can run again (StepRetried): it
+// is the running step of a responding turn with no tool call open.
+func retriable(t Turn, step messages.StepID) bool {
+	return t.Phase == messages.PhaseResponding && t.Step == step && len(t.OpenCalls()) == 0
+}
+
+// stalls reports whether a step of t that failed with code leaves t
+// waiting for its client to retry the tool results the step ran on: it
+// failed for its provider's sake (not cancelled, interrupted or refused
+// by the runtime) right after the client's results.
+func stalls(t Turn, code string) bool {
+	switch code {
+	case messages.FailCancelled, messages.FailInterrupted, messages.FailTurn:
+		return false
+	}
+	return t.AfterClientResults()
+}
+
+// AfterClientResults reports whether the last item of t's tool loop is
+// the client's result of a call of its tools: the step that follows runs
+// on what the client sent.
+func (t Turn) AfterClientResults() bool {
+	n := len(t.Loop)
+	if n == 0 {
+		return false
+	}
+	out, ok := t.Loop[n-1].(messages.ToolOutput)
+	if !ok {
+		return false
+	}
+	for _, it := range t.Loop {
+		if c, ok := it.(messages.ToolCall); ok && c.CallID == out.CallID {
+			return t.ClientTool(c.Name)
+		}
+	}
+	return false
+}
