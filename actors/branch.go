@@ -1207,7 +1207,11 @@ func (a *branchActor) run(ctx actor.Context, effects []core.Effect) {
 		case core.RetryStep:
 			a.continueLoop(ctx, e.Turn, e.Step)
 		case core.Abandon:
-			a.abandon(ctx, e.Turn, e.Reason, interruptedToolText, nil)
+			text := e.Text
+			if text == "" {
+				text = interruptedToolText
+			}
+			a.abandon(ctx, e.Turn, e.Reason, text, nil)
 		case core.Summarize:
 			if a.importing {
 				continue // the import brings its states

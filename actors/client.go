@@ -34,8 +34,6 @@ import (
 const (
 	missingClientResultText = "error: the client sent no result for this tool call"
 	cancelledClientToolText = "error: the turn was cancelled before the client sent this tool call's result"
-	notRunToolText          = "error: not executed: the runtime's tools are %s (tools.mode)"
-	unknownToolText         = "error: no tool is named %q"
 )
 
 // ReasonToolResultsMissing is the reason of the incomplete outcome of a

@@ -2,7 +2,6 @@ package actors
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -21,7 +20,6 @@ import (
 const (
 	interruptedToolText = "error: the runtime stopped while this tool call was open; it may or may not have taken effect"
 	cancelledToolText   = "error: the turn was cancelled; this tool call did not run"
-	stepLimitToolText   = "error: not executed: the turn reached its limit of %d steps running the runtime's tools (tools.max_steps)"
 	failedStepToolText  = "error: not executed: the turn ended early (%s)"
 )
 
@@ -330,19 +328,18 @@ func (a *branchActor) failStep(ctx actor.Context, turn messages.TurnID, code, re
 
 // ReasonToolStepLimit is the reason of the incomplete outcome of a turn
 // whose model called the runtime's tools in more than tools.max_steps
-// steps: the calls of the step past the limit are answered "not
-// executed" and the response is finalized with what the loop did.
-const ReasonToolStepLimit = "tool_step_limit"
+// steps (core.ReasonToolStepLimit).
+const ReasonToolStepLimit = core.ReasonToolStepLimit
 
-// runTools runs the calls of e, off the actor, unless the turn is past
-// its limit of steps running the runtime's tools (tools.max_steps;
-// core.Turn.RuntimeToolSteps). The outputs come back as toolsDone.
+// runTools runs the calls of e, off the actor, unless the core answers
+// them otherwise (core.Branch.RunCalls: past the turn's limit of tool
+// steps, or in a tools mode that runs none). The outputs come back as
+// toolsDone.
 func (a *branchActor) runTools(ctx actor.Context, e core.RunTools) {
 	if a.Recovering() {
 		return
 	}
-	t, ok := a.b.Turn(e.Turn)
-	if !ok {
+	if _, ok := a.b.Turn(e.Turn); !ok {
 		return
 	}
 	if s := a.streams[e.Turn]; s != nil {
@@ -350,39 +347,19 @@ func (a *branchActor) runTools(ctx actor.Context, e core.RunTools) {
 			s.push(Update{Item: c}.withCounters(a.counters))
 		}
 	}
-	if limit := a.rt.cfg.MaxToolSteps; t.RuntimeToolSteps() >= limit {
-		text := fmt.Sprintf(stepLimitToolText, limit)
-		if !slices.ContainsFunc(t.OpenCalls(), func(c messages.ToolCall) bool { return t.ClientTool(c.Name) }) {
-			a.abandon(ctx, e.Turn, ReasonToolStepLimit, text, nil)
-			return
-		}
-		// The client's calls are the client's: they are handed out
-		// (never swallowed), the runtime's answered "not executed",
-		// and the answer says the limit was reached (Update.StepLimit).
-		outs := make(messages.Items, len(e.Calls))
-		for i, c := range e.Calls {
-			out, _ := json.Marshal(text)
-			outs[i] = messages.ToolOutput{CallID: c.CallID, Output: out, IsError: true}
-		}
-		a.tools, a.stepLimited = e.Step, e.Turn
-		a.toolsDone(ctx, &toolsDone{turn: e.Turn, step: e.Step, outputs: outs})
+	switch d := a.b.RunCalls(e, a.rt.cfg.ToolMode, a.rt.cfg.MaxToolSteps).(type) {
+	case core.Abandon:
+		a.abandon(ctx, d.Turn, d.Reason, d.Text, nil)
 		return
-	}
-	if mode := a.rt.cfg.ToolMode; mode != messages.ToolsEnabled {
-		// Calls beside a client's calls, in a mode that runs no tool of
-		// the runtime's: each gets an error, and the client's are
-		// awaited next.
-		outs := make(messages.Items, len(e.Calls))
-		for i, c := range e.Calls {
-			text := fmt.Sprintf(notRunToolText, mode)
-			if mode == messages.ToolsDisabled {
-				text = fmt.Sprintf(unknownToolText, c.Name)
-			}
-			out, _ := json.Marshal(text)
-			outs[i] = messages.ToolOutput{CallID: c.CallID, Output: out, IsError: true}
+	case core.AnswerCalls:
+		a.tools = d.Step
+		if d.StepLimit {
+			a.stepLimited = d.Turn // its answer says the limit was reached (Update.StepLimit)
 		}
-		a.tools = e.Step
-		a.toolsDone(ctx, &toolsDone{turn: e.Turn, step: e.Step, outputs: outs})
+		a.toolsDone(ctx, &toolsDone{turn: d.Turn, step: d.Step, outputs: d.Outputs})
+		return
+	case core.RunTools:
+	default:
 		return
 	}
 	tctx, cancel := context.WithCancel(context.Background())

@@ -5,8 +5,8 @@ import "github.com/contextinfinity/ctxinf/messages"
 // Effect is what the shell must do after an event applied: PrepareContext,
 // RunTools, AwaitResults, ContinueLoop, Abandon, RetryStep, Summarize, Index or
 // TurnDone; or what a decision of the branch calls for: Branch.EndStep's
-// RetryForSize, StallForClient, EndLoop, FinalizeStep or IssueCalls, and
-// Branch.ShrinkDue's AskShrink. The
+// RetryForSize, StallForClient, EndLoop, FinalizeStep or IssueCalls,
+// Branch.RunCalls' AnswerCalls, and Branch.ShrinkDue's AskShrink. The
 // set is closed. Effects are not persisted: replaying the log gives them
 // again, and Recover gives the ones still owed after a restart.
 type Effect interface {
@@ -75,7 +75,8 @@ type ContinueLoop struct {
 	Step messages.StepID
 }
 
-// Abandon comes from Recover for a turn whose tool loop a crash cut off:
+// Abandon comes from Recover for a turn whose tool loop a crash cut off,
+// and from RunCalls for a turn past its limit of tool steps:
 // the shell answers its open calls with errors (Branch.AbandonOutputs),
 // then finalizes the response with what the loop recorded, outcome
 // incomplete for Reason. Nothing the loop did is dropped, and the next
@@ -83,6 +84,10 @@ type ContinueLoop struct {
 type Abandon struct {
 	Turn   messages.TurnID
 	Reason string
+	// Text, if set, is the error output each open call gets; Recover's
+	// leave it to the shell (the runtime stopped while the call was
+	// open).
+	Text string
 }
 
 // RetryStep follows StepRetried: the shell runs provider step Step of
@@ -155,6 +160,18 @@ type AskShrink struct {
 	Target  int
 }
 
+// AnswerCalls comes from RunCalls for calls of the runtime's tools that
+// do not run: the shell records Outputs, an error answering each, as
+// their results, as if the tools had run; StepLimit says the turn
+// reached its limit of tool steps (its answer says so).
+type AnswerCalls struct {
+	Turn      messages.TurnID
+	Step      messages.StepID
+	Outputs   messages.Items
+	StepLimit bool
+}
+
+func (AnswerCalls) effect()    {}
 func (AskShrink) effect()      {}
 func (RetryForSize) effect()   {}
 func (StallForClient) effect() {}

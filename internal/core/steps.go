@@ -1,6 +1,7 @@
 package core
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 
@@ -126,4 +127,65 @@ func (t Turn) AfterClientResults() bool {
 		}
 	}
 	return false
+}
+
+// ReasonToolStepLimit is the reason of the incomplete outcome of a turn
+// whose model called the runtime's tools in more than tools.max_steps
+// steps: the calls of the step past the limit are answered "not
+// executed" and the response is finalized with what the loop did.
+const ReasonToolStepLimit = "tool_step_limit"
+
+// The texts of the error outputs that answer the runtime's tool calls
+// that do not run.
+const (
+	stepLimitToolText = "error: not executed: the turn reached its limit of %d steps running the runtime's tools (tools.max_steps)"
+	notRunToolText    = "error: not executed: the runtime's tools are %s (tools.mode)"
+	unknownToolText   = "error: no tool is named %q"
+)
+
+// RunCalls decides how the runtime answers the calls of e, its calls a
+// step of e.Turn made (SRD §12.2), in tools mode mode with at most
+// maxSteps steps of a turn running its tools (tools.max_steps; see
+// Turn.RuntimeToolSteps):
+//
+//   - past the limit, a turn with no call of the client's tools open is
+//     abandoned: its open calls answered "not executed", the response
+//     finalized incomplete for ReasonToolStepLimit (Abandon);
+//   - past the limit with the client's calls open, the runtime's calls
+//     are answered "not executed" and the client's handed out; the
+//     answer says the limit was reached (AnswerCalls, StepLimit set);
+//   - in a mode that runs no tool of the runtime's (calls beside the
+//     client's), each call is answered with an error (AnswerCalls);
+//   - else they run: e itself.
+//
+// It changes nothing; a turn not tracked gives nil.
+func (b *Branch) RunCalls(e RunTools, mode messages.ToolMode, maxSteps int) Effect {
+	t, ok := b.Turn(e.Turn)
+	if !ok {
+		return nil
+	}
+	answer := func(text func(messages.ToolCall) string) messages.Items {
+		outs := make(messages.Items, len(e.Calls))
+		for i, c := range e.Calls {
+			out, _ := json.Marshal(text(c))
+			outs[i] = messages.ToolOutput{CallID: c.CallID, Output: out, IsError: true}
+		}
+		return outs
+	}
+	if t.RuntimeToolSteps() >= maxSteps {
+		text := fmt.Sprintf(stepLimitToolText, maxSteps)
+		if !slices.ContainsFunc(t.OpenCalls(), func(c messages.ToolCall) bool { return t.ClientTool(c.Name) }) {
+			return Abandon{Turn: e.Turn, Reason: ReasonToolStepLimit, Text: text}
+		}
+		return AnswerCalls{Turn: e.Turn, Step: e.Step, Outputs: answer(func(messages.ToolCall) string { return text }), StepLimit: true}
+	}
+	if mode != messages.ToolsEnabled {
+		return AnswerCalls{Turn: e.Turn, Step: e.Step, Outputs: answer(func(c messages.ToolCall) string {
+			if mode == messages.ToolsDisabled {
+				return fmt.Sprintf(unknownToolText, c.Name)
+			}
+			return fmt.Sprintf(notRunToolText, mode)
+		})}
+	}
+	return e
 }

@@ -195,3 +195,67 @@ func toolCallsOf(items messages.Items) []messages.ToolCall {
 	}
 	return calls
 }
+
+func TestRunCalls(t *testing.T) {
+	t.Parallel()
+	// issued returns a branch whose step S1 called grep, and callC too
+	// if client, with the RunTools effect that gave.
+	issued := func(client bool) (*Branch, RunTools) {
+		var tools []messages.Tool
+		items := messages.Items{grep}
+		if client {
+			tools, items = []messages.Tool{clientFn}, messages.Items{grep, callC}
+		}
+		b := respondingWith(t, tools, false)
+		evs, err := b.IssueToolCalls(T1, S1, items, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		effs, err := b.Apply(evs[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b, effs[0].(RunTools)
+	}
+	errOut := func(text string) messages.ToolOutput {
+		out, _ := json.Marshal(text)
+		return messages.ToolOutput{CallID: grep.CallID, Output: out, IsError: true}
+	}
+	tests := []struct {
+		name   string
+		client bool
+		mode   messages.ToolMode
+		max    int
+		want   func(e RunTools) Effect
+	}{
+		{"enabled", false, messages.ToolsEnabled, 8, func(e RunTools) Effect { return e }},
+		{"beside the client's, disabled", true, messages.ToolsDisabled, 8, func(RunTools) Effect {
+			return AnswerCalls{Turn: T1, Step: S1, Outputs: messages.Items{errOut(`error: no tool is named "grep"`)}}
+		}},
+		{"beside the client's, parse_only", true, messages.ToolsParseOnly, 8, func(RunTools) Effect {
+			return AnswerCalls{Turn: T1, Step: S1, Outputs: messages.Items{errOut("error: not executed: the runtime's tools are parse_only (tools.mode)")}}
+		}},
+		{"past the limit", false, messages.ToolsEnabled, 1, func(RunTools) Effect {
+			return Abandon{Turn: T1, Reason: ReasonToolStepLimit,
+				Text: "error: not executed: the turn reached its limit of 1 steps running the runtime's tools (tools.max_steps)"}
+		}},
+		{"past the limit, the client's calls open", true, messages.ToolsEnabled, 1, func(RunTools) Effect {
+			return AnswerCalls{Turn: T1, Step: S1, StepLimit: true, Outputs: messages.Items{
+				errOut("error: not executed: the turn reached its limit of 1 steps running the runtime's tools (tools.max_steps)")}}
+		}},
+	}
+	for _, tc := range tests {
+		b, e := issued(tc.client)
+		before, _ := json.Marshal(b)
+		got, want := b.RunCalls(e, tc.mode, tc.max), tc.want(e)
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("%s: RunCalls(%+v, %q, %d) = %#v, want %#v", tc.name, e, tc.mode, tc.max, got, want)
+		}
+		if after, _ := json.Marshal(b); string(after) != string(before) {
+			t.Errorf("%s: RunCalls changed the branch", tc.name)
+		}
+	}
+	if got := (&Branch{}).RunCalls(RunTools{Turn: T1, Step: S1}, messages.ToolsEnabled, 8); got != nil {
+		t.Errorf("RunCalls on a turn not tracked = %#v, want nil", got)
+	}
+}
