@@ -1,0 +1,254 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/contextinfinity/ctxinf/internal/core"
+	"github.com/contextinfinity/ctxinf/messages"
+	"github.com/contextinfinity/ctxinf/persistence"
+)
+
+// message returns a transcript node's message, from msgs or the store.
+func (a *branchActor) message(node messages.TurnID) (messages.Message, error) {
+	if m, ok := a.msgs[node]; ok {
+		return m, nil
+	}
+	m, err := readMessage(a.rows, node)
+	if err == nil {
+		a.msgs[node] = m
+	}
+	return m, err
+}
+
+// knownInto copies the cached messages of nodes into known, so that the
+// librarian and indexer need not read and decode them again.
+func (a *branchActor) knownInto(known map[messages.TurnID]messages.Message, nodes ...messages.TurnID) {
+	for _, n := range nodes {
+		if m, ok := a.msgs[n]; ok {
+			known[n] = m
+		}
+	}
+}
+
+// pruneMessages drops the cached messages that are no longer in the
+// window, pending, or the turn keep.
+func (a *branchActor) pruneMessages(keep messages.TurnID) {
+	live := make(map[messages.TurnID]bool, len(a.b.Window)+8)
+	for _, n := range a.b.Window {
+		live[n] = true
+	}
+	for _, p := range a.b.Pending() {
+		live[p.ID], live[p.Reply] = true, true
+	}
+	live[keep] = true
+	for n := range a.msgs {
+		if !live[n] {
+			delete(a.msgs, n)
+		}
+	}
+}
+
+func readMessage(db messageReader, node messages.TurnID) (messages.Message, error) {
+	var m messages.Message
+	t, err := db.Turn(context.Background(), node)
+	if err != nil {
+		return m, err
+	}
+	p, err := db.Blob(context.Background(), t.PayloadHash)
+	if err != nil {
+		return m, err
+	}
+	err = m.UnmarshalJSON(p)
+	return m, err
+}
+
+// assemble builds the context of turn (SRD §5.9, §7) with core.Assemble:
+// system instructions, pinned facts, the head summary, the verbatim
+// window, the pending turns in order, the user message and continuation,
+// within the budget of the branch's model. The verbatim window tops the
+// pending (unfolded) messages up to the policy's K with the most recent
+// folded ones. Retrieval comes with the retrieval issue.
+func (a *branchActor) assemble(turn messages.TurnID, continuation messages.Items) (messages.AssembledContext, core.AssemblyReport, error) {
+	user, err := a.message(turn)
+	if err != nil {
+		return messages.AssembledContext{}, core.AssemblyReport{}, err
+	}
+	ac, rep, recipe, err := a.assembleFor(turn, user, continuation)
+	if err != nil {
+		return ac, rep, err
+	}
+	a.pruneMessages(turn)
+	a.recipe = recipe
+	for _, st := range rep.Shrink {
+		a.rt.log.Info().Str("branch", a.id.String()).Str("turn", turn.String()).Str("step", st.Step).
+			Int("saved_tokens", st.Saved).Str("detail", st.Detail).Msg("context shrunk")
+	}
+	return ac, rep, nil
+}
+
+// assembleFor assembles the context of user message user (transcript
+// node userNode; zero for a message not stored) and returns the recipe
+// to rebuild it from the store.
+func (a *branchActor) assembleFor(userNode messages.TurnID, user messages.Message, continuation messages.Items) (
+	messages.AssembledContext, core.AssemblyReport, *persistence.ContextRecipe, error) {
+	recipe := &persistence.ContextRecipe{State: a.b.State.ID, Pinned: slices.Clone(a.b.State.Pinned), User: userNode}
+	pending := a.b.Pending()
+	if need := a.b.Policy.K - 2*len(pending); need > 0 {
+		recipe.Window = slices.Clone(a.b.Window[max(len(a.b.Window)-need, 0):])
+	}
+	for _, p := range pending {
+		recipe.Pending = append(recipe.Pending, p.ID)
+	}
+	system := a.rt.cfg.SystemInstructions
+	if t, ok := a.b.Turn(userNode); ok && !userNode.IsZero() {
+		system = joinSystem(t.System, system) // a client's system prompt first
+		recipe.System = t.System
+	}
+	in := core.AssembleInput{System: system, Pinned: a.b.State.Pinned, Summary: a.b.State.Summary,
+		User: user, Continuation: continuation}
+	for _, n := range recipe.Window {
+		m, err := a.message(n)
+		if err != nil {
+			return messages.AssembledContext{}, core.AssemblyReport{}, nil, err
+		}
+		in.Window = append(in.Window, m)
+	}
+	for _, p := range pending {
+		pm := core.PendingMessages{Turn: p.ID}
+		for _, n := range []messages.TurnID{p.ID, p.Reply} {
+			m, err := a.message(n)
+			if err != nil {
+				return messages.AssembledContext{}, core.AssemblyReport{}, nil, err
+			}
+			pm.Messages = append(pm.Messages, m)
+		}
+		in.Pending = append(in.Pending, pm)
+	}
+	in.Retrieved = a.retrieve(user, recipe)
+	m := a.rt.model(a.b.Model)
+	budget := a.rt.budget(m)
+	if t, ok := a.b.Turn(userNode); ok && !userNode.IsZero() && t.Params.MaxOutputTokens != nil {
+		budget.ResponseReserve = clientReserve(*t.Params.MaxOutputTokens, budget)
+	}
+	for range a.sizeRetries {
+		// The provider counted more than estimated: aim a quarter lower.
+		budget.SafetyMargin += budget.Input() / 4
+	}
+	recipe.ContextLimit, recipe.ResponseReserve, recipe.SafetyMargin = budget.ContextLimit, budget.ResponseReserve, budget.SafetyMargin
+	recipe.RetrievalMax, recipe.ChunkMax = budget.RetrievalMax, budget.ChunkMax
+	ac, rep := assembleShrinking(in, budget, a.rt.counter(m))
+	// recipe.Hash is left to whoever needs it: a turn's step hashes the
+	// context it sends once the stream is under way (stepDone.hash).
+	recipe.Estimated = rep.Total
+	return ac, rep, recipe, nil
+}
+
+// clientReserve is the response reserve of a turn whose client bounds
+// its output at want: the context leaves room for that output, but is
+// not squeezed below half the window (or the configured reserve, if
+// larger) by a bound the model may never reach (Claude Code asks for
+// 32000 tokens; a 32k model would get no context at all). The upstream
+// still gets the client's bound: one it cannot take is its to refuse.
+func clientReserve(want int, b core.Budget) int {
+	return min(want, max(b.ResponseReserve, b.ContextLimit/2))
+}
+
+// ForcedScore is the score of a chunk the user forced into a turn
+// (Runtime.ForceChunks): above any search hit (at most 1 plus the
+// recency boost), so it is packed first.
+const ForcedScore = 10.0
+
+// retrieve returns the retrieved memory offered to the context of user
+// (SRD §8): the chunks forced into this turn, then the hybrid search's
+// hits for the user's text, leaving out the turns in the prompt
+// verbatim; and records them in recipe. A failed search is recorded and
+// logged, and the turn goes on without retrieval (SRD §8.3).
+func (a *branchActor) retrieve(user messages.Message, recipe *persistence.ContextRecipe) []core.Candidate {
+	if a.rt.cfg.NoRetrieval || user.RenderedText == "" {
+		return nil
+	}
+	var out []core.Candidate
+	seen := map[messages.ChunkID]bool{}
+	add := func(c persistence.ChunkRow, score float64, forced bool) {
+		if seen[c.ID] {
+			return
+		}
+		seen[c.ID] = true
+		out = append(out, core.Candidate{Summary: c.Summary,
+			Chunk: messages.RetrievedChunk{Chunk: c.ID, SourceTurn: c.SourceTurn, Text: c.Text, Score: score}})
+		recipe.Retrieved = append(recipe.Retrieved, persistence.RetrievedRef{Chunk: c.ID, Score: score, Forced: forced})
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for _, id := range a.b.Forced {
+		c, err := a.rt.mem.chunk(ctx, id)
+		if err != nil {
+			a.rt.log.Warn().Err(err).Str("branch", a.id.String()).Msg("forced chunk not found")
+			continue
+		}
+		add(c, ForcedScore, true)
+	}
+	verbatim := map[messages.TurnID]bool{}
+	for _, n := range recipe.Window {
+		verbatim[n] = true
+	}
+	for _, t := range recipe.Pending {
+		verbatim[t] = true
+	}
+	t0 := markNow()
+	hits, err := a.rt.mem.search(ctx, a.id, user.RenderedText, a.rt.mem.opts, verbatim)
+	if obs := a.rt.cfg.ObserveRetrieval; obs != nil {
+		obs(a.id, len(hits), t0.elapsed(), err)
+	}
+	if err != nil {
+		recipe.RetrievalError = err.Error()
+		a.rt.log.Warn().Err(err).Str("branch", a.id.String()).Msg("retrieval failed; the turn goes on without it")
+		return out
+	}
+	for _, h := range hits {
+		add(h.Chunk, h.Score, false)
+	}
+	return out
+}
+
+// assembleShrinking is core.Assemble and, when the context is still over
+// budget, step 4 of the shrinker: the summary sent (never the state's) is
+// shrunk keeping every entity it holds, and the context assembled again.
+func assembleShrinking(in core.AssembleInput, budget core.Budget, count core.Counter) (messages.AssembledContext, core.AssemblyReport) {
+	ac, rep := core.Assemble(in, budget, count)
+	if rep.Fits() || in.Summary == "" {
+		return ac, rep
+	}
+	before := count(in.Summary)
+	target := max(before-rep.Over, 1)
+	if shrunk := core.ShrinkSummary(in.Summary, target, count); count(shrunk) < before {
+		in.Summary = shrunk
+		ac, rep = core.Assemble(in, budget, count)
+		rep.Shrink = append(rep.Shrink, core.ShrinkStep{Step: core.StepShrinkSummary, Saved: before - count(shrunk), Target: target,
+			Detail: fmt.Sprintf("summary of %d tokens sent as %d (entities kept)", before, count(shrunk))})
+	}
+	return ac, rep
+}
+
+// fitContext checks an assembled context against its budget: over the
+// policy's fraction of the budget it asks for a budget fold (the
+// contract's primary trigger), and over the budget itself it returns the
+// error the turn fails with.
+func (a *branchActor) fitContext(ctx actor.Context, rep core.AssemblyReport) error {
+	over := !rep.Fits()
+	if over || float64(rep.Total) > a.rt.cfg.FoldAtFraction*float64(rep.Budget.Input()) {
+		if fold, ok := a.b.FoldDue(core.FoldBudget); ok && a.summarizing == 0 {
+			a.run(ctx, []core.Effect{fold})
+		}
+	}
+	if over {
+		return errors.New(rep.Error())
+	}
+	return nil
+}

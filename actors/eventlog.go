@@ -1,0 +1,183 @@
+package actors
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/contextinfinity/ctxinf/actors/lifecycle"
+	"github.com/contextinfinity/ctxinf/internal/core"
+	"github.com/contextinfinity/ctxinf/messages"
+	"github.com/contextinfinity/ctxinf/persistence"
+)
+
+// Event and snapshot encodings in the actor log: one tag byte, then JSON.
+const (
+	tagEvent    = 'E'
+	tagSnapshot = 'S'
+)
+
+// flushIndexedReq commits the index results a branch holds, once
+// Config.IndexFlushDelay passed; flushUnackedReq is the deadline of turn's
+// deferred acceptance (SubmitDeferred).
+type (
+	flushIndexedReq struct{}
+	flushUnackedReq struct{ turn messages.TurnID }
+)
+
+// flushOnStop commits what a stopping branch holds: index results (their
+// index jobs would run again otherwise) and a deferred acceptance (its
+// turn is in flight, and would be lost). A failure is only logged: the
+// jobs are still there, and nobody was told of the turn.
+func (a *branchActor) flushOnStop() {
+	if len(a.indexed) == 0 && !a.unacked {
+		return
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			a.rt.log.Warn().Str("branch", a.id.String()).Interface("error", p).Msg("commit index results at stop")
+		}
+	}()
+	a.flush()
+}
+
+// flushIndexed commits the held index results, if a write has not taken
+// them already, and so makes their chunks searchable.
+func (a *branchActor) flushIndexed() {
+	a.flushQueued = false
+	if len(a.indexed) == 0 {
+		return
+	}
+	a.flush()
+}
+
+// committed is called after every write of this actor, which commits
+// whatever it held: a deferred acceptance is durable, and so are the
+// index results, whose chunks go into the retrieval index.
+func (a *branchActor) committed() {
+	a.unacked = false
+	clear(a.keys)
+	for _, m := range a.indexed {
+		a.rt.mem.added(m.rows, m.vecs, m.ups)
+	}
+	a.indexed = nil
+}
+
+// replay applies a stored event or snapshot; effects are not run.
+func (a *branchActor) replay(data []byte) {
+	if len(data) == 0 {
+		panic(fmt.Errorf("%w: empty record in the log of branch %s", errFatal, a.id))
+	}
+	switch data[0] {
+	case tagSnapshot:
+		// The actor log gave this snapshot only if checkSnapshot read it.
+		b, err := decodeSnapshot(data)
+		if err != nil {
+			panic(fmt.Errorf("%w: snapshot of branch %s: %v", errFatal, a.id, err))
+		}
+		b.Policy = *a.rt.cfg.Fold
+		a.b = b
+	case tagEvent:
+		ev, err := messages.UnmarshalBranchEvent(data[1:])
+		if err == nil {
+			_, err = a.b.Apply(ev)
+		}
+		if err != nil {
+			panic(fmt.Errorf("%w: event of branch %s: %v", errFatal, a.id, err))
+		}
+	default:
+		panic(fmt.Errorf("%w: unknown record tag %q in the log of branch %s", errFatal, data[0], a.id))
+	}
+}
+
+// decodeSnapshot decodes a snapshot record of a branch's log.
+func decodeSnapshot(data []byte) (core.Branch, error) {
+	var b core.Branch
+	if len(data) == 0 || data[0] != tagSnapshot {
+		return b, errors.New("not a snapshot record")
+	}
+	err := json.Unmarshal(data[1:], &b)
+	return b, err
+}
+
+// checkSnapshot is the actor log's check of a branch snapshot: one that
+// does not decode is replaced, on replay, by the snapshot before it and
+// the events after that (persistence.ActorLog).
+func checkSnapshot(_ string, data []byte) error {
+	_, err := decodeSnapshot(data)
+	return err
+}
+
+// badSnapshot logs a branch snapshot the actor log found unreadable.
+func (r *Runtime) badSnapshot(actor string, index uint64, err error) {
+	r.log.Warn().Err(err).Str("actor", actor).Uint64("index", index).
+		Msg("unreadable snapshot: the branch replays from the snapshot before it and the events after that")
+}
+
+// persist writes ev with the rows and appends it implies (one atomic
+// transaction), then applies it and runs its effects. A write that fails
+// panics inside the persistence provider: the supervisor restarts the
+// actor, which replays and so never holds state that was not written.
+func (a *branchActor) persist(ctx actor.Context, ev messages.BranchEvent, tx *persistence.Tx) {
+	a.persistEnvelope(ctx, ev, tx, false)
+}
+
+// persistHeld is persist for an event that the effects it triggers
+// always follow with another persisted event before anything is
+// acknowledged (a submitted turn is followed by its ResponseStarted or
+// TurnFailed): the two are committed together, one synced write instead
+// of two. The caller flushes before it answers anyone.
+func (a *branchActor) persistHeld(ctx actor.Context, ev messages.BranchEvent, tx *persistence.Tx) {
+	a.persistEnvelope(ctx, ev, tx, true)
+}
+
+// flush commits any held event.
+func (a *branchActor) flush() {
+	a.actorLog.Flush(a.Name())
+	a.committed()
+}
+
+func (a *branchActor) persistEnvelope(ctx actor.Context, ev messages.BranchEvent, tx *persistence.Tx, hold bool) {
+	data, err := messages.MarshalBranchEvent(ev)
+	if err != nil {
+		panic(fmt.Errorf("%w: encode event: %v", errFatal, err))
+	}
+	env := persistence.NewEnvelope(append([]byte{tagEvent}, data...), tx)
+	env.Hold = hold
+	a.PersistReceive(env)
+	if !hold {
+		a.committed()
+	}
+	effects, err := a.b.Apply(ev)
+	if err != nil {
+		panic(fmt.Errorf("%w: apply %T: %v", errFatal, ev, err))
+	}
+	a.countBacklog()
+	if obs := a.rt.cfg.Observe; obs != nil {
+		obs(a.id, ev)
+	}
+	a.run(ctx, effects)
+}
+
+func (a *branchActor) persistAll(ctx actor.Context, evs []messages.BranchEvent) {
+	for _, ev := range evs {
+		a.persist(ctx, ev, a.txFor(ev))
+	}
+}
+
+// txFor returns the lifecycle rows and jobs that go with ev
+// (lifecycle.Tx), with what the store holds that they carry over.
+func (a *branchActor) txFor(ev messages.BranchEvent) *persistence.Tx {
+	var stored lifecycle.Stored
+	if e, ok := ev.(messages.TurnIndexed); ok {
+		if t, ok := a.b.Turn(e.Turn); ok {
+			if rows, err := a.rows.TurnRows(context.Background(), a.id, t.Seq, 1); err == nil && len(rows) == 1 {
+				stored.StateSeq = rows[0].StateSeq
+			}
+		}
+	}
+	return lifecycle.Tx(&a.b, ev, a.now(), stored)
+}
