@@ -269,6 +269,7 @@ func (a *branchActor) Receive(ctx actor.Context) {
 	// which replaces the context's current envelope: capture the sender
 	// first and reply to it explicitly, never with ctx.Respond.
 	sender := ctx.Sender()
+	msg := ctx.Message()
 	if a.ending {
 		// Stopping: protoactor still delivers messages while the
 		// children stop. What a step or job answers now (a step the stop
@@ -278,7 +279,7 @@ func (a *branchActor) Receive(ctx actor.Context) {
 		// again once this instance is gone.
 		return
 	}
-	if c, ok := ctx.Message().(claimable); ok && !c.claimed().take() {
+	if c, ok := msg.(claimable); ok && !c.claimed().take() {
 		return // its caller stopped waiting before it was read, and was told nothing was stored
 	}
 	respond := func(v any) {
@@ -287,59 +288,27 @@ func (a *branchActor) Receive(ctx actor.Context) {
 			ctx.Send(sender, v)
 		}
 	}
-	switch ctx.Message().(type) {
-	case *createReq, *submitReq, *pinReq, *commitReq, *inspectReq, *forkReq, *wakeReq, *cancelReq, *modelReq, *debugReq, *resultsReq:
+	if answeredOnFailure(msg) {
 		a.asker = sender // answered by respond, or on failure by Restarting
 	}
-	switch ctx.Message().(type) {
-	case *idleCheck, *summaryCheck:
-	default:
+	if !timerCheck(msg) {
 		a.active = markNow()
 	}
-	switch ctx.Message().(type) {
-	case *createReq, *pinReq, *commitReq, *inspectReq, *forkReq, *wakeReq, *cancelReq, *modelReq, *debugReq, *importReq, *forceReq,
-		*importItemsReq, *importDoneReq, *resultsReq:
-		if a.unacked {
-			// Nothing is told while a turn's acceptance is held.
-			a.flush()
-		}
+	if a.unacked && toldAfterFlush(msg) {
+		a.flush() // nothing is told while a turn's acceptance is held
 	}
-	switch m := ctx.Message().(type) {
+	switch m := msg.(type) {
+	// The actor's life: replay, snapshots, passivation, its end.
 	case *wrapperspb.BytesValue:
 		a.replay(m.Value)
 	case *ppersist.RequestSnapshot:
-		b, err := json.Marshal(&a.b)
-		if err != nil {
-			panic(fmt.Errorf("%w: encode snapshot: %v", errFatal, err))
-		}
-		a.PersistSnapshot(wrapperspb.Bytes(append([]byte{tagSnapshot}, b...)))
-		a.committed() // a snapshot commits what was held with it
+		a.snapshot()
 	case *ppersist.ReplayComplete:
-		a.countBacklog()
-		a.recover(ctx)
-		a.idle = after(ctx, a.rt.cfg.IdleAfter, &idleCheck{a})
+		a.replayed(ctx)
 	case *idleCheck:
-		if m.to != a {
-			return // an earlier instance's
-		}
-		if wait := a.rt.cfg.IdleAfter - a.active.elapsed(); wait > 0 || a.busy() {
-			if wait <= 0 {
-				wait = a.rt.cfg.IdleAfter
-			}
-			a.idle = after(ctx, wait, &idleCheck{a})
-			return
-		}
-		ctx.Send(ctx.Parent(), &passivateReq{id: a.id, pid: ctx.Self(), ifIdle: true})
+		a.checkIdle(ctx, m)
 	case *passivateNow:
-		// Root routes nothing new here; what came before this message
-		// was handled. Work taken since asking keeps the actor.
-		if a.busy() {
-			ctx.Send(ctx.Parent(), &passivateCancel{id: a.id, pid: ctx.Self()})
-			a.stopIdle()
-			a.idle = after(ctx, a.rt.cfg.IdleAfter, &idleCheck{a})
-			return
-		}
-		ctx.Stop(ctx.Self())
+		a.passivate(ctx)
 	case *actor.Stopping:
 		a.stopIdle()
 		a.flushOnStop()
@@ -347,192 +316,161 @@ func (a *branchActor) Receive(ctx actor.Context) {
 	case *actor.Restarting:
 		a.stopIdle()
 		a.ended(ctx) // what it held is dropped, as a crash drops it
+	case *killReq:
+		panic(errors.New("chaos: branch actor killed"))
+
+	// Requests.
 	case *createReq:
 		respond(a.create(ctx, m))
 	case *submitReq:
-		s, err := a.submit(ctx, m)
-		if err != nil {
-			respond(err)
-			return
-		}
-		respond(s)
+		respond(answer(a.submit(ctx, m)))
 	case *resultsReq:
-		s, err := a.submitResults(ctx, m)
-		if err != nil {
-			respond(err)
-			return
-		}
-		respond(s)
+		respond(answer(a.submitResults(ctx, m)))
 	case *pinReq:
-		res, err := a.pin(ctx, m)
-		if err != nil {
-			respond(err)
-			return
-		}
-		respond(res)
+		respond(answer(a.pin(ctx, m)))
 	case *commitReq:
-		a.manualFold = true
-		a.rt.manualFolds.Store(a.id, struct{}{})
-		if a.summarizing != 0 {
-			if !a.rt.jobs.holds(a.summaryReq) {
-				a.summaryLost("no worker holds it when a commit was asked")
-			} else if a.summaryAsked.elapsed() > a.rt.commitReask {
-				a.summaryLost("no answer in " + a.rt.commitReask.String() + " when a commit was asked")
-			}
-		}
-		if a.summarizing == 0 {
-			a.foldAgain(ctx)
-		}
-		// else the summary under way is committed, then the manual
-		// fold goes on (commit); a summary its worker lost is asked
-		// for again (workLost). Asking again now would queue one more
-		// summary of the same turns behind it per request: a client
-		// asking in a loop filled the librarians' mailboxes faster
-		// than they wrote summaries.
+		a.commitPending(ctx)
 		respond(okReply{})
 	case *inspectReq:
 		a.flushIndexed() // what it reports indexed is searchable
 		respond(a.info())
 	case *forkReq:
-		res, err := a.forkPoint(m.at)
-		if err != nil {
-			respond(err)
-			return
-		}
-		respond(res)
+		respond(answer(a.forkPoint(m.at)))
 	case *wakeReq:
 		respond(okReply{})
 	case *cancelReq:
 		respond(errOrOK(a.cancel(ctx)))
 	case *debugReq:
-		d, err := a.debugNext(m.text)
-		if err != nil {
-			respond(err)
-			return
-		}
-		respond(d)
+		respond(answer(a.debugNext(m.text)))
 	case *modelReq:
 		respond(errOrOK(a.selectModel(ctx, m.name)))
 	case *importReq:
-		ids, err := a.importTurns(ctx, m.exchanges, m.key)
-		if err != nil {
-			respond(err)
-			return
-		}
-		respond(ids)
+		respond(answer(a.importTurns(ctx, m.exchanges, m.key)))
 	case *importItemsReq:
 		respond(errOrOK(a.importItems(ctx, m.items)))
 	case *importDoneReq:
-		if a.importing {
-			a.importing = false
-			if s, ok := a.b.FoldDue(core.FoldAuto); ok {
-				a.run(ctx, []core.Effect{s})
-			}
-		}
+		a.importDone(ctx)
 		respond(okReply{})
 	case *forceReq:
-		evs, err := a.b.Force(m.chunks, a.now())
-		if err == nil {
-			a.persistAll(ctx, evs)
-		}
-		respond(errOrOK(err))
-	case *toolsDone:
-		a.toolsDone(ctx, m)
-	case *killReq:
-		panic(errors.New("chaos: branch actor killed"))
+		respond(errOrOK(a.force(ctx, m.chunks)))
+
+	// What the actors it works with answer.
 	case *stepDone:
 		a.finishStep(ctx, m)
+	case *toolsDone:
+		a.toolsDone(ctx, m)
 	case *summaryDone:
 		a.commit(ctx, m)
 	case *shrinkDone:
 		a.shrunk(ctx, m)
+	case *indexDone:
+		a.indexFinished(ctx, m)
 	case *workLost:
 		a.workLost(ctx, m)
-	case *indexAgain:
-		if m.to != a {
-			return // an earlier instance's: this one's recovery asked
-		}
-		a.retrying--
-		if _, ok := a.indexWaiting[m.turn]; ok {
-			delete(a.indexWaiting, m.turn)
-			a.indexCommitted(ctx, m.turn)
-		}
+
+	// Its own timers.
 	case *jobCheck:
-		if m.to == a {
-			a.checkJob(ctx, m)
-		}
+		a.checkJob(ctx, m)
+	case *indexAgain:
+		a.retryIndex(ctx, m)
 	case *foldRetry:
-		if m.to != a {
-			return
-		}
-		a.retrying--
-		if a.foldRetrying {
-			a.foldRetrying = false
-			if a.summarizing == 0 {
-				a.foldAgain(ctx)
-			}
-		}
+		a.retryFold(ctx, m)
 	case *summaryCheck:
-		if m.to == a && a.summarizing == m.epoch+1 && a.summaryAsked.same(m.asked) {
-			a.summaryLost("no answer in " + a.rt.summaryDeadline.String())
-			a.foldSoon(ctx)
-		}
-	case *indexDone:
-		a.endIndexJob(m.turn)
-		if m.err != nil {
-			a.lost++
-			wait := max(indexRetry, a.retryWait())
-			a.rt.log.Warn().Err(m.err).Str("branch", a.id.String()).Str("turn", m.turn.String()).Dur("asked_again_in", wait).
-				Msg("index failed")
-			a.indexLater(ctx, m.turn, wait)
-			return
-		}
-		a.lost = 0
-		defer a.retryNow(ctx)
-		evs, err := a.b.MarkIndexed(m.turn, len(m.rows), a.now())
-		if err != nil {
-			a.rt.log.Warn().Err(err).Str("branch", a.id.String()).Msg("mark indexed")
-			return
-		}
-		for i, ev := range evs {
-			tx := a.txFor(ev)
-			if i == 0 {
-				tx.Chunks = m.rows // inserted unless present: indexing twice adds nothing
-				tx.Vectors = m.vecs
-				tx.TermUpdates = m.ups
-				a.indexed = append(a.indexed, m)
-			}
-			// Held: committed with the branch's next write (the next
-			// turn's, if it comes soon) or else by flushIndexedReq after
-			// IndexFlushDelay, with any other index results by then: a
-			// synced write saved, off the path of any turn. Nobody is
-			// told a turn is indexed before (Inspect flushes first); a
-			// crash before the commit loses nothing, as the index jobs
-			// run again.
-			a.persistHeld(ctx, ev, tx)
-		}
-		if !a.flushQueued {
-			a.flushQueued = true
-			after(ctx, a.rt.cfg.IndexFlushDelay, &flushIndexedReq{})
-		}
+		a.summaryDue(ctx, m)
 	case *flushIndexedReq:
-		if t, inFlight := a.b.InFlight(); inFlight && !a.idleTurn(t) {
-			// The turn in flight ends with a write of its own (its
-			// response or its failure; a stop flushes first), which
-			// takes the index results with it. Committing them now
-			// would stall the turn behind a synced write, and commit a
-			// deferred acceptance before its response.
-			a.flushQueued = false
-			return
-		}
-		a.flushIndexed()
+		a.flushIndexedDue()
 	case *flushUnackedReq:
-		// The deadline of turn m.turn's acceptance: a later turn's
-		// acceptance, held when it fires, has a deadline of its own.
-		if t, ok := a.b.InFlight(); a.unacked && ok && t.ID == m.turn {
-			a.flush()
-		}
+		a.acceptanceDue(m)
 	}
+}
+
+// answeredOnFailure reports whether msg is a request whose asker, if
+// the actor fails while handling it, is told so (ended) rather than
+// left to time out.
+func answeredOnFailure(msg any) bool {
+	switch msg.(type) {
+	case *createReq, *submitReq, *pinReq, *commitReq, *inspectReq, *forkReq, *wakeReq, *cancelReq, *modelReq, *debugReq, *resultsReq:
+		return true
+	}
+	return false
+}
+
+// timerCheck reports whether msg is a check one of the actor's timers
+// sent, which is not activity: it does not keep the actor from
+// passivating.
+func timerCheck(msg any) bool {
+	switch msg.(type) {
+	case *idleCheck, *summaryCheck:
+		return true
+	}
+	return false
+}
+
+// toldAfterFlush reports whether msg is a request whose answer may tell
+// of what the actor holds: a deferred acceptance is committed first.
+func toldAfterFlush(msg any) bool {
+	switch msg.(type) {
+	case *createReq, *pinReq, *commitReq, *inspectReq, *forkReq, *wakeReq, *cancelReq, *modelReq, *debugReq, *importReq, *forceReq,
+		*importItemsReq, *importDoneReq, *resultsReq:
+		return true
+	}
+	return false
+}
+
+// answer is a request's answer: err if it is set, else v.
+func answer[T any](v T, err error) any {
+	if err != nil {
+		return err
+	}
+	return v
+}
+
+// snapshot persists the branch as a snapshot of its log, which commits
+// what was held with it.
+func (a *branchActor) snapshot() {
+	b, err := json.Marshal(&a.b)
+	if err != nil {
+		panic(fmt.Errorf("%w: encode snapshot: %v", errFatal, err))
+	}
+	a.PersistSnapshot(wrapperspb.Bytes(append([]byte{tagSnapshot}, b...)))
+	a.committed()
+}
+
+// replayed resumes the work of the branch once its log is replayed, and
+// starts its idle timer.
+func (a *branchActor) replayed(ctx actor.Context) {
+	a.countBacklog()
+	a.recover(ctx)
+	a.idle = after(ctx, a.rt.cfg.IdleAfter, &idleCheck{a})
+}
+
+// checkIdle asks root to passivate the actor if it has been idle for
+// Config.IdleAfter and runs nothing, or looks again when it could be.
+func (a *branchActor) checkIdle(ctx actor.Context, m *idleCheck) {
+	if m.to != a {
+		return // an earlier instance's
+	}
+	if wait := a.rt.cfg.IdleAfter - a.active.elapsed(); wait > 0 || a.busy() {
+		if wait <= 0 {
+			wait = a.rt.cfg.IdleAfter
+		}
+		a.idle = after(ctx, wait, &idleCheck{a})
+		return
+	}
+	ctx.Send(ctx.Parent(), &passivateReq{id: a.id, pid: ctx.Self(), ifIdle: true})
+}
+
+// passivate stops the actor, root routing nothing new to it; what came
+// before root's answer was handled. Work taken since asking keeps the
+// actor, and root is told so.
+func (a *branchActor) passivate(ctx actor.Context) {
+	if a.busy() {
+		ctx.Send(ctx.Parent(), &passivateCancel{id: a.id, pid: ctx.Self()})
+		a.stopIdle()
+		a.idle = after(ctx, a.rt.cfg.IdleAfter, &idleCheck{a})
+		return
+	}
+	ctx.Stop(ctx.Self())
 }
 
 // stopIdle stops the idle timer of this instance, if it has one.

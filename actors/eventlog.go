@@ -181,3 +181,27 @@ func (a *branchActor) txFor(ev messages.BranchEvent) *persistence.Tx {
 	}
 	return lifecycle.Tx(&a.b, ev, a.now(), stored)
 }
+
+// flushIndexedDue commits the held index results once their delay is
+// over, unless the turn in flight is to take them.
+func (a *branchActor) flushIndexedDue() {
+	if t, inFlight := a.b.InFlight(); inFlight && !a.idleTurn(t) {
+		// The turn in flight ends with a write of its own (its response
+		// or its failure; a stop flushes first), which takes the index
+		// results with it. Committing them now would stall the turn
+		// behind a synced write, and commit a deferred acceptance
+		// before its response.
+		a.flushQueued = false
+		return
+	}
+	a.flushIndexed()
+}
+
+// acceptanceDue commits the deferred acceptance of turn m.turn at its
+// deadline, if it is still held: a later turn's acceptance, held when
+// it fires, has a deadline of its own.
+func (a *branchActor) acceptanceDue(m *flushUnackedReq) {
+	if t, ok := a.b.InFlight(); a.unacked && ok && t.ID == m.turn {
+		a.flush()
+	}
+}

@@ -118,3 +118,26 @@ func (a *branchActor) foldAgain(ctx actor.Context) {
 		a.rt.manualFolds.Delete(a.id)
 	}
 }
+
+// commitPending starts a manual fold (CommitPending), which folds every
+// pending turn, here or in the instance that replaces this one.
+func (a *branchActor) commitPending(ctx actor.Context) {
+	a.manualFold = true
+	a.rt.manualFolds.Store(a.id, struct{}{})
+	if a.summarizing != 0 {
+		if !a.rt.jobs.holds(a.summaryReq) {
+			a.summaryLost("no worker holds it when a commit was asked")
+		} else if a.summaryAsked.elapsed() > a.rt.commitReask {
+			a.summaryLost("no answer in " + a.rt.commitReask.String() + " when a commit was asked")
+		}
+	}
+	if a.summarizing == 0 {
+		a.foldAgain(ctx)
+	}
+	// else the summary under way is committed, then the manual fold
+	// goes on (commit); a summary its worker lost is asked for again
+	// (workLost). Asking again now would queue one more summary of the
+	// same turns behind it per request: a client asking in a loop
+	// filled the librarians' mailboxes faster than they wrote
+	// summaries.
+}

@@ -933,3 +933,15 @@ func (a *branchActor) importTurns(ctx actor.Context, exchanges []Exchange, key *
 	a.pruneMessages(messages.TurnID{})
 	return ids, nil
 }
+
+// importDone ends the import that builds the branch: it folds what is
+// due from now on.
+func (a *branchActor) importDone(ctx actor.Context) {
+	if !a.importing {
+		return
+	}
+	a.importing = false
+	if s, ok := a.b.FoldDue(core.FoldAuto); ok {
+		a.run(ctx, []core.Effect{s})
+	}
+}

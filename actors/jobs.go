@@ -237,6 +237,9 @@ func (a *branchActor) ask(ctx actor.Context, worker *actor.PID, req any, check *
 // deterministic one). An answer on its way when the check runs makes the
 // job asked twice, which only repeats work.
 func (a *branchActor) checkJob(ctx actor.Context, m *jobCheck) {
+	if m.to != a {
+		return // an earlier instance's
+	}
 	var req any
 	switch {
 	case m.summary != nil && m.summary == a.summaryReq:
@@ -325,4 +328,82 @@ func (a *branchActor) workLost(ctx actor.Context, m *workLost) {
 // lostLog starts the warning that m's job was lost.
 func (a *branchActor) lostLog(m *workLost) *zerolog.Event {
 	return a.rt.log.Warn().Str("branch", a.id.String()).Str("kind", string(m.kind)).Str("reason", m.reason).Dur("asked_again_in", a.retryWait())
+}
+
+// retryIndex asks again for the index job m names, whose wait is over,
+// if it still waits.
+func (a *branchActor) retryIndex(ctx actor.Context, m *indexAgain) {
+	if m.to != a {
+		return // an earlier instance's: this one's recovery asked
+	}
+	a.retrying--
+	if _, ok := a.indexWaiting[m.turn]; ok {
+		delete(a.indexWaiting, m.turn)
+		a.indexCommitted(ctx, m.turn)
+	}
+}
+
+// retryFold asks for the fold due, its wait over, if it still waits.
+func (a *branchActor) retryFold(ctx actor.Context, m *foldRetry) {
+	if m.to != a {
+		return
+	}
+	a.retrying--
+	if a.foldRetrying {
+		a.foldRetrying = false
+		if a.summarizing == 0 {
+			a.foldAgain(ctx)
+		}
+	}
+}
+
+// summaryDue takes the summary m names for lost if it is still awaited
+// at its deadline, and asks again.
+func (a *branchActor) summaryDue(ctx actor.Context, m *summaryCheck) {
+	if m.to == a && a.summarizing == m.epoch+1 && a.summaryAsked.same(m.asked) {
+		a.summaryLost("no answer in " + a.rt.summaryDeadline.String())
+		a.foldSoon(ctx)
+	}
+}
+
+// indexFinished records what an index job gave (TurnIndexed, with its
+// chunks, held), or asks for it again after a wait if it failed.
+func (a *branchActor) indexFinished(ctx actor.Context, m *indexDone) {
+	a.endIndexJob(m.turn)
+	if m.err != nil {
+		a.lost++
+		wait := max(indexRetry, a.retryWait())
+		a.rt.log.Warn().Err(m.err).Str("branch", a.id.String()).Str("turn", m.turn.String()).Dur("asked_again_in", wait).
+			Msg("index failed")
+		a.indexLater(ctx, m.turn, wait)
+		return
+	}
+	a.lost = 0
+	defer a.retryNow(ctx)
+	evs, err := a.b.MarkIndexed(m.turn, len(m.rows), a.now())
+	if err != nil {
+		a.rt.log.Warn().Err(err).Str("branch", a.id.String()).Msg("mark indexed")
+		return
+	}
+	for i, ev := range evs {
+		tx := a.txFor(ev)
+		if i == 0 {
+			tx.Chunks = m.rows // inserted unless present: indexing twice adds nothing
+			tx.Vectors = m.vecs
+			tx.TermUpdates = m.ups
+			a.indexed = append(a.indexed, m)
+		}
+		// Held: committed with the branch's next write (the next
+		// turn's, if it comes soon) or else by flushIndexedReq after
+		// IndexFlushDelay, with any other index results by then: a
+		// synced write saved, off the path of any turn. Nobody is
+		// told a turn is indexed before (Inspect flushes first); a
+		// crash before the commit loses nothing, as the index jobs
+		// run again.
+		a.persistHeld(ctx, ev, tx)
+	}
+	if !a.flushQueued {
+		a.flushQueued = true
+		after(ctx, a.rt.cfg.IndexFlushDelay, &flushIndexedReq{})
+	}
 }

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/asynkron/protoactor-go/actor"
+
 	"github.com/contextinfinity/ctxinf/internal/retrieval"
 	"github.com/contextinfinity/ctxinf/messages"
 	"github.com/contextinfinity/ctxinf/persistence"
@@ -457,4 +459,14 @@ func (r *Runtime) Embed(ctx context.Context, texts []string) (string, [][]float3
 // and dimension) and the length of the vectors it gives.
 func (r *Runtime) Embedder() (name string, dim int) {
 	return r.mem.embed.Name(), r.mem.embed.Dim()
+}
+
+// force forces chunks into the retrieved memory of the branch's next
+// turn (ForceChunks).
+func (a *branchActor) force(ctx actor.Context, chunks []messages.ChunkID) error {
+	evs, err := a.b.Force(chunks, a.now())
+	if err == nil {
+		a.persistAll(ctx, evs)
+	}
+	return err
 }
