@@ -7,7 +7,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -18,31 +17,9 @@ import (
 	"github.com/contextinfinity/ctxinf/api"
 	"github.com/contextinfinity/ctxinf/internal/cli"
 	"github.com/contextinfinity/ctxinf/internal/tui"
-	"github.com/contextinfinity/ctxinf/internal/wiring"
 	"github.com/contextinfinity/ctxinf/messages"
 	"github.com/contextinfinity/ctxinf/persistence"
 )
-
-// runtimeConfig maps the configuration onto the runtime's (wiring.Runtime).
-func runtimeConfig(e *cli.Env) (actors.Config, error) {
-	return wiring.Runtime(e.Config, wiring.Env{Log: e.Log, Scrub: e.Scrub, StoreKey: e.StoreKey, Getenv: os.Getenv})
-}
-
-func openRuntime(ctx context.Context, e *cli.Env) (*ctxinf.Runtime, error) {
-	cfg, err := e.RuntimeConfig()
-	if err != nil {
-		return nil, err
-	}
-	return e.OpenRuntimeWith(ctx, cfg)
-}
-
-func openRuntimeWith(ctx context.Context, e *cli.Env, cfg actors.Config) (*ctxinf.Runtime, error) {
-	rt, err := ctxinf.Open(ctx, ctxinf.Options{Config: &cfg})
-	if err != nil {
-		return nil, fmt.Errorf("open runtime in %s: %w", e.Config.DataDir, err)
-	}
-	return rt, nil
-}
 
 const chatHelp = `Type a message and press Enter. Commands:
   /history [N]   the last N messages of this branch (default 10)
