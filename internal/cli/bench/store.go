@@ -520,7 +520,6 @@ func printStoreFigures(e *cli.Env, f storeFigures) {
 // compress about as conversation text does.
 type textSource struct {
 	rng *mrand.Rand
-	buf []byte
 }
 
 func newTextSource(seed uint64) *textSource {
