@@ -174,8 +174,6 @@ type statsCounters struct {
 	syncNanos atomic.Int64
 }
 
-const metaOverlaySeq = "overlay_seq"
-
 // OpenBadger opens (creating if needed) the store in opts.Dir.
 func OpenBadger(opts Options) (Store, error) {
 	return openBadger(opts)

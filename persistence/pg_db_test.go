@@ -59,8 +59,6 @@ func rawKeyed[T any](d lifecycleDB, k []byte, notFound error) (T, error) {
 	return getJSON[T](d.(*DB), k, notFound)
 }
 
-func isBadger(d lifecycleDB) bool { _, ok := d.(*DB); return ok }
-
 // TestPGDBRefusesBadValues: a Tx with a value PostgreSQL cannot hold (a
 // seq or index over BIGINT) or a malformed part is refused naming the
 // field, and writes nothing of its other parts.
