@@ -112,19 +112,6 @@ func chatLines(t *testing.T, dir, input string, args ...string) string {
 	return out.String()
 }
 
-// section returns what the chat printed for the command line cmd: the
-// text after "> " up to the next prompt.
-func section(out, cmd string) string {
-	_, after, ok := strings.Cut(out, "> "+cmd+"\n")
-	if !ok {
-		// Piped input is not echoed: commands follow their prompt.
-		parts := strings.Split(out, "> ")
-		return strings.Join(parts, "\n")
-	}
-	before, _, _ := strings.Cut(after, "\n> ")
-	return before
-}
-
 // While ctxinf serve owns the data directory, ctxinf chat on it chats
 // through the server's API: turns stream, and the commands print what
 // they print on the data directory alone.

@@ -6,7 +6,6 @@ import (
 	"os/exec"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -24,8 +23,6 @@ type tuiScreen struct {
 	emu  *vt.SafeEmulator
 	read chan struct{} // closed when the output ends
 	done chan error    // the process's exit
-	mu   sync.Mutex
-	last string
 }
 
 func startTUI(t *testing.T, environ []string, args ...string) *tuiScreen {
