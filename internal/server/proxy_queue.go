@@ -110,20 +110,13 @@ func (ps *proxyQueues) enter(ctx context.Context, b messages.BranchID, limit int
 	return nil, err
 }
 
-// proxySubmit runs text as a turn of branch b for a proxied request,
-// after the turns of b before it (proxyQueues): it returns the turn's
-// stream and the function to call once the request is done with the
-// turn. A turn the branch still refuses as busy (its client went away
-// and the turn goes on, or a turn came through the HTTP API) is sent
+// proxyRun runs a turn of branch b for a proxied request, after the
+// turns of b before it (proxyQueues): submit starts the turn (or goes on
+// with one: Runtime.SubmitToolResults) and returns its stream; proxyRun
+// returns that stream and the function to call once the request is done
+// with the turn. A turn the branch still refuses as busy (its client went
+// away and the turn goes on, or a turn came through the HTTP API) is sent
 // again until the wait runs out.
-func (s *Server) proxySubmit(r *http.Request, b messages.BranchID, text string, o actors.SubmitOptions) (*actors.TurnStream, func(), error) {
-	return s.proxyRun(r, b, func(ctx context.Context) (*actors.TurnStream, error) {
-		return s.rt.SubmitWith(ctx, b, text, o)
-	})
-}
-
-// proxyRun is proxySubmit for any submission: submit starts the turn (or
-// goes on with one: Runtime.SubmitToolResults) and returns its stream.
 func (s *Server) proxyRun(r *http.Request, b messages.BranchID, submit func(context.Context) (*actors.TurnStream, error)) (*actors.TurnStream, func(), error) {
 	limit, wait := s.opts.ProxyQueue, s.opts.ProxyQueueWait
 	if limit < 0 { // no queue: a busy branch is 409 at once
