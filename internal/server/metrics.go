@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/contextinfinity/ctxinf/actors"
@@ -83,7 +84,7 @@ func NewMetrics() *Metrics {
 	m.reg.MustRegister(m.retentionDels)
 	m.reg.MustRegister(m.turns, m.turnSeconds, m.assembly, m.contextTokens, m.stepSeconds, m.stepTokens, m.retrievalSecs,
 		m.retrievalHits, m.retrievalFails, m.summaries, m.indexedChunks, m.journalBytes, m.httpRequests,
-		m.httpSeconds, prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+		m.httpSeconds, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
 
