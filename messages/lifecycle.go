@@ -51,27 +51,32 @@ func (e enum[E]) unmarshal(v *E, text []byte) error {
 // are declared in the order a turn goes through them, so they compare with
 // <; PhaseFailed comes last, after PhaseDone. The zero TurnPhase is
 // invalid. It encodes as snake_case text: "response_finalized".
+//
+// The SRD's state machine (§6.1) has two phases more, ContextPrepared and
+// Indexed, which no turn rests in here, so they are left out. The context
+// is assembled inside the step that ResponseStarted records: marking it
+// prepared would cost a durable write before the first token, and
+// neither a reader nor recovery would tell the two apart (a turn
+// interrupted before its response fails either way). Indexing (TX-C,
+// TurnIndexed) is the turn's last step, so its row goes from
+// StateCommitted straight to Done.
 type TurnPhase uint8
 
 // The turn phases, in order.
 const (
 	PhaseAccepted TurnPhase = iota + 1
-	PhaseContextPrepared
 	PhaseResponding
 	PhaseResponseFinalized
 	PhaseStateCommitted
-	PhaseIndexed
 	PhaseDone
 	PhaseFailed
 )
 
 var turnPhases = enum[TurnPhase]{"turn phase", []string{
 	PhaseAccepted:          "accepted",
-	PhaseContextPrepared:   "context_prepared",
 	PhaseResponding:        "responding",
 	PhaseResponseFinalized: "response_finalized",
 	PhaseStateCommitted:    "state_committed",
-	PhaseIndexed:           "indexed",
 	PhaseDone:              "done",
 	PhaseFailed:            "failed",
 }}

@@ -22,11 +22,9 @@ func TestEnumText(t *testing.T) {
 		{RoleUser, "user"},
 		{RoleAssistant, "assistant"},
 		{PhaseAccepted, "accepted"},
-		{PhaseContextPrepared, "context_prepared"},
 		{PhaseResponding, "responding"},
 		{PhaseResponseFinalized, "response_finalized"},
 		{PhaseStateCommitted, "state_committed"},
-		{PhaseIndexed, "indexed"},
 		{PhaseDone, "done"},
 		{PhaseFailed, "failed"},
 		{OutcomeCompleted, "completed"},
@@ -90,8 +88,8 @@ func TestEnumErrors(t *testing.T) {
 }
 
 func TestTurnPhaseOrder(t *testing.T) {
-	order := []TurnPhase{PhaseAccepted, PhaseContextPrepared, PhaseResponding, PhaseResponseFinalized,
-		PhaseStateCommitted, PhaseIndexed, PhaseDone, PhaseFailed}
+	order := []TurnPhase{PhaseAccepted, PhaseResponding, PhaseResponseFinalized,
+		PhaseStateCommitted, PhaseDone, PhaseFailed}
 	for i := 1; i < len(order); i++ {
 		if !(order[i-1] < order[i]) {
 			t.Errorf("%v < %v = false, want true", order[i-1], order[i])

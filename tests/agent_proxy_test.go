@@ -102,7 +102,7 @@ func oneTurn(t *testing.T, url, branch, turn, model string, tokens [][2]int) {
 	wantKinds = append(wantKinds, "completed")
 	// The phase goes on past response_finalized as the turn is folded
 	// and indexed, in the background.
-	final := map[string]bool{"response_finalized": true, "state_committed": true, "indexed": true, "done": true}
+	final := map[string]bool{"response_finalized": true, "state_committed": true, "done": true}
 	if !final[row.Phase] || row.Outcome != "completed" || !reflect.DeepEqual(got, tokens) || !reflect.DeepEqual(kinds, wantKinds) {
 		t.Errorf("turn %s: phase %q, outcome %q, steps' tokens %v, outcomes %v; want a final phase, completed, %v, %v",
 			turn, row.Phase, row.Outcome, got, kinds, tokens, wantKinds)

@@ -69,7 +69,7 @@ func TestProcessKills(t *testing.T) {
 	}
 	for seq := range acked {
 		switch phase[seq] {
-		case "response_finalized", "state_committed", "indexed", "done":
+		case "response_finalized", "state_committed", "done":
 		default:
 			t.Errorf("acknowledged turn %d is %q after recovery", seq, phase[seq])
 		}

@@ -186,7 +186,7 @@ func (t Turn) splitCalls(calls []messages.ToolCall) (runtime, client []messages.
 
 // inFlight reports whether a turn in phase p awaits its response.
 func inFlight(p messages.TurnPhase) bool {
-	return p == messages.PhaseAccepted || p == messages.PhaseContextPrepared || p == messages.PhaseResponding
+	return p == messages.PhaseAccepted || p == messages.PhaseResponding
 }
 
 // Pending returns the turns whose response is finalized but not yet folded
@@ -202,8 +202,8 @@ func (b *Branch) Pending() []Turn {
 	return ts
 }
 
-// InFlight returns the turn awaiting its response (Accepted,
-// ContextPrepared or Responding), if any. There is at most one.
+// InFlight returns the turn awaiting its response (Accepted or
+// Responding), if any. There is at most one.
 func (b *Branch) InFlight() (Turn, bool) {
 	for _, t := range b.Turns {
 		if inFlight(t.Phase) {
@@ -429,7 +429,7 @@ func (b *Branch) check(ev messages.BranchEvent) error {
 		if err != nil {
 			return err
 		}
-		if p := b.Turns[i].Phase; p != messages.PhaseAccepted && p != messages.PhaseContextPrepared {
+		if p := b.Turns[i].Phase; p != messages.PhaseAccepted {
 			return invalid("turn %s is %s, want accepted", ev.Turn, p)
 		}
 		if ev.Step.IsZero() {

@@ -188,7 +188,7 @@ func (b *Branch) MarkIndexed(turn messages.TurnID, chunks int, now time.Time) ([
 	if turn.IsZero() {
 		return nil, invalid("turn: required")
 	}
-	if i := b.find(turn); i < 0 || b.Turns[i].Phase == messages.PhaseIndexed || b.Turns[i].Phase == messages.PhaseDone {
+	if b.find(turn) < 0 {
 		return nil, nil
 	}
 	return b.decide(messages.TurnIndexed{Turn: turn, Chunks: chunks, At: now.UTC()})
@@ -196,7 +196,7 @@ func (b *Branch) MarkIndexed(turn messages.TurnID, chunks int, now time.Time) ([
 
 // Recover is called by the shell after replaying the log: it returns the
 // events that close what a crash interrupted, and the effects still owed.
-// A turn in flight (Accepted, ContextPrepared, Responding) lost its
+// A turn in flight (Accepted, Responding) lost its
 // response with the process: it fails with InterruptedReason, applying
 // those events gives their own TurnDone effects; one inside a tool loop
 // gets an Abandon effect instead, so that what its tools did stays on

@@ -121,7 +121,7 @@ func noChunks(t api.TurnInfo) string {
 		return fmt.Sprintf("Turn %d has no chunks yet (indexed after its pending turns fold: /commit).", t.Seq)
 	case messages.PhaseStateCommitted:
 		return fmt.Sprintf("Turn %d has no chunks yet: it is folded and being indexed (r reloads).", t.Seq)
-	case messages.PhaseIndexed, messages.PhaseDone:
+	case messages.PhaseDone:
 		return fmt.Sprintf("Turn %d was indexed into no chunks: it has no text to retrieve.", t.Seq)
 	case messages.PhaseFailed:
 		return fmt.Sprintf("Turn %d failed: a failed turn is not indexed, so it has no chunks.", t.Seq)

@@ -91,7 +91,7 @@ func newFakeB() *fakeB {
 		code        string
 		steps       []api.StepInfo
 	}{
-		{11, 12, messages.PhaseIndexed, "completed", "", []api.StepInfo{step(21, 0, done, 812, 14, 120, 120, false)}},
+		{11, 12, messages.PhaseDone, "completed", "", []api.StepInfo{step(21, 0, done, 812, 14, 120, 120, false)}},
 		{13, 14, messages.PhaseResponseFinalized, "completed", "", []api.StepInfo{
 			step(22, 0, messages.StepOutcome{Kind: messages.OutcomeCompleted, Reason: "tool_calls"}, 1040, 31, 96, 96, false),
 			step(23, 1, done, 1122, 12, 1536, 1536, false)}},
