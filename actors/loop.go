@@ -193,17 +193,6 @@ func upstreamText(pe *providers.Error) string {
 	return s
 }
 
-// toolCalls returns the tool calls among items.
-func toolCalls(items messages.Items) []messages.ToolCall {
-	var calls []messages.ToolCall
-	for _, it := range items {
-		if c, ok := it.(messages.ToolCall); ok {
-			calls = append(calls, c)
-		}
-	}
-	return calls
-}
-
 // stepRow is the record of the step m ended; a turn's first step keeps
 // the recipe of its context.
 func (a *branchActor) stepRow(t core.Turn, m *stepDone) persistence.StepRow {
