@@ -15,10 +15,10 @@ import (
 // TestResolveBranchNames: labels, ids, and the start or end of an id
 // (the short id the screens and the header show is an id's last 8).
 func TestResolveBranchNames(t *testing.T) {
-	f := newFakeA(0)
-	twin := api.Branch{ID: idA[messages.BranchID]("01JBTW", "TW1NTW1N"), Session: f.session.ID, Label: "fix-typo"}
+	f := newFakeSession(0)
+	twin := api.Branch{ID: sessionID[messages.BranchID]("01JBTW", "TW1NTW1N"), Session: f.session.ID, Label: "fix-typo"}
 	bs := append(slices.Clone(f.branches), twin)
-	id := func(label string) messages.BranchID { return f.branchA(label).ID }
+	id := func(label string) messages.BranchID { return f.branch(label).ID }
 	for _, c := range []struct {
 		name string
 		want messages.BranchID // zero: an error
@@ -74,8 +74,8 @@ func TestResolveBranchNames(t *testing.T) {
 }
 
 func TestBranchesScreenTree(t *testing.T) {
-	f := newFakeA(0)
-	r := newRunA(t, f, "fix-typo", NewBranchesScreen())
+	f := newFakeSession(0)
+	r := newSessionRun(t, f, "fix-typo", NewBranchesScreen())
 	r.golden("branches", 80, 24)
 	r.golden("branches_small", 40, 8)
 
@@ -85,20 +85,20 @@ func TestBranchesScreenTree(t *testing.T) {
 	if len(st) != 1 {
 		t.Fatalf("enter: shell got %v, want one SwitchMsg", st)
 	}
-	if sw, ok := st[0].(SwitchMsg); !ok || sw.Branch.ID != f.branchA("experiment").ID {
+	if sw, ok := st[0].(SwitchMsg); !ok || sw.Branch.ID != f.branch("experiment").ID {
 		t.Errorf("down, down, enter from fix-typo: shell got %+v, want SwitchMsg to experiment", st[0])
 	}
 }
 
 func TestBranchesScreenFork(t *testing.T) {
-	f := newFakeA(0)
-	r := newRunA(t, f, "main", NewBranchesScreen())
+	f := newFakeSession(0)
+	r := newSessionRun(t, f, "main", NewBranchesScreen())
 	r.press("down", "down", "down") // experiment
 	r.press("f")
 	r.typeText("exp-c")
 	r.golden("branches_fork_ask", 80, 24)
 	r.press("enter")
-	if got, want := f.calls[len(f.calls)-1], fmt.Sprintf("fork %s  exp-c", f.branchA("experiment").ID); got != want {
+	if got, want := f.calls[len(f.calls)-1], fmt.Sprintf("fork %s  exp-c", f.branch("experiment").ID); got != want {
 		t.Errorf("fork: backend call %q, want %q", got, want)
 	}
 	st := r.takeShell()
@@ -109,14 +109,14 @@ func TestBranchesScreenFork(t *testing.T) {
 }
 
 func TestBranchesScreenDelete(t *testing.T) {
-	f := newFakeA(0)
-	r := newRunA(t, f, "main", NewBranchesScreen())
+	f := newFakeSession(0)
+	r := newSessionRun(t, f, "main", NewBranchesScreen())
 
 	// experiment has forks: the backend refuses, the screen says why
 	r.press("down", "down", "down", "d")
 	r.golden("branches_delete_ask", 80, 24)
 	r.press("y")
-	if got, want := f.calls[len(f.calls)-1], "delete "+f.branchA("experiment").ID.String(); got != want {
+	if got, want := f.calls[len(f.calls)-1], "delete "+f.branch("experiment").ID.String(); got != want {
 		t.Errorf("d, y: backend call %q, want %q", got, want)
 	}
 	st := r.takeShell()
@@ -133,7 +133,7 @@ func TestBranchesScreenDelete(t *testing.T) {
 	}
 
 	// exp-a goes
-	expA := f.branchA("exp-a").ID
+	expA := f.branch("exp-a").ID
 	r.press("d", "y")
 	if got, want := f.calls[len(f.calls)-1], "delete "+expA.String(); got != want {
 		t.Errorf("d, y on exp-a: backend call %q, want %q", got, want)
@@ -148,8 +148,8 @@ func TestBranchesScreenDelete(t *testing.T) {
 // TestBranchesScreenDeleteCurrent deletes the current branch: the shell
 // is told to switch to its parent.
 func TestBranchesScreenDeleteCurrent(t *testing.T) {
-	f := newFakeA(0)
-	r := newRunA(t, f, "fix-typo-2", NewBranchesScreen())
+	f := newFakeSession(0)
+	r := newSessionRun(t, f, "fix-typo-2", NewBranchesScreen())
 	r.press("d", "y") // the current branch is selected on open
 	var sw *SwitchMsg
 	for _, m := range r.takeShell() {
@@ -157,14 +157,14 @@ func TestBranchesScreenDeleteCurrent(t *testing.T) {
 			sw = &s
 		}
 	}
-	if sw == nil || sw.Branch.ID != f.branchA("fix-typo").ID {
+	if sw == nil || sw.Branch.ID != f.branch("fix-typo").ID {
 		t.Errorf("deleting the current branch: SwitchMsg %+v, want one to its parent fix-typo", sw)
 	}
 }
 
 func TestBranchesScreenFilter(t *testing.T) {
-	f := newFakeA(0)
-	r := newRunA(t, f, "main", NewBranchesScreen())
+	f := newFakeSession(0)
+	r := newSessionRun(t, f, "main", NewBranchesScreen())
 	m := r.scr.(Modal)
 	r.press("/")
 	r.typeText("EXP")
@@ -198,11 +198,11 @@ func TestBranchesScreenFilter(t *testing.T) {
 }
 
 func TestBranchesScreenLoadError(t *testing.T) {
-	f := newFakeA(0)
-	r := newRunA(t, f, "main", NewBranchesScreen())
-	r.st.Branch.Session = idA[messages.SessionID]("01JBSX", "")
+	f := newFakeSession(0)
+	r := newSessionRun(t, f, "main", NewBranchesScreen())
+	r.st.Branch.Session = sessionID[messages.SessionID]("01JBSX", "")
 	r.run(r.scr.Open(r.st))
-	if got := r.view(80, 24); !strings.Contains(got, "could not read the branches: fakeA: no session") {
+	if got := r.view(80, 24); !strings.Contains(got, "could not read the branches: fakeSession: no session") {
 		t.Errorf("a failed load: got\n%s", got)
 	}
 	if st := r.takeShell(); len(st) != 1 || st[0].(StatusMsg).Err == nil {

@@ -13,9 +13,9 @@ import (
 )
 
 func TestChunksSearchShowsScoresAndText(t *testing.T) {
-	f := newFakeB()
+	f := newFakeTurns()
 	c := newChunksScreen()
-	d := driveB(t, f, c)
+	d := driveTurns(t, f, c)
 	if !c.Modal() {
 		t.Fatal("Modal() = false with the query input focused on open, want true (Esc must leave the input, not the screen)")
 	}
@@ -51,8 +51,8 @@ func TestChunksSearchShowsScoresAndText(t *testing.T) {
 }
 
 func TestChunksSearchRelayoutsOnResize(t *testing.T) {
-	f := newFakeB()
-	d := driveB(t, f, newChunksScreen())
+	f := newFakeTurns()
+	d := driveTurns(t, f, newChunksScreen())
 	d.typeText("TODO")
 	d.press("enter", "down", "down")
 	d.golden("chunks_search_60x16", 60, 16)
@@ -62,17 +62,17 @@ func TestChunksSearchRelayoutsOnResize(t *testing.T) {
 }
 
 func TestChunksSearchErrorIsStatus(t *testing.T) {
-	f := newFakeB()
+	f := newFakeTurns()
 	f.searchErr = errors.New("retrieval is disabled (memory.enabled: false)")
 	c := newChunksScreen()
-	d := driveB(t, f, c)
+	d := driveTurns(t, f, c)
 	d.press("enter") // an empty query runs nothing
 	if n := f.called("Search"); n != 0 {
 		t.Fatalf("an empty query ran %d searches", n)
 	}
 	d.typeText("x")
 	d.press("enter")
-	st := statusesB(d.takeShell())
+	st := statuses(d.takeShell())
 	if len(st) != 1 || !errors.Is(st[0].Err, f.searchErr) {
 		t.Fatalf("status after a failed search = %+v, want one with its error", st)
 	}
@@ -82,9 +82,9 @@ func TestChunksSearchErrorIsStatus(t *testing.T) {
 }
 
 func TestChunksContextDebugPackedVersusOffered(t *testing.T) {
-	f := newFakeB()
+	f := newFakeTurns()
 	c := newChunksScreen()
-	d := driveB(t, f, c)
+	d := driveTurns(t, f, c)
 	d.press("tab")
 	if c.Modal() {
 		t.Error("Modal() = true on the debug tab, want false")
@@ -93,8 +93,8 @@ func TestChunksContextDebugPackedVersusOffered(t *testing.T) {
 		t.Fatalf("last call = %s, want Context 3 \"\" (the branch's last turn)", got)
 	}
 	d.golden("chunks_debug")
-	v := normalizeB(d.view(80, 22))
-	tail := func(n byte) string { return idTail(idB[messages.ChunkID](n)) }
+	v := normalizeScreen(d.view(80, 22))
+	tail := func(n byte) string { return idTail(turnsID[messages.ChunkID](n)) }
 	for _, want := range []string{"0.912  " + tail(31) + "  yes ", "0.803  " + tail(32) + "  as summary ",
 		"0.611  " + tail(33) + "  no\n", "Retrieval offered 3 chunks; 2 packed", "matches what was sent"} {
 		if !strings.Contains(v, want) {
@@ -109,7 +109,7 @@ func TestChunksContextDebugPackedVersusOffered(t *testing.T) {
 	if got := f.calls[len(f.calls)-1]; got != `Context 1 ""` {
 		t.Fatalf("last call = %s, want Context 1 \"\"", got)
 	}
-	st := statusesB(d.takeShell())
+	st := statuses(d.takeShell())
 	if len(st) != 1 || !errors.Is(st[0].Err, ErrNoContext) {
 		t.Fatalf("status = %+v, want ErrNoRecipe", st)
 	}
@@ -121,8 +121,8 @@ func TestChunksContextDebugPackedVersusOffered(t *testing.T) {
 }
 
 func TestChunksContextDebugWithoutTurns(t *testing.T) {
-	f := newFakeB()
-	d := driveB(t, f, newChunksScreen())
+	f := newFakeTurns()
+	d := driveTurns(t, f, newChunksScreen())
 	d.st.Info.TurnSeq = 0
 	d.press("tab")
 	if n := f.called("Context"); n != 0 {
@@ -134,7 +134,7 @@ func TestChunksContextDebugWithoutTurns(t *testing.T) {
 }
 
 func TestDebugLinesSaysWhenTheRebuildDiffers(t *testing.T) {
-	d := newFakeB().debugs[3]
+	d := newFakeTurns().debugs[3]
 	d.Matches, d.RebuiltHash = false, "0123456789abcdef"
 	got := strings.Join(debugLines(d, 3, 200), "\n")
 	if !strings.Contains(got, "DIFFERS from what was sent: sent 9f2c4e6a8b0d, rebuilt 0123456789ab") {
@@ -147,9 +147,9 @@ func TestDebugLinesSaysWhenTheRebuildDiffers(t *testing.T) {
 }
 
 func TestChunksBrowseTurnByTurn(t *testing.T) {
-	f := newFakeB()
+	f := newFakeTurns()
 	c := newChunksScreen()
-	d := driveB(t, f, c)
+	d := driveTurns(t, f, c)
 	f.calls = nil
 	d.press("tab", "tab")
 	if c.tab != tabBrowse || c.Modal() {
@@ -169,7 +169,7 @@ func TestChunksBrowseTurnByTurn(t *testing.T) {
 	}
 	d.golden("chunks_browse_chunk")
 	v := d.view(80, 22)
-	for _, w := range []string{"explanation · turn #1 · 12 tokens", "from the reply " + idTail(idB[messages.TurnID](12)) + ", bytes 0-49",
+	for _, w := range []string{"explanation · turn #1 · 12 tokens", "from the reply " + idTail(turnsID[messages.TurnID](12)) + ", bytes 0-49",
 		"grep searches text", "Summary: grep searches"} {
 		if !strings.Contains(v, w) {
 			t.Errorf("the chunk's view lacks %q:\n%s", w, v)
@@ -205,10 +205,10 @@ func TestChunksBrowseTurnByTurn(t *testing.T) {
 		t.Errorf("→ at the last turn: calls %v, turn %d", f.calls[n:], c.browse.seq)
 	}
 	d.press("left", "left")
-	if v := d.view(80, 22); c.browse.seq != 1 || !strings.Contains(v, "> "+idTail(idB[messages.ChunkID](34))) {
+	if v := d.view(80, 22); c.browse.seq != 1 || !strings.Contains(v, "> "+idTail(turnsID[messages.ChunkID](34))) {
 		t.Errorf("← ← back to turn 1: turn %d, want its first chunk selected:\n%s", c.browse.seq, v)
 	}
-	if s := statusesB(d.takeShell()); len(s) != 0 {
+	if s := statuses(d.takeShell()); len(s) != 0 {
 		t.Errorf("browsing sent statuses %+v", s)
 	}
 
@@ -225,13 +225,13 @@ func TestChunksBrowseTurnByTurn(t *testing.T) {
 }
 
 func TestChunksBrowseWithoutChunks(t *testing.T) {
-	f := newFakeB()
+	f := newFakeTurns()
 	t1 := f.infos[f.turns[0].ID]
 	t1.Chunks = []api.ChunkInfo{}
 	f.infos[t1.ID] = t1
 	c := newChunksScreen()
 	c.tab = tabBrowse
-	d := driveB(t, f, c)
+	d := driveTurns(t, f, c)
 	// No turn has chunks: the newest is shown, saying why it has none.
 	if v := d.view(80, 22); c.browse.seq != 3 || !strings.Contains(v, "None of the last 3 turns has chunks yet. Turn 3 failed") {
 		t.Errorf("browse with no chunks: turn %d\n%s", c.browse.seq, v)
@@ -245,7 +245,7 @@ func TestChunksBrowseWithoutChunks(t *testing.T) {
 	// A turn that fails to load is a status.
 	d.st.Info.TurnSeq = 9
 	d.run(c.Open(d.st), 0)
-	if st := statusesB(d.takeShell()); len(st) != 1 || !errors.Is(st[0].Err, persistence.ErrTurnNotFound) {
+	if st := statuses(d.takeShell()); len(st) != 1 || !errors.Is(st[0].Err, persistence.ErrTurnNotFound) {
 		t.Errorf("status of a turn that is not there = %+v", st)
 	}
 }
@@ -254,7 +254,7 @@ func TestChunksBrowseWithoutChunks(t *testing.T) {
 // API client's system prompt, the tools offered with their mode and
 // choice, the client's settings; a turn with none of them shows none.
 func TestDebugLinesShowWhatTheModelWasGiven(t *testing.T) {
-	d := newFakeB().debugs[3]
+	d := newFakeTurns().debugs[3]
 	plain := strings.Join(debugLines(d, 3, 200), "\n")
 	if strings.Contains(plain, "Tools offered") || strings.Contains(plain, "System prompt") || strings.Contains(plain, "Settings") {
 		t.Errorf("a plain turn's view shows what it was not given:\n%s", plain)

@@ -11,36 +11,36 @@ import (
 	"github.com/contextinfinity/ctxinf/messages"
 )
 
-// historyFakeA is a transcript of 45 messages (the last exchange's
+// historyFakeSession is a transcript of 45 messages (the last exchange's
 // question alone: its reply was cut off by a crash and recovered) with
 // tool calls on reply 21 and a long question 22.
-func historyFakeA() *fakeA {
-	f := newFakeA(23)
+func historyFakeSession() *fakeSession {
+	f := newFakeSession(23)
 	f.msgs = f.msgs[:45]
 	partial := "Step 23 needs the config file, then the server must be st"
-	f.entryA(45).Partial = &partial
-	f.entryA(42).Items = []messages.TranscriptItem{
+	f.entry(45).Partial = &partial
+	f.entry(42).Items = []messages.TranscriptItem{
 		messages.ToolCall{CallID: "call_1", Name: "grep", Arguments: json.RawMessage(`{"q":"config"}`)},
 		messages.ToolOutput{CallID: "call_1", Output: json.RawMessage(`"3 matches in config.yaml"`)},
 		messages.ToolCall{CallID: "call_2", Name: "read_file", Arguments: json.RawMessage(`{"path":"/etc/x"}`)},
 		messages.ToolOutput{CallID: "call_2", Output: json.RawMessage(`"permission denied"`), IsError: true},
 		messages.Metadata{Key: "response_id", Value: "resp_1"},
 	}
-	f.entryA(43).Text = "A long question. " + strings.Repeat("It goes on and on about the deployment, the config and the server. ", 6) +
+	f.entry(43).Text = "A long question. " + strings.Repeat("It goes on and on about the deployment, the config and the server. ", 6) +
 		"\n\nAnd a second paragraph."
 	return f
 }
 
 func TestHistoryScreenPages(t *testing.T) {
-	f := historyFakeA()
-	r := newRunA(t, f, "main", NewHistoryScreen())
+	f := historyFakeSession()
+	r := newSessionRun(t, f, "main", NewHistoryScreen())
 	if got, want := f.calls, []string{"history  20"}; !slices.Equal(got, want) {
 		t.Fatalf("Open: backend calls %q, want %q", got, want)
 	}
 	r.golden("history_newest", 80, 24)
 
 	r.press("pgup")
-	older := f.entryA(26).Turn // the first message of the newest page
+	older := f.entry(26).Turn // the first message of the newest page
 	if got, want := f.calls[len(f.calls)-1], fmt.Sprintf("history %s 20", older); got != want {
 		t.Fatalf("pgup: backend call %q, want %q", got, want)
 	}
@@ -70,8 +70,8 @@ func TestHistoryScreenPages(t *testing.T) {
 // so that the selected message stays visible, and the re-layout at
 // another size.
 func TestHistoryScreenSelect(t *testing.T) {
-	f := historyFakeA()
-	r := newRunA(t, f, "main", NewHistoryScreen())
+	f := historyFakeSession()
+	r := newSessionRun(t, f, "main", NewHistoryScreen())
 	for range 5 {
 		r.press("up")
 	}
@@ -86,8 +86,8 @@ func TestHistoryScreenSelect(t *testing.T) {
 }
 
 func TestHistoryScreenShow(t *testing.T) {
-	f := historyFakeA()
-	r := newRunA(t, f, "main", NewHistoryScreen())
+	f := historyFakeSession()
+	r := newSessionRun(t, f, "main", NewHistoryScreen())
 	m := r.scr.(Modal)
 	r.press("up", "up", "up") // #42, the reply with tool calls
 	r.press("enter")
@@ -109,8 +109,8 @@ func TestHistoryScreenShow(t *testing.T) {
 
 // TestHistoryScreenShowScroll scrolls a message longer than the screen.
 func TestHistoryScreenShowScroll(t *testing.T) {
-	f := historyFakeA()
-	r := newRunA(t, f, "main", NewHistoryScreen())
+	f := historyFakeSession()
+	r := newSessionRun(t, f, "main", NewHistoryScreen())
 	r.press("up", "up", "enter") // #43, the long question
 	top := r.view(80, 8)
 	if strings.Contains(top, "second paragraph") {
@@ -127,8 +127,8 @@ func TestHistoryScreenShowScroll(t *testing.T) {
 }
 
 func TestHistoryScreenFork(t *testing.T) {
-	f := historyFakeA()
-	r := newRunA(t, f, "main", NewHistoryScreen())
+	f := historyFakeSession()
+	r := newSessionRun(t, f, "main", NewHistoryScreen())
 	r.press("up", "up", "up") // #42, the reply of turn 21 (#41)
 	r.press("f")
 	if !r.scr.(Modal).Modal() {
@@ -137,7 +137,7 @@ func TestHistoryScreenFork(t *testing.T) {
 	r.typeText("try-b")
 	r.golden("history_fork_ask", 80, 24)
 	r.press("enter")
-	want := fmt.Sprintf("fork %s %s try-b", f.branchA("main").ID, f.entryA(41).Turn)
+	want := fmt.Sprintf("fork %s %s try-b", f.branch("main").ID, f.entry(41).Turn)
 	if got := f.calls[len(f.calls)-1]; got != want {
 		t.Errorf("fork: backend call %q, want %q", got, want)
 	}
@@ -152,7 +152,7 @@ func TestHistoryScreenFork(t *testing.T) {
 	// A label left empty is fork-N; a failed fork is an error on the status line.
 	f.forkErr = errors.New("actors: not forkable: turn 21 is Responding")
 	r.press("f", "enter")
-	if got, want := f.calls[len(f.calls)-1], fmt.Sprintf("fork %s %s fork-21", f.branchA("main").ID, f.entryA(41).Turn); got != want {
+	if got, want := f.calls[len(f.calls)-1], fmt.Sprintf("fork %s %s fork-21", f.branch("main").ID, f.entry(41).Turn); got != want {
 		t.Errorf("fork with no label: backend call %q, want %q", got, want)
 	}
 	st = r.takeShell()
@@ -169,13 +169,13 @@ func TestHistoryScreenFork(t *testing.T) {
 }
 
 func TestHistoryScreenRollback(t *testing.T) {
-	f := historyFakeA()
-	r := newRunA(t, f, "main", NewHistoryScreen())
+	f := historyFakeSession()
+	r := newSessionRun(t, f, "main", NewHistoryScreen())
 	r.press("up", "up") // #43, the question of turn 22
 	r.press("r")
 	r.golden("history_rollback_ask", 80, 24)
 	r.press("enter")
-	want := fmt.Sprintf("fork %s %s rollback-22", f.branchA("main").ID, f.entryA(43).Turn)
+	want := fmt.Sprintf("fork %s %s rollback-22", f.branch("main").ID, f.entry(43).Turn)
 	if got := f.calls[len(f.calls)-1]; got != want {
 		t.Errorf("rollback: backend call %q, want %q", got, want)
 	}
@@ -185,7 +185,7 @@ func TestHistoryScreenRollback(t *testing.T) {
 			sw = &s
 		}
 	}
-	if sw == nil || sw.Branch.Label != "rollback-22" || sw.Branch.Parent != f.branchA("main").ID {
+	if sw == nil || sw.Branch.Label != "rollback-22" || sw.Branch.Parent != f.branch("main").ID {
 		t.Errorf("rollback: SwitchMsg %+v, want one to the new branch rollback-22 forked from main", sw)
 	}
 }
@@ -193,14 +193,14 @@ func TestHistoryScreenRollback(t *testing.T) {
 // TestHistoryScreenRollbackPageEdge rolls back at a reply that opens its
 // page: its question is on the older page, which the screen reads.
 func TestHistoryScreenRollbackPageEdge(t *testing.T) {
-	f := historyFakeA()
-	r := newRunA(t, f, "main", NewHistoryScreen())
+	f := historyFakeSession()
+	r := newSessionRun(t, f, "main", NewHistoryScreen())
 	r.press("pgup") // #6–#25: #6 is the reply of turn 3 (#5)
 	r.press("home")
 	r.press("r")
 	r.typeText("back-to-3")
 	r.press("enter")
-	want := fmt.Sprintf("fork %s %s back-to-3", f.branchA("main").ID, f.entryA(5).Turn)
+	want := fmt.Sprintf("fork %s %s back-to-3", f.branch("main").ID, f.entry(5).Turn)
 	if got := f.calls[len(f.calls)-1]; got != want {
 		t.Errorf("rollback at #6: backend call %q, want %q", got, want)
 	}
@@ -215,8 +215,8 @@ func TestHistoryScreenRollbackPageEdge(t *testing.T) {
 }
 
 func TestHistoryScreenSteps(t *testing.T) {
-	f := historyFakeA()
-	r := newRunA(t, f, "main", NewHistoryScreen())
+	f := historyFakeSession()
+	r := newSessionRun(t, f, "main", NewHistoryScreen())
 	r.press("up") // #44, the reply of turn 22
 	r.press("s")
 	st := r.takeShell()
@@ -226,9 +226,9 @@ func TestHistoryScreenSteps(t *testing.T) {
 }
 
 func TestHistoryScreenErrors(t *testing.T) {
-	f := historyFakeA()
+	f := historyFakeSession()
 	f.historyErr = errors.New("persistence: closed")
-	r := newRunA(t, f, "main", NewHistoryScreen())
+	r := newSessionRun(t, f, "main", NewHistoryScreen())
 	if got := r.view(80, 24); !strings.Contains(got, "could not read the history: persistence: closed") {
 		t.Errorf("a failed load: want the error on the screen, got\n%s", got)
 	}
@@ -238,7 +238,7 @@ func TestHistoryScreenErrors(t *testing.T) {
 
 	// A page that fails to load leaves the screen on the page it shows.
 	f.historyErr = nil
-	r = newRunA(t, f, "main", NewHistoryScreen())
+	r = newSessionRun(t, f, "main", NewHistoryScreen())
 	f.historyErr = errors.New("persistence: closed")
 	r.press("pgup")
 	if got := r.view(80, 24); !strings.Contains(got, "page 1 · messages #26–#45") {
@@ -252,8 +252,8 @@ func TestHistoryScreenErrors(t *testing.T) {
 }
 
 func TestHistoryScreenEmpty(t *testing.T) {
-	f := newFakeA(0)
-	r := newRunA(t, f, "main", NewHistoryScreen())
+	f := newFakeSession(0)
+	r := newSessionRun(t, f, "main", NewHistoryScreen())
 	if got := r.view(80, 24); !strings.Contains(got, "no messages yet") {
 		t.Errorf("no messages: got\n%s", got)
 	}

@@ -9,8 +9,8 @@ import (
 )
 
 func TestModelsSelect(t *testing.T) {
-	f := newFakeB()
-	d := driveB(t, f, NewModelsScreen())
+	f := newFakeTurns()
+	d := driveTurns(t, f, NewModelsScreen())
 	d.golden("models")
 	d.press("up")
 	d.golden("models_cursor")
@@ -20,28 +20,28 @@ func TestModelsSelect(t *testing.T) {
 		t.Fatalf("the branch's model is %q after selecting local", f.model)
 	}
 	msgs := d.takeShell()
-	st := statusesB(msgs)
+	st := statuses(msgs)
 	if len(st) != 1 || st[0].Err != nil || st[0].Text != "model: local" {
 		t.Errorf("status = %+v, want model: local", st)
 	}
-	if !hasMsgB[RefreshMsg](msgs) || !hasMsgB[CloseMsg](msgs) {
+	if !hasMsg[RefreshMsg](msgs) || !hasMsg[CloseMsg](msgs) {
 		t.Errorf("selecting sent %v, want a refresh and a close", msgs)
 	}
 	d.golden("models_selected")
 }
 
 func TestModelsSelectErrorIsStatus(t *testing.T) {
-	f := newFakeB()
+	f := newFakeTurns()
 	f.selectErr = errors.New("branch is busy")
-	d := driveB(t, f, NewModelsScreen())
+	d := driveTurns(t, f, NewModelsScreen())
 	d.press("down") // at the end: stays on smart
 	d.takeShell()
 	d.press("enter")
 	msgs := d.takeShell()
-	if st := statusesB(msgs); len(st) != 1 || !errors.Is(st[0].Err, f.selectErr) {
+	if st := statuses(msgs); len(st) != 1 || !errors.Is(st[0].Err, f.selectErr) {
 		t.Errorf("status = %+v, want the error", st)
 	}
-	if hasMsgB[CloseMsg](msgs) || hasMsgB[RefreshMsg](msgs) {
+	if hasMsg[CloseMsg](msgs) || hasMsg[RefreshMsg](msgs) {
 		t.Errorf("a failed selection sent %v", msgs)
 	}
 	if v := d.view(80, 20); !strings.Contains(v, "Cannot select smart: branch is busy") {
@@ -50,9 +50,9 @@ func TestModelsSelectErrorIsStatus(t *testing.T) {
 }
 
 func TestModelsDefault(t *testing.T) {
-	f := newFakeB()
+	f := newFakeTurns()
 	f.model = ""
-	d := driveB(t, f, NewModelsScreen())
+	d := driveTurns(t, f, NewModelsScreen())
 	v := d.view(80, 20)
 	if !strings.Contains(v, "default model (openai/gpt-4o-mini)") || strings.Contains(v, "(current)") {
 		t.Errorf("with no model selected:\n%s", v)

@@ -9,9 +9,9 @@ import (
 	tea "charm.land/bubbletea/v2"
 )
 
-// shellKindsA is the kinds of the messages for the shell, in order:
+// shellKinds is the kinds of the messages for the shell, in order:
 // "status", "error", "switch", "refresh", "close".
-func shellKindsA(ms []tea.Msg) []string {
+func shellKinds(ms []tea.Msg) []string {
 	var out []string
 	for _, m := range ms {
 		switch m := m.(type) {
@@ -34,8 +34,8 @@ func shellKindsA(ms []tea.Msg) []string {
 }
 
 func TestPinsScreenList(t *testing.T) {
-	f := newFakeA(0)
-	r := newRunA(t, f, "main", NewPinsScreen())
+	f := newFakeSession(0)
+	r := newSessionRun(t, f, "main", NewPinsScreen())
 	r.golden("pins", 80, 24)
 	r.golden("pins_small", 40, 8)
 
@@ -51,8 +51,8 @@ func TestPinsScreenList(t *testing.T) {
 }
 
 func TestPinsScreenAdd(t *testing.T) {
-	f := newFakeA(0)
-	r := newRunA(t, f, "main", NewPinsScreen())
+	f := newFakeSession(0)
+	r := newSessionRun(t, f, "main", NewPinsScreen())
 	r.press("a")
 	r.typeText("Prod is frozen on Fridays.")
 	r.golden("pins_add_ask", 80, 24)
@@ -60,7 +60,7 @@ func TestPinsScreenAdd(t *testing.T) {
 	if got, want := f.calls[len(f.calls)-1], "pin Prod is frozen on Fridays."; got != want {
 		t.Errorf("add: backend call %q, want %q", got, want)
 	}
-	if got, want := shellKindsA(r.takeShell()), []string{"refresh", "status"}; !slices.Equal(got, want) {
+	if got, want := shellKinds(r.takeShell()), []string{"refresh", "status"}; !slices.Equal(got, want) {
 		t.Errorf("add: shell got %v, want %v (the header's pins changed)", got, want)
 	}
 	r.golden("pins_added", 80, 24) // the new pin, selected
@@ -72,7 +72,7 @@ func TestPinsScreenAdd(t *testing.T) {
 	r.typeText(long)
 	r.press("enter")
 	st := r.takeShell()
-	if got, want := shellKindsA(st), []string{"error"}; !slices.Equal(got, want) {
+	if got, want := shellKinds(st), []string{"error"}; !slices.Equal(got, want) {
 		t.Fatalf("add too long: shell got %v, want %v", got, want)
 	}
 	if err := st[0].(StatusMsg).Err; !strings.Contains(err.Error(), "limit 64 (context.max_pin_bytes)") {
@@ -107,8 +107,8 @@ func TestPinsScreenAdd(t *testing.T) {
 }
 
 func TestPinsScreenEdit(t *testing.T) {
-	f := newFakeA(0)
-	r := newRunA(t, f, "main", NewPinsScreen())
+	f := newFakeSession(0)
+	r := newSessionRun(t, f, "main", NewPinsScreen())
 	r.press("down", "e") // #3
 	r.golden("pins_edit_ask", 80, 24)
 	for range len(" without asking first.") {
@@ -120,7 +120,7 @@ func TestPinsScreenEdit(t *testing.T) {
 	if got := f.calls[len(f.calls)-1]; got != want {
 		t.Errorf("edit: backend call %q, want %q", got, want)
 	}
-	if got, want := shellKindsA(r.takeShell()), []string{"refresh", "status"}; !slices.Equal(got, want) {
+	if got, want := shellKinds(r.takeShell()), []string{"refresh", "status"}; !slices.Equal(got, want) {
 		t.Errorf("edit: shell got %v, want %v", got, want)
 	}
 	r.golden("pins_edited", 80, 24)
@@ -138,8 +138,8 @@ func TestPinsScreenEdit(t *testing.T) {
 }
 
 func TestPinsScreenRemove(t *testing.T) {
-	f := newFakeA(0)
-	r := newRunA(t, f, "main", NewPinsScreen())
+	f := newFakeSession(0)
+	r := newSessionRun(t, f, "main", NewPinsScreen())
 	r.press("x")
 	r.golden("pins_remove_ask", 80, 24)
 	r.press("n")
@@ -150,7 +150,7 @@ func TestPinsScreenRemove(t *testing.T) {
 	if got, want := f.calls[len(f.calls)-1], "unpin 1"; got != want {
 		t.Errorf("delete, y: backend call %q, want %q", got, want)
 	}
-	if got, want := shellKindsA(r.takeShell()), []string{"refresh", "status"}; !slices.Equal(got, want) {
+	if got, want := shellKinds(r.takeShell()), []string{"refresh", "status"}; !slices.Equal(got, want) {
 		t.Errorf("unpin: shell got %v, want %v", got, want)
 	}
 	r.golden("pins_removed", 80, 24)
@@ -162,7 +162,7 @@ func TestPinsScreenRemove(t *testing.T) {
 	if len(st) != 1 || st[0].(StatusMsg).Err == nil || !strings.Contains(st[0].(StatusMsg).Err.Error(), "no pinned fact #3") {
 		t.Errorf("unpin a pin gone: shell got %v, want the backend's error", st)
 	}
-	if errors.Is(st[0].(StatusMsg).Err, errFakeA) {
+	if errors.Is(st[0].(StatusMsg).Err, errFakeSession) {
 		t.Errorf("unpin called a method the screen should not")
 	}
 }

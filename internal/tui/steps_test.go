@@ -9,9 +9,9 @@ import (
 )
 
 func TestStepsOfTheLastTurnAndTheOneBefore(t *testing.T) {
-	f := newFakeB()
+	f := newFakeTurns()
 	s := NewStepsScreen()
-	d := driveB(t, f, s)
+	d := driveTurns(t, f, s)
 	if s.seq != 3 {
 		t.Fatalf("the screen opened at turn %d, want 3 (the last)", s.seq)
 	}
@@ -45,16 +45,16 @@ func TestStepsOfTheLastTurnAndTheOneBefore(t *testing.T) {
 	if s.seq != 1 || f.called("TurnAt 0") != 0 {
 		t.Errorf("left twice from turn 2 is at turn %d", s.seq)
 	}
-	if v := normalizeB(d.view(80, 22)); !strings.Contains(v, "grep searches text") || !strings.Contains(v, "Tool calls:\n  none\n") {
+	if v := normalizeScreen(d.view(80, 22)); !strings.Contains(v, "grep searches text") || !strings.Contains(v, "Tool calls:\n  none\n") {
 		t.Errorf("turn 1 (found in the history before turn 2) =\n%s", v)
 	}
 }
 
 func TestStepsAtATurn(t *testing.T) {
-	f := newFakeB()
+	f := newFakeTurns()
 	s := NewStepsScreen()
 	s.At(2)
-	d := driveB(t, f, s)
+	d := driveTurns(t, f, s)
 	if s.seq != 2 {
 		t.Fatalf("At(2) opened at turn %d", s.seq)
 	}
@@ -66,7 +66,7 @@ func TestStepsAtATurn(t *testing.T) {
 	s.At(9)
 	d.takeShell()
 	d.run(s.Open(d.st), 0)
-	st := statusesB(d.takeShell())
+	st := statuses(d.takeShell())
 	if len(st) != 1 || !errors.Is(st[0].Err, persistence.ErrTurnNotFound) {
 		t.Errorf("status for turn 9 = %+v, want ErrTurnNotFound", st)
 	}
@@ -76,9 +76,9 @@ func TestStepsAtATurn(t *testing.T) {
 }
 
 func TestStepsWithoutTurns(t *testing.T) {
-	f := newFakeB()
+	f := newFakeTurns()
 	f.turns = nil
-	d := driveB(t, f, NewStepsScreen())
+	d := driveTurns(t, f, NewStepsScreen())
 	if n := f.called("TurnAt"); n != 0 {
 		t.Errorf("with no turns the screen read %d turns", n)
 	}

@@ -6,10 +6,10 @@ import (
 	tea "charm.land/bubbletea/v2"
 )
 
-// TestScreensAEsc checks the rule the shell relies on: out of their own
+// TestSessionScreensEsc checks the rule the shell relies on: out of their own
 // modes the screens are not Modal and ignore esc (the shell closes
 // them); in a question they are, and esc only leaves the question.
-func TestScreensAEsc(t *testing.T) {
+func TestSessionScreensEsc(t *testing.T) {
 	for _, c := range []struct {
 		scr  Screen
 		mode []string // keys that open a question
@@ -18,8 +18,8 @@ func TestScreensAEsc(t *testing.T) {
 		{NewBranchesScreen(), []string{"f"}},
 		{NewPinsScreen(), []string{"a"}},
 	} {
-		f := historyFakeA()
-		r := newRunA(t, f, "main", c.scr)
+		f := historyFakeSession()
+		r := newSessionRun(t, f, "main", c.scr)
 		m, ok := c.scr.(Modal)
 		if !ok {
 			t.Fatalf("%s is not a Modal", c.scr.Name())
@@ -27,14 +27,14 @@ func TestScreensAEsc(t *testing.T) {
 		if m.Modal() {
 			t.Errorf("%s: Modal() = true on open, want false", c.scr.Name())
 		}
-		if cmd := c.scr.Update(r.st, keyA("esc")); cmd != nil {
+		if cmd := c.scr.Update(r.st, sessionKey("esc")); cmd != nil {
 			t.Errorf("%s: Update(esc) out of a question returned a command, want nil", c.scr.Name())
 		}
 		r.press(c.mode...)
 		if !m.Modal() {
 			t.Errorf("%s: Modal() = false in a question, want true", c.scr.Name())
 		}
-		if cmd := c.scr.Update(r.st, keyA("esc")); cmd != nil {
+		if cmd := c.scr.Update(r.st, sessionKey("esc")); cmd != nil {
 			t.Errorf("%s: Update(esc) in a question returned a command, want nil", c.scr.Name())
 		}
 		if m.Modal() {
@@ -46,9 +46,9 @@ func TestScreensAEsc(t *testing.T) {
 	}
 }
 
-// TestScreensAFit renders the screens in every mode at many sizes: each
+// TestSessionScreensFit renders the screens in every mode at many sizes: each
 // fills exactly its area and no line is wider.
-func TestScreensAFit(t *testing.T) {
+func TestSessionScreensFit(t *testing.T) {
 	sizes := [][2]int{{80, 24}, {40, 10}, {120, 40}, {20, 5}, {10, 3}, {1, 1}}
 	for _, c := range []struct {
 		scr  Screen
@@ -58,8 +58,8 @@ func TestScreensAFit(t *testing.T) {
 		{NewBranchesScreen(), [][]string{nil, {"d"}, {"n", "/", "e", "x"}, {"enter"}}},
 		{NewPinsScreen(), [][]string{nil, {"e"}, {"esc", "x"}}},
 	} {
-		f := historyFakeA()
-		r := newRunA(t, f, "fix-typo", c.scr)
+		f := historyFakeSession()
+		r := newSessionRun(t, f, "fix-typo", c.scr)
 		for _, ks := range c.keys {
 			r.press(ks...)
 			for _, sz := range sizes {

@@ -20,11 +20,11 @@ import (
 	"github.com/contextinfinity/ctxinf/messages"
 )
 
-// fakeA is the Backend of the history, branches and pins screens'
+// fakeSession is the Backend of the history, branches and pins screens'
 // tests: one session, its branches, one transcript (every branch's
 // history is it) and the current branch's pins, with fixed ids and
 // times. It records the calls that change something.
-type fakeA struct {
+type fakeSession struct {
 	session  api.Session
 	branches []api.Branch
 	msgs     []Entry
@@ -40,14 +40,14 @@ type fakeA struct {
 	calls []string // "fork BRANCH AT LABEL", "delete BRANCH", "pin FACT", …
 }
 
-var errFakeA = errors.New("fakeA: not used by these screens")
+var errFakeSession = errors.New("fakeSession: not used by these screens")
 
-// fakeATime is the creation time of everything in fakeA.
-var fakeATime = time.Date(2025, 3, 14, 9, 26, 53, 0, time.UTC)
+// fakeSessionTime is the creation time of everything in fakeSession.
+var fakeSessionTime = time.Date(2025, 3, 14, 9, 26, 53, 0, time.UTC)
 
-// idA makes an id of its first and last characters (Crockford base32),
+// sessionID makes an id of its first and last characters (Crockford base32),
 // zeros between.
-func idA[T ~[16]byte](head, tail string) T {
+func sessionID[T ~[16]byte](head, tail string) T {
 	id, err := messages.ParseID[T](head + strings.Repeat("0", 26-len(head)-len(tail)) + tail)
 	if err != nil {
 		panic(err)
@@ -55,7 +55,7 @@ func idA[T ~[16]byte](head, tail string) T {
 	return id
 }
 
-// newFakeA returns a session whose branch tree is
+// newFakeSession returns a session whose branch tree is
 //
 //	main
 //	├─ fix-typo (@2)
@@ -65,22 +65,22 @@ func idA[T ~[16]byte](head, tail string) T {
 //	   └─ exp-b (@6)  (its id starts as exp-a's and ends with exp-a's last 8)
 //
 // and a transcript of n exchanges (2n messages).
-func newFakeA(n int) *fakeA {
-	f := &fakeA{maxPins: 4, maxBytes: 64, nextPin: 4}
-	f.session = api.Session{ID: idA[messages.SessionID]("01JBS", "SESS10N1"), Title: "chat", Created: fakeATime}
+func newFakeSession(n int) *fakeSession {
+	f := &fakeSession{maxPins: 4, maxBytes: 64, nextPin: 4}
+	f.session = api.Session{ID: sessionID[messages.SessionID]("01JBS", "SESS10N1"), Title: "chat", Created: fakeSessionTime}
 	ids := map[string]messages.BranchID{
-		"main":       idA[messages.BranchID]("01JBMA", "MA1NMA1N"),
-		"experiment": idA[messages.BranchID]("01JBEX", "EXPERMNT"),
-		"fix-typo":   idA[messages.BranchID]("01JBF1", "F1XTYP00"),
-		"exp-a":      idA[messages.BranchID]("01JBEA", "1SHARED01"),
-		"exp-b":      idA[messages.BranchID]("01JBEA", "2SHARED01"),
-		"fix-typo-2": idA[messages.BranchID]("01JBF2", "F1XTYP02"),
+		"main":       sessionID[messages.BranchID]("01JBMA", "MA1NMA1N"),
+		"experiment": sessionID[messages.BranchID]("01JBEX", "EXPERMNT"),
+		"fix-typo":   sessionID[messages.BranchID]("01JBF1", "F1XTYP00"),
+		"exp-a":      sessionID[messages.BranchID]("01JBEA", "1SHARED01"),
+		"exp-b":      sessionID[messages.BranchID]("01JBEA", "2SHARED01"),
+		"fix-typo-2": sessionID[messages.BranchID]("01JBF2", "F1XTYP02"),
 	}
 	mk := func(label, parent string, seq uint64) api.Branch {
-		b := api.Branch{ID: ids[label], Session: f.session.ID, Label: label, ForkSeq: seq, Created: fakeATime}
+		b := api.Branch{ID: ids[label], Session: f.session.ID, Label: label, ForkSeq: seq, Created: fakeSessionTime}
 		if parent != "" {
 			b.Parent = ids[parent]
-			b.ForkAt = idA[messages.TurnID](fmt.Sprintf("01JT%02d", seq), "")
+			b.ForkAt = sessionID[messages.TurnID](fmt.Sprintf("01JT%02d", seq), "")
 		}
 		return b
 	}
@@ -94,32 +94,32 @@ func newFakeA(n int) *fakeA {
 	}
 	f.session.ActiveBranch = f.branches[1].ID
 	for i := 1; i <= n; i++ {
-		u := Entry{Turn: idA[messages.TurnID](fmt.Sprintf("01JT%02d", i), ""), Depth: uint64(2*i - 1), Role: messages.RoleUser,
+		u := Entry{Turn: sessionID[messages.TurnID](fmt.Sprintf("01JT%02d", i), ""), Depth: uint64(2*i - 1), Role: messages.RoleUser,
 			Text: fmt.Sprintf("Question %d: what does step %d of the plan need?", i, i)}
-		a := Entry{Turn: idA[messages.TurnID](fmt.Sprintf("01JR%02d", i), ""), Depth: uint64(2 * i), Role: messages.RoleAssistant,
+		a := Entry{Turn: sessionID[messages.TurnID](fmt.Sprintf("01JR%02d", i), ""), Depth: uint64(2 * i), Role: messages.RoleAssistant,
 			Text: fmt.Sprintf("Answer %d. Step %d needs the config file and a running server.", i, i)}
 		f.msgs = append(f.msgs, u, a)
 	}
 	f.pins = []messages.PinnedFact{
-		{ID: 1, Fact: "The user's name is Ada.", Seq: 1, At: fakeATime},
-		{ID: 3, Fact: "Deploys go to eu-west-1 only; never touch the us-east-1 stack without asking first.", Seq: 4, At: fakeATime},
+		{ID: 1, Fact: "The user's name is Ada.", Seq: 1, At: fakeSessionTime},
+		{ID: 3, Fact: "Deploys go to eu-west-1 only; never touch the us-east-1 stack without asking first.", Seq: 4, At: fakeSessionTime},
 	}
 	return f
 }
 
-// entryA returns the fake's message at depth d.
-func (f *fakeA) entryA(d uint64) *Entry { return &f.msgs[d-1] }
+// entry returns the fake's message at depth d.
+func (f *fakeSession) entry(d uint64) *Entry { return &f.msgs[d-1] }
 
-func (f *fakeA) branchA(label string) api.Branch {
+func (f *fakeSession) branch(label string) api.Branch {
 	for _, b := range f.branches {
 		if b.Label == label {
 			return b
 		}
 	}
-	panic("fakeA: no branch " + label)
+	panic("fakeSession: no branch " + label)
 }
 
-func (f *fakeA) History(_ context.Context, _ messages.BranchID, before messages.TurnID, n int) ([]Entry, messages.TurnID, error) {
+func (f *fakeSession) History(_ context.Context, _ messages.BranchID, before messages.TurnID, n int) ([]Entry, messages.TurnID, error) {
 	f.calls = append(f.calls, fmt.Sprintf("history %s %d", before, n))
 	if f.historyErr != nil {
 		return nil, messages.TurnID{}, f.historyErr
@@ -128,7 +128,7 @@ func (f *fakeA) History(_ context.Context, _ messages.BranchID, before messages.
 	if !before.IsZero() {
 		end = slices.IndexFunc(f.msgs, func(e Entry) bool { return e.Turn == before })
 		if end < 0 {
-			return nil, messages.TurnID{}, fmt.Errorf("fakeA: no message %s", before)
+			return nil, messages.TurnID{}, fmt.Errorf("fakeSession: no message %s", before)
 		}
 	}
 	start := max(0, end-n)
@@ -139,7 +139,7 @@ func (f *fakeA) History(_ context.Context, _ messages.BranchID, before messages.
 	return slices.Clone(f.msgs[start:end]), older, nil
 }
 
-func (f *fakeA) Turn(_ context.Context, _ messages.BranchID, turn messages.TurnID) (api.TurnInfo, error) {
+func (f *fakeSession) Turn(_ context.Context, _ messages.BranchID, turn messages.TurnID) (api.TurnInfo, error) {
 	seq := uint64(0)
 	for _, e := range f.msgs {
 		if e.Role == messages.RoleUser {
@@ -149,37 +149,37 @@ func (f *fakeA) Turn(_ context.Context, _ messages.BranchID, turn messages.TurnI
 			}
 		}
 	}
-	return api.TurnInfo{}, fmt.Errorf("fakeA: %s is no turn", turn)
+	return api.TurnInfo{}, fmt.Errorf("fakeSession: %s is no turn", turn)
 }
 
-func (f *fakeA) Fork(_ context.Context, branch messages.BranchID, at messages.TurnID, label string) (api.Branch, error) {
+func (f *fakeSession) Fork(_ context.Context, branch messages.BranchID, at messages.TurnID, label string) (api.Branch, error) {
 	f.calls = append(f.calls, fmt.Sprintf("fork %s %s %s", branch, at, label))
 	if f.forkErr != nil {
 		return api.Branch{}, f.forkErr
 	}
 	f.forks++
-	row := api.Branch{ID: idA[messages.BranchID]("01JBN", fmt.Sprintf("F0RK%04d", f.forks)), Session: f.session.ID,
-		Parent: branch, ForkAt: at, ForkSeq: 9, Label: label, Created: fakeATime}
+	row := api.Branch{ID: sessionID[messages.BranchID]("01JBN", fmt.Sprintf("F0RK%04d", f.forks)), Session: f.session.ID,
+		Parent: branch, ForkAt: at, ForkSeq: 9, Label: label, Created: fakeSessionTime}
 	f.branches = append(f.branches, row)
 	return row, nil
 }
 
-func (f *fakeA) Branches(_ context.Context, session messages.SessionID) ([]api.Branch, error) {
+func (f *fakeSession) Branches(_ context.Context, session messages.SessionID) ([]api.Branch, error) {
 	if session != f.session.ID {
-		return nil, fmt.Errorf("fakeA: no session %s", session)
+		return nil, fmt.Errorf("fakeSession: no session %s", session)
 	}
 	return slices.Clone(f.branches), nil
 }
 
-func (f *fakeA) Sessions(context.Context) ([]api.Session, error) {
+func (f *fakeSession) Sessions(context.Context) ([]api.Session, error) {
 	return []api.Session{f.session}, nil
 }
 
-func (f *fakeA) DeleteBranch(_ context.Context, branch messages.BranchID) (api.Deleted, error) {
+func (f *fakeSession) DeleteBranch(_ context.Context, branch messages.BranchID) (api.Deleted, error) {
 	f.calls = append(f.calls, "delete "+branch.String())
 	i := slices.IndexFunc(f.branches, func(b api.Branch) bool { return b.ID == branch })
 	if i < 0 {
-		return api.Deleted{}, fmt.Errorf("fakeA: no branch %s", branch)
+		return api.Deleted{}, fmt.Errorf("fakeSession: no branch %s", branch)
 	}
 	if f.branches[i].Parent.IsZero() {
 		return api.Deleted{}, fmt.Errorf("%w: delete branch %s: it is the first branch of session %s: delete the session",
@@ -199,12 +199,12 @@ func (f *fakeA) DeleteBranch(_ context.Context, branch messages.BranchID) (api.D
 	return api.Deleted{Session: f.session.ID, Branches: []messages.BranchID{branch}, Nodes: 4, Turns: 2}, nil
 }
 
-func (f *fakeA) Pins(context.Context, messages.BranchID) ([]messages.PinnedFact, error) {
+func (f *fakeSession) Pins(context.Context, messages.BranchID) ([]messages.PinnedFact, error) {
 	return slices.Clone(f.pins), nil
 }
 
 // checkPin is the runtime's rule (core.Pin) in small: a size and a count.
-func (f *fakeA) checkPin(fact string) error {
+func (f *fakeSession) checkPin(fact string) error {
 	if fact == "" {
 		return errors.New("core: invalid: fact: empty")
 	}
@@ -214,7 +214,7 @@ func (f *fakeA) checkPin(fact string) error {
 	return nil
 }
 
-func (f *fakeA) Pin(_ context.Context, _ messages.BranchID, fact string) (messages.PinnedFact, error) {
+func (f *fakeSession) Pin(_ context.Context, _ messages.BranchID, fact string) (messages.PinnedFact, error) {
 	f.calls = append(f.calls, "pin "+fact)
 	if err := f.checkPin(fact); err != nil {
 		return messages.PinnedFact{}, err
@@ -222,13 +222,13 @@ func (f *fakeA) Pin(_ context.Context, _ messages.BranchID, fact string) (messag
 	if len(f.pins) >= f.maxPins {
 		return messages.PinnedFact{}, fmt.Errorf("core: invalid: fact: %d facts pinned, limit %d (context.max_pins)", len(f.pins), f.maxPins)
 	}
-	p := messages.PinnedFact{ID: f.nextPin, Fact: fact, Seq: 9, At: fakeATime}
+	p := messages.PinnedFact{ID: f.nextPin, Fact: fact, Seq: 9, At: fakeSessionTime}
 	f.nextPin++
 	f.pins = append(f.pins, p)
 	return p, nil
 }
 
-func (f *fakeA) EditPin(_ context.Context, _ messages.BranchID, id uint64, fact string) (messages.PinnedFact, error) {
+func (f *fakeSession) EditPin(_ context.Context, _ messages.BranchID, id uint64, fact string) (messages.PinnedFact, error) {
 	f.calls = append(f.calls, fmt.Sprintf("editpin %d %s", id, fact))
 	if err := f.checkPin(fact); err != nil {
 		return messages.PinnedFact{}, err
@@ -242,7 +242,7 @@ func (f *fakeA) EditPin(_ context.Context, _ messages.BranchID, id uint64, fact 
 	return messages.PinnedFact{}, fmt.Errorf("core: not found: no pinned fact #%d", id)
 }
 
-func (f *fakeA) Unpin(_ context.Context, _ messages.BranchID, id uint64) error {
+func (f *fakeSession) Unpin(_ context.Context, _ messages.BranchID, id uint64) error {
 	f.calls = append(f.calls, fmt.Sprintf("unpin %d", id))
 	i := slices.IndexFunc(f.pins, func(p messages.PinnedFact) bool { return p.ID == id })
 	if i < 0 {
@@ -254,75 +254,75 @@ func (f *fakeA) Unpin(_ context.Context, _ messages.BranchID, id uint64) error {
 
 // The rest of Backend: not used by these screens.
 
-func (f *fakeA) Names(context.Context) (string, string, error) { return "", "", errFakeA }
-func (f *fakeA) CreateSession(context.Context, string) (api.Branch, error) {
-	return api.Branch{}, errFakeA
+func (f *fakeSession) Names(context.Context) (string, string, error) { return "", "", errFakeSession }
+func (f *fakeSession) CreateSession(context.Context, string) (api.Branch, error) {
+	return api.Branch{}, errFakeSession
 }
-func (f *fakeA) BranchRow(context.Context, messages.BranchID) (api.Branch, error) {
-	return api.Branch{}, errFakeA
+func (f *fakeSession) BranchRow(context.Context, messages.BranchID) (api.Branch, error) {
+	return api.Branch{}, errFakeSession
 }
-func (f *fakeA) Info(context.Context, messages.BranchID) (api.BranchInfo, error) {
-	return api.BranchInfo{}, errFakeA
+func (f *fakeSession) Info(context.Context, messages.BranchID) (api.BranchInfo, error) {
+	return api.BranchInfo{}, errFakeSession
 }
-func (f *fakeA) Submit(context.Context, messages.BranchID, string, func(Update)) (uint64, Update, error) {
-	return 0, Update{}, errFakeA
+func (f *fakeSession) Submit(context.Context, messages.BranchID, string, func(Update)) (uint64, Update, error) {
+	return 0, Update{}, errFakeSession
 }
-func (f *fakeA) Cancel(context.Context, messages.BranchID) error { return errFakeA }
-func (f *fakeA) TurnAt(context.Context, messages.BranchID, uint64) (api.Turn, error) {
-	return api.Turn{}, errFakeA
+func (f *fakeSession) Cancel(context.Context, messages.BranchID) error { return errFakeSession }
+func (f *fakeSession) TurnAt(context.Context, messages.BranchID, uint64) (api.Turn, error) {
+	return api.Turn{}, errFakeSession
 }
-func (f *fakeA) Pending(context.Context, messages.BranchID) ([]messages.PendingTurn, error) {
-	return nil, errFakeA
+func (f *fakeSession) Pending(context.Context, messages.BranchID) ([]messages.PendingTurn, error) {
+	return nil, errFakeSession
 }
-func (f *fakeA) CommitPending(context.Context, messages.BranchID) error { return errFakeA }
-func (f *fakeA) ModelNames(context.Context) ([]string, error)           { return nil, errFakeA }
-func (f *fakeA) SelectModel(context.Context, messages.BranchID, string) error {
-	return errFakeA
+func (f *fakeSession) CommitPending(context.Context, messages.BranchID) error { return errFakeSession }
+func (f *fakeSession) ModelNames(context.Context) ([]string, error)           { return nil, errFakeSession }
+func (f *fakeSession) SelectModel(context.Context, messages.BranchID, string) error {
+	return errFakeSession
 }
-func (f *fakeA) Search(context.Context, messages.BranchID, string, int) ([]api.Hit, error) {
-	return nil, errFakeA
+func (f *fakeSession) Search(context.Context, messages.BranchID, string, int) ([]api.Hit, error) {
+	return nil, errFakeSession
 }
-func (f *fakeA) Context(context.Context, messages.BranchID, uint64, string) (api.ContextDebug, error) {
-	return api.ContextDebug{}, errFakeA
+func (f *fakeSession) Context(context.Context, messages.BranchID, uint64, string) (api.ContextDebug, error) {
+	return api.ContextDebug{}, errFakeSession
 }
-func (f *fakeA) Recovered(context.Context, messages.BranchID, messages.TurnID) (string, bool, error) {
-	return "", false, errFakeA
+func (f *fakeSession) Recovered(context.Context, messages.BranchID, messages.TurnID) (string, bool, error) {
+	return "", false, errFakeSession
 }
 
-var _ Backend = (*fakeA)(nil)
+var _ Backend = (*fakeSession)(nil)
 
-// updateScrA rewrites the golden screens of these tests (a flag name of
+// updateSession rewrites the golden screens of these tests (a flag name of
 // their own: the package's other tests may have an -update).
-var updateScrA = flag.Bool("update-scra", false, "rewrite testdata/scra/*.golden")
+var updateSession = flag.Bool("update-session", false, "rewrite testdata/session/*.golden")
 
-// runA drives a screen as the shell would, without a terminal: it
+// sessionRun drives a screen as the shell would, without a terminal: it
 // passes messages to Update and runs the commands it returns at once,
 // feeding the screen's own results back and keeping the messages meant
 // for the shell.
-type runA struct {
+type sessionRun struct {
 	t     *testing.T
-	f     *fakeA
+	f     *fakeSession
 	st    *State
 	scr   Screen
 	shell []tea.Msg // StatusMsg, SwitchMsg, RefreshMsg, CloseMsg, in order
 }
 
-// newRunA opens scr on fake's branch labeled branch.
-func newRunA(t *testing.T, f *fakeA, branch string, scr Screen) *runA {
+// newSessionRun opens scr on fake's branch labeled branch.
+func newSessionRun(t *testing.T, f *fakeSession, branch string, scr Screen) *sessionRun {
 	t.Helper()
-	r := &runA{t: t, f: f, scr: scr, st: &State{Ctx: t.Context(), Backend: f, Branch: f.branchA(branch), Width: 80, Height: 24}}
+	r := &sessionRun{t: t, f: f, scr: scr, st: &State{Ctx: t.Context(), Backend: f, Branch: f.branch(branch), Width: 80, Height: 24}}
 	r.run(scr.Open(r.st))
 	return r
 }
 
-func (r *runA) run(cmd tea.Cmd) {
+func (r *sessionRun) run(cmd tea.Cmd) {
 	if cmd == nil {
 		return
 	}
 	r.deliver(cmd())
 }
 
-func (r *runA) deliver(msg tea.Msg) {
+func (r *sessionRun) deliver(msg tea.Msg) {
 	switch msg := msg.(type) {
 	case nil:
 	case tea.BatchMsg:
@@ -337,25 +337,25 @@ func (r *runA) deliver(msg tea.Msg) {
 }
 
 // send passes msg to the screen's Update.
-func (r *runA) send(msg tea.Msg) { r.run(r.scr.Update(r.st, msg)) }
+func (r *sessionRun) send(msg tea.Msg) { r.run(r.scr.Update(r.st, msg)) }
 
 // press sends the keys: names ("enter", "esc", "up", "pgup", …) or a
 // single character each.
-func (r *runA) press(keys ...string) {
+func (r *sessionRun) press(keys ...string) {
 	for _, k := range keys {
-		r.send(keyA(k))
+		r.send(sessionKey(k))
 	}
 }
 
 // typeText sends text a character at a time.
-func (r *runA) typeText(text string) {
+func (r *sessionRun) typeText(text string) {
 	for _, c := range text {
 		r.send(tea.KeyPressMsg{Code: c, Text: string(c)})
 	}
 }
 
 // takeShell returns the messages for the shell since the last call.
-func (r *runA) takeShell() []tea.Msg {
+func (r *sessionRun) takeShell() []tea.Msg {
 	out := r.shell
 	r.shell = nil
 	return out
@@ -364,7 +364,7 @@ func (r *runA) takeShell() []tea.Msg {
 // view renders the screen at w×h, checks that it fills exactly h lines
 // of at most w cells, and returns it without colours and trailing
 // spaces.
-func (r *runA) view(w, h int) string {
+func (r *sessionRun) view(w, h int) string {
 	r.t.Helper()
 	v := r.scr.View(r.st, w, h)
 	lines := strings.Split(v, "\n")
@@ -380,12 +380,12 @@ func (r *runA) view(w, h int) string {
 	return strings.Join(lines, "\n")
 }
 
-// golden compares the screen at w×h with testdata/scra/name.golden.
-func (r *runA) golden(name string, w, h int) {
+// golden compares the screen at w×h with testdata/session/name.golden.
+func (r *sessionRun) golden(name string, w, h int) {
 	r.t.Helper()
 	got := r.view(w, h) + "\n"
-	path := filepath.Join("testdata", "scra", name+".golden")
-	if *updateScrA {
+	path := filepath.Join("testdata", "session", name+".golden")
+	if *updateSession {
 		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 			r.t.Fatal(err)
 		}
@@ -396,15 +396,15 @@ func (r *runA) golden(name string, w, h int) {
 	}
 	want, err := os.ReadFile(path)
 	if err != nil {
-		r.t.Fatalf("%v (run go test -run %s -update-scra to write it)", err, r.t.Name())
+		r.t.Fatalf("%v (run go test -run %s -update-session to write it)", err, r.t.Name())
 	}
 	if got != string(want) {
 		r.t.Errorf("%s: the screen differs from %s\n--- got\n%s--- want\n%s", name, path, got, want)
 	}
 }
 
-// keyA is the key press named k.
-func keyA(k string) tea.KeyPressMsg {
+// sessionKey is the key press named k.
+func sessionKey(k string) tea.KeyPressMsg {
 	codes := map[string]rune{"enter": tea.KeyEnter, "esc": tea.KeyEscape, "up": tea.KeyUp, "down": tea.KeyDown,
 		"left": tea.KeyLeft, "right": tea.KeyRight, "pgup": tea.KeyPgUp, "pgdown": tea.KeyPgDown,
 		"delete": tea.KeyDelete, "backspace": tea.KeyBackspace, "home": tea.KeyHome, "end": tea.KeyEnd}
@@ -413,7 +413,7 @@ func keyA(k string) tea.KeyPressMsg {
 	}
 	c := []rune(k)
 	if len(c) != 1 {
-		panic("keyA: no key " + k)
+		panic("sessionKey: no key " + k)
 	}
 	return tea.KeyPressMsg{Code: c[0], Text: k}
 }

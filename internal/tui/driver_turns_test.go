@@ -20,30 +20,30 @@ func init() {
 	}
 }
 
-func updatingB() bool {
+func updating() bool {
 	f := flag.Lookup("update")
 	return f != nil && f.Value.String() == "true"
 }
 
-// scrbDriver drives a Screen as the shell does: it opens it, sends it
+// turnsDriver drives a Screen as the shell does: it opens it, sends it
 // keys, runs the commands it returns synchronously (feeding their
 // results back), and keeps the messages meant for the shell.
-type scrbDriver struct {
+type turnsDriver struct {
 	t     *testing.T
-	f     *fakeB
+	f     *fakeTurns
 	st    *State
 	scr   Screen
 	shell []tea.Msg // StatusMsg, RefreshMsg, CloseMsg, SwitchMsg, in order
 }
 
-func driveB(t *testing.T, f *fakeB, scr Screen) *scrbDriver {
+func driveTurns(t *testing.T, f *fakeTurns, scr Screen) *turnsDriver {
 	t.Helper()
-	d := &scrbDriver{t: t, f: f, st: f.state(), scr: scr}
+	d := &turnsDriver{t: t, f: f, st: f.state(), scr: scr}
 	d.run(scr.Open(d.st), 0)
 	return d
 }
 
-func (d *scrbDriver) run(cmd tea.Cmd, depth int) {
+func (d *turnsDriver) run(cmd tea.Cmd, depth int) {
 	d.t.Helper()
 	if cmd == nil {
 		return
@@ -68,7 +68,7 @@ func (d *scrbDriver) run(cmd tea.Cmd, depth int) {
 }
 
 // keyPress is the message of the key named k (as msg.String() names it).
-func keyB(t *testing.T, k string) tea.KeyPressMsg {
+func turnsKey(t *testing.T, k string) tea.KeyPressMsg {
 	t.Helper()
 	codes := map[string]rune{"enter": tea.KeyEnter, "esc": tea.KeyEscape, "tab": tea.KeyTab, "up": tea.KeyUp,
 		"down": tea.KeyDown, "left": tea.KeyLeft, "right": tea.KeyRight, "pgdown": tea.KeyPgDown, "backspace": tea.KeyBackspace}
@@ -78,20 +78,20 @@ func keyB(t *testing.T, k string) tea.KeyPressMsg {
 		msg = tea.KeyPressMsg{Code: r[0], Text: k}
 	}
 	if msg.String() != k {
-		t.Fatalf("keyB(%q).String() = %q", k, msg.String())
+		t.Fatalf("turnsKey(%q).String() = %q", k, msg.String())
 	}
 	return msg
 }
 
-func (d *scrbDriver) press(keys ...string) {
+func (d *turnsDriver) press(keys ...string) {
 	d.t.Helper()
 	for _, k := range keys {
-		d.run(d.scr.Update(d.st, keyB(d.t, k)), 0)
+		d.run(d.scr.Update(d.st, turnsKey(d.t, k)), 0)
 	}
 }
 
 // typeText types s into the screen, a key per rune.
-func (d *scrbDriver) typeText(s string) {
+func (d *turnsDriver) typeText(s string) {
 	d.t.Helper()
 	for _, r := range s {
 		d.run(d.scr.Update(d.st, tea.KeyPressMsg{Code: r, Text: string(r)}), 0)
@@ -99,14 +99,14 @@ func (d *scrbDriver) typeText(s string) {
 }
 
 // takeShell returns the messages sent to the shell since the last call.
-func (d *scrbDriver) takeShell() []tea.Msg {
+func (d *turnsDriver) takeShell() []tea.Msg {
 	out := d.shell
 	d.shell = nil
 	return out
 }
 
 // view renders the screen in width×height and checks that it fits.
-func (d *scrbDriver) view(width, height int) string {
+func (d *turnsDriver) view(width, height int) string {
 	d.t.Helper()
 	v := d.scr.View(d.st, width, height)
 	lines := strings.Split(v, "\n")
@@ -123,14 +123,14 @@ func (d *scrbDriver) view(width, height int) string {
 
 // frame is the screen as the shell shows it in a terminal of
 // width×height: a title line, the screen's area and the help line.
-func (d *scrbDriver) frame(width, height int) string {
+func (d *turnsDriver) frame(width, height int) string {
 	d.t.Helper()
 	title := ansi.Truncate("── "+d.scr.Name()+" "+strings.Repeat("─", width), width, "")
-	return title + "\n" + d.view(width, height-2) + "\n" + ansi.Truncate(helpLineB(d.scr.Keys()), width, "…")
+	return title + "\n" + d.view(width, height-2) + "\n" + ansi.Truncate(helpLine(d.scr.Keys()), width, "…")
 }
 
 // helpLine is key bindings as a help line.
-func helpLineB(keys []key.Binding) string {
+func helpLine(keys []key.Binding) string {
 	var parts []string
 	for _, k := range keys {
 		parts = append(parts, k.Help().Key+" "+k.Help().Desc)
@@ -139,19 +139,19 @@ func helpLineB(keys []key.Binding) string {
 }
 
 // golden compares the frame at 80×24 (or the size given) with
-// testdata/scrb/name.golden, without colours or trailing spaces.
-func (d *scrbDriver) golden(name string, size ...int) {
+// testdata/turns/name.golden, without colours or trailing spaces.
+func (d *turnsDriver) golden(name string, size ...int) {
 	d.t.Helper()
 	w, h := 80, 24
 	if len(size) == 2 {
 		w, h = size[0], size[1]
 	}
-	got := normalizeB(d.frame(w, h))
+	got := normalizeScreen(d.frame(w, h))
 	if n := strings.Count(got, "\n") + 1; n != h {
 		d.t.Errorf("%s: frame has %d lines, want %d", name, n, h)
 	}
-	path := filepath.Join("testdata", "scrb", name+".golden")
-	if updatingB() {
+	path := filepath.Join("testdata", "turns", name+".golden")
+	if updating() {
 		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 			d.t.Fatal(err)
 		}
@@ -169,7 +169,7 @@ func (d *scrbDriver) golden(name string, size ...int) {
 	}
 }
 
-func normalizeB(s string) string {
+func normalizeScreen(s string) string {
 	lines := strings.Split(ansi.Strip(s), "\n")
 	for i, l := range lines {
 		lines[i] = strings.TrimRight(l, " ")
@@ -178,7 +178,7 @@ func normalizeB(s string) string {
 }
 
 // statuses are the StatusMsgs among msgs.
-func statusesB(msgs []tea.Msg) []StatusMsg {
+func statuses(msgs []tea.Msg) []StatusMsg {
 	var out []StatusMsg
 	for _, m := range msgs {
 		if s, ok := m.(StatusMsg); ok {
@@ -188,7 +188,7 @@ func statusesB(msgs []tea.Msg) []StatusMsg {
 	return out
 }
 
-func hasMsgB[T any](msgs []tea.Msg) bool {
+func hasMsg[T any](msgs []tea.Msg) bool {
 	for _, m := range msgs {
 		if _, ok := m.(T); ok {
 			return true
@@ -197,7 +197,7 @@ func hasMsgB[T any](msgs []tea.Msg) bool {
 	return false
 }
 
-func (f *fakeB) called(prefix string) int {
+func (f *fakeTurns) called(prefix string) int {
 	n := 0
 	for _, c := range f.calls {
 		if strings.HasPrefix(c, prefix) {
