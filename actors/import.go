@@ -9,6 +9,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/contextinfinity/ctxinf/export"
 	"github.com/contextinfinity/ctxinf/internal/core"
 	"github.com/contextinfinity/ctxinf/messages"
 	"github.com/contextinfinity/ctxinf/persistence"
@@ -21,59 +22,16 @@ import (
 // (turn seqs, state seqs, transcript depths, branch indexes), so that an
 // import rebuilds the same DAG with new ids.
 
-// ExportBranch is a branch of an exported session.
-type ExportBranch struct {
-	ID      messages.BranchID // on export only: the branch's id
-	Label   string
-	Created time.Time
-	// Parent is the index of the parent among the session's branches
-	// (-1 for the session's first branch, which has none). A fork
-	// starts after the parent's transcript node at ForkAtDepth (its
-	// fork point) with its tip at TipDepth (the same node, or the reply
-	// after it), at the parent's turn seq ForkSeq, from state Base,
-	// carrying the parent's finalized turns Carried (seqs) as pending.
-	Parent      int
-	ForkAtDepth uint64
-	TipDepth    uint64
-	ForkSeq     uint64
-	Base        ExportState
-	Carried     []uint64
-}
-
-// ExportTurn is a turn of a branch: a user message and its reply, or,
-// for a failed turn (Failed), the user message, the code and the reason.
-type ExportTurn struct {
-	Seq    uint64
-	User   messages.Message
-	Reply  messages.Message
-	Failed bool
-	Code   string
-	Reason string
-}
-
-// ExportState is a committed state: its summary, its pinned facts, and
-// the turns (seqs) it folded, none for a shrunk summary.
-type ExportState struct {
-	Seq     uint64
-	Summary string
-	Pinned  []string
-	Turns   []uint64
-}
-
-// ExportHead is the end of a branch: its head's pinned facts (newer than
-// its last state's when facts were pinned since) and its model.
-type ExportHead struct {
-	Pinned []string
-	Model  string
-}
-
-// ExportItem is one part of an export: exactly one field is set.
-type ExportItem struct {
-	Branch *ExportBranch
-	Turn   *ExportTurn
-	State  *ExportState
-	Head   *ExportHead
-}
+// The parts of an export are package export's (export.Item and what it
+// holds), so that a program reads and writes exports without the
+// runtime.
+type (
+	ExportBranch = export.Branch
+	ExportTurn   = export.Turn
+	ExportState  = export.State
+	ExportHead   = export.Head
+	ExportItem   = export.Item
+)
 
 // ExportSession calls fn with every part of session id, branch by branch
 // (see ExportBranch), reading a page at a time: memory stays that of a

@@ -29,6 +29,7 @@ var layers = []struct {
 	// Plain data at the bottom.
 	{"messages/...", "messages is plain data", []string{"messages/..."}},
 	{"api/...", "api is the HTTP API's types, plain data", []string{"messages", "api/..."}},
+	{"export/...", "export is the format of a session's export, plain data", []string{"messages", "export/..."}},
 
 	// Foundations: each imports messages at most, and its own tree.
 	{"internal/core/...", "the core is the deterministic heart", []string{"messages", "internal/core/..."}},
@@ -49,7 +50,7 @@ var layers = []struct {
 	// The runtime.
 	{"actors/...", "actors is the runtime", []string{
 		"messages", "internal/core", "internal/retrieval", "supervision", "internal/faults",
-		"persistence/...", "providers/...", "actors/...",
+		"persistence/...", "providers/...", "export", "actors/...",
 	}},
 
 	// The runtime built from a Config.
@@ -69,7 +70,7 @@ var layers = []struct {
 	{"client/...", "client is the HTTP API's Go client", []string{"messages", "api/...", "client/..."}},
 	{"internal/server/...", "the HTTP server is a surface", []string{
 		"messages", "internal/core", "internal/retrieval", "internal/tokens", "persistence/...",
-		"providers", "actors/...", "api/...", "internal/server/...",
+		"providers", "actors/...", "api/...", "export", "internal/server/...",
 	}},
 	{"internal/tui/...", "the terminal UI is a surface", []string{
 		"messages", "api/...", "internal/tui/...",

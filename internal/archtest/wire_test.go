@@ -5,10 +5,11 @@ import (
 	"testing"
 )
 
-// TestClientLinksNoRuntime fails if the HTTP API's types (api) or its Go
-// client (client) import the runtime or the storage layer, directly or
-// through any package of the module they import: a program that speaks
-// the API links neither.
+// TestClientLinksNoRuntime fails if the HTTP API's types (api), its Go
+// client (client) or the export format (export) import the runtime or
+// the storage layer, directly or through any package of the module they
+// import: a program that speaks the API, or reads and writes exports,
+// links neither.
 func TestClientLinksNoRuntime(t *testing.T) {
 	root, err := moduleRoot()
 	if err != nil {
@@ -23,7 +24,7 @@ func TestClientLinksNoRuntime(t *testing.T) {
 		imports[p.rel] = p.imports
 	}
 	forbidden := []string{"actors/...", "persistence/..."}
-	for _, top := range []string{"api", "client"} {
+	for _, top := range []string{"api", "client", "export"} {
 		if _, ok := imports[top]; !ok {
 			t.Fatalf("package %s not found under %s", top, root)
 		}

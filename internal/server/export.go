@@ -16,97 +16,16 @@ import (
 
 	"github.com/contextinfinity/ctxinf/actors"
 	"github.com/contextinfinity/ctxinf/api"
+	"github.com/contextinfinity/ctxinf/export"
 	"github.com/contextinfinity/ctxinf/internal/core"
 	"github.com/contextinfinity/ctxinf/messages"
 	"github.com/contextinfinity/ctxinf/persistence"
 )
 
-// ExportFormat is the version of the export format written. An export is
-// JSON lines (README, "Export and import"):
-//
-//	{"type":"session","format":2,"title":…,"created":…}
-//	per branch, in creation order (a parent before its forks):
-//	  {"type":"branch","label":…,"created":…,"parent":-1|index,"fork_at_depth":…,
-//	   "tip_depth":…,"fork_seq":…,"base":{state},"carried":[seq…]}
-//	  its turns and states, in the order they happened:
-//	  {"type":"turn","seq":…,"user":{message},"reply":{message}}
-//	  {"type":"turn","seq":…,"user":{message},"failed":{"code":…,"reason":…}}
-//	  {"type":"state","seq":…,"summary":…,"pinned":[…],"turns":[seq…]}
-//	  {"type":"head","pinned":[…],"model":…}
-//	{"type":"end","branches":…,"turns":…,"states":…,"active_branch":index,"sha256":…}
-//
-// Positions stand for ids (turn and state seqs, transcript depths, branch
-// indexes): an import rebuilds the same branches, fork points, states
-// and pins under new ids, and exporting it again gives the same bytes.
-// sha256 is of every byte before the end line: an export cut short, or
-// changed, is refused. Format 1 (a session line, then the active
-// branch's messages) is still read.
-const ExportFormat = 2
+// The export format, its lines and the writer of an export are package
+// export's; this file serves them and imports them.
 
 const importPath = "/v1/sessions/import"
-
-type (
-	exportSession struct {
-		Type    string    `json:"type"`
-		Format  int       `json:"format"`
-		Title   string    `json:"title"`
-		Created time.Time `json:"created"`
-	}
-	exportState struct {
-		Seq     uint64   `json:"seq"`
-		Summary string   `json:"summary"`
-		Pinned  []string `json:"pinned,omitempty"`
-		Turns   []uint64 `json:"turns,omitempty"`
-	}
-	exportBranch struct {
-		Type        string      `json:"type"`
-		Label       string      `json:"label"`
-		Created     time.Time   `json:"created"`
-		Parent      int         `json:"parent"`
-		ForkAtDepth uint64      `json:"fork_at_depth"`
-		TipDepth    uint64      `json:"tip_depth"`
-		ForkSeq     uint64      `json:"fork_seq"`
-		Base        exportState `json:"base"`
-		Carried     []uint64    `json:"carried,omitempty"`
-	}
-	exportFailure struct {
-		Code   string `json:"code"`
-		Reason string `json:"reason"`
-	}
-	exportTurn struct {
-		Type   string            `json:"type"`
-		Seq    uint64            `json:"seq"`
-		User   *messages.Message `json:"user"`
-		Reply  *messages.Message `json:"reply,omitempty"`
-		Failed *exportFailure    `json:"failed,omitempty"`
-	}
-	exportStateLine struct {
-		Type string `json:"type"`
-		exportState
-	}
-	exportHead struct {
-		Type   string   `json:"type"`
-		Pinned []string `json:"pinned,omitempty"`
-		Model  string   `json:"model,omitempty"`
-	}
-	exportEnd struct {
-		Type         string `json:"type"`
-		Branches     int    `json:"branches"`
-		Turns        int    `json:"turns"`
-		States       int    `json:"states"`
-		ActiveBranch int    `json:"active_branch"`
-		SHA256       string `json:"sha256"`
-	}
-	// exportV1 is a line of format 1: a session, or a message of the
-	// active branch's transcript.
-	exportV1 struct {
-		Type    string             `json:"type"`
-		Title   string             `json:"title,omitempty"`
-		Session messages.SessionID `json:"session,omitzero"`
-		Branch  messages.BranchID  `json:"branch,omitzero"`
-		Message *messages.Message  `json:"message,omitempty"`
-	}
-)
 
 func (s *Server) exportSession(w http.ResponseWriter, r *http.Request) error {
 	id, err := pathID[messages.SessionID](r, "session")
@@ -123,70 +42,20 @@ func (s *Server) exportSession(w http.ResponseWriter, r *http.Request) error {
 	// stream (and an import refuses it: no end line) rather than an
 	// export that looks whole.
 	bw := bufio.NewWriter(w)
-	sum := sha256.New()
-	enc := json.NewEncoder(io.MultiWriter(bw, sum))
-	started := false
-	start := func() error {
-		if started {
-			return nil
-		}
-		started = true
-		w.Header().Set("Content-Type", "application/x-ndjson")
-		return enc.Encode(exportSession{Type: "session", Format: ExportFormat, Title: sess.Title, Created: sess.Created})
-	}
-	end := exportEnd{Type: "end", ActiveBranch: -1}
-	err = s.rt.ExportSession(r.Context(), id, func(it actors.ExportItem) error {
-		if err := start(); err != nil {
-			return err
-		}
-		switch {
-		case it.Branch != nil:
-			b := it.Branch
-			if b.ID == sess.ActiveBranch {
-				end.ActiveBranch = end.Branches
-			}
-			end.Branches++
-			return enc.Encode(exportBranch{Type: "branch", Label: b.Label, Created: b.Created, Parent: b.Parent,
-				ForkAtDepth: b.ForkAtDepth, TipDepth: b.TipDepth, ForkSeq: b.ForkSeq, Base: fromState(b.Base), Carried: b.Carried})
-		case it.Turn != nil:
-			t := it.Turn
-			end.Turns++
-			l := exportTurn{Type: "turn", Seq: t.Seq, User: &t.User}
-			if t.Failed {
-				l.Failed = &exportFailure{Code: t.Code, Reason: t.Reason}
-			} else {
-				l.Reply = &t.Reply
-			}
-			return enc.Encode(l)
-		case it.State != nil:
-			end.States++
-			return enc.Encode(exportStateLine{Type: "state", exportState: fromState(*it.State)})
-		case it.Head != nil:
-			return enc.Encode(exportHead{Type: "head", Pinned: it.Head.Pinned, Model: it.Head.Model})
-		}
-		return nil
-	})
+	ex := export.NewWriter(bw, sess.Title, sess.Created, sess.ActiveBranch)
+	w.Header().Set("Content-Type", "application/x-ndjson") // an error answer before the first line sets its own
+	err = s.rt.ExportSession(r.Context(), id, ex.Write)
 	if err == nil {
-		if err = start(); err == nil {
-			end.SHA256 = hex.EncodeToString(sum.Sum(nil))
-			if err = enc.Encode(end); err == nil {
-				err = bw.Flush()
-			}
+		if err = ex.Close(); err == nil {
+			err = bw.Flush()
 		}
 	}
+	started := ex.Started()
 	if err != nil && started {
 		s.opts.Log.Warn().Err(err).Str("session", id.String()).Msg("export cut short")
 		panic(http.ErrAbortHandler)
 	}
 	return err
-}
-
-func fromState(s actors.ExportState) exportState {
-	return exportState{Seq: s.Seq, Summary: s.Summary, Pinned: s.Pinned, Turns: s.Turns}
-}
-
-func (s exportState) toState() actors.ExportState {
-	return actors.ExportState{Seq: s.Seq, Summary: s.Summary, Pinned: s.Pinned, Turns: s.Turns}
 }
 
 // importSession reads an export and makes it a new session (no model is
@@ -285,7 +154,7 @@ func (s *Server) importExport(ctx context.Context, body io.Reader, key func() (*
 	if err != nil {
 		return out, err
 	}
-	var head exportSession
+	var head export.SessionLine
 	if err := json.Unmarshal(line, &head); err != nil {
 		return out, invalid("line 1: %s", jsonProblem(err, &head))
 	}
@@ -315,10 +184,10 @@ func (s *Server) importExport(ctx context.Context, body io.Reader, key func() (*
 	switch head.Format {
 	case 0:
 		err = s.importV1(ctx, lr, im, &out)
-	case ExportFormat:
+	case export.Format:
 		active, err = s.importV2(ctx, lr, im, &out)
 	default:
-		err = invalid("line 1: format %d: want %d (or none, format 1)", head.Format, ExportFormat)
+		err = invalid("line 1: format %d: want %d (or none, format 1)", head.Format, export.Format)
 	}
 	if err != nil {
 		return out, err
@@ -342,12 +211,12 @@ func (s *Server) importExport(ctx context.Context, body io.Reader, key func() (*
 // they came from.
 type batch struct {
 	im          *actors.SessionImport
-	items       []actors.ExportItem
+	items       []export.Item
 	bytes       int
 	first, last int
 }
 
-func (b *batch) add(ctx context.Context, it actors.ExportItem, line, size int) error {
+func (b *batch) add(ctx context.Context, it export.Item, line, size int) error {
 	if len(b.items) == 0 {
 		b.first = line
 	}
@@ -403,7 +272,7 @@ func (s *Server) importV2(ctx context.Context, lr *lineReader, im *actors.Sessio
 		}
 		switch kind.Type {
 		case "branch":
-			var l exportBranch
+			var l export.BranchLine
 			if err := strict(&l); err != nil {
 				return 0, err
 			}
@@ -416,18 +285,18 @@ func (s *Server) importV2(ctx context.Context, lr *lineReader, im *actors.Sessio
 			if err := s.checkPins(n, "base.pinned", l.Base.Pinned); err != nil {
 				return 0, err
 			}
-			if _, err := im.AddBranch(ctx, actors.ExportBranch{Label: l.Label, Created: l.Created, Parent: l.Parent,
-				ForkAtDepth: l.ForkAtDepth, TipDepth: l.TipDepth, ForkSeq: l.ForkSeq, Base: l.Base.toState(),
+			if _, err := im.AddBranch(ctx, export.Branch{Label: l.Label, Created: l.Created, Parent: l.Parent,
+				ForkAtDepth: l.ForkAtDepth, TipDepth: l.TipDepth, ForkSeq: l.ForkSeq, Base: l.Base.State(),
 				Carried: l.Carried}); err != nil {
 				return 0, fmt.Errorf("line %d: %w", n, err)
 			}
 			headDone = false
 		case "turn":
-			var l exportTurn
+			var l export.TurnLine
 			if err := strict(&l); err != nil {
 				return 0, err
 			}
-			t := actors.ExportTurn{Seq: l.Seq}
+			t := export.Turn{Seq: l.Seq}
 			switch {
 			case l.User == nil:
 				return 0, invalid("line %d: user: required", n)
@@ -443,31 +312,31 @@ func (s *Server) importV2(ctx context.Context, lr *lineReader, im *actors.Sessio
 				t.Reply = *l.Reply
 			}
 			out.Turns++
-			if err := b.add(ctx, actors.ExportItem{Turn: &t}, n, len(line)); err != nil {
+			if err := b.add(ctx, export.Item{Turn: &t}, n, len(line)); err != nil {
 				return 0, err
 			}
 		case "state":
-			var l exportStateLine
+			var l export.StateLine
 			if err := strict(&l); err != nil {
 				return 0, err
 			}
 			if err := s.checkPins(n, "pinned", l.Pinned); err != nil {
 				return 0, err
 			}
-			st := l.toState()
+			st := l.State()
 			out.States++
-			if err := b.add(ctx, actors.ExportItem{State: &st}, n, len(line)); err != nil {
+			if err := b.add(ctx, export.Item{State: &st}, n, len(line)); err != nil {
 				return 0, err
 			}
 		case "head":
-			var l exportHead
+			var l export.HeadLine
 			if err := strict(&l); err != nil {
 				return 0, err
 			}
 			if err := s.checkPins(n, "pinned", l.Pinned); err != nil {
 				return 0, err
 			}
-			if err := b.add(ctx, actors.ExportItem{Head: &actors.ExportHead{Pinned: l.Pinned, Model: l.Model}}, n, len(line)); err != nil {
+			if err := b.add(ctx, export.Item{Head: &export.Head{Pinned: l.Pinned, Model: l.Model}}, n, len(line)); err != nil {
 				return 0, err
 			}
 			if err := b.flush(ctx); err != nil {
@@ -475,7 +344,7 @@ func (s *Server) importV2(ctx context.Context, lr *lineReader, im *actors.Sessio
 			}
 			headDone = true
 		case "end":
-			var l exportEnd
+			var l export.EndLine
 			if err := strict(&l); err != nil {
 				return 0, err
 			}
@@ -529,12 +398,12 @@ const importV1Pending = 256
 // branch: each user message and the assistant messages after it are a
 // turn.
 func (s *Server) importV1(ctx context.Context, lr *lineReader, im *actors.SessionImport, out *api.Imported) error {
-	if _, err := im.AddBranch(ctx, actors.ExportBranch{Label: "main", Parent: -1}); err != nil {
+	if _, err := im.AddBranch(ctx, export.Branch{Label: "main", Parent: -1}); err != nil {
 		return err
 	}
 	b := &batch{im: im}
-	var cur *actors.ExportTurn
-	var pending []*actors.ExportTurn // not folded yet
+	var cur *export.Turn
+	var pending []*export.Turn // not folded yet
 	summary := ""
 	put := func() error {
 		if cur == nil {
@@ -543,14 +412,14 @@ func (s *Server) importV1(ctx context.Context, lr *lineReader, im *actors.Sessio
 		out.Turns++
 		t := cur
 		cur = nil
-		if err := b.add(ctx, actors.ExportItem{Turn: t}, lr.n, len(t.User.RenderedText)+len(t.Reply.RenderedText)); err != nil {
+		if err := b.add(ctx, export.Item{Turn: t}, lr.n, len(t.User.RenderedText)+len(t.Reply.RenderedText)); err != nil {
 			return err
 		}
 		if pending = append(pending, t); len(pending) < 2*importV1Pending {
 			return nil
 		}
 		fold := pending[:importV1Pending]
-		st := actors.ExportState{Seq: uint64(out.States + 1)}
+		st := export.State{Seq: uint64(out.States + 1)}
 		exchanges := make([]core.Exchange, len(fold))
 		for i, t := range fold {
 			exchanges[i] = core.Exchange{User: t.User.RenderedText, Assistant: t.Reply.RenderedText}
@@ -560,7 +429,7 @@ func (s *Server) importV1(ctx context.Context, lr *lineReader, im *actors.Sessio
 		st.Summary = summary
 		pending = append(pending[:0], pending[importV1Pending:]...)
 		out.States++
-		return b.add(ctx, actors.ExportItem{State: &st}, lr.n, len(summary))
+		return b.add(ctx, export.Item{State: &st}, lr.n, len(summary))
 	}
 	for {
 		line, err := lr.next()
@@ -573,7 +442,7 @@ func (s *Server) importV1(ctx context.Context, lr *lineReader, im *actors.Sessio
 		if len(strings.TrimSpace(string(line))) == 0 {
 			continue
 		}
-		var l exportV1
+		var l export.V1Line
 		if err := json.Unmarshal(line, &l); err != nil {
 			return invalid("line %d: %s", lr.n, jsonProblem(err, &l))
 		}
@@ -582,7 +451,7 @@ func (s *Server) importV1(ctx context.Context, lr *lineReader, im *actors.Sessio
 			if err := put(); err != nil {
 				return err
 			}
-			cur = &actors.ExportTurn{Seq: uint64(out.Turns + 1), User: *l.Message, Reply: messages.NewMessage(messages.RoleAssistant)}
+			cur = &export.Turn{Seq: uint64(out.Turns + 1), User: *l.Message, Reply: messages.NewMessage(messages.RoleAssistant)}
 		case l.Type == "message" && l.Message != nil && l.Message.Role == messages.RoleAssistant:
 			if cur == nil {
 				return invalid("line %d: an assistant message before any user message", lr.n)
@@ -599,7 +468,7 @@ func (s *Server) importV1(ctx context.Context, lr *lineReader, im *actors.Sessio
 	if out.Turns == 0 {
 		return invalid("no user message to import")
 	}
-	if err := b.add(ctx, actors.ExportItem{Head: &actors.ExportHead{}}, lr.n, 0); err != nil {
+	if err := b.add(ctx, export.Item{Head: &export.Head{}}, lr.n, 0); err != nil {
 		return err
 	}
 	return b.flush(ctx)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/contextinfinity/ctxinf/actors"
 	"github.com/contextinfinity/ctxinf/client"
+	"github.com/contextinfinity/ctxinf/export"
 	"github.com/contextinfinity/ctxinf/internal/core"
 	"github.com/contextinfinity/ctxinf/messages"
 )
@@ -41,29 +42,29 @@ func generatedExport(n, format, every int) []byte {
 		return messages.NewMessage(messages.RoleAssistant, messages.Text{Text: fmt.Sprintf("noted, turn %d", i)})
 	}
 	if format == 1 {
-		put(exportV1{Type: "session", Title: "generated"})
+		put(export.V1Line{Type: "session", Title: "generated"})
 		for i := 1; i <= n; i++ {
 			u, r := user(i), reply(i)
-			put(exportV1{Type: "message", Message: &u})
-			put(exportV1{Type: "message", Message: &r})
+			put(export.V1Line{Type: "message", Message: &u})
+			put(export.V1Line{Type: "message", Message: &r})
 		}
 		return buf.Bytes()
 	}
-	put(exportSession{Type: "session", Format: ExportFormat, Title: "generated"})
-	put(exportBranch{Type: "branch", Label: "main", Parent: -1})
+	put(export.SessionLine{Type: "session", Format: export.Format, Title: "generated"})
+	put(export.BranchLine{Type: "branch", Label: "main", Parent: -1})
 	var folded []uint64
 	states := 0
 	for i := 1; i <= n; i++ {
 		u, r := user(i), reply(i)
-		put(exportTurn{Type: "turn", Seq: uint64(i), User: &u, Reply: &r})
+		put(export.TurnLine{Type: "turn", Seq: uint64(i), User: &u, Reply: &r})
 		if folded = append(folded, uint64(i)); len(folded) == every && n-i >= every {
 			states++
-			put(exportStateLine{Type: "state", exportState: exportState{Seq: uint64(states), Summary: fmt.Sprintf("summary %d", states), Turns: folded}})
+			put(export.StateLine{Type: "state", StateFields: export.StateFields{Seq: uint64(states), Summary: fmt.Sprintf("summary %d", states), Turns: folded}})
 			folded = nil
 		}
 	}
-	put(exportHead{Type: "head"})
-	end, _ := json.Marshal(exportEnd{Type: "end", Branches: 1, Turns: n, States: states, SHA256: hex.EncodeToString(sum.Sum(nil))})
+	put(export.HeadLine{Type: "head"})
+	end, _ := json.Marshal(export.EndLine{Type: "end", Branches: 1, Turns: n, States: states, SHA256: hex.EncodeToString(sum.Sum(nil))})
 	buf.Write(append(end, '\n'))
 	return buf.Bytes()
 }
