@@ -22,6 +22,7 @@ import (
 	"github.com/contextinfinity/ctxinf/internal/wiring"
 	"github.com/contextinfinity/ctxinf/messages"
 	"github.com/contextinfinity/ctxinf/persistence"
+	"github.com/contextinfinity/ctxinf/persistence/pgdb"
 	"github.com/contextinfinity/ctxinf/providers"
 	"github.com/contextinfinity/ctxinf/providers/local"
 )
@@ -207,7 +208,7 @@ func storage(cfg actors.Config, opts Options) actors.Config {
 		cfg.Store.EncryptionKey = opts.EncryptionKey
 	}
 	if opts.PostgresURL != "" && cfg.Postgres == nil {
-		o := persistence.DefaultPGOptions(opts.PostgresURL)
+		o := pgdb.DefaultPGOptions(opts.PostgresURL)
 		cfg.Postgres = &o
 	}
 	return cfg

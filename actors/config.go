@@ -13,6 +13,7 @@ import (
 	"github.com/contextinfinity/ctxinf/internal/retrieval"
 	"github.com/contextinfinity/ctxinf/messages"
 	"github.com/contextinfinity/ctxinf/persistence"
+	"github.com/contextinfinity/ctxinf/persistence/pgdb"
 	"github.com/contextinfinity/ctxinf/providers"
 	"github.com/contextinfinity/ctxinf/providers/tokens"
 )
@@ -27,7 +28,7 @@ type Config struct {
 	// (the stream journals are in the database). The PostgreSQL
 	// store has no encryption at rest of its own, so a Store with an
 	// EncryptionKey is refused with it rather than written in plaintext.
-	Postgres      *persistence.PGOptions
+	Postgres      *pgdb.PGOptions
 	SnapshotEvery int           // branch actor snapshot interval in events
 	IdleAfter     time.Duration // passivate a branch actor idle this long
 	Journal       persistence.JournalPolicy

@@ -24,6 +24,7 @@ import (
 
 	"github.com/contextinfinity/ctxinf/messages"
 	"github.com/contextinfinity/ctxinf/persistence"
+	"github.com/contextinfinity/ctxinf/persistence/pgdb"
 	"github.com/contextinfinity/ctxinf/supervision"
 )
 
@@ -240,7 +241,7 @@ func openDatabase(ctx context.Context, cfg *Config) (persistence.Database, *os.F
 		}
 		o := *cfg.Postgres
 		o.Now = cfg.Now
-		db, err := persistence.OpenPostgresDB(ctx, o)
+		db, err := pgdb.OpenPostgresDB(ctx, o)
 		if err != nil {
 			lock.Close()
 			return nil, nil, fmt.Errorf("actors: open the postgres store: %w", err)

@@ -8,7 +8,7 @@ import (
 
 	"github.com/contextinfinity/ctxinf/internal/pgtest"
 	"github.com/contextinfinity/ctxinf/messages"
-	"github.com/contextinfinity/ctxinf/persistence"
+	"github.com/contextinfinity/ctxinf/persistence/pgdb"
 )
 
 func TestMain(m *testing.M) {
@@ -28,7 +28,7 @@ func TestStaleActivationCannotCommit(t *testing.T) {
 	url := pgtest.Start(t)
 	open := func() *Runtime {
 		cfg := testConfig(t, t.TempDir(), newEvents())
-		o := persistence.DefaultPGOptions(url)
+		o := pgdb.DefaultPGOptions(url)
 		cfg.Postgres = &o
 		cfg.Placement = &fakePlacement{joined: true, all: true} // each believes it owns everything
 		r := openRuntime(t, cfg)

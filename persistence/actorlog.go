@@ -82,10 +82,7 @@ type ActorStore interface {
 	PrevSnapshot(ctx context.Context, actor string) (EventRecord, bool, error)
 }
 
-var (
-	_ ActorStore = (*DB)(nil)
-	_ ActorStore = (*PGDB)(nil)
-)
+var _ ActorStore = (*DB)(nil)
 
 // ActorLog returns the persistence provider; actors snapshot every
 // snapshotEvery events (0: never), and a snapshot compacts the events

@@ -168,7 +168,7 @@ type badgerStore struct {
 }
 
 type statsCounters struct {
-	appends, blobWrites, blobDedups, groups, syncs, storedBytes, rawBytes, retries, headRejects atomic.Uint64
+	appends, blobWrites, blobDedups, groups, syncs, storedBytes, rawBytes, headRejects atomic.Uint64
 	// syncTimes and syncNanos are Stats.SyncTimes and Stats.SyncTime.
 	syncTimes [len(SyncTimeBounds) + 1]atomic.Uint64
 	syncNanos atomic.Int64

@@ -1,12 +1,9 @@
 package persistence_test
 
 import (
-	"context"
 	"path/filepath"
-	"sync"
 	"testing"
 
-	"github.com/contextinfinity/ctxinf/internal/pgtest"
 	"github.com/contextinfinity/ctxinf/persistence"
 	"github.com/contextinfinity/ctxinf/persistence/storetest"
 )
@@ -28,32 +25,8 @@ func engines() []storetest.Engine {
 			}
 			return s
 		},
-	}, {
-		// PostgreSQL commits durably whatever d says; dir names the
-		// database, so that a reopen finds the same one.
-		Name:    "postgres",
-		Durable: true,
-		OneRun:  true,
-		Open: func(t *testing.T, dir string, d persistence.Durability, lim persistence.Limits) persistence.Store {
-			t.Helper()
-			url, _ := pgURLs.Load(dir)
-			if url == nil {
-				url = pgtest.Start(t)
-				pgURLs.Store(dir, url)
-			}
-			o := persistence.DefaultPGOptions(url.(string))
-			o.Limits = lim
-			s, err := persistence.OpenPostgres(context.Background(), o)
-			if err != nil {
-				t.Fatalf("OpenPostgres = %v", err)
-			}
-			return s
-		},
 	}}
 }
-
-// pgURLs maps a store's directory to its database.
-var pgURLs sync.Map
 
 func TestStore(t *testing.T) { storetest.Run(t, engines()...) }
 
@@ -78,51 +51,18 @@ func dbEngines() []storetest.DBEngine {
 			}
 			return d
 		},
-	}, {
-		Name: "postgres",
-		Holding: func(t *testing.T, dir, marker string) []string {
-			url, _ := pgURLs.Load(dir)
-			return persistence.PGTablesHolding(t, url.(string), []byte(marker))
-		},
-		Open: func(t *testing.T, dir string) storetest.DB {
-			t.Helper()
-			url, _ := pgURLs.Load(dir)
-			if url == nil {
-				url = pgtest.Start(t)
-				pgURLs.Store(dir, url)
-			}
-			o := persistence.DefaultPGOptions(url.(string))
-			o.Limits.MaxPayloadBytes = 1 << 20
-			d, err := persistence.OpenPostgresDB(context.Background(), o)
-			if err != nil {
-				t.Fatalf("OpenPostgresDB = %v", err)
-			}
-			return d
-		},
 	}}
 }
 
 func TestDatabase(t *testing.T) { storetest.RunDatabase(t, dbEngines()...) }
 
 // TestJournalStore runs the journal store's conformance tests on the
-// journals as files and as PostgreSQL rows.
+// journals as files.
 func TestJournalStore(t *testing.T) {
 	storetest.RunJournalStore(t, storetest.JournalEngine{
 		Name: "files",
 		Open: func(t *testing.T) persistence.JournalStore {
 			return persistence.FileJournals(filepath.Join(t.TempDir(), "streams"))
-		},
-	}, storetest.JournalEngine{
-		Name: "postgres",
-		Open: func(t *testing.T) persistence.JournalStore {
-			o := persistence.DefaultPGOptions(pgtest.Start(t))
-			o.Limits.MaxPayloadBytes = 1 << 20
-			d, err := persistence.OpenPostgresDB(context.Background(), o)
-			if err != nil {
-				t.Fatalf("OpenPostgresDB = %v", err)
-			}
-			t.Cleanup(func() { d.Close() })
-			return d.Journals()
 		},
 	})
 }

@@ -10,7 +10,7 @@ import (
 // Database is everything the runtime asks of its store: the context
 // store and the tables above it. The actors, the servers and the
 // ctxinf binary take a Database; *DB, the Badger database (Open), and
-// *PGDB, the PostgreSQL one (OpenPostgresDB, docs/STORE.md), implement
+// *pgdb.PGDB, the PostgreSQL one (docs/STORE.md), implement
 // it.
 //
 // It holds exactly the methods the code outside this package calls.

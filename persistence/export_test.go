@@ -1,7 +1,4 @@
 package persistence
 
 // What the external tests (conformance_test.go) reach inside the package.
-var (
-	FilesHolding    = filesHolding
-	PGTablesHolding = pgTablesHolding
-)
+var FilesHolding = filesHolding

@@ -23,7 +23,7 @@ import (
 
 // The stream journal (SRD §13): one JSON Lines file per streaming provider
 // step, {dir}/{step_id}.jsonl (or the same bytes in the rows of a shared
-// database: JournalStore, pg_journal.go), holding every raw provider event in arrival
+// database: JournalStore, package pgdb), holding every raw provider event in arrival
 // order so that a crash mid-stream leaves the partial output recoverable.
 // Each line is
 //

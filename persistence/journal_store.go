@@ -1,14 +1,12 @@
 package persistence
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
-	"slices"
 	"strings"
 	"time"
 
@@ -17,7 +15,7 @@ import (
 
 // JournalStore is where the bytes of the stream journals live: a
 // directory of files (FileJournals, Badger's runtime) or a table of the
-// database several runtimes share (PGDB.Journals), so that the journal
+// database several runtimes share (pgdb.PGDB.Journals), so that the journal
 // of a step a dead member was streaming is recovered by another. The
 // Journal above it writes the same lines, encrypted the same way, and
 // counts the same bytes whichever it is.
@@ -189,16 +187,5 @@ func ReadJournalIn(ctx context.Context, s JournalStore, step messages.StepID, c 
 	return j.Entries, j.Torn, err
 }
 
-// readCloser is a reader of bytes in memory.
-type readCloser struct{ *bytes.Reader }
-
-func (readCloser) Close() error { return nil }
-
 // journalStem is the step of a journal file's name, its key's label.
 func journalStem(name string) string { return strings.TrimSuffix(name, journalExt) }
-
-// sortSteps sorts steps in id order and drops repeats.
-func sortSteps(steps []messages.StepID) []messages.StepID {
-	slices.SortFunc(steps, messages.StepID.Compare)
-	return slices.Compact(steps)
-}

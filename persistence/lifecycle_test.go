@@ -1,17 +1,25 @@
 package persistence
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
-	"reflect"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/contextinfinity/ctxinf/messages"
 )
+
+// lifecycleDB is a Database with what the tests also reach: the actor
+// logs' events and a snapshot corrupted on purpose.
+type lifecycleDB interface {
+	Database
+	Events(ctx context.Context, actor string, from uint64, fn func(index uint64, data []byte) error) error
+	CorruptSnapshot(ctx context.Context, actor string) error
+}
+
+var _ lifecycleDB = (*DB)(nil)
 
 func openDB(t *testing.T) *DB {
 	t.Helper()
@@ -21,101 +29,6 @@ func openDB(t *testing.T) *DB {
 	}
 	t.Cleanup(func() { d.Close() })
 	return d
-}
-
-// BranchChunkVectors gives what BranchChunks and a Vector per chunk give:
-// the same entries in the same order, each with its vector in the
-// namespace asked for or nil, over several pages (PostgreSQL reads 3
-// rows a query here), including entries of one seq ordered by chunk id.
-func TestBranchChunkVectors(t *testing.T) {
-	defer func(n int) { pgEachPage = n }(pgEachPage)
-	pgEachPage = 3
-	forEachDB(t, testBranchChunkVectors)
-}
-
-func testBranchChunkVectors(t *testing.T, d lifecycleDB) {
-	now := time.UnixMilli(1_700_000_000_000)
-	b, other := messages.NewID[messages.BranchID](now), messages.NewID[messages.BranchID](now)
-	tx := &Tx{}
-	for i := range 10 {
-		turn := messages.NewID[messages.TurnID](now.Add(time.Duration(i) * time.Second))
-		for j := range 1 + i%3 { // 1 to 3 chunks of one seq
-			text := fmt.Sprintf("chunk %d.%d", i, j)
-			c := ChunkRow{ID: messages.NewID[messages.ChunkID](now), Branch: b, SourceTurn: turn, Seq: uint64(10 - i),
-				Type: messages.ChunkUserContext, Text: text, Hash: HashOf([]byte(text)),
-				Terms: map[string]float32{"chunk": 1, fmt.Sprint(i): 1}, TermCount: 2}
-			tx.Chunks = append(tx.Chunks, c)
-			switch (i + j) % 3 {
-			case 0: // in the namespace asked for
-				tx.Vectors = append(tx.Vectors, VectorRow{Namespace: "hash-2", Chunk: c.ID, Vector: []float32{float32(i), float32(j)}})
-			case 1: // in another one only
-				tx.Vectors = append(tx.Vectors, VectorRow{Namespace: "hash-3", Chunk: c.ID, Vector: []float32{1, 2, 3}})
-			}
-			if i == 5 { // also in another branch's partition
-				c.Branch = other
-				tx.Chunks = append(tx.Chunks, c)
-			}
-		}
-	}
-	if _, err := d.Commit(bg, tx); err != nil {
-		t.Fatal(err)
-	}
-	type entry struct {
-		doc ChunkDoc
-		vec []float32
-	}
-	for _, br := range []messages.BranchID{b, other, messages.NewID[messages.BranchID](now)} {
-		var want, got []entry
-		if err := d.BranchChunks(bg, br, func(doc ChunkDoc) error {
-			vec, err := d.Vector(bg, "hash-2", doc.Chunk)
-			want = append(want, entry{doc, vec})
-			return err
-		}); err != nil {
-			t.Fatal(err)
-		}
-		if err := d.BranchChunkVectors(bg, "hash-2", br, func(doc ChunkDoc, vec []float32) error {
-			got = append(got, entry{doc, vec})
-			return nil
-		}); err != nil {
-			t.Fatal(err)
-		}
-		if !reflect.DeepEqual(got, want) {
-			t.Errorf("BranchChunkVectors of %s =\n%+v\nwant (BranchChunks and Vector)\n%+v", br, got, want)
-		}
-		if n := map[messages.BranchID]int{b: 19, other: 3}[br]; len(got) != n {
-			t.Errorf("%d entries in %s, want %d", len(got), br, n)
-		}
-		var vecs int
-		for _, e := range got {
-			if e.vec != nil {
-				vecs++
-				if len(e.vec) != 2 {
-					t.Errorf("vector of %s in another namespace: %v", e.doc.Chunk, e.vec)
-				}
-			}
-		}
-		if n := map[messages.BranchID]int{b: 7, other: 1}[br]; vecs != n {
-			t.Errorf("%d vectors in %s, want %d", vecs, br, n)
-		}
-	}
-	// fn's error stops the read and is returned.
-	stop := errors.New("stop")
-	calls := 0
-	if err := d.BranchChunkVectors(bg, "hash-2", b, func(ChunkDoc, []float32) error { calls++; return stop }); err != stop || calls != 1 {
-		t.Errorf("BranchChunkVectors whose fn fails = %v after %d calls, want its error after 1", err, calls)
-	}
-	if err := d.BranchChunkVectors(bg, "", b, func(ChunkDoc, []float32) error { return nil }); !errors.Is(err, ErrInvalidArgument) ||
-		!strings.Contains(err.Error(), "namespace is required") {
-		t.Errorf("BranchChunkVectors without a namespace = %v, want ErrInvalidArgument naming it", err)
-	}
-}
-
-// TestRowsByIDBoth: turn and step rows found by id, on both backends.
-func TestRowsByIDBoth(t *testing.T) {
-	forEachDB(t, func(t *testing.T, d lifecycleDB) {
-		check, _ := writeRowsByID(t, d)
-		check(d)
-	})
 }
 
 func TestRowsByID(t *testing.T) {

@@ -1,10 +1,7 @@
 package persistence
 
 import (
-	"crypto/sha256"
-	"encoding/json"
 	"errors"
-	"strings"
 	"testing"
 	"time"
 
@@ -88,70 +85,6 @@ func TestProxyKeysFromTitlesOnce(t *testing.T) {
 	}
 }
 
-// Each tenant has its own proxy index: a key, a prefix, a turn or a
-// request key entered for one tenant finds nothing for another, the
-// same name in two tenants names two conversations, and the default
-// tenant's entries are those written before tenants ("" and
-// DefaultTenant are one tenant).
-func TestProxyIndexPerTenant(t *testing.T) { forEachDB(t, testProxyIndexPerTenant) }
-
-func testProxyIndexPerTenant(t *testing.T, d lifecycleDB) {
-	now := time.UnixMilli(1_700_000_000_000)
-	a, b, def := messages.NewID[messages.BranchID](now), messages.NewID[messages.BranchID](now), messages.NewID[messages.BranchID](now)
-	turn := messages.NewID[messages.TurnID](now)
-	prefix := sha256.Sum256([]byte("the transcript"))
-	entries := func(tenant string, br messages.BranchID) []ProxyEntry {
-		return []ProxyEntry{
-			{Tenant: tenant, Kind: ProxyByKey, Name: []byte("shared-key"), ProxyTarget: ProxyTarget{Branch: br}},
-			{Tenant: tenant, Kind: ProxyByPrefix, Name: prefix[:], ProxyTarget: ProxyTarget{Branch: br, Turn: turn}},
-			{Tenant: tenant, Kind: ProxyByTurn, Name: turn[:], ProxyTarget: ProxyTarget{Branch: br}},
-			{Tenant: tenant, Kind: ProxyByRequest, Name: []byte("req-1"), ProxyTarget: ProxyTarget{Branch: br}},
-			{Tenant: tenant, Kind: ProxyByResponse, Name: ProxyResponseName(turn, 0),
-				ProxyTarget: ProxyTarget{Branch: br, Turn: turn, Response: json.RawMessage(`{"id":"resp"}`)}},
-		}
-	}
-	if _, err := d.Commit(bg, &Tx{Proxy: entries("acme", a)}); err != nil {
-		t.Fatal(err)
-	}
-	names := map[ProxyKind][]byte{ProxyByKey: []byte("shared-key"), ProxyByTurn: turn[:], ProxyByRequest: []byte("req-1"),
-		ProxyByResponse: ProxyResponseName(turn, 0)}
-	for _, tenant := range []string{"", DefaultTenant, "beta", "acm", "acmex"} {
-		for kind, name := range names {
-			if got, err := d.ProxyLookup(bg, tenant, kind, name); !errors.Is(err, ErrProxyNotFound) {
-				t.Errorf("ProxyLookup(%q, %c) = %+v, %v; want acme's entry not found", tenant, byte(kind), got, err)
-			}
-		}
-		if i, got, err := d.ProxyLongestPrefix(bg, tenant, [][32]byte{prefix}); err != nil || i != -1 {
-			t.Errorf("ProxyLongestPrefix(%q) = %d, %+v, %v; want acme's prefix not found", tenant, i, got, err)
-		}
-	}
-	// The same names in beta and in the default tenant are theirs.
-	if _, err := d.Commit(bg, &Tx{Proxy: append(entries("beta", b), entries("", def)...)}); err != nil {
-		t.Fatal(err)
-	}
-	for tenant, want := range map[string]messages.BranchID{"acme": a, "beta": b, "": def, DefaultTenant: def} {
-		for kind, name := range names {
-			if got, err := d.ProxyLookup(bg, tenant, kind, name); err != nil || got.Branch != want {
-				t.Errorf("ProxyLookup(%q, %c) = %+v, %v; want %s", tenant, byte(kind), got, err, want)
-			}
-		}
-		if i, got, err := d.ProxyLongestPrefix(bg, tenant, [][32]byte{prefix}); err != nil || i != 0 || got.Branch != want {
-			t.Errorf("ProxyLongestPrefix(%q) = %d, %+v, %v; want %s", tenant, i, got, err, want)
-		}
-		if got, err := d.ClaimProxyKey(bg, tenant, "shared-key", messages.NewID[messages.BranchID](now)); err != nil || got.Branch != want {
-			t.Errorf("ClaimProxyKey(%q) = %+v, %v; want %s kept", tenant, got, err, want)
-		}
-	}
-	// The default tenant's entries are where the index kept them before.
-	if _, err := rawKeyed[ProxyTarget](d, []byte("pkshared-key"), ErrProxyNotFound); err != nil {
-		t.Errorf("the default tenant's key is not at p|k|key: %v", err)
-	}
-	long := strings.Repeat("t", MaxTenantName+1)
-	if _, err := d.ProxyLookup(bg, long, ProxyByKey, []byte("k")); !errors.Is(err, ErrInvalidArgument) || !strings.Contains(err.Error(), "tenant") {
-		t.Errorf("ProxyLookup(a %d-byte tenant) = %v, want ErrInvalidArgument naming the tenant", len(long), err)
-	}
-}
-
 // A tenant's import keys are its own: the owner of the default tenant's
 // is zero, as before tenants, and two tenants' owners differ.
 func TestTenantOwner(t *testing.T) {
@@ -164,5 +97,18 @@ func TestTenantOwner(t *testing.T) {
 	a, b := TenantOwner("acme"), TenantOwner("beta")
 	if a.IsZero() || b.IsZero() || a == b || a != TenantOwner("acme") {
 		t.Errorf("TenantOwner(acme) = %s, TenantOwner(beta) = %s: want two stable non-zero owners", a, b)
+	}
+}
+
+// The default tenant's entries are where the index kept them before
+// tenants: at p|kind|name.
+func TestProxyDefaultTenantKey(t *testing.T) {
+	d := openDB(t)
+	b := messages.NewID[messages.BranchID](time.Now())
+	if _, err := d.Commit(bg, &Tx{Proxy: []ProxyEntry{{Kind: ProxyByKey, Name: []byte("shared-key"), ProxyTarget: ProxyTarget{Branch: b}}}}); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := getJSON[ProxyTarget](d, []byte("pkshared-key"), ErrProxyNotFound); err != nil || got.Branch != b {
+		t.Errorf("the default tenant's key at p|k|key = %+v, %v; want its entry", got, err)
 	}
 }

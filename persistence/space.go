@@ -45,7 +45,7 @@ const ServerFullHold = 10 * time.Second
 // file system of Dir had Free bytes free, and the write needed Need
 // (MinFree, Options.MinFreeBytes, for new work; half of it for any write).
 //
-// On a database server (Server set, PGDB: pg_db_limits.go) it is the
+// On a database server (Server set, package pgdb) it is the
 // server that reported its disk full: Err, the failed write's error, or,
 // for new work refused after it, Since, how long ago.
 type SpaceError struct {

@@ -3,15 +3,15 @@
 // mutable branch heads), the lifecycle tables and the actor logs.
 //
 // Store is the context store, on Badger (OpenBadger), on PostgreSQL
-// (OpenPostgres) and in memory (package memstore). Database is Store and
+// (package pgdb) and in memory (package memstore). Database is Store and
 // the tables above it, everything the runtime asks of its store; the
 // runtime (actors, the servers, the ctxinf binary) takes a Database,
-// which DB, the Badger database (Open), and PGDB, the PostgreSQL one
-// (OpenPostgresDB), implement. Engine-specific maintenance (Compact) is
+// which DB, the Badger database (Open), and pgdb.PGDB, the PostgreSQL
+// one, implement. Engine-specific maintenance (Compact) is
 // reached through optional interfaces, not Database. The conformance
 // kit every engine runs is package storetest.
 //
-// Only this package imports Badger.
+// Only this package imports Badger; the PostgreSQL engine is package pgdb.
 package persistence
 
 import (
@@ -125,7 +125,7 @@ type BranchSpec struct {
 	// Tenant, when not "" nor DefaultTenant, is recorded as the branch's
 	// owner with it (DB.BranchTenant), and as the owner of the root turn
 	// its first append makes (DB.TurnTenant). The Badger store (DB) and
-	// PostgreSQL's (PGDB, and the store it is built on) record it; at
+	// PostgreSQL's (pgdb.PGDB, and the store it is built on) record it; at
 	// most MaxTenantName bytes.
 	Tenant string
 }

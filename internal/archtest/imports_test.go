@@ -96,7 +96,7 @@ var outside = []struct {
 	may []string
 }{
 	{"github.com/dgraph-io/badger/...", []string{"persistence/..."}},
-	{"github.com/jackc/pgx/...", []string{"persistence/...", "internal/pgtest", "cmd/...", "internal/cli/..."}},
+	{"github.com/jackc/pgx/...", []string{"persistence/pgdb", "internal/pgtest", "cmd/...", "internal/cli/..."}},
 	{"github.com/spf13/viper/...", []string{"internal/config"}},
 	{"github.com/openai/openai-go/...", []string{"providers/openai/...", "cmd/...", "internal/cli/..."}},
 	{"github.com/anthropics/anthropic-sdk-go/...", []string{"providers/anthropic/...", "cmd/...", "internal/cli/..."}},

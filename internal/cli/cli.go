@@ -24,6 +24,7 @@ import (
 	"github.com/contextinfinity/ctxinf/internal/config"
 	"github.com/contextinfinity/ctxinf/internal/wiring"
 	"github.com/contextinfinity/ctxinf/persistence"
+	"github.com/contextinfinity/ctxinf/persistence/pgdb"
 	"github.com/contextinfinity/ctxinf/providers"
 )
 
@@ -137,7 +138,7 @@ func (e *Env) OpenStore(ctx context.Context) (persistence.Database, error) {
 		return nil, err
 	}
 	if pg != nil {
-		db, err := persistence.OpenPostgresDB(ctx, *pg)
+		db, err := pgdb.OpenPostgresDB(ctx, *pg)
 		if err != nil {
 			return nil, err
 		}

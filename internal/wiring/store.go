@@ -5,6 +5,7 @@ import (
 
 	"github.com/contextinfinity/ctxinf/internal/config"
 	"github.com/contextinfinity/ctxinf/persistence"
+	"github.com/contextinfinity/ctxinf/persistence/pgdb"
 )
 
 // StoreOptions maps the store section of c, and the store's key (nil: not
@@ -37,13 +38,13 @@ func StoreOptions(c config.Config, key []byte, log zerolog.Logger, dir string) p
 // PostgresOptions maps the store section onto PostgreSQL's options when
 // store.backend is postgres (the URL from the variable
 // store.postgres_url_env names); nil for badger.
-func PostgresOptions(c config.Config, log zerolog.Logger) (*persistence.PGOptions, error) {
+func PostgresOptions(c config.Config, log zerolog.Logger) (*pgdb.PGOptions, error) {
 	url, err := c.PostgresURL()
 	if err != nil || url == "" {
 		return nil, err
 	}
 	sc := c.Store
-	o := persistence.DefaultPGOptions(url)
+	o := pgdb.DefaultPGOptions(url)
 	o.Compress = compression(sc.Compression, o.Compress)
 	o.Limits.MaxPayloadBytes = sc.MaxPayloadBytes
 	o.GroupCommitMax = sc.GroupCommitMax

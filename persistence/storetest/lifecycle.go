@@ -759,3 +759,171 @@ func testDropBranches(t *testing.T, d DB) {
 		t.Fatalf("Head(dropped b1) = %v, want the store's head kept", err)
 	}
 }
+
+// BranchChunkVectors gives what BranchChunks and a Vector per chunk give:
+// the same entries in the same order, each with its vector in the
+// namespace asked for or nil, over several pages (PostgreSQL's TestDatabase
+// reads 3 rows a query), including entries of one seq ordered by chunk id.
+func testBranchChunkVectors(t *testing.T, d DB) {
+	now := time.UnixMilli(1_700_000_000_000)
+	b, other := messages.NewID[messages.BranchID](now), messages.NewID[messages.BranchID](now)
+	tx := &persistence.Tx{}
+	for i := range 10 {
+		turn := messages.NewID[messages.TurnID](now.Add(time.Duration(i) * time.Second))
+		for j := range 1 + i%3 { // 1 to 3 chunks of one seq
+			text := fmt.Sprintf("chunk %d.%d", i, j)
+			c := persistence.ChunkRow{ID: messages.NewID[messages.ChunkID](now), Branch: b, SourceTurn: turn, Seq: uint64(10 - i),
+				Type: messages.ChunkUserContext, Text: text, Hash: persistence.HashOf([]byte(text)),
+				Terms: map[string]float32{"chunk": 1, fmt.Sprint(i): 1}, TermCount: 2}
+			tx.Chunks = append(tx.Chunks, c)
+			switch (i + j) % 3 {
+			case 0: // in the namespace asked for
+				tx.Vectors = append(tx.Vectors, persistence.VectorRow{Namespace: "hash-2", Chunk: c.ID, Vector: []float32{float32(i), float32(j)}})
+			case 1: // in another one only
+				tx.Vectors = append(tx.Vectors, persistence.VectorRow{Namespace: "hash-3", Chunk: c.ID, Vector: []float32{1, 2, 3}})
+			}
+			if i == 5 { // also in another branch's partition
+				c.Branch = other
+				tx.Chunks = append(tx.Chunks, c)
+			}
+		}
+	}
+	if _, err := d.Commit(bg, tx); err != nil {
+		t.Fatal(err)
+	}
+	type entry struct {
+		doc persistence.ChunkDoc
+		vec []float32
+	}
+	for _, br := range []messages.BranchID{b, other, messages.NewID[messages.BranchID](now)} {
+		var want, got []entry
+		if err := d.BranchChunks(bg, br, func(doc persistence.ChunkDoc) error {
+			vec, err := d.Vector(bg, "hash-2", doc.Chunk)
+			want = append(want, entry{doc, vec})
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if err := d.BranchChunkVectors(bg, "hash-2", br, func(doc persistence.ChunkDoc, vec []float32) error {
+			got = append(got, entry{doc, vec})
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("BranchChunkVectors of %s =\n%+v\nwant (BranchChunks and Vector)\n%+v", br, got, want)
+		}
+		if n := map[messages.BranchID]int{b: 19, other: 3}[br]; len(got) != n {
+			t.Errorf("%d entries in %s, want %d", len(got), br, n)
+		}
+		var vecs int
+		for _, e := range got {
+			if e.vec != nil {
+				vecs++
+				if len(e.vec) != 2 {
+					t.Errorf("vector of %s in another namespace: %v", e.doc.Chunk, e.vec)
+				}
+			}
+		}
+		if n := map[messages.BranchID]int{b: 7, other: 1}[br]; vecs != n {
+			t.Errorf("%d vectors in %s, want %d", vecs, br, n)
+		}
+	}
+	// fn's error stops the read and is returned.
+	stop := errors.New("stop")
+	calls := 0
+	if err := d.BranchChunkVectors(bg, "hash-2", b, func(persistence.ChunkDoc, []float32) error { calls++; return stop }); err != stop || calls != 1 {
+		t.Errorf("BranchChunkVectors whose fn fails = %v after %d calls, want its error after 1", err, calls)
+	}
+	if err := d.BranchChunkVectors(bg, "", b, func(persistence.ChunkDoc, []float32) error { return nil }); !errors.Is(err, persistence.ErrInvalidArgument) ||
+		!strings.Contains(err.Error(), "namespace is required") {
+		t.Errorf("BranchChunkVectors without a namespace = %v, want ErrInvalidArgument naming it", err)
+	}
+}
+
+// Turn and step rows are found by id.
+func testRowsByID(t *testing.T, d DB) {
+	check, _ := writeRowsByID(t, d)
+	check(d)
+}
+
+// rowsByID is what writeRowsByID wrote.
+type rowsByID struct {
+	ids          []messages.TurnID
+	other        messages.TurnID
+	b1, b2, fork messages.BranchID
+	steps        []persistence.StepRow
+}
+
+// writeRowsByID writes turn rows on two branches and a fork, and step
+// rows; check reads them back by id.
+func writeRowsByID(t *testing.T, d DB) (check func(d DB), r rowsByID) {
+	t.Helper()
+	now := time.UnixMilli(1_700_000_000_000)
+	b1, b2 := messages.NewID[messages.BranchID](now), messages.NewID[messages.BranchID](now)
+	var ids []messages.TurnID
+	for seq := uint64(1); seq <= 25; seq++ {
+		id := messages.NewID[messages.TurnID](now.Add(time.Duration(seq) * time.Millisecond))
+		ids = append(ids, id)
+		if _, err := d.Commit(bg, &persistence.Tx{NewTurns: []persistence.TurnRow{{Branch: b1, Seq: seq, ID: id, Phase: messages.PhaseAccepted}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A row written by Turns alone is found too, and an update shows.
+	other := messages.NewID[messages.TurnID](now)
+	if _, err := d.Commit(bg, &persistence.Tx{
+		Turns: []persistence.TurnRow{{Branch: b2, Seq: 1, ID: other, Phase: messages.PhaseResponseFinalized},
+			{Branch: b1, Seq: 3, ID: ids[2], Phase: messages.PhaseStateCommitted}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	// A fork carries a pending turn of its parent as a row of its own,
+	// with the same turn id: each branch finds its own row.
+	fork := messages.NewID[messages.BranchID](now)
+	if _, err := d.Commit(bg, &persistence.Tx{NewTurns: []persistence.TurnRow{{Branch: fork, Seq: 4, ID: ids[3], Phase: messages.PhaseResponseFinalized}}}); err != nil {
+		t.Fatal(err)
+	}
+	steps := []persistence.StepRow{{ID: messages.NewID[messages.StepID](now), Turn: ids[0], Branch: b1, Index: 0, Outcome: messages.StepOutcome{Kind: messages.OutcomeCompleted}},
+		{ID: messages.NewID[messages.StepID](now), Turn: ids[1], Branch: b1, Index: 0, Outcome: messages.StepOutcome{Kind: messages.OutcomeCompleted}}}
+	if _, err := d.Commit(bg, &persistence.Tx{Steps: steps}); err != nil {
+		t.Fatal(err)
+	}
+	check = func(d DB) {
+		t.Helper()
+		for _, st := range steps {
+			if r, err := d.StepRow(bg, st.ID); err != nil || r.Turn != st.Turn {
+				t.Fatalf("StepRow(%s) = %+v, %v", st.ID, r, err)
+			}
+		}
+		for i, id := range ids {
+			r, err := d.TurnRow(bg, b1, id)
+			if err != nil || r.ID != id || r.Seq != uint64(i+1) {
+				t.Fatalf("TurnRow(b1, turn %d) = %+v, %v", i+1, r, err)
+			}
+		}
+		if r, err := d.TurnRow(bg, b1, ids[2]); err != nil || r.Phase != messages.PhaseStateCommitted {
+			t.Fatalf("updated row = %+v, %v", r, err)
+		}
+		if r, err := d.TurnRow(bg, fork, ids[3]); err != nil || r.Branch != fork || r.Phase != messages.PhaseResponseFinalized {
+			t.Fatalf("TurnRow(fork, its copy of turn 4) = %+v, %v", r, err)
+		}
+		if r, err := d.TurnRow(bg, b2, other); err != nil || r.Seq != 1 {
+			t.Fatalf("TurnRow(b2) = %+v, %v", r, err)
+		}
+		if _, err := d.TurnRow(bg, b2, ids[0]); !errors.Is(err, persistence.ErrTurnNotFound) {
+			t.Fatalf("a turn of another branch: err = %v, want ErrTurnNotFound", err)
+		}
+		if _, err := d.TurnRow(bg, b1, messages.NewID[messages.TurnID](now)); !errors.Is(err, persistence.ErrTurnNotFound) {
+			t.Fatalf("an unknown turn: err = %v, want ErrTurnNotFound", err)
+		}
+		want := []messages.BranchID{b1, fork}
+		slices.SortFunc(want, messages.BranchID.Compare)
+		if got, err := d.TurnBranches(bg, ids[3]); err != nil || !slices.Equal(got, want) {
+			t.Fatalf("TurnBranches(turn 4) = %v, %v; want %v", got, err, want)
+		}
+		if got, err := d.TurnBranches(bg, messages.NewID[messages.TurnID](now)); err != nil || len(got) != 0 {
+			t.Fatalf("TurnBranches(an unknown turn) = %v, %v; want none", got, err)
+		}
+	}
+	return check, rowsByID{ids, other, b1, b2, fork, steps}
+}

@@ -138,3 +138,61 @@ func testProxyIndex(t *testing.T, d DB, reopen func() DB) {
 }
 
 func hs(h [32]byte) []byte { return h[:] }
+
+// Each tenant has its own proxy index: a key, a prefix, a turn or a
+// request key entered for one tenant finds nothing for another, the
+// same name in two tenants names two conversations, and the default
+// tenant's entries are those written before tenants ("" and
+// DefaultTenant are one tenant).
+func testProxyIndexPerTenant(t *testing.T, d DB) {
+	now := time.UnixMilli(1_700_000_000_000)
+	a, b, def := messages.NewID[messages.BranchID](now), messages.NewID[messages.BranchID](now), messages.NewID[messages.BranchID](now)
+	turn := messages.NewID[messages.TurnID](now)
+	prefix := sha256.Sum256([]byte("the transcript"))
+	entries := func(tenant string, br messages.BranchID) []persistence.ProxyEntry {
+		return []persistence.ProxyEntry{
+			{Tenant: tenant, Kind: persistence.ProxyByKey, Name: []byte("shared-key"), ProxyTarget: persistence.ProxyTarget{Branch: br}},
+			{Tenant: tenant, Kind: persistence.ProxyByPrefix, Name: prefix[:], ProxyTarget: persistence.ProxyTarget{Branch: br, Turn: turn}},
+			{Tenant: tenant, Kind: persistence.ProxyByTurn, Name: turn[:], ProxyTarget: persistence.ProxyTarget{Branch: br}},
+			{Tenant: tenant, Kind: persistence.ProxyByRequest, Name: []byte("req-1"), ProxyTarget: persistence.ProxyTarget{Branch: br}},
+			{Tenant: tenant, Kind: persistence.ProxyByResponse, Name: persistence.ProxyResponseName(turn, 0),
+				ProxyTarget: persistence.ProxyTarget{Branch: br, Turn: turn, Response: json.RawMessage(`{"id":"resp"}`)}},
+		}
+	}
+	if _, err := d.Commit(bg, &persistence.Tx{Proxy: entries("acme", a)}); err != nil {
+		t.Fatal(err)
+	}
+	names := map[persistence.ProxyKind][]byte{persistence.ProxyByKey: []byte("shared-key"), persistence.ProxyByTurn: turn[:], persistence.ProxyByRequest: []byte("req-1"),
+		persistence.ProxyByResponse: persistence.ProxyResponseName(turn, 0)}
+	for _, tenant := range []string{"", persistence.DefaultTenant, "beta", "acm", "acmex"} {
+		for kind, name := range names {
+			if got, err := d.ProxyLookup(bg, tenant, kind, name); !errors.Is(err, persistence.ErrProxyNotFound) {
+				t.Errorf("ProxyLookup(%q, %c) = %+v, %v; want acme's entry not found", tenant, byte(kind), got, err)
+			}
+		}
+		if i, got, err := d.ProxyLongestPrefix(bg, tenant, [][32]byte{prefix}); err != nil || i != -1 {
+			t.Errorf("ProxyLongestPrefix(%q) = %d, %+v, %v; want acme's prefix not found", tenant, i, got, err)
+		}
+	}
+	// The same names in beta and in the default tenant are theirs.
+	if _, err := d.Commit(bg, &persistence.Tx{Proxy: append(entries("beta", b), entries("", def)...)}); err != nil {
+		t.Fatal(err)
+	}
+	for tenant, want := range map[string]messages.BranchID{"acme": a, "beta": b, "": def, persistence.DefaultTenant: def} {
+		for kind, name := range names {
+			if got, err := d.ProxyLookup(bg, tenant, kind, name); err != nil || got.Branch != want {
+				t.Errorf("ProxyLookup(%q, %c) = %+v, %v; want %s", tenant, byte(kind), got, err, want)
+			}
+		}
+		if i, got, err := d.ProxyLongestPrefix(bg, tenant, [][32]byte{prefix}); err != nil || i != 0 || got.Branch != want {
+			t.Errorf("ProxyLongestPrefix(%q) = %d, %+v, %v; want %s", tenant, i, got, err, want)
+		}
+		if got, err := d.ClaimProxyKey(bg, tenant, "shared-key", messages.NewID[messages.BranchID](now)); err != nil || got.Branch != want {
+			t.Errorf("ClaimProxyKey(%q) = %+v, %v; want %s kept", tenant, got, err, want)
+		}
+	}
+	long := strings.Repeat("t", persistence.MaxTenantName+1)
+	if _, err := d.ProxyLookup(bg, long, persistence.ProxyByKey, []byte("k")); !errors.Is(err, persistence.ErrInvalidArgument) || !strings.Contains(err.Error(), "tenant") {
+		t.Errorf("ProxyLookup(a %d-byte tenant) = %v, want ErrInvalidArgument naming the tenant", len(long), err)
+	}
+}

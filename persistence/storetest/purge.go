@@ -12,44 +12,47 @@ import (
 	"github.com/contextinfinity/ctxinf/persistence"
 )
 
-// purgeFixture is a session written with every kind of row a branch has,
-// each holding marker.
-type purgeFixture struct {
-	session messages.SessionID
-	branch  messages.BranchID
-	turns   []messages.TurnID
-	step    messages.StepID
-	actor   string
+// SessionFixture is a session written with every kind of row a branch
+// has, each holding a marker (WriteSession); engines' own purge tests
+// use it too.
+type SessionFixture struct {
+	Session messages.SessionID
+	Branch  messages.BranchID
+	Turns   []messages.TurnID
+	Step    messages.StepID
+	Actor   string
 }
 
-func writeSession(t testing.TB, d DB, marker string, turns int) purgeFixture {
+// WriteSession writes a session of one branch with turns turns, every row
+// of them holding marker, to d.
+func WriteSession(t testing.TB, d DB, marker string, turns int) SessionFixture {
 	t.Helper()
 	ctx := context.Background()
 	now := time.Now()
-	f := purgeFixture{session: messages.NewID[messages.SessionID](now), branch: messages.NewID[messages.BranchID](now),
-		step: messages.NewID[messages.StepID](now)}
-	f.actor = "ctxinf/b-" + f.branch.String()
+	f := SessionFixture{Session: messages.NewID[messages.SessionID](now), Branch: messages.NewID[messages.BranchID](now),
+		Step: messages.NewID[messages.StepID](now)}
+	f.Actor = "ctxinf/b-" + f.Branch.String()
 	tx := &persistence.Tx{
 		// An owner row (and one of its root), which go with the branch.
-		NewBranches: []persistence.BranchSpec{{ID: f.branch, Tenant: "tenant " + marker}},
-		Sessions:    []persistence.SessionRow{{ID: f.session, ActiveBranch: f.branch, Created: now}},
-		Branches:    []persistence.BranchRow{{ID: f.branch, Session: f.session, Label: "main", Created: now}},
+		NewBranches: []persistence.BranchSpec{{ID: f.Branch, Tenant: "tenant " + marker}},
+		Sessions:    []persistence.SessionRow{{ID: f.Session, ActiveBranch: f.Branch, Created: now}},
+		Branches:    []persistence.BranchRow{{ID: f.Branch, Session: f.Session, Label: "main", Created: now}},
 	}
 	if _, err := d.Commit(ctx, tx); err != nil {
 		t.Fatal(err)
 	}
 	for i := range turns {
-		f.turns = append(f.turns, appendTurn(t, d, f, uint64(i+1), marker))
+		f.Turns = append(f.Turns, appendTurn(t, d, f, uint64(i+1), marker))
 	}
 	return f
 }
 
 // appendTurn appends a turn holding marker to f's branch, with its rows.
-func appendTurn(t testing.TB, d DB, f purgeFixture, seq uint64, marker string) messages.TurnID {
+func appendTurn(t testing.TB, d DB, f SessionFixture, seq uint64, marker string) messages.TurnID {
 	t.Helper()
 	now := time.Now()
 	turn := messages.NewID[messages.TurnID](now)
-	step := f.step
+	step := f.Step
 	if seq > 1 {
 		step = messages.NewID[messages.StepID](now)
 	}
@@ -57,22 +60,22 @@ func appendTurn(t testing.TB, d DB, f purgeFixture, seq uint64, marker string) m
 	req, _ := json.Marshal(map[string]string{"input": text})
 	chunk := messages.NewID[messages.ChunkID](now)
 	tx := &persistence.Tx{
-		Appends:  []persistence.TxAppend{{Branch: f.branch, ID: turn, Req: persistence.AppendRequest{Payload: []byte(text)}}},
-		NewTurns: []persistence.TurnRow{{Branch: f.branch, Seq: seq, ID: turn, Phase: messages.PhaseDone, Step: step, Reason: marker, Updated: now}},
-		States:   []persistence.StateRow{{Branch: f.branch, Seq: seq, ID: messages.NewID[messages.StateID](now), Summary: marker, Pinned: []string{marker}}},
-		Steps:    []persistence.StepRow{{ID: step, Branch: f.branch, Turn: turn, Request: req, Response: req, Outcome: messages.StepOutcome{Kind: messages.OutcomeCompleted}}},
-		Chunks: []persistence.ChunkRow{{ID: chunk, Session: f.session, Branch: f.branch, SourceTurn: turn, Seq: seq, Type: messages.ChunkCode, Text: text,
+		Appends:  []persistence.TxAppend{{Branch: f.Branch, ID: turn, Req: persistence.AppendRequest{Payload: []byte(text)}}},
+		NewTurns: []persistence.TurnRow{{Branch: f.Branch, Seq: seq, ID: turn, Phase: messages.PhaseDone, Step: step, Reason: marker, Updated: now}},
+		States:   []persistence.StateRow{{Branch: f.Branch, Seq: seq, ID: messages.NewID[messages.StateID](now), Summary: marker, Pinned: []string{marker}}},
+		Steps:    []persistence.StepRow{{ID: step, Branch: f.Branch, Turn: turn, Request: req, Response: req, Outcome: messages.StepOutcome{Kind: messages.OutcomeCompleted}}},
+		Chunks: []persistence.ChunkRow{{ID: chunk, Session: f.Session, Branch: f.Branch, SourceTurn: turn, Seq: seq, Type: messages.ChunkCode, Text: text,
 			Hash: persistence.HashOf([]byte(text)), Terms: map[string]float32{marker: 1}, TermCount: 1}},
 		Vectors: []persistence.VectorRow{{Namespace: "test/2", Chunk: chunk, Vector: []float32{1, 2}}},
-		Jobs:    []persistence.Job{{Type: persistence.JobIndex, Branch: f.branch, Turn: turn, Created: now}},
-		Events:  []persistence.EventRecord{{Actor: f.actor, Index: seq - 1, Data: []byte(marker)}},
-		Keys: []persistence.IdempotencyRow{{Scope: persistence.ScopeTurn, Owner: f.branch, Key: "key " + marker + turn.String(), Hash: marker,
+		Jobs:    []persistence.Job{{Type: persistence.JobIndex, Branch: f.Branch, Turn: turn, Created: now}},
+		Events:  []persistence.EventRecord{{Actor: f.Actor, Index: seq - 1, Data: []byte(marker)}},
+		Keys: []persistence.IdempotencyRow{{Scope: persistence.ScopeTurn, Owner: f.Branch, Key: "key " + marker + turn.String(), Hash: marker,
 			Turn: turn, Created: now}},
-		Proxy: []persistence.ProxyEntry{{Kind: persistence.ProxyByKey, Name: []byte(marker + turn.String()), ProxyTarget: persistence.ProxyTarget{Branch: f.branch}},
-			{Kind: persistence.ProxyByResponse, Name: persistence.ProxyResponseName(turn, 0), ProxyTarget: persistence.ProxyTarget{Branch: f.branch, Turn: turn, Response: req}}},
+		Proxy: []persistence.ProxyEntry{{Kind: persistence.ProxyByKey, Name: []byte(marker + turn.String()), ProxyTarget: persistence.ProxyTarget{Branch: f.Branch}},
+			{Kind: persistence.ProxyByResponse, Name: persistence.ProxyResponseName(turn, 0), ProxyTarget: persistence.ProxyTarget{Branch: f.Branch, Turn: turn, Response: req}}},
 	}
 	if seq == 1 {
-		tx.Snapshot = &persistence.EventRecord{Actor: f.actor, Index: 0, Data: []byte(marker)}
+		tx.Snapshot = &persistence.EventRecord{Actor: f.Actor, Index: 0, Data: []byte(marker)}
 	}
 	if _, err := d.Commit(context.Background(), tx); err != nil {
 		t.Fatal(err)
@@ -98,8 +101,8 @@ func testPurgeCompactedSessionLeavesNoByte(t *testing.T, d DB, e Env) {
 func purgeSessionLeavesNoByte(t *testing.T, d DB, e Env, compact bool) {
 	ctx := context.Background()
 	gone, kept := "MARKER-GONE-7f3a9c", "MARKER-KEPT-41d2e8"
-	fg := writeSession(t, d, gone, 3)
-	fk := writeSession(t, d, kept, 2)
+	fg := WriteSession(t, d, gone, 3)
+	fk := WriteSession(t, d, kept, 2)
 	if compact {
 		if err := e.Compact(); err != nil {
 			t.Fatal(err)
@@ -108,7 +111,7 @@ func purgeSessionLeavesNoByte(t *testing.T, d DB, e Env, compact bool) {
 	if got := e.Holding(t, gone); len(got) == 0 {
 		t.Fatalf("before the delete nothing holds %s: the scan cannot see it", gone)
 	}
-	res, err := d.Purge(ctx, persistence.PurgeSpec{Session: fg.session, DeleteSession: true, Actors: []string{fg.actor}})
+	res, err := d.Purge(ctx, persistence.PurgeSpec{Session: fg.Session, DeleteSession: true, Actors: []string{fg.Actor}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,19 +121,19 @@ func purgeSessionLeavesNoByte(t *testing.T, d DB, e Env, compact bool) {
 	if got := e.Holding(t, gone); len(got) > 0 {
 		t.Errorf("after the delete %s is still in %v", gone, got)
 	}
-	if _, err := d.Session(ctx, fg.session); !errors.Is(err, persistence.ErrNotFound) {
+	if _, err := d.Session(ctx, fg.Session); !errors.Is(err, persistence.ErrNotFound) {
 		t.Errorf("Session(deleted) = %v, want ErrNotFound", err)
 	}
-	if _, err := d.Head(ctx, fg.branch); !errors.Is(err, persistence.ErrBranchNotFound) {
+	if _, err := d.Head(ctx, fg.Branch); !errors.Is(err, persistence.ErrBranchNotFound) {
 		t.Errorf("Head(deleted) = %v, want ErrBranchNotFound", err)
 	}
-	if _, err := d.Turn(ctx, fg.turns[0]); !errors.Is(err, persistence.ErrTurnNotFound) {
+	if _, err := d.Turn(ctx, fg.Turns[0]); !errors.Is(err, persistence.ErrTurnNotFound) {
 		t.Errorf("Turn(deleted) = %v, want ErrTurnNotFound", err)
 	}
-	if _, err := d.ProxyLookup(ctx, persistence.DefaultTenant, persistence.ProxyByKey, []byte(gone+fg.turns[0].String())); !errors.Is(err, persistence.ErrNotFound) {
+	if _, err := d.ProxyLookup(ctx, persistence.DefaultTenant, persistence.ProxyByKey, []byte(gone+fg.Turns[0].String())); !errors.Is(err, persistence.ErrNotFound) {
 		t.Errorf("ProxyLookup(deleted) = %v, want ErrNotFound", err)
 	}
-	if _, err := d.ProxyLookup(ctx, persistence.DefaultTenant, persistence.ProxyByResponse, persistence.ProxyResponseName(fg.turns[0], 0)); !errors.Is(err, persistence.ErrNotFound) {
+	if _, err := d.ProxyLookup(ctx, persistence.DefaultTenant, persistence.ProxyByResponse, persistence.ProxyResponseName(fg.Turns[0], 0)); !errors.Is(err, persistence.ErrNotFound) {
 		t.Errorf("ProxyLookup(a deleted branch's response) = %v, want ErrNotFound", err)
 	}
 	checkPurgedReads(t, d, fg, gone)
@@ -143,7 +146,7 @@ func purgeSessionLeavesNoByte(t *testing.T, d DB, e Env, compact bool) {
 	if got := e.Holding(t, kept); len(got) == 0 {
 		t.Errorf("nothing holds the kept session's %s", kept)
 	}
-	p, err := d.Last(ctx, fk.branch, 10)
+	p, err := d.Last(ctx, fk.Branch, 10)
 	if err != nil || len(p.Turns) != 3 {
 		t.Fatalf("Last(kept) = %d turns, %v; want 3", len(p.Turns), err)
 	}
@@ -151,13 +154,13 @@ func purgeSessionLeavesNoByte(t *testing.T, d DB, e Env, compact bool) {
 	if err != nil || !bytes.Contains(b, []byte(kept)) {
 		t.Errorf("Blob(kept) = %q, %v", b, err)
 	}
-	if s, err := d.StateRow(ctx, fk.branch, 1); err != nil || s.Summary != kept {
+	if s, err := d.StateRow(ctx, fk.Branch, 1); err != nil || s.Summary != kept {
 		t.Errorf("StateRow(kept) = %+v, %v", s, err)
 	}
 	if tn, err := d.TurnTenant(ctx, p.Turns[0].ID); err != nil || tn != "tenant "+kept {
 		t.Errorf("TurnTenant(kept) = %q, %v", tn, err)
 	}
-	if _, err := d.Session(ctx, fg.session); !errors.Is(err, persistence.ErrNotFound) {
+	if _, err := d.Session(ctx, fg.Session); !errors.Is(err, persistence.ErrNotFound) {
 		t.Errorf("after a reopen Session(deleted) = %v, want ErrNotFound", err)
 	}
 	checkPurgedReads(t, d, fg, gone)
@@ -165,7 +168,7 @@ func purgeSessionLeavesNoByte(t *testing.T, d DB, e Env, compact bool) {
 
 // checkPurgedReads checks that no read of the Database finds a row of
 // the purged session f.
-func checkPurgedReads(t *testing.T, d DB, f purgeFixture, marker string) {
+func checkPurgedReads(t *testing.T, d DB, f SessionFixture, marker string) {
 	t.Helper()
 	ctx := context.Background()
 	notFound := func(what string, err error) {
@@ -174,25 +177,25 @@ func checkPurgedReads(t *testing.T, d DB, f purgeFixture, marker string) {
 			t.Errorf("%s of the deleted session = %v, want ErrNotFound", what, err)
 		}
 	}
-	_, err := d.BranchRow(ctx, f.branch)
+	_, err := d.BranchRow(ctx, f.Branch)
 	notFound("BranchRow", err)
-	_, err = d.StateRow(ctx, f.branch, 1)
+	_, err = d.StateRow(ctx, f.Branch, 1)
 	notFound("StateRow", err)
-	_, err = d.StepRow(ctx, f.step)
+	_, err = d.StepRow(ctx, f.Step)
 	notFound("StepRow", err)
-	_, err = d.BranchTenant(ctx, f.branch)
+	_, err = d.BranchTenant(ctx, f.Branch)
 	notFound("BranchTenant", err)
-	_, err = d.SessionActivity(ctx, f.session)
+	_, err = d.SessionActivity(ctx, f.Session)
 	notFound("SessionActivity", err)
-	_, err = d.IdempotencyKey(ctx, persistence.ScopeTurn, f.branch, "key "+marker+f.turns[0].String())
+	_, err = d.IdempotencyKey(ctx, persistence.ScopeTurn, f.Branch, "key "+marker+f.Turns[0].String())
 	notFound("IdempotencyKey", err)
-	if bs, err := d.Branches(ctx, f.session); err != nil || len(bs) != 0 {
+	if bs, err := d.Branches(ctx, f.Session); err != nil || len(bs) != 0 {
 		t.Errorf("Branches(deleted) = %+v, %v", bs, err)
 	}
-	for _, turn := range f.turns {
+	for _, turn := range f.Turns {
 		_, err := d.Turn(ctx, turn)
 		notFound("Turn", err)
-		if rs, err := d.TurnRows(ctx, f.branch, 0, 10); err != nil || len(rs) != 0 {
+		if rs, err := d.TurnRows(ctx, f.Branch, 0, 10); err != nil || len(rs) != 0 {
 			t.Errorf("TurnRows(deleted) = %+v, %v", rs, err)
 		}
 		if cs, err := d.Chunks(ctx, turn); err != nil || len(cs) != 0 {
@@ -206,10 +209,10 @@ func checkPurgedReads(t *testing.T, d DB, f purgeFixture, marker string) {
 		}
 	}
 	n := 0
-	if err := d.Events(ctx, f.actor, 0, func(uint64, []byte) error { n++; return nil }); err != nil || n != 0 {
+	if err := d.Events(ctx, f.Actor, 0, func(uint64, []byte) error { n++; return nil }); err != nil || n != 0 {
 		t.Errorf("Events(deleted) = %d, %v", n, err)
 	}
-	if _, ok, err := d.Snapshot(ctx, f.actor); ok || err != nil {
+	if _, ok, err := d.Snapshot(ctx, f.Actor); ok || err != nil {
 		t.Errorf("Snapshot(deleted) = %t, %v", ok, err)
 	}
 	js, err := d.Jobs(ctx)
@@ -217,12 +220,12 @@ func checkPurgedReads(t *testing.T, d DB, f purgeFixture, marker string) {
 		t.Fatal(err)
 	}
 	for _, j := range js {
-		if j.Branch == f.branch {
+		if j.Branch == f.Branch {
 			t.Errorf("job %+v of the deleted branch is left", j)
 		}
 	}
 	n = 0
-	if err := d.BranchChunks(ctx, f.branch, func(persistence.ChunkDoc) error { n++; return nil }); err != nil || n != 0 {
+	if err := d.BranchChunks(ctx, f.Branch, func(persistence.ChunkDoc) error { n++; return nil }); err != nil || n != 0 {
 		t.Errorf("BranchChunks(deleted) = %d, %v", n, err)
 	}
 }
@@ -233,13 +236,13 @@ func checkPurgedReads(t *testing.T, d DB, f purgeFixture, marker string) {
 // with its parent stays.
 func testPurgeBranchWithForks(t *testing.T, d DB, e Env) {
 	ctx := context.Background()
-	parent := writeSession(t, d, "PARENT-KEPT-19ab", 2)
+	parent := WriteSession(t, d, "PARENT-KEPT-19ab", 2)
 	now := time.Now()
-	fork := purgeFixture{session: parent.session, branch: messages.NewID[messages.BranchID](now), step: messages.NewID[messages.StepID](now)}
-	fork.actor = "ctxinf/b-" + fork.branch.String()
+	fork := SessionFixture{Session: parent.Session, Branch: messages.NewID[messages.BranchID](now), Step: messages.NewID[messages.StepID](now)}
+	fork.Actor = "ctxinf/b-" + fork.Branch.String()
 	_, err := d.Commit(ctx, &persistence.Tx{
-		NewBranches: []persistence.BranchSpec{{ID: fork.branch, At: parent.turns[0]}},
-		Branches:    []persistence.BranchRow{{ID: fork.branch, Session: parent.session, Parent: parent.branch, ForkAt: parent.turns[0], ForkSeq: 1, Created: now}},
+		NewBranches: []persistence.BranchSpec{{ID: fork.Branch, At: parent.Turns[0]}},
+		Branches:    []persistence.BranchRow{{ID: fork.Branch, Session: parent.Session, Parent: parent.Branch, ForkAt: parent.Turns[0], ForkSeq: 1, Created: now}},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -249,14 +252,14 @@ func testPurgeBranchWithForks(t *testing.T, d DB, e Env) {
 	if len(before) == 0 {
 		t.Fatal("nothing holds the fork's marker before the delete")
 	}
-	_, err = d.Purge(ctx, persistence.PurgeSpec{Session: parent.session, Branches: []messages.BranchID{parent.branch}})
+	_, err = d.Purge(ctx, persistence.PurgeSpec{Session: parent.Session, Branches: []messages.BranchID{parent.Branch}})
 	if !errors.Is(err, persistence.ErrInUse) {
 		t.Fatalf("Purge(a branch with a fork) = %v, want ErrInUse", err)
 	}
-	if _, err := d.Head(ctx, parent.branch); err != nil {
+	if _, err := d.Head(ctx, parent.Branch); err != nil {
 		t.Fatalf("after a refused delete: %v", err)
 	}
-	res, err := d.Purge(ctx, persistence.PurgeSpec{Session: parent.session, Branches: []messages.BranchID{fork.branch}, Actors: []string{fork.actor}})
+	res, err := d.Purge(ctx, persistence.PurgeSpec{Session: parent.Session, Branches: []messages.BranchID{fork.Branch}, Actors: []string{fork.Actor}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -266,7 +269,7 @@ func testPurgeBranchWithForks(t *testing.T, d DB, e Env) {
 	if got := e.Holding(t, "FORK-GONE-5c7e"); len(got) > 0 {
 		t.Errorf("after the delete the fork's marker is in %v", got)
 	}
-	chain, err := d.Chain(ctx, parent.turns[1])
+	chain, err := d.Chain(ctx, parent.Turns[1])
 	if err != nil || len(chain) != 2 {
 		t.Fatalf("Chain(parent) = %d, %v", len(chain), err)
 	}
@@ -275,12 +278,12 @@ func testPurgeBranchWithForks(t *testing.T, d DB, e Env) {
 			t.Errorf("Blob(parent turn %s) = %v", tu.ID, err)
 		}
 	}
-	bs, err := d.Branches(ctx, parent.session)
-	if err != nil || len(bs) != 1 || bs[0].ID != parent.branch {
+	bs, err := d.Branches(ctx, parent.Session)
+	if err != nil || len(bs) != 1 || bs[0].ID != parent.Branch {
 		t.Errorf("Branches = %+v, %v; want the parent alone", bs, err)
 	}
 	// The session's first branch cannot go alone.
-	if _, err := d.Purge(ctx, persistence.PurgeSpec{Session: parent.session, Branches: []messages.BranchID{parent.branch}}); !errors.Is(err, persistence.ErrInvalidArgument) {
+	if _, err := d.Purge(ctx, persistence.PurgeSpec{Session: parent.Session, Branches: []messages.BranchID{parent.Branch}}); !errors.Is(err, persistence.ErrInvalidArgument) {
 		t.Errorf("Purge(the last branch) = %v, want ErrInvalidArgument", err)
 	}
 }
@@ -291,29 +294,29 @@ func testPurgeBranchWithForks(t *testing.T, d DB, e Env) {
 func testPurgeSessionsInOneDrop(t *testing.T, d DB, e Env) {
 	ctx := context.Background()
 	a, b, kept := "MARKER-RET-A-19c0", "MARKER-RET-B-7e22", "MARKER-RET-KEPT-3d11"
-	fa := writeSession(t, d, a, 2)
-	fb := writeSession(t, d, b, 3)
-	fk := writeSession(t, d, kept, 1)
+	fa := WriteSession(t, d, a, 2)
+	fb := WriteSession(t, d, b, 3)
+	fk := WriteSession(t, d, kept, 1)
 	// An activity row each, which goes with its session.
-	for _, f := range []purgeFixture{fa, fb} {
-		if _, err := d.Commit(ctx, &persistence.Tx{Touched: []persistence.SessionTouch{{Session: f.session, At: time.Now()}}}); err != nil {
+	for _, f := range []SessionFixture{fa, fb} {
+		if _, err := d.Commit(ctx, &persistence.Tx{Touched: []persistence.SessionTouch{{Session: f.Session, At: time.Now()}}}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	missing := messages.NewID[messages.SessionID](time.Now())
-	_, err := d.PurgeSessions(ctx, []persistence.PurgeSpec{{Session: fa.session, DeleteSession: true}, {Session: missing, DeleteSession: true}})
+	_, err := d.PurgeSessions(ctx, []persistence.PurgeSpec{{Session: fa.Session, DeleteSession: true}, {Session: missing, DeleteSession: true}})
 	if !errors.Is(err, persistence.ErrNotFound) {
 		t.Fatalf("PurgeSessions(with a missing session) = %v, want ErrNotFound", err)
 	}
-	if _, err := d.Session(ctx, fa.session); err != nil {
+	if _, err := d.Session(ctx, fa.Session); err != nil {
 		t.Fatalf("a failed batch deleted session a: %v", err)
 	}
-	if _, err := d.PurgeSessions(ctx, []persistence.PurgeSpec{{Session: fa.session, DeleteSession: true}, {Session: fa.session, DeleteSession: true}}); !errors.Is(err, persistence.ErrInvalidArgument) {
+	if _, err := d.PurgeSessions(ctx, []persistence.PurgeSpec{{Session: fa.Session, DeleteSession: true}, {Session: fa.Session, DeleteSession: true}}); !errors.Is(err, persistence.ErrInvalidArgument) {
 		t.Errorf("PurgeSessions(a twice) = %v, want ErrInvalidArgument", err)
 	}
 	res, err := d.PurgeSessions(ctx, []persistence.PurgeSpec{
-		{Session: fa.session, DeleteSession: true, Actors: []string{fa.actor}},
-		{Session: fb.session, DeleteSession: true, Actors: []string{fb.actor}},
+		{Session: fa.Session, DeleteSession: true, Actors: []string{fa.Actor}},
+		{Session: fb.Session, DeleteSession: true, Actors: []string{fb.Actor}},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -326,15 +329,15 @@ func testPurgeSessionsInOneDrop(t *testing.T, d DB, e Env) {
 			t.Errorf("after the delete %s is still in %v", m, got)
 		}
 	}
-	for _, f := range []purgeFixture{fa, fb} {
-		if _, err := d.SessionActivity(ctx, f.session); !errors.Is(err, persistence.ErrNotFound) {
+	for _, f := range []SessionFixture{fa, fb} {
+		if _, err := d.SessionActivity(ctx, f.Session); !errors.Is(err, persistence.ErrNotFound) {
 			t.Errorf("SessionActivity(deleted) = %v, want ErrNotFound", err)
 		}
 	}
 	if got := e.Holding(t, kept); len(got) == 0 {
 		t.Errorf("no file holds the kept session's %s", kept)
 	}
-	if _, err := d.Session(ctx, fk.session); err != nil {
+	if _, err := d.Session(ctx, fk.Session); err != nil {
 		t.Errorf("kept session: %v", err)
 	}
 }

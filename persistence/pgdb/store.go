@@ -1,4 +1,4 @@
-package persistence
+package pgdb
 
 import (
 	"context"
@@ -18,6 +18,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/contextinfinity/ctxinf/messages"
+	"github.com/contextinfinity/ctxinf/persistence"
 )
 
 // The context store on PostgreSQL. The same contract as
@@ -57,9 +58,9 @@ var errCASLost = errors.New("persistence: head moved by another writer")
 type PGOptions struct {
 	// URL is the connection string (postgres://user@host:port/db?...).
 	URL    string
-	Limits Limits
+	Limits persistence.Limits
 	// Compress is the blob codec policy, as for Badger.
-	Compress Compression
+	Compress persistence.Compression
 	// GroupCommitMax bounds the writes in one transaction.
 	GroupCommitMax int
 	// MaxConns bounds the pool (readers and the committer).
@@ -84,8 +85,8 @@ type PGOptions struct {
 func DefaultPGOptions(url string) PGOptions {
 	return PGOptions{
 		URL:              url,
-		Limits:           Limits{MaxPayloadBytes: DefaultMaxPayloadBytes},
-		Compress:         CompressZstd,
+		Limits:           persistence.Limits{MaxPayloadBytes: persistence.DefaultMaxPayloadBytes},
+		Compress:         persistence.CompressZstd,
 		GroupCommitMax:   256,
 		MaxConns:         16,
 		MaxRetries:       30,
@@ -273,7 +274,7 @@ type pgStore struct {
 	pool  *pgxpool.Pool
 	opts  PGOptions
 	log   zerolog.Logger
-	turns *TurnCache
+	turns *persistence.TurnCache
 
 	mu     sync.RWMutex // guards closed and sends on ops
 	closed bool
@@ -292,19 +293,19 @@ type pgStore struct {
 
 // OpenPostgres connects to the database at opts.URL, creates the store's
 // tables if they are missing and starts the committer.
-func OpenPostgres(ctx context.Context, opts PGOptions) (Store, error) {
+func OpenPostgres(ctx context.Context, opts PGOptions) (persistence.Store, error) {
 	return openPostgres(ctx, opts)
 }
 
 func openPostgres(ctx context.Context, opts PGOptions) (*pgStore, error) {
 	if opts.URL == "" {
-		return nil, fmt.Errorf("%w: postgres url is empty (store.postgres_url_env names the variable holding it)", ErrInvalidArgument)
+		return nil, fmt.Errorf("%w: postgres url is empty (store.postgres_url_env names the variable holding it)", persistence.ErrInvalidArgument)
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
 	if opts.Limits.MaxPayloadBytes <= 0 {
-		opts.Limits.MaxPayloadBytes = DefaultMaxPayloadBytes
+		opts.Limits.MaxPayloadBytes = persistence.DefaultMaxPayloadBytes
 	}
 	if err := checkPGLimits(opts.Limits); err != nil {
 		return nil, err
@@ -321,7 +322,7 @@ func openPostgres(ctx context.Context, opts PGOptions) (*pgStore, error) {
 	cfg, err := pgxpool.ParseConfig(opts.URL)
 	if err != nil {
 		// pgx's message may quote the URL, password included.
-		return nil, fmt.Errorf("%w: postgres url does not parse (store.postgres_url_env names the variable holding it)", ErrInvalidArgument)
+		return nil, fmt.Errorf("%w: postgres url does not parse (store.postgres_url_env names the variable holding it)", persistence.ErrInvalidArgument)
 	}
 	if opts.MaxConns > 0 {
 		cfg.MaxConns = opts.MaxConns
@@ -334,7 +335,7 @@ func openPostgres(ctx context.Context, opts PGOptions) (*pgStore, error) {
 		pool:  pool,
 		opts:  opts,
 		log:   opts.Logger,
-		turns: NewTurnCache(opts.TurnCacheEntries),
+		turns: persistence.NewTurnCache(opts.TurnCacheEntries),
 		ops:   make(chan *op, opts.GroupCommitMax),
 		done:  make(chan struct{}),
 	}
@@ -379,7 +380,7 @@ func (s *pgStore) createSchema(ctx context.Context) error {
 		return fmt.Errorf("read postgres schema version: %w", err)
 	}
 	if v != pgSchemaVersion {
-		return fmt.Errorf("%w: postgres schema version %d, this build knows %d", ErrCorrupt, v, pgSchemaVersion)
+		return fmt.Errorf("%w: postgres schema version %d, this build knows %d", persistence.ErrCorrupt, v, pgSchemaVersion)
 	}
 	return nil
 }
@@ -406,13 +407,13 @@ func connGone(err error) bool {
 type unavailableError struct{ err error }
 
 func (e unavailableError) Error() string   { return e.err.Error() }
-func (e unavailableError) Unwrap() []error { return []error{e.err, ErrUnavailable} }
+func (e unavailableError) Unwrap() []error { return []error{e.err, persistence.ErrUnavailable} }
 
 // unavailable marks err as ErrUnavailable if it says the database could
 // not be reached (a failed connect, a broken connection) or ended the
 // session (class 08, 57P01-57P03).
 func unavailable(err error) error {
-	if err == nil || errors.Is(err, ErrUnavailable) {
+	if err == nil || errors.Is(err, persistence.ErrUnavailable) {
 		return err
 	}
 	var ce *pgconn.ConnectError
@@ -460,7 +461,7 @@ func (s *pgStore) alive() error {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	if s.closed {
-		return ErrClosed
+		return persistence.ErrClosed
 	}
 	return nil
 }
@@ -471,14 +472,14 @@ func (s *pgStore) readErr(what string, err error) error {
 		return nil
 	}
 	if s.alive() != nil {
-		return ErrClosed
+		return persistence.ErrClosed
 	}
 	return unavailable(fmt.Errorf("postgres: %s: %w", what, err))
 }
 
-func (s *pgStore) Stats() Stats {
+func (s *pgStore) Stats() persistence.Stats {
 	c := &s.stats
-	st := Stats{
+	st := persistence.Stats{
 		Appends: c.appends.Load(), BlobWrites: c.blobWrites.Load(), BlobDedups: c.blobDedups.Load(),
 		Groups: c.groups.Load(), Syncs: c.syncs.Load(),
 		StoredBytes: c.storedBytes.Load(), RawBytes: c.rawBytes.Load(),
@@ -497,40 +498,40 @@ func (s *pgStore) submit(ctx context.Context, o *op) error {
 	return s.stats.counted(submitOp(ctx, &s.mu, &s.closed, s.ops, o))
 }
 
-func (s *pgStore) Append(ctx context.Context, branch messages.BranchID, req AppendRequest) (Turn, error) {
-	if err := CheckAppend(branch, req, s.opts.Limits); err != nil {
-		return Turn{}, err
+func (s *pgStore) Append(ctx context.Context, branch messages.BranchID, req persistence.AppendRequest) (persistence.Turn, error) {
+	if err := persistence.CheckAppend(branch, req, s.opts.Limits); err != nil {
+		return persistence.Turn{}, err
 	}
 	if err := s.alive(); err != nil {
-		return Turn{}, err
+		return persistence.Turn{}, err
 	}
 	// Hash and compress on the caller's goroutine, in parallel.
-	o := &op{kind: opAppend, branch: branch, append: req, hash: HashOf(req.Payload),
-		blob: EncodeBlob(req.Payload, s.opts.Compress)}
+	o := &op{kind: opAppend, branch: branch, append: req, hash: persistence.HashOf(req.Payload),
+		blob: persistence.EncodeBlob(req.Payload, s.opts.Compress)}
 	if err := s.submit(ctx, o); err != nil {
-		return Turn{}, err
+		return persistence.Turn{}, err
 	}
 	return o.res.turn, nil
 }
 
-func (s *pgStore) CreateBranch(ctx context.Context, spec BranchSpec) (Head, error) {
+func (s *pgStore) CreateBranch(ctx context.Context, spec persistence.BranchSpec) (persistence.Head, error) {
 	o := &op{kind: opBranch, spec: spec}
 	if err := s.submit(ctx, o); err != nil {
-		return Head{}, err
+		return persistence.Head{}, err
 	}
 	return o.res.head, nil
 }
 
-func (s *pgStore) PutOverlay(ctx context.Context, turn messages.TurnID, req OverlayRequest) (Overlay, error) {
-	if err := CheckOverlay(turn, req, s.opts.Limits); err != nil {
-		return Overlay{}, err
+func (s *pgStore) PutOverlay(ctx context.Context, turn messages.TurnID, req persistence.OverlayRequest) (persistence.Overlay, error) {
+	if err := persistence.CheckOverlay(turn, req, s.opts.Limits); err != nil {
+		return persistence.Overlay{}, err
 	}
 	o := &op{kind: opOverlay, turn: turn, ovReq: req}
 	if !req.Tombstone {
-		o.hash, o.blob = HashOf(req.Payload), EncodeBlob(req.Payload, s.opts.Compress)
+		o.hash, o.blob = persistence.HashOf(req.Payload), persistence.EncodeBlob(req.Payload, s.opts.Compress)
 	}
 	if err := s.submit(ctx, o); err != nil {
-		return Overlay{}, err
+		return persistence.Overlay{}, err
 	}
 	return o.res.overlay, nil
 }
@@ -601,7 +602,7 @@ func (s *pgStore) publish(g *pgGroup, batch []*op, took time.Duration) {
 	c.groups.Add(1)
 	if g.wrote {
 		c.syncs.Add(1)
-		c.syncTimes[SyncTimeBucket(took)].Add(1)
+		c.syncTimes[persistence.SyncTimeBucket(took)].Add(1)
 		c.syncNanos.Add(int64(took))
 	}
 	for _, r := range g.newTurns {
@@ -615,7 +616,7 @@ func (s *pgStore) publish(g *pgGroup, batch []*op, took time.Duration) {
 
 // pgHead is a branch head as a group sees it.
 type pgHead struct {
-	head    Head
+	head    persistence.Head
 	seq     int64 // the seq read (0 for a branch this group creates)
 	existed bool  // the row existed when read
 	moves   int64 // appends of this group to it
@@ -640,17 +641,17 @@ type pgGroup struct {
 	ctx     context.Context
 	tx      pgx.Tx
 	heads   map[messages.BranchID]*pgHead
-	blobs   map[Hash]*pgBlob
-	turns   map[messages.TurnID]TurnRecord // read or written by this group
-	ovs     map[messages.TurnID][]Overlay  // a turn's overlays, read and new
-	ovSeq0  int64                          // the overlay counter when read
+	blobs   map[persistence.Hash]*pgBlob
+	turns   map[messages.TurnID]persistence.TurnRecord // read or written by this group
+	ovs     map[messages.TurnID][]persistence.Overlay  // a turn's overlays, read and new
+	ovSeq0  int64                                      // the overlay counter when read
 	ovSeq   uint64
 	ovRead  bool
 	results []result
 	// what to write, in order
 	newBranches []messages.BranchID
-	newTurns    []TurnRecord
-	newOvs      []Overlay
+	newTurns    []persistence.TurnRecord
+	newOvs      []persistence.Overlay
 	rootTenants []pgRootTenant // the owners of new roots of branches with one
 	rows        *pgRows        // lifecycle rows of the group's Txs (pg_db.go); nil without any
 	wrote       bool
@@ -684,15 +685,15 @@ func (s *pgStore) tryGroup(batch []*op, attempt int) (*pgGroup, error) {
 	g := &pgGroup{
 		s: s, ctx: ctx, tx: tx,
 		heads:   make(map[messages.BranchID]*pgHead),
-		blobs:   make(map[Hash]*pgBlob),
-		turns:   make(map[messages.TurnID]TurnRecord),
-		ovs:     make(map[messages.TurnID][]Overlay),
+		blobs:   make(map[persistence.Hash]*pgBlob),
+		turns:   make(map[messages.TurnID]persistence.TurnRecord),
+		ovs:     make(map[messages.TurnID][]persistence.Overlay),
 		results: make([]result, len(batch)),
 	}
 	// Before COMMIT, a failure leaves nothing committed: one without the
 	// server's answer (a broken connection) is worth another attempt.
 	beforeCommit := func(err error) error {
-		if retryablePG(err) || isWriteError(err) || errors.Is(err, ErrCorrupt) {
+		if retryablePG(err) || isWriteError(err) || errors.Is(err, persistence.ErrCorrupt) {
 			return err
 		}
 		if connGone(err) {
@@ -816,10 +817,10 @@ func (g *pgGroup) prefetch(batch []*op) error {
 			rows.Close()
 			return fmt.Errorf("postgres: read blobs: %w", err)
 		}
-		var h Hash
+		var h persistence.Hash
 		if len(hb) != len(h) {
 			rows.Close()
-			return fmt.Errorf("%w: blob hash of %d bytes", ErrCorrupt, len(hb))
+			return fmt.Errorf("%w: blob hash of %d bytes", persistence.ErrCorrupt, len(hb))
 		}
 		copy(h[:], hb)
 		g.blobs[h] = &pgBlob{existed: true, refs0: refs, refs: refs}
@@ -857,10 +858,10 @@ func (g *pgGroup) prefetch(batch []*op) error {
 	return g.prefetchRows(batch)
 }
 
-func pgHeadRow(id, turn []byte, depth int64, base []byte, created int64) (Head, error) {
-	var h Head
+func pgHeadRow(id, turn []byte, depth int64, base []byte, created int64) (persistence.Head, error) {
+	var h persistence.Head
 	if len(id) != 16 || len(turn) != 16 || len(base) != 16 || depth < 0 {
-		return h, fmt.Errorf("%w: head row of branch %x", ErrCorrupt, id)
+		return h, fmt.Errorf("%w: head row of branch %x", persistence.ErrCorrupt, id)
 	}
 	copy(h.Branch[:], id)
 	copy(h.Turn[:], turn)
@@ -871,15 +872,15 @@ func pgHeadRow(id, turn []byte, depth int64, base []byte, created int64) (Head, 
 }
 
 // scanOverlay reads seq, turn, tombstone, hash, purged, created_ms.
-func scanOverlay(rows pgx.Rows) (Overlay, error) {
+func scanOverlay(rows pgx.Rows) (persistence.Overlay, error) {
 	var seq, created int64
 	var turn, hash, purged []byte
-	var o Overlay
+	var o persistence.Overlay
 	if err := rows.Scan(&seq, &turn, &o.Tombstone, &hash, &purged, &created); err != nil {
 		return o, fmt.Errorf("postgres: read overlays: %w", err)
 	}
 	if len(turn) != 16 || len(hash) != 32 || len(purged) != 32 || seq <= 0 {
-		return o, fmt.Errorf("%w: overlay row %d", ErrCorrupt, seq)
+		return o, fmt.Errorf("%w: overlay row %d", persistence.ErrCorrupt, seq)
 	}
 	copy(o.Turn[:], turn)
 	copy(o.Hash[:], hash)
@@ -921,23 +922,23 @@ func (g *pgGroup) apply(o *op) (result, error) {
 // isWriteError reports whether err is a write's own failure (bad input, a
 // missing or taken id, a head mismatch), not the transaction's.
 func isWriteError(err error) bool {
-	return errors.Is(err, ErrNotFound) || errors.Is(err, ErrInvalidArgument) || errors.Is(err, ErrBranchExists) ||
-		errors.Is(err, ErrHeadMismatch) || errors.Is(err, ErrDuplicate)
+	return errors.Is(err, persistence.ErrNotFound) || errors.Is(err, persistence.ErrInvalidArgument) || errors.Is(err, persistence.ErrBranchExists) ||
+		errors.Is(err, persistence.ErrHeadMismatch) || errors.Is(err, persistence.ErrDuplicate)
 }
 
 func (g *pgGroup) head(b messages.BranchID) (*pgHead, error) {
-	if b.IsZero() {
-		return nil, errZeroBranch
+	if err := persistence.CheckBranchID(b); err != nil {
+		return nil, err
 	}
 	h, ok := g.heads[b]
 	if !ok {
-		return nil, branchNotFound(b)
+		return nil, persistence.BranchNotFound(b)
 	}
 	return h, nil
 }
 
 // record returns a turn: written by this group, cached, or read.
-func (g *pgGroup) record(id messages.TurnID) (TurnRecord, error) {
+func (g *pgGroup) record(id messages.TurnID) (persistence.TurnRecord, error) {
 	if r, ok := g.turns[id]; ok {
 		return r, nil
 	}
@@ -956,7 +957,7 @@ func (g *pgGroup) record(id messages.TurnID) (TurnRecord, error) {
 // runtime purged stays in this one's cache, so a write that takes a turn
 // as given (a fork point, an overlay's turn, an id said to be taken)
 // reads it where the purge's transaction conflicts with it.
-func (g *pgGroup) recordTx(id messages.TurnID) (TurnRecord, error) {
+func (g *pgGroup) recordTx(id messages.TurnID) (persistence.TurnRecord, error) {
 	if r, ok := g.turns[id]; ok {
 		return r, nil
 	}
@@ -967,28 +968,30 @@ func (g *pgGroup) recordTx(id messages.TurnID) (TurnRecord, error) {
 	return r, err
 }
 
-func (g *pgGroup) appendTurn(o *op) (Turn, error) { return g.appendNode(o, messages.TurnID{}) }
+func (g *pgGroup) appendTurn(o *op) (persistence.Turn, error) {
+	return g.appendNode(o, messages.TurnID{})
+}
 
 // appendNode appends o's turn to its branch with id, or a new id when id
 // is zero; a chosen id that names a turn already stored is ErrDuplicate.
-func (g *pgGroup) appendNode(o *op, id messages.TurnID) (Turn, error) {
+func (g *pgGroup) appendNode(o *op, id messages.TurnID) (persistence.Turn, error) {
 	ph, err := g.head(o.branch)
 	if err != nil {
-		return Turn{}, err
+		return persistence.Turn{}, err
 	}
 	h := ph.head
 	if want := o.append.ExpectParent; want != nil && *want != h.Turn {
-		return Turn{}, &HeadMismatchError{Branch: o.branch, Want: *want, Got: h.Turn}
+		return persistence.Turn{}, &persistence.HeadMismatchError{Branch: o.branch, Want: *want, Got: h.Turn}
 	}
 	now := g.s.opts.Now()
 	if id.IsZero() {
 		id = messages.NewID[messages.TurnID](now)
 	} else if _, err := g.recordTx(id); err == nil {
-		return Turn{}, fmt.Errorf("%w: turn %s already exists", ErrDuplicate, id)
-	} else if !errors.Is(err, ErrTurnNotFound) {
-		return Turn{}, err
+		return persistence.Turn{}, fmt.Errorf("%w: turn %s already exists", persistence.ErrDuplicate, id)
+	} else if !errors.Is(err, persistence.ErrTurnNotFound) {
+		return persistence.Turn{}, err
 	}
-	r := TurnRecord{Turn: Turn{
+	r := persistence.TurnRecord{Turn: persistence.Turn{
 		ID:          id,
 		TypeTag:     o.append.TypeTag,
 		Codec:       o.append.Codec,
@@ -999,13 +1002,13 @@ func (g *pgGroup) appendNode(o *op, id messages.TurnID) (Turn, error) {
 	if !h.Empty() {
 		r.Parent, r.Depth = h.Turn, h.Depth+1
 		if r.Skips, err = g.skips(r.Parent, r.Depth); err != nil {
-			return Turn{}, err
+			return persistence.Turn{}, err
 		}
 	}
 	g.addRef(o.hash, o.blob, len(o.append.Payload))
 	if h.Empty() {
 		if err := g.ownRoot(o.branch, ph, r.ID); err != nil {
-			return Turn{}, err
+			return persistence.Turn{}, err
 		}
 	}
 	g.turns[r.ID] = r
@@ -1019,7 +1022,7 @@ func (g *pgGroup) appendNode(o *op, id messages.TurnID) (Turn, error) {
 // skips computes the skip pointers of a new turn at depth d whose parent
 // is parent: ptr_k = ptr_{k-1}(ptr_{k-1}), ptr_0 being the parent.
 func (g *pgGroup) skips(parent messages.TurnID, d uint64) ([]messages.TurnID, error) {
-	n := SkipLevels(d)
+	n := persistence.SkipLevels(d)
 	if n == 0 {
 		return nil, nil
 	}
@@ -1034,7 +1037,7 @@ func (g *pgGroup) skips(parent messages.TurnID, d uint64) ([]messages.TurnID, er
 			out[0] = r.Parent
 		} else {
 			if len(r.Skips) < k-1 {
-				return nil, fmt.Errorf("%w: turn %s has %d skip pointers, want %d", ErrCorrupt, r.ID, len(r.Skips), k-1)
+				return nil, fmt.Errorf("%w: turn %s has %d skip pointers, want %d", persistence.ErrCorrupt, r.ID, len(r.Skips), k-1)
 			}
 			out[k-1] = r.Skips[k-2]
 		}
@@ -1045,7 +1048,7 @@ func (g *pgGroup) skips(parent messages.TurnID, d uint64) ([]messages.TurnID, er
 
 // addRef counts one more reference to blob h (rec is its record, written
 // when the blob is new).
-func (g *pgGroup) addRef(h Hash, rec []byte, rawLen int) {
+func (g *pgGroup) addRef(h persistence.Hash, rec []byte, rawLen int) {
 	b, ok := g.blobs[h]
 	if !ok {
 		b = &pgBlob{}
@@ -1062,28 +1065,28 @@ func (g *pgGroup) addRef(h Hash, rec []byte, rawLen int) {
 	b.refs++
 }
 
-func (g *pgGroup) newBranch(spec BranchSpec) (Head, error) {
+func (g *pgGroup) newBranch(spec persistence.BranchSpec) (persistence.Head, error) {
 	now := g.s.opts.Now()
-	if len(spec.Tenant) > MaxTenantName {
-		return Head{}, fmt.Errorf("%w: tenant: %d bytes, limit %d", ErrInvalidArgument, len(spec.Tenant), MaxTenantName)
+	if len(spec.Tenant) > persistence.MaxTenantName {
+		return persistence.Head{}, fmt.Errorf("%w: tenant: %d bytes, limit %d", persistence.ErrInvalidArgument, len(spec.Tenant), persistence.MaxTenantName)
 	}
 	id := spec.ID
 	if id.IsZero() {
 		id = messages.NewID[messages.BranchID](now)
 	}
 	if _, ok := g.heads[id]; ok {
-		return Head{}, fmt.Errorf("%w: %s", ErrBranchExists, id)
+		return persistence.Head{}, fmt.Errorf("%w: %s", persistence.ErrBranchExists, id)
 	}
-	h := Head{Branch: id, CreatedAt: timeMillis(now)}
+	h := persistence.Head{Branch: id, CreatedAt: timeMillis(now)}
 	if !spec.At.IsZero() {
 		r, err := g.recordTx(spec.At)
 		if err != nil {
-			return Head{}, fmt.Errorf("fork at turn: %w", err)
+			return persistence.Head{}, fmt.Errorf("fork at turn: %w", err)
 		}
 		h.Turn, h.Depth, h.Base = r.ID, r.Depth, r.ID
 	}
 	ph := &pgHead{head: h, tenantKnown: true}
-	if spec.Tenant != DefaultTenant {
+	if spec.Tenant != persistence.DefaultTenant {
 		ph.tenant = spec.Tenant
 	}
 	g.heads[id] = ph
@@ -1091,12 +1094,12 @@ func (g *pgGroup) newBranch(spec BranchSpec) (Head, error) {
 	return h, nil
 }
 
-func (g *pgGroup) putOverlay(o *op) (Overlay, error) {
+func (g *pgGroup) putOverlay(o *op) (persistence.Overlay, error) {
 	r, err := g.recordTx(o.turn)
 	if err != nil {
-		return Overlay{}, err
+		return persistence.Overlay{}, err
 	}
-	ov := Overlay{Turn: o.turn, Seq: g.ovSeq + 1, Tombstone: o.ovReq.Tombstone, CreatedAt: timeMillis(g.s.opts.Now())}
+	ov := persistence.Overlay{Turn: o.turn, Seq: g.ovSeq + 1, Tombstone: o.ovReq.Tombstone, CreatedAt: timeMillis(g.s.opts.Now())}
 	current := r.PayloadHash
 	if os := g.ovs[o.turn]; len(os) > 0 {
 		current = os[len(os)-1].Hash
@@ -1114,7 +1117,7 @@ func (g *pgGroup) putOverlay(o *op) (Overlay, error) {
 			case errors.Is(err, pgx.ErrNoRows):
 				b = &pgBlob{}
 			case err != nil:
-				return Overlay{}, fmt.Errorf("postgres: read refs of blob %s: %w", current, err)
+				return persistence.Overlay{}, fmt.Errorf("postgres: read refs of blob %s: %w", current, err)
 			default:
 				b = &pgBlob{existed: true, refs0: refs, refs: refs}
 			}
@@ -1228,27 +1231,27 @@ func (g *pgGroup) write() error {
 // readRecord reads a turn with its skip pointers (no overlay applied).
 func (s *pgStore) readRecord(ctx context.Context, q interface {
 	QueryRow(context.Context, string, ...any) pgx.Row
-}, id messages.TurnID) (TurnRecord, error) {
-	if id.IsZero() {
-		return TurnRecord{}, errZeroTurn
+}, id messages.TurnID) (persistence.TurnRecord, error) {
+	if err := persistence.CheckTurnID(id); err != nil {
+		return persistence.TurnRecord{}, err
 	}
 	var parent, hash, skips []byte
 	var depth, typeTag, codec, flags, created int64
 	err := q.QueryRow(ctx, `SELECT parent, depth, type_tag, codec, hash, flags, created_ms, skips
 		FROM ctx_turns WHERE id = $1`, id[:]).Scan(&parent, &depth, &typeTag, &codec, &hash, &flags, &created, &skips)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return TurnRecord{}, turnNotFound(id)
+		return persistence.TurnRecord{}, persistence.TurnNotFound(id)
 	}
 	if err != nil {
-		return TurnRecord{}, fmt.Errorf("postgres: read turn %s: %w", id, err)
+		return persistence.TurnRecord{}, fmt.Errorf("postgres: read turn %s: %w", id, err)
 	}
 	t, err := pgTurnRow(id[:], parent, depth, typeTag, codec, hash, flags, created)
 	if err != nil {
-		return TurnRecord{}, err
+		return persistence.TurnRecord{}, err
 	}
-	r := TurnRecord{Turn: t}
-	if len(skips)%16 != 0 || len(skips)/16 != SkipLevels(t.Depth) {
-		return TurnRecord{}, fmt.Errorf("%w: turn %s: %d bytes of skip pointers at depth %d", ErrCorrupt, id, len(skips), t.Depth)
+	r := persistence.TurnRecord{Turn: t}
+	if len(skips)%16 != 0 || len(skips)/16 != persistence.SkipLevels(t.Depth) {
+		return persistence.TurnRecord{}, fmt.Errorf("%w: turn %s: %d bytes of skip pointers at depth %d", persistence.ErrCorrupt, id, len(skips), t.Depth)
 	}
 	for i := 0; i < len(skips); i += 16 {
 		r.Skips = append(r.Skips, messages.TurnID(skips[i:i+16]))
@@ -1257,11 +1260,11 @@ func (s *pgStore) readRecord(ctx context.Context, q interface {
 	return r, nil
 }
 
-func pgTurnRow(id, parent []byte, depth, typeTag, codec int64, hash []byte, flags, created int64) (Turn, error) {
-	var t Turn
+func pgTurnRow(id, parent []byte, depth, typeTag, codec int64, hash []byte, flags, created int64) (persistence.Turn, error) {
+	var t persistence.Turn
 	if len(id) != 16 || len(parent) != 16 || len(hash) != 32 || depth < 0 ||
 		codec < 0 || codec > math.MaxUint32 || flags < 0 || flags > math.MaxUint32 {
-		return t, fmt.Errorf("%w: turn row %x", ErrCorrupt, id)
+		return t, fmt.Errorf("%w: turn row %x", persistence.ErrCorrupt, id)
 	}
 	copy(t.ID[:], id)
 	copy(t.Parent[:], parent)
@@ -1287,13 +1290,13 @@ LEFT JOIN (SELECT turn, max(seq) AS seq FROM ctx_overlays
 LEFT JOIN ctx_overlays o ON o.seq = m.seq
 ORDER BY w.depth DESC`
 
-func (s *pgStore) AsOf(seq uint64) Reader { return s.reader(min(seq, math.MaxInt64)) }
+func (s *pgStore) AsOf(seq uint64) persistence.Reader { return s.reader(min(seq, math.MaxInt64)) }
 
 func (s *pgStore) view() pgReader { return s.reader(math.MaxInt64) }
 
 func (s *pgStore) reader(asOf uint64) pgReader {
 	r := pgReader{s: s, asOf: asOf}
-	r.Pager.View = func(ctx context.Context, fn func(DAGView) error) error {
+	r.Pager.View = func(ctx context.Context, fn func(persistence.DAGView) error) error {
 		if err := s.alive(); err != nil {
 			return err
 		}
@@ -1304,7 +1307,7 @@ func (s *pgStore) reader(asOf uint64) pgReader {
 
 // pgReader reads with the overlays of seq <= asOf applied.
 type pgReader struct {
-	Pager
+	persistence.Pager
 	s    *pgStore
 	asOf uint64
 }
@@ -1316,9 +1319,9 @@ type pgView struct {
 	ctx context.Context
 }
 
-func (v pgView) Head(b messages.BranchID) (Head, error) { return v.r.head(v.ctx, b) }
+func (v pgView) Head(b messages.BranchID) (persistence.Head, error) { return v.r.head(v.ctx, b) }
 
-func (v pgView) Walk(id messages.TurnID, n int) ([]Turn, messages.TurnID, error) {
+func (v pgView) Walk(id messages.TurnID, n int) ([]persistence.Turn, messages.TurnID, error) {
 	return v.r.walk(v.ctx, id, n)
 }
 
@@ -1328,7 +1331,7 @@ func (v pgView) AncestorAt(id messages.TurnID, d, target uint64) (messages.TurnI
 
 // walk returns up to n turns from id towards the root, newest first, and
 // the id where it stopped (zero at the root).
-func (r pgReader) walk(ctx context.Context, id messages.TurnID, n int) ([]Turn, messages.TurnID, error) {
+func (r pgReader) walk(ctx context.Context, id messages.TurnID, n int) ([]persistence.Turn, messages.TurnID, error) {
 	if n <= 0 || id.IsZero() {
 		return nil, id, nil
 	}
@@ -1337,7 +1340,7 @@ func (r pgReader) walk(ctx context.Context, id messages.TurnID, n int) ([]Turn, 
 		return nil, id, r.s.readErr("walk turns", err)
 	}
 	defer rows.Close()
-	out := make([]Turn, 0, min(n, 256))
+	out := make([]persistence.Turn, 0, min(n, 256))
 	for rows.Next() {
 		var tid, parent, hash, ovHash []byte
 		var depth, typeTag, codec, flags, created int64
@@ -1351,12 +1354,12 @@ func (r pgReader) walk(ctx context.Context, id messages.TurnID, n int) ([]Turn, 
 			return nil, id, err
 		}
 		if ovSeq != nil {
-			o := Overlay{Turn: t.ID, Seq: uint64(*ovSeq), Tombstone: ovTomb != nil && *ovTomb}
+			o := persistence.Overlay{Turn: t.ID, Seq: uint64(*ovSeq), Tombstone: ovTomb != nil && *ovTomb}
 			if len(ovHash) != 32 {
-				return nil, id, fmt.Errorf("%w: overlay row %d", ErrCorrupt, *ovSeq)
+				return nil, id, fmt.Errorf("%w: overlay row %d", persistence.ErrCorrupt, *ovSeq)
 			}
 			copy(o.Hash[:], ovHash)
-			t = ApplyOverlay(t, o)
+			t = persistence.ApplyOverlay(t, o)
 		}
 		out = append(out, t)
 	}
@@ -1367,68 +1370,70 @@ func (r pgReader) walk(ctx context.Context, id messages.TurnID, n int) ([]Turn, 
 	next := id
 	for i, t := range out {
 		if t.ID != next {
-			return nil, id, fmt.Errorf("%w: turn chain from %s broken at %d", ErrCorrupt, id, i)
+			return nil, id, fmt.Errorf("%w: turn chain from %s broken at %d", persistence.ErrCorrupt, id, i)
 		}
 		next = t.Parent
 	}
 	if len(out) == 0 {
-		return nil, id, turnNotFound(id)
+		return nil, id, persistence.TurnNotFound(id)
 	}
 	if len(out) < n && !next.IsZero() {
-		return nil, id, fmt.Errorf("%w: turn %s names parent %s, which is missing", ErrCorrupt, out[len(out)-1].ID, next)
+		return nil, id, fmt.Errorf("%w: turn %s names parent %s, which is missing", persistence.ErrCorrupt, out[len(out)-1].ID, next)
 	}
 	return out, next, nil
 }
 
-func (r pgReader) head(ctx context.Context, b messages.BranchID) (Head, error) {
-	if b.IsZero() {
-		return Head{}, errZeroBranch
+func (r pgReader) head(ctx context.Context, b messages.BranchID) (persistence.Head, error) {
+	if err := persistence.CheckBranchID(b); err != nil {
+		return persistence.Head{}, err
 	}
 	if err := r.s.alive(); err != nil {
-		return Head{}, err
+		return persistence.Head{}, err
 	}
 	var turn, base []byte
 	var depth, created int64
 	err := r.s.pool.QueryRow(ctx, `SELECT turn, depth, base, created_ms FROM ctx_heads WHERE branch = $1`, b[:]).
 		Scan(&turn, &depth, &base, &created)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return Head{}, branchNotFound(b)
+		return persistence.Head{}, persistence.BranchNotFound(b)
 	}
 	if err != nil {
-		return Head{}, r.s.readErr("read head of branch "+b.String(), err)
+		return persistence.Head{}, r.s.readErr("read head of branch "+b.String(), err)
 	}
 	return pgHeadRow(b[:], turn, depth, base, created)
 }
 
-func (r pgReader) Head(ctx context.Context, b messages.BranchID) (Head, error) { return r.head(ctx, b) }
+func (r pgReader) Head(ctx context.Context, b messages.BranchID) (persistence.Head, error) {
+	return r.head(ctx, b)
+}
 
-func (r pgReader) Turn(ctx context.Context, id messages.TurnID) (Turn, error) {
-	if id.IsZero() {
-		return Turn{}, errZeroTurn
+func (r pgReader) Turn(ctx context.Context, id messages.TurnID) (persistence.Turn, error) {
+	if err := persistence.CheckTurnID(id); err != nil {
+		return persistence.Turn{}, err
 	}
 	if err := r.s.alive(); err != nil {
-		return Turn{}, err
+		return persistence.Turn{}, err
 	}
 	ts, _, err := r.walk(ctx, id, 1)
 	if err != nil {
-		return Turn{}, err
+		return persistence.Turn{}, err
 	}
 	return ts[0], nil
 }
 
-func (r pgReader) Blob(ctx context.Context, h Hash) ([]byte, error) {
+func (r pgReader) Blob(ctx context.Context, h persistence.Hash) ([]byte, error) {
 	if err := r.s.alive(); err != nil {
 		return nil, err
 	}
 	var rec []byte
 	err := r.s.pool.QueryRow(ctx, `SELECT rec FROM ctx_blobs WHERE hash = $1 AND refs > 0`, h[:]).Scan(&rec)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, blobNotFound(h)
+		return nil, persistence.BlobNotFound(h)
 	}
 	if err != nil {
 		return nil, r.s.readErr("read blob "+h.String(), err)
 	}
-	return DecodeBlob(h, rec, r.s.opts.Limits.MaxPayloadBytes)
+	return persistence.DecodeBlob(h, rec, r.s.opts.Limits.MaxPayloadBytes)
 }
 
 // ancestorAt returns the ancestor of id (at depth d) at depth target,
@@ -1442,7 +1447,7 @@ func (s *pgStore) ancestorAt(ctx context.Context, id messages.TurnID, d, target 
 				return id, s.readErr("find ancestor", err)
 			}
 		}
-		if k := NextHop(d, target); k == 0 {
+		if k := persistence.NextHop(d, target); k == 0 {
 			id, d = rec.Parent, d-1
 		} else {
 			id, d = rec.Skips[k-1], d-uint64(1)<<k
@@ -1451,32 +1456,32 @@ func (s *pgStore) ancestorAt(ctx context.Context, id messages.TurnID, d, target 
 	return id, nil
 }
 
-func (s *pgStore) Head(ctx context.Context, b messages.BranchID) (Head, error) {
+func (s *pgStore) Head(ctx context.Context, b messages.BranchID) (persistence.Head, error) {
 	return s.view().Head(ctx, b)
 }
-func (s *pgStore) Turn(ctx context.Context, id messages.TurnID) (Turn, error) {
+func (s *pgStore) Turn(ctx context.Context, id messages.TurnID) (persistence.Turn, error) {
 	return s.view().Turn(ctx, id)
 }
-func (s *pgStore) Blob(ctx context.Context, h Hash) ([]byte, error) {
+func (s *pgStore) Blob(ctx context.Context, h persistence.Hash) ([]byte, error) {
 	return s.view().Blob(ctx, h)
 }
-func (s *pgStore) Last(ctx context.Context, b messages.BranchID, n int) (Page, error) {
+func (s *pgStore) Last(ctx context.Context, b messages.BranchID, n int) (persistence.Page, error) {
 	return s.view().Last(ctx, b, n)
 }
-func (s *pgStore) Before(ctx context.Context, id messages.TurnID, n int) (Page, error) {
+func (s *pgStore) Before(ctx context.Context, id messages.TurnID, n int) (persistence.Page, error) {
 	return s.view().Before(ctx, id, n)
 }
-func (s *pgStore) Chain(ctx context.Context, id messages.TurnID) ([]Turn, error) {
+func (s *pgStore) Chain(ctx context.Context, id messages.TurnID) ([]persistence.Turn, error) {
 	return s.view().Chain(ctx, id)
 }
-func (s *pgStore) Range(ctx context.Context, b messages.BranchID, start uint64, limit int) (RangePage, error) {
+func (s *pgStore) Range(ctx context.Context, b messages.BranchID, start uint64, limit int) (persistence.RangePage, error) {
 	return s.view().Range(ctx, b, start, limit)
 }
 
 // exists checks that turn id exists.
 func (s *pgStore) exists(ctx context.Context, id messages.TurnID) error {
-	if id.IsZero() {
-		return errZeroTurn
+	if err := persistence.CheckTurnID(id); err != nil {
+		return err
 	}
 	if err := s.alive(); err != nil {
 		return err
@@ -1487,7 +1492,7 @@ func (s *pgStore) exists(ctx context.Context, id messages.TurnID) error {
 	var one int
 	err := s.pool.QueryRow(ctx, `SELECT 1 FROM ctx_turns WHERE id = $1`, id[:]).Scan(&one)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return turnNotFound(id)
+		return persistence.TurnNotFound(id)
 	}
 	return s.readErr("read turn "+id.String(), err)
 }
@@ -1510,14 +1515,14 @@ func (s *pgStore) Children(ctx context.Context, id messages.TurnID) ([]messages.
 		c, err := messages.IDFromBytes[messages.TurnID](b)
 		if err != nil {
 			rows.Close()
-			return nil, fmt.Errorf("%w: child of %s: %v", ErrCorrupt, id, err)
+			return nil, fmt.Errorf("%w: child of %s: %v", persistence.ErrCorrupt, id, err)
 		}
 		out = append(out, c)
 	}
 	return out, s.readErr("read children of "+id.String(), rows.Err())
 }
 
-func (s *pgStore) Overlays(ctx context.Context, turn messages.TurnID) ([]Overlay, error) {
+func (s *pgStore) Overlays(ctx context.Context, turn messages.TurnID) ([]persistence.Overlay, error) {
 	if err := s.exists(ctx, turn); err != nil {
 		return nil, err
 	}
@@ -1527,7 +1532,7 @@ func (s *pgStore) Overlays(ctx context.Context, turn messages.TurnID) ([]Overlay
 		return nil, s.readErr("read overlays of "+turn.String(), err)
 	}
 	defer rows.Close()
-	var out []Overlay
+	var out []persistence.Overlay
 	for rows.Next() {
 		o, err := scanOverlay(rows)
 		if err != nil {
@@ -1547,7 +1552,7 @@ func (s *pgStore) OverlaySeq(ctx context.Context) (uint64, error) {
 	return uint64(v), s.readErr("read overlay seq", err)
 }
 
-func (s *pgStore) BlobRefs(ctx context.Context, h Hash) (uint64, error) {
+func (s *pgStore) BlobRefs(ctx context.Context, h persistence.Hash) (uint64, error) {
 	if err := s.alive(); err != nil {
 		return 0, err
 	}
@@ -1559,4 +1564,4 @@ func (s *pgStore) BlobRefs(ctx context.Context, h Hash) (uint64, error) {
 	return uint64(v), s.readErr("read refs of blob "+h.String(), err)
 }
 
-var _ Store = (*pgStore)(nil)
+var _ persistence.Store = (*pgStore)(nil)

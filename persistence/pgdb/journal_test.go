@@ -1,4 +1,4 @@
-package persistence
+package pgdb
 
 import (
 	"bytes"
@@ -13,10 +13,11 @@ import (
 
 	"github.com/contextinfinity/ctxinf/internal/pgtest"
 	"github.com/contextinfinity/ctxinf/messages"
+	"github.com/contextinfinity/ctxinf/persistence"
 )
 
 // storedBytes returns the bytes step's journal holds in js.
-func storedBytes(t *testing.T, js JournalStore, step messages.StepID) []byte {
+func storedBytes(t *testing.T, js persistence.JournalStore, step messages.StepID) []byte {
 	t.Helper()
 	r, err := js.Open(bg, step)
 	if err != nil {
@@ -30,6 +31,25 @@ func storedBytes(t *testing.T, js JournalStore, step messages.StepID) []byte {
 	return b
 }
 
+// journalClock is a journal's clock that moves only when a test moves it.
+type journalClock struct{ t time.Time }
+
+func (c *journalClock) now() time.Time { return c.t }
+
+func newJournalClock() *journalClock {
+	// Not UTC on purpose: the journal must write UTC.
+	return &journalClock{t: time.Date(2025, 3, 1, 12, 0, 0, 0, time.FixedZone("X", 3600))}
+}
+
+func newJournalStep(t testing.TB) messages.StepID {
+	t.Helper()
+	return messages.NewID[messages.StepID](time.Now())
+}
+
+func journalLineText(seq int) string {
+	return fmt.Sprintf(`{"ts":"2025-03-01T11:00:00.00%dZ","provider":"p","event_type":"e","seq":%d,"payload":{}}`+"\n", seq%10, seq)
+}
+
 // A member that dies mid-stream leaves in the database what its journal
 // had synced: another member, on its own connection, recovers it, with
 // the counters the dead member last showed as durable.
@@ -39,7 +59,7 @@ func TestPGJournalRecoveredByAnotherMember(t *testing.T) {
 	clk := newJournalClock()
 	never := time.Hour
 	step := newJournalStep(t)
-	j, err := NewJournalIn(a.Journals(), step, "anthropic", JournalPolicy{FlushInterval: never, FlushBytes: 1 << 20, FsyncInterval: time.Second}, clk.now)
+	j, err := persistence.NewJournalIn(a.Journals(), step, "anthropic", persistence.JournalPolicy{FlushInterval: never, FlushBytes: 1 << 20, FsyncInterval: time.Second}, clk.now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,12 +82,12 @@ func TestPGJournalRecoveredByAnotherMember(t *testing.T) {
 	if got, err := b.Journals().List(bg); err != nil || !slices.Equal(got, []messages.StepID{step}) {
 		t.Fatalf("List on the other member = %v, %v", got, err)
 	}
-	r, err := RecoverJournalIn(bg, b.Journals(), step, nil)
+	r, err := persistence.RecoverJournalIn(bg, b.Journals(), step, nil)
 	if err != nil || r.Torn || len(r.Entries) != 3 || r.Valid != durable || r.Size != durable {
 		t.Fatalf("RecoverJournalIn on the other member = %d entries, torn %v, valid %d, size %d, %v; want 3, false, %d, %d",
 			len(r.Entries), r.Torn, r.Valid, r.Size, err, durable, durable)
 	}
-	if text := JournalText(r.Entries); text != "w0 w1 w2 " {
+	if text := persistence.JournalText(r.Entries); text != "w0 w1 w2 " {
 		t.Errorf("recovered text %q, want %q", text, "w0 w1 w2 ")
 	}
 	if n, err := b.Journals().Remove(bg, []messages.StepID{step}); err != nil || n != 1 {

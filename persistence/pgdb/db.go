@@ -1,4 +1,9 @@
-package persistence
+// Package pgdb is the PostgreSQL engine of the store: the context store
+// (OpenPostgres) and the Database above it (PGDB, OpenPostgresDB), with
+// the semantics of persistence's Badger engine, the same rows and the same
+// errors; several runtimes may share one database (docs/STORE.md,
+// "PostgreSQL"; docs/CLUSTER.md).
+package pgdb
 
 import (
 	"bytes"
@@ -12,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/contextinfinity/ctxinf/messages"
+	"github.com/contextinfinity/ctxinf/persistence"
 )
 
 // PGDB is the Database on PostgreSQL: the PostgreSQL Store plus the
@@ -30,7 +36,7 @@ import (
 // ctx_journals rows (Journals, pg_journal.go).
 type PGDB struct{ *pgStore }
 
-var _ Database = (*PGDB)(nil)
+var _ persistence.Database = (*PGDB)(nil)
 
 // OpenPostgresDB connects to the database at opts.URL, creates the
 // tables of the store and of the lifecycle rows if they are missing and
@@ -52,30 +58,30 @@ const pgMaxSeq = math.MaxInt64
 // every part is committed or none, and a part that breaks a rule fails
 // the whole Tx with an error naming it. It returns once the transaction's
 // COMMIT has returned; ErrOutcomeUnknown when its answer never came.
-func (d *PGDB) Commit(ctx context.Context, tx *Tx) (TxResult, error) {
+func (d *PGDB) Commit(ctx context.Context, tx *persistence.Tx) (persistence.TxResult, error) {
 	if err := tx.Check(d.opts.Limits); err != nil {
-		return TxResult{}, err
+		return persistence.TxResult{}, err
 	}
 	if err := checkPGSeqs(tx); err != nil {
-		return TxResult{}, err
+		return persistence.TxResult{}, err
 	}
 	if err := d.alive(); err != nil {
-		return TxResult{}, err
+		return persistence.TxResult{}, err
 	}
 	o := d.txOp(tx)
 	if err := d.submit(ctx, o); err != nil {
-		return TxResult{}, err
+		return persistence.TxResult{}, err
 	}
 	return o.res.tx, nil
 }
 
 // txOp prepares tx's appends and returns tx's op.
-func (d *PGDB) txOp(tx *Tx) *op {
+func (d *PGDB) txOp(tx *persistence.Tx) *op {
 	o := &op{kind: opTx, tx: tx}
 	for _, a := range tx.Appends {
 		// Hash and compress on the caller's goroutine, as Append does.
 		o.parts = append(o.parts, &op{kind: opAppend, branch: a.Branch, append: a.Req,
-			hash: HashOf(a.Req.Payload), blob: EncodeBlob(a.Req.Payload, d.opts.Compress)})
+			hash: persistence.HashOf(a.Req.Payload), blob: persistence.EncodeBlob(a.Req.Payload, d.opts.Compress)})
 	}
 	return o
 }
@@ -163,7 +169,7 @@ func newPGRows() *pgRows {
 // prefetchRows reads, in one round trip, the rows at the keys that the
 // group's Txs must find free (NewTurns, States, Steps).
 func (g *pgGroup) prefetchRows(batch []*op) error {
-	var txs []*Tx
+	var txs []*persistence.Tx
 	for _, o := range batch {
 		if o.kind == opTx {
 			txs = append(txs, o.tx)
@@ -189,7 +195,7 @@ func (g *pgGroup) prefetchRows(batch []*op) error {
 		into[k] = pgRead{}
 		qs = append(qs, query{fmt.Sprintf("row at %x/%d", k.id, k.n), func(id []byte) error {
 			if len(id) != 16 {
-				return fmt.Errorf("%w: row at %x/%d names an id of %d bytes", ErrCorrupt, k.id, k.n, len(id))
+				return fmt.Errorf("%w: row at %x/%d names an id of %d bytes", persistence.ErrCorrupt, k.id, k.n, len(id))
 			}
 			rd := pgRead{ok: true}
 			copy(rd.id[:], id)
@@ -240,7 +246,7 @@ func (g *pgGroup) prefetchRows(batch []*op) error {
 // it was before them: applyTx puts it back when the Tx fails.
 type pgTxSave struct {
 	heads    map[messages.BranchID]*pgHead // nil: the group had no entry
-	blobs    map[Hash]*pgBlob
+	blobs    map[persistence.Hash]*pgBlob
 	newTurns int
 	branches int
 	roots    int
@@ -250,7 +256,7 @@ type pgTxSave struct {
 }
 
 func (g *pgGroup) saveTx(o *op) pgTxSave {
-	sv := pgTxSave{heads: map[messages.BranchID]*pgHead{}, blobs: map[Hash]*pgBlob{},
+	sv := pgTxSave{heads: map[messages.BranchID]*pgHead{}, blobs: map[persistence.Hash]*pgBlob{},
 		newTurns: len(g.newTurns), branches: len(g.newBranches), roots: len(g.rootTenants), st: g.st}
 	for i, a := range o.tx.Appends {
 		if _, ok := sv.heads[a.Branch]; !ok {
@@ -324,8 +330,8 @@ func (g *pgGroup) applyTx(o *op) (result, error) {
 	return result{tx: res}, nil
 }
 
-func (g *pgGroup) applyTxParts(o *op) (TxResult, error) {
-	var res TxResult
+func (g *pgGroup) applyTxParts(o *op) (persistence.TxResult, error) {
+	var res persistence.TxResult
 	tx := o.tx
 	for i, spec := range tx.NewBranches {
 		if _, err := g.newBranch(spec); err != nil {
@@ -360,7 +366,7 @@ func (g *pgGroup) applyTxParts(o *op) (TxResult, error) {
 	encode := func(v any) ([]byte, error) {
 		b, err := json.Marshal(v)
 		if err != nil {
-			return nil, fmt.Errorf("%w: encode row: %v", ErrInvalidArgument, err)
+			return nil, fmt.Errorf("%w: encode row: %v", persistence.ErrInvalidArgument, err)
 		}
 		return b, nil
 	}
@@ -407,7 +413,7 @@ func (g *pgGroup) applyTxParts(o *op) (TxResult, error) {
 			return res, err
 		}
 		if prev.ok && messages.TurnID(prev.id) != r.ID {
-			return res, fmt.Errorf("%w: turn_seq %d of branch %s is turn %s, not %s", ErrDuplicate, r.Seq, r.Branch, messages.TurnID(prev.id), r.ID)
+			return res, fmt.Errorf("%w: turn_seq %d of branch %s is turn %s, not %s", persistence.ErrDuplicate, r.Seq, r.Branch, messages.TurnID(prev.id), r.ID)
 		}
 		b, err := encode(r)
 		if err != nil {
@@ -428,7 +434,7 @@ func (g *pgGroup) applyTxParts(o *op) (TxResult, error) {
 		if prev, err := at(states, rows.statesRead, k); err != nil {
 			return res, err
 		} else if prev.ok {
-			return res, fmt.Errorf("%w: state_seq %d of branch %s is already committed", ErrDuplicate, r.Seq, r.Branch)
+			return res, fmt.Errorf("%w: state_seq %d of branch %s is already committed", persistence.ErrDuplicate, r.Seq, r.Branch)
 		}
 		b, err := encode(r)
 		if err != nil {
@@ -437,9 +443,9 @@ func (g *pgGroup) applyTxParts(o *op) (TxResult, error) {
 		own.states[k] = pgRow{data: b}
 	}
 	for _, j := range tx.Jobs {
-		c, ok := jobTypeCodes[j.Type]
+		c, ok := persistence.JobTypeCode(j.Type)
 		if !ok {
-			return res, fmt.Errorf("%w: job type %q", ErrInvalidArgument, j.Type)
+			return res, fmt.Errorf("%w: job type %q", persistence.ErrInvalidArgument, j.Type)
 		}
 		b, err := encode(j)
 		if err != nil {
@@ -448,9 +454,9 @@ func (g *pgGroup) applyTxParts(o *op) (TxResult, error) {
 		own.jobs[pgKey{j.Turn, uint64(c)}] = pgRow{data: b}
 	}
 	for _, j := range tx.DoneJobs {
-		c, ok := jobTypeCodes[j.Type]
+		c, ok := persistence.JobTypeCode(j.Type)
 		if !ok {
-			return res, fmt.Errorf("%w: job type %q", ErrInvalidArgument, j.Type)
+			return res, fmt.Errorf("%w: job type %q", persistence.ErrInvalidArgument, j.Type)
 		}
 		own.jobs[pgKey{j.Turn, uint64(c)}] = pgRow{} // deleted
 	}
@@ -463,11 +469,11 @@ func (g *pgGroup) applyTxParts(o *op) (TxResult, error) {
 		if prev, err := at(steps, rows.stepsRead, k); err != nil {
 			return res, err
 		} else if prev.ok && messages.StepID(prev.id) != r.ID {
-			return res, fmt.Errorf("%w: step %d of turn %s is step %s, not %s", ErrDuplicate, r.Index, r.Turn, messages.StepID(prev.id), r.ID)
+			return res, fmt.Errorf("%w: step %d of turn %s is step %s, not %s", persistence.ErrDuplicate, r.Index, r.Turn, messages.StepID(prev.id), r.ID)
 		}
-		b, err := EncodeStepRow(r)
+		b, err := persistence.EncodeStepRow(r)
 		if err != nil {
-			return res, fmt.Errorf("%w: encode row: %v", ErrInvalidArgument, err)
+			return res, fmt.Errorf("%w: encode row: %v", persistence.ErrInvalidArgument, err)
 		}
 		own.steps[k] = pgRow{data: b, id: r.ID}
 	}
@@ -586,7 +592,7 @@ func pgGetRow[T any](ctx context.Context, d *PGDB, what string, notFound error, 
 		return v, d.readErr(what, err)
 	}
 	if err := json.Unmarshal(data, &v); err != nil {
-		return v, fmt.Errorf("%w: %s: %v", ErrCorrupt, what, err)
+		return v, fmt.Errorf("%w: %s: %v", persistence.ErrCorrupt, what, err)
 	}
 	return v, nil
 }
@@ -609,7 +615,7 @@ func pgScanRows[T any](ctx context.Context, d *PGDB, what string, sql string, ar
 		}
 		var v T
 		if err := json.Unmarshal(data, &v); err != nil {
-			return nil, fmt.Errorf("%w: %s: row %d: %v", ErrCorrupt, what, len(out), err)
+			return nil, fmt.Errorf("%w: %s: row %d: %v", persistence.ErrCorrupt, what, len(out), err)
 		}
 		out = append(out, v)
 	}
@@ -620,50 +626,50 @@ func pgScanRows[T any](ctx context.Context, d *PGDB, what string, sql string, ar
 }
 
 // Session returns a session's row.
-func (d *PGDB) Session(ctx context.Context, id messages.SessionID) (SessionRow, error) {
-	return pgGetRow[SessionRow](ctx, d, "read session "+id.String(), fmt.Errorf("%w: session %s", ErrRowNotFound, id),
+func (d *PGDB) Session(ctx context.Context, id messages.SessionID) (persistence.SessionRow, error) {
+	return pgGetRow[persistence.SessionRow](ctx, d, "read session "+id.String(), fmt.Errorf("%w: session %s", persistence.ErrRowNotFound, id),
 		`SELECT data FROM ctx_sessions WHERE id = $1`, id[:])
 }
 
 // Sessions returns every session's row, in the order of their ids.
-func (d *PGDB) Sessions(ctx context.Context) ([]SessionRow, error) {
-	return pgScanRows[SessionRow](ctx, d, "read sessions", `SELECT data FROM ctx_sessions ORDER BY id`)
+func (d *PGDB) Sessions(ctx context.Context) ([]persistence.SessionRow, error) {
+	return pgScanRows[persistence.SessionRow](ctx, d, "read sessions", `SELECT data FROM ctx_sessions ORDER BY id`)
 }
 
 // BranchRow returns a branch's row.
-func (d *PGDB) BranchRow(ctx context.Context, id messages.BranchID) (BranchRow, error) {
-	return pgGetRow[BranchRow](ctx, d, "read branch row "+id.String(), fmt.Errorf("%w: branch %s", ErrRowNotFound, id),
+func (d *PGDB) BranchRow(ctx context.Context, id messages.BranchID) (persistence.BranchRow, error) {
+	return pgGetRow[persistence.BranchRow](ctx, d, "read branch row "+id.String(), fmt.Errorf("%w: branch %s", persistence.ErrRowNotFound, id),
 		`SELECT data FROM ctx_branches WHERE id = $1`, id[:])
 }
 
 // Branches returns the rows of a session's branches, in the order of
 // their ids.
-func (d *PGDB) Branches(ctx context.Context, session messages.SessionID) ([]BranchRow, error) {
-	out, err := pgScanRows[BranchRow](ctx, d, "read branches of session "+session.String(),
+func (d *PGDB) Branches(ctx context.Context, session messages.SessionID) ([]persistence.BranchRow, error) {
+	out, err := pgScanRows[persistence.BranchRow](ctx, d, "read branches of session "+session.String(),
 		`SELECT data FROM ctx_branches WHERE session_id = $1 ORDER BY id`, session[:])
 	if out == nil && err == nil {
-		out = []BranchRow{} // as DB.Branches
+		out = []persistence.BranchRow{} // as DB.Branches
 	}
 	return out, err
 }
 
 // TurnRows returns up to limit turn rows of branch from fromSeq on, in
 // seq order.
-func (d *PGDB) TurnRows(ctx context.Context, branch messages.BranchID, fromSeq uint64, limit int) ([]TurnRow, error) {
-	if err := CheckPageSize(limit); err != nil {
+func (d *PGDB) TurnRows(ctx context.Context, branch messages.BranchID, fromSeq uint64, limit int) ([]persistence.TurnRow, error) {
+	if err := persistence.CheckPageSize(limit); err != nil {
 		return nil, err
 	}
 	if limit == 0 || fromSeq > pgMaxSeq {
 		return nil, nil
 	}
-	return pgScanRows[TurnRow](ctx, d, "read turn rows of branch "+branch.String(),
+	return pgScanRows[persistence.TurnRow](ctx, d, "read turn rows of branch "+branch.String(),
 		`SELECT data FROM ctx_turn_rows WHERE branch = $1 AND seq >= $2 ORDER BY seq LIMIT $3`, branch[:], int64(fromSeq), limit)
 }
 
 // TurnRow returns the row of turn on branch, found by its id (a turn of
 // branch's parent, which a fork sees, is not on branch).
-func (d *PGDB) TurnRow(ctx context.Context, branch messages.BranchID, turn messages.TurnID) (TurnRow, error) {
-	return pgGetRow[TurnRow](ctx, d, "read turn row "+turn.String(), fmt.Errorf("%w: %s on branch %s", ErrTurnNotFound, turn, branch),
+func (d *PGDB) TurnRow(ctx context.Context, branch messages.BranchID, turn messages.TurnID) (persistence.TurnRow, error) {
+	return pgGetRow[persistence.TurnRow](ctx, d, "read turn row "+turn.String(), fmt.Errorf("%w: %s on branch %s", persistence.ErrTurnNotFound, turn, branch),
 		`SELECT data FROM ctx_turn_rows WHERE id = $1 AND branch = $2 ORDER BY seq DESC LIMIT 1`, turn[:], branch[:])
 }
 
@@ -674,10 +680,10 @@ var pgEachPage = 512
 // stops at fn's first error, which it returns. It reads the rows a page
 // at a time and holds no connection while fn runs, so the pages are not
 // one snapshot: a row written meanwhile at a later seq is seen.
-func (d *PGDB) EachTurnRow(ctx context.Context, branch messages.BranchID, fn func(TurnRow) error) error {
+func (d *PGDB) EachTurnRow(ctx context.Context, branch messages.BranchID, fn func(persistence.TurnRow) error) error {
 	var from uint64
 	for {
-		rows, err := pgScanRows[TurnRow](ctx, d, "read turn rows of branch "+branch.String(),
+		rows, err := pgScanRows[persistence.TurnRow](ctx, d, "read turn rows of branch "+branch.String(),
 			`SELECT data FROM ctx_turn_rows WHERE branch = $1 AND seq >= $2 ORDER BY seq LIMIT $3`, branch[:], int64(from), pgEachPage)
 		if err != nil {
 			return err
@@ -718,7 +724,7 @@ func (d *PGDB) TurnBranches(ctx context.Context, turn messages.TurnID) ([]messag
 		}
 		id, err := messages.IDFromBytes[messages.BranchID](b)
 		if err != nil {
-			return nil, fmt.Errorf("%w: %s: %v", ErrCorrupt, what, err)
+			return nil, fmt.Errorf("%w: %s: %v", persistence.ErrCorrupt, what, err)
 		}
 		out = append(out, id)
 	}
@@ -729,58 +735,58 @@ func (d *PGDB) TurnBranches(ctx context.Context, turn messages.TurnID) ([]messag
 }
 
 // StateRow returns the state committed on branch at seq.
-func (d *PGDB) StateRow(ctx context.Context, branch messages.BranchID, seq uint64) (StateRow, error) {
-	notFound := fmt.Errorf("%w: state %d of branch %s", ErrRowNotFound, seq, branch)
+func (d *PGDB) StateRow(ctx context.Context, branch messages.BranchID, seq uint64) (persistence.StateRow, error) {
+	notFound := fmt.Errorf("%w: state %d of branch %s", persistence.ErrRowNotFound, seq, branch)
 	if seq > pgMaxSeq {
-		return StateRow{}, notFound
+		return persistence.StateRow{}, notFound
 	}
-	return pgGetRow[StateRow](ctx, d, fmt.Sprintf("read state %d of branch %s", seq, branch), notFound,
+	return pgGetRow[persistence.StateRow](ctx, d, fmt.Sprintf("read state %d of branch %s", seq, branch), notFound,
 		`SELECT data FROM ctx_states WHERE branch = $1 AND seq = $2`, branch[:], int64(seq))
 }
 
 // StateRows returns the states committed on branch from seq on, in order.
-func (d *PGDB) StateRows(ctx context.Context, branch messages.BranchID, fromSeq uint64, limit int) ([]StateRow, error) {
-	if err := CheckPageSize(limit); err != nil {
+func (d *PGDB) StateRows(ctx context.Context, branch messages.BranchID, fromSeq uint64, limit int) ([]persistence.StateRow, error) {
+	if err := persistence.CheckPageSize(limit); err != nil {
 		return nil, err
 	}
 	if limit == 0 || fromSeq > pgMaxSeq {
 		return nil, nil
 	}
-	return pgScanRows[StateRow](ctx, d, "read states of branch "+branch.String(),
+	return pgScanRows[persistence.StateRow](ctx, d, "read states of branch "+branch.String(),
 		`SELECT data FROM ctx_states WHERE branch = $1 AND seq >= $2 ORDER BY seq LIMIT $3`, branch[:], int64(fromSeq), limit)
 }
 
 // StepRow returns the row of step, found by its id.
-func (d *PGDB) StepRow(ctx context.Context, step messages.StepID) (StepRow, error) {
-	return pgGetRow[StepRow](ctx, d, "read step "+step.String(), fmt.Errorf("%w: step %s", ErrRowNotFound, step),
+func (d *PGDB) StepRow(ctx context.Context, step messages.StepID) (persistence.StepRow, error) {
+	return pgGetRow[persistence.StepRow](ctx, d, "read step "+step.String(), fmt.Errorf("%w: step %s", persistence.ErrRowNotFound, step),
 		`SELECT data FROM ctx_steps WHERE id = $1 ORDER BY turn, idx LIMIT 1`, step[:])
 }
 
 // Steps returns the provider steps of turn, in order.
-func (d *PGDB) Steps(ctx context.Context, turn messages.TurnID) ([]StepRow, error) {
-	return pgScanRows[StepRow](ctx, d, "read steps of turn "+turn.String(),
+func (d *PGDB) Steps(ctx context.Context, turn messages.TurnID) ([]persistence.StepRow, error) {
+	return pgScanRows[persistence.StepRow](ctx, d, "read steps of turn "+turn.String(),
 		`SELECT data FROM ctx_steps WHERE turn = $1 ORDER BY idx`, turn[:])
 }
 
 // Import returns the import under way of session.
-func (d *PGDB) Import(ctx context.Context, session messages.SessionID) (ImportRow, error) {
-	return pgGetRow[ImportRow](ctx, d, "read import of session "+session.String(),
-		fmt.Errorf("%w: import of session %s", ErrRowNotFound, session), `SELECT data FROM ctx_imports WHERE session = $1`, session[:])
+func (d *PGDB) Import(ctx context.Context, session messages.SessionID) (persistence.ImportRow, error) {
+	return pgGetRow[persistence.ImportRow](ctx, d, "read import of session "+session.String(),
+		fmt.Errorf("%w: import of session %s", persistence.ErrRowNotFound, session), `SELECT data FROM ctx_imports WHERE session = $1`, session[:])
 }
 
 // Imports returns the imports under way (or cut short by a crash), in
 // the order of their sessions.
-func (d *PGDB) Imports(ctx context.Context) ([]ImportRow, error) {
-	return pgScanRows[ImportRow](ctx, d, "read imports", `SELECT data FROM ctx_imports ORDER BY session`)
+func (d *PGDB) Imports(ctx context.Context) ([]persistence.ImportRow, error) {
+	return pgScanRows[persistence.ImportRow](ctx, d, "read imports", `SELECT data FROM ctx_imports ORDER BY session`)
 }
 
 // Jobs returns every pending job, in branch order and then creation order
 // (the order the reconciler re-enqueues them in).
-func (d *PGDB) Jobs(ctx context.Context) ([]Job, error) {
-	js, err := pgScanRows[Job](ctx, d, "read jobs", `SELECT data FROM ctx_jobs ORDER BY kind, turn`)
+func (d *PGDB) Jobs(ctx context.Context) ([]persistence.Job, error) {
+	js, err := pgScanRows[persistence.Job](ctx, d, "read jobs", `SELECT data FROM ctx_jobs ORDER BY kind, turn`)
 	if err != nil {
 		return nil, err
 	}
-	SortJobs(js)
+	persistence.SortJobs(js)
 	return js, nil
 }

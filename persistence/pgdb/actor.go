@@ -1,4 +1,4 @@
-package persistence
+package pgdb
 
 import (
 	"bytes"
@@ -13,22 +13,24 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/contextinfinity/ctxinf/messages"
+	"github.com/contextinfinity/ctxinf/persistence"
 )
 
 // The retrieval rows (chunks, partition entries, vectors) and the actor
 // logs (events, snapshots) of PGDB, with the semantics of group.applyTx:
 // putChunk, putVector, addTerms, and the events and snapshots parts.
 
-// Snapshot kinds of ctx_snapshots: Badger's table bytes.
+// Snapshot kinds of ctx_snapshots: the table bytes of Badger's keys of
+// the latest snapshot and of the one before it, as the rows were written.
 const (
-	pgSnapLatest = int16(tableSnapshot)
-	pgSnapPrev   = int16(tablePrevSnap)
+	pgSnapLatest int16 = 'P'
+	pgSnapPrev   int16 = 'F'
 )
 
 type pgChunkKey struct {
 	turn [16]byte
 	typ  uint8
-	hash Hash
+	hash persistence.Hash
 }
 
 func (k pgChunkKey) compare(o pgChunkKey) int {
@@ -94,11 +96,13 @@ func newPGExtraReads() pgExtraReads {
 		keyed: map[string]pgDoc{}}
 }
 
-func chunkKeyOf(c ChunkRow) pgChunkKey { return pgChunkKey{c.SourceTurn, uint8(c.Type), c.Hash} }
+func chunkKeyOf(c persistence.ChunkRow) pgChunkKey {
+	return pgChunkKey{c.SourceTurn, uint8(c.Type), c.Hash}
+}
 
 // prefetch queues, with add, the reads of the keys tx checks that are
 // known before it runs.
-func (r *pgExtraReads) prefetch(tx *Tx, add func(what string, set func([]byte) error, sql string, args ...any)) {
+func (r *pgExtraReads) prefetch(tx *persistence.Tx, add func(what string, set func([]byte) error, sql string, args ...any)) {
 	member := func(k pgMemberKey) {
 		if _, ok := r.members[k]; ok || k.seq > pgMaxSeq {
 			return
@@ -137,7 +141,7 @@ func (r *pgExtraReads) prefetch(tx *Tx, add func(what string, set func([]byte) e
 func (r *pgExtraReads) setChunk(k pgChunkKey) func([]byte) error {
 	return func(id []byte) error {
 		if len(id) != 16 {
-			return fmt.Errorf("%w: chunk of turn %x names an id of %d bytes", ErrCorrupt, k.turn, len(id))
+			return fmt.Errorf("%w: chunk of turn %x names an id of %d bytes", persistence.ErrCorrupt, k.turn, len(id))
 		}
 		rd := pgRead{ok: true}
 		copy(rd.id[:], id)
@@ -240,10 +244,10 @@ func (x *pgExtra) event(k pgEventKey) int {
 // applyRetrieval applies tx's retrieval rows (putChunk, putVector,
 // addTerms), recording them in own: the group's writes are rows.x, what
 // it read rows.xr (completed here by reads in g.tx).
-func (g *pgGroup) applyRetrieval(tx *Tx, rows *pgRows, own *pgExtra, res *TxResult) error {
+func (g *pgGroup) applyRetrieval(tx *persistence.Tx, rows *pgRows, own *pgExtra, res *persistence.TxResult) error {
 	for _, c := range tx.Chunks {
 		if c.ID.IsZero() || c.Branch.IsZero() || c.SourceTurn.IsZero() {
-			return fmt.Errorf("%w: chunk: id, branch and source_turn are required", ErrInvalidArgument)
+			return fmt.Errorf("%w: chunk: id, branch and source_turn are required", persistence.ErrInvalidArgument)
 		}
 		k := chunkKeyOf(c)
 		prev, err := g.chunkAt(rows, own, k)
@@ -266,21 +270,21 @@ func (g *pgGroup) applyRetrieval(tx *Tx, rows *pgRows, own *pgExtra, res *TxResu
 			return err
 		}
 		if !doc.ok { // in the partition already, maybe with later context: kept
-			own.members[mk] = EncodeDoc(c.Terms, c.TermCount)
+			own.members[mk] = persistence.EncodeDoc(c.Terms, c.TermCount)
 		}
 	}
 	for _, v := range tx.Vectors {
 		switch {
 		case v.Namespace == "":
-			return fmt.Errorf("%w: vector: namespace is required", ErrInvalidArgument)
-		case len(v.Vector) == 0 || len(v.Vector) > MaxVectorDims:
-			return fmt.Errorf("%w: vector: %d dimensions, want 1 to %d", ErrInvalidArgument, len(v.Vector), MaxVectorDims)
+			return fmt.Errorf("%w: vector: namespace is required", persistence.ErrInvalidArgument)
+		case len(v.Vector) == 0 || len(v.Vector) > persistence.MaxVectorDims:
+			return fmt.Errorf("%w: vector: %d dimensions, want 1 to %d", persistence.ErrInvalidArgument, len(v.Vector), persistence.MaxVectorDims)
 		}
 		b := make([]byte, 0, 4*len(v.Vector))
 		for _, f := range v.Vector {
 			b = binary.LittleEndian.AppendUint32(b, math.Float32bits(f))
 		}
-		h := HashOf([]byte(v.Namespace))
+		h := persistence.HashOf([]byte(v.Namespace))
 		var k pgVecKey
 		copy(k.ns[:], h[:8])
 		k.chunk = v.Chunk
@@ -295,20 +299,20 @@ func (g *pgGroup) applyRetrieval(tx *Tx, rows *pgRows, own *pgExtra, res *TxResu
 		if !doc.ok {
 			continue
 		}
-		terms, n, err := DecodeDoc(doc.data)
+		terms, n, err := persistence.DecodeDoc(doc.data)
 		if err != nil {
-			return fmt.Errorf("%w: partition entry %x/%d/%x: %v", ErrCorrupt, k.branch, k.seq, k.chunk, err)
+			return fmt.Errorf("%w: partition entry %x/%d/%x: %v", persistence.ErrCorrupt, k.branch, k.seq, k.chunk, err)
 		}
 		for t, w := range u.Add {
 			terms[t] += w
 		}
-		own.members[k] = EncodeDoc(terms, n+u.Count)
+		own.members[k] = persistence.EncodeDoc(terms, n+u.Count)
 	}
 	return nil
 }
 
 // applyActorLog applies tx's events and snapshots, as applyRetrieval.
-func (g *pgGroup) applyActorLog(tx *Tx, rows *pgRows, own *pgExtra) error {
+func (g *pgGroup) applyActorLog(tx *persistence.Tx, rows *pgRows, own *pgExtra) error {
 	base := len(rows.x.ops)
 	for _, e := range tx.Events {
 		k := pgEventKey{e.Actor, e.Index}
@@ -317,7 +321,7 @@ func (g *pgGroup) applyActorLog(tx *Tx, rows *pgRows, own *pgExtra) error {
 			return err
 		}
 		if ok {
-			return fmt.Errorf("%w: event %d of %s already exists", ErrDuplicate, e.Index, e.Actor)
+			return fmt.Errorf("%w: event %d of %s already exists", persistence.ErrDuplicate, e.Index, e.Actor)
 		}
 		own.events[k] = base + len(own.ops)
 		own.ops = append(own.ops, pgActorOp{kind: pgOpEvent, actor: e.Actor, idx: e.Index, data: e.Data})
@@ -340,7 +344,7 @@ func (g *pgGroup) applyActorLog(tx *Tx, rows *pgRows, own *pgExtra) error {
 func encodeJSONRow(v any) ([]byte, error) {
 	b, err := json.Marshal(v)
 	if err != nil {
-		return nil, fmt.Errorf("%w: encode row: %v", ErrInvalidArgument, err)
+		return nil, fmt.Errorf("%w: encode row: %v", persistence.ErrInvalidArgument, err)
 	}
 	return b, nil
 }
@@ -477,34 +481,34 @@ func (x *pgExtra) queue(b *pgx.Batch, checks []pgCheck) []pgCheck {
 
 // checkPGSeqs refuses the seqs and event indexes of tx that PostgreSQL's
 // BIGINT cannot hold (Tx.Check has checked the rest).
-func checkPGSeqs(tx *Tx) error {
+func checkPGSeqs(tx *persistence.Tx) error {
 	for _, s := range []struct {
 		field string
-		rows  []TurnRow
+		rows  []persistence.TurnRow
 	}{{"new turn", tx.NewTurns}, {"turn", tx.Turns}} {
 		for i, r := range s.rows {
 			if r.Seq > pgMaxSeq {
 				return fmt.Errorf("%w: %s %d: seq %d is over %d, the largest PostgreSQL's BIGINT holds",
-					ErrInvalidArgument, s.field, i, r.Seq, uint64(pgMaxSeq))
+					persistence.ErrInvalidArgument, s.field, i, r.Seq, uint64(pgMaxSeq))
 			}
 		}
 	}
 	for i, r := range tx.States {
 		if r.Seq > pgMaxSeq {
 			return fmt.Errorf("%w: state %d: seq %d is over %d, the largest PostgreSQL's BIGINT holds",
-				ErrInvalidArgument, i, r.Seq, uint64(pgMaxSeq))
+				persistence.ErrInvalidArgument, i, r.Seq, uint64(pgMaxSeq))
 		}
 	}
 	for i, e := range tx.Events {
 		if e.Index > pgMaxSeq {
 			return fmt.Errorf("%w: event %d: index %d is over %d, the largest PostgreSQL's BIGINT holds",
-				ErrInvalidArgument, i, e.Index, uint64(pgMaxSeq))
+				persistence.ErrInvalidArgument, i, e.Index, uint64(pgMaxSeq))
 		}
 	}
 	for i, c := range tx.Chunks {
 		if c.Seq > pgMaxSeq {
 			return fmt.Errorf("%w: chunk %d: seq %d is over %d, the largest PostgreSQL's BIGINT holds",
-				ErrInvalidArgument, i, c.Seq, uint64(pgMaxSeq))
+				persistence.ErrInvalidArgument, i, c.Seq, uint64(pgMaxSeq))
 		}
 	}
 	return nil
@@ -513,22 +517,22 @@ func checkPGSeqs(tx *Tx) error {
 // ---- reads ----
 
 // Chunks returns the chunk rows of turn, in (type, hash) order.
-func (d *PGDB) Chunks(ctx context.Context, turn messages.TurnID) ([]ChunkRow, error) {
-	return pgScanRows[ChunkRow](ctx, d, "read chunks of turn "+turn.String(),
+func (d *PGDB) Chunks(ctx context.Context, turn messages.TurnID) ([]persistence.ChunkRow, error) {
+	return pgScanRows[persistence.ChunkRow](ctx, d, "read chunks of turn "+turn.String(),
 		`SELECT data FROM ctx_chunks WHERE source_turn = $1 ORDER BY type, hash`, turn[:])
 }
 
 // ChunkByID returns the chunk row of id (ErrNotFound if none).
-func (d *PGDB) ChunkByID(ctx context.Context, id messages.ChunkID) (ChunkRow, error) {
-	return pgGetRow[ChunkRow](ctx, d, "read chunk "+id.String(), fmt.Errorf("%w: chunk %s", ErrRowNotFound, id),
+func (d *PGDB) ChunkByID(ctx context.Context, id messages.ChunkID) (persistence.ChunkRow, error) {
+	return pgGetRow[persistence.ChunkRow](ctx, d, "read chunk "+id.String(), fmt.Errorf("%w: chunk %s", persistence.ErrRowNotFound, id),
 		`SELECT data FROM ctx_chunks WHERE id = $1 ORDER BY source_turn, type, hash LIMIT 1`, id[:])
 }
 
 // BranchChunks calls fn with every chunk of branch's partition, in seq
 // order, and stops at fn's first error, which it returns. It reads a page
 // at a time and holds no connection while fn runs (see EachTurnRow).
-func (d *PGDB) BranchChunks(ctx context.Context, branch messages.BranchID, fn func(ChunkDoc) error) error {
-	return d.branchChunks(ctx, branch, "", func(doc ChunkDoc, _ []float32) error { return fn(doc) })
+func (d *PGDB) BranchChunks(ctx context.Context, branch messages.BranchID, fn func(persistence.ChunkDoc) error) error {
+	return d.branchChunks(ctx, branch, "", func(doc persistence.ChunkDoc, _ []float32) error { return fn(doc) })
 }
 
 // BranchChunkVectors calls fn with every chunk of branch's partition, in
@@ -536,9 +540,9 @@ func (d *PGDB) BranchChunks(ctx context.Context, branch messages.BranchID, fn fu
 // stops at fn's first error, which it returns: BranchChunks and Vector
 // of each chunk, read a page of chunks with their vectors per query (a
 // join), holding no connection while fn runs.
-func (d *PGDB) BranchChunkVectors(ctx context.Context, ns string, branch messages.BranchID, fn func(ChunkDoc, []float32) error) error {
+func (d *PGDB) BranchChunkVectors(ctx context.Context, ns string, branch messages.BranchID, fn func(persistence.ChunkDoc, []float32) error) error {
 	if ns == "" {
-		return fmt.Errorf("%w: branch chunk vectors: namespace is required", ErrInvalidArgument)
+		return fmt.Errorf("%w: branch chunk vectors: namespace is required", persistence.ErrInvalidArgument)
 	}
 	return d.branchChunks(ctx, branch, ns, fn)
 }
@@ -546,13 +550,13 @@ func (d *PGDB) BranchChunkVectors(ctx context.Context, ns string, branch message
 // branchChunks is BranchChunks, with each chunk's vector in namespace ns
 // unless ns is "". Pages are keyed on the partition's primary key
 // (branch, seq, chunk); the vectors join on theirs (namespace, chunk).
-func (d *PGDB) branchChunks(ctx context.Context, branch messages.BranchID, ns string, fn func(ChunkDoc, []float32) error) error {
+func (d *PGDB) branchChunks(ctx context.Context, branch messages.BranchID, ns string, fn func(persistence.ChunkDoc, []float32) error) error {
 	what := "read partition of branch " + branch.String()
 	// The vector column is NULL where the chunk has none, and always
 	// without a namespace.
 	sel, args := `SELECT m.seq, m.chunk, m.data, NULL::BYTEA FROM ctx_chunk_members m WHERE m.branch = $1`, []any{branch[:]}
 	if ns != "" {
-		h := HashOf([]byte(ns))
+		h := persistence.HashOf([]byte(ns))
 		sel = `SELECT m.seq, m.chunk, m.data, v.data FROM ctx_chunk_members m
 			LEFT JOIN ctx_vectors v ON v.namespace = $2 AND v.chunk = m.chunk
 			WHERE m.branch = $1`
@@ -560,10 +564,10 @@ func (d *PGDB) branchChunks(ctx context.Context, branch messages.BranchID, ns st
 	}
 	n := len(args)
 	type entry struct {
-		doc ChunkDoc
+		doc persistence.ChunkDoc
 		vec []float32
 	}
-	var after *ChunkDoc
+	var after *persistence.ChunkDoc
 	for {
 		if err := d.alive(); err != nil {
 			return err
@@ -587,18 +591,18 @@ func (d *PGDB) branchChunks(ctx context.Context, branch messages.BranchID, ns st
 				rows.Close()
 				return d.readErr(what, err)
 			}
-			e := entry{doc: ChunkDoc{Seq: uint64(seq)}}
+			e := entry{doc: persistence.ChunkDoc{Seq: uint64(seq)}}
 			if len(chunk) != 16 {
 				rows.Close()
-				return fmt.Errorf("%w: %s: chunk id of %d bytes", ErrCorrupt, what, len(chunk))
+				return fmt.Errorf("%w: %s: chunk id of %d bytes", persistence.ErrCorrupt, what, len(chunk))
 			}
 			copy(e.doc.Chunk[:], chunk)
-			if e.doc.Terms, e.doc.TermCount, err = DecodeDoc(data); err != nil {
+			if e.doc.Terms, e.doc.TermCount, err = persistence.DecodeDoc(data); err != nil {
 				rows.Close()
-				return fmt.Errorf("%w: partition entry %d/%s of branch %s: %v", ErrCorrupt, e.doc.Seq, e.doc.Chunk, branch, err)
+				return fmt.Errorf("%w: partition entry %d/%s of branch %s: %v", persistence.ErrCorrupt, e.doc.Seq, e.doc.Chunk, branch, err)
 			}
 			if vec != nil {
-				if e.vec, err = DecodeVector(vec, e.doc.Chunk); err != nil {
+				if e.vec, err = persistence.DecodeVector(vec, e.doc.Chunk); err != nil {
 					rows.Close()
 					return err
 				}
@@ -629,7 +633,7 @@ func (d *PGDB) Vector(ctx context.Context, ns string, chunk messages.ChunkID) ([
 	if err := d.alive(); err != nil {
 		return nil, err
 	}
-	h := HashOf([]byte(ns))
+	h := persistence.HashOf([]byte(ns))
 	var b []byte
 	err := d.pool.QueryRow(ctx, `SELECT data FROM ctx_vectors WHERE namespace = $1 AND chunk = $2`, h[:8], chunk[:]).Scan(&b)
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -638,13 +642,13 @@ func (d *PGDB) Vector(ctx context.Context, ns string, chunk messages.ChunkID) ([
 	if err != nil {
 		return nil, d.readErr("read vector of chunk "+chunk.String(), err)
 	}
-	return DecodeVector(b, chunk)
+	return persistence.DecodeVector(b, chunk)
 }
 
 // Events calls fn for every event of actor from index on, in order. It
 // reads a page at a time and holds no connection while fn runs.
 func (d *PGDB) Events(ctx context.Context, actor string, from uint64, fn func(index uint64, data []byte) error) error {
-	if err := CheckActor(actor); err != nil {
+	if err := persistence.CheckActor(actor); err != nil {
 		return err
 	}
 	what := "read events of " + actor
@@ -689,36 +693,36 @@ func (d *PGDB) Events(ctx context.Context, actor string, from uint64, fn func(in
 
 // Snapshot returns actor's latest snapshot, if it has one. A record
 // whose index cannot be read is ErrCorrupt.
-func (d *PGDB) Snapshot(ctx context.Context, actor string) (EventRecord, bool, error) {
+func (d *PGDB) Snapshot(ctx context.Context, actor string) (persistence.EventRecord, bool, error) {
 	return d.snapshotAt(ctx, actor, pgSnapLatest)
 }
 
 // PrevSnapshot returns the snapshot actor had before its latest (see
 // DB.PrevSnapshot).
-func (d *PGDB) PrevSnapshot(ctx context.Context, actor string) (EventRecord, bool, error) {
+func (d *PGDB) PrevSnapshot(ctx context.Context, actor string) (persistence.EventRecord, bool, error) {
 	return d.snapshotAt(ctx, actor, pgSnapPrev)
 }
 
-func (d *PGDB) snapshotAt(ctx context.Context, actor string, kind int16) (EventRecord, bool, error) {
-	if err := CheckActor(actor); err != nil {
-		return EventRecord{}, false, err
+func (d *PGDB) snapshotAt(ctx context.Context, actor string, kind int16) (persistence.EventRecord, bool, error) {
+	if err := persistence.CheckActor(actor); err != nil {
+		return persistence.EventRecord{}, false, err
 	}
 	if err := d.alive(); err != nil {
-		return EventRecord{}, false, err
+		return persistence.EventRecord{}, false, err
 	}
 	var v []byte
 	err := d.pool.QueryRow(ctx, `SELECT data FROM ctx_snapshots WHERE kind = $1 AND actor = $2`, kind, []byte(actor)).Scan(&v)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return EventRecord{}, false, nil
+		return persistence.EventRecord{}, false, nil
 	}
 	if err != nil {
-		return EventRecord{}, false, d.readErr("read snapshot of "+actor, err)
+		return persistence.EventRecord{}, false, d.readErr("read snapshot of "+actor, err)
 	}
 	idx, n := binary.Uvarint(v)
 	if n <= 0 {
-		return EventRecord{}, false, fmt.Errorf("%w: snapshot of %s", ErrCorrupt, actor)
+		return persistence.EventRecord{}, false, fmt.Errorf("%w: snapshot of %s", persistence.ErrCorrupt, actor)
 	}
-	return EventRecord{Actor: actor, Index: idx, Data: v[n:]}, true, nil
+	return persistence.EventRecord{Actor: actor, Index: idx, Data: v[n:]}, true, nil
 }
 
 // CorruptSnapshot overwrites the data of actor's latest snapshot, keeping
@@ -729,10 +733,10 @@ func (d *PGDB) CorruptSnapshot(ctx context.Context, actor string) error {
 		return err
 	}
 	if !ok {
-		return fmt.Errorf("%w: snapshot of %s", ErrNotFound, actor)
+		return fmt.Errorf("%w: snapshot of %s", persistence.ErrNotFound, actor)
 	}
 	if _, err := d.pool.Exec(ctx, `UPDATE ctx_snapshots SET data = $1 WHERE kind = $2 AND actor = $3`,
-		CorruptSnapshotData(rec.Index), pgSnapLatest, []byte(actor)); err != nil {
+		persistence.CorruptSnapshotData(rec.Index), pgSnapLatest, []byte(actor)); err != nil {
 		return d.readErr("corrupt snapshot of "+actor, err)
 	}
 	return nil
@@ -740,6 +744,6 @@ func (d *PGDB) CorruptSnapshot(ctx context.Context, actor string) error {
 
 // ActorLog returns the persistence provider on this database (see
 // DB.ActorLog).
-func (d *PGDB) ActorLog(snapshotEvery int) *ActorLog {
-	return NewActorLog(d, d.log, snapshotEvery)
+func (d *PGDB) ActorLog(snapshotEvery int) *persistence.ActorLog {
+	return persistence.NewActorLog(d, d.log, snapshotEvery)
 }

@@ -1,4 +1,4 @@
-package persistence
+package pgdb
 
 import (
 	"errors"
@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/contextinfinity/ctxinf/internal/pgtest"
+	"github.com/contextinfinity/ctxinf/persistence"
 )
 
 // PGDB's limits are Badger's: the same limit, the same error naming the
@@ -18,9 +19,9 @@ import (
 func TestPGDBPayloadLimits(t *testing.T) {
 	url := pgtest.Start(t)
 	d := openPGDB(t, url) // MaxPayloadBytes 1 MiB
-	bo := TestOptions(t.TempDir())
+	bo := persistence.TestOptions(t.TempDir())
 	bo.Limits.MaxPayloadBytes = 1 << 20
-	b, err := Open(bo)
+	b, err := persistence.Open(bo)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,7 +38,7 @@ func TestPGDBPayloadLimits(t *testing.T) {
 			t.Fatalf("%T: CheckPayload at the limit: %v", db, err)
 		}
 		err := db.CheckPayload("message", 1<<20+1)
-		if !errors.Is(err, ErrTooLarge) || !strings.Contains(err.Error(), "message is 1048577 bytes, over the limit of 1048576 (store.max_payload_bytes)") {
+		if !errors.Is(err, persistence.ErrTooLarge) || !strings.Contains(err.Error(), "message is 1048577 bytes, over the limit of 1048576 (store.max_payload_bytes)") {
 			t.Fatalf("%T: CheckPayload over the limit: %v", db, err)
 		}
 	}
@@ -51,15 +52,15 @@ func TestPGDBPayloadLimits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := d2.MaxPayloadBytes(); got != DefaultMaxPayloadBytes {
-		t.Fatalf("default MaxPayloadBytes = %d, want %d", got, DefaultMaxPayloadBytes)
+	if got := d2.MaxPayloadBytes(); got != persistence.DefaultMaxPayloadBytes {
+		t.Fatalf("default MaxPayloadBytes = %d, want %d", got, persistence.DefaultMaxPayloadBytes)
 	}
 	d2.Close()
 	o.Limits.MaxPayloadBytes = 1 << 30
 	if d3, err := OpenPostgresDB(bg, o); err == nil {
 		d3.Close()
 		t.Fatal("opened with a payload limit of 1 GiB")
-	} else if !errors.Is(err, ErrInvalidArgument) || !strings.Contains(err.Error(), "store.max_payload_bytes") {
+	} else if !errors.Is(err, persistence.ErrInvalidArgument) || !strings.Contains(err.Error(), "store.max_payload_bytes") {
 		t.Fatalf("open with a payload limit of 1 GiB: %v", err)
 	}
 }
@@ -91,7 +92,7 @@ func TestPGDBSpaceDiskFull(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	h, err := d.CreateBranch(bg, BranchSpec{})
+	h, err := d.CreateBranch(bg, persistence.BranchSpec{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,28 +102,28 @@ func TestPGDBSpaceDiskFull(t *testing.T) {
 	exec(`CREATE FUNCTION ctx_test_full() RETURNS trigger LANGUAGE plpgsql AS $$
 		BEGIN RAISE EXCEPTION 'could not extend file: No space left on device' USING ERRCODE = 'disk_full'; END $$`)
 	exec(`CREATE TRIGGER ctx_test_full BEFORE INSERT ON ctx_turns FOR EACH ROW EXECUTE FUNCTION ctx_test_full()`)
-	_, err = d.Append(bg, h.Branch, AppendRequest{Payload: []byte("one")})
-	var se *SpaceError
-	if !errors.Is(err, ErrNoSpace) || !errors.As(err, &se) || !strings.Contains(err.Error(), "PostgreSQL server's disk is full") {
+	_, err = d.Append(bg, h.Branch, persistence.AppendRequest{Payload: []byte("one")})
+	var se *persistence.SpaceError
+	if !errors.Is(err, persistence.ErrNoSpace) || !errors.As(err, &se) || !strings.Contains(err.Error(), "PostgreSQL server's disk is full") {
 		t.Fatalf("append on a full disk: %v", err)
 	}
 	err = d.CheckSpace()
-	if !errors.Is(err, ErrNoSpace) || !strings.Contains(err.Error(), "reported its disk full") {
+	if !errors.Is(err, persistence.ErrNoSpace) || !strings.Contains(err.Error(), "reported its disk full") {
 		t.Fatalf("CheckSpace after disk_full: %v", err)
 	}
-	advance(ServerFullHold)
+	advance(persistence.ServerFullHold)
 	if err := d.CheckSpace(); err != nil {
 		t.Fatalf("CheckSpace after the hold: %v", err)
 	}
 	// Full again; a write that commits ends the hold at once.
-	if _, err := d.Append(bg, h.Branch, AppendRequest{Payload: []byte("two")}); !errors.Is(err, ErrNoSpace) {
+	if _, err := d.Append(bg, h.Branch, persistence.AppendRequest{Payload: []byte("two")}); !errors.Is(err, persistence.ErrNoSpace) {
 		t.Fatalf("append on a full disk: %v", err)
 	}
-	if err := d.CheckSpace(); !errors.Is(err, ErrNoSpace) {
+	if err := d.CheckSpace(); !errors.Is(err, persistence.ErrNoSpace) {
 		t.Fatalf("CheckSpace after disk_full: %v", err)
 	}
 	exec(`DROP TRIGGER ctx_test_full ON ctx_turns`)
-	if _, err := d.Append(bg, h.Branch, AppendRequest{Payload: []byte("three")}); err != nil {
+	if _, err := d.Append(bg, h.Branch, persistence.AppendRequest{Payload: []byte("three")}); err != nil {
 		t.Fatal(err)
 	}
 	if err := d.CheckSpace(); err != nil {

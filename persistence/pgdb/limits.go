@@ -1,8 +1,10 @@
-package persistence
+package pgdb
 
 import (
 	"fmt"
 	"time"
+
+	"github.com/contextinfinity/ctxinf/persistence"
 )
 
 // Limits, space and cipher of PGDB: the last four methods of Database.
@@ -14,11 +16,11 @@ import (
 const pgMaxPayloadBytes = 1<<30 - 64<<10
 
 // checkPGLimits refuses limits a PostgreSQL store cannot honour.
-func checkPGLimits(l Limits) error {
+func checkPGLimits(l persistence.Limits) error {
 	if l.MaxPayloadBytes > pgMaxPayloadBytes {
 		return fmt.Errorf("%w: payload limit %d (store.max_payload_bytes) is over %d, the most a PostgreSQL store "+
 			"holds in one value (1 GiB less 64 KiB for the record's header)",
-			ErrInvalidArgument, l.MaxPayloadBytes, pgMaxPayloadBytes)
+			persistence.ErrInvalidArgument, l.MaxPayloadBytes, pgMaxPayloadBytes)
 	}
 	return nil
 }
@@ -38,7 +40,7 @@ func (d *PGDB) CheckPayload(field string, n int) error {
 // or the server's transparent data encryption); a runtime configured
 // with store.encryption refuses to open a PostgreSQL store rather than
 // write plaintext (actors.Open, and config validation).
-func (d *PGDB) Cipher() *Cipher { return nil }
+func (d *PGDB) Cipher() *persistence.Cipher { return nil }
 
 // CheckSpace returns a *SpaceError (errors.Is ErrNoSpace) for ServerFullHold
 // after a write of the store failed because the PostgreSQL server's disk
@@ -56,8 +58,8 @@ func (s *pgStore) checkSpace() error {
 	if s.diskFullAt.IsZero() {
 		return nil
 	}
-	if since := s.opts.Now().Sub(s.diskFullAt); since < ServerFullHold {
-		return &SpaceError{Server: "PostgreSQL", Since: since}
+	if since := s.opts.Now().Sub(s.diskFullAt); since < persistence.ServerFullHold {
+		return &persistence.SpaceError{Server: "PostgreSQL", Since: since}
 	}
 	return nil
 }
@@ -77,5 +79,5 @@ func (s *pgStore) noteWrite(err error) error {
 		return nil
 	}
 	s.diskFullAt = s.opts.Now()
-	return &SpaceError{Server: "PostgreSQL", Err: err}
+	return &persistence.SpaceError{Server: "PostgreSQL", Err: err}
 }

@@ -1,4 +1,4 @@
-package persistence
+package pgdb
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/contextinfinity/ctxinf/messages"
+	"github.com/contextinfinity/ctxinf/persistence"
 )
 
 // Tenancy on PostgreSQL, as tenancy.go on Badger: a branch made with
@@ -72,13 +73,13 @@ const pgBranchTenantCols = `EXISTS (SELECT 1 FROM ctx_heads h WHERE h.branch = q
 func pgBranchTenant(branch messages.BranchID, head, hasRow bool, session, owner []byte) (string, error) {
 	switch {
 	case !head:
-		return "", branchNotFound(branch)
+		return "", persistence.BranchNotFound(branch)
 	case hasRow:
 		return string(session), nil // "" while the session is not written
 	case owner != nil:
 		return string(owner), nil
 	}
-	return DefaultTenant, nil
+	return persistence.DefaultTenant, nil
 }
 
 // BranchTenant returns the tenant that owns a branch: its session's for
@@ -129,7 +130,7 @@ func (d *PGDB) TurnTenant(ctx context.Context, turn messages.TurnID) (string, er
 		return "", d.readErr(what, err)
 	}
 	defer rows.Close()
-	tenant := DefaultTenant // a root of no one's turn rows
+	tenant := persistence.DefaultTenant // a root of no one's turn rows
 	for rows.Next() {
 		var (
 			kind           int
@@ -145,10 +146,10 @@ func (d *PGDB) TurnTenant(ctx context.Context, turn messages.TurnID) (string, er
 		}
 		id, err := messages.IDFromBytes[messages.BranchID](b)
 		if err != nil {
-			return "", fmt.Errorf("%w: %s: %v", ErrCorrupt, what, err)
+			return "", fmt.Errorf("%w: %s: %v", persistence.ErrCorrupt, what, err)
 		}
 		t, err := pgBranchTenant(id, head, hasRow, session, owner)
-		if errors.Is(err, ErrBranchNotFound) {
+		if errors.Is(err, persistence.ErrBranchNotFound) {
 			tenant = ""
 			continue // a branch deleted since: another may hold it
 		}

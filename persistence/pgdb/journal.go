@@ -1,4 +1,4 @@
-package persistence
+package pgdb
 
 import (
 	"bytes"
@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"slices"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/contextinfinity/ctxinf/messages"
+	"github.com/contextinfinity/ctxinf/persistence"
 )
 
 // The stream journals on PostgreSQL: the rows of ctx_journals, one per
@@ -31,7 +33,7 @@ import (
 
 // Journals returns the store's stream journals: the rows of ctx_journals,
 // shared by every runtime on the database.
-func (d *PGDB) Journals() JournalStore { return pgJournals{d.pgStore} }
+func (d *PGDB) Journals() persistence.JournalStore { return pgJournals{d.pgStore} }
 
 type pgJournals struct{ s *pgStore }
 
@@ -39,7 +41,7 @@ func (j pgJournals) Name(step messages.StepID) string {
 	return "postgres ctx_journals step " + step.String()
 }
 
-func (j pgJournals) Sink(step messages.StepID) JournalSink {
+func (j pgJournals) Sink(step messages.StepID) persistence.JournalSink {
 	return &pgJournalSink{s: j.s, step: step}
 }
 
@@ -61,7 +63,7 @@ func (j pgJournals) Open(ctx context.Context, step messages.StepID) (io.ReadClos
 	)
 	_, err = pgx.ForEachRow(rows, []any{&off, &chunk}, func() error {
 		if off != int64(len(data)) {
-			return fmt.Errorf("%w: journal of step %s: a row at offset %d after %d bytes", ErrCorrupt, step, off, len(data))
+			return fmt.Errorf("%w: journal of step %s: a row at offset %d after %d bytes", persistence.ErrCorrupt, step, off, len(data))
 		}
 		found = true
 		data = append(data, chunk...)
@@ -73,7 +75,7 @@ func (j pgJournals) Open(ctx context.Context, step messages.StepID) (io.ReadClos
 	if !found {
 		return nil, fmt.Errorf("journal of step %s: %w", step, fs.ErrNotExist)
 	}
-	return readCloser{bytes.NewReader(data)}, nil
+	return io.NopCloser(bytes.NewReader(data)), nil
 }
 
 func (j pgJournals) List(ctx context.Context) ([]messages.StepID, error) {
@@ -116,7 +118,7 @@ func pgScanIDs(ctx context.Context, s *pgStore, what, sql string, args ...any) (
 	_, err = pgx.ForEachRow(rows, []any{&b}, func() error {
 		id, err := messages.IDFromBytes[messages.StepID](b)
 		if err != nil {
-			return fmt.Errorf("%w: journal step %x: %v", ErrCorrupt, b, err)
+			return fmt.Errorf("%w: journal step %x: %v", persistence.ErrCorrupt, b, err)
 		}
 		ids = append(ids, id)
 		return nil
@@ -244,5 +246,11 @@ func (k *pgJournalSink) taken(ctx context.Context, unknown bool) error {
 	if k.off == 0 {
 		return fmt.Errorf("postgres: journal of step %s: %w", k.step, fs.ErrExist)
 	}
-	return fmt.Errorf("%w: postgres: journal %s: another writer's row at offset %d", ErrCorrupt, k.step, k.off)
+	return fmt.Errorf("%w: postgres: journal %s: another writer's row at offset %d", persistence.ErrCorrupt, k.step, k.off)
+}
+
+// sortSteps sorts steps and drops the duplicates.
+func sortSteps(steps []messages.StepID) []messages.StepID {
+	slices.SortFunc(steps, messages.StepID.Compare)
+	return slices.Compact(steps)
 }

@@ -1,9 +1,10 @@
-package persistence
+package pgdb
 
 import (
 	"bufio"
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/contextinfinity/ctxinf/internal/pgtest"
 	"github.com/contextinfinity/ctxinf/messages"
+	"github.com/contextinfinity/ctxinf/persistence"
 )
 
 // The PostgreSQL store's own tests: what the shared tests cannot show,
@@ -77,7 +79,7 @@ func killBackend(t testing.TB, url string, tx pgx.Tx) {
 // head (no turn was written without its head moving), every blob is
 // referenced exactly as many times as turns use it, and every turn's blob
 // is there. It returns every turn on every branch's chain, by branch.
-func checkPGStore(t *testing.T, url string, s Store) map[messages.BranchID]map[messages.TurnID]bool {
+func checkPGStore(t *testing.T, url string, s persistence.Store) map[messages.BranchID]map[messages.TurnID]bool {
 	t.Helper()
 	c, err := pgx.Connect(bg, url)
 	if err != nil {
@@ -154,11 +156,11 @@ func checkPGStore(t *testing.T, url string, s Store) map[messages.BranchID]map[m
 func TestPostgresStaleHeadRejected(t *testing.T) {
 	url := pgtest.Start(t)
 	a, b := openPG(t, url), openPG(t, url)
-	h, err := a.CreateBranch(bg, BranchSpec{})
+	h, err := a.CreateBranch(bg, persistence.BranchSpec{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t0, err := a.Append(bg, h.Branch, AppendRequest{Payload: []byte("root")})
+	t0, err := a.Append(bg, h.Branch, persistence.AppendRequest{Payload: []byte("root")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -166,19 +168,19 @@ func TestPostgresStaleHeadRejected(t *testing.T) {
 	var wg sync.WaitGroup
 	var won atomic.Int32
 	errs := make(chan error, writers)
-	var winner atomic.Pointer[Turn]
+	var winner atomic.Pointer[persistence.Turn]
 	for w := range writers {
 		s := a
 		if w%2 == 1 {
 			s = b
 		}
 		wg.Go(func() {
-			tr, err := s.Append(bg, h.Branch, AppendRequest{Payload: fmt.Appendf(nil, "writer %d", w), ExpectParent: &t0.ID})
+			tr, err := s.Append(bg, h.Branch, persistence.AppendRequest{Payload: fmt.Appendf(nil, "writer %d", w), ExpectParent: &t0.ID})
 			switch {
 			case err == nil:
 				won.Add(1)
 				winner.Store(&tr)
-			case !errors.Is(err, ErrHeadMismatch):
+			case !errors.Is(err, persistence.ErrHeadMismatch):
 				errs <- fmt.Errorf("writer %d: %w", w, err)
 			}
 		})
@@ -200,11 +202,11 @@ func TestPostgresStaleHeadRejected(t *testing.T) {
 	}
 	for w := range writers {
 		p := fmt.Appendf(nil, "writer %d", w)
-		refs, err := a.BlobRefs(bg, HashOf(p))
+		refs, err := a.BlobRefs(bg, persistence.HashOf(p))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if want := uint64(0); HashOf(p) == winner.Load().PayloadHash {
+		if want := uint64(0); persistence.HashOf(p) == winner.Load().PayloadHash {
 			want = 1
 			if refs != want {
 				t.Fatalf("the winner's blob has %d references, want 1", refs)
@@ -226,19 +228,19 @@ func TestPostgresSerializationRetry(t *testing.T) {
 		t.Run(fmt.Sprintf("expect=%v", expect), func(t *testing.T) {
 			url := pgtest.Start(t)
 			a, b := openPG(t, url), openPG(t, url)
-			h, _ := a.CreateBranch(bg, BranchSpec{})
-			t0, err := a.Append(bg, h.Branch, AppendRequest{Payload: []byte("root")})
+			h, _ := a.CreateBranch(bg, persistence.BranchSpec{})
+			t0, err := a.Append(bg, h.Branch, persistence.AppendRequest{Payload: []byte("root")})
 			if err != nil {
 				t.Fatal(err)
 			}
-			var bTurn Turn
+			var bTurn persistence.Turn
 			var hookErr error
 			a.testHook = func(stage string, attempt int, tx pgx.Tx) {
 				if stage == "read" && attempt == 0 {
-					bTurn, hookErr = b.Append(bg, h.Branch, AppendRequest{Payload: []byte("b")})
+					bTurn, hookErr = b.Append(bg, h.Branch, persistence.AppendRequest{Payload: []byte("b")})
 				}
 			}
-			req := AppendRequest{Payload: []byte("a")}
+			req := persistence.AppendRequest{Payload: []byte("a")}
 			if expect {
 				req.ExpectParent = &t0.ID
 			}
@@ -254,11 +256,11 @@ func TestPostgresSerializationRetry(t *testing.T) {
 				t.Fatal(err2)
 			}
 			if expect {
-				if !errors.Is(err, ErrHeadMismatch) {
+				if !errors.Is(err, persistence.ErrHeadMismatch) {
 					t.Fatalf("A's append expecting the stale parent = %v, want ErrHeadMismatch", err)
 				}
-				sameIDs(t, "chain", c.Turns, []Turn{t0, bTurn})
-				if n, _ := a.BlobRefs(bg, HashOf([]byte("a"))); n != 0 {
+				sameIDs(t, "chain", c.Turns, []persistence.Turn{t0, bTurn})
+				if n, _ := a.BlobRefs(bg, persistence.HashOf([]byte("a"))); n != 0 {
 					t.Fatalf("A's rejected payload has %d references", n)
 				}
 			} else {
@@ -268,7 +270,7 @@ func TestPostgresSerializationRetry(t *testing.T) {
 				if aTurn.Parent != bTurn.ID || aTurn.Depth != 2 {
 					t.Fatalf("A's turn = parent %s depth %d, want parent %s (B's) depth 2", aTurn.Parent, aTurn.Depth, bTurn.ID)
 				}
-				sameIDs(t, "chain", c.Turns, []Turn{t0, bTurn, aTurn})
+				sameIDs(t, "chain", c.Turns, []persistence.Turn{t0, bTurn, aTurn})
 			}
 			checkPGStore(t, url, a)
 		})
@@ -285,8 +287,8 @@ func TestPostgresConnectionLost(t *testing.T) {
 		t.Run("stage="+stage, func(t *testing.T) {
 			url := pgtest.Start(t)
 			s := openPG(t, url)
-			h, _ := s.CreateBranch(bg, BranchSpec{})
-			t0, err := s.Append(bg, h.Branch, AppendRequest{Payload: []byte("root")})
+			h, _ := s.CreateBranch(bg, persistence.BranchSpec{})
+			t0, err := s.Append(bg, h.Branch, persistence.AppendRequest{Payload: []byte("root")})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -298,7 +300,7 @@ func TestPostgresConnectionLost(t *testing.T) {
 				}
 			}
 			before := s.Stats()
-			tr, err := s.Append(bg, h.Branch, AppendRequest{Payload: []byte("during the kill")})
+			tr, err := s.Append(bg, h.Branch, persistence.AppendRequest{Payload: []byte("during the kill")})
 			if !killed {
 				t.Fatal("the hook did not run")
 			}
@@ -321,7 +323,7 @@ func TestPostgresConnectionLost(t *testing.T) {
 				if got.Turn != t0.ID {
 					t.Fatalf("head = %+v, want it still at the root", got)
 				}
-				if n, _ := s.BlobRefs(bg, HashOf([]byte("during the kill"))); n != 0 {
+				if n, _ := s.BlobRefs(bg, persistence.HashOf([]byte("during the kill"))); n != 0 {
 					t.Fatalf("the uncommitted payload has %d references", n)
 				}
 			}
@@ -330,7 +332,7 @@ func TestPostgresConnectionLost(t *testing.T) {
 			}
 			// The store goes on, on a new connection.
 			s.testHook = nil
-			next, err := s.Append(bg, h.Branch, AppendRequest{Payload: []byte("after")})
+			next, err := s.Append(bg, h.Branch, persistence.AppendRequest{Payload: []byte("after")})
 			if err != nil || next.Parent != got.Turn {
 				t.Fatalf("append after the kill = %+v, %v, want a child of %s", next, err, got.Turn)
 			}
@@ -346,10 +348,10 @@ func TestPostgresGroupCommit(t *testing.T) {
 	url := pgtest.Start(t)
 	s := openPG(t, url)
 	const writers = 32
-	heads := make([]Head, writers)
+	heads := make([]persistence.Head, writers)
 	for i := range heads {
 		var err error
-		if heads[i], err = s.CreateBranch(bg, BranchSpec{}); err != nil {
+		if heads[i], err = s.CreateBranch(bg, persistence.BranchSpec{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -376,13 +378,13 @@ func TestPostgresGroupCommit(t *testing.T) {
 	var wg sync.WaitGroup
 	errs := make(chan error, writers)
 	wg.Go(func() {
-		_, err := s.Append(bg, heads[0].Branch, AppendRequest{Payload: []byte("first")})
+		_, err := s.Append(bg, heads[0].Branch, persistence.AppendRequest{Payload: []byte("first")})
 		errs <- err
 	})
 	<-first // the first group is in the committer: the rest queue
 	for w := 1; w < writers; w++ {
 		wg.Go(func() {
-			_, err := s.Append(bg, heads[w].Branch, AppendRequest{Payload: fmt.Appendf(nil, "w%d", w)})
+			_, err := s.Append(bg, heads[w].Branch, persistence.AppendRequest{Payload: fmt.Appendf(nil, "w%d", w)})
 			errs <- err
 		})
 	}
@@ -408,7 +410,7 @@ func TestPostgresGroupCommit(t *testing.T) {
 func TestPostgresConcurrentAppends(t *testing.T) {
 	url := pgtest.Start(t)
 	a, b := openPG(t, url), openPG(t, url)
-	shared, _ := a.CreateBranch(bg, BranchSpec{})
+	shared, _ := a.CreateBranch(bg, persistence.BranchSpec{})
 	const writers, each = 8, 15
 	var mu sync.Mutex
 	acked := make(map[messages.BranchID][]messages.TurnID)
@@ -420,16 +422,16 @@ func TestPostgresConcurrentAppends(t *testing.T) {
 			s = b
 		}
 		wg.Go(func() {
-			h, err := s.CreateBranch(bg, BranchSpec{})
+			h, err := s.CreateBranch(bg, persistence.BranchSpec{})
 			for i := 0; err == nil && i < each; i++ {
-				var tr Turn
+				var tr persistence.Turn
 				// Some payloads are the same for every writer of both
 				// stores: their blob rows are raced for.
 				p := fmt.Appendf(nil, "%d/%d", w, i%4)
 				if i%3 == 0 {
 					p = fmt.Appendf(nil, "common %d", i%2)
 				}
-				if tr, err = s.Append(bg, h.Branch, AppendRequest{Payload: p}); err == nil {
+				if tr, err = s.Append(bg, h.Branch, persistence.AppendRequest{Payload: p}); err == nil {
 					mu.Lock()
 					acked[h.Branch] = append(acked[h.Branch], tr.ID)
 					mu.Unlock()
@@ -440,8 +442,8 @@ func TestPostgresConcurrentAppends(t *testing.T) {
 		wg.Go(func() {
 			var err error
 			for i := 0; err == nil && i < each; i++ {
-				var tr Turn
-				if tr, err = s.Append(bg, shared.Branch, AppendRequest{Payload: fmt.Appendf(nil, "shared %d/%d", w, i)}); err == nil {
+				var tr persistence.Turn
+				if tr, err = s.Append(bg, shared.Branch, persistence.AppendRequest{Payload: fmt.Appendf(nil, "shared %d/%d", w, i)}); err == nil {
 					mu.Lock()
 					acked[shared.Branch] = append(acked[shared.Branch], tr.ID)
 					mu.Unlock()
@@ -490,10 +492,10 @@ func TestPostgresCloseMidGroup(t *testing.T) {
 	var wg sync.WaitGroup
 	for w := range writers {
 		wg.Go(func() {
-			h, err := s.CreateBranch(bg, BranchSpec{})
+			h, err := s.CreateBranch(bg, persistence.BranchSpec{})
 			for i := 0; err == nil; i++ {
-				var tr Turn
-				if tr, err = s.Append(bg, h.Branch, AppendRequest{Payload: fmt.Appendf(nil, "%d/%d", w, i)}); err == nil {
+				var tr persistence.Turn
+				if tr, err = s.Append(bg, h.Branch, persistence.AppendRequest{Payload: fmt.Appendf(nil, "%d/%d", w, i)}); err == nil {
 					mu.Lock()
 					acked[h.Branch] = append(acked[h.Branch], tr.ID)
 					mu.Unlock()
@@ -502,7 +504,7 @@ func TestPostgresCloseMidGroup(t *testing.T) {
 					}
 				}
 			}
-			if !errors.Is(err, ErrClosed) {
+			if !errors.Is(err, persistence.ErrClosed) {
 				t.Errorf("writer %d: %v, want ErrClosed", w, err)
 			}
 		})
@@ -533,6 +535,29 @@ const (
 	pgCrashRunEnv = "CTX_PG_CRASH_RUN"
 )
 
+var crashSeed = flag.Uint64("crashseed", 0, "replay TestPostgresCrashAcknowledgedSurvive with this seed (0: a seed from the clock)")
+
+const (
+	crashWriters = 4 // appending goroutines in the child
+	// crashChildLife bounds a child that is never killed.
+	crashChildLife = 20 * time.Second
+)
+
+// crashOut writes whole lines to stdout, one write each, so that a kill
+// never leaves half a line behind a whole one.
+type crashOut struct {
+	mu  sync.Mutex
+	buf []byte
+}
+
+func (o *crashOut) printf(format string, args ...any) error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.buf = fmt.Appendf(o.buf[:0], format, args...)
+	_, err := os.Stdout.Write(o.buf)
+	return err
+}
+
 // TestPostgresCrashChild appends on the branches it is given (creating
 // them in run 0) from several goroutines, printing "ACK branch turn" for
 // each acknowledged append, until it is killed.
@@ -554,7 +579,7 @@ func TestPostgresCrashChild(t *testing.T) {
 	for w := range crashWriters {
 		id := messages.BranchID{byte(w + 1)}
 		if run == 0 {
-			if _, err := s.CreateBranch(ctx, BranchSpec{ID: id}); err != nil {
+			if _, err := s.CreateBranch(ctx, persistence.BranchSpec{ID: id}); err != nil {
 				fmt.Fprintln(os.Stderr, "crash child:", err)
 				os.Exit(2)
 			}
@@ -562,7 +587,7 @@ func TestPostgresCrashChild(t *testing.T) {
 		wg.Go(func() {
 			for i := 0; ctx.Err() == nil; i++ {
 				p := fmt.Appendf(nil, "run %d writer %d append %d %s", run, w, i, strings.Repeat("x", i%7*300))
-				tr, err := s.Append(ctx, id, AppendRequest{Payload: p})
+				tr, err := s.Append(ctx, id, persistence.AppendRequest{Payload: p})
 				if err != nil {
 					fmt.Fprintln(os.Stderr, "crash child:", err)
 					os.Exit(2)
@@ -677,7 +702,7 @@ func TestPostgresIdleConnectionsEnded(t *testing.T) {
 	s := openPG(t, url)
 	var branches []messages.BranchID
 	for range 4 {
-		h, err := s.CreateBranch(bg, BranchSpec{})
+		h, err := s.CreateBranch(bg, persistence.BranchSpec{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -688,7 +713,7 @@ func TestPostgresIdleConnectionsEnded(t *testing.T) {
 		var wg sync.WaitGroup
 		for _, b := range branches {
 			wg.Go(func() {
-				if _, err := s.Append(bg, b, AppendRequest{Payload: fmt.Appendf(nil, "before %d", round)}); err != nil {
+				if _, err := s.Append(bg, b, persistence.AppendRequest{Payload: fmt.Appendf(nil, "before %d", round)}); err != nil {
 					t.Error(err)
 				}
 			})
@@ -697,7 +722,7 @@ func TestPostgresIdleConnectionsEnded(t *testing.T) {
 		pgExec(t, url, `SELECT pg_terminate_backend(pid, 10000) FROM pg_stat_activity
 			WHERE datname = current_database() AND pid <> pg_backend_pid()`)
 		for _, b := range branches {
-			if _, err := s.Append(bg, b, AppendRequest{Payload: fmt.Appendf(nil, "after %d", round)}); err != nil {
+			if _, err := s.Append(bg, b, persistence.AppendRequest{Payload: fmt.Appendf(nil, "after %d", round)}); err != nil {
 				t.Fatalf("round %d: append after the server ended the pool's connections: %v", round, err)
 			}
 		}
@@ -711,7 +736,7 @@ func TestPostgresIdleConnectionsEnded(t *testing.T) {
 func TestPostgresUnreachableIsUnavailable(t *testing.T) {
 	url := pgtest.Start(t)
 	s := openPG(t, url)
-	h, err := s.CreateBranch(bg, BranchSpec{})
+	h, err := s.CreateBranch(bg, persistence.BranchSpec{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -720,14 +745,14 @@ func TestPostgresUnreachableIsUnavailable(t *testing.T) {
 	pgExec(t, admin, "ALTER DATABASE "+name+" WITH ALLOW_CONNECTIONS false")
 	t.Cleanup(func() { pgExec(t, admin, "ALTER DATABASE "+name+" WITH ALLOW_CONNECTIONS true") })
 	pgExec(t, admin, "SELECT pg_terminate_backend(pid, 10000) FROM pg_stat_activity WHERE datname = $1", name)
-	if _, err := s.Head(bg, h.Branch); !errors.Is(err, ErrUnavailable) {
+	if _, err := s.Head(bg, h.Branch); !errors.Is(err, persistence.ErrUnavailable) {
 		t.Errorf("read while the database refuses connections = %v, want ErrUnavailable", err)
 	}
-	if _, err := s.Append(bg, h.Branch, AppendRequest{Payload: []byte("refused")}); !errors.Is(err, ErrUnavailable) {
+	if _, err := s.Append(bg, h.Branch, persistence.AppendRequest{Payload: []byte("refused")}); !errors.Is(err, persistence.ErrUnavailable) {
 		t.Errorf("append while the database refuses connections = %v, want ErrUnavailable", err)
 	}
 	pgExec(t, admin, "ALTER DATABASE "+name+" WITH ALLOW_CONNECTIONS true")
-	if _, err := s.Append(bg, h.Branch, AppendRequest{Payload: []byte("back")}); err != nil {
+	if _, err := s.Append(bg, h.Branch, persistence.AppendRequest{Payload: []byte("back")}); err != nil {
 		t.Fatalf("append once the database is back: %v", err)
 	}
 	checkPGStore(t, url, s)

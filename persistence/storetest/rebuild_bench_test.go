@@ -1,6 +1,7 @@
-package persistence
+package storetest_test
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"math/rand/v2"
@@ -10,7 +11,16 @@ import (
 	"github.com/contextinfinity/ctxinf/internal/pgtest"
 	"github.com/contextinfinity/ctxinf/internal/retrieval"
 	"github.com/contextinfinity/ctxinf/messages"
+	"github.com/contextinfinity/ctxinf/persistence"
+	"github.com/contextinfinity/ctxinf/persistence/pgdb"
+	"github.com/contextinfinity/ctxinf/persistence/storetest"
 )
+
+// TestMain stops the PostgreSQL server of the benchmarks (if one
+// started) and removes its directory before the binary exits.
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+var bg = context.Background()
 
 // BenchmarkPartitionRebuild measures what a runtime does the first time
 // a branch is searched on it (actors' memory.partition), e.g. on the
@@ -25,19 +35,28 @@ func BenchmarkPartitionRebuild(b *testing.B) {
 	ns := retrieval.Namespace(embed)
 	backends := []struct {
 		name string
-		open func(b *testing.B) lifecycleDB
+		open func(b *testing.B) storetest.DB
 	}{
-		{"badger", func(b *testing.B) lifecycleDB {
-			o := DefaultOptions(b.TempDir())
+		{"badger", func(b *testing.B) storetest.DB {
+			o := persistence.DefaultOptions(b.TempDir())
 			o.GCInterval = 0
-			d, err := Open(o)
+			d, err := persistence.Open(o)
 			if err != nil {
 				b.Fatal(err)
 			}
 			b.Cleanup(func() { d.Close() })
 			return d
 		}},
-		{"postgres", func(b *testing.B) lifecycleDB { return openPGDB(b, pgtest.Start(b)) }},
+		{"postgres", func(b *testing.B) storetest.DB {
+			o := pgdb.DefaultPGOptions(pgtest.Start(b))
+			o.Limits.MaxPayloadBytes = 1 << 20
+			d, err := pgdb.OpenPostgresDB(bg, o)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { d.Close() })
+			return d
+		}},
 	}
 	for _, be := range backends {
 		b.Run("backend="+be.name, func(b *testing.B) {
@@ -54,7 +73,7 @@ func BenchmarkPartitionRebuild(b *testing.B) {
 							b.ReportAllocs()
 							for b.Loop() {
 								p := retrieval.NewPartition(embed.Dim())
-								add := func(doc ChunkDoc, vec []float32) error {
+								add := func(doc persistence.ChunkDoc, vec []float32) error {
 									p.Add(retrieval.Doc{ID: doc.Chunk, Seq: doc.Seq, Terms: doc.Terms, Len: doc.TermCount, Vector: vec})
 									return nil
 								}
@@ -62,7 +81,7 @@ func BenchmarkPartitionRebuild(b *testing.B) {
 								if read == "batched" {
 									err = d.BranchChunkVectors(bg, ns, branch, add)
 								} else {
-									err = d.BranchChunks(bg, branch, func(doc ChunkDoc) error {
+									err = d.BranchChunks(bg, branch, func(doc persistence.ChunkDoc) error {
 										vec, err := d.Vector(bg, ns, doc.Chunk)
 										if err != nil {
 											return err
@@ -90,7 +109,7 @@ func BenchmarkPartitionRebuild(b *testing.B) {
 // turn, with their terms and their vectors of embed, a thousand chunks a
 // Tx, and returns the branch. Chunk ids start with their turn's time, as
 // actors.ChunkIDFor's do.
-func loadPartition(b *testing.B, d lifecycleDB, embed retrieval.Embedder, n int) messages.BranchID {
+func loadPartition(b *testing.B, d storetest.DB, embed retrieval.Embedder, n int) messages.BranchID {
 	b.Helper()
 	start := time.Now()
 	ns := retrieval.Namespace(embed)
@@ -100,7 +119,7 @@ func loadPartition(b *testing.B, d lifecycleDB, embed retrieval.Embedder, n int)
 	const perTx, perTurn = 1000, 4
 	var turn messages.TurnID
 	for i := 0; i < n; i += perTx {
-		tx := &Tx{}
+		tx := &persistence.Tx{}
 		var texts []string
 		for j := i; j < min(i+perTx, n); j++ {
 			at := now.Add(time.Duration(j/perTurn) * time.Millisecond)
@@ -109,8 +128,8 @@ func loadPartition(b *testing.B, d lifecycleDB, embed retrieval.Embedder, n int)
 			}
 			text := string(textPayload(rng, 300))
 			terms, count := retrieval.TermFreqs(text)
-			tx.Chunks = append(tx.Chunks, ChunkRow{ID: messages.NewID[messages.ChunkID](at), Branch: branch, SourceTurn: turn,
-				Seq: uint64(j / perTurn), Type: messages.ChunkType(j%perTurn + 1), Text: text, Hash: HashOf([]byte(text)),
+			tx.Chunks = append(tx.Chunks, persistence.ChunkRow{ID: messages.NewID[messages.ChunkID](at), Branch: branch, SourceTurn: turn,
+				Seq: uint64(j / perTurn), Type: messages.ChunkType(j%perTurn + 1), Text: text, Hash: persistence.HashOf([]byte(text)),
 				Terms: terms, TermCount: count})
 			texts = append(texts, text)
 		}
@@ -119,7 +138,7 @@ func loadPartition(b *testing.B, d lifecycleDB, embed retrieval.Embedder, n int)
 			b.Fatal(err)
 		}
 		for k, v := range vecs {
-			tx.Vectors = append(tx.Vectors, VectorRow{Namespace: ns, Chunk: tx.Chunks[k].ID, Vector: v})
+			tx.Vectors = append(tx.Vectors, persistence.VectorRow{Namespace: ns, Chunk: tx.Chunks[k].ID, Vector: v})
 		}
 		if _, err := d.Commit(bg, tx); err != nil {
 			b.Fatal(err)
@@ -144,4 +163,19 @@ func rebuildSizes() []int {
 		return []int{1_000}
 	}
 	return []int{10_000, 100_000}
+}
+
+// textPayload returns n bytes of word text that compresses like prose.
+func textPayload(rng *rand.Rand, n int) []byte {
+	words := []string{"the", "branch", "summary", "turn", "of", "a", "model", "context", "store", "and",
+		"error", "value", "request", "to", "is", "memory", "token", "we", "function", "file"}
+	out := make([]byte, 0, n+16)
+	for len(out) < n {
+		out = append(out, words[rng.IntN(len(words))]...)
+		out = append(out, ' ')
+		if rng.IntN(12) == 0 {
+			out = fmt.Appendf(out, "%d. ", rng.IntN(1e6))
+		}
+	}
+	return out[:n]
 }

@@ -1,4 +1,4 @@
-package persistence
+package pgdb
 
 import (
 	"bytes"
@@ -16,21 +16,11 @@ import (
 
 	"github.com/contextinfinity/ctxinf/internal/pgtest"
 	"github.com/contextinfinity/ctxinf/messages"
+	"github.com/contextinfinity/ctxinf/persistence"
+	"github.com/contextinfinity/ctxinf/persistence/storetest"
 )
 
-// lifecycleDB is a Database with what the tests also reach on both
-// backends: the actor logs' events and a snapshot corrupted on purpose.
-// The tests of the tables run against it on Badger and PostgreSQL.
-type lifecycleDB interface {
-	Database
-	Events(ctx context.Context, actor string, from uint64, fn func(index uint64, data []byte) error) error
-	CorruptSnapshot(ctx context.Context, actor string) error
-}
-
-var (
-	_ lifecycleDB = (*DB)(nil)
-	_ lifecycleDB = (*PGDB)(nil)
-)
+var _ storetest.DB = (*PGDB)(nil)
 
 func openPGDB(t testing.TB, url string) *PGDB {
 	t.Helper()
@@ -44,21 +34,6 @@ func openPGDB(t testing.TB, url string) *PGDB {
 	return d
 }
 
-// forEachDB runs fn against a fresh Badger DB and a fresh PGDB.
-func forEachDB(t *testing.T, fn func(t *testing.T, d lifecycleDB)) {
-	t.Run("badger", func(t *testing.T) { fn(t, openDB(t)) })
-	t.Run("postgres", func(t *testing.T) { fn(t, openPGDB(t, pgtest.Start(t))) })
-}
-
-// rawKeyed reads the row of a keyed table (idempotency keys, the proxy
-// index) at its Badger key k, on either backend.
-func rawKeyed[T any](d lifecycleDB, k []byte, notFound error) (T, error) {
-	if p, ok := d.(*PGDB); ok {
-		return pgGetKeyed[T](bg, p, fmt.Sprintf("read %x", k), notFound, k)
-	}
-	return getJSON[T](d.(*DB), k, notFound)
-}
-
 // TestPGDBRefusesBadValues: a Tx with a value PostgreSQL cannot hold (a
 // seq or index over BIGINT) or a malformed part is refused naming the
 // field, and writes nothing of its other parts.
@@ -66,59 +41,63 @@ func TestPGDBRefusesBadValues(t *testing.T) {
 	d := openPGDB(t, pgtest.Start(t))
 	now := time.UnixMilli(1_700_000_000_000)
 	u := messages.NewID[messages.TurnID](now)
-	rec := &EventRecord{Actor: "a", Index: 1, Data: []byte("x")}
+	rec := &persistence.EventRecord{Actor: "a", Index: 1, Data: []byte("x")}
 	for _, c := range []struct {
 		field string
-		set   func(tx *Tx)
+		set   func(tx *persistence.Tx)
 	}{
-		{"key 0: ", func(tx *Tx) { tx.Keys = []IdempotencyRow{{Key: "k"}} }},
-		{"proxy entry 0: ", func(tx *Tx) { tx.Proxy = []ProxyEntry{{Kind: ProxyByKey, Name: []byte("k")}} }},
-		{"new turn 0: seq", func(tx *Tx) { tx.NewTurns[0].Seq = math.MaxInt64 + 1 }},
-		{"turn 0: seq", func(tx *Tx) { tx.Turns = []TurnRow{{Branch: tx.NewBranches[0].ID, Seq: math.MaxUint64}} }},
-		{"state 0: seq", func(tx *Tx) { tx.States = []StateRow{{Seq: math.MaxInt64 + 1}} }},
-		{"event 1: index", func(tx *Tx) {
-			tx.Events = []EventRecord{*rec, {Actor: "a", Index: math.MaxInt64 + 1}}
+		{"key 0: ", func(tx *persistence.Tx) { tx.Keys = []persistence.IdempotencyRow{{Key: "k"}} }},
+		{"proxy entry 0: ", func(tx *persistence.Tx) {
+			tx.Proxy = []persistence.ProxyEntry{{Kind: persistence.ProxyByKey, Name: []byte("k")}}
 		}},
-		{"chunk 0: seq", func(tx *Tx) {
-			tx.Chunks = []ChunkRow{{ID: messages.ChunkID(u), Branch: tx.NewBranches[0].ID, SourceTurn: u, Seq: math.MaxUint64}}
+		{"new turn 0: seq", func(tx *persistence.Tx) { tx.NewTurns[0].Seq = math.MaxInt64 + 1 }},
+		{"turn 0: seq", func(tx *persistence.Tx) {
+			tx.Turns = []persistence.TurnRow{{Branch: tx.NewBranches[0].ID, Seq: math.MaxUint64}}
+		}},
+		{"state 0: seq", func(tx *persistence.Tx) { tx.States = []persistence.StateRow{{Seq: math.MaxInt64 + 1}} }},
+		{"event 1: index", func(tx *persistence.Tx) {
+			tx.Events = []persistence.EventRecord{*rec, {Actor: "a", Index: math.MaxInt64 + 1}}
+		}},
+		{"chunk 0: seq", func(tx *persistence.Tx) {
+			tx.Chunks = []persistence.ChunkRow{{ID: messages.ChunkID(u), Branch: tx.NewBranches[0].ID, SourceTurn: u, Seq: math.MaxUint64}}
 		}},
 		// Refused by the group, after the parts before them were applied.
-		{"chunk: id, branch and source_turn are required", func(tx *Tx) {
+		{"chunk: id, branch and source_turn are required", func(tx *persistence.Tx) {
 			tx.NewTurns[0].Phase = messages.PhaseAccepted
-			tx.Chunks = []ChunkRow{{SourceTurn: u}}
+			tx.Chunks = []persistence.ChunkRow{{SourceTurn: u}}
 		}},
-		{"vector: 0 dimensions", func(tx *Tx) {
+		{"vector: 0 dimensions", func(tx *persistence.Tx) {
 			tx.NewTurns[0].Phase = messages.PhaseAccepted
-			tx.Vectors = []VectorRow{{Namespace: "n"}}
+			tx.Vectors = []persistence.VectorRow{{Namespace: "n"}}
 		}},
-		{"tenant: 65 bytes", func(tx *Tx) { tx.NewBranches[0].Tenant = strings.Repeat("t", MaxTenantName+1) }},
-		{"actor name", func(tx *Tx) { tx.Snapshot = &EventRecord{} }},
-		{"previous snapshot", func(tx *Tx) { tx.PrevSnapshot = rec }},
+		{"tenant: 65 bytes", func(tx *persistence.Tx) { tx.NewBranches[0].Tenant = strings.Repeat("t", persistence.MaxTenantName+1) }},
+		{"actor name", func(tx *persistence.Tx) { tx.Snapshot = &persistence.EventRecord{} }},
+		{"previous snapshot", func(tx *persistence.Tx) { tx.PrevSnapshot = rec }},
 	} {
 		b := messages.NewID[messages.BranchID](now)
 		s := messages.NewID[messages.SessionID](now)
-		tx := &Tx{
-			NewBranches: []BranchSpec{{ID: b}},
-			Appends:     []TxAppend{{Branch: b, ID: u, Req: AppendRequest{Payload: []byte("p")}}},
-			Sessions:    []SessionRow{{ID: s, Created: now}},
-			NewTurns:    []TurnRow{{Branch: b, Seq: 1, ID: u}},
+		tx := &persistence.Tx{
+			NewBranches: []persistence.BranchSpec{{ID: b}},
+			Appends:     []persistence.TxAppend{{Branch: b, ID: u, Req: persistence.AppendRequest{Payload: []byte("p")}}},
+			Sessions:    []persistence.SessionRow{{ID: s, Created: now}},
+			NewTurns:    []persistence.TurnRow{{Branch: b, Seq: 1, ID: u}},
 		}
 		c.set(tx)
 		_, err := d.Commit(bg, tx)
-		if !errors.Is(err, ErrInvalidArgument) || !strings.Contains(err.Error(), c.field) {
+		if !errors.Is(err, persistence.ErrInvalidArgument) || !strings.Contains(err.Error(), c.field) {
 			t.Fatalf("%s: Commit = %v, want ErrInvalidArgument naming %s", c.field, err, c.field)
 		}
-		if _, err := d.Head(bg, b); !errors.Is(err, ErrBranchNotFound) {
+		if _, err := d.Head(bg, b); !errors.Is(err, persistence.ErrBranchNotFound) {
 			t.Fatalf("%s: the refused Tx created its branch (%v)", c.field, err)
 		}
-		if _, err := d.Session(bg, s); !errors.Is(err, ErrRowNotFound) {
+		if _, err := d.Session(bg, s); !errors.Is(err, persistence.ErrRowNotFound) {
 			t.Fatalf("%s: the refused Tx wrote its session (%v)", c.field, err)
 		}
 		if rs, _ := d.TurnRows(bg, b, 0, 10); len(rs) != 0 {
 			t.Fatalf("%s: the refused Tx wrote turn rows %+v", c.field, rs)
 		}
 	}
-	if _, err := d.Turn(bg, u); !errors.Is(err, ErrTurnNotFound) {
+	if _, err := d.Turn(bg, u); !errors.Is(err, persistence.ErrTurnNotFound) {
 		t.Fatalf("a refused Tx appended its turn (%v)", err)
 	}
 	// Only the three refused by the group (a chunk, a vector, a tenant)
@@ -142,16 +121,16 @@ func TestPGDBGroupIsolatesFailedTx(t *testing.T) {
 	a1, a2, a3 := messages.NewID[messages.TurnID](now), messages.NewID[messages.TurnID](now), messages.NewID[messages.TurnID](now)
 	zero := messages.TurnID{}
 	shared := []byte("shared payload")
-	txs := []*Tx{
-		{NewBranches: []BranchSpec{{ID: c}},
-			Appends:  []TxAppend{{Branch: c, ID: a1, Req: AppendRequest{Payload: []byte("first"), ExpectParent: &zero}}},
-			NewTurns: []TurnRow{{Branch: c, Seq: 1, ID: a1, Phase: messages.PhaseAccepted}}},
-		{Appends: []TxAppend{{Branch: c, ID: a2, Req: AppendRequest{Payload: shared, ExpectParent: &a1}}},
-			Sessions: []SessionRow{{ID: s, Created: now}},
-			Jobs:     []Job{{Type: JobRespond, Branch: c, Turn: a2, Created: now}},
-			NewTurns: []TurnRow{{Branch: c, Seq: 1, ID: a2, Phase: messages.PhaseAccepted}}},
-		{Appends: []TxAppend{{Branch: c, ID: a3, Req: AppendRequest{Payload: shared, ExpectParent: &a1}}},
-			NewTurns: []TurnRow{{Branch: c, Seq: 2, ID: a3, Phase: messages.PhaseAccepted}}},
+	txs := []*persistence.Tx{
+		{NewBranches: []persistence.BranchSpec{{ID: c}},
+			Appends:  []persistence.TxAppend{{Branch: c, ID: a1, Req: persistence.AppendRequest{Payload: []byte("first"), ExpectParent: &zero}}},
+			NewTurns: []persistence.TurnRow{{Branch: c, Seq: 1, ID: a1, Phase: messages.PhaseAccepted}}},
+		{Appends: []persistence.TxAppend{{Branch: c, ID: a2, Req: persistence.AppendRequest{Payload: shared, ExpectParent: &a1}}},
+			Sessions: []persistence.SessionRow{{ID: s, Created: now}},
+			Jobs:     []persistence.Job{{Type: persistence.JobRespond, Branch: c, Turn: a2, Created: now}},
+			NewTurns: []persistence.TurnRow{{Branch: c, Seq: 1, ID: a2, Phase: messages.PhaseAccepted}}},
+		{Appends: []persistence.TxAppend{{Branch: c, ID: a3, Req: persistence.AppendRequest{Payload: shared, ExpectParent: &a1}}},
+			NewTurns: []persistence.TurnRow{{Branch: c, Seq: 2, ID: a3, Phase: messages.PhaseAccepted}}},
 	}
 	var batch []*op
 	for _, tx := range txs {
@@ -161,7 +140,7 @@ func TestPGDBGroupIsolatesFailedTx(t *testing.T) {
 	}
 	before := d.Stats()
 	d.commitGroup(batch) // the committer's own step, on this goroutine
-	for i, want := range []error{nil, ErrDuplicate, nil} {
+	for i, want := range []error{nil, persistence.ErrDuplicate, nil} {
 		if err := batch[i].res.err; !errors.Is(err, want) || (want == nil) != (err == nil) {
 			t.Fatalf("Tx %d = %v, want %v", i, err, want)
 		}
@@ -173,16 +152,16 @@ func TestPGDBGroupIsolatesFailedTx(t *testing.T) {
 	if err != nil || h.Turn != a3 || h.Depth != 1 {
 		t.Fatalf("head = %+v, %v; want a3 at depth 1", h, err)
 	}
-	if _, err := d.Turn(bg, a2); !errors.Is(err, ErrTurnNotFound) {
+	if _, err := d.Turn(bg, a2); !errors.Is(err, persistence.ErrTurnNotFound) {
 		t.Fatalf("the failed Tx's append: %v", err)
 	}
-	if n, _ := d.BlobRefs(bg, HashOf(shared)); n != 1 {
+	if n, _ := d.BlobRefs(bg, persistence.HashOf(shared)); n != 1 {
 		t.Fatalf("the shared payload has %d references, want 1 (the third Tx's)", n)
 	}
 	if rs, _ := d.TurnRows(bg, c, 0, 10); len(rs) != 2 || rs[0].ID != a1 || rs[1].ID != a3 {
 		t.Fatalf("turn rows = %+v, want a1 at 1 and a3 at 2", rs)
 	}
-	if _, err := d.Session(bg, s); !errors.Is(err, ErrRowNotFound) {
+	if _, err := d.Session(bg, s); !errors.Is(err, persistence.ErrRowNotFound) {
 		t.Fatalf("the failed Tx's session: %v", err)
 	}
 	if js, _ := d.Jobs(bg); len(js) != 0 {
@@ -204,25 +183,25 @@ func TestPGDBGroupActorParts(t *testing.T) {
 	b := messages.NewID[messages.BranchID](now)
 	turn := messages.NewID[messages.TurnID](now)
 	const actor = "branch/g"
-	ev := func(i uint64) EventRecord {
-		return EventRecord{Actor: actor, Index: i, Data: fmt.Appendf(nil, "e%d", i)}
+	ev := func(i uint64) persistence.EventRecord {
+		return persistence.EventRecord{Actor: actor, Index: i, Data: fmt.Appendf(nil, "e%d", i)}
 	}
-	chunk := func(text string) ChunkRow {
-		return ChunkRow{ID: messages.NewID[messages.ChunkID](now), Branch: b, SourceTurn: turn, Seq: 1, Type: messages.ChunkOther,
-			Text: text, Hash: HashOf([]byte(text)), Terms: map[string]float32{text: 1}, TermCount: 1}
+	chunk := func(text string) persistence.ChunkRow {
+		return persistence.ChunkRow{ID: messages.NewID[messages.ChunkID](now), Branch: b, SourceTurn: turn, Seq: 1, Type: messages.ChunkOther,
+			Text: text, Hash: persistence.HashOf([]byte(text)), Terms: map[string]float32{text: 1}, TermCount: 1}
 	}
 	x, y := chunk("x"), chunk("y")
 	again := x
 	again.ID = messages.NewID[messages.ChunkID](now)
-	update := func(term string) TermUpdate {
-		return TermUpdate{Branch: b, Seq: 1, Chunk: x.ID, Add: map[string]float32{term: 1}, Count: 1}
+	update := func(term string) persistence.TermUpdate {
+		return persistence.TermUpdate{Branch: b, Seq: 1, Chunk: x.ID, Add: map[string]float32{term: 1}, Count: 1}
 	}
-	txs := []*Tx{
-		{Events: []EventRecord{ev(0), ev(1), ev(2)}, Chunks: []ChunkRow{x}},
-		{Chunks: []ChunkRow{y}, TermUpdates: []TermUpdate{update("lost")}, Events: []EventRecord{ev(1)}},
-		{Chunks: []ChunkRow{again}, TermUpdates: []TermUpdate{update("later")}, Events: []EventRecord{ev(3)},
-			Snapshot: &EventRecord{Actor: actor, Index: 3, Data: []byte("s3")}, PrevSnapshot: &EventRecord{Actor: actor, Index: 2, Data: []byte("s2")}},
-		{Events: []EventRecord{ev(0)}},
+	txs := []*persistence.Tx{
+		{Events: []persistence.EventRecord{ev(0), ev(1), ev(2)}, Chunks: []persistence.ChunkRow{x}},
+		{Chunks: []persistence.ChunkRow{y}, TermUpdates: []persistence.TermUpdate{update("lost")}, Events: []persistence.EventRecord{ev(1)}},
+		{Chunks: []persistence.ChunkRow{again}, TermUpdates: []persistence.TermUpdate{update("later")}, Events: []persistence.EventRecord{ev(3)},
+			Snapshot: &persistence.EventRecord{Actor: actor, Index: 3, Data: []byte("s3")}, PrevSnapshot: &persistence.EventRecord{Actor: actor, Index: 2, Data: []byte("s2")}},
+		{Events: []persistence.EventRecord{ev(0)}},
 	}
 	var batch []*op
 	for _, tx := range txs {
@@ -232,7 +211,7 @@ func TestPGDBGroupActorParts(t *testing.T) {
 	}
 	before := d.Stats()
 	d.commitGroup(batch)
-	for i, want := range []error{nil, ErrDuplicate, nil, nil} {
+	for i, want := range []error{nil, persistence.ErrDuplicate, nil, nil} {
 		if err := batch[i].res.err; !errors.Is(err, want) || (want == nil) != (err == nil) {
 			t.Fatalf("Tx %d = %v, want %v", i, err, want)
 		}
@@ -262,8 +241,8 @@ func TestPGDBGroupActorParts(t *testing.T) {
 	if cs, _ := d.Chunks(bg, turn); len(cs) != 1 || cs[0].ID != x.ID {
 		t.Fatalf("chunks = %+v, want x only", cs)
 	}
-	var docs []ChunkDoc
-	_ = d.BranchChunks(bg, b, func(doc ChunkDoc) error { docs = append(docs, doc); return nil })
+	var docs []persistence.ChunkDoc
+	_ = d.BranchChunks(bg, b, func(doc persistence.ChunkDoc) error { docs = append(docs, doc); return nil })
 	if len(docs) != 1 || docs[0].Chunk != x.ID || docs[0].TermCount != 2 || docs[0].Terms["later"] != 1 || docs[0].Terms["lost"] != 0 {
 		t.Fatalf("partition = %+v, want x with x and later", docs)
 	}
@@ -285,18 +264,18 @@ func TestPGDBConcurrentSameSeq(t *testing.T) {
 			br := messages.NewID[messages.BranchID](now)
 			r0 := messages.NewID[messages.TurnID](now)
 			zero := messages.TurnID{}
-			if _, err := a.Commit(bg, &Tx{NewBranches: []BranchSpec{{ID: br}},
-				Appends:  []TxAppend{{Branch: br, ID: r0, Req: AppendRequest{Payload: []byte("root"), ExpectParent: &zero}}},
-				NewTurns: []TurnRow{{Branch: br, Seq: 1, ID: r0, Phase: messages.PhaseAccepted}}}); err != nil {
+			if _, err := a.Commit(bg, &persistence.Tx{NewBranches: []persistence.BranchSpec{{ID: br}},
+				Appends:  []persistence.TxAppend{{Branch: br, ID: r0, Req: persistence.AppendRequest{Payload: []byte("root"), ExpectParent: &zero}}},
+				NewTurns: []persistence.TurnRow{{Branch: br, Seq: 1, ID: r0, Phase: messages.PhaseAccepted}}}); err != nil {
 				t.Fatal(err)
 			}
-			turnTx := func(id, parent messages.TurnID, seq uint64) *Tx {
-				req := AppendRequest{Payload: []byte("p " + id.String())}
+			turnTx := func(id, parent messages.TurnID, seq uint64) *persistence.Tx {
+				req := persistence.AppendRequest{Payload: []byte("p " + id.String())}
 				if expect {
 					req.ExpectParent = &parent
 				}
-				return &Tx{Appends: []TxAppend{{Branch: br, ID: id, Req: req}},
-					NewTurns: []TurnRow{{Branch: br, Seq: seq, ID: id, Phase: messages.PhaseAccepted}}}
+				return &persistence.Tx{Appends: []persistence.TxAppend{{Branch: br, ID: id, Req: req}},
+					NewTurns: []persistence.TurnRow{{Branch: br, Seq: seq, ID: id, Phase: messages.PhaseAccepted}}}
 			}
 			ua, ub := messages.NewID[messages.TurnID](now), messages.NewID[messages.TurnID](now)
 			var hookErr error
@@ -310,9 +289,9 @@ func TestPGDBConcurrentSameSeq(t *testing.T) {
 			if hookErr != nil {
 				t.Fatal(hookErr)
 			}
-			want := ErrDuplicate
+			want := persistence.ErrDuplicate
 			if expect {
-				want = ErrHeadMismatch
+				want = persistence.ErrHeadMismatch
 			}
 			if !errors.Is(err, want) {
 				t.Fatalf("A's Tx after B took seq 2 = %v, want %v", err, want)
@@ -322,7 +301,7 @@ func TestPGDBConcurrentSameSeq(t *testing.T) {
 			}
 			checkLoser := func(winner, loser messages.TurnID, seq uint64) {
 				t.Helper()
-				if _, err := a.Turn(bg, loser); !errors.Is(err, ErrTurnNotFound) {
+				if _, err := a.Turn(bg, loser); !errors.Is(err, persistence.ErrTurnNotFound) {
 					t.Fatalf("seq %d: the loser's turn: %v, want ErrTurnNotFound", seq, err)
 				}
 				if h, _ := a.Head(bg, br); h.Turn != winner {
@@ -331,7 +310,7 @@ func TestPGDBConcurrentSameSeq(t *testing.T) {
 				if rs, _ := a.TurnRows(bg, br, seq, 10); len(rs) != 1 || rs[0].ID != winner {
 					t.Fatalf("seq %d: rows %+v, want only the winner's", seq, rs)
 				}
-				if _, err := b.TurnRow(bg, br, loser); !errors.Is(err, ErrTurnNotFound) {
+				if _, err := b.TurnRow(bg, br, loser); !errors.Is(err, persistence.ErrTurnNotFound) {
 					t.Fatalf("seq %d: the loser's row: %v", seq, err)
 				}
 			}
@@ -357,7 +336,7 @@ func TestPGDBConcurrentSameSeq(t *testing.T) {
 					switch {
 					case err == nil:
 						winners = append(winners, i)
-					case errors.Is(err, ErrDuplicate), errors.Is(err, ErrHeadMismatch):
+					case errors.Is(err, persistence.ErrDuplicate), errors.Is(err, persistence.ErrHeadMismatch):
 					default:
 						t.Fatalf("seq %d: runtime %d: %v", seq, i, err)
 					}
@@ -389,17 +368,17 @@ func TestPGDBConnectionLost(t *testing.T) {
 			b := messages.NewID[messages.BranchID](now)
 			s := messages.NewID[messages.SessionID](now)
 			u := messages.NewID[messages.TurnID](now)
-			step := StepRow{ID: messages.NewID[messages.StepID](now), Turn: u, Branch: b,
+			step := persistence.StepRow{ID: messages.NewID[messages.StepID](now), Turn: u, Branch: b,
 				Outcome: messages.StepOutcome{Kind: messages.OutcomeCompleted}, Started: now, Ended: now}
-			tx := &Tx{
-				NewBranches: []BranchSpec{{ID: b}},
-				Appends:     []TxAppend{{Branch: b, ID: u, Req: AppendRequest{Payload: []byte("during the kill")}}},
-				Sessions:    []SessionRow{{ID: s, ActiveBranch: b, Created: now}},
-				Branches:    []BranchRow{{ID: b, Session: s, Created: now}},
-				NewTurns:    []TurnRow{{Branch: b, Seq: 1, ID: u, Phase: messages.PhaseAccepted}},
-				States:      []StateRow{{Branch: b, Seq: 0, ID: messages.NewID[messages.StateID](now)}},
-				Steps:       []StepRow{step},
-				Jobs:        []Job{{Type: JobRespond, Branch: b, Turn: u, Created: now}},
+			tx := &persistence.Tx{
+				NewBranches: []persistence.BranchSpec{{ID: b}},
+				Appends:     []persistence.TxAppend{{Branch: b, ID: u, Req: persistence.AppendRequest{Payload: []byte("during the kill")}}},
+				Sessions:    []persistence.SessionRow{{ID: s, ActiveBranch: b, Created: now}},
+				Branches:    []persistence.BranchRow{{ID: b, Session: s, Created: now}},
+				NewTurns:    []persistence.TurnRow{{Branch: b, Seq: 1, ID: u, Phase: messages.PhaseAccepted}},
+				States:      []persistence.StateRow{{Branch: b, Seq: 0, ID: messages.NewID[messages.StateID](now)}},
+				Steps:       []persistence.StepRow{step},
+				Jobs:        []persistence.Job{{Type: persistence.JobRespond, Branch: b, Turn: u, Created: now}},
 			}
 			killed := false
 			d.testHook = func(st string, attempt int, ptx pgx.Tx) {
@@ -443,7 +422,7 @@ func TestPGDBConnectionLost(t *testing.T) {
 					t.Fatalf("rows per table = %s, want none", got)
 				}
 				// The caller that must know reads, and commits again.
-				if _, err := d.Session(bg, s); !errors.Is(err, ErrRowNotFound) {
+				if _, err := d.Session(bg, s); !errors.Is(err, persistence.ErrRowNotFound) {
 					t.Fatalf("Session = %v, want ErrRowNotFound", err)
 				}
 				if _, err := d.Commit(bg, tx); err != nil {
@@ -467,12 +446,12 @@ func TestPGDBActorPartsAllOrNothing(t *testing.T) {
 	now := time.UnixMilli(1_700_000_000_000)
 	b0 := messages.NewID[messages.BranchID](now)
 	t0 := messages.NewID[messages.TurnID](now)
-	old := ChunkRow{ID: messages.NewID[messages.ChunkID](now), Branch: b0, SourceTurn: t0, Seq: 1, Type: messages.ChunkOther,
-		Text: "old", Hash: HashOf([]byte("old")), Terms: map[string]float32{"old": 1}, TermCount: 1}
+	old := persistence.ChunkRow{ID: messages.NewID[messages.ChunkID](now), Branch: b0, SourceTurn: t0, Seq: 1, Type: messages.ChunkOther,
+		Text: "old", Hash: persistence.HashOf([]byte("old")), Terms: map[string]float32{"old": 1}, TermCount: 1}
 	const actor = "branch/a"
-	setup := &Tx{Chunks: []ChunkRow{old}, Snapshot: &EventRecord{Actor: actor, Index: 0, Data: []byte("s0")}}
+	setup := &persistence.Tx{Chunks: []persistence.ChunkRow{old}, Snapshot: &persistence.EventRecord{Actor: actor, Index: 0, Data: []byte("s0")}}
 	for i := range uint64(3) {
-		setup.Events = append(setup.Events, EventRecord{Actor: actor, Index: i, Data: fmt.Appendf(nil, "e%d", i)})
+		setup.Events = append(setup.Events, persistence.EventRecord{Actor: actor, Index: i, Data: fmt.Appendf(nil, "e%d", i)})
 	}
 	if _, err := d.Commit(bg, setup); err != nil {
 		t.Fatal(err)
@@ -481,25 +460,25 @@ func TestPGDBActorPartsAllOrNothing(t *testing.T) {
 	c := messages.NewID[messages.BranchID](now)
 	s := messages.NewID[messages.SessionID](now)
 	u := messages.NewID[messages.TurnID](now)
-	chunk := ChunkRow{ID: messages.NewID[messages.ChunkID](now), Branch: c, SourceTurn: u, Seq: 1, Type: messages.ChunkOther,
-		Text: "new", Hash: HashOf([]byte("new")), Terms: map[string]float32{"new": 1}, TermCount: 1}
-	tx := func(events ...uint64) *Tx {
-		tx := &Tx{
-			NewBranches: []BranchSpec{{ID: c}},
-			Appends:     []TxAppend{{Branch: c, ID: u, Req: AppendRequest{Payload: []byte("mixed")}}},
-			Sessions:    []SessionRow{{ID: s, ActiveBranch: c, Created: now}},
-			NewTurns:    []TurnRow{{Branch: c, Seq: 1, ID: u, Phase: messages.PhaseAccepted}},
-			Jobs:        []Job{{Type: JobRespond, Branch: c, Turn: u, Created: now}},
-			Chunks:      []ChunkRow{chunk},
-			Vectors:     []VectorRow{{Namespace: "ns", Chunk: chunk.ID, Vector: []float32{1, 2}}},
-			TermUpdates: []TermUpdate{{Branch: b0, Seq: 1, Chunk: old.ID, Add: map[string]float32{"later": 1}, Count: 1}},
+	chunk := persistence.ChunkRow{ID: messages.NewID[messages.ChunkID](now), Branch: c, SourceTurn: u, Seq: 1, Type: messages.ChunkOther,
+		Text: "new", Hash: persistence.HashOf([]byte("new")), Terms: map[string]float32{"new": 1}, TermCount: 1}
+	tx := func(events ...uint64) *persistence.Tx {
+		tx := &persistence.Tx{
+			NewBranches: []persistence.BranchSpec{{ID: c}},
+			Appends:     []persistence.TxAppend{{Branch: c, ID: u, Req: persistence.AppendRequest{Payload: []byte("mixed")}}},
+			Sessions:    []persistence.SessionRow{{ID: s, ActiveBranch: c, Created: now}},
+			NewTurns:    []persistence.TurnRow{{Branch: c, Seq: 1, ID: u, Phase: messages.PhaseAccepted}},
+			Jobs:        []persistence.Job{{Type: persistence.JobRespond, Branch: c, Turn: u, Created: now}},
+			Chunks:      []persistence.ChunkRow{chunk},
+			Vectors:     []persistence.VectorRow{{Namespace: "ns", Chunk: chunk.ID, Vector: []float32{1, 2}}},
+			TermUpdates: []persistence.TermUpdate{{Branch: b0, Seq: 1, Chunk: old.ID, Add: map[string]float32{"later": 1}, Count: 1}},
 			// The latest snapshot moves to 3; the one at 2 becomes the
 			// fallback, compacting events 0 and 1.
-			Snapshot:     &EventRecord{Actor: actor, Index: 3, Data: []byte("s3")},
-			PrevSnapshot: &EventRecord{Actor: actor, Index: 2, Data: []byte("s2")},
+			Snapshot:     &persistence.EventRecord{Actor: actor, Index: 3, Data: []byte("s3")},
+			PrevSnapshot: &persistence.EventRecord{Actor: actor, Index: 2, Data: []byte("s2")},
 		}
 		for _, i := range events {
-			tx.Events = append(tx.Events, EventRecord{Actor: actor, Index: i, Data: fmt.Appendf(nil, "e%d", i)})
+			tx.Events = append(tx.Events, persistence.EventRecord{Actor: actor, Index: i, Data: fmt.Appendf(nil, "e%d", i)})
 		}
 		return tx
 	}
@@ -512,13 +491,13 @@ func TestPGDBActorPartsAllOrNothing(t *testing.T) {
 	}
 	unchanged := func(what string) {
 		t.Helper()
-		if _, err := d.Head(bg, c); !errors.Is(err, ErrBranchNotFound) {
+		if _, err := d.Head(bg, c); !errors.Is(err, persistence.ErrBranchNotFound) {
 			t.Fatalf("%s: branch: %v, want ErrBranchNotFound", what, err)
 		}
-		if _, err := d.Turn(bg, u); !errors.Is(err, ErrTurnNotFound) {
+		if _, err := d.Turn(bg, u); !errors.Is(err, persistence.ErrTurnNotFound) {
 			t.Fatalf("%s: append: %v, want ErrTurnNotFound", what, err)
 		}
-		if _, err := d.Session(bg, s); !errors.Is(err, ErrRowNotFound) {
+		if _, err := d.Session(bg, s); !errors.Is(err, persistence.ErrRowNotFound) {
 			t.Fatalf("%s: session: %v, want ErrRowNotFound", what, err)
 		}
 		if js, _ := d.Jobs(bg); len(js) != 0 {
@@ -530,7 +509,7 @@ func TestPGDBActorPartsAllOrNothing(t *testing.T) {
 		if v, _ := d.Vector(bg, "ns", chunk.ID); v != nil {
 			t.Fatalf("%s: vector %v", what, v)
 		}
-		_ = d.BranchChunks(bg, b0, func(doc ChunkDoc) error {
+		_ = d.BranchChunks(bg, b0, func(doc persistence.ChunkDoc) error {
 			if doc.TermCount != 1 || doc.Terms["later"] != 0 {
 				t.Fatalf("%s: partition entry updated: %+v", what, doc)
 			}
@@ -548,7 +527,7 @@ func TestPGDBActorPartsAllOrNothing(t *testing.T) {
 	}
 
 	// The group refuses the last event: its index is taken.
-	if _, err := d.Commit(bg, tx(3, 1)); !errors.Is(err, ErrDuplicate) || !strings.Contains(err.Error(), "event 1 of branch/a") {
+	if _, err := d.Commit(bg, tx(3, 1)); !errors.Is(err, persistence.ErrDuplicate) || !strings.Contains(err.Error(), "event 1 of branch/a") {
 		t.Fatalf("Commit with an event index taken = %v, want ErrDuplicate naming it", err)
 	}
 	unchanged("event index taken")
@@ -585,7 +564,7 @@ func TestPGDBActorPartsAllOrNothing(t *testing.T) {
 	if prev, _, _ := d.PrevSnapshot(bg, actor); prev.Index != 2 || string(prev.Data) != "s2" {
 		t.Fatalf("previous snapshot = %+v", prev)
 	}
-	_ = d.BranchChunks(bg, b0, func(doc ChunkDoc) error {
+	_ = d.BranchChunks(bg, b0, func(doc persistence.ChunkDoc) error {
 		if doc.TermCount != 2 || doc.Terms["later"] != 1 {
 			t.Fatalf("partition entry after the update: %+v", doc)
 		}
@@ -604,40 +583,40 @@ func TestPGDBKeyedAllOrNothing(t *testing.T) {
 	d := openPGDB(t, url)
 	now := time.UnixMilli(1_700_000_000_000)
 	owner := messages.NewID[messages.BranchID](now)
-	taken := IdempotencyRow{Scope: ScopeTurn, Owner: owner, Key: "taken", Hash: "h0", Turn: messages.NewID[messages.TurnID](now)}
-	if _, err := d.Commit(bg, &Tx{Keys: []IdempotencyRow{taken}}); err != nil {
+	taken := persistence.IdempotencyRow{Scope: persistence.ScopeTurn, Owner: owner, Key: "taken", Hash: "h0", Turn: messages.NewID[messages.TurnID](now)}
+	if _, err := d.Commit(bg, &persistence.Tx{Keys: []persistence.IdempotencyRow{taken}}); err != nil {
 		t.Fatal(err)
 	}
 	c := messages.NewID[messages.BranchID](now)
 	s := messages.NewID[messages.SessionID](now)
 	u := messages.NewID[messages.TurnID](now)
-	mine := IdempotencyRow{Scope: ScopeTurn, Owner: c, Key: "mine", Hash: "h1", Turn: u}
+	mine := persistence.IdempotencyRow{Scope: persistence.ScopeTurn, Owner: c, Key: "mine", Hash: "h1", Turn: u}
 	week := 7 * 24 * time.Hour
-	tx := func(keys ...IdempotencyRow) *Tx {
-		return &Tx{
-			NewBranches:  []BranchSpec{{ID: c, Tenant: "acme"}},
-			Appends:      []TxAppend{{Branch: c, ID: u, Req: AppendRequest{Payload: []byte("keyed")}}},
-			Sessions:     []SessionRow{{ID: s, ActiveBranch: c, Created: now}},
-			NewTurns:     []TurnRow{{Branch: c, Seq: 1, ID: u, Phase: messages.PhaseAccepted}},
-			Events:       []EventRecord{{Actor: "a", Index: 0, Data: []byte("e0")}},
-			Touched:      []SessionTouch{{Session: s, At: now.Add(time.Hour)}},
-			Retention:    []SessionRetention{{Session: s, Idle: &week}},
-			RetentionJob: &RetentionJob{Pending: []messages.SessionID{s}, Deleted: 1},
-			Imports:      []ImportRow{{Session: s, Started: now}},
-			Keys:         append([]IdempotencyRow{mine}, keys...),
-			Proxy: []ProxyEntry{{Kind: ProxyByKey, Name: []byte("conv"), ProxyTarget: ProxyTarget{Branch: c}},
-				{Tenant: "acme", Kind: ProxyByTurn, Name: u[:], ProxyTarget: ProxyTarget{Branch: c}}},
+	tx := func(keys ...persistence.IdempotencyRow) *persistence.Tx {
+		return &persistence.Tx{
+			NewBranches:  []persistence.BranchSpec{{ID: c, Tenant: "acme"}},
+			Appends:      []persistence.TxAppend{{Branch: c, ID: u, Req: persistence.AppendRequest{Payload: []byte("keyed")}}},
+			Sessions:     []persistence.SessionRow{{ID: s, ActiveBranch: c, Created: now}},
+			NewTurns:     []persistence.TurnRow{{Branch: c, Seq: 1, ID: u, Phase: messages.PhaseAccepted}},
+			Events:       []persistence.EventRecord{{Actor: "a", Index: 0, Data: []byte("e0")}},
+			Touched:      []persistence.SessionTouch{{Session: s, At: now.Add(time.Hour)}},
+			Retention:    []persistence.SessionRetention{{Session: s, Idle: &week}},
+			RetentionJob: &persistence.RetentionJob{Pending: []messages.SessionID{s}, Deleted: 1},
+			Imports:      []persistence.ImportRow{{Session: s, Started: now}},
+			Keys:         append([]persistence.IdempotencyRow{mine}, keys...),
+			Proxy: []persistence.ProxyEntry{{Kind: persistence.ProxyByKey, Name: []byte("conv"), ProxyTarget: persistence.ProxyTarget{Branch: c}},
+				{Tenant: "acme", Kind: persistence.ProxyByTurn, Name: u[:], ProxyTarget: persistence.ProxyTarget{Branch: c}}},
 		}
 	}
 	unchanged := func(what string) {
 		t.Helper()
-		if _, err := d.Head(bg, c); !errors.Is(err, ErrBranchNotFound) {
+		if _, err := d.Head(bg, c); !errors.Is(err, persistence.ErrBranchNotFound) {
 			t.Fatalf("%s: branch: %v, want ErrBranchNotFound", what, err)
 		}
-		if _, err := d.Turn(bg, u); !errors.Is(err, ErrTurnNotFound) {
+		if _, err := d.Turn(bg, u); !errors.Is(err, persistence.ErrTurnNotFound) {
 			t.Fatalf("%s: append: %v, want ErrTurnNotFound", what, err)
 		}
-		if _, err := d.Session(bg, s); !errors.Is(err, ErrRowNotFound) {
+		if _, err := d.Session(bg, s); !errors.Is(err, persistence.ErrRowNotFound) {
 			t.Fatalf("%s: session: %v, want ErrRowNotFound", what, err)
 		}
 		n := 0
@@ -645,13 +624,13 @@ func TestPGDBKeyedAllOrNothing(t *testing.T) {
 		if n != 0 {
 			t.Fatalf("%s: %d events", what, n)
 		}
-		if _, err := d.IdempotencyKey(bg, ScopeTurn, c, "mine"); !errors.Is(err, ErrKeyNotFound) {
+		if _, err := d.IdempotencyKey(bg, persistence.ScopeTurn, c, "mine"); !errors.Is(err, persistence.ErrKeyNotFound) {
 			t.Fatalf("%s: key: %v, want ErrKeyNotFound", what, err)
 		}
-		if _, err := d.ProxyLookup(bg, "", ProxyByKey, []byte("conv")); !errors.Is(err, ErrProxyNotFound) {
+		if _, err := d.ProxyLookup(bg, "", persistence.ProxyByKey, []byte("conv")); !errors.Is(err, persistence.ErrProxyNotFound) {
 			t.Fatalf("%s: proxy key: %v, want ErrProxyNotFound", what, err)
 		}
-		if _, err := d.ProxyLookup(bg, "acme", ProxyByTurn, u[:]); !errors.Is(err, ErrProxyNotFound) {
+		if _, err := d.ProxyLookup(bg, "acme", persistence.ProxyByTurn, u[:]); !errors.Is(err, persistence.ErrProxyNotFound) {
 			t.Fatalf("%s: proxy turn: %v, want ErrProxyNotFound", what, err)
 		}
 		if n := pgCount(t, url, `SELECT (SELECT count(*) FROM ctx_branch_tenants) + (SELECT count(*) FROM ctx_root_tenants)
@@ -666,7 +645,7 @@ func TestPGDBKeyedAllOrNothing(t *testing.T) {
 	// The group refuses the last key: it names another request.
 	other := taken
 	other.Turn = u
-	if _, err := d.Commit(bg, tx(other)); !errors.Is(err, ErrDuplicate) || !strings.Contains(err.Error(), `key 1: `) {
+	if _, err := d.Commit(bg, tx(other)); !errors.Is(err, persistence.ErrDuplicate) || !strings.Contains(err.Error(), `key 1: `) {
 		t.Fatalf("Commit with a key naming another request = %v, want ErrDuplicate naming key 1", err)
 	}
 	unchanged("key taken")
@@ -688,13 +667,13 @@ func TestPGDBKeyedAllOrNothing(t *testing.T) {
 	if _, err := d.Turn(bg, u); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := d.IdempotencyKey(bg, ScopeTurn, c, "mine"); err != nil || got.Turn != u {
+	if got, err := d.IdempotencyKey(bg, persistence.ScopeTurn, c, "mine"); err != nil || got.Turn != u {
 		t.Fatalf("key = %+v, %v", got, err)
 	}
-	if got, err := d.ProxyLookup(bg, "acme", ProxyByTurn, u[:]); err != nil || got.Branch != c {
+	if got, err := d.ProxyLookup(bg, "acme", persistence.ProxyByTurn, u[:]); err != nil || got.Branch != c {
 		t.Fatalf("proxy turn = %+v, %v", got, err)
 	}
-	if got, err := d.IdempotencyKey(bg, ScopeTurn, owner, "taken"); err != nil || got.Turn != taken.Turn {
+	if got, err := d.IdempotencyKey(bg, persistence.ScopeTurn, owner, "taken"); err != nil || got.Turn != taken.Turn {
 		t.Fatalf("the key taken first = %+v, %v", got, err)
 	}
 	if a, err := d.SessionActivity(bg, s); err != nil || !a.Last.Equal(now.Add(time.Hour)) || a.Session.Retention == nil || *a.Session.Retention != week {
@@ -729,7 +708,7 @@ func TestPGDBClaimRace(t *testing.T) {
 			wg      sync.WaitGroup
 			start   = make(chan struct{})
 			mine    = make([]messages.BranchID, 2*per)
-			claimed = make([]ProxyTarget, 2*per)
+			claimed = make([]persistence.ProxyTarget, 2*per)
 			keyErrs = make([]error, 2*per)
 			errs    = make([]error, 2*per)
 		)
@@ -741,7 +720,7 @@ func TestPGDBClaimRace(t *testing.T) {
 				d := dbs[i%2]
 				<-start
 				claimed[i], errs[i] = d.ClaimProxyKey(bg, "acme", key, mine[i])
-				_, keyErrs[i] = d.Commit(bg, &Tx{Keys: []IdempotencyRow{{Scope: ScopeFork, Owner: TenantOwner("acme"), Key: key,
+				_, keyErrs[i] = d.Commit(bg, &persistence.Tx{Keys: []persistence.IdempotencyRow{{Scope: persistence.ScopeFork, Owner: persistence.TenantOwner("acme"), Key: key,
 					Hash: fmt.Sprint(i), Branch: mine[i]}}})
 			}()
 		}
@@ -763,7 +742,7 @@ func TestPGDBClaimRace(t *testing.T) {
 			case err == nil:
 				won++
 				wonBranch = mine[i]
-			case !errors.Is(err, ErrDuplicate):
+			case !errors.Is(err, persistence.ErrDuplicate):
 				t.Fatalf("round %d: key writer %d = %v, want nil or ErrDuplicate", round, i, err)
 			}
 		}
@@ -771,10 +750,10 @@ func TestPGDBClaimRace(t *testing.T) {
 			t.Fatalf("round %d: %d key writers won, want 1", round, won)
 		}
 		for _, d := range dbs {
-			if got, err := d.IdempotencyKey(bg, ScopeFork, TenantOwner("acme"), key); err != nil || got.Branch != wonBranch {
+			if got, err := d.IdempotencyKey(bg, persistence.ScopeFork, persistence.TenantOwner("acme"), key); err != nil || got.Branch != wonBranch {
 				t.Fatalf("round %d: key = %+v, %v; want the winner's %s", round, got, err, wonBranch)
 			}
-			if got, err := d.ProxyLookup(bg, "acme", ProxyByKey, []byte(key)); err != nil || got.Branch != winner {
+			if got, err := d.ProxyLookup(bg, "acme", persistence.ProxyByKey, []byte(key)); err != nil || got.Branch != winner {
 				t.Fatalf("round %d: lookup = %+v, %v; want %s", round, got, err, winner)
 			}
 		}
@@ -789,9 +768,9 @@ func TestPGPurgeLeavesNoID(t *testing.T) {
 	url := pgtest.Start(t)
 	d := openPGDB(t, url)
 	ctx := context.Background()
-	ids := func(f purgeFixture) map[string][]byte {
-		m := map[string][]byte{"session": f.session[:], "branch": f.branch[:], "actor": []byte(f.actor)}
-		for i, turn := range f.turns {
+	ids := func(f storetest.SessionFixture) map[string][]byte {
+		m := map[string][]byte{"session": f.Session[:], "branch": f.Branch[:], "actor": []byte(f.Actor)}
+		for i, turn := range f.Turns {
 			m[fmt.Sprintf("turn %d", i)] = turn[:]
 			tu, err := d.Turn(ctx, turn)
 			if err != nil {
@@ -811,19 +790,19 @@ func TestPGPurgeLeavesNoID(t *testing.T) {
 		}
 		return m
 	}
-	fg := writeSession(t, d, "ID-GONE-2b81", 3)
-	fk := writeSession(t, d, "ID-KEPT-90ce", 2)
-	if _, err := d.Commit(ctx, &Tx{Touched: []SessionTouch{{Session: fg.session, At: time.Now()}},
-		Imports: []ImportRow{{Session: fg.session, Started: time.Now()}}}); err != nil {
+	fg := storetest.WriteSession(t, d, "ID-GONE-2b81", 3)
+	fk := storetest.WriteSession(t, d, "ID-KEPT-90ce", 2)
+	if _, err := d.Commit(ctx, &persistence.Tx{Touched: []persistence.SessionTouch{{Session: fg.Session, At: time.Now()}},
+		Imports: []persistence.ImportRow{{Session: fg.Session, Started: time.Now()}}}); err != nil {
 		t.Fatal(err)
 	}
 	gone, kept := ids(fg), ids(fk)
 	for what, id := range gone {
-		if got := pgTablesHolding(t, url, id); len(got) == 0 {
+		if got := tablesHolding(t, url, id); len(got) == 0 {
 			t.Fatalf("before the delete no table holds the %s id %x: the scan cannot see it", what, id)
 		}
 	}
-	res, err := d.Purge(ctx, PurgeSpec{Session: fg.session, DeleteSession: true, Actors: []string{fg.actor}})
+	res, err := d.Purge(ctx, persistence.PurgeSpec{Session: fg.Session, DeleteSession: true, Actors: []string{fg.Actor}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -831,12 +810,12 @@ func TestPGPurgeLeavesNoID(t *testing.T) {
 		t.Errorf("Purge = %+v, want rows and 3 blobs", res)
 	}
 	for what, id := range gone {
-		if got := pgTablesHolding(t, url, id); len(got) > 0 {
+		if got := tablesHolding(t, url, id); len(got) > 0 {
 			t.Errorf("after the delete the %s id %x is in %v", what, id, got)
 		}
 	}
 	for what, id := range kept {
-		if got := pgTablesHolding(t, url, id); len(got) == 0 {
+		if got := tablesHolding(t, url, id); len(got) == 0 {
 			t.Errorf("after the delete no table holds the kept %s id %x", what, id)
 		}
 	}
@@ -850,18 +829,18 @@ func TestPGPurgeRacesDedup(t *testing.T) {
 	d := openPGDB(t, pgtest.Start(t))
 	ctx := context.Background()
 	payload := []byte("RACE-SHARED-payload-61f0")
-	fb := writeSession(t, d, "RACE-KEPT", 0)
+	fb := storetest.WriteSession(t, d, "RACE-KEPT", 0)
 	kept := 0
 	for round := range 5 {
-		fa := writeSession(t, d, "RACE-GONE", 0)
-		if _, err := d.Append(ctx, fa.branch, AppendRequest{Payload: payload}); err != nil {
+		fa := storetest.WriteSession(t, d, "RACE-GONE", 0)
+		if _, err := d.Append(ctx, fa.Branch, persistence.AppendRequest{Payload: payload}); err != nil {
 			t.Fatal(err)
 		}
 		done := make(chan int)
 		go func() {
 			n := 0
 			for range 10 {
-				if _, err := d.Append(ctx, fb.branch, AppendRequest{Payload: payload}); err != nil {
+				if _, err := d.Append(ctx, fb.Branch, persistence.AppendRequest{Payload: payload}); err != nil {
 					t.Errorf("round %d: append: %v", round, err)
 					break
 				}
@@ -869,12 +848,12 @@ func TestPGPurgeRacesDedup(t *testing.T) {
 			}
 			done <- n
 		}()
-		if _, err := d.Purge(ctx, PurgeSpec{Session: fa.session, DeleteSession: true}); err != nil {
+		if _, err := d.Purge(ctx, persistence.PurgeSpec{Session: fa.Session, DeleteSession: true}); err != nil {
 			t.Fatalf("round %d: %v", round, err)
 		}
 		kept += <-done
 	}
-	p, err := d.Last(ctx, fb.branch, 1000)
+	p, err := d.Last(ctx, fb.Branch, 1000)
 	if err != nil || len(p.Turns) != kept {
 		t.Fatalf("Last = %d turns, %v; want %d", len(p.Turns), err, kept)
 	}
@@ -883,7 +862,7 @@ func TestPGPurgeRacesDedup(t *testing.T) {
 			t.Fatalf("Blob(turn %s) = %q, %v", tu.ID, b, err)
 		}
 	}
-	if n, err := d.BlobRefs(ctx, HashOf(payload)); err != nil || n != uint64(kept) {
+	if n, err := d.BlobRefs(ctx, persistence.HashOf(payload)); err != nil || n != uint64(kept) {
 		t.Errorf("BlobRefs = %d, %v; want %d", n, err, kept)
 	}
 }
@@ -895,20 +874,20 @@ func TestPGPurgeStaleCache(t *testing.T) {
 	url := pgtest.Start(t)
 	d1, d2 := openPGDB(t, url), openPGDB(t, url)
 	ctx := context.Background()
-	f := writeSession(t, d1, "STALE-GONE-4e1d", 2)
-	if _, err := d2.TurnTenant(ctx, f.turns[1]); err != nil { // caches the turn on d2
+	f := storetest.WriteSession(t, d1, "STALE-GONE-4e1d", 2)
+	if _, err := d2.TurnTenant(ctx, f.Turns[1]); err != nil { // caches the turn on d2
 		t.Fatal(err)
 	}
-	if _, ok := d2.turns.Get(f.turns[1]); !ok {
+	if _, ok := d2.turns.Get(f.Turns[1]); !ok {
 		t.Fatal("d2 did not cache the turn: the test does not test the cache")
 	}
-	if _, err := d1.Purge(ctx, PurgeSpec{Session: f.session, DeleteSession: true}); err != nil {
+	if _, err := d1.Purge(ctx, persistence.PurgeSpec{Session: f.Session, DeleteSession: true}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := d2.CreateBranch(ctx, BranchSpec{At: f.turns[1]}); !errors.Is(err, ErrTurnNotFound) {
+	if _, err := d2.CreateBranch(ctx, persistence.BranchSpec{At: f.Turns[1]}); !errors.Is(err, persistence.ErrTurnNotFound) {
 		t.Errorf("fork at a purged turn = %v, want ErrTurnNotFound", err)
 	}
-	if _, err := d2.PutOverlay(ctx, f.turns[1], OverlayRequest{Payload: []byte("x")}); !errors.Is(err, ErrTurnNotFound) {
+	if _, err := d2.PutOverlay(ctx, f.Turns[1], persistence.OverlayRequest{Payload: []byte("x")}); !errors.Is(err, persistence.ErrTurnNotFound) {
 		t.Errorf("overlay of a purged turn = %v, want ErrTurnNotFound", err)
 	}
 }

@@ -1,4 +1,4 @@
-package persistence
+package pgdb
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/contextinfinity/ctxinf/messages"
+	"github.com/contextinfinity/ctxinf/persistence"
 )
 
 // Hard delete on PostgreSQL, with the semantics of purge.go: the same
@@ -36,28 +37,28 @@ import (
 // pgPurgePlan is what a purge of one spec deletes, read in the purge's
 // transaction.
 type pgPurgePlan struct {
-	spec    PurgeSpec
+	spec    persistence.PurgeSpec
 	del     []messages.BranchID // = res.Branches
 	nodes   []messages.TurnID   // the transcript nodes the branches own
 	chunks  [][]byte            // chunk ids of the nodes
-	jobs    []Job
+	jobs    []persistence.Job
 	keyed   [][]byte // idempotency keys and proxy entries
-	unref   map[Hash]uint64
-	session *SessionRow // updated, when the session stays and its active branch goes
-	res     PurgeResult
+	unref   map[persistence.Hash]uint64
+	session *persistence.SessionRow // updated, when the session stays and its active branch goes
+	res     persistence.PurgeResult
 }
 
 // Purge deletes what spec names, for good, in one transaction, as
 // DB.Purge does; it returns once the transaction committed (and the
 // VACUUM after it, PurgeResult.Scrub, ran).
-func (d *PGDB) Purge(ctx context.Context, spec PurgeSpec) (PurgeResult, error) {
+func (d *PGDB) Purge(ctx context.Context, spec persistence.PurgeSpec) (persistence.PurgeResult, error) {
 	start := time.Now()
 	if err := spec.Check(); err != nil {
-		return PurgeResult{}, err
+		return persistence.PurgeResult{}, err
 	}
-	plans, scrub, err := d.purge(ctx, []PurgeSpec{spec})
+	plans, scrub, err := d.purge(ctx, []persistence.PurgeSpec{spec})
 	if err != nil {
-		return PurgeResult{}, err
+		return persistence.PurgeResult{}, err
 	}
 	res := plans[0].res
 	res.Scrub = scrub
@@ -70,19 +71,19 @@ func (d *PGDB) Purge(ctx context.Context, spec PurgeSpec) (PurgeResult, error) {
 // as DB.PurgeSessions. The results are in specs' order; each has the
 // call's Took and Scrub, and the blobs no longer referenced are counted
 // once, on the first.
-func (d *PGDB) PurgeSessions(ctx context.Context, specs []PurgeSpec) ([]PurgeResult, error) {
+func (d *PGDB) PurgeSessions(ctx context.Context, specs []persistence.PurgeSpec) ([]persistence.PurgeResult, error) {
 	start := time.Now()
 	if len(specs) == 0 {
 		return nil, nil
 	}
-	if err := CheckPurgeSessions(specs); err != nil {
+	if err := persistence.CheckPurgeSessions(specs); err != nil {
 		return nil, err
 	}
 	plans, scrub, err := d.purge(ctx, specs)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]PurgeResult, len(plans))
+	out := make([]persistence.PurgeResult, len(plans))
 	for i, p := range plans {
 		out[i] = p.res
 		out[i].Scrub = scrub
@@ -94,7 +95,7 @@ func (d *PGDB) PurgeSessions(ctx context.Context, specs []PurgeSpec) ([]PurgeRes
 // purge runs the purge of specs as one transaction, retried whole while
 // it fails for a retryable reason, then forgets what the caches hold of
 // it and vacuums. The blobs it deleted are counted on the first plan.
-func (d *PGDB) purge(ctx context.Context, specs []PurgeSpec) ([]*pgPurgePlan, time.Duration, error) {
+func (d *PGDB) purge(ctx context.Context, specs []persistence.PurgeSpec) ([]*pgPurgePlan, time.Duration, error) {
 	if err := d.alive(); err != nil {
 		return nil, 0, err
 	}
@@ -136,7 +137,7 @@ func (d *PGDB) purge(ctx context.Context, specs []PurgeSpec) ([]*pgPurgePlan, ti
 // tryPurge runs one attempt: it plans every spec on the transaction's
 // snapshot (as Badger plans each at one timestamp), then deletes. It
 // returns the tables it deleted from or updated.
-func (d *PGDB) tryPurge(ctx context.Context, specs []PurgeSpec) ([]*pgPurgePlan, []string, error) {
+func (d *PGDB) tryPurge(ctx context.Context, specs []persistence.PurgeSpec) ([]*pgPurgePlan, []string, error) {
 	// Once begun it runs to the end (a caller gone changes nothing), in
 	// the time a group has.
 	tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.opts.GroupTimeout)
@@ -173,8 +174,8 @@ func (d *PGDB) tryPurge(ctx context.Context, specs []PurgeSpec) ([]*pgPurgePlan,
 // refusal, a corrupt row) as is, a broken connection as errConnLost
 // (nothing committed: retried).
 func pgPurgeErr(err error) error {
-	if retryablePG(err) || errors.Is(err, ErrNotFound) || errors.Is(err, ErrInvalidArgument) ||
-		errors.Is(err, ErrInUse) || errors.Is(err, ErrCorrupt) {
+	if retryablePG(err) || errors.Is(err, persistence.ErrNotFound) || errors.Is(err, persistence.ErrInvalidArgument) ||
+		errors.Is(err, persistence.ErrInUse) || errors.Is(err, persistence.ErrCorrupt) {
 		return err
 	}
 	if c := pgCode(err); c == "" || strings.HasPrefix(c, "08") || strings.HasPrefix(c, "57P") {
@@ -212,36 +213,36 @@ func idBytes[T ~[16]byte](ids []T) [][]byte {
 // pgNode is a transcript node a purge deletes.
 type pgNode struct {
 	parent messages.TurnID
-	hash   Hash
+	hash   persistence.Hash
 	base   messages.TurnID // the base of the branch it was reached from
 }
 
 // planPGPurge reads, in tx, what a purge of spec deletes (planPurge and
 // planBranches on Badger).
-func planPGPurge(ctx context.Context, tx pgx.Tx, spec PurgeSpec) (*pgPurgePlan, error) {
-	p := &pgPurgePlan{spec: spec, unref: map[Hash]uint64{}}
+func planPGPurge(ctx context.Context, tx pgx.Tx, spec persistence.PurgeSpec) (*pgPurgePlan, error) {
+	p := &pgPurgePlan{spec: spec, unref: map[persistence.Hash]uint64{}}
 	var data []byte
 	err := tx.QueryRow(ctx, `SELECT data FROM ctx_sessions WHERE id = $1`, spec.Session[:]).Scan(&data)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, fmt.Errorf("%w: session %s", ErrRowNotFound, spec.Session)
+		return nil, fmt.Errorf("%w: session %s", persistence.ErrRowNotFound, spec.Session)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("postgres: read session %s: %w", spec.Session, err)
 	}
-	var sess SessionRow
+	var sess persistence.SessionRow
 	if err := json.Unmarshal(data, &sess); err != nil {
-		return nil, fmt.Errorf("%w: session %s: %v", ErrCorrupt, spec.Session, err)
+		return nil, fmt.Errorf("%w: session %s: %v", persistence.ErrCorrupt, spec.Session, err)
 	}
-	rows := map[messages.BranchID]BranchRow{} // every branch of the session
+	rows := map[messages.BranchID]persistence.BranchRow{} // every branch of the session
 	err = eachPGRow(ctx, tx, "read branches of session "+spec.Session.String(),
 		`SELECT data FROM ctx_branches WHERE session_id = $1`, []any{spec.Session[:]}, func(r pgx.Rows) error {
 			var b []byte
 			if err := r.Scan(&b); err != nil {
 				return err
 			}
-			var row BranchRow
+			var row persistence.BranchRow
 			if err := json.Unmarshal(b, &row); err != nil {
-				return fmt.Errorf("%w: branch row of session %s: %v", ErrCorrupt, spec.Session, err)
+				return fmt.Errorf("%w: branch row of session %s: %v", persistence.ErrCorrupt, spec.Session, err)
 			}
 			rows[row.ID] = row
 			return nil
@@ -257,7 +258,7 @@ func planPGPurge(ctx context.Context, tx pgx.Tx, spec PurgeSpec) (*pgPurgePlan, 
 	} else {
 		for _, id := range spec.Branches {
 			if _, ok := rows[id]; !ok {
-				return nil, fmt.Errorf("%w: branch %s of session %s", ErrRowNotFound, id, spec.Session)
+				return nil, fmt.Errorf("%w: branch %s of session %s", persistence.ErrRowNotFound, id, spec.Session)
 			}
 			del[id] = true
 		}
@@ -278,7 +279,7 @@ func planPGPurge(ctx context.Context, tx pgx.Tx, spec PurgeSpec) (*pgPurgePlan, 
 				return err
 			}
 			if len(b) != 16 || len(t) != 16 || len(base) != 16 {
-				return fmt.Errorf("%w: head row of branch %x", ErrCorrupt, b)
+				return fmt.Errorf("%w: head row of branch %x", persistence.ErrCorrupt, b)
 			}
 			heads[messages.BranchID(b)] = [2]messages.TurnID{messages.TurnID(t), messages.TurnID(base)}
 			return nil
@@ -299,9 +300,9 @@ func planPGPurge(ctx context.Context, tx pgx.Tx, spec PurgeSpec) (*pgPurgePlan, 
 			return err
 		}
 		if len(id) != 16 || len(parent) != 16 || len(hash) != 32 || len(base) != 16 {
-			return fmt.Errorf("%w: turn row %x", ErrCorrupt, id)
+			return fmt.Errorf("%w: turn row %x", persistence.ErrCorrupt, id)
 		}
-		owned[messages.TurnID(id)] = pgNode{parent: messages.TurnID(parent), hash: Hash(hash), base: messages.TurnID(base)}
+		owned[messages.TurnID(id)] = pgNode{parent: messages.TurnID(parent), hash: persistence.Hash(hash), base: messages.TurnID(base)}
 		return nil
 	})
 	if err != nil {
@@ -311,12 +312,12 @@ func planPGPurge(ctx context.Context, tx pgx.Tx, spec PurgeSpec) (*pgPurgePlan, 
 	// node's parent (but at the base) must have been found.
 	for b, h := range heads {
 		if _, ok := owned[h[0]]; !ok && h[0] != h[1] && !h[0].IsZero() {
-			return nil, fmt.Errorf("%w: head of branch %s names turn %s, which is missing", ErrCorrupt, b, h[0])
+			return nil, fmt.Errorf("%w: head of branch %s names turn %s, which is missing", persistence.ErrCorrupt, b, h[0])
 		}
 	}
 	for id, n := range owned {
 		if _, ok := owned[n.parent]; !ok && n.parent != n.base && !n.parent.IsZero() {
-			return nil, fmt.Errorf("%w: turn %s names parent %s, which is missing", ErrCorrupt, id, n.parent)
+			return nil, fmt.Errorf("%w: turn %s names parent %s, which is missing", persistence.ErrCorrupt, id, n.parent)
 		}
 	}
 	for id := range owned {
@@ -340,10 +341,10 @@ func planPGPurge(ctx context.Context, tx pgx.Tx, spec PurgeSpec) (*pgPurgePlan, 
 			}
 			if _, ok := owned[messages.TurnID(t)]; ok {
 				return fmt.Errorf("%w: branch %x is at turn %s of a branch to delete (a fork): delete it first",
-					ErrInUse, b, messages.TurnID(t))
+					persistence.ErrInUse, b, messages.TurnID(t))
 			}
 			return fmt.Errorf("%w: branch %x was forked at turn %s of a branch to delete: delete it first",
-				ErrInUse, b, messages.TurnID(base))
+				persistence.ErrInUse, b, messages.TurnID(base))
 		})
 	if err != nil {
 		return nil, err
@@ -356,7 +357,7 @@ func planPGPurge(ctx context.Context, tx pgx.Tx, spec PurgeSpec) (*pgPurgePlan, 
 			}
 			if _, ok := owned[messages.TurnID(id)]; !ok {
 				return fmt.Errorf("%w: turn %s of a branch to delete has a child %x on a branch kept (a fork): delete it first",
-					ErrInUse, messages.TurnID(parent), id)
+					persistence.ErrInUse, messages.TurnID(parent), id)
 			}
 			return nil
 		})
@@ -365,9 +366,9 @@ func planPGPurge(ctx context.Context, tx pgx.Tx, spec PurgeSpec) (*pgPurgePlan, 
 	}
 	// The blob references the nodes hold: their payloads and overlays
 	// (an overlay that purged a payload released its reference then).
-	refs := map[messages.TurnID]map[Hash]int{}
+	refs := map[messages.TurnID]map[persistence.Hash]int{}
 	for id, n := range owned {
-		refs[id] = map[Hash]int{n.hash: 1}
+		refs[id] = map[persistence.Hash]int{n.hash: 1}
 	}
 	err = eachPGRow(ctx, tx, "read overlays of the turns to delete",
 		`SELECT seq, turn, tombstone, hash, purged, created_ms FROM ctx_overlays WHERE turn = ANY($1) ORDER BY seq`,
@@ -408,9 +409,9 @@ func planPGPurge(ctx context.Context, tx pgx.Tx, spec PurgeSpec) (*pgPurgePlan, 
 			if err := r.Scan(&b); err != nil {
 				return err
 			}
-			var t TurnRow
+			var t persistence.TurnRow
 			if err := json.Unmarshal(b, &t); err != nil {
-				return fmt.Errorf("%w: turn row: %v", ErrCorrupt, err)
+				return fmt.Errorf("%w: turn row: %v", persistence.ErrCorrupt, err)
 			}
 			p.res.Turns++
 			if _, ok := owned[t.ID]; ok && !t.Step.IsZero() {
@@ -428,7 +429,7 @@ func planPGPurge(ctx context.Context, tx pgx.Tx, spec PurgeSpec) (*pgPurgePlan, 
 				return err
 			}
 			if len(id) != 16 {
-				return fmt.Errorf("%w: step id of %d bytes", ErrCorrupt, len(id))
+				return fmt.Errorf("%w: step id of %d bytes", persistence.ErrCorrupt, len(id))
 			}
 			steps[messages.StepID(id)] = true
 			return nil
@@ -461,9 +462,9 @@ func planPGPurge(ctx context.Context, tx pgx.Tx, spec PurgeSpec) (*pgPurgePlan, 
 		if err := r.Scan(&b); err != nil {
 			return err
 		}
-		var j Job
+		var j persistence.Job
 		if err := json.Unmarshal(b, &j); err != nil {
-			return fmt.Errorf("%w: job: %v", ErrCorrupt, err)
+			return fmt.Errorf("%w: job: %v", persistence.ErrCorrupt, err)
 		}
 		if del[j.Branch] {
 			p.jobs = append(p.jobs, j)
@@ -474,24 +475,24 @@ func planPGPurge(ctx context.Context, tx pgx.Tx, spec PurgeSpec) (*pgPurgePlan, 
 		return nil, err
 	}
 	err = eachPGRow(ctx, tx, "read keyed rows", `SELECT key, data FROM ctx_keyed WHERE (key >= $1 AND key < $2) OR (key >= $3 AND key < $4)`,
-		[]any{[]byte{IdempotencyRowPrefix}, []byte{IdempotencyRowPrefix + 1}, []byte{ProxyEntryPrefix}, []byte{ProxyEntryPrefix + 1}}, func(r pgx.Rows) error {
+		[]any{[]byte{persistence.IdempotencyRowPrefix}, []byte{persistence.IdempotencyRowPrefix + 1}, []byte{persistence.ProxyEntryPrefix}, []byte{persistence.ProxyEntryPrefix + 1}}, func(r pgx.Rows) error {
 			var k, v []byte
 			if err := r.Scan(&k, &v); err != nil {
 				return err
 			}
-			if k[0] == IdempotencyRowPrefix {
-				var row IdempotencyRow
+			if k[0] == persistence.IdempotencyRowPrefix {
+				var row persistence.IdempotencyRow
 				if err := json.Unmarshal(v, &row); err != nil {
-					return fmt.Errorf("%w: idempotency key %x: %v", ErrCorrupt, k, err)
+					return fmt.Errorf("%w: idempotency key %x: %v", persistence.ErrCorrupt, k, err)
 				}
 				if del[row.Owner] || del[row.Branch] || spec.DeleteSession && row.Session == spec.Session {
 					p.keyed = append(p.keyed, k)
 				}
 				return nil
 			}
-			var t ProxyTarget
+			var t persistence.ProxyTarget
 			if err := json.Unmarshal(v, &t); err != nil {
-				return fmt.Errorf("%w: proxy entry %x: %v", ErrCorrupt, k, err)
+				return fmt.Errorf("%w: proxy entry %x: %v", persistence.ErrCorrupt, k, err)
 			}
 			if del[t.Branch] {
 				p.keyed = append(p.keyed, k)
@@ -507,7 +508,7 @@ func planPGPurge(ctx context.Context, tx pgx.Tx, spec PurgeSpec) (*pgPurgePlan, 
 			b = rows[b].Parent
 		}
 		if b.IsZero() {
-			return nil, fmt.Errorf("%w: every branch of session %s would be deleted: delete the session", ErrInvalidArgument, spec.Session)
+			return nil, fmt.Errorf("%w: every branch of session %s would be deleted: delete the session", persistence.ErrInvalidArgument, spec.Session)
 		}
 		sess.ActiveBranch = b
 		p.session = &sess
@@ -521,8 +522,8 @@ func writePGPurge(ctx context.Context, tx pgx.Tx, plans []*pgPurgePlan) ([]strin
 	var (
 		del, nodes, chunks, keyed, sessions [][]byte
 		actors                              [][]byte
-		jobs                                []Job
-		unref                               = map[Hash]uint64{}
+		jobs                                []persistence.Job
+		unref                               = map[persistence.Hash]uint64{}
 	)
 	b := &pgx.Batch{}
 	type stmt struct{ table, what string }
@@ -576,20 +577,20 @@ func writePGPurge(ctx context.Context, tx pgx.Tx, plans []*pgPurgePlan) ([]strin
 	queue("ctx_events", "delete events", `DELETE FROM ctx_events WHERE actor = ANY($1)`, actors)
 	queue("ctx_snapshots", "delete snapshots", `DELETE FROM ctx_snapshots WHERE actor = ANY($1)`, actors)
 	for _, j := range jobs {
-		c, ok := jobTypeCodes[j.Type]
+		c, ok := persistence.JobTypeCode(j.Type)
 		if !ok {
-			return nil, fmt.Errorf("%w: job type %q", ErrCorrupt, j.Type)
+			return nil, fmt.Errorf("%w: job type %q", persistence.ErrCorrupt, j.Type)
 		}
 		queue("ctx_jobs", "delete job of turn "+j.Turn.String(), `DELETE FROM ctx_jobs WHERE kind = $1 AND turn = $2`, int16(c), j.Turn[:])
 	}
 	// The blobs: one reference fewer per node (and overlay) deleted; a
 	// blob left with none is deleted.
-	hashes := make([]Hash, 0, len(unref))
+	hashes := make([]persistence.Hash, 0, len(unref))
 	for h := range unref {
 		hashes = append(hashes, h)
 	}
-	slices.SortFunc(hashes, func(a, b Hash) int { return strings.Compare(string(a[:]), string(b[:])) })
-	cur := map[Hash]int64{}
+	slices.SortFunc(hashes, func(a, b persistence.Hash) int { return strings.Compare(string(a[:]), string(b[:])) })
+	cur := map[persistence.Hash]int64{}
 	hb := make([][]byte, len(hashes))
 	for i := range hashes {
 		hb[i] = hashes[i][:]
@@ -602,9 +603,9 @@ func writePGPurge(ctx context.Context, tx pgx.Tx, plans []*pgPurgePlan) ([]strin
 				return err
 			}
 			if len(h) != 32 {
-				return fmt.Errorf("%w: blob hash of %d bytes", ErrCorrupt, len(h))
+				return fmt.Errorf("%w: blob hash of %d bytes", persistence.ErrCorrupt, len(h))
 			}
-			cur[Hash(h)] = n
+			cur[persistence.Hash(h)] = n
 			return nil
 		})
 	if err != nil {

@@ -1,4 +1,4 @@
-package persistence
+package pgdb
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/contextinfinity/ctxinf/messages"
+	"github.com/contextinfinity/ctxinf/persistence"
 )
 
 // The idempotency keys and the proxy index of PGDB. Both are rows written
@@ -19,7 +20,7 @@ import (
 // exactly as they do in Badger.
 
 // prefetchKeyed queues, with add, the reads of the keyed rows tx writes.
-func (r *pgExtraReads) prefetchKeyed(tx *Tx, add func(what string, set func([]byte) error, sql string, args ...any)) {
+func (r *pgExtraReads) prefetchKeyed(tx *persistence.Tx, add func(what string, set func([]byte) error, sql string, args ...any)) {
 	read := func(k []byte, what string) {
 		if _, ok := r.keyed[string(k)]; ok {
 			return
@@ -31,10 +32,10 @@ func (r *pgExtraReads) prefetchKeyed(tx *Tx, add func(what string, set func([]by
 		}, `SELECT data FROM ctx_keyed WHERE key = $1`, k)
 	}
 	for _, k := range tx.Keys {
-		read(IdempotencyRowKey(k.Scope, k.Owner, k.Key), fmt.Sprintf("idempotency key %q", k.Key))
+		read(persistence.IdempotencyRowKey(k.Scope, k.Owner, k.Key), fmt.Sprintf("idempotency key %q", k.Key))
 	}
 	for _, e := range tx.Proxy {
-		read(ProxyEntryKey(e.Tenant, e.Kind, e.Name), fmt.Sprintf("proxy entry %c %x", byte(e.Kind), e.Name))
+		read(persistence.ProxyEntryKey(e.Tenant, e.Kind, e.Name), fmt.Sprintf("proxy entry %c %x", byte(e.Kind), e.Name))
 	}
 }
 
@@ -59,22 +60,22 @@ func (g *pgGroup) keyedAt(rows *pgRows, own *pgExtra, k []byte) (pgDoc, error) {
 
 // applyKeyed applies tx's idempotency keys (putKey) and proxy entries
 // (putProxy), in that order, as applyTx does after the events.
-func (g *pgGroup) applyKeyed(tx *Tx, rows *pgRows, own *pgExtra) error {
+func (g *pgGroup) applyKeyed(tx *persistence.Tx, rows *pgRows, own *pgExtra) error {
 	for i, r := range tx.Keys {
-		k := IdempotencyRowKey(r.Scope, r.Owner, r.Key)
+		k := persistence.IdempotencyRowKey(r.Scope, r.Owner, r.Key)
 		prev, err := g.keyedAt(rows, own, k)
 		if err != nil {
 			return fmt.Errorf("key %d: %w", i, err)
 		}
 		if prev.ok {
-			var p IdempotencyRow
+			var p persistence.IdempotencyRow
 			if err := json.Unmarshal(prev.data, &p); err != nil {
-				return fmt.Errorf("key %d: %w: idempotency key %q: %v", i, ErrCorrupt, r.Key, err)
+				return fmt.Errorf("key %d: %w: idempotency key %q: %v", i, persistence.ErrCorrupt, r.Key, err)
 			}
 			if p.SameTarget(r) {
 				continue
 			}
-			return fmt.Errorf("key %d: %w: idempotency key %q (scope %c, owner %s) names another request", i, ErrDuplicate,
+			return fmt.Errorf("key %d: %w: idempotency key %q (scope %c, owner %s) names another request", i, persistence.ErrDuplicate,
 				r.Key, byte(r.Scope), r.Owner)
 		}
 		b, err := encodeJSONRow(r)
@@ -84,7 +85,7 @@ func (g *pgGroup) applyKeyed(tx *Tx, rows *pgRows, own *pgExtra) error {
 		own.keyed[string(k)] = b
 	}
 	for i, e := range tx.Proxy {
-		k := ProxyEntryKey(e.Tenant, e.Kind, e.Name)
+		k := persistence.ProxyEntryKey(e.Tenant, e.Kind, e.Name)
 		prev, err := g.keyedAt(rows, own, k)
 		if err != nil {
 			return fmt.Errorf("proxy entry %d: %w", i, err)
@@ -125,51 +126,51 @@ func pgGetKeyed[T any](ctx context.Context, d *PGDB, what string, notFound error
 
 // IdempotencyKey returns the row of key in scope and owner, or
 // ErrKeyNotFound.
-func (d *PGDB) IdempotencyKey(ctx context.Context, scope KeyScope, owner messages.BranchID, key string) (IdempotencyRow, error) {
+func (d *PGDB) IdempotencyKey(ctx context.Context, scope persistence.KeyScope, owner messages.BranchID, key string) (persistence.IdempotencyRow, error) {
 	if err := scope.Check(); err != nil {
-		return IdempotencyRow{}, err
+		return persistence.IdempotencyRow{}, err
 	}
-	if err := CheckIdempotencyKey(key); err != nil {
-		return IdempotencyRow{}, err
+	if err := persistence.CheckIdempotencyKey(key); err != nil {
+		return persistence.IdempotencyRow{}, err
 	}
-	return pgGetKeyed[IdempotencyRow](ctx, d, fmt.Sprintf("read idempotency key %q", key),
-		fmt.Errorf("%w %q", ErrKeyNotFound, key), IdempotencyRowKey(scope, owner, key))
+	return pgGetKeyed[persistence.IdempotencyRow](ctx, d, fmt.Sprintf("read idempotency key %q", key),
+		fmt.Errorf("%w %q", persistence.ErrKeyNotFound, key), persistence.IdempotencyRowKey(scope, owner, key))
 }
 
 // ProxyLookup returns the target of the entry of kind named name in
 // tenant's index, or ErrProxyNotFound.
-func (d *PGDB) ProxyLookup(ctx context.Context, tenant string, kind ProxyKind, name []byte) (ProxyTarget, error) {
-	if err := CheckTenant(tenant); err != nil {
-		return ProxyTarget{}, err
+func (d *PGDB) ProxyLookup(ctx context.Context, tenant string, kind persistence.ProxyKind, name []byte) (persistence.ProxyTarget, error) {
+	if err := persistence.CheckTenant(tenant); err != nil {
+		return persistence.ProxyTarget{}, err
 	}
-	return pgGetKeyed[ProxyTarget](ctx, d, fmt.Sprintf("read proxy entry %c %x", byte(kind), name),
-		fmt.Errorf("%w: no %c entry %x", ErrProxyNotFound, byte(kind), name), ProxyEntryKey(tenant, kind, name))
+	return pgGetKeyed[persistence.ProxyTarget](ctx, d, fmt.Sprintf("read proxy entry %c %x", byte(kind), name),
+		fmt.Errorf("%w: no %c entry %x", persistence.ErrProxyNotFound, byte(kind), name), persistence.ProxyEntryKey(tenant, kind, name))
 }
 
 // ProxyLongestPrefix returns, of hashes (the hashes of a transcript's
 // prefixes, shortest first), the index of the last one tenant's index
 // holds and its target; -1 if none. It reads them in one query (one
 // snapshot, as Badger's one read transaction).
-func (d *PGDB) ProxyLongestPrefix(ctx context.Context, tenant string, hashes [][32]byte) (int, ProxyTarget, error) {
-	if err := CheckTenant(tenant); err != nil {
-		return -1, ProxyTarget{}, err
+func (d *PGDB) ProxyLongestPrefix(ctx context.Context, tenant string, hashes [][32]byte) (int, persistence.ProxyTarget, error) {
+	if err := persistence.CheckTenant(tenant); err != nil {
+		return -1, persistence.ProxyTarget{}, err
 	}
 	if len(hashes) == 0 {
-		return -1, ProxyTarget{}, nil
+		return -1, persistence.ProxyTarget{}, nil
 	}
 	if err := d.alive(); err != nil {
-		return -1, ProxyTarget{}, err
+		return -1, persistence.ProxyTarget{}, err
 	}
 	keys := make([][]byte, len(hashes))
 	at := make(map[string]int, len(hashes))
 	for i, h := range hashes {
-		keys[i] = ProxyEntryKey(tenant, ProxyByPrefix, h[:])
+		keys[i] = persistence.ProxyEntryKey(tenant, persistence.ProxyByPrefix, h[:])
 		at[string(keys[i])] = i // the last of equal hashes
 	}
 	const what = "read proxy prefixes"
 	rows, err := d.pool.Query(ctx, `SELECT key, data FROM ctx_keyed WHERE key = ANY($1)`, keys)
 	if err != nil {
-		return -1, ProxyTarget{}, d.readErr(what, err)
+		return -1, persistence.ProxyTarget{}, d.readErr(what, err)
 	}
 	defer rows.Close()
 	found := -1
@@ -177,19 +178,19 @@ func (d *PGDB) ProxyLongestPrefix(ctx context.Context, tenant string, hashes [][
 	for rows.Next() {
 		var k, v []byte
 		if err := rows.Scan(&k, &v); err != nil {
-			return -1, ProxyTarget{}, d.readErr(what, err)
+			return -1, persistence.ProxyTarget{}, d.readErr(what, err)
 		}
 		if i, ok := at[string(k)]; ok && i > found {
 			found, data = i, v
 		}
 	}
 	if err := rows.Err(); err != nil {
-		return -1, ProxyTarget{}, d.readErr(what, err)
+		return -1, persistence.ProxyTarget{}, d.readErr(what, err)
 	}
-	var t ProxyTarget
+	var t persistence.ProxyTarget
 	if found >= 0 {
 		if err := json.Unmarshal(data, &t); err != nil {
-			return -1, ProxyTarget{}, fmt.Errorf("%w: proxy prefix entry %x: %v", ErrCorrupt, hashes[found], err)
+			return -1, persistence.ProxyTarget{}, fmt.Errorf("%w: proxy prefix entry %x: %v", persistence.ErrCorrupt, hashes[found], err)
 		}
 	}
 	return found, t, nil
@@ -201,10 +202,10 @@ func (d *PGDB) ProxyLongestPrefix(ctx context.Context, tenant string, hashes [][
 // first. Of runtimes racing to claim one key, the one whose transaction
 // commits first enters it; the others' inserts fail, they retry, find it
 // and keep it.
-func (d *PGDB) ClaimProxyKey(ctx context.Context, tenant, key string, branch messages.BranchID) (ProxyTarget, error) {
-	e := ProxyEntry{Tenant: tenant, Kind: ProxyByKey, Name: []byte(key), ProxyTarget: ProxyTarget{Branch: branch}}
-	if _, err := d.Commit(ctx, &Tx{Proxy: []ProxyEntry{e}}); err != nil {
-		return ProxyTarget{}, err
+func (d *PGDB) ClaimProxyKey(ctx context.Context, tenant, key string, branch messages.BranchID) (persistence.ProxyTarget, error) {
+	e := persistence.ProxyEntry{Tenant: tenant, Kind: persistence.ProxyByKey, Name: []byte(key), ProxyTarget: persistence.ProxyTarget{Branch: branch}}
+	if _, err := d.Commit(ctx, &persistence.Tx{Proxy: []persistence.ProxyEntry{e}}); err != nil {
+		return persistence.ProxyTarget{}, err
 	}
-	return d.ProxyLookup(ctx, tenant, ProxyByKey, e.Name)
+	return d.ProxyLookup(ctx, tenant, persistence.ProxyByKey, e.Name)
 }

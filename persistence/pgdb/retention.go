@@ -1,4 +1,4 @@
-package persistence
+package pgdb
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/contextinfinity/ctxinf/messages"
+	"github.com/contextinfinity/ctxinf/persistence"
 )
 
 // Retention on PostgreSQL, as retention.go on Badger: a session's last
@@ -21,7 +22,7 @@ const pgRetentionJob = "retention_job"
 
 // applyRetention applies tx's touches, retentions and job record, after
 // its sessions (own.sessions) and before its imports, as applyTx does.
-func (g *pgGroup) applyRetention(tx *Tx, rows *pgRows, own pgRowSet, ownX *pgExtra) error {
+func (g *pgGroup) applyRetention(tx *persistence.Tx, rows *pgRows, own pgRowSet, ownX *pgExtra) error {
 	for _, t := range tx.Touched {
 		at := t.At.UnixNano()
 		if prev, ok := ownX.touched[t.Session]; !ok || at > prev {
@@ -40,14 +41,14 @@ func (g *pgGroup) applyRetention(tx *Tx, rows *pgRows, own pgRowSet, ownX *pgExt
 			return err
 		}
 		if data == nil {
-			return fmt.Errorf("%w: session %s", ErrRowNotFound, r.Session)
+			return fmt.Errorf("%w: session %s", persistence.ErrRowNotFound, r.Session)
 		}
 		if r.Idle != nil && *r.Idle < 0 {
-			return fmt.Errorf("%w: retention of session %s: %v is negative", ErrInvalidArgument, r.Session, *r.Idle)
+			return fmt.Errorf("%w: retention of session %s: %v is negative", persistence.ErrInvalidArgument, r.Session, *r.Idle)
 		}
-		var row SessionRow
+		var row persistence.SessionRow
 		if err := json.Unmarshal(data, &row); err != nil {
-			return fmt.Errorf("%w: session %s: %v", ErrCorrupt, r.Session, err)
+			return fmt.Errorf("%w: session %s: %v", persistence.ErrCorrupt, r.Session, err)
 		}
 		row.Retention = r.Idle
 		b, err := encodeJSONRow(row)
@@ -88,20 +89,20 @@ func (x *pgExtra) queueRetention(b *pgx.Batch, checks []pgCheck) []pgCheck {
 
 // SetSessionRetention sets session id's own retention (nil: its
 // tenant's; 0: forever) and returns its row.
-func (d *PGDB) SetSessionRetention(ctx context.Context, id messages.SessionID, idle *time.Duration) (SessionRow, error) {
-	if _, err := d.Commit(ctx, &Tx{Retention: []SessionRetention{{Session: id, Idle: idle}}}); err != nil {
-		return SessionRow{}, fmt.Errorf("set the retention of session %s: %w", id, err)
+func (d *PGDB) SetSessionRetention(ctx context.Context, id messages.SessionID, idle *time.Duration) (persistence.SessionRow, error) {
+	if _, err := d.Commit(ctx, &persistence.Tx{Retention: []persistence.SessionRetention{{Session: id, Idle: idle}}}); err != nil {
+		return persistence.SessionRow{}, fmt.Errorf("set the retention of session %s: %w", id, err)
 	}
 	return d.Session(ctx, id)
 }
 
 // RetentionJob returns the retention job's record (the zero record if
 // the job never ran).
-func (d *PGDB) RetentionJob(ctx context.Context) (RetentionJob, error) {
-	j, err := pgGetRow[RetentionJob](ctx, d, "read the retention job's record", errNoRow,
+func (d *PGDB) RetentionJob(ctx context.Context) (persistence.RetentionJob, error) {
+	j, err := pgGetRow[persistence.RetentionJob](ctx, d, "read the retention job's record", errNoRow,
 		`SELECT data FROM ctx_meta WHERE name = $1`, pgRetentionJob)
 	if errors.Is(err, errNoRow) {
-		return RetentionJob{}, nil
+		return persistence.RetentionJob{}, nil
 	}
 	return j, err
 }
@@ -111,9 +112,9 @@ var errNoRow = errors.New("persistence: no row")
 // SessionActivity returns session id's row, its last activity and
 // whether a turn of it is in flight, read in one statement (one
 // snapshot).
-func (d *PGDB) SessionActivity(ctx context.Context, id messages.SessionID) (SessionActivity, error) {
+func (d *PGDB) SessionActivity(ctx context.Context, id messages.SessionID) (persistence.SessionActivity, error) {
 	if err := d.alive(); err != nil {
-		return SessionActivity{}, err
+		return persistence.SessionActivity{}, err
 	}
 	// The session row, its touch, and for each of its branches (in id
 	// order) its row and its last turn row.
@@ -127,11 +128,11 @@ func (d *PGDB) SessionActivity(ctx context.Context, id messages.SessionID) (Sess
 		ORDER BY 1`, id[:])
 	what := "activity of session " + id.String()
 	if err != nil {
-		return SessionActivity{}, d.readErr(what, err)
+		return persistence.SessionActivity{}, d.readErr(what, err)
 	}
 	defer rows.Close()
 	var (
-		a     SessionActivity
+		a     persistence.SessionActivity
 		found bool
 	)
 	later := func(t time.Time) {
@@ -146,12 +147,12 @@ func (d *PGDB) SessionActivity(ctx context.Context, id messages.SessionID) (Sess
 			touchedAt *int64
 		)
 		if err := rows.Scan(&kind, &data, &touchedAt, &tr); err != nil {
-			return SessionActivity{}, d.readErr(what, err)
+			return persistence.SessionActivity{}, d.readErr(what, err)
 		}
 		if kind == 0 {
 			found = true
 			if err := json.Unmarshal(data, &a.Session); err != nil {
-				return SessionActivity{}, fmt.Errorf("%s: %w: %v", what, ErrCorrupt, err)
+				return persistence.SessionActivity{}, fmt.Errorf("%s: %w: %v", what, persistence.ErrCorrupt, err)
 			}
 			later(a.Session.Created)
 			if touchedAt != nil {
@@ -159,15 +160,15 @@ func (d *PGDB) SessionActivity(ctx context.Context, id messages.SessionID) (Sess
 			}
 			continue
 		}
-		var b BranchRow
+		var b persistence.BranchRow
 		if err := json.Unmarshal(data, &b); err != nil {
-			return SessionActivity{}, fmt.Errorf("%s: %w: %v", what, ErrCorrupt, err)
+			return persistence.SessionActivity{}, fmt.Errorf("%s: %w: %v", what, persistence.ErrCorrupt, err)
 		}
 		later(b.Created)
 		if tr != nil {
-			var t TurnRow
+			var t persistence.TurnRow
 			if err := json.Unmarshal(tr, &t); err != nil {
-				return SessionActivity{}, fmt.Errorf("%s: %w: turn row of branch %s: %v", what, ErrCorrupt, b.ID, err)
+				return persistence.SessionActivity{}, fmt.Errorf("%s: %w: turn row of branch %s: %v", what, persistence.ErrCorrupt, b.ID, err)
 			}
 			later(t.Updated)
 			if t.Phase < messages.PhaseResponseFinalized {
@@ -176,10 +177,10 @@ func (d *PGDB) SessionActivity(ctx context.Context, id messages.SessionID) (Sess
 		}
 	}
 	if err := rows.Err(); err != nil {
-		return SessionActivity{}, d.readErr(what, err)
+		return persistence.SessionActivity{}, d.readErr(what, err)
 	}
 	if !found {
-		return SessionActivity{}, fmt.Errorf("%s: %w: session %s", what, ErrRowNotFound, id)
+		return persistence.SessionActivity{}, fmt.Errorf("%s: %w: session %s", what, persistence.ErrRowNotFound, id)
 	}
 	return a, nil
 }
