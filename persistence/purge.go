@@ -14,18 +14,16 @@ import (
 	"github.com/contextinfinity/ctxinf/messages"
 )
 
-// Hard delete (SRD §14.4). Purge removes a session, or branches of one,
-// and everything stored of them, so that no byte of their content is left
-// in any file of the store once it returns:
+// Hard delete (SRD §14.4) on Badger. Purge removes a session, or branches
+// of one, and everything stored of them (purge_plan.go), so that no byte
+// of their content is left in any file of the store once it returns:
 //
-//  1. A plan is read at the last durable timestamp: every key of the
-//     branches (their heads, owner rows, rows, turn rows, states, steps,
-//     chunks and their partition entries and vectors, jobs, idempotency
-//     keys, proxy index entries, actor event logs and snapshots) and the transcript
-//     nodes they own (those after each branch's base: a fork's nodes
-//     before its fork point are its parent's), with the blob references
-//     the nodes hold. A node that a branch not deleted still reaches (a
-//     fork of a deleted branch) is ErrInUse, and nothing is written.
+//  1. The plan (PlanPurge) is read at the last durable timestamp, and
+//     every key it names is listed: the branches' heads, owner rows,
+//     rows, turn rows and their index entries, states, steps, chunks and
+//     their partition entries and vectors, jobs, idempotency keys, proxy
+//     index entries, actor event logs and snapshots, and the nodes' turns,
+//     edges and overlays. A plan refused (ErrInUse) writes nothing.
 //  2. One group commit releases the references (a blob whose count
 //     reaches zero joins what is dropped), moves the session's active
 //     branch if it was deleted, and writes a marker listing every key
@@ -53,53 +51,12 @@ import (
 // the next open, and PurgeResult.ValueLogPending says so. A value-log
 // file GC rewrote is deleted once no iterator is open on it.
 
-// ErrInUse is returned by Purge when what it would delete is part of a
-// branch it does not delete (a fork): nothing is deleted.
-var ErrInUse = errors.New("persistence: in use by another branch")
-
 // purgeMeta prefixes the markers of drops not finished; purgeVlogMeta
 // marks value-log files that hold dropped values and wait for GC.
 const (
 	purgeMeta     = "purge/"
 	purgeVlogMeta = "purge_vlog"
 )
-
-// PurgeSpec says what Purge deletes.
-type PurgeSpec struct {
-	Session messages.SessionID
-	// DeleteSession deletes the session: its row and every branch of it
-	// (Branches is ignored). Otherwise Branches, each of Session, are
-	// deleted and the session stays; if its active branch is one of them,
-	// the nearest ancestor not deleted becomes the active branch.
-	DeleteSession bool
-	Branches      []messages.BranchID
-	// Actors are the actors whose event logs and snapshots are deleted
-	// (the runtime's names of the branches' actors).
-	Actors []string
-}
-
-// PurgeResult says what Purge deleted and how long it took.
-type PurgeResult struct {
-	Branches []messages.BranchID // the branches deleted
-	Nodes    int                 // transcript nodes
-	Turns    int                 // turn rows
-	Blobs    int                 // blobs no longer referenced
-	Chunks   int
-	// Keys are the Badger keys dropped, every version counted; on
-	// PostgreSQL the rows deleted (all on the first of PurgeSessions').
-	Keys int
-	// Steps are the provider steps deleted (and those the deleted turns
-	// name): the caller removes their stream journals.
-	Steps []messages.StepID
-	// ValueLogPending: a dropped value is still in the value-log file
-	// Badger was writing, until the next open: the reads under way held
-	// Badger open beyond reopenWait (see above).
-	ValueLogPending bool
-	Took            time.Duration // the whole call
-	// Scrub is step 3, while the store's writes waited; on PostgreSQL
-	// the VACUUM after the commit (writes do not wait).
-	Scrub time.Duration
-}
 
 // purgePlan is what a Purge drops, read before its group is applied.
 type purgePlan struct {
@@ -109,41 +66,6 @@ type purgePlan struct {
 	session *SessionRow // updated, when the session stays and its active branch goes
 	vlog    bool        // a dropped value is in the value log
 	res     PurgeResult
-}
-
-// Check refuses a spec that names nothing to delete or a bad actor.
-func (spec PurgeSpec) Check() error {
-	if spec.Session.IsZero() {
-		return fmt.Errorf("%w: purge: session id is zero", ErrInvalidArgument)
-	}
-	if !spec.DeleteSession && len(spec.Branches) == 0 {
-		return fmt.Errorf("%w: purge: no branch to delete", ErrInvalidArgument)
-	}
-	for _, a := range spec.Actors {
-		if err := CheckActor(a); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// CheckPurgeSessions refuses PurgeSessions' specs unless each deletes a
-// session, no two the same, with good actors.
-func CheckPurgeSessions(specs []PurgeSpec) error {
-	seen := map[messages.SessionID]bool{}
-	for i, spec := range specs {
-		if spec.Session.IsZero() || !spec.DeleteSession {
-			return fmt.Errorf("%w: purge sessions: spec %d deletes no session", ErrInvalidArgument, i)
-		}
-		if seen[spec.Session] {
-			return fmt.Errorf("%w: purge sessions: session %s twice", ErrInvalidArgument, spec.Session)
-		}
-		seen[spec.Session] = true
-		if err := spec.Check(); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // Purge deletes what spec names, for good, and returns once the bytes are
@@ -253,45 +175,15 @@ func eachRow(txn *badger.Txn, prefix []byte, values bool, fn func(k, v []byte) e
 }
 
 func (d *DB) planPurge(ctx context.Context, spec PurgeSpec) (*purgePlan, error) {
-	p := &purgePlan{unref: map[Hash]uint64{}}
+	p := &purgePlan{}
 	err := d.read(func(txn *badger.Txn) error {
-		sess, ok, err := txnRow[SessionRow](txn, id16(tableSession, spec.Session))
+		plan, err := PlanPurge(badgerPurgeReader{d, txn}, spec)
 		if err != nil {
 			return err
 		}
-		if !ok {
-			return fmt.Errorf("%w: session %s", ErrRowNotFound, spec.Session)
-		}
-		rows := map[messages.BranchID]BranchRow{} // every branch of the session
-		err = eachRow(txn, id16(tableSessBranch, spec.Session), false, func(k, _ []byte) error {
-			id := messages.BranchID(k[17:33])
-			r, ok, err := txnRow[BranchRow](txn, id16(tableBranchRow, id))
-			if err == nil && ok {
-				rows[id] = r
-			}
-			return err
-		})
-		if err != nil {
-			return err
-		}
-		del := map[messages.BranchID]bool{}
-		if spec.DeleteSession {
-			for id := range rows {
-				del[id] = true
-			}
-		} else {
-			for _, id := range spec.Branches {
-				if _, ok := rows[id]; !ok {
-					return fmt.Errorf("%w: branch %s of session %s", ErrRowNotFound, id, spec.Session)
-				}
-				del[id] = true
-			}
-		}
-		for id := range del {
-			p.res.Branches = append(p.res.Branches, id)
-		}
-		slices.SortFunc(p.res.Branches, func(a, b messages.BranchID) int { return a.Compare(b) })
-		return d.planBranches(txn, spec, sess, rows, del, p)
+		p.unref, p.nodes, p.session, p.res = plan.Unref, plan.NodeIDs(), plan.Session, plan.Result
+		p.drop, err = purgeKeys(txn, plan)
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("delete: %w", err)
@@ -317,224 +209,270 @@ func (d *DB) planPurge(ctx context.Context, spec PurgeSpec) (*purgePlan, error) 
 	return p, nil
 }
 
-// planBranches fills p with the keys of the branches del of session sess
-// (rows: all its branches).
-func (d *DB) planBranches(txn *badger.Txn, spec PurgeSpec, sess SessionRow, rows map[messages.BranchID]BranchRow,
-	del map[messages.BranchID]bool, p *purgePlan) error {
-	drop := func(k []byte) { p.drop = append(p.drop, k) }
-	owned := map[messages.TurnID]TurnRecord{}
-	for _, b := range p.res.Branches {
-		h, err := getHead(txn, b)
+// purgeKeys lists the keys and key prefixes that plan drops (read in txn:
+// the vectors of its chunks).
+func purgeKeys(txn *badger.Txn, plan *PurgePlan) ([][]byte, error) {
+	var drop [][]byte
+	add := func(k []byte) { drop = append(drop, k) }
+	owned := map[messages.TurnID]bool{}
+	for _, n := range plan.Nodes {
+		owned[n.ID] = true
+	}
+	for _, n := range plan.Nodes {
+		add(turnKey(n.ID))
+		add(id16(tableRootTenant, n.ID))
+		add(childPrefix(n.ID))
+		add(overlayPrefix(n.ID))
+		if !owned[n.Parent] && !n.Parent.IsZero() {
+			add(childKey(n.Parent, n.ID))
+		}
+	}
+	for _, ov := range plan.Overlays {
+		add(overlayOrderKey(ov.Seq, ov.Turn))
+	}
+	for _, b := range plan.Branches {
+		add(headKey(b))
+		add(id16(tableBranchTenant, b))
+		add(id16(tableBranchRow, b))
+		add(id16(tableTurnRow, b))
+		add(id16(tableStateRow, b))
+		add(id16(tableMember, b))
+		if !plan.Spec.DeleteSession {
+			add(append(id16(tableSessBranch, plan.Spec.Session), b[:]...))
+		}
+	}
+	// The step rows and chunk rows of a node go with a turn row of it
+	// (not with a turn of the parent the fork carried as pending), with
+	// their index entries.
+	steps := map[messages.TurnID][]messages.StepID{}
+	for _, s := range plan.Steps {
+		steps[s.Turn] = append(steps[s.Turn], s.Step)
+	}
+	nodeChunks := map[messages.TurnID][]messages.ChunkID{}
+	for _, c := range plan.Chunks {
+		nodeChunks[c.Turn] = append(nodeChunks[c.Turn], c.Chunk)
+	}
+	chunks := map[messages.ChunkID]bool{}
+	for _, t := range plan.TurnRows {
+		add(turnByIDKey(t.Turn, t.Branch))
+		if !owned[t.Turn] {
+			continue
+		}
+		add(id16(tableStepRow, t.Turn))
+		add(id16(tableChunkRow, t.Turn))
+		for _, s := range steps[t.Turn] {
+			add(id16(tableStepByID, s))
+		}
+		for _, c := range nodeChunks[t.Turn] {
+			chunks[c] = true
+			add(id16(tableChunkByID, c))
+		}
+	}
+	if len(chunks) > 0 {
+		err := eachRow(txn, []byte{tableVector}, false, func(k, _ []byte) error {
+			if len(k) == 1+8+16 && chunks[messages.ChunkID(k[9:])] {
+				add(k)
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	for _, j := range plan.Jobs {
+		k, err := jobKey(j.Type, j.Turn)
+		if err != nil {
+			return nil, err
+		}
+		add(k)
+	}
+	for _, k := range plan.Keyed {
+		add(k)
+	}
+	for _, a := range plan.Spec.Actors {
+		add(eventPrefix(a))
+		add(snapshotKey(tableSnapshot, a))
+		add(snapshotKey(tablePrevSnap, a))
+	}
+	if plan.Spec.DeleteSession {
+		s := plan.Spec.Session
+		add(id16(tableSession, s))
+		add(id16(tableSessBranch, s))
+		add(id16(tableImport, s))
+		add(id16(tableActivity, s))
+	}
+	return drop, nil
+}
+
+// badgerPurgeReader reads a purge's plan in txn (PurgeReader).
+type badgerPurgeReader struct {
+	d   *DB
+	txn *badger.Txn
+}
+
+func (r badgerPurgeReader) Session(id messages.SessionID) (SessionRow, bool, error) {
+	return txnRow[SessionRow](r.txn, id16(tableSession, id))
+}
+
+func (r badgerPurgeReader) SessionBranches(id messages.SessionID) ([]BranchRow, error) {
+	var out []BranchRow
+	err := eachRow(r.txn, id16(tableSessBranch, id), false, func(k, _ []byte) error {
+		row, ok, err := txnRow[BranchRow](r.txn, id16(tableBranchRow, messages.BranchID(k[17:33])))
+		if err == nil && ok {
+			out = append(out, row)
+		}
+		return err
+	})
+	return out, err
+}
+
+func (r badgerPurgeReader) Heads(branches []messages.BranchID) ([]Head, error) {
+	var out []Head
+	for _, b := range branches {
+		h, err := getHead(r.txn, b)
 		if errors.Is(err, ErrBranchNotFound) {
 			continue // a branch row whose store branch was never made
 		}
 		if err != nil {
-			return err
+			return nil, err
 		}
+		out = append(out, h)
+	}
+	return out, nil
+}
+
+func (r badgerPurgeReader) Walk(heads []Head) ([]PurgeNode, error) {
+	var out []PurgeNode
+	for _, h := range heads {
 		for id := h.Turn; !id.IsZero() && id != h.Base; {
-			r, err := d.turnRecord(txn, id)
+			rec, err := r.d.turnRecord(r.txn, id)
 			if err != nil {
-				return err
+				return nil, err
 			}
-			owned[id] = r
-			id = r.Parent
+			out = append(out, PurgeNode{ID: id, Parent: rec.Parent, Payload: rec.PayloadHash, Base: h.Base})
+			id = rec.Parent
 		}
 	}
-	// A node a branch kept reaches: a fork's head or base, or a child
-	// that is not deleted.
-	err := eachRow(txn, []byte{tableHead}, true, func(k, v []byte) error {
-		id := messages.BranchID(k[1:])
-		if del[id] {
-			return nil
-		}
-		h, err := decodeHead(id, v)
+	return out, nil
+}
+
+func (r badgerPurgeReader) HeadsAt(nodes []messages.TurnID) ([]Head, error) {
+	set := map[messages.TurnID]bool{}
+	for _, id := range nodes {
+		set[id] = true
+	}
+	var out []Head
+	err := eachRow(r.txn, []byte{tableHead}, true, func(k, v []byte) error {
+		h, err := decodeHead(messages.BranchID(k[1:]), v)
 		if err != nil {
 			return err
 		}
-		if _, ok := owned[h.Turn]; ok {
-			return fmt.Errorf("%w: branch %s is at turn %s of a branch to delete (a fork): delete it first", ErrInUse, id, h.Turn)
-		}
-		if _, ok := owned[h.Base]; ok {
-			return fmt.Errorf("%w: branch %s was forked at turn %s of a branch to delete: delete it first", ErrInUse, id, h.Base)
+		if set[h.Turn] || set[h.Base] {
+			out = append(out, h)
 		}
 		return nil
 	})
-	if err != nil {
-		return err
-	}
-	for id, r := range owned {
-		err := eachRow(txn, childPrefix(id), false, func(k, _ []byte) error {
-			if _, ok := owned[messages.TurnID(k[17:33])]; !ok {
-				return fmt.Errorf("%w: turn %s of a branch to delete has a child %x on a branch kept (a fork): delete it first",
-					ErrInUse, id, k[17:33])
-			}
-			return nil
+	return out, err
+}
+
+func (r badgerPurgeReader) Children(nodes []messages.TurnID, fn func(parent, child messages.TurnID) error) error {
+	for _, id := range nodes {
+		err := eachRow(r.txn, childPrefix(id), false, func(k, _ []byte) error {
+			return fn(id, messages.TurnID(k[17:33]))
 		})
 		if err != nil {
 			return err
 		}
-		p.nodes = append(p.nodes, id)
-		drop(turnKey(id))
-		drop(id16(tableRootTenant, id))
-		drop(childPrefix(id))
-		drop(overlayPrefix(id))
-		if _, ok := owned[r.Parent]; !ok && !r.Parent.IsZero() {
-			drop(childKey(r.Parent, id))
-		}
-		refs := map[Hash]int{r.PayloadHash: 1}
-		d.overlayMu.RLock()
-		for _, ov := range d.overlays[id] {
-			drop(overlayOrderKey(ov.Seq, id))
-			if !ov.Tombstone {
-				refs[ov.Hash]++
-			}
-			if !ov.Purged.IsZero() {
-				refs[ov.Purged]--
-			}
-		}
-		d.overlayMu.RUnlock()
-		for h, n := range refs {
-			if n > 0 && !h.IsZero() {
-				p.unref[h] += uint64(n)
-			}
-		}
 	}
-	p.res.Nodes = len(owned)
+	return nil
+}
 
-	chunks := map[messages.ChunkID]bool{}
-	steps := map[messages.StepID]bool{}
-	for _, b := range p.res.Branches {
-		drop(headKey(b))
-		drop(id16(tableBranchTenant, b))
-		drop(id16(tableBranchRow, b))
-		drop(id16(tableTurnRow, b))
-		drop(id16(tableStateRow, b))
-		drop(id16(tableMember, b))
-		if !spec.DeleteSession {
-			drop(append(id16(tableSessBranch, spec.Session), b[:]...))
-		}
-		err := eachRow(txn, id16(tableTurnRow, b), true, func(_, v []byte) error {
+func (r badgerPurgeReader) Overlays(nodes []messages.TurnID) ([]Overlay, error) {
+	var out []Overlay
+	r.d.overlayMu.RLock()
+	defer r.d.overlayMu.RUnlock()
+	for _, id := range nodes {
+		out = append(out, r.d.overlays[id]...)
+	}
+	return out, nil
+}
+
+func (r badgerPurgeReader) TurnRows(branches []messages.BranchID, fn func(TurnRow) error) error {
+	for _, b := range branches {
+		err := eachRow(r.txn, id16(tableTurnRow, b), true, func(_, v []byte) error {
 			var t TurnRow
 			if err := json.Unmarshal(v, &t); err != nil {
 				return fmt.Errorf("%w: turn row of branch %s: %v", ErrCorrupt, b, err)
 			}
-			p.res.Turns++
-			drop(turnByIDKey(t.ID, b))
-			if _, ok := owned[t.ID]; !ok {
-				return nil // a turn of the parent the fork carried as pending: the parent's
-			}
-			if !t.Step.IsZero() {
-				steps[t.Step] = true
-			}
-			drop(id16(tableStepRow, t.ID))
-			drop(id16(tableChunkRow, t.ID))
-			err := eachRow(txn, id16(tableStepRow, t.ID), true, func(_, v []byte) error {
-				var s struct {
-					ID messages.StepID `json:"id"`
-				}
-				if err := json.Unmarshal(v, &s); err != nil {
-					return fmt.Errorf("%w: step row of turn %s: %v", ErrCorrupt, t.ID, err)
-				}
-				steps[s.ID] = true
-				drop(id16(tableStepByID, s.ID))
-				return nil
-			})
-			if err != nil {
-				return err
-			}
-			return eachRow(txn, id16(tableChunkRow, t.ID), true, func(_, v []byte) error {
-				var c struct {
-					ID messages.ChunkID `json:"id"`
-				}
-				if err := json.Unmarshal(v, &c); err != nil {
-					return fmt.Errorf("%w: chunk row of turn %s: %v", ErrCorrupt, t.ID, err)
-				}
-				chunks[c.ID] = true
-				drop(id16(tableChunkByID, c.ID))
-				return nil
-			})
+			t.Branch = b // the row's key names its branch
+			return fn(t)
 		})
 		if err != nil {
 			return err
 		}
 	}
-	p.res.Chunks = len(chunks)
-	for s := range steps {
-		p.res.Steps = append(p.res.Steps, s)
+	return nil
+}
+
+func (r badgerPurgeReader) Steps(nodes []messages.TurnID) ([]NodeStep, error) {
+	var out []NodeStep
+	for _, id := range nodes {
+		err := eachRow(r.txn, id16(tableStepRow, id), true, func(_, v []byte) error {
+			var s struct {
+				ID messages.StepID `json:"id"`
+			}
+			if err := json.Unmarshal(v, &s); err != nil {
+				return fmt.Errorf("%w: step row of turn %s: %v", ErrCorrupt, id, err)
+			}
+			out = append(out, NodeStep{Turn: id, Step: s.ID})
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
 	}
-	slices.SortFunc(p.res.Steps, func(a, b messages.StepID) int { return a.Compare(b) })
-	if len(chunks) > 0 {
-		err := eachRow(txn, []byte{tableVector}, false, func(k, _ []byte) error {
-			if len(k) == 1+8+16 && chunks[messages.ChunkID(k[9:])] {
-				drop(k)
+	return out, nil
+}
+
+func (r badgerPurgeReader) Chunks(nodes []messages.TurnID) ([]NodeChunk, error) {
+	var out []NodeChunk
+	seen := map[messages.ChunkID]bool{}
+	for _, id := range nodes {
+		err := eachRow(r.txn, id16(tableChunkRow, id), true, func(_, v []byte) error {
+			var c struct {
+				ID messages.ChunkID `json:"id"`
+			}
+			if err := json.Unmarshal(v, &c); err != nil {
+				return fmt.Errorf("%w: chunk row of turn %s: %v", ErrCorrupt, id, err)
+			}
+			if !seen[c.ID] {
+				seen[c.ID] = true
+				out = append(out, NodeChunk{Turn: id, Chunk: c.ID})
 			}
 			return nil
 		})
 		if err != nil {
-			return err
+			return nil, err
 		}
 	}
-	err = eachRow(txn, []byte{tableJob}, true, func(k, v []byte) error {
+	return out, nil
+}
+
+func (r badgerPurgeReader) Jobs(fn func(Job) error) error {
+	return eachRow(r.txn, []byte{tableJob}, true, func(k, v []byte) error {
 		var j Job
 		if err := json.Unmarshal(v, &j); err != nil {
 			return fmt.Errorf("%w: job %x: %v", ErrCorrupt, k, err)
 		}
-		if del[j.Branch] {
-			drop(k)
-		}
-		return nil
+		return fn(j)
 	})
-	if err != nil {
+}
+
+func (r badgerPurgeReader) Keyed(fn func(k, v []byte) error) error {
+	if err := eachRow(r.txn, []byte{IdempotencyRowPrefix}, true, fn); err != nil {
 		return err
 	}
-	err = eachRow(txn, []byte{IdempotencyRowPrefix}, true, func(k, v []byte) error {
-		var r IdempotencyRow
-		if err := json.Unmarshal(v, &r); err != nil {
-			return fmt.Errorf("%w: idempotency key %x: %v", ErrCorrupt, k, err)
-		}
-		if del[r.Owner] || del[r.Branch] || spec.DeleteSession && r.Session == spec.Session {
-			drop(k)
-		}
-		return nil
-	})
-	if err != nil {
-		return err
-	}
-	err = eachRow(txn, []byte{ProxyEntryPrefix}, true, func(k, v []byte) error {
-		var t ProxyTarget
-		if err := json.Unmarshal(v, &t); err != nil {
-			return fmt.Errorf("%w: proxy entry %x: %v", ErrCorrupt, k, err)
-		}
-		if del[t.Branch] {
-			drop(k)
-		}
-		return nil
-	})
-	if err != nil {
-		return err
-	}
-	for _, a := range spec.Actors {
-		drop(eventPrefix(a))
-		drop(snapshotKey(tableSnapshot, a))
-		drop(snapshotKey(tablePrevSnap, a))
-	}
-	if spec.DeleteSession {
-		drop(id16(tableSession, spec.Session))
-		drop(id16(tableSessBranch, spec.Session))
-		drop(id16(tableImport, spec.Session))
-		drop(id16(tableActivity, spec.Session))
-	} else if del[sess.ActiveBranch] {
-		b := sess.ActiveBranch
-		for del[b] && !b.IsZero() {
-			b = rows[b].Parent
-		}
-		if b.IsZero() {
-			return fmt.Errorf("%w: every branch of session %s would be deleted: delete the session", ErrInvalidArgument, spec.Session)
-		}
-		sess.ActiveBranch = b
-		p.session = &sess
-	}
-	return nil
+	return eachRow(r.txn, []byte{ProxyEntryPrefix}, true, fn)
 }
 
 // applyPurge releases the plan's blob references, updates its session and

@@ -15,12 +15,13 @@ import (
 	"github.com/contextinfinity/ctxinf/persistence"
 )
 
-// Hard delete on PostgreSQL, with the semantics of purge.go: the same
-// rows go (every row of the branches deleted, the transcript nodes they
-// own with their overlays, the blobs no other node references any more,
-// the sessions' rows, and the actors' logs), the same refusals (ErrInUse,
+// Hard delete on PostgreSQL, on the plan Badger's follows too
+// (persistence.PlanPurge, read here through pgPurgeReader): the same rows
+// go (every row of the branches deleted, the transcript nodes they own
+// with their overlays, the blobs no other node references any more, the
+// sessions' rows, and the actors' logs), the same refusals (ErrInUse,
 // nothing deleted) and the same PurgeResult. One SERIALIZABLE transaction
-// reads what to delete and deletes it, retried whole on 40001/40P01: a
+// reads the plan and deletes what it names, retried whole on 40001/40P01: a
 // write of another runtime (or of this one's committer) that references
 // a node or a blob the purge deletes, or moves a head it checks, commits
 // before it (the purge's retry reads it) or after it (and finds the rows
@@ -34,22 +35,8 @@ import (
 // logged and the delete stands. What stays where, and what an operator
 // does for strict erasure, is in docs/STORE.md.
 
-// pgPurgePlan is what a purge of one spec deletes, read in the purge's
-// transaction.
-type pgPurgePlan struct {
-	spec    persistence.PurgeSpec
-	del     []messages.BranchID // = res.Branches
-	nodes   []messages.TurnID   // the transcript nodes the branches own
-	chunks  [][]byte            // chunk ids of the nodes
-	jobs    []persistence.Job
-	keyed   [][]byte // idempotency keys and proxy entries
-	unref   map[persistence.Hash]uint64
-	session *persistence.SessionRow // updated, when the session stays and its active branch goes
-	res     persistence.PurgeResult
-}
-
 // Purge deletes what spec names, for good, in one transaction, as
-// DB.Purge does; it returns once the transaction committed (and the
+// persistence.DB.Purge does; it returns once the transaction committed (and the
 // VACUUM after it, PurgeResult.Scrub, ran).
 func (d *PGDB) Purge(ctx context.Context, spec persistence.PurgeSpec) (persistence.PurgeResult, error) {
 	start := time.Now()
@@ -60,7 +47,7 @@ func (d *PGDB) Purge(ctx context.Context, spec persistence.PurgeSpec) (persisten
 	if err != nil {
 		return persistence.PurgeResult{}, err
 	}
-	res := plans[0].res
+	res := plans[0].Result
 	res.Scrub = scrub
 	res.Took = time.Since(start)
 	return res, nil
@@ -85,7 +72,7 @@ func (d *PGDB) PurgeSessions(ctx context.Context, specs []persistence.PurgeSpec)
 	}
 	out := make([]persistence.PurgeResult, len(plans))
 	for i, p := range plans {
-		out[i] = p.res
+		out[i] = p.Result
 		out[i].Scrub = scrub
 		out[i].Took = time.Since(start)
 	}
@@ -95,12 +82,12 @@ func (d *PGDB) PurgeSessions(ctx context.Context, specs []persistence.PurgeSpec)
 // purge runs the purge of specs as one transaction, retried whole while
 // it fails for a retryable reason, then forgets what the caches hold of
 // it and vacuums. The blobs it deleted are counted on the first plan.
-func (d *PGDB) purge(ctx context.Context, specs []persistence.PurgeSpec) ([]*pgPurgePlan, time.Duration, error) {
+func (d *PGDB) purge(ctx context.Context, specs []persistence.PurgeSpec) ([]*persistence.PurgePlan, time.Duration, error) {
 	if err := d.alive(); err != nil {
 		return nil, 0, err
 	}
 	var (
-		plans  []*pgPurgePlan
+		plans  []*persistence.PurgePlan
 		tables []string
 		err    error
 	)
@@ -125,8 +112,8 @@ func (d *PGDB) purge(ctx context.Context, specs []persistence.PurgeSpec) ([]*pgP
 		return nil, 0, fmt.Errorf("delete: %w", err)
 	}
 	for _, p := range plans {
-		for _, id := range p.nodes {
-			d.turns.Drop(id)
+		for _, n := range p.Nodes {
+			d.turns.Drop(n.ID)
 		}
 	}
 	start := time.Now()
@@ -137,7 +124,7 @@ func (d *PGDB) purge(ctx context.Context, specs []persistence.PurgeSpec) ([]*pgP
 // tryPurge runs one attempt: it plans every spec on the transaction's
 // snapshot (as Badger plans each at one timestamp), then deletes. It
 // returns the tables it deleted from or updated.
-func (d *PGDB) tryPurge(ctx context.Context, specs []persistence.PurgeSpec) ([]*pgPurgePlan, []string, error) {
+func (d *PGDB) tryPurge(ctx context.Context, specs []persistence.PurgeSpec) ([]*persistence.PurgePlan, []string, error) {
 	// Once begun it runs to the end (a caller gone changes nothing), in
 	// the time a group has.
 	tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.opts.GroupTimeout)
@@ -152,9 +139,9 @@ func (d *PGDB) tryPurge(ctx context.Context, specs []persistence.PurgeSpec) ([]*
 			tx.Rollback(context.Background())
 		}
 	}()
-	plans := make([]*pgPurgePlan, len(specs))
+	plans := make([]*persistence.PurgePlan, len(specs))
 	for i, spec := range specs {
-		if plans[i], err = planPGPurge(tctx, tx, spec); err != nil {
+		if plans[i], err = persistence.PlanPurge(pgPurgeReader{tctx, tx}, spec); err != nil {
 			return nil, nil, pgPurgeErr(err)
 		}
 	}
@@ -210,315 +197,206 @@ func idBytes[T ~[16]byte](ids []T) [][]byte {
 	return out
 }
 
-// pgNode is a transcript node a purge deletes.
-type pgNode struct {
-	parent messages.TurnID
-	hash   persistence.Hash
-	base   messages.TurnID // the base of the branch it was reached from
+// pgPurgeReader reads a purge's plan in tx, the purge's transaction
+// (persistence.PurgeReader).
+type pgPurgeReader struct {
+	ctx context.Context
+	tx  pgx.Tx
 }
 
-// planPGPurge reads, in tx, what a purge of spec deletes (planPurge and
-// planBranches on Badger).
-func planPGPurge(ctx context.Context, tx pgx.Tx, spec persistence.PurgeSpec) (*pgPurgePlan, error) {
-	p := &pgPurgePlan{spec: spec, unref: map[persistence.Hash]uint64{}}
+func (r pgPurgeReader) Session(id messages.SessionID) (persistence.SessionRow, bool, error) {
 	var data []byte
-	err := tx.QueryRow(ctx, `SELECT data FROM ctx_sessions WHERE id = $1`, spec.Session[:]).Scan(&data)
+	err := r.tx.QueryRow(r.ctx, `SELECT data FROM ctx_sessions WHERE id = $1`, id[:]).Scan(&data)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, fmt.Errorf("%w: session %s", persistence.ErrRowNotFound, spec.Session)
+		return persistence.SessionRow{}, false, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("postgres: read session %s: %w", spec.Session, err)
+		return persistence.SessionRow{}, false, fmt.Errorf("postgres: read session %s: %w", id, err)
 	}
 	var sess persistence.SessionRow
 	if err := json.Unmarshal(data, &sess); err != nil {
-		return nil, fmt.Errorf("%w: session %s: %v", persistence.ErrCorrupt, spec.Session, err)
+		return persistence.SessionRow{}, false, fmt.Errorf("%w: session %s: %v", persistence.ErrCorrupt, id, err)
 	}
-	rows := map[messages.BranchID]persistence.BranchRow{} // every branch of the session
-	err = eachPGRow(ctx, tx, "read branches of session "+spec.Session.String(),
-		`SELECT data FROM ctx_branches WHERE session_id = $1`, []any{spec.Session[:]}, func(r pgx.Rows) error {
+	return sess, true, nil
+}
+
+func (r pgPurgeReader) SessionBranches(id messages.SessionID) ([]persistence.BranchRow, error) {
+	var out []persistence.BranchRow
+	err := eachPGRow(r.ctx, r.tx, "read branches of session "+id.String(),
+		`SELECT data FROM ctx_branches WHERE session_id = $1`, []any{id[:]}, func(rows pgx.Rows) error {
 			var b []byte
-			if err := r.Scan(&b); err != nil {
+			if err := rows.Scan(&b); err != nil {
 				return err
 			}
 			var row persistence.BranchRow
 			if err := json.Unmarshal(b, &row); err != nil {
-				return fmt.Errorf("%w: branch row of session %s: %v", persistence.ErrCorrupt, spec.Session, err)
+				return fmt.Errorf("%w: branch row of session %s: %v", persistence.ErrCorrupt, id, err)
 			}
-			rows[row.ID] = row
+			out = append(out, row)
 			return nil
 		})
-	if err != nil {
-		return nil, err
-	}
-	del := map[messages.BranchID]bool{}
-	if spec.DeleteSession {
-		for id := range rows {
-			del[id] = true
-		}
-	} else {
-		for _, id := range spec.Branches {
-			if _, ok := rows[id]; !ok {
-				return nil, fmt.Errorf("%w: branch %s of session %s", persistence.ErrRowNotFound, id, spec.Session)
-			}
-			del[id] = true
-		}
-	}
-	for id := range del {
-		p.del = append(p.del, id)
-	}
-	slices.SortFunc(p.del, func(a, b messages.BranchID) int { return a.Compare(b) })
-	p.res.Branches = slices.Clone(p.del)
-	dels := idBytes(p.del)
+	return out, err
+}
 
-	// The nodes the branches own: from each head to its base.
-	heads := map[messages.BranchID][2]messages.TurnID{} // turn, base
-	err = eachPGRow(ctx, tx, "read heads", `SELECT branch, turn, base FROM ctx_heads WHERE branch = ANY($1)`,
-		[]any{dels}, func(r pgx.Rows) error {
-			var b, t, base []byte
-			if err := r.Scan(&b, &t, &base); err != nil {
-				return err
-			}
-			if len(b) != 16 || len(t) != 16 || len(base) != 16 {
-				return fmt.Errorf("%w: head row of branch %x", persistence.ErrCorrupt, b)
-			}
-			heads[messages.BranchID(b)] = [2]messages.TurnID{messages.TurnID(t), messages.TurnID(base)}
-			return nil
-		})
-	if err != nil {
-		return nil, err
+// heads reads the heads sql selects (branch, turn, base) with args.
+func (r pgPurgeReader) heads(what, sql string, args ...any) ([]persistence.Head, error) {
+	var out []persistence.Head
+	err := eachPGRow(r.ctx, r.tx, what, sql, args, func(rows pgx.Rows) error {
+		var b, t, base []byte
+		if err := rows.Scan(&b, &t, &base); err != nil {
+			return err
+		}
+		if len(b) != 16 || len(t) != 16 || len(base) != 16 {
+			return fmt.Errorf("%w: head row of branch %x", persistence.ErrCorrupt, b)
+		}
+		out = append(out, persistence.Head{Branch: messages.BranchID(b), Turn: messages.TurnID(t), Base: messages.TurnID(base)})
+		return nil
+	})
+	return out, err
+}
+
+func (r pgPurgeReader) Heads(branches []messages.BranchID) ([]persistence.Head, error) {
+	return r.heads("read heads", `SELECT branch, turn, base FROM ctx_heads WHERE branch = ANY($1)`, idBytes(branches))
+}
+
+func (r pgPurgeReader) Walk(heads []persistence.Head) ([]persistence.PurgeNode, error) {
+	branches := make([]messages.BranchID, len(heads))
+	for i, h := range heads {
+		branches[i] = h.Branch
 	}
-	owned := map[messages.TurnID]pgNode{}
-	err = eachPGRow(ctx, tx, "read the turns of the branches to delete", `WITH RECURSIVE w (id, parent, hash, base) AS (
+	var out []persistence.PurgeNode
+	err := eachPGRow(r.ctx, r.tx, "read the turns of the branches to delete", `WITH RECURSIVE w (id, parent, hash, base) AS (
 			SELECT t.id, t.parent, t.hash, h.base FROM ctx_heads h JOIN ctx_turns t ON t.id = h.turn
 			WHERE h.branch = ANY($1) AND h.turn <> h.base
 			UNION ALL
 			SELECT t.id, t.parent, t.hash, w.base FROM w JOIN ctx_turns t ON t.id = w.parent WHERE w.parent <> w.base
 		)
-		SELECT id, parent, hash, base FROM w`, []any{dels}, func(r pgx.Rows) error {
+		SELECT id, parent, hash, base FROM w`, []any{idBytes(branches)}, func(rows pgx.Rows) error {
 		var id, parent, hash, base []byte
-		if err := r.Scan(&id, &parent, &hash, &base); err != nil {
+		if err := rows.Scan(&id, &parent, &hash, &base); err != nil {
 			return err
 		}
 		if len(id) != 16 || len(parent) != 16 || len(hash) != 32 || len(base) != 16 {
 			return fmt.Errorf("%w: turn row %x", persistence.ErrCorrupt, id)
 		}
-		owned[messages.TurnID(id)] = pgNode{parent: messages.TurnID(parent), hash: persistence.Hash(hash), base: messages.TurnID(base)}
+		out = append(out, persistence.PurgeNode{ID: messages.TurnID(id), Parent: messages.TurnID(parent),
+			Payload: persistence.Hash(hash), Base: messages.TurnID(base)})
 		return nil
 	})
-	if err != nil {
-		return nil, err
-	}
-	// The walk stops at a missing turn: every head's turn and every
-	// node's parent (but at the base) must have been found.
-	for b, h := range heads {
-		if _, ok := owned[h[0]]; !ok && h[0] != h[1] && !h[0].IsZero() {
-			return nil, fmt.Errorf("%w: head of branch %s names turn %s, which is missing", persistence.ErrCorrupt, b, h[0])
-		}
-	}
-	for id, n := range owned {
-		if _, ok := owned[n.parent]; !ok && n.parent != n.base && !n.parent.IsZero() {
-			return nil, fmt.Errorf("%w: turn %s names parent %s, which is missing", persistence.ErrCorrupt, id, n.parent)
-		}
-	}
-	for id := range owned {
-		p.nodes = append(p.nodes, id)
-	}
-	slices.SortFunc(p.nodes, func(a, b messages.TurnID) int { return a.Compare(b) })
-	nodes := idBytes(p.nodes)
-	delSet := func(b []byte) bool { return len(b) == 16 && del[messages.BranchID(b)] }
+	return out, err
+}
 
-	// A node a branch kept reaches: a fork's head or base, or a child
-	// that is not deleted.
-	err = eachPGRow(ctx, tx, "read the heads at the turns to delete",
-		`SELECT branch, turn, base FROM ctx_heads WHERE turn = ANY($1) OR base = ANY($1) ORDER BY branch`,
-		[]any{nodes}, func(r pgx.Rows) error {
-			var b, t, base []byte
-			if err := r.Scan(&b, &t, &base); err != nil {
-				return err
-			}
-			if delSet(b) {
-				return nil
-			}
-			if _, ok := owned[messages.TurnID(t)]; ok {
-				return fmt.Errorf("%w: branch %x is at turn %s of a branch to delete (a fork): delete it first",
-					persistence.ErrInUse, b, messages.TurnID(t))
-			}
-			return fmt.Errorf("%w: branch %x was forked at turn %s of a branch to delete: delete it first",
-				persistence.ErrInUse, b, messages.TurnID(base))
-		})
-	if err != nil {
-		return nil, err
-	}
-	err = eachPGRow(ctx, tx, "read the children of the turns to delete",
-		`SELECT parent, id FROM ctx_turns WHERE parent = ANY($1) ORDER BY parent, id`, []any{nodes}, func(r pgx.Rows) error {
+func (r pgPurgeReader) HeadsAt(nodes []messages.TurnID) ([]persistence.Head, error) {
+	return r.heads("read the heads at the turns to delete",
+		`SELECT branch, turn, base FROM ctx_heads WHERE turn = ANY($1) OR base = ANY($1) ORDER BY branch`, idBytes(nodes))
+}
+
+func (r pgPurgeReader) Children(nodes []messages.TurnID, fn func(parent, child messages.TurnID) error) error {
+	return eachPGRow(r.ctx, r.tx, "read the children of the turns to delete",
+		`SELECT parent, id FROM ctx_turns WHERE parent = ANY($1) ORDER BY parent, id`, []any{idBytes(nodes)}, func(rows pgx.Rows) error {
 			var parent, id []byte
-			if err := r.Scan(&parent, &id); err != nil {
+			if err := rows.Scan(&parent, &id); err != nil {
 				return err
 			}
-			if _, ok := owned[messages.TurnID(id)]; !ok {
-				return fmt.Errorf("%w: turn %s of a branch to delete has a child %x on a branch kept (a fork): delete it first",
-					persistence.ErrInUse, messages.TurnID(parent), id)
+			if len(parent) != 16 || len(id) != 16 {
+				return fmt.Errorf("%w: turn row %x", persistence.ErrCorrupt, id)
 			}
-			return nil
+			return fn(messages.TurnID(parent), messages.TurnID(id))
 		})
-	if err != nil {
-		return nil, err
-	}
-	// The blob references the nodes hold: their payloads and overlays
-	// (an overlay that purged a payload released its reference then).
-	refs := map[messages.TurnID]map[persistence.Hash]int{}
-	for id, n := range owned {
-		refs[id] = map[persistence.Hash]int{n.hash: 1}
-	}
-	err = eachPGRow(ctx, tx, "read overlays of the turns to delete",
+}
+
+func (r pgPurgeReader) Overlays(nodes []messages.TurnID) ([]persistence.Overlay, error) {
+	var out []persistence.Overlay
+	err := eachPGRow(r.ctx, r.tx, "read overlays of the turns to delete",
 		`SELECT seq, turn, tombstone, hash, purged, created_ms FROM ctx_overlays WHERE turn = ANY($1) ORDER BY seq`,
-		[]any{nodes}, func(r pgx.Rows) error {
-			ov, err := scanOverlay(r)
+		[]any{idBytes(nodes)}, func(rows pgx.Rows) error {
+			ov, err := scanOverlay(rows)
 			if err != nil {
 				return err
 			}
-			m := refs[ov.Turn]
-			if m == nil {
-				return nil // not asked for
-			}
-			if !ov.Tombstone {
-				m[ov.Hash]++
-			}
-			if !ov.Purged.IsZero() {
-				m[ov.Purged]--
-			}
+			out = append(out, ov)
 			return nil
 		})
-	if err != nil {
-		return nil, err
-	}
-	for _, m := range refs {
-		for h, n := range m {
-			if n > 0 && !h.IsZero() {
-				p.unref[h] += uint64(n)
-			}
-		}
-	}
-	p.res.Nodes = len(owned)
+	return out, err
+}
 
-	// The branches' turn rows; the steps and chunks of the nodes.
-	steps := map[messages.StepID]bool{}
-	err = eachPGRow(ctx, tx, "read turn rows of the branches to delete",
-		`SELECT data FROM ctx_turn_rows WHERE branch = ANY($1)`, []any{dels}, func(r pgx.Rows) error {
+func (r pgPurgeReader) TurnRows(branches []messages.BranchID, fn func(persistence.TurnRow) error) error {
+	return eachPGRow(r.ctx, r.tx, "read turn rows of the branches to delete",
+		`SELECT data FROM ctx_turn_rows WHERE branch = ANY($1)`, []any{idBytes(branches)}, func(rows pgx.Rows) error {
 			var b []byte
-			if err := r.Scan(&b); err != nil {
+			if err := rows.Scan(&b); err != nil {
 				return err
 			}
 			var t persistence.TurnRow
 			if err := json.Unmarshal(b, &t); err != nil {
 				return fmt.Errorf("%w: turn row: %v", persistence.ErrCorrupt, err)
 			}
-			p.res.Turns++
-			if _, ok := owned[t.ID]; ok && !t.Step.IsZero() {
-				steps[t.Step] = true // a turn of the parent the fork carried as pending is the parent's
-			}
-			return nil
+			return fn(t)
 		})
-	if err != nil {
-		return nil, err
-	}
-	err = eachPGRow(ctx, tx, "read steps of the turns to delete",
-		`SELECT id FROM ctx_steps WHERE turn = ANY($1)`, []any{nodes}, func(r pgx.Rows) error {
-			var id []byte
-			if err := r.Scan(&id); err != nil {
-				return err
-			}
-			if len(id) != 16 {
-				return fmt.Errorf("%w: step id of %d bytes", persistence.ErrCorrupt, len(id))
-			}
-			steps[messages.StepID(id)] = true
-			return nil
-		})
-	if err != nil {
-		return nil, err
-	}
-	for s := range steps {
-		p.res.Steps = append(p.res.Steps, s)
-	}
-	slices.SortFunc(p.res.Steps, func(a, b messages.StepID) int { return a.Compare(b) })
-	err = eachPGRow(ctx, tx, "read chunks of the turns to delete",
-		`SELECT DISTINCT id FROM ctx_chunks WHERE source_turn = ANY($1)`, []any{nodes}, func(r pgx.Rows) error {
-			var id []byte
-			if err := r.Scan(&id); err != nil {
-				return err
-			}
-			p.chunks = append(p.chunks, id)
-			return nil
-		})
-	if err != nil {
-		return nil, err
-	}
-	p.res.Chunks = len(p.chunks)
+}
 
-	// Jobs, idempotency keys and proxy entries name their branch in
-	// their data: each table is read whole, as Badger scans its prefix.
-	err = eachPGRow(ctx, tx, "read jobs", `SELECT data FROM ctx_jobs`, nil, func(r pgx.Rows) error {
+// pairs calls fn with the (turn, id) pairs of 16-byte ids sql selects
+// with nodes.
+func (r pgPurgeReader) pairs(what, sql string, nodes []messages.TurnID, fn func(turn messages.TurnID, id [16]byte)) error {
+	return eachPGRow(r.ctx, r.tx, what, sql, []any{idBytes(nodes)}, func(rows pgx.Rows) error {
+		var turn, id []byte
+		if err := rows.Scan(&turn, &id); err != nil {
+			return err
+		}
+		if len(turn) != 16 || len(id) != 16 {
+			return fmt.Errorf("%w: %s: ids of %d and %d bytes", persistence.ErrCorrupt, what, len(turn), len(id))
+		}
+		fn(messages.TurnID(turn), [16]byte(id))
+		return nil
+	})
+}
+
+func (r pgPurgeReader) Steps(nodes []messages.TurnID) ([]persistence.NodeStep, error) {
+	var out []persistence.NodeStep
+	err := r.pairs("read steps of the turns to delete", `SELECT turn, id FROM ctx_steps WHERE turn = ANY($1)`, nodes,
+		func(turn messages.TurnID, id [16]byte) { out = append(out, persistence.NodeStep{Turn: turn, Step: id}) })
+	return out, err
+}
+
+func (r pgPurgeReader) Chunks(nodes []messages.TurnID) ([]persistence.NodeChunk, error) {
+	var out []persistence.NodeChunk
+	err := r.pairs("read chunks of the turns to delete", `SELECT DISTINCT source_turn, id FROM ctx_chunks WHERE source_turn = ANY($1)`, nodes,
+		func(turn messages.TurnID, id [16]byte) {
+			out = append(out, persistence.NodeChunk{Turn: turn, Chunk: id})
+		})
+	return out, err
+}
+
+func (r pgPurgeReader) Jobs(fn func(persistence.Job) error) error {
+	return eachPGRow(r.ctx, r.tx, "read jobs", `SELECT data FROM ctx_jobs`, nil, func(rows pgx.Rows) error {
 		var b []byte
-		if err := r.Scan(&b); err != nil {
+		if err := rows.Scan(&b); err != nil {
 			return err
 		}
 		var j persistence.Job
 		if err := json.Unmarshal(b, &j); err != nil {
 			return fmt.Errorf("%w: job: %v", persistence.ErrCorrupt, err)
 		}
-		if del[j.Branch] {
-			p.jobs = append(p.jobs, j)
-		}
-		return nil
+		return fn(j)
 	})
-	if err != nil {
-		return nil, err
-	}
-	err = eachPGRow(ctx, tx, "read keyed rows", `SELECT key, data FROM ctx_keyed WHERE (key >= $1 AND key < $2) OR (key >= $3 AND key < $4)`,
-		[]any{[]byte{persistence.IdempotencyRowPrefix}, []byte{persistence.IdempotencyRowPrefix + 1}, []byte{persistence.ProxyEntryPrefix}, []byte{persistence.ProxyEntryPrefix + 1}}, func(r pgx.Rows) error {
+}
+
+func (r pgPurgeReader) Keyed(fn func(k, v []byte) error) error {
+	idem, proxy := persistence.IdempotencyRowPrefix, persistence.ProxyEntryPrefix
+	return eachPGRow(r.ctx, r.tx, "read keyed rows",
+		`SELECT key, data FROM ctx_keyed WHERE (key >= $1 AND key < $2) OR (key >= $3 AND key < $4)`,
+		[]any{[]byte{idem}, []byte{idem + 1}, []byte{proxy}, []byte{proxy + 1}}, func(rows pgx.Rows) error {
 			var k, v []byte
-			if err := r.Scan(&k, &v); err != nil {
+			if err := rows.Scan(&k, &v); err != nil {
 				return err
 			}
-			if k[0] == persistence.IdempotencyRowPrefix {
-				var row persistence.IdempotencyRow
-				if err := json.Unmarshal(v, &row); err != nil {
-					return fmt.Errorf("%w: idempotency key %x: %v", persistence.ErrCorrupt, k, err)
-				}
-				if del[row.Owner] || del[row.Branch] || spec.DeleteSession && row.Session == spec.Session {
-					p.keyed = append(p.keyed, k)
-				}
-				return nil
-			}
-			var t persistence.ProxyTarget
-			if err := json.Unmarshal(v, &t); err != nil {
-				return fmt.Errorf("%w: proxy entry %x: %v", persistence.ErrCorrupt, k, err)
-			}
-			if del[t.Branch] {
-				p.keyed = append(p.keyed, k)
-			}
-			return nil
+			return fn(k, v)
 		})
-	if err != nil {
-		return nil, err
-	}
-	if !spec.DeleteSession && del[sess.ActiveBranch] {
-		b := sess.ActiveBranch
-		for del[b] && !b.IsZero() {
-			b = rows[b].Parent
-		}
-		if b.IsZero() {
-			return nil, fmt.Errorf("%w: every branch of session %s would be deleted: delete the session", persistence.ErrInvalidArgument, spec.Session)
-		}
-		sess.ActiveBranch = b
-		p.session = &sess
-	}
-	return p, nil
 }
 
 // writePGPurge deletes what plans name, in tx, and returns the tables it
 // changed. The blobs it deletes are counted on plans[0].
-func writePGPurge(ctx context.Context, tx pgx.Tx, plans []*pgPurgePlan) ([]string, error) {
+func writePGPurge(ctx context.Context, tx pgx.Tx, plans []*persistence.PurgePlan) ([]string, error) {
 	var (
 		del, nodes, chunks, keyed, sessions [][]byte
 		actors                              [][]byte
@@ -533,28 +411,30 @@ func writePGPurge(ctx context.Context, tx pgx.Tx, plans []*pgPurgePlan) ([]strin
 		stmts = append(stmts, stmt{table, what})
 	}
 	for _, p := range plans {
-		del = append(del, idBytes(p.del)...)
-		nodes = append(nodes, idBytes(p.nodes)...)
-		chunks = append(chunks, p.chunks...)
-		keyed = append(keyed, p.keyed...)
-		jobs = append(jobs, p.jobs...)
-		for h, n := range p.unref {
+		del = append(del, idBytes(p.Branches)...)
+		nodes = append(nodes, idBytes(p.NodeIDs())...)
+		for _, c := range p.Chunks {
+			chunks = append(chunks, c.Chunk[:])
+		}
+		keyed = append(keyed, p.Keyed...)
+		jobs = append(jobs, p.Jobs...)
+		for h, n := range p.Unref {
 			unref[h] += n
 		}
-		if p.session != nil {
-			data, err := encodeJSONRow(*p.session)
+		if p.Session != nil {
+			data, err := encodeJSONRow(*p.Session)
 			if err != nil {
 				return nil, err
 			}
-			queue("ctx_sessions", "move the active branch of session "+p.session.ID.String(),
-				`UPDATE ctx_sessions SET data = $2 WHERE id = $1`, p.session.ID[:], data)
+			queue("ctx_sessions", "move the active branch of session "+p.Session.ID.String(),
+				`UPDATE ctx_sessions SET data = $2 WHERE id = $1`, p.Session.ID[:], data)
 		}
 	}
 	for _, p := range plans {
-		if p.spec.DeleteSession {
-			sessions = append(sessions, p.spec.Session[:])
+		if p.Spec.DeleteSession {
+			sessions = append(sessions, p.Spec.Session[:])
 		}
-		for _, a := range p.spec.Actors {
+		for _, a := range p.Spec.Actors {
 			actors = append(actors, []byte(a))
 		}
 	}
@@ -625,7 +505,7 @@ func writePGPurge(ctx context.Context, tx pgx.Tx, plans []*pgPurgePlan) ([]strin
 			queue("ctx_blobs", "delete blob "+h.String(), `DELETE FROM ctx_blobs WHERE hash = $1 AND refs = $2`, h[:], n)
 		}
 	}
-	plans[0].res.Blobs = gone
+	plans[0].Result.Blobs = gone
 	br := tx.SendBatch(ctx, b)
 	defer br.Close()
 	changed := map[string]bool{}
@@ -650,7 +530,7 @@ func writePGPurge(ctx context.Context, tx pgx.Tx, plans []*pgPurgePlan) ([]strin
 	}
 	// Keys: the rows deleted, counted once, on the first (the rows of
 	// one plan are not told apart).
-	plans[0].res.Keys = rowsDeleted
+	plans[0].Result.Keys = rowsDeleted
 	tables := make([]string, 0, len(changed))
 	for t := range changed {
 		tables = append(tables, t)
