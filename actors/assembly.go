@@ -14,42 +14,58 @@ import (
 	"github.com/contextinfinity/ctxinf/persistence"
 )
 
-// message returns a transcript node's message, from msgs or the store.
-func (a *branchActor) message(node messages.TurnID) (messages.Message, error) {
-	if m, ok := a.msgs[node]; ok {
+// messageCache holds the decoded messages of a branch's window, its
+// pending turns and its turn in flight, so that assembling a context
+// reads the store only for what this instance has not seen (after
+// activation).
+type messageCache struct {
+	rows messageReader
+	m    map[messages.TurnID]messages.Message
+}
+
+func newMessageCache(rows messageReader) messageCache {
+	return messageCache{rows: rows, m: map[messages.TurnID]messages.Message{}}
+}
+
+// get returns a transcript node's message, from the cache or the store.
+func (c messageCache) get(node messages.TurnID) (messages.Message, error) {
+	if m, ok := c.m[node]; ok {
 		return m, nil
 	}
-	m, err := readMessage(a.rows, node)
+	m, err := readMessage(c.rows, node)
 	if err == nil {
-		a.msgs[node] = m
+		c.m[node] = m
 	}
 	return m, err
 }
 
+// put caches the message of node, which this instance wrote.
+func (c messageCache) put(node messages.TurnID, m messages.Message) { c.m[node] = m }
+
 // knownInto copies the cached messages of nodes into known, so that the
 // librarian and indexer need not read and decode them again.
-func (a *branchActor) knownInto(known map[messages.TurnID]messages.Message, nodes ...messages.TurnID) {
+func (c messageCache) knownInto(known map[messages.TurnID]messages.Message, nodes ...messages.TurnID) {
 	for _, n := range nodes {
-		if m, ok := a.msgs[n]; ok {
+		if m, ok := c.m[n]; ok {
 			known[n] = m
 		}
 	}
 }
 
-// pruneMessages drops the cached messages that are no longer in the
-// window, pending, or the turn keep.
-func (a *branchActor) pruneMessages(keep messages.TurnID) {
-	live := make(map[messages.TurnID]bool, len(a.b.Window)+8)
-	for _, n := range a.b.Window {
+// prune drops the cached messages that are no longer in b's window,
+// pending, or the turn keep.
+func (c messageCache) prune(b *core.Branch, keep messages.TurnID) {
+	live := make(map[messages.TurnID]bool, len(b.Window)+8)
+	for _, n := range b.Window {
 		live[n] = true
 	}
-	for _, p := range a.b.Pending() {
+	for _, p := range b.Pending() {
 		live[p.ID], live[p.Reply] = true, true
 	}
 	live[keep] = true
-	for n := range a.msgs {
+	for n := range c.m {
 		if !live[n] {
-			delete(a.msgs, n)
+			delete(c.m, n)
 		}
 	}
 }
@@ -75,7 +91,7 @@ func readMessage(db messageReader, node messages.TurnID) (messages.Message, erro
 // pending (unfolded) messages up to the policy's K with the most recent
 // folded ones. Retrieval comes with the retrieval issue.
 func (a *branchActor) assemble(turn messages.TurnID, continuation messages.Items) (messages.AssembledContext, core.AssemblyReport, error) {
-	user, err := a.message(turn)
+	user, err := a.msgs.get(turn)
 	if err != nil {
 		return messages.AssembledContext{}, core.AssemblyReport{}, err
 	}
@@ -83,7 +99,7 @@ func (a *branchActor) assemble(turn messages.TurnID, continuation messages.Items
 	if err != nil {
 		return ac, rep, err
 	}
-	a.pruneMessages(turn)
+	a.msgs.prune(&a.b, turn)
 	a.recipe = recipe
 	for _, st := range rep.Shrink {
 		a.rt.log.Info().Str("branch", a.id.String()).Str("turn", turn.String()).Str("step", st.Step).
@@ -113,7 +129,7 @@ func (a *branchActor) assembleFor(userNode messages.TurnID, user messages.Messag
 	in := core.AssembleInput{System: system, Pinned: a.b.State.Pinned, Summary: a.b.State.Summary,
 		User: user, Continuation: continuation}
 	for _, n := range recipe.Window {
-		m, err := a.message(n)
+		m, err := a.msgs.get(n)
 		if err != nil {
 			return messages.AssembledContext{}, core.AssemblyReport{}, nil, err
 		}
@@ -122,7 +138,7 @@ func (a *branchActor) assembleFor(userNode messages.TurnID, user messages.Messag
 	for _, p := range pending {
 		pm := core.PendingMessages{Turn: p.ID}
 		for _, n := range []messages.TurnID{p.ID, p.Reply} {
-			m, err := a.message(n)
+			m, err := a.msgs.get(n)
 			if err != nil {
 				return messages.AssembledContext{}, core.AssemblyReport{}, nil, err
 			}

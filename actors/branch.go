@@ -188,10 +188,7 @@ type branchActor struct {
 	// idempotency key (SubmitToolResults), by key, while their turn is in
 	// flight: a repeat follows them.
 	results map[string]*TurnStream
-	// msgs holds the decoded messages of the window, the pending turns and
-	// the turn in flight, so that assembling a context reads the store only
-	// for what this instance has not seen (after activation).
-	msgs map[messages.TurnID]messages.Message
+	msgs    messageCache // the decoded messages of the window, the pending turns and the turn in flight
 	// hasher hashes the contexts of this branch's steps, keeping the
 	// JSON of the last one's messages for the next.
 	hasher contextHasher
@@ -259,7 +256,7 @@ func newBranchActor(rt *Runtime, id messages.BranchID) *branchActor {
 	return &branchActor{rt: rt, rows: rt.db, actorLog: rt.actorLog, id: id, b: core.Branch{Policy: *rt.cfg.Fold},
 		streams:  map[messages.TurnID]*TurnStream{},
 		indexing: map[messages.TurnID]*indexReq{}, indexWaiting: map[messages.TurnID]struct{}{},
-		msgs: map[messages.TurnID]messages.Message{}}
+		msgs: newMessageCache(rt.db)}
 }
 
 func (a *branchActor) now() time.Time { return a.rt.cfg.Now() }
@@ -684,7 +681,7 @@ func (a *branchActor) submit(ctx actor.Context, m *submitReq) (*TurnStream, erro
 	}
 	s := newTurnStream(a.id, turn, ev.Seq)
 	a.streams[turn] = s
-	a.msgs[turn] = msg
+	a.msgs.put(turn, msg)
 	a.deferring = within > 0
 	a.persistHeld(ctx, ev, tx) // and its effects: prepare starts the step
 	a.deferring = false
@@ -773,7 +770,7 @@ func (a *branchActor) run(ctx actor.Context, effects []core.Effect) {
 			turns := a.pendingOf(e.Turns)
 			known := map[messages.TurnID]messages.Message{}
 			for _, t := range turns {
-				a.knownInto(known, t.Turn, t.Reply)
+				a.msgs.knownInto(known, t.Turn, t.Reply)
 			}
 			a.summaryReq = &summarizeReq{known: known, from: ctx.Self(), branch: a.id, epoch: e.Epoch, pinned: e.State.Pinned,
 				count:    a.rt.counter(a.rt.model(a.b.Model)),
@@ -801,7 +798,7 @@ func (a *branchActor) run(ctx actor.Context, effects []core.Effect) {
 				continue
 			}
 			known := map[messages.TurnID]messages.Message{}
-			a.knownInto(known, t.ID, t.Reply)
+			a.msgs.knownInto(known, t.ID, t.Reply)
 			req := &indexReq{known: known, from: ctx.Self(), branch: a.id, session: a.b.Session, turn: t.ID, seq: t.Seq, reply: t.Reply}
 			a.indexing[e.Turn] = req
 			a.ask(ctx, a.rt.indexer(a.id), req, &jobCheck{to: a, index: req})

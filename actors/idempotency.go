@@ -259,7 +259,7 @@ func (a *branchActor) answerOf(turn messages.TurnID) (*TurnStream, error) {
 		}
 	}
 	if !reply.IsZero() && phase != messages.PhaseFailed {
-		m, err := a.message(reply)
+		m, err := a.msgs.get(reply)
 		if err != nil {
 			return nil, err
 		}

@@ -512,7 +512,7 @@ func (a *branchActor) importItems(ctx actor.Context, items []ExportItem) error {
 	commit := a.stash(ctx)
 	defer func() {
 		commit()
-		a.pruneMessages(messages.TurnID{})
+		a.msgs.prune(&a.b, messages.TurnID{})
 	}()
 	now := a.now()
 	for _, it := range items {
@@ -596,7 +596,8 @@ func (a *branchActor) importTurn(ctx actor.Context, t ExportTurn, now time.Time)
 	tx := a.txFor(evs[0])
 	tx.Appends = []persistence.TxAppend{userAppend, {Branch: a.id, ID: replyID, Req: persistence.AppendRequest{Payload: reply,
 		TypeTag: TypeAssistantMessage, Codec: CodecJSON, ExpectParent: &turn}}}
-	a.msgs[turn], a.msgs[replyID] = t.User, t.Reply
+	a.msgs.put(turn, t.User)
+	a.msgs.put(replyID, t.Reply)
 	a.persistHeld(ctx, evs[0], tx)
 	return nil
 }
@@ -718,7 +719,7 @@ func (a *branchActor) indexNow(ctx actor.Context, effs []core.Effect) []core.Eff
 			continue
 		}
 		known := map[messages.TurnID]messages.Message{}
-		a.knownInto(known, t.ID, t.Reply)
+		a.msgs.knownInto(known, t.ID, t.Reply)
 		r, ups, err := a.importIx.chunkRows(&indexReq{known: known, branch: a.id, session: a.b.Session, turn: t.ID, seq: t.Seq, reply: t.Reply})
 		if err != nil {
 			a.rt.log.Warn().Err(err).Str("branch", a.id.String()).Str("turn", t.ID.String()).
@@ -879,7 +880,8 @@ func (a *branchActor) importTurns(ctx actor.Context, exchanges []Exchange, key *
 			{Branch: a.id, ID: reply, Req: persistence.AppendRequest{Payload: payloads[i][1], TypeTag: TypeAssistantMessage,
 				Codec: CodecJSON, ExpectParent: &turn}},
 		}
-		a.msgs[turn], a.msgs[reply] = x.User, x.Reply
+		a.msgs.put(turn, x.User)
+		a.msgs.put(reply, x.Reply)
 		if key != nil && i == len(exchanges)-1 {
 			tx.Keys = []persistence.IdempotencyRow{*key} // with the last turn: the import is done
 		}
@@ -888,7 +890,7 @@ func (a *branchActor) importTurns(ctx actor.Context, exchanges []Exchange, key *
 	}
 	commit()
 	commit = func() {}
-	a.pruneMessages(messages.TurnID{})
+	a.msgs.prune(&a.b, messages.TurnID{})
 	return ids, nil
 }
 

@@ -235,7 +235,7 @@ func (a *branchActor) finalize(ctx actor.Context, turn messages.TurnID, step mes
 				r.Durable = r.Displayed
 				tx.Steps = append(tx.Steps, r)
 			}
-			a.msgs[node] = reply
+			a.msgs.put(node, reply)
 			// Once the response is committed everything streamed is
 			// durable, whatever the journal's fsync at completion has got
 			// to: the turn's end (run by persist, after the commit) says
