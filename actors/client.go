@@ -460,21 +460,6 @@ func (a *branchActor) stallForClient(e core.StallForClient, row persistence.Step
 		Msg("a step after the client's tool results failed; the turn waits for the client to retry them")
 }
 
-// clientAnswered reports whether it is the output of a call of t's loop
-// to one of the client's tools.
-func clientAnswered(t core.Turn, it messages.TranscriptItem) bool {
-	out, ok := it.(messages.ToolOutput)
-	if !ok {
-		return false
-	}
-	for _, it := range t.Loop {
-		if c, ok := it.(messages.ToolCall); ok && c.CallID == out.CallID {
-			return t.ClientTool(c.Name)
-		}
-	}
-	return false
-}
-
 // retryStalled runs the stalled step st again for m, the client's retry
 // of the results it ran on, which must be those recorded (the same
 // calls, the same outputs); the stream returned delivers the turn from
@@ -485,7 +470,7 @@ func (a *branchActor) retryStalled(ctx actor.Context, st *stalledStep, m *result
 		return nil, fmt.Errorf("%w: branch %s has no turn in flight", ErrNoToolCallsOpen, a.id)
 	}
 	recorded := map[string]messages.ToolOutput{}
-	for i := len(t.Loop) - 1; i >= 0 && clientAnswered(t, t.Loop[i]); i-- {
+	for i := len(t.Loop) - 1; i >= 0 && t.ClientAnswered(t.Loop[i]); i-- {
 		o := t.Loop[i].(messages.ToolOutput)
 		recorded[o.CallID] = o
 	}

@@ -68,12 +68,7 @@ func (b *Branch) EndStep(e StepEnd, mode messages.ToolMode) Effect {
 		}
 		return EndLoop{Turn: e.Turn, Step: e.Step, Code: e.Code, Reason: e.Reason}
 	}
-	var calls []messages.ToolCall
-	for _, it := range e.Items {
-		if c, ok := it.(messages.ToolCall); ok {
-			calls = append(calls, c)
-		}
-	}
+	calls := toolCallsOf(e.Items)
 	if len(calls) == 0 || e.Outcome.Kind == messages.OutcomeIncomplete {
 		return FinalizeStep{Turn: e.Turn, Step: e.Step, Outcome: e.Outcome}
 	}
@@ -113,11 +108,13 @@ func stalls(t Turn, code string) bool {
 // the client's result of a call of its tools: the step that follows runs
 // on what the client sent.
 func (t Turn) AfterClientResults() bool {
-	n := len(t.Loop)
-	if n == 0 {
-		return false
-	}
-	out, ok := t.Loop[n-1].(messages.ToolOutput)
+	return len(t.Loop) > 0 && t.ClientAnswered(t.Loop[len(t.Loop)-1])
+}
+
+// ClientAnswered reports whether it is the output of a call of t's loop
+// to one of the client's tools.
+func (t Turn) ClientAnswered(it messages.TranscriptItem) bool {
+	out, ok := it.(messages.ToolOutput)
 	if !ok {
 		return false
 	}
@@ -127,6 +124,17 @@ func (t Turn) AfterClientResults() bool {
 		}
 	}
 	return false
+}
+
+// toolCallsOf returns the tool calls among items.
+func toolCallsOf(items messages.Items) []messages.ToolCall {
+	var calls []messages.ToolCall
+	for _, it := range items {
+		if c, ok := it.(messages.ToolCall); ok {
+			calls = append(calls, c)
+		}
+	}
+	return calls
 }
 
 // ReasonToolStepLimit is the reason of the incomplete outcome of a turn

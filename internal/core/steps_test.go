@@ -186,16 +186,6 @@ func TestEndStepProperty(t *testing.T) {
 	}
 }
 
-func toolCallsOf(items messages.Items) []messages.ToolCall {
-	var calls []messages.ToolCall
-	for _, it := range items {
-		if c, ok := it.(messages.ToolCall); ok {
-			calls = append(calls, c)
-		}
-	}
-	return calls
-}
-
 func TestRunCalls(t *testing.T) {
 	t.Parallel()
 	// issued returns a branch whose step S1 called grep, and callC too
