@@ -24,8 +24,14 @@ import (
 //
 //	create [branch=B] [session=Se] [parent=B fork_at=T] [tip=R] [state=St] [state_seq=N]
 //	       [summary="…"] [pinned="…"]… [pins=ID@SEQ,…] [pending=T:R:seq,…] [turn_seq=N]
-//	submit T
+//	submit T [tools=NAME,…]       (the client's tools, if any)
 //	start T S
+//	calls T S NAME:ID…            (the step's tool calls)
+//	results T ID… [next=S]        (an output for each call ID)
+//	end_step T S [mode=enabled|parse_only|disabled] [calls=NAME:ID,…] [outcome=KIND]
+//	         [failed=CODE] [too_large=N]   (N: the size retries so far; prints EndStep's decision)
+//	run_calls T [mode=…] [max=N]  (prints RunCalls' decision for the runtime's open calls)
+//	shrink_due T [target=N] [asked=N]   (prints ShrinkDue's decision)
 //	finalize T S R completed|incomplete|paused|failed|cancelled [displayed=N] [durable=N]
 //	fail T [reason…]             (the rest of the line; "" for none)
 //	commit SEQ T… epoch=N [state=St] [summary="…"] [pinned="…"]…   (pinned defaults to the head's)
@@ -139,6 +145,18 @@ func (s *script) exec(line string) ([]string, error) {
 		for _, e := range effects {
 			out = append(out, "resume "+formatEffect(e))
 		}
+	case "end_step", "run_calls", "shrink_due":
+		e, ok, err := s.decision(cmd, words, args)
+		if err != nil {
+			return nil, err
+		}
+		if !reflect.DeepEqual(&s.b, before) {
+			return nil, fmt.Errorf("%s changed the branch", cmd)
+		}
+		if !ok {
+			return []string{"decide nothing"}, nil
+		}
+		return []string{"decide " + formatEffect(e)}, nil
 	default:
 		events, err = s.decide(cmd, words, args)
 		if err != nil && !errors.Is(err, errScript) {
@@ -260,7 +278,35 @@ func (s *script) decide(cmd string, words []string, args map[string]string) ([]m
 		if err := need(1); err != nil {
 			return nil, err
 		}
-		return b.Submit(id[messages.TurnID](words[0]), now)
+		var c Client
+		if v := args["tools"]; v != "" {
+			for _, n := range strings.Split(v, ",") {
+				c.Tools = append(c.Tools, messages.Tool{Name: n})
+			}
+		}
+		return b.SubmitFor(id[messages.TurnID](words[0]), c, now)
+	case "calls":
+		if err := need(3); err != nil {
+			return nil, err
+		}
+		calls, err := parseCalls(words[2:])
+		if err != nil {
+			return nil, err
+		}
+		return b.IssueToolCalls(id[messages.TurnID](words[0]), id[messages.StepID](words[1]), calls, now)
+	case "results":
+		if err := need(2); err != nil {
+			return nil, err
+		}
+		var outs messages.Items
+		for _, w := range words[1:] {
+			outs = append(outs, messages.ToolOutput{CallID: w, Output: []byte(`"ok"`)})
+		}
+		var next messages.StepID
+		if v := args["next"]; v != "" {
+			next = id[messages.StepID](v)
+		}
+		return b.RecordToolResults(id[messages.TurnID](words[0]), outs, next, now)
 	case "record":
 		if err := need(2); err != nil {
 			return nil, err
@@ -339,6 +385,83 @@ func (s *script) decide(cmd string, words []string, args map[string]string) ([]m
 		return b.EditPin(n, strings.Join(words[1:], " "), PinLimits{MaxBytes: int(num("max_bytes", 0))}, now)
 	}
 	return nil, fmt.Errorf("%w: unknown command %q", errScript, cmd)
+}
+
+// decision runs one of the branch's decisions that record nothing
+// (EndStep, RunCalls, ShrinkDue) and returns the effect it calls for.
+func (s *script) decision(cmd string, words []string, args map[string]string) (Effect, bool, error) {
+	if len(words) < 1 {
+		return nil, false, fmt.Errorf("%w: %s needs a turn", errScript, cmd)
+	}
+	turn := id[messages.TurnID](words[0])
+	num := func(key string) int {
+		n, _ := strconv.Atoi(args[key])
+		return n
+	}
+	mode := messages.ToolMode(or(args["mode"], string(messages.ToolsEnabled)))
+	if mode == "disabled" {
+		mode = messages.ToolsDisabled
+	}
+	switch cmd {
+	case "end_step":
+		if len(words) < 2 {
+			return nil, false, fmt.Errorf("%w: end_step needs a turn and a step", errScript)
+		}
+		e := StepEnd{Turn: turn, Step: id[messages.StepID](words[1])}
+		if v := args["failed"]; v != "" {
+			e.Failed, e.Code, e.Reason = true, v, "the step failed: "+v
+			if _, ok := args["too_large"]; ok {
+				e.TooLarge, e.SizeRetries = true, num("too_large")
+			}
+		} else {
+			if err := e.Outcome.Kind.UnmarshalText([]byte(or(args["outcome"], "completed"))); err != nil {
+				return nil, false, fmt.Errorf("%w: %v", errScript, err)
+			}
+			e.Items = messages.Items{messages.AssistantMessage{Blocks: messages.Blocks{messages.Text{Text: "…"}}}}
+			if v := args["calls"]; v != "" {
+				calls, err := parseCalls(strings.Split(v, ","))
+				if err != nil {
+					return nil, false, err
+				}
+				e.Items = append(e.Items, calls...)
+			}
+		}
+		eff := s.b.EndStep(e, mode)
+		return eff, eff != nil, nil
+	case "run_calls":
+		t, ok := s.b.Turn(turn)
+		if !ok {
+			return nil, false, nil
+		}
+		runtime, _ := t.splitCalls(t.OpenCalls())
+		eff := s.b.RunCalls(RunTools{Turn: turn, Step: t.Step, Calls: runtime}, mode, or2(num("max"), 8))
+		return eff, eff != nil, nil
+	case "shrink_due":
+		rep := AssemblyReport{Shrink: []ShrinkStep{{Step: StepShrinkSummary, Target: or2(num("target"), 100)}}}
+		eff, ok := s.b.ShrinkDue(turn, rep, uint64(num("asked")))
+		return eff, ok, nil
+	}
+	return nil, false, fmt.Errorf("%w: unknown decision %q", errScript, cmd)
+}
+
+// parseCalls reads tool calls written NAME:ID.
+func parseCalls(words []string) (messages.Items, error) {
+	var calls messages.Items
+	for _, w := range words {
+		n, callID, ok := strings.Cut(w, ":")
+		if !ok {
+			return nil, fmt.Errorf("%w: call %q: want NAME:ID", errScript, w)
+		}
+		calls = append(calls, messages.ToolCall{CallID: callID, Name: n, Arguments: []byte("{}")})
+	}
+	return calls, nil
+}
+
+func or2(n, def int) int {
+	if n == 0 {
+		return def
+	}
+	return n
 }
 
 func or(s, def string) string {
@@ -474,6 +597,12 @@ func formatEvent(ev messages.BranchEvent) string {
 		return fmt.Sprintf("state_committed state=%s turns=%s epoch=%d at=%s", formatState(e.State), names(e.Turns), e.Epoch, at(e.At))
 	case messages.TurnIndexed:
 		return fmt.Sprintf("turn_indexed %s chunks=%d at=%s", name(e.Turn), e.Chunks, at(e.At))
+	case messages.ToolCallsIssued:
+		return fmt.Sprintf("tool_calls_issued %s step=%s calls=%s at=%s", name(e.Turn), name(e.Step), formatCalls(e.Items), at(e.At))
+	case messages.ToolResultsRecorded:
+		return fmt.Sprintf("tool_results_recorded %s outputs=%s next=%s at=%s", name(e.Turn), formatCalls(e.Outputs), name(e.Next), at(e.At))
+	case messages.StepRetried:
+		return fmt.Sprintf("step_retried %s step=%s next=%s at=%s", name(e.Turn), name(e.Step), name(e.Next), at(e.At))
 	case messages.FactPinned:
 		return fmt.Sprintf("fact_pinned %s at=%s", short(e.Fact), at(e.At))
 	case messages.FactUnpinned:
@@ -494,8 +623,58 @@ func formatEffect(e Effect) string {
 		return "index " + name(e.Turn)
 	case TurnDone:
 		return fmt.Sprintf("turn_done %s %s", name(e.Turn), e.Phase)
+	case RunTools:
+		return fmt.Sprintf("run_tools %s step=%s calls=%s", name(e.Turn), name(e.Step), formatCalls(callItems(e.Calls)))
+	case AwaitResults:
+		return fmt.Sprintf("await_results %s step=%s calls=%s", name(e.Turn), name(e.Step), formatCalls(callItems(e.Calls)))
+	case ContinueLoop:
+		return fmt.Sprintf("continue_loop %s step=%s", name(e.Turn), name(e.Step))
+	case RetryStep:
+		return fmt.Sprintf("retry_step %s step=%s", name(e.Turn), name(e.Step))
+	case Abandon:
+		return fmt.Sprintf("abandon %s reason=%q text=%q", name(e.Turn), e.Reason, e.Text)
+	case RetryForSize:
+		return fmt.Sprintf("retry_for_size %s step=%s reason=%q", name(e.Turn), name(e.Step), e.Reason)
+	case StallForClient:
+		return fmt.Sprintf("stall_for_client %s step=%s code=%s reason=%q", name(e.Turn), name(e.Step), e.Code, e.Reason)
+	case EndLoop:
+		return fmt.Sprintf("end_loop %s step=%s code=%s reason=%q", name(e.Turn), name(e.Step), e.Code, e.Reason)
+	case FinalizeStep:
+		s := fmt.Sprintf("finalize_step %s step=%s outcome=%s", name(e.Turn), name(e.Step), e.Outcome.Kind)
+		if e.Outcome.Reason != "" {
+			s += " reason=" + e.Outcome.Reason
+		}
+		return s
+	case IssueCalls:
+		return fmt.Sprintf("issue_calls %s step=%s", name(e.Turn), name(e.Step))
+	case AnswerCalls:
+		return fmt.Sprintf("answer_calls %s step=%s step_limit=%t outputs=%s", name(e.Turn), name(e.Step), e.StepLimit, formatCalls(e.Outputs))
+	case AskShrink:
+		return fmt.Sprintf("ask_shrink %s epoch=%d summary=%s target=%d", name(e.Turn), e.Epoch, short(e.Summary), e.Target)
 	}
 	return fmt.Sprintf("%#v", e)
+}
+
+// formatCalls writes tool calls as NAME:ID and outputs as ID=OUTPUT.
+func formatCalls(items messages.Items) string {
+	var out []string
+	for _, it := range items {
+		switch it := it.(type) {
+		case messages.ToolCall:
+			out = append(out, it.Name+":"+it.CallID)
+		case messages.ToolOutput:
+			out = append(out, it.CallID+"="+string(it.Output))
+		}
+	}
+	return "[" + strings.Join(out, " ") + "]"
+}
+
+func callItems(calls []messages.ToolCall) messages.Items {
+	items := make(messages.Items, len(calls))
+	for i, c := range calls {
+		items[i] = c
+	}
+	return items
 }
 
 // formatState writes a checkpoint as id#seq, with its pinned facts.
