@@ -49,11 +49,9 @@ func (e *UnknownModelError) Unwrap() error { return ErrUnknownModel }
 // flight to cancel.
 var ErrNoTurnInFlight = errors.New("actors: no turn in flight")
 
-// finishStep ends a provider step (SRD §12.2): a step that failed fails
-// the turn (or, inside a tool loop, ends the loop keeping what it did); a
-// step that asks for tools issues them, records them (parse_only), or is
-// an error (disabled); any other step finalizes the response. The step's
-// row is written with whatever the step leads to.
+// finishStep ends a provider step (SRD §12.2): it tells the core how
+// the step ended, and runs what core.Branch.EndStep decides it calls for
+// (endStep). The step's row is written with whatever the step leads to.
 func (a *branchActor) finishStep(ctx actor.Context, m *stepDone) {
 	if m.committed != nil {
 		// Whatever the step leads to is committed below (or it is
