@@ -153,11 +153,7 @@ func (r *Runtime) purged(pr persistence.PurgeResult, session messages.SessionID,
 		return res, err
 	}
 	r.mem.forget(branches)
-	r.failedMu.Lock()
-	for _, b := range branches {
-		delete(r.failed, b)
-	}
-	r.failedMu.Unlock()
+	r.stopped.forget(branches)
 	r.log.Info().Str("session", session.String()).Int("branches", len(branches)).Int("nodes", pr.Nodes).
 		Int("keys", pr.Keys).Dur("took", pr.Took).Dur("scrub", pr.Scrub).Msg("deleted for good")
 	return res, nil

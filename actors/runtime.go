@@ -61,8 +61,7 @@ type Runtime struct {
 	streams  string                   // {DataDir}/streams
 	journals persistence.JournalStore // the stream journals: the store's, or files in streams
 
-	failedMu sync.Mutex
-	failed   map[messages.BranchID]*stoppedBranch
+	stopped stoppedBranches // branches supervision stopped, for a backoff
 
 	goneMu sync.Mutex
 	gone   map[*actor.PID]chan struct{} // per live branch actor: closed when it terminates
@@ -148,7 +147,6 @@ func Open(ctx context.Context, cfg Config) (*Runtime, error) {
 		actorLog:        db.ActorLog(cfg.SnapshotEvery),
 		log:             cfg.Logger,
 		streams:         filepath.Join(cfg.DataDir, "streams"),
-		failed:          make(map[messages.BranchID]*stoppedBranch),
 		deleted:         make(map[messages.BranchID]bool),
 		gone:            make(map[*actor.PID]chan struct{}),
 		mem:             newMemory(db, cfg.Embedder, *cfg.Rank),

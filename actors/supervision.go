@@ -3,6 +3,7 @@ package actors
 import (
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -30,9 +31,17 @@ func decide(reason any) supervision.Directive {
 // errFatal marks failures no restart can fix (a corrupt event log).
 var errFatal = errors.New("actors: fatal")
 
+// stoppedBranches are the branches whose actor supervision stopped: a
+// request to one fails with its error until its backoff passes, and the
+// next one activates it again from its durable state. The zero value
+// holds none.
+type stoppedBranches struct {
+	mu sync.Mutex
+	m  map[messages.BranchID]*stoppedBranch
+}
+
 // stoppedBranch is a branch whose actor supervision stopped: requests
-// fail with err until retry, when the next one activates the branch
-// again from its durable state.
+// fail with err until retry.
 type stoppedBranch struct {
 	err   error
 	at    time.Time // when it stopped
@@ -52,6 +61,49 @@ const (
 	stopForgetAfter = 2 * time.Minute
 )
 
+// stop records that branch id's actor was stopped at now for err.
+func (s *stoppedBranches) stop(id messages.BranchID, err error, now time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	times := 1
+	if prev := s.m[id]; prev != nil && now.Sub(prev.at) < stopForgetAfter {
+		times = prev.times + 1
+	}
+	wait := stopBackoff
+	for i := 1; i < times && wait < stopBackoffMax; i++ {
+		wait *= 2
+	}
+	wait = min(wait, stopBackoffMax)
+	if s.m == nil {
+		s.m = map[messages.BranchID]*stoppedBranch{}
+	}
+	s.m[id] = &stoppedBranch{at: now, retry: now.Add(wait), times: times,
+		err: fmt.Errorf("%w (it is activated again from its durable state by a request after %s): %v",
+			ErrBranchStopped, now.Add(wait).UTC().Format(time.RFC3339), err)}
+}
+
+// err returns why branch id cannot be activated at now: its actor was
+// stopped and its backoff has not passed; nil once it has.
+func (s *stoppedBranches) err(id messages.BranchID, now time.Time) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if f := s.m[id]; f != nil && now.Before(f.retry) {
+		return f.err
+	}
+	return nil
+}
+
+// forget forgets branches, deleted for good.
+func (s *stoppedBranches) forget(branches []messages.BranchID) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, b := range branches {
+		delete(s.m, b)
+	}
+}
+
+// branchStopped is the branch actors' strategy's OnStop: the branch of
+// child stays stopped for a backoff.
 func (r *Runtime) branchStopped(child *actor.PID, reason any) {
 	id, ok := branchOfPID(child)
 	if !ok {
@@ -61,33 +113,12 @@ func (r *Runtime) branchStopped(child *actor.PID, reason any) {
 	if err == nil {
 		err = fmt.Errorf("%v", reason)
 	}
-	now := r.cfg.Now()
-	r.failedMu.Lock()
-	defer r.failedMu.Unlock()
-	times := 1
-	if prev := r.failed[id]; prev != nil && now.Sub(prev.at) < stopForgetAfter {
-		times = prev.times + 1
-	}
-	wait := stopBackoff
-	for i := 1; i < times && wait < stopBackoffMax; i++ {
-		wait *= 2
-	}
-	wait = min(wait, stopBackoffMax)
-	r.failed[id] = &stoppedBranch{at: now, retry: now.Add(wait), times: times,
-		err: fmt.Errorf("%w (it is activated again from its durable state by a request after %s): %v",
-			ErrBranchStopped, now.Add(wait).UTC().Format(time.RFC3339), err)}
+	r.stopped.stop(id, err, r.cfg.Now())
 }
 
-// stoppedErr returns why branch id cannot be activated now: its actor
-// was stopped and its backoff has not passed; nil once it has.
-func (r *Runtime) stoppedErr(id messages.BranchID) error {
-	r.failedMu.Lock()
-	defer r.failedMu.Unlock()
-	if f := r.failed[id]; f != nil && r.cfg.Now().Before(f.retry) {
-		return f.err
-	}
-	return nil
-}
+// stoppedErr returns why branch id cannot be activated now
+// (stoppedBranches.err).
+func (r *Runtime) stoppedErr(id messages.BranchID) error { return r.stopped.err(id, r.cfg.Now()) }
 
 // Restarts counts actor restarts ordered by supervision, of every kind.
 func (r *Runtime) Restarts() int64 {

@@ -229,3 +229,36 @@ func TestJournalKillLosesNothing(t *testing.T) {
 		time.Sleep(5 * time.Millisecond) // polling: the step handles its child's failure when its stream ends
 	}
 }
+
+// A stopped branch waits stopBackoff, doubling with each stop in a row up
+// to stopBackoffMax; a stop long after the last starts again, and a
+// deleted branch is forgotten.
+func TestStoppedBranchesBackoff(t *testing.T) {
+	t.Parallel()
+	var s stoppedBranches
+	id := messages.NewID[messages.BranchID](time.Now())
+	at := time.Date(2031, 1, 1, 0, 0, 0, 0, time.UTC)
+	if err := s.err(id, at); err != nil {
+		t.Fatalf("err before any stop = %v", err)
+	}
+	for i, want := range []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second, 10 * time.Second, 10 * time.Second} {
+		s.stop(id, errors.New("failed"), at)
+		if err := s.err(id, at.Add(want-time.Millisecond)); !errors.Is(err, ErrBranchStopped) {
+			t.Fatalf("stop %d: err just before %s = %v, want ErrBranchStopped", i+1, want, err)
+		}
+		if err := s.err(id, at.Add(want)); err != nil {
+			t.Fatalf("stop %d: err after %s = %v, want nil", i+1, want, err)
+		}
+		at = at.Add(want)
+	}
+	at = at.Add(stopForgetAfter)
+	s.stop(id, errors.New("failed"), at)
+	if err := s.err(id, at.Add(stopBackoff)); err != nil {
+		t.Fatalf("a stop long after the last waits %s again; err = %v", stopBackoff, err)
+	}
+	s.stop(id, errors.New("failed"), at)
+	s.forget([]messages.BranchID{id})
+	if err := s.err(id, at); err != nil {
+		t.Fatalf("err of a forgotten branch = %v", err)
+	}
+}
