@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -137,10 +138,7 @@ func (ro *root) Receive(ctx actor.Context) {
 		delete(ro.byPID, m.Who.Id)
 		if p := ro.spawned[m.Who.Id]; p != nil {
 			delete(ro.spawned, m.Who.Id)
-			ro.rt.goneMu.Lock()
-			close(ro.rt.gone[p])
-			delete(ro.rt.gone, p)
-			ro.rt.goneMu.Unlock()
+			ro.rt.gone.terminated(p)
 		}
 		if pid, live := ro.live[id]; live && pid.Equal(m.Who) {
 			delete(ro.live, id) // stopped by supervision
@@ -173,23 +171,51 @@ func (ro *root) spawn(ctx actor.Context, id messages.BranchID) any {
 	ro.live[id] = pid
 	ro.byPID[pid.Id] = id
 	ro.spawned[pid.Id] = pid
-	ro.rt.goneMu.Lock()
-	ro.rt.gone[pid] = make(chan struct{})
-	ro.rt.goneMu.Unlock()
+	ro.rt.gone.spawned(pid)
 	return pid
 }
 
-// goneChan returns a channel closed once the branch actor pid terminates.
-func (r *Runtime) goneChan(pid *actor.PID) <-chan struct{} {
-	r.goneMu.Lock()
-	defer r.goneMu.Unlock()
-	if c, ok := r.gone[pid]; ok {
+// terminations holds a channel per live branch actor, closed when the
+// actor terminates, so that a request to it stops waiting then. The zero
+// value holds none.
+type terminations struct {
+	mu sync.Mutex
+	m  map[*actor.PID]chan struct{}
+}
+
+// spawned opens the channel of pid, a branch actor root spawned.
+func (g *terminations) spawned(pid *actor.PID) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.m == nil {
+		g.m = map[*actor.PID]chan struct{}{}
+	}
+	g.m[pid] = make(chan struct{})
+}
+
+// terminated closes the channel of pid, which terminated.
+func (g *terminations) terminated(pid *actor.PID) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	close(g.m[pid])
+	delete(g.m, pid)
+}
+
+// of returns a channel closed once the branch actor pid terminates:
+// closed already for one that is not live.
+func (g *terminations) of(pid *actor.PID) <-chan struct{} {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if c, ok := g.m[pid]; ok {
 		return c
 	}
 	c := make(chan struct{})
 	close(c)
 	return c
 }
+
+// goneChan returns a channel closed once the branch actor pid terminates.
+func (r *Runtime) goneChan(pid *actor.PID) <-chan struct{} { return r.gone.of(pid) }
 
 // replyBox is a process that receives the answer to one request into a
 // channel. An actor's answer is in the box as soon as the actor sends it,

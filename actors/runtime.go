@@ -63,8 +63,7 @@ type Runtime struct {
 
 	stopped stoppedBranches // branches supervision stopped, for a backoff
 
-	goneMu sync.Mutex
-	gone   map[*actor.PID]chan struct{} // per live branch actor: closed when it terminates
+	gone terminations // per live branch actor, closed when it terminates
 	// pids holds the branch actors root has activated (BranchID to
 	// *actor.PID), so that asking a live one takes no round trip
 	// through root; an entry whose gone channel is closed is stale.
@@ -148,7 +147,6 @@ func Open(ctx context.Context, cfg Config) (*Runtime, error) {
 		log:             cfg.Logger,
 		streams:         filepath.Join(cfg.DataDir, "streams"),
 		deleted:         make(map[messages.BranchID]bool),
-		gone:            make(map[*actor.PID]chan struct{}),
 		mem:             newMemory(db, cfg.Embedder, *cfg.Rank),
 		kills:           &supervision.KillSwitch{},
 	}
