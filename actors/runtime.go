@@ -85,7 +85,7 @@ type Runtime struct {
 	deletedMu sync.Mutex
 	deleted   map[messages.BranchID]bool
 	pruning   sync.WaitGroup // pruneLoop, retentionLoop
-	// summaryDeadline and commitReask (branch.go) are the waits after
+	// summaryDeadline and commitReask (jobs.go) are the waits after
 	// which a summary asked for and not answered is asked again,
 	// jobCheck the wait after which a branch looks whether a job it
 	// waits for is still held by a worker (jobs), and retryBase and
