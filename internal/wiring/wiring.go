@@ -42,9 +42,9 @@ func (e Env) getenv(name string) string {
 }
 
 // Runtime maps c onto the runtime's configuration: every field the
-// configuration has a key for is set from it, so that actors.Open's own
-// fallbacks are not reached. The retention job does not run (its interval
-// is negative): the command that serves sets Retention.Interval.
+// configuration has a key for is set from it (actors.Open takes no
+// defaults of its own). The retention job does not run (its interval is
+// negative): the command that serves sets Retention.Interval.
 func Runtime(c config.Config, env Env) (actors.Config, error) {
 	if env.Scrub == nil {
 		env.Scrub = Scrubber(c, env.Getenv)
@@ -57,21 +57,36 @@ func Runtime(c config.Config, env Env) (actors.Config, error) {
 	if err != nil {
 		return actors.Config{}, err
 	}
-	rank := RankOptions(c.Retrieval)
 	def, models, unavailable := Models(c, env)
 	lib, hasLib := librarianModel(c, models, unavailable, env.Log)
 	pg, err := PostgresOptions(c, env.Log)
 	if err != nil {
 		return actors.Config{}, err
 	}
+	cfg := settings(c)
+	cfg.DataDir = c.DataDir
+	cfg.Store = StoreOptions(c, env.StoreKey, env.Log, "")
+	cfg.Postgres = pg
+	cfg.Provider, cfg.Model, cfg.Models, cfg.Unavailable = def.Provider, def.ID, models, unavailable
+	cfg.Counter = TokenCounter
+	cfg.Tools = Tools(time.Now)
+	cfg.Logger = env.Log
+	cfg.Summarize = librarianSummarize(lib, hasLib, c.Librarian.Delay)
+	cfg.Shrink = librarianShrink(lib, hasLib)
+	cfg.Embedder, cfg.Redaction, cfg.Scrub = embedder, redaction, env.Scrub
+	return cfg, nil
+}
+
+// settings maps the keys of c that need nothing from outside the
+// configuration (no secret, model, file or logger) onto the runtime's
+// settings.
+func settings(c config.Config) actors.Config {
 	toolMode := messages.ToolMode(c.Tools.Mode)
 	if c.Tools.Mode == config.ToolsDisabled {
 		toolMode = messages.ToolsDisabled
 	}
+	rank := RankOptions(c.Retrieval)
 	return actors.Config{
-		DataDir:         c.DataDir,
-		Store:           StoreOptions(c, env.StoreKey, env.Log, ""),
-		Postgres:        pg,
 		SnapshotEvery:   c.Runtime.SnapshotEvery,
 		IdleAfter:       c.Runtime.IdlePassivation,
 		RequestTimeout:  c.Runtime.RequestTimeout,
@@ -85,9 +100,6 @@ func Runtime(c config.Config, env Env) (actors.Config, error) {
 		RetainFinalized:    c.Stream.RetainFinalized,
 		Retention:          RetentionPolicy(c.Retention, -1),
 		Retry:              retryPolicy(c.Runtime),
-		Provider:           def.Provider,
-		Model:              def.ID,
-		Models:             models,
 		Fold: &core.Policy{K: c.Context.WindowMessages, B: c.Context.OverflowMessages,
 			SafetyTurns: c.Context.SummarizeEveryTurns},
 		FoldAtFraction:    c.Context.SummarizeAtFraction,
@@ -96,23 +108,83 @@ func Runtime(c config.Config, env Env) (actors.Config, error) {
 		ChunkMax:          c.Context.ChunkMaxTokens,
 		Pins:              core.PinLimits{MaxPins: c.Context.MaxPins, MaxBytes: c.Context.MaxPinBytes},
 		MaxPinnedShare:    c.Context.MaxPinnedShare,
-		Counter:           TokenCounter,
-		Unavailable:       unavailable,
 		ToolMode:          toolMode,
-		Tools:             Tools(time.Now),
 		MaxToolSteps:      c.Tools.MaxSteps,
 		ToolTimeout:       c.Tools.Timeout,
 		ParallelToolCalls: c.Tools.Parallel,
-		Logger:            env.Log,
-		Summarize:         librarianSummarize(lib, hasLib, c.Librarian.Delay),
-		Shrink:            librarianShrink(lib, hasLib),
-		Embedder:          embedder,
-		Redaction:         redaction,
-		Scrub:             env.Scrub,
 		Rank:              &rank,
 		NoRetrieval:       !c.Retrieval.Enabled,
 		ChunkOverlap:      c.Retrieval.ChunkOverlapTokens,
-	}, nil
+	}
+}
+
+// Fill returns cfg with the settings that actors.Open requires and cfg
+// leaves unset (zero, or out of range as Open would refuse them) taken
+// from config.Default(), mapped as Runtime maps them. ctxinf.Open fills
+// a caller's own actors.Config (Options.Config) with it, and tests that
+// build an actors.Config start from it. The retention job, if cfg sets
+// no interval, runs at retention.interval's default.
+func Fill(cfg actors.Config) actors.Config {
+	c := config.Default()
+	d := settings(c)
+	if cfg.RequestTimeout <= 0 {
+		cfg.RequestTimeout = d.RequestTimeout
+	}
+	if cfg.Retention.Interval == 0 {
+		cfg.Retention.Interval = c.Retention.Interval
+	}
+	if cfg.Retention.Batch <= 0 {
+		cfg.Retention.Batch = d.Retention.Batch
+	}
+	if cfg.IdleAfter <= 0 {
+		cfg.IdleAfter = d.IdleAfter
+	}
+	if cfg.SnapshotEvery <= 0 {
+		cfg.SnapshotEvery = d.SnapshotEvery
+	}
+	if cfg.MaxOutputTokens <= 0 {
+		cfg.MaxOutputTokens = d.MaxOutputTokens
+	}
+	if cfg.Retry == nil {
+		cfg.Retry = d.Retry
+	}
+	if cfg.Fold == nil {
+		cfg.Fold = d.Fold
+	}
+	if cfg.RetrievalMax <= 0 {
+		cfg.RetrievalMax = d.RetrievalMax
+	}
+	if cfg.ChunkMax <= 0 {
+		cfg.ChunkMax = d.ChunkMax
+	}
+	if cfg.Rank == nil {
+		cfg.Rank = d.Rank
+	}
+	if !(cfg.FoldAtFraction > 0 && cfg.FoldAtFraction <= 1) {
+		cfg.FoldAtFraction = d.FoldAtFraction
+	}
+	if !(cfg.MaxPinnedShare > 0 && cfg.MaxPinnedShare <= 1) {
+		cfg.MaxPinnedShare = d.MaxPinnedShare
+	}
+	if cfg.StepTimeout <= 0 {
+		cfg.StepTimeout = d.StepTimeout
+	}
+	if cfg.MaxToolSteps <= 0 {
+		cfg.MaxToolSteps = d.MaxToolSteps
+	}
+	if cfg.ToolTimeout <= 0 {
+		cfg.ToolTimeout = d.ToolTimeout
+	}
+	if cfg.Journal == (persistence.JournalPolicy{}) {
+		cfg.Journal = d.Journal
+	}
+	if cfg.MaxRestarts <= 0 {
+		cfg.MaxRestarts = d.MaxRestarts
+	}
+	if cfg.RestartWindow <= 0 {
+		cfg.RestartWindow = d.RestartWindow
+	}
+	return cfg
 }
 
 // retryPolicy is the providers' retry policy of runtime.provider_*.

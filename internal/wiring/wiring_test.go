@@ -5,8 +5,11 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/contextinfinity/ctxinf/actors"
 	"github.com/contextinfinity/ctxinf/internal/config"
+	"github.com/contextinfinity/ctxinf/internal/core"
 )
 
 // Runtime sets every field of actors.Config that a configuration key
@@ -46,5 +49,42 @@ func TestRuntimeSetsEveryField(t *testing.T) {
 		if zero := v.Field(i).IsZero(); zero != noKey[name] {
 			t.Errorf("Runtime(config.Default()).%s: zero = %v, want %v", name, zero, noKey[name])
 		}
+	}
+}
+
+// Fill takes what it sets from config.Default() as Runtime maps it: a
+// Config filled from nothing has Runtime's values in every field Fill
+// sets, but the retention job's interval (Runtime leaves the job to the
+// command that serves).
+func TestFillIsRuntimeDefaults(t *testing.T) {
+	c := config.Default()
+	c.DataDir = t.TempDir()
+	c.DefaultModel = "local"
+	want, err := Runtime(c, Env{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Of the retention, Fill sets how the job runs (interval, batch),
+	// not how long sessions are kept.
+	want.Retention = actors.RetentionPolicy{Interval: c.Retention.Interval, Batch: want.Retention.Batch}
+	got := Fill(actors.Config{})
+	gv, wv := reflect.ValueOf(got), reflect.ValueOf(want)
+	set := 0
+	for i := range gv.NumField() {
+		if gv.Field(i).IsZero() {
+			continue
+		}
+		set++
+		name := gv.Type().Field(i).Name
+		if g, w := gv.Field(i).Interface(), wv.Field(i).Interface(); !reflect.DeepEqual(g, w) {
+			t.Errorf("Fill(actors.Config{}).%s = %+v, want Runtime's %+v", name, g, w)
+		}
+	}
+	if set == 0 {
+		t.Error("Fill(actors.Config{}) set nothing")
+	}
+	// What is set is kept.
+	if got := Fill(actors.Config{RequestTimeout: time.Second, Fold: &core.Policy{}}); got.RequestTimeout != time.Second || *got.Fold != (core.Policy{}) {
+		t.Errorf("Fill kept RequestTimeout %v, Fold %+v; want 1s, the zero policy", got.RequestTimeout, *got.Fold)
 	}
 }
