@@ -103,8 +103,10 @@ type Options struct {
 	// with EncryptionKey: encryption at rest is then the database's.
 	PostgresURL string
 	Logger      zerolog.Logger
-	// Config, when set, is used as is (DataDir, Provider and Model above
-	// still fill its empty fields).
+	// Config, when set, is used as is: DataDir, Provider and Model above
+	// still fill its empty fields, and the settings it leaves unset
+	// (timeouts, limits, policies: see actors.Config) take config.yaml's
+	// defaults.
 	Config *actors.Config
 }
 
@@ -166,8 +168,10 @@ func runtimeConfig(opts Options) (actors.Config, error) {
 	return storage(cfg, opts), nil
 }
 
-// fill sets cfg's empty fields from opts.
+// fill sets cfg's empty fields from opts, and its unset settings from
+// config.yaml's defaults (wiring.Fill).
 func fill(cfg actors.Config, opts Options) actors.Config {
+	cfg = wiring.Fill(cfg)
 	if cfg.DataDir == "" {
 		cfg.DataDir = opts.DataDir
 	}

@@ -42,10 +42,11 @@ type RetentionPolicy struct {
 	// Tenants are tenants' retentions (by tenant name), each overriding
 	// Idle for its sessions; 0 keeps them forever.
 	Tenants map[string]time.Duration
-	// Interval is how often the job runs (default 1h); it runs at start
-	// too. Negative: never (RunRetention still works).
+	// Interval is how often the job runs; it runs at start too.
+	// Negative: never (RunRetention still works).
 	Interval time.Duration
-	// Batch is how many sessions one purge deletes (default 16).
+	// Batch is how many sessions one purge deletes; required when the
+	// job runs.
 	Batch int
 	// Deleted, if set, is called with the sessions each batch deleted.
 	// It must not block.

@@ -117,7 +117,8 @@ type Runtime struct {
 
 // Open opens the runtime on cfg.DataDir: the database, the actor system,
 // the root, librarian and indexer actors; then it reconciles unfinished
-// work (SRD §6.5) before returning.
+// work (SRD §6.5) before returning. It fails, before touching DataDir,
+// when cfg leaves a required setting unset (Config).
 func Open(ctx context.Context, cfg Config) (*Runtime, error) {
 	if err := cfg.fill(); err != nil {
 		return nil, err

@@ -3,6 +3,7 @@ package actors
 import (
 	"context"
 	"errors"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -94,13 +95,43 @@ func testConfig(t testing.TB, dir string, ev *events) Config {
 	}
 }
 
+// FillConfig sets the settings a test's configuration leaves unset from
+// config.yaml's defaults, as ctxinf.Open does (wiring.Fill). wiring
+// imports this package, so no file of it can import wiring: the
+// external test file fill_config_test.go sets FillConfig.
+var FillConfig func(Config) Config
+
+// openRuntime opens a runtime on cfg, its unset settings filled
+// (FillConfig).
 func openRuntime(t testing.TB, cfg Config) *Runtime {
 	t.Helper()
-	r, err := Open(bg, cfg)
+	r, err := Open(bg, FillConfig(cfg))
 	if err != nil {
 		t.Fatal(err)
 	}
 	return r
+}
+
+// Open takes no defaults of its own: a Config that leaves the settings
+// unset is refused, naming each, and the data directory stays empty.
+func TestOpenRefusesUnsetSettings(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	_, err := Open(bg, Config{DataDir: dir, Provider: local.New(local.Options{})})
+	for _, field := range []string{"RequestTimeout", "IdleAfter", "SnapshotEvery", "MaxRestarts", "Retention.Interval",
+		"FoldAtFraction", "Retry", "Fold", "Rank", "Journal"} {
+		if err == nil || !strings.Contains(err.Error(), "Config."+field+":") {
+			t.Errorf("Open(Config{}) = %v, want an error naming Config.%s", err, field)
+		}
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Errorf("Open(Config{}) left %d entries in the data dir, want none", len(entries))
+	}
+	cfg := FillConfig(Config{DataDir: dir, Provider: local.New(local.Options{})})
+	cfg.Retention.Batch = 0
+	if _, err := Open(bg, cfg); err == nil || !strings.Contains(err.Error(), "Config.Retention.Batch:") {
+		t.Errorf("Open(Retention.Batch 0, the job running) = %v, want an error naming Config.Retention.Batch", err)
+	}
 }
 
 func TestTurnLifecycle(t *testing.T) {

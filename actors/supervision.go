@@ -146,8 +146,8 @@ func (r *Runtime) Failures() map[supervision.Kind]int64 {
 func (r *Runtime) supervise(stopping func(child *actor.PID) bool) {
 	r.sup = &supervision.Strategy{
 		Decide:      decide,
-		MaxRestarts: max(r.cfg.MaxRestarts, 1),
-		Window:      max(r.cfg.RestartWindow, time.Minute),
+		MaxRestarts: r.cfg.MaxRestarts,
+		Window:      r.cfg.RestartWindow,
 		Backoff:     10 * time.Millisecond,
 		MaxBackoff:  2 * time.Second,
 		Log:         r.log,
@@ -156,9 +156,6 @@ func (r *Runtime) supervise(stopping func(child *actor.PID) bool) {
 		Defer: func(d time.Duration, f func()) {
 			time.AfterFunc(d, func() { r.sys.Root.Send(r.root, &deferred{f: f}) })
 		},
-	}
-	if r.cfg.MaxRestarts <= 0 {
-		r.sup.MaxRestarts = 10
 	}
 	r.stepSup = &supervision.Strategy{
 		Decide:         func(any) supervision.Directive { return supervision.Stop },

@@ -20,6 +20,7 @@ import (
 	"github.com/contextinfinity/ctxinf/client"
 	"github.com/contextinfinity/ctxinf/internal/core"
 	"github.com/contextinfinity/ctxinf/internal/server"
+	"github.com/contextinfinity/ctxinf/internal/wiring"
 	"github.com/contextinfinity/ctxinf/messages"
 	"github.com/contextinfinity/ctxinf/persistence"
 	"github.com/contextinfinity/ctxinf/providers"
@@ -44,7 +45,7 @@ func serveWith(t *testing.T, opts server.Options, edit func(*actors.Config)) str
 	if edit != nil {
 		edit(&cfg)
 	}
-	rt, err := actors.Open(context.Background(), cfg)
+	rt, err := actors.Open(context.Background(), wiring.Fill(cfg))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/contextinfinity/ctxinf/actors"
 	"github.com/contextinfinity/ctxinf/internal/core"
+	"github.com/contextinfinity/ctxinf/internal/wiring"
 	"github.com/contextinfinity/ctxinf/messages"
 	"github.com/contextinfinity/ctxinf/persistence"
 	"github.com/contextinfinity/ctxinf/providers/local"
@@ -33,7 +34,7 @@ func openServerAt(t *testing.T, dir string) (*testServer, func()) {
 	store.Durability = persistence.DurabilityRelaxed
 	cfg := actors.Config{DataDir: dir, Store: store, Provider: local.New(local.Options{}), Model: "local",
 		Fold: &core.Policy{}, RequestTimeout: 10 * time.Second, Logger: zerolog.Nop()}
-	rt, err := actors.Open(context.Background(), cfg)
+	rt, err := actors.Open(context.Background(), wiring.Fill(cfg))
 	if err != nil {
 		t.Fatal(err)
 	}

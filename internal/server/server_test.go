@@ -24,6 +24,7 @@ import (
 	"github.com/contextinfinity/ctxinf/api"
 	"github.com/contextinfinity/ctxinf/client"
 	"github.com/contextinfinity/ctxinf/internal/core"
+	"github.com/contextinfinity/ctxinf/internal/wiring"
 	"github.com/contextinfinity/ctxinf/persistence"
 	"github.com/contextinfinity/ctxinf/providers/local"
 )
@@ -215,7 +216,7 @@ func newTestServerWith(t *testing.T, opts Options, delay time.Duration, edit fun
 		opts.Metrics = NewMetrics()
 		opts.Metrics.Hook(&cfg)
 	}
-	rt, err := actors.Open(context.Background(), cfg)
+	rt, err := actors.Open(context.Background(), wiring.Fill(cfg))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -91,10 +91,7 @@ func Run(e *cli.Env, args []string) error {
 	if err != nil {
 		return err
 	}
-	policy := actors.DefaultFold
-	if cfg.Fold != nil {
-		policy = *cfg.Fold
-	}
+	policy := *cfg.Fold
 	faults := &faults.Injector{}
 	cfg.Faults = faults
 	rt, err := e.OpenRuntimeWith(ctx, cfg)
