@@ -146,7 +146,7 @@ type Config struct {
 	// they are committed alone. They are searchable once committed.
 	IndexFlushDelay time.Duration
 	// Counter returns the token counter of a provider's model; the
-	// default counts one token per four runes.
+	// default is tokens.Estimate.
 	Counter func(provider, modelID string) core.Counter
 	// Fold is the summary-as-state policy (K verbatim messages, B
 	// overflow, a safety fold every SafetyTurns turns). &core.Policy{}
@@ -250,7 +250,7 @@ func (cfg *Config) fill() error {
 	}
 	cfg.Rank = &rank
 	if cfg.Counter == nil {
-		cfg.Counter = func(string, string) core.Counter { return tokens.EstimateRunes }
+		cfg.Counter = func(string, string) core.Counter { return tokens.Estimate.Count }
 	}
 	switch cfg.ToolMode {
 	case messages.ToolsDisabled, messages.ToolsParseOnly, messages.ToolsEnabled:

@@ -589,7 +589,7 @@ func TestContextShrinker(t *testing.T) {
 		info.State.Summary != long.String() {
 		t.Fatalf("summary sent %d bytes, state %d; logs:\n%s", len(sent.Summary), len(info.State.Summary), logs.String())
 	}
-	if n := tokens.EstimateRunes(sent.SystemInstructions) + tokens.EstimateRunes(sent.Summary); n > input {
+	if n := tokens.Estimate.Count(sent.SystemInstructions) + tokens.Estimate.Count(sent.Summary); n > input {
 		t.Errorf("the shrunk prompt is still %d tokens over a budget of %d", n, input)
 	}
 	// A user message that cannot fit fails the turn, saying why.

@@ -33,8 +33,8 @@ type Librarian struct {
 	// Timeout bounds each call (default 2 minutes): the librarian actor
 	// runs the summarizer with a context that has no deadline.
 	Timeout time.Duration
-	// Count counts tokens for Shrink; nil estimates a quarter of the
-	// runes, as core.ShrinkSummary does.
+	// Count counts tokens for Shrink; nil: the branch's counter, else
+	// tokens.Estimate.
 	Count func(string) int
 	// Log receives why a model summary was rejected: counts and kinds at
 	// info and warn level, never the prompt or the conversation (the
@@ -140,7 +140,7 @@ func (l Librarian) Shrink(ctx context.Context, summary string, targetTokens int)
 		count = c
 	}
 	if count == nil {
-		count = tokens.EstimateRunes
+		count = tokens.Estimate.Count
 	}
 	l.Count = count // for check
 	if count(summary) <= targetTokens {
@@ -148,7 +148,7 @@ func (l Librarian) Shrink(ctx context.Context, summary string, targetTokens int)
 	}
 	shown := patterns(ctx).Text(summary) // as the model sees it (see Summarize)
 	required := core.RequiredEntities(nil, shown, nil)
-	system, user := core.ShrinkPrompt(shown, targetTokens)
+	system, user := core.ShrinkPrompt(shown, targetTokens, count)
 	best := summary // the shortest answer so far that keeps every entity
 	out, err := l.check(ctx, "shrink", 1, system, user, required, targetTokens)
 	var missing *missingError
@@ -156,7 +156,7 @@ func (l Librarian) Shrink(ctx context.Context, summary string, targetTokens int)
 		if len(missing.entities) == 0 && len(missing.text) < len(best) {
 			best = missing.text
 		}
-		system, user = core.ShrinkRetryPrompt(shown, targetTokens, missing.entities, missing.tokens)
+		system, user = core.ShrinkRetryPrompt(shown, targetTokens, missing.entities, missing.tokens, count)
 		out, err = l.check(ctx, "shrink", 2, system, user, required, targetTokens)
 		if errors.As(err, &missing) && len(missing.entities) == 0 && len(missing.text) < len(best) {
 			best = missing.text
@@ -210,7 +210,7 @@ func (l Librarian) check(ctx context.Context, task string, attempt int, system, 
 		if target >= 0 {
 			count := l.Count
 			if count == nil {
-				count = tokens.EstimateRunes
+				count = tokens.Estimate.Count
 			}
 			if n := count(text); n > target {
 				if e == nil {

@@ -4,7 +4,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 )
 
 // SummaryHeadings are the sections of a summary a model writes, in order
@@ -84,10 +83,11 @@ func RetryPrompt(previous string, exchanges []Exchange, pinned []string, missing
 }
 
 // ShrinkPrompt returns the librarian's prompt to shorten summary to at
-// most targetTokens (SRD §7.3 step 4, §10.4), keeping every entity.
-func ShrinkPrompt(summary string, targetTokens int) (system, user string) {
+// most targetTokens, as count counts them (SRD §7.3 step 4, §10.4),
+// keeping every entity.
+func ShrinkPrompt(summary string, targetTokens int, count Counter) (system, user string) {
 	var b strings.Builder
-	writeShrinkData(&b, summary, targetTokens)
+	writeShrinkData(&b, summary, targetTokens, count)
 	b.WriteString("Write the shortened summary now.")
 	return shrinkSystem, b.String()
 }
@@ -95,10 +95,10 @@ func ShrinkPrompt(summary string, targetTokens int) (system, user string) {
 // ShrinkRetryPrompt returns the prompt of the one retry after a shrink
 // that left out or altered the entities missing, or came out at
 // gotTokens, more than targetTokens (0 when its size was not the
-// problem).
-func ShrinkRetryPrompt(summary string, targetTokens int, missing []Entity, gotTokens int) (system, user string) {
+// problem), both as count counts.
+func ShrinkRetryPrompt(summary string, targetTokens int, missing []Entity, gotTokens int, count Counter) (system, user string) {
 	var b strings.Builder
-	writeShrinkData(&b, summary, targetTokens)
+	writeShrinkData(&b, summary, targetTokens, count)
 	if gotTokens > targetTokens {
 		b.WriteString("Your last attempt was about " + strconv.Itoa(gotTokens) + " tokens: too long. Cut harder.\n\n")
 	}
@@ -130,10 +130,10 @@ func writeSummaryData(b *strings.Builder, previous string, exchanges []Exchange,
 	b.WriteString("</exchanges>\n\n")
 }
 
-func writeShrinkData(b *strings.Builder, summary string, targetTokens int) {
+func writeShrinkData(b *strings.Builder, summary string, targetTokens int, count Counter) {
 	summary = strings.TrimSpace(summary)
 	b.WriteString("Shorten this summary to at most " + strconv.Itoa(targetTokens) + " tokens (about " +
-		strconv.Itoa(4*targetTokens) + " characters); it is about " + strconv.Itoa(estimateTokens(summary)) +
+		strconv.Itoa(4*targetTokens) + " characters); it is about " + strconv.Itoa(count(summary)) +
 		" tokens now.\n<summary>\n" + escapeData(summary) + "\n</summary>\n\n")
 }
 
@@ -156,22 +156,15 @@ var dataTagRE = regexp.MustCompile(`(?i)</(pinned_facts|previous_summary|exchang
 // escapeData keeps text from closing the block it is in.
 func escapeData(text string) string { return dataTagRE.ReplaceAllString(text, `<\/$1`) }
 
-// estimateTokens estimates the tokens of s: a quarter of its runes,
-// rounded up (as the local provider counts).
-func estimateTokens(s string) int { return (utf8.RuneCountInString(s) + 3) / 4 }
-
 // ShrinkSummary is the deterministic fallback of the shrink prompt: it
 // drops lines of summary, last first, while the summary is over
-// targetTokens (as count counts; nil estimates a quarter of the runes),
+// targetTokens (as count counts),
 // keeping every line whose entities (RequiredEntities of the summary) no
 // other line holds, and every heading that still has a line under it.
 // When the entity-bearing lines alone are over the target it returns
 // them anyway: losing an artifact or a decision is worse than a context
 // that does not fit, which the caller reports (SRD §7.3 step 5).
-func ShrinkSummary(summary string, targetTokens int, count func(string) int) string {
-	if count == nil {
-		count = estimateTokens
-	}
+func ShrinkSummary(summary string, targetTokens int, count Counter) string {
 	summary = strings.TrimSpace(summary)
 	if count(summary) <= targetTokens {
 		return summary

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 // checkPromptGolden compares a prompt with testdata/prompts/name.golden
@@ -53,14 +54,19 @@ func TestSummaryPromptGolden(t *testing.T) {
 	checkPromptGolden(t, "retry", system, user)
 }
 
+// quarterRunes counts a token per four runes, rounded up, as the
+// runtime's default counter (providers/tokens.Estimate, which the core's
+// tests may not import) does.
+func quarterRunes(s string) int { return (utf8.RuneCountInString(s) + 3) / 4 }
+
 func TestShrinkPromptGolden(t *testing.T) {
 	t.Parallel()
 	summary := "## Facts / Constraints\n- The API listens on port 8080.\n## Decisions\n- SQLite in ./data/ctx.db\n" +
 		"## Open Items\n- Write the migration for JIRA-7"
-	system, user := ShrinkPrompt(summary, 20)
+	system, user := ShrinkPrompt(summary, 20, quarterRunes)
 	checkPromptGolden(t, "shrink", system, user)
 
-	system, user = ShrinkRetryPrompt(summary, 20, []Entity{{Kind: EntityID, Text: "JIRA-7"}}, 31)
+	system, user = ShrinkRetryPrompt(summary, 20, []Entity{{Kind: EntityID, Text: "JIRA-7"}}, 31, quarterRunes)
 	checkPromptGolden(t, "shrink_retry", system, user)
 }
 
@@ -103,10 +109,10 @@ func TestShrinkSummary(t *testing.T) {
 	}, "\n")
 	required := RequiredEntities(nil, summary, nil)
 
-	if got := ShrinkSummary(summary, 10_000, nil); got != summary {
+	if got := ShrinkSummary(summary, 10_000, quarterRunes); got != summary {
 		t.Errorf("ShrinkSummary under the target changed the summary:\n%s", got)
 	}
-	got := ShrinkSummary(summary, 45, nil)
+	got := ShrinkSummary(summary, 45, quarterRunes)
 	want := strings.Join([]string{
 		"## Facts / Constraints",
 		"- The API listens on port 8080.",
@@ -122,7 +128,7 @@ func TestShrinkSummary(t *testing.T) {
 		t.Errorf("ShrinkSummary lost %v", miss)
 	}
 	// A target below what the entities need: they are all kept anyway.
-	tiny := ShrinkSummary(summary, 1, nil)
+	tiny := ShrinkSummary(summary, 1, quarterRunes)
 	if tiny != want {
 		t.Errorf("ShrinkSummary(1) =\n%s\nwant\n%s", tiny, want)
 	}

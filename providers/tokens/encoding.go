@@ -72,7 +72,7 @@ func (e *encoding) Name() string {
 
 // Count returns the number of tokens of text in the encoding, special
 // tokens such as <|endoftext|> being counted as the plain text they are.
-// If the encoding could not be loaded it returns EstimateRunes(text).
+// If the encoding could not be loaded it returns Estimate.Count(text).
 //
 // Text is split so that no piece holds a run of more than maxRun bytes of
 // one kind (letters, digits, spaces, other symbols): byte-pair merging is
@@ -86,11 +86,11 @@ func (e *encoding) Count(text string) (n int) {
 	}
 	e.load()
 	if e.ranks == nil {
-		return EstimateRunes(text)
+		return Estimate.Count(text)
 	}
 	defer func() {
 		if r := recover(); r != nil {
-			n = EstimateRunes(text)
+			n = Estimate.Count(text)
 		}
 	}()
 	for text != "" {
@@ -134,10 +134,4 @@ func nextCut(text string) int {
 		i += size
 	}
 	return len(text)
-}
-
-// EstimateRunes is one token per four characters (runes), rounded up: the
-// fallback when an encoding cannot be loaded, and providers/local's rule.
-func EstimateRunes(text string) int {
-	return (utf8.RuneCountInString(text) + 3) / 4
 }

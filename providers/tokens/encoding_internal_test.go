@@ -85,7 +85,7 @@ func TestNextCut(t *testing.T) {
 	}
 }
 
-// An encoding that cannot be loaded falls back to EstimateRunes and says
+// An encoding that cannot be loaded falls back to Estimate and says
 // so in its name; nothing panics.
 func TestFallback(t *testing.T) {
 	e := &encoding{name: "no_such_base"}

@@ -2,6 +2,22 @@ package tokens
 
 import "unicode/utf8"
 
+// Estimate is the default Counter, for text no model's tokenizer counts:
+// one token per four characters (runes), rounded up. It is the runtime's
+// count when none is configured, what an encoding counts with when it
+// cannot be loaded, the measure of retrieval's chunks, the usage of the
+// embeddings endpoint and providers/local's rate. Its Name is
+// RuneEstimate.
+var Estimate Counter = runeEstimate{}
+
+type runeEstimate struct{}
+
+// Name returns RuneEstimate.
+func (runeEstimate) Name() string { return RuneEstimate }
+
+// Count returns a quarter of text's runes, rounded up.
+func (runeEstimate) Count(text string) int { return (utf8.RuneCountInString(text) + 3) / 4 }
+
 // Anthropic estimates the tokens of a text for Claude models. It is an
 // estimate, not a count: Claude's tokenizer is not public, and the only
 // exact figures are those of Anthropic's count_tokens endpoint and of a

@@ -33,9 +33,9 @@ type Counter interface {
 	// framing (see ChatOverhead). It is 0 only for the empty string.
 	Count(text string) int
 	// Name says how Count counts: an encoding ("o200k_base",
-	// "cl100k_base"), "anthropic-estimate", or "estimate/4" when an
-	// encoding could not be loaded. Name loads the encoding if Count has
-	// not yet.
+	// "cl100k_base"), "anthropic-estimate", or "estimate/4" (Estimate,
+	// also an encoding's when it could not be loaded). Name loads the
+	// encoding if Count has not yet.
 	Name() string
 }
 
