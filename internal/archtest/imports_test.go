@@ -31,9 +31,10 @@ var layers = []struct {
 	{"api/...", "api is the HTTP API's types, plain data", []string{"messages", "api/..."}},
 	{"export/...", "export is the format of a session's export, plain data", []string{"messages", "export/..."}},
 
-	// Foundations: each imports messages at most, and its own tree.
+	// Foundations: each imports messages at most, and its own tree;
+	// retrieval measures its chunks with providers/tokens' estimate.
 	{"internal/core/...", "the core is the deterministic heart", []string{"messages", "internal/core/..."}},
-	{"internal/retrieval/...", "retrieval is below the runtime", []string{"messages", "internal/retrieval/..."}},
+	{"internal/retrieval/...", "retrieval is below the runtime", []string{"messages", "providers/tokens", "internal/retrieval/..."}},
 	{"internal/config/...", "config is loaded by cmd and passed down", []string{"internal/config/..."}},
 	{"supervision/...", "supervision is below the runtime", []string{"supervision/..."}},
 	{"internal/faults", "faults is below the runtime", []string{"messages", "supervision"}},
@@ -70,7 +71,7 @@ var layers = []struct {
 	{"client/...", "client is the HTTP API's Go client", []string{"messages", "api/...", "client/..."}},
 	{"internal/server/...", "the HTTP server is a surface", []string{
 		"messages", "internal/core", "internal/retrieval", "internal/tokens", "persistence/...",
-		"providers", "actors/...", "api/...", "export", "internal/server/...",
+		"providers", "providers/tokens", "actors/...", "api/...", "export", "internal/server/...",
 	}},
 	{"internal/tui/...", "the terminal UI is a surface", []string{
 		"messages", "api/...", "internal/tui/...",

@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/contextinfinity/ctxinf/messages"
+	"github.com/contextinfinity/ctxinf/providers/tokens"
 )
 
 // Chunk is a piece of one turn's text, ready to be stored and indexed.
@@ -21,15 +22,6 @@ type Chunk struct {
 
 // MaxChunkTokens is the upper bound of a chunk (SRD §9.1: 200–800 tokens).
 const MaxChunkTokens = 800
-
-// EstimateTokens is the runtime's rough token estimate: a quarter of the
-// bytes, at least one for non-empty text.
-func EstimateTokens(s string) int {
-	if s == "" {
-		return 0
-	}
-	return (len(s) + 3) / 4
-}
 
 // ChunkText is ChunkTextWith with no overlap.
 func ChunkText(role messages.Role, text string) []Chunk { return ChunkTextWith(role, text, 0) }
@@ -64,7 +56,7 @@ func ChunkTextWith(role messages.Role, text string, overlap int) []Chunk {
 		}
 		carried := prev.Text[from:]
 		c.Text, c.Start = carried+c.Text, c.Start-len(carried)
-		c.TokenEst = EstimateTokens(c.Text)
+		c.TokenEst = tokens.Estimate.Count(c.Text)
 	}
 	return out
 }
@@ -79,7 +71,7 @@ func chunkText(role messages.Role, text string) []Chunk {
 		if strings.TrimSpace(s) == "" {
 			return
 		}
-		out = append(out, Chunk{Type: t, Text: s, Start: start, TokenEst: EstimateTokens(s)})
+		out = append(out, Chunk{Type: t, Text: s, Start: start, TokenEst: tokens.Estimate.Count(s)})
 	}
 	pos := 0
 	for pos < len(text) {
@@ -116,7 +108,7 @@ func packProse(s string, base int, t messages.ChunkType, emit func(messages.Chun
 	off := 0
 	for _, para := range strings.SplitAfter(s, "\n\n") {
 		heading := strings.HasPrefix(strings.TrimSpace(para), "#")
-		if cur.Len() > 0 && (heading || EstimateTokens(cur.String()+para) > MaxChunkTokens) {
+		if cur.Len() > 0 && (heading || tokens.Estimate.Count(cur.String()+para) > MaxChunkTokens) {
 			flush()
 		}
 		if cur.Len() == 0 {
@@ -186,7 +178,7 @@ func ChunkToolResult(label, text string) []Chunk {
 		if label != "" {
 			s = label + ": " + s
 		}
-		out = append(out, Chunk{Type: t, Text: s, Start: start, TokenEst: EstimateTokens(s)})
+		out = append(out, Chunk{Type: t, Text: s, Start: start, TokenEst: tokens.Estimate.Count(s)})
 	})
 	return out
 }
