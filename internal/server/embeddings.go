@@ -5,9 +5,9 @@ import (
 	"math"
 	"net/http"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/contextinfinity/ctxinf/api"
+	"github.com/contextinfinity/ctxinf/providers/tokens"
 )
 
 // The limits of an embeddings request.
@@ -96,8 +96,7 @@ func (s *Server) embeddings(w http.ResponseWriter, r *http.Request) error {
 	}{Object: "list", Model: name}
 	for i, v := range vecs {
 		out.Data = append(out.Data, item{Object: "embedding", Index: i, Embedding: v})
-		n := (utf8.RuneCountInString(texts[i]) + 3) / 4 // the runtime's default count: a token per four runes
-		out.Usage.PromptTokens += n
+		out.Usage.PromptTokens += tokens.Estimate.Count(texts[i])
 	}
 	out.Usage.TotalTokens = out.Usage.PromptTokens
 	writeJSON(w, http.StatusOK, out)
