@@ -65,12 +65,12 @@ var layers = []struct {
 		"messages", "internal/core", "internal/retrieval", "internal/config", "supervision",
 		"persistence/...", "providers/...", "actors/...", "internal/wiring/...",
 	}},
-	{"internal/tokens/...", "the server's bearer tokens are below the servers", []string{"messages", "persistence/...", "internal/tokens/..."}},
-	{"internal/server/frame", "the frame server is a surface", []string{"messages", "persistence/...", "internal/tokens"}},
+	{"internal/auth/...", "the server's bearer tokens are below the servers", []string{"messages", "persistence/...", "internal/auth/..."}},
+	{"internal/server/frame", "the frame server is a surface", []string{"messages", "persistence/...", "internal/auth"}},
 	{"client/frame", "the frame client speaks the frame protocol", []string{"messages", "persistence/...", "internal/server/frame"}},
 	{"client/...", "client is the HTTP API's Go client", []string{"messages", "api/...", "client/..."}},
 	{"internal/server/...", "the HTTP server is a surface", []string{
-		"messages", "internal/core", "internal/retrieval", "internal/tokens", "persistence/...",
+		"messages", "internal/core", "internal/retrieval", "internal/auth", "persistence/...",
 		"providers", "providers/tokens", "actors/...", "api/...", "export", "internal/server/...",
 	}},
 	{"internal/tui/...", "the terminal UI is a surface", []string{

@@ -23,7 +23,7 @@ import (
 
 	"github.com/contextinfinity/ctxinf/actors"
 	"github.com/contextinfinity/ctxinf/api"
-	"github.com/contextinfinity/ctxinf/internal/tokens"
+	"github.com/contextinfinity/ctxinf/internal/auth"
 	"github.com/contextinfinity/ctxinf/persistence"
 )
 
@@ -95,7 +95,7 @@ type Server struct {
 	proxy    proxySessions
 	// tokens maps each token to its tenant; tenantsErr is what is wrong
 	// with Options.Tenants (Listen refuses to serve them).
-	tokens     *tokens.Table
+	tokens     *auth.Table
 	tenantsErr error
 }
 

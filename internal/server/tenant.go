@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	"github.com/contextinfinity/ctxinf/api"
-	"github.com/contextinfinity/ctxinf/internal/tokens"
+	"github.com/contextinfinity/ctxinf/internal/auth"
 	"github.com/contextinfinity/ctxinf/messages"
 	"github.com/contextinfinity/ctxinf/persistence"
 )
@@ -28,31 +28,31 @@ import (
 // the proxy's conversation index is the tenant's (persistence.ProxyEntry).
 
 // Tenant is a tenant of the server: its name and its bearer tokens.
-type Tenant = tokens.Tenant
+type Tenant = auth.Tenant
 
 // TenantNamePattern is what a tenant's name looks like: a lower-case
 // letter, then lower-case letters, digits, '-' and '_', at most
 // persistence.MaxTenantName bytes in all.
-var TenantNamePattern = tokens.TenantNamePattern
+var TenantNamePattern = auth.TenantNamePattern
 
 // ErrTenants is returned by Server.Listen for tenants that are not
 // usable: a bad name, a name twice, or a token of two tenants.
-var ErrTenants = tokens.ErrTenants
+var ErrTenants = auth.ErrTenants
 
 // CheckTenantName refuses a name that does not match TenantNamePattern
 // or is longer than persistence.MaxTenantName bytes.
-func CheckTenantName(name string) error { return tokens.CheckTenantName(name) }
+func CheckTenantName(name string) error { return auth.CheckTenantName(name) }
 
 // TokenTable returns the table of opts' tokens (the one the frame
 // protocol shares), and the problems of its tenants (see ErrTenants).
-func TokenTable(opts Options) (*tokens.Table, error) {
-	return tokens.New(opts.Tokens, opts.Tenants)
+func TokenTable(opts Options) (*auth.Table, error) {
+	return auth.New(opts.Tokens, opts.Tenants)
 }
 
 // tenantOfRequest returns the tenant of r's token (a bearer token, or
 // x-api-key as the Anthropic SDKs send their key), and whether it has
 // one of the table's.
-func tenantOfRequest(tt *tokens.Table, r *http.Request) (string, bool) {
+func tenantOfRequest(tt *auth.Table, r *http.Request) (string, bool) {
 	if tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok && tok != "" {
 		if p, ok := tt.Lookup(tok); ok {
 			return p.Tenant, true

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"net"
 
-	"github.com/contextinfinity/ctxinf/internal/tokens"
+	"github.com/contextinfinity/ctxinf/internal/auth"
 )
 
 // ErrPublicBind is returned by ListenAndServe for an address that is not
@@ -15,22 +15,22 @@ var ErrPublicBind = errors.New("frame: refusing to listen beyond loopback withou
 
 // Principal is who a connection authenticated as: its tenant, and a
 // name for logs that never shows the token.
-type Principal = tokens.Principal
+type Principal = auth.Principal
 
 // TokenAuth returns an Authenticate function (Options.Authenticate) that
 // accepts exactly the given tokens, all of persistence.DefaultTenant, or
 // nil when there are none (no authentication). TableAuth does the same
-// for a table of several tenants' tokens; see tokens.Table for how they
+// for a table of several tenants' tokens; see auth.Table for how they
 // are compared. The principal's name is the token's position in tokens
 // ("token 1", "token 2", ...), for logs: never the token itself.
 func TokenAuth(toks []string) func(token string) (Principal, bool) {
-	t, _ := tokens.New(toks, nil)
+	t, _ := auth.New(toks, nil)
 	return TableAuth(t)
 }
 
 // TableAuth returns an Authenticate function that accepts the tokens of
 // t, each as its tenant's principal, or nil when t has none.
-func TableAuth(t *tokens.Table) func(token string) (Principal, bool) {
+func TableAuth(t *auth.Table) func(token string) (Principal, bool) {
 	if t.Len() == 0 {
 		return nil
 	}

@@ -6,8 +6,8 @@ import (
 	"time"
 
 	client "github.com/contextinfinity/ctxinf/client/frame"
+	"github.com/contextinfinity/ctxinf/internal/auth"
 	"github.com/contextinfinity/ctxinf/internal/server/frame"
-	"github.com/contextinfinity/ctxinf/internal/tokens"
 	"github.com/contextinfinity/ctxinf/messages"
 	"github.com/contextinfinity/ctxinf/persistence"
 )
@@ -17,7 +17,7 @@ import (
 // tenant.
 func tenantServer(t *testing.T, db persistence.Database) *frame.Server {
 	t.Helper()
-	table, err := tokens.New([]string{"tok-d"}, []tokens.Tenant{{Name: "acme", Tokens: []string{"tok-a"}}, {Name: "globex", Tokens: []string{"tok-b"}}})
+	table, err := auth.New([]string{"tok-d"}, []auth.Tenant{{Name: "acme", Tokens: []string{"tok-a"}}, {Name: "globex", Tokens: []string{"tok-b"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -218,7 +218,7 @@ func TestTenancyScopesEveryFrame(t *testing.T) {
 func TestNoTenancyUnchanged(t *testing.T) {
 	ctx := t.Context()
 	db := openDB(t)
-	table, _ := tokens.New(nil, []tokens.Tenant{{Name: "acme", Tokens: []string{"tok-a"}}, {Name: "globex", Tokens: []string{"tok-b"}}})
+	table, _ := auth.New(nil, []auth.Tenant{{Name: "acme", Tokens: []string{"tok-a"}}, {Name: "globex", Tokens: []string{"tok-b"}}})
 	s := startServer(t, db, frame.Options{Authenticate: frame.TableAuth(table)})
 	a := dial(t, s, client.Options{Token: "tok-a"})
 	h, err := a.CreateBranch(ctx, persistence.BranchSpec{})

@@ -1,7 +1,7 @@
-// Package tokens is the server's table of bearer tokens and the tenants
+// Package auth is the server's table of bearer tokens and the tenants
 // they belong to, shared by the HTTP API (internal/server) and the frame
 // protocol (internal/server/frame): one token means one tenant on both.
-package tokens
+package auth
 
 import (
 	"crypto/sha256"
