@@ -239,6 +239,9 @@ func openBadger(opts Options) (*badgerStore, error) {
 			bo = bo.WithEncryptionKeyRotationDuration(opts.EncryptionKeyRotation)
 		}
 	}
+	if err := repairBeforeOpen(opts.Dir, opts.Logger); err != nil {
+		return nil, fmt.Errorf("open store %s: %w", opts.Dir, err)
+	}
 	db, err := badger.OpenManaged(bo)
 	if err != nil {
 		if strings.Contains(err.Error(), "Cannot acquire directory lock") {

@@ -595,12 +595,21 @@ func (s *badgerStore) scrub(prefixes [][]byte, vlog, reopen bool) (pending bool,
 		}
 		pending = !ok
 	}
-	return pending, s.valueLogGCAll()
+	return pending, s.valueLogGCAll(pending)
 }
 
+// purgeGCHook, when set (tests only), is called by valueLogGCAll between
+// the rewrite of the value-log files and their deletion.
+var purgeGCHook func(dir string)
+
 // valueLogGCAll rewrites every value-log file that holds a value no longer
-// live (but the one Badger writes), as runValueLogGC does.
-func (s *badgerStore) valueLogGCAll() error {
+// live (but the one Badger writes), as runValueLogGC does. Unless
+// readersLeft (reads under way may keep a rewritten file until they end),
+// it removes purgeGCFile once Badger has deleted the files it rewrote.
+func (s *badgerStore) valueLogGCAll(readersLeft bool) error {
+	if err := markPurgeGC(s.opts.Dir); err != nil {
+		return fmt.Errorf("value log gc: %w", err)
+	}
 	txn := s.db.NewTransactionAt(s.readTs.Load(), false)
 	hold := txn.NewIterator(badger.IteratorOptions{})
 	var err error
@@ -615,9 +624,18 @@ func (s *badgerStore) valueLogGCAll() error {
 	if serr := s.syncAllLogs(); serr != nil {
 		return fmt.Errorf("value log gc: %w", serr) // the rewritten files stay: hold stays open
 	}
-	hold.Close()
+	if purgeGCHook != nil {
+		purgeGCHook(s.opts.Dir)
+	}
+	hold.Close() // Badger deletes the files rewritten
 	txn.Discard()
 	if err != nil {
+		return fmt.Errorf("value log gc: %w", err)
+	}
+	if readersLeft {
+		return nil
+	}
+	if err := unmarkPurgeGC(s.opts.Dir); err != nil {
 		return fmt.Errorf("value log gc: %w", err)
 	}
 	return nil
@@ -655,7 +673,7 @@ func (s *badgerStore) finishPurges() error {
 	}
 	if vlog {
 		s.gcMu.Lock()
-		err := s.valueLogGCAll()
+		err := s.valueLogGCAll(false)
 		s.gcMu.Unlock()
 		if err == nil {
 			err = s.write([]entry{{key: metaKey(purgeVlogMeta), del: true}})
