@@ -579,6 +579,9 @@ func (s *badgerStore) scrub(prefixes [][]byte, vlog, reopen bool) (pending bool,
 	if err := syncDir(s.opts.Dir); err != nil {
 		return false, err
 	}
+	if purgeHook != nil {
+		purgeHook("dropped", s.opts.Dir)
+	}
 	if s.redo != nil {
 		// Everything the log held is in Badger's tables now.
 		if err := s.redo.wipe(); err != nil {
@@ -598,9 +601,11 @@ func (s *badgerStore) scrub(prefixes [][]byte, vlog, reopen bool) (pending bool,
 	return pending, s.valueLogGCAll(pending)
 }
 
-// purgeGCHook, when set (tests only), is called by valueLogGCAll between
-// the rewrite of the value-log files and their deletion.
-var purgeGCHook func(dir string)
+// purgeHook, when set (tests only), is called at the moments of a delete a
+// crash may cut: "dropped" (scrub: the keys dropped, the redo log not yet
+// emptied) and "rewritten" (valueLogGCAll: the value-log files rewritten,
+// not yet deleted).
+var purgeHook func(stage, dir string)
 
 // valueLogGCAll rewrites every value-log file that holds a value no longer
 // live (but the one Badger writes), as runValueLogGC does. Unless
@@ -624,8 +629,8 @@ func (s *badgerStore) valueLogGCAll(readersLeft bool) error {
 	if serr := s.syncAllLogs(); serr != nil {
 		return fmt.Errorf("value log gc: %w", serr) // the rewritten files stay: hold stays open
 	}
-	if purgeGCHook != nil {
-		purgeGCHook(s.opts.Dir)
+	if purgeHook != nil {
+		purgeHook("rewritten", s.opts.Dir)
 	}
 	hold.Close() // Badger deletes the files rewritten
 	txn.Discard()
@@ -673,7 +678,20 @@ func (s *badgerStore) finishPurges() error {
 	}
 	if vlog {
 		s.gcMu.Lock()
-		err := s.valueLogGCAll(false)
+		var err error
+		if len(markers) > 0 {
+			// The redo log, applied again above, wrote anew the values
+			// the cut-short delete had dropped (Badger no longer held
+			// them) into the value-log file this open started, where the
+			// drop counted no discard: every file is rewritten, after a
+			// reopen that makes this one an old file too.
+			if err = markPurgeGC(s.opts.Dir); err == nil {
+				_, err = s.reopenBadgerWith(func() error { return discardAllValueLogs(s.opts.Dir, s.log) })
+			}
+		}
+		if err == nil {
+			err = s.valueLogGCAll(false)
+		}
 		s.gcMu.Unlock()
 		if err == nil {
 			err = s.write([]entry{{key: metaKey(purgeVlogMeta), del: true}})

@@ -6,24 +6,34 @@ import (
 	"testing"
 )
 
-// A crash after a delete's value-log GC rewrote a file and before Badger
-// deleted it: the next open finishes the delete, and no file holds the
-// deleted values.
-func TestPurgeCrashBetweenRewriteAndDelete(t *testing.T) {
+// A crash in the middle of a delete: after its keys are dropped and
+// before the redo log is emptied (the next open applies the log again,
+// writing the dropped values anew), or after its value-log GC rewrote a
+// file and before Badger deleted it. The next open finishes the delete,
+// and no file holds the deleted values.
+func TestPurgeCrashes(t *testing.T) {
+	for _, stage := range []string{"dropped", "rewritten"} {
+		t.Run(stage, func(t *testing.T) { purgeCrash(t, stage) })
+	}
+}
+
+// purgeCrash runs a delete, takes the crash image at stage (a copy of
+// the files then: see copyDir), opens it and looks for the deleted values.
+func purgeCrash(t *testing.T, stage string) {
 	dir := t.TempDir()
-	var crashed string // the crash image: the files at that moment (see copyDir)
+	var crashed string
 	var once sync.Once
-	purgeGCHook = func(d string) {
-		if d == dir {
+	purgeHook = func(at, d string) {
+		if at == stage && d == dir {
 			once.Do(func() { crashed = copyDir(t, dir) })
 		}
 	}
-	defer func() { purgeGCHook = nil }()
+	defer func() { purgeHook = nil }()
 	d, err := Open(TestOptions(dir))
 	if err != nil {
 		t.Fatal(err)
 	}
-	gone, kept := "CRASH-GONE", "CRASH-KEPT"
+	gone, kept := "CRASH-GONE-"+stage, "CRASH-KEPT-"+stage
 	fk := writeSession(t, d, kept, 1)
 	appendBig(t, d, fk, 2, bigPayload(kept, 100<<10))
 	fg := writeSession(t, d, gone, 1)
@@ -33,10 +43,10 @@ func TestPurgeCrashBetweenRewriteAndDelete(t *testing.T) {
 	}
 	d.Close()
 	if crashed == "" {
-		t.Fatal("the delete ran no value-log GC")
+		t.Fatalf("the delete never reached %s", stage)
 	}
 	if got := filesHolding(t, crashed, []byte(gone)); len(got) == 0 {
-		t.Fatal("the crash image holds no deleted value: the crash is not between the rewrite and the delete")
+		t.Fatalf("the crash image at %s holds no deleted value", stage)
 	}
 	d, err = Open(TestOptions(crashed))
 	if err != nil {

@@ -96,7 +96,12 @@ func (g *readGate) open() {
 // false, having done nothing, when the reads under way did not end within
 // reopenWait. A failure fails the store: Badger is closed, and every read
 // and write after it returns the error.
-func (s *badgerStore) reopenBadger() (bool, error) {
+func (s *badgerStore) reopenBadger() (bool, error) { return s.reopenBadgerWith(nil) }
+
+// reopenBadgerWith is reopenBadger, running between (Badger closed, its
+// files all on disk) what must: discardAllValueLogs writes Badger's
+// DISCARD file.
+func (s *badgerStore) reopenBadgerWith(closed func() error) (bool, error) {
 	if !s.gate.shut(reopenWait) {
 		return false, nil
 	}
@@ -116,6 +121,9 @@ func (s *badgerStore) reopenBadger() (bool, error) {
 	}
 	err := s.db.Close()
 	s.db = nil
+	if err == nil && closed != nil {
+		err = closed()
+	}
 	if err != nil {
 		return fail(err)
 	}
