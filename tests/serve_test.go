@@ -51,25 +51,25 @@ func startServe(t *testing.T, dir string, extra ...string) *server {
 }
 
 // startServeLogged is startServe with the server's stderr also written to
-// stderr.
+// stderr. A free port found can be taken by another test's server before
+// this one binds it: it is tried again on other ports.
 func startServeLogged(t *testing.T, dir string, stderr io.Writer, extra ...string) *server {
 	t.Helper()
-	return startServeAt(t, dir, "127.0.0.1:"+strconv.Itoa(freePort(t)), nil, stderr, extra...)
-}
-
-// startServeAt is startServeLogged on HTTP address addr, with serve's
-// extra arguments args.
-func startServeAt(t *testing.T, dir, addr string, args []string, stderr io.Writer, extra ...string) *server {
-	t.Helper()
-	s, err := launchServe(t, dir, addr, args, stderr, extra...)
-	if err != nil {
-		t.Fatal(err)
+	for attempt := 1; ; attempt++ {
+		var out lockedBuffer
+		s, err := launchServe(t, dir, "127.0.0.1:"+strconv.Itoa(freePort(t)), nil, io.MultiWriter(stderr, &out), extra...)
+		if err == nil {
+			return s
+		}
+		if attempt == 3 || !strings.Contains(out.String(), "address already in use") {
+			t.Fatal(err)
+		}
 	}
-	return s
 }
 
-// launchServe is startServeAt returning its failure rather than ending
-// the test: it may run on a goroutine of the test's.
+// launchServe starts ctxinf serve on HTTP address addr, with serve's
+// extra arguments args, and returns its failure rather than ending the
+// test: it may run on a goroutine of the test's.
 func launchServe(t *testing.T, dir, addr string, args []string, stderr io.Writer, extra ...string) (*server, error) {
 	frameAddr := "127.0.0.1:" + strconv.Itoa(freePort(t))
 	cmd := exec.Command(binary, append([]string{"serve", "--addr", addr}, args...)...)
