@@ -13,6 +13,7 @@ import (
 	"github.com/contextinfinity/ctxinf/internal/retrieval"
 	"github.com/contextinfinity/ctxinf/messages"
 	"github.com/contextinfinity/ctxinf/persistence"
+	"github.com/contextinfinity/ctxinf/persistence/badgerdb"
 	"github.com/contextinfinity/ctxinf/persistence/pgdb"
 	"github.com/contextinfinity/ctxinf/providers"
 	"github.com/contextinfinity/ctxinf/providers/tokens"
@@ -26,7 +27,7 @@ import (
 // a key say what their zero value means.
 type Config struct {
 	DataDir string
-	Store   persistence.Options // Dir is set to {DataDir}/store
+	Store   badgerdb.Options // Dir is set to {DataDir}/store
 	// Postgres, when set, puts the store on PostgreSQL (store.backend:
 	// postgres) instead of Badger in {DataDir}/store, and Store is not
 	// used; DataDir holds the lock that keeps a second runtime off it

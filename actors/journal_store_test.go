@@ -7,6 +7,7 @@ import (
 
 	"github.com/contextinfinity/ctxinf/messages"
 	"github.com/contextinfinity/ctxinf/persistence"
+	"github.com/contextinfinity/ctxinf/persistence/badgerdb"
 )
 
 // keeperDB is a Database that keeps the stream journals itself, as PGDB
@@ -24,7 +25,7 @@ func TestJournalStoreOfTheDatabase(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	streams := filepath.Join(dir, "streams")
-	db, err := persistence.Open(persistence.TestOptions(filepath.Join(dir, "store")))
+	db, err := badgerdb.Open(badgerdb.TestOptions(filepath.Join(dir, "store")))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,6 +24,7 @@ import (
 
 	"github.com/contextinfinity/ctxinf/messages"
 	"github.com/contextinfinity/ctxinf/persistence"
+	"github.com/contextinfinity/ctxinf/persistence/badgerdb"
 	"github.com/contextinfinity/ctxinf/persistence/pgdb"
 	"github.com/contextinfinity/ctxinf/supervision"
 )
@@ -250,7 +251,7 @@ func openDatabase(ctx context.Context, cfg *Config) (persistence.Database, *os.F
 	if err := os.MkdirAll(cfg.Store.Dir, 0o700); err != nil {
 		return nil, nil, err
 	}
-	db, err := persistence.Open(cfg.Store)
+	db, err := badgerdb.Open(cfg.Store)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/contextinfinity/ctxinf/internal/core"
 	"github.com/contextinfinity/ctxinf/messages"
 	"github.com/contextinfinity/ctxinf/persistence"
+	"github.com/contextinfinity/ctxinf/persistence/badgerdb"
 	"github.com/contextinfinity/ctxinf/providers"
 	"github.com/contextinfinity/ctxinf/providers/fake"
 	"github.com/contextinfinity/ctxinf/providers/local"
@@ -81,7 +82,7 @@ func (e *events) count(ok func(messages.BranchEvent) bool) int {
 func isType[T messages.BranchEvent](ev messages.BranchEvent) bool { _, ok := ev.(T); return ok }
 
 func testConfig(t testing.TB, dir string, ev *events) Config {
-	store := persistence.TestOptions("")
+	store := badgerdb.TestOptions("")
 	store.Durability = persistence.DurabilityRelaxed
 	return Config{
 		DataDir:        dir,

@@ -23,6 +23,7 @@ import (
 	"github.com/contextinfinity/ctxinf/internal/wiring"
 	"github.com/contextinfinity/ctxinf/messages"
 	"github.com/contextinfinity/ctxinf/persistence"
+	"github.com/contextinfinity/ctxinf/persistence/badgerdb"
 	"github.com/contextinfinity/ctxinf/providers"
 	"github.com/contextinfinity/ctxinf/providers/fake"
 	"github.com/contextinfinity/ctxinf/providers/local"
@@ -37,7 +38,7 @@ func serve(t *testing.T, opts server.Options) string {
 // if not nil.
 func serveWith(t *testing.T, opts server.Options, edit func(*actors.Config)) string {
 	t.Helper()
-	store := persistence.TestOptions("")
+	store := badgerdb.TestOptions("")
 	store.Durability = persistence.DurabilityRelaxed
 	cfg := actors.Config{DataDir: t.TempDir(), Store: store,
 		Provider: local.New(local.Options{}), Model: "local", Fold: &core.Policy{}, RequestTimeout: 10 * time.Second,

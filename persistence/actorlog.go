@@ -82,13 +82,6 @@ type ActorStore interface {
 	PrevSnapshot(ctx context.Context, actor string) (EventRecord, bool, error)
 }
 
-var _ ActorStore = (*DB)(nil)
-
-// ActorLog returns the persistence provider; actors snapshot every
-// snapshotEvery events (0: never), and a snapshot compacts the events
-// before the one before it.
-func (d *DB) ActorLog(snapshotEvery int) *ActorLog { return NewActorLog(d, d.log, snapshotEvery) }
-
 // NewActorLog returns the persistence provider over db, an engine's
 // database: each engine's ActorLog method calls it (see DB.ActorLog).
 func NewActorLog(db ActorStore, log zerolog.Logger, snapshotEvery int) *ActorLog {

@@ -10,10 +10,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
-
-	"github.com/dgraph-io/badger/v4"
 )
 
 // Encryption at rest (SRD §14.3; docs/SECURITY.md). One master key, of 16,
@@ -23,11 +19,12 @@ import (
 //   - Badger's files, with Badger's own encryption (AES-CTR under data
 //     keys that Badger rotates, themselves encrypted in its KEYREGISTRY
 //     file under a key derived from the master key);
-//   - the redo log (redo.go) and the stream journals (journal.go), with
-//     AES-GCM under keys derived from the master key by HKDF-SHA256: one
-//     key per redo lap and one per journal file, each record or line
-//     sealed on its own with a random 12-byte nonce, so that a torn tail
-//     is still told from the records before it.
+//   - Badger's redo log (badgerdb/redo.go) and the stream journals
+//     (journal.go), with AES-GCM under keys derived from the master key
+//     by HKDF-SHA256: one key per redo lap and one per journal file,
+//     each record or line sealed on its own with a random 12-byte
+//     nonce, so that a torn tail is still told from the records before
+//     it.
 //
 // Every derived key has the master key's length (AES-128, -192 or -256 as
 // the master key is). A sealed record starts with the key's id, four bytes
@@ -49,8 +46,8 @@ var (
 const (
 	keyIDLen = 4
 	nonceLen = 12
-	// sealOverhead is what sealing adds to a plaintext: key id, nonce, tag.
-	sealOverhead = keyIDLen + nonceLen + 16
+	// SealOverhead is what sealing adds to a plaintext: key id, nonce, tag.
+	SealOverhead = keyIDLen + nonceLen + 16
 )
 
 // Cipher holds the keys derived from a master key. It is safe for
@@ -87,6 +84,10 @@ func NewCipher(master []byte) (*Cipher, error) {
 	return c, nil
 }
 
+// StoreKey is the key an engine encrypts its own files with (Badger's
+// encryption at rest), derived from the master key.
+func (c *Cipher) StoreKey() []byte { return c.badger }
+
 // KeyBits is the AES key size in bits: 128, 192 or 256.
 func (c *Cipher) KeyBits() int { return 8 * c.keyLen }
 
@@ -112,15 +113,15 @@ func (c *Cipher) journalAEAD(stem string) (cipher.AEAD, error) {
 	return c.aead("stream journal " + stem)
 }
 
-// redoAEAD is the AEAD of the redo log's lap (one key per lap).
-func (c *Cipher) redoAEAD(lap uint64) (cipher.AEAD, error) {
+// RedoAEAD is the AEAD of the redo log's lap (one key per lap).
+func (c *Cipher) RedoAEAD(lap uint64) (cipher.AEAD, error) {
 	var b [8]byte
 	binary.BigEndian.PutUint64(b[:], lap)
 	return c.aead("redo lap " + string(b[:]))
 }
 
-// seal appends to dst the key id, a random nonce and the sealed plain.
-func (c *Cipher) seal(dst []byte, a cipher.AEAD, plain, ad []byte) []byte {
+// Seal appends to dst the key id, a random nonce and the sealed plain.
+func (c *Cipher) Seal(dst []byte, a cipher.AEAD, plain, ad []byte) []byte {
 	dst = append(dst, c.id[:]...)
 	n := len(dst)
 	dst = append(dst, make([]byte, nonceLen)...)
@@ -129,13 +130,13 @@ func (c *Cipher) seal(dst []byte, a cipher.AEAD, plain, ad []byte) []byte {
 	return a.Seal(dst, dst[n:n+nonceLen], plain, ad)
 }
 
-// errOpen is returned by open for a record that does not authenticate.
+// errOpen is returned by Open for a record that does not authenticate.
 var errOpen = errors.New("authentication failed")
 
-// open opens what seal wrote, appending the plaintext to dst. A record of
+// Open opens what seal wrote, appending the plaintext to dst. A record of
 // another key is ErrWrongKey; one that does not authenticate, errOpen.
-func (c *Cipher) open(dst []byte, a cipher.AEAD, sealed, ad []byte) ([]byte, error) {
-	if len(sealed) < sealOverhead {
+func (c *Cipher) Open(dst []byte, a cipher.AEAD, sealed, ad []byte) ([]byte, error) {
+	if len(sealed) < SealOverhead {
 		return nil, errOpen
 	}
 	if !bytes.Equal(sealed[:keyIDLen], c.id[:]) {
@@ -146,37 +147,4 @@ func (c *Cipher) open(dst []byte, a cipher.AEAD, sealed, ad []byte) ([]byte, err
 		return nil, errOpen
 	}
 	return out, nil
-}
-
-// badgerSanity is the text Badger writes, encrypted under its key when
-// there is one, after a 16-byte IV at the start of its KEYREGISTRY file.
-const badgerSanity = "Hello Badger"
-
-// checkEncryption tells a store of dir that was created with encryption
-// from one created without, by Badger's KEYREGISTRY file, and returns an
-// error naming what to do if c (nil: no key) does not match it. A store
-// with no such file yet is new.
-func checkEncryption(dir string, c *Cipher) error {
-	f, err := os.Open(filepath.Join(dir, badger.KeyRegistryFileName))
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("read the key registry: %w", err)
-	}
-	defer f.Close()
-	head := make([]byte, aes.BlockSize+len(badgerSanity))
-	if _, err := f.ReadAt(head, 0); err != nil {
-		return fmt.Errorf("read the key registry %s: %w", f.Name(), err)
-	}
-	plain := string(head[aes.BlockSize:]) == badgerSanity
-	switch {
-	case plain && c != nil:
-		return fmt.Errorf("%w: the store was created without encryption; open it without a key "+
-			"(store.encryption: false), or export it and import it into a new data directory opened with the key", ErrNotEncrypted)
-	case !plain && c == nil:
-		return fmt.Errorf("%w: the store was created with encryption; give its key "+
-			"(store.encryption: true with store.encryption_key_env or store.encryption_key_file)", ErrEncrypted)
-	}
-	return nil
 }

@@ -9,13 +9,13 @@ import (
 
 // Database is everything the runtime asks of its store: the context
 // store and the tables above it. The actors, the servers and the
-// ctxinf binary take a Database; *DB, the Badger database (Open), and
-// *pgdb.PGDB, the PostgreSQL one (docs/STORE.md), implement
-// it.
+// ctxinf binary take a Database; *badgerdb.DB, the Badger database
+// (badgerdb.Open), and *pgdb.PGDB, the PostgreSQL one (docs/STORE.md),
+// implement it.
 //
-// It holds exactly the methods the code outside this package calls.
-// Left out, and reached on a *DB or through an optional interface when
-// a caller needs them:
+// It holds exactly the methods the code outside the engines calls.
+// Left out, and reached on an engine's database or through an optional
+// interface when a caller needs them:
 //
 //   - Compact, Badger's value-log GC and LSM flattening, for benchmarks
 //     and maintenance: Compact(s Store) asserts interface{ Compact() error }
@@ -24,11 +24,11 @@ import (
 //     way).
 //   - Events, read by ActorLog only.
 //
-// The callers of Open keep the *DB it returns: actors.New (the runtime)
-// stores it as its Database at once; ctxinf inspect tests it against nil
-// (a nil *DB in a Database is not a nil Database); ctxinf bench's frame
-// benchmark and the tests that open a store of their own use only its
-// Store methods, or CorruptSnapshot.
+// The callers of badgerdb.Open keep the *badgerdb.DB it returns:
+// actors.New (the runtime) stores it as its Database at once; ctxinf
+// inspect tests it against nil (a nil *DB in a Database is not a nil
+// Database); ctxinf bench's frame benchmark and the tests that open a
+// store of their own use only its Store methods, or CorruptSnapshot.
 type Database interface {
 	// The context store: the turn DAG, blobs, heads and overlays. Writes
 	// other than CreateBranch and Append (which the frame protocol uses)
@@ -181,8 +181,6 @@ type Database interface {
 	// store is not encrypted.
 	Cipher() *Cipher
 }
-
-var _ Database = (*DB)(nil)
 
 // Lifecycle is the read and write side of the lifecycle tables; both
 // engines implement it.

@@ -1,7 +1,6 @@
 package persistence
 
 import (
-	"context"
 	"crypto/sha256"
 	"fmt"
 	"time"
@@ -102,18 +101,6 @@ func IdempotencyRowKey(scope KeyScope, owner messages.BranchID, key string) []by
 // ErrKeyNotFound is returned by IdempotencyKey for a key not stored.
 var ErrKeyNotFound = fmt.Errorf("%w: idempotency key", ErrNotFound)
 
-// IdempotencyKey returns the row of key in scope and owner, or
-// ErrKeyNotFound.
-func (d *DB) IdempotencyKey(ctx context.Context, scope KeyScope, owner messages.BranchID, key string) (IdempotencyRow, error) {
-	if err := scope.Check(); err != nil {
-		return IdempotencyRow{}, err
-	}
-	if err := CheckIdempotencyKey(key); err != nil {
-		return IdempotencyRow{}, err
-	}
-	return getJSON[IdempotencyRow](d, IdempotencyRowKey(scope, owner, key), fmt.Errorf("%w %q", ErrKeyNotFound, key))
-}
-
 // checkKeys checks the idempotency rows of a Tx before it is committed.
 func checkKeys(rows []IdempotencyRow) error {
 	for i, r := range rows {
@@ -125,22 +112,4 @@ func checkKeys(rows []IdempotencyRow) error {
 		}
 	}
 	return nil
-}
-
-// putKey inserts idempotency row r; the same row again writes nothing,
-// and a key stored for another request or result is ErrDuplicate.
-func (g *group) putKey(r IdempotencyRow) error {
-	k := IdempotencyRowKey(r.Scope, r.Owner, r.Key)
-	prev, ok, err := groupRow[IdempotencyRow](g, k)
-	if err != nil {
-		return err
-	}
-	if ok {
-		if prev.SameTarget(r) {
-			return nil
-		}
-		return fmt.Errorf("%w: idempotency key %q (scope %c, owner %s) names another request", ErrDuplicate,
-			r.Key, byte(r.Scope), r.Owner)
-	}
-	return g.setJSON(k, r)
 }

@@ -255,11 +255,11 @@ func syncDir(dir string) error {
 	if runtime.GOOS == "windows" {
 		return nil
 	}
-	return syncPath(dir, os.O_RDONLY)
+	return SyncPath(dir, os.O_RDONLY)
 }
 
-// syncPath opens path with flag, fsyncs it and closes it.
-func syncPath(path string, flag int) error {
+// SyncPath opens path with flag, fsyncs it and closes it.
+func SyncPath(path string, flag int) error {
 	f, err := os.OpenFile(path, flag, 0)
 	if err != nil {
 		return err
@@ -342,7 +342,7 @@ const sealedLinePrefix = '!'
 func (j *Journal) sealLine(b []byte, start int, no uint64) []byte {
 	var ad [8]byte
 	binary.BigEndian.PutUint64(ad[:], no)
-	j.sealed = j.policy.Cipher.seal(j.sealed[:0], j.aead, b[start:], ad[:])
+	j.sealed = j.policy.Cipher.Seal(j.sealed[:0], j.aead, b[start:], ad[:])
 	b = append(b[:start], sealedLinePrefix)
 	b = base64.RawStdEncoding.AppendEncode(b, j.sealed)
 	if cap(j.sealed) > 1<<20 {
@@ -611,7 +611,7 @@ func (o *lineOpener) open(line []byte, no int) ([]byte, error) {
 	var ad [8]byte
 	binary.BigEndian.PutUint64(ad[:], uint64(no))
 	// Opened after the sealed bytes, in the same buffer.
-	plain, err := o.c.open(raw[len(raw):], o.aead, raw, ad[:])
+	plain, err := o.c.Open(raw[len(raw):], o.aead, raw, ad[:])
 	switch {
 	case errors.Is(err, ErrWrongKey):
 		return nil, fmt.Errorf("%w: the journal was encrypted under another key", ErrWrongKey)

@@ -11,7 +11,7 @@ import (
 
 // The rows of the lifecycle tables (SRD §16), and Tx, the one way they
 // are written. Every engine stores these same rows; how it lays them out
-// is its own (Badger: badger_db.go; PostgreSQL: package pgdb).
+// is its own (Badger: package badgerdb; PostgreSQL: package pgdb).
 
 // ErrRowNotFound is returned when a lifecycle row does not exist.
 var ErrRowNotFound = fmt.Errorf("%w: row", ErrNotFound)

@@ -2,16 +2,21 @@
 // store (an immutable turn DAG over a content-addressed blob store, with
 // mutable branch heads), the lifecycle tables and the actor logs.
 //
-// Store is the context store, on Badger (OpenBadger), on PostgreSQL
-// (package pgdb) and in memory (package memstore). Database is Store and
-// the tables above it, everything the runtime asks of its store; the
-// runtime (actors, the servers, the ctxinf binary) takes a Database,
-// which DB, the Badger database (Open), and pgdb.PGDB, the PostgreSQL
-// one, implement. Engine-specific maintenance (Compact) is
-// reached through optional interfaces, not Database. The conformance
-// kit every engine runs is package storetest.
+// This package is what every engine shares: the row types, Tx and its
+// checks, the errors, the interfaces (Store, Database), the encodings
+// both databases store (blobs, turn records and their skip pointers,
+// partition entries), the actor logs over any Database, the stream
+// journals and the cipher. The engines are packages of their own: Badger
+// (package badgerdb), PostgreSQL (package pgdb) and memory (package
+// memstore); the conformance kit every engine runs is package storetest.
 //
-// Only this package imports Badger; the PostgreSQL engine is package pgdb.
+// Store is the context store. Database is Store and the tables above
+// it, everything the runtime asks of its store; the runtime (actors, the
+// servers, the ctxinf binary) takes a Database, which badgerdb.DB and
+// pgdb.PGDB implement. Engine-specific maintenance (Compact) is reached
+// through optional interfaces, not Database.
+//
+// This package imports no storage engine.
 package persistence
 
 import (
@@ -395,4 +400,13 @@ func turnNotFound(id messages.TurnID) error {
 
 func blobNotFound(h Hash) error {
 	return fmt.Errorf("%w %s", ErrBlobNotFound, h)
+}
+
+// Compact compacts s if its engine compacts (Badger: value-log GC and
+// LSM flattening); for other stores it does nothing.
+func Compact(s Store) error {
+	if c, ok := s.(interface{ Compact() error }); ok {
+		return c.Compact()
+	}
+	return nil
 }

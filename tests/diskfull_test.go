@@ -192,7 +192,7 @@ func TestDiskFull(t *testing.T) {
 	// refused and what the store has under way (the turn's indexing) goes
 	// on; then, once it is done, to the last byte. (Another process that
 	// takes the last of the disk while Badger writes can still kill it:
-	// see persistence/space.go.)
+	// see persistence/badgerdb/space.go.)
 	filler := filepath.Join(mnt, "filler")
 	fullDisk := func(s *server) {
 		t.Helper()

@@ -13,7 +13,7 @@ import (
 
 	"github.com/contextinfinity/ctxinf/client"
 	"github.com/contextinfinity/ctxinf/messages"
-	"github.com/contextinfinity/ctxinf/persistence"
+	"github.com/contextinfinity/ctxinf/persistence/badgerdb"
 )
 
 var errKilled = errors.New("killed the server")
@@ -150,7 +150,7 @@ func TestServeReplaysPastACorruptSnapshot(t *testing.T) {
 	}
 	s.stop(t)
 
-	db, err := persistence.Open(persistence.TestOptions(filepath.Join(dir, "store")))
+	db, err := badgerdb.Open(badgerdb.TestOptions(filepath.Join(dir, "store")))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/contextinfinity/ctxinf/persistence"
+	"github.com/contextinfinity/ctxinf/persistence/badgerdb"
 )
 
 func TestBenchStoreQuickJSON(t *testing.T) {
@@ -61,7 +62,7 @@ func TestBenchStoreEncrypted(t *testing.T) {
 		t.Fatalf("no store left in %s", dir)
 	}
 	for _, kr := range stores {
-		s, err := persistence.OpenBadger(persistence.TestOptions(filepath.Dir(kr)))
+		s, err := badgerdb.OpenBadger(badgerdb.TestOptions(filepath.Dir(kr)))
 		if !errors.Is(err, persistence.ErrEncrypted) {
 			if err == nil {
 				s.Close()

@@ -39,6 +39,8 @@ var layers = []struct {
 	{"supervision/...", "supervision is below the runtime", []string{"supervision/..."}},
 	{"internal/faults", "faults is below the runtime", []string{"messages", "supervision"}},
 	{"persistence/...", "persistence is the storage layer", []string{"messages", "persistence/..."}},
+	{"persistence", "persistence is what the storage engines share", []string{"messages"}},
+	{"persistence/badgerdb/...", "badgerdb is a storage engine", []string{"messages", "persistence"}},
 	{"providers/...", "providers are the model adapters", []string{"messages", "providers/..."}},
 	{"providers/tokens/...", "providers/tokens counts tokens", []string{"providers/tokens/..."}},
 
@@ -65,19 +67,19 @@ var layers = []struct {
 		"messages", "internal/core", "internal/retrieval", "internal/config", "supervision",
 		"persistence/...", "providers/...", "actors/...", "internal/wiring/...",
 	}},
-	{"internal/auth/...", "the server's bearer tokens are below the servers", []string{"messages", "persistence/...", "internal/auth/..."}},
-	{"internal/server/frame", "the frame server is a surface", []string{"messages", "persistence/...", "internal/auth"}},
-	{"client/frame", "the frame client speaks the frame protocol", []string{"messages", "persistence/...", "internal/server/frame"}},
+	{"internal/auth/...", "the server's bearer tokens are below the servers", []string{"messages", "persistence", "internal/auth/..."}},
+	{"internal/server/frame", "the frame server is a surface", []string{"messages", "persistence", "internal/auth"}},
+	{"client/frame", "the frame client speaks the frame protocol", []string{"messages", "persistence", "internal/server/frame"}},
 	{"client/...", "client is the HTTP API's Go client", []string{"messages", "api/...", "client/..."}},
 	{"internal/server/...", "the HTTP server is a surface", []string{
-		"messages", "internal/core", "internal/retrieval", "internal/auth", "persistence/...",
+		"messages", "internal/core", "internal/retrieval", "internal/auth", "persistence",
 		"providers", "providers/tokens", "actors/...", "api/...", "export", "internal/server/...",
 	}},
 	{"internal/tui/...", "the terminal UI is a surface", []string{
 		"messages", "api/...", "internal/tui/...",
 	}},
 	{"internal/cluster/...", "cluster joins servers", []string{
-		"messages", "persistence/...", "actors/...", "internal/server", "internal/cluster/...",
+		"messages", "persistence", "actors/...", "internal/server", "internal/cluster/...",
 	}},
 
 	// Commands, the packages that implement them and end-to-end tests
@@ -88,15 +90,16 @@ var layers = []struct {
 }
 
 // outside says which packages of the module may import a package from
-// outside it: only persistence knows the storage engines, only config
-// reads viper, only the providers (and the commands' benchmark clients,
-// which talk to the proxy as an application does) use a provider's SDK.
+// outside it: only an engine's package knows its database (Badger,
+// PostgreSQL), only config reads viper, only the providers (and the
+// commands' benchmark clients, which talk to the proxy as an application
+// does) use a provider's SDK.
 // A module with no entry here may be imported anywhere.
 var outside = []struct {
 	mod string
 	may []string
 }{
-	{"github.com/dgraph-io/badger/...", []string{"persistence/..."}},
+	{"github.com/dgraph-io/badger/...", []string{"persistence/badgerdb"}},
 	{"github.com/jackc/pgx/...", []string{"persistence/pgdb", "internal/pgtest", "cmd/...", "internal/cli/..."}},
 	{"github.com/spf13/viper/...", []string{"internal/config"}},
 	{"github.com/openai/openai-go/...", []string{"providers/openai/...", "cmd/...", "internal/cli/..."}},

@@ -24,6 +24,7 @@ import (
 	"github.com/contextinfinity/ctxinf/internal/config"
 	"github.com/contextinfinity/ctxinf/internal/wiring"
 	"github.com/contextinfinity/ctxinf/persistence"
+	"github.com/contextinfinity/ctxinf/persistence/badgerdb"
 	"github.com/contextinfinity/ctxinf/persistence/pgdb"
 	"github.com/contextinfinity/ctxinf/providers"
 )
@@ -124,7 +125,7 @@ func find(commands []Command, args []string) (*Command, int) {
 }
 
 // StoreOptions are Badger's options for a store in dir (wiring.StoreOptions).
-func (e *Env) StoreOptions(dir string) persistence.Options {
+func (e *Env) StoreOptions(dir string) badgerdb.Options {
 	return wiring.StoreOptions(e.Config, e.StoreKey, e.Log, dir)
 }
 
@@ -144,7 +145,7 @@ func (e *Env) OpenStore(ctx context.Context) (persistence.Database, error) {
 		}
 		return db, nil
 	}
-	db, err := persistence.Open(e.StoreOptions(filepath.Join(e.Config.DataDir, "store")))
+	db, err := badgerdb.Open(e.StoreOptions(filepath.Join(e.Config.DataDir, "store")))
 	if err != nil {
 		return nil, err
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/contextinfinity/ctxinf/internal/wiring"
 	"github.com/contextinfinity/ctxinf/messages"
 	"github.com/contextinfinity/ctxinf/persistence"
+	"github.com/contextinfinity/ctxinf/persistence/badgerdb"
 	"github.com/contextinfinity/ctxinf/providers/local"
 )
 
@@ -30,7 +31,7 @@ import (
 // test can stop it (the returned function) and open another on dir.
 func openServerAt(t *testing.T, dir string) (*testServer, func()) {
 	t.Helper()
-	store := persistence.TestOptions("")
+	store := badgerdb.TestOptions("")
 	store.Durability = persistence.DurabilityRelaxed
 	cfg := actors.Config{DataDir: dir, Store: store, Provider: local.New(local.Options{}), Model: "local",
 		Fold: &core.Policy{}, RequestTimeout: 10 * time.Second, Logger: zerolog.Nop()}

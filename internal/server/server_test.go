@@ -26,6 +26,7 @@ import (
 	"github.com/contextinfinity/ctxinf/internal/core"
 	"github.com/contextinfinity/ctxinf/internal/wiring"
 	"github.com/contextinfinity/ctxinf/persistence"
+	"github.com/contextinfinity/ctxinf/persistence/badgerdb"
 	"github.com/contextinfinity/ctxinf/providers/local"
 )
 
@@ -204,7 +205,7 @@ func newTestServer(t *testing.T, opts Options, delay time.Duration) *testServer 
 // changed by edit, if not nil.
 func newTestServerWith(t *testing.T, opts Options, delay time.Duration, edit func(*actors.Config)) *testServer {
 	t.Helper()
-	store := persistence.TestOptions("")
+	store := badgerdb.TestOptions("")
 	store.Durability = persistence.DurabilityRelaxed
 	cfg := actors.Config{DataDir: t.TempDir(), Store: store,
 		Provider: local.New(local.Options{Delay: delay}), Model: "local", Fold: &core.Policy{},

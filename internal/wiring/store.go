@@ -5,13 +5,14 @@ import (
 
 	"github.com/contextinfinity/ctxinf/internal/config"
 	"github.com/contextinfinity/ctxinf/persistence"
+	"github.com/contextinfinity/ctxinf/persistence/badgerdb"
 	"github.com/contextinfinity/ctxinf/persistence/pgdb"
 )
 
 // StoreOptions maps the store section of c, and the store's key (nil: not
 // encrypted), onto Badger's options for a store in dir.
-func StoreOptions(c config.Config, key []byte, log zerolog.Logger, dir string) persistence.Options {
-	o := persistence.DefaultOptions(dir)
+func StoreOptions(c config.Config, key []byte, log zerolog.Logger, dir string) badgerdb.Options {
+	o := badgerdb.DefaultOptions(dir)
 	sc := c.Store
 	o.EncryptionKey = key
 	o.EncryptionKeyRotation = sc.EncryptionKeyRotation

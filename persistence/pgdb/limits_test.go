@@ -11,6 +11,7 @@ import (
 
 	"github.com/contextinfinity/ctxinf/internal/pgtest"
 	"github.com/contextinfinity/ctxinf/persistence"
+	"github.com/contextinfinity/ctxinf/persistence/badgerdb"
 )
 
 // PGDB's limits are Badger's: the same limit, the same error naming the
@@ -19,9 +20,9 @@ import (
 func TestPGDBPayloadLimits(t *testing.T) {
 	url := pgtest.Start(t)
 	d := openPGDB(t, url) // MaxPayloadBytes 1 MiB
-	bo := persistence.TestOptions(t.TempDir())
+	bo := badgerdb.TestOptions(t.TempDir())
 	bo.Limits.MaxPayloadBytes = 1 << 20
-	b, err := persistence.Open(bo)
+	b, err := badgerdb.Open(bo)
 	if err != nil {
 		t.Fatal(err)
 	}

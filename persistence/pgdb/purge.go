@@ -36,7 +36,7 @@ import (
 // does for strict erasure, is in docs/STORE.md.
 
 // Purge deletes what spec names, for good, in one transaction, as
-// persistence.DB.Purge does; it returns once the transaction committed (and the
+// badgerdb.DB.Purge does; it returns once the transaction committed (and the
 // VACUUM after it, PurgeResult.Scrub, ran).
 func (d *PGDB) Purge(ctx context.Context, spec persistence.PurgeSpec) (persistence.PurgeResult, error) {
 	start := time.Now()

@@ -144,7 +144,7 @@ func testJournalStoreTornTail(t *testing.T, js persistence.JournalStore) {
 // An encrypted journal is stored sealed and reads back with its key only.
 func testJournalStoreEncrypted(t *testing.T, js persistence.JournalStore) {
 	const marker = "PANGOLIN-4410"
-	c := testCipher(t, testKey(32, 7))
+	c := Cipher(t, EncryptionKey(32, 7))
 	clk := newJournalClock()
 	step := newJournalStep(t)
 	j, err := persistence.CreateJournalIn(js, step, "local", persistence.JournalPolicy{Cipher: c}, clk.now)
@@ -174,7 +174,7 @@ func testJournalStoreEncrypted(t *testing.T, js persistence.JournalStore) {
 	if _, _, err := persistence.ReadJournalIn(bg, js, step, nil); !errors.Is(err, persistence.ErrEncrypted) {
 		t.Errorf("ReadJournalIn without a key = %v, want ErrEncrypted", err)
 	}
-	if _, _, err := persistence.ReadJournalIn(bg, js, step, testCipher(t, testKey(32, 8))); !errors.Is(err, persistence.ErrWrongKey) {
+	if _, _, err := persistence.ReadJournalIn(bg, js, step, Cipher(t, EncryptionKey(32, 8))); !errors.Is(err, persistence.ErrWrongKey) {
 		t.Errorf("ReadJournalIn with another key = %v, want ErrWrongKey", err)
 	}
 }
@@ -300,8 +300,10 @@ func journalLineText(seq int) string {
 	return fmt.Sprintf(`{"ts":"2025-03-01T11:00:00.00%dZ","provider":"p","event_type":"e","seq":%d,"payload":{}}`+"\n", seq%10, seq)
 }
 
-// testKey returns a key of n bytes made from seed.
-func testKey(n int, seed byte) []byte {
+// EncryptionKey returns an encryption key of n bytes made from seed, the
+// same for the same n and seed: for the tests of encrypted stores and
+// journals.
+func EncryptionKey(n int, seed byte) []byte {
 	k := make([]byte, n)
 	for i := range k {
 		k[i] = seed + byte(i)*7
@@ -309,7 +311,8 @@ func testKey(n int, seed byte) []byte {
 	return k
 }
 
-func testCipher(t testing.TB, key []byte) *persistence.Cipher {
+// Cipher is persistence.NewCipher(key), failing t if key is refused.
+func Cipher(t testing.TB, key []byte) *persistence.Cipher {
 	t.Helper()
 	c, err := persistence.NewCipher(key)
 	if err != nil {

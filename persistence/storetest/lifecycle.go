@@ -843,21 +843,22 @@ func testBranchChunkVectors(t *testing.T, d DB) {
 
 // Turn and step rows are found by id.
 func testRowsByID(t *testing.T, d DB) {
-	check, _ := writeRowsByID(t, d)
+	check, _ := WriteRowsByID(t, d)
 	check(d)
 }
 
-// rowsByID is what writeRowsByID wrote.
-type rowsByID struct {
-	ids          []messages.TurnID
-	other        messages.TurnID
-	b1, b2, fork messages.BranchID
-	steps        []persistence.StepRow
+// RowsByID is what WriteRowsByID wrote: the turns of branch B1, a
+// turn of B2 (Other), the fork and the steps.
+type RowsByID struct {
+	Turns        []messages.TurnID
+	Other        messages.TurnID
+	B1, B2, Fork messages.BranchID
+	Steps        []persistence.StepRow
 }
 
-// writeRowsByID writes turn rows on two branches and a fork, and step
+// WriteRowsByID writes turn rows on two branches and a fork, and step
 // rows; check reads them back by id.
-func writeRowsByID(t *testing.T, d DB) (check func(d DB), r rowsByID) {
+func WriteRowsByID(t *testing.T, d DB) (check func(d DB), r RowsByID) {
 	t.Helper()
 	now := time.UnixMilli(1_700_000_000_000)
 	b1, b2 := messages.NewID[messages.BranchID](now), messages.NewID[messages.BranchID](now)
@@ -925,5 +926,5 @@ func writeRowsByID(t *testing.T, d DB) (check func(d DB), r rowsByID) {
 			t.Fatalf("TurnBranches(an unknown turn) = %v, %v; want none", got, err)
 		}
 	}
-	return check, rowsByID{ids, other, b1, b2, fork, steps}
+	return check, RowsByID{ids, other, b1, b2, fork, steps}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/contextinfinity/ctxinf/internal/retrieval"
 	"github.com/contextinfinity/ctxinf/messages"
 	"github.com/contextinfinity/ctxinf/persistence"
+	"github.com/contextinfinity/ctxinf/persistence/badgerdb"
 	"github.com/contextinfinity/ctxinf/persistence/pgdb"
 	"github.com/contextinfinity/ctxinf/persistence/storetest"
 )
@@ -38,9 +39,9 @@ func BenchmarkPartitionRebuild(b *testing.B) {
 		open func(b *testing.B) storetest.DB
 	}{
 		{"badger", func(b *testing.B) storetest.DB {
-			o := persistence.DefaultOptions(b.TempDir())
+			o := badgerdb.DefaultOptions(b.TempDir())
 			o.GCInterval = 0
-			d, err := persistence.Open(o)
+			d, err := badgerdb.Open(o)
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -66,7 +66,7 @@ func Run(t *testing.T, engines ...Engine) {
 var bg = context.Background()
 
 func testCreateBranch(t *testing.T, s persistence.Store) {
-	_, ts := chain(t, s, 3)
+	_, ts := Chain(t, s, 3)
 	fixed := messages.NewID[messages.BranchID](ts[0].CreatedAt)
 	tests := []struct {
 		name      string
@@ -101,7 +101,7 @@ func testCreateBranch(t *testing.T, s persistence.Store) {
 }
 
 func testAppend(t *testing.T, s persistence.Store) {
-	h, ts := chain(t, s, 2)
+	h, ts := Chain(t, s, 2)
 	empty, _ := s.CreateBranch(bg, persistence.BranchSpec{})
 	zero := messages.TurnID{}
 	wrong := ts[0].ID
@@ -162,7 +162,7 @@ func testAppend(t *testing.T, s persistence.Store) {
 }
 
 func testReadErrors(t *testing.T, s persistence.Store) {
-	h, ts := chain(t, s, 2)
+	h, ts := Chain(t, s, 2)
 	unknownTurn := messages.NewID[messages.TurnID](ts[0].CreatedAt)
 	unknownBranch := messages.NewID[messages.BranchID](ts[0].CreatedAt)
 	tests := []struct {
@@ -204,7 +204,7 @@ func testReadErrors(t *testing.T, s persistence.Store) {
 }
 
 func testPaging(t *testing.T, s persistence.Store) {
-	h, ts := chain(t, s, 10)
+	h, ts := Chain(t, s, 10)
 	empty, _ := s.CreateBranch(bg, persistence.BranchSpec{})
 	lastTests := []struct {
 		n        int
@@ -222,7 +222,7 @@ func testPaging(t *testing.T, s persistence.Store) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		sameIDs(t, fmt.Sprintf("Last(%d)", tt.n), p.Turns, tt.want)
+		SameIDs(t, fmt.Sprintf("Last(%d)", tt.n), p.Turns, tt.want)
 		if p.Next != tt.wantNext {
 			t.Fatalf("Last(%d).Next = %s, want %s", tt.n, p.Next, tt.wantNext)
 		}
@@ -240,13 +240,13 @@ func testPaging(t *testing.T, s persistence.Store) {
 		}
 		all = append(p.Turns, all...)
 	}
-	sameIDs(t, "paged history", all, ts)
+	SameIDs(t, "paged history", all, ts)
 
 	c, err := s.Chain(bg, ts[6].ID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	sameIDs(t, "Chain", c, ts[:7])
+	SameIDs(t, "Chain", c, ts[:7])
 
 	rangeTests := []struct {
 		start uint64
@@ -266,7 +266,7 @@ func testPaging(t *testing.T, s persistence.Store) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		sameIDs(t, fmt.Sprintf("Range(%d, %d)", tt.start, tt.limit), rp.Turns, tt.want)
+		SameIDs(t, fmt.Sprintf("Range(%d, %d)", tt.start, tt.limit), rp.Turns, tt.want)
 		if rp.HeadDepth != 9 || rp.Empty {
 			t.Fatalf("Range head depth = %d, empty %v", rp.HeadDepth, rp.Empty)
 		}
@@ -283,7 +283,7 @@ func testPaging(t *testing.T, s persistence.Store) {
 }
 
 func testForkIsolationAndChildren(t *testing.T, s persistence.Store) {
-	h, ts := chain(t, s, 5)
+	h, ts := Chain(t, s, 5)
 	f, err := s.CreateBranch(bg, persistence.BranchSpec{At: ts[2].ID})
 	if err != nil {
 		t.Fatal(err)
@@ -296,9 +296,9 @@ func testForkIsolationAndChildren(t *testing.T, s persistence.Store) {
 		t.Fatalf("fork turn = %+v, want parent %s depth 3", ft, ts[2].ID)
 	}
 	p, _ := s.Last(bg, f.Branch, 10)
-	sameIDs(t, "fork history", p.Turns, append(append([]persistence.Turn(nil), ts[:3]...), ft))
+	SameIDs(t, "fork history", p.Turns, append(append([]persistence.Turn(nil), ts[:3]...), ft))
 	p, _ = s.Last(bg, h.Branch, 10)
-	sameIDs(t, "original history", p.Turns, ts)
+	SameIDs(t, "original history", p.Turns, ts)
 	kids, err := s.Children(bg, ts[2].ID)
 	if err != nil || len(kids) != 2 || kids[0] != ts[3].ID || kids[1] != ft.ID {
 		t.Fatalf("Children = %v, %v, want [%s %s]", kids, err, ts[3].ID, ft.ID)
@@ -328,7 +328,7 @@ func testDedup(t *testing.T, s persistence.Store) {
 }
 
 func testOverlays(t *testing.T, s persistence.Store) {
-	_, ts := chain(t, s, 3)
+	_, ts := Chain(t, s, 3)
 	target := ts[1]
 	shared := ts[1].PayloadHash // p1 is referenced once so far
 	if _, err := s.Append(bg, mustFork(t, s, ts[2].ID), persistence.AppendRequest{Payload: []byte("p1")}); err != nil {
@@ -404,7 +404,7 @@ func testOverlays(t *testing.T, s persistence.Store) {
 }
 
 func testClosed(t *testing.T, s persistence.Store) {
-	h, ts := chain(t, s, 1)
+	h, ts := Chain(t, s, 1)
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -419,8 +419,9 @@ func testClosed(t *testing.T, s persistence.Store) {
 	}
 }
 
-// chain creates a branch and appends n payloads "p0".."p{n-1}".
-func chain(t *testing.T, s persistence.Store, n int) (persistence.Head, []persistence.Turn) {
+// Chain creates a branch of s and appends n payloads "p0".."p{n-1}";
+// it returns the branch's head and the turns, oldest first.
+func Chain(t *testing.T, s persistence.Store, n int) (persistence.Head, []persistence.Turn) {
 	t.Helper()
 	h, err := s.CreateBranch(bg, persistence.BranchSpec{})
 	if err != nil {
@@ -449,7 +450,9 @@ func ids(ts []persistence.Turn) []messages.TurnID {
 	return out
 }
 
-func sameIDs(t *testing.T, what string, got, want []persistence.Turn) {
+// SameIDs fails t unless got and want are the same turns in the same
+// order, naming what.
+func SameIDs(t *testing.T, what string, got, want []persistence.Turn) {
 	t.Helper()
 	g, w := ids(got), ids(want)
 	if len(g) != len(w) {

@@ -30,6 +30,7 @@ import (
 	"github.com/contextinfinity/ctxinf/internal/server/frame"
 	"github.com/contextinfinity/ctxinf/messages"
 	"github.com/contextinfinity/ctxinf/persistence"
+	"github.com/contextinfinity/ctxinf/persistence/badgerdb"
 	openaiprov "github.com/contextinfinity/ctxinf/providers/openai"
 )
 
@@ -282,7 +283,7 @@ func benchServer(ctx context.Context, e *cli.Env, prov *openaiprov.Provider) (ur
 // of its own with the configured durability: APPEND_TURN of 10 KB one at
 // a time, then 64 in flight on one connection, and GET_LAST(64).
 func benchFrames(ctx context.Context, e *cli.Env, dir string, n int, f *serveFigures) error {
-	db, err := persistence.Open(e.StoreOptions(dir))
+	db, err := badgerdb.Open(e.StoreOptions(dir))
 	if err != nil {
 		return err
 	}

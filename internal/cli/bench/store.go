@@ -19,6 +19,7 @@ import (
 
 	"github.com/contextinfinity/ctxinf/internal/cli"
 	"github.com/contextinfinity/ctxinf/persistence"
+	"github.com/contextinfinity/ctxinf/persistence/badgerdb"
 )
 
 // storeFigures are the context store's figures (docs/BENCHMARKS.md, "Context
@@ -117,7 +118,7 @@ func (b *storeBench) open(name string, d persistence.Durability) (persistence.St
 	dir := filepath.Join(b.root, name)
 	o := b.e.StoreOptions(dir)
 	o.Durability = d
-	s, err := persistence.OpenBadger(o)
+	s, err := badgerdb.OpenBadger(o)
 	return s, dir, err
 }
 
@@ -181,7 +182,7 @@ func syncLatencies(dir string, buf []byte, n int, overwrite bool) ([]time.Durati
 		if err := fillZeros(file, n*len(buf)); err != nil {
 			return nil, err
 		}
-		sync = func() error { return persistence.Fdatasync(file) }
+		sync = func() error { return badgerdb.Fdatasync(file) }
 	}
 	lat := make([]time.Duration, 0, n)
 	for i := range n {

@@ -20,6 +20,7 @@ import (
 	"github.com/contextinfinity/ctxinf/internal/tui"
 	"github.com/contextinfinity/ctxinf/messages"
 	"github.com/contextinfinity/ctxinf/persistence"
+	"github.com/contextinfinity/ctxinf/persistence/badgerdb"
 	"github.com/contextinfinity/ctxinf/providers/local"
 )
 
@@ -38,7 +39,7 @@ var tuiFacts = []string{
 // local model as its default and a second one, "alt", to select.
 func tuiRuntime(t *testing.T) *ctxinf.Runtime {
 	t.Helper()
-	store := persistence.TestOptions("")
+	store := badgerdb.TestOptions("")
 	store.Durability = persistence.DurabilityRelaxed
 	cfg := actors.Config{DataDir: t.TempDir(), Store: store, Provider: local.New(local.Options{}), Model: "local",
 		Models:         map[string]actors.Model{"alt": {Provider: local.New(local.Options{}), ID: "local-alt"}},

@@ -19,12 +19,13 @@ import (
 	"github.com/contextinfinity/ctxinf/internal/server/frame"
 	"github.com/contextinfinity/ctxinf/messages"
 	"github.com/contextinfinity/ctxinf/persistence"
+	"github.com/contextinfinity/ctxinf/persistence/badgerdb"
 	"github.com/contextinfinity/ctxinf/persistence/memstore"
 )
 
 func openDB(t testing.TB) persistence.Database {
 	t.Helper()
-	db, err := persistence.Open(persistence.TestOptions(t.TempDir()))
+	db, err := badgerdb.Open(badgerdb.TestOptions(t.TempDir()))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,89 @@
+package badgerdb
+
+import (
+	"github.com/contextinfinity/ctxinf/persistence"
+	"github.com/contextinfinity/ctxinf/persistence/storetest"
+
+	"encoding/json"
+	"errors"
+	"testing"
+)
+
+func openDB(t *testing.T) *DB {
+	t.Helper()
+	d, err := Open(TestOptions(t.TempDir()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	return d
+}
+
+func TestRowsByID(t *testing.T) {
+	dir := t.TempDir()
+	d, err := Open(TestOptions(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	check, r := storetest.WriteRowsByID(t, d)
+	check(d)
+	ids, other, b1, b2, fork, steps := r.Turns, r.Other, r.B1, r.B2, r.Fork, r.Steps
+
+	// A store written before the index: its rows are indexed at Open, in
+	// batches, and once.
+	del := []entry{{key: metaKey(turnIndexMeta), del: true}, {key: turnByIDKey(other, b2), del: true},
+		{key: metaKey(stepIndexMeta), del: true}}
+	for _, id := range ids {
+		del = append(del, entry{key: turnByIDKey(id, b1), del: true})
+	}
+	del = append(del, entry{key: turnByIDKey(ids[3], fork), del: true})
+	for _, st := range steps {
+		del = append(del, entry{key: id16(tableStepByID, st.ID), del: true})
+	}
+	if err := d.writeRaw(del); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.TurnRow(bg, b1, ids[0]); !errors.Is(err, persistence.ErrTurnNotFound) {
+		t.Fatalf("without its index entry: err = %v, want ErrTurnNotFound", err)
+	}
+	if _, err := d.StepRow(bg, steps[0].ID); !errors.Is(err, persistence.ErrRowNotFound) {
+		t.Fatalf("without its index entry: err = %v, want ErrRowNotFound", err)
+	}
+	d.Close()
+	defer func(n int) { indexBatch = n }(indexBatch)
+	indexBatch = 7
+	d, err = Open(TestOptions(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g := d.Stats().Groups; g != 4+1 {
+		t.Fatalf("indexing 26 turn rows and 2 step rows 7 at a time took %d group commits, want 5", g)
+	}
+	check(d)
+	d.Close()
+	d, err = Open(TestOptions(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if g := d.Stats().Groups; g != 0 {
+		t.Fatalf("an indexed store's Open wrote %d groups, want 0", g)
+	}
+	check(d)
+}
+
+// A step row written before the prompt cache's usage was kept decodes
+// with none.
+func TestStepRowWithoutCacheUsage(t *testing.T) {
+	t.Parallel()
+	old := `{"id":"01JD8Z3QZJ6Y7W3V9Q4N2K5M8P","branch":"01JD8Z3QZJ6Y7W3V9Q4N2K5M8Q","turn":"01JD8Z3QZJ6Y7W3V9Q4N2K5M8R","index":0,` +
+		`"provider":"anthropic","model":"m","outcome":{"kind":"completed"},"displayed":3,"durable":3,` +
+		`"input_tokens":1200,"output_tokens":40,"started":"2024-11-20T10:00:00Z","ended":"2024-11-20T10:00:01Z"}`
+	var r persistence.StepRow
+	if err := json.Unmarshal([]byte(old), &r); err != nil {
+		t.Fatal(err)
+	}
+	if r.InputTokens != 1200 || r.OutputTokens != 40 || r.CacheReadTokens != 0 || r.CacheWriteTokens != 0 {
+		t.Errorf("old row read as %d in (%d cached, %d written), %d out", r.InputTokens, r.CacheReadTokens, r.CacheWriteTokens, r.OutputTokens)
+	}
+}

@@ -1,0 +1,5 @@
+package badgerdb
+
+import "context"
+
+var bg = context.Background()

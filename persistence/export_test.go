@@ -1,4 +1,0 @@
-package persistence
-
-// What the external tests (conformance_test.go) reach inside the package.
-var FilesHolding = filesHolding

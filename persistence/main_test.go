@@ -1,5 +1,0 @@
-package persistence
-
-import "context"
-
-var bg = context.Background()
