@@ -84,15 +84,11 @@ const purgeGCFile = "PURGE_GC"
 
 // markPurgeGC creates purgeGCFile, durably.
 func markPurgeGC(dir string) error {
-	f, err := os.Create(filepath.Join(dir, purgeGCFile))
-	if err != nil {
+	path := filepath.Join(dir, purgeGCFile)
+	if err := os.WriteFile(path, nil, 0o644); err != nil {
 		return err
 	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
+	if err := persistence.SyncPath(path, os.O_RDONLY); err != nil {
 		return err
 	}
 	return persistence.SyncDir(dir)
@@ -134,6 +130,7 @@ func discardAllValueLogs(dir string, log zerolog.Logger) error {
 		}
 		sizes[fid] = max(uint64(info.Size()), 1)
 	}
+	files := len(sizes)
 	const slot, fileSize = 16, 1 << 20
 	path := filepath.Join(dir, "DISCARD")
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o666)
@@ -181,6 +178,6 @@ func discardAllValueLogs(dir string, log zerolog.Logger) error {
 	if err := f.Sync(); err != nil {
 		return err
 	}
-	log.Warn().Int("files", used).Msg("a delete's value-log GC was cut short: every value-log file is rewritten")
+	log.Warn().Int("files", files).Msg("a delete's value-log GC was cut short: every value-log file is rewritten")
 	return nil
 }
