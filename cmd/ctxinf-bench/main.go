@@ -30,6 +30,12 @@ Commands:
                  ../shared/eval/locomo-eval) through the product's paths:
                  conversations are sessions, utterances imported turns,
                  flush folds and indexes, query is the hybrid retrieval
+  eval recall [--data FILE] [--curve KEY=V1,V2,...] [--out F] [--json]
+                 the LoCoMo evaluation in one process: R@5/R@10 of the
+                 search and context recall (is each evidence turn's text
+                 in the context the next turn would get) with the
+                 context's tokens, per category; --curve runs once per
+                 value of a configuration key
   context [--small N] [--large M] [--sample S] [--json]
                  context assembly latency at N and M turns of history;
                  working-set tokens per turn against the full history
@@ -68,6 +74,7 @@ var commands = []cli.Command{
 	{Name: "retrieval", Run: bench.Retrieval}, // ingest and query latency on generated conversations
 	{Name: "import", Run: bench.Import},       // import of generated sessions
 	{Name: "eval serve", Run: eval.Serve},     // the retriever of the project's LoCoMo evaluation (ctxeval/1)
+	{Name: "eval recall", Run: eval.Recall},   // what reaches the model: the LoCoMo evaluation of context recall
 }
 
 func main() { os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)) }

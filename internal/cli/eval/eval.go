@@ -50,12 +50,23 @@ func Serve(e *cli.Env, args []string) error {
 	if *batch < 1 || *batch > actors.MaxImport {
 		return fmt.Errorf("eval serve: --batch %d, want 1 to %d", *batch, actors.MaxImport)
 	}
-	path, done, err := cli.WorkDir(*dataDir, "ctxinf-eval-")
+	s, done, err := openEval(e, *dataDir, *batch)
 	if err != nil {
 		return err
 	}
 	defer done()
-	if *dataDir == "" {
+	return s.serve(context.Background(), e.Stdin, e.Stdout)
+}
+
+// openEval opens the runtime of an evaluation on data directory dataDir
+// (a fresh temporary one when empty, removed by done) with e's
+// configuration, on the offline local provider.
+func openEval(e *cli.Env, dataDir string, batch int) (s *evalServer, done func(), err error) {
+	path, rm, err := cli.WorkDir(dataDir, "ctxinf-eval-")
+	if err != nil {
+		return nil, nil, err
+	}
+	if dataDir == "" {
 		path = filepath.Join(path, "data")
 	}
 	e.Log = e.Log.Level(max(e.Log.GetLevel(), zerolog.WarnLevel))
@@ -63,19 +74,19 @@ func Serve(e *cli.Env, args []string) error {
 	e.Config.DefaultModel = ""
 	cfg, err := e.RuntimeConfig()
 	if err != nil {
-		return err
+		rm()
+		return nil, nil, err
 	}
 	// Load the token counter's encoding before the first conversation
 	// rather than in its first fold (it is counted into flush otherwise).
 	cfg.Counter(cfg.Provider.Name(), cfg.Model)("warm up")
-	ctx := context.Background()
-	rt, err := ctxinf.Open(ctx, ctxinf.Options{Config: &cfg})
+	rt, err := ctxinf.Open(context.Background(), ctxinf.Options{Config: &cfg})
 	if err != nil {
-		return err
+		rm()
+		return nil, nil, err
 	}
-	defer rt.Close()
-	s := &evalServer{rt: rt, batch: *batch, convs: map[string]*evalConv{}, rank: wiring.RankOptions(e.Config.Retrieval), version: e.Version}
-	return s.serve(ctx, e.Stdin, e.Stdout)
+	s = &evalServer{rt: rt, batch: batch, convs: map[string]*evalConv{}, opts: wiring.RankOptions(e.Config.Retrieval), version: e.Version}
+	return s, func() { rt.Close(); rm() }, nil
 }
 
 // evalConv is a conversation of the protocol: a branch, the utterances
@@ -92,7 +103,7 @@ type evalServer struct {
 	rt    *ctxinf.Runtime
 	batch int
 	convs map[string]*evalConv
-	rank  retrieval.RankOptions
+	opts  retrieval.RankOptions
 	// version is the binary's, which hello names.
 	version string
 }
@@ -278,14 +289,24 @@ func (s *evalServer) query(ctx context.Context, req evalRequest) (any, error) {
 	if req.K < 1 || req.K > 100 {
 		return nil, fmt.Errorf("query: k %d, want 1 to 100", req.K)
 	}
-	opts := s.rank
-	opts.TopK = 2 * req.K // a turn may have several chunks
-	opts.Overfetch = max(opts.Overfetch, 4*req.K)
-	hits, err := s.rt.Search(ctx, c.branch, req.Q, &opts)
+	ids, scores, err := s.rank(ctx, c, req.Q, req.K)
 	if err != nil {
 		return nil, err
 	}
-	ids, scores := []string{}, []float64{}
+	return map[string]any{"qid": req.QID, "ids": ids, "scores": scores}, nil
+}
+
+// rank runs the hybrid search of conversation c for q and returns the
+// protocol ids of the best hits' source turns, each once, at most k.
+func (s *evalServer) rank(ctx context.Context, c *evalConv, q string, k int) (ids []string, scores []float64, err error) {
+	opts := s.opts
+	opts.TopK = 2 * k // a turn may have several chunks
+	opts.Overfetch = max(opts.Overfetch, 4*k)
+	hits, err := s.rt.Search(ctx, c.branch, q, &opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	ids, scores = []string{}, []float64{}
 	seen := map[string]bool{}
 	for _, h := range hits {
 		id, ok := s.idOf(h.Chunk.SourceTurn)
@@ -294,11 +315,11 @@ func (s *evalServer) query(ctx context.Context, req evalRequest) (any, error) {
 		}
 		seen[id] = true
 		ids, scores = append(ids, id), append(scores, h.Score)
-		if len(ids) == req.K {
+		if len(ids) == k {
 			break
 		}
 	}
-	return map[string]any{"qid": req.QID, "ids": ids, "scores": scores}, nil
+	return ids, scores, nil
 }
 
 // idOf finds the protocol id of a turn in any conversation (a fork's
