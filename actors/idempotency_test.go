@@ -178,3 +178,64 @@ func TestTimedOutSubmitSaysWhetherAccepted(t *testing.T) {
 		t.Fatalf("the turn said unknown: row %+v, %v; want it stored", row, err)
 	}
 }
+
+// An exchange recorded again under its idempotency key is not stored
+// again, after a restart too; the key with another exchange, or a
+// submitted turn's key, is refused; without a key each record is a turn.
+func TestRecordByIdempotencyKey(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	cfg := testConfig(t, dir, newEvents())
+	cfg.Provider = fake.New(fake.Step{Reply: "submitted"})
+	r := openRuntime(t, cfg)
+	_, b, err := r.CreateSession(bg, "record")
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := func(user, reply string) Exchange {
+		return Exchange{User: messages.NewMessage(messages.RoleUser, messages.Text{Text: user}),
+			Reply: messages.NewMessage(messages.RoleAssistant, messages.Text{Text: reply})}
+	}
+	first, repeat, err := r.Record(bg, b.ID, x("where is the key?", "under the mat"), RecordOptions{Key: "r1"})
+	if err != nil || repeat || first.Seq != 1 {
+		t.Fatalf("Record = %+v, %v, %v; want turn 1, not a repeat", first, repeat, err)
+	}
+	again, repeat, err := r.Record(bg, b.ID, x("where is the key?", "under the mat"), RecordOptions{Key: "r1"})
+	if err != nil || !repeat || again != first {
+		t.Fatalf("Record again = %+v, %v, %v; want %+v, a repeat", again, repeat, err, first)
+	}
+	if _, _, err := r.Record(bg, b.ID, x("where is the key?", "in the drawer"), RecordOptions{Key: "r1"}); !errors.Is(err, ErrKeyReused) {
+		t.Fatalf("the key with another reply = %v, want ErrKeyReused", err)
+	}
+	if _, err := r.SubmitWith(bg, b.ID, "where is the key?", SubmitOptions{Key: "r1"}); !errors.Is(err, ErrKeyReused) {
+		t.Fatalf("a submit under a recorded exchange's key = %v, want ErrKeyReused", err)
+	}
+	s, err := r.SubmitWith(bg, b.ID, "hello", SubmitOptions{Key: "s1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Wait(nil)
+	if _, _, err := r.Record(bg, b.ID, x("hello", "submitted"), RecordOptions{Key: "s1"}); !errors.Is(err, ErrKeyReused) {
+		t.Fatalf("a record under a submitted turn's key = %v, want ErrKeyReused", err)
+	}
+	for i := range 2 {
+		if p, repeat, err := r.Record(bg, b.ID, x("no key", "no key"), RecordOptions{}); err != nil || repeat || p.Seq != uint64(3+i) {
+			t.Fatalf("Record without a key = %+v, %v, %v; want turn %d", p, repeat, err, 3+i)
+		}
+	}
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	r = openRuntime(t, cfg)
+	defer r.Close()
+	after, repeat, err := r.Record(bg, b.ID, x("where is the key?", "under the mat"), RecordOptions{Key: "r1"})
+	if err != nil || !repeat || after != first {
+		t.Fatalf("Record after a restart = %+v, %v, %v; want %+v, a repeat", after, repeat, err, first)
+	}
+	if info, err := r.Inspect(bg, b.ID); err != nil || info.TurnSeq != 4 {
+		t.Fatalf("turn seq %d, %v; want 4", info.TurnSeq, err)
+	}
+	if _, _, err := r.Record(bg, b.ID, Exchange{User: x("a", "b").Reply, Reply: x("a", "b").Reply}, RecordOptions{Key: "r2"}); !errors.Is(err, persistence.ErrInvalidArgument) {
+		t.Fatalf("a user message of the assistant = %v, want ErrInvalidArgument", err)
+	}
+}

@@ -826,7 +826,10 @@ func (r *Runtime) ImportWith(ctx context.Context, branch messages.BranchID, exch
 		if err := checkKey(k.Key); err != nil {
 			return nil, err
 		}
-		if k.Scope != persistence.ScopeImport {
+		switch {
+		case k.Scope == persistence.ScopeImport:
+		case k.Scope == persistence.ScopeTurn && len(exchanges) == 1 && k.Owner == branch: // Record's
+		default:
 			return nil, fmt.Errorf("%w: import key scope %q, want %q", persistence.ErrInvalidArgument, byte(k.Scope), byte(persistence.ScopeImport))
 		}
 	}
@@ -838,6 +841,57 @@ func (r *Runtime) ImportWith(ctx context.Context, branch messages.BranchID, exch
 		return nil, err
 	}
 	return res.([]messages.PendingTurn), nil
+}
+
+// RecordOptions are the ways of Record.
+type RecordOptions struct {
+	// Key, if not "", is an idempotency key (1 to 255 printable ASCII
+	// bytes) among the branch's turns' (those SubmitOptions.Key names):
+	// a repeat of the same exchange under the same key returns the turn
+	// the first recorded and records nothing; a key first sent with
+	// another exchange or message is ErrKeyReused.
+	Key string
+}
+
+// Record records one exchange that happened elsewhere (a user message
+// and the reply an agent's own model gave to it) on branch as a finished
+// turn: Import of one exchange, with an idempotency key. It returns the
+// turn and whether it was recorded before, under o.Key.
+func (r *Runtime) Record(ctx context.Context, branch messages.BranchID, x Exchange, o RecordOptions) (messages.PendingTurn, bool, error) {
+	if o.Key == "" {
+		ids, err := r.Import(ctx, branch, []Exchange{x})
+		if err != nil {
+			return messages.PendingTurn{}, false, err
+		}
+		return ids[0], false, nil
+	}
+	user, err := x.User.MarshalJSON()
+	if err != nil {
+		return messages.PendingTurn{}, false, fmt.Errorf("user: %w", err)
+	}
+	reply, err := x.Reply.MarshalJSON()
+	if err != nil {
+		return messages.PendingTurn{}, false, fmt.Errorf("reply: %w", err)
+	}
+	hash := keyHash("record", string(user), string(reply))
+	row, found, release, err := r.ClaimKey(ctx, persistence.ScopeTurn, branch, o.Key, hash)
+	if err != nil {
+		return messages.PendingTurn{}, false, fmt.Errorf("record on branch %s: %w", branch, err)
+	}
+	defer release()
+	if found {
+		t, err := r.db.TurnRow(ctx, branch, row.Turn)
+		if err != nil {
+			return messages.PendingTurn{}, false, err
+		}
+		return messages.PendingTurn{Turn: t.ID, Seq: t.Seq, Reply: t.Reply}, true, nil
+	}
+	key := &persistence.IdempotencyRow{Scope: persistence.ScopeTurn, Owner: branch, Key: o.Key, Hash: hash, Created: r.cfg.Now().UTC()}
+	ids, err := r.ImportWith(ctx, branch, []Exchange{x}, ImportOptions{Key: key})
+	if err != nil {
+		return messages.PendingTurn{}, false, err
+	}
+	return ids[0], false, nil
 }
 
 // importTurns records exchanges as finished turns (TurnRecorded), all
@@ -883,7 +937,11 @@ func (a *branchActor) importTurns(ctx actor.Context, exchanges []Exchange, key *
 		a.msgs.put(turn, x.User)
 		a.msgs.put(reply, x.Reply)
 		if key != nil && i == len(exchanges)-1 {
-			tx.Keys = []persistence.IdempotencyRow{*key} // with the last turn: the import is done
+			k := *key
+			if k.Scope == persistence.ScopeTurn {
+				k.Turn = turn // a recorded exchange's key names its turn, as a submitted turn's does
+			}
+			tx.Keys = []persistence.IdempotencyRow{k} // with the last turn: the import is done
 		}
 		a.persistHeld(ctx, evs[0], tx)
 		ids = append(ids, messages.PendingTurn{Turn: turn, Seq: a.b.TurnSeq, Reply: reply})

@@ -23,6 +23,14 @@ type TurnRequest struct {
 	Stream bool   `json:"stream,omitempty"`
 }
 
+// ExchangeRequest is the body of POST /v1/branches/{id}/exchanges: an
+// exchange that happened elsewhere, the user's message and the reply
+// its model gave (which may be empty), to record as a finished turn.
+type ExchangeRequest struct {
+	User  string `json:"user"`
+	Reply string `json:"reply"`
+}
+
 // PinRequest is the body of POST /v1/branches/{id}/pins and of PUT
 // /v1/branches/{id}/pins/{pin}.
 type PinRequest struct {

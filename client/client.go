@@ -334,6 +334,16 @@ func (c *Client) Fork(ctx context.Context, branch messages.BranchID, at messages
 	return out, err
 }
 
+// Record records an exchange that happened elsewhere, the user's message
+// and the reply its model gave, on the branch as a finished turn (POST
+// /v1/branches/{id}/exchanges); with WithIdempotencyKey, a repeat returns
+// the turn the first recorded.
+func (c *Client) Record(ctx context.Context, branch messages.BranchID, user, reply string) (PendingTurn, error) {
+	var out PendingTurn
+	err := c.do(ctx, "POST", "/v1/branches/"+branch.String()+"/exchanges", api.ExchangeRequest{User: user, Reply: reply}, &out)
+	return out, err
+}
+
 // Send runs a turn and waits for its end. A turn that fails or is
 // cancelled returns a *TurnError, with the result's turn, phase, outcome
 // and error set.

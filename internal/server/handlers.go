@@ -156,6 +156,43 @@ func (s *Server) fork(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
+// recordExchange records an exchange that happened elsewhere (a user
+// message and its model's reply) as a finished turn, folded and indexed
+// like any other: 201 with the turn, or 200 with the turn an earlier
+// request under the same Idempotency-Key recorded.
+func (s *Server) recordExchange(w http.ResponseWriter, r *http.Request) error {
+	id, _, err := s.branch(r)
+	if err != nil {
+		return err
+	}
+	var in api.ExchangeRequest
+	if err := decode(r, &in); err != nil {
+		return err
+	}
+	if strings.TrimSpace(in.User) == "" {
+		return invalid("user: required")
+	}
+	key, err := idempotencyKey(r)
+	if err != nil {
+		return err
+	}
+	x := actors.Exchange{User: messages.NewMessage(messages.RoleUser, messages.Text{Text: in.User}),
+		Reply: messages.NewMessage(messages.RoleAssistant)}
+	if in.Reply != "" {
+		x.Reply = messages.NewMessage(messages.RoleAssistant, messages.Text{Text: in.Reply})
+	}
+	t, repeat, err := s.rt.Record(r.Context(), id, x, actors.RecordOptions{Key: key})
+	if err != nil {
+		return err
+	}
+	status := http.StatusCreated
+	if repeat {
+		status = http.StatusOK
+	}
+	writeJSON(w, status, api.PendingTurn{Turn: t.Turn, Seq: t.Seq, Phase: messages.PhaseResponseFinalized, Reply: t.Reply})
+	return nil
+}
+
 // submitTurn runs a turn. With "stream": true or Accept: text/event-stream
 // it answers with server-sent events as the turn streams: "turn" (its id
 // and seq), "delta" (text and the journal's displayed/durable byte

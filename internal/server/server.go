@@ -123,6 +123,7 @@ var routes = []route{
 	{"DELETE", "/v1/branches/{branch}", (*Server).deleteBranch},
 	{"POST", "/v1/branches/{branch}/forks", (*Server).fork},
 	{"POST", "/v1/branches/{branch}/turns", (*Server).submitTurn},
+	{"POST", "/v1/branches/{branch}/exchanges", (*Server).recordExchange},
 	{"GET", "/v1/branches/{branch}/turns/{turn}", (*Server).getTurn},
 	{"POST", "/v1/branches/{branch}/cancel", (*Server).cancel},
 	{"GET", "/v1/branches/{branch}/history", (*Server).history},

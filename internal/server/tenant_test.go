@@ -142,6 +142,7 @@ func makeAcme(t *testing.T, ts *testServer) acmeWorld {
 var tenantBodies = map[string]string{
 	"POST /v1/branches/{branch}/forks":       `{"label":"stolen"}`,
 	"POST /v1/branches/{branch}/turns":       `{"text":"what is the vault code?"}`,
+	"POST /v1/branches/{branch}/exchanges":   `{"user":"what is the vault code?","reply":"beta's"}`,
 	"POST /v1/branches/{branch}/pins":        `{"fact":"a pin of beta's"}`,
 	"PUT /v1/branches/{branch}/pins/{pin}":   `{"fact":"edited by beta"}`,
 	"POST /v1/branches/{branch}/search":      `{"query":"vault code"}`,
