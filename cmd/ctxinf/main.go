@@ -17,6 +17,7 @@ import (
 	"github.com/contextinfinity/ctxinf/internal/cli/contextdebug"
 	"github.com/contextinfinity/ctxinf/internal/cli/erase"
 	"github.com/contextinfinity/ctxinf/internal/cli/inspect"
+	"github.com/contextinfinity/ctxinf/internal/cli/mcp"
 	"github.com/contextinfinity/ctxinf/internal/cli/models"
 	"github.com/contextinfinity/ctxinf/internal/cli/reindex"
 	"github.com/contextinfinity/ctxinf/internal/cli/search"
@@ -64,6 +65,11 @@ Commands:
                  hybrid retrieval over a branch (its turns and its
                  ancestors' up to the fork points): hits with scores and
                  source turns; --force puts them into the next turn
+  mcp [--server URL]
+                 ctxinf as the memory of an MCP client that starts it
+                 (Claude Code, Claude Desktop, Cursor): the Model Context
+                 Protocol over stdio, on the data directory's runtime or
+                 the server that owns it (serve answers MCP at /mcp too)
   delete session|branch ID [--json] [--server URL]
                  delete a session (all its branches) or a branch without
                  forks, for good: no file of the data directory keeps a
@@ -115,6 +121,7 @@ var commands = []cli.Command{
 	{Name: "inspect", Run: inspect.Run},            // what a data directory holds
 	{Name: "context debug", Run: contextdebug.Run}, // the context a turn's model saw
 	{Name: "search", Run: search.Run},              // a branch's retrieval, and forcing hits into a turn
+	{Name: "mcp", Run: mcp.Run},                    // the memory of an MCP client, over stdio
 	{Name: "delete", Run: erase.Run},               // deleting a session or branch for good
 	{Name: "reindex", Run: reindex.Run},            // indexing again after an embedder change
 	{Name: "models convert", Run: models.Convert},  // the word vectors retrieval uses (make models)

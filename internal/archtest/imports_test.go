@@ -75,6 +75,9 @@ var layers = []struct {
 		"messages", "internal/core", "internal/retrieval", "internal/auth", "persistence",
 		"providers", "providers/tokens", "actors/...", "api/...", "export", "internal/server/...",
 	}},
+	{"internal/mcpserver/...", "the MCP server is a surface over the HTTP API's client", []string{
+		"messages", "api/...", "client", "internal/mcpserver/...",
+	}},
 	{"internal/tui/...", "the terminal UI is a surface", []string{
 		"messages", "api/...", "internal/tui/...",
 	}},
@@ -106,6 +109,7 @@ var outside = []struct {
 	{"github.com/anthropics/anthropic-sdk-go/...", []string{"providers/anthropic/...", "cmd/...", "internal/cli/..."}},
 	{"github.com/kelindar/search/...", []string{"internal/retrieval"}},
 	{"charm.land/...", []string{"internal/tui/..."}},
+	{"github.com/modelcontextprotocol/go-sdk/...", []string{"internal/mcpserver/...", "cmd/...", "internal/cli/...", "tests/..."}},
 	// persistence/storetest, the stores' conformance kit, runs an actor
 	// over an ActorLog as the runtime does.
 	{"github.com/asynkron/protoactor-go/...", []string{"actors/...", "supervision", "internal/cluster/...", "persistence/storetest"}},

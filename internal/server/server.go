@@ -278,6 +278,11 @@ func (b *bodyRecorder) replay() io.Reader {
 	return io.MultiReader(bytes.NewReader(b.read), b.ReadCloser)
 }
 
+// Handle serves h at pattern (a ServeMux pattern, "/mcp") behind the
+// server's tokens and limits, as the API's routes are: a request without
+// a valid token is refused before h sees it. Call it before serving.
+func (s *Server) Handle(pattern string, h http.Handler) { s.mux.Handle(pattern, h) }
+
 // SetReady sets what /readyz answers.
 func (s *Server) SetReady(ok bool) { s.ready.Store(ok) }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/contextinfinity/ctxinf/internal/cli"
 	"github.com/contextinfinity/ctxinf/internal/cluster"
 	"github.com/contextinfinity/ctxinf/internal/config"
+	"github.com/contextinfinity/ctxinf/internal/mcpserver"
 	"github.com/contextinfinity/ctxinf/internal/server"
 	"github.com/contextinfinity/ctxinf/internal/server/frame"
 	"github.com/contextinfinity/ctxinf/messages"
@@ -88,6 +89,10 @@ func (g runtimeGuard) Append(ctx context.Context, branch messages.BranchID, req 
 	return g.Store.Append(ctx, branch, req)
 }
 
+// mcpSessionIdle is how long an MCP session at /mcp lives without a
+// request.
+const mcpSessionIdle = 30 * time.Minute
+
 // Run is `ctxinf serve [--addr A]`: the HTTP API over the runtime on
 // the data directory, until SIGINT or SIGTERM, then a graceful shutdown.
 func Run(e *cli.Env, args []string) error {
@@ -136,6 +141,7 @@ func Run(e *cli.Env, args []string) error {
 	}
 	metrics.Runtime(rt.Runtime)
 	s := server.New(rt.Runtime, opts)
+	s.Handle("/mcp", mcpserver.Handler(s, e.Version, mcpSessionIdle)) // behind the API's tokens and tenants
 	l, err := s.Listen()
 	if err != nil {
 		return err
