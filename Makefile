@@ -36,7 +36,7 @@ chat: build ## build ctxinf and open the terminal UI on ./data (ctxinf chat --pl
 	./$(BIN) tui
 
 .PHONY: test
-test: postgres frameworks ## vet, run every test with -race, run every benchmark once
+test: postgres frameworks mcpjs ## vet, run every test with -race, run every benchmark once
 	$(GO) vet $(PKGS)
 	$(GO) test -race -count=1 $(PKGS)
 	$(GO) test -run='^$$' -bench=. -benchtime=1x -count=1 $(PKGS)
@@ -56,6 +56,21 @@ frameworks: ## install the framework tests' npm packages into tests/frameworks/n
 	set -e; echo "make frameworks: npm ci in $(FRAMEWORKS) (pinned by its package-lock.json)"; \
 	(cd $(FRAMEWORKS) && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error); \
 	touch $(FRAMEWORKS_STAMP)
+
+# The MCP test (tests/mcp_test.go) runs the official MCP TypeScript SDK
+# (@modelcontextprotocol/sdk) as a client of the binary's MCP server; it
+# is pinned in tests/mcp/package-lock.json and installed into
+# tests/mcp/node_modules once, as the framework tests' packages are.
+MCPJS       := tests/mcp
+MCPJS_STAMP := $(MCPJS)/node_modules/.installed
+
+.PHONY: mcpjs
+mcpjs: ## install the MCP test's TypeScript SDK into tests/mcp/node_modules (npm ci, once)
+	@if [ -f $(MCPJS_STAMP) ] && [ $(MCPJS_STAMP) -nt $(MCPJS)/package-lock.json ]; then exit 0; fi; \
+	command -v npm >/dev/null 2>&1 || { echo "make mcpjs: npm not found: TestMCPTypeScriptSDK skips (install Node.js 20 or later and npm to run it)"; exit 0; }; \
+	set -e; echo "make mcpjs: npm ci in $(MCPJS) (pinned by its package-lock.json)"; \
+	(cd $(MCPJS) && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error); \
+	touch $(MCPJS_STAMP)
 
 # The store's tests run a throwaway PostgreSQL server (internal/pgtest),
 # which needs PostgreSQL's server binaries: Debian's postgresql package.

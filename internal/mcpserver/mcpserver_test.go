@@ -445,3 +445,115 @@ func exercise(t *testing.T, b *backend, cs *mcp.ClientSession, updates chan stri
 		t.Error("use_memory with a bad branch: no error")
 	}
 }
+
+// The streamable HTTP transport is behind the API's tokens: no token or
+// a wrong one is refused before MCP; and a tenant's tools see its own
+// sessions only: every tool that names an id answers another tenant's
+// as not found, and changes nothing of it.
+func TestHTTPTokensAndTenants(t *testing.T) {
+	t.Parallel()
+	b := newBackend(t, server.Options{Tokens: []string{"token-of-default"}, Tenants: []server.Tenant{
+		{Name: "acme", Tokens: []string{"token-of-acme"}}, {Name: "beta", Tokens: []string{"token-of-beta"}}}})
+	hs := b.httpServer(t)
+	for _, tok := range []string{"", "wrong-token"} {
+		if _, err := streamable(t, hs, tok, nil); err == nil {
+			t.Errorf("connect with token %q: no error", tok)
+		}
+		req, _ := http.NewRequest("POST", hs.URL+"/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		if tok != "" {
+			req.Header.Set("Authorization", "Bearer "+tok)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusUnauthorized {
+			t.Errorf("POST /mcp with token %q: %d, want 401", tok, resp.StatusCode)
+		}
+	}
+	acme, err := streamable(t, hs, "token-of-acme", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	beta, err := streamable(t, hs, "token-of-beta", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s started
+	call(t, acme, "start_conversation", map[string]any{"title": "acme's"}, &s)
+	var r turnRef
+	call(t, acme, "record_exchange", map[string]any{"branch": s.Branch, "user": "The vault code?", "reply": "It is 7f3e91."}, &r)
+	var f struct{ ID uint64 }
+	call(t, acme, "pin_fact", map[string]any{"branch": s.Branch, "fact": "acme's fact"}, &f)
+
+	named := []struct {
+		tool string
+		args map[string]any
+	}{
+		{"list_conversations", map[string]any{"session": s.Session}},
+		{"fork", map[string]any{"branch": s.Branch}},
+		{"fork", map[string]any{"branch": s.Branch, "at_turn": r.Turn}},
+		{"record_exchange", map[string]any{"branch": s.Branch, "user": "beta's", "reply": "x"}},
+		{"search_memory", map[string]any{"branch": s.Branch, "query": "vault code"}},
+		{"search_memory", map[string]any{"session": s.Session, "query": "vault code"}},
+		{"get_context", map[string]any{"branch": s.Branch, "message": "vault code?"}},
+		{"get_history", map[string]any{"branch": s.Branch}},
+		{"get_turn", map[string]any{"branch": s.Branch, "turn": r.Turn}},
+		{"get_turn", map[string]any{"branch": s.Branch, "seq": 1}},
+		{"pin_fact", map[string]any{"branch": s.Branch, "fact": "beta's fact"}},
+		{"unpin_fact", map[string]any{"branch": s.Branch, "id": f.ID}},
+		{"edit_fact", map[string]any{"branch": s.Branch, "id": f.ID, "fact": "edited by beta"}},
+		{"list_facts", map[string]any{"branch": s.Branch}},
+		{"commit_pending", map[string]any{"branch": s.Branch}},
+	}
+	tools, err := beta.ListTools(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checked := map[string]bool{"start_conversation": true} // names no id
+	for _, c := range named {
+		checked[c.tool] = true
+		if msg := callErr(t, beta, c.tool, c.args); !strings.Contains(msg, "not found") || strings.Contains(msg, "7f3e91") {
+			t.Errorf("beta's %s of acme's ids = %q, want not found", c.tool, msg)
+		}
+	}
+	for _, tl := range tools.Tools {
+		if !checked[tl.Name] {
+			t.Errorf("tool %s is not checked across tenants: add it to this test", tl.Name)
+		}
+	}
+	var list struct{ Sessions []struct{ ID string } }
+	call(t, beta, "list_conversations", nil, &list)
+	if len(list.Sessions) != 0 {
+		t.Errorf("beta's list_conversations = %+v, want none of acme's", list)
+	}
+	for _, what := range []string{"summary", "facts"} {
+		uri := "ctxinf://branches/" + s.Branch + "/" + what
+		if _, err := beta.ReadResource(context.Background(), &mcp.ReadResourceParams{URI: uri}); err == nil {
+			t.Errorf("beta reads acme's %s: no error", uri)
+		}
+		if err := beta.Subscribe(context.Background(), &mcp.SubscribeParams{URI: uri}); err == nil {
+			t.Errorf("beta subscribes to acme's %s: no error", uri)
+		}
+		if _, err := acme.ReadResource(context.Background(), &mcp.ReadResourceParams{URI: uri}); err != nil {
+			t.Errorf("acme reads its %s: %v", uri, err)
+		}
+	}
+	// acme's conversation is as acme left it.
+	var facts struct{ Facts []struct{ Fact string } }
+	call(t, acme, "list_facts", map[string]any{"branch": s.Branch}, &facts)
+	if len(facts.Facts) != 1 || facts.Facts[0].Fact != "acme's fact" {
+		t.Errorf("acme's facts after beta's calls = %+v", facts)
+	}
+	call(t, acme, "list_conversations", nil, &list)
+	if len(list.Sessions) != 1 {
+		t.Errorf("acme's sessions after beta's calls = %+v, want 1", list)
+	}
+	branchID, _ := messages.ParseID[messages.BranchID](s.Branch)
+	if info, err := b.rt.Inspect(context.Background(), branchID); err != nil || info.TurnSeq != 1 {
+		t.Errorf("acme's branch after beta's calls: turn seq %d, %v; want 1", info.TurnSeq, err)
+	}
+}
