@@ -19,7 +19,7 @@ type BranchInfo struct {
 	Branch    messages.BranchID
 	Session   messages.SessionID
 	Parent    messages.BranchID
-	Tip       messages.TurnID
+	Tip       messages.NodeID
 	State     messages.StateCheckpoint
 	Epoch     uint64
 	TurnSeq   uint64
@@ -69,7 +69,7 @@ var ErrNotForkable = errors.New("actors: cannot fork there")
 // was accepted, and not unpinned by then), whatever the state read
 // holds: a pin made after the last fold is in no state row yet, and a
 // state row committed after turn at may hold pins made later.
-func (a *branchActor) forkPoint(at messages.TurnID) (messages.BranchCreated, error) {
+func (a *branchActor) forkPoint(at messages.NodeID) (messages.BranchCreated, error) {
 	ev, err := a.forkBase(at)
 	if err != nil {
 		return ev, err
@@ -81,7 +81,7 @@ func (a *branchActor) forkPoint(at messages.TurnID) (messages.BranchCreated, err
 
 // forkBase is forkPoint but for the pins: the state it finds holds the
 // pins of its row, or the head's.
-func (a *branchActor) forkBase(at messages.TurnID) (messages.BranchCreated, error) {
+func (a *branchActor) forkBase(at messages.NodeID) (messages.BranchCreated, error) {
 	ev := messages.BranchCreated{Session: a.b.Session, Parent: a.id, ForkAt: at}
 	if !a.b.Created {
 		return ev, core.ErrNotCreated
@@ -193,7 +193,7 @@ func (r *Runtime) CreateSessionWith(ctx context.Context, tenant, title string, m
 // after the head). No history is copied; the new branch starts from the
 // state at that turn, with any finalized turns not yet folded into it
 // carried as pending.
-func (r *Runtime) Fork(ctx context.Context, parent messages.BranchID, at messages.TurnID, label string) (persistence.BranchRow, error) {
+func (r *Runtime) Fork(ctx context.Context, parent messages.BranchID, at messages.NodeID, label string) (persistence.BranchRow, error) {
 	return r.ForkWith(ctx, parent, at, label, ForkOptions{})
 }
 
@@ -208,7 +208,7 @@ type ForkOptions struct {
 }
 
 // ForkWith is Fork with options.
-func (r *Runtime) ForkWith(ctx context.Context, parent messages.BranchID, at messages.TurnID, label string, o ForkOptions) (persistence.BranchRow, error) {
+func (r *Runtime) ForkWith(ctx context.Context, parent messages.BranchID, at messages.NodeID, label string, o ForkOptions) (persistence.BranchRow, error) {
 	var key *persistence.IdempotencyRow
 	if o.Key != "" {
 		hash := keyHash("fork", at.String(), label)
@@ -587,7 +587,7 @@ func (r *Runtime) Stop(ctx context.Context, branch messages.BranchID) error {
 
 // Entry is one message of a branch's history.
 type Entry struct {
-	Node    messages.TurnID
+	Node    messages.NodeID
 	Depth   uint64
 	Message messages.Message
 	// PartialReply, on a user message whose turn a crash interrupted,
@@ -601,7 +601,7 @@ type Entry struct {
 // the page before it (zero at the start). A user message whose turn a
 // crash interrupted carries the output recovered for its reply
 // (Entry.PartialReply).
-func (r *Runtime) History(ctx context.Context, branch messages.BranchID, before messages.TurnID, n int) ([]Entry, messages.TurnID, error) {
+func (r *Runtime) History(ctx context.Context, branch messages.BranchID, before messages.NodeID, n int) ([]Entry, messages.NodeID, error) {
 	var page persistence.Page
 	var err error
 	if before.IsZero() {
@@ -612,8 +612,8 @@ func (r *Runtime) History(ctx context.Context, branch messages.BranchID, before 
 	if err != nil {
 		return nil, messages.TurnID{}, err
 	}
-	out := make([]Entry, 0, len(page.Turns))
-	for _, t := range page.Turns {
+	out := make([]Entry, 0, len(page.Nodes))
+	for _, t := range page.Nodes {
 		m, err := readMessage(r.db, t.ID)
 		if err != nil {
 			return nil, messages.TurnID{}, err
@@ -627,14 +627,14 @@ func (r *Runtime) History(ctx context.Context, branch messages.BranchID, before 
 }
 
 // TurnAt returns the row of branch's turn number seq (1, 2, …); one the
-// branch does not have is ErrTurnNotFound.
+// branch does not have is ErrNodeNotFound.
 func (r *Runtime) TurnAt(ctx context.Context, branch messages.BranchID, seq uint64) (persistence.TurnRow, error) {
 	rows, err := r.db.TurnRows(ctx, branch, seq, 1)
 	if err != nil {
 		return persistence.TurnRow{}, err
 	}
 	if len(rows) == 0 || rows[0].Seq != seq {
-		return persistence.TurnRow{}, fmt.Errorf("%w: branch %s has no turn %d", persistence.ErrTurnNotFound, branch, seq)
+		return persistence.TurnRow{}, fmt.Errorf("%w: branch %s has no turn %d", persistence.ErrNodeNotFound, branch, seq)
 	}
 	return rows[0], nil
 }
@@ -642,10 +642,10 @@ func (r *Runtime) TurnAt(ctx context.Context, branch messages.BranchID, seq uint
 // TurnRow returns the lifecycle row of a turn on branch's transcript:
 // the branch's own row, or, for a turn before its fork point that it did
 // not carry as pending, the row of the ancestor that made it. A turn not
-// on the transcript is ErrTurnNotFound.
+// on the transcript is ErrNodeNotFound.
 func (r *Runtime) TurnRow(ctx context.Context, branch messages.BranchID, turn messages.TurnID) (persistence.TurnRow, error) {
 	row, err := r.db.TurnRow(ctx, branch, turn)
-	if !errors.Is(err, persistence.ErrTurnNotFound) {
+	if !errors.Is(err, persistence.ErrNodeNotFound) {
 		return row, err
 	}
 	if err := r.onBranch(ctx, branch, turn); err != nil {
@@ -657,28 +657,28 @@ func (r *Runtime) TurnRow(ctx context.Context, branch messages.BranchID, turn me
 			return row, err
 		}
 		if br.Parent.IsZero() {
-			return row, fmt.Errorf("%w: %s on branch %s", persistence.ErrTurnNotFound, turn, branch)
+			return row, fmt.Errorf("%w: %s on branch %s", persistence.ErrNodeNotFound, turn, branch)
 		}
 		b = br.Parent
-		if row, err = r.db.TurnRow(ctx, b, turn); !errors.Is(err, persistence.ErrTurnNotFound) {
+		if row, err = r.db.TurnRow(ctx, b, turn); !errors.Is(err, persistence.ErrNodeNotFound) {
 			return row, err
 		}
 	}
 }
 
-// onBranch returns persistence.ErrTurnNotFound unless transcript node
+// onBranch returns persistence.ErrNodeNotFound unless transcript node
 // is on branch's transcript: its own, or its ancestors' up to the fork
 // point.
-func (r *Runtime) onBranch(ctx context.Context, branch messages.BranchID, node messages.TurnID) error {
-	t, err := r.db.Turn(ctx, node)
+func (r *Runtime) onBranch(ctx context.Context, branch messages.BranchID, node messages.NodeID) error {
+	t, err := r.db.Node(ctx, node)
 	if err == nil {
 		var page persistence.RangePage
-		if page, err = r.db.Range(ctx, branch, t.Depth, 1); err == nil && (len(page.Turns) != 1 || page.Turns[0].ID != node) {
-			err = persistence.ErrTurnNotFound
+		if page, err = r.db.Range(ctx, branch, t.Depth, 1); err == nil && (len(page.Nodes) != 1 || page.Nodes[0].ID != node) {
+			err = persistence.ErrNodeNotFound
 		}
 	}
 	if errors.Is(err, persistence.ErrNotFound) {
-		return fmt.Errorf("%w: %s is not on branch %s or its ancestors", persistence.ErrTurnNotFound, node, branch)
+		return fmt.Errorf("%w: %s is not on branch %s or its ancestors", persistence.ErrNodeNotFound, node, branch)
 	}
 	return err
 }
@@ -701,7 +701,7 @@ func (r *Runtime) EachMessage(ctx context.Context, branch messages.BranchID, pag
 				return err
 			}
 		}
-		for _, t := range p.Turns {
+		for _, t := range p.Nodes {
 			if t.Depth >= end {
 				return nil
 			}

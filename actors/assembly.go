@@ -28,7 +28,7 @@ func newMessageCache(rows messageReader) messageCache {
 }
 
 // get returns a transcript node's message, from the cache or the store.
-func (c messageCache) get(node messages.TurnID) (messages.Message, error) {
+func (c messageCache) get(node messages.NodeID) (messages.Message, error) {
 	if m, ok := c.m[node]; ok {
 		return m, nil
 	}
@@ -40,11 +40,11 @@ func (c messageCache) get(node messages.TurnID) (messages.Message, error) {
 }
 
 // put caches the message of node, which this instance wrote.
-func (c messageCache) put(node messages.TurnID, m messages.Message) { c.m[node] = m }
+func (c messageCache) put(node messages.NodeID, m messages.Message) { c.m[node] = m }
 
 // knownInto copies the cached messages of nodes into known, so that the
 // librarian and indexer need not read and decode them again.
-func (c messageCache) knownInto(known map[messages.TurnID]messages.Message, nodes ...messages.TurnID) {
+func (c messageCache) knownInto(known map[messages.NodeID]messages.Message, nodes ...messages.NodeID) {
 	for _, n := range nodes {
 		if m, ok := c.m[n]; ok {
 			known[n] = m
@@ -70,9 +70,9 @@ func (c messageCache) prune(b *core.Branch, keep messages.TurnID) {
 	}
 }
 
-func readMessage(db messageReader, node messages.TurnID) (messages.Message, error) {
+func readMessage(db messageReader, node messages.NodeID) (messages.Message, error) {
 	var m messages.Message
-	t, err := db.Turn(context.Background(), node)
+	t, err := db.Node(context.Background(), node)
 	if err != nil {
 		return m, err
 	}
@@ -111,7 +111,7 @@ func (a *branchActor) assemble(turn messages.TurnID, continuation messages.Items
 // assembleFor assembles the context of user message user (transcript
 // node userNode; zero for a message not stored) and returns the recipe
 // to rebuild it from the store.
-func (a *branchActor) assembleFor(userNode messages.TurnID, user messages.Message, continuation messages.Items) (
+func (a *branchActor) assembleFor(userNode messages.NodeID, user messages.Message, continuation messages.Items) (
 	messages.AssembledContext, core.AssemblyReport, *persistence.ContextRecipe, error) {
 	recipe := &persistence.ContextRecipe{State: a.b.State.ID, Pinned: slices.Clone(a.b.State.Pinned), User: userNode}
 	pending := a.b.Pending()
@@ -137,7 +137,7 @@ func (a *branchActor) assembleFor(userNode messages.TurnID, user messages.Messag
 	}
 	for _, p := range pending {
 		pm := core.PendingMessages{Turn: p.ID}
-		for _, n := range []messages.TurnID{p.ID, p.Reply} {
+		for _, n := range []messages.NodeID{p.ID, p.Reply} {
 			m, err := a.msgs.get(n)
 			if err != nil {
 				return messages.AssembledContext{}, core.AssemblyReport{}, nil, err

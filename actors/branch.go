@@ -65,7 +65,7 @@ type (
 	wakeReq    struct{}
 	forkReq    struct {
 		claim
-		at messages.TurnID // zero: the head
+		at messages.NodeID // zero: the head
 	}
 	cancelReq struct{}              // cancel the turn in flight
 	modelReq  struct{ name string } // select a model for the next turns
@@ -713,7 +713,7 @@ func (a *branchActor) submitted(turn messages.TurnID) (*TurnStream, bool, error)
 		seq, phase, reason, out = t.Seq, t.Phase, t.Reason, t.Outcome
 	} else if ok {
 		return nil, false, fmt.Errorf("%w: turn id %s is already used", persistence.ErrInvalidArgument, turn)
-	} else if _, err := a.rows.Turn(context.Background(), turn); errors.Is(err, persistence.ErrTurnNotFound) {
+	} else if _, err := a.rows.Node(context.Background(), turn); errors.Is(err, persistence.ErrNodeNotFound) {
 		return nil, false, nil
 	} else if err != nil {
 		return nil, false, err

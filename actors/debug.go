@@ -106,7 +106,7 @@ func (r *Runtime) DebugContext(ctx context.Context, branch messages.BranchID, tu
 			return ContextDebug{}, fmt.Errorf("pending turn %s: %w", p, err)
 		}
 		pm := core.PendingMessages{Turn: p}
-		for _, n := range []messages.TurnID{p, reply} {
+		for _, n := range []messages.NodeID{p, reply} {
 			m, err := readMessage(r.db, n)
 			if err != nil {
 				return ContextDebug{}, fmt.Errorf("pending turn %s: %w", p, err)
@@ -144,7 +144,7 @@ func (r *Runtime) DebugContext(ctx context.Context, branch messages.BranchID, tu
 func (r *Runtime) stateSummary(ctx context.Context, branch messages.BranchID, id messages.StateID) (string, error) {
 	for b := branch; !b.IsZero(); {
 		for from := uint64(0); ; {
-			states, err := r.db.StateRows(ctx, b, from, persistence.MaxPageTurns)
+			states, err := r.db.StateRows(ctx, b, from, persistence.MaxPageNodes)
 			if err != nil {
 				return "", err
 			}
@@ -153,7 +153,7 @@ func (r *Runtime) stateSummary(ctx context.Context, branch messages.BranchID, id
 					return s.Summary, nil
 				}
 			}
-			if len(states) < persistence.MaxPageTurns {
+			if len(states) < persistence.MaxPageNodes {
 				break
 			}
 			from = states[len(states)-1].Seq + 1
@@ -170,13 +170,13 @@ func (r *Runtime) stateSummary(ctx context.Context, branch messages.BranchID, id
 // replyOf finds the reply of a finalized turn: the assistant message its
 // user message's transcript node leads to (a turn finalized is never
 // continued from its user message, only from its reply).
-func (r *Runtime) replyOf(ctx context.Context, turn messages.TurnID) (messages.TurnID, error) {
+func (r *Runtime) replyOf(ctx context.Context, turn messages.TurnID) (messages.NodeID, error) {
 	children, err := r.db.Children(ctx, turn)
 	if err != nil {
 		return messages.TurnID{}, err
 	}
 	for _, c := range children {
-		t, err := r.db.Turn(ctx, c)
+		t, err := r.db.Node(ctx, c)
 		if err != nil {
 			return messages.TurnID{}, err
 		}
@@ -184,5 +184,5 @@ func (r *Runtime) replyOf(ctx context.Context, turn messages.TurnID) (messages.T
 			return c, nil
 		}
 	}
-	return messages.TurnID{}, errors.New("no reply in the transcript")
+	return messages.NodeID{}, errors.New("no reply in the transcript")
 }

@@ -83,7 +83,7 @@ func (r *Runtime) exportBranch(ctx context.Context, b persistence.BranchRow, ind
 	}
 	if !b.Parent.IsZero() {
 		eb.Parent = index[b.Parent]
-		at, err := r.db.Turn(ctx, b.ForkAt)
+		at, err := r.db.Node(ctx, b.ForkAt)
 		if err != nil {
 			return fmt.Errorf("fork point %s: %w", b.ForkAt, err)
 		}
@@ -98,7 +98,7 @@ func (r *Runtime) exportBranch(ctx context.Context, b persistence.BranchRow, ind
 		if err != nil {
 			return err
 		}
-		if len(mine.Turns) == 1 && len(theirs.Turns) == 1 && mine.Turns[0].ID == theirs.Turns[0].ID {
+		if len(mine.Nodes) == 1 && len(theirs.Nodes) == 1 && mine.Nodes[0].ID == theirs.Nodes[0].ID {
 			eb.TipDepth++
 		}
 		for from := uint64(0); from <= b.ForkSeq; {
@@ -312,15 +312,15 @@ func (im *SessionImport) AddBranch(ctx context.Context, eb ExportBranch) (persis
 func (im *SessionImport) forkPoint(ctx context.Context, ev *messages.BranchCreated, row *persistence.BranchRow, eb ExportBranch) error {
 	db := im.rt.db
 	parent := im.branches[eb.Parent].ID
-	node := func(depth uint64) (messages.TurnID, error) {
+	node := func(depth uint64) (messages.NodeID, error) {
 		p, err := db.Range(ctx, parent, depth, 1)
 		if err != nil {
 			return messages.TurnID{}, err
 		}
-		if len(p.Turns) != 1 {
-			return messages.TurnID{}, fmt.Errorf("%w: no transcript node at depth %d of branch %d", ErrImport, depth, eb.Parent)
+		if len(p.Nodes) != 1 {
+			return messages.NodeID{}, fmt.Errorf("%w: no transcript node at depth %d of branch %d", ErrImport, depth, eb.Parent)
 		}
-		return p.Turns[0].ID, nil
+		return p.Nodes[0].ID, nil
 	}
 	if eb.TipDepth != eb.ForkAtDepth && eb.TipDepth != eb.ForkAtDepth+1 {
 		return fmt.Errorf("%w: tip depth %d, want the fork point's depth %d or the next", ErrImport, eb.TipDepth, eb.ForkAtDepth)
@@ -588,7 +588,7 @@ func (a *branchActor) importTurn(ctx actor.Context, t ExportTurn, now time.Time)
 	if err := a.rows.CheckPayload(field+": reply", len(reply)); err != nil {
 		return err
 	}
-	replyID := messages.NewID[messages.TurnID](now)
+	replyID := messages.NewID[messages.NodeID](now)
 	evs, err := a.b.Record(turn, replyID, now)
 	if err != nil {
 		return err
@@ -921,7 +921,7 @@ func (a *branchActor) importTurns(ctx actor.Context, exchanges []Exchange, key *
 	commit := a.stash(ctx)
 	defer func() { commit() }() // on an error: what was recorded is committed
 	for i, x := range exchanges {
-		turn, reply := messages.NewID[messages.TurnID](now), messages.NewID[messages.TurnID](now)
+		turn, reply := messages.NewID[messages.TurnID](now), messages.NewID[messages.NodeID](now)
 		tip := a.b.Tip
 		evs, err := a.b.Record(turn, reply, now)
 		if err != nil {

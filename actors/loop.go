@@ -219,7 +219,7 @@ func (a *branchActor) finalize(ctx actor.Context, turn messages.TurnID, step mes
 	payload, err := reply.MarshalJSON()
 	if err == nil {
 		now := a.now()
-		node := messages.NewID[messages.TurnID](now)
+		node := messages.NewID[messages.NodeID](now)
 		var evs []messages.BranchEvent
 		if evs, err = a.b.Finalize(turn, step, node, outcome, a.counters.displayed, a.counters.durable, now); err == nil {
 			tx := a.txFor(evs[0])

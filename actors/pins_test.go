@@ -195,7 +195,7 @@ func TestForkKeepsPinsInEffect(t *testing.T) {
 		{rows[0].ID, "turn 1 (folded with turn 2)", []string{"P1", "P2"}, []uint64{1, 2}},
 		{rows[1].ID, "turn 2 (the last turn of a state)", []string{"P2", "P3"}, []uint64{2, 3}},
 		{rows[2].ID, "turn 3 (pending)", []string{"P2", "P3"}, []uint64{2, 3}},
-		{messages.TurnID{}, "the head", []string{"P2 edited", "P3"}, []uint64{2, 3}},
+		{messages.NodeID{}, "the head", []string{"P2 edited", "P3"}, []uint64{2, 3}},
 	}
 	for _, tc := range tests {
 		fork, err := r.Fork(bg, b.ID, tc.at, "")

@@ -29,7 +29,7 @@ type ReportSession struct {
 // ReportBranch is a branch of a Report.
 type ReportBranch struct {
 	persistence.BranchRow
-	Head      messages.TurnID `json:"head"`
+	Head      messages.NodeID `json:"head"`
 	HeadDepth uint64          `json:"head_depth"`
 	Turns     int             `json:"turns"`
 	Pending   int             `json:"pending"`
@@ -105,7 +105,7 @@ func BuildReportOf(ctx context.Context, db persistence.Database, dataDir string,
 		for _, b := range branches {
 			ib := ReportBranch{BranchRow: b, Phases: map[string]int{}}
 			if h, err := db.Head(ctx, b.ID); err == nil {
-				ib.Head, ib.HeadDepth = h.Turn, h.Depth
+				ib.Head, ib.HeadDepth = h.Node, h.Depth
 			}
 			err := db.EachTurnRow(ctx, b.ID, func(r persistence.TurnRow) error {
 				ib.Turns++
@@ -132,7 +132,7 @@ func BuildReportOf(ctx context.Context, db persistence.Database, dataDir string,
 					return rep, err
 				}
 			}
-			states, err := db.StateRows(ctx, b.ID, 0, persistence.MaxPageTurns)
+			states, err := db.StateRows(ctx, b.ID, 0, persistence.MaxPageNodes)
 			if err != nil {
 				return rep, err
 			}

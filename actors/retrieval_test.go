@@ -66,7 +66,7 @@ func TestRetrievalIsForkAware(t *testing.T) {
 		turns = append(turns, rows[0].ID)
 	}
 	waitIndexed(t, r, main.ID, ev, 3)
-	fork, err := r.Fork(bg, main.ID, messages.TurnID{}, "fork")
+	fork, err := r.Fork(bg, main.ID, messages.NodeID{}, "fork")
 	if err != nil {
 		t.Fatal(err)
 	}

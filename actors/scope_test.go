@@ -53,22 +53,22 @@ func TestTurnsAreReadOnlyThroughTheirBranches(t *testing.T) {
 		if tc.ok && err != nil {
 			t.Errorf("DebugContext(%s, %s) = %v, want the context", tc.branch, tc.turn, err)
 		}
-		if !tc.ok && !errors.Is(err, persistence.ErrTurnNotFound) {
-			t.Errorf("DebugContext(%s, %s) = %v, want ErrTurnNotFound", tc.branch, tc.turn, err)
+		if !tc.ok && !errors.Is(err, persistence.ErrNodeNotFound) {
+			t.Errorf("DebugContext(%s, %s) = %v, want ErrNodeNotFound", tc.branch, tc.turn, err)
 		}
 		row, err := r.TurnRow(bg, tc.branch, tc.turn)
 		if tc.ok && (err != nil || row.ID != tc.turn) {
 			t.Errorf("TurnRow(%s, %s) = %+v, %v", tc.branch, tc.turn, row, err)
 		}
-		if !tc.ok && !errors.Is(err, persistence.ErrTurnNotFound) {
-			t.Errorf("TurnRow(%s, %s) = %v, want ErrTurnNotFound", tc.branch, tc.turn, err)
+		if !tc.ok && !errors.Is(err, persistence.ErrNodeNotFound) {
+			t.Errorf("TurnRow(%s, %s) = %v, want ErrNodeNotFound", tc.branch, tc.turn, err)
 		}
 		_, _, err = r.History(bg, tc.branch, tc.turn, 10)
 		if tc.ok && err != nil {
 			t.Errorf("History(%s, before %s) = %v", tc.branch, tc.turn, err)
 		}
-		if !tc.ok && !errors.Is(err, persistence.ErrTurnNotFound) {
-			t.Errorf("History(%s, before %s) = %v, want ErrTurnNotFound", tc.branch, tc.turn, err)
+		if !tc.ok && !errors.Is(err, persistence.ErrNodeNotFound) {
+			t.Errorf("History(%s, before %s) = %v, want ErrNodeNotFound", tc.branch, tc.turn, err)
 		}
 	}
 }

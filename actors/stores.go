@@ -15,7 +15,7 @@ import (
 // messageReader reads a transcript node's message: its turn, then its
 // payload (readMessage).
 type messageReader interface {
-	Turn(ctx context.Context, id messages.TurnID) (persistence.Turn, error)
+	Node(ctx context.Context, id messages.NodeID) (persistence.Node, error)
 	Blob(ctx context.Context, h persistence.Hash) ([]byte, error)
 }
 

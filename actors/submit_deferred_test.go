@@ -65,7 +65,7 @@ func TestSubmitDeferredCommitsAcceptanceWithResponse(t *testing.T) {
 	if len(rows) != 1 || rows[0].ID != s.Turn || rows[0].Phase < messages.PhaseResponseFinalized {
 		t.Fatalf("after the last update: rows %+v, want turn %s finalized", rows, s.Turn)
 	}
-	if _, err := r.DB().Turn(bg, s.Turn); err != nil {
+	if _, err := r.DB().Node(bg, s.Turn); err != nil {
 		t.Errorf("the user message is not in the store: %v", err)
 	}
 }

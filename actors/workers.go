@@ -443,7 +443,7 @@ type indexReq struct {
 	session messages.SessionID
 	turn    messages.TurnID
 	seq     uint64
-	reply   messages.TurnID
+	reply   messages.NodeID
 }
 
 // indexer turns committed turns into chunk rows, embedded, idempotently:
@@ -460,10 +460,11 @@ type indexer struct {
 // recentTurn is a turn the indexer indexed: its nodes, chunks, and the
 // terms of its whole text.
 type recentTurn struct {
-	turn, reply messages.TurnID
-	chunks      []persistence.ChunkRow
-	tf          map[string]float32
-	n           float32
+	turn   messages.TurnID
+	reply  messages.NodeID
+	chunks []persistence.ChunkRow
+	tf     map[string]float32
+	n      float32
 }
 
 // remember keeps a turn among the branch's last few.
@@ -483,7 +484,7 @@ func (ix *indexer) remember(b messages.BranchID, t recentTurn) {
 
 // recentOf returns the remembered turn whose user message or reply is
 // node.
-func (ix *indexer) recentOf(b messages.BranchID, node messages.TurnID) (recentTurn, bool) {
+func (ix *indexer) recentOf(b messages.BranchID, node messages.NodeID) (recentTurn, bool) {
 	for _, r := range ix.recent[b] {
 		if r.turn == node || (r.reply == node && !node.IsZero()) {
 			return r, true
@@ -556,7 +557,7 @@ func (ix *indexer) chunkRows(m *indexReq) ([]persistence.ChunkRow, []persistence
 	now := ix.rt.cfg.Now()
 	var rows []persistence.ChunkRow
 	var own strings.Builder
-	for _, node := range []messages.TurnID{m.turn, m.reply} {
+	for _, node := range []messages.NodeID{m.turn, m.reply} {
 		if node.IsZero() {
 			continue
 		}
@@ -644,13 +645,13 @@ type neighbour struct {
 // user message up to the next one.
 func (ix *indexer) previousTurns(m *indexReq, n int) ([]neighbour, error) {
 	var out []neighbour
-	node, err := ix.rt.db.Turn(context.Background(), m.turn)
+	node, err := ix.rt.db.Node(context.Background(), m.turn)
 	if err != nil {
 		return nil, err
 	}
 	var text []string
 	for len(out) < n && !node.Parent.IsZero() {
-		if node, err = ix.rt.db.Turn(context.Background(), node.Parent); err != nil {
+		if node, err = ix.rt.db.Node(context.Background(), node.Parent); err != nil {
 			return nil, err
 		}
 		if r, ok := ix.recentOf(m.branch, node.ID); ok {
@@ -683,7 +684,7 @@ func (ix *indexer) previousTurns(m *indexReq, n int) ([]neighbour, error) {
 }
 
 // knownMessage returns known[node], or reads the node's message.
-func knownMessage(db messageReader, known map[messages.TurnID]messages.Message, node messages.TurnID) (messages.Message, error) {
+func knownMessage(db messageReader, known map[messages.NodeID]messages.Message, node messages.NodeID) (messages.Message, error) {
 	if m, ok := known[node]; ok {
 		return m, nil
 	}

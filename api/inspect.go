@@ -23,7 +23,7 @@ type ReportSession struct {
 // ReportBranch is a branch of a Report.
 type ReportBranch struct {
 	Branch
-	Head      messages.TurnID `json:"head"`
+	Head      messages.NodeID `json:"head"`
 	HeadDepth uint64          `json:"head_depth"`
 	Turns     int             `json:"turns"`
 	Pending   int             `json:"pending"`

@@ -18,7 +18,7 @@ type Chunk struct {
 	// byte offsets in that message's rendered text (0 and 0 for a tool's
 	// result, which the rendered text does not hold).
 	Seq      uint64             `json:"seq"`
-	Node     messages.TurnID    `json:"node,omitzero"`
+	Node     messages.NodeID    `json:"node,omitzero"`
 	Start    int                `json:"start"`
 	End      int                `json:"end"`
 	Type     messages.ChunkType `json:"type"`

@@ -31,7 +31,7 @@ type Branch struct {
 	ID      messages.BranchID  `json:"id"`
 	Session messages.SessionID `json:"session"`
 	Parent  messages.BranchID  `json:"parent,omitempty"`
-	ForkAt  messages.TurnID    `json:"fork_at,omitempty"`
+	ForkAt  messages.NodeID    `json:"fork_at,omitempty"`
 	// ForkSeq is the parent's turn_seq at the fork point: the fork sees
 	// the parent's turns up to it.
 	ForkSeq uint64    `json:"fork_seq,omitempty"`
@@ -49,7 +49,7 @@ type CreatedSession struct {
 // BranchInfo is a branch's live state (GET /v1/branches/{id}).
 type BranchInfo struct {
 	Branch    Branch                   `json:"branch"`
-	Tip       messages.TurnID          `json:"tip"`
+	Tip       messages.NodeID          `json:"tip"`
 	State     messages.StateCheckpoint `json:"state"`
 	Epoch     uint64                   `json:"epoch"`
 	TurnSeq   uint64                   `json:"turn_seq"`

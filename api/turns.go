@@ -16,7 +16,7 @@ type Turn struct {
 	ID         messages.TurnID    `json:"id"` // also the transcript node of the user message
 	Phase      messages.TurnPhase `json:"phase"`
 	Step       messages.StepID    `json:"step,omitempty"`
-	Reply      messages.TurnID    `json:"reply,omitempty"`   // transcript node of the assistant message
+	Reply      messages.NodeID    `json:"reply,omitempty"`   // transcript node of the assistant message
 	Outcome    string             `json:"outcome,omitempty"` // a messages.OutcomeKind, once the response is final or the turn failed
 	Code       string             `json:"code,omitempty"`    // why a failed turn failed: one of messages' Fail* codes
 	Reason     string             `json:"reason,omitempty"`
@@ -111,7 +111,7 @@ type PartialOutput struct {
 type ChunkInfo struct {
 	ID       messages.ChunkID   `json:"id"`
 	Seq      uint64             `json:"seq"` // the turn's number on the branch that indexed it
-	Node     messages.TurnID    `json:"node"`
+	Node     messages.NodeID    `json:"node"`
 	Start    int                `json:"start"`
 	End      int                `json:"end"`
 	Type     messages.ChunkType `json:"type"`
@@ -146,12 +146,12 @@ type PendingTurn struct {
 	Turn  messages.TurnID    `json:"turn"`
 	Seq   uint64             `json:"seq"`
 	Phase messages.TurnPhase `json:"phase"`
-	Reply messages.TurnID    `json:"reply,omitzero"`
+	Reply messages.NodeID    `json:"reply,omitzero"`
 }
 
 // HistoryEntry is one message of a transcript.
 type HistoryEntry struct {
-	Node    messages.TurnID  `json:"node"`
+	Node    messages.NodeID  `json:"node"`
 	Depth   uint64           `json:"depth"`
 	Message messages.Message `json:"message"`
 	// PartialReply, on a user message whose turn a crash interrupted, is
@@ -165,5 +165,5 @@ type HistoryEntry struct {
 // of the page before them (none at the start).
 type History struct {
 	Entries []HistoryEntry   `json:"entries"`
-	Before  *messages.TurnID `json:"before,omitempty"`
+	Before  *messages.NodeID `json:"before,omitempty"`
 }

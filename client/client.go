@@ -324,7 +324,7 @@ func (c *Client) Branch(ctx context.Context, branch messages.BranchID) (BranchIn
 
 // Fork creates a branch of branch that continues after turn at (zero:
 // after the head).
-func (c *Client) Fork(ctx context.Context, branch messages.BranchID, at messages.TurnID, label string) (Branch, error) {
+func (c *Client) Fork(ctx context.Context, branch messages.BranchID, at messages.NodeID, label string) (Branch, error) {
 	in := api.ForkRequest{Label: label}
 	if !at.IsZero() {
 		in.At = at.String()
@@ -523,7 +523,7 @@ func (c *Client) Cancel(ctx context.Context, branch messages.BranchID) error {
 // History returns up to limit messages of the branch's transcript before
 // node before (zero: up to the head), oldest first, and the cursor of the
 // page before them (zero at the start).
-func (c *Client) History(ctx context.Context, branch messages.BranchID, before messages.TurnID, limit int) ([]HistoryEntry, messages.TurnID, error) {
+func (c *Client) History(ctx context.Context, branch messages.BranchID, before messages.NodeID, limit int) ([]HistoryEntry, messages.NodeID, error) {
 	q := url.Values{"limit": {strconv.Itoa(limit)}}
 	if !before.IsZero() {
 		q.Set("before", before.String())

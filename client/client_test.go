@@ -258,7 +258,7 @@ func ExampleClient_History() {
 	c := client.New("http://127.0.0.1:8080")
 	ctx := context.Background()
 	branch, _ := messages.ParseID[messages.BranchID]("01K9Z3V6Q8D4T2M0R5C7B1N3XW")
-	var before messages.TurnID // zero: from the head
+	var before messages.NodeID // zero: from the head
 	for {
 		page, next, err := c.History(ctx, branch, before, 100)
 		if err != nil {

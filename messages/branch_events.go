@@ -58,7 +58,7 @@ type PinnedFact struct {
 type PendingTurn struct {
 	Turn  TurnID `json:"turn"`
 	Seq   uint64 `json:"seq"`
-	Reply TurnID `json:"reply"`
+	Reply NodeID `json:"reply"`
 }
 
 // BranchCreated starts a branch: a new one (Parent and ForkAt zero) or a
@@ -76,8 +76,8 @@ type BranchCreated struct {
 	Session SessionID
 	Branch  BranchID
 	Parent  BranchID
-	ForkAt  TurnID
-	Tip     TurnID
+	ForkAt  NodeID
+	Tip     NodeID
 	State   StateCheckpoint
 	Pins    []PinnedFact
 	Pending []PendingTurn
@@ -179,7 +179,7 @@ type ModelSelected struct {
 type ResponseFinalized struct {
 	Turn      TurnID
 	Step      StepID
-	Reply     TurnID
+	Reply     NodeID
 	Outcome   StepOutcome
 	Displayed uint64
 	Durable   uint64
@@ -290,7 +290,7 @@ type ChunksForced struct {
 type TurnRecorded struct {
 	Turn  TurnID
 	Seq   uint64
-	Reply TurnID
+	Reply NodeID
 	At    time.Time
 }
 
@@ -454,8 +454,8 @@ func UnmarshalBranchEvent(data []byte) (BranchEvent, error) {
 		e.Session = readID[sessionKind](r, "session", true)
 		e.Branch = readID[branchKind](r, "branch", true)
 		e.Parent = readID[branchKind](r, "parent", false)
-		e.ForkAt = readID[turnKind](r, "fork_at", false)
-		e.Tip = readID[turnKind](r, "tip", false)
+		e.ForkAt = readID[nodeKind](r, "fork_at", false)
+		e.Tip = readID[nodeKind](r, "tip", false)
 		e.State = r.state("state")
 		if r.decode("pins", &e.Pins) && len(e.Pins) == 0 {
 			e.Pins = nil
@@ -471,7 +471,7 @@ func UnmarshalBranchEvent(data []byte) (BranchEvent, error) {
 		ev = e
 	case "turn_accepted":
 		var e TurnAccepted
-		e.Turn = readID[turnKind](r, "turn", true)
+		e.Turn = readID[nodeKind](r, "turn", true)
 		r.decode("seq", &e.Seq)
 		e.StateBefore = readID[stateKind](r, "state_before", false)
 		e.System = r.str("system")
@@ -484,34 +484,34 @@ func UnmarshalBranchEvent(data []byte) (BranchEvent, error) {
 		ev = e
 	case "turn_recorded":
 		var e TurnRecorded
-		e.Turn = readID[turnKind](r, "turn", true)
+		e.Turn = readID[nodeKind](r, "turn", true)
 		r.decode("seq", &e.Seq)
-		e.Reply = readID[turnKind](r, "reply", true)
+		e.Reply = readID[nodeKind](r, "reply", true)
 		e.At = r.time("at")
 		ev = e
 	case "response_started":
 		var e ResponseStarted
-		e.Turn = readID[turnKind](r, "turn", true)
+		e.Turn = readID[nodeKind](r, "turn", true)
 		e.Step = readID[stepKind](r, "step", true)
 		e.At = r.time("at")
 		ev = e
 	case "tool_calls_issued":
 		var e ToolCallsIssued
-		e.Turn = readID[turnKind](r, "turn", true)
+		e.Turn = readID[nodeKind](r, "turn", true)
 		e.Step = readID[stepKind](r, "step", true)
 		r.unmarshal("items", &e.Items)
 		e.At = r.time("at")
 		ev = e
 	case "tool_results_recorded":
 		var e ToolResultsRecorded
-		e.Turn = readID[turnKind](r, "turn", true)
+		e.Turn = readID[nodeKind](r, "turn", true)
 		r.unmarshal("outputs", &e.Outputs)
 		e.Next = readID[stepKind](r, "next", false)
 		e.At = r.time("at")
 		ev = e
 	case "step_retried":
 		var e StepRetried
-		e.Turn = readID[turnKind](r, "turn", true)
+		e.Turn = readID[nodeKind](r, "turn", true)
 		e.Step = readID[stepKind](r, "step", true)
 		e.Next = readID[stepKind](r, "next", true)
 		e.Reason = r.str("reason")
@@ -529,9 +529,9 @@ func UnmarshalBranchEvent(data []byte) (BranchEvent, error) {
 		ev = e
 	case "response_finalized":
 		var e ResponseFinalized
-		e.Turn = readID[turnKind](r, "turn", true)
+		e.Turn = readID[nodeKind](r, "turn", true)
 		e.Step = readID[stepKind](r, "step", true)
-		e.Reply = readID[turnKind](r, "reply", true)
+		e.Reply = readID[nodeKind](r, "reply", true)
 		if r.decode("outcome", &e.Outcome); e.Outcome.Kind == 0 && r.err == nil {
 			r.err = r.errorf("outcome", "is required")
 		}
@@ -541,7 +541,7 @@ func UnmarshalBranchEvent(data []byte) (BranchEvent, error) {
 		ev = e
 	case "turn_failed":
 		var e TurnFailed
-		e.Turn = readID[turnKind](r, "turn", true)
+		e.Turn = readID[nodeKind](r, "turn", true)
 		e.Step = readID[stepKind](r, "step", false)
 		e.Code = r.str("code")
 		e.Reason = r.str("reason")
@@ -561,7 +561,7 @@ func UnmarshalBranchEvent(data []byte) (BranchEvent, error) {
 		ev = e
 	case "turn_indexed":
 		var e TurnIndexed
-		e.Turn = readID[turnKind](r, "turn", true)
+		e.Turn = readID[nodeKind](r, "turn", true)
 		r.decode("chunks", &e.Chunks)
 		e.At = r.time("at")
 		ev = e

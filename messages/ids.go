@@ -14,7 +14,7 @@ import (
 )
 
 // ID is a 16-byte ULID tagged with the kind of thing it names, so that a
-// TurnID cannot be passed where a BranchID is wanted. The zero ID means
+// NodeID cannot be passed where a BranchID is wanted. The zero ID means
 // "none". IDs sort by creation time (millisecond) and, within one process,
 // by creation order.
 type ID[K any] [16]byte
@@ -23,7 +23,7 @@ type ID[K any] [16]byte
 type (
 	sessionKind struct{}
 	branchKind  struct{}
-	turnKind    struct{}
+	nodeKind    struct{}
 	stepKind    struct{}
 	stateKind   struct{}
 	chunkKind   struct{}
@@ -33,11 +33,19 @@ type (
 type (
 	SessionID = ID[sessionKind]
 	BranchID  = ID[branchKind]
-	TurnID    = ID[turnKind]
+	NodeID    = ID[nodeKind]
 	StepID    = ID[stepKind]
 	StateID   = ID[stateKind]
 	ChunkID   = ID[chunkKind]
 )
+
+// A transcript is a DAG of nodes: each message (a user's message, the
+// assistant's reply) is a node, named by a NodeID, whose parent is the
+// node before it; forks share their ancestors. A user turn (SRD §4.1) is
+// named by the node of its user message: a TurnID is that NodeID, and the
+// name says the value is a turn's. Where a value may be any node (a
+// reply, a fork point, a branch's tip, a page cursor), it is a NodeID.
+type TurnID = NodeID
 
 // ErrInvalidID is returned when text or bytes do not hold a ULID.
 var ErrInvalidID = errors.New("messages: invalid id")

@@ -17,11 +17,11 @@ type DAGView interface {
 	// Walk returns up to n turns from id towards the root, id first, and
 	// the id where it stopped: zero when it reached the root. n is at
 	// least 1 and id is not zero; an id that does not exist is an error
-	// that errors.Is ErrTurnNotFound.
-	Walk(id messages.TurnID, n int) ([]Turn, messages.TurnID, error)
+	// that errors.Is ErrNodeNotFound.
+	Walk(id messages.NodeID, n int) ([]Node, messages.NodeID, error)
 	// AncestorAt returns the ancestor at depth target of id, which is at
 	// depth d; target is at most d.
-	AncestorAt(id messages.TurnID, d, target uint64) (messages.TurnID, error)
+	AncestorAt(id messages.NodeID, d, target uint64) (messages.NodeID, error)
 }
 
 // Pager answers Reader's Last, Before, Chain and Range over the DAGView
@@ -33,7 +33,7 @@ type Pager struct {
 }
 
 // walk is v.Walk that returns no turn for n == 0 or a zero id.
-func walk(v DAGView, id messages.TurnID, n int) ([]Turn, messages.TurnID, error) {
+func walk(v DAGView, id messages.NodeID, n int) ([]Node, messages.NodeID, error) {
 	if n <= 0 || id.IsZero() {
 		return nil, id, nil
 	}
@@ -51,7 +51,7 @@ func (p Pager) Last(ctx context.Context, b messages.BranchID, n int) (Page, erro
 		if err != nil {
 			return err
 		}
-		ts, rest, err := walk(v, h.Turn, int(min(uint64(n), h.Len())))
+		ts, rest, err := walk(v, h.Node, int(min(uint64(n), h.Len())))
 		pg = page(ts, rest)
 		return err
 	})
@@ -63,12 +63,12 @@ func (p Pager) Last(ctx context.Context, b messages.BranchID, n int) (Page, erro
 
 // Before returns up to n turns strictly older than before on its
 // ancestry, oldest first.
-func (p Pager) Before(ctx context.Context, before messages.TurnID, n int) (Page, error) {
+func (p Pager) Before(ctx context.Context, before messages.NodeID, n int) (Page, error) {
 	if err := CheckPageSize(n); err != nil {
 		return Page{}, err
 	}
 	if before.IsZero() {
-		return Page{}, errZeroTurn
+		return Page{}, errZeroNode
 	}
 	var pg Page
 	err := p.View(ctx, func(v DAGView) error {
@@ -88,11 +88,11 @@ func (p Pager) Before(ctx context.Context, before messages.TurnID, n int) (Page,
 }
 
 // Chain returns every turn from the root to id, oldest first.
-func (p Pager) Chain(ctx context.Context, id messages.TurnID) ([]Turn, error) {
+func (p Pager) Chain(ctx context.Context, id messages.NodeID) ([]Node, error) {
 	if id.IsZero() {
-		return nil, errZeroTurn
+		return nil, errZeroNode
 	}
-	var ts []Turn
+	var ts []Node
 	err := p.View(ctx, func(v DAGView) error {
 		var err error
 		ts, _, err = v.Walk(id, math.MaxInt32)
@@ -122,13 +122,13 @@ func (p Pager) Range(ctx context.Context, b messages.BranchID, start uint64, lim
 			return nil
 		}
 		end := min(start+uint64(limit)-1, h.Depth) // last depth wanted
-		top, err := v.AncestorAt(h.Turn, h.Depth, end)
+		top, err := v.AncestorAt(h.Node, h.Depth, end)
 		if err != nil {
 			return err
 		}
 		ts, _, err := v.Walk(top, int(end-start+1))
 		reverse(ts)
-		rp.Turns = ts
+		rp.Nodes = ts
 		return err
 	})
 	if err != nil {
@@ -137,7 +137,7 @@ func (p Pager) Range(ctx context.Context, b messages.BranchID, start uint64, lim
 	return rp, nil
 }
 
-func reverse(ts []Turn) {
+func reverse(ts []Node) {
 	for i, j := 0, len(ts)-1; i < j; i, j = i+1, j-1 {
 		ts[i], ts[j] = ts[j], ts[i]
 	}
@@ -146,12 +146,12 @@ func reverse(ts []Turn) {
 // page turns a newest-first walk into a chronological page whose cursor
 // is its oldest turn, or zero when the walk reached the root. A page of
 // no turn has an empty Turns, not a nil one.
-func page(ts []Turn, rest messages.TurnID) Page {
+func page(ts []Node, rest messages.NodeID) Page {
 	if ts == nil {
-		ts = []Turn{}
+		ts = []Node{}
 	}
 	reverse(ts)
-	p := Page{Turns: ts}
+	p := Page{Nodes: ts}
 	if !rest.IsZero() && len(ts) > 0 {
 		p.Next = ts[0].ID
 	}
@@ -167,7 +167,7 @@ type OverlayView struct {
 
 // Apply returns t as the view shows it, given t's overlays in Seq order:
 // the payload of the last one it includes.
-func (v OverlayView) Apply(t Turn, os []Overlay) Turn {
+func (v OverlayView) Apply(t Node, os []Overlay) Node {
 	for i := len(os) - 1; i >= 0; i-- {
 		if v.Latest || os[i].Seq <= v.AsOf {
 			return ApplyOverlay(t, os[i])

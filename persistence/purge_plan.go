@@ -106,27 +106,27 @@ func CheckPurgeSessions(specs []PurgeSpec) error {
 // PurgeNode is a transcript node a purge reads: its parent, its payload's
 // blob and the base of the branch it was reached from.
 type PurgeNode struct {
-	ID, Parent messages.TurnID
+	ID, Parent messages.NodeID
 	Payload    Hash
-	Base       messages.TurnID
+	Base       messages.NodeID
 }
 
 // TurnRowKey names a turn row: the branch it is of and its turn.
 type TurnRowKey struct {
 	Branch messages.BranchID
-	Turn   messages.TurnID
+	Turn   messages.NodeID
 }
 
 // NodeStep is a step row of a transcript node: the node and the step.
 type NodeStep struct {
-	Turn messages.TurnID
+	Turn messages.NodeID
 	Step messages.StepID
 }
 
 // NodeChunk is a chunk whose source is a transcript node: the node and
 // the chunk.
 type NodeChunk struct {
-	Turn  messages.TurnID
+	Turn  messages.NodeID
 	Chunk messages.ChunkID
 }
 
@@ -147,18 +147,18 @@ type PurgeReader interface {
 	Walk(heads []Head) ([]PurgeNode, error)
 	// HeadsAt returns the heads whose turn or base is one of nodes, in
 	// branch order.
-	HeadsAt(nodes []messages.TurnID) ([]Head, error)
+	HeadsAt(nodes []messages.NodeID) ([]Head, error)
 	// Children calls fn with each child of nodes, in order of parent and
 	// child.
-	Children(nodes []messages.TurnID, fn func(parent, child messages.TurnID) error) error
+	Children(nodes []messages.NodeID, fn func(parent, child messages.NodeID) error) error
 	// Overlays returns the overlays of nodes.
-	Overlays(nodes []messages.TurnID) ([]Overlay, error)
+	Overlays(nodes []messages.NodeID) ([]Overlay, error)
 	// TurnRows calls fn with each turn row of branches.
 	TurnRows(branches []messages.BranchID, fn func(TurnRow) error) error
 	// Steps returns the step rows of nodes.
-	Steps(nodes []messages.TurnID) ([]NodeStep, error)
+	Steps(nodes []messages.NodeID) ([]NodeStep, error)
 	// Chunks returns the chunks whose source is one of nodes, each once.
-	Chunks(nodes []messages.TurnID) ([]NodeChunk, error)
+	Chunks(nodes []messages.NodeID) ([]NodeChunk, error)
 	// Jobs calls fn with every job.
 	Jobs(fn func(Job) error) error
 	// Keyed calls fn with the key and JSON of every idempotency row and
@@ -189,8 +189,8 @@ type PurgePlan struct {
 }
 
 // NodeIDs returns the ids of the plan's nodes, in order.
-func (p *PurgePlan) NodeIDs() []messages.TurnID {
-	ids := make([]messages.TurnID, len(p.Nodes))
+func (p *PurgePlan) NodeIDs() []messages.NodeID {
+	ids := make([]messages.NodeID, len(p.Nodes))
 	for i, n := range p.Nodes {
 		ids[i] = n.ID
 	}
@@ -247,15 +247,15 @@ func PlanPurge(r PurgeReader, spec PurgeSpec) (*PurgePlan, error) {
 	if err != nil {
 		return nil, err
 	}
-	owned := map[messages.TurnID]PurgeNode{}
+	owned := map[messages.NodeID]PurgeNode{}
 	for _, n := range walked {
 		owned[n.ID] = n
 	}
 	// A walk stops at a missing node: every head's turn and every node's
 	// parent (but at the base) must have been found.
 	for _, h := range heads {
-		if _, ok := owned[h.Turn]; !ok && h.Turn != h.Base && !h.Turn.IsZero() {
-			return nil, fmt.Errorf("%w: head of branch %s names turn %s, which is missing", ErrCorrupt, h.Branch, h.Turn)
+		if _, ok := owned[h.Node]; !ok && h.Node != h.Base && !h.Node.IsZero() {
+			return nil, fmt.Errorf("%w: head of branch %s names turn %s, which is missing", ErrCorrupt, h.Branch, h.Node)
 		}
 	}
 	for id, n := range owned {
@@ -280,14 +280,14 @@ func PlanPurge(r PurgeReader, spec PurgeSpec) (*PurgePlan, error) {
 		if del[h.Branch] {
 			continue
 		}
-		if _, ok := owned[h.Turn]; ok {
-			return nil, fmt.Errorf("%w: branch %s is at turn %s of a branch to delete (a fork): delete it first", ErrInUse, h.Branch, h.Turn)
+		if _, ok := owned[h.Node]; ok {
+			return nil, fmt.Errorf("%w: branch %s is at turn %s of a branch to delete (a fork): delete it first", ErrInUse, h.Branch, h.Node)
 		}
 		if _, ok := owned[h.Base]; ok {
 			return nil, fmt.Errorf("%w: branch %s was forked at turn %s of a branch to delete: delete it first", ErrInUse, h.Branch, h.Base)
 		}
 	}
-	err = r.Children(nodes, func(parent, child messages.TurnID) error {
+	err = r.Children(nodes, func(parent, child messages.NodeID) error {
 		if _, ok := owned[child]; !ok {
 			return fmt.Errorf("%w: turn %s of a branch to delete has a child %x on a branch kept (a fork): delete it first",
 				ErrInUse, parent, child[:])
@@ -300,7 +300,7 @@ func PlanPurge(r PurgeReader, spec PurgeSpec) (*PurgePlan, error) {
 
 	// The blob references the nodes hold: their payloads and overlays
 	// (an overlay that purged a payload released its reference then).
-	refs := map[messages.TurnID]map[Hash]int{}
+	refs := map[messages.NodeID]map[Hash]int{}
 	for id, n := range owned {
 		refs[id] = map[Hash]int{n.Payload: 1}
 	}
@@ -308,7 +308,7 @@ func PlanPurge(r PurgeReader, spec PurgeSpec) (*PurgePlan, error) {
 		return nil, err
 	}
 	for _, ov := range p.Overlays {
-		m := refs[ov.Turn]
+		m := refs[ov.Node]
 		if m == nil {
 			continue // not asked for
 		}

@@ -70,7 +70,7 @@ type BranchRow struct {
 	ID      messages.BranchID  `json:"id"`
 	Session messages.SessionID `json:"session"`
 	Parent  messages.BranchID  `json:"parent,omitempty"`
-	ForkAt  messages.TurnID    `json:"fork_at,omitempty"`
+	ForkAt  messages.NodeID    `json:"fork_at,omitempty"`
 	// ForkSeq is the parent's turn_seq at the fork point: the fork sees
 	// the parent's turns up to it.
 	ForkSeq uint64    `json:"fork_seq,omitempty"`
@@ -86,7 +86,7 @@ type TurnRow struct {
 	ID         messages.TurnID    `json:"id"` // also the transcript node of the user message
 	Phase      messages.TurnPhase `json:"phase"`
 	Step       messages.StepID    `json:"step,omitempty"`
-	Reply      messages.TurnID    `json:"reply,omitempty"`   // transcript node of the assistant message
+	Reply      messages.NodeID    `json:"reply,omitempty"`   // transcript node of the assistant message
 	Outcome    string             `json:"outcome,omitempty"` // a messages.OutcomeKind, once the response is final or the turn failed
 	Code       string             `json:"code,omitempty"`    // why a failed turn failed: one of messages' Fail* codes
 	Reason     string             `json:"reason,omitempty"`
@@ -154,7 +154,7 @@ type ChunkRow struct {
 	// byte offsets in that message's rendered text (0 and 0 for a tool's
 	// result, which the rendered text does not hold).
 	Seq      uint64             `json:"seq"`
-	Node     messages.TurnID    `json:"node,omitzero"`
+	Node     messages.NodeID    `json:"node,omitzero"`
 	Start    int                `json:"start"`
 	End      int                `json:"end"`
 	Type     messages.ChunkType `json:"type"`

@@ -1,10 +1,10 @@
 // Package persistence is ContextInfinity's durable storage: the context
-// store (an immutable turn DAG over a content-addressed blob store, with
+// store (an immutable transcript DAG over a content-addressed blob store, with
 // mutable branch heads), the lifecycle tables and the actor logs.
 //
 // This package is what every engine shares: the row types, Tx and its
 // checks, the errors, the interfaces (Store, Database), the encodings
-// both databases store (blobs, turn records and their skip pointers,
+// both databases store (blobs, node records and their skip pointers,
 // partition entries), the actor logs over any Database, the stream
 // journals and the cipher. The engines are packages of their own: Badger
 // (package badgerdb), PostgreSQL (package pgdb) and memory (package
@@ -35,8 +35,8 @@ var (
 	ErrNotFound = errors.New("persistence: not found")
 	// ErrBranchNotFound is returned when no branch has the given id.
 	ErrBranchNotFound = fmt.Errorf("%w: branch", ErrNotFound)
-	// ErrTurnNotFound is returned when no turn has the given id.
-	ErrTurnNotFound = fmt.Errorf("%w: turn", ErrNotFound)
+	// ErrNodeNotFound is returned when no node has the given id.
+	ErrNodeNotFound = fmt.Errorf("%w: turn", ErrNotFound)
 	// ErrBlobNotFound is returned when no blob has the given hash (or it
 	// was purged by an overlay).
 	ErrBlobNotFound = fmt.Errorf("%w: blob", ErrNotFound)
@@ -68,14 +68,14 @@ var (
 	ErrUnavailable = errors.New("persistence: the database is unreachable")
 )
 
-// DefaultMaxPayloadBytes is the default limit on one turn's payload.
+// DefaultMaxPayloadBytes is the default limit on one node's payload.
 const DefaultMaxPayloadBytes = 8 << 20
 
-// MaxPageTurns is the largest number of turns one paging call returns.
-const MaxPageTurns = 10_000
+// MaxPageNodes is the largest number of nodes one paging call returns.
+const MaxPageNodes = 10_000
 
 // Turn flags. The low 16 bits are the caller's; the store sets the high ones
-// on returned turns to describe overlays.
+// on returned nodes to describe overlays.
 const (
 	// FlagPatched: an overlay replaced the payload; PayloadHash is the new one.
 	FlagPatched uint32 = 1 << 30
@@ -85,11 +85,12 @@ const (
 	CallerFlagsMask uint32 = 0xFFFF
 )
 
-// Turn is an immutable node of the turn DAG. Turns read through a view
-// with overlays carry the effective PayloadHash and the overlay flags.
-type Turn struct {
-	ID          messages.TurnID
-	Parent      messages.TurnID // zero for a root turn
+// Node is an immutable node of the transcript DAG: one message (see
+// messages.NodeID). Nodes read through a view with overlays carry the
+// effective PayloadHash and the overlay flags.
+type Node struct {
+	ID          messages.NodeID
+	Parent      messages.NodeID // zero for a root node
 	Depth       uint64          // root depth is 0; a child is parent depth + 1
 	TypeTag     uint64          // the caller's payload type
 	Codec       uint32          // the caller's payload encoding
@@ -99,20 +100,20 @@ type Turn struct {
 	OverlaySeq  uint64    // the overlay applied by the view; 0 if none
 }
 
-// Head is a branch: a mutable pointer to a turn. An empty branch has a zero
-// Turn; its first append creates a root turn.
+// Head is a branch: a mutable pointer to a node. An empty branch has a
+// zero Node; its first append creates a root node.
 type Head struct {
 	Branch    messages.BranchID
-	Turn      messages.TurnID // zero for an empty branch
-	Depth     uint64          // depth of Turn; 0 when empty
-	Base      messages.TurnID // the turn the branch was created at (zero: empty)
+	Node      messages.NodeID // zero for an empty branch
+	Depth     uint64          // depth of Node; 0 when empty
+	Base      messages.NodeID // the node the branch was created at (zero: empty)
 	CreatedAt time.Time
 }
 
-// Empty reports whether the branch has no turns.
-func (h Head) Empty() bool { return h.Turn.IsZero() }
+// Empty reports whether the branch has no nodes.
+func (h Head) Empty() bool { return h.Node.IsZero() }
 
-// Len is the number of turns on the branch's chain.
+// Len is the number of nodes on the branch's chain.
 func (h Head) Len() uint64 {
 	if h.Empty() {
 		return 0
@@ -124,48 +125,48 @@ func (h Head) Len() uint64 {
 type BranchSpec struct {
 	// ID of the new branch; zero means the store makes one.
 	ID messages.BranchID
-	// At is the turn the new branch's head points at: zero for an empty
-	// branch, any existing turn for a fork. No history is copied.
-	At messages.TurnID
+	// At is the node the new branch's head points at: zero for an empty
+	// branch, any existing node for a fork. No history is copied.
+	At messages.NodeID
 	// Tenant, when not "" nor DefaultTenant, is recorded as the branch's
-	// owner with it (DB.BranchTenant), and as the owner of the root turn
+	// owner with it (DB.BranchTenant), and as the owner of the root node
 	// its first append makes (DB.TurnTenant). The Badger store (DB) and
 	// PostgreSQL's (pgdb.PGDB, and the store it is built on) record it; at
 	// most MaxTenantName bytes.
 	Tenant string
 }
 
-// AppendRequest is one turn to add at a branch's head.
+// AppendRequest is one node to add at a branch's head.
 type AppendRequest struct {
 	Payload []byte
 	TypeTag uint64
 	Codec   uint32
 	Flags   uint32 // only CallerFlagsMask bits
 	// ExpectParent, when set, makes the append fail with ErrHeadMismatch
-	// unless the branch head is exactly this turn (zero: the branch must
+	// unless the branch head is exactly this node (zero: the branch must
 	// be empty). It lets one writer detect that another moved the head.
-	ExpectParent *messages.TurnID
+	ExpectParent *messages.NodeID
 }
 
-// Page is a run of turns in chronological order (oldest first) with the
+// Page is a run of nodes in chronological order (oldest first) with the
 // cursor for the next older page: pass Next to Before. Next is zero when
 // the page reaches the root.
 type Page struct {
-	Turns []Turn
-	Next  messages.TurnID
+	Nodes []Node
+	Next  messages.NodeID
 }
 
-// RangePage is the answer to a depth-range query: the turns at depths
+// RangePage is the answer to a depth-range query: the nodes at depths
 // [start, start+limit) of the branch, chronological, and the head depth.
 type RangePage struct {
-	Turns     []Turn
+	Nodes     []Node
 	HeadDepth uint64
 	Empty     bool // the branch has no turns
 }
 
-// OverlayRequest describes a redaction of a turn's payload.
+// OverlayRequest describes a redaction of a node's payload.
 type OverlayRequest struct {
-	// Payload replaces the turn's payload (a patch). Nil with Tombstone
+	// Payload replaces the node's payload (a patch). Nil with Tombstone
 	// set deletes it.
 	Payload   []byte
 	Tombstone bool
@@ -177,7 +178,7 @@ type OverlayRequest struct {
 
 // Overlay is a stored redaction. Seq is global and strictly increasing.
 type Overlay struct {
-	Turn      messages.TurnID
+	Node      messages.NodeID
 	Seq       uint64
 	Hash      Hash // new payload; zero for a tombstone
 	Tombstone bool
@@ -186,47 +187,47 @@ type Overlay struct {
 }
 
 // Reader is the read side of the context store. Reads see only durable
-// state: a head is never visible before the turn it points at is durable.
+// state: a head is never visible before the node it points at is durable.
 type Reader interface {
 	// Head returns the branch's head.
 	Head(ctx context.Context, branch messages.BranchID) (Head, error)
-	// Turn returns one turn.
-	Turn(ctx context.Context, id messages.TurnID) (Turn, error)
+	// Node returns one node.
+	Node(ctx context.Context, id messages.NodeID) (Node, error)
 	// Blob returns the payload bytes stored under h, verified against h.
 	Blob(ctx context.Context, h Hash) ([]byte, error)
-	// Last returns the last n turns of a branch, oldest first.
+	// Last returns the last n nodes of a branch, oldest first.
 	Last(ctx context.Context, branch messages.BranchID, n int) (Page, error)
-	// Before returns up to n turns strictly older than the turn before on
+	// Before returns up to n nodes strictly older than the node before on
 	// its ancestry, oldest first. Pass the previous page's Next.
-	Before(ctx context.Context, before messages.TurnID, n int) (Page, error)
-	// Chain returns every turn from the root to id, oldest first.
-	Chain(ctx context.Context, id messages.TurnID) ([]Turn, error)
-	// Range returns the branch's turns at depths [start, start+limit).
+	Before(ctx context.Context, before messages.NodeID, n int) (Page, error)
+	// Chain returns every node from the root to id, oldest first.
+	Chain(ctx context.Context, id messages.NodeID) ([]Node, error)
+	// Range returns the branch's nodes at depths [start, start+limit).
 	Range(ctx context.Context, branch messages.BranchID, start uint64, limit int) (RangePage, error)
 }
 
-// Store is the context store: an immutable turn DAG over a content-addressed
+// Store is the context store: an immutable transcript DAG over a content-addressed
 // blob store, with branch heads that fork in O(1).
 type Store interface {
 	Reader
-	// CreateBranch creates an empty branch or a fork at an existing turn.
+	// CreateBranch creates an empty branch or a fork at an existing node.
 	CreateBranch(ctx context.Context, spec BranchSpec) (Head, error)
-	// Append adds a turn at the branch head and moves the head to it. It
-	// returns once the turn and the new head are durable.
-	Append(ctx context.Context, branch messages.BranchID, req AppendRequest) (Turn, error)
-	// Children lists the turns whose parent is id, oldest first.
-	Children(ctx context.Context, id messages.TurnID) ([]messages.TurnID, error)
-	// PutOverlay records a patch or tombstone on a turn.
-	PutOverlay(ctx context.Context, turn messages.TurnID, req OverlayRequest) (Overlay, error)
-	// Overlays lists a turn's overlays, oldest first.
-	Overlays(ctx context.Context, turn messages.TurnID) ([]Overlay, error)
+	// Append adds a node at the branch head and moves the head to it. It
+	// returns once the node and the new head are durable.
+	Append(ctx context.Context, branch messages.BranchID, req AppendRequest) (Node, error)
+	// Children lists the nodes whose parent is id, oldest first.
+	Children(ctx context.Context, id messages.NodeID) ([]messages.NodeID, error)
+	// PutOverlay records a patch or tombstone on a node.
+	PutOverlay(ctx context.Context, turn messages.NodeID, req OverlayRequest) (Overlay, error)
+	// Overlays lists a node's overlays, oldest first.
+	Overlays(ctx context.Context, turn messages.NodeID) ([]Overlay, error)
 	// OverlaySeq returns the highest overlay sequence number so far.
 	OverlaySeq(ctx context.Context) (uint64, error)
 	// AsOf returns a view that applies only overlays with Seq <= seq;
-	// AsOf(0) shows every turn as first written. The Store itself reads
+	// AsOf(0) shows every node as first written. The Store itself reads
 	// with every overlay applied.
 	AsOf(seq uint64) Reader
-	// BlobRefs returns how many turns and overlays reference a blob.
+	// BlobRefs returns how many nodes and overlays reference a blob.
 	BlobRefs(ctx context.Context, h Hash) (uint64, error)
 	// Stats returns counters about the store's work so far.
 	Stats() Stats
@@ -310,17 +311,17 @@ func (l Limits) CheckSize(field string, n int) error {
 	return nil
 }
 
-// CheckPageSize refuses a page limit out of [0, MaxPageTurns].
+// CheckPageSize refuses a page limit out of [0, MaxPageNodes].
 func CheckPageSize(n int) error {
-	if n < 0 || n > MaxPageTurns {
-		return fmt.Errorf("%w: limit %d is out of range [0, %d]", ErrInvalidArgument, n, MaxPageTurns)
+	if n < 0 || n > MaxPageNodes {
+		return fmt.Errorf("%w: limit %d is out of range [0, %d]", ErrInvalidArgument, n, MaxPageNodes)
 	}
 	return nil
 }
 
 var (
 	errZeroBranch = fmt.Errorf("%w: branch id is zero", ErrInvalidArgument)
-	errZeroTurn   = fmt.Errorf("%w: turn id is zero", ErrInvalidArgument)
+	errZeroNode   = fmt.Errorf("%w: turn id is zero", ErrInvalidArgument)
 )
 
 // CheckBranchID returns an ErrInvalidArgument for a zero branch id, which
@@ -332,11 +333,11 @@ func CheckBranchID(b messages.BranchID) error {
 	return nil
 }
 
-// CheckTurnID returns an ErrInvalidArgument for a zero turn id, which
-// names no turn.
-func CheckTurnID(id messages.TurnID) error {
+// CheckNodeID returns an ErrInvalidArgument for a zero node id, which
+// names no node.
+func CheckNodeID(id messages.NodeID) error {
 	if id.IsZero() {
-		return errZeroTurn
+		return errZeroNode
 	}
 	return nil
 }
@@ -354,11 +355,11 @@ func CheckAppend(branch messages.BranchID, req AppendRequest, lim Limits) error 
 	return lim.checkPayload("payload", req.Payload)
 }
 
-// CheckOverlay refuses an overlay of turn that no engine takes, as
+// CheckOverlay refuses an overlay of node that no engine takes, as
 // CheckAppend does an append.
-func CheckOverlay(turn messages.TurnID, req OverlayRequest, lim Limits) error {
+func CheckOverlay(turn messages.NodeID, req OverlayRequest, lim Limits) error {
 	if turn.IsZero() {
-		return errZeroTurn
+		return errZeroNode
 	}
 	if req.Tombstone {
 		if req.Payload != nil {
@@ -372,7 +373,7 @@ func CheckOverlay(turn messages.TurnID, req OverlayRequest, lim Limits) error {
 // HeadMismatchError is the ErrHeadMismatch returned by Append.
 type HeadMismatchError struct {
 	Branch    messages.BranchID
-	Want, Got messages.TurnID
+	Want, Got messages.NodeID
 }
 
 func (e *HeadMismatchError) Error() string {
@@ -382,20 +383,20 @@ func (e *HeadMismatchError) Error() string {
 // Is makes errors.Is(err, ErrHeadMismatch) true.
 func (e *HeadMismatchError) Is(target error) bool { return target == ErrHeadMismatch }
 
-// BranchNotFound, TurnNotFound and BlobNotFound are the errors the store
-// returns for a branch, a turn or a blob that does not exist: a caller
+// BranchNotFound, NodeNotFound and BlobNotFound are the errors the store
+// returns for a branch, a node or a blob that does not exist: a caller
 // that hides something the store has (another tenant's) answers in the
 // same words.
 func BranchNotFound(id messages.BranchID) error { return branchNotFound(id) }
-func TurnNotFound(id messages.TurnID) error     { return turnNotFound(id) }
+func NodeNotFound(id messages.NodeID) error     { return nodeNotFound(id) }
 func BlobNotFound(h Hash) error                 { return blobNotFound(h) }
 
 func branchNotFound(id messages.BranchID) error {
 	return fmt.Errorf("%w %s", ErrBranchNotFound, id)
 }
 
-func turnNotFound(id messages.TurnID) error {
-	return fmt.Errorf("%w %s", ErrTurnNotFound, id)
+func nodeNotFound(id messages.NodeID) error {
+	return fmt.Errorf("%w %s", ErrNodeNotFound, id)
 }
 
 func blobNotFound(h Hash) error {

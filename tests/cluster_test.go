@@ -305,7 +305,7 @@ func proxyChat(url, conversation, text string) (string, error) {
 // fullHistory reads all of branch's history through c, oldest first.
 func fullHistory(ctx context.Context, c *client.Client, branch messages.BranchID) ([]client.HistoryEntry, error) {
 	var hist []client.HistoryEntry
-	for before := (messages.TurnID{}); ; {
+	for before := (messages.NodeID{}); ; {
 		page, next, err := c.History(ctx, branch, before, 200)
 		if err != nil {
 			return nil, err

@@ -314,14 +314,14 @@ func TestServeDeleteBranchForkRule(t *testing.T) {
 	if _, err := c.Send(ctx, main.ID, "base "+base); err != nil {
 		t.Fatal(err)
 	}
-	f1, err := c.Fork(ctx, main.ID, messages.TurnID{}, "f1")
+	f1, err := c.Fork(ctx, main.ID, messages.NodeID{}, "f1")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := c.Send(ctx, f1.ID, "fork "+forkMark); err != nil {
 		t.Fatal(err)
 	}
-	f2, err := c.Fork(ctx, f1.ID, messages.TurnID{}, "f2")
+	f2, err := c.Fork(ctx, f1.ID, messages.NodeID{}, "f2")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -113,7 +113,7 @@ func TestServeFramePortRequiresToken(t *testing.T) {
 		if err != nil {
 			t.Fatalf("GetLast with the token: %v", err)
 		}
-		for _, tr := range page.Turns {
+		for _, tr := range page.Nodes {
 			hashes = append(hashes, tr.PayloadHash)
 			p, err := good.GetBlob(ctx, tr.PayloadHash)
 			if err != nil {
@@ -125,7 +125,7 @@ func TestServeFramePortRequiresToken(t *testing.T) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the marker is in none of the branch's %d turns", len(page.Turns))
+			t.Fatalf("the marker is in none of the branch's %d turns", len(page.Nodes))
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -194,8 +194,8 @@ func TestServeFramePortRequiresToken(t *testing.T) {
 			t.Fatalf("branch %s asked for without a token: Head = %v, want ErrBranchNotFound", f, err)
 		}
 	}
-	if h, err := good.Head(ctx, b); err != nil || h.Turn != headBefore.Turn {
-		t.Fatalf("head after the attempts = %+v, %v; want %s", h, err, headBefore.Turn)
+	if h, err := good.Head(ctx, b); err != nil || h.Node != headBefore.Node {
+		t.Fatalf("head after the attempts = %+v, %v; want %s", h, err, headBefore.Node)
 	}
 
 	// The Go client without a token, or with a wrong one, is refused.
@@ -211,7 +211,7 @@ func TestServeFramePortRequiresToken(t *testing.T) {
 	}
 	// With the token, a fork works (the attempts above were refused, not broken).
 	fork := messages.NewID[messages.BranchID](time.Now())
-	if h, err := good.Fork(ctx, framec.ForkSpec{ID: fork, Source: b}); err != nil || h.Turn != headBefore.Turn {
+	if h, err := good.Fork(ctx, framec.ForkSpec{ID: fork, Source: b}); err != nil || h.Node != headBefore.Node {
 		t.Fatalf("Fork with the token = %+v, %v", h, err)
 	}
 	s.stop(t)

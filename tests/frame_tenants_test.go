@@ -54,7 +54,7 @@ func TestServeFramePortTenants(t *testing.T) {
 		if page, err = a.GetLast(ctx, b, 64); err != nil {
 			t.Fatalf("acme GET_LAST on its branch: %v", err)
 		}
-		for _, tr := range page.Turns {
+		for _, tr := range page.Nodes {
 			p, err := a.GetBlob(ctx, tr.PayloadHash)
 			if err != nil {
 				t.Fatalf("acme GET_BLOB: %v", err)
@@ -62,7 +62,7 @@ func TestServeFramePortTenants(t *testing.T) {
 			found = found || bytes.Contains(p, []byte(marker))
 		}
 		if !found && time.Now().After(deadline) {
-			t.Fatalf("the marker is in none of the branch's %d turns read by acme", len(page.Turns))
+			t.Fatalf("the marker is in none of the branch's %d turns read by acme", len(page.Nodes))
 		}
 		if !found {
 			time.Sleep(20 * time.Millisecond)
@@ -81,7 +81,7 @@ func TestServeFramePortTenants(t *testing.T) {
 	defer nc.Close()
 	nc.SetDeadline(time.Now().Add(20 * time.Second)) // bounds a broken server only
 	fork, made := messages.NewID[messages.BranchID](time.Now()), messages.NewID[messages.BranchID](time.Now())
-	first, last := page.Turns[0], page.Turns[len(page.Turns)-1]
+	first, last := page.Nodes[0], page.Nodes[len(page.Nodes)-1]
 	reqs := []wire.Request{
 		wire.Hello{Version: wire.Version, Name: "beta", Token: beta},
 		wire.LastRequest{Branch: b, Limit: 64},
@@ -93,7 +93,7 @@ func TestServeFramePortTenants(t *testing.T) {
 		wire.BeforeRequest{Before: last.ID, Limit: 64},
 		wire.RangeRequest{Branch: b, Limit: 64},
 	}
-	for _, tr := range page.Turns {
+	for _, tr := range page.Nodes {
 		reqs = append(reqs, wire.BlobRequest{Hash: tr.PayloadHash})
 	}
 	var out []byte
@@ -160,8 +160,8 @@ func TestServeFramePortTenants(t *testing.T) {
 			t.Fatalf("branch %s beta asked for: Head = %v, want ErrBranchNotFound", id, err)
 		}
 	}
-	if h, err := a.Head(ctx, b); err != nil || h.Turn != head.Turn {
-		t.Fatalf("acme's head after beta's attempts = %+v, %v; want %s", h, err, head.Turn)
+	if h, err := a.Head(ctx, b); err != nil || h.Node != head.Node {
+		t.Fatalf("acme's head after beta's attempts = %+v, %v; want %s", h, err, head.Node)
 	}
 	// beta's own branch works, and acme does not see it.
 	own, err := bc.CreateBranch(ctx, persistence.BranchSpec{})

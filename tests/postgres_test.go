@@ -143,7 +143,7 @@ func TestServeOnPostgres(t *testing.T) {
 	if res, err := c.Send(ctx, fork.ID, "on the fork"); err != nil || res.Phase != messages.PhaseResponseFinalized {
 		t.Fatalf("turn on the fork: %+v, %v", res, err)
 	}
-	fh, _, err := c.History(ctx, fork.ID, messages.TurnID{}, 500)
+	fh, _, err := c.History(ctx, fork.ID, messages.NodeID{}, 500)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -327,7 +327,7 @@ func TestServeFrameProtocol(t *testing.T) {
 		}
 	}
 	page, err := c.GetLast(ctx, b, 64)
-	if err != nil || len(page.Turns) != 3 {
+	if err != nil || len(page.Nodes) != 3 {
 		t.Fatalf("GetLast: %+v, %v", page, err)
 	}
 	// A runtime branch, made over HTTP: readable, not writable.

@@ -141,7 +141,7 @@ func (s *script) exec(line string) ([]string, error) {
 		ev.State.Seq, _ = strconv.ParseUint(args["state_seq"], 10, 64)
 		ev.TurnSeq, _ = strconv.ParseUint(args["turn_seq"], 10, 64)
 		if args["tip"] != "" {
-			ev.Tip = id[messages.TurnID](s, args["tip"])
+			ev.Tip = id[messages.NodeID](s, args["tip"])
 		}
 		if p := args["pending"]; p != "" {
 			ev.Parent, ev.ForkAt = id[messages.BranchID](s, "B0"), ev.Tip
@@ -152,7 +152,7 @@ func (s *script) exec(line string) ([]string, error) {
 				}
 				seq, _ := strconv.ParseUint(parts[2], 10, 64)
 				ev.Pending = append(ev.Pending, messages.PendingTurn{Turn: id[messages.TurnID](s, parts[0]),
-					Reply: id[messages.TurnID](s, parts[1]), Seq: seq})
+					Reply: id[messages.NodeID](s, parts[1]), Seq: seq})
 			}
 		}
 		evs, err = s.b.Create(ev)

@@ -11,7 +11,7 @@
 // AppendRequest.ExpectParent, when order matters.
 //
 // Ids are the project's 16-byte ULIDs (messages.BranchID,
-// messages.TurnID); answers are the persistence package's types. A failed
+// messages.NodeID); answers are the persistence package's types. A failed
 // request returns an *Error whose Code is stable; errors.Is matches it
 // against the persistence sentinels (persistence.ErrHeadMismatch,
 // persistence.ErrBranchNotFound, persistence.ErrNotFound, ...).
@@ -97,7 +97,7 @@ type Options struct {
 type ForkSpec struct {
 	ID     messages.BranchID
 	Source messages.BranchID
-	At     messages.TurnID
+	At     messages.NodeID
 }
 
 // Client is a connection to a frame protocol server.
@@ -350,23 +350,23 @@ func (c *Client) Head(ctx context.Context, branch messages.BranchID) (persistenc
 // it is durable. With req.ExpectParent set, it fails with CodeHeadMismatch
 // (errors.Is persistence.ErrHeadMismatch) unless the head is that turn;
 // the *Error's Head then says where the head is.
-func (c *Client) Append(ctx context.Context, branch messages.BranchID, req persistence.AppendRequest) (persistence.Turn, error) {
+func (c *Client) Append(ctx context.Context, branch messages.BranchID, req persistence.AppendRequest) (persistence.Node, error) {
 	w := wire.AppendRequest{
 		Branch: branch, ExpectParent: req.ExpectParent,
 		TypeTag: req.TypeTag, Codec: req.Codec, Flags: req.Flags, Payload: req.Payload,
 	}
 	h, p, err := c.call(ctx, w)
 	if err != nil {
-		return persistence.Turn{}, err
+		return persistence.Node{}, err
 	}
-	t, err := wire.DecodeTurn(p)
+	t, err := wire.DecodeNode(p)
 	c.expect(h, w, &err)
 	return t, err
 }
 
 func limit(n int) (uint32, error) {
 	if n < 0 || n > math.MaxUint32 {
-		return 0, fmt.Errorf("%w: limit %d is out of range [0, %d]", persistence.ErrInvalidArgument, n, persistence.MaxPageTurns)
+		return 0, fmt.Errorf("%w: limit %d is out of range [0, %d]", persistence.ErrInvalidArgument, n, persistence.MaxPageNodes)
 	}
 	return uint32(n), nil
 }
@@ -394,7 +394,7 @@ func (c *Client) GetLast(ctx context.Context, branch messages.BranchID, n int) (
 
 // GetBefore returns up to n turns strictly older than before on its
 // ancestry, oldest first (GET_BEFORE, cursor paging).
-func (c *Client) GetBefore(ctx context.Context, before messages.TurnID, n int) (persistence.Page, error) {
+func (c *Client) GetBefore(ctx context.Context, before messages.NodeID, n int) (persistence.Page, error) {
 	l, err := limit(n)
 	if err != nil {
 		return persistence.Page{}, err

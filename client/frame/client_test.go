@@ -21,7 +21,7 @@ type gateStore struct {
 	appended chan error
 }
 
-func (g *gateStore) Append(ctx context.Context, b messages.BranchID, req persistence.AppendRequest) (persistence.Turn, error) {
+func (g *gateStore) Append(ctx context.Context, b messages.BranchID, req persistence.AppendRequest) (persistence.Node, error) {
 	g.entered <- struct{}{}
 	<-g.release
 	t, err := g.Store.Append(ctx, b, req)
@@ -134,7 +134,7 @@ func Example() {
 	defer c.Close()
 
 	h, _ := c.CreateBranch(ctx, persistence.BranchSpec{})
-	var last persistence.Turn
+	var last persistence.Node
 	for _, text := range []string{"hello", "how are you?", "fine"} {
 		last, _ = c.Append(ctx, h.Branch, persistence.AppendRequest{Payload: []byte(text)})
 	}
@@ -149,7 +149,7 @@ func Example() {
 	c.Append(ctx, fork.Branch, persistence.AppendRequest{Payload: []byte("great")})
 
 	page, _ := c.GetLast(ctx, fork.Branch, 10)
-	for _, t := range page.Turns {
+	for _, t := range page.Nodes {
 		p, _ := c.GetBlob(ctx, t.PayloadHash)
 		fmt.Println(t.Depth, string(p))
 	}

@@ -342,7 +342,7 @@ type StoreConfig struct {
 	MemTableBytes       int64         `mapstructure:"memtable_bytes"`        // Badger memtable size
 	BlockCacheBytes     int64         `mapstructure:"block_cache_bytes"`     // Badger block cache size; 0 disables
 	ValueLogFileBytes   int64         `mapstructure:"value_log_file_bytes"`  // Badger value log file size
-	TurnCacheEntries    int           `mapstructure:"turn_cache_entries"`    // decoded turns kept in memory; 0 disables
+	NodeCacheEntries    int           `mapstructure:"turn_cache_entries"`    // decoded turns kept in memory; 0 disables
 	BlobCacheBytes      int64         `mapstructure:"blob_cache_bytes"`      // decompressed payloads kept in memory; 0 disables
 	GCInterval          time.Duration `mapstructure:"gc_interval"`           // value-log GC period; 0 disables
 	GCDiscardRatio      float64       `mapstructure:"gc_discard_ratio"`      // value-log GC discard ratio
@@ -472,7 +472,7 @@ func Default() Config {
 			MemTableBytes:       32 * MiB,
 			BlockCacheBytes:     256 * MiB,
 			ValueLogFileBytes:   256 * MiB,
-			TurnCacheEntries:    1 << 18,
+			NodeCacheEntries:    1 << 18,
 			BlobCacheBytes:      64 * MiB,
 			GCInterval:          10 * time.Minute,
 			GCDiscardRatio:      0.5,

@@ -60,7 +60,7 @@ store:
 					MemTableBytes:       32 * MiB,
 					BlockCacheBytes:     0,
 					ValueLogFileBytes:   128 * MiB,
-					TurnCacheEntries:    1000,
+					NodeCacheEntries:    1000,
 					BlobCacheBytes:      4096,
 					GCInterval:          90 * time.Minute,
 					GCDiscardRatio:      0.7,

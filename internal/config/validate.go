@@ -194,7 +194,7 @@ func (c StoreConfig) validate(p *problems, prefix string) {
 		p.addf("%svalue_log_file_bytes: %d must be at least %smax_payload_bytes (%d) + 64 KiB",
 			prefix, c.ValueLogFileBytes, prefix, c.MaxPayloadBytes)
 	}
-	p.inRange(prefix+"turn_cache_entries", int64(c.TurnCacheEntries), 0, 1<<26)
+	p.inRange(prefix+"turn_cache_entries", int64(c.NodeCacheEntries), 0, 1<<26)
 	p.inRange(prefix+"blob_cache_bytes", c.BlobCacheBytes, 0, 16*GiB)
 	if c.GCInterval != 0 && c.GCInterval < time.Second {
 		p.addf("%sgc_interval: %v is out of range: must be 0 (disabled) or at least 1s", prefix, c.GCInterval)

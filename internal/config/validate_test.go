@@ -97,7 +97,7 @@ func TestValidateAcceptsLimits(t *testing.T) {
 			c.Store.MemTableBytes = MiB
 			c.Store.BlockCacheBytes = 0
 			c.Store.ValueLogFileBytes = MiB
-			c.Store.TurnCacheEntries = 0
+			c.Store.NodeCacheEntries = 0
 			c.Store.GCInterval = 0
 			c.Store.GCDiscardRatio = 0.001
 			c.Store.MinFreeBytes = 8 * MiB
@@ -106,7 +106,7 @@ func TestValidateAcceptsLimits(t *testing.T) {
 		{"highest", func(c *Config) {
 			c.Store.MaxPayloadBytes = GiB
 			c.Store.GroupCommitMax = 65536
-			c.Store.TurnCacheEntries = 1 << 26
+			c.Store.NodeCacheEntries = 1 << 26
 			c.Store.ValueThresholdBytes = MiB
 			c.Store.MemTableBytes = GiB
 			c.Store.BlockCacheBytes = 16 * GiB

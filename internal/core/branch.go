@@ -40,7 +40,7 @@ type Turn struct {
 	StateBefore messages.StateID   `json:"state_before"`
 	StateAfter  messages.StateID   `json:"state_after"` // set at StateCommitted
 	Step        messages.StepID    `json:"step"`        // the provider step, set at ResponseStarted
-	Reply       messages.TurnID    `json:"reply"`       // the assistant message node, set at ResponseFinalized
+	Reply       messages.NodeID    `json:"reply"`       // the assistant message node, set at ResponseFinalized
 	// Outcome is how the step ended, set at ResponseFinalized; zero for a
 	// pending turn carried into a fork.
 	Outcome messages.StepOutcome `json:"outcome,omitzero"`
@@ -76,7 +76,7 @@ type Branch struct {
 	Created bool               `json:"created"`
 	// Tip is the last transcript node on the branch: the user message of
 	// the latest turn, or its reply once finalized.
-	Tip messages.TurnID `json:"tip"`
+	Tip messages.NodeID `json:"tip"`
 	// State is the head state. Its pinned facts may be newer than the
 	// stored checkpoint State.ID: they are folded in by the next commit.
 	State messages.StateCheckpoint `json:"state"`

@@ -56,7 +56,7 @@ func (b *Branch) SubmitFor(turn messages.TurnID, c Client, now time.Time) ([]mes
 // message at transcript node turn and the assistant's at reply, finalized
 // at once with no provider step. Like Submit it fails with a *BusyError
 // while a turn is in flight.
-func (b *Branch) Record(turn, reply messages.TurnID, now time.Time) ([]messages.BranchEvent, error) {
+func (b *Branch) Record(turn messages.TurnID, reply messages.NodeID, now time.Time) ([]messages.BranchEvent, error) {
 	return b.decide(messages.TurnRecorded{Turn: turn, Seq: b.TurnSeq + 1, Reply: reply, At: now.UTC()})
 }
 
@@ -77,7 +77,7 @@ func (b *Branch) Start(turn messages.TurnID, step messages.StepID, now time.Time
 // completed, incomplete or paused; a failed or cancelled step fails the
 // turn instead (see Fail), so those outcomes return ErrInvalid. displayed
 // and durable count the streamed bytes shown and journaled.
-func (b *Branch) Finalize(turn messages.TurnID, step messages.StepID, reply messages.TurnID,
+func (b *Branch) Finalize(turn messages.TurnID, step messages.StepID, reply messages.NodeID,
 	outcome messages.StepOutcome, displayed, durable uint64, now time.Time) ([]messages.BranchEvent, error) {
 	return b.decide(messages.ResponseFinalized{Turn: turn, Step: step, Reply: reply, Outcome: outcome,
 		Displayed: displayed, Durable: durable, At: now.UTC()})

@@ -113,10 +113,10 @@ func TestCreate(t *testing.T) {
 		{created, "Create(again)", create(fresh), nil, ErrExists, "core: branch exists: branch B1"},
 		{nil, "Create(no branch)", create(with(fresh, func(e *messages.BranchCreated) { e.Branch = messages.BranchID{} })), nil, ErrInvalid, "branch: required"},
 		{nil, "Create(no session)", create(with(fresh, func(e *messages.BranchCreated) { e.Session = messages.SessionID{} })), nil, ErrInvalid, "session: required"},
-		{nil, "Create(fork without fork_at)", create(with(fork, func(e *messages.BranchCreated) { e.ForkAt = messages.TurnID{} })), nil, ErrInvalid, "parent and fork_at"},
+		{nil, "Create(fork without fork_at)", create(with(fork, func(e *messages.BranchCreated) { e.ForkAt = messages.NodeID{} })), nil, ErrInvalid, "parent and fork_at"},
 		{nil, "Create(fork_at without parent)", create(with(fork, func(e *messages.BranchCreated) { e.Parent = messages.BranchID{} })), nil, ErrInvalid, "parent and fork_at"},
-		{nil, "Create(pending without turn)", create(with(fork, func(e *messages.BranchCreated) { e.Pending[0].Turn = messages.TurnID{} })), nil, ErrInvalid, "pending[0].turn: required"},
-		{nil, "Create(pending without reply)", create(with(fork, func(e *messages.BranchCreated) { e.Pending[0].Reply = messages.TurnID{} })), nil, ErrInvalid, "pending[0].reply"},
+		{nil, "Create(pending without turn)", create(with(fork, func(e *messages.BranchCreated) { e.Pending[0].Turn = messages.NodeID{} })), nil, ErrInvalid, "pending[0].turn: required"},
+		{nil, "Create(pending without reply)", create(with(fork, func(e *messages.BranchCreated) { e.Pending[0].Reply = messages.NodeID{} })), nil, ErrInvalid, "pending[0].reply"},
 		{nil, "Create(pending seq 0)", create(with(fork, func(e *messages.BranchCreated) { e.Pending[0].Seq = 0 })), nil, ErrInvalid, "pending[0].seq: 0"},
 		{nil, "Create(pending past turn_seq)", create(with(fork, func(e *messages.BranchCreated) { e.TurnSeq = 1 })), nil, ErrInvalid, "after the fork point's turn_seq 1"},
 		{nil, "Create(pending twice)", create(with(fork, func(e *messages.BranchCreated) {
@@ -174,7 +174,7 @@ func TestStart(t *testing.T) {
 
 func TestFinalize(t *testing.T) {
 	t.Parallel()
-	finalize := func(turn messages.TurnID, step messages.StepID, reply messages.TurnID, o messages.StepOutcome) func(*Branch) ([]messages.BranchEvent, error) {
+	finalize := func(turn messages.TurnID, step messages.StepID, reply messages.NodeID, o messages.StepOutcome) func(*Branch) ([]messages.BranchEvent, error) {
 		return func(b *Branch) ([]messages.BranchEvent, error) { return b.Finalize(turn, step, reply, o, 10, 9, local) }
 	}
 	want := func(o messages.StepOutcome) []messages.BranchEvent {
@@ -190,7 +190,7 @@ func TestFinalize(t *testing.T) {
 		{responding, "Finalize(cancelled)", finalize(T1, S1, R1, messages.StepOutcome{Kind: messages.OutcomeCancelled}), nil, ErrInvalid, "outcome cancelled"},
 		{responding, "Finalize(zero outcome)", finalize(T1, S1, R1, messages.StepOutcome{}), nil, ErrInvalid, "outcome step outcome(0)"},
 		{responding, "Finalize(other step)", finalize(T1, S2, R1, completed), nil, ErrInvalid, "step S2 is not the running step S1"},
-		{responding, "Finalize(no reply)", finalize(T1, S1, messages.TurnID{}, completed), nil, ErrInvalid, "reply: required"},
+		{responding, "Finalize(no reply)", finalize(T1, S1, messages.NodeID{}, completed), nil, ErrInvalid, "reply: required"},
 		{responding, "Finalize(reply = turn)", finalize(T1, S1, T1, completed), nil, ErrInvalid, "reply: must differ"},
 		{accepted, "Finalize(accepted turn)", finalize(T1, S1, R1, completed), nil, ErrInvalid, "turn T1 is accepted, want responding"},
 		{finalized, "Finalize(again)", finalize(T1, S1, R1, completed), nil, ErrInvalid, "turn T1 is response_finalized, want responding"},
@@ -255,7 +255,7 @@ func TestCommit(t *testing.T) {
 
 func TestRecord(t *testing.T) {
 	t.Parallel()
-	record := func(turn, reply messages.TurnID) func(*Branch) ([]messages.BranchEvent, error) {
+	record := func(turn messages.TurnID, reply messages.NodeID) func(*Branch) ([]messages.BranchEvent, error) {
 		return func(b *Branch) ([]messages.BranchEvent, error) { return b.Record(turn, reply, local) }
 	}
 	tests := []decision{
@@ -263,8 +263,8 @@ func TestRecord(t *testing.T) {
 		{committed, "Record(T2, R2) after a turn", record(T2, R2), events(messages.TurnRecorded{Turn: T2, Seq: 2, Reply: R2, At: now}), nil, ""},
 		{responding, "Record while a turn responds", record(T2, R2), nil, ErrBusy, ""},
 		{committed, "Record(T1) again", record(T1, R2), nil, ErrDuplicate, "turn T1 is accepted already"},
-		{created, "Record(zero turn)", record(messages.TurnID{}, R1), nil, ErrInvalid, "turn: required"},
-		{created, "Record(zero reply)", record(T1, messages.TurnID{}), nil, ErrInvalid, "reply: required"},
+		{created, "Record(zero turn)", record(messages.NodeID{}, R1), nil, ErrInvalid, "turn: required"},
+		{created, "Record(zero reply)", record(T1, messages.NodeID{}), nil, ErrInvalid, "reply: required"},
 		{created, "Record(T1, T1)", record(T1, T1), nil, ErrInvalid, "is the turn's own node"},
 		{nil, "Record before Create", record(T1, R1), nil, ErrNotCreated, ""},
 	}

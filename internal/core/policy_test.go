@@ -155,7 +155,7 @@ func foldRun(r *rand.Rand, p Policy, steps int) error {
 				}
 				break
 			}
-			reply := messages.NewID[messages.TurnID](now())
+			reply := messages.NewID[messages.NodeID](now())
 			if err := apply(b.Finalize(turn, step, reply, messages.StepOutcome{Kind: messages.OutcomeCompleted}, 0, 0, now())); err != nil {
 				return err
 			}

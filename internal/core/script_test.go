@@ -240,10 +240,10 @@ func (s *script) decide(cmd string, words []string, args map[string]string) ([]m
 			ev.Parent = id[messages.BranchID](v)
 		}
 		if v := args["fork_at"]; v != "" {
-			ev.ForkAt = id[messages.TurnID](v)
+			ev.ForkAt = id[messages.NodeID](v)
 		}
 		if v := args["tip"]; v != "" {
-			ev.Tip = id[messages.TurnID](v)
+			ev.Tip = id[messages.NodeID](v)
 		}
 		if v := args["state"]; v != "" {
 			ev.State.ID = id[messages.StateID](v)
@@ -270,7 +270,7 @@ func (s *script) decide(cmd string, words []string, args map[string]string) ([]m
 				if err != nil {
 					return nil, fmt.Errorf("%w: pending %q: %v", errScript, p, err)
 				}
-				ev.Pending = append(ev.Pending, messages.PendingTurn{Turn: id[messages.TurnID](f[0]), Seq: seq, Reply: id[messages.TurnID](f[1])})
+				ev.Pending = append(ev.Pending, messages.PendingTurn{Turn: id[messages.NodeID](f[0]), Seq: seq, Reply: id[messages.NodeID](f[1])})
 			}
 		}
 		return b.Create(ev)
@@ -306,12 +306,12 @@ func (s *script) decide(cmd string, words []string, args map[string]string) ([]m
 		if v := args["next"]; v != "" {
 			next = id[messages.StepID](v)
 		}
-		return b.RecordToolResults(id[messages.TurnID](words[0]), outs, next, now)
+		return b.RecordToolResults(id[messages.NodeID](words[0]), outs, next, now)
 	case "record":
 		if err := need(2); err != nil {
 			return nil, err
 		}
-		return b.Record(id[messages.TurnID](words[0]), id[messages.TurnID](words[1]), now)
+		return b.Record(id[messages.NodeID](words[0]), id[messages.NodeID](words[1]), now)
 	case "start":
 		if err := need(2); err != nil {
 			return nil, err

@@ -234,7 +234,7 @@ var apiWords = []struct {
 }{
 	{persistence.ErrTooLarge, "too large"},
 	{persistence.ErrBranchNotFound, "no such branch"},
-	{persistence.ErrTurnNotFound, "no such turn"},
+	{persistence.ErrNodeNotFound, "no such turn"},
 	{persistence.ErrBlobNotFound, "no such blob"},
 	{persistence.ErrRowNotFound, "not found"},
 	{persistence.ErrNotFound, "not found"},

@@ -145,7 +145,7 @@ func TestExportRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	// At the head: state 1 carrying 5 and 6, the failed turn before them.
-	f2, err := rt.Fork(ctx, main.ID, messages.TurnID{}, "at head")
+	f2, err := rt.Fork(ctx, main.ID, messages.NodeID{}, "at head")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,7 +156,7 @@ func TestExportRoundTrip(t *testing.T) {
 	}
 	send(t, rt, f1.ID, "fork one four")
 	send(t, rt, f2.ID, "fork two seven")
-	f3, err := rt.Fork(ctx, f2.ID, messages.TurnID{}, "fork of a fork")
+	f3, err := rt.Fork(ctx, f2.ID, messages.NodeID{}, "fork of a fork")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -293,7 +293,7 @@ func (s *Server) getTurn(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	out, err := TurnInfo(r.Context(), s.rt, id, turn)
-	if errors.Is(err, persistence.ErrTurnNotFound) {
+	if errors.Is(err, persistence.ErrNodeNotFound) {
 		return notFound("turn %s on branch %s", turn, id)
 	}
 	if err != nil {
@@ -308,7 +308,7 @@ func (s *Server) getTurn(w http.ResponseWriter, r *http.Request) error {
 // it): its lifecycle row, its provider steps, the output recovered for a
 // step a crash cut off, and the chunks it was indexed into (none before
 // it is indexed). A turn not on the branch's transcript is
-// persistence.ErrTurnNotFound.
+// persistence.ErrNodeNotFound.
 func TurnInfo(ctx context.Context, rt *actors.Runtime, branch messages.BranchID, turn messages.TurnID) (api.TurnInfo, error) {
 	found, err := rt.TurnRow(ctx, branch, turn)
 	if err != nil {
@@ -364,9 +364,9 @@ func (s *Server) history(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	var before messages.TurnID
+	var before messages.NodeID
 	if b := r.URL.Query().Get("before"); b != "" {
-		if before, err = messages.ParseID[messages.TurnID](b); err != nil {
+		if before, err = messages.ParseID[messages.NodeID](b); err != nil {
 			return invalid("before: %q is not a node id", b)
 		}
 	}

@@ -143,7 +143,7 @@ func TestClassifySpeaksTheAPIsWords(t *testing.T) {
 		{wrap("%w: payload is 9 bytes, limit 8 (store.max_payload_bytes)", persistence.ErrTooLarge), api.CodeTooLarge, "too large: payload is 9 bytes, limit 8 (store.max_payload_bytes)"},
 		{wrap("%w: turn 3 is responding; fork at a finished turn or wait", actors.ErrNotForkable), api.CodeInvalid, "cannot fork there: turn 3 is responding"},
 		{wrap("%w: branch B", actors.ErrTimeout), api.CodeTimeout, "the runtime did not answer in time: branch B"},
-		{wrap("load: %w", persistence.ErrTurnNotFound), api.CodeNotFound, "load: no such turn"},
+		{wrap("load: %w", persistence.ErrNodeNotFound), api.CodeNotFound, "load: no such turn"},
 		{&persistence.SpaceError{Dir: "/d", Free: 1, Need: 2, MinFree: 2}, api.CodeNoSpace, "insufficient storage: the file system of /d has 1 bytes free"},
 		{io.ErrClosedPipe, api.CodeInternal, internalMessage},
 		{fmt.Errorf("postgres: read branch row B: %w", errors.Join(errors.New("failed to connect to `user=postgres`"), persistence.ErrUnavailable)),

@@ -69,7 +69,7 @@ func wireValues() []wireValue {
 		{"ChunkInfo", client.ChunkInfo{Type: messages.ChunkType(1)}, chunkInfo},
 		{"PartialOutput", client.PartialOutput{}, *partial},
 		{"PendingTurn", client.PendingTurn{Phase: messages.PhaseAccepted}, client.PendingTurn{Turn: tid, Seq: 2, Phase: messages.PhaseResponseFinalized,
-			Reply: messages.TurnID(id(8))}},
+			Reply: messages.NodeID(id(8))}},
 		{"HistoryEntry", client.HistoryEntry{Message: messages.Message{Role: messages.RoleUser}}, client.HistoryEntry{Node: tid, Depth: 3,
 			Message: messages.Message{Role: messages.RoleUser, RenderedText: "hi"}, PartialReply: partial}},
 		{"Pin", client.Pin{}, client.Pin{ID: 1, Fact: "f", Seq: 2, At: at}},

@@ -352,7 +352,7 @@ func (b *branchesScreen) key(s *State, msg tea.KeyPressMsg) tea.Cmd {
 func (b *branchesScreen) fork(s *State, from api.Branch, label string) tea.Cmd {
 	ctx, be, gen, all := s.Ctx, s.Backend, b.gen, b.all
 	return func() tea.Msg {
-		row, err := be.Fork(ctx, from.ID, messages.TurnID{}, label)
+		row, err := be.Fork(ctx, from.ID, messages.NodeID{}, label)
 		if err != nil {
 			return branchesDoneMsg{gen: gen, err: fmt.Errorf("fork %s: %w", b.title(from), err)}
 		}

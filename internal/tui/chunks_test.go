@@ -169,7 +169,7 @@ func TestChunksBrowseTurnByTurn(t *testing.T) {
 	}
 	d.golden("chunks_browse_chunk")
 	v := d.view(80, 22)
-	for _, w := range []string{"explanation · turn #1 · 12 tokens", "from the reply " + idTail(turnsID[messages.TurnID](12)) + ", bytes 0-49",
+	for _, w := range []string{"explanation · turn #1 · 12 tokens", "from the reply " + idTail(turnsID[messages.NodeID](12)) + ", bytes 0-49",
 		"grep searches text", "Summary: grep searches"} {
 		if !strings.Contains(v, w) {
 			t.Errorf("the chunk's view lacks %q:\n%s", w, v)
@@ -245,7 +245,7 @@ func TestChunksBrowseWithoutChunks(t *testing.T) {
 	// A turn that fails to load is a status.
 	d.st.Info.TurnSeq = 9
 	d.run(c.Open(d.st), 0)
-	if st := statuses(d.takeShell()); len(st) != 1 || !errors.Is(st[0].Err, persistence.ErrTurnNotFound) {
+	if st := statuses(d.takeShell()); len(st) != 1 || !errors.Is(st[0].Err, persistence.ErrNodeNotFound) {
 		t.Errorf("status of a turn that is not there = %+v", st)
 	}
 }

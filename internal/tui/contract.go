@@ -40,7 +40,7 @@ type Backend interface {
 	// History returns up to n messages of the branch ending before the
 	// turn before (zero: the newest), oldest first, and the turn to pass
 	// as before for the page older than it (zero: none older).
-	History(ctx context.Context, branch messages.BranchID, before messages.TurnID, n int) ([]Entry, messages.TurnID, error)
+	History(ctx context.Context, branch messages.BranchID, before messages.NodeID, n int) ([]Entry, messages.NodeID, error)
 	// TurnAt returns the row of the branch's turn number seq.
 	TurnAt(ctx context.Context, branch messages.BranchID, seq uint64) (api.Turn, error)
 	// Turn returns a turn with its provider steps (tools calls are in
@@ -51,7 +51,7 @@ type Backend interface {
 	CommitPending(ctx context.Context, branch messages.BranchID) error
 
 	// Fork makes a branch continuing after turn at (zero: the head).
-	Fork(ctx context.Context, branch messages.BranchID, at messages.TurnID, label string) (api.Branch, error)
+	Fork(ctx context.Context, branch messages.BranchID, at messages.NodeID, label string) (api.Branch, error)
 	// DeleteBranch deletes a branch for good.
 	DeleteBranch(ctx context.Context, branch messages.BranchID) (api.Deleted, error)
 

@@ -80,7 +80,7 @@ func newFakeSession(n int) *fakeSession {
 		b := api.Branch{ID: ids[label], Session: f.session.ID, Label: label, ForkSeq: seq, Created: fakeSessionTime}
 		if parent != "" {
 			b.Parent = ids[parent]
-			b.ForkAt = sessionID[messages.TurnID](fmt.Sprintf("01JT%02d", seq), "")
+			b.ForkAt = sessionID[messages.NodeID](fmt.Sprintf("01JT%02d", seq), "")
 		}
 		return b
 	}
@@ -119,7 +119,7 @@ func (f *fakeSession) branch(label string) api.Branch {
 	panic("fakeSession: no branch " + label)
 }
 
-func (f *fakeSession) History(_ context.Context, _ messages.BranchID, before messages.TurnID, n int) ([]Entry, messages.TurnID, error) {
+func (f *fakeSession) History(_ context.Context, _ messages.BranchID, before messages.NodeID, n int) ([]Entry, messages.NodeID, error) {
 	f.calls = append(f.calls, fmt.Sprintf("history %s %d", before, n))
 	if f.historyErr != nil {
 		return nil, messages.TurnID{}, f.historyErr
@@ -128,7 +128,7 @@ func (f *fakeSession) History(_ context.Context, _ messages.BranchID, before mes
 	if !before.IsZero() {
 		end = slices.IndexFunc(f.msgs, func(e Entry) bool { return e.Turn == before })
 		if end < 0 {
-			return nil, messages.TurnID{}, fmt.Errorf("fakeSession: no message %s", before)
+			return nil, messages.NodeID{}, fmt.Errorf("fakeSession: no message %s", before)
 		}
 	}
 	start := max(0, end-n)
@@ -152,7 +152,7 @@ func (f *fakeSession) Turn(_ context.Context, _ messages.BranchID, turn messages
 	return api.TurnInfo{}, fmt.Errorf("fakeSession: %s is no turn", turn)
 }
 
-func (f *fakeSession) Fork(_ context.Context, branch messages.BranchID, at messages.TurnID, label string) (api.Branch, error) {
+func (f *fakeSession) Fork(_ context.Context, branch messages.BranchID, at messages.NodeID, label string) (api.Branch, error) {
 	f.calls = append(f.calls, fmt.Sprintf("fork %s %s %s", branch, at, label))
 	if f.forkErr != nil {
 		return api.Branch{}, f.forkErr

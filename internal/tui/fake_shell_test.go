@@ -66,7 +66,7 @@ func newFakeShell() *fakeShell {
 	sid := fakeID[messages.SessionID](200)
 	main := api.Branch{ID: fakeID[messages.BranchID](1), Session: sid, Label: "main", Created: fakeTime}
 	exp := api.Branch{ID: fakeID[messages.BranchID](2), Session: sid, Parent: main.ID,
-		ForkAt: fakeID[messages.TurnID](1), ForkSeq: 1, Label: "experiment", Created: fakeTime}
+		ForkAt: fakeID[messages.NodeID](1), ForkSeq: 1, Label: "experiment", Created: fakeTime}
 	f := &fakeShell{
 		session:  api.Session{ID: sid, Title: "demo", ActiveBranch: main.ID, Created: fakeTime},
 		branches: []api.Branch{main, exp},
@@ -233,7 +233,7 @@ func (f *fakeShell) CommitPending(_ context.Context, b messages.BranchID) error 
 	return nil
 }
 
-func (f *fakeShell) Fork(_ context.Context, b messages.BranchID, at messages.TurnID, label string) (api.Branch, error) {
+func (f *fakeShell) Fork(_ context.Context, b messages.BranchID, at messages.NodeID, label string) (api.Branch, error) {
 	f.mu.Lock()
 	arrive, proceed := f.forkArrive, f.forkProceed
 	f.mu.Unlock()

@@ -24,7 +24,7 @@ type fakeTurns struct {
 	branch  api.Branch
 	turns   []api.Turn        // turn seq i+1 at i
 	entries []Entry           // the transcript, oldest first
-	nodes   []messages.TurnID // each entry's node (History's cursor)
+	nodes   []messages.NodeID // each entry's node (History's cursor)
 	infos   map[messages.TurnID]api.TurnInfo
 	pending []messages.PendingTurn
 
@@ -78,7 +78,7 @@ func newFakeTurns() *fakeTurns {
 		u3,
 	}
 	for _, e := range f.entries {
-		f.nodes = append(f.nodes, turnsID[messages.TurnID](byte(e.Depth)))
+		f.nodes = append(f.nodes, turnsID[messages.NodeID](byte(e.Depth)))
 	}
 	done := messages.StepOutcome{Kind: messages.OutcomeCompleted}
 	step := func(n byte, idx uint32, o messages.StepOutcome, in, out int, shown, durable uint64, interrupted bool) api.StepInfo {
@@ -102,7 +102,7 @@ func newFakeTurns() *fakeTurns {
 		row := api.Turn{Branch: f.branch.ID, Seq: uint64(i + 1), ID: turnsID[messages.TurnID](t.user),
 			Phase: t.phase, Outcome: t.outcome, Code: t.code, Updated: fakeTurnsTime}
 		if t.reply != 0 {
-			row.Reply = turnsID[messages.TurnID](t.reply)
+			row.Reply = turnsID[messages.NodeID](t.reply)
 		}
 		if t.code != "" {
 			row.Reason = "the runtime stopped during the step"
@@ -118,16 +118,16 @@ func newFakeTurns() *fakeTurns {
 	// is the one search finds). Turns 2 (pending) and 3 (failed) have none.
 	t1 := f.infos[f.turns[0].ID]
 	t1.Chunks = []api.ChunkInfo{
-		{ID: turnsID[messages.ChunkID](34), Seq: 1, Node: turnsID[messages.TurnID](11), Start: 0, End: 18,
+		{ID: turnsID[messages.ChunkID](34), Seq: 1, Node: turnsID[messages.NodeID](11), Start: 0, End: 18,
 			Type: messages.ChunkUserContext, Text: "What does grep do?", Summary: "What does grep do?", TokenEst: 5},
-		{ID: turnsID[messages.ChunkID](33), Seq: 1, Node: turnsID[messages.TurnID](12), Start: 0, End: 49,
+		{ID: turnsID[messages.ChunkID](33), Seq: 1, Node: turnsID[messages.NodeID](12), Start: 0, End: 49,
 			Type: messages.ChunkExplanation, Text: "grep searches text for lines matching a pattern.",
 			Summary: "grep searches text for lines matching a pattern.", TokenEst: 12},
 	}
 	f.infos[t1.ID] = t1
 	f.pending = []messages.PendingTurn{
-		{Turn: turnsID[messages.TurnID](11), Seq: 1, Reply: turnsID[messages.TurnID](12)},
-		{Turn: turnsID[messages.TurnID](13), Seq: 2, Reply: turnsID[messages.TurnID](14)},
+		{Turn: turnsID[messages.NodeID](11), Seq: 1, Reply: turnsID[messages.NodeID](12)},
+		{Turn: turnsID[messages.NodeID](13), Seq: 2, Reply: turnsID[messages.NodeID](14)},
 	}
 	chunk := func(n byte, seq uint64, typ messages.ChunkType, text string) api.Chunk {
 		return api.Chunk{ID: turnsID[messages.ChunkID](n), Session: f.branch.Session, Branch: f.branch.ID,
@@ -217,7 +217,7 @@ func (f *fakeTurns) Cancel(context.Context, messages.BranchID) error { return er
 // History pages the transcript as the contract says: up to n entries
 // ending before node before (zero: the newest), and the first of them
 // as the cursor of the page older than it.
-func (f *fakeTurns) History(_ context.Context, b messages.BranchID, before messages.TurnID, n int) ([]Entry, messages.TurnID, error) {
+func (f *fakeTurns) History(_ context.Context, b messages.BranchID, before messages.NodeID, n int) ([]Entry, messages.NodeID, error) {
 	f.call("History %d", n)
 	if err := f.checkBranch(b); err != nil {
 		return nil, messages.TurnID{}, err
@@ -231,11 +231,11 @@ func (f *fakeTurns) History(_ context.Context, b messages.BranchID, before messa
 			}
 		}
 		if end < 0 {
-			return nil, messages.TurnID{}, fmt.Errorf("fakeTurns: no node %s", before)
+			return nil, messages.NodeID{}, fmt.Errorf("fakeTurns: no node %s", before)
 		}
 	}
 	start := max(0, end-n)
-	var next messages.TurnID
+	var next messages.NodeID
 	if start > 0 {
 		next = f.nodes[start]
 	}
@@ -248,7 +248,7 @@ func (f *fakeTurns) TurnAt(_ context.Context, b messages.BranchID, seq uint64) (
 		return api.Turn{}, err
 	}
 	if seq == 0 || seq > uint64(len(f.turns)) {
-		return api.Turn{}, fmt.Errorf("%w: branch %s has no turn %d", persistence.ErrTurnNotFound, b, seq)
+		return api.Turn{}, fmt.Errorf("%w: branch %s has no turn %d", persistence.ErrNodeNotFound, b, seq)
 	}
 	return f.turns[seq-1], nil
 }
@@ -260,7 +260,7 @@ func (f *fakeTurns) Turn(_ context.Context, b messages.BranchID, turn messages.T
 	}
 	info, ok := f.infos[turn]
 	if !ok {
-		return api.TurnInfo{}, persistence.ErrTurnNotFound
+		return api.TurnInfo{}, persistence.ErrNodeNotFound
 	}
 	return info, nil
 }
@@ -282,7 +282,7 @@ func (f *fakeTurns) CommitPending(_ context.Context, b messages.BranchID) error 
 	return nil
 }
 
-func (f *fakeTurns) Fork(context.Context, messages.BranchID, messages.TurnID, string) (api.Branch, error) {
+func (f *fakeTurns) Fork(context.Context, messages.BranchID, messages.NodeID, string) (api.Branch, error) {
 	return api.Branch{}, errFakeTurns
 }
 func (f *fakeTurns) DeleteBranch(context.Context, messages.BranchID) (api.Deleted, error) {
@@ -337,7 +337,7 @@ func (f *fakeTurns) Context(_ context.Context, b messages.BranchID, seq uint64, 
 	}
 	d, ok := f.debugs[seq]
 	if !ok {
-		return api.ContextDebug{}, fmt.Errorf("%w: branch %s has no turn %d", persistence.ErrTurnNotFound, b, seq)
+		return api.ContextDebug{}, fmt.Errorf("%w: branch %s has no turn %d", persistence.ErrNodeNotFound, b, seq)
 	}
 	return d, nil
 }

@@ -34,8 +34,8 @@ type historyScreen struct {
 	err     error // the last load's, shown in place of the list
 
 	entries []Entry
-	older   messages.TurnID   // the cursor of the page older than this one (zero: none)
-	pages   []messages.TurnID // the before of each page from the newest to this one
+	older   messages.NodeID   // the cursor of the page older than this one (zero: none)
+	pages   []messages.NodeID // the before of each page from the newest to this one
 	cur     int               // the message selected
 	top     int               // the first line of the list shown
 

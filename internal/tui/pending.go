@@ -122,7 +122,7 @@ type turnEntries struct {
 // head) until it has found the user message of every turn in want (the
 // messages of a turn carry its id, Entry.Turn; the user message is its
 // first, so its reply was seen by then) or read findMaxPages pages.
-func findEntries(ctx context.Context, b Backend, branch messages.BranchID, before messages.TurnID,
+func findEntries(ctx context.Context, b Backend, branch messages.BranchID, before messages.NodeID,
 	want map[messages.TurnID]bool) (map[messages.TurnID]*turnEntries, error) {
 	found := make(map[messages.TurnID]*turnEntries, len(want))
 	users := 0

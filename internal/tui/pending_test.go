@@ -81,10 +81,10 @@ func TestPendingCommitErrorIsStatus(t *testing.T) {
 func TestFindEntriesWalksPages(t *testing.T) {
 	f := newFakeTurns()
 	var entries []Entry
-	var nodes []messages.TurnID
+	var nodes []messages.NodeID
 	for i := range 130 {
 		entries = append(entries, Entry{Turn: turnsID[messages.TurnID](byte(100 + i)), Depth: uint64(100 + i), Role: messages.RoleUser, Text: "m"})
-		nodes = append(nodes, turnsID[messages.TurnID](byte(100+i)))
+		nodes = append(nodes, turnsID[messages.NodeID](byte(100+i)))
 	}
 	f.entries, f.nodes = append(entries, f.entries...), append(nodes, f.nodes...)
 	want := map[messages.TurnID]bool{turnsID[messages.TurnID](101): true, turnsID[messages.TurnID](13): true}

@@ -106,7 +106,7 @@ func loadTurn(ctx context.Context, b Backend, branch messages.BranchID, seq, las
 	}
 	out := stepsTurn{info: info}
 	// The history before the next turn's message ends with this turn.
-	var before messages.TurnID
+	var before messages.NodeID
 	if seq < last {
 		if next, err := b.TurnAt(ctx, branch, seq+1); err == nil {
 			before = next.ID

@@ -67,8 +67,8 @@ func TestStepsAtATurn(t *testing.T) {
 	d.takeShell()
 	d.run(s.Open(d.st), 0)
 	st := statuses(d.takeShell())
-	if len(st) != 1 || !errors.Is(st[0].Err, persistence.ErrTurnNotFound) {
-		t.Errorf("status for turn 9 = %+v, want ErrTurnNotFound", st)
+	if len(st) != 1 || !errors.Is(st[0].Err, persistence.ErrNodeNotFound) {
+		t.Errorf("status for turn 9 = %+v, want ErrNodeNotFound", st)
 	}
 	if v := d.view(80, 20); !strings.Contains(v, "Cannot read turn 9") {
 		t.Errorf("the screen does not say turn 9 cannot be read:\n%s", v)

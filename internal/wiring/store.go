@@ -26,7 +26,7 @@ func StoreOptions(c config.Config, key []byte, log zerolog.Logger, dir string) b
 	o.MemTableSize = sc.MemTableBytes
 	o.BlockCacheSize = sc.BlockCacheBytes
 	o.ValueLogFileSize = sc.ValueLogFileBytes
-	o.TurnCacheEntries = sc.TurnCacheEntries
+	o.NodeCacheEntries = sc.NodeCacheEntries
 	o.BlobCacheBytes = sc.BlobCacheBytes
 	o.GCInterval = sc.GCInterval
 	o.GCDiscardRatio = sc.GCDiscardRatio
@@ -50,7 +50,7 @@ func PostgresOptions(c config.Config, log zerolog.Logger) (*pgdb.PGOptions, erro
 	o.Limits.MaxPayloadBytes = sc.MaxPayloadBytes
 	o.GroupCommitMax = sc.GroupCommitMax
 	o.MaxConns = int32(sc.PostgresMaxConns)
-	o.TurnCacheEntries = sc.TurnCacheEntries
+	o.NodeCacheEntries = sc.NodeCacheEntries
 	o.Logger = log.With().Str("component", "store").Logger()
 	return &o, nil
 }

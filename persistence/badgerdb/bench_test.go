@@ -47,14 +47,14 @@ func textPayload(rng *rand.Rand, n int) []byte {
 	return out[:n]
 }
 
-func benchChain(b *testing.B, s persistence.Store, n, size int) (persistence.Head, []persistence.Turn) {
+func benchChain(b *testing.B, s persistence.Store, n, size int) (persistence.Head, []persistence.Node) {
 	b.Helper()
 	rng := rand.New(rand.NewPCG(1, 2))
 	h, err := s.CreateBranch(bg, persistence.BranchSpec{})
 	if err != nil {
 		b.Fatal(err)
 	}
-	ts := make([]persistence.Turn, 0, n)
+	ts := make([]persistence.Node, 0, n)
 	for range n {
 		t, err := s.Append(bg, h.Branch, persistence.AppendRequest{Payload: textPayload(rng, size)})
 		if err != nil {
@@ -147,11 +147,11 @@ func BenchmarkHistory400(b *testing.B) {
 			s := benchStore(b, persistence.DurabilityRelaxed)
 			h, _ := benchChain(b, s, 400, 10<<10)
 			if cache == "cold" {
-				s.turns, s.blobs = persistence.NewTurnCache(0), newBlobCache(0)
+				s.turns, s.blobs = persistence.NewNodeCache(0), newBlobCache(0)
 			}
 			b.ReportAllocs()
 			for b.Loop() {
-				ts, err := s.Chain(bg, h.Turn)
+				ts, err := s.Chain(bg, h.Node)
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -169,7 +169,7 @@ func BenchmarkRange64(b *testing.B) {
 	for _, cache := range []int{0, 1 << 18} {
 		b.Run(fmt.Sprintf("cache=%d", cache), func(b *testing.B) {
 			s := benchStore(b, persistence.DurabilityRelaxed)
-			s.turns = persistence.NewTurnCache(cache)
+			s.turns = persistence.NewNodeCache(cache)
 			h, _ := benchChain(b, s, 20_000, 64)
 			rng := rand.New(rand.NewPCG(7, 8))
 			b.ReportAllocs()

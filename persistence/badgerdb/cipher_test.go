@@ -42,8 +42,8 @@ func TestEncryptedStore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	storetest.SameIDs(t, "the encrypted store reopened", rp.Turns, turns)
-	if p, err := s.Blob(bg, rp.Turns[11].PayloadHash); err != nil || !bytes.HasPrefix(p, fmt.Appendf(nil, "%s11 ", marker)) {
+	storetest.SameIDs(t, "the encrypted store reopened", rp.Nodes, turns)
+	if p, err := s.Blob(bg, rp.Nodes[11].PayloadHash); err != nil || !bytes.HasPrefix(p, fmt.Appendf(nil, "%s11 ", marker)) {
 		t.Errorf("payload 11 = %.40q, %v", p, err)
 	}
 	s.Close()
@@ -102,14 +102,14 @@ func TestEncryptedStore(t *testing.T) {
 // small ones (in the WAL and LSM tree) and large ones (in the value log),
 // of random bytes so that compression keeps them as they are, and closes
 // s.
-func writeMarked(t *testing.T, s persistence.Store, marker []byte) (persistence.Head, []persistence.Turn) {
+func writeMarked(t *testing.T, s persistence.Store, marker []byte) (persistence.Head, []persistence.Node) {
 	t.Helper()
 	h, err := s.CreateBranch(bg, persistence.BranchSpec{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	rnd := rand.New(rand.NewPCG(1, 2))
-	var turns []persistence.Turn
+	var turns []persistence.Node
 	for i := range 12 {
 		p := fmt.Appendf(nil, "%s%d ", marker, i)
 		for range 1 + i*i*1000 {

@@ -39,7 +39,7 @@ type op struct {
 	branch messages.BranchID
 	append persistence.AppendRequest
 	spec   persistence.BranchSpec
-	turn   messages.TurnID
+	turn   messages.NodeID
 	ovReq  persistence.OverlayRequest
 	hash   persistence.Hash // of the payload, for appends and patches
 	blob   []byte           // the encoded blob, when the caller saw it missing
@@ -57,7 +57,7 @@ type op struct {
 }
 
 type result struct {
-	turn    persistence.Turn
+	turn    persistence.Node
 	head    persistence.Head
 	overlay persistence.Overlay
 	tx      persistence.TxResult
@@ -122,14 +122,14 @@ func (s *badgerStore) prepareBlob(o *op, p []byte) {
 	})
 }
 
-func (s *badgerStore) Append(ctx context.Context, branch messages.BranchID, req persistence.AppendRequest) (persistence.Turn, error) {
+func (s *badgerStore) Append(ctx context.Context, branch messages.BranchID, req persistence.AppendRequest) (persistence.Node, error) {
 	if err := persistence.CheckAppend(branch, req, s.opts.Limits); err != nil {
-		return persistence.Turn{}, err
+		return persistence.Node{}, err
 	}
 	o := &op{kind: opAppend, branch: branch, append: req}
 	s.prepareBlob(o, req.Payload)
 	if err := s.submit(ctx, o); err != nil {
-		return persistence.Turn{}, err
+		return persistence.Node{}, err
 	}
 	return o.res.turn, nil
 }
@@ -147,7 +147,7 @@ func (s *badgerStore) CreateBranch(ctx context.Context, spec persistence.BranchS
 	return o.res.head, nil
 }
 
-func (s *badgerStore) PutOverlay(ctx context.Context, turn messages.TurnID, req persistence.OverlayRequest) (persistence.Overlay, error) {
+func (s *badgerStore) PutOverlay(ctx context.Context, turn messages.NodeID, req persistence.OverlayRequest) (persistence.Overlay, error) {
 	if err := persistence.CheckOverlay(turn, req, s.opts.Limits); err != nil {
 		return persistence.Overlay{}, err
 	}
@@ -226,13 +226,13 @@ type group struct {
 	txn      *badger.Txn
 	entries  []entry
 	heads    map[messages.BranchID]persistence.Head
-	turns    map[messages.TurnID]persistence.TurnRecord
+	turns    map[messages.NodeID]persistence.NodeRecord
 	refs     map[persistence.Hash]uint64
 	blobs    map[persistence.Hash]bool // present after this group's writes so far
-	overlays map[messages.TurnID][]persistence.Overlay
+	overlays map[messages.NodeID][]persistence.Overlay
 	rows     map[string]bool // lifecycle row keys written by this group
 	ovSeq    uint64
-	newTurns []persistence.TurnRecord
+	newTurns []persistence.NodeRecord
 	newOv    []persistence.Overlay
 	newBlobs map[persistence.Hash][]byte // payloads written, for the blob cache
 	st       groupStats
@@ -292,10 +292,10 @@ func (s *badgerStore) applyGroup(batch []*op, prev *group) *group {
 		batch:    append([]*op(nil), batch...),
 		prev:     prev,
 		heads:    make(map[messages.BranchID]persistence.Head),
-		turns:    make(map[messages.TurnID]persistence.TurnRecord),
+		turns:    make(map[messages.NodeID]persistence.NodeRecord),
 		refs:     make(map[persistence.Hash]uint64),
 		blobs:    make(map[persistence.Hash]bool),
-		overlays: make(map[messages.TurnID][]persistence.Overlay),
+		overlays: make(map[messages.NodeID][]persistence.Overlay),
 		rows:     make(map[string]bool),
 		newBlobs: make(map[persistence.Hash][]byte),
 	}
@@ -505,7 +505,7 @@ func (s *badgerStore) publish(g *group) {
 	if len(g.newOv) > 0 {
 		s.overlayMu.Lock()
 		for _, o := range g.newOv {
-			s.overlays[o.Turn] = append(s.overlays[o.Turn], o)
+			s.overlays[o.Node] = append(s.overlays[o.Node], o)
 		}
 		s.ovSeq = g.ovSeq
 		s.overlayMu.Unlock()
@@ -596,7 +596,7 @@ func (g *group) head(b messages.BranchID) (persistence.Head, error) {
 	return getHead(g.txn, b)
 }
 
-func (g *group) record(id messages.TurnID) (persistence.TurnRecord, error) {
+func (g *group) record(id messages.NodeID) (persistence.NodeRecord, error) {
 	if r, ok := g.turns[id]; ok {
 		return r, nil
 	}
@@ -671,29 +671,29 @@ func (g *group) setRefs(h persistence.Hash, n uint64) {
 }
 
 func (g *group) appendTurn(o *op) result {
-	t, h, err := g.appendNode(o, o.branch, messages.TurnID{}, o.append)
+	t, h, err := g.appendNode(o, o.branch, messages.NodeID{}, o.append)
 	return result{turn: t, head: h, err: err}
 }
 
 // appendNode appends req at branch's head as turn id (zero: a fresh id);
 // o carries the payload's hash and encoded blob.
-func (g *group) appendNode(o *op, branch messages.BranchID, id messages.TurnID, req persistence.AppendRequest) (persistence.Turn, persistence.Head, error) {
+func (g *group) appendNode(o *op, branch messages.BranchID, id messages.NodeID, req persistence.AppendRequest) (persistence.Node, persistence.Head, error) {
 	h, err := g.head(branch)
 	if err != nil {
-		return persistence.Turn{}, persistence.Head{}, err
+		return persistence.Node{}, persistence.Head{}, err
 	}
-	if want := req.ExpectParent; want != nil && *want != h.Turn {
-		return persistence.Turn{}, persistence.Head{}, &persistence.HeadMismatchError{Branch: branch, Want: *want, Got: h.Turn}
+	if want := req.ExpectParent; want != nil && *want != h.Node {
+		return persistence.Node{}, persistence.Head{}, &persistence.HeadMismatchError{Branch: branch, Want: *want, Got: h.Node}
 	}
 	now := g.s.opts.Now()
 	if id.IsZero() {
-		id = messages.NewID[messages.TurnID](now)
+		id = messages.NewID[messages.NodeID](now)
 	} else if _, err := g.record(id); err == nil {
-		return persistence.Turn{}, persistence.Head{}, fmt.Errorf("%w: turn %s already exists", persistence.ErrDuplicate, id)
-	} else if !errors.Is(err, persistence.ErrTurnNotFound) {
-		return persistence.Turn{}, persistence.Head{}, err
+		return persistence.Node{}, persistence.Head{}, fmt.Errorf("%w: turn %s already exists", persistence.ErrDuplicate, id)
+	} else if !errors.Is(err, persistence.ErrNodeNotFound) {
+		return persistence.Node{}, persistence.Head{}, err
 	}
-	r := persistence.TurnRecord{Turn: persistence.Turn{
+	r := persistence.NodeRecord{Node: persistence.Node{
 		ID:          id,
 		TypeTag:     req.TypeTag,
 		Codec:       req.Codec,
@@ -702,37 +702,37 @@ func (g *group) appendNode(o *op, branch messages.BranchID, id messages.TurnID, 
 		CreatedAt:   timeMillis(now),
 	}}
 	if !h.Empty() {
-		r.Parent, r.Depth = h.Turn, h.Depth+1
+		r.Parent, r.Depth = h.Node, h.Depth+1
 		if r.Skips, err = g.skips(r.Parent, r.Depth); err != nil {
-			return persistence.Turn{}, persistence.Head{}, err
+			return persistence.Node{}, persistence.Head{}, err
 		}
 	}
 	if err := g.addRef(o, req.Payload); err != nil {
-		return persistence.Turn{}, persistence.Head{}, err
+		return persistence.Node{}, persistence.Head{}, err
 	}
 	g.set(turnKey(r.ID), encodeTurn(r))
 	if !r.Parent.IsZero() {
 		g.set(childKey(r.Parent, r.ID), nil)
 	} else if err := g.ownRoot(branch, r.ID); err != nil {
-		return persistence.Turn{}, persistence.Head{}, err
+		return persistence.Node{}, persistence.Head{}, err
 	}
-	h.Turn, h.Depth = r.ID, r.Depth
+	h.Node, h.Depth = r.ID, r.Depth
 	g.set(headKey(branch), encodeHead(h))
 	put(g, g.heads, branch, h)
 	put(g, g.turns, r.ID, r)
 	g.newTurns = append(g.newTurns, r)
 	g.st.appends++
-	return r.Turn, h, nil
+	return r.Node, h, nil
 }
 
 // skips computes the skip pointers of a new turn at depth d whose parent
 // is parent: ptr_k = ptr_{k-1}(ptr_{k-1}), ptr_0 being the parent.
-func (g *group) skips(parent messages.TurnID, d uint64) ([]messages.TurnID, error) {
+func (g *group) skips(parent messages.NodeID, d uint64) ([]messages.NodeID, error) {
 	n := persistence.SkipLevels(d)
 	if n == 0 {
 		return nil, nil
 	}
-	out := make([]messages.TurnID, n)
+	out := make([]messages.NodeID, n)
 	prev := parent // ptr_{k-1} of the new turn
 	for k := 1; k <= n; k++ {
 		r, err := g.record(prev)
@@ -774,7 +774,7 @@ func (g *group) newBranch(spec persistence.BranchSpec) (persistence.Head, error)
 		if err != nil {
 			return persistence.Head{}, fmt.Errorf("fork at turn: %w", err)
 		}
-		h.Turn, h.Depth, h.Base = r.ID, r.Depth, r.ID
+		h.Node, h.Depth, h.Base = r.ID, r.Depth, r.ID
 	}
 	if spec.Tenant != "" && spec.Tenant != persistence.DefaultTenant {
 		g.setRow(id16(tableBranchTenant, id), []byte(spec.Tenant))
@@ -789,7 +789,7 @@ func (g *group) putOverlay(o *op) result {
 	if err != nil {
 		return result{err: err}
 	}
-	ov := persistence.Overlay{Turn: o.turn, Seq: g.ovSeq + 1, Tombstone: o.ovReq.Tombstone, CreatedAt: timeMillis(g.s.opts.Now())}
+	ov := persistence.Overlay{Node: o.turn, Seq: g.ovSeq + 1, Tombstone: o.ovReq.Tombstone, CreatedAt: timeMillis(g.s.opts.Now())}
 	current := r.PayloadHash
 	if os := g.turnOverlays(o.turn); len(os) > 0 {
 		current = os[len(os)-1].Hash
@@ -810,15 +810,15 @@ func (g *group) putOverlay(o *op) result {
 		}
 		ov.Purged = current
 	}
-	g.set(overlayKey(ov.Turn, ov.Seq), encodeOverlay(ov))
-	g.set(overlayOrderKey(ov.Seq, ov.Turn), nil)
+	g.set(overlayKey(ov.Node, ov.Seq), encodeOverlay(ov))
+	g.set(overlayOrderKey(ov.Seq, ov.Node), nil)
 	g.ovSeq = ov.Seq
-	put(g, g.overlays, ov.Turn, append(g.turnOverlays(ov.Turn), ov))
+	put(g, g.overlays, ov.Node, append(g.turnOverlays(ov.Node), ov))
 	g.newOv = append(g.newOv, ov)
 	return result{overlay: ov}
 }
 
-func (g *group) turnOverlays(turn messages.TurnID) []persistence.Overlay {
+func (g *group) turnOverlays(turn messages.NodeID) []persistence.Overlay {
 	if os, ok := g.overlays[turn]; ok {
 		return os
 	}

@@ -152,10 +152,10 @@ func crashChild(dir string, seed, run uint64) error {
 	fork := func(r *rand.Rand) error {
 		b, _ := next(r)
 		p, err := s.Last(ctx, b, 30)
-		if err != nil || len(p.Turns) == 0 {
+		if err != nil || len(p.Nodes) == 0 {
 			return err
 		}
-		at := p.Turns[r.IntN(len(p.Turns))]
+		at := p.Nodes[r.IntN(len(p.Nodes))]
 		h, err := s.CreateBranch(ctx, persistence.BranchSpec{At: at.ID})
 		if err != nil {
 			return fmt.Errorf("fork %s at %s: %w", b, at.ID, err)
@@ -176,7 +176,7 @@ func crashChild(dir string, seed, run uint64) error {
 			if err != nil {
 				return fmt.Errorf("head of %s: %w", b, err)
 			}
-			req.ExpectParent = &h.Turn
+			req.ExpectParent = &h.Node
 		}
 		t, err := s.Append(ctx, b, req)
 		if errors.Is(err, persistence.ErrHeadMismatch) && req.ExpectParent != nil {
@@ -483,17 +483,17 @@ func verifyCrashState(t *testing.T, dir string, run int, st *crashState) {
 				fatalf("empty branch %s has depth %d", b, h.Depth)
 			}
 		} else {
-			if tn, err := s.Turn(ctx, h.Turn); err != nil || tn.Depth != h.Depth {
-				fatalf("branch %s: Turn(head %s at depth %d) = depth %d, %v", b, h.Turn, h.Depth, tn.Depth, err)
+			if tn, err := s.Node(ctx, h.Node); err != nil || tn.Depth != h.Depth {
+				fatalf("branch %s: Turn(head %s at depth %d) = depth %d, %v", b, h.Node, h.Depth, tn.Depth, err)
 			}
-			chain, err := s.Chain(ctx, h.Turn)
+			chain, err := s.Chain(ctx, h.Node)
 			if err != nil {
-				fatalf("Chain(head %s of %s) = %v", h.Turn, b, err)
+				fatalf("Chain(head %s of %s) = %v", h.Node, b, err)
 			}
-			if uint64(len(chain)) != h.Depth+1 || chain[len(chain)-1].ID != h.Turn {
-				fatalf("Chain(head %s of %s at depth %d) has %d turns, ending at %s", h.Turn, b, h.Depth, len(chain), chain[len(chain)-1].ID)
+			if uint64(len(chain)) != h.Depth+1 || chain[len(chain)-1].ID != h.Node {
+				fatalf("Chain(head %s of %s at depth %d) has %d turns, ending at %s", h.Node, b, h.Depth, len(chain), chain[len(chain)-1].ID)
 			}
-			var parent messages.TurnID
+			var parent messages.NodeID
 			for i, tn := range chain {
 				if tn.Depth != uint64(i) || tn.Parent != parent {
 					fatalf("branch %s: turn %d of the chain is %s at depth %d with parent %q, want depth %d and parent %q",
@@ -510,9 +510,9 @@ func verifyCrashState(t *testing.T, dir string, run int, st *crashState) {
 			}
 		}
 		if prev, ok := st.heads[b]; ok && !prev.Empty() {
-			if d, ok := ids[prev.Turn]; !ok || d != prev.Depth {
+			if d, ok := ids[prev.Node]; !ok || d != prev.Depth {
 				fatalf("branch %s: head %s at depth %d is not on the chain of the previous head %s at depth %d",
-					b, h.Turn, h.Depth, prev.Turn, prev.Depth)
+					b, h.Node, h.Depth, prev.Node, prev.Depth)
 			}
 		}
 		if f, ok := st.forks[b]; ok {
@@ -528,13 +528,13 @@ func verifyCrashState(t *testing.T, dir string, run int, st *crashState) {
 	for _, a := range st.acks {
 		if d, ok := onChain[a.branch][a.turn]; !ok || d != a.depth {
 			fatalf("turn %s acknowledged in run %d at depth %d on %s is not on the chain of head %s at depth %d",
-				a.turn, a.run, a.depth, a.branch, heads[a.branch].Turn, heads[a.branch].Depth)
+				a.turn, a.run, a.depth, a.branch, heads[a.branch].Node, heads[a.branch].Depth)
 		}
 		maxDepth[a.branch] = max(maxDepth[a.branch], a.depth)
 		if a.run != run {
 			continue
 		}
-		tn, err := s.Turn(ctx, a.turn)
+		tn, err := s.Node(ctx, a.turn)
 		if err != nil {
 			fatalf("Turn(%s) acknowledged on %s = %v", a.turn, a.branch, err)
 		}

@@ -576,7 +576,7 @@ func (d *DB) TurnRows(ctx context.Context, branch messages.BranchID, fromSeq uin
 // TurnRow returns the row of turn on branch, found by its id (a turn
 // of branch's parent, which a fork sees, is not on branch).
 func (d *DB) TurnRow(ctx context.Context, branch messages.BranchID, turn messages.TurnID) (persistence.TurnRow, error) {
-	notFound := fmt.Errorf("%w: %s on branch %s", persistence.ErrTurnNotFound, turn, branch)
+	notFound := fmt.Errorf("%w: %s on branch %s", persistence.ErrNodeNotFound, turn, branch)
 	return indexedJSON[persistence.TurnRow](d, turnByIDKey(turn, branch), notFound, func(k []byte) error {
 		if len(k) != 1+16+8 || k[0] != tableTurnRow {
 			return fmt.Errorf("%w: turn index entry of %s is %x", persistence.ErrCorrupt, turn, k)

@@ -34,7 +34,7 @@ func TestOpenAfterEmptyLogsLeftByACrash(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	storetest.SameIDs(t, "Range after the open", rp.Turns, ts)
+	storetest.SameIDs(t, "Range after the open", rp.Nodes, ts)
 	if _, err := s.Append(bg, h.Branch, persistence.AppendRequest{Payload: []byte("after")}); err != nil {
 		t.Fatal(err)
 	}

@@ -49,9 +49,9 @@ func FuzzKeyCodec(f *testing.F) {
 func FuzzRecordDecode(f *testing.F) {
 	now := time.UnixMilli(1_700_000_000_000)
 	id := messages.NewID[messages.TurnID](now)
-	f.Add(encodeTurn(persistence.TurnRecord{Turn: persistence.Turn{Parent: id, Depth: 8, TypeTag: 3, PayloadHash: persistence.HashOf([]byte("x")), CreatedAt: now},
-		Skips: []messages.TurnID{id, id, id}}))
-	f.Add(encodeHead(persistence.Head{Turn: id, Depth: 9, Base: id, CreatedAt: now}))
+	f.Add(encodeTurn(persistence.NodeRecord{Node: persistence.Node{Parent: id, Depth: 8, TypeTag: 3, PayloadHash: persistence.HashOf([]byte("x")), CreatedAt: now},
+		Skips: []messages.NodeID{id, id, id}}))
+	f.Add(encodeHead(persistence.Head{Node: id, Depth: 9, Base: id, CreatedAt: now}))
 	f.Add(encodeOverlay(persistence.Overlay{Hash: persistence.HashOf([]byte("y")), CreatedAt: now}))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		if r, err := decodeTurn(id, b); err == nil {

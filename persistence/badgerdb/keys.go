@@ -38,29 +38,29 @@ var keyLen = map[byte]int{
 
 func blobKey(h persistence.Hash) []byte   { return append([]byte{tableBlob}, h[:]...) }
 func refsKey(h persistence.Hash) []byte   { return append([]byte{tableRefs}, h[:]...) }
-func turnKey(id messages.TurnID) []byte   { return append([]byte{tableTurn}, id[:]...) }
+func turnKey(id messages.NodeID) []byte   { return append([]byte{tableTurn}, id[:]...) }
 func headKey(id messages.BranchID) []byte { return append([]byte{tableHead}, id[:]...) }
 func metaKey(name string) []byte          { return append([]byte{tableMeta}, name...) }
 
-func childKey(parent, child messages.TurnID) []byte {
+func childKey(parent, child messages.NodeID) []byte {
 	k := make([]byte, 0, 33)
 	k = append(k, tableChild)
 	k = append(k, parent[:]...)
 	return append(k, child[:]...)
 }
 
-func childPrefix(parent messages.TurnID) []byte { return append([]byte{tableChild}, parent[:]...) }
+func childPrefix(parent messages.NodeID) []byte { return append([]byte{tableChild}, parent[:]...) }
 
-func overlayKey(turn messages.TurnID, seq uint64) []byte {
+func overlayKey(turn messages.NodeID, seq uint64) []byte {
 	k := make([]byte, 0, 25)
 	k = append(k, tableOverlay)
 	k = append(k, turn[:]...)
 	return binary.BigEndian.AppendUint64(k, seq)
 }
 
-func overlayPrefix(turn messages.TurnID) []byte { return append([]byte{tableOverlay}, turn[:]...) }
+func overlayPrefix(turn messages.NodeID) []byte { return append([]byte{tableOverlay}, turn[:]...) }
 
-func overlayOrderKey(seq uint64, turn messages.TurnID) []byte {
+func overlayOrderKey(seq uint64, turn messages.NodeID) []byte {
 	k := make([]byte, 0, 25)
 	k = append(k, tableOverlays)
 	k = binary.BigEndian.AppendUint64(k, seq)

@@ -43,8 +43,8 @@ func TestRowsByID(t *testing.T) {
 	if err := d.writeRaw(del); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := d.TurnRow(bg, b1, ids[0]); !errors.Is(err, persistence.ErrTurnNotFound) {
-		t.Fatalf("without its index entry: err = %v, want ErrTurnNotFound", err)
+	if _, err := d.TurnRow(bg, b1, ids[0]); !errors.Is(err, persistence.ErrNodeNotFound) {
+		t.Fatalf("without its index entry: err = %v, want ErrNodeNotFound", err)
 	}
 	if _, err := d.StepRow(bg, steps[0].ID); !errors.Is(err, persistence.ErrRowNotFound) {
 		t.Fatalf("without its index entry: err = %v, want ErrRowNotFound", err)

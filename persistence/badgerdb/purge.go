@@ -64,7 +64,7 @@ const (
 type purgePlan struct {
 	drop    [][]byte                    // key prefixes (many are whole keys)
 	unref   map[persistence.Hash]uint64 // blob references the deleted nodes held
-	nodes   []messages.TurnID
+	nodes   []messages.NodeID
 	session *persistence.SessionRow // updated, when the session stays and its active branch goes
 	vlog    bool                    // a dropped value is in the value log
 	res     persistence.PurgeResult
@@ -216,7 +216,7 @@ func (d *DB) planPurge(ctx context.Context, spec persistence.PurgeSpec) (*purgeP
 func purgeKeys(txn *badger.Txn, plan *persistence.PurgePlan) ([][]byte, error) {
 	var drop [][]byte
 	add := func(k []byte) { drop = append(drop, k) }
-	owned := map[messages.TurnID]bool{}
+	owned := map[messages.NodeID]bool{}
 	for _, n := range plan.Nodes {
 		owned[n.ID] = true
 	}
@@ -230,7 +230,7 @@ func purgeKeys(txn *badger.Txn, plan *persistence.PurgePlan) ([][]byte, error) {
 		}
 	}
 	for _, ov := range plan.Overlays {
-		add(overlayOrderKey(ov.Seq, ov.Turn))
+		add(overlayOrderKey(ov.Seq, ov.Node))
 	}
 	for _, b := range plan.Branches {
 		add(headKey(b))
@@ -246,11 +246,11 @@ func purgeKeys(txn *badger.Txn, plan *persistence.PurgePlan) ([][]byte, error) {
 	// The step rows and chunk rows of a node go with a turn row of it
 	// (not with a turn of the parent the fork carried as pending), with
 	// their index entries.
-	steps := map[messages.TurnID][]messages.StepID{}
+	steps := map[messages.NodeID][]messages.StepID{}
 	for _, s := range plan.Steps {
 		steps[s.Turn] = append(steps[s.Turn], s.Step)
 	}
-	nodeChunks := map[messages.TurnID][]messages.ChunkID{}
+	nodeChunks := map[messages.NodeID][]messages.ChunkID{}
 	for _, c := range plan.Chunks {
 		nodeChunks[c.Turn] = append(nodeChunks[c.Turn], c.Chunk)
 	}
@@ -346,7 +346,7 @@ func (r badgerPurgeReader) Heads(branches []messages.BranchID) ([]persistence.He
 func (r badgerPurgeReader) Walk(heads []persistence.Head) ([]persistence.PurgeNode, error) {
 	var out []persistence.PurgeNode
 	for _, h := range heads {
-		for id := h.Turn; !id.IsZero() && id != h.Base; {
+		for id := h.Node; !id.IsZero() && id != h.Base; {
 			rec, err := r.d.turnRecord(r.txn, id)
 			if err != nil {
 				return nil, err
@@ -358,8 +358,8 @@ func (r badgerPurgeReader) Walk(heads []persistence.Head) ([]persistence.PurgeNo
 	return out, nil
 }
 
-func (r badgerPurgeReader) HeadsAt(nodes []messages.TurnID) ([]persistence.Head, error) {
-	set := map[messages.TurnID]bool{}
+func (r badgerPurgeReader) HeadsAt(nodes []messages.NodeID) ([]persistence.Head, error) {
+	set := map[messages.NodeID]bool{}
 	for _, id := range nodes {
 		set[id] = true
 	}
@@ -369,7 +369,7 @@ func (r badgerPurgeReader) HeadsAt(nodes []messages.TurnID) ([]persistence.Head,
 		if err != nil {
 			return err
 		}
-		if set[h.Turn] || set[h.Base] {
+		if set[h.Node] || set[h.Base] {
 			out = append(out, h)
 		}
 		return nil
@@ -377,10 +377,10 @@ func (r badgerPurgeReader) HeadsAt(nodes []messages.TurnID) ([]persistence.Head,
 	return out, err
 }
 
-func (r badgerPurgeReader) Children(nodes []messages.TurnID, fn func(parent, child messages.TurnID) error) error {
+func (r badgerPurgeReader) Children(nodes []messages.NodeID, fn func(parent, child messages.NodeID) error) error {
 	for _, id := range nodes {
 		err := eachRow(r.txn, childPrefix(id), false, func(k, _ []byte) error {
-			return fn(id, messages.TurnID(k[17:33]))
+			return fn(id, messages.NodeID(k[17:33]))
 		})
 		if err != nil {
 			return err
@@ -389,7 +389,7 @@ func (r badgerPurgeReader) Children(nodes []messages.TurnID, fn func(parent, chi
 	return nil
 }
 
-func (r badgerPurgeReader) Overlays(nodes []messages.TurnID) ([]persistence.Overlay, error) {
+func (r badgerPurgeReader) Overlays(nodes []messages.NodeID) ([]persistence.Overlay, error) {
 	var out []persistence.Overlay
 	r.d.overlayMu.RLock()
 	defer r.d.overlayMu.RUnlock()
@@ -416,7 +416,7 @@ func (r badgerPurgeReader) TurnRows(branches []messages.BranchID, fn func(persis
 	return nil
 }
 
-func (r badgerPurgeReader) Steps(nodes []messages.TurnID) ([]persistence.NodeStep, error) {
+func (r badgerPurgeReader) Steps(nodes []messages.NodeID) ([]persistence.NodeStep, error) {
 	var out []persistence.NodeStep
 	for _, id := range nodes {
 		err := eachRow(r.txn, id16(tableStepRow, id), true, func(_, v []byte) error {
@@ -436,7 +436,7 @@ func (r badgerPurgeReader) Steps(nodes []messages.TurnID) ([]persistence.NodeSte
 	return out, nil
 }
 
-func (r badgerPurgeReader) Chunks(nodes []messages.TurnID) ([]persistence.NodeChunk, error) {
+func (r badgerPurgeReader) Chunks(nodes []messages.NodeID) ([]persistence.NodeChunk, error) {
 	var out []persistence.NodeChunk
 	seen := map[messages.ChunkID]bool{}
 	for _, id := range nodes {
@@ -515,7 +515,7 @@ func (g *group) applyPurge(o *op) error {
 	if p.vlog {
 		g.set(metaKey(purgeVlogMeta), []byte{1})
 	}
-	id := messages.NewID[messages.TurnID](g.s.opts.Now())
+	id := messages.NewID[messages.NodeID](g.s.opts.Now())
 	marker := metaKey(purgeMeta + id.String())
 	drop = append(drop, marker)
 	g.set(marker, encodePrefixes(drop))
@@ -707,7 +707,7 @@ func (s *badgerStore) finishPurges() error {
 }
 
 // forgetPurged drops what the caches hold of deleted nodes and blobs.
-func (s *badgerStore) forgetPurged(nodes []messages.TurnID, blobs []persistence.Hash) {
+func (s *badgerStore) forgetPurged(nodes []messages.NodeID, blobs []persistence.Hash) {
 	for _, id := range nodes {
 		s.turns.Drop(id)
 	}

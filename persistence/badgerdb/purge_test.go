@@ -165,10 +165,10 @@ func bigPayload(marker string, n int) string {
 
 // appendBig appends to f's branch a turn whose payload, and the response
 // of its step, are big.
-func appendBig(t testing.TB, d storetest.DB, f storetest.SessionFixture, seq uint64, big string) messages.TurnID {
+func appendBig(t testing.TB, d storetest.DB, f storetest.SessionFixture, seq uint64, big string) messages.NodeID {
 	t.Helper()
 	now := time.Now()
-	turn, step := messages.NewID[messages.TurnID](now), messages.NewID[messages.StepID](now)
+	turn, step := messages.NewID[messages.NodeID](now), messages.NewID[messages.StepID](now)
 	resp, _ := json.Marshal(map[string]string{"output": big})
 	tx := &persistence.Tx{
 		Appends:  []persistence.TxAppend{{Branch: f.Branch, ID: turn, Req: persistence.AppendRequest{Payload: []byte(big)}}},
@@ -216,7 +216,7 @@ func TestPurgeValueLog(t *testing.T) {
 			}
 			p, err := d.Last(ctx, fk.Branch, 10)
 			if err == nil {
-				_, err = d.Blob(ctx, p.Turns[len(p.Turns)-1].PayloadHash)
+				_, err = d.Blob(ctx, p.Nodes[len(p.Nodes)-1].PayloadHash)
 			}
 			if err != nil {
 				readErr <- err
@@ -241,10 +241,10 @@ func TestPurgeValueLog(t *testing.T) {
 	checkKept := func() {
 		t.Helper()
 		p, err := d.Last(ctx, fk.Branch, 10)
-		if err != nil || len(p.Turns) != 2 {
-			t.Fatalf("Last(kept) = %d turns, %v; want 2", len(p.Turns), err)
+		if err != nil || len(p.Nodes) != 2 {
+			t.Fatalf("Last(kept) = %d turns, %v; want 2", len(p.Nodes), err)
 		}
-		b, err := d.Blob(ctx, p.Turns[1].PayloadHash)
+		b, err := d.Blob(ctx, p.Nodes[1].PayloadHash)
 		if err != nil || !bytes.HasPrefix(b, []byte(kept)) || len(b) != 100<<10 {
 			t.Errorf("Blob(kept) = %d bytes, %v", len(b), err)
 		}
@@ -260,8 +260,8 @@ func TestPurgeValueLog(t *testing.T) {
 		t.Fatal(err)
 	}
 	p, err := d.Last(ctx, fk.Branch, 10)
-	if err != nil || len(p.Turns) != 3 {
-		t.Fatalf("after a reopen Last(kept) = %d turns, %v; want 3", len(p.Turns), err)
+	if err != nil || len(p.Nodes) != 3 {
+		t.Fatalf("after a reopen Last(kept) = %d turns, %v; want 3", len(p.Nodes), err)
 	}
 	if got := filesHolding(t, dir, []byte(gone)); len(got) > 0 {
 		t.Errorf("after a reopen %s is in %v", gone, got)

@@ -16,7 +16,7 @@ const recordVersion byte = 1
 //
 //	version u8 | parent 16 | depth uv | type_tag uv | codec uv | hash 32 |
 //	flags uv | created_ms uv | nskips u8 | skips 16·n
-func encodeTurn(r persistence.TurnRecord) []byte {
+func encodeTurn(r persistence.NodeRecord) []byte {
 	b := make([]byte, 0, 1+16+32+6*binary.MaxVarintLen64+1+16*len(r.Skips))
 	b = append(b, recordVersion)
 	b = append(b, r.Parent[:]...)
@@ -87,9 +87,9 @@ func (d *decoder) done() error {
 	return d.err
 }
 
-func decodeTurn(id messages.TurnID, b []byte) (persistence.TurnRecord, error) {
+func decodeTurn(id messages.NodeID, b []byte) (persistence.NodeRecord, error) {
 	d := decoder{b: b}
-	var r persistence.TurnRecord
+	var r persistence.NodeRecord
 	r.ID = id
 	d.version()
 	d.fixed(r.Parent[:])
@@ -102,13 +102,13 @@ func decodeTurn(id messages.TurnID, b []byte) (persistence.TurnRecord, error) {
 	var n [1]byte
 	d.fixed(n[:])
 	if d.err == nil {
-		r.Skips = make([]messages.TurnID, n[0])
+		r.Skips = make([]messages.NodeID, n[0])
 		for i := range r.Skips {
 			d.fixed(r.Skips[i][:])
 		}
 	}
 	if err := d.done(); err != nil {
-		return persistence.TurnRecord{}, fmt.Errorf("turn %s: %w", id, err)
+		return persistence.NodeRecord{}, fmt.Errorf("turn %s: %w", id, err)
 	}
 	return r, nil
 }
@@ -119,7 +119,7 @@ func decodeTurn(id messages.TurnID, b []byte) (persistence.TurnRecord, error) {
 func encodeHead(h persistence.Head) []byte {
 	b := make([]byte, 0, 1+32+2*binary.MaxVarintLen64)
 	b = append(b, recordVersion)
-	b = append(b, h.Turn[:]...)
+	b = append(b, h.Node[:]...)
 	b = binary.AppendUvarint(b, h.Depth)
 	b = append(b, h.Base[:]...)
 	return binary.AppendUvarint(b, uint64(h.CreatedAt.UnixMilli()))
@@ -129,7 +129,7 @@ func decodeHead(id messages.BranchID, b []byte) (persistence.Head, error) {
 	d := decoder{b: b}
 	h := persistence.Head{Branch: id}
 	d.version()
-	d.fixed(h.Turn[:])
+	d.fixed(h.Node[:])
 	h.Depth = d.uvarint()
 	d.fixed(h.Base[:])
 	h.CreatedAt = time.UnixMilli(int64(d.uvarint()))
@@ -155,9 +155,9 @@ func encodeOverlay(o persistence.Overlay) []byte {
 	return binary.AppendUvarint(b, uint64(o.CreatedAt.UnixMilli()))
 }
 
-func decodeOverlay(turn messages.TurnID, seq uint64, b []byte) (persistence.Overlay, error) {
+func decodeOverlay(turn messages.NodeID, seq uint64, b []byte) (persistence.Overlay, error) {
 	d := decoder{b: b}
-	o := persistence.Overlay{Turn: turn, Seq: seq}
+	o := persistence.Overlay{Node: turn, Seq: seq}
 	d.version()
 	var t [1]byte
 	d.fixed(t[:])

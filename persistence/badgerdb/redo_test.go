@@ -104,7 +104,7 @@ func testRedoLogRestoresAcknowledgedGroups(t *testing.T, key []byte) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var after []persistence.Turn
+	var after []persistence.Node
 	for i := range 6 {
 		tr, err := s.Append(bg, h.Branch, persistence.AppendRequest{Payload: fmt.Appendf(nil, "after %d", i), TypeTag: 7})
 		if err != nil {
@@ -132,8 +132,8 @@ func testRedoLogRestoresAcknowledgedGroups(t *testing.T, key []byte) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rp, err := s.Range(bg, h.Branch, 0, 20); err != nil || len(rp.Turns) != len(before) {
-		t.Fatalf("the copy holds %d turns, %v; want the %d before", len(rp.Turns), err, len(before))
+	if rp, err := s.Range(bg, h.Branch, 0, 20); err != nil || len(rp.Nodes) != len(before) {
+		t.Fatalf("the copy holds %d turns, %v; want the %d before", len(rp.Nodes), err, len(before))
 	}
 	s.Close()
 
@@ -148,8 +148,8 @@ func testRedoLogRestoresAcknowledgedGroups(t *testing.T, key []byte) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	storetest.SameIDs(t, "the branch after the redo log", rp.Turns, append(before, after...))
-	for i, tr := range rp.Turns[5:] {
+	storetest.SameIDs(t, "the branch after the redo log", rp.Nodes, append(before, after...))
+	for i, tr := range rp.Nodes[5:] {
 		if p, err := s.Blob(bg, tr.PayloadHash); err != nil || string(p) != fmt.Sprintf("after %d", i) {
 			t.Errorf("payload of turn %d = %q, %v", 5+i, p, err)
 		}
@@ -173,8 +173,8 @@ func testRedoLogRestoresAcknowledgedGroups(t *testing.T, key []byte) {
 	if s, err = OpenBadger(ro); err != nil {
 		t.Fatal(err)
 	}
-	if rp, err := s.Range(bg, h.Branch, 0, 20); err != nil || len(rp.Turns) != len(before)+len(after) {
-		t.Errorf("relaxed open: %d turns, %v; want %d", len(rp.Turns), err, len(before)+len(after))
+	if rp, err := s.Range(bg, h.Branch, 0, 20); err != nil || len(rp.Nodes) != len(before)+len(after) {
+		t.Errorf("relaxed open: %d turns, %v; want %d", len(rp.Nodes), err, len(before)+len(after))
 	}
 	s.Close()
 	if _, err := os.Stat(filepath.Join(relaxed, redoFileName)); !os.IsNotExist(err) {
@@ -198,7 +198,7 @@ func testRedoLogRestoresAcknowledgedGroups(t *testing.T, key []byte) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	storetest.SameIDs(t, "the branch after a torn record", rp.Turns, append(before, after...))
+	storetest.SameIDs(t, "the branch after a torn record", rp.Nodes, append(before, after...))
 	if _, err := s.Head(bg, other.Branch); err == nil {
 		t.Errorf("the second branch, created by the torn record, exists")
 	}
@@ -269,7 +269,7 @@ func TestRedoLogLaps(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var ts []persistence.Turn
+	var ts []persistence.Node
 	r := rand.New(rand.NewPCG(1, 2))
 	for range 60 { // about 180 KB of records (incompressible): several laps
 		p := make([]byte, 3000)
@@ -294,7 +294,7 @@ func TestRedoLogLaps(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	storetest.SameIDs(t, "after laps and a reopen", rp.Turns, ts)
+	storetest.SameIDs(t, "after laps and a reopen", rp.Nodes, ts)
 	s.Close()
 
 	// Another size: the log is rewritten at open, after its last lap is
@@ -318,5 +318,5 @@ func TestRedoLogLaps(t *testing.T) {
 	if rp, err = s.Range(bg, h.Branch, 0, 100); err != nil {
 		t.Fatal(err)
 	}
-	storetest.SameIDs(t, "after a resize", rp.Turns, append(ts, tr))
+	storetest.SameIDs(t, "after a resize", rp.Nodes, append(ts, tr))
 }

@@ -147,8 +147,8 @@ func TestStoreRefusesWritesShortOfSpace(t *testing.T) {
 		t.Fatalf("create branch with 100 KiB free = %v, want ErrNoSpace", err)
 	}
 	p, err := d.Last(ctx, h.Branch, 10)
-	if err != nil || len(p.Turns) != 2 || p.Turns[0].ID != t1.ID || p.Turns[1].ID != t2.ID {
-		t.Fatalf("read while short of space: %+v, %v; want the two acknowledged turns", p.Turns, err)
+	if err != nil || len(p.Nodes) != 2 || p.Nodes[0].ID != t1.ID || p.Nodes[1].ID != t2.ID {
+		t.Fatalf("read while short of space: %+v, %v; want the two acknowledged turns", p.Nodes, err)
 	}
 	if _, ok, err := d.Snapshot(ctx, "a"); err != nil || ok {
 		t.Fatalf("snapshot of a: ok %v, %v", ok, err)

@@ -36,8 +36,8 @@ type Options struct {
 	MemTableSize     int64
 	BlockCacheSize   int64
 	ValueLogFileSize int64
-	// TurnCacheEntries bounds the cache of decoded turns (0 disables it).
-	TurnCacheEntries int
+	// NodeCacheEntries bounds the cache of decoded turns (0 disables it).
+	NodeCacheEntries int
 	// BlobCacheBytes bounds the cache of decompressed payloads (0 disables it).
 	BlobCacheBytes int64
 	// RedoLogBytes is the size of the redo log (see redo.go), which a
@@ -80,7 +80,7 @@ func DefaultOptions(dir string) Options {
 		MemTableSize:     32 << 20,
 		BlockCacheSize:   256 << 20,
 		ValueLogFileSize: 256 << 20,
-		TurnCacheEntries: 1 << 18,
+		NodeCacheEntries: 1 << 18,
 		BlobCacheBytes:   64 << 20,
 		RedoLogBytes:     64 << 20,
 		MinFreeBytes:     512 << 20,
@@ -98,7 +98,7 @@ func TestOptions(dir string) Options {
 	o.MemTableSize = 4 << 20
 	o.BlockCacheSize = 4 << 20
 	o.ValueLogFileSize = 16 << 20
-	o.TurnCacheEntries = 4096
+	o.NodeCacheEntries = 4096
 	o.BlobCacheBytes = 1 << 20
 	o.RedoLogBytes = 1 << 20
 	o.IndexCacheBytes = 4 << 20
@@ -124,11 +124,11 @@ type badgerStore struct {
 	log        zerolog.Logger
 
 	readTs atomic.Uint64 // timestamp of the last durable group
-	turns  *persistence.TurnCache
+	turns  *persistence.NodeCache
 	blobs  *blobCache
 
 	overlayMu sync.RWMutex
-	overlays  map[messages.TurnID][]persistence.Overlay // every overlay; they are rare
+	overlays  map[messages.NodeID][]persistence.Overlay // every overlay; they are rare
 	latest    *badgerReader                             // the reader with every overlay: the store's own
 
 	mu     sync.RWMutex // guards closed and sends on ops
@@ -248,9 +248,9 @@ func openBadger(opts Options) (*badgerStore, error) {
 		badgerOpts: bo,
 		opts:       opts,
 		log:        opts.Logger,
-		turns:      persistence.NewTurnCache(opts.TurnCacheEntries),
+		turns:      persistence.NewNodeCache(opts.NodeCacheEntries),
 		blobs:      newBlobCache(opts.BlobCacheBytes),
-		overlays:   make(map[messages.TurnID][]persistence.Overlay),
+		overlays:   make(map[messages.NodeID][]persistence.Overlay),
 		ops:        make(chan *op, 4*opts.GroupCommitMax),
 		done:       make(chan struct{}),
 		stopGC:     make(chan struct{}),
@@ -308,7 +308,7 @@ func (s *badgerStore) loadOverlays() error {
 		if err != nil {
 			return err
 		}
-		s.overlays[o.Turn] = append(s.overlays[o.Turn], o)
+		s.overlays[o.Node] = append(s.overlays[o.Node], o)
 		s.ovSeq = max(s.ovSeq, o.Seq)
 	}
 	return nil
@@ -613,8 +613,8 @@ func (s *badgerStore) reader(v persistence.OverlayView) *badgerReader {
 func (s *badgerStore) Head(ctx context.Context, b messages.BranchID) (persistence.Head, error) {
 	return s.view().Head(ctx, b)
 }
-func (s *badgerStore) Turn(ctx context.Context, id messages.TurnID) (persistence.Turn, error) {
-	return s.view().Turn(ctx, id)
+func (s *badgerStore) Node(ctx context.Context, id messages.NodeID) (persistence.Node, error) {
+	return s.view().Node(ctx, id)
 }
 func (s *badgerStore) Blob(ctx context.Context, h persistence.Hash) ([]byte, error) {
 	return s.view().Blob(ctx, h)
@@ -622,18 +622,18 @@ func (s *badgerStore) Blob(ctx context.Context, h persistence.Hash) ([]byte, err
 func (s *badgerStore) Last(ctx context.Context, b messages.BranchID, n int) (persistence.Page, error) {
 	return s.view().Last(ctx, b, n)
 }
-func (s *badgerStore) Before(ctx context.Context, id messages.TurnID, n int) (persistence.Page, error) {
+func (s *badgerStore) Before(ctx context.Context, id messages.NodeID, n int) (persistence.Page, error) {
 	return s.view().Before(ctx, id, n)
 }
-func (s *badgerStore) Chain(ctx context.Context, id messages.TurnID) ([]persistence.Turn, error) {
+func (s *badgerStore) Chain(ctx context.Context, id messages.NodeID) ([]persistence.Node, error) {
 	return s.view().Chain(ctx, id)
 }
 func (s *badgerStore) Range(ctx context.Context, b messages.BranchID, start uint64, limit int) (persistence.RangePage, error) {
 	return s.view().Range(ctx, b, start, limit)
 }
 
-func (s *badgerStore) Children(ctx context.Context, id messages.TurnID) ([]messages.TurnID, error) {
-	var out []messages.TurnID
+func (s *badgerStore) Children(ctx context.Context, id messages.NodeID) ([]messages.NodeID, error) {
+	var out []messages.NodeID
 	err := s.read(func(txn *badger.Txn) error {
 		if _, err := s.turnRecord(txn, id); err != nil {
 			return err
@@ -645,14 +645,14 @@ func (s *badgerStore) Children(ctx context.Context, id messages.TurnID) ([]messa
 			if err != nil {
 				return err
 			}
-			out = append(out, messages.TurnID(k.b))
+			out = append(out, messages.NodeID(k.b))
 		}
 		return nil
 	})
 	return out, err
 }
 
-func (s *badgerStore) Overlays(ctx context.Context, turn messages.TurnID) ([]persistence.Overlay, error) {
+func (s *badgerStore) Overlays(ctx context.Context, turn messages.NodeID) ([]persistence.Overlay, error) {
 	if err := s.read(func(txn *badger.Txn) error {
 		_, err := s.turnRecord(txn, turn)
 		return err
@@ -753,21 +753,21 @@ func hasKey(txn *badger.Txn, k []byte) (bool, error) {
 }
 
 // turnRecord loads a durable turn, from the cache when it is there.
-func (s *badgerStore) turnRecord(txn *badger.Txn, id messages.TurnID) (persistence.TurnRecord, error) {
-	if err := persistence.CheckTurnID(id); err != nil {
-		return persistence.TurnRecord{}, err
+func (s *badgerStore) turnRecord(txn *badger.Txn, id messages.NodeID) (persistence.NodeRecord, error) {
+	if err := persistence.CheckNodeID(id); err != nil {
+		return persistence.NodeRecord{}, err
 	}
 	if r, ok := s.turns.Get(id); ok {
 		return r, nil
 	}
 	item, err := txn.Get(turnKey(id))
 	if errors.Is(err, badger.ErrKeyNotFound) {
-		return persistence.TurnRecord{}, persistence.TurnNotFound(id)
+		return persistence.NodeRecord{}, persistence.NodeNotFound(id)
 	}
 	if err != nil {
-		return persistence.TurnRecord{}, fmt.Errorf("read turn %s: %w", id, err)
+		return persistence.NodeRecord{}, fmt.Errorf("read turn %s: %w", id, err)
 	}
-	var r persistence.TurnRecord
+	var r persistence.NodeRecord
 	err = item.Value(func(v []byte) error {
 		r, err = decodeTurn(id, v)
 		return err
@@ -786,7 +786,7 @@ type badgerReader struct {
 }
 
 // present applies the reader's overlay policy to a stored turn.
-func (r *badgerReader) present(t persistence.Turn) persistence.Turn {
+func (r *badgerReader) present(t persistence.Node) persistence.Node {
 	r.s.overlayMu.RLock()
 	os := r.s.overlays[t.ID]
 	r.s.overlayMu.RUnlock()
@@ -802,11 +802,11 @@ func (r *badgerReader) Head(ctx context.Context, b messages.BranchID) (persisten
 	return h, err
 }
 
-func (r *badgerReader) Turn(ctx context.Context, id messages.TurnID) (persistence.Turn, error) {
-	var t persistence.Turn
+func (r *badgerReader) Node(ctx context.Context, id messages.NodeID) (persistence.Node, error) {
+	var t persistence.Node
 	err := r.s.read(func(txn *badger.Txn) error {
 		rec, err := r.s.turnRecord(txn, id)
-		t = r.present(rec.Turn)
+		t = r.present(rec.Node)
 		return err
 	})
 	return t, err
@@ -853,14 +853,14 @@ func (v badgerView) Head(b messages.BranchID) (persistence.Head, error) { return
 // a chain written by one writer lies in consecutive keys (ids grow with
 // time), so each parent is usually the very next key; when it is not,
 // the iterator seeks to it.
-func (v badgerView) Walk(id messages.TurnID, n int) ([]persistence.Turn, messages.TurnID, error) {
+func (v badgerView) Walk(id messages.NodeID, n int) ([]persistence.Node, messages.NodeID, error) {
 	var it *badger.Iterator
 	defer func() {
 		if it != nil {
 			it.Close()
 		}
 	}()
-	var out []persistence.Turn
+	var out []persistence.Node
 	for ; n > 0 && !id.IsZero(); n-- {
 		rec, ok := v.r.s.turns.Get(id)
 		if !ok {
@@ -873,30 +873,30 @@ func (v badgerView) Walk(id messages.TurnID, n int) ([]persistence.Turn, message
 			}
 		}
 		if out == nil {
-			out = make([]persistence.Turn, 0, min(n, int(rec.Depth)+1))
+			out = make([]persistence.Node, 0, min(n, int(rec.Depth)+1))
 		}
-		out = append(out, v.r.present(rec.Turn))
+		out = append(out, v.r.present(rec.Node))
 		id = rec.Parent
 	}
 	return out, id, nil
 }
 
-func (v badgerView) AncestorAt(id messages.TurnID, d, target uint64) (messages.TurnID, error) {
+func (v badgerView) AncestorAt(id messages.NodeID, d, target uint64) (messages.NodeID, error) {
 	return v.r.s.ancestorAt(v.txn, id, d, target)
 }
 
 // iterTurn reads turn id at the reverse iterator's position, seeking
 // first unless the iterator is already there, and leaves the iterator on
 // the next older key.
-func (s *badgerStore) iterTurn(it *badger.Iterator, id messages.TurnID) (persistence.TurnRecord, error) {
+func (s *badgerStore) iterTurn(it *badger.Iterator, id messages.NodeID) (persistence.NodeRecord, error) {
 	k := turnKey(id)
 	if !it.Valid() || !bytes.Equal(it.Item().Key(), k) {
 		it.Seek(k)
 		if !it.Valid() || !bytes.Equal(it.Item().Key(), k) {
-			return persistence.TurnRecord{}, persistence.TurnNotFound(id)
+			return persistence.NodeRecord{}, persistence.NodeNotFound(id)
 		}
 	}
-	var rec persistence.TurnRecord
+	var rec persistence.NodeRecord
 	err := it.Item().Value(func(v []byte) error {
 		var err error
 		rec, err = decodeTurn(id, v)
@@ -912,7 +912,7 @@ func (s *badgerStore) iterTurn(it *badger.Iterator, id messages.TurnID) (persist
 
 // ancestorAt returns the ancestor of id (at depth d) at depth target,
 // following skip pointers: O(log d) turn loads.
-func (s *badgerStore) ancestorAt(txn *badger.Txn, id messages.TurnID, d, target uint64) (messages.TurnID, error) {
+func (s *badgerStore) ancestorAt(txn *badger.Txn, id messages.NodeID, d, target uint64) (messages.NodeID, error) {
 	for d > target {
 		rec, err := s.turnRecord(txn, id)
 		if err != nil {

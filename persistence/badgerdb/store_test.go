@@ -34,8 +34,8 @@ func TestBadgerReopen(t *testing.T) {
 		t.Fatalf("Head after reopen = %+v, %v, want %+v", got, err, h)
 	}
 	rp, _ := s.Range(bg, h.Branch, 30, 10)
-	storetest.SameIDs(t, "Range after reopen", rp.Turns, ts[30:])
-	if tr, _ := s.Turn(bg, ts[3].ID); tr.OverlaySeq != ov.Seq {
+	storetest.SameIDs(t, "Range after reopen", rp.Nodes, ts[30:])
+	if tr, _ := s.Node(bg, ts[3].ID); tr.OverlaySeq != ov.Seq {
 		t.Fatalf("overlay lost on reopen: %+v", tr)
 	}
 	next, err := s.PutOverlay(bg, ts[4].ID, persistence.OverlayRequest{Tombstone: true})
@@ -168,6 +168,6 @@ func TestDeepRangeUsesSkips(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		storetest.SameIDs(t, fmt.Sprintf("Range(%d, 7)", start), rp.Turns, ts[start:min(int(start)+7, len(ts))])
+		storetest.SameIDs(t, fmt.Sprintf("Range(%d, 7)", start), rp.Nodes, ts[start:min(int(start)+7, len(ts))])
 	}
 }

@@ -20,11 +20,11 @@ type memoryStore struct {
 	now      func() time.Time
 	closed   bool
 	heads    map[messages.BranchID]persistence.Head
-	turns    map[messages.TurnID]persistence.Turn
-	children map[messages.TurnID][]messages.TurnID
+	turns    map[messages.NodeID]persistence.Node
+	children map[messages.NodeID][]messages.NodeID
 	blobs    map[persistence.Hash][]byte
 	refs     map[persistence.Hash]uint64
-	overlays map[messages.TurnID][]persistence.Overlay
+	overlays map[messages.NodeID][]persistence.Overlay
 	ovSeq    uint64
 	stats    persistence.Stats
 }
@@ -39,11 +39,11 @@ func New(lim persistence.Limits) persistence.Store {
 		limits:   lim,
 		now:      time.Now,
 		heads:    make(map[messages.BranchID]persistence.Head),
-		turns:    make(map[messages.TurnID]persistence.Turn),
-		children: make(map[messages.TurnID][]messages.TurnID),
+		turns:    make(map[messages.NodeID]persistence.Node),
+		children: make(map[messages.NodeID][]messages.NodeID),
 		blobs:    make(map[persistence.Hash][]byte),
 		refs:     make(map[persistence.Hash]uint64),
-		overlays: make(map[messages.TurnID][]persistence.Overlay),
+		overlays: make(map[messages.NodeID][]persistence.Overlay),
 	}
 }
 
@@ -98,7 +98,7 @@ func (m *memoryStore) CreateBranch(ctx context.Context, spec persistence.BranchS
 		if err != nil {
 			return persistence.Head{}, fmt.Errorf("fork at turn: %w", err)
 		}
-		h.Turn, h.Depth, h.Base = t.ID, t.Depth, t.ID
+		h.Node, h.Depth, h.Base = t.ID, t.Depth, t.ID
 	}
 	m.heads[id] = h
 	return h, nil
@@ -118,36 +118,36 @@ func (m *memoryStore) addRef(p []byte) persistence.Hash {
 	return h
 }
 
-func (m *memoryStore) Append(ctx context.Context, branch messages.BranchID, req persistence.AppendRequest) (persistence.Turn, error) {
+func (m *memoryStore) Append(ctx context.Context, branch messages.BranchID, req persistence.AppendRequest) (persistence.Node, error) {
 	if err := persistence.CheckAppend(branch, req, m.limits); err != nil {
-		return persistence.Turn{}, err
+		return persistence.Node{}, err
 	}
 	if err := m.lock(); err != nil {
-		return persistence.Turn{}, err
+		return persistence.Node{}, err
 	}
 	defer m.mu.Unlock()
 	h, err := m.head(branch)
 	if err != nil {
-		return persistence.Turn{}, err
+		return persistence.Node{}, err
 	}
-	if want := req.ExpectParent; want != nil && *want != h.Turn {
-		return persistence.Turn{}, &persistence.HeadMismatchError{Branch: branch, Want: *want, Got: h.Turn}
+	if want := req.ExpectParent; want != nil && *want != h.Node {
+		return persistence.Node{}, &persistence.HeadMismatchError{Branch: branch, Want: *want, Got: h.Node}
 	}
 	now := m.now()
-	t := persistence.Turn{
-		ID:        messages.NewID[messages.TurnID](now),
+	t := persistence.Node{
+		ID:        messages.NewID[messages.NodeID](now),
 		TypeTag:   req.TypeTag,
 		Codec:     req.Codec,
 		Flags:     req.Flags,
 		CreatedAt: millis(now),
 	}
 	if !h.Empty() {
-		t.Parent, t.Depth = h.Turn, h.Depth+1
+		t.Parent, t.Depth = h.Node, h.Depth+1
 		m.children[t.Parent] = append(m.children[t.Parent], t.ID)
 	}
 	t.PayloadHash = m.addRef(req.Payload)
 	m.turns[t.ID] = t
-	h.Turn, h.Depth = t.ID, t.Depth
+	h.Node, h.Depth = t.ID, t.Depth
 	m.heads[branch] = h
 	m.stats.Appends++
 	return t, nil
@@ -164,18 +164,18 @@ func (m *memoryStore) head(b messages.BranchID) (persistence.Head, error) {
 	return h, nil
 }
 
-func (m *memoryStore) turn(id messages.TurnID) (persistence.Turn, error) {
-	if err := persistence.CheckTurnID(id); err != nil {
-		return persistence.Turn{}, err
+func (m *memoryStore) turn(id messages.NodeID) (persistence.Node, error) {
+	if err := persistence.CheckNodeID(id); err != nil {
+		return persistence.Node{}, err
 	}
 	t, ok := m.turns[id]
 	if !ok {
-		return persistence.Turn{}, persistence.TurnNotFound(id)
+		return persistence.Node{}, persistence.NodeNotFound(id)
 	}
 	return t, nil
 }
 
-func (m *memoryStore) Children(ctx context.Context, id messages.TurnID) ([]messages.TurnID, error) {
+func (m *memoryStore) Children(ctx context.Context, id messages.NodeID) ([]messages.NodeID, error) {
 	if err := m.rlock(); err != nil {
 		return nil, err
 	}
@@ -183,10 +183,10 @@ func (m *memoryStore) Children(ctx context.Context, id messages.TurnID) ([]messa
 	if _, err := m.turn(id); err != nil {
 		return nil, err
 	}
-	return append([]messages.TurnID(nil), m.children[id]...), nil
+	return append([]messages.NodeID(nil), m.children[id]...), nil
 }
 
-func (m *memoryStore) PutOverlay(ctx context.Context, turn messages.TurnID, req persistence.OverlayRequest) (persistence.Overlay, error) {
+func (m *memoryStore) PutOverlay(ctx context.Context, turn messages.NodeID, req persistence.OverlayRequest) (persistence.Overlay, error) {
 	if err := persistence.CheckOverlay(turn, req, m.limits); err != nil {
 		return persistence.Overlay{}, err
 	}
@@ -202,7 +202,7 @@ func (m *memoryStore) PutOverlay(ctx context.Context, turn messages.TurnID, req 
 	if os := m.overlays[turn]; len(os) > 0 {
 		current = os[len(os)-1].Hash
 	}
-	o := persistence.Overlay{Turn: turn, Seq: m.ovSeq + 1, Tombstone: req.Tombstone, CreatedAt: millis(m.now())}
+	o := persistence.Overlay{Node: turn, Seq: m.ovSeq + 1, Tombstone: req.Tombstone, CreatedAt: millis(m.now())}
 	if !req.Tombstone {
 		o.Hash = m.addRef(req.Payload)
 	}
@@ -221,7 +221,7 @@ func (m *memoryStore) PutOverlay(ctx context.Context, turn messages.TurnID, req 
 	return o, nil
 }
 
-func (m *memoryStore) Overlays(ctx context.Context, turn messages.TurnID) ([]persistence.Overlay, error) {
+func (m *memoryStore) Overlays(ctx context.Context, turn messages.NodeID) ([]persistence.Overlay, error) {
 	if err := m.rlock(); err != nil {
 		return nil, err
 	}
@@ -269,8 +269,8 @@ func (m *memoryStore) reader(v persistence.OverlayView) memoryReader {
 func (m *memoryStore) Head(ctx context.Context, b messages.BranchID) (persistence.Head, error) {
 	return m.view().Head(ctx, b)
 }
-func (m *memoryStore) Turn(ctx context.Context, id messages.TurnID) (persistence.Turn, error) {
-	return m.view().Turn(ctx, id)
+func (m *memoryStore) Node(ctx context.Context, id messages.NodeID) (persistence.Node, error) {
+	return m.view().Node(ctx, id)
 }
 func (m *memoryStore) Blob(ctx context.Context, h persistence.Hash) ([]byte, error) {
 	return m.view().Blob(ctx, h)
@@ -278,10 +278,10 @@ func (m *memoryStore) Blob(ctx context.Context, h persistence.Hash) ([]byte, err
 func (m *memoryStore) Last(ctx context.Context, b messages.BranchID, n int) (persistence.Page, error) {
 	return m.view().Last(ctx, b, n)
 }
-func (m *memoryStore) Before(ctx context.Context, id messages.TurnID, n int) (persistence.Page, error) {
+func (m *memoryStore) Before(ctx context.Context, id messages.NodeID, n int) (persistence.Page, error) {
 	return m.view().Before(ctx, id, n)
 }
-func (m *memoryStore) Chain(ctx context.Context, id messages.TurnID) ([]persistence.Turn, error) {
+func (m *memoryStore) Chain(ctx context.Context, id messages.NodeID) ([]persistence.Node, error) {
 	return m.view().Chain(ctx, id)
 }
 func (m *memoryStore) Range(ctx context.Context, b messages.BranchID, start uint64, limit int) (persistence.RangePage, error) {
@@ -295,7 +295,7 @@ type memoryReader struct {
 	view persistence.OverlayView
 }
 
-func (r memoryReader) present(t persistence.Turn) persistence.Turn {
+func (r memoryReader) present(t persistence.Node) persistence.Node {
 	return r.view.Apply(t, r.m.overlays[t.ID])
 }
 
@@ -307,9 +307,9 @@ func (r memoryReader) Head(ctx context.Context, b messages.BranchID) (persistenc
 	return r.m.head(b)
 }
 
-func (r memoryReader) Turn(ctx context.Context, id messages.TurnID) (persistence.Turn, error) {
+func (r memoryReader) Node(ctx context.Context, id messages.NodeID) (persistence.Node, error) {
 	if err := r.m.rlock(); err != nil {
-		return persistence.Turn{}, err
+		return persistence.Node{}, err
 	}
 	defer r.m.mu.RUnlock()
 	t, err := r.m.turn(id)
@@ -334,8 +334,8 @@ type memoryView struct{ r memoryReader }
 
 func (v memoryView) Head(b messages.BranchID) (persistence.Head, error) { return v.r.m.head(b) }
 
-func (v memoryView) Walk(id messages.TurnID, n int) ([]persistence.Turn, messages.TurnID, error) {
-	var out []persistence.Turn
+func (v memoryView) Walk(id messages.NodeID, n int) ([]persistence.Node, messages.NodeID, error) {
+	var out []persistence.Node
 	for ; n > 0 && !id.IsZero(); n-- {
 		t, err := v.r.m.turn(id)
 		if err != nil {
@@ -347,7 +347,7 @@ func (v memoryView) Walk(id messages.TurnID, n int) ([]persistence.Turn, message
 	return out, id, nil
 }
 
-func (v memoryView) AncestorAt(id messages.TurnID, d, target uint64) (messages.TurnID, error) {
+func (v memoryView) AncestorAt(id messages.NodeID, d, target uint64) (messages.NodeID, error) {
 	for ; d > target; d-- {
 		id = v.r.m.turns[id].Parent
 	}

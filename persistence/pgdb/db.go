@@ -669,7 +669,7 @@ func (d *PGDB) TurnRows(ctx context.Context, branch messages.BranchID, fromSeq u
 // TurnRow returns the row of turn on branch, found by its id (a turn of
 // branch's parent, which a fork sees, is not on branch).
 func (d *PGDB) TurnRow(ctx context.Context, branch messages.BranchID, turn messages.TurnID) (persistence.TurnRow, error) {
-	return pgGetRow[persistence.TurnRow](ctx, d, "read turn row "+turn.String(), fmt.Errorf("%w: %s on branch %s", persistence.ErrTurnNotFound, turn, branch),
+	return pgGetRow[persistence.TurnRow](ctx, d, "read turn row "+turn.String(), fmt.Errorf("%w: %s on branch %s", persistence.ErrNodeNotFound, turn, branch),
 		`SELECT data FROM ctx_turn_rows WHERE id = $1 AND branch = $2 ORDER BY seq DESC LIMIT 1`, turn[:], branch[:])
 }
 

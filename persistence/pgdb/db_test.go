@@ -97,7 +97,7 @@ func TestPGDBRefusesBadValues(t *testing.T) {
 			t.Fatalf("%s: the refused Tx wrote turn rows %+v", c.field, rs)
 		}
 	}
-	if _, err := d.Turn(bg, u); !errors.Is(err, persistence.ErrTurnNotFound) {
+	if _, err := d.Node(bg, u); !errors.Is(err, persistence.ErrNodeNotFound) {
 		t.Fatalf("a refused Tx appended its turn (%v)", err)
 	}
 	// Only the three refused by the group (a chunk, a vector, a tenant)
@@ -149,10 +149,10 @@ func TestPGDBGroupIsolatesFailedTx(t *testing.T) {
 		t.Fatalf("%d groups, %d appends; want 1 group with 2 appends", st.Groups-before.Groups, st.Appends-before.Appends)
 	}
 	h, err := d.Head(bg, c)
-	if err != nil || h.Turn != a3 || h.Depth != 1 {
+	if err != nil || h.Node != a3 || h.Depth != 1 {
 		t.Fatalf("head = %+v, %v; want a3 at depth 1", h, err)
 	}
-	if _, err := d.Turn(bg, a2); !errors.Is(err, persistence.ErrTurnNotFound) {
+	if _, err := d.Node(bg, a2); !errors.Is(err, persistence.ErrNodeNotFound) {
 		t.Fatalf("the failed Tx's append: %v", err)
 	}
 	if n, _ := d.BlobRefs(bg, persistence.HashOf(shared)); n != 1 {
@@ -269,7 +269,7 @@ func TestPGDBConcurrentSameSeq(t *testing.T) {
 				NewTurns: []persistence.TurnRow{{Branch: br, Seq: 1, ID: r0, Phase: messages.PhaseAccepted}}}); err != nil {
 				t.Fatal(err)
 			}
-			turnTx := func(id, parent messages.TurnID, seq uint64) *persistence.Tx {
+			turnTx := func(id, parent messages.NodeID, seq uint64) *persistence.Tx {
 				req := persistence.AppendRequest{Payload: []byte("p " + id.String())}
 				if expect {
 					req.ExpectParent = &parent
@@ -301,16 +301,16 @@ func TestPGDBConcurrentSameSeq(t *testing.T) {
 			}
 			checkLoser := func(winner, loser messages.TurnID, seq uint64) {
 				t.Helper()
-				if _, err := a.Turn(bg, loser); !errors.Is(err, persistence.ErrTurnNotFound) {
-					t.Fatalf("seq %d: the loser's turn: %v, want ErrTurnNotFound", seq, err)
+				if _, err := a.Node(bg, loser); !errors.Is(err, persistence.ErrNodeNotFound) {
+					t.Fatalf("seq %d: the loser's turn: %v, want ErrNodeNotFound", seq, err)
 				}
-				if h, _ := a.Head(bg, br); h.Turn != winner {
-					t.Fatalf("seq %d: head %s, want the winner's %s", seq, h.Turn, winner)
+				if h, _ := a.Head(bg, br); h.Node != winner {
+					t.Fatalf("seq %d: head %s, want the winner's %s", seq, h.Node, winner)
 				}
 				if rs, _ := a.TurnRows(bg, br, seq, 10); len(rs) != 1 || rs[0].ID != winner {
 					t.Fatalf("seq %d: rows %+v, want only the winner's", seq, rs)
 				}
-				if _, err := b.TurnRow(bg, br, loser); !errors.Is(err, persistence.ErrTurnNotFound) {
+				if _, err := b.TurnRow(bg, br, loser); !errors.Is(err, persistence.ErrNodeNotFound) {
 					t.Fatalf("seq %d: the loser's row: %v", seq, err)
 				}
 			}
@@ -494,8 +494,8 @@ func TestPGDBActorPartsAllOrNothing(t *testing.T) {
 		if _, err := d.Head(bg, c); !errors.Is(err, persistence.ErrBranchNotFound) {
 			t.Fatalf("%s: branch: %v, want ErrBranchNotFound", what, err)
 		}
-		if _, err := d.Turn(bg, u); !errors.Is(err, persistence.ErrTurnNotFound) {
-			t.Fatalf("%s: append: %v, want ErrTurnNotFound", what, err)
+		if _, err := d.Node(bg, u); !errors.Is(err, persistence.ErrNodeNotFound) {
+			t.Fatalf("%s: append: %v, want ErrNodeNotFound", what, err)
 		}
 		if _, err := d.Session(bg, s); !errors.Is(err, persistence.ErrRowNotFound) {
 			t.Fatalf("%s: session: %v, want ErrRowNotFound", what, err)
@@ -546,7 +546,7 @@ func TestPGDBActorPartsAllOrNothing(t *testing.T) {
 	if _, err := d.Commit(bg, tx(3)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := d.Turn(bg, u); err != nil {
+	if _, err := d.Node(bg, u); err != nil {
 		t.Fatal(err)
 	}
 	if got := events(); !slices.Equal(got, []uint64{2, 3}) {
@@ -613,8 +613,8 @@ func TestPGDBKeyedAllOrNothing(t *testing.T) {
 		if _, err := d.Head(bg, c); !errors.Is(err, persistence.ErrBranchNotFound) {
 			t.Fatalf("%s: branch: %v, want ErrBranchNotFound", what, err)
 		}
-		if _, err := d.Turn(bg, u); !errors.Is(err, persistence.ErrTurnNotFound) {
-			t.Fatalf("%s: append: %v, want ErrTurnNotFound", what, err)
+		if _, err := d.Node(bg, u); !errors.Is(err, persistence.ErrNodeNotFound) {
+			t.Fatalf("%s: append: %v, want ErrNodeNotFound", what, err)
 		}
 		if _, err := d.Session(bg, s); !errors.Is(err, persistence.ErrRowNotFound) {
 			t.Fatalf("%s: session: %v, want ErrRowNotFound", what, err)
@@ -664,7 +664,7 @@ func TestPGDBKeyedAllOrNothing(t *testing.T) {
 	if _, err := d.Commit(bg, tx(taken)); err != nil { // taken again, the same request: nothing
 		t.Fatal(err)
 	}
-	if _, err := d.Turn(bg, u); err != nil {
+	if _, err := d.Node(bg, u); err != nil {
 		t.Fatal(err)
 	}
 	if got, err := d.IdempotencyKey(bg, persistence.ScopeTurn, c, "mine"); err != nil || got.Turn != u {
@@ -772,7 +772,7 @@ func TestPGPurgeLeavesNoID(t *testing.T) {
 		m := map[string][]byte{"session": f.Session[:], "branch": f.Branch[:], "actor": []byte(f.Actor)}
 		for i, turn := range f.Turns {
 			m[fmt.Sprintf("turn %d", i)] = turn[:]
-			tu, err := d.Turn(ctx, turn)
+			tu, err := d.Node(ctx, turn)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -854,10 +854,10 @@ func TestPGPurgeRacesDedup(t *testing.T) {
 		kept += <-done
 	}
 	p, err := d.Last(ctx, fb.Branch, 1000)
-	if err != nil || len(p.Turns) != kept {
-		t.Fatalf("Last = %d turns, %v; want %d", len(p.Turns), err, kept)
+	if err != nil || len(p.Nodes) != kept {
+		t.Fatalf("Last = %d turns, %v; want %d", len(p.Nodes), err, kept)
 	}
-	for _, tu := range p.Turns {
+	for _, tu := range p.Nodes {
 		if b, err := d.Blob(ctx, tu.PayloadHash); err != nil || !bytes.Equal(b, payload) {
 			t.Fatalf("Blob(turn %s) = %q, %v", tu.ID, b, err)
 		}
@@ -884,10 +884,10 @@ func TestPGPurgeStaleCache(t *testing.T) {
 	if _, err := d1.Purge(ctx, persistence.PurgeSpec{Session: f.Session, DeleteSession: true}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := d2.CreateBranch(ctx, persistence.BranchSpec{At: f.Turns[1]}); !errors.Is(err, persistence.ErrTurnNotFound) {
-		t.Errorf("fork at a purged turn = %v, want ErrTurnNotFound", err)
+	if _, err := d2.CreateBranch(ctx, persistence.BranchSpec{At: f.Turns[1]}); !errors.Is(err, persistence.ErrNodeNotFound) {
+		t.Errorf("fork at a purged turn = %v, want ErrNodeNotFound", err)
 	}
-	if _, err := d2.PutOverlay(ctx, f.Turns[1], persistence.OverlayRequest{Payload: []byte("x")}); !errors.Is(err, persistence.ErrTurnNotFound) {
-		t.Errorf("overlay of a purged turn = %v, want ErrTurnNotFound", err)
+	if _, err := d2.PutOverlay(ctx, f.Turns[1], persistence.OverlayRequest{Payload: []byte("x")}); !errors.Is(err, persistence.ErrNodeNotFound) {
+		t.Errorf("overlay of a purged turn = %v, want ErrNodeNotFound", err)
 	}
 }

@@ -80,7 +80,7 @@ func tablesHolding(t *testing.T, url string, needle []byte) []string {
 	return out
 }
 
-func ids(ts []persistence.Turn) []messages.TurnID {
+func ids(ts []persistence.Node) []messages.NodeID {
 	out := make([]messages.TurnID, len(ts))
 	for i, t := range ts {
 		out[i] = t.ID
@@ -88,7 +88,7 @@ func ids(ts []persistence.Turn) []messages.TurnID {
 	return out
 }
 
-func sameIDs(t *testing.T, what string, got, want []persistence.Turn) {
+func sameIDs(t *testing.T, what string, got, want []persistence.Node) {
 	t.Helper()
 	g, w := ids(got), ids(want)
 	if len(g) != len(w) {

@@ -41,7 +41,7 @@ type op struct {
 }
 
 type result struct {
-	turn    persistence.Turn
+	turn    persistence.Node
 	head    persistence.Head
 	overlay persistence.Overlay
 	tx      persistence.TxResult

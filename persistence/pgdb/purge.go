@@ -249,7 +249,7 @@ func (r pgPurgeReader) heads(what, sql string, args ...any) ([]persistence.Head,
 		if len(b) != 16 || len(t) != 16 || len(base) != 16 {
 			return fmt.Errorf("%w: head row of branch %x", persistence.ErrCorrupt, b)
 		}
-		out = append(out, persistence.Head{Branch: messages.BranchID(b), Turn: messages.TurnID(t), Base: messages.TurnID(base)})
+		out = append(out, persistence.Head{Branch: messages.BranchID(b), Node: messages.NodeID(t), Base: messages.NodeID(base)})
 		return nil
 	})
 	return out, err
@@ -279,19 +279,19 @@ func (r pgPurgeReader) Walk(heads []persistence.Head) ([]persistence.PurgeNode, 
 		if len(id) != 16 || len(parent) != 16 || len(hash) != 32 || len(base) != 16 {
 			return fmt.Errorf("%w: turn row %x", persistence.ErrCorrupt, id)
 		}
-		out = append(out, persistence.PurgeNode{ID: messages.TurnID(id), Parent: messages.TurnID(parent),
-			Payload: persistence.Hash(hash), Base: messages.TurnID(base)})
+		out = append(out, persistence.PurgeNode{ID: messages.NodeID(id), Parent: messages.NodeID(parent),
+			Payload: persistence.Hash(hash), Base: messages.NodeID(base)})
 		return nil
 	})
 	return out, err
 }
 
-func (r pgPurgeReader) HeadsAt(nodes []messages.TurnID) ([]persistence.Head, error) {
+func (r pgPurgeReader) HeadsAt(nodes []messages.NodeID) ([]persistence.Head, error) {
 	return r.heads("read the heads at the turns to delete",
 		`SELECT branch, turn, base FROM ctx_heads WHERE turn = ANY($1) OR base = ANY($1) ORDER BY branch`, idBytes(nodes))
 }
 
-func (r pgPurgeReader) Children(nodes []messages.TurnID, fn func(parent, child messages.TurnID) error) error {
+func (r pgPurgeReader) Children(nodes []messages.NodeID, fn func(parent, child messages.NodeID) error) error {
 	return eachPGRow(r.ctx, r.tx, "read the children of the turns to delete",
 		`SELECT parent, id FROM ctx_turns WHERE parent = ANY($1) ORDER BY parent, id`, []any{idBytes(nodes)}, func(rows pgx.Rows) error {
 			var parent, id []byte
@@ -301,11 +301,11 @@ func (r pgPurgeReader) Children(nodes []messages.TurnID, fn func(parent, child m
 			if len(parent) != 16 || len(id) != 16 {
 				return fmt.Errorf("%w: turn row %x", persistence.ErrCorrupt, id)
 			}
-			return fn(messages.TurnID(parent), messages.TurnID(id))
+			return fn(messages.NodeID(parent), messages.NodeID(id))
 		})
 }
 
-func (r pgPurgeReader) Overlays(nodes []messages.TurnID) ([]persistence.Overlay, error) {
+func (r pgPurgeReader) Overlays(nodes []messages.NodeID) ([]persistence.Overlay, error) {
 	var out []persistence.Overlay
 	err := eachPGRow(r.ctx, r.tx, "read overlays of the turns to delete",
 		`SELECT seq, turn, tombstone, hash, purged, created_ms FROM ctx_overlays WHERE turn = ANY($1) ORDER BY seq`,
@@ -337,7 +337,7 @@ func (r pgPurgeReader) TurnRows(branches []messages.BranchID, fn func(persistenc
 
 // pairs calls fn with the (turn, id) pairs of 16-byte ids sql selects
 // with nodes.
-func (r pgPurgeReader) pairs(what, sql string, nodes []messages.TurnID, fn func(turn messages.TurnID, id [16]byte)) error {
+func (r pgPurgeReader) pairs(what, sql string, nodes []messages.NodeID, fn func(turn messages.NodeID, id [16]byte)) error {
 	return eachPGRow(r.ctx, r.tx, what, sql, []any{idBytes(nodes)}, func(rows pgx.Rows) error {
 		var turn, id []byte
 		if err := rows.Scan(&turn, &id); err != nil {
@@ -346,22 +346,22 @@ func (r pgPurgeReader) pairs(what, sql string, nodes []messages.TurnID, fn func(
 		if len(turn) != 16 || len(id) != 16 {
 			return fmt.Errorf("%w: %s: ids of %d and %d bytes", persistence.ErrCorrupt, what, len(turn), len(id))
 		}
-		fn(messages.TurnID(turn), [16]byte(id))
+		fn(messages.NodeID(turn), [16]byte(id))
 		return nil
 	})
 }
 
-func (r pgPurgeReader) Steps(nodes []messages.TurnID) ([]persistence.NodeStep, error) {
+func (r pgPurgeReader) Steps(nodes []messages.NodeID) ([]persistence.NodeStep, error) {
 	var out []persistence.NodeStep
 	err := r.pairs("read steps of the turns to delete", `SELECT turn, id FROM ctx_steps WHERE turn = ANY($1)`, nodes,
-		func(turn messages.TurnID, id [16]byte) { out = append(out, persistence.NodeStep{Turn: turn, Step: id}) })
+		func(turn messages.NodeID, id [16]byte) { out = append(out, persistence.NodeStep{Turn: turn, Step: id}) })
 	return out, err
 }
 
-func (r pgPurgeReader) Chunks(nodes []messages.TurnID) ([]persistence.NodeChunk, error) {
+func (r pgPurgeReader) Chunks(nodes []messages.NodeID) ([]persistence.NodeChunk, error) {
 	var out []persistence.NodeChunk
 	err := r.pairs("read chunks of the turns to delete", `SELECT DISTINCT source_turn, id FROM ctx_chunks WHERE source_turn = ANY($1)`, nodes,
-		func(turn messages.TurnID, id [16]byte) {
+		func(turn messages.NodeID, id [16]byte) {
 			out = append(out, persistence.NodeChunk{Turn: turn, Chunk: id})
 		})
 	return out, err

@@ -67,8 +67,8 @@ type PGOptions struct {
 	MaxConns int32
 	// MaxRetries bounds the attempts of one group after retryable failures.
 	MaxRetries int
-	// TurnCacheEntries bounds the cache of turns used for skip pointers.
-	TurnCacheEntries int
+	// NodeCacheEntries bounds the cache of transcript nodes used for skip pointers.
+	NodeCacheEntries int
 	// GroupTimeout bounds one attempt at a group's transaction.
 	GroupTimeout time.Duration
 	// PurgeVacuum: after a purge (PGDB.Purge, PurgeSessions) commits, run
@@ -90,7 +90,7 @@ func DefaultPGOptions(url string) PGOptions {
 		GroupCommitMax:   256,
 		MaxConns:         16,
 		MaxRetries:       30,
-		TurnCacheEntries: 1 << 16,
+		NodeCacheEntries: 1 << 16,
 		GroupTimeout:     60 * time.Second,
 		PurgeVacuum:      true,
 		Logger:           zerolog.Nop(),
@@ -274,7 +274,7 @@ type pgStore struct {
 	pool  *pgxpool.Pool
 	opts  PGOptions
 	log   zerolog.Logger
-	turns *persistence.TurnCache
+	turns *persistence.NodeCache
 
 	mu     sync.RWMutex // guards closed and sends on ops
 	closed bool
@@ -335,7 +335,7 @@ func openPostgres(ctx context.Context, opts PGOptions) (*pgStore, error) {
 		pool:  pool,
 		opts:  opts,
 		log:   opts.Logger,
-		turns: persistence.NewTurnCache(opts.TurnCacheEntries),
+		turns: persistence.NewNodeCache(opts.NodeCacheEntries),
 		ops:   make(chan *op, opts.GroupCommitMax),
 		done:  make(chan struct{}),
 	}
@@ -498,18 +498,18 @@ func (s *pgStore) submit(ctx context.Context, o *op) error {
 	return s.stats.counted(submitOp(ctx, &s.mu, &s.closed, s.ops, o))
 }
 
-func (s *pgStore) Append(ctx context.Context, branch messages.BranchID, req persistence.AppendRequest) (persistence.Turn, error) {
+func (s *pgStore) Append(ctx context.Context, branch messages.BranchID, req persistence.AppendRequest) (persistence.Node, error) {
 	if err := persistence.CheckAppend(branch, req, s.opts.Limits); err != nil {
-		return persistence.Turn{}, err
+		return persistence.Node{}, err
 	}
 	if err := s.alive(); err != nil {
-		return persistence.Turn{}, err
+		return persistence.Node{}, err
 	}
 	// Hash and compress on the caller's goroutine, in parallel.
 	o := &op{kind: opAppend, branch: branch, append: req, hash: persistence.HashOf(req.Payload),
 		blob: persistence.EncodeBlob(req.Payload, s.opts.Compress)}
 	if err := s.submit(ctx, o); err != nil {
-		return persistence.Turn{}, err
+		return persistence.Node{}, err
 	}
 	return o.res.turn, nil
 }
@@ -522,7 +522,7 @@ func (s *pgStore) CreateBranch(ctx context.Context, spec persistence.BranchSpec)
 	return o.res.head, nil
 }
 
-func (s *pgStore) PutOverlay(ctx context.Context, turn messages.TurnID, req persistence.OverlayRequest) (persistence.Overlay, error) {
+func (s *pgStore) PutOverlay(ctx context.Context, turn messages.NodeID, req persistence.OverlayRequest) (persistence.Overlay, error) {
 	if err := persistence.CheckOverlay(turn, req, s.opts.Limits); err != nil {
 		return persistence.Overlay{}, err
 	}
@@ -642,15 +642,15 @@ type pgGroup struct {
 	tx      pgx.Tx
 	heads   map[messages.BranchID]*pgHead
 	blobs   map[persistence.Hash]*pgBlob
-	turns   map[messages.TurnID]persistence.TurnRecord // read or written by this group
-	ovs     map[messages.TurnID][]persistence.Overlay  // a turn's overlays, read and new
+	turns   map[messages.NodeID]persistence.NodeRecord // read or written by this group
+	ovs     map[messages.NodeID][]persistence.Overlay  // a turn's overlays, read and new
 	ovSeq0  int64                                      // the overlay counter when read
 	ovSeq   uint64
 	ovRead  bool
 	results []result
 	// what to write, in order
 	newBranches []messages.BranchID
-	newTurns    []persistence.TurnRecord
+	newTurns    []persistence.NodeRecord
 	newOvs      []persistence.Overlay
 	rootTenants []pgRootTenant // the owners of new roots of branches with one
 	rows        *pgRows        // lifecycle rows of the group's Txs (pg_db.go); nil without any
@@ -686,8 +686,8 @@ func (s *pgStore) tryGroup(batch []*op, attempt int) (*pgGroup, error) {
 		s: s, ctx: ctx, tx: tx,
 		heads:   make(map[messages.BranchID]*pgHead),
 		blobs:   make(map[persistence.Hash]*pgBlob),
-		turns:   make(map[messages.TurnID]persistence.TurnRecord),
-		ovs:     make(map[messages.TurnID][]persistence.Overlay),
+		turns:   make(map[messages.NodeID]persistence.NodeRecord),
+		ovs:     make(map[messages.NodeID][]persistence.Overlay),
 		results: make([]result, len(batch)),
 	}
 	// Before COMMIT, a failure leaves nothing committed: one without the
@@ -837,7 +837,7 @@ func (g *pgGroup) prefetch(batch []*op) error {
 			return fmt.Errorf("postgres: read overlays: %w", err)
 		}
 		for _, t := range turns {
-			id, _ := messages.IDFromBytes[messages.TurnID](t)
+			id, _ := messages.IDFromBytes[messages.NodeID](t)
 			g.ovs[id] = nil // read: none unless rows follow
 		}
 		for rows.Next() {
@@ -846,7 +846,7 @@ func (g *pgGroup) prefetch(batch []*op) error {
 				rows.Close()
 				return err
 			}
-			g.ovs[o.Turn] = append(g.ovs[o.Turn], o)
+			g.ovs[o.Node] = append(g.ovs[o.Node], o)
 		}
 		if err := rows.Err(); err != nil {
 			return fmt.Errorf("postgres: read overlays: %w", err)
@@ -864,7 +864,7 @@ func pgHeadRow(id, turn []byte, depth int64, base []byte, created int64) (persis
 		return h, fmt.Errorf("%w: head row of branch %x", persistence.ErrCorrupt, id)
 	}
 	copy(h.Branch[:], id)
-	copy(h.Turn[:], turn)
+	copy(h.Node[:], turn)
 	copy(h.Base[:], base)
 	h.Depth = uint64(depth)
 	h.CreatedAt = time.UnixMilli(created)
@@ -882,7 +882,7 @@ func scanOverlay(rows pgx.Rows) (persistence.Overlay, error) {
 	if len(turn) != 16 || len(hash) != 32 || len(purged) != 32 || seq <= 0 {
 		return o, fmt.Errorf("%w: overlay row %d", persistence.ErrCorrupt, seq)
 	}
-	copy(o.Turn[:], turn)
+	copy(o.Node[:], turn)
 	copy(o.Hash[:], hash)
 	copy(o.Purged[:], purged)
 	o.Seq = uint64(seq)
@@ -938,7 +938,7 @@ func (g *pgGroup) head(b messages.BranchID) (*pgHead, error) {
 }
 
 // record returns a turn: written by this group, cached, or read.
-func (g *pgGroup) record(id messages.TurnID) (persistence.TurnRecord, error) {
+func (g *pgGroup) record(id messages.NodeID) (persistence.NodeRecord, error) {
 	if r, ok := g.turns[id]; ok {
 		return r, nil
 	}
@@ -957,7 +957,7 @@ func (g *pgGroup) record(id messages.TurnID) (persistence.TurnRecord, error) {
 // runtime purged stays in this one's cache, so a write that takes a turn
 // as given (a fork point, an overlay's turn, an id said to be taken)
 // reads it where the purge's transaction conflicts with it.
-func (g *pgGroup) recordTx(id messages.TurnID) (persistence.TurnRecord, error) {
+func (g *pgGroup) recordTx(id messages.NodeID) (persistence.NodeRecord, error) {
 	if r, ok := g.turns[id]; ok {
 		return r, nil
 	}
@@ -968,30 +968,30 @@ func (g *pgGroup) recordTx(id messages.TurnID) (persistence.TurnRecord, error) {
 	return r, err
 }
 
-func (g *pgGroup) appendTurn(o *op) (persistence.Turn, error) {
-	return g.appendNode(o, messages.TurnID{})
+func (g *pgGroup) appendTurn(o *op) (persistence.Node, error) {
+	return g.appendNode(o, messages.NodeID{})
 }
 
 // appendNode appends o's turn to its branch with id, or a new id when id
 // is zero; a chosen id that names a turn already stored is ErrDuplicate.
-func (g *pgGroup) appendNode(o *op, id messages.TurnID) (persistence.Turn, error) {
+func (g *pgGroup) appendNode(o *op, id messages.NodeID) (persistence.Node, error) {
 	ph, err := g.head(o.branch)
 	if err != nil {
-		return persistence.Turn{}, err
+		return persistence.Node{}, err
 	}
 	h := ph.head
-	if want := o.append.ExpectParent; want != nil && *want != h.Turn {
-		return persistence.Turn{}, &persistence.HeadMismatchError{Branch: o.branch, Want: *want, Got: h.Turn}
+	if want := o.append.ExpectParent; want != nil && *want != h.Node {
+		return persistence.Node{}, &persistence.HeadMismatchError{Branch: o.branch, Want: *want, Got: h.Node}
 	}
 	now := g.s.opts.Now()
 	if id.IsZero() {
-		id = messages.NewID[messages.TurnID](now)
+		id = messages.NewID[messages.NodeID](now)
 	} else if _, err := g.recordTx(id); err == nil {
-		return persistence.Turn{}, fmt.Errorf("%w: turn %s already exists", persistence.ErrDuplicate, id)
-	} else if !errors.Is(err, persistence.ErrTurnNotFound) {
-		return persistence.Turn{}, err
+		return persistence.Node{}, fmt.Errorf("%w: turn %s already exists", persistence.ErrDuplicate, id)
+	} else if !errors.Is(err, persistence.ErrNodeNotFound) {
+		return persistence.Node{}, err
 	}
-	r := persistence.TurnRecord{Turn: persistence.Turn{
+	r := persistence.NodeRecord{Node: persistence.Node{
 		ID:          id,
 		TypeTag:     o.append.TypeTag,
 		Codec:       o.append.Codec,
@@ -1000,33 +1000,33 @@ func (g *pgGroup) appendNode(o *op, id messages.TurnID) (persistence.Turn, error
 		CreatedAt:   timeMillis(now),
 	}}
 	if !h.Empty() {
-		r.Parent, r.Depth = h.Turn, h.Depth+1
+		r.Parent, r.Depth = h.Node, h.Depth+1
 		if r.Skips, err = g.skips(r.Parent, r.Depth); err != nil {
-			return persistence.Turn{}, err
+			return persistence.Node{}, err
 		}
 	}
 	g.addRef(o.hash, o.blob, len(o.append.Payload))
 	if h.Empty() {
 		if err := g.ownRoot(o.branch, ph, r.ID); err != nil {
-			return persistence.Turn{}, err
+			return persistence.Node{}, err
 		}
 	}
 	g.turns[r.ID] = r
 	g.newTurns = append(g.newTurns, r)
-	ph.head.Turn, ph.head.Depth = r.ID, r.Depth
+	ph.head.Node, ph.head.Depth = r.ID, r.Depth
 	ph.moves++
 	g.st.appends++
-	return r.Turn, nil
+	return r.Node, nil
 }
 
 // skips computes the skip pointers of a new turn at depth d whose parent
 // is parent: ptr_k = ptr_{k-1}(ptr_{k-1}), ptr_0 being the parent.
-func (g *pgGroup) skips(parent messages.TurnID, d uint64) ([]messages.TurnID, error) {
+func (g *pgGroup) skips(parent messages.NodeID, d uint64) ([]messages.NodeID, error) {
 	n := persistence.SkipLevels(d)
 	if n == 0 {
 		return nil, nil
 	}
-	out := make([]messages.TurnID, n)
+	out := make([]messages.NodeID, n)
 	prev := parent
 	for k := 1; k <= n; k++ {
 		r, err := g.record(prev)
@@ -1083,7 +1083,7 @@ func (g *pgGroup) newBranch(spec persistence.BranchSpec) (persistence.Head, erro
 		if err != nil {
 			return persistence.Head{}, fmt.Errorf("fork at turn: %w", err)
 		}
-		h.Turn, h.Depth, h.Base = r.ID, r.Depth, r.ID
+		h.Node, h.Depth, h.Base = r.ID, r.Depth, r.ID
 	}
 	ph := &pgHead{head: h, tenantKnown: true}
 	if spec.Tenant != persistence.DefaultTenant {
@@ -1099,7 +1099,7 @@ func (g *pgGroup) putOverlay(o *op) (persistence.Overlay, error) {
 	if err != nil {
 		return persistence.Overlay{}, err
 	}
-	ov := persistence.Overlay{Turn: o.turn, Seq: g.ovSeq + 1, Tombstone: o.ovReq.Tombstone, CreatedAt: timeMillis(g.s.opts.Now())}
+	ov := persistence.Overlay{Node: o.turn, Seq: g.ovSeq + 1, Tombstone: o.ovReq.Tombstone, CreatedAt: timeMillis(g.s.opts.Now())}
 	current := r.PayloadHash
 	if os := g.ovs[o.turn]; len(os) > 0 {
 		current = os[len(os)-1].Hash
@@ -1179,7 +1179,7 @@ func (g *pgGroup) write() error {
 		ph := g.heads[id]
 		h := ph.head
 		b.Queue(`INSERT INTO ctx_heads (branch, turn, depth, base, created_ms, seq) VALUES ($1, $2, $3, $4, $5, $6)`,
-			id[:], h.Turn[:], int64(h.Depth), h.Base[:], h.CreatedAt.UnixMilli(), ph.moves)
+			id[:], h.Node[:], int64(h.Depth), h.Base[:], h.CreatedAt.UnixMilli(), ph.moves)
 		checks = append(checks, pgCheck{"insert head " + id.String(), false})
 	}
 	checks = g.queueTenants(b, checks)
@@ -1189,12 +1189,12 @@ func (g *pgGroup) write() error {
 		}
 		h := ph.head
 		b.Queue(`UPDATE ctx_heads SET turn = $2, depth = $3, seq = $4 WHERE branch = $1 AND seq = $5`,
-			id[:], h.Turn[:], int64(h.Depth), ph.seq+ph.moves, ph.seq)
+			id[:], h.Node[:], int64(h.Depth), ph.seq+ph.moves, ph.seq)
 		checks = append(checks, pgCheck{"move head " + id.String(), true})
 	}
 	for _, o := range g.newOvs {
 		b.Queue(`INSERT INTO ctx_overlays (seq, turn, tombstone, hash, purged, created_ms) VALUES ($1, $2, $3, $4, $5, $6)`,
-			int64(o.Seq), o.Turn[:], o.Tombstone, o.Hash[:], o.Purged[:], o.CreatedAt.UnixMilli())
+			int64(o.Seq), o.Node[:], o.Tombstone, o.Hash[:], o.Purged[:], o.CreatedAt.UnixMilli())
 		checks = append(checks, pgCheck{fmt.Sprintf("insert overlay %d", o.Seq), false})
 	}
 	if g.ovRead && g.ovSeq != uint64(g.ovSeq0) {
@@ -1231,37 +1231,37 @@ func (g *pgGroup) write() error {
 // readRecord reads a turn with its skip pointers (no overlay applied).
 func (s *pgStore) readRecord(ctx context.Context, q interface {
 	QueryRow(context.Context, string, ...any) pgx.Row
-}, id messages.TurnID) (persistence.TurnRecord, error) {
-	if err := persistence.CheckTurnID(id); err != nil {
-		return persistence.TurnRecord{}, err
+}, id messages.NodeID) (persistence.NodeRecord, error) {
+	if err := persistence.CheckNodeID(id); err != nil {
+		return persistence.NodeRecord{}, err
 	}
 	var parent, hash, skips []byte
 	var depth, typeTag, codec, flags, created int64
 	err := q.QueryRow(ctx, `SELECT parent, depth, type_tag, codec, hash, flags, created_ms, skips
 		FROM ctx_turns WHERE id = $1`, id[:]).Scan(&parent, &depth, &typeTag, &codec, &hash, &flags, &created, &skips)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return persistence.TurnRecord{}, persistence.TurnNotFound(id)
+		return persistence.NodeRecord{}, persistence.NodeNotFound(id)
 	}
 	if err != nil {
-		return persistence.TurnRecord{}, fmt.Errorf("postgres: read turn %s: %w", id, err)
+		return persistence.NodeRecord{}, fmt.Errorf("postgres: read turn %s: %w", id, err)
 	}
 	t, err := pgTurnRow(id[:], parent, depth, typeTag, codec, hash, flags, created)
 	if err != nil {
-		return persistence.TurnRecord{}, err
+		return persistence.NodeRecord{}, err
 	}
-	r := persistence.TurnRecord{Turn: t}
+	r := persistence.NodeRecord{Node: t}
 	if len(skips)%16 != 0 || len(skips)/16 != persistence.SkipLevels(t.Depth) {
-		return persistence.TurnRecord{}, fmt.Errorf("%w: turn %s: %d bytes of skip pointers at depth %d", persistence.ErrCorrupt, id, len(skips), t.Depth)
+		return persistence.NodeRecord{}, fmt.Errorf("%w: turn %s: %d bytes of skip pointers at depth %d", persistence.ErrCorrupt, id, len(skips), t.Depth)
 	}
 	for i := 0; i < len(skips); i += 16 {
-		r.Skips = append(r.Skips, messages.TurnID(skips[i:i+16]))
+		r.Skips = append(r.Skips, messages.NodeID(skips[i:i+16]))
 	}
 	s.turns.Put(r)
 	return r, nil
 }
 
-func pgTurnRow(id, parent []byte, depth, typeTag, codec int64, hash []byte, flags, created int64) (persistence.Turn, error) {
-	var t persistence.Turn
+func pgTurnRow(id, parent []byte, depth, typeTag, codec int64, hash []byte, flags, created int64) (persistence.Node, error) {
+	var t persistence.Node
 	if len(id) != 16 || len(parent) != 16 || len(hash) != 32 || depth < 0 ||
 		codec < 0 || codec > math.MaxUint32 || flags < 0 || flags > math.MaxUint32 {
 		return t, fmt.Errorf("%w: turn row %x", persistence.ErrCorrupt, id)
@@ -1321,17 +1321,17 @@ type pgView struct {
 
 func (v pgView) Head(b messages.BranchID) (persistence.Head, error) { return v.r.head(v.ctx, b) }
 
-func (v pgView) Walk(id messages.TurnID, n int) ([]persistence.Turn, messages.TurnID, error) {
+func (v pgView) Walk(id messages.NodeID, n int) ([]persistence.Node, messages.NodeID, error) {
 	return v.r.walk(v.ctx, id, n)
 }
 
-func (v pgView) AncestorAt(id messages.TurnID, d, target uint64) (messages.TurnID, error) {
+func (v pgView) AncestorAt(id messages.NodeID, d, target uint64) (messages.NodeID, error) {
 	return v.r.s.ancestorAt(v.ctx, id, d, target)
 }
 
 // walk returns up to n turns from id towards the root, newest first, and
 // the id where it stopped (zero at the root).
-func (r pgReader) walk(ctx context.Context, id messages.TurnID, n int) ([]persistence.Turn, messages.TurnID, error) {
+func (r pgReader) walk(ctx context.Context, id messages.NodeID, n int) ([]persistence.Node, messages.NodeID, error) {
 	if n <= 0 || id.IsZero() {
 		return nil, id, nil
 	}
@@ -1340,7 +1340,7 @@ func (r pgReader) walk(ctx context.Context, id messages.TurnID, n int) ([]persis
 		return nil, id, r.s.readErr("walk turns", err)
 	}
 	defer rows.Close()
-	out := make([]persistence.Turn, 0, min(n, 256))
+	out := make([]persistence.Node, 0, min(n, 256))
 	for rows.Next() {
 		var tid, parent, hash, ovHash []byte
 		var depth, typeTag, codec, flags, created int64
@@ -1354,7 +1354,7 @@ func (r pgReader) walk(ctx context.Context, id messages.TurnID, n int) ([]persis
 			return nil, id, err
 		}
 		if ovSeq != nil {
-			o := persistence.Overlay{Turn: t.ID, Seq: uint64(*ovSeq), Tombstone: ovTomb != nil && *ovTomb}
+			o := persistence.Overlay{Node: t.ID, Seq: uint64(*ovSeq), Tombstone: ovTomb != nil && *ovTomb}
 			if len(ovHash) != 32 {
 				return nil, id, fmt.Errorf("%w: overlay row %d", persistence.ErrCorrupt, *ovSeq)
 			}
@@ -1375,7 +1375,7 @@ func (r pgReader) walk(ctx context.Context, id messages.TurnID, n int) ([]persis
 		next = t.Parent
 	}
 	if len(out) == 0 {
-		return nil, id, persistence.TurnNotFound(id)
+		return nil, id, persistence.NodeNotFound(id)
 	}
 	if len(out) < n && !next.IsZero() {
 		return nil, id, fmt.Errorf("%w: turn %s names parent %s, which is missing", persistence.ErrCorrupt, out[len(out)-1].ID, next)
@@ -1407,16 +1407,16 @@ func (r pgReader) Head(ctx context.Context, b messages.BranchID) (persistence.He
 	return r.head(ctx, b)
 }
 
-func (r pgReader) Turn(ctx context.Context, id messages.TurnID) (persistence.Turn, error) {
-	if err := persistence.CheckTurnID(id); err != nil {
-		return persistence.Turn{}, err
+func (r pgReader) Node(ctx context.Context, id messages.NodeID) (persistence.Node, error) {
+	if err := persistence.CheckNodeID(id); err != nil {
+		return persistence.Node{}, err
 	}
 	if err := r.s.alive(); err != nil {
-		return persistence.Turn{}, err
+		return persistence.Node{}, err
 	}
 	ts, _, err := r.walk(ctx, id, 1)
 	if err != nil {
-		return persistence.Turn{}, err
+		return persistence.Node{}, err
 	}
 	return ts[0], nil
 }
@@ -1438,7 +1438,7 @@ func (r pgReader) Blob(ctx context.Context, h persistence.Hash) ([]byte, error) 
 
 // ancestorAt returns the ancestor of id (at depth d) at depth target,
 // following skip pointers: O(log d) turn loads, most from the cache.
-func (s *pgStore) ancestorAt(ctx context.Context, id messages.TurnID, d, target uint64) (messages.TurnID, error) {
+func (s *pgStore) ancestorAt(ctx context.Context, id messages.NodeID, d, target uint64) (messages.NodeID, error) {
 	for d > target {
 		rec, ok := s.turns.Get(id)
 		if !ok {
@@ -1459,8 +1459,8 @@ func (s *pgStore) ancestorAt(ctx context.Context, id messages.TurnID, d, target 
 func (s *pgStore) Head(ctx context.Context, b messages.BranchID) (persistence.Head, error) {
 	return s.view().Head(ctx, b)
 }
-func (s *pgStore) Turn(ctx context.Context, id messages.TurnID) (persistence.Turn, error) {
-	return s.view().Turn(ctx, id)
+func (s *pgStore) Node(ctx context.Context, id messages.NodeID) (persistence.Node, error) {
+	return s.view().Node(ctx, id)
 }
 func (s *pgStore) Blob(ctx context.Context, h persistence.Hash) ([]byte, error) {
 	return s.view().Blob(ctx, h)
@@ -1468,10 +1468,10 @@ func (s *pgStore) Blob(ctx context.Context, h persistence.Hash) ([]byte, error) 
 func (s *pgStore) Last(ctx context.Context, b messages.BranchID, n int) (persistence.Page, error) {
 	return s.view().Last(ctx, b, n)
 }
-func (s *pgStore) Before(ctx context.Context, id messages.TurnID, n int) (persistence.Page, error) {
+func (s *pgStore) Before(ctx context.Context, id messages.NodeID, n int) (persistence.Page, error) {
 	return s.view().Before(ctx, id, n)
 }
-func (s *pgStore) Chain(ctx context.Context, id messages.TurnID) ([]persistence.Turn, error) {
+func (s *pgStore) Chain(ctx context.Context, id messages.NodeID) ([]persistence.Node, error) {
 	return s.view().Chain(ctx, id)
 }
 func (s *pgStore) Range(ctx context.Context, b messages.BranchID, start uint64, limit int) (persistence.RangePage, error) {
@@ -1479,8 +1479,8 @@ func (s *pgStore) Range(ctx context.Context, b messages.BranchID, start uint64, 
 }
 
 // exists checks that turn id exists.
-func (s *pgStore) exists(ctx context.Context, id messages.TurnID) error {
-	if err := persistence.CheckTurnID(id); err != nil {
+func (s *pgStore) exists(ctx context.Context, id messages.NodeID) error {
+	if err := persistence.CheckNodeID(id); err != nil {
 		return err
 	}
 	if err := s.alive(); err != nil {
@@ -1492,12 +1492,12 @@ func (s *pgStore) exists(ctx context.Context, id messages.TurnID) error {
 	var one int
 	err := s.pool.QueryRow(ctx, `SELECT 1 FROM ctx_turns WHERE id = $1`, id[:]).Scan(&one)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return persistence.TurnNotFound(id)
+		return persistence.NodeNotFound(id)
 	}
 	return s.readErr("read turn "+id.String(), err)
 }
 
-func (s *pgStore) Children(ctx context.Context, id messages.TurnID) ([]messages.TurnID, error) {
+func (s *pgStore) Children(ctx context.Context, id messages.NodeID) ([]messages.NodeID, error) {
 	if err := s.exists(ctx, id); err != nil {
 		return nil, err
 	}
@@ -1505,14 +1505,14 @@ func (s *pgStore) Children(ctx context.Context, id messages.TurnID) ([]messages.
 	if err != nil {
 		return nil, s.readErr("read children of "+id.String(), err)
 	}
-	var out []messages.TurnID
+	var out []messages.NodeID
 	for rows.Next() {
 		var b []byte
 		if err := rows.Scan(&b); err != nil {
 			rows.Close()
 			return nil, s.readErr("read children of "+id.String(), err)
 		}
-		c, err := messages.IDFromBytes[messages.TurnID](b)
+		c, err := messages.IDFromBytes[messages.NodeID](b)
 		if err != nil {
 			rows.Close()
 			return nil, fmt.Errorf("%w: child of %s: %v", persistence.ErrCorrupt, id, err)
@@ -1522,7 +1522,7 @@ func (s *pgStore) Children(ctx context.Context, id messages.TurnID) ([]messages.
 	return out, s.readErr("read children of "+id.String(), rows.Err())
 }
 
-func (s *pgStore) Overlays(ctx context.Context, turn messages.TurnID) ([]persistence.Overlay, error) {
+func (s *pgStore) Overlays(ctx context.Context, turn messages.NodeID) ([]persistence.Overlay, error) {
 	if err := s.exists(ctx, turn); err != nil {
 		return nil, err
 	}

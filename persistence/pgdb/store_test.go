@@ -101,18 +101,18 @@ func checkPGStore(t *testing.T, url string, s persistence.Store) map[messages.Br
 	if rows.Err() != nil {
 		t.Fatal(rows.Err())
 	}
-	chains := make(map[messages.BranchID]map[messages.TurnID]bool)
+	chains := make(map[messages.BranchID]map[messages.NodeID]bool)
 	all := make(map[messages.TurnID]bool)
 	for _, b := range branches {
 		h, err := s.Head(bg, b)
 		if err != nil {
 			t.Fatal(err)
 		}
-		chains[b] = make(map[messages.TurnID]bool)
+		chains[b] = make(map[messages.NodeID]bool)
 		if h.Empty() {
 			continue
 		}
-		ts, err := s.Chain(bg, h.Turn)
+		ts, err := s.Chain(bg, h.Node)
 		if err != nil {
 			t.Fatalf("Chain(head of %s): %v", b, err)
 		}
@@ -168,7 +168,7 @@ func TestPostgresStaleHeadRejected(t *testing.T) {
 	var wg sync.WaitGroup
 	var won atomic.Int32
 	errs := make(chan error, writers)
-	var winner atomic.Pointer[persistence.Turn]
+	var winner atomic.Pointer[persistence.Node]
 	for w := range writers {
 		s := a
 		if w%2 == 1 {
@@ -194,7 +194,7 @@ func TestPostgresStaleHeadRejected(t *testing.T) {
 		t.Fatalf("%d appends with the same expected parent committed, want exactly 1", won.Load())
 	}
 	got, err := b.Head(bg, h.Branch)
-	if err != nil || got.Turn != winner.Load().ID || got.Depth != 1 {
+	if err != nil || got.Node != winner.Load().ID || got.Depth != 1 {
 		t.Fatalf("head = %+v, %v, want the winner %s at depth 1", got, err, winner.Load().ID)
 	}
 	if n := pgCount(t, url, "SELECT count(*) FROM ctx_turns"); n != 2 {
@@ -233,7 +233,7 @@ func TestPostgresSerializationRetry(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var bTurn persistence.Turn
+			var bTurn persistence.Node
 			var hookErr error
 			a.testHook = func(stage string, attempt int, tx pgx.Tx) {
 				if stage == "read" && attempt == 0 {
@@ -259,7 +259,7 @@ func TestPostgresSerializationRetry(t *testing.T) {
 				if !errors.Is(err, persistence.ErrHeadMismatch) {
 					t.Fatalf("A's append expecting the stale parent = %v, want ErrHeadMismatch", err)
 				}
-				sameIDs(t, "chain", c.Turns, []persistence.Turn{t0, bTurn})
+				sameIDs(t, "chain", c.Nodes, []persistence.Node{t0, bTurn})
 				if n, _ := a.BlobRefs(bg, persistence.HashOf([]byte("a"))); n != 0 {
 					t.Fatalf("A's rejected payload has %d references", n)
 				}
@@ -270,7 +270,7 @@ func TestPostgresSerializationRetry(t *testing.T) {
 				if aTurn.Parent != bTurn.ID || aTurn.Depth != 2 {
 					t.Fatalf("A's turn = parent %s depth %d, want parent %s (B's) depth 2", aTurn.Parent, aTurn.Depth, bTurn.ID)
 				}
-				sameIDs(t, "chain", c.Turns, []persistence.Turn{t0, bTurn, aTurn})
+				sameIDs(t, "chain", c.Nodes, []persistence.Node{t0, bTurn, aTurn})
 			}
 			checkPGStore(t, url, a)
 		})
@@ -313,14 +313,14 @@ func TestPostgresConnectionLost(t *testing.T) {
 				if s.Stats().Retries == before.Retries {
 					t.Fatal("no retry counted")
 				}
-				if got.Turn != tr.ID || got.Depth != 1 {
+				if got.Node != tr.ID || got.Depth != 1 {
 					t.Fatalf("head = %+v, want the retried append %s", got, tr.ID)
 				}
 			case "commit":
 				if !errors.Is(err, ErrOutcomeUnknown) {
 					t.Fatalf("append whose COMMIT lost its connection = %v, want ErrOutcomeUnknown", err)
 				}
-				if got.Turn != t0.ID {
+				if got.Node != t0.ID {
 					t.Fatalf("head = %+v, want it still at the root", got)
 				}
 				if n, _ := s.BlobRefs(bg, persistence.HashOf([]byte("during the kill"))); n != 0 {
@@ -333,8 +333,8 @@ func TestPostgresConnectionLost(t *testing.T) {
 			// The store goes on, on a new connection.
 			s.testHook = nil
 			next, err := s.Append(bg, h.Branch, persistence.AppendRequest{Payload: []byte("after")})
-			if err != nil || next.Parent != got.Turn {
-				t.Fatalf("append after the kill = %+v, %v, want a child of %s", next, err, got.Turn)
+			if err != nil || next.Parent != got.Node {
+				t.Fatalf("append after the kill = %+v, %v, want a child of %s", next, err, got.Node)
 			}
 			checkPGStore(t, url, s)
 		})
@@ -424,7 +424,7 @@ func TestPostgresConcurrentAppends(t *testing.T) {
 		wg.Go(func() {
 			h, err := s.CreateBranch(bg, persistence.BranchSpec{})
 			for i := 0; err == nil && i < each; i++ {
-				var tr persistence.Turn
+				var tr persistence.Node
 				// Some payloads are the same for every writer of both
 				// stores: their blob rows are raced for.
 				p := fmt.Appendf(nil, "%d/%d", w, i%4)
@@ -442,7 +442,7 @@ func TestPostgresConcurrentAppends(t *testing.T) {
 		wg.Go(func() {
 			var err error
 			for i := 0; err == nil && i < each; i++ {
-				var tr persistence.Turn
+				var tr persistence.Node
 				if tr, err = s.Append(bg, shared.Branch, persistence.AppendRequest{Payload: fmt.Appendf(nil, "shared %d/%d", w, i)}); err == nil {
 					mu.Lock()
 					acked[shared.Branch] = append(acked[shared.Branch], tr.ID)
@@ -494,7 +494,7 @@ func TestPostgresCloseMidGroup(t *testing.T) {
 		wg.Go(func() {
 			h, err := s.CreateBranch(bg, persistence.BranchSpec{})
 			for i := 0; err == nil; i++ {
-				var tr persistence.Turn
+				var tr persistence.Node
 				if tr, err = s.Append(bg, h.Branch, persistence.AppendRequest{Payload: fmt.Appendf(nil, "%d/%d", w, i)}); err == nil {
 					mu.Lock()
 					acked[h.Branch] = append(acked[h.Branch], tr.ID)

@@ -108,7 +108,7 @@ func (d *PGDB) BranchTenant(ctx context.Context, branch messages.BranchID) (stri
 // BranchTenant). A turn that does not exist is the error Turn returns
 // for it.
 func (d *PGDB) TurnTenant(ctx context.Context, turn messages.TurnID) (string, error) {
-	t, err := d.Turn(ctx, turn)
+	t, err := d.Node(ctx, turn)
 	if err != nil {
 		return "", err
 	}

@@ -37,8 +37,8 @@ func testTxIsAtomic(t *testing.T, d DB) {
 		t.Fatal(err)
 	}
 	h, _ := d.Head(bg, b)
-	if h.Turn != u1 {
-		t.Fatalf("head = %s, want the appended turn %s", h.Turn, u1)
+	if h.Node != u1 {
+		t.Fatalf("head = %s, want the appended turn %s", h.Node, u1)
 	}
 	// Each bad part fails the whole Tx and writes nothing of it.
 	u2 := messages.NewID[messages.TurnID](now)
@@ -80,9 +80,9 @@ func testTxIsAtomic(t *testing.T, d DB) {
 			t.Fatalf("%s: Commit error = %v, want %v", tt.name, err, tt.want)
 		}
 		if h2, _ := d.Head(bg, b); h2 != h {
-			t.Fatalf("%s: failed Tx moved the head to %s", tt.name, h2.Turn)
+			t.Fatalf("%s: failed Tx moved the head to %s", tt.name, h2.Node)
 		}
-		if _, err := d.Turn(bg, u2); !errors.Is(err, persistence.ErrTurnNotFound) {
+		if _, err := d.Node(bg, u2); !errors.Is(err, persistence.ErrNodeNotFound) {
 			t.Fatalf("%s: failed Tx left turn %s behind (%v)", tt.name, u2, err)
 		}
 		if after := d.Stats(); after.Appends != before.Appends {
@@ -96,7 +96,7 @@ func testTxIsAtomic(t *testing.T, d DB) {
 	}}); err != nil {
 		t.Fatal(err)
 	}
-	if h, _ := d.Head(bg, b); h.Turn != other || h.Depth != 2 {
+	if h, _ := d.Head(bg, b); h.Node != other || h.Depth != 2 {
 		t.Fatalf("head after chained appends = %+v", h)
 	}
 }
@@ -456,7 +456,7 @@ func testLifecycleReads(t *testing.T, d DB) {
 	if err != nil || len(page) != 2 || page[0].Seq != 3 || page[1].Seq != 4 || page[0].ID != turns[2] {
 		t.Fatalf("TurnRows(from 3, 2) = %+v, %v", page, err)
 	}
-	if page, err := d.TurnRows(bg, b, 0, persistence.MaxPageTurns); err != nil || len(page) != 7 {
+	if page, err := d.TurnRows(bg, b, 0, persistence.MaxPageNodes); err != nil || len(page) != 7 {
 		t.Fatalf("TurnRows(all) = %d rows, %v", len(page), err)
 	}
 	for _, from := range []uint64{8, math.MaxInt64, math.MaxInt64 + 1, math.MaxUint64} {
@@ -467,7 +467,7 @@ func testLifecycleReads(t *testing.T, d DB) {
 	if page, err := d.TurnRows(bg, b, 0, 0); err != nil || len(page) != 0 {
 		t.Fatalf("TurnRows(limit 0) = %+v, %v", page, err)
 	}
-	for _, n := range []int{-1, persistence.MaxPageTurns + 1} {
+	for _, n := range []int{-1, persistence.MaxPageNodes + 1} {
 		if _, err := d.TurnRows(bg, b, 0, n); !errors.Is(err, persistence.ErrInvalidArgument) {
 			t.Fatalf("TurnRows(limit %d) err = %v, want ErrInvalidArgument", n, err)
 		}
@@ -617,8 +617,8 @@ func testTxAllOrNothing(t *testing.T, d DB) {
 		if _, err := d.Head(bg, c); !errors.Is(err, persistence.ErrBranchNotFound) {
 			t.Fatalf("%s: the failed Tx's branch: %v, want ErrBranchNotFound", dup.name, err)
 		}
-		if _, err := d.Turn(bg, u); !errors.Is(err, persistence.ErrTurnNotFound) {
-			t.Fatalf("%s: the failed Tx's append: %v, want ErrTurnNotFound", dup.name, err)
+		if _, err := d.Node(bg, u); !errors.Is(err, persistence.ErrNodeNotFound) {
+			t.Fatalf("%s: the failed Tx's append: %v, want ErrNodeNotFound", dup.name, err)
 		}
 		if n, _ := d.BlobRefs(bg, persistence.HashOf(payload)); n != 0 {
 			t.Fatalf("%s: the failed Tx's payload has %d references", dup.name, n)
@@ -648,7 +648,7 @@ func testTxAllOrNothing(t *testing.T, d DB) {
 		if _, err := d.Commit(bg, tx(false)); err != nil {
 			t.Fatalf("%s: the Tx without its duplicate: %v", dup.name, err)
 		}
-		if h, err := d.Head(bg, c); err != nil || h.Turn != u {
+		if h, err := d.Head(bg, c); err != nil || h.Node != u {
 			t.Fatalf("%s: head = %+v, %v", dup.name, h, err)
 		}
 		if r, err := d.TurnRow(bg, c, u); err != nil || r.Seq != 1 {
@@ -911,11 +911,11 @@ func WriteRowsByID(t *testing.T, d DB) (check func(d DB), r RowsByID) {
 		if r, err := d.TurnRow(bg, b2, other); err != nil || r.Seq != 1 {
 			t.Fatalf("TurnRow(b2) = %+v, %v", r, err)
 		}
-		if _, err := d.TurnRow(bg, b2, ids[0]); !errors.Is(err, persistence.ErrTurnNotFound) {
-			t.Fatalf("a turn of another branch: err = %v, want ErrTurnNotFound", err)
+		if _, err := d.TurnRow(bg, b2, ids[0]); !errors.Is(err, persistence.ErrNodeNotFound) {
+			t.Fatalf("a turn of another branch: err = %v, want ErrNodeNotFound", err)
 		}
-		if _, err := d.TurnRow(bg, b1, messages.NewID[messages.TurnID](now)); !errors.Is(err, persistence.ErrTurnNotFound) {
-			t.Fatalf("an unknown turn: err = %v, want ErrTurnNotFound", err)
+		if _, err := d.TurnRow(bg, b1, messages.NewID[messages.TurnID](now)); !errors.Is(err, persistence.ErrNodeNotFound) {
+			t.Fatalf("an unknown turn: err = %v, want ErrNodeNotFound", err)
 		}
 		want := []messages.BranchID{b1, fork}
 		slices.SortFunc(want, messages.BranchID.Compare)

@@ -83,7 +83,7 @@ func durabilityName(d persistence.Durability) string {
 // modelTurn is a turn as the model knows it: what Append returned, and
 // the payload it was given.
 type modelTurn struct {
-	turn    persistence.Turn
+	turn    persistence.Node
 	payload []byte
 }
 
@@ -109,9 +109,9 @@ type modelRun struct {
 
 	branches  map[messages.BranchID]*modelBranch
 	branchIDs []messages.BranchID // creation order
-	turns     map[messages.TurnID]*modelTurn
-	turnIDs   []messages.TurnID // append order
-	children  map[messages.TurnID][]messages.TurnID
+	turns     map[messages.NodeID]*modelTurn
+	turnIDs   []messages.NodeID // append order
+	children  map[messages.NodeID][]messages.NodeID
 	refs      map[persistence.Hash]uint64 // turns per payload hash
 	payloads  map[persistence.Hash][]byte // payload per hash
 	hashes    []persistence.Hash          // distinct payload hashes, first-use order
@@ -126,8 +126,8 @@ func runModel(t *testing.T, impl Engine, d persistence.Durability, seed uint64, 
 		seed:     seed,
 		s:        impl.Open(t, dir, d, persistence.Limits{MaxPayloadBytes: modelMaxPayload}),
 		branches: make(map[messages.BranchID]*modelBranch),
-		turns:    make(map[messages.TurnID]*modelTurn),
-		children: make(map[messages.TurnID][]messages.TurnID),
+		turns:    make(map[messages.NodeID]*modelTurn),
+		children: make(map[messages.NodeID][]messages.NodeID),
 		refs:     make(map[persistence.Hash]uint64),
 		payloads: make(map[persistence.Hash][]byte),
 	}
@@ -271,8 +271,8 @@ func (m *modelRun) newBranchID() messages.BranchID {
 }
 
 // unknownTurnID returns a turn id that no turn has.
-func (m *modelRun) unknownTurnID() messages.TurnID {
-	var id messages.TurnID
+func (m *modelRun) unknownTurnID() messages.NodeID {
+	var id messages.NodeID
 	for id.IsZero() || m.turns[id] != nil {
 		binary.BigEndian.PutUint64(id[:8], m.rng.Uint64())
 		binary.BigEndian.PutUint64(id[8:], m.rng.Uint64())
@@ -327,7 +327,7 @@ func (m *modelRun) addBranch(h persistence.Head, chain []*modelTurn) {
 	m.branchIDs = append(m.branchIDs, h.Branch)
 }
 
-func (m *modelRun) addTurn(b messages.BranchID, t persistence.Turn, payload []byte) {
+func (m *modelRun) addTurn(b messages.BranchID, t persistence.Node, payload []byte) {
 	mt := &modelTurn{turn: t, payload: payload}
 	m.turns[t.ID] = mt
 	m.turnIDs = append(m.turnIDs, t.ID)
@@ -341,11 +341,11 @@ func (m *modelRun) addTurn(b messages.BranchID, t persistence.Turn, payload []by
 	m.refs[t.PayloadHash]++
 	mb := m.branches[b]
 	mb.chain = append(mb.chain, mt)
-	mb.head.Turn, mb.head.Depth = t.ID, t.Depth
+	mb.head.Node, mb.head.Depth = t.ID, t.Depth
 }
 
 // chainOf returns the turns from the root to id.
-func (m *modelRun) chainOf(id messages.TurnID) []*modelTurn {
+func (m *modelRun) chainOf(id messages.NodeID) []*modelTurn {
 	var c []*modelTurn
 	for !id.IsZero() {
 		mt := m.turns[id]
@@ -358,27 +358,27 @@ func (m *modelRun) chainOf(id messages.TurnID) []*modelTurn {
 
 // --- comparisons ---
 
-func sameTurn(a, b persistence.Turn) bool {
+func sameTurn(a, b persistence.Node) bool {
 	return a.ID == b.ID && a.Parent == b.Parent && a.Depth == b.Depth &&
 		a.TypeTag == b.TypeTag && a.Codec == b.Codec && a.PayloadHash == b.PayloadHash &&
 		a.Flags == b.Flags && a.CreatedAt.Equal(b.CreatedAt) && a.OverlaySeq == b.OverlaySeq
 }
 
 func sameHead(a, b persistence.Head) bool {
-	return a.Branch == b.Branch && a.Turn == b.Turn && a.Depth == b.Depth &&
+	return a.Branch == b.Branch && a.Node == b.Node && a.Depth == b.Depth &&
 		a.Base == b.Base && a.CreatedAt.Equal(b.CreatedAt)
 }
 
-func turnIDs(ts []persistence.Turn) []messages.TurnID {
-	ids := make([]messages.TurnID, len(ts))
+func turnIDs(ts []persistence.Node) []messages.NodeID {
+	ids := make([]messages.NodeID, len(ts))
 	for i, t := range ts {
 		ids[i] = t.ID
 	}
 	return ids
 }
 
-func modelIDs(ts []*modelTurn) []messages.TurnID {
-	ids := make([]messages.TurnID, len(ts))
+func modelIDs(ts []*modelTurn) []messages.NodeID {
+	ids := make([]messages.NodeID, len(ts))
 	for i, t := range ts {
 		ids[i] = t.turn.ID
 	}
@@ -386,7 +386,7 @@ func modelIDs(ts []*modelTurn) []messages.TurnID {
 }
 
 // checkTurns fails unless got are exactly the turns of want, in order.
-func (m *modelRun) checkTurns(call string, got []persistence.Turn, want []*modelTurn) {
+func (m *modelRun) checkTurns(call string, got []persistence.Node, want []*modelTurn) {
 	m.t.Helper()
 	if len(got) != len(want) {
 		m.fatalf("%s returned %d turns %v, want %d %v", call, len(got), turnIDs(got), len(want), modelIDs(want))
@@ -436,19 +436,19 @@ func (m *modelRun) checkAll() {
 		if len(mb.chain) == 0 {
 			continue
 		}
-		c, err := m.s.Chain(m.ctx, mb.head.Turn)
+		c, err := m.s.Chain(m.ctx, mb.head.Node)
 		if err != nil {
-			m.fatalf("Chain(head %s of %s) = %v", mb.head.Turn, b, err)
+			m.fatalf("Chain(head %s of %s) = %v", mb.head.Node, b, err)
 		}
 		m.checkTurns(fmt.Sprintf("Chain(head of %s)", b), c, mb.chain)
 		r, err := m.s.Range(m.ctx, b, 0, len(mb.chain))
 		if err != nil {
 			m.fatalf("Range(%s, 0, %d) = %v", b, len(mb.chain), err)
 		}
-		m.checkTurns(fmt.Sprintf("Range(%s, 0, %d)", b, len(mb.chain)), r.Turns, mb.chain)
+		m.checkTurns(fmt.Sprintf("Range(%s, 0, %d)", b, len(mb.chain)), r.Nodes, mb.chain)
 	}
 	for _, id := range m.turnIDs {
-		got, err := m.s.Turn(m.ctx, id)
+		got, err := m.s.Node(m.ctx, id)
 		if err != nil || !sameTurn(got, m.turns[id].turn) {
 			m.fatalf("Turn(%s) = %+v, %v; want %+v", id, got, err, m.turns[id].turn)
 		}
@@ -459,7 +459,7 @@ func (m *modelRun) checkAll() {
 	}
 }
 
-func (m *modelRun) checkChildren(id messages.TurnID) {
+func (m *modelRun) checkChildren(id messages.NodeID) {
 	m.t.Helper()
 	got, err := m.s.Children(m.ctx, id)
 	if err != nil {
@@ -555,7 +555,7 @@ func (m *modelRun) fork() {
 	if h.Branch.IsZero() || (!spec.ID.IsZero() && h.Branch != spec.ID) || m.branches[h.Branch] != nil {
 		m.fatalf("CreateBranch(%+v) made branch %q: zero, not the one asked for or already used", spec, h.Branch)
 	}
-	if h.Turn != at.turn.ID || h.Depth != at.turn.Depth || h.Base != at.turn.ID || h.Len() != at.turn.Depth+1 {
+	if h.Node != at.turn.ID || h.Depth != at.turn.Depth || h.Base != at.turn.ID || h.Len() != at.turn.Depth+1 {
 		m.fatalf("CreateBranch(%+v) = %+v, want head and base %s at depth %d", spec, h, at.turn.ID, at.turn.Depth)
 	}
 	m.addBranch(h, m.chainOf(at.turn.ID))
@@ -563,9 +563,9 @@ func (m *modelRun) fork() {
 }
 
 // wrongParent returns an ExpectParent value that is not b's head.
-func (m *modelRun) wrongParent(mb *modelBranch) messages.TurnID {
+func (m *modelRun) wrongParent(mb *modelBranch) messages.NodeID {
 	for {
-		var w messages.TurnID
+		var w messages.NodeID
 		switch m.rng.IntN(3) {
 		case 0:
 			if t := m.pickTurn(); t != nil {
@@ -575,7 +575,7 @@ func (m *modelRun) wrongParent(mb *modelBranch) messages.TurnID {
 			w = m.unknownTurnID()
 		default: // zero: "the branch must be empty"
 		}
-		if w != mb.head.Turn {
+		if w != mb.head.Node {
 			return w
 		}
 	}
@@ -598,7 +598,7 @@ func (m *modelRun) append() {
 	var wrong bool
 	switch m.rng.IntN(6) {
 	case 0, 1:
-		p := mb.head.Turn
+		p := mb.head.Node
 		req.ExpectParent = &p
 	case 2:
 		w := m.wrongParent(mb)
@@ -611,11 +611,11 @@ func (m *modelRun) append() {
 		var hm *persistence.HeadMismatchError
 		if !errors.Is(err, persistence.ErrHeadMismatch) || !errors.As(err, &hm) {
 			m.fatalf("Append(%s, expect parent %q) with head %q = %+v, %v; want ErrHeadMismatch",
-				b, *req.ExpectParent, mb.head.Turn, got, err)
+				b, *req.ExpectParent, mb.head.Node, got, err)
 		}
-		if hm.Branch != b || hm.Want != *req.ExpectParent || hm.Got != mb.head.Turn {
+		if hm.Branch != b || hm.Want != *req.ExpectParent || hm.Got != mb.head.Node {
 			m.fatalf("Append(%s, expect parent %q) with head %q: error %+v names the wrong turns",
-				b, *req.ExpectParent, mb.head.Turn, hm)
+				b, *req.ExpectParent, mb.head.Node, hm)
 		}
 		m.checkUnchanged(before, b)
 		return
@@ -623,8 +623,8 @@ func (m *modelRun) append() {
 	if err != nil {
 		m.fatalf("Append(%s, %d bytes, expect parent %v) = %v", b, len(payload), req.ExpectParent != nil, err)
 	}
-	want := persistence.Turn{
-		ID: got.ID, Parent: mb.head.Turn, Depth: uint64(len(mb.chain)),
+	want := persistence.Node{
+		ID: got.ID, Parent: mb.head.Node, Depth: uint64(len(mb.chain)),
 		TypeTag: req.TypeTag, Codec: req.Codec, PayloadHash: persistence.HashOf(payload), Flags: req.Flags,
 		CreatedAt: got.CreatedAt,
 	}
@@ -655,7 +655,7 @@ func (m *modelRun) appendConcurrent() {
 		b       messages.BranchID
 		payload []byte
 		req     persistence.AppendRequest
-		got     persistence.Turn
+		got     persistence.Node
 		err     error
 	}
 	race := m.rng.IntN(2) == 0
@@ -668,7 +668,7 @@ func (m *modelRun) appendConcurrent() {
 		c := &call{b: targets[m.rng.IntN(len(targets))], payload: m.pickPayload()}
 		c.req = persistence.AppendRequest{Payload: c.payload, TypeTag: uint64(i), Codec: 1}
 		if race {
-			p := m.branches[c.b].head.Turn
+			p := m.branches[c.b].head.Node
 			c.req.ExpectParent = &p
 		}
 		calls[i] = c
@@ -704,8 +704,8 @@ func (m *modelRun) appendConcurrent() {
 	newHashes := make(map[persistence.Hash]bool)
 	for _, c := range ok {
 		mb := m.branches[c.b]
-		want := persistence.Turn{
-			ID: c.got.ID, Parent: mb.head.Turn, Depth: uint64(len(mb.chain)),
+		want := persistence.Node{
+			ID: c.got.ID, Parent: mb.head.Node, Depth: uint64(len(mb.chain)),
 			TypeTag: c.req.TypeTag, Codec: 1, PayloadHash: persistence.HashOf(c.payload), CreatedAt: c.got.CreatedAt,
 		}
 		if m.turns[c.got.ID] != nil || !sameTurn(c.got, want) {
@@ -739,8 +739,8 @@ func (m *modelRun) last() {
 	}
 	chain := m.branches[b].chain
 	want := chain[max(0, len(chain)-n):]
-	m.checkTurns(fmt.Sprintf("Last(%s, %d)", b, n), p.Turns, want)
-	var next messages.TurnID
+	m.checkTurns(fmt.Sprintf("Last(%s, %d)", b, n), p.Nodes, want)
+	var next messages.NodeID
 	if len(want) > 0 && len(want) < len(chain) {
 		next = want[0].turn.ID
 	}
@@ -762,7 +762,7 @@ func (m *modelRun) pageWholeBranch() {
 	if err != nil {
 		m.fatalf("Last(%s, %d) = %v", b, n, err)
 	}
-	got := p.Turns
+	got := p.Nodes
 	for pages := 1; !p.Next.IsZero(); pages++ {
 		if pages > len(chain) {
 			m.fatalf("paging %s (%d turns) did not reach the root after %d pages", b, len(chain), pages)
@@ -772,10 +772,10 @@ func (m *modelRun) pageWholeBranch() {
 		if p, err = m.s.Before(m.ctx, cursor, n); err != nil {
 			m.fatalf("Before(%s, %d) = %v", cursor, n, err)
 		}
-		if len(p.Turns) == 0 || len(p.Turns) > n {
-			m.fatalf("Before(%s, %d) returned %d turns with more to come", cursor, n, len(p.Turns))
+		if len(p.Nodes) == 0 || len(p.Nodes) > n {
+			m.fatalf("Before(%s, %d) returned %d turns with more to come", cursor, n, len(p.Nodes))
 		}
-		got = append(slices.Clone(p.Turns), got...)
+		got = append(slices.Clone(p.Nodes), got...)
 	}
 	m.checkTurns(fmt.Sprintf("pages of %s", b), got, chain)
 }
@@ -792,8 +792,8 @@ func (m *modelRun) before() {
 	}
 	older := m.chainOf(at.turn.Parent)
 	want := older[max(0, len(older)-n):]
-	m.checkTurns(fmt.Sprintf("Before(%s, %d)", at.turn.ID, n), p.Turns, want)
-	var next messages.TurnID
+	m.checkTurns(fmt.Sprintf("Before(%s, %d)", at.turn.ID, n), p.Nodes, want)
+	var next messages.NodeID
 	if len(want) > 0 && len(want) < len(older) {
 		next = want[0].turn.ID
 	}
@@ -843,7 +843,7 @@ func (m *modelRun) rangeQuery() {
 		want = mb.chain[start : start+min(uint64(limit), l-start)]
 	}
 	call := fmt.Sprintf("Range(%s, %d, %d) on %d turns", b, start, limit, l)
-	m.checkTurns(call, p.Turns, want)
+	m.checkTurns(call, p.Nodes, want)
 	if p.HeadDepth != mb.head.Depth || p.Empty != (l == 0) {
 		m.fatalf("%s: head depth %d, empty %v; want %d, %v", call, p.HeadDepth, p.Empty, mb.head.Depth, l == 0)
 	}
@@ -860,7 +860,7 @@ func (m *modelRun) turn() {
 	if at == nil {
 		return
 	}
-	got, err := m.s.Turn(m.ctx, at.turn.ID)
+	got, err := m.s.Node(m.ctx, at.turn.ID)
 	if err != nil || !sameTurn(got, at.turn) {
 		m.fatalf("Turn(%s) = %+v, %v; want %+v", at.turn.ID, got, err, at.turn)
 	}
@@ -882,7 +882,7 @@ func (m *modelRun) childrenOf() {
 // right error and changed nothing.
 func (m *modelRun) badInput() {
 	b := m.pickBranch()
-	var lastTurn messages.TurnID
+	var lastTurn messages.NodeID
 	if t := m.pickTurn(); t != nil {
 		lastTurn = t.turn.ID
 	}
@@ -917,7 +917,7 @@ func (m *modelRun) badInput() {
 		spec := persistence.BranchSpec{ID: unknownB, At: unknownT}
 		call = fmt.Sprintf("CreateBranch(%+v)", spec)
 		_, err = m.s.CreateBranch(m.ctx, spec)
-		touched, want = unknownB, []error{persistence.ErrTurnNotFound}
+		touched, want = unknownB, []error{persistence.ErrNodeNotFound}
 	case 7:
 		if b.IsZero() {
 			return
@@ -936,24 +936,24 @@ func (m *modelRun) badInput() {
 		want = []error{persistence.ErrInvalidArgument}
 	case 10:
 		call = "Turn(unknown)"
-		_, err = m.s.Turn(m.ctx, unknownT)
-		want = []error{persistence.ErrTurnNotFound}
+		_, err = m.s.Node(m.ctx, unknownT)
+		want = []error{persistence.ErrNodeNotFound}
 	case 11:
 		call = "Turn(zero)"
-		_, err = m.s.Turn(m.ctx, messages.TurnID{})
+		_, err = m.s.Node(m.ctx, messages.NodeID{})
 		want = []error{persistence.ErrInvalidArgument}
 	case 12:
 		call = "Chain(unknown)"
 		_, err = m.s.Chain(m.ctx, unknownT)
-		want = []error{persistence.ErrTurnNotFound}
+		want = []error{persistence.ErrNodeNotFound}
 	case 13:
 		call = "Before(unknown, 5)"
 		_, err = m.s.Before(m.ctx, unknownT, 5)
-		want = []error{persistence.ErrTurnNotFound}
+		want = []error{persistence.ErrNodeNotFound}
 	case 14:
 		call = "Children(unknown)"
 		_, err = m.s.Children(m.ctx, unknownT)
-		want = []error{persistence.ErrTurnNotFound}
+		want = []error{persistence.ErrNodeNotFound}
 	case 15:
 		call = "Last(unknown, 5)"
 		_, err = m.s.Last(m.ctx, unknownB, 5)
@@ -966,14 +966,14 @@ func (m *modelRun) badInput() {
 		if b.IsZero() {
 			return
 		}
-		n := []int{-1, persistence.MaxPageTurns + 1}[m.rng.IntN(2)]
+		n := []int{-1, persistence.MaxPageNodes + 1}[m.rng.IntN(2)]
 		call = fmt.Sprintf("Last(%s, %d)", b, n)
 		_, err = m.s.Last(m.ctx, b, n)
 	case 18:
 		if b.IsZero() {
 			return
 		}
-		n := []int{-1, persistence.MaxPageTurns + 1}[m.rng.IntN(2)]
+		n := []int{-1, persistence.MaxPageNodes + 1}[m.rng.IntN(2)]
 		call = fmt.Sprintf("Range(%s, 0, %d)", b, n)
 		_, err = m.s.Range(m.ctx, b, 0, n)
 	case 19:

@@ -18,7 +18,7 @@ import (
 type SessionFixture struct {
 	Session messages.SessionID
 	Branch  messages.BranchID
-	Turns   []messages.TurnID
+	Turns   []messages.NodeID
 	Step    messages.StepID
 	Actor   string
 }
@@ -48,10 +48,10 @@ func WriteSession(t testing.TB, d DB, marker string, turns int) SessionFixture {
 }
 
 // appendTurn appends a turn holding marker to f's branch, with its rows.
-func appendTurn(t testing.TB, d DB, f SessionFixture, seq uint64, marker string) messages.TurnID {
+func appendTurn(t testing.TB, d DB, f SessionFixture, seq uint64, marker string) messages.NodeID {
 	t.Helper()
 	now := time.Now()
-	turn := messages.NewID[messages.TurnID](now)
+	turn := messages.NewID[messages.NodeID](now)
 	step := f.Step
 	if seq > 1 {
 		step = messages.NewID[messages.StepID](now)
@@ -127,8 +127,8 @@ func purgeSessionLeavesNoByte(t *testing.T, d DB, e Env, compact bool) {
 	if _, err := d.Head(ctx, fg.Branch); !errors.Is(err, persistence.ErrBranchNotFound) {
 		t.Errorf("Head(deleted) = %v, want ErrBranchNotFound", err)
 	}
-	if _, err := d.Turn(ctx, fg.Turns[0]); !errors.Is(err, persistence.ErrTurnNotFound) {
-		t.Errorf("Turn(deleted) = %v, want ErrTurnNotFound", err)
+	if _, err := d.Node(ctx, fg.Turns[0]); !errors.Is(err, persistence.ErrNodeNotFound) {
+		t.Errorf("Turn(deleted) = %v, want ErrNodeNotFound", err)
 	}
 	if _, err := d.ProxyLookup(ctx, persistence.DefaultTenant, persistence.ProxyByKey, []byte(gone+fg.Turns[0].String())); !errors.Is(err, persistence.ErrNotFound) {
 		t.Errorf("ProxyLookup(deleted) = %v, want ErrNotFound", err)
@@ -147,17 +147,17 @@ func purgeSessionLeavesNoByte(t *testing.T, d DB, e Env, compact bool) {
 		t.Errorf("nothing holds the kept session's %s", kept)
 	}
 	p, err := d.Last(ctx, fk.Branch, 10)
-	if err != nil || len(p.Turns) != 3 {
-		t.Fatalf("Last(kept) = %d turns, %v; want 3", len(p.Turns), err)
+	if err != nil || len(p.Nodes) != 3 {
+		t.Fatalf("Last(kept) = %d turns, %v; want 3", len(p.Nodes), err)
 	}
-	b, err := d.Blob(ctx, p.Turns[0].PayloadHash)
+	b, err := d.Blob(ctx, p.Nodes[0].PayloadHash)
 	if err != nil || !bytes.Contains(b, []byte(kept)) {
 		t.Errorf("Blob(kept) = %q, %v", b, err)
 	}
 	if s, err := d.StateRow(ctx, fk.Branch, 1); err != nil || s.Summary != kept {
 		t.Errorf("StateRow(kept) = %+v, %v", s, err)
 	}
-	if tn, err := d.TurnTenant(ctx, p.Turns[0].ID); err != nil || tn != "tenant "+kept {
+	if tn, err := d.TurnTenant(ctx, p.Nodes[0].ID); err != nil || tn != "tenant "+kept {
 		t.Errorf("TurnTenant(kept) = %q, %v", tn, err)
 	}
 	if _, err := d.Session(ctx, fg.Session); !errors.Is(err, persistence.ErrNotFound) {
@@ -193,7 +193,7 @@ func checkPurgedReads(t *testing.T, d DB, f SessionFixture, marker string) {
 		t.Errorf("Branches(deleted) = %+v, %v", bs, err)
 	}
 	for _, turn := range f.Turns {
-		_, err := d.Turn(ctx, turn)
+		_, err := d.Node(ctx, turn)
 		notFound("Turn", err)
 		if rs, err := d.TurnRows(ctx, f.Branch, 0, 10); err != nil || len(rs) != 0 {
 			t.Errorf("TurnRows(deleted) = %+v, %v", rs, err)

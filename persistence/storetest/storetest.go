@@ -72,15 +72,15 @@ func testCreateBranch(t *testing.T, s persistence.Store) {
 		name      string
 		spec      persistence.BranchSpec
 		wantErr   error
-		wantTurn  messages.TurnID
+		wantTurn  messages.NodeID
 		wantDepth uint64
 	}{
-		{"empty", persistence.BranchSpec{}, nil, messages.TurnID{}, 0},
-		{"chosen id", persistence.BranchSpec{ID: fixed}, nil, messages.TurnID{}, 0},
-		{"taken id", persistence.BranchSpec{ID: fixed}, persistence.ErrBranchExists, messages.TurnID{}, 0},
+		{"empty", persistence.BranchSpec{}, nil, messages.NodeID{}, 0},
+		{"chosen id", persistence.BranchSpec{ID: fixed}, nil, messages.NodeID{}, 0},
+		{"taken id", persistence.BranchSpec{ID: fixed}, persistence.ErrBranchExists, messages.NodeID{}, 0},
 		{"fork at root", persistence.BranchSpec{At: ts[0].ID}, nil, ts[0].ID, 0},
 		{"fork at middle", persistence.BranchSpec{At: ts[1].ID}, nil, ts[1].ID, 1},
-		{"fork at unknown turn", persistence.BranchSpec{At: messages.NewID[messages.TurnID](ts[0].CreatedAt)}, persistence.ErrTurnNotFound, messages.TurnID{}, 0},
+		{"fork at unknown turn", persistence.BranchSpec{At: messages.NewID[messages.NodeID](ts[0].CreatedAt)}, persistence.ErrNodeNotFound, messages.NodeID{}, 0},
 	}
 	for _, tt := range tests {
 		h, err := s.CreateBranch(bg, tt.spec)
@@ -90,7 +90,7 @@ func testCreateBranch(t *testing.T, s persistence.Store) {
 		if err != nil {
 			continue
 		}
-		if h.Turn != tt.wantTurn || h.Depth != tt.wantDepth || h.Base != tt.wantTurn {
+		if h.Node != tt.wantTurn || h.Depth != tt.wantDepth || h.Base != tt.wantTurn {
 			t.Fatalf("%s: CreateBranch = %+v, want turn %s depth %d", tt.name, h, tt.wantTurn, tt.wantDepth)
 		}
 		got, err := s.Head(bg, h.Branch)
@@ -103,7 +103,7 @@ func testCreateBranch(t *testing.T, s persistence.Store) {
 func testAppend(t *testing.T, s persistence.Store) {
 	h, ts := Chain(t, s, 2)
 	empty, _ := s.CreateBranch(bg, persistence.BranchSpec{})
-	zero := messages.TurnID{}
+	zero := messages.NodeID{}
 	wrong := ts[0].ID
 	right := ts[1].ID
 	big := bytes.Repeat([]byte("x"), 1<<20+1)
@@ -151,10 +151,10 @@ func testAppend(t *testing.T, s persistence.Store) {
 			t.Fatalf("%s: parent = %s, want %s", tt.name, got.Parent, right)
 		}
 		nh, _ := s.Head(bg, tt.branch)
-		if nh.Turn != got.ID || nh.Depth != got.Depth {
+		if nh.Node != got.ID || nh.Depth != got.Depth {
 			t.Fatalf("%s: head = %+v after appending %s", tt.name, nh, got.ID)
 		}
-		back, err := s.Turn(bg, got.ID)
+		back, err := s.Node(bg, got.ID)
 		if err != nil || back != got {
 			t.Fatalf("%s: Turn = %+v, %v, want %+v", tt.name, back, err, got)
 		}
@@ -163,7 +163,7 @@ func testAppend(t *testing.T, s persistence.Store) {
 
 func testReadErrors(t *testing.T, s persistence.Store) {
 	h, ts := Chain(t, s, 2)
-	unknownTurn := messages.NewID[messages.TurnID](ts[0].CreatedAt)
+	unknownTurn := messages.NewID[messages.NodeID](ts[0].CreatedAt)
 	unknownBranch := messages.NewID[messages.BranchID](ts[0].CreatedAt)
 	tests := []struct {
 		name string
@@ -171,22 +171,22 @@ func testReadErrors(t *testing.T, s persistence.Store) {
 		want error
 	}{
 		{"Head unknown", func() error { _, err := s.Head(bg, unknownBranch); return err }, persistence.ErrBranchNotFound},
-		{"Turn unknown", func() error { _, err := s.Turn(bg, unknownTurn); return err }, persistence.ErrTurnNotFound},
-		{"Turn zero", func() error { _, err := s.Turn(bg, messages.TurnID{}); return err }, persistence.ErrInvalidArgument},
+		{"Turn unknown", func() error { _, err := s.Node(bg, unknownTurn); return err }, persistence.ErrNodeNotFound},
+		{"Turn zero", func() error { _, err := s.Node(bg, messages.NodeID{}); return err }, persistence.ErrInvalidArgument},
 		{"Blob unknown", func() error { _, err := s.Blob(bg, persistence.HashOf([]byte("nope"))); return err }, persistence.ErrBlobNotFound},
 		{"Last unknown", func() error { _, err := s.Last(bg, unknownBranch, 3); return err }, persistence.ErrBranchNotFound},
 		{"Last negative", func() error { _, err := s.Last(bg, h.Branch, -1); return err }, persistence.ErrInvalidArgument},
-		{"Last too many", func() error { _, err := s.Last(bg, h.Branch, persistence.MaxPageTurns+1); return err }, persistence.ErrInvalidArgument},
-		{"Before unknown", func() error { _, err := s.Before(bg, unknownTurn, 3); return err }, persistence.ErrTurnNotFound},
-		{"Chain unknown", func() error { _, err := s.Chain(bg, unknownTurn); return err }, persistence.ErrTurnNotFound},
+		{"Last too many", func() error { _, err := s.Last(bg, h.Branch, persistence.MaxPageNodes+1); return err }, persistence.ErrInvalidArgument},
+		{"Before unknown", func() error { _, err := s.Before(bg, unknownTurn, 3); return err }, persistence.ErrNodeNotFound},
+		{"Chain unknown", func() error { _, err := s.Chain(bg, unknownTurn); return err }, persistence.ErrNodeNotFound},
 		{"Range unknown", func() error { _, err := s.Range(bg, unknownBranch, 0, 3); return err }, persistence.ErrBranchNotFound},
-		{"Range too many", func() error { _, err := s.Range(bg, h.Branch, 0, persistence.MaxPageTurns+1); return err }, persistence.ErrInvalidArgument},
-		{"Children unknown", func() error { _, err := s.Children(bg, unknownTurn); return err }, persistence.ErrTurnNotFound},
-		{"Overlays unknown", func() error { _, err := s.Overlays(bg, unknownTurn); return err }, persistence.ErrTurnNotFound},
+		{"Range too many", func() error { _, err := s.Range(bg, h.Branch, 0, persistence.MaxPageNodes+1); return err }, persistence.ErrInvalidArgument},
+		{"Children unknown", func() error { _, err := s.Children(bg, unknownTurn); return err }, persistence.ErrNodeNotFound},
+		{"Overlays unknown", func() error { _, err := s.Overlays(bg, unknownTurn); return err }, persistence.ErrNodeNotFound},
 		{"Overlay unknown", func() error {
 			_, err := s.PutOverlay(bg, unknownTurn, persistence.OverlayRequest{Tombstone: true})
 			return err
-		}, persistence.ErrTurnNotFound},
+		}, persistence.ErrNodeNotFound},
 		{"Overlay empty patch", func() error { _, err := s.PutOverlay(bg, ts[0].ID, persistence.OverlayRequest{}); return err }, persistence.ErrInvalidArgument},
 		{"Overlay tombstone with payload", func() error {
 			_, err := s.PutOverlay(bg, ts[0].ID, persistence.OverlayRequest{Tombstone: true, Payload: []byte("x")})
@@ -208,37 +208,37 @@ func testPaging(t *testing.T, s persistence.Store) {
 	empty, _ := s.CreateBranch(bg, persistence.BranchSpec{})
 	lastTests := []struct {
 		n        int
-		want     []persistence.Turn
-		wantNext messages.TurnID
+		want     []persistence.Node
+		wantNext messages.NodeID
 	}{
-		{0, nil, messages.TurnID{}},
+		{0, nil, messages.NodeID{}},
 		{1, ts[9:], ts[9].ID},
 		{4, ts[6:], ts[6].ID},
-		{10, ts, messages.TurnID{}},
-		{50, ts, messages.TurnID{}},
+		{10, ts, messages.NodeID{}},
+		{50, ts, messages.NodeID{}},
 	}
 	for _, tt := range lastTests {
 		p, err := s.Last(bg, h.Branch, tt.n)
 		if err != nil {
 			t.Fatal(err)
 		}
-		SameIDs(t, fmt.Sprintf("Last(%d)", tt.n), p.Turns, tt.want)
+		SameIDs(t, fmt.Sprintf("Last(%d)", tt.n), p.Nodes, tt.want)
 		if p.Next != tt.wantNext {
 			t.Fatalf("Last(%d).Next = %s, want %s", tt.n, p.Next, tt.wantNext)
 		}
 	}
-	if p, err := s.Last(bg, empty.Branch, 5); err != nil || len(p.Turns) != 0 || !p.Next.IsZero() {
+	if p, err := s.Last(bg, empty.Branch, 5); err != nil || len(p.Nodes) != 0 || !p.Next.IsZero() {
 		t.Fatalf("Last(empty) = %+v, %v", p, err)
 	}
 	// Paging backwards with the cursor visits every turn once.
-	var all []persistence.Turn
+	var all []persistence.Node
 	p, _ := s.Last(bg, h.Branch, 3)
-	all = append(p.Turns, all...)
+	all = append(p.Nodes, all...)
 	for !p.Next.IsZero() {
-		if p, _ = s.Before(bg, p.Next, 3); len(p.Turns) == 0 {
+		if p, _ = s.Before(bg, p.Next, 3); len(p.Nodes) == 0 {
 			t.Fatal("Before returned an empty page with a cursor")
 		}
-		all = append(p.Turns, all...)
+		all = append(p.Nodes, all...)
 	}
 	SameIDs(t, "paged history", all, ts)
 
@@ -251,7 +251,7 @@ func testPaging(t *testing.T, s persistence.Store) {
 	rangeTests := []struct {
 		start uint64
 		limit int
-		want  []persistence.Turn
+		want  []persistence.Node
 	}{
 		{0, 3, ts[:3]},
 		{4, 3, ts[4:7]},
@@ -266,12 +266,12 @@ func testPaging(t *testing.T, s persistence.Store) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		SameIDs(t, fmt.Sprintf("Range(%d, %d)", tt.start, tt.limit), rp.Turns, tt.want)
+		SameIDs(t, fmt.Sprintf("Range(%d, %d)", tt.start, tt.limit), rp.Nodes, tt.want)
 		if rp.HeadDepth != 9 || rp.Empty {
 			t.Fatalf("Range head depth = %d, empty %v", rp.HeadDepth, rp.Empty)
 		}
 	}
-	if rp, _ := s.Range(bg, empty.Branch, 0, 5); !rp.Empty || len(rp.Turns) != 0 {
+	if rp, _ := s.Range(bg, empty.Branch, 0, 5); !rp.Empty || len(rp.Nodes) != 0 {
 		t.Fatalf("Range(empty) = %+v", rp)
 	}
 	for i, tr := range ts {
@@ -296,9 +296,9 @@ func testForkIsolationAndChildren(t *testing.T, s persistence.Store) {
 		t.Fatalf("fork turn = %+v, want parent %s depth 3", ft, ts[2].ID)
 	}
 	p, _ := s.Last(bg, f.Branch, 10)
-	SameIDs(t, "fork history", p.Turns, append(append([]persistence.Turn(nil), ts[:3]...), ft))
+	SameIDs(t, "fork history", p.Nodes, append(append([]persistence.Node(nil), ts[:3]...), ft))
 	p, _ = s.Last(bg, h.Branch, 10)
-	SameIDs(t, "original history", p.Turns, ts)
+	SameIDs(t, "original history", p.Nodes, ts)
 	kids, err := s.Children(bg, ts[2].ID)
 	if err != nil || len(kids) != 2 || kids[0] != ts[3].ID || kids[1] != ft.ID {
 		t.Fatalf("Children = %v, %v, want [%s %s]", kids, err, ts[3].ID, ft.ID)
@@ -357,7 +357,7 @@ func testOverlays(t *testing.T, s persistence.Store) {
 		{"as of tombstone", s.AsOf(tomb.Seq), persistence.Hash{}, persistence.FlagTombstoned},
 	}
 	for _, v := range views {
-		got, err := v.r.Turn(bg, target.ID)
+		got, err := v.r.Node(bg, target.ID)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -365,7 +365,7 @@ func testOverlays(t *testing.T, s persistence.Store) {
 			t.Fatalf("%s: Turn = hash %s flags %#x, want %s %#x", v.name, got.PayloadHash, got.Flags, v.wantHash, v.wantFlag)
 		}
 		p, _ := v.r.Last(bg, mustHead(t, s, ts), 3)
-		if p.Turns[1].PayloadHash != v.wantHash {
+		if p.Nodes[1].PayloadHash != v.wantHash {
 			t.Fatalf("%s: Last does not apply the overlay", v.name)
 		}
 	}
@@ -411,7 +411,7 @@ func testClosed(t *testing.T, s persistence.Store) {
 	if _, err := s.Append(bg, h.Branch, persistence.AppendRequest{Payload: []byte("x")}); !errors.Is(err, persistence.ErrClosed) {
 		t.Fatalf("Append after Close = %v, want ErrClosed", err)
 	}
-	if _, err := s.Turn(bg, ts[0].ID); !errors.Is(err, persistence.ErrClosed) {
+	if _, err := s.Node(bg, ts[0].ID); !errors.Is(err, persistence.ErrClosed) {
 		t.Fatalf("Turn after Close = %v, want ErrClosed", err)
 	}
 	if err := s.Close(); err != nil {
@@ -421,13 +421,13 @@ func testClosed(t *testing.T, s persistence.Store) {
 
 // Chain creates a branch of s and appends n payloads "p0".."p{n-1}";
 // it returns the branch's head and the turns, oldest first.
-func Chain(t *testing.T, s persistence.Store, n int) (persistence.Head, []persistence.Turn) {
+func Chain(t *testing.T, s persistence.Store, n int) (persistence.Head, []persistence.Node) {
 	t.Helper()
 	h, err := s.CreateBranch(bg, persistence.BranchSpec{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var ts []persistence.Turn
+	var ts []persistence.Node
 	for i := range n {
 		tr, err := s.Append(bg, h.Branch, persistence.AppendRequest{Payload: fmt.Appendf(nil, "p%d", i), TypeTag: 7, Codec: 2})
 		if err != nil {
@@ -442,8 +442,8 @@ func Chain(t *testing.T, s persistence.Store, n int) (persistence.Head, []persis
 	return h, ts
 }
 
-func ids(ts []persistence.Turn) []messages.TurnID {
-	out := make([]messages.TurnID, len(ts))
+func ids(ts []persistence.Node) []messages.NodeID {
+	out := make([]messages.NodeID, len(ts))
 	for i, t := range ts {
 		out[i] = t.ID
 	}
@@ -452,7 +452,7 @@ func ids(ts []persistence.Turn) []messages.TurnID {
 
 // SameIDs fails t unless got and want are the same turns in the same
 // order, naming what.
-func SameIDs(t *testing.T, what string, got, want []persistence.Turn) {
+func SameIDs(t *testing.T, what string, got, want []persistence.Node) {
 	t.Helper()
 	g, w := ids(got), ids(want)
 	if len(g) != len(w) {
@@ -465,7 +465,7 @@ func SameIDs(t *testing.T, what string, got, want []persistence.Turn) {
 	}
 }
 
-func mustFork(t *testing.T, s persistence.Store, at messages.TurnID) messages.BranchID {
+func mustFork(t *testing.T, s persistence.Store, at messages.NodeID) messages.BranchID {
 	t.Helper()
 	h, err := s.CreateBranch(bg, persistence.BranchSpec{At: at})
 	if err != nil {
@@ -475,6 +475,6 @@ func mustFork(t *testing.T, s persistence.Store, at messages.TurnID) messages.Br
 }
 
 // mustHead returns a branch whose head is the last of ts.
-func mustHead(t *testing.T, s persistence.Store, ts []persistence.Turn) messages.BranchID {
+func mustHead(t *testing.T, s persistence.Store, ts []persistence.Node) messages.BranchID {
 	return mustFork(t, s, ts[len(ts)-1].ID)
 }

@@ -81,8 +81,8 @@ func testTenancy(t *testing.T, d DB, reopen func() DB) {
 			t.Errorf("%s: BranchTenant(random) = %v, want %v", when, err, persistence.BranchNotFound(rnd))
 		}
 		rndT := messages.NewID[messages.TurnID](now)
-		if _, err := d.TurnTenant(ctx, rndT); !errors.Is(err, persistence.ErrTurnNotFound) {
-			t.Errorf("%s: TurnTenant(random) = %v, want ErrTurnNotFound", when, err)
+		if _, err := d.TurnTenant(ctx, rndT); !errors.Is(err, persistence.ErrNodeNotFound) {
+			t.Errorf("%s: TurnTenant(random) = %v, want ErrNodeNotFound", when, err)
 		}
 	}
 	check("open")

@@ -238,8 +238,8 @@ func (b *storeBench) appends(f *storeFigures) error {
 	b.progress("get last 64")
 	last64 := func() error {
 		p, err := s.Last(ctx, h.Branch, 64)
-		if err == nil && len(p.Turns) != 64 {
-			err = fmt.Errorf("Last(64) returned %d turns", len(p.Turns))
+		if err == nil && len(p.Nodes) != 64 {
+			err = fmt.Errorf("Last(64) returned %d turns", len(p.Nodes))
 		}
 		return err
 	}
@@ -261,7 +261,7 @@ func (b *storeBench) appends(f *storeFigures) error {
 	if err != nil {
 		return err
 	}
-	var last persistence.Turn
+	var last persistence.Node
 	for range 400 {
 		if last, err = s.Append(ctx, hist.Branch, persistence.AppendRequest{Payload: b.text.payload(10 << 10)}); err != nil {
 			return err
@@ -335,7 +335,7 @@ func (b *storeBench) deep(f *storeFigures) error {
 		s.Close()
 		return err
 	}
-	var tip persistence.Turn
+	var tip persistence.Node
 	for range b.sc.deepChain + 1 {
 		if tip, err = s.Append(ctx, h.Branch, persistence.AppendRequest{Payload: b.text.payload(200)}); err != nil {
 			s.Close()
@@ -373,8 +373,8 @@ func (b *storeBench) deep(f *storeFigures) error {
 			return err
 		}
 		lat = append(lat, time.Since(t0))
-		if len(rp.Turns) != 64 || rp.Turns[0].Depth != start {
-			return fmt.Errorf("Range(%d, 64) returned %d turns from depth %d", start, len(rp.Turns), rp.Turns[0].Depth)
+		if len(rp.Nodes) != 64 || rp.Nodes[0].Depth != start {
+			return fmt.Errorf("Range(%d, 64) returned %d turns from depth %d", start, len(rp.Nodes), rp.Nodes[0].Depth)
 		}
 	}
 	f.DepthRangeP50us = micros(percentile(lat, 50))

@@ -307,12 +307,12 @@ func verifyBranch(ctx context.Context, rt *ctxinf.Runtime, b messages.BranchID, 
 			lost++
 			continue
 		}
-		if _, err := db.Turn(ctx, r.Reply); err != nil {
+		if _, err := db.Node(ctx, r.Reply); err != nil {
 			lost++
 		}
 	}
 	folded := map[messages.TurnID]int{}
-	states, err := db.StateRows(ctx, b, 0, persistence.MaxPageTurns)
+	states, err := db.StateRows(ctx, b, 0, persistence.MaxPageNodes)
 	if err != nil {
 		return 0, 0, 0, 0, err
 	}
@@ -332,10 +332,10 @@ func verifyBranch(ctx context.Context, rt *ctxinf.Runtime, b messages.BranchID, 
 		return 0, 0, 0, 0, err
 	}
 	h, err := db.Head(ctx, b)
-	if err != nil || h.Turn != info.Tip {
+	if err != nil || h.Node != info.Tip {
 		return lost, dups, 1, committed, nil
 	}
-	chain, err := db.Chain(ctx, h.Turn)
+	chain, err := db.Chain(ctx, h.Node)
 	if err != nil || uint64(len(chain)) != h.Depth+1 {
 		return lost, dups, 1, committed, nil
 	}

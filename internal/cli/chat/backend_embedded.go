@@ -91,8 +91,8 @@ func (l embedded) Cancel(ctx context.Context, branch messages.BranchID) error {
 	return l.rt.Cancel(ctx, branch)
 }
 
-func (l embedded) History(ctx context.Context, branch messages.BranchID, before messages.TurnID, n int) ([]tui.Entry, messages.TurnID, error) {
-	return historyPage(ctx, func(ctx context.Context, before messages.TurnID, n int) ([]tui.Entry, messages.TurnID, error) {
+func (l embedded) History(ctx context.Context, branch messages.BranchID, before messages.NodeID, n int) ([]tui.Entry, messages.NodeID, error) {
+	return historyPage(ctx, func(ctx context.Context, before messages.NodeID, n int) ([]tui.Entry, messages.NodeID, error) {
 		hist, next, err := l.rt.History(ctx, branch, before, n)
 		out := make([]api.HistoryEntry, 0, len(hist))
 		for _, h := range hist {
@@ -120,7 +120,7 @@ func (l embedded) CommitPending(ctx context.Context, branch messages.BranchID) e
 	return l.rt.CommitPending(ctx, branch)
 }
 
-func (l embedded) Fork(ctx context.Context, branch messages.BranchID, at messages.TurnID, label string) (api.Branch, error) {
+func (l embedded) Fork(ctx context.Context, branch messages.BranchID, at messages.NodeID, label string) (api.Branch, error) {
 	b, err := l.rt.Fork(ctx, branch, at, label)
 	return server.Branch(b), err
 }

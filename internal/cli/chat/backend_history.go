@@ -26,13 +26,13 @@ func entries(h []api.HistoryEntry) []tui.Entry {
 // pageFunc reads up to n messages of a branch's history before node
 // before (zero: the head), oldest first, each with its node as Turn, and
 // returns the cursor of the page before them (zero: none).
-type pageFunc func(ctx context.Context, before messages.TurnID, n int) ([]tui.Entry, messages.TurnID, error)
+type pageFunc func(ctx context.Context, before messages.NodeID, n int) ([]tui.Entry, messages.NodeID, error)
 
 // historyPage reads a page of history with page and sets each message's
 // Turn to the turn it belongs to: a user message starts its turn (its
 // node is the turn's id), a reply belongs to the user message before it,
 // which for the page's first message is read from the page before.
-func historyPage(ctx context.Context, page pageFunc, before messages.TurnID, n int) ([]tui.Entry, messages.TurnID, error) {
+func historyPage(ctx context.Context, page pageFunc, before messages.NodeID, n int) ([]tui.Entry, messages.NodeID, error) {
 	out, next, err := page(ctx, before, n)
 	if err != nil {
 		return nil, messages.TurnID{}, err
@@ -60,7 +60,7 @@ func historyPage(ctx context.Context, page pageFunc, before messages.TurnID, n i
 // historyEntry is the stored message m at node, depth as an Entry: its
 // text, the tool calls and outputs it holds, and the output recovered for
 // its reply (partial) when a crash cut that off.
-func historyEntry(node messages.TurnID, depth uint64, m messages.Message, partial *string) tui.Entry {
+func historyEntry(node messages.NodeID, depth uint64, m messages.Message, partial *string) tui.Entry {
 	e := tui.Entry{Turn: node, Depth: depth, Role: m.Role, Text: m.RenderedText, Partial: partial}
 	for _, b := range m.Blocks {
 		switch b := b.(type) {

@@ -86,8 +86,8 @@ func (r remote) Cancel(ctx context.Context, branch messages.BranchID) error {
 	return r.c.Cancel(ctx, branch)
 }
 
-func (r remote) History(ctx context.Context, branch messages.BranchID, before messages.TurnID, n int) ([]tui.Entry, messages.TurnID, error) {
-	return historyPage(ctx, func(ctx context.Context, before messages.TurnID, n int) ([]tui.Entry, messages.TurnID, error) {
+func (r remote) History(ctx context.Context, branch messages.BranchID, before messages.NodeID, n int) ([]tui.Entry, messages.NodeID, error) {
+	return historyPage(ctx, func(ctx context.Context, before messages.NodeID, n int) ([]tui.Entry, messages.NodeID, error) {
 		hist, next, err := r.c.History(ctx, branch, before, n)
 		return entries(hist), next, err
 	}, before, n)
@@ -115,7 +115,7 @@ func (r remote) CommitPending(ctx context.Context, branch messages.BranchID) err
 	return r.c.Commit(ctx, branch)
 }
 
-func (r remote) Fork(ctx context.Context, branch messages.BranchID, at messages.TurnID, label string) (api.Branch, error) {
+func (r remote) Fork(ctx context.Context, branch messages.BranchID, at messages.NodeID, label string) (api.Branch, error) {
 	return r.c.Fork(ctx, branch, at, label)
 }
 

@@ -153,7 +153,7 @@ func testTUIBackend(t *testing.T, be tui.Backend) tuiShape {
 	// The history of 7 turns (14 messages) in pages of 5, newest first:
 	// each message says its turn, the user's its text.
 	var all []tui.Entry
-	before := messages.TurnID{}
+	before := messages.NodeID{}
 	for page := 0; ; page++ {
 		if page == 3 {
 			t.Fatalf("more than 3 pages of 5 for 14 messages")
@@ -331,7 +331,7 @@ func testTUIBackend(t *testing.T, be tui.Backend) tuiShape {
 		shape.Forked = append(shape.Forked, b.Label)
 	}
 	slices.Sort(shape.Forked)
-	es, next, err := be.History(ctx, fork.ID, messages.TurnID{}, 50)
+	es, next, err := be.History(ctx, fork.ID, messages.NodeID{}, 50)
 	if err != nil || len(es) != 6 || !next.IsZero() || es[5].Turn != turns[3] || es[5].Role != messages.RoleAssistant {
 		t.Fatalf("History(fork) = %d messages, %v", len(es), err)
 	}
@@ -416,7 +416,7 @@ func waitInfo(t *testing.T, be tui.Backend, branch messages.BranchID, ok func(ap
 // A reply that ran tools lists its calls and outputs as the transcript
 // items the TUI shows, in order; a message without tools lists none.
 func TestHistoryEntryItems(t *testing.T) {
-	node := messages.NewID[messages.TurnID](time.Unix(1, 0))
+	node := messages.NewID[messages.NodeID](time.Unix(1, 0))
 	reply := messages.NewMessage(messages.RoleAssistant,
 		messages.Text{Text: "Looking."},
 		messages.ToolUse{ToolUseID: "a", Name: "grep", Input: []byte(`{"q":"x"}`)},

@@ -216,8 +216,8 @@ func chatCommand(ctx context.Context, e *cli.Env, be tui.Backend, branch *api.Br
 	case "/history":
 		n := 10
 		if arg != "" {
-			if n, err = strconv.Atoi(arg); err != nil || n < 1 || n > persistence.MaxPageTurns {
-				return false, fmt.Errorf("/history: N must be 1..%d", persistence.MaxPageTurns)
+			if n, err = strconv.Atoi(arg); err != nil || n < 1 || n > persistence.MaxPageNodes {
+				return false, fmt.Errorf("/history: N must be 1..%d", persistence.MaxPageNodes)
 			}
 		}
 		hist, _, err := be.History(ctx, branch.ID, messages.TurnID{}, n)

@@ -81,9 +81,9 @@ type runtimeGuard struct {
 	db persistence.Database
 }
 
-func (g runtimeGuard) Append(ctx context.Context, branch messages.BranchID, req persistence.AppendRequest) (persistence.Turn, error) {
+func (g runtimeGuard) Append(ctx context.Context, branch messages.BranchID, req persistence.AppendRequest) (persistence.Node, error) {
 	if _, err := g.db.BranchRow(ctx, branch); err == nil {
-		return persistence.Turn{}, fmt.Errorf("%w: branch %s belongs to the runtime: append to it through the HTTP API",
+		return persistence.Node{}, fmt.Errorf("%w: branch %s belongs to the runtime: append to it through the HTTP API",
 			persistence.ErrInvalidArgument, branch)
 	}
 	return g.Store.Append(ctx, branch, req)

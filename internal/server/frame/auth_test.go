@@ -27,7 +27,7 @@ func (s *countingStore) CreateBranch(ctx context.Context, spec persistence.Branc
 	return s.Store.CreateBranch(ctx, spec)
 }
 
-func (s *countingStore) Append(ctx context.Context, b messages.BranchID, req persistence.AppendRequest) (persistence.Turn, error) {
+func (s *countingStore) Append(ctx context.Context, b messages.BranchID, req persistence.AppendRequest) (persistence.Node, error) {
 	s.calls.Add(1)
 	return s.Store.Append(ctx, b, req)
 }
@@ -42,7 +42,7 @@ func (s *countingStore) Last(ctx context.Context, b messages.BranchID, n int) (p
 	return s.Store.Last(ctx, b, n)
 }
 
-func (s *countingStore) Before(ctx context.Context, before messages.TurnID, n int) (persistence.Page, error) {
+func (s *countingStore) Before(ctx context.Context, before messages.NodeID, n int) (persistence.Page, error) {
 	s.calls.Add(1)
 	return s.Store.Before(ctx, before, n)
 }
@@ -158,7 +158,7 @@ func TestAuthRefusedBeforeAnyFrame(t *testing.T) {
 			if _, err := db.Head(ctx, fork); !errors.Is(err, persistence.ErrBranchNotFound) {
 				t.Fatalf("the fork an unauthenticated client asked for: Head = %v, want ErrBranchNotFound", err)
 			}
-			if h, err := db.Head(ctx, secret); err != nil || h.Turn != turn.ID {
+			if h, err := db.Head(ctx, secret); err != nil || h.Node != turn.ID {
 				t.Fatalf("the secret branch's head = %+v, %v; want it unmoved at %s", h, err, turn.ID)
 			}
 		})
@@ -215,7 +215,7 @@ func TestAuthClient(t *testing.T) {
 		if _, err := c.Append(ctx, h.Branch, persistence.AppendRequest{Payload: []byte("hi"), TypeTag: 1}); err != nil {
 			t.Fatal(err)
 		}
-		if p, err := c.GetLast(ctx, h.Branch, 10); err != nil || len(p.Turns) != 1 {
+		if p, err := c.GetLast(ctx, h.Branch, 10); err != nil || len(p.Nodes) != 1 {
 			t.Fatalf("GetLast = %+v, %v", p, err)
 		}
 	}

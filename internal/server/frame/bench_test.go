@@ -137,8 +137,8 @@ func BenchmarkGetLast64(b *testing.B) {
 				} else {
 					p, err = db.Last(ctx, h.Branch, 64)
 				}
-				if err != nil || len(p.Turns) != 64 {
-					b.Fatalf("GetLast(64) = %d turns, %v", len(p.Turns), err)
+				if err != nil || len(p.Nodes) != 64 {
+					b.Fatalf("GetLast(64) = %d turns, %v", len(p.Nodes), err)
 				}
 				lat = append(lat, time.Since(t0))
 			}

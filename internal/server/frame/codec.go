@@ -10,7 +10,7 @@ import (
 )
 
 // Payload layouts. Every integer is little-endian; every id is a 16-byte
-// ULID (messages.BranchID, messages.TurnID), zero meaning "none"; a hash
+// ULID (messages.BranchID, messages.NodeID), zero meaning "none"; a hash
 // is 32 bytes of BLAKE3-256. Decoders are strict: a payload must have
 // exactly the size its fields say, with no trailing bytes.
 const (
@@ -91,7 +91,7 @@ type HelloReply struct {
 //	branch [16] | at [16]
 type CreateRequest struct {
 	Branch messages.BranchID
-	At     messages.TurnID
+	At     messages.NodeID
 }
 
 // ForkRequest is CTX_FORK: a new branch whose head is an existing turn,
@@ -102,7 +102,7 @@ type CreateRequest struct {
 type ForkRequest struct {
 	Branch messages.BranchID
 	Source messages.BranchID
-	At     messages.TurnID
+	At     messages.NodeID
 }
 
 // HeadRequest is GET_HEAD.
@@ -121,7 +121,7 @@ type HeadRequest struct {
 // turn's caller flags (persistence.CallerFlagsMask).
 type AppendRequest struct {
 	Branch       messages.BranchID
-	ExpectParent *messages.TurnID
+	ExpectParent *messages.NodeID
 	TypeTag      uint64
 	Codec        uint32
 	Flags        uint32
@@ -141,7 +141,7 @@ type LastRequest struct {
 //
 //	before [16] | limit u32
 type BeforeRequest struct {
-	Before messages.TurnID
+	Before messages.NodeID
 	Limit  uint32
 }
 
@@ -203,7 +203,7 @@ func (m AppendRequest) AppendPayload(b []byte) []byte {
 
 // appendFixed appends the payload up to, not including, the turn's bytes.
 func (m AppendRequest) appendFixed(b []byte) []byte {
-	var expect messages.TurnID
+	var expect messages.NodeID
 	var opts uint32
 	if m.ExpectParent != nil {
 		expect, opts = *m.ExpectParent, AppendExpectParent
@@ -254,7 +254,7 @@ func DecodeRequest(t MsgType, p []byte) (Request, error) {
 		r = HeadRequest{Branch: d.id()}
 	case MsgAppendTurn:
 		m := AppendRequest{Branch: d.id()}
-		expect := messages.TurnID(d.id())
+		expect := messages.NodeID(d.id())
 		m.TypeTag, m.Codec, m.Flags = d.u64(), d.u32(), d.u32()
 		opts := d.u32()
 		if opts&^AppendExpectParent != 0 {
@@ -309,7 +309,7 @@ func DecodeHelloReply(p []byte) (HelloReply, error) {
 // AppendHead appends the encoding of h (CTX_CREATE, CTX_FORK and GET_HEAD
 // replies) to b.
 func AppendHead(b []byte, h persistence.Head) []byte {
-	b = append(append(b, h.Branch[:]...), h.Turn[:]...)
+	b = append(append(b, h.Branch[:]...), h.Node[:]...)
 	b = le.AppendUint64(b, h.Depth)
 	b = append(b, h.Base[:]...)
 	return le.AppendUint64(b, uint64(h.CreatedAt.UnixMilli()))
@@ -322,9 +322,9 @@ func DecodeHead(p []byte) (persistence.Head, error) {
 	return h, d.finish(MsgGetHead.Response())
 }
 
-// AppendTurn appends the TurnSize-byte encoding of t (the APPEND_TURN
+// AppendNode appends the TurnSize-byte encoding of t (the APPEND_TURN
 // reply, and each turn of a page) to b.
-func AppendTurn(b []byte, t persistence.Turn) []byte {
+func AppendNode(b []byte, t persistence.Node) []byte {
 	b = append(append(b, t.ID[:]...), t.Parent[:]...)
 	b = le.AppendUint64(b, t.Depth)
 	b = le.AppendUint64(b, t.TypeTag)
@@ -335,8 +335,8 @@ func AppendTurn(b []byte, t persistence.Turn) []byte {
 	return le.AppendUint64(b, t.OverlaySeq)
 }
 
-// DecodeTurn decodes an APPEND_TURN reply.
-func DecodeTurn(p []byte) (persistence.Turn, error) {
+// DecodeNode decodes an APPEND_TURN reply.
+func DecodeNode(p []byte) (persistence.Node, error) {
 	d := decoder{b: p}
 	t := d.turn()
 	return t, d.finish(MsgAppendTurn.Response())
@@ -347,9 +347,9 @@ func DecodeTurn(p []byte) (persistence.Turn, error) {
 //	next [16] | count u32 | turns [count × TurnSize]
 func AppendPage(b []byte, p persistence.Page) []byte {
 	b = append(b, p.Next[:]...)
-	b = le.AppendUint32(b, uint32(len(p.Turns)))
-	for _, t := range p.Turns {
-		b = AppendTurn(b, t)
+	b = le.AppendUint32(b, uint32(len(p.Nodes)))
+	for _, t := range p.Nodes {
+		b = AppendNode(b, t)
 	}
 	return b
 }
@@ -358,7 +358,7 @@ func AppendPage(b []byte, p persistence.Page) []byte {
 func DecodePage(p []byte) (persistence.Page, error) {
 	d := decoder{b: p}
 	pg := persistence.Page{Next: d.id()}
-	pg.Turns = d.turns()
+	pg.Nodes = d.turns()
 	return pg, d.finish(MsgGetLast.Response())
 }
 
@@ -372,9 +372,9 @@ func AppendRangePage(b []byte, p persistence.RangePage) []byte {
 		flags |= RangeEmpty
 	}
 	b = le.AppendUint32(b, flags)
-	b = le.AppendUint32(b, uint32(len(p.Turns)))
-	for _, t := range p.Turns {
-		b = AppendTurn(b, t)
+	b = le.AppendUint32(b, uint32(len(p.Nodes)))
+	for _, t := range p.Nodes {
+		b = AppendNode(b, t)
 	}
 	return b
 }
@@ -388,7 +388,7 @@ func DecodeRangePage(p []byte) (persistence.RangePage, error) {
 		d.fail("GET_RANGE_BY_DEPTH reply flags %#x: only bit 0 (empty) is defined", flags)
 	}
 	rp.Empty = flags&RangeEmpty != 0
-	rp.Turns = d.turns()
+	rp.Nodes = d.turns()
 	return rp, d.finish(MsgGetRangeByDepth.Response())
 }
 
@@ -552,14 +552,14 @@ func (d *decoder) token() string {
 func (d *decoder) millis() time.Time { return time.UnixMilli(int64(d.u64())) }
 
 func (d *decoder) head() persistence.Head {
-	h := persistence.Head{Branch: d.id(), Turn: d.id(), Depth: d.u64()}
+	h := persistence.Head{Branch: d.id(), Node: d.id(), Depth: d.u64()}
 	h.Base = d.id()
 	h.CreatedAt = d.millis()
 	return h
 }
 
-func (d *decoder) turn() persistence.Turn {
-	t := persistence.Turn{ID: d.id(), Parent: d.id(), Depth: d.u64(), TypeTag: d.u64()}
+func (d *decoder) turn() persistence.Node {
+	t := persistence.Node{ID: d.id(), Parent: d.id(), Depth: d.u64(), TypeTag: d.u64()}
 	t.Codec, t.Flags = d.u32(), d.u32()
 	t.PayloadHash = d.hash()
 	t.CreatedAt = d.millis()
@@ -567,7 +567,7 @@ func (d *decoder) turn() persistence.Turn {
 	return t
 }
 
-func (d *decoder) turns() []persistence.Turn {
+func (d *decoder) turns() []persistence.Node {
 	n := d.u32()
 	if d.err != nil {
 		return nil
@@ -579,7 +579,7 @@ func (d *decoder) turns() []persistence.Turn {
 	if n == 0 {
 		return nil
 	}
-	ts := make([]persistence.Turn, n)
+	ts := make([]persistence.Node, n)
 	for i := range ts {
 		ts[i] = d.turn()
 	}

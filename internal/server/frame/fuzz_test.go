@@ -78,13 +78,13 @@ func FuzzDecodeRequest(f *testing.F) {
 // FuzzDecodeResponse: the client's decoders never panic and re-encode
 // what they accept to the same bytes.
 func FuzzDecodeResponse(f *testing.F) {
-	turn := persistence.Turn{ID: seedTurn, Depth: 3, TypeTag: 1, Codec: 2, Flags: 3, CreatedAt: seedNow, OverlaySeq: 4}
-	head := persistence.Head{Branch: seedBranch, Turn: seedTurn, Depth: 3, CreatedAt: seedNow}
+	turn := persistence.Node{ID: seedTurn, Depth: 3, TypeTag: 1, Codec: 2, Flags: 3, CreatedAt: seedNow, OverlaySeq: 4}
+	head := persistence.Head{Branch: seedBranch, Node: seedTurn, Depth: 3, CreatedAt: seedNow}
 	f.Add(uint8(0), HelloReply{Version: 1, MaxFrame: 1 << 20, MaxPage: 100, MaxPayload: 1 << 10, Name: "ctxinf"}.AppendPayload(nil))
 	f.Add(uint8(1), AppendHead(nil, head))
-	f.Add(uint8(2), AppendTurn(nil, turn))
-	f.Add(uint8(3), AppendPage(nil, persistence.Page{Turns: []persistence.Turn{turn, turn}, Next: seedTurn}))
-	f.Add(uint8(4), AppendRangePage(nil, persistence.RangePage{Turns: []persistence.Turn{turn}, HeadDepth: 9}))
+	f.Add(uint8(2), AppendNode(nil, turn))
+	f.Add(uint8(3), AppendPage(nil, persistence.Page{Nodes: []persistence.Node{turn, turn}, Next: seedTurn}))
+	f.Add(uint8(4), AppendRangePage(nil, persistence.RangePage{Nodes: []persistence.Node{turn}, HeadDepth: 9}))
 	f.Add(uint8(5), AppendError(nil, &Error{Code: CodeHeadMismatch, Message: "head moved", Head: seedTurn}))
 	f.Fuzz(func(t *testing.T, which uint8, p []byte) {
 		var again []byte
@@ -102,11 +102,11 @@ func FuzzDecodeResponse(f *testing.F) {
 			}
 			again = AppendHead(nil, m)
 		case 2:
-			m, err := DecodeTurn(p)
+			m, err := DecodeNode(p)
 			if err != nil {
 				return
 			}
-			again = AppendTurn(nil, m)
+			again = AppendNode(nil, m)
 		case 3:
 			m, err := DecodePage(p)
 			if err != nil {
@@ -241,7 +241,7 @@ func checkAnswer(h Header, p []byte) error {
 	case MsgCtxCreate.Response(), MsgCtxFork.Response(), MsgGetHead.Response():
 		_, err = DecodeHead(p)
 	case MsgAppendTurn.Response():
-		_, err = DecodeTurn(p)
+		_, err = DecodeNode(p)
 	case MsgGetLast.Response(), MsgGetBefore.Response():
 		_, err = DecodePage(p)
 	case MsgGetRangeByDepth.Response():
@@ -258,7 +258,7 @@ func TestErrorForEveryStoreError(t *testing.T) {
 		code Code
 	}{
 		{persistence.ErrBranchNotFound, CodeBranchNotFound},
-		{persistence.ErrTurnNotFound, CodeTurnNotFound},
+		{persistence.ErrNodeNotFound, CodeTurnNotFound},
 		{persistence.ErrBlobNotFound, CodeBlobNotFound},
 		{persistence.ErrNotFound, CodeNotFound},
 		{persistence.ErrBranchExists, CodeBranchExists},

@@ -6,7 +6,7 @@
 // the server. docs/FRAME_PROTOCOL.md is the reference.
 //
 // Every id on the wire is one of the project's 16-byte ULIDs
-// (messages.BranchID, messages.TurnID) in its binary form; blob hashes are
+// (messages.BranchID, messages.NodeID) in its binary form; blob hashes are
 // 32-byte BLAKE3-256 digests (persistence.Hash).
 package frame
 
@@ -298,10 +298,10 @@ func MaxFrameFor(want int, maxPayload int64) int {
 }
 
 // MaxPageFor returns how many turns fit in one page answer of at most
-// maxFrame bytes, capped at persistence.MaxPageTurns.
+// maxFrame bytes, capped at persistence.MaxPageNodes.
 func MaxPageFor(maxFrame int) int {
 	n := (maxFrame - pageFixedSize) / TurnSize
-	return max(1, min(n, persistence.MaxPageTurns))
+	return max(1, min(n, persistence.MaxPageNodes))
 }
 
 // Code is the stable error code of an ERROR frame. Codes 0x01xx are
@@ -320,7 +320,7 @@ const (
 
 	CodeNotFound         Code = 0x0201 // persistence.ErrNotFound (another kind)
 	CodeBranchNotFound   Code = 0x0202 // persistence.ErrBranchNotFound
-	CodeTurnNotFound     Code = 0x0203 // persistence.ErrTurnNotFound
+	CodeTurnNotFound     Code = 0x0203 // persistence.ErrNodeNotFound
 	CodeBlobNotFound     Code = 0x0204 // persistence.ErrBlobNotFound
 	CodeBranchExists     Code = 0x0205 // persistence.ErrBranchExists
 	CodeHeadMismatch     Code = 0x0206 // persistence.ErrHeadMismatch; ErrorReply.Head is the actual head
@@ -373,7 +373,7 @@ type Error struct {
 	Code    Code
 	Message string
 	// Head is the branch's actual head for CodeHeadMismatch; zero otherwise.
-	Head messages.TurnID
+	Head messages.NodeID
 }
 
 func (e *Error) Error() string {
@@ -401,7 +401,7 @@ var codeSentinels = map[Code][]error{
 	CodeUnauthenticated:    {ErrUnauthenticated},
 	CodeNotFound:           {persistence.ErrNotFound},
 	CodeBranchNotFound:     {persistence.ErrBranchNotFound, persistence.ErrNotFound},
-	CodeTurnNotFound:       {persistence.ErrTurnNotFound, persistence.ErrNotFound},
+	CodeTurnNotFound:       {persistence.ErrNodeNotFound, persistence.ErrNotFound},
 	CodeBlobNotFound:       {persistence.ErrBlobNotFound, persistence.ErrNotFound},
 	CodeBranchExists:       {persistence.ErrBranchExists},
 	CodeHeadMismatch:       {persistence.ErrHeadMismatch},

@@ -112,11 +112,11 @@ type Options struct {
 
 // Tenancy tells which tenant owns a branch or a turn;
 // persistence.Database implements it. Each returns the store's own error for
-// one that does not exist (persistence.BranchNotFound, TurnNotFound),
+// one that does not exist (persistence.BranchNotFound, NodeNotFound),
 // and "" for one that is no tenant's.
 type Tenancy interface {
 	BranchTenant(ctx context.Context, branch messages.BranchID) (string, error)
-	TurnTenant(ctx context.Context, turn messages.TurnID) (string, error)
+	TurnTenant(ctx context.Context, turn messages.NodeID) (string, error)
 }
 
 // MaxSeenBlobs is how many payload hashes a connection scoped by
@@ -759,7 +759,7 @@ func (s *Server) answer(ctx context.Context, sc *scope, reqID uint64, req Reques
 	st := s.Store
 	maxPage := MaxPageFor(maxAnswer)
 	pageSize := func(limit uint32) int {
-		if limit > persistence.MaxPageTurns {
+		if limit > persistence.MaxPageNodes {
 			return int(limit) // the store reports the limit
 		}
 		return min(int(limit), maxPage)
@@ -790,7 +790,7 @@ func (s *Server) answer(ctx context.Context, sc *scope, reqID uint64, req Reques
 			if err != nil {
 				return nil, nil, err
 			}
-			at = h.Turn
+			at = h.Node
 		default:
 			if err := sc.ownTurn(ctx, m.At, "fork at turn: %w"); err != nil {
 				return nil, nil, err
@@ -821,7 +821,7 @@ func (s *Server) answer(ctx context.Context, sc *scope, reqID uint64, req Reques
 			return nil, nil, err
 		}
 		sc.sent(t)
-		return AppendFrame(buf, rt, reqID, func(b []byte) []byte { return AppendTurn(b, t) }), nil, nil
+		return AppendFrame(buf, rt, reqID, func(b []byte) []byte { return AppendNode(b, t) }), nil, nil
 	case LastRequest:
 		if err := sc.ownBranch(ctx, m.Branch); err != nil {
 			return nil, nil, err
@@ -830,7 +830,7 @@ func (s *Server) answer(ctx context.Context, sc *scope, reqID uint64, req Reques
 		if err != nil {
 			return nil, nil, err
 		}
-		sc.sent(p.Turns...)
+		sc.sent(p.Nodes...)
 		return AppendFrame(buf, rt, reqID, func(b []byte) []byte { return AppendPage(b, p) }), nil, nil
 	case BeforeRequest:
 		if err := sc.ownTurn(ctx, m.Before, "%w"); err != nil {
@@ -840,7 +840,7 @@ func (s *Server) answer(ctx context.Context, sc *scope, reqID uint64, req Reques
 		if err != nil {
 			return nil, nil, err
 		}
-		sc.sent(p.Turns...)
+		sc.sent(p.Nodes...)
 		return AppendFrame(buf, rt, reqID, func(b []byte) []byte { return AppendPage(b, p) }), nil, nil
 	case RangeRequest:
 		if err := sc.ownBranch(ctx, m.Branch); err != nil {
@@ -850,7 +850,7 @@ func (s *Server) answer(ctx context.Context, sc *scope, reqID uint64, req Reques
 		if err != nil {
 			return nil, nil, err
 		}
-		sc.sent(p.Turns...)
+		sc.sent(p.Nodes...)
 		return AppendFrame(buf, rt, reqID, func(b []byte) []byte { return AppendRangePage(b, p) }), nil, nil
 	case BlobRequest:
 		if !sc.wasSent(m.Hash) {
@@ -909,13 +909,13 @@ func (sc *scope) ownBranch(ctx context.Context, branch messages.BranchID) error 
 // ownTurn fails unless turn exists and is the scope's
 // tenant's; another tenant's is the error of a turn that does not
 // exist. format wraps the error (%w) as the store wraps it.
-func (sc *scope) ownTurn(ctx context.Context, turn messages.TurnID, format string) error {
+func (sc *scope) ownTurn(ctx context.Context, turn messages.NodeID, format string) error {
 	if sc == nil {
 		return nil
 	}
 	t, err := sc.t.TurnTenant(ctx, turn)
 	if err == nil && t != sc.tenant {
-		err = persistence.TurnNotFound(turn)
+		err = persistence.NodeNotFound(turn)
 	}
 	if err != nil {
 		return fmt.Errorf(format, err)
@@ -924,7 +924,7 @@ func (sc *scope) ownTurn(ctx context.Context, turn messages.TurnID, format strin
 }
 
 // sent remembers the payloads of turns about to be sent.
-func (sc *scope) sent(turns ...persistence.Turn) {
+func (sc *scope) sent(turns ...persistence.Node) {
 	if sc == nil || len(turns) == 0 {
 		return
 	}

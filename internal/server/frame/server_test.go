@@ -53,7 +53,7 @@ func dial(t testing.TB, s *frame.Server, opts client.Options) *client.Client {
 	return c
 }
 
-func turnsEqual(a, b persistence.Turn) bool {
+func turnsEqual(a, b persistence.Node) bool {
 	at, bt := a, b
 	at.CreatedAt, bt.CreatedAt = time.Time{}, time.Time{}
 	return at == bt && a.CreatedAt.Equal(b.CreatedAt)
@@ -65,7 +65,7 @@ func headsEqual(a, b persistence.Head) bool {
 	return at == bt && a.CreatedAt.Equal(b.CreatedAt)
 }
 
-func checkTurns(t *testing.T, what string, got, want []persistence.Turn) {
+func checkTurns(t *testing.T, what string, got, want []persistence.Node) {
 	t.Helper()
 	if len(got) != len(want) {
 		t.Fatalf("%s: %d turns, want %d", what, len(got), len(want))
@@ -104,7 +104,7 @@ func TestRoundTrips(t *testing.T) {
 	// Without a token the client speaks version 1, which every server reads.
 	if info.Version != 1 || info.Name != frame.ServerName ||
 		int(info.MaxFrame) != srv.EffectiveMaxFrame() || info.MaxPayload != persistence.DefaultMaxPayloadBytes ||
-		info.MaxPage != persistence.MaxPageTurns {
+		info.MaxPage != persistence.MaxPageNodes {
 		t.Fatalf("Server() = %+v", info)
 	}
 	if want := persistence.DefaultMaxPayloadBytes + frame.FrameOverhead; srv.EffectiveMaxFrame() != want {
@@ -123,7 +123,7 @@ func TestRoundTrips(t *testing.T) {
 		t.Fatalf("Head = %+v, %v; want %+v", got, err, h)
 	}
 
-	var turns []persistence.Turn
+	var turns []persistence.Node
 	for i := range 7 {
 		tr, err := c.Append(ctx, h.Branch, persistence.AppendRequest{
 			Payload: fmt.Appendf(nil, "turn %d %s", i, bytes.Repeat([]byte("x"), i*100)),
@@ -132,7 +132,7 @@ func TestRoundTrips(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		stored, err := db.Turn(ctx, tr.ID)
+		stored, err := db.Node(ctx, tr.ID)
 		if err != nil || !turnsEqual(tr, stored) {
 			t.Fatalf("Append = %+v; the store has %+v, %v", tr, stored, err)
 		}
@@ -142,7 +142,7 @@ func TestRoundTrips(t *testing.T) {
 		turns = append(turns, tr)
 	}
 	h, err = c.Head(ctx, h.Branch)
-	if err != nil || h.Turn != turns[6].ID || h.Depth != 6 {
+	if err != nil || h.Node != turns[6].ID || h.Depth != 6 {
 		t.Fatalf("Head after appends = %+v, %v; want turn %s at depth 6", h, err, turns[6].ID)
 	}
 
@@ -150,7 +150,7 @@ func TestRoundTrips(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkTurns(t, "GetLast(3)", last.Turns, turns[4:])
+	checkTurns(t, "GetLast(3)", last.Nodes, turns[4:])
 	if last.Next != turns[4].ID {
 		t.Fatalf("GetLast(3).Next = %s, want %s", last.Next, turns[4].ID)
 	}
@@ -158,7 +158,7 @@ func TestRoundTrips(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkTurns(t, "GetBefore", older.Turns, turns[:4])
+	checkTurns(t, "GetBefore", older.Nodes, turns[:4])
 	if !older.Next.IsZero() {
 		t.Fatalf("GetBefore reached the root but Next = %s", older.Next)
 	}
@@ -166,7 +166,7 @@ func TestRoundTrips(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkTurns(t, "GetRangeByDepth(2, 3)", rp.Turns, turns[2:5])
+	checkTurns(t, "GetRangeByDepth(2, 3)", rp.Nodes, turns[2:5])
 	if rp.HeadDepth != 6 || rp.Empty {
 		t.Fatalf("GetRangeByDepth = head depth %d, empty %v; want 6, false", rp.HeadDepth, rp.Empty)
 	}
@@ -181,7 +181,7 @@ func TestRoundTrips(t *testing.T) {
 	// CTX_CREATE at a turn, with the caller's id.
 	id := messages.NewID[messages.BranchID](time.Now())
 	based, err := c.CreateBranch(ctx, persistence.BranchSpec{ID: id, At: turns[2].ID})
-	if err != nil || based.Branch != id || based.Turn != turns[2].ID || based.Depth != 2 || based.Base != turns[2].ID {
+	if err != nil || based.Branch != id || based.Node != turns[2].ID || based.Depth != 2 || based.Base != turns[2].ID {
 		t.Fatalf("CreateBranch(at turn 2) = %+v, %v", based, err)
 	}
 	_, err = c.CreateBranch(ctx, persistence.BranchSpec{ID: id})
@@ -189,11 +189,11 @@ func TestRoundTrips(t *testing.T) {
 
 	// CTX_FORK at a turn and from another branch's head.
 	f1, err := c.Fork(ctx, client.ForkSpec{At: turns[3].ID})
-	if err != nil || f1.Turn != turns[3].ID || f1.Depth != 3 {
+	if err != nil || f1.Node != turns[3].ID || f1.Depth != 3 {
 		t.Fatalf("Fork(at turn 3) = %+v, %v", f1, err)
 	}
 	f2, err := c.Fork(ctx, client.ForkSpec{Source: h.Branch})
-	if err != nil || f2.Turn != turns[6].ID || f2.Branch == h.Branch {
+	if err != nil || f2.Node != turns[6].ID || f2.Branch == h.Branch {
 		t.Fatalf("Fork(source) = %+v, %v; want a new branch at %s", f2, err, turns[6].ID)
 	}
 	stored, err := db.Head(ctx, f2.Branch)
@@ -207,10 +207,10 @@ func TestRoundTrips(t *testing.T) {
 
 	// An empty branch pages and ranges as empty.
 	empty, _ := c.CreateBranch(ctx, persistence.BranchSpec{})
-	if p, err := c.GetLast(ctx, empty.Branch, 64); err != nil || len(p.Turns) != 0 || !p.Next.IsZero() {
+	if p, err := c.GetLast(ctx, empty.Branch, 64); err != nil || len(p.Nodes) != 0 || !p.Next.IsZero() {
 		t.Fatalf("GetLast(empty) = %+v, %v", p, err)
 	}
-	if rp, err := c.GetRangeByDepth(ctx, empty.Branch, 0, 10); err != nil || !rp.Empty || len(rp.Turns) != 0 {
+	if rp, err := c.GetRangeByDepth(ctx, empty.Branch, 0, 10); err != nil || !rp.Empty || len(rp.Nodes) != 0 {
 		t.Fatalf("GetRangeByDepth(empty) = %+v, %v", rp, err)
 	}
 }
@@ -220,7 +220,7 @@ func TestForkDoesNotSeeLaterParentAppends(t *testing.T) {
 	srv := startServer(t, openDB(t), frame.Options{})
 	c := dial(t, srv, client.Options{})
 	h, _ := c.CreateBranch(ctx, persistence.BranchSpec{})
-	var base []persistence.Turn
+	var base []persistence.Node
 	for i := range 3 {
 		tr, err := c.Append(ctx, h.Branch, persistence.AppendRequest{Payload: fmt.Appendf(nil, "p%d", i)})
 		if err != nil {
@@ -245,12 +245,12 @@ func TestForkDoesNotSeeLaterParentAppends(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkTurns(t, "fork history", p.Turns, append(base[:3:3], onFork))
+	checkTurns(t, "fork history", p.Nodes, append(base[:3:3], onFork))
 	pp, err := c.GetLast(ctx, h.Branch, 100)
-	if err != nil || len(pp.Turns) != 5 {
-		t.Fatalf("parent history = %d turns, %v; want 5", len(pp.Turns), err)
+	if err != nil || len(pp.Nodes) != 5 {
+		t.Fatalf("parent history = %d turns, %v; want 5", len(pp.Nodes), err)
 	}
-	for _, tr := range pp.Turns {
+	for _, tr := range pp.Nodes {
 		if tr.ID == onFork.ID {
 			t.Fatal("the parent branch sees the fork's turn")
 		}
@@ -272,8 +272,8 @@ func TestExpectParent(t *testing.T) {
 	if fe.Head != first.ID {
 		t.Fatalf("HEAD_MISMATCH head = %s, want the actual head %s", fe.Head, first.ID)
 	}
-	if got, _ := c.Head(ctx, h.Branch); got.Turn != first.ID {
-		t.Fatalf("a failed conditional append moved the head to %s", got.Turn)
+	if got, _ := c.Head(ctx, h.Branch); got.Node != first.ID {
+		t.Fatalf("a failed conditional append moved the head to %s", got.Node)
 	}
 	second, err := c.Append(ctx, h.Branch, persistence.AppendRequest{Payload: []byte("b"), ExpectParent: &first.ID})
 	if err != nil || second.Parent != first.ID {
@@ -301,7 +301,7 @@ func TestErrorCodes(t *testing.T) {
 		{"GetLast(unknown)", func() error { _, err := c.GetLast(ctx, unknownBranch, 5); return err },
 			client.CodeBranchNotFound, persistence.ErrNotFound},
 		{"GetBefore(unknown)", func() error { _, err := c.GetBefore(ctx, unknownTurn, 5); return err },
-			client.CodeTurnNotFound, persistence.ErrTurnNotFound},
+			client.CodeTurnNotFound, persistence.ErrNodeNotFound},
 		{"Fork(at unknown)", func() error { _, err := c.Fork(ctx, client.ForkSpec{At: unknownTurn}); return err },
 			client.CodeTurnNotFound, persistence.ErrNotFound},
 		{"GetBlob(unknown)", func() error { _, err := c.GetBlob(ctx, persistence.HashOf([]byte("nope"))); return err },
@@ -318,7 +318,7 @@ func TestErrorCodes(t *testing.T) {
 			_, err := c.Append(ctx, h.Branch, persistence.AppendRequest{Payload: []byte("x"), Flags: persistence.FlagPatched})
 			return err
 		}, client.CodeInvalidArgument, persistence.ErrInvalidArgument},
-		{"GetLast(limit over the store's)", func() error { _, err := c.GetLast(ctx, h.Branch, persistence.MaxPageTurns+1); return err },
+		{"GetLast(limit over the store's)", func() error { _, err := c.GetLast(ctx, h.Branch, persistence.MaxPageNodes+1); return err },
 			client.CodeInvalidArgument, persistence.ErrInvalidArgument},
 	}
 	for _, tt := range tests {
@@ -337,7 +337,7 @@ type gateStore struct {
 	release chan struct{}
 }
 
-func (g *gateStore) Append(ctx context.Context, b messages.BranchID, req persistence.AppendRequest) (persistence.Turn, error) {
+func (g *gateStore) Append(ctx context.Context, b messages.BranchID, req persistence.AppendRequest) (persistence.Node, error) {
 	g.entered <- struct{}{}
 	<-g.release
 	return g.Store.Append(ctx, b, req)
@@ -437,7 +437,7 @@ func TestPipelining(t *testing.T) {
 	close(gate.release)
 	if hd, p := c.read(); hd.ReqID != 1 || hd.Type != frame.MsgAppendTurn.Response() {
 		t.Fatalf("second answer = %s req %d, want APPEND_TURN's (req 1)", hd.Type, hd.ReqID)
-	} else if tr, err := frame.DecodeTurn(p); err != nil || tr.Depth != 0 {
+	} else if tr, err := frame.DecodeNode(p); err != nil || tr.Depth != 0 {
 		t.Fatalf("APPEND_TURN answer = %+v, %v", tr, err)
 	}
 	go func() { // later appends pass the gate at once
@@ -528,10 +528,10 @@ func TestClientConcurrent(t *testing.T) {
 	}
 	for w, b := range branches {
 		p, err := db.Last(ctx, b, 100)
-		if err != nil || len(p.Turns) != each {
-			t.Fatalf("branch of worker %d: %d turns, %v; want %d", w, len(p.Turns), err, each)
+		if err != nil || len(p.Nodes) != each {
+			t.Fatalf("branch of worker %d: %d turns, %v; want %d", w, len(p.Nodes), err, each)
 		}
-		for i, tr := range p.Turns {
+		for i, tr := range p.Nodes {
 			blob, _ := db.Blob(ctx, tr.PayloadHash)
 			if want := fmt.Sprintf("w%d-%d", w, i); string(blob) != want {
 				t.Fatalf("worker %d turn %d = %q, want %q", w, i, blob, want)
@@ -660,12 +660,12 @@ func TestSmallClientFrames(t *testing.T) {
 		}
 	}
 	p, err := c.GetLast(ctx, h.Branch, 1000)
-	if err != nil || len(p.Turns) != maxPage || p.Next.IsZero() {
-		t.Fatalf("GetLast(1000) = %d turns (next %q), %v; want %d and a cursor", len(p.Turns), p.Next, err, maxPage)
+	if err != nil || len(p.Nodes) != maxPage || p.Next.IsZero() {
+		t.Fatalf("GetLast(1000) = %d turns (next %q), %v; want %d and a cursor", len(p.Nodes), p.Next, err, maxPage)
 	}
 	rest, err := c.GetBefore(ctx, p.Next, 1000)
-	if err != nil || len(rest.Turns) != 5 || !rest.Next.IsZero() {
-		t.Fatalf("GetBefore = %d turns, %v; want the 5 older ones", len(rest.Turns), err)
+	if err != nil || len(rest.Nodes) != 5 || !rest.Next.IsZero() {
+		t.Fatalf("GetBefore = %d turns, %v; want the 5 older ones", len(rest.Nodes), err)
 	}
 	big, err := db.Append(ctx, h.Branch, persistence.AppendRequest{Payload: bytes.Repeat([]byte{7}, 10_000)})
 	if err != nil {

@@ -163,8 +163,8 @@ func TestTenancyScopesEveryFrame(t *testing.T) {
 		}
 	}
 	// Nothing of acme's changed, nothing of it was forked.
-	if p, err := a.GetLast(ctx, ha.Branch, 10); err != nil || len(p.Turns) != 2 {
-		t.Fatalf("acme's branch after globex's attempts: %d turns, %v; want 2", len(p.Turns), err)
+	if p, err := a.GetLast(ctx, ha.Branch, 10); err != nil || len(p.Nodes) != 2 {
+		t.Fatalf("acme's branch after globex's attempts: %d turns, %v; want 2", len(p.Nodes), err)
 	}
 
 	// globex's own branch works, and its blobs once sent to it.
@@ -199,9 +199,9 @@ func TestTenancyScopesEveryFrame(t *testing.T) {
 
 	// acme reads its own payloads; the default tenant's token sees the
 	// default tenant's branch and none of acme's.
-	if p, err := a.GetLast(ctx, ha.Branch, 10); err != nil || len(p.Turns) != 2 {
+	if p, err := a.GetLast(ctx, ha.Branch, 10); err != nil || len(p.Nodes) != 2 {
 		t.Fatal(err)
-	} else if blob, err := a.GetBlob(ctx, p.Turns[0].PayloadHash); err != nil || string(blob) != "acme secret one" {
+	} else if blob, err := a.GetBlob(ctx, p.Nodes[0].PayloadHash); err != nil || string(blob) != "acme secret one" {
 		t.Fatalf("acme GET_BLOB: %q, %v", blob, err)
 	}
 	d := dial(t, s, client.Options{Token: "tok-d"})
@@ -230,7 +230,7 @@ func TestNoTenancyUnchanged(t *testing.T) {
 		t.Fatal(err)
 	}
 	b := dial(t, s, client.Options{Token: "tok-b"})
-	if p, err := b.GetLast(ctx, h.Branch, 10); err != nil || len(p.Turns) != 1 {
+	if p, err := b.GetLast(ctx, h.Branch, 10); err != nil || len(p.Nodes) != 1 {
 		t.Fatalf("GET_LAST without tenancy: %v", err)
 	}
 	if p, err := b.GetBlob(ctx, tr.PayloadHash); err != nil || string(p) != "shared" {

@@ -6,41 +6,41 @@ import (
 	"github.com/contextinfinity/ctxinf/messages"
 )
 
-// TurnCache keeps decoded turn records. Turns are immutable, so entries are
+// NodeCache keeps decoded turn records. Turns are immutable, so entries are
 // never invalidated; only durable turns are ever put in. A full shard drops
 // about half of its entries (map order is random), which is cheap and good
 // enough for the access pattern of walking recent chains.
-type TurnCache struct {
-	shards   [64]turnShard
+type NodeCache struct {
+	shards   [64]nodeShard
 	perShard int
 }
 
-type turnShard struct {
+type nodeShard struct {
 	mu sync.RWMutex
-	m  map[messages.TurnID]TurnRecord
+	m  map[messages.NodeID]NodeRecord
 }
 
-// NewTurnCache returns a cache of about entries turn records (0: none).
-func NewTurnCache(entries int) *TurnCache {
-	c := &TurnCache{perShard: max(entries/64, 1)}
+// NewNodeCache returns a cache of about entries turn records (0: none).
+func NewNodeCache(entries int) *NodeCache {
+	c := &NodeCache{perShard: max(entries/64, 1)}
 	if entries <= 0 {
 		c.perShard = 0
 	}
 	for i := range c.shards {
-		c.shards[i].m = make(map[messages.TurnID]TurnRecord)
+		c.shards[i].m = make(map[messages.NodeID]NodeRecord)
 	}
 	return c
 }
 
-func (c *TurnCache) shard(id messages.TurnID) *turnShard {
+func (c *NodeCache) shard(id messages.NodeID) *nodeShard {
 	// The last ULID byte is random (or a monotonic counter's low bits).
 	return &c.shards[id[15]&63]
 }
 
 // Get returns the cached record of id.
-func (c *TurnCache) Get(id messages.TurnID) (TurnRecord, bool) {
+func (c *NodeCache) Get(id messages.NodeID) (NodeRecord, bool) {
 	if c.perShard == 0 {
-		return TurnRecord{}, false
+		return NodeRecord{}, false
 	}
 	s := c.shard(id)
 	s.mu.RLock()
@@ -50,7 +50,7 @@ func (c *TurnCache) Get(id messages.TurnID) (TurnRecord, bool) {
 }
 
 // Put caches r, a durable turn.
-func (c *TurnCache) Put(r TurnRecord) {
+func (c *NodeCache) Put(r NodeRecord) {
 	if c.perShard == 0 {
 		return
 	}
@@ -71,7 +71,7 @@ func (c *TurnCache) Put(r TurnRecord) {
 }
 
 // Drop forgets id: a turn deleted for good (purge.go).
-func (c *TurnCache) Drop(id messages.TurnID) {
+func (c *NodeCache) Drop(id messages.NodeID) {
 	if c.perShard == 0 {
 		return
 	}
