@@ -48,6 +48,11 @@ Commands:
                  session of N turns (format 2 with its states, or 1):
                  import time, a turn sent at once after it, and the time
                  until every imported turn is indexed (medians of R runs)
+  mcp [--turns N] [--calls C] [--k K] [--json]
+                 search_memory and get_context over stdio (ctxinf mcp's
+                 server on OS pipes, the Go SDK's client) on a branch of
+                 N generated turns, each beside the runtime call it makes
+                 (Runtime.Search, DebugNextContext), alternated: p50, p99
   stream [--branches N] [--turns T] [--deltas D] [--api A] [--json]
                  deltas/s from a fake model API on loopback through the
                  adapter, journal and branch to a subscriber; journal bytes
@@ -73,6 +78,7 @@ var commands = []cli.Command{
 	{Name: "context", Run: bench.Context},     // context assembly and its token savings on generated histories
 	{Name: "retrieval", Run: bench.Retrieval}, // ingest and query latency on generated conversations
 	{Name: "import", Run: bench.Import},       // import of generated sessions
+	{Name: "mcp", Run: bench.MCP},             // the MCP tools' latency over stdio on a long branch
 	{Name: "eval serve", Run: eval.Serve},     // the retriever of the project's LoCoMo evaluation (ctxeval/1)
 	{Name: "eval recall", Run: eval.Recall},   // what reaches the model: the LoCoMo evaluation of context recall
 }

@@ -112,3 +112,26 @@ func TestBenchContextJSON(t *testing.T) {
 		t.Errorf("keys %v, want exactly the seven", f)
 	}
 }
+
+// mcp at a small scale: every figure is measured, and positive.
+func TestBenchMCPJSON(t *testing.T) {
+	t.Parallel()
+	var out, errOut bytes.Buffer
+	args := []string{"mcp", "--json", "--turns", "200", "--calls", "5", "--dir", t.TempDir()}
+	if code := run(args, nil, &out, &errOut); code != 0 {
+		t.Fatalf("mcp exited %d: %s", code, errOut.String())
+	}
+	var got map[string]any
+	if err := json.Unmarshal(out.Bytes(), &got); err != nil {
+		t.Fatalf("output is not one JSON object: %v\n%s", err, out.String())
+	}
+	for _, k := range []string{"search_memory_p50_us", "search_memory_p99_us", "runtime_search_p50_us", "get_context_p50_us",
+		"get_context_p99_us", "runtime_next_context_p50_us", "get_context_tokens"} {
+		if v, ok := got[k].(float64); !ok || v <= 0 {
+			t.Errorf("%s = %v, want a positive measurement", k, got[k])
+		}
+	}
+	if got["turns"] != float64(200) || got["calls"] != float64(5) {
+		t.Errorf("turns, calls = %v, %v; want 200, 5", got["turns"], got["calls"])
+	}
+}

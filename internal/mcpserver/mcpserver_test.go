@@ -358,6 +358,10 @@ func exercise(t *testing.T, b *backend, cs *mcp.ClientSession, updates chan stri
 		}
 		TotalTokens int `json:"total_tokens"`
 	}
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "get_context", Arguments: map[string]any{"branch": s.Branch, "message": "Remind me of the staging database port?"}})
+	if err != nil || res.IsError || !strings.Contains(text(res), "## Pinned facts\n- Answer in English.") || !strings.Contains(text(res), "tokens of a") {
+		t.Fatalf("get_context's text = %q, %v; want the context to paste and its arithmetic", text(res), err)
+	}
 	call(t, cs, "get_context", map[string]any{"branch": s.Branch, "message": "Remind me of the staging database port?"}, &cx)
 	if !strings.Contains(cx.Text, "Answer in English.") || !slices.Equal(cx.Pinned, []string{"Answer in English."}) || cx.TotalTokens == 0 || len(cx.Sections) == 0 {
 		t.Fatalf("get_context = %+v", cx)
