@@ -205,3 +205,36 @@ func TestMCPStdioBinary(t *testing.T) {
 		cs.Close()
 	}
 }
+
+// A script that writes its requests to `ctxinf mcp` and closes stdin
+// gets every answer before the binary exits.
+func TestMCPStdioScript(t *testing.T) {
+	t.Parallel()
+	cmd := exec.Command(binary, "mcp")
+	cmd.Env = env(t.TempDir(), "CTX_STORE_DURABILITY=relaxed")
+	cmd.Stdin = strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"sh","version":"1"}}}
+{"jsonrpc":"2.0","method":"notifications/initialized"}
+{"jsonrpc":"2.0","id":2,"method":"tools/list"}
+{"jsonrpc":"2.0","id":"start","method":"tools/call","params":{"name":"start_conversation","arguments":{"title":"script"}}}
+`)
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("ctxinf mcp: %v", err)
+	}
+	answered := map[string]bool{}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		var m struct {
+			ID     json.RawMessage
+			Result json.RawMessage
+		}
+		if err := json.Unmarshal([]byte(line), &m); err != nil || m.Result == nil {
+			t.Fatalf("stdout line %q: %v, want a result", line, err)
+		}
+		answered[string(m.ID)] = true
+	}
+	for _, id := range []string{`1`, `2`, `"start"`} {
+		if !answered[id] {
+			t.Errorf("request %s: no answer before the binary exited; stdout:\n%s", id, out)
+		}
+	}
+}

@@ -54,15 +54,10 @@ func Run(e *cli.Env, args []string) error {
 		e.Log.Info().Str("server", api.URL()).Msg("mcp: serving stdio on the server's API")
 	}
 	s := mcpserver.New(mcpserver.Options{Version: e.Version, Client: func(http.Header) *client.Client { return api }})
-	err = s.MCP().Run(ctx, &sdk.IOTransport{Reader: io.NopCloser(e.Stdin), Writer: nopCloser{e.Stdout}})
+	d := newDrain(e.Stdin, e.Stdout)
+	err = s.MCP().Run(ctx, &sdk.IOTransport{Reader: io.NopCloser(d), Writer: d})
 	if errors.Is(err, io.EOF) || errors.Is(err, context.Canceled) {
 		return nil // the client closed stdin, or a signal
 	}
 	return err
 }
-
-// nopCloser is stdout as the transport's writer: closing the session
-// does not close the process's stdout.
-type nopCloser struct{ io.Writer }
-
-func (nopCloser) Close() error { return nil }
