@@ -717,20 +717,14 @@ func (r *Runtime) EachMessage(ctx context.Context, branch messages.BranchID, pag
 	return nil
 }
 
-// PartialOutput returns the text a step's stream journal recorded: after
-// a crash, the recovered, incomplete output of an interrupted turn.
-// A torn final line (a crash mid-write) is dropped and logged.
+// PartialOutput returns the text a step's stream journal recorded: what
+// was shown of a step that failed or was interrupted (the output a crash
+// cut off is Runtime.RecoveredOutput). A torn final line (a crash
+// mid-write) is dropped and logged.
 func (r *Runtime) PartialOutput(step messages.StepID) (text string, torn bool, err error) {
-	text, torn, err = PartialOutput(context.Background(), r.journals, step, r.db.Cipher())
+	entries, torn, err := persistence.ReadJournalIn(context.Background(), r.journals, step, r.db.Cipher())
 	if torn {
 		r.log.Warn().Str("step", step.String()).Msg("stream journal: dropped a torn final line")
 	}
-	return text, torn, err
-}
-
-// PartialOutput reads the journal of step in js, with the store's cipher
-// c (nil: the store is not encrypted).
-func PartialOutput(ctx context.Context, js persistence.JournalStore, step messages.StepID, c *persistence.Cipher) (string, bool, error) {
-	entries, torn, err := persistence.ReadJournalIn(ctx, js, step, c)
 	return persistence.JournalText(entries), torn, err
 }

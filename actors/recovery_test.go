@@ -71,6 +71,18 @@ func TestCrashMidStreamRecordsTheInterruptedStep(t *testing.T) {
 		*hist[0].PartialReply != rec {
 		t.Fatalf("history %+v, %v; want the user message carrying the recovered reply", hist, err)
 	}
+	// The report reads the same, from the row; and on a store whose
+	// recovery has not run (no row for the step), from its journal.
+	rep, err := BuildReport(bg, r.DB(), cfg.DataDir, 10)
+	if err != nil || len(rep.Sessions) != 1 || len(rep.Sessions[0].Branches) != 1 {
+		t.Fatalf("report %+v, %v", rep, err)
+	}
+	if last := rep.Sessions[0].Branches[0].LastTurns; len(last) != 1 || last[0].Partial != rec.Text || last[0].Torn != rec.Torn() {
+		t.Fatalf("report's last turns %+v; want the partial output %q", last, rec.Text)
+	}
+	if got, ok, err := recoveredOutput(bg, nil, r.journals, r.DB().Cipher(), turn, st.ID); err != nil || !ok || got != rec {
+		t.Fatalf("recoveredOutput before recovery = %+v, %v, %v; want %+v", got, ok, err, rec)
+	}
 
 	// The branch goes on; the partial reply never joins the transcript.
 	if _, last, _ := runTurn(t, r, b, "again"); last.Phase != messages.PhaseResponseFinalized {

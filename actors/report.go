@@ -158,8 +158,9 @@ func BuildReportOf(ctx context.Context, db persistence.Database, dataDir string,
 	return rep, err
 }
 
-// reportSteps fills in t's provider steps and, for a turn that never got
-// its response, the partial output its journal recovered.
+// reportSteps fills in t's provider steps and the output a crash cut
+// off of one of them (recoveredOutput; on a store whose recovery has not
+// run, read from the journals).
 func reportSteps(ctx context.Context, db persistence.Database, journals persistence.JournalStore, t *ReportTurn) error {
 	rows, err := db.Steps(ctx, t.ID)
 	if err != nil {
@@ -174,8 +175,10 @@ func reportSteps(ctx context.Context, db persistence.Database, journals persiste
 		}
 		t.Steps = append(t.Steps, st)
 	}
-	if !t.Step.IsZero() && t.Reply.IsZero() {
-		t.Partial, t.Torn, _ = PartialOutput(ctx, journals, t.Step, db.Cipher())
+	// A journal that does not read leaves the turn without its output
+	// rather than the report unread.
+	if rec, ok, err := recoveredOutput(ctx, rows, journals, db.Cipher(), t.ID, t.Step); err == nil && ok {
+		t.Partial, t.Torn = rec.Text, rec.Torn()
 	}
 	return nil
 }

@@ -336,9 +336,13 @@ func TurnInfo(ctx context.Context, rt *actors.Runtime, branch messages.BranchID,
 			Outcome: st.Outcome, InputTokens: st.InputTokens, OutputTokens: st.OutputTokens,
 			CacheReadTokens: st.CacheReadTokens, CacheWriteTokens: st.CacheWriteTokens, Displayed: st.Displayed, Durable: st.Durable,
 			Interrupted: st.Interrupted})
-		if st.Interrupted {
-			out.Partial = partialOutput(&actors.Recovered{Turn: turn, Step: st.ID, Text: st.Partial, Displayed: st.Displayed, Durable: st.Durable})
-		}
+	}
+	rec, ok, err := rt.RecoveredOutput(ctx, turn)
+	if err != nil {
+		return api.TurnInfo{}, err
+	}
+	if ok {
+		out.Partial = partialOutput(&rec)
 	}
 	return out, nil
 }
