@@ -187,6 +187,7 @@ func TestRecordByIdempotencyKey(t *testing.T) {
 	dir := t.TempDir()
 	cfg := testConfig(t, dir, newEvents())
 	cfg.Provider = fake.New(fake.Step{Reply: "submitted"})
+	cfg.Store.Limits.MaxPayloadBytes = 64 << 10
 	r := openRuntime(t, cfg)
 	_, b, err := r.CreateSession(bg, "record")
 	if err != nil {
@@ -231,6 +232,12 @@ func TestRecordByIdempotencyKey(t *testing.T) {
 	after, repeat, err := r.Record(bg, b.ID, x("where is the key?", "under the mat"), RecordOptions{Key: "r1"})
 	if err != nil || !repeat || after != first {
 		t.Fatalf("Record after a restart = %+v, %v, %v; want %+v, a repeat", after, repeat, err, first)
+	}
+	for _, key := range []string{"", "big"} {
+		if _, _, err := r.Record(bg, b.ID, x("big", strings.Repeat("x", 65<<10)), RecordOptions{Key: key}); !errors.Is(err, persistence.ErrInvalidArgument) ||
+			!strings.Contains(err.Error(), "reply is") {
+			t.Fatalf("a reply over the payload limit (key %q) = %v, want ErrInvalidArgument naming reply", key, err)
+		}
 	}
 	if info, err := r.Inspect(bg, b.ID); err != nil || info.TurnSeq != 4 {
 		t.Fatalf("turn seq %d, %v; want 4", info.TurnSeq, err)

@@ -858,13 +858,6 @@ type RecordOptions struct {
 // turn: Import of one exchange, with an idempotency key. It returns the
 // turn and whether it was recorded before, under o.Key.
 func (r *Runtime) Record(ctx context.Context, branch messages.BranchID, x Exchange, o RecordOptions) (messages.PendingTurn, bool, error) {
-	if o.Key == "" {
-		ids, err := r.Import(ctx, branch, []Exchange{x})
-		if err != nil {
-			return messages.PendingTurn{}, false, err
-		}
-		return ids[0], false, nil
-	}
 	user, err := x.User.MarshalJSON()
 	if err != nil {
 		return messages.PendingTurn{}, false, fmt.Errorf("user: %w", err)
@@ -872,6 +865,21 @@ func (r *Runtime) Record(ctx context.Context, branch messages.BranchID, x Exchan
 	reply, err := x.Reply.MarshalJSON()
 	if err != nil {
 		return messages.PendingTurn{}, false, fmt.Errorf("reply: %w", err)
+	}
+	for _, p := range []struct {
+		field string
+		n     int
+	}{{"user", len(user)}, {"reply", len(reply)}} {
+		if err := r.db.CheckPayload(p.field, p.n); err != nil {
+			return messages.PendingTurn{}, false, err
+		}
+	}
+	if o.Key == "" {
+		ids, err := r.Import(ctx, branch, []Exchange{x})
+		if err != nil {
+			return messages.PendingTurn{}, false, err
+		}
+		return ids[0], false, nil
 	}
 	hash := keyHash("record", string(user), string(reply))
 	row, found, release, err := r.ClaimKey(ctx, persistence.ScopeTurn, branch, o.Key, hash)
