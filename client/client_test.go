@@ -18,6 +18,7 @@ import (
 	"github.com/contextinfinity/ctxinf/actors"
 	"github.com/contextinfinity/ctxinf/api"
 	"github.com/contextinfinity/ctxinf/client"
+	"github.com/contextinfinity/ctxinf/internal/config"
 	"github.com/contextinfinity/ctxinf/internal/core"
 	"github.com/contextinfinity/ctxinf/internal/server"
 	"github.com/contextinfinity/ctxinf/internal/wiring"
@@ -29,14 +30,17 @@ import (
 	"github.com/contextinfinity/ctxinf/providers/local"
 )
 
-func serve(t *testing.T, opts server.Options) string {
+// serve starts a server over a runtime of its own, configured as
+// config.yaml configures one but for its tokens (none: no
+// authentication), and returns its URL.
+func serve(t *testing.T, tokens ...string) string {
 	t.Helper()
-	return serveWith(t, opts, nil)
+	return serveWith(t, tokens, nil)
 }
 
 // serveWith is serve with the runtime's configuration changed by edit,
 // if not nil.
-func serveWith(t *testing.T, opts server.Options, edit func(*actors.Config)) string {
+func serveWith(t *testing.T, tokens []string, edit func(*actors.Config)) string {
 	t.Helper()
 	store := badgerdb.TestOptions("")
 	store.Durability = persistence.DurabilityRelaxed
@@ -50,7 +54,14 @@ func serveWith(t *testing.T, opts server.Options, edit func(*actors.Config)) str
 	if err != nil {
 		t.Fatal(err)
 	}
-	ts := httptest.NewServer(server.New(rt, opts))
+	opts := server.OptionsOf(config.Default().Server)
+	opts.Tokens = tokens
+	s, err := server.New(rt, opts)
+	if err != nil {
+		rt.Close()
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(s)
 	t.Cleanup(func() {
 		ts.Close()
 		rt.Close()
@@ -60,7 +71,7 @@ func serveWith(t *testing.T, opts server.Options, edit func(*actors.Config)) str
 
 func TestClient(t *testing.T) {
 	ctx := context.Background()
-	c := client.New(serve(t, server.Options{Tokens: []string{"tok"}}), client.WithToken("tok"))
+	c := client.New(serve(t, "tok"), client.WithToken("tok"))
 	sess, b, err := c.CreateSession(ctx, "client test")
 	if err != nil || sess.Title != "client test" {
 		t.Fatal(sess, err)
@@ -156,7 +167,7 @@ func TestClient(t *testing.T) {
 }
 
 func TestClientAuthError(t *testing.T) {
-	c := client.New(serve(t, server.Options{Tokens: []string{"tok"}}), client.WithToken("wrong"))
+	c := client.New(serve(t, "tok"), client.WithToken("wrong"))
 	_, err := c.Sessions(context.Background())
 	var e *client.Error
 	if !errorsAs(err, &e) || e.Status != 401 || e.Code != "unauthorized" {
@@ -175,7 +186,7 @@ func TestClientFailedTurns(t *testing.T) {
 	defer close(block)
 	f := fake.New(fake.Step{}, fake.Step{Err: unauthorized}, fake.Step{Err: unauthorized},
 		fake.Step{Block: block}, fake.Step{Block: block}).WithContextLimit(600)
-	c := client.New(serveWith(t, server.Options{}, func(cfg *actors.Config) {
+	c := client.New(serveWith(t, nil, func(cfg *actors.Config) {
 		cfg.Provider, cfg.MaxOutputTokens, cfg.SafetyMargin = f, 100, 10
 	}))
 	_, b, err := c.CreateSession(ctx, "failing")
@@ -322,7 +333,7 @@ func ExampleClient_Stream() {
 // Pins are listed, unpinned and edited by id over HTTP; limits and
 // unknown ids are errors naming them, and store nothing.
 func TestClientPins(t *testing.T) {
-	base := serveWith(t, server.Options{}, func(cfg *actors.Config) {
+	base := serveWith(t, nil, func(cfg *actors.Config) {
 		cfg.Pins = core.PinLimits{MaxPins: 2, MaxBytes: 100}
 	})
 	c := client.New(base)
@@ -374,7 +385,7 @@ func TestClientPins(t *testing.T) {
 func TestClientSessionsWhere(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	url := serve(t, server.Options{})
+	url := serve(t)
 	c := client.New(url)
 	if _, _, err := c.CreateSession(ctx, "through the API"); err != nil {
 		t.Fatal(err)

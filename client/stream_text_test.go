@@ -7,7 +7,6 @@ import (
 
 	"github.com/contextinfinity/ctxinf/actors"
 	"github.com/contextinfinity/ctxinf/client"
-	"github.com/contextinfinity/ctxinf/internal/server"
 	"github.com/contextinfinity/ctxinf/persistence"
 	"github.com/contextinfinity/ctxinf/providers/fake"
 )
@@ -20,7 +19,7 @@ import (
 func TestStreamCarriesTextCounters(t *testing.T) {
 	ctx := context.Background()
 	const reply = "every word streams before it is durable"
-	url := serveWith(t, server.Options{}, func(cfg *actors.Config) {
+	url := serveWith(t, nil, func(cfg *actors.Config) {
 		cfg.Journal = persistence.JournalPolicy{FlushInterval: time.Hour, FlushBytes: 1, FsyncInterval: time.Hour}
 		cfg.Provider = fake.New(fake.Step{Reply: reply}, fake.Step{Reply: reply})
 	})

@@ -72,7 +72,7 @@ var layers = []struct {
 	{"client/frame", "the frame client speaks the frame protocol", []string{"messages", "persistence", "internal/server/frame"}},
 	{"client/...", "client is the HTTP API's Go client", []string{"messages", "api/...", "client/..."}},
 	{"internal/server/...", "the HTTP server is a surface", []string{
-		"messages", "internal/core", "internal/retrieval", "internal/auth", "persistence",
+		"messages", "internal/core", "internal/retrieval", "internal/auth", "internal/config", "persistence",
 		"providers", "providers/tokens", "actors/...", "api/...", "export", "internal/server/...",
 	}},
 	{"internal/mcpserver/...", "the MCP server is a surface over the HTTP API's client", []string{

@@ -16,6 +16,7 @@ import (
 
 	"github.com/contextinfinity/ctxinf/actors"
 	"github.com/contextinfinity/ctxinf/client"
+	"github.com/contextinfinity/ctxinf/internal/config"
 	"github.com/contextinfinity/ctxinf/internal/mcpserver"
 	"github.com/contextinfinity/ctxinf/internal/server"
 	"github.com/contextinfinity/ctxinf/internal/wiring"
@@ -35,7 +36,10 @@ type backend struct {
 	api *server.Server
 }
 
-func newBackend(t *testing.T, opts server.Options) *backend {
+// newBackend is a backend whose server takes config.yaml's options
+// (server.OptionsOf(config.Default().Server)) with the tokens and
+// tenants of auth.
+func newBackend(t *testing.T, auth server.Options) *backend {
 	t.Helper()
 	store := badgerdb.TestOptions("")
 	store.Durability = persistence.DurabilityRelaxed
@@ -46,7 +50,13 @@ func newBackend(t *testing.T, opts server.Options) *backend {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { rt.Close() })
-	return &backend{rt: rt, api: server.New(rt, opts)}
+	opts := server.OptionsOf(config.Default().Server)
+	opts.Tokens, opts.Tenants = auth.Tokens, auth.Tenants
+	api, err := server.New(rt, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &backend{rt: rt, api: api}
 }
 
 // stdio connects an SDK client to the server over the stdio transport's

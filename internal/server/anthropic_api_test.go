@@ -403,10 +403,12 @@ func TestAnthropicMessagesAuth(t *testing.T) {
 // proxy does not queue, and past its queue 429 rate_limit_error.
 func TestAnthropicMessagesBusy(t *testing.T) {
 	t.Parallel()
-	for _, queue := range []int{-1, 1} {
+	for _, queue := range []int{0, 1} {
 		t.Run(fmt.Sprintf("queue=%d", queue), func(t *testing.T) {
 			block := make(chan struct{})
-			ts := newTestServerWith(t, Options{ProxyQueue: queue}, 0, func(c *actors.Config) {
+			opts := testOptions(Options{})
+			opts.ProxyQueue = queue
+			ts := newTestServerOpts(t, opts, 0, func(c *actors.Config) {
 				c.Provider = fake.New(fake.Step{Reply: "first", Block: block}, fake.Step{Reply: "next"})
 			})
 			srv := ts.Config.Handler.(*Server)

@@ -39,7 +39,7 @@ func openServerAt(t *testing.T, dir string) (*testServer, func()) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ts := &testServer{Server: httptest.NewServer(New(rt, Options{})), rt: rt}
+	ts := &testServer{Server: httptest.NewServer(mustNew(t, rt, Options{})), rt: rt}
 	var once sync.Once
 	stop := func() {
 		once.Do(func() {

@@ -119,7 +119,7 @@ func (ps *proxyQueues) enter(ctx context.Context, b messages.BranchID, limit int
 // again until the wait runs out.
 func (s *Server) proxyRun(r *http.Request, b messages.BranchID, submit func(context.Context) (*actors.TurnStream, error)) (*actors.TurnStream, func(), error) {
 	limit, wait := s.opts.ProxyQueue, s.opts.ProxyQueueWait
-	if limit < 0 { // no queue: a busy branch is 409 at once
+	if limit == 0 { // no queue: a busy branch is 409 at once
 		st, err := submit(r.Context())
 		return st, func() {}, err
 	}

@@ -96,7 +96,9 @@ func (c spacedConn) Write(p []byte) (int, error) {
 func TestProxySelectsTheNamedModel(t *testing.T) {
 	t.Parallel()
 	// No queue: a request while a turn runs is refused (409), not queued.
-	ts := newTestServerWith(t, Options{ProxyQueue: -1}, 0, func(c *actors.Config) {
+	noQueue := testOptions(Options{})
+	noQueue.ProxyQueue = 0
+	ts := newTestServerOpts(t, noQueue, 0, func(c *actors.Config) {
 		c.Models = map[string]actors.Model{
 			"quick": {Provider: c.Provider, ID: "local"},
 			"slow":  {Provider: local.New(local.Options{Delay: 20 * time.Millisecond}), ID: "local"},

@@ -24,13 +24,17 @@ import (
 	"github.com/contextinfinity/ctxinf/actors"
 	"github.com/contextinfinity/ctxinf/api"
 	"github.com/contextinfinity/ctxinf/internal/auth"
+	"github.com/contextinfinity/ctxinf/internal/config"
 	"github.com/contextinfinity/ctxinf/persistence"
 )
 
-// Options configure a Server. Zero values take the defaults.
+// Options configure a Server. New takes no defaults of its own:
+// OptionsOf maps the configuration's server section (whose defaults are
+// internal/config.Default's) onto them, and New refuses a limit left
+// unset.
 type Options struct {
-	// Addr is where ListenAndServe listens (default 127.0.0.1:8080). An
-	// address that is not loopback is refused unless Tokens is set.
+	// Addr is where Listen listens. An address that is not loopback is
+	// refused unless Tokens is set.
 	Addr string
 	// Tokens are the bearer tokens a request must carry
 	// ("Authorization: Bearer <token>", or "x-api-key: <token>" as the
@@ -41,16 +45,15 @@ type Options struct {
 	// Tenants are the other tenants and their tokens: a token's requests
 	// see the sessions of its tenant only (see Tenant).
 	Tenants []Tenant
-	// MaxBodyBytes bounds a request body (default 8 MiB).
+	// MaxBodyBytes bounds a request body.
 	MaxBodyBytes int64
 	// MaxInFlight bounds the requests handled at once; more get 429 with
-	// Retry-After (default 1024).
+	// Retry-After.
 	MaxInFlight int
-	// ReadHeaderTimeout and IdleTimeout bound slow clients (defaults 10 s
-	// and 2 minutes); ReadBodyTimeout is how long a request's body may
-	// take to arrive once its headers have (default 30 s): a body not
-	// complete by then is answered 408 (request_timeout) and its slot of
-	// MaxInFlight freed.
+	// ReadHeaderTimeout and IdleTimeout bound slow clients;
+	// ReadBodyTimeout is how long a request's body may take to arrive
+	// once its headers have: a body not complete by then is answered 408
+	// (request_timeout) and its slot of MaxInFlight freed.
 	ReadHeaderTimeout time.Duration
 	IdleTimeout       time.Duration
 	ReadBodyTimeout   time.Duration
@@ -70,19 +73,55 @@ type Options struct {
 	// ProxyCommitWithin is how long a proxied turn may hold the commit
 	// of its acceptance for its response's (Runtime.SubmitDeferred):
 	// the OpenAI APIs tell a client nothing before the response ends.
-	// 0 means 50 ms; a negative value commits it at once.
+	// 0 commits it at once.
 	ProxyCommitWithin time.Duration
 	// ProxyQueue is how many proxied requests may wait for the turns of
-	// their conversation before them to end (default 16); past it they
-	// get 429. A negative value queues none: a conversation with a turn
-	// running answers 409 with Retry-After, as the HTTP API does.
-	// ProxyQueueWait bounds a request's wait (default 5 minutes); past
-	// it, 409 with Retry-After.
+	// their conversation before them to end; past it they get 429. 0
+	// queues none: a conversation with a turn running answers 409 with
+	// Retry-After, as the HTTP API does. ProxyQueueWait bounds a
+	// request's wait; past it, 409 with Retry-After.
 	ProxyQueue     int
 	ProxyQueueWait time.Duration
 	// ProxyMaxImport is how many earlier exchanges one proxied request
-	// may bring into a conversation (default 500); more is 413.
+	// may bring into a conversation; more is 413.
 	ProxyMaxImport int
+}
+
+// OptionsOf maps the server section of the configuration onto a
+// server's options: its address and limits. What the section names
+// outside itself (the tokens in tokens_env and each tenant's variable)
+// and what is not configuration (Log, Forward, Metrics) stay unset; the
+// frame protocol's address and the shutdown's drain are the command's.
+func OptionsOf(c config.ServerConfig) Options {
+	return Options{Addr: c.Addr, MaxBodyBytes: c.MaxBodyBytes, MaxInFlight: c.MaxInFlight,
+		ReadHeaderTimeout: c.ReadHeaderTimeout, IdleTimeout: c.IdleTimeout, ReadBodyTimeout: c.ReadBodyTimeout,
+		ProxyCommitWithin: c.ProxyCommitWithin, ProxyQueue: c.ProxyQueue, ProxyQueueWait: c.ProxyQueueWait,
+		ProxyMaxImport: c.ProxyMaxImport}
+}
+
+// check reports every limit of o that is unset or out of range, each
+// naming its field.
+func (o Options) check() error {
+	var errs []error
+	positive := func(field string, ok bool, v any) {
+		if !ok {
+			errs = append(errs, fmt.Errorf("server: Options.%s: %v, want more than 0", field, v))
+		}
+	}
+	positive("MaxBodyBytes", o.MaxBodyBytes > 0, o.MaxBodyBytes)
+	positive("MaxInFlight", o.MaxInFlight > 0, o.MaxInFlight)
+	positive("ReadHeaderTimeout", o.ReadHeaderTimeout > 0, o.ReadHeaderTimeout)
+	positive("IdleTimeout", o.IdleTimeout > 0, o.IdleTimeout)
+	positive("ReadBodyTimeout", o.ReadBodyTimeout > 0, o.ReadBodyTimeout)
+	positive("ProxyQueueWait", o.ProxyQueueWait > 0, o.ProxyQueueWait)
+	positive("ProxyMaxImport", o.ProxyMaxImport > 0, o.ProxyMaxImport)
+	if o.ProxyCommitWithin < 0 {
+		errs = append(errs, fmt.Errorf("server: Options.ProxyCommitWithin: %v, want 0 (at once) or more", o.ProxyCommitWithin))
+	}
+	if o.ProxyQueue < 0 {
+		errs = append(errs, fmt.Errorf("server: Options.ProxyQueue: %d, want 0 (no queue) or more", o.ProxyQueue))
+	}
+	return errors.Join(errs...)
 }
 
 // Server serves the API over a runtime.
@@ -148,42 +187,17 @@ var routes = []route{
 	{"POST", anthropicMessagesPath + "/count_tokens", (*Server).anthropicCountTokens},
 }
 
-// New returns a server over rt. The runtime has recovered when it is
-// open (actors.Open reconciles before it returns), so the server is
-// ready at once; SetReady(false) marks it unready (shutting down).
-func New(rt *actors.Runtime, opts Options) *Server {
-	if opts.Addr == "" {
-		opts.Addr = "127.0.0.1:8080"
-	}
-	if opts.MaxBodyBytes <= 0 {
-		opts.MaxBodyBytes = 8 << 20
-	}
-	if opts.MaxInFlight <= 0 {
-		opts.MaxInFlight = 1024
-	}
-	if opts.ReadHeaderTimeout <= 0 {
-		opts.ReadHeaderTimeout = 10 * time.Second
-	}
-	if opts.IdleTimeout <= 0 {
-		opts.IdleTimeout = 2 * time.Minute
-	}
-	if opts.ReadBodyTimeout <= 0 {
-		opts.ReadBodyTimeout = 30 * time.Second
+// New returns a server over rt, or an error naming each limit of opts
+// that is unset or out of range (OptionsOf sets them all from the
+// configuration). The runtime has recovered when it is open (actors.Open
+// reconciles before it returns), so the server is ready at once;
+// SetReady(false) marks it unready (shutting down).
+func New(rt *actors.Runtime, opts Options) (*Server, error) {
+	if err := opts.check(); err != nil {
+		return nil, err
 	}
 	if opts.Metrics == nil {
 		opts.Metrics = NewMetrics()
-	}
-	if opts.ProxyCommitWithin == 0 {
-		opts.ProxyCommitWithin = 50 * time.Millisecond
-	}
-	if opts.ProxyQueue == 0 {
-		opts.ProxyQueue = 16
-	}
-	if opts.ProxyQueueWait <= 0 {
-		opts.ProxyQueueWait = 5 * time.Minute
-	}
-	if opts.ProxyMaxImport <= 0 {
-		opts.ProxyMaxImport = 500
 	}
 	s := &Server{rt: rt, opts: opts, mux: http.NewServeMux()}
 	s.tokens, s.tenantsErr = TokenTable(opts)
@@ -193,7 +207,7 @@ func New(rt *actors.Runtime, opts Options) *Server {
 	}
 	s.mux.HandleFunc("/", s.noRoute)
 	s.ready.Store(true)
-	return s
+	return s, nil
 }
 
 // instrument serves route name with h: an error h returns is answered

@@ -23,6 +23,7 @@ import (
 	"github.com/contextinfinity/ctxinf/actors"
 	"github.com/contextinfinity/ctxinf/api"
 	"github.com/contextinfinity/ctxinf/client"
+	"github.com/contextinfinity/ctxinf/internal/config"
 	"github.com/contextinfinity/ctxinf/internal/core"
 	"github.com/contextinfinity/ctxinf/internal/wiring"
 	"github.com/contextinfinity/ctxinf/persistence"
@@ -205,6 +206,37 @@ func newTestServer(t *testing.T, opts Options, delay time.Duration) *testServer 
 // changed by edit, if not nil.
 func newTestServerWith(t *testing.T, opts Options, delay time.Duration, edit func(*actors.Config)) *testServer {
 	t.Helper()
+	return newTestServerOpts(t, testOptions(opts), delay, edit)
+}
+
+// testOptions are the server's options of config.yaml's defaults
+// (OptionsOf(config.Default().Server)) with the fields over sets (those
+// not zero) in their place.
+func testOptions(over Options) Options {
+	opts := OptionsOf(config.Default().Server)
+	o, v := reflect.ValueOf(&opts).Elem(), reflect.ValueOf(over)
+	for i := range v.NumField() {
+		if !v.Field(i).IsZero() {
+			o.Field(i).Set(v.Field(i))
+		}
+	}
+	return opts
+}
+
+// mustNew is New over rt with testOptions(over).
+func mustNew(t *testing.T, rt *actors.Runtime, over Options) *Server {
+	t.Helper()
+	s, err := New(rt, testOptions(over))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// newTestServerOpts is newTestServerWith with the server's options opts
+// as they are.
+func newTestServerOpts(t *testing.T, opts Options, delay time.Duration, edit func(*actors.Config)) *testServer {
+	t.Helper()
 	store := badgerdb.TestOptions("")
 	store.Durability = persistence.DurabilityRelaxed
 	cfg := actors.Config{DataDir: t.TempDir(), Store: store,
@@ -222,7 +254,12 @@ func newTestServerWith(t *testing.T, opts Options, delay time.Duration, edit fun
 		t.Fatal(err)
 	}
 	opts.Metrics.Runtime(rt)
-	ts := &testServer{Server: httptest.NewServer(New(rt, opts)), rt: rt}
+	s, err := New(rt, opts)
+	if err != nil {
+		rt.Close()
+		t.Fatal(err)
+	}
+	ts := &testServer{Server: httptest.NewServer(s), rt: rt}
 	t.Cleanup(func() {
 		ts.Close()
 		rt.Close()
@@ -516,11 +553,11 @@ func TestAPIAuthAndBind(t *testing.T) {
 	if st := ts.call(t, "GET", "/healthz", nil, nil); st != 200 {
 		t.Errorf("health needs no token: %d", st)
 	}
-	s := New(ts.rt, Options{Addr: "0.0.0.0:0"})
+	s := mustNew(t, ts.rt, Options{Addr: "0.0.0.0:0"})
 	if _, err := s.Listen(); !errors.Is(err, ErrPublicBind) {
 		t.Errorf("binding 0.0.0.0 without tokens: %v", err)
 	}
-	s = New(ts.rt, Options{Addr: "127.0.0.1:0"})
+	s = mustNew(t, ts.rt, Options{Addr: "127.0.0.1:0"})
 	l, err := s.Listen()
 	if err != nil {
 		t.Fatal(err)
@@ -627,5 +664,56 @@ func TestAbortedRequestsAreCounted(t *testing.T) {
 	}
 	if n := testutil.ToFloat64(m.httpRequests.WithLabelValues("GET /cut", "200")); n != 0 {
 		t.Errorf("the aborted request was also counted as 200 (%v)", n)
+	}
+}
+
+// New takes no defaults: options with a limit unset or out of range are
+// refused, each such field named; config.yaml's defaults (OptionsOf) are
+// accepted.
+func TestNewRefusesUnsetLimits(t *testing.T) {
+	t.Parallel()
+	_, err := New(nil, Options{ProxyQueue: -1, ProxyCommitWithin: -time.Second})
+	if err == nil {
+		t.Fatal("New(Options{}) = nil error, want the unset limits named")
+	}
+	for _, field := range []string{"MaxBodyBytes", "MaxInFlight", "ReadHeaderTimeout", "IdleTimeout", "ReadBodyTimeout",
+		"ProxyQueueWait", "ProxyMaxImport", "ProxyQueue", "ProxyCommitWithin"} {
+		if !strings.Contains(err.Error(), "Options."+field+":") {
+			t.Errorf("New(Options{}) = %v, want it to name %s", err, field)
+		}
+	}
+	if _, err := New(nil, OptionsOf(config.Default().Server)); err != nil {
+		t.Errorf("New(OptionsOf(config.Default().Server)) = %v, want nil", err)
+	}
+}
+
+// OptionsOf maps every key of the server section but those the command
+// resolves itself (the tokens' variables, the frame protocol's address,
+// the drain of a shutdown): a key added to config.ServerConfig and not
+// mapped fails here.
+func TestOptionsOfMapsTheServerSection(t *testing.T) {
+	t.Parallel()
+	commands := map[string]bool{"TokensEnv": true, "Tenants": true, "FrameAddr": true, "Drain": true}
+	base := config.Default().Server
+	want := OptionsOf(base)
+	typ := reflect.TypeOf(base)
+	for i := range typ.NumField() {
+		name := typ.Field(i).Name
+		if commands[name] {
+			continue
+		}
+		c := base
+		f := reflect.ValueOf(&c).Elem().Field(i)
+		switch f.Kind() {
+		case reflect.String:
+			f.SetString(f.String() + "x")
+		case reflect.Int, reflect.Int64:
+			f.SetInt(f.Int() + 1)
+		default:
+			t.Fatalf("config.ServerConfig.%s: a %s, which this test does not change: teach it", name, f.Kind())
+		}
+		if reflect.DeepEqual(OptionsOf(c), want) {
+			t.Errorf("OptionsOf ignores config.ServerConfig.%s", name)
+		}
 	}
 }

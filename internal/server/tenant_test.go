@@ -499,7 +499,7 @@ func TestTenantsRefused(t *testing.T) {
 		{Options{Tokens: []string{"a"}, Tenants: []Tenant{{Name: "acme", Tokens: []string{"a"}}}}, `a token of tenant "acme" is also one of tenant "default"'s`},
 	} {
 		c.opts.Addr = "127.0.0.1:0"
-		l, err := New(ts.rt, c.opts).Listen()
+		l, err := mustNew(t, ts.rt, c.opts).Listen()
 		if err == nil {
 			l.Close()
 		}
@@ -508,7 +508,7 @@ func TestTenantsRefused(t *testing.T) {
 		}
 	}
 	// A tenant's token alone is authentication: beyond loopback is allowed.
-	l, err := New(ts.rt, Options{Addr: "0.0.0.0:0", Tenants: []Tenant{{Name: "acme", Tokens: []string{"a"}}}}).Listen()
+	l, err := mustNew(t, ts.rt, Options{Addr: "0.0.0.0:0", Tenants: []Tenant{{Name: "acme", Tokens: []string{"a"}}}}).Listen()
 	if err != nil {
 		t.Fatalf("Listen beyond loopback with a tenant's token: %v", err)
 	}

@@ -175,7 +175,12 @@ func benchImportServe(e *cli.Env, dir string, n, format, foldEvery int, cpuProfi
 		return r, err
 	}
 	defer rt.Close()
-	s := server.New(rt.Runtime, server.Options{Addr: "127.0.0.1:0", MaxInFlight: 1 << 20, ReadBodyTimeout: time.Hour})
+	opts := server.OptionsOf(e.Config.Server)
+	opts.Addr, opts.MaxInFlight, opts.ReadBodyTimeout = "127.0.0.1:0", 1<<20, time.Hour
+	s, err := server.New(rt.Runtime, opts)
+	if err != nil {
+		return r, err
+	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return r, err

@@ -107,7 +107,13 @@ func MCP(e *cli.Env, args []string) error {
 
 	// `ctxinf mcp`'s server on one end of two pipes, the SDK's client on
 	// the other.
-	api := mcpserver.InProcess(server.New(rt.Runtime, server.Options{Log: e.Log}), nil)
+	serverOpts := server.OptionsOf(e.Config.Server)
+	serverOpts.Log = e.Log
+	hs, err := server.New(rt.Runtime, serverOpts)
+	if err != nil {
+		return err
+	}
+	api := mcpserver.InProcess(hs, nil)
 	s := mcpserver.New(mcpserver.Options{Version: e.Version, Client: func(http.Header) *client.Client { return api }})
 	serverIn, clientOut, err := os.Pipe()
 	if err != nil {

@@ -120,7 +120,13 @@ func runPromptPrefix(b *testing.B, upstream string, agent bool, turns int) prefi
 		b.Fatal(err)
 	}
 	defer rt.Close()
-	srv := httptest.NewServer(server.New(rt.Runtime, server.Options{Log: zerolog.Nop()}))
+	opts := server.OptionsOf(e.Config.Server)
+	opts.Log = zerolog.Nop()
+	s, err := server.New(rt.Runtime, opts)
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv := httptest.NewServer(s)
 	defer srv.Close()
 
 	type message struct {

@@ -24,7 +24,6 @@ import (
 	"github.com/contextinfinity/ctxinf/client"
 	framec "github.com/contextinfinity/ctxinf/client/frame"
 	"github.com/contextinfinity/ctxinf/internal/cli"
-	"github.com/contextinfinity/ctxinf/internal/cli/serve"
 	"github.com/contextinfinity/ctxinf/internal/fakeapi"
 	"github.com/contextinfinity/ctxinf/internal/server"
 	"github.com/contextinfinity/ctxinf/internal/server/frame"
@@ -259,8 +258,13 @@ func benchServer(ctx context.Context, e *cli.Env, prov *openaiprov.Provider) (ur
 	if err != nil {
 		return "", nil, nil, err
 	}
-	s := server.New(rt.Runtime, server.Options{Addr: "127.0.0.1:0", MaxInFlight: 1 << 20,
-		ProxyCommitWithin: serve.ProxyCommitWithin(e.Config.Server)})
+	opts := server.OptionsOf(e.Config.Server)
+	opts.Addr, opts.MaxInFlight = "127.0.0.1:0", 1<<20
+	s, err := server.New(rt.Runtime, opts)
+	if err != nil {
+		rt.Close()
+		return "", nil, nil, err
+	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		rt.Close()

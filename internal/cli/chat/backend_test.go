@@ -16,6 +16,7 @@ import (
 	"github.com/contextinfinity/ctxinf/actors"
 	"github.com/contextinfinity/ctxinf/api"
 	"github.com/contextinfinity/ctxinf/client"
+	"github.com/contextinfinity/ctxinf/internal/config"
 	"github.com/contextinfinity/ctxinf/internal/server"
 	"github.com/contextinfinity/ctxinf/internal/tui"
 	"github.com/contextinfinity/ctxinf/messages"
@@ -82,7 +83,11 @@ func TestTUIBackends(t *testing.T) {
 		{"local", func(t *testing.T) tui.Backend { return newEmbedded(tuiRuntime(t), "local", "local") }},
 		{"remote", func(t *testing.T) tui.Backend {
 			rt := tuiRuntime(t)
-			ts := httptest.NewServer(server.New(rt.Runtime, server.Options{}))
+			s, err := server.New(rt.Runtime, server.OptionsOf(config.Default().Server))
+			if err != nil {
+				t.Fatal(err)
+			}
+			ts := httptest.NewServer(s)
 			t.Cleanup(ts.Close)
 			return newRemote(client.New(ts.URL))
 		}},

@@ -42,7 +42,12 @@ func Run(e *cli.Env, args []string) error {
 		rt, oerr := e.OpenRuntime(ctx)
 		if err = oerr; err == nil {
 			defer rt.Close()
-			s := server.New(rt.Runtime, server.Options{Log: e.Log, MaxBodyBytes: e.Config.Server.MaxBodyBytes})
+			opts := server.OptionsOf(e.Config.Server)
+			opts.Log = e.Log
+			s, serr := server.New(rt.Runtime, opts)
+			if serr != nil {
+				return serr
+			}
 			api = mcpserver.InProcess(s, nil)
 			e.Log.Info().Str("data_dir", e.Config.DataDir).Msg("mcp: serving stdio on the embedded runtime")
 		}

@@ -129,10 +129,8 @@ func Run(e *cli.Env, args []string) error {
 		return err
 	}
 	defer rt.Close()
-	opts := server.Options{Addr: *addr, Tokens: tokens, Tenants: tenants, MaxBodyBytes: c.MaxBodyBytes,
-		MaxInFlight: c.MaxInFlight, ReadHeaderTimeout: c.ReadHeaderTimeout, ReadBodyTimeout: c.ReadBodyTimeout, IdleTimeout: c.IdleTimeout,
-		Log: e.Log, Metrics: metrics, ProxyCommitWithin: ProxyCommitWithin(c), ProxyQueue: proxyQueue(c), ProxyQueueWait: c.ProxyQueueWait,
-		ProxyMaxImport: c.ProxyMaxImport}
+	opts := serverOptions(c, *addr, tokens, tenants)
+	opts.Log, opts.Metrics = e.Log, metrics
 	if member != nil {
 		member.Attach(rt.Runtime)
 		defer member.Leave() // before the runtime closes: the others stop forwarding here first
@@ -140,7 +138,10 @@ func Run(e *cli.Env, args []string) error {
 		metrics.Cluster(member.Stats)
 	}
 	metrics.Runtime(rt.Runtime)
-	s := server.New(rt.Runtime, opts)
+	s, err := server.New(rt.Runtime, opts)
+	if err != nil {
+		return err
+	}
 	s.Handle("/mcp", mcpserver.Handler(s, e.Version, mcpSessionIdle)) // behind the API's tokens and tenants
 	l, err := s.Listen()
 	if err != nil {
@@ -204,20 +205,10 @@ func joinMember(ctx context.Context, e *cli.Env, addr string) (*cluster.Member, 
 	return m, nil
 }
 
-// proxyQueue is server.proxy_queue as server.Options takes it (there 0
-// is the default and a negative value means no queue).
-func proxyQueue(c config.ServerConfig) int {
-	if c.ProxyQueue == 0 {
-		return -1
-	}
-	return c.ProxyQueue
-}
-
-// ProxyCommitWithin is server.proxy_commit_within as server.Options takes
-// it (there 0 is the default and a negative value means at once).
-func ProxyCommitWithin(c config.ServerConfig) time.Duration {
-	if c.ProxyCommitWithin == 0 {
-		return -1
-	}
-	return c.ProxyCommitWithin
+// serverOptions are the HTTP server's options of the server section c,
+// with the address addr (--addr) and the tokens its variables hold.
+func serverOptions(c config.ServerConfig, addr string, tokens []string, tenants []server.Tenant) server.Options {
+	opts := server.OptionsOf(c)
+	opts.Addr, opts.Tokens, opts.Tenants = addr, tokens, tenants
+	return opts
 }
