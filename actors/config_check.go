@@ -4,8 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"time"
-
-	"github.com/contextinfinity/ctxinf/persistence"
 )
 
 // check reports every setting Open requires that cfg leaves unset or out
@@ -60,8 +58,8 @@ func (cfg *Config) check() error {
 			errs = append(errs, fmt.Errorf("actors: Config.%s: nil, want the policy", p.field))
 		}
 	}
-	if cfg.Journal == (persistence.JournalPolicy{}) {
-		errs = append(errs, errors.New("actors: Config.Journal: unset, want the stream journals' policy"))
+	if err := cfg.Journal.Check(); err != nil {
+		errs = append(errs, fmt.Errorf("actors: Config.Journal: %w", err))
 	}
 	return errors.Join(errs...)
 }

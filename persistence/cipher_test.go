@@ -71,7 +71,9 @@ func scanFiles(t *testing.T, dir string, marker []byte) []string {
 func writeEncryptedJournal(t *testing.T, dir string, c *Cipher, marker string, n int) (string, []JournalEntry) {
 	t.Helper()
 	clock := newJournalClock()
-	j, err := CreateJournal(dir, newJournalStep(t), "local", JournalPolicy{Cipher: c}, clock.now)
+	policy := srdPolicy
+	policy.Cipher = c
+	j, err := CreateJournal(dir, newJournalStep(t), "local", policy, clock.now)
 	if err != nil {
 		t.Fatal(err)
 	}

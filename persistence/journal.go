@@ -45,67 +45,40 @@ import (
 // journalExt is the file name extension of a stream journal.
 const journalExt = ".jsonl"
 
-// Default stream journal policy (SRD §13.2).
-const (
-	DefaultJournalFlushInterval = 250 * time.Millisecond
-	DefaultJournalFlushBytes    = 8 << 10
-	DefaultJournalFsyncInterval = 2000 * time.Millisecond
-)
-
 // JournalPolicy says how long appended bytes may wait in the journal's
-// buffer and how long written bytes may wait for an fsync. A zero field
-// takes its default; a negative one is invalid. The intervals are honoured
-// as often as the owner calls Append or Tick: a journal never acts between
-// calls.
+// buffer and how long written bytes may wait for an fsync. Every field
+// but Cipher must be more than 0: their values are the configuration's
+// stream section (SRD §13.2; internal/config), which internal/wiring maps
+// onto them. The intervals are honoured as often as the owner calls
+// Append or Tick: a journal never acts between calls.
 type JournalPolicy struct {
 	// FlushInterval: buffered bytes are written to the OS once this much
-	// time has passed since the last write (default 250ms).
+	// time has passed since the last write.
 	FlushInterval time.Duration
 	// FlushBytes: buffered bytes are written to the OS as soon as at
-	// least this many are buffered (default 8192).
+	// least this many are buffered.
 	FlushBytes int
 	// FsyncInterval: bytes not yet durable are written and fsynced once
-	// this much time has passed since the last fsync (default 2000ms).
+	// this much time has passed since the last fsync.
 	FsyncInterval time.Duration
 	// Cipher, when set, encrypts each line (that of an encrypted store:
 	// DB.Cipher); nil writes plain JSON lines.
 	Cipher *Cipher
 }
 
-// DefaultJournalPolicy returns the policy of SRD §13.2: flush at least
-// every 250ms or 8KB, fsync at least every 2000ms (and at Close).
-func DefaultJournalPolicy() JournalPolicy {
-	return JournalPolicy{
-		FlushInterval: DefaultJournalFlushInterval,
-		FlushBytes:    DefaultJournalFlushBytes,
-		FsyncInterval: DefaultJournalFsyncInterval,
-	}
-}
-
-// withDefaults fills zero fields with their defaults and rejects negative
-// ones.
-func (p JournalPolicy) withDefaults() (JournalPolicy, error) {
-	d := DefaultJournalPolicy()
+// Check reports every field of p that is not more than 0, naming it.
+func (p JournalPolicy) Check() error {
 	var errs []error
-	switch {
-	case p.FlushInterval < 0:
-		errs = append(errs, fmt.Errorf("%w: FlushInterval %v is negative", ErrInvalidArgument, p.FlushInterval))
-	case p.FlushInterval == 0:
-		p.FlushInterval = d.FlushInterval
+	if p.FlushInterval <= 0 {
+		errs = append(errs, fmt.Errorf("%w: FlushInterval: %v, want more than 0", ErrInvalidArgument, p.FlushInterval))
 	}
-	switch {
-	case p.FlushBytes < 0:
-		errs = append(errs, fmt.Errorf("%w: FlushBytes %d is negative", ErrInvalidArgument, p.FlushBytes))
-	case p.FlushBytes == 0:
-		p.FlushBytes = d.FlushBytes
+	if p.FlushBytes <= 0 {
+		errs = append(errs, fmt.Errorf("%w: FlushBytes: %d, want more than 0", ErrInvalidArgument, p.FlushBytes))
 	}
-	switch {
-	case p.FsyncInterval < 0:
-		errs = append(errs, fmt.Errorf("%w: FsyncInterval %v is negative", ErrInvalidArgument, p.FsyncInterval))
-	case p.FsyncInterval == 0:
-		p.FsyncInterval = d.FsyncInterval
+	if p.FsyncInterval <= 0 {
+		errs = append(errs, fmt.Errorf("%w: FsyncInterval: %v, want more than 0", ErrInvalidArgument, p.FsyncInterval))
 	}
-	return p, errors.Join(errs...)
+	return errors.Join(errs...)
 }
 
 // JournalEntry is one line of a stream journal. Payload is the provider's
@@ -205,8 +178,7 @@ func newJournal(s JournalStore, step messages.StepID, provider string, p Journal
 	if provider == "" {
 		return nil, fmt.Errorf("create journal %s: %w: provider is empty", step, ErrInvalidArgument)
 	}
-	p, err := p.withDefaults()
-	if err != nil {
+	if err := p.Check(); err != nil {
 		return nil, fmt.Errorf("create journal %s: policy: %w", step, err)
 	}
 	if now == nil {
@@ -214,6 +186,7 @@ func newJournal(s JournalStore, step messages.StepID, provider string, p Journal
 	}
 	var aead cipher.AEAD
 	if p.Cipher != nil {
+		var err error
 		if aead, err = p.Cipher.journalAEAD(step.String()); err != nil {
 			return nil, fmt.Errorf("create journal %s: %w", step, err)
 		}

@@ -60,6 +60,11 @@ type journalOp struct {
 
 const journalTick = -1
 
+// srdPolicy is SRD §13.2's journal policy (config.yaml's stream
+// section): flush at least every 250 ms or 8 KiB, fsync at least every
+// 2 s.
+var srdPolicy = JournalPolicy{FlushInterval: 250 * time.Millisecond, FlushBytes: 8 << 10, FsyncInterval: 2 * time.Second}
+
 func TestJournalPolicy(t *testing.T) {
 	never := time.Hour
 	tests := []struct {
@@ -94,7 +99,7 @@ func TestJournalPolicy(t *testing.T) {
 		},
 		{
 			name:   "fsync by time",
-			policy: DefaultJournalPolicy(),
+			policy: srdPolicy,
 			ops: []journalOp{
 				{append: 10, wantOnDisk: 0, wantDurable: 0},
 				{advance: 250 * time.Millisecond, append: journalTick, wantOnDisk: 1, wantDurable: 0},
@@ -116,8 +121,8 @@ func TestJournalPolicy(t *testing.T) {
 			},
 		},
 		{
-			name:   "zero policy takes the defaults",
-			policy: JournalPolicy{},
+			name:   "flush by bytes at SRD §13.2's policy",
+			policy: srdPolicy,
 			ops: []journalOp{
 				{append: 9000, wantOnDisk: 1, wantDurable: 0}, // > 8KB
 				{append: 10, wantOnDisk: 1, wantDurable: 0},
@@ -127,7 +132,7 @@ func TestJournalPolicy(t *testing.T) {
 		},
 		{
 			name:   "clock going backwards does not flush",
-			policy: DefaultJournalPolicy(),
+			policy: srdPolicy,
 			ops: []journalOp{
 				{advance: -time.Hour, append: 10, wantOnDisk: 0},
 				{append: journalTick, wantOnDisk: 0},
@@ -212,7 +217,7 @@ func TestJournalRoundTrip(t *testing.T) {
 	clk := newJournalClock()
 	dir := filepath.Join(t.TempDir(), "streams") // created on demand
 	step := newJournalStep(t)
-	j, err := CreateJournal(dir, step, "anthropic", DefaultJournalPolicy(), clk.now)
+	j, err := CreateJournal(dir, step, "anthropic", srdPolicy, clk.now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -290,7 +295,7 @@ func TestJournalRoundTrip(t *testing.T) {
 func writeTestJournal(t testing.TB, dir string, n int) (string, []byte) {
 	t.Helper()
 	clk := newJournalClock()
-	j, err := CreateJournal(dir, newJournalStep(t), "openai", DefaultJournalPolicy(), clk.now)
+	j, err := CreateJournal(dir, newJournalStep(t), "openai", srdPolicy, clk.now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -410,7 +415,7 @@ func TestCreateJournalErrors(t *testing.T) {
 	dir := t.TempDir()
 	step := newJournalStep(t)
 	clk := newJournalClock()
-	j, err := CreateJournal(dir, step, "anthropic", DefaultJournalPolicy(), clk.now)
+	j, err := CreateJournal(dir, step, "anthropic", srdPolicy, clk.now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -425,6 +430,11 @@ func TestCreateJournalErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	with := func(edit func(*JournalPolicy)) JournalPolicy {
+		p := srdPolicy
+		edit(&p)
+		return p
+	}
 	tests := []struct {
 		name     string
 		dir      string
@@ -433,13 +443,14 @@ func TestCreateJournalErrors(t *testing.T) {
 		policy   JournalPolicy
 		want     error
 	}{
-		{"twice", dir, step, "anthropic", DefaultJournalPolicy(), fs.ErrExist},
-		{"zero step", dir, messages.StepID{}, "anthropic", DefaultJournalPolicy(), ErrInvalidArgument},
-		{"empty dir", "", newJournalStep(t), "anthropic", DefaultJournalPolicy(), ErrInvalidArgument},
-		{"empty provider", dir, newJournalStep(t), "", DefaultJournalPolicy(), ErrInvalidArgument},
-		{"negative flush interval", dir, newJournalStep(t), "p", JournalPolicy{FlushInterval: -1}, ErrInvalidArgument},
-		{"negative flush bytes", dir, newJournalStep(t), "p", JournalPolicy{FlushBytes: -1}, ErrInvalidArgument},
-		{"negative fsync interval", dir, newJournalStep(t), "p", JournalPolicy{FsyncInterval: -1}, ErrInvalidArgument},
+		{"twice", dir, step, "anthropic", srdPolicy, fs.ErrExist},
+		{"zero step", dir, messages.StepID{}, "anthropic", srdPolicy, ErrInvalidArgument},
+		{"empty dir", "", newJournalStep(t), "anthropic", srdPolicy, ErrInvalidArgument},
+		{"empty provider", dir, newJournalStep(t), "", srdPolicy, ErrInvalidArgument},
+		{"zero policy", dir, newJournalStep(t), "p", JournalPolicy{}, ErrInvalidArgument},
+		{"negative flush interval", dir, newJournalStep(t), "p", with(func(p *JournalPolicy) { p.FlushInterval = -1 }), ErrInvalidArgument},
+		{"zero flush bytes", dir, newJournalStep(t), "p", with(func(p *JournalPolicy) { p.FlushBytes = 0 }), ErrInvalidArgument},
+		{"negative fsync interval", dir, newJournalStep(t), "p", with(func(p *JournalPolicy) { p.FsyncInterval = -1 }), ErrInvalidArgument},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -468,7 +479,7 @@ func TestListJournals(t *testing.T) {
 	var want []messages.StepID
 	for i := range 3 {
 		step := messages.NewID[messages.StepID](now.Add(time.Duration(2-i) * time.Second)) // created out of order
-		j, err := CreateJournal(dir, step, "p", DefaultJournalPolicy(), nil)
+		j, err := CreateJournal(dir, step, "p", srdPolicy, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -545,7 +556,7 @@ func FuzzReadJournal(f *testing.F) {
 // exactly that, whatever the payload's shape.
 func TestJournalDisplayedText(t *testing.T) {
 	clk := newJournalClock()
-	j, err := CreateJournal(t.TempDir(), newJournalStep(t), "openai", DefaultJournalPolicy(), clk.now)
+	j, err := CreateJournal(t.TempDir(), newJournalStep(t), "openai", srdPolicy, clk.now)
 	if err != nil {
 		t.Fatal(err)
 	}

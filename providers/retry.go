@@ -17,6 +17,10 @@ import (
 // that says when to come back (Retry-After) goes straight back to the
 // caller, who is told when; one that does not is retried once, after
 // at most RateLimitWait.
+//
+// Its defaults are the configuration's runtime.provider_max_retries,
+// provider_retry_base_delay and provider_retry_max_delay
+// (internal/config), which internal/wiring maps onto it.
 type RetryPolicy struct {
 	MaxRetries int           // retries after the first attempt; 0: none
 	BaseDelay  time.Duration // backoff before the first retry; doubles each retry
@@ -26,12 +30,6 @@ type RetryPolicy struct {
 // RateLimitWait caps the wait before the one retry of a rate limit that
 // said not how long to wait.
 const RateLimitWait = time.Second
-
-// DefaultRetryPolicy is three retries starting at half a second, at most
-// 30 s apart.
-func DefaultRetryPolicy() RetryPolicy {
-	return RetryPolicy{MaxRetries: 3, BaseDelay: 500 * time.Millisecond, MaxDelay: 30 * time.Second}
-}
 
 // WithRetry returns p with retries by policy. Waits end early when ctx
 // does.

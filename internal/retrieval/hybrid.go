@@ -9,8 +9,10 @@ import (
 	"sync"
 )
 
-// RankOptions are the hybrid ranker's settings (SRD §8.2, budget plan
-// workstream 5). DefaultRankOptions gives the SRD's defaults.
+// RankOptions are the hybrid ranker's settings (SRD §8.2). Their
+// defaults are the configuration's retrieval section (internal/config;
+// config.yaml says why full text leads), which internal/wiring maps onto
+// them.
 type RankOptions struct {
 	// VectorWeight and TextWeight weigh the normalized vector and
 	// full-text scores; they sum to 1.
@@ -30,15 +32,6 @@ type RankOptions struct {
 	// many results are kept.
 	Overfetch int
 	TopK      int
-}
-
-// DefaultRankOptions returns 0.3 vector / 0.7 full text, no recency
-// boost, no threshold, MMR at 0.9, overfetch 16 and top 6. The SRD's
-// 0.7 vector / 0.3 full text assumes a strong embedding model; with the
-// offline embedders full text must lead (LoCoMo dev, docs/BENCHMARKS.md:
-// recall@10 0.762 at 0.3 vector, and lower with a recency boost).
-func DefaultRankOptions() RankOptions {
-	return RankOptions{VectorWeight: 0.3, TextWeight: 0.7, RecencyHalfLife: 500, MMRLambda: 0.9, Overfetch: 16, TopK: 6}
 }
 
 // Validate reports the first setting out of range, naming it and its

@@ -124,9 +124,15 @@ func TestVectorsSearchFilters(t *testing.T) {
 	}
 }
 
+// testRank is the ranker's settings the tests start from: full text
+// leading, MMR at 0.9, 16 candidates, the top 6 kept.
+func testRank() RankOptions {
+	return RankOptions{VectorWeight: 0.3, TextWeight: 0.7, RecencyHalfLife: 500, MMRLambda: 0.9, Overfetch: 16, TopK: 6}
+}
+
 func TestRankOptionsValidate(t *testing.T) {
 	t.Parallel()
-	if err := DefaultRankOptions().Validate(); err != nil {
+	if err := testRank().Validate(); err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {
@@ -140,7 +146,7 @@ func TestRankOptionsValidate(t *testing.T) {
 		{func(o *RankOptions) { o.Overfetch = 0 }, "overfetch: 0, want 1 to 1000"},
 		{func(o *RankOptions) { o.RecencyWeight, o.RecencyHalfLife = 0.1, 0 }, "recency_half_life"},
 	} {
-		o := DefaultRankOptions()
+		o := testRank()
 		tc.edit(&o)
 		if err := o.Validate(); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("Validate() = %v, want %q", err, tc.want)
@@ -162,7 +168,7 @@ func TestSearchRespectsScopes(t *testing.T) {
 	add(fork, 3, 4, "on the fork the launch date is July", []float32{1, 0.2})
 	q := Query{Text: "launch date", Vector: []float32{1, 0},
 		Scopes: []Scope{{Part: fork, MaxSeq: math.MaxUint64}, {Part: parent, MaxSeq: 3}}}
-	got, err := Search(context.Background(), q, DefaultRankOptions())
+	got, err := Search(context.Background(), q, testRank())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,7 +180,7 @@ func TestSearchRespectsScopes(t *testing.T) {
 		t.Errorf("the fork found %v, want 1 and 3 and never 2 (after the fork point)", ids)
 	}
 	q.Exclude = func(d DocID) bool { return d == doc(3) }
-	if got, _ := Search(context.Background(), q, DefaultRankOptions()); len(got) != 1 || got[0].Doc != doc(1) {
+	if got, _ := Search(context.Background(), q, testRank()); len(got) != 1 || got[0].Doc != doc(1) {
 		t.Errorf("excluding 3: %+v", got)
 	}
 }
@@ -193,7 +199,7 @@ func TestSearchRanking(t *testing.T) {
 	add(3, 3, "we talked about containers again", []float32{1, 0}) // the same vector
 	add(4, 4, "unrelated note about lunch", []float32{0.7, 0.7})   // half way
 	q := Query{Text: "kubernetes upgrade", Vector: []float32{1, 0}, Scopes: []Scope{{Part: p, MaxSeq: math.MaxUint64}}}
-	o := DefaultRankOptions()
+	o := testRank()
 	o.VectorWeight, o.TextWeight, o.RecencyWeight, o.MMRLambda, o.TopK = 0.7, 0.3, 0, 1, 4
 	first, _ := Search(context.Background(), q, o)
 	again, _ := Search(context.Background(), q, o)

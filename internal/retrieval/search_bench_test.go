@@ -47,7 +47,7 @@ func benchSearch(b *testing.B, chunks int) {
 	for j := range q.Vector {
 		q.Vector[j] = float32(r.NormFloat64())
 	}
-	o := DefaultRankOptions()
+	o := testRank()
 	b.ReportAllocs()
 	for b.Loop() {
 		if _, err := Search(context.Background(), q, o); err != nil {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/contextinfinity/ctxinf/actors"
 	"github.com/contextinfinity/ctxinf/api"
+	"github.com/contextinfinity/ctxinf/internal/config"
 	"github.com/contextinfinity/ctxinf/internal/fakeapi"
 	"github.com/contextinfinity/ctxinf/persistence"
 	"github.com/contextinfinity/ctxinf/providers"
@@ -32,9 +33,9 @@ import (
 // API's own error shape, so that every SDK raises its matching error and
 // retries only what is worth retrying.
 
-// fastRetry is the runtime's retry policy in these tests: the default's
+// fastRetry is the runtime's retry policy in these tests: config.yaml's
 // number of retries, without its waits.
-var fastRetry = providers.RetryPolicy{MaxRetries: providers.DefaultRetryPolicy().MaxRetries,
+var fastRetry = providers.RetryPolicy{MaxRetries: config.Default().Runtime.ProviderMaxRetries,
 	BaseDelay: time.Millisecond, MaxDelay: 20 * time.Millisecond}
 
 // upstreamAPI is a model API in front of which the runtime runs: its

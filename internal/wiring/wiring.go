@@ -175,8 +175,14 @@ func Fill(cfg actors.Config) actors.Config {
 	if cfg.ToolTimeout <= 0 {
 		cfg.ToolTimeout = d.ToolTimeout
 	}
-	if cfg.Journal == (persistence.JournalPolicy{}) {
-		cfg.Journal = d.Journal
+	if cfg.Journal.FlushInterval <= 0 {
+		cfg.Journal.FlushInterval = d.Journal.FlushInterval
+	}
+	if cfg.Journal.FlushBytes <= 0 {
+		cfg.Journal.FlushBytes = d.Journal.FlushBytes
+	}
+	if cfg.Journal.FsyncInterval <= 0 {
+		cfg.Journal.FsyncInterval = d.Journal.FsyncInterval
 	}
 	if cfg.MaxRestarts <= 0 {
 		cfg.MaxRestarts = d.MaxRestarts

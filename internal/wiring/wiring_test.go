@@ -88,3 +88,15 @@ func TestFillIsRuntimeDefaults(t *testing.T) {
 		t.Errorf("Fill kept RequestTimeout %v, Fold %+v; want 1s, the zero policy", got.RequestTimeout, *got.Fold)
 	}
 }
+
+// The configuration's defaults map onto policies their packages accept:
+// the ranker's, the stream journals'.
+func TestDefaultPoliciesAreValid(t *testing.T) {
+	c := config.Default()
+	if err := RankOptions(c.Retrieval).Validate(); err != nil {
+		t.Errorf("RankOptions(config.Default().Retrieval).Validate() = %v", err)
+	}
+	if err := settings(c).Journal.Check(); err != nil {
+		t.Errorf("the journal policy of config.Default().Stream: %v", err)
+	}
+}
