@@ -22,7 +22,6 @@ import (
 	"github.com/contextinfinity/ctxinf/internal/wiring"
 	"github.com/contextinfinity/ctxinf/messages"
 	"github.com/contextinfinity/ctxinf/persistence"
-	"github.com/contextinfinity/ctxinf/persistence/pgdb"
 	"github.com/contextinfinity/ctxinf/providers"
 	"github.com/contextinfinity/ctxinf/providers/local"
 )
@@ -212,7 +211,7 @@ func storage(cfg actors.Config, opts Options) actors.Config {
 		cfg.Store.EncryptionKey = opts.EncryptionKey
 	}
 	if opts.PostgresURL != "" && cfg.Postgres == nil {
-		o := pgdb.DefaultPGOptions(opts.PostgresURL)
+		o := wiring.PostgresOptionsAt(config.Default(), opts.PostgresURL, opts.Logger)
 		cfg.Postgres = &o
 	}
 	return cfg

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/contextinfinity/ctxinf/actors"
 	"github.com/contextinfinity/ctxinf/internal/config"
 	"github.com/contextinfinity/ctxinf/internal/wiring"
 )
@@ -17,16 +18,7 @@ import (
 // fails here.
 func TestZeroOptionsAreConfigYAML(t *testing.T) {
 	dir := t.TempDir()
-	c, err := config.Load("config.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.DataDir = dir
-	noKeys := func(string) string { return "" }
-	want, err := wiring.Runtime(c, wiring.Env{Getenv: noKeys})
-	if err != nil {
-		t.Fatal(err)
-	}
+	want, _ := configYAML(t, dir)
 	got, err := runtimeConfig(Options{DataDir: dir})
 	if err != nil {
 		t.Fatal(err)
@@ -39,6 +31,55 @@ func TestZeroOptionsAreConfigYAML(t *testing.T) {
 			t.Errorf("runtimeConfig(Options{}).%s = %s, want config.yaml's %s", name, g, w)
 		}
 	}
+}
+
+// A library caller's own actors.Config (Options.Config) left empty takes
+// config.yaml's settings too: every field the filling sets has the value
+// the binary's builder gives it from config.yaml. The retention job runs
+// at retention.interval (the binary runs it in the command that serves),
+// and the models, the store and what needs the environment are the
+// caller's.
+func TestEmptyConfigOptionIsConfigYAML(t *testing.T) {
+	dir := t.TempDir()
+	want, c := configYAML(t, dir)
+	want.Retention = actors.RetentionPolicy{Interval: c.Retention.Interval, Batch: want.Retention.Batch}
+	got, err := runtimeConfig(Options{DataDir: dir, Config: &actors.Config{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	callers := map[string]bool{"DataDir": true, "Provider": true, "Model": true, "Store": true}
+	gv, wv := reflect.ValueOf(got), reflect.ValueOf(want)
+	set := 0
+	for i := range gv.NumField() {
+		name := gv.Type().Field(i).Name
+		if gv.Field(i).IsZero() || callers[name] {
+			continue
+		}
+		set++
+		if g, w := describe(gv.Field(i), 0), describe(wv.Field(i), 0); g != w {
+			t.Errorf("runtimeConfig(Options{Config: &actors.Config{}}).%s = %s, want config.yaml's %s", name, g, w)
+		}
+	}
+	if set == 0 {
+		t.Error("an empty Options.Config was filled with nothing")
+	}
+}
+
+// configYAML is the runtime's configuration the binary builds from
+// config.yaml on dir, in an environment without API keys, and the
+// configuration.
+func configYAML(t *testing.T, dir string) (actors.Config, config.Config) {
+	t.Helper()
+	c, err := config.Load("config.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.DataDir = dir
+	cfg, err := wiring.Runtime(c, wiring.Env{Getenv: func(string) string { return "" }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg, c
 }
 
 // describe renders v for comparison: values by content through pointers

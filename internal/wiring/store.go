@@ -44,6 +44,13 @@ func PostgresOptions(c config.Config, log zerolog.Logger) (*pgdb.PGOptions, erro
 	if err != nil || url == "" {
 		return nil, err
 	}
+	o := PostgresOptionsAt(c, url, log)
+	return &o, nil
+}
+
+// PostgresOptionsAt maps the store section onto PostgreSQL's options for
+// the database at url.
+func PostgresOptionsAt(c config.Config, url string, log zerolog.Logger) pgdb.PGOptions {
 	sc := c.Store
 	o := pgdb.DefaultPGOptions(url)
 	o.Compress = compression(sc.Compression, o.Compress)
@@ -52,7 +59,7 @@ func PostgresOptions(c config.Config, log zerolog.Logger) (*pgdb.PGOptions, erro
 	o.MaxConns = int32(sc.PostgresMaxConns)
 	o.NodeCacheEntries = sc.NodeCacheEntries
 	o.Logger = log.With().Str("component", "store").Logger()
-	return &o, nil
+	return o
 }
 
 // compression maps store.compression onto the stores' option (def for
