@@ -5,13 +5,10 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"hash"
 	"io"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/contextinfinity/ctxinf/actors"
@@ -22,8 +19,8 @@ import (
 	"github.com/contextinfinity/ctxinf/persistence"
 )
 
-// The export format, its lines and the writer of an export are package
-// export's; this file serves them and imports them.
+// The export format, its lines, its writer and its reader are package
+// export's; this file serves exports and stores what an import reads.
 
 const importPath = "/v1/sessions/import"
 
@@ -146,23 +143,11 @@ func (s *Server) importLineLimit() int {
 // and count filled in).
 func (s *Server) importExport(ctx context.Context, body io.Reader, key func() (*persistence.IdempotencyRow, error)) (api.Imported, error) {
 	var out api.Imported
-	lr := &lineReader{br: bufio.NewReaderSize(body, 64<<10), limit: s.importLineLimit(), sum: sha256.New()}
-	line, err := lr.next()
-	if errors.Is(err, io.EOF) {
-		return out, invalid("the export is empty")
-	}
+	xr := export.NewReader(body, export.ReadOptions{MaxLineBytes: s.importLineLimit(), MaxTitleBytes: MaxTitleBytes,
+		MaxLabelBytes: MaxLabelBytes, MaxPinBytes: s.rt.PinLimits().MaxBytes, JSONProblem: jsonProblem})
+	head, err := xr.Session()
 	if err != nil {
-		return out, err
-	}
-	var head export.SessionLine
-	if err := json.Unmarshal(line, &head); err != nil {
-		return out, invalid("line 1: %s", jsonProblem(err, &head))
-	}
-	if head.Type != "session" {
-		return out, invalid("line 1: type %q: want session", head.Type)
-	}
-	if len(head.Title) > MaxTitleBytes {
-		return out, invalid("line 1: title: %d bytes, limit %d", len(head.Title), MaxTitleBytes)
+		return out, importError(err)
 	}
 	title := head.Title
 	if title == "" {
@@ -180,16 +165,7 @@ func (s *Server) importExport(ctx context.Context, body io.Reader, key func() (*
 			}
 		}
 	}()
-	var active int
-	switch head.Format {
-	case 0:
-		err = s.importV1(ctx, lr, im, &out)
-	case export.Format:
-		active, err = s.importV2(ctx, lr, im, &out)
-	default:
-		err = invalid("line 1: format %d: want %d (or none, format 1)", head.Format, export.Format)
-	}
-	if err != nil {
+	if err := importItems(ctx, xr, head.Format == 0, im, &out); err != nil {
 		return out, err
 	}
 	if key != nil {
@@ -198,6 +174,7 @@ func (s *Server) importExport(ctx context.Context, body io.Reader, key func() (*
 		}
 		im.Key.Count = out.Turns
 	}
+	active := xr.ActiveBranch()
 	sess, err := im.Commit(ctx, active)
 	if err != nil {
 		return out, err
@@ -205,6 +182,20 @@ func (s *Server) importExport(ctx context.Context, body io.Reader, key func() (*
 	committed = true
 	out.Session, out.Branch, out.Branches = Session(sess), Branch(im.Branches()[active]), len(im.Branches())
 	return out, nil
+}
+
+// importError is an error of reading an export in the API's terms.
+func importError(err error) error {
+	var bad *export.InvalidError
+	var long *export.LineTooLongError
+	switch {
+	case errors.As(err, &bad):
+		return invalid("%s", bad.Message)
+	case errors.As(err, &long):
+		return &apiError{Status: http.StatusRequestEntityTooLarge, Code: api.CodeTooLarge, Message: fmt.Sprintf(
+			"line %d: over the limit of %d bytes for a line (two messages of store.max_payload_bytes, and 64 KiB)", long.Line, long.Limit)}
+	}
+	return err
 }
 
 // batch is the items of a branch waiting to be added, with the lines
@@ -240,149 +231,57 @@ func (b *batch) flush(ctx context.Context) error {
 	return nil
 }
 
-func (s *Server) importV2(ctx context.Context, lr *lineReader, im *actors.SessionImport, out *api.Imported) (int, error) {
+// importItems adds the items xr reads to im, a branch at a time, in
+// batches; a branch's head ends its last batch. A format-1 export (v1)
+// has no states: its turns are folded as they come (v1Folder).
+func importItems(ctx context.Context, xr *export.Reader, v1 bool, im *actors.SessionImport, out *api.Imported) error {
 	b := &batch{im: im}
-	headDone := true
+	fold := &v1Folder{}
 	for {
-		line, err := lr.next()
+		it, err := xr.Next()
 		if errors.Is(err, io.EOF) {
-			return 0, invalid("the export ends at line %d without its end line: it was cut short", lr.n)
+			return b.flush(ctx)
 		}
 		if err != nil {
-			return 0, err
+			return importError(err)
 		}
-		if len(strings.TrimSpace(string(line))) == 0 {
-			continue
-		}
-		n := lr.n
-		var kind struct{ Type string }
-		if err := json.Unmarshal(line, &kind); err != nil {
-			return 0, invalid("line %d: %s", n, jsonProblem(err, &kind))
-		}
-		strict := func(v any) error {
-			d := json.NewDecoder(strings.NewReader(string(line)))
-			d.DisallowUnknownFields()
-			if err := d.Decode(v); err != nil {
-				return invalid("line %d: %s: %s", n, kind.Type, jsonProblem(err, v))
+		n, size := xr.Line(), xr.Size()
+		switch {
+		case it.Branch != nil:
+			if _, err := im.AddBranch(ctx, *it.Branch); err != nil {
+				if v1 {
+					return err
+				}
+				return fmt.Errorf("line %d: %w", n, err)
 			}
-			return nil
-		}
-		if kind.Type != "branch" && kind.Type != "end" && headDone {
-			return 0, invalid("line %d: type %s: want a branch line first", n, kind.Type)
-		}
-		switch kind.Type {
-		case "branch":
-			var l export.BranchLine
-			if err := strict(&l); err != nil {
-				return 0, err
-			}
-			if !headDone {
-				return 0, invalid("line %d: branch: the branch before it has no head line", n)
-			}
-			if len(l.Label) > MaxLabelBytes {
-				return 0, invalid("line %d: label: %d bytes, limit %d", n, len(l.Label), MaxLabelBytes)
-			}
-			if err := s.checkPins(n, "base.pinned", l.Base.Pinned); err != nil {
-				return 0, err
-			}
-			if _, err := im.AddBranch(ctx, export.Branch{Label: l.Label, Created: l.Created, Parent: l.Parent,
-				ForkAtDepth: l.ForkAtDepth, TipDepth: l.TipDepth, ForkSeq: l.ForkSeq, Base: l.Base.State(),
-				Carried: l.Carried}); err != nil {
-				return 0, fmt.Errorf("line %d: %w", n, err)
-			}
-			headDone = false
-		case "turn":
-			var l export.TurnLine
-			if err := strict(&l); err != nil {
-				return 0, err
-			}
-			t := export.Turn{Seq: l.Seq}
-			switch {
-			case l.User == nil:
-				return 0, invalid("line %d: user: required", n)
-			case (l.Reply == nil) == (l.Failed == nil):
-				return 0, invalid("line %d: a turn has a reply or failed, one of them", n)
-			case l.Failed != nil && l.Failed.Reason == "":
-				return 0, invalid("line %d: failed.reason: required", n)
-			}
-			t.User = *l.User
-			if l.Failed != nil {
-				t.Failed, t.Code, t.Reason = true, l.Failed.Code, l.Failed.Reason
-			} else {
-				t.Reply = *l.Reply
-			}
+		case it.Turn != nil:
 			out.Turns++
-			if err := b.add(ctx, export.Item{Turn: &t}, n, len(line)); err != nil {
-				return 0, err
+			if err := b.add(ctx, it, n, size); err != nil {
+				return err
 			}
-		case "state":
-			var l export.StateLine
-			if err := strict(&l); err != nil {
-				return 0, err
+			if !v1 {
+				continue
 			}
-			if err := s.checkPins(n, "pinned", l.Pinned); err != nil {
-				return 0, err
+			if st := fold.add(it.Turn, out.States); st != nil {
+				out.States++
+				if err := b.add(ctx, export.Item{State: st}, n, len(st.Summary)); err != nil {
+					return err
+				}
 			}
-			st := l.State()
+		case it.State != nil:
 			out.States++
-			if err := b.add(ctx, export.Item{State: &st}, n, len(line)); err != nil {
-				return 0, err
+			if err := b.add(ctx, it, n, size); err != nil {
+				return err
 			}
-		case "head":
-			var l export.HeadLine
-			if err := strict(&l); err != nil {
-				return 0, err
-			}
-			if err := s.checkPins(n, "pinned", l.Pinned); err != nil {
-				return 0, err
-			}
-			if err := b.add(ctx, export.Item{Head: &export.Head{Pinned: l.Pinned, Model: l.Model}}, n, len(line)); err != nil {
-				return 0, err
+		case it.Head != nil:
+			if err := b.add(ctx, it, n, size); err != nil {
+				return err
 			}
 			if err := b.flush(ctx); err != nil {
-				return 0, err
+				return err
 			}
-			headDone = true
-		case "end":
-			var l export.EndLine
-			if err := strict(&l); err != nil {
-				return 0, err
-			}
-			sum := hex.EncodeToString(lr.before)
-			switch {
-			case !headDone:
-				return 0, invalid("line %d: end: the last branch has no head line", n)
-			case l.SHA256 != sum:
-				return 0, invalid("line %d: sha256: %q, the lines before it give %q: the export was changed or cut", n, l.SHA256, sum)
-			case l.Branches != len(im.Branches()) || l.Turns != out.Turns || l.States != out.States:
-				return 0, invalid("line %d: end: %d branches, %d turns and %d states, the export has %d, %d and %d",
-					n, l.Branches, l.Turns, l.States, len(im.Branches()), out.Turns, out.States)
-			case l.ActiveBranch < 0 || l.ActiveBranch >= len(im.Branches()):
-				return 0, invalid("line %d: active_branch: %d, want 0 to %d", n, l.ActiveBranch, len(im.Branches())-1)
-			}
-			if _, err := lr.next(); !errors.Is(err, io.EOF) {
-				if err == nil {
-					err = invalid("line %d: a line after the end line", lr.n)
-				}
-				return 0, err
-			}
-			return l.ActiveBranch, nil
-		default:
-			return 0, invalid("line %d: type %q: want branch, turn, state, head or end", n, kind.Type)
 		}
 	}
-}
-
-// checkPins refuses a pinned fact over context.max_pin_bytes, as
-// pinning does.
-func (s *Server) checkPins(line int, field string, pins []string) error {
-	limit := s.rt.PinLimits().MaxBytes
-	for i, p := range pins {
-		if len(p) > limit {
-			return invalid("line %d: %s[%d]: %d bytes, limit %d (context.max_pin_bytes)", line, field, i, len(p), limit)
-		}
-	}
-	return nil
 }
 
 // importV1Pending is how many of a format-1 import's newest turns are
@@ -394,117 +293,28 @@ func (s *Server) checkPins(line int, field string, pins []string) error {
 // they are indexed as they are imported.
 const importV1Pending = 256
 
-// importV1 reads the messages of format 1 into the session's one
-// branch: each user message and the assistant messages after it are a
-// turn.
-func (s *Server) importV1(ctx context.Context, lr *lineReader, im *actors.SessionImport, out *api.Imported) error {
-	if _, err := im.AddBranch(ctx, export.Branch{Label: "main", Parent: -1}); err != nil {
-		return err
-	}
-	b := &batch{im: im}
-	var cur *export.Turn
-	var pending []*export.Turn // not folded yet
-	summary := ""
-	put := func() error {
-		if cur == nil {
-			return nil
-		}
-		out.Turns++
-		t := cur
-		cur = nil
-		if err := b.add(ctx, export.Item{Turn: t}, lr.n, len(t.User.RenderedText)+len(t.Reply.RenderedText)); err != nil {
-			return err
-		}
-		if pending = append(pending, t); len(pending) < 2*importV1Pending {
-			return nil
-		}
-		fold := pending[:importV1Pending]
-		st := export.State{Seq: uint64(out.States + 1)}
-		exchanges := make([]core.Exchange, len(fold))
-		for i, t := range fold {
-			exchanges[i] = core.Exchange{User: t.User.RenderedText, Assistant: t.Reply.RenderedText}
-			st.Turns = append(st.Turns, t.Seq)
-		}
-		summary = core.FallbackSummary(summary, exchanges)
-		st.Summary = summary
-		pending = append(pending[:0], pending[importV1Pending:]...)
-		out.States++
-		return b.add(ctx, export.Item{State: &st}, lr.n, len(summary))
-	}
-	for {
-		line, err := lr.next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return err
-		}
-		if len(strings.TrimSpace(string(line))) == 0 {
-			continue
-		}
-		var l export.V1Line
-		if err := json.Unmarshal(line, &l); err != nil {
-			return invalid("line %d: %s", lr.n, jsonProblem(err, &l))
-		}
-		switch {
-		case l.Type == "message" && l.Message != nil && l.Message.Role == messages.RoleUser:
-			if err := put(); err != nil {
-				return err
-			}
-			cur = &export.Turn{Seq: uint64(out.Turns + 1), User: *l.Message, Reply: messages.NewMessage(messages.RoleAssistant)}
-		case l.Type == "message" && l.Message != nil && l.Message.Role == messages.RoleAssistant:
-			if cur == nil {
-				return invalid("line %d: an assistant message before any user message", lr.n)
-			}
-			cur.Reply.Blocks = append(cur.Reply.Blocks, l.Message.Blocks...)
-			cur.Reply.RenderedText += l.Message.RenderedText
-		default:
-			return invalid("line %d: type %q: want message (with a user or assistant message)", lr.n, l.Type)
-		}
-	}
-	if err := put(); err != nil {
-		return err
-	}
-	if out.Turns == 0 {
-		return invalid("no user message to import")
-	}
-	if err := b.add(ctx, export.Item{Head: &export.Head{}}, lr.n, 0); err != nil {
-		return err
-	}
-	return b.flush(ctx)
+// v1Folder folds the turns of a format-1 import as they come.
+type v1Folder struct {
+	pending []*export.Turn // not folded yet
+	summary string
 }
 
-// lineReader reads lines of at most limit bytes, holding one at a time,
-// and hashes them: before is the hash of the lines before the last one
-// read.
-type lineReader struct {
-	br     *bufio.Reader
-	limit  int
-	buf    []byte
-	n      int // lines read
-	sum    hash.Hash
-	before []byte
-}
-
-func (lr *lineReader) next() ([]byte, error) {
-	lr.before = lr.sum.Sum(lr.before[:0])
-	lr.buf = lr.buf[:0]
-	for {
-		chunk, err := lr.br.ReadSlice('\n')
-		if len(lr.buf)+len(chunk) > lr.limit {
-			return nil, &apiError{Status: http.StatusRequestEntityTooLarge, Code: api.CodeTooLarge, Message: fmt.Sprintf(
-				"line %d: over the limit of %d bytes for a line (two messages of store.max_payload_bytes, and 64 KiB)", lr.n+1, lr.limit)}
-		}
-		lr.buf = append(lr.buf, chunk...)
-		switch {
-		case errors.Is(err, bufio.ErrBufferFull):
-			continue
-		case errors.Is(err, io.EOF) && len(lr.buf) > 0:
-		case err != nil:
-			return nil, err
-		}
-		lr.n++
-		lr.sum.Write(lr.buf)
-		return lr.buf, nil
+// add takes turn t; once 2*importV1Pending are pending, it returns the
+// state folding the oldest importV1Pending, the states+1st of the
+// import.
+func (f *v1Folder) add(t *export.Turn, states int) *export.State {
+	if f.pending = append(f.pending, t); len(f.pending) < 2*importV1Pending {
+		return nil
 	}
+	fold := f.pending[:importV1Pending]
+	st := export.State{Seq: uint64(states + 1)}
+	exchanges := make([]core.Exchange, len(fold))
+	for i, t := range fold {
+		exchanges[i] = core.Exchange{User: t.User.RenderedText, Assistant: t.Reply.RenderedText}
+		st.Turns = append(st.Turns, t.Seq)
+	}
+	f.summary = core.FallbackSummary(f.summary, exchanges)
+	st.Summary = f.summary
+	f.pending = append(f.pending[:0], f.pending[importV1Pending:]...)
+	return &st
 }
