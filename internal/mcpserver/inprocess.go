@@ -85,3 +85,20 @@ func Handler(api http.Handler, version string, idle time.Duration) http.Handler 
 	return mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.mcp },
 		&mcp.StreamableHTTPOptions{SessionTimeout: idle})
 }
+
+// authHeaders are the headers of a request that carry its token.
+var authHeaders = []string{"Authorization", "X-Api-Key"}
+
+// tokenOf returns the headers of h that carry a token, nil if none.
+func tokenOf(h http.Header) http.Header {
+	var out http.Header
+	for _, k := range authHeaders {
+		if vs := h.Values(k); len(vs) > 0 {
+			if out == nil {
+				out = http.Header{}
+			}
+			out[k] = vs
+		}
+	}
+	return out
+}

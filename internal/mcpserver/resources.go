@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -133,21 +132,4 @@ func (s *Server) addPrompt() {
 			return &mcp.GetPromptResult{Description: "Using ctxinf as memory",
 				Messages: []*mcp.PromptMessage{{Role: "user", Content: &mcp.TextContent{Text: fmt.Sprintf(promptText, which)}}}}, nil
 		})
-}
-
-// authHeaders are the headers of a request that carry its token.
-var authHeaders = []string{"Authorization", "X-Api-Key"}
-
-// tokenOf returns the headers of h that carry a token, nil if none.
-func tokenOf(h http.Header) http.Header {
-	var out http.Header
-	for _, k := range authHeaders {
-		if vs := h.Values(k); len(vs) > 0 {
-			if out == nil {
-				out = http.Header{}
-			}
-			out[k] = vs
-		}
-	}
-	return out
 }
