@@ -3,6 +3,7 @@ package actors
 import (
 	"context"
 	"path/filepath"
+	"slices"
 
 	"github.com/contextinfinity/ctxinf/messages"
 	"github.com/contextinfinity/ctxinf/persistence"
@@ -86,17 +87,29 @@ func BuildReport(ctx context.Context, db persistence.Database, dataDir string, l
 // BuildReportOf is BuildReport of the sessions keep keeps (nil: all),
 // with the jobs of their branches only.
 func BuildReportOf(ctx context.Context, db persistence.Database, dataDir string, lastTurns int, keep func(persistence.SessionRow) bool) (Report, error) {
-	rep := Report{DataDir: dataDir, Sessions: []ReportSession{}}
-	journals := journalStore(db, filepath.Join(dataDir, "streams"))
 	sessions, err := db.Sessions(ctx)
 	if err != nil {
-		return rep, err
+		return Report{DataDir: dataDir, Sessions: []ReportSession{}}, err
 	}
+	if keep != nil {
+		sessions = slices.DeleteFunc(sessions, func(s persistence.SessionRow) bool { return !keep(s) })
+	}
+	return reportOf(ctx, db, dataDir, lastTurns, sessions, keep == nil)
+}
+
+// BuildReportOfSessions is BuildReport of the sessions given (a page of
+// a tenant's), with the jobs of their branches only.
+func BuildReportOfSessions(ctx context.Context, db persistence.Database, dataDir string, lastTurns int, sessions []persistence.SessionRow) (Report, error) {
+	return reportOf(ctx, db, dataDir, lastTurns, sessions, false)
+}
+
+// reportOf builds the report of sessions, with every pending job if
+// allJobs and those of their branches otherwise.
+func reportOf(ctx context.Context, db persistence.Database, dataDir string, lastTurns int, sessions []persistence.SessionRow, allJobs bool) (Report, error) {
+	rep := Report{DataDir: dataDir, Sessions: []ReportSession{}}
+	journals := journalStore(db, filepath.Join(dataDir, "streams"))
 	kept := map[messages.BranchID]bool{}
 	for _, s := range sessions {
-		if keep != nil && !keep(s) {
-			continue
-		}
 		is := ReportSession{SessionRow: s}
 		branches, err := db.Branches(ctx, s.ID)
 		if err != nil {
@@ -146,7 +159,7 @@ func BuildReportOf(ctx context.Context, db persistence.Database, dataDir string,
 	}
 	jobs, err := db.Jobs(ctx)
 	rep.Jobs = []persistence.Job{} // [] when none, filtered or not
-	if keep == nil {
+	if allJobs {
 		rep.Jobs = append(rep.Jobs, jobs...)
 		return rep, err
 	}

@@ -12,6 +12,9 @@ type Report struct {
 	DataDir  string          `json:"data_dir"`
 	Sessions []ReportSession `json:"sessions"`
 	Jobs     []Job           `json:"jobs"`
+	// Next is the cursor of the next page of sessions (GET /v1/inspect
+	// pages them: api.SessionList's paging); absent on the last.
+	Next string `json:"next,omitempty"`
 }
 
 // ReportSession is a session of a Report.

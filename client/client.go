@@ -51,6 +51,10 @@ type (
 	Retention     = api.Retention
 	// Report is what `ctxinf inspect` prints (Inspect).
 	Report = api.Report
+	// SessionList, BranchList and PinList are pages of the list routes.
+	SessionList = api.SessionList
+	BranchList  = api.BranchList
+	PinList     = api.PinList
 	// ContextDebug is what Context, ContextOfTurn and NextContext
 	// answer, decoded.
 	ContextDebug = api.ContextDebug
@@ -285,34 +289,101 @@ func (c *Client) CreateSession(ctx context.Context, title string) (Session, Bran
 	return out.Session, out.Branch, err
 }
 
-// Sessions lists the sessions.
+// Page asks a list route for one page: up to Limit rows (0: the
+// server's default, api.DefaultListLimit; at most api.MaxListLimit),
+// after Cursor (the Next of the page before; "" for the first page).
+type Page struct {
+	Limit  int
+	Cursor string
+	// Newest lists sessions newest first (SessionPage only).
+	Newest bool
+	// Metadata keeps the sessions whose metadata has each key set to its
+	// value (SessionPage only).
+	Metadata map[string]string
+}
+
+// query is p's query string ("" or "?...").
+func (p Page) query(extra url.Values) string {
+	q := extra
+	if q == nil {
+		q = url.Values{}
+	}
+	if p.Limit != 0 {
+		q.Set("limit", strconv.Itoa(p.Limit))
+	}
+	if p.Cursor != "" {
+		q.Set("cursor", p.Cursor)
+	}
+	if p.Newest {
+		q.Set("order", "newest")
+	}
+	for k, v := range p.Metadata {
+		q.Set("metadata."+k, v)
+	}
+	if len(q) == 0 {
+		return ""
+	}
+	return "?" + q.Encode()
+}
+
+// Session returns a session of the client's tenant (GET
+// /v1/sessions/{session}).
+func (c *Client) Session(ctx context.Context, id messages.SessionID) (Session, error) {
+	var out Session
+	err := c.do(ctx, "GET", "/v1/sessions/"+id.String(), nil, &out)
+	return out, err
+}
+
+// SessionPage lists one page of the sessions of the client's tenant
+// (GET /v1/sessions): pass its Next as the next call's Cursor.
+func (c *Client) SessionPage(ctx context.Context, p Page) (SessionList, error) {
+	var out SessionList
+	err := c.do(ctx, "GET", "/v1/sessions"+p.query(nil), nil, &out)
+	return out, err
+}
+
+// Sessions lists every session of the client's tenant, reading page after
+// page (SessionPage reads one).
 func (c *Client) Sessions(ctx context.Context) ([]Session, error) {
 	return c.SessionsWhere(ctx, nil)
 }
 
 // SessionsWhere lists the sessions whose metadata (Session.Metadata)
-// has each key of metadata set to its value: SessionsWhere(ctx,
+// has each key of metadata set to its value, every page: SessionsWhere(ctx,
 // map[string]string{"source": "proxy", "end_user": "alice"}) lists the
 // proxy's conversations of the end user alice.
 func (c *Client) SessionsWhere(ctx context.Context, metadata map[string]string) ([]Session, error) {
-	path := "/v1/sessions"
-	if len(metadata) > 0 {
-		q := url.Values{}
-		for k, v := range metadata {
-			q.Set("metadata."+k, v)
+	var all []Session
+	p := Page{Limit: api.MaxListLimit, Metadata: metadata}
+	for {
+		out, err := c.SessionPage(ctx, p)
+		all = append(all, out.Sessions...)
+		if err != nil || out.Next == "" {
+			return all, err
 		}
-		path += "?" + q.Encode()
+		p.Cursor = out.Next
 	}
-	var out struct{ Sessions []Session }
-	err := c.do(ctx, "GET", path, nil, &out)
-	return out.Sessions, err
 }
 
-// Branches lists a session's branches.
+// BranchPage lists one page of a session's branches.
+func (c *Client) BranchPage(ctx context.Context, session messages.SessionID, p Page) (BranchList, error) {
+	var out BranchList
+	err := c.do(ctx, "GET", "/v1/sessions/"+session.String()+"/branches"+p.query(nil), nil, &out)
+	return out, err
+}
+
+// Branches lists a session's branches, every page.
 func (c *Client) Branches(ctx context.Context, session messages.SessionID) ([]Branch, error) {
-	var out struct{ Branches []Branch }
-	err := c.do(ctx, "GET", "/v1/sessions/"+session.String()+"/branches", nil, &out)
-	return out.Branches, err
+	var all []Branch
+	p := Page{Limit: api.MaxListLimit}
+	for {
+		out, err := c.BranchPage(ctx, session, p)
+		all = append(all, out.Branches...)
+		if err != nil || out.Next == "" {
+			return all, err
+		}
+		p.Cursor = out.Next
+	}
 }
 
 // Branch returns a branch's live state.
@@ -555,9 +626,23 @@ func (c *Client) Pin(ctx context.Context, branch messages.BranchID, fact string)
 
 // Pins lists the facts pinned on the branch now, by id.
 func (c *Client) Pins(ctx context.Context, branch messages.BranchID) ([]Pin, error) {
-	var out struct{ Pins []Pin }
-	err := c.do(ctx, "GET", "/v1/branches/"+branch.String()+"/pins", nil, &out)
-	return out.Pins, err
+	var all []Pin
+	p := Page{Limit: api.MaxListLimit}
+	for {
+		out, err := c.PinPage(ctx, branch, p)
+		all = append(all, out.Pins...)
+		if err != nil || out.Next == "" {
+			return all, err
+		}
+		p.Cursor = out.Next
+	}
+}
+
+// PinPage lists one page of a branch's pins, in the order of their ids.
+func (c *Client) PinPage(ctx context.Context, branch messages.BranchID, p Page) (PinList, error) {
+	var out PinList
+	err := c.do(ctx, "GET", "/v1/branches/"+branch.String()+"/pins"+p.query(nil), nil, &out)
+	return out, err
 }
 
 // Unpin unpins pin id: later contexts of the branch no longer show it. An
@@ -651,10 +736,33 @@ func (c *Client) TurnNumber(ctx context.Context, branch messages.BranchID, seq u
 }
 
 // Inspect returns what `ctxinf inspect` prints of the server's store,
-// with up to turns last turns of each branch.
+// with up to turns last turns of each branch, reading every page of
+// sessions (InspectPage reads one).
 func (c *Client) Inspect(ctx context.Context, turns int) (Report, error) {
+	var all Report
+	p := Page{Limit: api.MaxListLimit}
+	for {
+		out, err := c.InspectPage(ctx, turns, p)
+		all.DataDir = out.DataDir
+		all.Sessions = append(all.Sessions, out.Sessions...)
+		all.Jobs = append(all.Jobs, out.Jobs...)
+		if err != nil || out.Next == "" {
+			if all.Sessions == nil {
+				all.Sessions = []api.ReportSession{}
+			}
+			if all.Jobs == nil {
+				all.Jobs = []api.Job{}
+			}
+			return all, err
+		}
+		p.Cursor = out.Next
+	}
+}
+
+// InspectPage is one page of Inspect's sessions, with their branches' jobs.
+func (c *Client) InspectPage(ctx context.Context, turns int, p Page) (Report, error) {
 	var out Report
-	err := c.do(ctx, "GET", fmt.Sprintf("/v1/inspect?turns=%d", turns), nil, &out)
+	err := c.do(ctx, "GET", "/v1/inspect"+p.query(url.Values{"turns": {strconv.Itoa(turns)}}), nil, &out)
 	return out, err
 }
 

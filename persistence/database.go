@@ -44,8 +44,12 @@ type Database interface {
 	Commit(ctx context.Context, tx *Tx) (TxResult, error)
 	// Session returns a session's row.
 	Session(ctx context.Context, id messages.SessionID) (SessionRow, error)
-	// Sessions returns every session's row.
+	// Sessions returns every session's row, of every tenant: for the
+	// runtime's own sweeps (retention, reindex), never for a listing.
 	Sessions(ctx context.Context) ([]SessionRow, error)
+	// SessionPage returns a page of one tenant's sessions (SessionQuery),
+	// reading no other tenant's rows.
+	SessionPage(ctx context.Context, q SessionQuery) ([]SessionRow, error)
 	// Import returns the marker of session's import, if it is under way
 	// (ErrNotFound otherwise).
 	Import(ctx context.Context, session messages.SessionID) (ImportRow, error)
@@ -55,6 +59,10 @@ type Database interface {
 	BranchRow(ctx context.Context, id messages.BranchID) (BranchRow, error)
 	// Branches returns the rows of a session's branches.
 	Branches(ctx context.Context, session messages.SessionID) ([]BranchRow, error)
+	// BranchPage returns up to limit (1 to MaxPageNodes) of session's
+	// branch rows whose ids follow after (zero: from the first), in the
+	// order of their ids.
+	BranchPage(ctx context.Context, session messages.SessionID, after messages.BranchID, limit int) ([]BranchRow, error)
 	// TurnRows returns up to limit turn rows of branch from fromSeq on,
 	// in seq order.
 	TurnRows(ctx context.Context, branch messages.BranchID, fromSeq uint64, limit int) ([]TurnRow, error)

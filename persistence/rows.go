@@ -39,6 +39,26 @@ type SessionRow struct {
 	Metadata map[string]string `json:"metadata,omitempty"`
 }
 
+// SessionQuery selects a page of a tenant's sessions (Database.SessionPage):
+// up to Limit (0 to MaxPageNodes) of Tenant's sessions whose ids follow
+// After (zero: from the first), in the order of their ids, or the reverse
+// with Newest. A row naming no tenant is DefaultTenant's; Tenant "" means
+// DefaultTenant.
+type SessionQuery struct {
+	Tenant string
+	After  messages.SessionID
+	Limit  int
+	Newest bool
+}
+
+// TenantName is the tenant q names: its Tenant, DefaultTenant if none.
+func (q SessionQuery) TenantName() string {
+	if q.Tenant == "" {
+		return DefaultTenant
+	}
+	return q.Tenant
+}
+
 // DefaultTenant is the tenant of a session whose row names none (made
 // before tenants, or by the library and the local CLI) and of the
 // server's own tokens (server.tokens_env).

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -268,35 +267,20 @@ func (s *Server) listConversations(ctx context.Context, req *mcp.CallToolRequest
 		if err != nil {
 			return nil, out, err
 		}
-		// The session's own row: the list holds only the tenant's.
-		all, err := c.Sessions(ctx)
+		// The session's own row: another tenant's is not found.
+		sess, err := c.Session(ctx, id)
 		if err != nil {
 			return nil, out, toolError(err)
 		}
-		i := slices.IndexFunc(all, func(x client.Session) bool { return x.ID == id })
-		if i < 0 {
-			return nil, out, fmt.Errorf("not found: session %s", id)
-		}
-		sessions = all[i : i+1]
+		sessions = []client.Session{sess}
 	} else {
-		all, err := c.Sessions(ctx)
+		// A page of the tenant's sessions, newest first; next_cursor is
+		// the API's cursor.
+		page, err := c.SessionPage(ctx, client.Page{Limit: limit, Cursor: in.Cursor, Newest: true})
 		if err != nil {
 			return nil, out, toolError(err)
 		}
-		slices.SortStableFunc(all, func(a, b client.Session) int { return b.ID.Compare(a.ID) }) // newest first
-		start := 0
-		if in.Cursor != "" {
-			n, err := strconv.Atoi(in.Cursor)
-			if err != nil || n < 0 || n > len(all) {
-				return nil, out, fmt.Errorf("cursor: %q is not a next_cursor of this tool", in.Cursor)
-			}
-			start = n
-		}
-		end := min(start+limit, len(all))
-		sessions = all[start:end]
-		if end < len(all) {
-			out.NextCursor = strconv.Itoa(end)
-		}
+		sessions, out.NextCursor = page.Sessions, page.Next
 	}
 	for _, sess := range sessions {
 		so := sessionOut{ID: sess.ID.String(), Title: sess.Title, Created: timeText(sess.Created), ActiveBranch: stringOf(sess.ActiveBranch),

@@ -1,11 +1,15 @@
 package server
 
 import (
+	"cmp"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"net/http"
 	"net/url"
+	"slices"
+	"sort"
 	"strconv"
 	"strings"
 
@@ -63,26 +67,80 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// listSessions lists the sessions of the request's tenant.
-// listSessions lists the tenant's sessions; query parameters
-// metadata.KEY=VALUE (or metadata[KEY]=VALUE) keep those whose metadata
-// has KEY set to VALUE, all of them.
+// listSessions lists a page of the tenant's sessions (?limit, ?cursor,
+// ?order: pageOf); query parameters metadata.KEY=VALUE (or
+// metadata[KEY]=VALUE) keep those whose metadata has KEY set to VALUE,
+// all of them.
 func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) error {
 	where, err := metadataFilter(r.URL.Query())
 	if err != nil {
 		return err
 	}
-	all, err := s.rt.DB().Sessions(r.Context())
+	p, err := pageOf(r, listSessions, 16, true)
 	if err != nil {
 		return err
 	}
-	ss := []api.Session{}
-	for _, sess := range all {
-		if owns(r.Context(), sess) && matchesMetadata(sess.Metadata, where) {
-			ss = append(ss, Session(sess))
-		}
+	rows, more, err := s.sessionPage(r.Context(), p, func(row persistence.SessionRow) bool { return matchesMetadata(row.Metadata, where) })
+	if err != nil {
+		return err
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"sessions": ss})
+	out := api.SessionList{Sessions: make([]api.Session, 0, len(rows))}
+	for _, row := range rows {
+		out.Sessions = append(out.Sessions, Session(row))
+	}
+	if more {
+		out.Next = p.next(listSessions, rows[len(rows)-1].ID[:])
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// sessionPage reads the page p of ctx's tenant's sessions that keep
+// keeps (nil: all) from the store's pages of that tenant alone, and
+// whether more follow.
+func (s *Server) sessionPage(ctx context.Context, p page, keep func(persistence.SessionRow) bool) ([]persistence.SessionRow, bool, error) {
+	q := persistence.SessionQuery{Tenant: tenantOf(ctx), Limit: p.limit + 1, Newest: p.newest}
+	if p.after != nil {
+		q.After = messages.SessionID(p.after)
+	}
+	out := []persistence.SessionRow{}
+	for {
+		rows, err := s.rt.DB().SessionPage(ctx, q)
+		if err != nil {
+			return nil, false, err
+		}
+		for _, row := range rows {
+			if keep != nil && !keep(row) {
+				continue
+			}
+			if len(out) == p.limit {
+				return out, true, nil
+			}
+			out = append(out, row)
+		}
+		if len(rows) < q.Limit {
+			return out, false, nil
+		}
+		q.After = rows[len(rows)-1].ID
+		q.Limit = max(q.Limit, sessionScan) // filtered: read on in larger pages
+	}
+}
+
+// sessionScan is how many sessions a filtered listing reads per store
+// page once its first page fell short.
+const sessionScan = 512
+
+// getSession answers a session of the tenant's.
+func (s *Server) getSession(w http.ResponseWriter, r *http.Request) error {
+	id, err := pathID[messages.SessionID](r, "session")
+	if err != nil {
+		return err
+	}
+	row, err := s.ownSession(r.Context(), id)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, Session(row))
 	return nil
 }
 
@@ -91,14 +149,24 @@ func (s *Server) listBranches(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if _, err := s.ownSession(r.Context(), id); err != nil {
-		return err
-	}
-	bs, err := s.rt.DB().Branches(r.Context(), id)
+	p, err := pageOf(r, listBranches, 16, false)
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"branches": Branches(bs)})
+	if _, err := s.ownSession(r.Context(), id); err != nil {
+		return err
+	}
+	var after messages.BranchID
+	copy(after[:], p.after)
+	bs, err := s.rt.DB().BranchPage(r.Context(), id, after, p.limit+1)
+	if err != nil {
+		return err
+	}
+	out := api.BranchList{Branches: Branches(bs[:min(len(bs), p.limit)])}
+	if len(bs) > p.limit {
+		out.Next = p.next(listBranches, bs[p.limit-1].ID[:])
+	}
+	writeJSON(w, http.StatusOK, out)
 	return nil
 }
 
@@ -421,11 +489,24 @@ func (s *Server) listPins(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	p, err := pageOf(r, listPins, 8, false)
+	if err != nil {
+		return err
+	}
 	pins, err := s.rt.Pins(r.Context(), id)
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"pins": pins})
+	slices.SortFunc(pins, func(a, b api.Pin) int { return cmp.Compare(a.ID, b.ID) })
+	if p.after != nil {
+		after := binary.BigEndian.Uint64(p.after)
+		pins = pins[sort.Search(len(pins), func(i int) bool { return pins[i].ID > after }):]
+	}
+	out := api.PinList{Pins: pins[:min(len(pins), p.limit)]}
+	if len(pins) > p.limit {
+		out.Next = p.next(listPins, pinKey(pins[p.limit-1].ID))
+	}
+	writeJSON(w, http.StatusOK, out)
 	return nil
 }
 
@@ -626,12 +707,23 @@ func (s *Server) inspect(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	rep, err := actors.BuildReportOf(r.Context(), s.rt.DB(), s.rt.DataDir(), n,
-		func(sess persistence.SessionRow) bool { return owns(r.Context(), sess) })
+	p, err := pageOf(r, listInspect, 16, false)
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, Report(rep))
+	sessions, more, err := s.sessionPage(r.Context(), p, nil)
+	if err != nil {
+		return err
+	}
+	rep, err := actors.BuildReportOfSessions(r.Context(), s.rt.DB(), s.rt.DataDir(), n, sessions)
+	if err != nil {
+		return err
+	}
+	out := Report(rep)
+	if more {
+		out.Next = p.next(listInspect, sessions[len(sessions)-1].ID[:])
+	}
+	writeJSON(w, http.StatusOK, out)
 	return nil
 }
 

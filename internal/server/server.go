@@ -152,6 +152,7 @@ var routes = []route{
 	{"GET", "/metrics", (*Server).metrics},
 	{"POST", "/v1/sessions", (*Server).createSession},
 	{"GET", "/v1/sessions", (*Server).listSessions},
+	{"GET", "/v1/sessions/{session}", (*Server).getSession},
 	{"GET", "/v1/sessions/{session}/branches", (*Server).listBranches},
 	{"GET", "/v1/sessions/{session}/export", (*Server).exportSession},
 	{"DELETE", "/v1/sessions/{session}", (*Server).deleteSession},

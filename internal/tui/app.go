@@ -395,13 +395,11 @@ func (m *Model) loadNames() tea.Cmd {
 func (m *Model) loadSession() tea.Cmd {
 	be, ctx, id := m.st.Backend, m.st.Ctx, m.st.Branch.Session
 	return func() tea.Msg {
-		ss, err := be.Sessions(ctx)
-		for _, s := range ss {
-			if s.ID == id {
-				return sessionMsg{session: id, title: s.Title}
-			}
+		s, err := be.Session(ctx, id)
+		if err != nil {
+			return sessionMsg{session: id, err: err}
 		}
-		return sessionMsg{session: id, err: err}
+		return sessionMsg{session: id, title: s.Title}
 	}
 }
 

@@ -223,12 +223,8 @@ func (b *branchesScreen) load(s *State) tea.Cmd {
 			return branchesMsg{gen: gen, err: err}
 		}
 		var active messages.BranchID
-		if ss, err := be.Sessions(ctx); err == nil { // the active mark is a hint: go on without it
-			for _, x := range ss {
-				if x.ID == session {
-					active = x.ActiveBranch
-				}
-			}
+		if x, err := be.Session(ctx, session); err == nil { // the active mark is a hint: go on without it
+			active = x.ActiveBranch
 		}
 		return branchesMsg{gen: gen, rows: rows, active: active}
 	}

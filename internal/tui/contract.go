@@ -23,7 +23,10 @@ import (
 type Backend interface {
 	// Names are the default model's provider and id.
 	Names(ctx context.Context) (provider, model string, err error)
-	Sessions(ctx context.Context) ([]api.Session, error)
+	// Session returns a session by id.
+	Session(ctx context.Context, id messages.SessionID) (api.Session, error)
+	// LatestSession returns the newest session; false if there is none.
+	LatestSession(ctx context.Context) (api.Session, bool, error)
 	// CreateSession makes a session and returns its first branch.
 	CreateSession(ctx context.Context, title string) (api.Branch, error)
 	BranchRow(ctx context.Context, id messages.BranchID) (api.Branch, error)

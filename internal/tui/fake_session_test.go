@@ -171,8 +171,15 @@ func (f *fakeSession) Branches(_ context.Context, session messages.SessionID) ([
 	return slices.Clone(f.branches), nil
 }
 
-func (f *fakeSession) Sessions(context.Context) ([]api.Session, error) {
-	return []api.Session{f.session}, nil
+func (f *fakeSession) Session(_ context.Context, id messages.SessionID) (api.Session, error) {
+	if id != f.session.ID {
+		return api.Session{}, fmt.Errorf("fakeSession: no session %s", id)
+	}
+	return f.session, nil
+}
+
+func (f *fakeSession) LatestSession(context.Context) (api.Session, bool, error) {
+	return f.session, true, nil
 }
 
 func (f *fakeSession) DeleteBranch(_ context.Context, branch messages.BranchID) (api.Deleted, error) {

@@ -108,8 +108,15 @@ func ptr[T any](v T) *T { return &v }
 
 func (f *fakeShell) Names(context.Context) (string, string, error) { return "local", "echo-1", nil }
 
-func (f *fakeShell) Sessions(context.Context) ([]api.Session, error) {
-	return []api.Session{f.session}, nil
+func (f *fakeShell) Session(_ context.Context, id messages.SessionID) (api.Session, error) {
+	if id != f.session.ID {
+		return api.Session{}, errors.New("fakeShell: no such session")
+	}
+	return f.session, nil
+}
+
+func (f *fakeShell) LatestSession(context.Context) (api.Session, bool, error) {
+	return f.session, true, nil
 }
 
 func (f *fakeShell) CreateSession(context.Context, string) (api.Branch, error) {

@@ -193,8 +193,11 @@ func (f *fakeTurns) checkBranch(b messages.BranchID) error {
 func (f *fakeTurns) Names(context.Context) (string, string, error) {
 	return "openai", "gpt-4o-mini", nil
 }
-func (f *fakeTurns) Sessions(context.Context) ([]api.Session, error) {
-	return nil, errFakeTurns
+func (f *fakeTurns) Session(context.Context, messages.SessionID) (api.Session, error) {
+	return api.Session{}, errFakeTurns
+}
+func (f *fakeTurns) LatestSession(context.Context) (api.Session, bool, error) {
+	return api.Session{}, false, errFakeTurns
 }
 func (f *fakeTurns) CreateSession(context.Context, string) (api.Branch, error) {
 	return api.Branch{}, errFakeTurns

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/dgraph-io/badger/v4"
@@ -36,6 +37,7 @@ const (
 	tablePrevSnap   byte = 'F' // F | actor                     → index uvarint | snapshot bytes (the one before P's)
 	tableImport     byte = 'G' // G | session(16)               → ImportRow (an import under way)
 	tableActivity   byte = 'A' // A | session(16)               → unix nanoseconds (8): last activity of Tx.Touched
+	tableTenantSess byte = 'N' // N | len(1) | tenant | session(16) → the session row's key (a tenant's sessions, in id order)
 )
 
 // DB is the Badger store: the context store plus the lifecycle tables.
@@ -87,7 +89,24 @@ func (d *DB) CheckPayload(field string, n int) error {
 const (
 	turnIndexMeta = "turn_row_index_2"
 	stepIndexMeta = "step_row_index"
+	// tenantIndexMeta marks a store whose session rows are all in the
+	// index by tenant (tableTenantSess).
+	tenantIndexMeta = "tenant_session_index"
 )
+
+// tenantPrefix is the prefix of tenant's entries in the index of
+// sessions by tenant ("" is DefaultTenant).
+func tenantPrefix(tenant string) []byte {
+	if tenant == "" {
+		tenant = persistence.DefaultTenant
+	}
+	return append([]byte{tableTenantSess, byte(len(tenant))}, tenant...)
+}
+
+// tenantSessionKey is the index entry of session s.
+func tenantSessionKey(s persistence.SessionRow) []byte {
+	return append(tenantPrefix(s.TenantName()), s.ID[:]...)
+}
 
 // turnByIDKey is the index entry of the row of turn on branch.
 func turnByIDKey(turn messages.TurnID, branch messages.BranchID) []byte {
@@ -107,12 +126,20 @@ func (d *DB) indexRows() error {
 	if err != nil {
 		return err
 	}
-	return d.backfillIndex(stepIndexMeta, tableStepRow, func(v []byte) ([]byte, error) {
+	err = d.backfillIndex(stepIndexMeta, tableStepRow, func(v []byte) ([]byte, error) {
 		var r struct {
 			ID messages.StepID `json:"id"`
 		}
 		err := json.Unmarshal(v, &r)
 		return id16(tableStepByID, r.ID), err
+	})
+	if err != nil {
+		return err
+	}
+	return d.backfillIndex(tenantIndexMeta, tableSession, func(v []byte) ([]byte, error) {
+		var r persistence.SessionRow
+		err := json.Unmarshal(v, &r)
+		return tenantSessionKey(r), err
 	})
 }
 
@@ -267,9 +294,11 @@ func (g *group) applyTx(o *op) (persistence.TxResult, error) {
 		}
 	}
 	for _, r := range tx.Sessions {
-		if err := g.setJSON(id16(tableSession, r.ID), r); err != nil {
+		k := id16(tableSession, r.ID)
+		if err := g.setJSON(k, r); err != nil {
 			return res, err
 		}
+		g.set(tenantSessionKey(r), k)
 	}
 	for _, r := range tx.Branches {
 		if err := g.setJSON(id16(tableBranchRow, r.ID), r); err != nil {
@@ -523,6 +552,46 @@ func (d *DB) Sessions(ctx context.Context) ([]persistence.SessionRow, error) {
 	return scanJSON[persistence.SessionRow](d, []byte{tableSession}, nil, 0)
 }
 
+// SessionPage returns a page of a tenant's sessions, read through the
+// index of sessions by tenant.
+func (d *DB) SessionPage(ctx context.Context, q persistence.SessionQuery) ([]persistence.SessionRow, error) {
+	if err := persistence.CheckPageSize(q.Limit); err != nil {
+		return nil, err
+	}
+	out := []persistence.SessionRow{}
+	if q.Limit == 0 {
+		return out, nil
+	}
+	prefix := tenantPrefix(q.TenantName())
+	seek := append(slices.Clip(prefix), q.After[:]...)
+	if q.Newest && q.After.IsZero() {
+		seek = append(slices.Clip(prefix), bytes.Repeat([]byte{0xff}, 16)...)
+	}
+	err := d.read(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix, Reverse: q.Newest})
+		defer it.Close()
+		for it.Seek(seek); it.Valid() && len(out) < q.Limit; it.Next() {
+			k := it.Item().Key()
+			if len(k) != len(prefix)+16 {
+				return fmt.Errorf("%w: tenant index key %x", persistence.ErrCorrupt, k)
+			}
+			id := messages.SessionID(k[len(prefix):])
+			if id == q.After {
+				continue
+			}
+			r, ok, err := txnRow[persistence.SessionRow](txn, id16(tableSession, id))
+			if err != nil {
+				return err
+			}
+			if ok { // an entry outlives its row only until the purge that dropped the row ends
+				out = append(out, r)
+			}
+		}
+		return nil
+	})
+	return out, err
+}
+
 // Import returns the marker of session's import, if it is under way
 // (ErrNotFound otherwise).
 func (d *DB) Import(ctx context.Context, session messages.SessionID) (persistence.ImportRow, error) {
@@ -536,6 +605,39 @@ func (d *DB) Imports(ctx context.Context) ([]persistence.ImportRow, error) {
 
 func (d *DB) BranchRow(ctx context.Context, id messages.BranchID) (persistence.BranchRow, error) {
 	return getJSON[persistence.BranchRow](d, id16(tableBranchRow, id), fmt.Errorf("%w: branch %s", persistence.ErrRowNotFound, id))
+}
+
+// BranchPage returns up to limit of session's branch rows whose ids
+// follow after, in id order.
+func (d *DB) BranchPage(ctx context.Context, session messages.SessionID, after messages.BranchID, limit int) ([]persistence.BranchRow, error) {
+	if err := persistence.CheckPageSize(limit); err != nil {
+		return nil, err
+	}
+	out := []persistence.BranchRow{}
+	if limit == 0 {
+		return out, nil
+	}
+	prefix := id16(tableSessBranch, session)
+	err := d.read(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix})
+		defer it.Close()
+		for it.Seek(append(slices.Clip(prefix), after[:]...)); it.Valid() && len(out) < limit; it.Next() {
+			id := messages.BranchID(it.Item().Key()[17:33])
+			if id == after {
+				continue
+			}
+			r, ok, err := txnRow[persistence.BranchRow](txn, id16(tableBranchRow, id))
+			if err != nil {
+				return err
+			}
+			if !ok {
+				return fmt.Errorf("%w: branch %s", persistence.ErrRowNotFound, id)
+			}
+			out = append(out, r)
+		}
+		return nil
+	})
+	return out, err
 }
 
 func (d *DB) Branches(ctx context.Context, session messages.SessionID) ([]persistence.BranchRow, error) {

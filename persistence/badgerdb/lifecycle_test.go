@@ -1,12 +1,14 @@
 package badgerdb
 
 import (
-	"github.com/contextinfinity/ctxinf/persistence"
-	"github.com/contextinfinity/ctxinf/persistence/storetest"
-
 	"encoding/json"
 	"errors"
 	"testing"
+	"time"
+
+	"github.com/contextinfinity/ctxinf/messages"
+	"github.com/contextinfinity/ctxinf/persistence"
+	"github.com/contextinfinity/ctxinf/persistence/storetest"
 )
 
 func openDB(t *testing.T) *DB {
@@ -85,5 +87,45 @@ func TestStepRowWithoutCacheUsage(t *testing.T) {
 	}
 	if r.InputTokens != 1200 || r.OutputTokens != 40 || r.CacheReadTokens != 0 || r.CacheWriteTokens != 0 {
 		t.Errorf("old row read as %d in (%d cached, %d written), %d out", r.InputTokens, r.CacheReadTokens, r.CacheWriteTokens, r.OutputTokens)
+	}
+}
+
+// A store written before the index of sessions by tenant: Open indexes
+// its session rows, once, and its tenants' pages list them.
+func TestTenantSessionIndexBackfill(t *testing.T) {
+	dir := t.TempDir()
+	d, err := Open(TestOptions(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.UnixMilli(1_700_000_000_000)
+	tx := &persistence.Tx{}
+	del := []entry{{key: metaKey(tenantIndexMeta), del: true}}
+	for i := range 9 {
+		r := persistence.SessionRow{ID: messages.NewID[messages.SessionID](now), Tenant: []string{"", "acme", "other"}[i%3], Created: now}
+		tx.Sessions = append(tx.Sessions, r)
+		del = append(del, entry{key: tenantSessionKey(r), del: true})
+	}
+	if _, err := d.Commit(bg, tx); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.writeRaw(del); err != nil {
+		t.Fatal(err)
+	}
+	if rows, err := d.SessionPage(bg, persistence.SessionQuery{Tenant: "acme", Limit: 10}); err != nil || len(rows) != 0 {
+		t.Fatalf("without the index: SessionPage = %d rows, %v; want none", len(rows), err)
+	}
+	d.Close()
+	for range 2 {
+		if d, err = Open(TestOptions(dir)); err != nil {
+			t.Fatal(err)
+		}
+		for _, tenant := range []string{"", "acme", "other"} {
+			rows, err := d.SessionPage(bg, persistence.SessionQuery{Tenant: tenant, Limit: 10})
+			if err != nil || len(rows) != 3 {
+				t.Fatalf("SessionPage(%q) = %d rows, %v; want 3", tenant, len(rows), err)
+			}
+		}
+		d.Close()
 	}
 }

@@ -298,6 +298,11 @@ func purgeKeys(txn *badger.Txn, plan *persistence.PurgePlan) ([][]byte, error) {
 	}
 	if plan.Spec.DeleteSession {
 		s := plan.Spec.Session
+		if row, ok, err := txnRow[persistence.SessionRow](txn, id16(tableSession, s)); err != nil {
+			return nil, err
+		} else if ok {
+			add(tenantSessionKey(row))
+		}
 		add(id16(tableSession, s))
 		add(id16(tableSessBranch, s))
 		add(id16(tableImport, s))

@@ -636,6 +636,46 @@ func (d *PGDB) Sessions(ctx context.Context) ([]persistence.SessionRow, error) {
 	return pgScanRows[persistence.SessionRow](ctx, d, "read sessions", `SELECT data FROM ctx_sessions ORDER BY id`)
 }
 
+// SessionPage returns a page of a tenant's sessions (ctx_sessions_tenant).
+func (d *PGDB) SessionPage(ctx context.Context, q persistence.SessionQuery) ([]persistence.SessionRow, error) {
+	if err := persistence.CheckPageSize(q.Limit); err != nil {
+		return nil, err
+	}
+	if q.Limit == 0 {
+		return []persistence.SessionRow{}, nil
+	}
+	query := `SELECT data FROM ctx_sessions WHERE tenant = $1 AND id > $2 ORDER BY id LIMIT $3`
+	after := q.After[:]
+	if q.Newest {
+		query = `SELECT data FROM ctx_sessions WHERE tenant = $1 AND id < $2 ORDER BY id DESC LIMIT $3`
+		if q.After.IsZero() {
+			after = bytes.Repeat([]byte{0xff}, 17) // above every 16-byte id
+		}
+	}
+	out, err := pgScanRows[persistence.SessionRow](ctx, d, "read sessions of tenant "+q.TenantName(), query, q.TenantName(), after, q.Limit)
+	if out == nil && err == nil {
+		out = []persistence.SessionRow{}
+	}
+	return out, err
+}
+
+// BranchPage returns up to limit of session's branch rows whose ids
+// follow after, in id order.
+func (d *PGDB) BranchPage(ctx context.Context, session messages.SessionID, after messages.BranchID, limit int) ([]persistence.BranchRow, error) {
+	if err := persistence.CheckPageSize(limit); err != nil {
+		return nil, err
+	}
+	if limit == 0 {
+		return []persistence.BranchRow{}, nil
+	}
+	out, err := pgScanRows[persistence.BranchRow](ctx, d, "read branches of session "+session.String(),
+		`SELECT data FROM ctx_branches WHERE session_id = $1 AND id > $2 ORDER BY id LIMIT $3`, session[:], after[:], limit)
+	if out == nil && err == nil {
+		out = []persistence.BranchRow{}
+	}
+	return out, err
+}
+
 // BranchRow returns a branch's row.
 func (d *PGDB) BranchRow(ctx context.Context, id messages.BranchID) (persistence.BranchRow, error) {
 	return pgGetRow[persistence.BranchRow](ctx, d, "read branch row "+id.String(), fmt.Errorf("%w: branch %s", persistence.ErrRowNotFound, id),

@@ -148,6 +148,7 @@ var pgSchema = []string{
 		tenant TEXT NOT NULL,
 		data   BYTEA NOT NULL
 	)`,
+	`CREATE INDEX IF NOT EXISTS ctx_sessions_tenant ON ctx_sessions (tenant, id)`,
 	`CREATE TABLE IF NOT EXISTS ctx_branches (
 		id         BYTEA PRIMARY KEY,
 		session_id BYTEA NOT NULL,

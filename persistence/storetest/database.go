@@ -60,6 +60,7 @@ var databaseTests = []struct {
 	{"SessionActivity", plain(testSessionActivity), false},
 	{"Tenancy", reopening(testTenancy), false},
 	{"LifecycleReads", plain(testLifecycleReads), false},
+	{"SessionPages", reopening(testSessionPages), false},
 	{"TxAllOrNothing", plain(testTxAllOrNothing), false},
 	{"ImportRows", reopening(testImportRows), false},
 	{"DropBranches", plain(testDropBranches), false},

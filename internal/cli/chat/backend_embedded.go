@@ -38,9 +38,19 @@ var _ tui.Backend = embedded{}
 
 func (l embedded) Names(context.Context) (string, string, error) { return l.provider, l.model, nil }
 
-func (l embedded) Sessions(ctx context.Context) ([]api.Session, error) {
-	ss, err := l.rt.DB().Sessions(ctx)
-	return server.Sessions(ss), err
+func (l embedded) Session(ctx context.Context, id messages.SessionID) (api.Session, error) {
+	s, err := l.rt.DB().Session(ctx, id)
+	return server.Session(s), err
+}
+
+// LatestSession is the newest session of the default tenant, the
+// library's and the local CLI's.
+func (l embedded) LatestSession(ctx context.Context) (api.Session, bool, error) {
+	ss, err := l.rt.DB().SessionPage(ctx, persistence.SessionQuery{Limit: 1, Newest: true})
+	if err != nil || len(ss) == 0 {
+		return api.Session{}, false, err
+	}
+	return server.Session(ss[0]), true, nil
 }
 
 func (l embedded) CreateSession(ctx context.Context, title string) (api.Branch, error) {

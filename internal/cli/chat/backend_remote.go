@@ -31,8 +31,16 @@ func (r remote) Names(ctx context.Context) (string, string, error) {
 	return ms[0].OwnedBy, ms[0].ModelID, nil
 }
 
-func (r remote) Sessions(ctx context.Context) ([]api.Session, error) {
-	return r.c.Sessions(ctx)
+func (r remote) Session(ctx context.Context, id messages.SessionID) (api.Session, error) {
+	return r.c.Session(ctx, id)
+}
+
+func (r remote) LatestSession(ctx context.Context) (api.Session, bool, error) {
+	p, err := r.c.SessionPage(ctx, client.Page{Limit: 1, Newest: true})
+	if err != nil || len(p.Sessions) == 0 {
+		return api.Session{}, false, err
+	}
+	return p.Sessions[0], true, nil
 }
 
 func (r remote) CreateSession(ctx context.Context, title string) (api.Branch, error) {

@@ -113,8 +113,11 @@ func testTUIBackend(t *testing.T, be tui.Backend) tuiShape {
 	if err != nil || main.Label != "main" {
 		t.Fatalf("CreateSession() = %+v, %v", main, err)
 	}
-	if ss, err := be.Sessions(ctx); err != nil || len(ss) != 1 || ss[0].ID != main.Session || ss[0].Title != "tui backend" {
-		t.Fatalf("Sessions() = %+v, %v", ss, err)
+	if s, err := be.Session(ctx, main.Session); err != nil || s.ID != main.Session || s.Title != "tui backend" || s.ActiveBranch != main.ID {
+		t.Fatalf("Session() = %+v, %v", s, err)
+	}
+	if s, ok, err := be.LatestSession(ctx); err != nil || !ok || s.ID != main.Session {
+		t.Fatalf("LatestSession() = %+v, %v, %v", s, ok, err)
 	}
 
 	// A turn streams its text with the text's byte counters.

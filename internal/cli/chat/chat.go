@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 
@@ -170,25 +169,25 @@ func pickBranch(ctx context.Context, be tui.Backend, session, branch string) (ap
 		}
 		return b, nil
 	}
-	ss, err := be.Sessions(ctx)
-	if err != nil {
-		return api.Branch{}, err
-	}
 	if session != "" {
 		id, err := messages.ParseID[messages.SessionID](session)
 		if err != nil {
 			return api.Branch{}, fmt.Errorf("--session: %w", err)
 		}
-		i := slices.IndexFunc(ss, func(s api.Session) bool { return s.ID == id })
-		if i < 0 {
-			return api.Branch{}, fmt.Errorf("--session: %w: session %s", persistence.ErrNotFound, id)
+		s, err := be.Session(ctx, id)
+		if err != nil {
+			return api.Branch{}, fmt.Errorf("--session: %w", err)
 		}
-		return be.BranchRow(ctx, ss[i].ActiveBranch)
+		return be.BranchRow(ctx, s.ActiveBranch)
 	}
-	if len(ss) == 0 {
+	s, ok, err := be.LatestSession(ctx)
+	if err != nil {
+		return api.Branch{}, err
+	}
+	if !ok {
 		return be.CreateSession(ctx, "chat")
 	}
-	return be.BranchRow(ctx, ss[len(ss)-1].ActiveBranch)
+	return be.BranchRow(ctx, s.ActiveBranch)
 }
 
 // resolveBranch finds the branch of session name names: its id, label or

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 
 	"github.com/mattn/go-isatty"
 
@@ -16,7 +15,6 @@ import (
 	"github.com/contextinfinity/ctxinf/internal/tui"
 	"github.com/contextinfinity/ctxinf/internal/wiring"
 	"github.com/contextinfinity/ctxinf/messages"
-	"github.com/contextinfinity/ctxinf/persistence"
 )
 
 // TUILogName is the file in the temporary directory the log goes to
@@ -114,24 +112,24 @@ func tuiBranch(ctx context.Context, be tui.Backend, session, branch string) (api
 	if id, err := messages.ParseID[messages.BranchID](branch); err == nil {
 		return be.BranchRow(ctx, id)
 	}
-	ss, err := be.Sessions(ctx)
-	if err != nil {
-		return api.Branch{}, err
-	}
-	if len(ss) == 0 {
-		return api.Branch{}, fmt.Errorf("--branch %s: the data directory has no session yet", branch)
-	}
-	s := ss[len(ss)-1]
+	var s api.Session
 	if session != "" {
 		id, err := messages.ParseID[messages.SessionID](session)
 		if err != nil {
 			return api.Branch{}, fmt.Errorf("--session: %w", err)
 		}
-		i := slices.IndexFunc(ss, func(s api.Session) bool { return s.ID == id })
-		if i < 0 {
-			return api.Branch{}, fmt.Errorf("--session: %w: session %s", persistence.ErrNotFound, id)
+		if s, err = be.Session(ctx, id); err != nil {
+			return api.Branch{}, fmt.Errorf("--session: %w", err)
 		}
-		s = ss[i]
+	} else {
+		latest, ok, err := be.LatestSession(ctx)
+		if err != nil {
+			return api.Branch{}, err
+		}
+		if !ok {
+			return api.Branch{}, fmt.Errorf("--branch %s: the data directory has no session yet", branch)
+		}
+		s = latest
 	}
 	bs, err := be.Branches(ctx, s.ID)
 	if err != nil {
