@@ -2,11 +2,13 @@ package mcpserver
 
 import (
 	"bytes"
+	"context"
 	"io"
 	"net/http"
 	"strconv"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/contextinfinity/ctxinf/client"
@@ -78,12 +80,32 @@ func (w *recorder) Flush() {}
 // HTTP API's handler, which authenticates each request (mount it behind
 // the same check): each request's tools call api in process with that
 // request's token (its Authorization and X-Api-Key headers), so that
-// they see the sessions of its tenant only. Idle sessions close after
-// idle.
-func Handler(api http.Handler, version string, idle time.Duration) http.Handler {
+// they see the sessions of its tenant only. With tenantOf (the tenant
+// of a token; nil: the API takes no tokens), an MCP session belongs to
+// the tenant whose token opened it: a request of another tenant's token
+// naming it is refused (403). Idle sessions close after idle.
+func Handler(api http.Handler, version string, idle time.Duration, tenantOf func(token string) (string, bool)) http.Handler {
 	s := New(Options{Version: version, Client: func(h http.Header) *client.Client { return InProcess(api, tokenOf(h)) }})
-	return mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.mcp },
-		&mcp.StreamableHTTPOptions{SessionTimeout: idle})
+	h := http.Handler(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.mcp },
+		&mcp.StreamableHTTPOptions{SessionTimeout: idle}))
+	if tenantOf == nil {
+		return h
+	}
+	verify := func(_ context.Context, token string, _ *http.Request) (*auth.TokenInfo, error) {
+		tenant, ok := tenantOf(token)
+		if !ok {
+			return nil, auth.ErrInvalidToken
+		}
+		return &auth.TokenInfo{UserID: "tenant:" + tenant}, nil
+	}
+	h = auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(h)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if k := r.Header.Get("X-Api-Key"); k != "" && r.Header.Get("Authorization") == "" {
+			r = r.Clone(r.Context()) // the key as the Anthropic SDKs send it, as a bearer token
+			r.Header.Set("Authorization", "Bearer "+k)
+		}
+		h.ServeHTTP(w, r)
+	})
 }
 
 // authHeaders are the headers of a request that carry its token.

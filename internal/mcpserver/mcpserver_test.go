@@ -32,8 +32,9 @@ var toolNames = []string{"commit_pending", "edit_fact", "fork", "get_context", "
 
 // backend is a runtime and the HTTP API's handler over it.
 type backend struct {
-	rt  *actors.Runtime
-	api *server.Server
+	rt   *actors.Runtime
+	api  *server.Server
+	opts server.Options
 }
 
 // newBackend is a backend whose server takes config.yaml's options
@@ -56,7 +57,7 @@ func newBackend(t *testing.T, auth server.Options) *backend {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &backend{rt: rt, api: api}
+	return &backend{rt: rt, api: api, opts: opts}
 }
 
 // stdio connects an SDK client to the server over the stdio transport's
@@ -87,7 +88,15 @@ func (b *backend) stdio(t *testing.T, opts *mcp.ClientOptions) *mcp.ClientSessio
 // serve` does.
 func (b *backend) httpServer(t *testing.T) *httptest.Server {
 	t.Helper()
-	b.api.Handle("/mcp", mcpserver.Handler(b.api, "test", time.Minute))
+	var tenantOf func(string) (string, bool)
+	if len(b.opts.Tokens) > 0 {
+		table, err := server.TokenTable(b.opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tenantOf = func(tok string) (string, bool) { p, ok := table.Lookup(tok); return p.Tenant, ok }
+	}
+	b.api.Handle("/mcp", mcpserver.Handler(b.api, "test", time.Minute, tenantOf))
 	hs := httptest.NewServer(b.api)
 	t.Cleanup(hs.Close)
 	return hs
@@ -495,6 +504,29 @@ func TestHTTPTokensAndTenants(t *testing.T) {
 	beta, err := streamable(t, hs, "token-of-beta", nil)
 	if err != nil {
 		t.Fatal(err)
+	}
+	// An MCP session is its tenant's: beta's token naming acme's is
+	// refused, as a bearer token or as the Anthropic SDKs' x-api-key.
+	for _, auth := range [][2]string{{"Authorization", "Bearer token-of-beta"}, {"X-Api-Key", "token-of-beta"}, {"X-Api-Key", "token-of-acme"}} {
+		req, _ := http.NewRequest("POST", hs.URL+"/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Mcp-Session-Id", acme.ID())
+		req.Header.Set("Mcp-Protocol-Version", acme.InitializeResult().ProtocolVersion)
+		req.Header.Set(auth[0], auth[1])
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		want := http.StatusForbidden
+		if auth[1] == "token-of-acme" {
+			want = http.StatusOK
+		}
+		if resp.StatusCode != want {
+			t.Errorf("tools/list in acme's MCP session with %s %s: %d %s, want %d", auth[0], auth[1], resp.StatusCode, body, want)
+		}
 	}
 	var s started
 	call(t, acme, "start_conversation", map[string]any{"title": "acme's"}, &s)

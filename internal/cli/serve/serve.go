@@ -142,7 +142,15 @@ func Run(e *cli.Env, args []string) error {
 	if err != nil {
 		return err
 	}
-	s.Handle("/mcp", mcpserver.Handler(s, e.Version, mcpSessionIdle)) // behind the API's tokens and tenants
+	var tenantOf func(string) (string, bool) // an MCP session is its tenant's
+	if hasTokens(tokens, tenants) {
+		table, err := server.TokenTable(opts)
+		if err != nil {
+			return err
+		}
+		tenantOf = func(tok string) (string, bool) { p, ok := table.Lookup(tok); return p.Tenant, ok }
+	}
+	s.Handle("/mcp", mcpserver.Handler(s, e.Version, mcpSessionIdle, tenantOf)) // behind the API's tokens and tenants
 	l, err := s.Listen()
 	if err != nil {
 		return err
