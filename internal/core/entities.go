@@ -144,7 +144,7 @@ var unitCanon = map[string]string{
 var (
 	// decisionRE finds the cues of a decision in a sentence in lower
 	// case (case folding makes matching slower: the caller lowers).
-	decisionRE = regexp.MustCompile(`\b(?:decid(?:e|ed|es|ing)|decision|chose|chosen|choose to|agreed|settled on|opted|go with|went with|going with|(?:we|i)(?:['’]ll| will| are going to|['’]re going to|['’]m going to| am going to) (?:\w+ )?(?:use|go with|switch|adopt|keep|stick|move|migrate|ship|deploy|target|store|put|call|name|build|write|implement|add|remove|drop|support|run|rely)|let['’]?s (?:go with|use|do|stick with|switch|keep|adopt|move|call|name|make|pick|choose|start with|ship|deploy|target|store|put)|the plan is|from now on)\b`)
+	decisionRE = regexp.MustCompile(`\b(?:decid(?:e|ed|es|ing)|decision|chose|chosen|choose to|agreed|settled on|opted|go with|went with|going with|(?:we|i)(?:['’]ll| will| are going to|['’]re going to|['’]m going to| am going to) (?:\w+ )?(?:use|go with|switch|adopt|keep|stick|move|migrate|ship|deploy|target|store|put|call|name|build|write|implement|add|remove|drop|support|run|rely)|let['’]?s (?:go with|use|do|stick with|switch|keep|adopt|move|call|name|make|pick|choose|start with|ship|deploy|target|store|put)|(?:we|i)(?:['’]ve| have)? (?:switched|migrated) to|the plan is|from now on)\b`)
 	// constraintRE finds the cues of a constraint in a sentence in
 	// lower case.
 	constraintRE = regexp.MustCompile(`\b(?:must|mustn['’]t|never|always|should not|shouldn['’]t|shall not|cannot be|can['’]t be|may not|not allowed|required|requirement|constraint|deadline|at most|no more than|no later than|forbidden|prohibited)\b|^(?:please\s+)?(?:do not|don['’]t|avoid|only)\b`)
@@ -163,7 +163,7 @@ var (
 // and constraintRE (ASCII apostrophes; a text with a typographic one is
 // not ASCII).
 var cueWords = []string{"decid", "decision", "chose", "agreed", "settled on", "opted", "go with",
-	"went with", "going with", "we'", "i'", "we will", "i will", "we are", "i am", "we're", "i'm", "let", "the plan is",
+	"went with", "going with", "switched", "migrated", "we'", "i'", "we will", "i will", "we are", "i am", "we're", "i'm", "let", "the plan is",
 	"from now on", "must", "never", "always", "should not", "shouldn't", "shall not", "cannot be",
 	"can't be", "may not", "not allowed", "required", "requirement", "constraint", "deadline", "at most",
 	"no more than", "no later than", "forbidden", "prohibited", "do not", "don't", "avoid", "only"}

@@ -208,7 +208,7 @@ func TestFallbackSummaryKeepsRequiredEntities(t *testing.T) {
 	if miss := MissingEntities(got, RequiredEntities(nil, previous, exchanges)); len(miss) > 0 {
 		t.Errorf("FallbackSummary lost %v:\n%s", miss, got)
 	}
-	if !strings.Contains(got, "- fact: The user's name is Ada.") {
+	if !strings.Contains(got, "## Facts / Constraints\n- The user's name is Ada.") {
 		t.Errorf("FallbackSummary dropped a model-written fact:\n%s", got)
 	}
 	// Folding again changes nothing but the exchanges' lines.
