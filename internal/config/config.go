@@ -241,16 +241,28 @@ type ModelConfig struct {
 // cache (Cache, true when unset).
 func (m ModelConfig) Caches() bool { return m.Cache == nil || *m.Cache }
 
+// LibrarianDeterministic is the value of librarian.model that keeps the
+// deterministic summarizer even when a model could summarize.
+const LibrarianDeterministic = "deterministic"
+
 // LibrarianConfig configures the librarian (summaries, SRD §10).
 type LibrarianConfig struct {
 	// Delay is artificial latency added to every summary, for demos and
 	// chaos tests of the window between a response and its commit.
 	Delay time.Duration `mapstructure:"delay"`
 	// Model names the entry of Models the librarian writes summaries
-	// with; "" means the deterministic fallback summarizer (offline, no
-	// key). A model whose API key variable is unset falls back to it
-	// too, with a warning.
+	// with. "" picks the small model of the default model's provider
+	// (OpenAIModel, AnthropicModel) when the default model is OpenAI's or
+	// Anthropic's own API with its key set, and the deterministic
+	// summarizer otherwise; LibrarianDeterministic always picks the
+	// deterministic summarizer (offline, no key). A model whose API key
+	// variable is unset falls back to it too, with a warning.
 	Model string `mapstructure:"model"`
+	// OpenAIModel and AnthropicModel are the provider's model ids the
+	// librarian uses when Model is "" ("" here: the deterministic
+	// summarizer for that provider).
+	OpenAIModel    string `mapstructure:"openai_model"`
+	AnthropicModel string `mapstructure:"anthropic_model"`
 	// MaxOutputTokens bounds each librarian call: the summary's size.
 	MaxOutputTokens int `mapstructure:"max_output_tokens"`
 }
@@ -508,7 +520,8 @@ func Default() Config {
 			Delay:        15 * time.Millisecond,
 			ContextLimit: 32768,
 		},
-		Librarian: LibrarianConfig{Delay: 0, Model: "", MaxOutputTokens: 1024},
+		Librarian: LibrarianConfig{Delay: 0, Model: "", OpenAIModel: "gpt-5.4-nano", AnthropicModel: "claude-haiku-4-5",
+			MaxOutputTokens: 1024},
 		Redaction: RedactionConfig{Patterns: []RedactPattern{}},
 		Retention: defaultRetention(),
 		Cluster:   defaultCluster(),

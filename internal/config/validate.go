@@ -141,8 +141,9 @@ func (c Config) validateModels(p *problems) {
 	if _, ok := c.Models[c.DefaultModel]; c.DefaultModel != "" && !ok {
 		p.addf("default_model: %q is not one of models (%s); \"\" means the local provider", c.DefaultModel, strings.Join(names, ", "))
 	}
-	if _, ok := c.Models[c.Librarian.Model]; c.Librarian.Model != "" && !ok {
-		p.addf("librarian.model: %q is not one of models (%s); \"\" means the deterministic summarizer", c.Librarian.Model, strings.Join(names, ", "))
+	if _, ok := c.Models[c.Librarian.Model]; c.Librarian.Model != "" && c.Librarian.Model != LibrarianDeterministic && !ok {
+		p.addf("librarian.model: %q is not one of models (%s); \"\" means the small model of the default model's provider, %q the deterministic summarizer",
+			c.Librarian.Model, strings.Join(names, ", "), LibrarianDeterministic)
 	}
 }
 

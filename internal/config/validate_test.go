@@ -62,7 +62,7 @@ func TestValidateRejects(t *testing.T) {
 		{"proxy queue wait short", func(c *Config) { c.Server.ProxyQueueWait = 0 },
 			`server.proxy_queue_wait: 0s is out of range [1s, 24h0m0s]`},
 		{"librarian model", func(c *Config) { c.Librarian.Model = "gpt5" },
-			`librarian.model: "gpt5" is not one of models (claude, gpt, local); "" means the deterministic summarizer`},
+			`librarian.model: "gpt5" is not one of models (claude, gpt, local); "" means the small model of the default model's provider, "deterministic" the deterministic summarizer`},
 		{"openai cache off", func(c *Config) { m := c.Models["gpt"]; m.Cache = new(false); c.Models["gpt"] = m },
 			`models.gpt.cache: false: OpenAI caches prompt prefixes by itself and cannot be told not to; only an anthropic model takes cache: false`},
 		{"librarian output small", func(c *Config) { c.Librarian.MaxOutputTokens = 63 }, `librarian.max_output_tokens: 63 is out of range [64, 1000000]`},

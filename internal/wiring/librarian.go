@@ -2,6 +2,7 @@ package wiring
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -12,16 +13,36 @@ import (
 	"github.com/contextinfinity/ctxinf/providers"
 )
 
-// librarianModel returns the librarian of the model named by
-// librarian.model (actors.Librarian: entity checks, one retry, the
-// deterministic fallback), or false when none is named or it cannot be
-// used, with a warning for a model named but unusable. models and
-// unavailable are Models'.
-func librarianModel(c config.Config, models map[string]actors.Model, unavailable map[string]string,
+// librarianModel returns the librarian of the model librarian.model
+// names (actors.Librarian: entity checks, one retry, the deterministic
+// fallback), or false when the deterministic summarizer is to be used,
+// with a warning for a model named but unusable. With librarian.model ""
+// it is the small model of the default model's provider
+// (librarian.openai_model, librarian.anthropic_model), when the default
+// model is OpenAI's or Anthropic's own API and its key is set: def is the
+// default model as Models built it. models and unavailable are Models'.
+func librarianModel(c config.Config, def actors.Model, models map[string]actors.Model, unavailable map[string]string,
 	log zerolog.Logger) (actors.Librarian, bool) {
 	name := c.Librarian.Model
-	if name == "" {
+	librarian := func(m actors.Model, id, what string) actors.Librarian {
+		return actors.Librarian{
+			Provider:        providers.WithRetry(m.Provider, *retryPolicy(c.Runtime)),
+			Model:           id,
+			MaxOutputTokens: c.Librarian.MaxOutputTokens,
+			Log:             log.With().Str("component", "librarian").Str("librarian_model", what).Logger(),
+		}
+	}
+	switch name {
+	case config.LibrarianDeterministic:
 		return actors.Librarian{}, false
+	case "":
+		id, ok := smallModel(c, def)
+		if !ok {
+			return actors.Librarian{}, false
+		}
+		log.Info().Str("librarian_model", id).Str("provider", def.Provider.Name()).
+			Msg("the librarian summarizes with the small model of the default model's provider (librarian.model \"deterministic\" turns it off)")
+		return librarian(def, id, id), true
 	}
 	m, ok := models[name]
 	switch {
@@ -33,12 +54,32 @@ func librarianModel(c config.Config, models map[string]actors.Model, unavailable
 		log.Warn().Str("model", name).Msg("the local provider cannot summarize: using the deterministic summarizer")
 		return actors.Librarian{}, false
 	}
-	return actors.Librarian{
-		Provider:        providers.WithRetry(m.Provider, *retryPolicy(c.Runtime)),
-		Model:           m.ID,
-		MaxOutputTokens: c.Librarian.MaxOutputTokens,
-		Log:             log.With().Str("component", "librarian").Str("librarian_model", name).Logger(),
-	}, true
+	return librarian(m, m.ID, name), true
+}
+
+// smallModel returns the model id of the small model of def's provider
+// (librarian.openai_model, librarian.anthropic_model), if def is
+// OpenAI's or Anthropic's own API (its key is set: Models made def the
+// local provider otherwise) and the id is not "".
+func smallModel(c config.Config, def actors.Model) (string, bool) {
+	if def.Provider == nil {
+		return "", false
+	}
+	var id, api string
+	switch def.Provider.Name() {
+	case "openai":
+		id, api = c.Librarian.OpenAIModel, "api.openai.com"
+	case "anthropic":
+		id, api = c.Librarian.AnthropicModel, "api.anthropic.com"
+	default:
+		return "", false
+	}
+	mc, ok := c.Models[c.DefaultModel]
+	if !ok || id == "" || !strings.Contains(mc.BaseURL, api) {
+		// A compatible server (Ollama, vLLM…) has its own model names.
+		return "", false
+	}
+	return id, true
 }
 
 // librarianSummarize returns the runtime's summarizer: the librarian

@@ -58,7 +58,7 @@ func Runtime(c config.Config, env Env) (actors.Config, error) {
 		return actors.Config{}, err
 	}
 	def, models, unavailable := Models(c, env)
-	lib, hasLib := librarianModel(c, models, unavailable, env.Log)
+	lib, hasLib := librarianModel(c, def, models, unavailable, env.Log)
 	pg, err := PostgresOptions(c, env.Log)
 	if err != nil {
 		return actors.Config{}, err
