@@ -141,8 +141,10 @@ type RetrievalConfig struct {
 	EmbedDimensions int    `mapstructure:"embed_dimensions"`
 	// The hybrid ranker: weights of the normalized vector and full-text
 	// scores (summing to 1), the recency boost and its half-life in
-	// turns, the relevance threshold, MMR's lambda, candidates per search
-	// and results kept.
+	// turns, the relevance floor (threshold), MMR's lambda, candidates per
+	// search, and the results offered to a context: always the best
+	// top_k, then up to max_k while they reach the floor (the assembler
+	// packs them within context.retrieval_max_tokens).
 	VectorWeight         float64 `mapstructure:"vector_weight"`
 	TextWeight           float64 `mapstructure:"text_weight"`
 	RecencyWeight        float64 `mapstructure:"recency_weight"`
@@ -151,6 +153,7 @@ type RetrievalConfig struct {
 	MMRLambda            float64 `mapstructure:"mmr_lambda"`
 	Overfetch            int     `mapstructure:"overfetch"`
 	TopK                 int     `mapstructure:"top_k"`
+	MaxK                 int     `mapstructure:"max_k"`
 }
 
 // ContextConfig is the bounded working context: the summary-as-state
@@ -446,6 +449,7 @@ func Default() Config {
 			MMRLambda:            0.9,
 			Overfetch:            16,
 			TopK:                 6,
+			MaxK:                 6,
 		},
 		Server: ServerConfig{
 			Addr:              "127.0.0.1:8080",

@@ -169,6 +169,7 @@ func TestValidateRetrieval(t *testing.T) {
 		{func(r *RetrievalConfig) { r.VectorWeight = 0.9 }, "retrieval.vector_weight + retrieval.text_weight: 1.6, want 1"},
 		{func(r *RetrievalConfig) { r.MMRLambda = -1 }, "retrieval.mmr_lambda: -1 is out of range [0, 1]"},
 		{func(r *RetrievalConfig) { r.TopK = 20 }, "retrieval.top_k: 20 is out of range [1, 16]"},
+		{func(r *RetrievalConfig) { r.MaxK = 2 }, "retrieval.max_k: 2 is out of range [6, 16]"},
 		{func(r *RetrievalConfig) { r.Embedder, r.VectorsPath = EmbedderStatic, "" }, "retrieval.vectors_path: required with embedder static"},
 		{func(r *RetrievalConfig) { r.Embedder, r.EmbedBaseURL = EmbedderOpenAI, "localhost" }, `retrieval.embed_base_url: "localhost" is not an absolute URL`},
 		{func(r *RetrievalConfig) { r.HashDims = 4 }, "retrieval.hash_dims: 4 is out of range [8, 8192]"},

@@ -22,16 +22,29 @@ type RankOptions struct {
 	// score of a chunk age turns older than the newest one searched.
 	RecencyWeight   float64
 	RecencyHalfLife float64
-	// Threshold drops candidates whose combined relevance (before the
-	// recency boost) is below it.
+	// Threshold is the relevance floor: past the first TopK results, a
+	// candidate whose combined relevance (before the recency boost) is
+	// below it is not picked.
 	Threshold float64
 	// MMRLambda trades relevance (1) against diversity (0) when picking
 	// the results from the candidates (maximal marginal relevance).
 	MMRLambda float64
-	// Overfetch is how many candidates each search returns; TopK how
-	// many results are kept.
+	// Overfetch is how many candidates each search returns. TopK is the
+	// floor: the best TopK candidates are results whatever their
+	// relevance. MaxK is the ceiling: more results are picked while their
+	// relevance reaches Threshold, up to MaxK (0: TopK), for the
+	// assembler to pack by score within its token budget.
 	Overfetch int
 	TopK      int
+	MaxK      int
+}
+
+// Max is the most results o picks: MaxK, or TopK when MaxK is 0.
+func (o RankOptions) Max() int {
+	if o.MaxK == 0 {
+		return o.TopK
+	}
+	return o.MaxK
 }
 
 // Validate reports the first setting out of range, naming it and its
@@ -56,6 +69,8 @@ func (o RankOptions) Validate() error {
 		return fmt.Errorf("retrieval: overfetch: %d, want 1 to 1000", o.Overfetch)
 	case o.TopK < 1 || o.TopK > o.Overfetch:
 		return fmt.Errorf("retrieval: top_k: %d, want 1 to overfetch (%d)", o.TopK, o.Overfetch)
+	case o.MaxK != 0 && (o.MaxK < o.TopK || o.MaxK > o.Overfetch):
+		return fmt.Errorf("retrieval: max_k: %d, want top_k (%d) to overfetch (%d)", o.MaxK, o.TopK, o.Overfetch)
 	}
 	return nil
 }
@@ -260,9 +275,6 @@ func Search(ctx context.Context, q Query, o RankOptions) ([]Ranked, error) {
 		if q.Vector == nil || o.VectorWeight == 0 {
 			c.Relevance = c.Text
 		}
-		if c.Relevance < o.Threshold {
-			continue
-		}
 		c.Score = c.Relevance
 		if o.RecencyWeight > 0 {
 			age := float64(newest - min(c.Seq, newest))
@@ -324,13 +336,19 @@ func byScore(a, b *Ranked) int {
 	return bytes.Compare(a.Doc[:], b.Doc[:])
 }
 
-// mmr picks TopK of the candidates (sorted by score) one at a time, each
-// the one with the best λ·score − (1−λ)·(greatest cosine similarity to
-// one picked already); candidates without a vector are similar to none.
+// mmr picks up to o.Max() of the candidates (sorted by score) one at a
+// time, each the one with the best λ·score − (1−λ)·(greatest cosine
+// similarity to one picked already); candidates without a vector are
+// similar to none. Past TopK, only candidates whose relevance reaches
+// the threshold are picked.
 func mmr(cands []*Ranked, vectors map[DocID][]float32, o RankOptions) []Ranked {
-	out := make([]Ranked, 0, min(o.TopK, len(cands)))
+	limit := o.Max()
+	out := make([]Ranked, 0, min(limit, len(cands)))
 	if o.MMRLambda == 1 { // relevance only: the order they are in
-		for _, c := range cands[:min(o.TopK, len(cands))] {
+		for _, c := range cands {
+			if len(out) == limit || (len(out) >= o.TopK && c.Relevance < o.Threshold) {
+				continue
+			}
 			out = append(out, *c)
 		}
 		return out
@@ -339,15 +357,18 @@ func mmr(cands []*Ranked, vectors map[DocID][]float32, o RankOptions) []Ranked {
 	// maxSim[i] is candidate i's greatest similarity to the picks so
 	// far, updated against each new pick only.
 	maxSim := make([]float64, len(cands))
-	for len(out) < o.TopK && len(out) < len(cands) {
+	for len(out) < limit && len(out) < len(cands) {
 		best, bestVal := -1, math.Inf(-1)
 		for i, c := range cands {
-			if picked[i] {
+			if picked[i] || (len(out) >= o.TopK && c.Relevance < o.Threshold) {
 				continue
 			}
 			if v := o.MMRLambda*c.Score - (1-o.MMRLambda)*maxSim[i]; v > bestVal {
 				best, bestVal = i, v
 			}
+		}
+		if best < 0 {
+			break // none left reaches the threshold
 		}
 		picked[best] = true
 		out = append(out, *cands[best])

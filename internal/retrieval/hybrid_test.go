@@ -220,9 +220,25 @@ func TestSearchRanking(t *testing.T) {
 	if got, _ := Search(context.Background(), q, o); got[0].Doc != doc(3) || got[1].Doc == doc(2) {
 		t.Errorf("MMR 0.5: %+v, want a second pick other than the duplicate", got)
 	}
-	// Threshold: only the best survive.
-	o.MMRLambda, o.Threshold, o.TopK = 1, 0.69, 4
-	if got, _ := Search(context.Background(), q, o); len(got) != 2 {
-		t.Errorf("threshold 0.69 kept %+v", got)
+	// The relevance floor: past top_k, up to max_k, only the best reach
+	// it, with or without MMR; the first top_k are kept whatever their
+	// relevance.
+	for _, lambda := range []float64{1, 0.9} {
+		o.MMRLambda, o.Threshold, o.TopK, o.MaxK = lambda, 0.69, 1, 4
+		if got, _ := Search(context.Background(), q, o); len(got) != 2 {
+			t.Errorf("MMR %g, threshold 0.69, top_k 1, max_k 4 kept %+v, want 2", lambda, got)
+		}
+		o.TopK = 3
+		if got, _ := Search(context.Background(), q, o); len(got) != 3 {
+			t.Errorf("MMR %g, threshold 0.69, top_k 3, max_k 4 kept %+v, want the floor of 3", lambda, got)
+		}
+		o.Threshold = 0
+		if got, _ := Search(context.Background(), q, o); len(got) != 4 {
+			t.Errorf("MMR %g, no threshold, max_k 4 kept %+v, want 4", lambda, got)
+		}
+	}
+	o.MaxK = 2
+	if err := o.Validate(); err == nil || !strings.Contains(err.Error(), "max_k: 2, want top_k (3)") {
+		t.Errorf("max_k under top_k: %v", err)
 	}
 }

@@ -635,7 +635,7 @@ func SearchK(rt *actors.Runtime, k int) *retrieval.RankOptions {
 		return nil
 	}
 	o := rt.RankOptions()
-	o.TopK, o.Overfetch = k, max(o.Overfetch, k)
+	o.TopK, o.MaxK, o.Overfetch = k, 0, max(o.Overfetch, k)
 	return &o
 }
 

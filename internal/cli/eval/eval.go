@@ -300,7 +300,7 @@ func (s *evalServer) query(ctx context.Context, req evalRequest) (any, error) {
 // protocol ids of the best hits' source turns, each once, at most k.
 func (s *evalServer) rank(ctx context.Context, c *evalConv, q string, k int) (ids []string, scores []float64, err error) {
 	opts := s.opts
-	opts.TopK = 2 * k // a turn may have several chunks
+	opts.TopK, opts.MaxK = 2*k, 0 // a turn may have several chunks
 	opts.Overfetch = max(opts.Overfetch, 4*k)
 	hits, err := s.rt.Search(ctx, c.branch, q, &opts)
 	if err != nil {

@@ -98,6 +98,7 @@ func keysOf[V any](m map[string]V) func(func(string) bool) {
 // curveKeys are the configuration keys --curve can vary.
 var curveKeys = map[string]func(*config.Config, string) error{
 	"retrieval.top_k":              intKey(func(c *config.Config) *int { return &c.Retrieval.TopK }),
+	"retrieval.max_k":              intKey(func(c *config.Config) *int { return &c.Retrieval.MaxK }),
 	"retrieval.overfetch":          intKey(func(c *config.Config) *int { return &c.Retrieval.Overfetch }),
 	"context.retrieval_max_tokens": intKey(func(c *config.Config) *int { return &c.Context.RetrievalMaxTokens }),
 	"context.window_messages":      intKey(func(c *config.Config) *int { return &c.Context.WindowMessages }),
@@ -193,8 +194,8 @@ func recallRun(e *cli.Env, convs []*locomoConv, outPath string) (recallResult, e
 	}
 	enc := json.NewEncoder(out)
 	r := s.opts
-	res.Settings = fmt.Sprintf("vector %.2f / text %.2f, mmr %.2f, threshold %.2f, overfetch %d, top_k %d, retrieval_max_tokens %d, window %d",
-		r.VectorWeight, r.TextWeight, r.MMRLambda, r.Threshold, r.Overfetch, r.TopK, e.Config.Context.RetrievalMaxTokens, e.Config.Context.WindowMessages)
+	res.Settings = fmt.Sprintf("vector %.2f / text %.2f, mmr %.2f, threshold %.2f, overfetch %d, top_k %d, max_k %d, retrieval_max_tokens %d, window %d",
+		r.VectorWeight, r.TextWeight, r.MMRLambda, r.Threshold, r.Overfetch, r.TopK, r.MaxK, e.Config.Context.RetrievalMaxTokens, e.Config.Context.WindowMessages)
 	ctx := context.Background()
 	var results []questionResult
 	var searchLat, assembleLat []time.Duration

@@ -47,7 +47,7 @@ func Run(e *cli.Env, args []string) error {
 	}
 	opts := wiring.RankOptions(e.Config.Retrieval)
 	if *k > 0 {
-		opts.TopK, opts.Overfetch = *k, max(opts.Overfetch, *k)
+		opts.TopK, opts.MaxK, opts.Overfetch = *k, 0, max(opts.Overfetch, *k)
 	}
 	ctx := context.Background()
 	var chunks []messages.ChunkID
