@@ -146,9 +146,9 @@ func (a *branchActor) assembleFor(userNode messages.NodeID, user messages.Messag
 		}
 		in.Pending = append(in.Pending, pm)
 	}
-	in.Retrieved = a.retrieve(user, recipe)
 	m := a.rt.model(a.b.Model)
 	budget := a.rt.budget(m)
+	in.Retrieved = a.retrieve(user, recipe, budget.RetrievalMax, a.rt.counter(m))
 	if t, ok := a.b.Turn(userNode); ok && !userNode.IsZero() && t.Params.MaxOutputTokens != nil {
 		budget.ResponseReserve = clientReserve(*t.Params.MaxOutputTokens, budget)
 	}
@@ -162,6 +162,11 @@ func (a *branchActor) assembleFor(userNode messages.NodeID, user messages.Messag
 	// recipe.Hash is left to whoever needs it: a turn's step hashes the
 	// context it sends once the stream is under way (stepDone.hash).
 	recipe.Estimated = rep.Total
+	for _, sec := range rep.Sections {
+		if sec.Name == core.SectionRetrieved {
+			recipe.RetrievalTokens = sec.Tokens
+		}
+	}
 	return ac, rep, recipe, nil
 }
 
@@ -183,22 +188,32 @@ const ForcedScore = 10.0
 // retrieve returns the retrieved memory offered to the context of user
 // (SRD §8): the chunks forced into this turn, then the hybrid search's
 // hits for the user's text, leaving out the turns in the prompt
-// verbatim; and records them in recipe. A failed search is recorded and
+// verbatim, with their neighbours (retrieval.neighbours) while they fit
+// in what budget tokens (counted with count) leaves after the forced
+// chunks; and records them in recipe. A failed search is recorded and
 // logged, and the turn goes on without retrieval (SRD §8.3).
-func (a *branchActor) retrieve(user messages.Message, recipe *persistence.ContextRecipe) []core.Candidate {
+func (a *branchActor) retrieve(user messages.Message, recipe *persistence.ContextRecipe, budget int, count core.Counter) []core.Candidate {
 	if a.rt.cfg.NoRetrieval || user.RenderedText == "" {
 		return nil
 	}
 	var out []core.Candidate
 	seen := map[messages.ChunkID]bool{}
-	add := func(c persistence.ChunkRow, score float64, forced bool) {
-		if seen[c.ID] {
+	add := func(e excerpt, forced bool) {
+		if seen[e.best.ID] {
 			return
 		}
-		seen[c.ID] = true
-		out = append(out, core.Candidate{Summary: c.Summary,
-			Chunk: messages.RetrievedChunk{Chunk: c.ID, SourceTurn: c.SourceTurn, Text: c.Text, Score: score}})
-		recipe.Retrieved = append(recipe.Retrieved, persistence.RetrievedRef{Chunk: c.ID, Score: score, Forced: forced})
+		seen[e.best.ID] = true
+		c := core.Candidate{Summary: e.best.Summary,
+			Chunk: messages.RetrievedChunk{Chunk: e.best.ID, SourceTurn: e.best.SourceTurn, Text: e.best.Text, Score: e.score}}
+		ref := persistence.RetrievedRef{Chunk: e.best.ID, Score: e.score, Forced: forced}
+		if len(e.rows) > 1 {
+			c.Summary, c.Chunk.Text = "", e.text()
+			for _, r := range e.rows {
+				ref.Excerpt = append(ref.Excerpt, r.ID)
+			}
+		}
+		out = append(out, c)
+		recipe.Retrieved = append(recipe.Retrieved, ref)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -208,7 +223,8 @@ func (a *branchActor) retrieve(user messages.Message, recipe *persistence.Contex
 			a.rt.log.Warn().Err(err).Str("branch", a.id.String()).Msg("forced chunk not found")
 			continue
 		}
-		add(c, ForcedScore, true)
+		add(excerpt{best: c, score: ForcedScore, rows: []persistence.ChunkRow{c}}, true)
+		budget -= count(c.Text) + core.MessageOverhead
 	}
 	verbatim := map[messages.TurnID]bool{}
 	for _, n := range recipe.Window {
@@ -227,8 +243,14 @@ func (a *branchActor) retrieve(user messages.Message, recipe *persistence.Contex
 		a.rt.log.Warn().Err(err).Str("branch", a.id.String()).Msg("retrieval failed; the turn goes on without it")
 		return out
 	}
-	for _, h := range hits {
-		add(h.Chunk, h.Score, false)
+	excerpts, err := a.rt.mem.around(ctx, a.id, hits, verbatim, max(budget, 1), count)
+	if err != nil {
+		recipe.RetrievalError = err.Error()
+		a.rt.log.Warn().Err(err).Str("branch", a.id.String()).Msg("retrieval failed; the turn goes on without it")
+		return out
+	}
+	for _, e := range excerpts {
+		add(e, false)
 	}
 	return out
 }

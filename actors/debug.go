@@ -123,8 +123,18 @@ func (r *Runtime) DebugContext(ctx context.Context, branch messages.BranchID, tu
 		if err != nil {
 			return ContextDebug{}, fmt.Errorf("retrieved chunk %s: %w", ref.Chunk, err)
 		}
-		in.Retrieved = append(in.Retrieved, core.Candidate{Summary: c.Summary,
-			Chunk: messages.RetrievedChunk{Chunk: c.ID, SourceTurn: c.SourceTurn, Text: c.Text, Score: ref.Score}})
+		cand := core.Candidate{Summary: c.Summary,
+			Chunk: messages.RetrievedChunk{Chunk: c.ID, SourceTurn: c.SourceTurn, Text: c.Text, Score: ref.Score}}
+		if len(ref.Excerpt) > 0 {
+			rows := make([]persistence.ChunkRow, len(ref.Excerpt))
+			for i, id := range ref.Excerpt {
+				if rows[i], err = r.db.ChunkByID(ctx, id); err != nil {
+					return ContextDebug{}, fmt.Errorf("retrieved chunk %s: %w", id, err)
+				}
+			}
+			cand.Summary, cand.Chunk.Text = "", excerptText(rows)
+		}
+		in.Retrieved = append(in.Retrieved, cand)
 	}
 	budget := core.Budget{ContextLimit: rc.ContextLimit, ResponseReserve: rc.ResponseReserve, SafetyMargin: rc.SafetyMargin,
 		RetrievalMax: rc.RetrievalMax, ChunkMax: rc.ChunkMax}

@@ -75,6 +75,10 @@ type ReportStep struct {
 	Estimated       int `json:"estimated_tokens,omitempty"`
 	InputTokens     int `json:"input_tokens,omitempty"`
 	CacheReadTokens int `json:"cache_read_input_tokens,omitempty"`
+	// RetrievalTokens is the retrieved memory's share of Estimated, of
+	// at most RetrievalMax.
+	RetrievalTokens int `json:"retrieval_tokens,omitempty"`
+	RetrievalMax    int `json:"retrieval_max,omitempty"`
 }
 
 // BuildReport reads the report of the store in dataDir (db, its stream
@@ -185,6 +189,7 @@ func reportSteps(ctx context.Context, db persistence.Database, journals persiste
 			CacheReadTokens: r.CacheReadTokens}
 		if r.Context != nil {
 			st.Estimated = r.Context.Estimated
+			st.RetrievalTokens, st.RetrievalMax = r.Context.RetrievalTokens, r.Context.RetrievalMax
 		}
 		t.Steps = append(t.Steps, st)
 	}

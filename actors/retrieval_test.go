@@ -14,6 +14,7 @@ import (
 	"github.com/contextinfinity/ctxinf/messages"
 	"github.com/contextinfinity/ctxinf/persistence"
 	"github.com/contextinfinity/ctxinf/providers/fake"
+	"github.com/contextinfinity/ctxinf/providers/tokens"
 )
 
 // facts are user turns with one distinct detail each.
@@ -505,5 +506,82 @@ func TestIndexResultsRideTheNextWrite(t *testing.T) {
 	}
 	if n := indexJobs(); n != 0 || len(info.Turns) != 0 {
 		t.Fatalf("after Inspect: index jobs %d, turns not indexed %d; want 0, 0", n, len(info.Turns))
+	}
+}
+
+// A hit comes into the context with the chunks beside it in the
+// conversation, merged into one excerpt in their order, while they fit
+// in the retrieval budget: with room for the hit alone, it comes alone.
+// Context debug rebuilds the excerpt exactly.
+func TestNeighboursComeWithTheirHit(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name   string
+		budget int // 0: the configuration's
+		alone  bool
+	}{{"room", 0, false}, {"no room", 1, true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ev := newEvents()
+			cfg := indexedConfig(t, ev)
+			f := fake.New()
+			cfg.Provider = f
+			cfg.Fold = &core.Policy{K: 2, B: 0}
+			rank := *FillConfig(cfg).Rank
+			rank.Neighbours = 1
+			cfg.Rank = &rank
+			if tc.budget == 1 { // room for the staging turn's message, not for a neighbour
+				cfg.RetrievalMax = tokens.Estimate.Count(facts[0]) + core.MessageOverhead
+			}
+			r := openRuntime(t, cfg)
+			defer r.Close()
+			_, b, _ := r.CreateSession(bg, "neighbours")
+			for _, text := range facts {
+				runTurn(t, r, b.ID, text)
+			}
+			waitIndexed(t, r, b.ID, ev, len(facts)-1)
+			runTurn(t, r, b.ID, "Remind me: which host runs the staging database in Frankfurt?")
+			last, _ := r.DB().TurnRows(bg, b.ID, uint64(len(facts)+1), 1)
+			steps, _ := r.DB().Steps(bg, last[0].ID)
+			refs := steps[0].Context.Retrieved
+			if rc := steps[0].Context; rc.RetrievalTokens <= 0 || rc.RetrievalTokens > rc.RetrievalMax {
+				t.Errorf("retrieval tokens recorded: %d of %d", rc.RetrievalTokens, rc.RetrievalMax)
+			}
+			if len(refs) == 0 {
+				t.Fatal("nothing retrieved")
+			}
+			hit, err := r.DB().ChunkByID(bg, refs[0].Chunk)
+			if err != nil || !strings.Contains(hit.Text, "db-stage-7") {
+				t.Fatalf("first retrieved %+v (%v), want the staging turn's chunk", hit, err)
+			}
+			sent := f.Requests()[len(f.Requests())-1].Context.Retrieved[0]
+			if tc.alone {
+				if len(refs[0].Excerpt) != 0 || sent.Text != hit.Text {
+					t.Errorf("with room for the hit alone: excerpt %v, text %q", refs[0].Excerpt, sent.Text)
+				}
+			} else {
+				var rows []persistence.ChunkRow
+				for _, id := range refs[0].Excerpt {
+					row, err := r.DB().ChunkByID(bg, id)
+					if err != nil {
+						t.Fatal(err)
+					}
+					rows = append(rows, row)
+				}
+				if len(rows) < 2 || !slices.Contains(refs[0].Excerpt, hit.ID) || sent.Text != excerptText(rows) ||
+					!strings.HasPrefix(sent.Text, hit.Text) && !strings.Contains(sent.Text, "\n"+hit.Text) {
+					t.Errorf("excerpt %v sent as %q, want the hit and its neighbours in order", refs[0].Excerpt, sent.Text)
+				}
+				for i := 1; i < len(rows); i++ {
+					if rows[i].Seq < rows[i-1].Seq {
+						t.Errorf("excerpt out of the conversation's order: %+v", rows)
+					}
+				}
+			}
+			d, err := r.DebugContext(bg, b.ID, last[0].ID)
+			if err != nil || !d.Matches {
+				t.Errorf("context debug: matches %v, %v", d.Matches, err)
+			}
+		})
 	}
 }

@@ -255,6 +255,9 @@ type ContextRecipe struct {
 	RetrievalMax    int    `json:"retrieval_max"`
 	ChunkMax        int    `json:"chunk_max"`
 	Estimated       int    `json:"estimated_tokens"` // the assembler's count of the context
+	// RetrievalTokens is how much of RetrievalMax the retrieved memory
+	// used, as the assembler counted it.
+	RetrievalTokens int    `json:"retrieval_tokens,omitempty"`
 	Hash            string `json:"hash"`
 	// Retrieved are the chunks retrieval offered the assembler, with
 	// their scores; RetrievalError why retrieval failed, if it did (the
@@ -279,6 +282,10 @@ type RetrievedRef struct {
 	Score float64          `json:"score"`
 	// Forced: chosen by the user for this turn (Runtime.ForceChunks).
 	Forced bool `json:"forced,omitempty"`
+	// Excerpt, when the chunk came with its neighbours, is every chunk
+	// of the excerpt offered (Chunk among them), in the conversation's
+	// order: their texts, a line apart, were the retrieved memory.
+	Excerpt []messages.ChunkID `json:"excerpt,omitempty"`
 }
 
 // Tx is a set of writes committed atomically and in order: either all of

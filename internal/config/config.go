@@ -154,6 +154,10 @@ type RetrievalConfig struct {
 	Overfetch            int     `mapstructure:"overfetch"`
 	TopK                 int     `mapstructure:"top_k"`
 	MaxK                 int     `mapstructure:"max_k"`
+	// Neighbours is how many chunks before and after each hit (in the
+	// order of the conversation) come with it into a context, merged
+	// with it into one excerpt.
+	Neighbours int `mapstructure:"neighbours"`
 }
 
 // ContextConfig is the bounded working context: the summary-as-state
@@ -425,7 +429,7 @@ func Default() Config {
 			SummarizeEveryTurns: 10,
 			SummarizeAtFraction: 0.70,
 			SafetyMarginTokens:  0,
-			RetrievalMaxTokens:  6000,
+			RetrievalMaxTokens:  1500,
 			ChunkMaxTokens:      800,
 			MaxPins:             64,
 			MaxPinBytes:         2048,
@@ -445,11 +449,12 @@ func Default() Config {
 			TextWeight:           0.7,
 			RecencyWeight:        0,
 			RecencyHalfLifeTurns: 500,
-			Threshold:            0,
+			Threshold:            0.3,
 			MMRLambda:            0.9,
-			Overfetch:            16,
-			TopK:                 6,
-			MaxK:                 6,
+			Overfetch:            48,
+			TopK:                 4,
+			MaxK:                 24,
+			Neighbours:           1,
 		},
 		Server: ServerConfig{
 			Addr:              "127.0.0.1:8080",

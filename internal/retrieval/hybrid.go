@@ -37,7 +37,16 @@ type RankOptions struct {
 	Overfetch int
 	TopK      int
 	MaxK      int
+	// Neighbours is how many chunks before and after each result, in
+	// the order of the conversation, the runtime adds to the retrieved
+	// memory it offers a context (not Search), while they fit in its
+	// budget: a question's answer, an answer's question. Chunks that
+	// touch are merged into one excerpt.
+	Neighbours int
 }
+
+// MaxNeighbours bounds RankOptions.Neighbours.
+const MaxNeighbours = 8
 
 // Max is the most results o picks: MaxK, or TopK when MaxK is 0.
 func (o RankOptions) Max() int {
@@ -69,6 +78,8 @@ func (o RankOptions) Validate() error {
 		return fmt.Errorf("retrieval: overfetch: %d, want 1 to 1000", o.Overfetch)
 	case o.TopK < 1 || o.TopK > o.Overfetch:
 		return fmt.Errorf("retrieval: top_k: %d, want 1 to overfetch (%d)", o.TopK, o.Overfetch)
+	case o.Neighbours < 0 || o.Neighbours > MaxNeighbours:
+		return fmt.Errorf("retrieval: neighbours: %d, want 0 to %d", o.Neighbours, MaxNeighbours)
 	case o.MaxK != 0 && (o.MaxK < o.TopK || o.MaxK > o.Overfetch):
 		return fmt.Errorf("retrieval: max_k: %d, want top_k (%d) to overfetch (%d)", o.MaxK, o.TopK, o.Overfetch)
 	}
@@ -101,12 +112,13 @@ type Partition struct {
 	text   *FullText
 	vec    *Vectors
 	seq    map[DocID]uint64
+	bySeq  map[uint64][]DocID // the chunks of each turn
 	newest uint64
 }
 
 // NewPartition returns an empty partition for dim-dimensional vectors.
 func NewPartition(dim int) *Partition {
-	return &Partition{text: NewFullText(), vec: NewVectors(dim), seq: map[DocID]uint64{}}
+	return &Partition{text: NewFullText(), vec: NewVectors(dim), seq: map[DocID]uint64{}, bySeq: map[uint64][]DocID{}}
 }
 
 // Add indexes d; a chunk present already is left as it is (false),
@@ -122,6 +134,7 @@ func (p *Partition) Add(d Doc) bool {
 		return false
 	}
 	p.seq[d.ID] = d.Seq
+	p.bySeq[d.Seq] = append(p.bySeq[d.Seq], d.ID)
 	p.newest = max(p.newest, d.Seq)
 	p.text.Add(d.ID, d.Terms, d.Len)
 	if d.Vector != nil {
@@ -143,6 +156,14 @@ func (p *Partition) Seq(id DocID) (uint64, bool) {
 	defer p.mu.RUnlock()
 	s, ok := p.seq[id]
 	return s, ok
+}
+
+// AtSeq returns the chunks indexed of the turn at seq, in the order
+// they were added.
+func (p *Partition) AtSeq(seq uint64) []DocID {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	return slices.Clone(p.bySeq[seq])
 }
 
 // Len returns the number of chunks indexed.

@@ -143,6 +143,8 @@ func TestRankOptionsValidate(t *testing.T) {
 		{func(o *RankOptions) { o.TextWeight = -0.3; o.VectorWeight = 1.3 }, "vector_weight: 1.3, want 0 to 1"},
 		{func(o *RankOptions) { o.MMRLambda = 2 }, "mmr_lambda: 2, want 0 to 1"},
 		{func(o *RankOptions) { o.TopK = 17 }, "top_k: 17, want 1 to overfetch (16)"},
+		{func(o *RankOptions) { o.MaxK = 17 }, "max_k: 17, want top_k (6) to overfetch (16)"},
+		{func(o *RankOptions) { o.Neighbours = 9 }, "neighbours: 9, want 0 to 8"},
 		{func(o *RankOptions) { o.Overfetch = 0 }, "overfetch: 0, want 1 to 1000"},
 		{func(o *RankOptions) { o.RecencyWeight, o.RecencyHalfLife = 0.1, 0 }, "recency_half_life"},
 	} {

@@ -24,14 +24,19 @@ import (
 
 // retrievalFigures are the figures of `ctxinf bench retrieval --json`.
 type retrievalFigures struct {
-	Embedder         string  `json:"embedder"`
-	IngestTurnsPerS  float64 `json:"ingest_turns_per_s"`
-	FlushP50us       float64 `json:"flush_p50_us"`
-	FlushP99us       float64 `json:"flush_p99_us"`
-	Chunks           int     `json:"chunks"`
-	QueryP50us       float64 `json:"query_p50_us"`
-	QueryP95us       float64 `json:"query_p95_us"`
-	QueryP99us       float64 `json:"query_p99_us"`
+	Embedder        string  `json:"embedder"`
+	IngestTurnsPerS float64 `json:"ingest_turns_per_s"`
+	FlushP50us      float64 `json:"flush_p50_us"`
+	FlushP99us      float64 `json:"flush_p99_us"`
+	Chunks          int     `json:"chunks"`
+	QueryP50us      float64 `json:"query_p50_us"`
+	QueryP95us      float64 `json:"query_p95_us"`
+	QueryP99us      float64 `json:"query_p99_us"`
+	// Context* time the same questions' contexts as a turn assembles
+	// them (Runtime.DebugNextContext: the search, the neighbours of its
+	// hits, packing within the budget, and the rest of the context).
+	ContextP50us     float64 `json:"context_p50_us"`
+	ContextP95us     float64 `json:"context_p95_us"`
 	IngestTurns      int     `json:"-"`
 	FlushTurns       int     `json:"-"`
 	QueriesMeasured  int     `json:"-"`
@@ -43,7 +48,8 @@ type retrievalFigures struct {
 // rare names and numbers): ingest (turns imported in batches of --batch,
 // durable, until all are folded, indexed and searchable), flush (the
 // time from importing --flush-turns turns until they are searchable),
-// and query latency (Runtime.Search) once one conversation holds
+// and query latency (Runtime.Search, and the next turn's context with
+// its retrieval, Runtime.DebugNextContext) once one conversation holds
 // --turns turns.
 func Retrieval(e *cli.Env, args []string) error {
 	fs := flag.NewFlagSet("retrieval", flag.ContinueOnError)
@@ -170,6 +176,16 @@ func Retrieval(e *cli.Env, args []string) error {
 		ql = append(ql, time.Since(t))
 	}
 	f.QueryP50us, f.QueryP95us, f.QueryP99us = micros(percentile(ql, 50)), micros(percentile(ql, 95)), micros(percentile(ql, 99))
+	var cl []time.Duration
+	for range *queries {
+		q := gen.question()
+		t := time.Now()
+		if _, err := rt.DebugNextContext(ctx, b.ID, q); err != nil {
+			return err
+		}
+		cl = append(cl, time.Since(t))
+	}
+	f.ContextP50us, f.ContextP95us = micros(percentile(cl, 50)), micros(percentile(cl, 95))
 	f.Chunks = have
 	if *asJSON {
 		return json.NewEncoder(e.Stdout).Encode(f)
@@ -183,6 +199,8 @@ func Retrieval(e *cli.Env, args []string) error {
 	fmt.Fprintf(tw, "query_p50_us\t%.0f\t(%d turns in the conversation, %d queries)\n", f.QueryP50us, have, *queries)
 	fmt.Fprintf(tw, "query_p95_us\t%.0f\t<= 20000\n", f.QueryP95us)
 	fmt.Fprintf(tw, "query_p99_us\t%.0f\t\n", f.QueryP99us)
+	fmt.Fprintf(tw, "context_p50_us\t%.0f\t(the next turn's context: search, neighbours, assembly)\n", f.ContextP50us)
+	fmt.Fprintf(tw, "context_p95_us\t%.0f\t\n", f.ContextP95us)
 	return tw.Flush()
 }
 

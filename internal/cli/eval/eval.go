@@ -18,6 +18,7 @@ import (
 	"github.com/contextinfinity/ctxinf"
 	"github.com/contextinfinity/ctxinf/actors"
 	"github.com/contextinfinity/ctxinf/internal/cli"
+	"github.com/contextinfinity/ctxinf/internal/core"
 	"github.com/contextinfinity/ctxinf/internal/retrieval"
 	"github.com/contextinfinity/ctxinf/internal/wiring"
 	"github.com/contextinfinity/ctxinf/messages"
@@ -85,7 +86,7 @@ func openEval(e *cli.Env, dataDir string, batch int) (s *evalServer, done func()
 		rm()
 		return nil, nil, err
 	}
-	s = &evalServer{rt: rt, batch: batch, convs: map[string]*evalConv{}, opts: wiring.RankOptions(e.Config.Retrieval), version: e.Version}
+	s = &evalServer{rt: rt, batch: batch, count: cfg.Counter(cfg.Provider.Name(), cfg.Model), convs: map[string]*evalConv{}, opts: wiring.RankOptions(e.Config.Retrieval), version: e.Version}
 	return s, func() { rt.Close(); rm() }, nil
 }
 
@@ -104,6 +105,8 @@ type evalServer struct {
 	batch int
 	convs map[string]*evalConv
 	opts  retrieval.RankOptions
+	// count is the token counter of the runtime's model.
+	count core.Counter
 	// version is the binary's, which hello names.
 	version string
 }

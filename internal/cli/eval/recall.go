@@ -97,8 +97,13 @@ func keysOf[V any](m map[string]V) func(func(string) bool) {
 
 // curveKeys are the configuration keys --curve can vary.
 var curveKeys = map[string]func(*config.Config, string) error{
-	"retrieval.top_k":              intKey(func(c *config.Config) *int { return &c.Retrieval.TopK }),
+	"retrieval.top_k": func(c *config.Config, v string) error { // max_k follows it up
+		n, err := strconv.Atoi(v)
+		c.Retrieval.TopK, c.Retrieval.MaxK = n, max(n, c.Retrieval.MaxK)
+		return err
+	},
 	"retrieval.max_k":              intKey(func(c *config.Config) *int { return &c.Retrieval.MaxK }),
+	"retrieval.neighbours":         intKey(func(c *config.Config) *int { return &c.Retrieval.Neighbours }),
 	"retrieval.overfetch":          intKey(func(c *config.Config) *int { return &c.Retrieval.Overfetch }),
 	"context.retrieval_max_tokens": intKey(func(c *config.Config) *int { return &c.Context.RetrievalMaxTokens }),
 	"context.window_messages":      intKey(func(c *config.Config) *int { return &c.Context.WindowMessages }),
@@ -135,7 +140,8 @@ type questionResult struct {
 	// Found names, for each evidence turn, the section of the context
 	// its text is in ("" when it is in none).
 	Found           []string `json:"found"`
-	Tokens          int      `json:"tokens"`           // the whole context
+	Tokens          int      `json:"tokens"`           // the whole context, as the assembler counts it
+	SentTokens      int      `json:"sent_tokens"`      // the text the adapters send, counted
 	RetrievedTokens int      `json:"retrieved_tokens"` // its retrieved memory
 	RetrievedChunks int      `json:"retrieved_chunks"`
 }
@@ -148,6 +154,7 @@ type categoryFigures struct {
 	R10             float64 `json:"recall_at_10"`
 	ContextRecall   float64 `json:"context_recall"`
 	Tokens          float64 `json:"tokens"`
+	SentTokens      float64 `json:"sent_tokens"`
 	RetrievedTokens float64 `json:"retrieved_tokens"`
 	RetrievedChunks float64 `json:"retrieved_chunks"`
 }
@@ -194,8 +201,8 @@ func recallRun(e *cli.Env, convs []*locomoConv, outPath string) (recallResult, e
 	}
 	enc := json.NewEncoder(out)
 	r := s.opts
-	res.Settings = fmt.Sprintf("vector %.2f / text %.2f, mmr %.2f, threshold %.2f, overfetch %d, top_k %d, max_k %d, retrieval_max_tokens %d, window %d",
-		r.VectorWeight, r.TextWeight, r.MMRLambda, r.Threshold, r.Overfetch, r.TopK, r.MaxK, e.Config.Context.RetrievalMaxTokens, e.Config.Context.WindowMessages)
+	res.Settings = fmt.Sprintf("vector %.2f / text %.2f, mmr %.2f, threshold %.2f, overfetch %d, top_k %d, max_k %d, neighbours %d, retrieval_max_tokens %d, window %d",
+		r.VectorWeight, r.TextWeight, r.MMRLambda, r.Threshold, r.Overfetch, r.TopK, r.MaxK, r.Neighbours, e.Config.Context.RetrievalMaxTokens, e.Config.Context.WindowMessages)
 	ctx := context.Background()
 	var results []questionResult
 	var searchLat, assembleLat []time.Duration
@@ -241,6 +248,7 @@ func recallRun(e *cli.Env, convs []*locomoConv, outPath string) (recallResult, e
 					qr.RetrievedTokens = sec.Tokens
 				}
 			}
+			qr.SentTokens = s.count(sentText(d.Context))
 			sections := contextSections(d.Context)
 			for _, id := range q.Evidence {
 				qr.Found = append(qr.Found, foundIn(sections, c.turn(id).Text))
@@ -254,6 +262,18 @@ func recallRun(e *cli.Env, convs []*locomoConv, outPath string) (recallResult, e
 	res.score(results)
 	res.SearchP50us, res.AssembleP50us = p50us(searchLat), p50us(assembleLat)
 	return res, nil
+}
+
+// sentText is the text of ac the provider adapters send: the system
+// prompt (providers.SystemText), the window's and pending turns'
+// messages, and the user message, which starts with the retrieved
+// memory (providers.MemoryText).
+func sentText(ac messages.AssembledContext) string {
+	parts := []string{providers.SystemText(ac)}
+	for _, m := range slices.Concat(ac.Window, ac.Pending) {
+		parts = append(parts, m.RenderedText)
+	}
+	return strings.Join(append(parts, providers.MemoryText(ac), ac.User.RenderedText), "\n")
 }
 
 // section is a part of an assembled context as the model gets it, its
@@ -352,14 +372,15 @@ func (r *recallResult) score(results []questionResult) {
 			f.R10 += r10
 			f.ContextRecall += ctx
 			f.Tokens += float64(q.Tokens)
+			f.SentTokens += float64(q.SentTokens)
 			f.RetrievedTokens += float64(q.RetrievedTokens)
 			f.RetrievedChunks += float64(q.RetrievedChunks)
 		}
 	}
 	mean := func(f *categoryFigures) categoryFigures {
 		if n := float64(f.N); n > 0 {
-			f.R5, f.R10, f.ContextRecall, f.Tokens, f.RetrievedTokens, f.RetrievedChunks =
-				f.R5/n, f.R10/n, f.ContextRecall/n, f.Tokens/n, f.RetrievedTokens/n, f.RetrievedChunks/n
+			f.R5, f.R10, f.ContextRecall, f.Tokens, f.SentTokens, f.RetrievedTokens, f.RetrievedChunks =
+				f.R5/n, f.R10/n, f.ContextRecall/n, f.Tokens/n, f.SentTokens/n, f.RetrievedTokens/n, f.RetrievedChunks/n
 		}
 		return *f
 	}
@@ -407,9 +428,9 @@ func (r recallResult) print(w io.Writer) {
 	fmt.Fprintf(w, "settings: %s\n", r.Settings)
 	fmt.Fprintf(w, "budget: input %d tokens (context limit %d), retrieval at most %d\n\n", r.Budget.Input(), r.Budget.ContextLimit, r.Budget.RetrievalMax)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "category\tn\tR@5\tR@10\tcontext recall\ttokens\tretrieved tokens\tchunks\t")
+	fmt.Fprintln(tw, "category\tn\tR@5\tR@10\tcontext recall\ttokens\tsent tokens\tretrieved tokens\texcerpts\t")
 	row := func(f categoryFigures) {
-		fmt.Fprintf(tw, "%s\t%d\t%.3f\t%.3f\t%.3f\t%.0f\t%.0f\t%.1f\t\n", f.Category, f.N, f.R5, f.R10, f.ContextRecall, f.Tokens, f.RetrievedTokens, f.RetrievedChunks)
+		fmt.Fprintf(tw, "%s\t%d\t%.3f\t%.3f\t%.3f\t%.0f\t%.0f\t%.0f\t%.1f\t\n", f.Category, f.N, f.R5, f.R10, f.ContextRecall, f.Tokens, f.SentTokens, f.RetrievedTokens, f.RetrievedChunks)
 	}
 	for _, f := range r.Categories {
 		row(f)
@@ -426,7 +447,7 @@ func (r recallResult) print(w io.Writer) {
 
 func printCurve(w io.Writer, points []curvePoint) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "%s\tR@10\tcontext recall\tmulti-hop\ttemporal\ttokens\tretrieved tokens\t\n", points[0].Key)
+	fmt.Fprintf(tw, "%s\tR@10\tcontext recall\tmulti-hop\ttemporal\ttokens\tsent tokens\tretrieved tokens\t\n", points[0].Key)
 	for _, p := range points {
 		o := p.Result.Overall
 		cat := func(n int) float64 {
@@ -437,7 +458,7 @@ func printCurve(w io.Writer, points []curvePoint) {
 			}
 			return 0
 		}
-		fmt.Fprintf(tw, "%s\t%.3f\t%.3f\t%.3f\t%.3f\t%.0f\t%.0f\t\n", p.Value, o.R10, o.ContextRecall, cat(1), cat(2), o.Tokens, o.RetrievedTokens)
+		fmt.Fprintf(tw, "%s\t%.3f\t%.3f\t%.3f\t%.3f\t%.0f\t%.0f\t%.0f\t\n", p.Value, o.R10, o.ContextRecall, cat(1), cat(2), o.Tokens, o.SentTokens, o.RetrievedTokens)
 	}
 	tw.Flush()
 }
