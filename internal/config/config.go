@@ -429,7 +429,7 @@ func Default() Config {
 			SummarizeEveryTurns: 10,
 			SummarizeAtFraction: 0.70,
 			SafetyMarginTokens:  0,
-			RetrievalMaxTokens:  1500,
+			RetrievalMaxTokens:  1800,
 			ChunkMaxTokens:      800,
 			MaxPins:             64,
 			MaxPinBytes:         2048,
