@@ -310,6 +310,7 @@ func (a *branchActor) Receive(ctx actor.Context) {
 		a.stopIdle()
 		a.flushOnStop()
 		a.ended(ctx)
+		a.rt.mem.drop(a.id) // its index goes with it
 	case *actor.Restarting:
 		a.stopIdle()
 		a.ended(ctx) // what it held is dropped, as a crash drops it

@@ -89,6 +89,15 @@ func (m *memory) fresh(branch messages.BranchID) {
 	}
 }
 
+// drop frees branch's loaded index: its actor stopped (passivated, or
+// the runtime closing). The next search of the branch, or of a fork of
+// it, loads it from the store again.
+func (m *memory) drop(branch messages.BranchID) {
+	m.mu.Lock()
+	delete(m.parts, branch)
+	m.mu.Unlock()
+}
+
 // chunk returns the row of chunk id.
 func (m *memory) chunk(ctx context.Context, id messages.ChunkID) (persistence.ChunkRow, error) {
 	if row, ok := m.rows.get(id); ok {

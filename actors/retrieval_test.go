@@ -585,3 +585,37 @@ func TestNeighboursComeWithTheirHit(t *testing.T) {
 		})
 	}
 }
+
+// A branch's loaded index goes when its actor stops (passivation frees
+// it), and its next search loads it again from the store, finding the
+// same chunks.
+func TestPassivationFreesTheIndex(t *testing.T) {
+	t.Parallel()
+	r, _, ev, b := memoryRuntime(t, facts)
+	waitIndexed(t, r, b.ID, ev, len(facts)-1)
+	loaded := func() bool {
+		r.mem.mu.Lock()
+		defer r.mem.mu.Unlock()
+		_, ok := r.mem.parts[b.ID]
+		return ok
+	}
+	before, err := r.Search(bg, b.ID, "staging database host", nil)
+	if err != nil || len(before) == 0 || !loaded() {
+		t.Fatalf("Search() = %d hits, %v, index loaded %v", len(before), err, loaded())
+	}
+	pid, err := r.pid(bg, b.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Stop(bg, b.ID); err != nil {
+		t.Fatal(err)
+	}
+	<-r.goneChan(pid)
+	if loaded() {
+		t.Fatal("the index of a branch whose actor stopped is still loaded")
+	}
+	after, err := r.Search(bg, b.ID, "staging database host", nil)
+	if err != nil || !slices.Equal(sourceChunks(after), sourceChunks(before)) {
+		t.Fatalf("Search() after the reload = %v, %v; want %v", sourceChunks(after), err, sourceChunks(before))
+	}
+}

@@ -55,3 +55,24 @@ func benchSearch(b *testing.B, chunks int) {
 		}
 	}
 }
+
+// BenchmarkPartitionMemory is the memory a branch's index allocates for
+// its first chunks=N chunks, with dims=D-dimensional vectors (512: the
+// hash embedder; 100: GloVe).
+func BenchmarkPartitionMemory(b *testing.B) {
+	for _, dim := range []int{DefaultHashDims, 100} {
+		for _, n := range []int{1, 100} {
+			b.Run(fmt.Sprintf("dims=%d/chunks=%d", dim, n), func(b *testing.B) {
+				vec := make([]float32, dim)
+				vec[0] = 1
+				b.ReportAllocs()
+				for b.Loop() {
+					p := NewPartition(dim)
+					for i := range n {
+						p.Add(Doc{ID: DocID{byte(i), byte(i >> 8)}, Seq: uint64(i + 1), Terms: map[string]float32{"word": 1}, Len: 1, Vector: vec})
+					}
+				}
+			})
+		}
+	}
+}

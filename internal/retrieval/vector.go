@@ -12,24 +12,36 @@ import (
 // It is not safe for concurrent use.
 type Vectors struct {
 	dim  int
-	idx  *search.Index[DocID]
+	idx  *search.Index[DocID] // nil until the first vector
 	byID map[DocID][]float32
 	// arena holds the vectors back to back, so that a search reads
 	// memory in order (vectors allocated one by one among the runtime's
 	// other objects made a 100,000-vector scan several times slower).
+	// Its blocks grow with the index, from minArenaVectors vectors to
+	// maxArenaVectors, each twice the one before: the memory an index
+	// holds follows its vectors (at most about twice theirs), and an
+	// empty index holds none.
 	arena []float32
+	held  int // float32s allocated in arena blocks
 }
 
-// arenaVectors is how many vectors an arena block holds.
-const arenaVectors = 4096
+// The sizes of an arena block, in vectors.
+const (
+	minArenaVectors = 4
+	maxArenaVectors = 4096
+)
 
 // NewVectors returns an empty index of dim-dimensional vectors.
 func NewVectors(dim int) *Vectors {
-	return &Vectors{dim: dim, idx: search.NewIndex[DocID](), byID: map[DocID][]float32{}}
+	return &Vectors{dim: dim}
 }
 
 // Len returns the number of vectors indexed.
-func (v *Vectors) Len() int { return v.idx.Len() }
+func (v *Vectors) Len() int { return len(v.byID) }
+
+// Bytes is the memory v's vectors take: its arena blocks (the blocks
+// allocated, used or not).
+func (v *Vectors) Bytes() int { return 4 * v.held }
 
 // Add indexes a copy of vec under id. A vector of the wrong dimension, or
 // zero, or not finite, is not indexed (false), nor is an id present
@@ -38,8 +50,13 @@ func (v *Vectors) Add(id DocID, vec []float32) bool {
 	if _, ok := v.byID[id]; ok || len(vec) != v.dim || !usable(vec) {
 		return false
 	}
+	if v.idx == nil {
+		v.idx, v.byID = search.NewIndex[DocID](), map[DocID][]float32{}
+	}
 	if len(v.arena)+v.dim > cap(v.arena) {
-		v.arena = make([]float32, 0, arenaVectors*v.dim)
+		n := min(max(minArenaVectors, 2*cap(v.arena)/v.dim), maxArenaVectors)
+		v.arena = make([]float32, 0, n*v.dim)
+		v.held += n * v.dim
 	}
 	n := len(v.arena)
 	v.arena = append(v.arena, vec...)
@@ -56,7 +73,7 @@ func (v *Vectors) Vector(id DocID) []float32 { return v.byID[id] }
 // first) among those keep passes (nil keeps all). It asks the exact
 // index for more than k until k pass or every vector was looked at.
 func (v *Vectors) Search(query []float32, k int, keep func(DocID) bool) []Hit {
-	if k <= 0 || v.idx.Len() == 0 || len(query) != v.dim || !usable(query) {
+	if k <= 0 || v.Len() == 0 || len(query) != v.dim || !usable(query) {
 		return nil
 	}
 	q := append([]float32(nil), query...)
