@@ -40,7 +40,7 @@ var layers = []struct {
 	{"internal/faults", "faults is below the runtime", []string{"messages", "supervision"}},
 	{"persistence/...", "persistence is the storage layer", []string{"messages", "persistence/..."}},
 	{"persistence", "persistence is what the storage engines share", []string{"messages"}},
-	{"persistence/badgerdb/...", "badgerdb is a storage engine", []string{"messages", "persistence"}},
+	{"persistence/badgerdb/...", "badgerdb is a storage engine", []string{"messages", "persistence", "persistence/commit"}},
 	{"providers/...", "providers are the model adapters", []string{"messages", "providers/..."}},
 	{"providers/tokens/...", "providers/tokens counts tokens", []string{"providers/tokens/..."}},
 

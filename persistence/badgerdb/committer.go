@@ -1,21 +1,21 @@
 package badgerdb
 
 import (
-	"github.com/contextinfinity/ctxinf/persistence"
-
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/dgraph-io/badger/v4"
 
 	"github.com/contextinfinity/ctxinf/messages"
+	"github.com/contextinfinity/ctxinf/persistence"
+	"github.com/contextinfinity/ctxinf/persistence/commit"
 )
 
 // The write path. Every write is an op handed to the single committer
-// goroutine, which drains whatever ops are waiting (up to GroupCommitMax),
+// goroutine (through a commit.Queue), which takes whatever ops are
+// waiting (up to GroupCommitMax),
 // validates them in order against the durable state plus the effects of
 // the earlier ops of the same group, writes all their entries in one Badger
 // transaction (commitAt) at a new timestamp and waits for it to be synced.
@@ -52,8 +52,8 @@ type op struct {
 	dropKeys [][]byte
 	gone     []persistence.Hash
 
-	res  result
-	done chan struct{}
+	res result
+	commit.Call
 }
 
 type result struct {
@@ -71,43 +71,7 @@ func (s *badgerStore) submit(ctx context.Context, o *op) error {
 	if err := s.alive(); err != nil {
 		return err
 	}
-	return s.stats.counted(submitOp(ctx, &s.mu, &s.closed, s.ops, o))
-}
-
-// counted counts a write refused because its branch had moved on
-// (Stats.HeadRejects), and returns err.
-func (c *statsCounters) counted(err error) error {
-	if err != nil && (errors.Is(err, persistence.ErrHeadMismatch) || errors.Is(err, persistence.ErrDuplicate)) {
-		c.headRejects.Add(1)
-	}
-	return err
-}
-
-// submitOp hands o to a store's committer through ops (unless the store
-// is closed: mu guards closed and the sends on ops) and waits for its
-// result, or for ctx.
-func submitOp(ctx context.Context, mu *sync.RWMutex, closed *bool, ops chan<- *op, o *op) error {
-	o.done = make(chan struct{})
-	mu.RLock()
-	if *closed {
-		mu.RUnlock()
-		return persistence.ErrClosed
-	}
-	select {
-	case ops <- o:
-	case <-ctx.Done():
-		mu.RUnlock()
-		return ctx.Err()
-	}
-	mu.RUnlock()
-	select {
-	case <-o.done:
-		return o.res.err
-	case <-ctx.Done():
-		// The write may still land; a caller that must know uses
-		// ExpectParent on its next append.
-		return ctx.Err()
-	}
+	return s.stats.Counted(s.ops.Submit(ctx, o))
 }
 
 // prepareBlob hashes p and, unless the blob is already stored, encodes it,
@@ -170,27 +134,12 @@ func (s *badgerStore) commitLoop() {
 		close(writes)
 		<-written
 	}()
-	batch := make([]*op, 0, s.opts.GroupCommitMax)
 	var prev *group // the group handed to the writer last
-	for first := range s.ops {
-		batch = append(batch[:0], first)
-	drain:
-		for len(batch) < s.opts.GroupCommitMax {
-			select {
-			case o, ok := <-s.ops:
-				if !ok {
-					break drain
-				}
-				batch = append(batch, o)
-			default:
-				break drain
-			}
-		}
+	s.ops.Run(s.opts.GroupCommitMax, func(batch []*op) {
 		g := s.applyGroup(batch, prev)
-		clear(batch)
 		writes <- g // waits until the writer is done with prev
 		prev = g
-	}
+	})
 }
 
 // writeLoop writes and publishes groups in the order they were applied.
@@ -235,21 +184,15 @@ type group struct {
 	newTurns []persistence.NodeRecord
 	newOv    []persistence.Overlay
 	newBlobs map[persistence.Hash][]byte // payloads written, for the blob cache
-	st       groupStats
+	st       commit.GroupStats
 	undo     []func()
-}
-
-// groupStats are the Stats counts of one group, added to the store's at
-// publish time (so failed ops never count).
-type groupStats struct {
-	appends, blobWrites, blobDedups, storedBytes, rawBytes uint64
 }
 
 // groupMark is where an op started; rollback returns the group to it.
 type groupMark struct {
 	entries, undo, newTurns, newOv int
 	ovSeq                          uint64
-	st                             groupStats
+	st                             commit.GroupStats
 }
 
 func (g *group) mark() groupMark {
@@ -365,7 +308,7 @@ func (s *badgerStore) writeGroup(g *group) {
 	}
 	g.prev = nil
 	for _, o := range g.batch {
-		close(o.done)
+		o.Finish(o.res.err)
 	}
 }
 
@@ -395,13 +338,7 @@ func (s *badgerStore) write(entries []entry) error {
 	s.lastTs = ts
 	// What the group takes on disk: Badger's log now, a table later.
 	s.space.wrote(2 * n)
-	s.stats.groups.Add(1)
-	if s.opts.Durability == persistence.DurabilitySync {
-		s.stats.syncs.Add(1)
-		took := time.Since(start)
-		s.stats.syncTimes[persistence.SyncTimeBucket(took)].Add(1)
-		s.stats.syncNanos.Add(int64(took))
-	}
+	s.stats.Group(s.opts.Durability == persistence.DurabilitySync, time.Since(start))
 	return nil
 }
 
@@ -493,12 +430,7 @@ func setEntries(w interface {
 }
 
 func (s *badgerStore) publish(g *group) {
-	st := &s.stats
-	st.appends.Add(g.st.appends)
-	st.blobWrites.Add(g.st.blobWrites)
-	st.blobDedups.Add(g.st.blobDedups)
-	st.storedBytes.Add(g.st.storedBytes)
-	st.rawBytes.Add(g.st.rawBytes)
+	s.stats.Add(g.st)
 	for _, r := range g.newTurns {
 		s.turns.Put(r)
 	}
@@ -640,7 +572,7 @@ func (g *group) addRef(o *op, p []byte) error {
 		return err
 	}
 	if ok {
-		g.st.blobDedups++
+		g.st.BlobDedups++
 	} else {
 		if o.blob == nil {
 			o.blob = persistence.EncodeBlob(p, g.s.opts.Compress)
@@ -648,9 +580,9 @@ func (g *group) addRef(o *op, p []byte) error {
 		g.set(blobKey(o.hash), o.blob)
 		put(g, g.blobs, o.hash, true)
 		put(g, g.newBlobs, o.hash, append([]byte(nil), p...))
-		g.st.blobWrites++
-		g.st.storedBytes += uint64(len(o.blob))
-		g.st.rawBytes += uint64(len(p))
+		g.st.BlobWrites++
+		g.st.StoredBytes += uint64(len(o.blob))
+		g.st.RawBytes += uint64(len(p))
 	}
 	n, err := g.blobRefs(o.hash)
 	if err != nil {
@@ -721,7 +653,7 @@ func (g *group) appendNode(o *op, branch messages.BranchID, id messages.NodeID, 
 	put(g, g.heads, branch, h)
 	put(g, g.turns, r.ID, r)
 	g.newTurns = append(g.newTurns, r)
-	g.st.appends++
+	g.st.Appends++
 	return r.Node, h, nil
 }
 

@@ -1,8 +1,6 @@
 package badgerdb
 
 import (
-	"github.com/contextinfinity/ctxinf/persistence"
-
 	"bytes"
 	"context"
 	"errors"
@@ -20,6 +18,8 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/contextinfinity/ctxinf/messages"
+	"github.com/contextinfinity/ctxinf/persistence"
+	"github.com/contextinfinity/ctxinf/persistence/commit"
 )
 
 // Options configure a Badger-backed store.
@@ -131,14 +131,12 @@ type badgerStore struct {
 	overlays  map[messages.NodeID][]persistence.Overlay // every overlay; they are rare
 	latest    *badgerReader                             // the reader with every overlay: the store's own
 
-	mu     sync.RWMutex // guards closed and sends on ops
-	closed bool
-	ops    chan *op
+	ops    *commit.Queue[*op]
 	done   chan struct{} // closed when the committer exits
 	failed atomic.Pointer[error]
 	stopGC chan struct{}
 	gcDone chan struct{}
-	stats  statsCounters
+	stats  commit.Counters
 	lastTs uint64 // committer only
 	ovSeq  uint64 // committer only: last overlay seq
 
@@ -155,13 +153,6 @@ type badgerStore struct {
 	cipher   *persistence.Cipher // nil: not encrypted
 
 	space *spaceGuard // nil: no check of free space
-}
-
-type statsCounters struct {
-	appends, blobWrites, blobDedups, groups, syncs, storedBytes, rawBytes, headRejects atomic.Uint64
-	// syncTimes and syncNanos are Stats.SyncTimes and Stats.SyncTime.
-	syncTimes [len(persistence.SyncTimeBounds) + 1]atomic.Uint64
-	syncNanos atomic.Int64
 }
 
 // OpenBadger opens (creating if needed) the store in opts.Dir.
@@ -251,7 +242,7 @@ func openBadger(opts Options) (*badgerStore, error) {
 		turns:      persistence.NewNodeCache(opts.NodeCacheEntries),
 		blobs:      newBlobCache(opts.BlobCacheBytes),
 		overlays:   make(map[messages.NodeID][]persistence.Overlay),
-		ops:        make(chan *op, 4*opts.GroupCommitMax),
+		ops:        commit.NewQueue[*op](4 * opts.GroupCommitMax),
 		done:       make(chan struct{}),
 		stopGC:     make(chan struct{}),
 		gcDone:     make(chan struct{}),
@@ -317,14 +308,9 @@ func (s *badgerStore) loadOverlays() error {
 // Close stops accepting writes, lets those already submitted finish, and
 // closes the database.
 func (s *badgerStore) Close() error {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
+	if !s.ops.Close() {
 		return nil
 	}
-	s.closed = true
-	close(s.ops)
-	s.mu.Unlock()
 	<-s.done
 	close(s.stopGC)
 	<-s.gcDone
@@ -484,19 +470,7 @@ func (s *badgerStore) syncLogs(valueLog bool) error {
 	return s.walTail.sync()
 }
 
-func (s *badgerStore) Stats() persistence.Stats {
-	c := &s.stats
-	st := persistence.Stats{
-		Appends: c.appends.Load(), BlobWrites: c.blobWrites.Load(), BlobDedups: c.blobDedups.Load(),
-		Groups: c.groups.Load(), Syncs: c.syncs.Load(),
-		StoredBytes: c.storedBytes.Load(), RawBytes: c.rawBytes.Load(), HeadRejects: c.headRejects.Load(),
-	}
-	for i := range c.syncTimes {
-		st.SyncTimes[i] = c.syncTimes[i].Load()
-	}
-	st.SyncTime = time.Duration(c.syncNanos.Load())
-	return st
-}
+func (s *badgerStore) Stats() persistence.Stats { return s.stats.Stats() }
 
 // gcLoop runs value-log GC every GCInterval. Old versions become
 // discardable one interval after they were superseded, so that no reader
@@ -688,9 +662,7 @@ func (s *badgerStore) alive() error {
 	if p := s.failed.Load(); p != nil {
 		return *p
 	}
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	if s.closed {
+	if s.ops.Closed() {
 		return persistence.ErrClosed
 	}
 	return nil

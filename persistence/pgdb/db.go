@@ -18,6 +18,7 @@ import (
 
 	"github.com/contextinfinity/ctxinf/messages"
 	"github.com/contextinfinity/ctxinf/persistence"
+	"github.com/contextinfinity/ctxinf/persistence/commit"
 )
 
 // PGDB is the Database on PostgreSQL: the PostgreSQL Store plus the
@@ -250,9 +251,7 @@ type pgTxSave struct {
 	newTurns int
 	branches int
 	roots    int
-	st       struct {
-		appends, blobWrites, blobDedups, storedBytes, rawBytes uint64
-	}
+	st       commit.GroupStats
 }
 
 func (g *pgGroup) saveTx(o *op) pgTxSave {

@@ -135,7 +135,7 @@ func TestPGDBGroupIsolatesFailedTx(t *testing.T) {
 	var batch []*op
 	for _, tx := range txs {
 		o := d.txOp(tx)
-		o.done = make(chan struct{})
+
 		batch = append(batch, o)
 	}
 	before := d.Stats()
@@ -206,7 +206,7 @@ func TestPGDBGroupActorParts(t *testing.T) {
 	var batch []*op
 	for _, tx := range txs {
 		o := d.txOp(tx)
-		o.done = make(chan struct{})
+
 		batch = append(batch, o)
 	}
 	before := d.Stats()

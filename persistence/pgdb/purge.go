@@ -93,7 +93,7 @@ func (d *PGDB) purge(ctx context.Context, specs []persistence.PurgeSpec) ([]*per
 	)
 	for attempt := 0; attempt < d.opts.MaxRetries; attempt++ {
 		if attempt > 0 {
-			d.stats.retries.Add(1)
+			d.stats.Retried()
 			backoff(attempt)
 		}
 		if err = ctx.Err(); err != nil {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/contextinfinity/ctxinf/messages"
 	"github.com/contextinfinity/ctxinf/persistence"
+	"github.com/contextinfinity/ctxinf/persistence/commit"
 )
 
 // The context store on PostgreSQL. The same contract as
@@ -277,11 +278,9 @@ type pgStore struct {
 	log   zerolog.Logger
 	turns *persistence.NodeCache
 
-	mu     sync.RWMutex // guards closed and sends on ops
-	closed bool
-	ops    chan *op
-	done   chan struct{}
-	stats  statsCounters
+	ops   *commit.Queue[*op]
+	done  chan struct{}
+	stats commit.Counters
 
 	spaceMu    sync.Mutex
 	diskFullAt time.Time // when a group last failed on disk_full; zero once one committed since (pg_db_limits.go)
@@ -337,7 +336,7 @@ func openPostgres(ctx context.Context, opts PGOptions) (*pgStore, error) {
 		opts:  opts,
 		log:   opts.Logger,
 		turns: persistence.NewNodeCache(opts.NodeCacheEntries),
-		ops:   make(chan *op, opts.GroupCommitMax),
+		ops:   commit.NewQueue[*op](opts.GroupCommitMax),
 		done:  make(chan struct{}),
 	}
 	if err := s.createSchema(ctx); err != nil {
@@ -445,23 +444,16 @@ func backoff(attempt int) {
 }
 
 func (s *pgStore) Close() error {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
+	if !s.ops.Close() {
 		return nil
 	}
-	s.closed = true
-	close(s.ops)
-	s.mu.Unlock()
 	<-s.done
 	s.pool.Close()
 	return nil
 }
 
 func (s *pgStore) alive() error {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	if s.closed {
+	if s.ops.Closed() {
 		return persistence.ErrClosed
 	}
 	return nil
@@ -478,25 +470,12 @@ func (s *pgStore) readErr(what string, err error) error {
 	return unavailable(fmt.Errorf("postgres: %s: %w", what, err))
 }
 
-func (s *pgStore) Stats() persistence.Stats {
-	c := &s.stats
-	st := persistence.Stats{
-		Appends: c.appends.Load(), BlobWrites: c.blobWrites.Load(), BlobDedups: c.blobDedups.Load(),
-		Groups: c.groups.Load(), Syncs: c.syncs.Load(),
-		StoredBytes: c.storedBytes.Load(), RawBytes: c.rawBytes.Load(),
-		Retries: c.retries.Load(), HeadRejects: c.headRejects.Load(),
-	}
-	for i := range c.syncTimes {
-		st.SyncTimes[i] = c.syncTimes[i].Load()
-	}
-	st.SyncTime = time.Duration(c.syncNanos.Load())
-	return st
-}
+func (s *pgStore) Stats() persistence.Stats { return s.stats.Stats() }
 
 // ---- the write path ----
 
 func (s *pgStore) submit(ctx context.Context, o *op) error {
-	return s.stats.counted(submitOp(ctx, &s.mu, &s.closed, s.ops, o))
+	return s.stats.Counted(s.ops.Submit(ctx, o))
 }
 
 func (s *pgStore) Append(ctx context.Context, branch messages.BranchID, req persistence.AppendRequest) (persistence.Node, error) {
@@ -539,24 +518,7 @@ func (s *pgStore) PutOverlay(ctx context.Context, turn messages.NodeID, req pers
 
 func (s *pgStore) commitLoop() {
 	defer close(s.done)
-	batch := make([]*op, 0, s.opts.GroupCommitMax)
-	for first := range s.ops {
-		batch = append(batch[:0], first)
-	drain:
-		for len(batch) < s.opts.GroupCommitMax {
-			select {
-			case o, ok := <-s.ops:
-				if !ok {
-					break drain
-				}
-				batch = append(batch, o)
-			default:
-				break drain
-			}
-		}
-		s.commitGroup(batch)
-		clear(batch)
-	}
+	s.ops.Run(s.opts.GroupCommitMax, s.commitGroup)
 }
 
 // commitGroup runs batch as one transaction, retrying it whole while it
@@ -565,7 +527,7 @@ func (s *pgStore) commitGroup(batch []*op) {
 	var err error
 	for attempt := 0; attempt < s.opts.MaxRetries; attempt++ {
 		if attempt > 0 {
-			s.stats.retries.Add(1)
+			s.stats.Retried()
 			backoff(attempt)
 		}
 		var g *pgGroup
@@ -588,30 +550,20 @@ func (s *pgStore) commitGroup(batch []*op) {
 	s.log.Warn().Err(err).Int("writes", len(batch)).Msg("postgres group failed")
 	for _, o := range batch {
 		o.res = result{err: err}
-		close(o.done)
+		o.Finish(err)
 	}
 }
 
 // publish counts a committed group and wakes its writers.
 func (s *pgStore) publish(g *pgGroup, batch []*op, took time.Duration) {
-	c := &s.stats
-	c.appends.Add(g.st.appends)
-	c.blobWrites.Add(g.st.blobWrites)
-	c.blobDedups.Add(g.st.blobDedups)
-	c.storedBytes.Add(g.st.storedBytes)
-	c.rawBytes.Add(g.st.rawBytes)
-	c.groups.Add(1)
-	if g.wrote {
-		c.syncs.Add(1)
-		c.syncTimes[persistence.SyncTimeBucket(took)].Add(1)
-		c.syncNanos.Add(int64(took))
-	}
+	s.stats.Add(g.st)
+	s.stats.Group(g.wrote, took)
 	for _, r := range g.newTurns {
 		s.turns.Put(r)
 	}
 	for i, o := range batch {
 		o.res = g.results[i]
-		close(o.done)
+		o.Finish(o.res.err)
 	}
 }
 
@@ -656,9 +608,7 @@ type pgGroup struct {
 	rootTenants []pgRootTenant // the owners of new roots of branches with one
 	rows        *pgRows        // lifecycle rows of the group's Txs (pg_db.go); nil without any
 	wrote       bool
-	st          struct {
-		appends, blobWrites, blobDedups, storedBytes, rawBytes uint64
-	}
+	st          commit.GroupStats
 }
 
 // tryGroup runs one attempt. Errors of single writes (a head mismatch, an
@@ -1016,7 +966,7 @@ func (g *pgGroup) appendNode(o *op, id messages.NodeID) (persistence.Node, error
 	g.newTurns = append(g.newTurns, r)
 	ph.head.Node, ph.head.Depth = r.ID, r.Depth
 	ph.moves++
-	g.st.appends++
+	g.st.Appends++
 	return r.Node, nil
 }
 
@@ -1056,12 +1006,12 @@ func (g *pgGroup) addRef(h persistence.Hash, rec []byte, rawLen int) {
 		g.blobs[h] = b
 	}
 	if b.refs > 0 {
-		g.st.blobDedups++
+		g.st.BlobDedups++
 	} else if !b.existed || b.refs0 == 0 {
 		b.rec = rec
-		g.st.blobWrites++
-		g.st.storedBytes += uint64(len(rec))
-		g.st.rawBytes += uint64(rawLen)
+		g.st.BlobWrites++
+		g.st.StoredBytes += uint64(len(rec))
+		g.st.RawBytes += uint64(rawLen)
 	}
 	b.refs++
 }

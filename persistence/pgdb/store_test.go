@@ -365,9 +365,9 @@ func TestPostgresGroupCommit(t *testing.T) {
 			close(first)
 			// Hold this group until every other writer's append waits.
 			deadline := time.Now().Add(30 * time.Second)
-			for len(s.ops) < writers-1 {
+			for s.ops.Len() < writers-1 {
 				if time.Now().After(deadline) {
-					t.Errorf("only %d appends queued behind the first group", len(s.ops))
+					t.Errorf("only %d appends queued behind the first group", s.ops.Len())
 					return
 				}
 				time.Sleep(time.Millisecond)
