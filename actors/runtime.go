@@ -233,7 +233,15 @@ func openDatabase(ctx context.Context, cfg *Config) (persistence.Database, *os.F
 		if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 			return nil, nil, err
 		}
-		lock, err := lockDir(filepath.Join(cfg.DataDir, "postgres.lock"))
+		// The lock Badger's directory gives a runtime on Badger, for one
+		// on PostgreSQL, whose store has no local files: held by another
+		// process, it is persistence.ErrLocked, so that the commands that
+		// open the data directory ask its server instead.
+		path := filepath.Join(cfg.DataDir, "postgres.lock")
+		lock, err := persistence.Lock(path, true)
+		if errors.Is(err, errors.ErrUnsupported) {
+			lock, err = os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600) // no flock here: the file alone
+		}
 		if err != nil {
 			return nil, nil, fmt.Errorf("actors: %w", err)
 		}

@@ -22,11 +22,16 @@ import (
 // store another process has open; held elsewhere, it does nothing and
 // Badger's open reports the lock.
 func repairBeforeOpen(dir string, log zerolog.Logger) error {
-	unlock, ok, err := lockBadgerDir(dir)
-	if err != nil || !ok {
+	lock, err := persistence.Lock(dir, false) // the lock Badger takes: flock on the directory
+	switch {
+	case errors.Is(err, os.ErrNotExist) || errors.Is(err, persistence.ErrLocked) || errors.Is(err, errors.ErrUnsupported):
+		// No store yet, one another process has open, or no way to
+		// tell: the files are left as they are.
+		return nil
+	case err != nil:
 		return err
 	}
-	defer unlock()
+	defer lock.Close()
 	if err := removeEmptyLogs(dir, log); err != nil {
 		return err
 	}
