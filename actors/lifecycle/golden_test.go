@@ -3,10 +3,7 @@ package lifecycle
 import (
 	"crypto/sha256"
 	"encoding/json"
-	"flag"
 	"fmt"
-	"os"
-	"path/filepath"
 	"reflect"
 	"regexp"
 	"strconv"
@@ -15,68 +12,22 @@ import (
 	"time"
 
 	"github.com/contextinfinity/ctxinf/internal/core"
+	"github.com/contextinfinity/ctxinf/internal/golden"
 	"github.com/contextinfinity/ctxinf/messages"
 	"github.com/contextinfinity/ctxinf/persistence"
 )
 
-var rewrite = flag.Bool("rewrite", false, "rewrite the expected output of testdata/*.txt")
-
-// TestGolden runs the transcripts in testdata. A line "> command" drives a
-// core.Branch as the branch actor does (see exec); each event the command
-// decides is printed with the rows Tx gives it, then applied. The lines
-// after a command, up to the next command, blank line or comment, are what
-// it printed. With -rewrite they are written back; review the diff.
+// TestGolden runs the transcripts in testdata (internal/golden). A line
+// "> command" drives a core.Branch as the branch actor does (see exec);
+// each event the command decides is printed with the rows Tx gives it,
+// then applied. With -rewrite the printed lines are written back; review
+// the diff.
 func TestGolden(t *testing.T) {
 	t.Parallel()
-	files, err := filepath.Glob("testdata/*.txt")
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no transcripts in testdata: %v", err)
-	}
-	for _, file := range files {
-		t.Run(strings.TrimSuffix(filepath.Base(file), ".txt"), func(t *testing.T) {
-			t.Parallel()
-			data, err := os.ReadFile(file)
-			if err != nil {
-				t.Fatal(err)
-			}
-			want := string(data)
-			got := runTranscript(t, want)
-			if got == want {
-				return
-			}
-			if *rewrite {
-				if err := os.WriteFile(file, []byte(got), 0o644); err != nil {
-					t.Fatal(err)
-				}
-				return
-			}
-			t.Errorf("%s differs (run with -rewrite and review the diff):\n%s", file, lineDiff(want, got))
-		})
-	}
-}
-
-// runTranscript runs the commands of text and returns it with each
-// command's output in place of the old.
-func runTranscript(t *testing.T, text string) string {
-	s := &script{names: map[string]string{}, clock: t0}
-	var out strings.Builder
-	for _, line := range strings.Split(strings.TrimSuffix(text, "\n"), "\n") {
-		switch {
-		case line == "" || strings.HasPrefix(line, "#"):
-			out.WriteString(line + "\n")
-		case strings.HasPrefix(line, "> "):
-			out.WriteString(line + "\n")
-			printed, err := s.exec(strings.TrimPrefix(line, "> "))
-			if err != nil {
-				t.Fatalf("%s: %v", line, err)
-			}
-			for _, p := range printed {
-				out.WriteString(p + "\n")
-			}
-		}
-		// Anything else is old output.
-	}
-	return out.String()
+	golden.Run(t, func(*testing.T) golden.Exec {
+		s := &script{names: map[string]string{}, clock: t0}
+		return s.exec
+	})
 }
 
 // t0 is the start of the scripts' clock, which advances one second per
@@ -326,23 +277,4 @@ func or(s, def string) string {
 		return def
 	}
 	return s
-}
-
-// lineDiff lists the lines that differ between want and got.
-func lineDiff(want, got string) string {
-	w, g := strings.Split(want, "\n"), strings.Split(got, "\n")
-	var b strings.Builder
-	for i := range max(len(w), len(g)) {
-		var wl, gl string
-		if i < len(w) {
-			wl = w[i]
-		}
-		if i < len(g) {
-			gl = g[i]
-		}
-		if wl != gl {
-			fmt.Fprintf(&b, "line %d:\n  want: %s\n  got:  %s\n", i+1, wl, gl)
-		}
-	}
-	return b.String()
 }

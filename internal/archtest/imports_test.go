@@ -48,6 +48,7 @@ var layers = []struct {
 	{"internal/fakeapi", "fakeapi is a test helper", nil},
 	{"internal/pgtest", "pgtest is a test helper", nil},
 	{"internal/netcut", "netcut is a test helper", nil},
+	{"internal/golden", "golden is a test helper the core's tests import", nil},
 	{"internal/archtest", "archtest is a test", nil},
 
 	// The runtime.

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/contextinfinity/ctxinf/internal/golden"
 	"github.com/contextinfinity/ctxinf/messages"
 )
 
@@ -228,7 +229,7 @@ func TestFallbackSummaryGolden(t *testing.T) {
 	}
 	got := b.String()
 	path := "testdata/fallback_summary.golden"
-	if *rewrite {
+	if golden.Rewrite() {
 		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
 			t.Fatal(err)
 		}

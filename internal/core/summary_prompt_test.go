@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/contextinfinity/ctxinf/internal/golden"
 )
 
 // checkPromptGolden compares a prompt with testdata/prompts/name.golden
@@ -14,7 +16,7 @@ func checkPromptGolden(t *testing.T, name, system, user string) {
 	t.Helper()
 	got := "=== system ===\n" + system + "\n=== user ===\n" + user + "\n"
 	file := filepath.Join("testdata", "prompts", name+".golden")
-	if *rewrite {
+	if golden.Rewrite() {
 		if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -28,7 +30,7 @@ func checkPromptGolden(t *testing.T, name, system, user string) {
 		t.Fatalf("%v (run with -rewrite to create it)", err)
 	}
 	if got != string(want) {
-		t.Errorf("%s differs (run with -rewrite and review the diff):\n%s", file, lineDiff(string(want), got))
+		t.Errorf("%s differs (run with -rewrite and review the diff):\n%s", file, golden.Diff(string(want), got))
 	}
 }
 
