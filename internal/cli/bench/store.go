@@ -224,14 +224,13 @@ func (b *storeBench) appends(f *storeFigures) error {
 			return err
 		}
 	}
-	lat := make([]time.Duration, 0, b.sc.samples)
-	for range b.sc.samples {
-		p := b.text.payload(10 << 10)
-		t0 := time.Now()
-		if _, err := s.Append(ctx, h.Branch, persistence.AppendRequest{Payload: p}); err != nil {
-			return err
-		}
-		lat = append(lat, time.Since(t0))
+	var p []byte
+	lat, err := timed(b.sc.samples, func() { p = b.text.payload(10 << 10) }, func() error {
+		_, err := s.Append(ctx, h.Branch, persistence.AppendRequest{Payload: p})
+		return err
+	})
+	if err != nil {
+		return err
 	}
 	f.AppendP50us, f.AppendP99us = micros(percentile(lat, 50)), micros(percentile(lat, 99))
 
@@ -246,13 +245,8 @@ func (b *storeBench) appends(f *storeFigures) error {
 	if err := b.settle("get last 64", 100*b.sc.samples, last64); err != nil {
 		return err
 	}
-	lat = lat[:0]
-	for range b.sc.samples {
-		t0 := time.Now()
-		if err := last64(); err != nil {
-			return err
-		}
-		lat = append(lat, time.Since(t0))
+	if lat, err = timed(b.sc.samples, nil, last64); err != nil {
+		return err
 	}
 	f.GetLast64P50us, f.GetLast64P99us = micros(percentile(lat, 50)), micros(percentile(lat, 99))
 
@@ -282,13 +276,8 @@ func (b *storeBench) appends(f *storeFigures) error {
 	if err := b.settle("full history", 20*b.sc.historyRuns, history); err != nil {
 		return err
 	}
-	lat = lat[:0]
-	for range b.sc.historyRuns {
-		t0 := time.Now()
-		if err := history(); err != nil {
-			return err
-		}
-		lat = append(lat, time.Since(t0))
+	if lat, err = timed(b.sc.historyRuns, nil, history); err != nil {
+		return err
 	}
 	f.FullHistory400ms = float64(percentile(lat, 50)) / float64(time.Millisecond)
 
@@ -352,30 +341,27 @@ func (b *storeBench) deep(f *storeFigures) error {
 	defer s.Close()
 
 	b.progress(fmt.Sprintf("fork at depth %d", tip.Depth))
-	lat := make([]time.Duration, 0, b.sc.samples)
-	for range min(b.sc.samples, 500) {
-		t0 := time.Now()
-		if _, err := s.CreateBranch(ctx, persistence.BranchSpec{At: tip.ID}); err != nil {
-			return err
-		}
-		lat = append(lat, time.Since(t0))
+	lat, err := timed(min(b.sc.samples, 500), nil, func() error {
+		_, err := s.CreateBranch(ctx, persistence.BranchSpec{At: tip.ID})
+		return err
+	})
+	if err != nil {
+		return err
 	}
 	f.ForkP50us = micros(percentile(lat, 50))
 
 	b.progress("64 turns at random depths")
 	rng := mrand.New(mrand.NewPCG(2, 3))
-	lat = lat[:0]
-	for range b.sc.samples {
-		start := rng.Uint64N(tip.Depth - 63)
-		t0 := time.Now()
+	var start uint64
+	lat, err = timed(b.sc.samples, func() { start = rng.Uint64N(tip.Depth - 63) }, func() error {
 		rp, err := s.Range(ctx, h.Branch, start, 64)
-		if err != nil {
-			return err
+		if err == nil && (len(rp.Nodes) != 64 || rp.Nodes[0].Depth != start) {
+			err = fmt.Errorf("Range(%d, 64) returned %d turns from depth %d", start, len(rp.Nodes), rp.Nodes[0].Depth)
 		}
-		lat = append(lat, time.Since(t0))
-		if len(rp.Nodes) != 64 || rp.Nodes[0].Depth != start {
-			return fmt.Errorf("Range(%d, 64) returned %d turns from depth %d", start, len(rp.Nodes), rp.Nodes[0].Depth)
-		}
+		return err
+	})
+	if err != nil {
+		return err
 	}
 	f.DepthRangeP50us = micros(percentile(lat, 50))
 	return nil
@@ -475,6 +461,23 @@ func (b *storeBench) settle(what string, limit int, read func() error) error {
 
 // gcCycles returns the number of garbage collections the process has
 // completed.
+// timed runs op n times and returns how long each run took; prepare, if
+// not nil, runs before each, untimed.
+func timed(n int, prepare func(), op func() error) ([]time.Duration, error) {
+	lat := make([]time.Duration, 0, n)
+	for range n {
+		if prepare != nil {
+			prepare()
+		}
+		t0 := time.Now()
+		if err := op(); err != nil {
+			return nil, err
+		}
+		lat = append(lat, time.Since(t0))
+	}
+	return lat, nil
+}
+
 func gcCycles() uint64 {
 	s := []metrics.Sample{{Name: "/gc/cycles/total:gc-cycles"}}
 	metrics.Read(s)
