@@ -45,14 +45,18 @@ func (bi BranchInfo) PendingTurns() []messages.PendingTurn {
 	return out
 }
 
-func (a *branchActor) info() BranchInfo {
-	bi := BranchInfo{Branch: a.id, Session: a.b.Session, Parent: a.b.Parent, Tip: a.b.Tip, State: a.b.State,
-		Epoch: a.b.Epoch, TurnSeq: a.b.TurnSeq, Committed: a.b.Committed, Failed: a.b.Failed, Indexed: a.b.Indexed,
-		Turns: slices.Clone(a.b.Turns), Pending: len(a.b.Pending()), Events: a.b.Events, Model: a.b.Model}
-	if t, ok := a.b.InFlight(); ok {
+// branchQueries answers what is asked of the branch without changing
+// it: its info (inspectReq) and the base of a fork (forkReq).
+type branchQueries struct{ c *branchCore }
+
+func (q branchQueries) info() BranchInfo {
+	bi := BranchInfo{Branch: q.c.id, Session: q.c.b.Session, Parent: q.c.b.Parent, Tip: q.c.b.Tip, State: q.c.b.State,
+		Epoch: q.c.b.Epoch, TurnSeq: q.c.b.TurnSeq, Committed: q.c.b.Committed, Failed: q.c.b.Failed, Indexed: q.c.b.Indexed,
+		Turns: slices.Clone(q.c.b.Turns), Pending: len(q.c.b.Pending()), Events: q.c.b.Events, Model: q.c.b.Model}
+	if t, ok := q.c.b.InFlight(); ok {
 		bi.InFlight = &t
 	}
-	if !a.b.Created {
+	if !q.c.b.Created {
 		return BranchInfo{}
 	}
 	return bi
@@ -69,26 +73,26 @@ var ErrNotForkable = errors.New("actors: cannot fork there")
 // was accepted, and not unpinned by then), whatever the state read
 // holds: a pin made after the last fold is in no state row yet, and a
 // state row committed after turn at may hold pins made later.
-func (a *branchActor) forkPoint(at messages.NodeID) (messages.BranchCreated, error) {
-	ev, err := a.forkBase(at)
+func (q branchQueries) forkPoint(at messages.NodeID) (messages.BranchCreated, error) {
+	ev, err := q.forkBase(at)
 	if err != nil {
 		return ev, err
 	}
-	ev.Pins = a.b.PinsAt(ev.TurnSeq)
+	ev.Pins = q.c.b.PinsAt(ev.TurnSeq)
 	ev.State.Pinned = core.PinFacts(ev.Pins)
 	return ev, nil
 }
 
 // forkBase is forkPoint but for the pins: the state it finds holds the
 // pins of its row, or the head's.
-func (a *branchActor) forkBase(at messages.NodeID) (messages.BranchCreated, error) {
-	ev := messages.BranchCreated{Session: a.b.Session, Parent: a.id, ForkAt: at}
-	if !a.b.Created {
+func (q branchQueries) forkBase(at messages.NodeID) (messages.BranchCreated, error) {
+	ev := messages.BranchCreated{Session: q.c.b.Session, Parent: q.c.id, ForkAt: at}
+	if !q.c.b.Created {
 		return ev, core.ErrNotCreated
 	}
 	pendingUpTo := func(last messages.TurnID) []messages.PendingTurn {
 		var out []messages.PendingTurn
-		for _, t := range a.b.Pending() {
+		for _, t := range q.c.b.Pending() {
 			out = append(out, messages.PendingTurn{Turn: t.ID, Seq: t.Seq, Reply: t.Reply})
 			if t.ID == last {
 				break
@@ -97,22 +101,22 @@ func (a *branchActor) forkBase(at messages.NodeID) (messages.BranchCreated, erro
 		return out
 	}
 	if at.IsZero() {
-		if a.b.Tip.IsZero() {
-			return ev, fmt.Errorf("%w: branch %s has no turns yet", ErrNotForkable, a.id)
+		if q.c.b.Tip.IsZero() {
+			return ev, fmt.Errorf("%w: branch %s has no turns yet", ErrNotForkable, q.c.id)
 		}
-		if t, ok := a.b.InFlight(); ok {
+		if t, ok := q.c.b.InFlight(); ok {
 			return ev, fmt.Errorf("%w: turn %d is %s; fork at a finished turn or wait", ErrNotForkable, t.Seq, t.Phase)
 		}
-		ev.Tip, ev.State, ev.TurnSeq = a.b.Tip, a.b.State, a.b.TurnSeq
+		ev.Tip, ev.State, ev.TurnSeq = q.c.b.Tip, q.c.b.State, q.c.b.TurnSeq
 		ev.Pending = pendingUpTo(messages.TurnID{})
-		ev.ForkAt = a.b.Tip
+		ev.ForkAt = q.c.b.Tip
 		return ev, nil
 	}
-	if t, ok := a.b.Turn(at); ok && t.Phase == messages.PhaseResponseFinalized {
-		ev.Tip, ev.State, ev.TurnSeq, ev.Pending = t.Reply, a.b.State, t.Seq, pendingUpTo(at)
+	if t, ok := q.c.b.Turn(at); ok && t.Phase == messages.PhaseResponseFinalized {
+		ev.Tip, ev.State, ev.TurnSeq, ev.Pending = t.Reply, q.c.b.State, t.Seq, pendingUpTo(at)
 		return ev, nil
 	}
-	row, err := a.turnRow(at)
+	row, err := q.turnRow(at)
 	if err != nil {
 		return ev, err
 	}
@@ -120,7 +124,7 @@ func (a *branchActor) forkBase(at messages.NodeID) (messages.BranchCreated, erro
 		return ev, fmt.Errorf("%w: turn %d is %s", ErrNotForkable, row.Seq, row.Phase)
 	}
 	ctx := context.Background()
-	st, err := a.rows.StateRow(ctx, a.id, row.StateSeq)
+	st, err := q.c.rows.StateRow(ctx, q.c.id, row.StateSeq)
 	if err != nil {
 		return ev, err
 	}
@@ -132,13 +136,13 @@ func (a *branchActor) forkBase(at messages.NodeID) (messages.BranchCreated, erro
 	}
 	// The commit that folded at also folded later turns: start from the
 	// state before it and carry the folded turns up to at as pending.
-	prev, err := a.rows.StateRow(ctx, a.id, row.StateSeq-1)
+	prev, err := q.c.rows.StateRow(ctx, q.c.id, row.StateSeq-1)
 	if err != nil {
 		return ev, err
 	}
 	ev.State = messages.StateCheckpoint{ID: prev.ID, Seq: prev.Seq, Summary: prev.Summary, Pinned: prev.Pinned}
 	for _, id := range st.Turns[:i+1] {
-		r, err := a.turnRow(id)
+		r, err := q.turnRow(id)
 		if err != nil {
 			return ev, err
 		}
@@ -148,8 +152,8 @@ func (a *branchActor) forkBase(at messages.NodeID) (messages.BranchCreated, erro
 }
 
 // turnRow finds the lifecycle row of turn id on this branch.
-func (a *branchActor) turnRow(id messages.TurnID) (persistence.TurnRow, error) {
-	return a.rows.TurnRow(context.Background(), a.id, id)
+func (q branchQueries) turnRow(id messages.TurnID) (persistence.TurnRow, error) {
+	return q.c.rows.TurnRow(context.Background(), q.c.id, id)
 }
 
 // CreateSession starts a new conversation with one empty branch, the

@@ -281,9 +281,7 @@ func assembleShrinking(in core.AssembleInput, budget core.Budget, count core.Cou
 func (a *branchActor) fitContext(ctx actor.Context, rep core.AssemblyReport) error {
 	over := !rep.Fits()
 	if over || float64(rep.Total) > a.rt.cfg.FoldAtFraction*float64(rep.Budget.Input()) {
-		if fold, ok := a.b.FoldDue(core.FoldBudget); ok && a.summarizing == 0 {
-			a.run(ctx, []core.Effect{fold})
-		}
+		a.folds.budgetFold(ctx)
 	}
 	if over {
 		return errors.New(rep.Error())

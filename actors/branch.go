@@ -2,7 +2,6 @@ package actors
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -128,33 +127,20 @@ type (
 // transcript branch and its lifecycle rows.
 type branchActor struct {
 	ppersist.Mixin
-	rt       *Runtime
-	rows     branchRows // the store, read
-	actorLog branchLog  // the event log's own: what the Mixin persists is committed by Flush
-	id       messages.BranchID
-	b        core.Branch
+	*branchCore
+	idler   idler         // idleCheck, passivateNow
+	retries retrier       // foldRetry, indexAgain
+	folds   folder        // commitReq, summaryDone, shrinkDone, summaryCheck
+	pins    pinBoard      // pinReq
+	queries branchQueries // inspectReq, forkReq
 
 	streams     map[messages.TurnID]*TurnStream
-	step        messages.StepID            // the step streaming now
-	tools       messages.StepID            // the step whose tool calls run now
-	cancelStep  context.CancelFunc         // cancels the step or the tools running
-	cancelled   bool                       // the user cancelled the turn in flight
-	recipe      *persistence.ContextRecipe // of the turn in flight's first step
-	sizeRetries int                        // steps of the turn in flight the provider rejected for size
-	manualFold  bool                       // a /commit is folding every pending turn
-	summarizing uint64                     // epoch+1 of the summary asked for; 0 none
-	// summaryAsked is when the summary summarizing waits for was asked:
-	// one with no answer by summaryDeadline (a summaryCheck), or
-	// commitReask when a commit is asked, is taken for lost and asked
-	// again, so that a request lost without a workLost never leaves the
-	// branch's pending turns unfolded.
-	summaryAsked mark
-	summaryReq   *summarizeReq // the request summarizing waits for
-	// shrinkAsked is epoch+1 of the last head summary the librarian was
-	// asked to shrink (Config.Shrink), so that each summary is asked
-	// once; shrinkTurn is the turn waiting for it, zero when none.
-	shrinkAsked uint64
-	shrinkTurn  messages.TurnID
+	step        messages.StepID               // the step streaming now
+	tools       messages.StepID               // the step whose tool calls run now
+	cancelStep  context.CancelFunc            // cancels the step or the tools running
+	cancelled   bool                          // the user cancelled the turn in flight
+	recipe      *persistence.ContextRecipe    // of the turn in flight's first step
+	sizeRetries int                           // steps of the turn in flight the provider rejected for size
 	indexing    map[messages.TurnID]*indexReq // the index jobs asked for, by turn
 	indexed     []*indexDone                  // held, committed by flushIndexed
 	flushQueued bool                          // a flushIndexedReq is in the mailbox
@@ -192,29 +178,12 @@ type branchActor struct {
 	// hasher hashes the contexts of this branch's steps, keeping the
 	// JSON of the last one's messages for the next.
 	hasher contextHasher
-	// lost counts the jobs of this instance lost or failed in a row
-	// (workLost, no answer, an error): past maxLostJobs each is asked
-	// again after a wait (retryWait), so that a job that always kills its
-	// worker does not loop, and none is given up. retrying counts the
-	// timers of those waits (foldRetry, indexAgain) not yet fired; a
-	// branch with one is busy. foldRetrying: a fold waits for one;
-	// indexWaiting: the turns whose index jobs wait for one. A job that
-	// succeeds asks for all of them at once (retryNow): its worker is
-	// well again.
-	lost         int
-	retrying     int
-	foldRetrying bool
-	indexWaiting map[messages.TurnID]struct{}
 	// keys are the idempotency keys of the turns this instance accepted
 	// that are not committed yet (a deferred acceptance), by key; the
 	// store holds the others.
 	keys map[string]persistence.IdempotencyRow
 	// asker is the sender of the request being handled, until answered.
 	asker *actor.PID
-	// active is when this actor last took a message; idle is the timer
-	// of the next idleCheck (passivation after Config.IdleAfter).
-	active mark
-	idle   *time.Timer
 	// ending is set once this instance is stopping or failed (ended):
 	// it handles nothing more.
 	ending bool
@@ -248,18 +217,29 @@ func (a *branchActor) stash(ctx actor.Context) (commit func()) {
 	}
 }
 
-// idleCheck makes a branch actor passivate if it has been idle for
-// Config.IdleAfter, or look again when it could be.
-type idleCheck struct{ to *branchActor }
-
 func newBranchActor(rt *Runtime, id messages.BranchID) *branchActor {
-	return &branchActor{rt: rt, rows: rt.db, actorLog: rt.actorLog, id: id, b: core.Branch{Policy: *rt.cfg.Fold},
+	a := &branchActor{branchCore: &branchCore{rt: rt, rows: rt.db, actorLog: rt.actorLog, id: id, b: core.Branch{Policy: *rt.cfg.Fold}},
 		streams:  map[messages.TurnID]*TurnStream{},
-		indexing: map[messages.TurnID]*indexReq{}, indexWaiting: map[messages.TurnID]struct{}{},
-		msgs: newMessageCache(rt.db)}
+		indexing: map[messages.TurnID]*indexReq{},
+		msgs:     newMessageCache(rt.db)}
+	a.mixin, a.onApply, a.onCommit = &a.Mixin, a.applied, a.committed
+	a.idler = idler{c: a.branchCore, busy: a.busy}
+	a.retries = retrier{c: a.branchCore, indexWaiting: map[messages.TurnID]struct{}{},
+		summarizing: func() bool { return a.folds.summarizing != 0 }, foldAgain: a.folds.again,
+		index: func(ctx actor.Context, turn messages.TurnID) { a.run(ctx, []core.Effect{core.Index{Turn: turn}}) }}
+	a.folds = folder{c: a.branchCore, retries: &a.retries, msgs: &a.msgs, run: a.run, resume: a.resumeShrunk}
+	a.pins, a.queries = pinBoard{a.branchCore}, branchQueries{a.branchCore}
+	return a
 }
 
-func (a *branchActor) now() time.Time { return a.rt.cfg.Now() }
+// applied runs the effects of ev, which the branch just applied.
+func (a *branchActor) applied(ctx actor.Context, ev messages.BranchEvent, effects []core.Effect) {
+	a.countBacklog()
+	if obs := a.rt.cfg.Observe; obs != nil {
+		obs(a.id, ev)
+	}
+	a.run(ctx, effects)
+}
 
 func (a *branchActor) Receive(ctx actor.Context) {
 	// Persisting may deliver a RequestSnapshot to this actor re-entrantly,
@@ -289,7 +269,7 @@ func (a *branchActor) Receive(ctx actor.Context) {
 		a.asker = sender // answered by respond, or on failure by Restarting
 	}
 	if !timerCheck(msg) {
-		a.active = markNow()
+		a.idler.active = markNow()
 	}
 	if a.unacked && toldAfterFlush(msg) {
 		a.flush() // nothing is told while a turn's acceptance is held
@@ -303,16 +283,16 @@ func (a *branchActor) Receive(ctx actor.Context) {
 	case *ppersist.ReplayComplete:
 		a.replayed(ctx)
 	case *idleCheck:
-		a.checkIdle(ctx, m)
+		a.idler.check(ctx, m)
 	case *passivateNow:
-		a.passivate(ctx)
+		a.idler.passivate(ctx)
 	case *actor.Stopping:
-		a.stopIdle()
+		a.idler.stop()
 		a.flushOnStop()
 		a.ended(ctx)
 		a.rt.mem.drop(a.id) // its index goes with it
 	case *actor.Restarting:
-		a.stopIdle()
+		a.idler.stop()
 		a.ended(ctx) // what it held is dropped, as a crash drops it
 	case *killReq:
 		panic(errors.New("chaos: branch actor killed"))
@@ -325,15 +305,15 @@ func (a *branchActor) Receive(ctx actor.Context) {
 	case *resultsReq:
 		respond(answer(a.submitResults(ctx, m)))
 	case *pinReq:
-		respond(answer(a.pin(ctx, m)))
+		respond(answer(a.pins.pin(ctx, m)))
 	case *commitReq:
-		a.commitPending(ctx)
+		a.folds.commitPending(ctx)
 		respond(okReply{})
 	case *inspectReq:
 		a.flushIndexed() // what it reports indexed is searchable
-		respond(a.info())
+		respond(a.queries.info())
 	case *forkReq:
-		respond(answer(a.forkPoint(m.at)))
+		respond(answer(a.queries.forkPoint(m.at)))
 	case *wakeReq:
 		respond(okReply{})
 	case *cancelReq:
@@ -358,9 +338,9 @@ func (a *branchActor) Receive(ctx actor.Context) {
 	case *toolsDone:
 		a.toolsDone(ctx, m)
 	case *summaryDone:
-		a.commit(ctx, m)
+		a.folds.commit(ctx, m)
 	case *shrinkDone:
-		a.shrunk(ctx, m)
+		a.folds.shrunk(ctx, m)
 	case *indexDone:
 		a.indexFinished(ctx, m)
 	case *workLost:
@@ -370,11 +350,11 @@ func (a *branchActor) Receive(ctx actor.Context) {
 	case *jobCheck:
 		a.checkJob(ctx, m)
 	case *indexAgain:
-		a.retryIndex(ctx, m)
+		a.retries.retryIndex(ctx, m)
 	case *foldRetry:
-		a.retryFold(ctx, m)
+		a.retries.retryFold(ctx, m)
 	case *summaryCheck:
-		a.summaryDue(ctx, m)
+		a.folds.summaryDue(ctx, m)
 	case *flushIndexedReq:
 		a.flushIndexedDue()
 	case *flushUnackedReq:
@@ -423,59 +403,12 @@ func answer[T any](v T, err error) any {
 	return v
 }
 
-// snapshot persists the branch as a snapshot of its log, which commits
-// what was held with it.
-func (a *branchActor) snapshot() {
-	b, err := json.Marshal(&a.b)
-	if err != nil {
-		panic(fmt.Errorf("%w: encode snapshot: %v", errFatal, err))
-	}
-	a.PersistSnapshot(wrapperspb.Bytes(append([]byte{tagSnapshot}, b...)))
-	a.committed()
-}
-
 // replayed resumes the work of the branch once its log is replayed, and
 // starts its idle timer.
 func (a *branchActor) replayed(ctx actor.Context) {
 	a.countBacklog()
 	a.recover(ctx)
-	a.idle = after(ctx, a.rt.cfg.IdleAfter, &idleCheck{a})
-}
-
-// checkIdle asks root to passivate the actor if it has been idle for
-// Config.IdleAfter and runs nothing, or looks again when it could be.
-func (a *branchActor) checkIdle(ctx actor.Context, m *idleCheck) {
-	if m.to != a {
-		return // an earlier instance's
-	}
-	if wait := a.rt.cfg.IdleAfter - a.active.elapsed(); wait > 0 || a.busy() {
-		if wait <= 0 {
-			wait = a.rt.cfg.IdleAfter
-		}
-		a.idle = after(ctx, wait, &idleCheck{a})
-		return
-	}
-	ctx.Send(ctx.Parent(), &passivateReq{id: a.id, pid: ctx.Self(), ifIdle: true})
-}
-
-// passivate stops the actor, root routing nothing new to it; what came
-// before root's answer was handled. Work taken since asking keeps the
-// actor, and root is told so.
-func (a *branchActor) passivate(ctx actor.Context) {
-	if a.busy() {
-		ctx.Send(ctx.Parent(), &passivateCancel{id: a.id, pid: ctx.Self()})
-		a.stopIdle()
-		a.idle = after(ctx, a.rt.cfg.IdleAfter, &idleCheck{a})
-		return
-	}
-	ctx.Stop(ctx.Self())
-}
-
-// stopIdle stops the idle timer of this instance, if it has one.
-func (a *branchActor) stopIdle() {
-	if a.idle != nil {
-		a.idle.Stop()
-	}
+	a.idler.start(ctx)
 }
 
 // ended is the end of this instance (stopped, or failed and about to be
@@ -527,7 +460,7 @@ func errOrOK(err error) any {
 // that awaits its client's tool results, which runs nothing.
 func (a *branchActor) busy() bool {
 	t, inFlight := a.b.InFlight()
-	return inFlight && !a.idleTurn(t) || a.summarizing != 0 || len(a.indexing) > 0 || a.retrying > 0
+	return inFlight && !a.idleTurn(t) || a.folds.summarizing != 0 || len(a.indexing) > 0 || a.retries.retrying > 0
 }
 
 // idleTurn reports whether t, the turn in flight, runs nothing: it
@@ -581,13 +514,7 @@ func (a *branchActor) recover(ctx actor.Context) {
 		}
 		a.run(ctx, []core.Effect{e})
 	}
-	if _, ok := a.rt.manualFolds.Load(a.id); ok {
-		// A commit asked of the instance before this one goes on.
-		a.manualFold = true
-		if a.summarizing == 0 {
-			a.foldAgain(ctx)
-		}
-	}
+	a.folds.resumeManual(ctx) // a commit asked of the instance before this one goes on
 }
 
 func (a *branchActor) create(ctx actor.Context, m *createReq) any {
@@ -764,21 +691,7 @@ func (a *branchActor) run(ctx actor.Context, effects []core.Effect) {
 			if a.importing {
 				continue // the import brings its states
 			}
-			if a.summarizing == e.Epoch+1 {
-				continue // this epoch's summary is on its way
-			}
-			a.summarizing = e.Epoch + 1
-			turns := a.pendingOf(e.Turns)
-			known := map[messages.TurnID]messages.Message{}
-			for _, t := range turns {
-				a.msgs.knownInto(known, t.Turn, t.Reply)
-			}
-			a.summaryReq = &summarizeReq{known: known, from: ctx.Self(), branch: a.id, epoch: e.Epoch, pinned: e.State.Pinned,
-				count:    a.rt.counter(a.rt.model(a.b.Model)),
-				previous: e.State.Summary, turns: turns}
-			a.ask(ctx, a.rt.librarian(a.id), a.summaryReq, &jobCheck{to: a, summary: a.summaryReq})
-			a.summaryAsked = markNow()
-			after(ctx, a.rt.summaryDeadline, &summaryCheck{to: a, epoch: e.Epoch, asked: a.summaryAsked})
+			a.folds.summarize(ctx, e)
 		case core.Index:
 			if a.stashing {
 				a.stashed = append(a.stashed, e) // its turn is not committed yet
@@ -795,14 +708,14 @@ func (a *branchActor) run(ctx actor.Context, effects []core.Effect) {
 				// Asked by the instance this one replaced, and still held
 				// by a worker, which answers this actor: taken over.
 				a.indexing[e.Turn] = req
-				after(ctx, a.rt.jobCheck, &jobCheck{to: a, index: req})
+				after(ctx, a.rt.jobCheck, &jobCheck{to: a.branchCore, index: req})
 				continue
 			}
 			known := map[messages.TurnID]messages.Message{}
 			a.msgs.knownInto(known, t.ID, t.Reply)
 			req := &indexReq{known: known, from: ctx.Self(), branch: a.id, session: a.b.Session, turn: t.ID, seq: t.Seq, reply: t.Reply}
 			a.indexing[e.Turn] = req
-			a.ask(ctx, a.rt.indexer(a.id), req, &jobCheck{to: a, index: req})
+			a.ask(ctx, a.rt.indexer(a.id), req, &jobCheck{to: a.branchCore, index: req})
 
 		case core.TurnDone:
 			if a.stall != nil && a.stall.turn == e.Turn {
@@ -841,16 +754,6 @@ func (a *branchActor) failOutcome(turn messages.TurnID) messages.StepOutcome {
 	return messages.FailedOutcome(messages.FailTurn, "the turn failed")
 }
 
-func (a *branchActor) pendingOf(ids []messages.TurnID) []messages.PendingTurn {
-	out := make([]messages.PendingTurn, 0, len(ids))
-	for _, id := range ids {
-		if t, ok := a.b.Turn(id); ok {
-			out = append(out, messages.PendingTurn{Turn: t.ID, Seq: t.Seq, Reply: t.Reply})
-		}
-	}
-	return out
-}
-
 // prepare assembles the context of turn and starts its provider step; if
 // the context cannot be assembled the turn fails.
 func (a *branchActor) prepare(ctx actor.Context, turn messages.TurnID) {
@@ -868,7 +771,7 @@ func (a *branchActor) prepare(ctx actor.Context, turn messages.TurnID) {
 	if obs := a.rt.cfg.ObserveAssembly; obs != nil {
 		obs(a.id, t0.elapsed(), rep)
 	}
-	if a.askShrink(ctx, turn, rep) {
+	if a.folds.askShrink(ctx, turn, rep) {
 		return // prepared again when the librarian answers
 	}
 	if err := a.fitContext(ctx, rep); err != nil {
@@ -948,6 +851,17 @@ func (a *branchActor) spawnStep(ctx actor.Context, turn messages.TurnID, step me
 		a.step, a.cancelStep = messages.StepID{}, nil
 		a.endLoop(ctx, turn, messages.FailTurn, "start step: "+err.Error(), nil)
 	}
+}
+
+// resumeShrunk goes on with turn, accepted, once the librarian's shrink
+// it waited for is in: its context is prepared again, or it fails if it
+// was cancelled meanwhile.
+func (a *branchActor) resumeShrunk(ctx actor.Context, turn messages.TurnID) {
+	if a.cancelled {
+		a.fail(ctx, turn, messages.FailCancelled, "cancelled while the context was being shrunk")
+		return
+	}
+	a.prepare(ctx, turn)
 }
 
 // fail fails turn with code (one of messages' Fail* codes) for reason.

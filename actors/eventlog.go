@@ -5,8 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	ppersist "github.com/asynkron/protoactor-go/persistence"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/contextinfinity/ctxinf/actors/lifecycle"
 	"github.com/contextinfinity/ctxinf/internal/core"
@@ -27,6 +30,38 @@ type (
 	flushIndexedReq struct{}
 	flushUnackedReq struct{ turn messages.TurnID }
 )
+
+// branchCore is the part of a branch actor every component shares: the
+// branch (its state machine, core.Branch), the runtime and the store's
+// rows it reads, and the writer of its event log. Every event is
+// written here (persist), applied to b, and its effects handed to
+// onApply; every write tells onCommit, which commits what the
+// components held.
+type branchCore struct {
+	rt       *Runtime
+	rows     branchRows // the store, read
+	actorLog branchLog  // the event log's own: what the Mixin persists is committed by Flush
+	mixin    *ppersist.Mixin
+	id       messages.BranchID
+	b        core.Branch
+	// onApply runs after ev is applied, with its effects; onCommit after
+	// every write.
+	onApply  func(ctx actor.Context, ev messages.BranchEvent, effects []core.Effect)
+	onCommit func()
+}
+
+func (c *branchCore) now() time.Time { return c.rt.cfg.Now() }
+
+// snapshot persists the branch as a snapshot of its log, which commits
+// what was held with it.
+func (c *branchCore) snapshot() {
+	b, err := json.Marshal(&c.b)
+	if err != nil {
+		panic(fmt.Errorf("%w: encode snapshot: %v", errFatal, err))
+	}
+	c.mixin.PersistSnapshot(wrapperspb.Bytes(append([]byte{tagSnapshot}, b...)))
+	c.onCommit()
+}
 
 // flushOnStop commits what a stopping branch holds: index results (their
 // index jobs would run again otherwise) and a deferred acceptance (its
@@ -67,29 +102,29 @@ func (a *branchActor) committed() {
 }
 
 // replay applies a stored event or snapshot; effects are not run.
-func (a *branchActor) replay(data []byte) {
+func (c *branchCore) replay(data []byte) {
 	if len(data) == 0 {
-		panic(fmt.Errorf("%w: empty record in the log of branch %s", errFatal, a.id))
+		panic(fmt.Errorf("%w: empty record in the log of branch %s", errFatal, c.id))
 	}
 	switch data[0] {
 	case tagSnapshot:
 		// The actor log gave this snapshot only if checkSnapshot read it.
 		b, err := decodeSnapshot(data)
 		if err != nil {
-			panic(fmt.Errorf("%w: snapshot of branch %s: %v", errFatal, a.id, err))
+			panic(fmt.Errorf("%w: snapshot of branch %s: %v", errFatal, c.id, err))
 		}
-		b.Policy = *a.rt.cfg.Fold
-		a.b = b
+		b.Policy = *c.rt.cfg.Fold
+		c.b = b
 	case tagEvent:
 		ev, err := messages.UnmarshalBranchEvent(data[1:])
 		if err == nil {
-			_, err = a.b.Apply(ev)
+			_, err = c.b.Apply(ev)
 		}
 		if err != nil {
-			panic(fmt.Errorf("%w: event of branch %s: %v", errFatal, a.id, err))
+			panic(fmt.Errorf("%w: event of branch %s: %v", errFatal, c.id, err))
 		}
 	default:
-		panic(fmt.Errorf("%w: unknown record tag %q in the log of branch %s", errFatal, data[0], a.id))
+		panic(fmt.Errorf("%w: unknown record tag %q in the log of branch %s", errFatal, data[0], c.id))
 	}
 }
 
@@ -121,8 +156,8 @@ func (r *Runtime) badSnapshot(actor string, index uint64, err error) {
 // transaction), then applies it and runs its effects. A write that fails
 // panics inside the persistence provider: the supervisor restarts the
 // actor, which replays and so never holds state that was not written.
-func (a *branchActor) persist(ctx actor.Context, ev messages.BranchEvent, tx *persistence.Tx) {
-	a.persistEnvelope(ctx, ev, tx, false)
+func (c *branchCore) persist(ctx actor.Context, ev messages.BranchEvent, tx *persistence.Tx) {
+	c.persistEnvelope(ctx, ev, tx, false)
 }
 
 // persistHeld is persist for an event that the effects it triggers
@@ -130,56 +165,52 @@ func (a *branchActor) persist(ctx actor.Context, ev messages.BranchEvent, tx *pe
 // acknowledged (a submitted turn is followed by its ResponseStarted or
 // TurnFailed): the two are committed together, one synced write instead
 // of two. The caller flushes before it answers anyone.
-func (a *branchActor) persistHeld(ctx actor.Context, ev messages.BranchEvent, tx *persistence.Tx) {
-	a.persistEnvelope(ctx, ev, tx, true)
+func (c *branchCore) persistHeld(ctx actor.Context, ev messages.BranchEvent, tx *persistence.Tx) {
+	c.persistEnvelope(ctx, ev, tx, true)
 }
 
 // flush commits any held event.
-func (a *branchActor) flush() {
-	a.actorLog.Flush(a.Name())
-	a.committed()
+func (c *branchCore) flush() {
+	c.actorLog.Flush(c.mixin.Name())
+	c.onCommit()
 }
 
-func (a *branchActor) persistEnvelope(ctx actor.Context, ev messages.BranchEvent, tx *persistence.Tx, hold bool) {
+func (c *branchCore) persistEnvelope(ctx actor.Context, ev messages.BranchEvent, tx *persistence.Tx, hold bool) {
 	data, err := messages.MarshalBranchEvent(ev)
 	if err != nil {
 		panic(fmt.Errorf("%w: encode event: %v", errFatal, err))
 	}
 	env := persistence.NewEnvelope(append([]byte{tagEvent}, data...), tx)
 	env.Hold = hold
-	a.PersistReceive(env)
+	c.mixin.PersistReceive(env)
 	if !hold {
-		a.committed()
+		c.onCommit()
 	}
-	effects, err := a.b.Apply(ev)
+	effects, err := c.b.Apply(ev)
 	if err != nil {
 		panic(fmt.Errorf("%w: apply %T: %v", errFatal, ev, err))
 	}
-	a.countBacklog()
-	if obs := a.rt.cfg.Observe; obs != nil {
-		obs(a.id, ev)
-	}
-	a.run(ctx, effects)
+	c.onApply(ctx, ev, effects)
 }
 
-func (a *branchActor) persistAll(ctx actor.Context, evs []messages.BranchEvent) {
+func (c *branchCore) persistAll(ctx actor.Context, evs []messages.BranchEvent) {
 	for _, ev := range evs {
-		a.persist(ctx, ev, a.txFor(ev))
+		c.persist(ctx, ev, c.txFor(ev))
 	}
 }
 
 // txFor returns the lifecycle rows and jobs that go with ev
 // (lifecycle.Tx), with what the store holds that they carry over.
-func (a *branchActor) txFor(ev messages.BranchEvent) *persistence.Tx {
+func (c *branchCore) txFor(ev messages.BranchEvent) *persistence.Tx {
 	var stored lifecycle.Stored
 	if e, ok := ev.(messages.TurnIndexed); ok {
-		if t, ok := a.b.Turn(e.Turn); ok {
-			if rows, err := a.rows.TurnRows(context.Background(), a.id, t.Seq, 1); err == nil && len(rows) == 1 {
+		if t, ok := c.b.Turn(e.Turn); ok {
+			if rows, err := c.rows.TurnRows(context.Background(), c.id, t.Seq, 1); err == nil && len(rows) == 1 {
 				stored.StateSeq = rows[0].StateSeq
 			}
 		}
 	}
-	return lifecycle.Tx(&a.b, ev, a.now(), stored)
+	return lifecycle.Tx(&c.b, ev, c.now(), stored)
 }
 
 // flushIndexedDue commits the held index results once their delay is

@@ -230,7 +230,7 @@ func (a *branchActor) answerOf(turn messages.TurnID) (*TurnStream, error) {
 	if t, ok := a.b.Turn(turn); ok && t.Awaiting() {
 		return a.awaitingStream(t), nil
 	}
-	row, err := a.turnRow(turn)
+	row, err := a.queries.turnRow(turn)
 	if err != nil {
 		return nil, err
 	}

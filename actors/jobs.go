@@ -8,9 +8,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"github.com/rs/zerolog"
 
-	"github.com/contextinfinity/ctxinf/internal/core"
 	"github.com/contextinfinity/ctxinf/messages"
 	"github.com/contextinfinity/ctxinf/supervision"
 )
@@ -106,93 +104,6 @@ func (r *Runtime) indexer(id messages.BranchID) *actor.PID {
 	return r.indexers[int(id[15])%len(r.indexers)]
 }
 
-// maxLostJobs bounds the jobs lost or failed in a row that a branch
-// asks for again at once (an index job that failed waits indexRetry);
-// past it each waits retryWait.
-const maxLostJobs = 5
-
-// retryBase is the first wait of retryWait, maxRetryWait its longest
-// (Runtime.retryBase and Runtime.retryMax start as them).
-const (
-	retryBase    = time.Second
-	maxRetryWait = 10 * time.Second
-)
-
-// retryWait is the wait before a job is asked again after a.lost jobs
-// were lost or failed in a row: none up to maxLostJobs, then
-// Runtime.retryBase doubling up to Runtime.retryMax. A job is never given
-// up: its work is durable, and a branch with work due and nothing asked
-// must make progress.
-func (a *branchActor) retryWait() time.Duration {
-	n := a.lost - maxLostJobs
-	if n <= 0 {
-		return 0
-	}
-	d := a.rt.retryBase
-	for i := 1; i < n && d < a.rt.retryMax; i++ {
-		d *= 2
-	}
-	return min(d, a.rt.retryMax)
-}
-
-// foldRetry makes a branch ask for the fold due, after retryWait.
-type foldRetry struct{ to *branchActor }
-
-// foldSoon asks for the fold due now (foldAgain), or after retryWait when
-// jobs were lost in a row; a fold asked in the meantime (a turn's, a
-// commit's) goes first, and the timer then finds a summary on its way.
-func (a *branchActor) foldSoon(ctx actor.Context) {
-	wait := a.retryWait()
-	if wait <= 0 {
-		a.foldAgain(ctx)
-		return
-	}
-	if a.foldRetrying {
-		return
-	}
-	a.foldRetrying = true
-	a.retrying++
-	after(ctx, wait, &foldRetry{to: a})
-}
-
-// indexLater asks for the index job of turn again after wait, or after
-// retryWait if longer.
-func (a *branchActor) indexLater(ctx actor.Context, turn messages.TurnID, wait time.Duration) {
-	if wait = max(wait, a.retryWait()); wait <= 0 {
-		a.run(ctx, []core.Effect{core.Index{Turn: turn}})
-		return
-	}
-	if _, ok := a.indexWaiting[turn]; ok {
-		return // its timer is set
-	}
-	a.indexWaiting[turn] = struct{}{}
-	a.retrying++
-	after(ctx, wait, &indexAgain{to: a, turn: turn})
-}
-
-// indexCommitted asks for the index job of turn if it is committed and
-// not indexed yet.
-func (a *branchActor) indexCommitted(ctx actor.Context, turn messages.TurnID) {
-	if t, ok := a.b.Turn(turn); ok && t.Phase == messages.PhaseStateCommitted {
-		a.run(ctx, []core.Effect{core.Index{Turn: turn}})
-	}
-}
-
-// retryNow asks at once for the jobs waiting for a retry timer, once a
-// job succeeded: the timers still fire, and find nothing left to ask.
-func (a *branchActor) retryNow(ctx actor.Context) {
-	if a.foldRetrying {
-		a.foldRetrying = false
-		if a.summarizing == 0 {
-			a.foldAgain(ctx)
-		}
-	}
-	for turn := range a.indexWaiting {
-		delete(a.indexWaiting, turn)
-		a.indexCommitted(ctx, turn)
-	}
-}
-
 // summaryDeadline is how long a branch waits for a summary it asked for
 // before it takes the request for lost and asks again, even if a worker
 // holds it (a summarizer call is bounded by 2 minutes); commitReask is
@@ -215,7 +126,7 @@ const indexRetry = time.Second
 // jobCheck makes a branch look at a job it asked for (one of the three
 // is set) jobCheck after asking (checkJob).
 type jobCheck struct {
-	to      *branchActor
+	to      *branchCore // the instance that asked
 	summary *summarizeReq
 	shrink  *shrinkReq
 	index   *indexReq
@@ -223,10 +134,10 @@ type jobCheck struct {
 
 // ask sends a job to a worker, holding it in Runtime.jobs until the
 // worker is done with it, and looks at it after Runtime.jobCheck.
-func (a *branchActor) ask(ctx actor.Context, worker *actor.PID, req any, check *jobCheck) {
-	a.rt.jobs.hold(req)
+func (c *branchCore) ask(ctx actor.Context, worker *actor.PID, req any, check *jobCheck) {
+	c.rt.jobs.hold(req)
 	ctx.Send(worker, req)
-	after(ctx, a.rt.jobCheck, check)
+	after(ctx, c.rt.jobCheck, check)
 }
 
 // checkJob looks at a job the branch asked for: answered or superseded,
@@ -237,18 +148,14 @@ func (a *branchActor) ask(ctx actor.Context, worker *actor.PID, req any, check *
 // deterministic one). An answer on its way when the check runs makes the
 // job asked twice, which only repeats work.
 func (a *branchActor) checkJob(ctx actor.Context, m *jobCheck) {
-	if m.to != a {
+	if m.to != a.branchCore {
 		return // an earlier instance's
 	}
-	var req any
-	switch {
-	case m.summary != nil && m.summary == a.summaryReq:
-		req = m.summary
-	case m.shrink != nil && !a.shrinkTurn.IsZero() && a.shrinkAsked == m.shrink.epoch+1:
-		req = m.shrink
-	case m.index != nil && a.indexing[m.index.turn] == m.index:
+	req := a.folds.awaited(m)
+	if m.index != nil && a.indexing[m.index.turn] == m.index {
 		req = m.index
-	default:
+	}
+	if req == nil {
 		return
 	}
 	if a.rt.jobs.holds(req) {
@@ -257,112 +164,38 @@ func (a *branchActor) checkJob(ctx actor.Context, m *jobCheck) {
 	}
 	switch {
 	case m.summary != nil:
-		a.summaryLost("no worker holds it")
-		a.foldSoon(ctx)
+		a.folds.summaryLost("no worker holds it")
+		a.retries.foldSoon(ctx)
 	case m.shrink != nil:
-		a.shrunk(ctx, &shrinkDone{epoch: m.shrink.epoch, err: errors.New("the shrink was lost: no worker holds it")})
+		a.folds.shrunk(ctx, &shrinkDone{epoch: m.shrink.epoch, err: errors.New("the shrink was lost: no worker holds it")})
 	default:
-		a.lost++
-		a.rt.log.Warn().Str("branch", a.id.String()).Str("turn", m.index.turn.String()).Dur("asked_again_in", a.retryWait()).
+		a.retries.lost++
+		a.rt.log.Warn().Str("branch", a.id.String()).Str("turn", m.index.turn.String()).Dur("asked_again_in", a.retries.wait()).
 			Msg("an index job was asked for and never answered")
 		a.endIndexJob(m.index.turn)
-		a.indexLater(ctx, m.index.turn, 0)
+		a.retries.indexLater(ctx, m.index.turn, 0)
 	}
-}
-
-// indexAgain asks for the index job of turn again.
-type indexAgain struct {
-	to   *branchActor
-	turn messages.TurnID
-}
-
-// summaryCheck is the deadline of the summary of epoch asked at asked.
-type summaryCheck struct {
-	to    *branchActor
-	epoch uint64
-	asked mark
-}
-
-// summaryLost forgets the summary the branch waits for, which got no
-// answer (why); the caller asks again (foldAgain, foldSoon). Its answer,
-// if it comes after all, is used if the branch still waits for a
-// summary of the same epoch.
-func (a *branchActor) summaryLost(why string) {
-	a.lost++
-	a.rt.log.Warn().Str("branch", a.id.String()).Uint64("epoch", a.summarizing-1).Str("reason", why).Dur("asked_again_in", a.retryWait()).
-		Msg("a summary was asked for and never answered")
-	a.summarizing, a.summaryReq = 0, nil
 }
 
 // workLost asks again for a job whose worker failed while doing it (the
 // job is durable: it is derived again from the branch's state), at once
-// or after retryWait; a shrink falls back to the deterministic one,
+// or after a wait (retrier.wait); a shrink falls back to the deterministic one,
 // which needs no worker.
 func (a *branchActor) workLost(ctx actor.Context, m *workLost) {
 	switch {
 	case m.summary != nil:
-		if a.summarizing == 0 || m.summary != a.summaryReq {
-			// Answered, superseded, asked again already, or an earlier
-			// instance's request: the one this instance waits for, if
-			// any, is on its way.
-			return
-		}
-		a.lost++
-		a.lostLog(m).Uint64("epoch", m.summary.epoch).Msg("a summary's worker failed")
-		a.summarizing, a.summaryReq = 0, nil
-		a.foldSoon(ctx)
+		a.folds.summaryWorkLost(ctx, m)
 	case m.shrink != nil:
-		a.lostLog(m).Uint64("epoch", m.shrink.epoch).Msg("a shrink's worker failed; the deterministic shrink is used")
-		a.shrunk(ctx, &shrinkDone{epoch: m.shrink.epoch, err: errors.New(m.reason)})
+		a.retries.lostLog(m).Uint64("epoch", m.shrink.epoch).Msg("a shrink's worker failed; the deterministic shrink is used")
+		a.folds.shrunk(ctx, &shrinkDone{epoch: m.shrink.epoch, err: errors.New(m.reason)})
 	case m.index != nil:
 		if a.indexing[m.index.turn] != m.index {
 			return // answered, or an earlier instance's: this one's recovery asked
 		}
-		a.lost++
-		a.lostLog(m).Str("turn", m.index.turn.String()).Msg("an index job's worker failed")
+		a.retries.lost++
+		a.retries.lostLog(m).Str("turn", m.index.turn.String()).Msg("an index job's worker failed")
 		a.endIndexJob(m.index.turn)
-		a.indexLater(ctx, m.index.turn, 0)
-	}
-}
-
-// lostLog starts the warning that m's job was lost.
-func (a *branchActor) lostLog(m *workLost) *zerolog.Event {
-	return a.rt.log.Warn().Str("branch", a.id.String()).Str("kind", string(m.kind)).Str("reason", m.reason).Dur("asked_again_in", a.retryWait())
-}
-
-// retryIndex asks again for the index job m names, whose wait is over,
-// if it still waits.
-func (a *branchActor) retryIndex(ctx actor.Context, m *indexAgain) {
-	if m.to != a {
-		return // an earlier instance's: this one's recovery asked
-	}
-	a.retrying--
-	if _, ok := a.indexWaiting[m.turn]; ok {
-		delete(a.indexWaiting, m.turn)
-		a.indexCommitted(ctx, m.turn)
-	}
-}
-
-// retryFold asks for the fold due, its wait over, if it still waits.
-func (a *branchActor) retryFold(ctx actor.Context, m *foldRetry) {
-	if m.to != a {
-		return
-	}
-	a.retrying--
-	if a.foldRetrying {
-		a.foldRetrying = false
-		if a.summarizing == 0 {
-			a.foldAgain(ctx)
-		}
-	}
-}
-
-// summaryDue takes the summary m names for lost if it is still awaited
-// at its deadline, and asks again.
-func (a *branchActor) summaryDue(ctx actor.Context, m *summaryCheck) {
-	if m.to == a && a.summarizing == m.epoch+1 && a.summaryAsked.same(m.asked) {
-		a.summaryLost("no answer in " + a.rt.summaryDeadline.String())
-		a.foldSoon(ctx)
+		a.retries.indexLater(ctx, m.index.turn, 0)
 	}
 }
 
@@ -371,15 +204,15 @@ func (a *branchActor) summaryDue(ctx actor.Context, m *summaryCheck) {
 func (a *branchActor) indexFinished(ctx actor.Context, m *indexDone) {
 	a.endIndexJob(m.turn)
 	if m.err != nil {
-		a.lost++
-		wait := max(indexRetry, a.retryWait())
+		a.retries.lost++
+		wait := max(indexRetry, a.retries.wait())
 		a.rt.log.Warn().Err(m.err).Str("branch", a.id.String()).Str("turn", m.turn.String()).Dur("asked_again_in", wait).
 			Msg("index failed")
-		a.indexLater(ctx, m.turn, wait)
+		a.retries.indexLater(ctx, m.turn, wait)
 		return
 	}
-	a.lost = 0
-	defer a.retryNow(ctx)
+	a.retries.lost = 0
+	defer a.retries.retryNow(ctx)
 	evs, err := a.b.MarkIndexed(m.turn, len(m.rows), a.now())
 	if err != nil {
 		a.rt.log.Warn().Err(err).Str("branch", a.id.String()).Msg("mark indexed")

@@ -465,7 +465,7 @@ func (a *branchActor) cancel(ctx actor.Context) error {
 		a.abandon(ctx, t.ID, "cancelled", cancelledClientToolText, nil)
 		return nil
 	}
-	if t, ok := a.b.InFlight(); ok && t.ID == a.shrinkTurn && !a.shrinkTurn.IsZero() {
+	if t, ok := a.b.InFlight(); ok && a.folds.shrinking(t.ID) {
 		a.cancelled = true // failed when the librarian answers
 		return nil
 	}

@@ -23,7 +23,7 @@ func isTurnIndexed(ev messages.BranchEvent) bool {
 }
 
 // A job lost or failed, more times in a row than maxLostJobs, is still
-// asked again (after retryWait) with nobody asking: its worker killed
+// asked again (after retrier.wait) with nobody asking: its worker killed
 // (workLost), its answer an error, or the job dropped without a word
 // (found by checkJob). The branch has a fold or an index job due and
 // nothing in flight, and makes progress without another turn, commit or

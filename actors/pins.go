@@ -21,44 +21,49 @@ const (
 	pinEdit
 )
 
+// pinBoard is the branch's pinned facts: it answers pinReq, holding a
+// pin or an edit to the limits (Config.Pins, MaxPinnedShare) before the
+// branch records it.
+type pinBoard struct{ c *branchCore }
+
 // pin answers m: the branch's live pins (pinList), the pin added or
 // edited, or okReply for an unpin.
-func (a *branchActor) pin(ctx actor.Context, m *pinReq) (any, error) {
-	if !a.b.Created {
+func (p pinBoard) pin(ctx actor.Context, m *pinReq) (any, error) {
+	if !p.c.b.Created {
 		return nil, core.ErrNotCreated
 	}
 	var evs []messages.BranchEvent
 	var err error
 	switch m.op {
 	case pinList:
-		return append([]messages.PinnedFact{}, a.b.LivePins()...), nil
+		return append([]messages.PinnedFact{}, p.c.b.LivePins()...), nil
 	case pinAdd:
-		if evs, err = a.b.Pin(m.fact, a.rt.cfg.Pins, a.now()); err == nil && len(evs) > 0 {
-			err = a.checkPinnedTokens(append(slices.Clone(a.b.State.Pinned), m.fact))
+		if evs, err = p.c.b.Pin(m.fact, p.c.rt.cfg.Pins, p.c.now()); err == nil && len(evs) > 0 {
+			err = p.checkPinnedTokens(append(slices.Clone(p.c.b.State.Pinned), m.fact))
 		}
 	case pinRemove:
-		evs, err = a.b.Unpin(m.id, a.now())
+		evs, err = p.c.b.Unpin(m.id, p.c.now())
 	case pinEdit:
-		if evs, err = a.b.EditPin(m.id, m.fact, a.rt.cfg.Pins, a.now()); err == nil && len(evs) > 0 {
-			pinned := slices.Clone(a.b.State.Pinned)
-			for i, p := range a.b.LivePins() {
-				if p.ID == m.id {
+		if evs, err = p.c.b.EditPin(m.id, m.fact, p.c.rt.cfg.Pins, p.c.now()); err == nil && len(evs) > 0 {
+			pinned := slices.Clone(p.c.b.State.Pinned)
+			for i, pin := range p.c.b.LivePins() {
+				if pin.ID == m.id {
 					pinned[i] = m.fact
 				}
 			}
-			err = a.checkPinnedTokens(pinned)
+			err = p.checkPinnedTokens(pinned)
 		}
 	}
 	if err != nil {
 		return nil, err
 	}
-	a.persistAll(ctx, evs)
+	p.c.persistAll(ctx, evs)
 	if m.op == pinRemove {
 		return okReply{}, nil
 	}
-	for _, p := range a.b.LivePins() {
-		if p.Fact == m.fact {
-			return p, nil
+	for _, pin := range p.c.b.LivePins() {
+		if pin.Fact == m.fact {
+			return pin, nil
 		}
 	}
 	return nil, fmt.Errorf("actors: pin %q is not pinned after it was recorded", m.fact)
@@ -69,10 +74,10 @@ func (a *branchActor) pin(ctx actor.Context, m *pinReq) (any, error) {
 // the branch's model, counted as the assembler counts them; a change
 // that makes them smaller passes, so that a branch over the limit can
 // edit its way back.
-func (a *branchActor) checkPinnedTokens(pinned []string) error {
-	m := a.rt.model(a.b.Model)
-	budget := a.rt.budget(m)
-	count := a.rt.counter(m)
+func (p pinBoard) checkPinnedTokens(pinned []string) error {
+	m := p.c.rt.model(p.c.b.Model)
+	budget := p.c.rt.budget(m)
+	count := p.c.rt.counter(m)
 	tokens := func(facts []string) int {
 		n := 0
 		for _, f := range facts {
@@ -80,13 +85,13 @@ func (a *branchActor) checkPinnedTokens(pinned []string) error {
 		}
 		return n
 	}
-	limit := int(a.rt.cfg.MaxPinnedShare * float64(max(budget.Input(), 0)))
+	limit := int(p.c.rt.cfg.MaxPinnedShare * float64(max(budget.Input(), 0)))
 	after := tokens(pinned)
-	if after <= limit || after <= tokens(a.b.State.Pinned) {
+	if after <= limit || after <= tokens(p.c.b.State.Pinned) {
 		return nil
 	}
 	return fmt.Errorf("%w: fact: the pinned facts would take %d tokens, limit %d (context.max_pinned_share %g of the input budget of %d tokens of model %s); unpin or shorten some first",
-		core.ErrInvalid, after, limit, a.rt.cfg.MaxPinnedShare, budget.Input(), m.ID)
+		core.ErrInvalid, after, limit, p.c.rt.cfg.MaxPinnedShare, budget.Input(), m.ID)
 }
 
 // Pin pins fact on branch: every later context of the branch shows it
