@@ -131,28 +131,23 @@ type branchActor struct {
 	idler   idler         // idleCheck, passivateNow
 	retries retrier       // foldRetry, indexAgain
 	folds   folder        // commitReq, summaryDone, shrinkDone, summaryCheck
+	index   indexJobs     // indexDone, flushIndexedReq
+	imports importer      // importReq, importItemsReq, importDoneReq
 	pins    pinBoard      // pinReq
 	queries branchQueries // inspectReq, forkReq
 
 	streams     map[messages.TurnID]*TurnStream
-	step        messages.StepID               // the step streaming now
-	tools       messages.StepID               // the step whose tool calls run now
-	cancelStep  context.CancelFunc            // cancels the step or the tools running
-	cancelled   bool                          // the user cancelled the turn in flight
-	recipe      *persistence.ContextRecipe    // of the turn in flight's first step
-	sizeRetries int                           // steps of the turn in flight the provider rejected for size
-	indexing    map[messages.TurnID]*indexReq // the index jobs asked for, by turn
-	indexed     []*indexDone                  // held, committed by flushIndexed
-	flushQueued bool                          // a flushIndexedReq is in the mailbox
+	step        messages.StepID            // the step streaming now
+	tools       messages.StepID            // the step whose tool calls run now
+	cancelStep  context.CancelFunc         // cancels the step or the tools running
+	cancelled   bool                       // the user cancelled the turn in flight
+	recipe      *persistence.ContextRecipe // of the turn in flight's first step
+	sizeRetries int                        // steps of the turn in flight the provider rejected for size
 	// deferring is set while a deferred submit runs its effects, so that
 	// prepare leaves the turn's acceptance held; unacked while it is
 	// held after (SubmitDeferred), until this actor's next write.
 	deferring, unacked bool
-	// importing is set while an import builds the branch (its session
-	// is not committed yet): its states come from the export, so the
-	// fold policy asks for no summary until the import ends.
-	importing bool
-	counters  streamCounters // of the turn's finished steps
+	counters           streamCounters // of the turn's finished steps
 	// usage and lastModel are the tokens used by the provider steps run
 	// for the turn's current stream (since its acceptance, or since
 	// SubmitToolResults) and the model id of the last one (Update.Usage,
@@ -187,54 +182,28 @@ type branchActor struct {
 	// ending is set once this instance is stopping or failed (ended):
 	// it handles nothing more.
 	ending bool
-	// stashing is set while an import records turns in held writes: the
-	// indexer reads a turn's neighbours from the store, so their index
-	// jobs (stashed) go once the import's writes are committed (stash).
-	stashing bool
-	stashed  []core.Effect
-	// importIx indexes the turns an import folds (indexNow), keeping
-	// the last ones' terms for the next.
-	importIx *indexer
-	// backlog is what this instance counts in Runtime.indexBacklog: its
-	// turns folded and not yet indexed.
-	backlog int64
-}
-
-// stash holds the index jobs of the turns recorded until the returned
-// func, called once they are committed, sends them; while an import
-// builds the branch, it indexes them itself (indexNow).
-func (a *branchActor) stash(ctx actor.Context) (commit func()) {
-	a.stashing = true
-	return func() {
-		a.flush()
-		a.stashing = false
-		effs := a.stashed
-		a.stashed = nil
-		if a.importing {
-			effs = a.indexNow(ctx, effs)
-		}
-		a.run(ctx, effs)
-	}
 }
 
 func newBranchActor(rt *Runtime, id messages.BranchID) *branchActor {
 	a := &branchActor{branchCore: &branchCore{rt: rt, rows: rt.db, actorLog: rt.actorLog, id: id, b: core.Branch{Policy: *rt.cfg.Fold}},
-		streams:  map[messages.TurnID]*TurnStream{},
-		indexing: map[messages.TurnID]*indexReq{},
-		msgs:     newMessageCache(rt.db)}
+		streams: map[messages.TurnID]*TurnStream{},
+		msgs:    newMessageCache(rt.db)}
 	a.mixin, a.onApply, a.onCommit = &a.Mixin, a.applied, a.committed
 	a.idler = idler{c: a.branchCore, busy: a.busy}
 	a.retries = retrier{c: a.branchCore, indexWaiting: map[messages.TurnID]struct{}{},
 		summarizing: func() bool { return a.folds.summarizing != 0 }, foldAgain: a.folds.again,
 		index: func(ctx actor.Context, turn messages.TurnID) { a.run(ctx, []core.Effect{core.Index{Turn: turn}}) }}
 	a.folds = folder{c: a.branchCore, retries: &a.retries, msgs: &a.msgs, run: a.run, resume: a.resumeShrunk}
+	a.index = indexJobs{c: a.branchCore, retries: &a.retries, msgs: &a.msgs, asked: map[messages.TurnID]*indexReq{},
+		turnRuns: func() bool { t, ok := a.b.InFlight(); return ok && !a.idleTurn(t) }}
+	a.imports = importer{c: a.branchCore, msgs: &a.msgs, index: &a.index, run: a.run, modelEvents: a.modelEvents}
 	a.pins, a.queries = pinBoard{a.branchCore}, branchQueries{a.branchCore}
 	return a
 }
 
 // applied runs the effects of ev, which the branch just applied.
 func (a *branchActor) applied(ctx actor.Context, ev messages.BranchEvent, effects []core.Effect) {
-	a.countBacklog()
+	a.index.countBacklog()
 	if obs := a.rt.cfg.Observe; obs != nil {
 		obs(a.id, ev)
 	}
@@ -310,7 +279,7 @@ func (a *branchActor) Receive(ctx actor.Context) {
 		a.folds.commitPending(ctx)
 		respond(okReply{})
 	case *inspectReq:
-		a.flushIndexed() // what it reports indexed is searchable
+		a.index.flush() // what it reports indexed is searchable
 		respond(a.queries.info())
 	case *forkReq:
 		respond(answer(a.queries.forkPoint(m.at)))
@@ -323,11 +292,11 @@ func (a *branchActor) Receive(ctx actor.Context) {
 	case *modelReq:
 		respond(errOrOK(a.selectModel(ctx, m.name)))
 	case *importReq:
-		respond(answer(a.importTurns(ctx, m.exchanges, m.key)))
+		respond(answer(a.imports.exchanges(ctx, m.exchanges, m.key)))
 	case *importItemsReq:
-		respond(errOrOK(a.importItems(ctx, m.items)))
+		respond(errOrOK(a.imports.items(ctx, m.items)))
 	case *importDoneReq:
-		a.importDone(ctx)
+		a.imports.done(ctx)
 		respond(okReply{})
 	case *forceReq:
 		respond(errOrOK(a.force(ctx, m.chunks)))
@@ -342,7 +311,7 @@ func (a *branchActor) Receive(ctx actor.Context) {
 	case *shrinkDone:
 		a.folds.shrunk(ctx, m)
 	case *indexDone:
-		a.indexFinished(ctx, m)
+		a.index.finished(ctx, m)
 	case *workLost:
 		a.workLost(ctx, m)
 
@@ -356,7 +325,7 @@ func (a *branchActor) Receive(ctx actor.Context) {
 	case *summaryCheck:
 		a.folds.summaryDue(ctx, m)
 	case *flushIndexedReq:
-		a.flushIndexedDue()
+		a.index.flushDue()
 	case *flushUnackedReq:
 		a.acceptanceDue(m)
 	}
@@ -406,7 +375,7 @@ func answer[T any](v T, err error) any {
 // replayed resumes the work of the branch once its log is replayed, and
 // starts its idle timer.
 func (a *branchActor) replayed(ctx actor.Context) {
-	a.countBacklog()
+	a.index.countBacklog()
 	a.recover(ctx)
 	a.idler.start(ctx)
 }
@@ -416,8 +385,7 @@ func (a *branchActor) replayed(ctx actor.Context) {
 // reads a stream learns the turn was interrupted, as recovery records.
 func (a *branchActor) ended(ctx actor.Context) {
 	a.ending = true
-	a.rt.indexBacklog.Add(-a.backlog) // counted by the next instance, if any
-	a.backlog = 0
+	a.index.release()
 	if a.cancelStep != nil {
 		a.cancelStep()
 	}
@@ -432,17 +400,6 @@ func (a *branchActor) ended(ctx actor.Context) {
 			Outcome: messages.FailedOutcome(messages.FailInterrupted, core.InterruptedReason)}))
 		delete(a.streams, id)
 	}
-}
-
-// countBacklog brings this instance's count in Runtime.indexBacklog up to
-// date: its turns folded and not indexed yet.
-func (a *branchActor) countBacklog() {
-	n := int64(0)
-	if a.b.Committed > a.b.Indexed {
-		n = int64(a.b.Committed - a.b.Indexed)
-	}
-	a.rt.indexBacklog.Add(n - a.backlog)
-	a.backlog = n
 }
 
 type okReply struct{}
@@ -460,7 +417,7 @@ func errOrOK(err error) any {
 // that awaits its client's tool results, which runs nothing.
 func (a *branchActor) busy() bool {
 	t, inFlight := a.b.InFlight()
-	return inFlight && !a.idleTurn(t) || a.folds.summarizing != 0 || len(a.indexing) > 0 || a.retries.retrying > 0
+	return inFlight && !a.idleTurn(t) || a.folds.summarizing != 0 || len(a.index.asked) > 0 || a.retries.retrying > 0
 }
 
 // idleTurn reports whether t, the turn in flight, runs nothing: it
@@ -485,7 +442,7 @@ func (a *branchActor) recover(ctx actor.Context) {
 		return
 	}
 	if _, err := a.rows.Import(context.Background(), a.b.Session); err == nil {
-		a.importing = true // its import goes on (one cut short was dropped at Open)
+		a.imports.importing = true // its import goes on (one cut short was dropped at Open)
 	}
 	evs, effects := a.b.Recover(a.now())
 	for _, ev := range evs {
@@ -530,7 +487,7 @@ func (a *branchActor) create(ctx actor.Context, m *createReq) any {
 	if m.imp != nil {
 		tx.Imports = []persistence.ImportRow{*m.imp}
 	}
-	a.importing = m.importing
+	a.imports.importing = m.importing
 	if m.importing {
 		a.rt.mem.fresh(a.id)
 	}
@@ -669,7 +626,7 @@ func (a *branchActor) run(ctx actor.Context, effects []core.Effect) {
 	for _, e := range effects {
 		switch e := e.(type) {
 		case core.PrepareContext:
-			if a.importing {
+			if a.imports.importing {
 				continue // an imported turn that failed: it is failed next
 			}
 			a.prepare(ctx, e.Turn)
@@ -688,35 +645,16 @@ func (a *branchActor) run(ctx actor.Context, effects []core.Effect) {
 			}
 			a.abandon(ctx, e.Turn, e.Reason, text, nil)
 		case core.Summarize:
-			if a.importing {
+			if a.imports.importing {
 				continue // the import brings its states
 			}
 			a.folds.summarize(ctx, e)
 		case core.Index:
-			if a.stashing {
-				a.stashed = append(a.stashed, e) // its turn is not committed yet
+			if a.imports.stashing {
+				a.imports.stashed = append(a.imports.stashed, e) // its turn is not committed yet
 				continue
 			}
-			if a.indexing[e.Turn] != nil {
-				continue
-			}
-			t, ok := a.b.Turn(e.Turn)
-			if !ok {
-				continue
-			}
-			if req, ok := a.rt.jobs.indexJob(a.id, t.ID); ok && req.from.Equal(ctx.Self()) {
-				// Asked by the instance this one replaced, and still held
-				// by a worker, which answers this actor: taken over.
-				a.indexing[e.Turn] = req
-				after(ctx, a.rt.jobCheck, &jobCheck{to: a.branchCore, index: req})
-				continue
-			}
-			known := map[messages.TurnID]messages.Message{}
-			a.msgs.knownInto(known, t.ID, t.Reply)
-			req := &indexReq{known: known, from: ctx.Self(), branch: a.id, session: a.b.Session, turn: t.ID, seq: t.Seq, reply: t.Reply}
-			a.indexing[e.Turn] = req
-			a.ask(ctx, a.rt.indexer(a.id), req, &jobCheck{to: a.branchCore, index: req})
-
+			a.index.ask(ctx, e.Turn)
 		case core.TurnDone:
 			if a.stall != nil && a.stall.turn == e.Turn {
 				a.stall = nil

@@ -68,7 +68,7 @@ func (c *branchCore) snapshot() {
 // turn is in flight, and would be lost). A failure is only logged: the
 // jobs are still there, and nobody was told of the turn.
 func (a *branchActor) flushOnStop() {
-	if len(a.indexed) == 0 && !a.unacked {
+	if !a.index.holding() && !a.unacked {
 		return
 	}
 	defer func() {
@@ -79,26 +79,13 @@ func (a *branchActor) flushOnStop() {
 	a.flush()
 }
 
-// flushIndexed commits the held index results, if a write has not taken
-// them already, and so makes their chunks searchable.
-func (a *branchActor) flushIndexed() {
-	a.flushQueued = false
-	if len(a.indexed) == 0 {
-		return
-	}
-	a.flush()
-}
-
 // committed is called after every write of this actor, which commits
 // whatever it held: a deferred acceptance is durable, and so are the
 // index results, whose chunks go into the retrieval index.
 func (a *branchActor) committed() {
 	a.unacked = false
 	clear(a.keys)
-	for _, m := range a.indexed {
-		a.rt.mem.added(m.rows, m.vecs, m.ups)
-	}
-	a.indexed = nil
+	a.index.committed()
 }
 
 // replay applies a stored event or snapshot; effects are not run.
@@ -211,21 +198,6 @@ func (c *branchCore) txFor(ev messages.BranchEvent) *persistence.Tx {
 		}
 	}
 	return lifecycle.Tx(&c.b, ev, c.now(), stored)
-}
-
-// flushIndexedDue commits the held index results once their delay is
-// over, unless the turn in flight is to take them.
-func (a *branchActor) flushIndexedDue() {
-	if t, inFlight := a.b.InFlight(); inFlight && !a.idleTurn(t) {
-		// The turn in flight ends with a write of its own (its response
-		// or its failure; a stop flushes first), which takes the index
-		// results with it. Committing them now would stall the turn
-		// behind a synced write, and commit a deferred acceptance
-		// before its response.
-		a.flushQueued = false
-		return
-	}
-	a.flushIndexed()
 }
 
 // acceptanceDue commits the deferred acceptance of turn m.turn at its

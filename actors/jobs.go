@@ -117,9 +117,6 @@ const (
 	jobCheckEvery   = 5 * time.Second
 )
 
-// endIndexJob forgets the index job of turn: answered, failed or lost.
-func (a *branchActor) endIndexJob(turn messages.TurnID) { delete(a.indexing, turn) }
-
 // indexRetry is the wait before an index job that failed is asked again.
 const indexRetry = time.Second
 
@@ -152,7 +149,7 @@ func (a *branchActor) checkJob(ctx actor.Context, m *jobCheck) {
 		return // an earlier instance's
 	}
 	req := a.folds.awaited(m)
-	if m.index != nil && a.indexing[m.index.turn] == m.index {
+	if m.index != nil && a.index.awaits(m.index) {
 		req = m.index
 	}
 	if req == nil {
@@ -169,11 +166,7 @@ func (a *branchActor) checkJob(ctx actor.Context, m *jobCheck) {
 	case m.shrink != nil:
 		a.folds.shrunk(ctx, &shrinkDone{epoch: m.shrink.epoch, err: errors.New("the shrink was lost: no worker holds it")})
 	default:
-		a.retries.lost++
-		a.rt.log.Warn().Str("branch", a.id.String()).Str("turn", m.index.turn.String()).Dur("asked_again_in", a.retries.wait()).
-			Msg("an index job was asked for and never answered")
-		a.endIndexJob(m.index.turn)
-		a.retries.indexLater(ctx, m.index.turn, 0)
+		a.index.unanswered(ctx, m.index)
 	}
 }
 
@@ -189,54 +182,6 @@ func (a *branchActor) workLost(ctx actor.Context, m *workLost) {
 		a.retries.lostLog(m).Uint64("epoch", m.shrink.epoch).Msg("a shrink's worker failed; the deterministic shrink is used")
 		a.folds.shrunk(ctx, &shrinkDone{epoch: m.shrink.epoch, err: errors.New(m.reason)})
 	case m.index != nil:
-		if a.indexing[m.index.turn] != m.index {
-			return // answered, or an earlier instance's: this one's recovery asked
-		}
-		a.retries.lost++
-		a.retries.lostLog(m).Str("turn", m.index.turn.String()).Msg("an index job's worker failed")
-		a.endIndexJob(m.index.turn)
-		a.retries.indexLater(ctx, m.index.turn, 0)
-	}
-}
-
-// indexFinished records what an index job gave (TurnIndexed, with its
-// chunks, held), or asks for it again after a wait if it failed.
-func (a *branchActor) indexFinished(ctx actor.Context, m *indexDone) {
-	a.endIndexJob(m.turn)
-	if m.err != nil {
-		a.retries.lost++
-		wait := max(indexRetry, a.retries.wait())
-		a.rt.log.Warn().Err(m.err).Str("branch", a.id.String()).Str("turn", m.turn.String()).Dur("asked_again_in", wait).
-			Msg("index failed")
-		a.retries.indexLater(ctx, m.turn, wait)
-		return
-	}
-	a.retries.lost = 0
-	defer a.retries.retryNow(ctx)
-	evs, err := a.b.MarkIndexed(m.turn, len(m.rows), a.now())
-	if err != nil {
-		a.rt.log.Warn().Err(err).Str("branch", a.id.String()).Msg("mark indexed")
-		return
-	}
-	for i, ev := range evs {
-		tx := a.txFor(ev)
-		if i == 0 {
-			tx.Chunks = m.rows // inserted unless present: indexing twice adds nothing
-			tx.Vectors = m.vecs
-			tx.TermUpdates = m.ups
-			a.indexed = append(a.indexed, m)
-		}
-		// Held: committed with the branch's next write (the next
-		// turn's, if it comes soon) or else by flushIndexedReq after
-		// IndexFlushDelay, with any other index results by then: a
-		// synced write saved, off the path of any turn. Nobody is
-		// told a turn is indexed before (Inspect flushes first); a
-		// crash before the commit loses nothing, as the index jobs
-		// run again.
-		a.persistHeld(ctx, ev, tx)
-	}
-	if !a.flushQueued {
-		a.flushQueued = true
-		after(ctx, a.rt.cfg.IndexFlushDelay, &flushIndexedReq{})
+		a.index.workLost(ctx, m)
 	}
 }
