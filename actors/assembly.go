@@ -100,7 +100,7 @@ func (a *branchActor) assemble(turn messages.TurnID, continuation messages.Items
 		return ac, rep, err
 	}
 	a.msgs.prune(&a.b, turn)
-	a.recipe = recipe
+	a.loop.recipe = recipe
 	for _, st := range rep.Shrink {
 		a.rt.log.Info().Str("branch", a.id.String()).Str("turn", turn.String()).Str("step", st.Step).
 			Int("saved_tokens", st.Saved).Str("detail", st.Detail).Msg("context shrunk")
@@ -152,7 +152,7 @@ func (a *branchActor) assembleFor(userNode messages.NodeID, user messages.Messag
 	if t, ok := a.b.Turn(userNode); ok && !userNode.IsZero() && t.Params.MaxOutputTokens != nil {
 		budget.ResponseReserve = clientReserve(*t.Params.MaxOutputTokens, budget)
 	}
-	for range a.sizeRetries {
+	for range a.loop.sizeRetries {
 		// The provider counted more than estimated: aim a quarter lower.
 		budget.SafetyMargin += budget.Input() / 4
 	}

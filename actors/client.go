@@ -249,18 +249,18 @@ func resultsHash(outputs messages.Items) string {
 // submitResults records m's outputs, answering every open call of the
 // turn awaiting its client's results, and starts the loop's next step;
 // the stream returned delivers the turn from there on.
-func (a *branchActor) submitResults(ctx actor.Context, m *resultsReq) (*TurnStream, error) {
-	if st := a.stall; st != nil {
-		return a.retryStalled(ctx, st, m)
+func (l *turnLoop) submitResults(ctx actor.Context, m *resultsReq) (*TurnStream, error) {
+	if st := l.stall; st != nil {
+		return l.retryStalled(ctx, st, m)
 	}
 	if m.key != "" {
-		if s, ok, err := a.resultsKeyed(m.key, m.hash); err != nil || ok {
+		if s, ok, err := l.resultsKeyed(m.key, m.hash); err != nil || ok {
 			return s, err
 		}
 	}
-	t, ok := a.b.InFlight()
+	t, ok := l.b.InFlight()
 	if !ok {
-		return nil, fmt.Errorf("%w: branch %s has no turn in flight", ErrNoToolCallsOpen, a.id)
+		return nil, fmt.Errorf("%w: branch %s has no turn in flight", ErrNoToolCallsOpen, l.id)
 	}
 	if !t.Awaiting() {
 		// Its step or the runtime's tools run: the turn may await the
@@ -271,25 +271,25 @@ func (a *branchActor) submitResults(ctx actor.Context, m *resultsReq) (*TurnStre
 	if err != nil {
 		return nil, err
 	}
-	now := a.now()
-	evs, err := a.b.RecordToolResults(t.ID, outs, messages.NewID[messages.StepID](now), now)
+	now := l.now()
+	evs, err := l.b.RecordToolResults(t.ID, outs, messages.NewID[messages.StepID](now), now)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", persistence.ErrInvalidArgument, err)
 	}
-	tx := a.txFor(evs[0])
-	s := newTurnStream(a.id, t.ID, t.Seq)
+	tx := l.txFor(evs[0])
+	s := newTurnStream(l.id, t.ID, t.Seq)
 	if m.key != "" {
 		// The key is committed with the results: a repeat finds them.
-		tx.Keys = []persistence.IdempotencyRow{{Scope: persistence.ScopeTurn, Owner: a.id, Key: m.key, Hash: m.hash,
+		tx.Keys = []persistence.IdempotencyRow{{Scope: persistence.ScopeTurn, Owner: l.id, Key: m.key, Hash: m.hash,
 			Turn: t.ID, Created: now.UTC()}}
-		if a.results == nil {
-			a.results = map[string]*TurnStream{}
+		if l.results == nil {
+			l.results = map[string]*TurnStream{}
 		}
-		a.results[m.key] = s
+		l.results[m.key] = s
 	}
-	a.streams[t.ID] = s
-	a.usage, a.lastModel, a.cancelled = providers.Usage{}, "", false
-	a.persist(ctx, evs[0], tx) // gives ContinueLoop: the next step runs
+	l.streams[t.ID] = s
+	l.usage, l.lastModel, l.cancelled = providers.Usage{}, "", false
+	l.persist(ctx, evs[0], tx) // gives ContinueLoop: the next step runs
 	return s, nil
 }
 
@@ -332,11 +332,11 @@ func matchOutputs(open []messages.ToolCall, outputs messages.Items) (messages.It
 // under idempotency key key, if there are: the stream they started while
 // this instance keeps it, else how their turn stands (awaiting, running,
 // or how it ended). A key of another request is ErrKeyReused.
-func (a *branchActor) resultsKeyed(key, hash string) (*TurnStream, bool, error) {
-	row, ok := a.keys[key]
+func (l *turnLoop) resultsKeyed(key, hash string) (*TurnStream, bool, error) {
+	row, ok := l.keys[key]
 	if !ok {
 		var err error
-		row, err = a.rows.IdempotencyKey(context.Background(), persistence.ScopeTurn, a.id, key)
+		row, err = l.rows.IdempotencyKey(context.Background(), persistence.ScopeTurn, l.id, key)
 		if errors.Is(err, persistence.ErrKeyNotFound) {
 			return nil, false, nil
 		}
@@ -348,53 +348,53 @@ func (a *branchActor) resultsKeyed(key, hash string) (*TurnStream, bool, error) 
 		return nil, false, fmt.Errorf("%w: key %q was first sent for turn %s with another request; use a new key",
 			ErrKeyReused, key, row.Turn)
 	}
-	if s := a.results[key]; s != nil {
+	if s := l.results[key]; s != nil {
 		return s.follow(), true, nil
 	}
-	s, err := a.answerOf(row.Turn)
+	s, err := l.answerOf(row.Turn)
 	return s, true, err
 }
 
 // awaitResults hands the calls of e to the turn's reader and ends its
 // stream awaiting them (Update.Awaiting); the turn stays in flight. At
 // the step limit, or once cancelled, the turn is abandoned instead.
-func (a *branchActor) awaitResults(ctx actor.Context, e core.AwaitResults) {
-	if a.Recovering() {
+func (l *turnLoop) awaitResults(ctx actor.Context, e core.AwaitResults) {
+	if l.recovering() {
 		return
 	}
-	t, ok := a.b.Turn(e.Turn)
+	t, ok := l.b.Turn(e.Turn)
 	if !ok {
 		return
 	}
-	s := a.streams[e.Turn]
+	s := l.streams[e.Turn]
 	if s != nil {
 		for _, c := range e.Calls {
-			s.push(Update{Item: c}.withCounters(a.counters))
+			s.push(Update{Item: c}.withCounters(l.counters))
 		}
 	}
-	if a.cancelled {
-		a.abandon(ctx, e.Turn, "cancelled", cancelledClientToolText, nil)
+	if l.cancelled {
+		l.abandon(ctx, e.Turn, "cancelled", cancelledClientToolText, nil)
 		return
 	}
 	// No limit here: a client's tool loop goes on as long as the client
 	// sends results (tools.max_steps bounds the runtime's tools).
-	limited := a.stepLimited == t.ID
-	a.stepLimited = messages.TurnID{}
+	limited := l.stepLimited == t.ID
+	l.stepLimited = messages.TurnID{}
 	if s != nil {
 		u := Update{Done: true, Phase: messages.PhaseResponding, Awaiting: true, Calls: slices.Clone(e.Calls), Outcome: pausedForClient}
 		if limited {
-			u.StepLimit = a.rt.cfg.MaxToolSteps
+			u.StepLimit = l.rt.cfg.MaxToolSteps
 		}
-		s.push(a.doneUpdate(u))
-		delete(a.streams, e.Turn)
+		s.push(l.doneUpdate(u))
+		delete(l.streams, e.Turn)
 	}
 }
 
 // awaitingStream is a stream of turn t, which awaits its client's
 // results, for a repeat of the request that led there: the text and
 // calls of its last step, then the end awaiting the open calls.
-func (a *branchActor) awaitingStream(t core.Turn) *TurnStream {
-	s := newTurnStream(a.id, t.ID, t.Seq)
+func (l *turnLoop) awaitingStream(t core.Turn) *TurnStream {
+	s := newTurnStream(l.id, t.ID, t.Seq)
 	last := 0
 	for i, it := range t.Loop {
 		if _, ok := it.(messages.ToolOutput); ok {
@@ -442,21 +442,21 @@ type stalledStep struct {
 // (core.StallForClient). The turn's stream ends with the failure (Phase
 // failed, the code, the provider's Retry-After), as a failed turn's
 // does.
-func (a *branchActor) stallForClient(e core.StallForClient, row persistence.StepRow) {
+func (l *turnLoop) stallForClient(e core.StallForClient, row persistence.StepRow) {
 	turn, code := e.Turn, e.Code
-	reason := a.rt.cfg.Scrub.String(e.Reason)
-	a.stall = &stalledStep{turn: turn, step: e.Step, reason: reason, row: row}
-	for k, s := range a.results {
+	reason := l.rt.cfg.Scrub.String(e.Reason)
+	l.stall = &stalledStep{turn: turn, step: e.Step, reason: reason, row: row}
+	for k, s := range l.results {
 		if s.Turn == turn {
-			delete(a.results, k) // a repeat of those results is the retry
+			delete(l.results, k) // a repeat of those results is the retry
 		}
 	}
-	if s := a.streams[turn]; s != nil {
-		s.push(a.doneUpdate(Update{Done: true, Phase: messages.PhaseFailed, Outcome: messages.FailedOutcome(code, reason),
-			Err: reason, RetryAfter: a.retryAfter}))
-		delete(a.streams, turn)
+	if s := l.streams[turn]; s != nil {
+		s.push(l.doneUpdate(Update{Done: true, Phase: messages.PhaseFailed, Outcome: messages.FailedOutcome(code, reason),
+			Err: reason, RetryAfter: l.retryAfter}))
+		delete(l.streams, turn)
 	}
-	a.rt.log.Warn().Str("branch", a.id.String()).Str("turn", turn.String()).Str("code", code).
+	l.rt.log.Warn().Str("branch", l.id.String()).Str("turn", turn.String()).Str("code", code).
 		Msg("a step after the client's tool results failed; the turn waits for the client to retry them")
 }
 
@@ -464,10 +464,10 @@ func (a *branchActor) stallForClient(e core.StallForClient, row persistence.Step
 // of the results it ran on, which must be those recorded (the same
 // calls, the same outputs); the stream returned delivers the turn from
 // there on.
-func (a *branchActor) retryStalled(ctx actor.Context, st *stalledStep, m *resultsReq) (*TurnStream, error) {
-	t, ok := a.b.Turn(st.turn)
+func (l *turnLoop) retryStalled(ctx actor.Context, st *stalledStep, m *resultsReq) (*TurnStream, error) {
+	t, ok := l.b.Turn(st.turn)
 	if !ok {
-		return nil, fmt.Errorf("%w: branch %s has no turn in flight", ErrNoToolCallsOpen, a.id)
+		return nil, fmt.Errorf("%w: branch %s has no turn in flight", ErrNoToolCallsOpen, l.id)
 	}
 	recorded := map[string]messages.ToolOutput{}
 	for i := len(t.Loop) - 1; i >= 0 && t.ClientAnswered(t.Loop[i]); i-- {
@@ -485,47 +485,47 @@ func (a *branchActor) retryStalled(ctx actor.Context, st *stalledStep, m *result
 	known := false // the key came with the results the step ran on
 	if m.key != "" {
 		var err error
-		if _, known, err = a.resultsKeyed(m.key, m.hash); err != nil {
+		if _, known, err = l.resultsKeyed(m.key, m.hash); err != nil {
 			return nil, err
 		}
 	}
-	now := a.now()
-	evs, err := a.b.RetryStep(t.ID, st.step, messages.NewID[messages.StepID](now), "the client retried: "+st.reason, now)
+	now := l.now()
+	evs, err := l.b.RetryStep(t.ID, st.step, messages.NewID[messages.StepID](now), "the client retried: "+st.reason, now)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", persistence.ErrInvalidArgument, err)
 	}
-	tx := a.txFor(evs[0])
+	tx := l.txFor(evs[0])
 	tx.Steps = append(tx.Steps, st.row)
-	s := newTurnStream(a.id, t.ID, t.Seq)
+	s := newTurnStream(l.id, t.ID, t.Seq)
 	if m.key != "" {
 		if !known {
-			tx.Keys = []persistence.IdempotencyRow{{Scope: persistence.ScopeTurn, Owner: a.id, Key: m.key, Hash: m.hash,
+			tx.Keys = []persistence.IdempotencyRow{{Scope: persistence.ScopeTurn, Owner: l.id, Key: m.key, Hash: m.hash,
 				Turn: t.ID, Created: now.UTC()}}
 		}
-		if a.results == nil {
-			a.results = map[string]*TurnStream{}
+		if l.results == nil {
+			l.results = map[string]*TurnStream{}
 		}
-		a.results[m.key] = s
+		l.results[m.key] = s
 	}
-	a.stall = nil
-	a.streams[t.ID] = s
-	a.usage, a.lastModel, a.cancelled, a.retryAfter = providers.Usage{}, "", false, 0
-	a.persist(ctx, evs[0], tx) // gives RetryStep: the step runs again
+	l.stall = nil
+	l.streams[t.ID] = s
+	l.usage, l.lastModel, l.cancelled, l.retryAfter = providers.Usage{}, "", false, 0
+	l.persist(ctx, evs[0], tx) // gives RetryStep: the step runs again
 	return s, nil
 }
 
 // abandonAwaiting ends the turn that awaits its client's results, if
 // one does, before a new user turn: its open calls are answered with an
 // error and the response finalized incomplete (ReasonToolResultsMissing).
-func (a *branchActor) abandonAwaiting(ctx actor.Context) {
-	if st := a.stall; st != nil {
+func (l *turnLoop) abandonAwaiting(ctx actor.Context) {
+	if st := l.stall; st != nil {
 		// Its client went on without retrying the failed step: the
 		// loop ends as a failed step in a loop ends.
-		a.stall = nil
-		a.abandon(ctx, st.turn, st.reason, missingClientResultText, &st.row)
+		l.stall = nil
+		l.abandon(ctx, st.turn, st.reason, missingClientResultText, &st.row)
 		return
 	}
-	if t, ok := a.b.Awaiting(); ok {
-		a.abandon(ctx, t.ID, ReasonToolResultsMissing, missingClientResultText, nil)
+	if t, ok := l.b.Awaiting(); ok {
+		l.abandon(ctx, t.ID, ReasonToolResultsMissing, missingClientResultText, nil)
 	}
 }

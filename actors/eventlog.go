@@ -68,7 +68,7 @@ func (c *branchCore) snapshot() {
 // turn is in flight, and would be lost). A failure is only logged: the
 // jobs are still there, and nobody was told of the turn.
 func (a *branchActor) flushOnStop() {
-	if !a.index.holding() && !a.unacked {
+	if !a.index.holding() && !a.loop.unacked {
 		return
 	}
 	defer func() {
@@ -83,8 +83,7 @@ func (a *branchActor) flushOnStop() {
 // whatever it held: a deferred acceptance is durable, and so are the
 // index results, whose chunks go into the retrieval index.
 func (a *branchActor) committed() {
-	a.unacked = false
-	clear(a.keys)
+	a.loop.committed()
 	a.index.committed()
 }
 
@@ -198,13 +197,4 @@ func (c *branchCore) txFor(ev messages.BranchEvent) *persistence.Tx {
 		}
 	}
 	return lifecycle.Tx(&c.b, ev, c.now(), stored)
-}
-
-// acceptanceDue commits the deferred acceptance of turn m.turn at its
-// deadline, if it is still held: a later turn's acceptance, held when
-// it fires, has a deadline of its own.
-func (a *branchActor) acceptanceDue(m *flushUnackedReq) {
-	if t, ok := a.b.InFlight(); a.unacked && ok && t.ID == m.turn {
-		a.flush()
-	}
 }

@@ -200,11 +200,11 @@ func (r *Runtime) ClaimKey(ctx context.Context, scope persistence.KeyScope, owne
 // idempotency key key, if there is one: the live turn's (a follower), or
 // one that tells how the turn ended. A key of another request is
 // ErrKeyReused.
-func (a *branchActor) keyed(key, hash string) (*TurnStream, bool, error) {
-	row, ok := a.keys[key]
+func (l *turnLoop) keyed(key, hash string) (*TurnStream, bool, error) {
+	row, ok := l.keys[key]
 	if !ok {
 		var err error
-		row, err = a.rows.IdempotencyKey(context.Background(), persistence.ScopeTurn, a.id, key)
+		row, err = l.rows.IdempotencyKey(context.Background(), persistence.ScopeTurn, l.id, key)
 		if errors.Is(err, persistence.ErrKeyNotFound) {
 			return nil, false, nil
 		}
@@ -216,50 +216,50 @@ func (a *branchActor) keyed(key, hash string) (*TurnStream, bool, error) {
 		return nil, false, fmt.Errorf("%w: key %q was first sent for turn %s with another text or model; use a new key",
 			ErrKeyReused, key, row.Turn)
 	}
-	s, err := a.answerOf(row.Turn)
+	s, err := l.answerOf(row.Turn)
 	return s, true, err
 }
 
 // answerOf returns a stream of turn for a repeat of the request that
 // made it: a follower of the live stream while the turn runs, else one
 // that holds its reply (from the store) and how it ended.
-func (a *branchActor) answerOf(turn messages.TurnID) (*TurnStream, error) {
-	if s := a.streams[turn]; s != nil {
+func (l *turnLoop) answerOf(turn messages.TurnID) (*TurnStream, error) {
+	if s := l.streams[turn]; s != nil {
 		return s.follow(), nil
 	}
-	if t, ok := a.b.Turn(turn); ok && t.Awaiting() {
-		return a.awaitingStream(t), nil
+	if t, ok := l.b.Turn(turn); ok && t.Awaiting() {
+		return l.awaitingStream(t), nil
 	}
-	row, err := a.queries.turnRow(turn)
+	row, err := l.queries.turnRow(turn)
 	if err != nil {
 		return nil, err
 	}
 	phase, reply, reason := row.Phase, row.Reply, row.Reason
 	var out messages.StepOutcome
-	if t, ok := a.b.Turn(turn); ok {
+	if t, ok := l.b.Turn(turn); ok {
 		phase, reply, reason, out = t.Phase, t.Reply, t.Reason, t.Outcome
 	} else if phase == messages.PhaseFailed {
 		out = messages.FailedOutcome(row.Code, reason)
 	} else if out.Kind.UnmarshalText([]byte(row.Outcome)) != nil {
 		out.Kind = messages.OutcomeCompleted
 	}
-	s := newTurnStream(a.id, turn, row.Seq)
+	s := newTurnStream(l.id, turn, row.Seq)
 	if phase < messages.PhaseResponseFinalized {
-		a.streams[turn] = s // in flight with no reader: it ends with the turn
+		l.streams[turn] = s // in flight with no reader: it ends with the turn
 		return s, nil
 	}
 	done := Update{Done: true, Phase: phase, Outcome: out, Err: reason, Repeat: true}
 	if phase == messages.PhaseFailed && done.Err == "" {
 		done.Err = out.Message
 	}
-	if steps, err := a.rows.Steps(context.Background(), turn); err == nil {
+	if steps, err := l.rows.Steps(context.Background(), turn); err == nil {
 		for _, st := range steps {
 			done.Displayed += st.Displayed
 			done.Durable += st.Durable
 		}
 	}
 	if !reply.IsZero() && phase != messages.PhaseFailed {
-		m, err := a.msgs.get(reply)
+		m, err := l.msgs.get(reply)
 		if err != nil {
 			return nil, err
 		}

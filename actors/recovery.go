@@ -107,22 +107,22 @@ func (r *Runtime) withRecovered(ctx context.Context, entries []Entry) error {
 // (none if the journal never reached the disk). It is false when the step
 // has no id or already has its row (it ended; the turn's tools were
 // running).
-func (a *branchActor) interruptedStep(t core.Turn) (persistence.StepRow, bool) {
+func (l *turnLoop) interruptedStep(t core.Turn) (persistence.StepRow, bool) {
 	if t.Step.IsZero() {
 		return persistence.StepRow{}, false
 	}
-	log := a.rt.log.With().Str("branch", a.id.String()).Str("turn", t.ID.String()).Str("step", t.Step.String()).Logger()
-	if _, err := a.rows.StepRow(context.Background(), t.Step); err == nil {
+	log := l.rt.log.With().Str("branch", l.id.String()).Str("turn", t.ID.String()).Str("step", t.Step.String()).Logger()
+	if _, err := l.rows.StepRow(context.Background(), t.Step); err == nil {
 		return persistence.StepRow{}, false
 	} else if !errors.Is(err, persistence.ErrNotFound) {
 		log.Warn().Err(err).Msg("read the row of an interrupted step; recording it anyway")
 	}
-	m := a.rt.model(a.b.Model)
-	row := persistence.StepRow{ID: t.Step, Branch: a.id, Turn: t.ID, Index: max(t.Steps, 1) - 1, Provider: m.Provider.Name(),
+	m := l.rt.model(l.b.Model)
+	row := persistence.StepRow{ID: t.Step, Branch: l.id, Turn: t.ID, Index: max(t.Steps, 1) - 1, Provider: m.Provider.Name(),
 		Model: m.ID, Outcome: messages.StepOutcome{Kind: messages.OutcomeIncomplete, Reason: core.InterruptedReason},
-		StreamPath: filepath.Join("streams", t.Step.String()+".jsonl"), Started: t.Step.Time(), Ended: a.now(),
+		StreamPath: filepath.Join("streams", t.Step.String()+".jsonl"), Started: t.Step.Time(), Ended: l.now(),
 		Interrupted: true}
-	rec, err := journalOutput(context.Background(), a.rt.journals, a.rows.Cipher(), t.ID, t.Step)
+	rec, err := journalOutput(context.Background(), l.rt.journals, l.rows.Cipher(), t.ID, t.Step)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		row.StreamPath = "" // the step streamed nothing to disk
