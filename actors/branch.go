@@ -124,20 +124,26 @@ type (
 )
 
 // branchActor is one branch: the single writer of its event log, its
-// transcript branch and its lifecycle rows.
+// transcript branch and its lifecycle rows. It dispatches: Receive hands
+// each message to the component that owns its concern, and run hands
+// each effect of an event the branch applied to the same components.
+// They share branchCore (the branch's state machine and the writer of
+// its log) and own their own state; what they do is decided by the core
+// (internal/core), and the rows each event writes by lifecycle.Tx. The
+// actor itself keeps its life (replay, recovery, its end) and the
+// assembly of a turn's context (assembly.go).
 type branchActor struct {
 	ppersist.Mixin
 	*branchCore
-	idler   idler         // idleCheck, passivateNow
-	retries retrier       // foldRetry, indexAgain
+	loop    turnLoop      // the turns: submitReq, resultsReq, cancelReq, modelReq, stepDone, toolsDone, flushUnackedReq
 	folds   folder        // commitReq, summaryDone, shrinkDone, summaryCheck
 	index   indexJobs     // indexDone, flushIndexedReq
+	retries retrier       // foldRetry, indexAgain
 	imports importer      // importReq, importItemsReq, importDoneReq
 	pins    pinBoard      // pinReq
 	queries branchQueries // inspectReq, forkReq
-
-	loop turnLoop     // the turns: submitReq, resultsReq, cancelReq, modelReq, stepDone, toolsDone
-	msgs messageCache // the decoded messages of the window, the pending turns and the turn in flight
+	idler   idler         // idleCheck, passivateNow
+	msgs    messageCache  // the decoded messages of the window, the pending turns and the turn in flight
 	// asker is the sender of the request being handled, until answered.
 	asker *actor.PID
 	// ending is set once this instance is stopping or failed (ended):
