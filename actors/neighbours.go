@@ -134,7 +134,7 @@ func (m *memory) around(ctx context.Context, branch messages.BranchID, hits []Hi
 	if m.opts.Neighbours == 0 {
 		return m.excerpts(ctx, nil, hits, 0, exclude, budget, count)
 	}
-	scopes, err := m.scopes(ctx, branch)
+	scopes, err := m.scopes(ctx, branch, false) // as the search found the hits: loaded so far
 	if err != nil {
 		return nil, err
 	}

@@ -8,6 +8,7 @@ import (
 	"math"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -30,6 +31,11 @@ type memory struct {
 
 	mu    sync.Mutex
 	parts map[messages.BranchID]*partition
+	// Loads run in the background (load); stop ends them when the
+	// runtime closes, and loads says when they have.
+	stop      context.Context
+	stopLoads context.CancelFunc
+	loads     sync.WaitGroup
 
 	// Off the store's read path of every search: a branch's parent and
 	// fork point never change, and a turn's chunks change only by
@@ -57,7 +63,9 @@ type forkPoint struct {
 type partition struct {
 	p     *retrieval.Partition
 	ready chan struct{}
-	err   error
+	err   error        // set before ready closes
+	read  atomic.Int64 // chunks read from the store so far
+	start mark
 }
 
 // chunkRows is what retrieval reads of the store: the chunk rows, with
@@ -70,8 +78,17 @@ type chunkRows interface {
 }
 
 func newMemory(db chunkRows, embed retrieval.Embedder, opts retrieval.RankOptions) *memory {
-	return &memory{db: db, embed: embed, ns: retrieval.Namespace(embed), opts: opts,
+	m := &memory{db: db, embed: embed, ns: retrieval.Namespace(embed), opts: opts,
 		parts: map[messages.BranchID]*partition{}, rows: genCache[messages.ChunkID, persistence.ChunkRow]{limit: maxCachedRows}}
+	m.stop, m.stopLoads = context.WithCancel(context.Background())
+	return m
+}
+
+// close ends the loads under way and waits for them: the runtime is
+// closing its store.
+func (m *memory) close() {
+	m.stopLoads()
+	m.loads.Wait()
 }
 
 // fresh registers an empty index for branch, loaded: a branch an import
@@ -124,38 +141,60 @@ func ChunkIDFor(turn messages.TurnID, typ messages.ChunkType, hash persistence.H
 	return id
 }
 
-// partition returns branch's index, loading it from the store the first
-// time: its partition rows, each with its vector of the runtime's
-// embedder namespace (read with the rows: a few queries on PostgreSQL,
-// not one per chunk).
-func (m *memory) partition(ctx context.Context, branch messages.BranchID) (*retrieval.Partition, error) {
+// partition returns branch's index. The first call starts loading it
+// from the store in the background (load). With wait, it waits for the
+// load until ctx is done, and fails naming how far the load got; without,
+// it returns the index as loaded so far, which grows as the load goes on
+// (a turn's search takes it so rather than stall on a large branch's
+// load, or fail). A load that failed is started again by the next call.
+func (m *memory) partition(ctx context.Context, branch messages.BranchID, wait bool) (*retrieval.Partition, error) {
 	m.mu.Lock()
 	pt, ok := m.parts[branch]
 	if !ok {
-		pt = &partition{p: retrieval.NewPartition(m.embed.Dim()), ready: make(chan struct{})}
+		pt = &partition{p: retrieval.NewPartition(m.embed.Dim()), ready: make(chan struct{}), start: markNow()}
 		m.parts[branch] = pt
+		m.loads.Add(1)
+		go m.load(branch, pt)
 	}
 	m.mu.Unlock()
-	if !ok {
-		// Registered before it is read: chunks committed meanwhile are
-		// added to it by added (Add is idempotent).
-		pt.err = m.db.BranchChunkVectors(context.Background(), m.ns, branch, func(d persistence.ChunkDoc, vec []float32) error {
-			pt.p.Add(retrieval.Doc{ID: d.Chunk, Seq: d.Seq, Terms: d.Terms, Len: d.TermCount, Vector: vec})
-			return nil
-		})
-		if pt.err != nil {
-			m.mu.Lock()
-			delete(m.parts, branch) // loaded again next time
-			m.mu.Unlock()
+	if !wait {
+		select {
+		case <-pt.ready:
+			return pt.p, pt.err
+		default:
+			return pt.p, nil
 		}
-		close(pt.ready)
 	}
 	select {
 	case <-pt.ready:
 		return pt.p, pt.err
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		return nil, fmt.Errorf("still loading from the store: %d chunks read in %s: %w",
+			pt.read.Load(), pt.start.elapsed().Round(time.Millisecond), ctx.Err())
 	}
+}
+
+// load reads branch's index from the store into pt: its partition rows,
+// each with its vector of the runtime's embedder namespace (read with the
+// rows: a few queries on PostgreSQL, not one per chunk). pt is registered
+// before it is read: chunks committed meanwhile are added to it by added
+// (Add is idempotent).
+func (m *memory) load(branch messages.BranchID, pt *partition) {
+	defer m.loads.Done()
+	err := m.db.BranchChunkVectors(m.stop, m.ns, branch, func(d persistence.ChunkDoc, vec []float32) error {
+		pt.p.Add(retrieval.Doc{ID: d.Chunk, Seq: d.Seq, Terms: d.Terms, Len: d.TermCount, Vector: vec})
+		pt.read.Add(1)
+		return m.stop.Err()
+	})
+	if err != nil {
+		pt.err = fmt.Errorf("read its chunks from the store (%d read): %w", pt.read.Load(), err)
+		m.mu.Lock()
+		if m.parts[branch] == pt {
+			delete(m.parts, branch) // loaded again next time
+		}
+		m.mu.Unlock()
+	}
+	close(pt.ready)
 }
 
 // added adds committed chunks to the loaded indexes of their branches;
@@ -234,15 +273,16 @@ type Hit struct {
 }
 
 // scopes returns what a query on branch may see: its own partition, and
-// each ancestor's up to the seq it was forked at.
-func (m *memory) scopes(ctx context.Context, branch messages.BranchID) ([]retrieval.Scope, error) {
+// each ancestor's up to the seq it was forked at; with wait, once each is
+// loaded whole (partition).
+func (m *memory) scopes(ctx context.Context, branch messages.BranchID, wait bool) ([]retrieval.Scope, error) {
 	var out []retrieval.Scope
 	maxSeq := uint64(math.MaxUint64)
 	for b, depth := branch, 0; !b.IsZero(); depth++ {
 		if depth > 1000 {
 			return nil, fmt.Errorf("branch %s: more than 1000 ancestors", branch)
 		}
-		p, err := m.partition(ctx, b)
+		p, err := m.partition(ctx, b, wait)
 		if err != nil {
 			return nil, fmt.Errorf("load the index of branch %s: %w", b, err)
 		}
@@ -270,7 +310,7 @@ func (m *memory) scopes(ctx context.Context, branch messages.BranchID) ([]retrie
 // returns the hits with their chunk rows.
 func (m *memory) search(ctx context.Context, branch messages.BranchID, text string, opts retrieval.RankOptions,
 	exclude map[messages.TurnID]bool) ([]Hit, error) {
-	scopes, err := m.scopes(ctx, branch)
+	scopes, err := m.scopes(ctx, branch, false)
 	if err != nil {
 		return nil, err
 	}
@@ -362,6 +402,12 @@ func (r *Runtime) Search(ctx context.Context, branch messages.BranchID, query st
 	if opts != nil {
 		o = *opts
 	}
+	// The indexes searched are loaded first, within the caller's time
+	// (a large branch's from the store takes seconds): the search's own
+	// budget starts once they are.
+	if _, err := r.mem.scopes(ctx, branch, true); err != nil {
+		return nil, err
+	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	return r.mem.search(ctx, branch, query, o, nil)
@@ -409,7 +455,7 @@ func (r *Runtime) ForceChunks(ctx context.Context, branch messages.BranchID, chu
 	if err := r.placed(ctx, branch, messages.SessionID{}); err != nil {
 		return err
 	}
-	scopes, err := r.mem.scopes(ctx, branch)
+	scopes, err := r.mem.scopes(ctx, branch, true)
 	if err != nil {
 		return err
 	}

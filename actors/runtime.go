@@ -275,6 +275,7 @@ func (r *Runtime) Close() error {
 		r.actorLog.StopWaiting() // a write waiting for free space gives up
 		r.sys.Root.PoisonFuture(r.root).Wait()
 		r.sys.Shutdown()
+		r.mem.close()
 		r.journalSyncs.Wait()
 		r.pruning.Wait()
 		r.closeErr = r.db.Close()
