@@ -83,6 +83,11 @@ type Options struct {
 	ToolMode     messages.ToolMode
 	Tools        *ToolRegistry
 	MaxToolSteps int
+	// MemoryTools offers the model the runtime's memory tools
+	// (search_memory, pin_fact, unpin_fact), which run inside the runtime
+	// in every ToolMode but ToolsParseOnly (memory.tools); a Model's
+	// MemoryTools overrides it for the branches on that model.
+	MemoryTools bool
 	// Redact, if set, rewrites every context just before it is sent to a
 	// provider (SRD §14.1), the librarian's requests included, after the
 	// patterns of Config.Redaction; what is stored is unchanged. It
@@ -163,6 +168,7 @@ func runtimeConfig(opts Options) (actors.Config, error) {
 	if opts.MaxToolSteps > 0 {
 		cfg.MaxToolSteps = opts.MaxToolSteps
 	}
+	cfg.MemoryTools = cfg.MemoryTools || opts.MemoryTools
 	cfg.Redact = opts.Redact
 	return storage(cfg, opts), nil
 }
@@ -192,6 +198,7 @@ func fill(cfg actors.Config, opts Options) actors.Config {
 	if cfg.Tools == nil {
 		cfg.Tools = opts.Tools
 	}
+	cfg.MemoryTools = cfg.MemoryTools || opts.MemoryTools
 	if cfg.MaxToolSteps == 0 {
 		cfg.MaxToolSteps = opts.MaxToolSteps
 	}

@@ -73,6 +73,10 @@ type Config struct {
 	MaxToolSteps      int
 	ToolTimeout       time.Duration
 	ParallelToolCalls bool
+	// MemoryTools offers the model the runtime's memory tools
+	// (search_memory, pin_fact, unpin_fact: memory_tools.go) on every
+	// branch whose model does not say otherwise (Model.MemoryTools).
+	MemoryTools bool
 	// Redaction is the configured redaction (redaction.patterns, SRD
 	// §14.1), applied to everything sent out of the process: every
 	// provider step's context, the librarian's requests (Librarian reads
@@ -188,6 +192,9 @@ type Model struct {
 	Provider        providers.Provider
 	ID              string
 	MaxOutputTokens int
+	// MemoryTools, when set, says whether branches on this model are
+	// offered the memory tools, whatever Config.MemoryTools says.
+	MemoryTools *bool
 }
 
 // DefaultSystemInstructions open every assembled context (SRD §8.4,

@@ -203,7 +203,7 @@ func (l *turnLoop) finishStep(ctx actor.Context, m *stepDone) {
 // it failed with, if any, and row its record, written with what it leads
 // to.
 func (l *turnLoop) endStep(ctx actor.Context, end core.StepEnd, items messages.Items, pe *providers.Error, row persistence.StepRow) {
-	switch e := l.b.EndStep(end, l.rt.cfg.ToolMode).(type) {
+	switch e := l.b.EndStep(end, l.rt.toolMode(l.b.Model)).(type) {
 	case core.RetryForSize:
 		if !l.retryForSize(ctx, e, pe, row) {
 			end.SizeRetries = core.MaxSizeRetries // fail it as it failed
@@ -445,7 +445,7 @@ func (l *turnLoop) runTools(ctx actor.Context, e core.RunTools) {
 			s.push(Update{Item: c}.withCounters(l.counters))
 		}
 	}
-	switch d := l.b.RunCalls(e, l.rt.cfg.ToolMode, l.rt.cfg.MaxToolSteps).(type) {
+	switch d := l.b.RunCalls(e, l.rt.toolMode(l.b.Model), l.rt.cfg.MaxToolSteps).(type) {
 	case core.Abandon:
 		l.abandon(ctx, d.Turn, d.Reason, d.Text, nil)
 		return
@@ -460,10 +460,12 @@ func (l *turnLoop) runTools(ctx actor.Context, e core.RunTools) {
 	default:
 		return
 	}
-	tctx, cancel := context.WithCancel(context.Background())
+	tctx, cancel := context.WithCancel(withBranch(context.Background(), l.id))
 	l.tools, l.cancelStep = e.Step, cancel
 	self, root := ctx.Self(), ctx.ActorSystem().Root
-	reg, calls, parallel, timeout := l.rt.cfg.Tools, e.Calls, l.rt.cfg.ParallelToolCalls, l.rt.cfg.ToolTimeout
+	rt, model := l.rt, l.b.Model
+	reg := func(name string) (Tool, bool) { return rt.lookupTool(model, name) }
+	calls, parallel, timeout := e.Calls, l.rt.cfg.ParallelToolCalls, l.rt.cfg.ToolTimeout
 	go func() {
 		outs := runTools(tctx, reg, calls, parallel, timeout)
 		// A restarted actor ignores this: its step does not match.
@@ -680,7 +682,7 @@ func (l *turnLoop) spawnStep(ctx actor.Context, turn messages.TurnID, step messa
 		orig := ac
 		hashed = &orig
 	}
-	ac.Tools, ac.ToolMode, ac.ToolChoice = l.rt.offeredTools(t)
+	ac.Tools, ac.ToolMode, ac.ToolChoice = l.rt.offeredTools(t, l.b.Model)
 	ac, err := l.rt.outbound().context(ac)
 	if err != nil {
 		l.endLoop(ctx, turn, messages.FailTurn, "redact: "+err.Error(), nil)

@@ -457,7 +457,7 @@ func TestRunToolErrors(t *testing.T) {
 		return "", ctx.Err()
 	})
 	reg, _ := NewToolRegistry(panicky, failing, slow)
-	outs := runTools(bg, reg, []messages.ToolCall{{CallID: "1", Name: "boom"}, {CallID: "2", Name: "fail"},
+	outs := runTools(bg, reg.Lookup, []messages.ToolCall{{CallID: "1", Name: "boom"}, {CallID: "2", Name: "fail"},
 		{CallID: "3", Name: "slow"}, {CallID: "4", Name: "missing"}}, true, 20_000_000)
 	want := []string{"panicked: bang", "error: disk full", "did not return within 20ms", "no tool is named"}
 	for i, o := range outs {

@@ -74,6 +74,8 @@ type Runtime struct {
 	sessionOf sync.Map
 
 	mem *memory // retrieval: the embedder and the branches' indexes
+	// memTools are the memory tools (memory_tools.go).
+	memTools *ToolRegistry
 
 	closeOnce sync.Once
 	closing   chan struct{} // closed when Close begins
@@ -156,6 +158,7 @@ func Open(ctx context.Context, cfg Config) (*Runtime, error) {
 		r.kills = &cfg.Faults.Kills
 		cfg.Faults.Attach(r.kill)
 	}
+	r.memTools = newMemoryTools(r)
 	r.journals = journalStore(r.db, r.streams)
 	r.actorLog.CheckSnapshots(checkSnapshot, r.badSnapshot)
 	r.countSeed = maphash.MakeSeed()

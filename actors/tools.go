@@ -116,11 +116,14 @@ func (r *ToolRegistry) Definitions() []messages.Tool {
 	return defs
 }
 
+// toolLookup finds the tool a call names (ToolRegistry.Lookup).
+type toolLookup func(name string) (Tool, bool)
+
 // runTools runs calls, concurrently when parallel, each within timeout,
 // and returns one output per call in call order. A tool's error, panic or
 // timeout, or an unknown tool, gives an error output; cancelling ctx
 // gives "cancelled" outputs for the calls not done.
-func runTools(ctx context.Context, reg *ToolRegistry, calls []messages.ToolCall, parallel bool, timeout time.Duration) messages.Items {
+func runTools(ctx context.Context, reg toolLookup, calls []messages.ToolCall, parallel bool, timeout time.Duration) messages.Items {
 	outs := make(messages.Items, len(calls))
 	run := func(i int) {
 		outs[i] = runTool(ctx, reg, calls[i], timeout)
@@ -140,7 +143,7 @@ func runTools(ctx context.Context, reg *ToolRegistry, calls []messages.ToolCall,
 }
 
 // runTool runs one call.
-func runTool(ctx context.Context, reg *ToolRegistry, c messages.ToolCall, timeout time.Duration) (out messages.ToolOutput) {
+func runTool(ctx context.Context, reg toolLookup, c messages.ToolCall, timeout time.Duration) (out messages.ToolOutput) {
 	out.CallID = c.CallID
 	fail := func(format string, args ...any) messages.ToolOutput {
 		out.Output, _ = json.Marshal(fmt.Sprintf(format, args...))
@@ -150,7 +153,7 @@ func runTool(ctx context.Context, reg *ToolRegistry, c messages.ToolCall, timeou
 	if err := ctx.Err(); err != nil {
 		return fail("error: cancelled before the tool ran")
 	}
-	t, ok := reg.Lookup(c.Name)
+	t, ok := reg(c.Name)
 	if !ok {
 		return fail("error: no tool is named %q", c.Name)
 	}

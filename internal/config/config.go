@@ -35,6 +35,7 @@ type Config struct {
 	Local        LocalConfig            `mapstructure:"local"`
 	Librarian    LibrarianConfig        `mapstructure:"librarian"`
 	Tools        ToolsConfig            `mapstructure:"tools"`
+	Memory       MemoryConfig           `mapstructure:"memory"`
 	Context      ContextConfig          `mapstructure:"context"`
 	Retrieval    RetrievalConfig        `mapstructure:"retrieval"`
 	Server       ServerConfig           `mapstructure:"server"`
@@ -201,6 +202,15 @@ type ToolsConfig struct {
 	MaxSteps int           `mapstructure:"max_steps"` // steps per turn calling the runtime's tools (not a client's)
 	Timeout  time.Duration `mapstructure:"timeout"`   // per tool call
 	Parallel bool          `mapstructure:"parallel"`  // let the model call several tools in one step
+}
+
+// MemoryConfig is what the model is offered to use the conversation's
+// memory itself.
+type MemoryConfig struct {
+	// Tools offers the model the runtime's memory tools (search_memory,
+	// pin_fact, unpin_fact), run inside the runtime whatever tools.mode
+	// says but parse_only.
+	Tools bool `mapstructure:"tools"`
 }
 
 // Tool modes accepted by tools.mode.

@@ -83,7 +83,7 @@ func TestFlattenKeys(t *testing.T) {
 		}
 	}
 	if want := map[string]bool{"log": true, "store": true, "runtime": true, "stream": true, "local": true, "librarian": true,
-		"models": true, "models.gpt": true, "models.claude": true, "models.local": true, "tools": true, "context": true, "retrieval": true, "server": true,
+		"models": true, "models.gpt": true, "models.claude": true, "models.local": true, "tools": true, "memory": true, "context": true, "retrieval": true, "server": true,
 		"redaction": true, "retention": true, "cluster": true}; !reflect.DeepEqual(sections, want) {
 		t.Errorf("flatten(Default()) sections = %v, want %v", sections, want)
 	}

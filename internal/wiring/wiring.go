@@ -112,6 +112,7 @@ func settings(c config.Config) actors.Config {
 		MaxToolSteps:      c.Tools.MaxSteps,
 		ToolTimeout:       c.Tools.Timeout,
 		ParallelToolCalls: c.Tools.Parallel,
+		MemoryTools:       c.Memory.Tools,
 		Rank:              &rank,
 		NoRetrieval:       !c.Retrieval.Enabled,
 		ChunkOverlap:      c.Retrieval.ChunkOverlapTokens,

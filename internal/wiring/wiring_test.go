@@ -29,6 +29,7 @@ func TestRuntimeSetsEveryField(t *testing.T) {
 		"NoRetrieval":        true, // retrieval.enabled: true
 		"SkipFinalizedFsync": true, // stream.fsync_finalized: true
 		"ToolMode":           true, // tools.mode: disabled
+		"MemoryTools":        true, // memory.tools: false
 		"Redaction":          true, // redaction.patterns: none
 		"Faults":             true, // ctxinf chaos's kill switch, never a key
 	}
