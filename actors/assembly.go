@@ -113,7 +113,9 @@ func (a *branchActor) assemble(turn messages.TurnID, continuation messages.Items
 // to rebuild it from the store.
 func (a *branchActor) assembleFor(userNode messages.NodeID, user messages.Message, continuation messages.Items) (
 	messages.AssembledContext, core.AssemblyReport, *persistence.ContextRecipe, error) {
-	recipe := &persistence.ContextRecipe{State: a.b.State.ID, Pinned: slices.Clone(a.b.State.Pinned), User: userNode}
+	t0 := markNow()
+	recipe := &persistence.ContextRecipe{State: a.b.State.ID, Pinned: slices.Clone(a.b.State.Pinned), User: userNode,
+		Latency: &persistence.ContextLatency{}}
 	pending := a.b.Pending()
 	if need := a.b.Policy.K - 2*len(pending); need > 0 {
 		recipe.Window = slices.Clone(a.b.Window[max(len(a.b.Window)-need, 0):])
@@ -162,6 +164,7 @@ func (a *branchActor) assembleFor(userNode messages.NodeID, user messages.Messag
 	// recipe.Hash is left to whoever needs it: a turn's step hashes the
 	// context it sends once the stream is under way (stepDone.hash).
 	recipe.Estimated = rep.Total
+	recipe.Latency.AssembleMicros = t0.elapsed().Microseconds()
 	for _, sec := range rep.Sections {
 		if sec.Name == core.SectionRetrieved {
 			recipe.RetrievalTokens = sec.Tokens
@@ -234,7 +237,9 @@ func (a *branchActor) retrieve(user messages.Message, recipe *persistence.Contex
 		verbatim[t] = true
 	}
 	t0 := markNow()
-	hits, err := a.rt.mem.search(ctx, a.id, user.RenderedText, a.rt.mem.opts, verbatim)
+	var took searchTook
+	hits, err := a.rt.mem.search(ctx, a.id, user.RenderedText, a.rt.mem.opts, verbatim, &took)
+	recipe.Latency.EmbedMicros, recipe.Latency.SearchMicros = took.embed.Microseconds(), took.search.Microseconds()
 	if obs := a.rt.cfg.ObserveRetrieval; obs != nil {
 		obs(a.id, len(hits), t0.elapsed(), err)
 	}

@@ -99,6 +99,7 @@ type (
 		turns   []messages.TurnID
 		summary string
 		err     error
+		took    time.Duration // the summarizer's call
 	}
 	indexDone struct {
 		turn messages.TurnID
@@ -106,6 +107,7 @@ type (
 		vecs []persistence.VectorRow
 		ups  []persistence.TermUpdate
 		err  error
+		took time.Duration // chunking and embedding the turn
 	}
 	shrinkDone struct {
 		epoch   uint64 // of the head summary shrunk

@@ -164,6 +164,9 @@ func (f *folder) commit(ctx actor.Context, m *summaryDone) {
 		return
 	}
 	c.persistAll(ctx, evs)
+	for _, t := range m.turns {
+		c.rt.latency.summarized(t, m.took)
+	}
 	if f.manual && f.summarizing == 0 {
 		f.again(ctx) // a manual fold goes on until nothing is pending
 	}

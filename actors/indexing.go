@@ -103,6 +103,7 @@ func (x *indexJobs) finished(ctx actor.Context, m *indexDone) {
 	}
 	x.retries.lost = 0
 	defer x.retries.retryNow(ctx)
+	c.rt.latency.indexed(m.turn, m.took)
 	evs, err := c.b.MarkIndexed(m.turn, len(m.rows), c.now())
 	if err != nil {
 		c.rt.log.Warn().Err(err).Str("branch", c.id.String()).Msg("mark indexed")

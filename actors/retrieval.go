@@ -308,13 +308,20 @@ func (m *memory) scopes(ctx context.Context, branch messages.BranchID, wait bool
 // its ancestors' up to the fork points), leaving out the chunks whose
 // source turn exclude holds (they are in the prompt verbatim), and
 // returns the hits with their chunk rows.
+//
+// took, if not nil, gets the time spent embedding text and searching.
 func (m *memory) search(ctx context.Context, branch messages.BranchID, text string, opts retrieval.RankOptions,
-	exclude map[messages.TurnID]bool) ([]Hit, error) {
+	exclude map[messages.TurnID]bool, took *searchTook) ([]Hit, error) {
 	scopes, err := m.scopes(ctx, branch, false)
 	if err != nil {
 		return nil, err
 	}
+	t0 := markNow()
 	vecs, err := m.embed.Embed(ctx, []string{text})
+	if took != nil {
+		took.embed = t0.elapsed()
+		defer func() { took.search = t0.elapsed() - took.embed }()
+	}
 	if err != nil {
 		return nil, fmt.Errorf("embed the query with %s: %w", m.ns, err)
 	}
@@ -410,7 +417,7 @@ func (r *Runtime) Search(ctx context.Context, branch messages.BranchID, query st
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	return r.mem.search(ctx, branch, query, o, nil)
+	return r.mem.search(ctx, branch, query, o, nil, nil)
 }
 
 // SearchAndForce is Search for query (none when it is empty) and then,
@@ -525,3 +532,7 @@ func (a *branchActor) force(ctx actor.Context, chunks []messages.ChunkID) error 
 	}
 	return err
 }
+
+// searchTook is where a search spent its time: embedding the query, and
+// the rest (the search, reading the hits' rows).
+type searchTook struct{ embed, search time.Duration }

@@ -425,7 +425,9 @@ func (l *librarian) summarize(ctx actor.Context, m *summarizeReq) {
 	}
 	if done.err == nil {
 		sctx := withOutbound(WithPinnedFacts(context.Background(), m.pinned), l.rt.outbound())
+		t0 := markNow()
 		done.summary, done.err = l.rt.cfg.Summarize(sctx, m.previous, exchanges)
+		done.took = t0.elapsed()
 	}
 	done.err = l.rt.cfg.Scrub.Error(done.err)
 	if done.err == nil && m.count != nil {
@@ -503,9 +505,11 @@ func (ix *indexer) Receive(ctx actor.Context) {
 		ix.rt.jobs.done(m)
 		return // lost, unanswered (tests)
 	}
+	t0 := markNow()
 	rows, vecs, ups, err := ix.chunks(m)
+	took := t0.elapsed()
 	ix.rt.jobs.done(m)
-	ctx.Send(m.from, &indexDone{turn: m.turn, rows: rows, vecs: vecs, ups: ups, err: err})
+	ctx.Send(m.from, &indexDone{turn: m.turn, rows: rows, vecs: vecs, ups: ups, err: err, took: took})
 }
 
 // index chunks a turn's two messages and stores the chunks; it returns

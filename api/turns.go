@@ -77,6 +77,9 @@ type TurnInfo struct {
 	// Partial is set when a crash cut the turn's step off: the output
 	// recovered for it, to show labeled incomplete.
 	Partial *PartialOutput `json:"partial,omitempty"`
+	// Latency is where the turn's time went, in milliseconds; a part
+	// not known is left out (see TurnLatency).
+	Latency TurnLatency `json:"latency"`
 	// System, Tools, ToolMode, ToolChoice and Params are what the turn's
 	// model was given beside the messages, as its first provider step
 	// recorded it: an API client's system prompt (the runtime's
@@ -166,4 +169,22 @@ type HistoryEntry struct {
 type History struct {
 	Entries []HistoryEntry   `json:"entries"`
 	Before  *messages.NodeID `json:"before,omitempty"`
+}
+
+// TurnLatency is where a turn's time went (SRD §15.1), in milliseconds:
+// building its first provider step's context (embedding the retrieval
+// query, the search, the whole assembly, which holds both), its provider
+// steps from start to end, the summarizer's call that folded it and the
+// chunking and embedding that indexed it. A part not known is left out:
+// the context's parts of a turn recorded or imported rather than run;
+// summarize and index before the turn is folded and indexed, or when the
+// runtime that did it has restarted since (it keeps them in memory, for
+// its last 65,536 turns).
+type TurnLatency struct {
+	EmbedMs     float64 `json:"embed_ms,omitempty"`
+	SearchMs    float64 `json:"search_ms,omitempty"`
+	AssembleMs  float64 `json:"assemble_ms,omitempty"`
+	StreamMs    float64 `json:"stream_ms,omitempty"`
+	SummarizeMs float64 `json:"summarize_ms,omitempty"`
+	IndexMs     float64 `json:"index_ms,omitempty"`
 }

@@ -235,6 +235,15 @@ type StepRow struct {
 	Context *ContextRecipe `json:"context,omitempty"`
 }
 
+// ContextLatency is where the assembly of a step's context spent its
+// time (SRD §15.1), in microseconds: embedding the retrieval query, the
+// hybrid search, and the whole assembly (which holds both).
+type ContextLatency struct {
+	EmbedMicros    int64 `json:"embed_us,omitempty"`
+	SearchMicros   int64 `json:"search_us,omitempty"`
+	AssembleMicros int64 `json:"assemble_us,omitempty"`
+}
+
 // ContextRecipe is what a context was assembled from: the head state
 // (its summary is in a StateRow), the pinned facts at the time, the
 // transcript nodes of the verbatim window, the pending turns, the user
@@ -257,8 +266,11 @@ type ContextRecipe struct {
 	Estimated       int    `json:"estimated_tokens"` // the assembler's count of the context
 	// RetrievalTokens is how much of RetrievalMax the retrieved memory
 	// used, as the assembler counted it.
-	RetrievalTokens int    `json:"retrieval_tokens,omitempty"`
-	Hash            string `json:"hash"`
+	RetrievalTokens int `json:"retrieval_tokens,omitempty"`
+	// Latency is where the assembly spent its time; nil in recipes
+	// written before it was recorded.
+	Latency *ContextLatency `json:"latency,omitempty"`
+	Hash    string          `json:"hash"`
 	// Retrieved are the chunks retrieval offered the assembler, with
 	// their scores; RetrievalError why retrieval failed, if it did (the
 	// turn then went on without it).

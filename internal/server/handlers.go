@@ -412,6 +412,11 @@ func TurnInfo(ctx context.Context, rt *actors.Runtime, branch messages.BranchID,
 	if ok {
 		out.Partial = partialOutput(&rec)
 	}
+	lat, err := rt.TurnLatency(ctx, turn)
+	if err != nil {
+		return api.TurnInfo{}, err
+	}
+	out.Latency = turnLatency(lat)
 	return out, nil
 }
 

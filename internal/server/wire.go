@@ -186,3 +186,10 @@ func mapNil[T, U any](in []T, f func(T) U) []U {
 	}
 	return mapAll(in, f)
 }
+
+// turnLatency is the API form of a turn's latency, in milliseconds.
+func turnLatency(l actors.TurnLatency) api.TurnLatency {
+	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+	return api.TurnLatency{EmbedMs: ms(l.Embed), SearchMs: ms(l.Search), AssembleMs: ms(l.Assemble),
+		StreamMs: ms(l.Stream), SummarizeMs: ms(l.Summarize), IndexMs: ms(l.Index)}
+}

@@ -62,6 +62,7 @@ func wireValues() []wireValue {
 		{"Turn", Turn(persistence.TurnRow{Phase: messages.PhaseAccepted}), apiTurn},
 		{"TurnInfo", client.TurnInfo{Turn: api.Turn{Phase: messages.PhaseAccepted}}, client.TurnInfo{Turn: apiTurn, Steps: []client.StepInfo{stepInfo},
 			Chunks: []client.ChunkInfo{chunkInfo}, Partial: partial, System: "sys",
+			Latency:  api.TurnLatency{EmbedMs: 0.1, SearchMs: 0.4, AssembleMs: 0.9, StreamMs: 812.5, SummarizeMs: 3.2, IndexMs: 1.1},
 			Tools:    []messages.Tool{{Name: "f", Description: "d", InputSchema: []byte(`{"type":"object"}`)}},
 			ToolMode: messages.ToolsEnabled, ToolChoice: messages.ToolChoice{Mode: "tool", Name: "f"},
 			Params: messages.GenParams{Temperature: &temp}}},
