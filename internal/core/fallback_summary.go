@@ -2,6 +2,7 @@ package core
 
 import (
 	"regexp"
+	"slices"
 	"strings"
 )
 
@@ -88,9 +89,9 @@ const userSubject = "The user"
 // summaryBuilder gathers a fallback summary's lines by section.
 type summaryBuilder struct {
 	lines [numSections][]string
-	// where maps a line's key (normalize of its text) to its section, so
+	// where maps a line's key (normalize of its text) to where it is, so
 	// that a line said again moves instead of repeating.
-	where map[string]int
+	where map[string]placed
 	// superseded holds the keys (dedupKey) of statements a later revision
 	// replaced (RequiredEntities leaves them out).
 	superseded map[string]bool
@@ -99,16 +100,32 @@ type summaryBuilder struct {
 	seenArt   map[string]bool
 }
 
+// placed is a line and its section.
+type placed struct {
+	sec  int
+	line string
+}
+
 type foundArtifact struct {
 	e        Entity
 	sentence string
 }
 
 func newSummaryBuilder(previous string, exchanges []Exchange) *summaryBuilder {
-	s := &summaryBuilder{where: map[string]int{}, superseded: map[string]bool{}, seenArt: map[string]bool{}}
+	s := &summaryBuilder{where: map[string]placed{}, superseded: map[string]bool{}, seenArt: map[string]bool{}}
 	// A statement in a sentence a later revision replaced is dropped,
 	// unless it is also said in a sentence still in force (the rule of
-	// RequiredEntities).
+	// RequiredEntities). A statement the previous summary kept was in
+	// force when it was written: only a revision among the new exchanges
+	// can replace one, and without one the extractor need not run.
+	revised := false
+	for _, ex := range exchanges {
+		revised = revised || revisionRE.MatchString(strings.ToLower(ex.User)) ||
+			revisionRE.MatchString(strings.ToLower(ex.Assistant))
+	}
+	if !revised {
+		return s
+	}
 	var x extractor
 	x.text(previous)
 	for _, ex := range exchanges {
@@ -139,16 +156,14 @@ func (s *summaryBuilder) add(sec int, text string) {
 		return
 	}
 	if old, ok := s.where[key]; ok {
-		l := s.lines[old]
-		for i := range l {
-			if normalize(l[i][2:]) == key {
-				s.lines[old] = append(l[:i:i], l[i+1:]...)
-				break
-			}
+		l := s.lines[old.sec]
+		if i := slices.Index(l, old.line); i >= 0 {
+			s.lines[old.sec] = append(l[:i:i], l[i+1:]...)
 		}
 	}
-	s.where[key] = sec
-	s.lines[sec] = append(s.lines[sec], "- "+text)
+	line := "- " + text
+	s.where[key] = placed{sec, line}
+	s.lines[sec] = append(s.lines[sec], line)
 	if over := len(s.lines[sec]) - sectionCaps[sec]; over > 0 {
 		for _, l := range s.lines[sec][:over] {
 			delete(s.where, normalize(l[2:]))
@@ -233,11 +248,9 @@ func (s *summaryBuilder) readPrevious(previous string) {
 				s.seenArt[dedupKey(e)] = true
 			}
 		case sec == secDecisions || sec == secFacts:
-			if k := statementKind(body); k == EntityConstraint || sec == secDecisions {
-				if sec == secDecisions {
-					k = EntityDecision
-				}
-				s.statement(k, body)
+			// A statement a revision among the exchanges replaced goes
+			// (statements of either kind share their key).
+			if s.superseded[dedupKey(Entity{Kind: EntityDecision, Text: clipBytes(strings.TrimRight(body, ".;: "), StatementMaxBytes)})] {
 				continue
 			}
 			s.add(sec, body)
