@@ -318,6 +318,7 @@ func (s *summaryBuilder) readText(text, who string, user bool) {
 
 func (s *summaryBuilder) sentence(sentence, who string, user bool) {
 	question := strings.HasSuffix(strings.TrimRight(sentence, `"'”’)] `), "?")
+	entities := ExtractEntities(sentence)
 	if k := statementKind(sentence); k != 0 {
 		s.statement(k, sentence)
 	} else if !question {
@@ -326,12 +327,12 @@ func (s *summaryBuilder) sentence(sentence, who string, user bool) {
 			s.add(secGoals, thirdPerson(sentence, who))
 		case user && (factRE.MatchString(sentence) || nameRE.MatchString(sentence)):
 			s.add(secFacts, thirdPerson(sentence, who))
-		case user && len(strings.Fields(sentence)) >= 4 && hasArtifact(sentence):
+		case user && len(strings.Fields(sentence)) >= 4 && namesExact(entities, false):
 			// A statement of the user's that names something exact
 			// ("The deploy target is eu-west-1.") is a fact as said.
 			s.add(secFacts, thirdPerson(sentence, who))
 		case !user && len(strings.Fields(sentence)) >= 5 && !speakerRE.MatchString(sentence) &&
-			!strings.ContainsAny(sentence, "\"“") && hasExact(sentence):
+			!strings.ContainsAny(sentence, "\"“") && namesExact(entities, true):
 			// The assistant stating something exact about the world
 			// ("The staging database listens on port 5433."), not about
 			// itself or the user, nor quoting.
@@ -340,7 +341,7 @@ func (s *summaryBuilder) sentence(sentence, who string, user bool) {
 			s.add(secOpen, thirdPerson(sentence, who))
 		}
 	}
-	for _, e := range ExtractEntities(sentence) {
+	for _, e := range entities {
 		// The assistant's numbers and quotes are mostly its own framing
 		// ("5 words", the user's words quoted back): they count only in
 		// a line kept for itself (a decision, an open item).
@@ -567,10 +568,11 @@ func statementKind(s string) EntityKind {
 // speakers, not the world.
 var speakerRE = regexp.MustCompile(`(?i)\b(?:i|i'm|i've|i'll|i'd|me|my|you|your|you're|yours)\b`)
 
-// hasExact reports whether s names something exact: a path, URL, symbol
-// or id, or a number of two digits or more.
-func hasExact(s string) bool {
-	for _, e := range ExtractEntities(s) {
+// namesExact reports whether entities (a sentence's) name something
+// exact: a path, URL, symbol or id, or, with numbers, a number of two
+// digits or more.
+func namesExact(entities []Entity, numbers bool) bool {
+	for _, e := range entities {
 		switch e.Kind {
 		case EntityPath, EntityURL, EntitySymbol, EntityID:
 			return true
@@ -581,21 +583,9 @@ func hasExact(s string) bool {
 					digits++
 				}
 			}
-			if digits >= 2 {
+			if numbers && digits >= 2 {
 				return true
 			}
-		}
-	}
-	return false
-}
-
-// hasArtifact reports whether s names a path, URL, symbol or id (not
-// only a number or a quote).
-func hasArtifact(s string) bool {
-	for _, e := range ExtractEntities(s) {
-		switch e.Kind {
-		case EntityPath, EntityURL, EntitySymbol, EntityID:
-			return true
 		}
 	}
 	return false
