@@ -191,3 +191,37 @@ func TestMemoryToolsOffByDefault(t *testing.T) {
 		t.Fatalf("tools %v mode %q offered with memory.tools off", c.Tools, c.ToolMode)
 	}
 }
+
+// A model's own setting (Model.MemoryTools, memory.tools_models) decides
+// for the branches on it: with the memory tools off for the runtime, a
+// branch that selected a model opted in is offered them, one on the
+// default model is not; and a model opted out is not offered them when
+// the runtime's setting is on.
+func TestMemoryToolsPerModel(t *testing.T) {
+	t.Parallel()
+	for _, runtimeOn := range []bool{false, true} {
+		def, named := fake.New(fake.Step{Reply: "ok"}), fake.New(fake.Step{Reply: "ok"})
+		cfg := testConfig(t, t.TempDir(), newEvents())
+		cfg.Provider, cfg.MemoryTools = def, runtimeOn
+		cfg.Models = map[string]Model{"named": {Provider: named, ID: "named-1", MemoryTools: new(!runtimeOn)}}
+		r, b := branchOn(t, cfg)
+		_, other, err := r.CreateSession(bg, "other")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := r.SelectModel(bg, other.ID, "named"); err != nil {
+			t.Fatal(err)
+		}
+		runTurn(t, r, b, "hello")
+		runTurn(t, r, other.ID, "hello")
+		offered := func(p *fake.Provider) bool {
+			return slices.ContainsFunc(p.Requests()[0].Context.Tools, func(tool messages.Tool) bool { return tool.Name == SearchMemoryTool })
+		}
+		if got := offered(def); got != runtimeOn {
+			t.Errorf("runtime setting %v: the default model's branch offered the memory tools: %v", runtimeOn, got)
+		}
+		if got := offered(named); got != !runtimeOn {
+			t.Errorf("runtime setting %v, model's %v: the named model's branch offered the memory tools: %v", runtimeOn, !runtimeOn, got)
+		}
+	}
+}

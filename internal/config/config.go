@@ -11,7 +11,10 @@
 // reflection, so there is no second list to keep in step.
 package config
 
-import "time"
+import (
+	"slices"
+	"time"
+)
 
 // Size units for byte-valued settings.
 const (
@@ -209,8 +212,21 @@ type ToolsConfig struct {
 type MemoryConfig struct {
 	// Tools offers the model the runtime's memory tools (search_memory,
 	// pin_fact, unpin_fact), run inside the runtime whatever tools.mode
-	// says but parse_only.
+	// says but parse_only, on every model.
 	Tools bool `mapstructure:"tools"`
+	// ToolsModels names the entries of Models whose branches are offered
+	// the memory tools when Tools is false: the opt-in per model. A
+	// branch on the default model follows default_model's entry (local's
+	// when it falls back to the local provider). In the environment,
+	// CTX_MEMORY_TOOLS_MODELS is comma-separated.
+	ToolsModels []string `mapstructure:"tools_models"`
+}
+
+// MemoryToolsOn reports whether the branches on the models entry name
+// are offered the memory tools (memory.tools, or name among
+// memory.tools_models).
+func (c Config) MemoryToolsOn(name string) bool {
+	return c.Memory.Tools || slices.Contains(c.Memory.ToolsModels, name)
 }
 
 // Tool modes accepted by tools.mode.
@@ -482,6 +498,7 @@ func Default() Config {
 			ProxyMaxImport:    500,
 			Tenants:           []TenantConfig{},
 		},
+		Memory: MemoryConfig{ToolsModels: []string{}},
 		Tools: ToolsConfig{
 			Mode:     ToolsDisabled,
 			MaxSteps: 8,

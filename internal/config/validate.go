@@ -57,6 +57,7 @@ func (c Config) Validate() error {
 	p.inRange("server.proxy_max_import", int64(c.Server.ProxyMaxImport), 1, 1_000_000)
 	c.Server.validateTenants(&p)
 	p.oneOf("tools.mode", c.Tools.Mode, ToolsDisabled, ToolsParseOnly, ToolsEnabled)
+	c.validateMemory(&p)
 	p.inRange("tools.max_steps", int64(c.Tools.MaxSteps), 1, 1000)
 	p.durationIn("tools.timeout", c.Tools.Timeout, time.Millisecond, 24*time.Hour)
 	c.Redaction.validate(&p, "redaction.")
@@ -100,6 +101,38 @@ func (r RetrievalConfig) validate(p *problems, prefix string) {
 	p.inRange(prefix+"top_k", int64(r.TopK), 1, int64(max(r.Overfetch, 1)))
 	p.inRange(prefix+"neighbours", int64(r.Neighbours), 0, 8)
 	p.inRange(prefix+"max_k", int64(r.MaxK), int64(max(r.TopK, 1)), int64(max(r.Overfetch, 1)))
+}
+
+// validateMemory checks the memory section: memory.tools_models names
+// models entries, each once, and the memory tools are not asked for
+// where tools.mode runs no tool of the runtime's.
+func (c Config) validateMemory(p *problems) {
+	seen := map[string]int{}
+	for i, name := range c.Memory.ToolsModels {
+		key := fmt.Sprintf("memory.tools_models[%d]", i)
+		if j, ok := seen[name]; ok {
+			p.addf("%s: %q is memory.tools_models[%d] already", key, name, j)
+			continue
+		}
+		seen[name] = i
+		if _, ok := c.Models[name]; !ok {
+			names := make([]string, 0, len(c.Models))
+			for n := range c.Models {
+				names = append(names, n)
+			}
+			sort.Strings(names)
+			p.addf("%s: %q names no models entry (%s)", key, name, strings.Join(names, ", "))
+		}
+	}
+	if c.Tools.Mode == ToolsParseOnly {
+		switch {
+		case c.Memory.Tools:
+			p.addf("memory.tools: true, but tools.mode parse_only runs no tool of the runtime's: set tools.mode to disabled or enabled, or memory.tools to false")
+		case len(c.Memory.ToolsModels) > 0:
+			p.addf("memory.tools_models: %q, but tools.mode parse_only runs no tool of the runtime's: set tools.mode to disabled or enabled, or empty the list",
+				c.Memory.ToolsModels)
+		}
+	}
 }
 
 // validateModels checks every models entry and that default_model names

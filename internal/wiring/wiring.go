@@ -68,6 +68,7 @@ func Runtime(c config.Config, env Env) (actors.Config, error) {
 	cfg.Store = StoreOptions(c, env.StoreKey, env.Log, "")
 	cfg.Postgres = pg
 	cfg.Provider, cfg.Model, cfg.Models, cfg.Unavailable = def.Provider, def.ID, models, unavailable
+	cfg.MemoryTools = memoryTools(c, models)
 	cfg.Counter = TokenCounter
 	cfg.Tools = Tools(time.Now)
 	cfg.Logger = env.Log
@@ -117,6 +118,28 @@ func settings(c config.Config) actors.Config {
 		NoRetrieval:       !c.Retrieval.Enabled,
 		ChunkOverlap:      c.Retrieval.ChunkOverlapTokens,
 	}
+}
+
+// memoryTools sets on models the memory tools of their entries where
+// memory.tools_models opts them in, and returns whether the branches on
+// the default model are offered them: default_model's entry's setting
+// (local's when the default falls back to the local provider). The
+// runtime's setting (actors.Config.MemoryTools) is the default model's,
+// so an entry opted out while the default model is opted in says so
+// itself.
+func memoryTools(c config.Config, models map[string]actors.Model) bool {
+	def := c.DefaultModel
+	if _, ok := models[def]; !ok || def == "" {
+		def = "local"
+	}
+	defOn := c.MemoryToolsOn(def)
+	for name, m := range models {
+		if on := c.MemoryToolsOn(name); on || defOn {
+			m.MemoryTools = new(on)
+			models[name] = m
+		}
+	}
+	return defOn
 }
 
 // Fill returns cfg with the settings that actors.Open requires and cfg
