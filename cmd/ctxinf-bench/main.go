@@ -36,6 +36,12 @@ Commands:
                  in the context the next turn would get) with the
                  context's tokens, per category; --curve runs once per
                  value of a configuration key
+  eval memtools [--data FILE] [--questions N] [--json]
+                 the memory tools on the LoCoMo conversations: each
+                 question asked of a scripted model without and with
+                 search_memory (used when the evidence is not in the
+                 context): answer rates, and per turn that searched the
+                 extra steps, input tokens and latency
   context [--small N] [--large M] [--sample S] [--json]
                  context assembly latency at N and M turns of history;
                  working-set tokens per turn against the full history
@@ -73,14 +79,15 @@ Global flags:
 
 // commands are the project's own harnesses, each with why it does not ship:
 var commands = []cli.Command{
-	{Name: "store", Run: bench.Store},         // the store's figures against the SRD's targets
-	{Name: "stream", Run: bench.Stream},       // the streaming path, against a fake model API
-	{Name: "context", Run: bench.Context},     // context assembly and its token savings on generated histories
-	{Name: "retrieval", Run: bench.Retrieval}, // ingest and query latency on generated conversations
-	{Name: "import", Run: bench.Import},       // import of generated sessions
-	{Name: "mcp", Run: bench.MCP},             // the MCP tools' latency over stdio on a long branch
-	{Name: "eval serve", Run: eval.Serve},     // the retriever of the project's LoCoMo evaluation (ctxeval/1)
-	{Name: "eval recall", Run: eval.Recall},   // what reaches the model: the LoCoMo evaluation of context recall
+	{Name: "store", Run: bench.Store},              // the store's figures against the SRD's targets
+	{Name: "stream", Run: bench.Stream},            // the streaming path, against a fake model API
+	{Name: "context", Run: bench.Context},          // context assembly and its token savings on generated histories
+	{Name: "retrieval", Run: bench.Retrieval},      // ingest and query latency on generated conversations
+	{Name: "import", Run: bench.Import},            // import of generated sessions
+	{Name: "mcp", Run: bench.MCP},                  // the MCP tools' latency over stdio on a long branch
+	{Name: "eval serve", Run: eval.Serve},          // the retriever of the project's LoCoMo evaluation (ctxeval/1)
+	{Name: "eval recall", Run: eval.Recall},        // what reaches the model: the LoCoMo evaluation of context recall
+	{Name: "eval memtools", Run: eval.MemoryTools}, // what the memory tools add: answer rate and cost, with a scripted model
 }
 
 func main() { os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)) }

@@ -63,6 +63,12 @@ func Serve(e *cli.Env, args []string) error {
 // (a fresh temporary one when empty, removed by done) with e's
 // configuration, on the offline local provider.
 func openEval(e *cli.Env, dataDir string, batch int) (s *evalServer, done func(), err error) {
+	return openEvalWith(e, dataDir, batch, nil)
+}
+
+// openEvalWith is openEval with the runtime's configuration changed by
+// edit, if not nil, before the runtime opens.
+func openEvalWith(e *cli.Env, dataDir string, batch int, edit func(*actors.Config)) (s *evalServer, done func(), err error) {
 	path, rm, err := cli.WorkDir(dataDir, "ctxinf-eval-")
 	if err != nil {
 		return nil, nil, err
@@ -81,6 +87,9 @@ func openEval(e *cli.Env, dataDir string, batch int) (s *evalServer, done func()
 	// Load the token counter's encoding before the first conversation
 	// rather than in its first fold (it is counted into flush otherwise).
 	cfg.Counter(cfg.Provider.Name(), cfg.Model)("warm up")
+	if edit != nil {
+		edit(&cfg)
+	}
 	rt, err := ctxinf.Open(context.Background(), ctxinf.Options{Config: &cfg})
 	if err != nil {
 		rm()
