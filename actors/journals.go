@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"sync"
 	"time"
 
 	"github.com/contextinfinity/ctxinf/messages"
@@ -47,11 +48,41 @@ type journalKeeper interface {
 }
 
 // journalStore returns where the journals of db's runtime live: db's
-// own journals if it keeps them, the files of streams otherwise
-// (Badger's runtime).
+// own journals if it keeps them, the segment files of streams otherwise
+// (Badger's runtime; persistence.SegmentJournals, which also reads the
+// journals of earlier versions, a file a step). The caller closes it
+// with closeJournals.
 func journalStore(db persistence.Database, streams string) persistence.JournalStore {
 	if k, ok := db.(journalKeeper); ok {
 		return k.Journals()
 	}
-	return persistence.FileJournals(streams)
+	return persistence.NewSegmentJournals(streams)
+}
+
+// closeJournals closes a journal store that journalStore opened, if it
+// has something to close (the segment being written).
+func closeJournals(js persistence.JournalStore) error {
+	if c, ok := js.(*persistence.SegmentJournals); ok {
+		return c.Close()
+	}
+	return nil
+}
+
+// openJournals holds the journal store of each runtime open in this
+// process, by its streams directory: a report on a running runtime
+// (the server's) reads the runtime's store, and does not read every
+// segment again into an index of its own.
+var openJournals sync.Map // streams dir -> persistence.JournalStore
+
+// reportJournals returns the journal store a report of db reads: the
+// store of the runtime open on streams if there is one, a store of its
+// own otherwise, and what ends the caller's use of it.
+func reportJournals(db persistence.Database, streams string) (persistence.JournalStore, func()) {
+	if _, ok := db.(journalKeeper); !ok {
+		if js, ok := openJournals.Load(streams); ok {
+			return js.(persistence.JournalStore), func() {}
+		}
+	}
+	js := journalStore(db, streams)
+	return js, func() { closeJournals(js) }
 }

@@ -1,13 +1,11 @@
 package actors
 
 import (
-	"os"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/contextinfinity/ctxinf/messages"
-	"github.com/contextinfinity/ctxinf/persistence"
 	"github.com/contextinfinity/ctxinf/providers/fake"
 )
 
@@ -47,12 +45,11 @@ func TestPruneJournals(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		path := persistence.JournalPath(r.streams, row.Step)
 		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
-			if _, err := os.Stat(path); err == nil {
+			if hasJournal(t, r.streams, row.Step) {
 				return row.Step
 			} else if time.Now().After(deadline) {
-				t.Fatalf("journal of turn %q: %v", text, err)
+				t.Fatalf("journal of turn %q: missing", text)
 			}
 		}
 	}
@@ -62,10 +59,7 @@ func TestPruneJournals(t *testing.T) {
 	clock.Add(int64(2 * time.Hour))
 	young := turn("third", messages.PhaseResponseFinalized)
 
-	exists := func(step messages.StepID) bool {
-		_, err := os.Stat(persistence.JournalPath(r.streams, step))
-		return err == nil
-	}
+	exists := func(step messages.StepID) bool { return hasJournal(t, r.streams, step) }
 	if n, err := r.PruneJournals(bg); err != nil || n != 1 {
 		t.Fatalf("PruneJournals = %d, %v; want 1", n, err)
 	}

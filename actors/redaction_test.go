@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -220,13 +219,12 @@ func TestFailureEventsEchoingKeyAreScrubbed(t *testing.T) {
 		}
 	}
 	r.Close()
-	journals, _ := filepath.Glob(filepath.Join(dir, "streams", "*.jsonl"))
+	journals := journalViews(t, filepath.Join(dir, "streams"))
 	if len(journals) != 2 {
-		t.Fatalf("stream journals %v, want one per step", journals)
+		t.Fatalf("%d stream journals, want one per step", len(journals))
 	}
 	var all bytes.Buffer
-	for _, j := range journals {
-		data, _ := os.ReadFile(j)
+	for _, data := range journals {
 		all.Write(data)
 	}
 	if !strings.Contains(all.String(), "Incorrect API key provided: [redacted]") {

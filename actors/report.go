@@ -111,7 +111,8 @@ func BuildReportOfSessions(ctx context.Context, db persistence.Database, dataDir
 // allJobs and those of their branches otherwise.
 func reportOf(ctx context.Context, db persistence.Database, dataDir string, lastTurns int, sessions []persistence.SessionRow, allJobs bool) (Report, error) {
 	rep := Report{DataDir: dataDir, Sessions: []ReportSession{}}
-	journals := journalStore(db, filepath.Join(dataDir, "streams"))
+	journals, done := reportJournals(db, filepath.Join(dataDir, "streams"))
+	defer done()
 	kept := map[messages.BranchID]bool{}
 	for _, s := range sessions {
 		is := ReportSession{SessionRow: s}

@@ -162,6 +162,9 @@ func Open(ctx context.Context, cfg Config) (*Runtime, error) {
 	}
 	r.memTools = newMemoryTools(r)
 	r.journals = journalStore(r.db, r.streams)
+	if _, shared := r.db.(journalKeeper); !shared {
+		openJournals.Store(r.streams, r.journals)
+	}
 	r.actorLog.CheckSnapshots(checkSnapshot, r.badSnapshot)
 	r.countSeed = maphash.MakeSeed()
 	// Token counters may load their encodings on first use (o200k's
@@ -176,6 +179,7 @@ func Open(ctx context.Context, cfg Config) (*Runtime, error) {
 	rootProps := actor.PropsFromProducer(func() actor.Actor { rootRef = newRoot(r); return rootRef },
 		actor.WithSupervisor(r.sup))
 	if r.root, err = r.sys.Root.SpawnNamed(rootProps, "ctxinf"); err != nil {
+		openJournals.CompareAndDelete(r.streams, r.journals)
 		db.Close()
 		if lock != nil {
 			lock.Close()
@@ -283,7 +287,12 @@ func (r *Runtime) Close() error {
 		r.mem.close()
 		r.journalSyncs.Wait()
 		r.pruning.Wait()
+		openJournals.CompareAndDelete(r.streams, r.journals)
+		jerr := closeJournals(r.journals)
 		r.closeErr = r.db.Close()
+		if r.closeErr == nil && jerr != nil {
+			r.closeErr = fmt.Errorf("close stream journals: %w", jerr)
+		}
 		if r.dirLock != nil {
 			r.dirLock.Close()
 		}

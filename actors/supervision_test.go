@@ -2,7 +2,6 @@ package actors
 
 import (
 	"errors"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -176,8 +175,8 @@ func TestStepKillCallsTheProviderOnce(t *testing.T) {
 	if err != nil || len(steps) != 1 || steps[0].Outcome.Kind != messages.OutcomeFailed {
 		t.Fatalf("Steps = %+v, %v; want one failed step", steps, err)
 	}
-	if _, err := os.Stat(filepath.Join(cfg.DataDir, "streams", steps[0].ID.String()+".jsonl")); err != nil {
-		t.Fatalf("the killed step's journal: %v", err)
+	if !hasJournal(t, filepath.Join(cfg.DataDir, "streams"), steps[0].ID) {
+		t.Fatalf("the killed step's journal is missing")
 	}
 	s, err = r.Submit(bg, b.ID, "again")
 	if err != nil {

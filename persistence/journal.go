@@ -21,10 +21,12 @@ import (
 	"github.com/contextinfinity/ctxinf/messages"
 )
 
-// The stream journal (SRD §13): one JSON Lines file per streaming provider
-// step, {dir}/{step_id}.jsonl (or the same bytes in the rows of a shared
-// database: JournalStore, package pgdb), holding every raw provider event in arrival
-// order so that a crash mid-stream leaves the partial output recoverable.
+// The stream journal (SRD §13): JSON Lines per streaming provider step,
+// the file {dir}/{step_id}.jsonl as the SRD names it, or the same bytes
+// as one step's records in shared segment files (SegmentJournals, the
+// runtime's) or in the rows of a shared database (JournalStore, package
+// pgdb), holding every raw provider event in arrival order so that a
+// crash mid-stream leaves the partial output recoverable.
 // Each line is
 //
 //	{"ts":"<RFC3339Nano UTC>","provider":"...","event_type":"...","seq":N,"payload":<raw JSON>}

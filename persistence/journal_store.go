@@ -13,8 +13,9 @@ import (
 	"github.com/contextinfinity/ctxinf/messages"
 )
 
-// JournalStore is where the bytes of the stream journals live: a
-// directory of files (FileJournals, Badger's runtime) or a table of the
+// JournalStore is where the bytes of the stream journals live: shared
+// segment files of a directory (SegmentJournals, Badger's runtime), a
+// file a step (FileJournals, what earlier versions wrote) or a table of the
 // database several runtimes share (pgdb.PGDB.Journals), so that the journal
 // of a step a dead member was streaming is recovered by another. The
 // Journal above it writes the same lines, encrypted the same way, and
@@ -58,7 +59,8 @@ type JournalSink interface {
 }
 
 // FileJournals is the journals as files in dir, {dir}/{step_id}.jsonl
-// (the runtime's {data_dir}/streams). A journal's file is created at its
+// (the runtime's {data_dir}/streams before SegmentJournals, which reads
+// them still). A journal's file is created at its
 // first write, exclusively, making dir if it is missing; its directory
 // entry is made durable by its first fsync, shared with the other
 // journals of dir that sync meanwhile.

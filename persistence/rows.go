@@ -205,7 +205,10 @@ type StepRow struct {
 	Response json.RawMessage      `json:"response,omitempty"` // the raw response JSON
 	Items    messages.Items       `json:"items,omitempty"`    // the normalized transcript items
 	Outcome  messages.StepOutcome `json:"outcome"`
-	// StreamPath is the step's stream journal, relative to the data dir.
+	// StreamPath names the step's stream journal as SRD §13.1 does,
+	// relative to the data dir: streams/{step_id}.jsonl (its bytes are
+	// in the runtime's journal store; ctxinf inspect --journal writes
+	// them out).
 	StreamPath string `json:"stream_path,omitempty"`
 	Displayed  uint64 `json:"displayed"`
 	Durable    uint64 `json:"durable"`

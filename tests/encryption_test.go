@@ -122,7 +122,7 @@ func testServeEncryptionAtRest(t *testing.T, encrypted bool, keyEnv []string) {
 		case !encrypted:
 			t.Logf("%s, without encryption: the marker is in %v", when, found)
 		}
-		if journals, _ := filepath.Glob(filepath.Join(dir, "streams", "*.jsonl")); len(journals) == 0 {
+		if journals, _ := filepath.Glob(filepath.Join(dir, "streams", "*.jseg")); len(journals) == 0 {
 			t.Errorf("%s: no stream journal under the data dir: the scan covers none", when)
 		}
 		if _, err := os.Stat(filepath.Join(dir, "store", "ctxinf.redo")); err != nil {

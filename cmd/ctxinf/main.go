@@ -54,6 +54,9 @@ Commands:
   inspect [--json] [--server URL]
                  sessions, branches, heads, turns with phases, pending
                  counts and jobs in the data directory
+  inspect --journal STEP
+                 a step's stream journal as the file
+                 streams/{step_id}.jsonl of SRD 13.1
                  (chat, inspect, search and context debug ask the ctxinf
                  serve that owns the data directory when one does, or
                  the one at --server)

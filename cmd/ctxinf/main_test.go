@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io/fs"
@@ -15,6 +16,7 @@ import (
 	"testing"
 
 	"github.com/contextinfinity/ctxinf/internal/fakeapi"
+	"github.com/contextinfinity/ctxinf/persistence"
 )
 
 func TestBadConfigNamesTheKey(t *testing.T) {
@@ -124,6 +126,26 @@ func TestChatSession(t *testing.T) {
 	}
 	if err := json.Unmarshal(out.Bytes(), &rep); err != nil || len(rep.Sessions) != 1 || len(rep.Sessions[0].Branches) != 2 {
 		t.Fatalf("inspect --json = %s (%v)", out.String(), err)
+	}
+	// inspect --journal writes a step's journal as the SRD's file of
+	// JSON lines, from the segments the runtime wrote.
+	journals := persistence.NewSegmentJournals(filepath.Join(dir, "streams"))
+	steps, err := journals.List(context.Background())
+	journals.Close()
+	if err != nil || len(steps) != 2 {
+		t.Fatalf("journals %v, %v; want one per turn", steps, err)
+	}
+	out.Reset()
+	if code := run([]string{"inspect", "--journal", steps[0].String()}, nil, &out, &errOut); code != 0 {
+		t.Fatalf("inspect --journal exited %d: %s", code, errOut.String())
+	}
+	if lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n"); len(lines) < 2 || !strings.HasPrefix(lines[0], `{"ts":"`) ||
+		!strings.Contains(out.String(), "bluebird-7") || !strings.HasSuffix(out.String(), "}\n") {
+		t.Errorf("inspect --journal = %q, want the first turn's JSON lines", out.String())
+	}
+	errOut.Reset()
+	if code := run([]string{"inspect", "--journal", "nope"}, nil, &out, &errOut); code == 0 || !strings.Contains(errOut.String(), "--journal") {
+		t.Errorf("inspect --journal nope exited %d: %s; want an error naming the flag", code, errOut.String())
 	}
 }
 

@@ -3,13 +3,19 @@ package inspect
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
+	"io"
+	"io/fs"
+	"path/filepath"
 
 	"github.com/contextinfinity/ctxinf/actors"
 	"github.com/contextinfinity/ctxinf/api"
 	"github.com/contextinfinity/ctxinf/internal/cli"
 	"github.com/contextinfinity/ctxinf/internal/server"
+	"github.com/contextinfinity/ctxinf/internal/wiring"
+	"github.com/contextinfinity/ctxinf/messages"
 	"github.com/contextinfinity/ctxinf/persistence"
 )
 
@@ -22,10 +28,14 @@ func Run(e *cli.Env, args []string) error {
 	asJSON := fs.Bool("json", false, "print one JSON object")
 	last := fs.Int("turns", 5, "how many of each branch's last turns to list")
 	serverURL := fs.String("server", "", "ask the ctxinf serve at this URL (default: the data directory's, when one runs on it)")
+	journal := fs.String("journal", "", "write the stream journal of this step, as the file {data_dir}/streams/{step_id}.jsonl of SRD 13.1 (lines sealed as stored in an encrypted store)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	ctx := context.Background()
+	if *journal != "" {
+		return writeJournal(ctx, e, *journal)
+	}
 	var rep api.Report
 	var err error
 	var db persistence.Database // nil unless it opened
@@ -106,4 +116,48 @@ func Run(e *cli.Env, args []string) error {
 		fmt.Fprintf(w, "job %s branch %s turn %s\n", j.Type, j.Branch, j.Turn)
 	}
 	return nil
+}
+
+// writeJournal writes the stream journal of the step named by id to
+// stdout, byte for byte the SRD's one file per step: from the segment
+// files of {data_dir}/streams (which a running server does not lock), or
+// from the PostgreSQL store's rows.
+func writeJournal(ctx context.Context, e *cli.Env, id string) error {
+	step, err := messages.ParseID[messages.StepID](id)
+	if err != nil {
+		return fmt.Errorf("--journal: %w", err)
+	}
+	pg, err := wiring.PostgresOptions(e.Config, e.Log)
+	if err != nil {
+		return err
+	}
+	var js persistence.JournalStore
+	if pg != nil {
+		db, err := e.OpenStore(ctx)
+		if err != nil {
+			return err
+		}
+		defer db.Close()
+		k, ok := db.(interface {
+			Journals() persistence.JournalStore
+		})
+		if !ok {
+			return fmt.Errorf("--journal: the store %T keeps no stream journals", db)
+		}
+		js = k.Journals()
+	} else {
+		s := persistence.NewSegmentJournals(filepath.Join(e.Config.DataDir, "streams"))
+		defer s.Close()
+		js = s
+	}
+	r, err := js.Open(ctx, step)
+	if errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("--journal: step %s has no stream journal in %s", step, e.Config.DataDir)
+	}
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	_, err = io.Copy(e.Stdout, r)
+	return err
 }

@@ -1,0 +1,15 @@
+//go:build !linux
+
+package persistence
+
+import (
+	"errors"
+	"os"
+)
+
+// fdatasync is an fsync where there is no fdatasync.
+func fdatasync(f *os.File) error { return f.Sync() }
+
+// punchHole is errors.ErrUnsupported where there is no fallocate: the
+// caller writes zeros.
+func punchHole(*os.File, int64, int64) error { return errors.ErrUnsupported }
