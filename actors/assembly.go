@@ -220,6 +220,7 @@ func (a *branchActor) retrieve(user messages.Message, recipe *persistence.Contex
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
+	budget -= core.MemoryFrameTokens(count) // the memory's preamble and end, once
 	for _, id := range a.b.Forced {
 		c, err := a.rt.mem.chunk(ctx, id)
 		if err != nil {
@@ -227,7 +228,7 @@ func (a *branchActor) retrieve(user messages.Message, recipe *persistence.Contex
 			continue
 		}
 		add(excerpt{best: c, score: ForcedScore, rows: []persistence.ChunkRow{c}}, true)
-		budget -= count(c.Text) + core.MessageOverhead
+		budget -= core.ArtifactTokens(c.Text, count)
 	}
 	verbatim := map[messages.TurnID]bool{}
 	for _, n := range recipe.Window {

@@ -142,8 +142,8 @@ func (m *memory) around(ctx context.Context, branch messages.BranchID, hits []Hi
 }
 
 // excerpts turns hits (best first) into the excerpts a context is
-// offered, within budget tokens (0: no limit; each chunk costs its text
-// and core.MessageOverhead, as the assembler counts it): first the hits,
+// offered, within budget tokens (0: no limit; each excerpt costs its
+// text fenced, as the assembler counts it): first the hits,
 // best first, each that fits; then, for each of those in the same
 // order, up to n chunks before and after it in the conversation while
 // they fit (none of a turn in exclude: those are in the prompt
@@ -159,9 +159,22 @@ func (m *memory) excerpts(ctx context.Context, scopes []retrieval.Scope, hits []
 		}
 		return out, nil
 	}
+	type member struct {
+		row   persistence.ChunkRow
+		place chunkPlace
+		hit   int // the index of the hit it came with (its own if a hit)
+	}
+	var members []member
+	// A chunk costs its text fenced (core.ArtifactTokens) when it starts
+	// an excerpt, and its text and the line break before it when it
+	// joins one (a neighbour always does; a hit when it touches a chunk
+	// already taken).
 	used := 0
-	fits := func(row persistence.ChunkRow) bool {
-		cost := count(row.Text) + core.MessageOverhead
+	fits := func(row persistence.ChunkRow, p chunkPlace, joins bool) bool {
+		cost := count(row.Text) + 1
+		if !joins && !slices.ContainsFunc(members, func(m member) bool { return m.place.follows(p) || p.follows(m.place) }) {
+			cost = core.ArtifactTokens(row.Text, count)
+		}
 		if budget > 0 && used+cost > budget {
 			return false
 		}
@@ -169,20 +182,17 @@ func (m *memory) excerpts(ctx context.Context, scopes []retrieval.Scope, hits []
 		return true
 	}
 	tc := &turnChunks{m: m, scopes: scopes, turns: map[uint64][]persistence.ChunkRow{}}
-	type member struct {
-		row   persistence.ChunkRow
-		place chunkPlace
-		hit   int // the index of the hit it came with (its own if a hit)
-	}
-	var members []member
 	seen := map[messages.ChunkID]bool{}
 	for i, h := range hits {
-		if seen[h.Chunk.ID] || !fits(h.Chunk) {
+		if seen[h.Chunk.ID] {
 			continue
 		}
 		p, err := tc.place(ctx, h.Chunk)
 		if err != nil {
 			return nil, err
+		}
+		if !fits(h.Chunk, p, false) {
+			continue
 		}
 		seen[h.Chunk.ID] = true
 		members = append(members, member{h.Chunk, p, i})
@@ -202,7 +212,7 @@ func (m *memory) excerpts(ctx context.Context, scopes []retrieval.Scope, hits []
 				if seen[row.ID] {
 					continue
 				}
-				if !fits(row) {
+				if !fits(row, next, true) {
 					break
 				}
 				seen[row.ID] = true

@@ -531,7 +531,7 @@ func TestNeighboursComeWithTheirHit(t *testing.T) {
 			rank.Neighbours = 1
 			cfg.Rank = &rank
 			if tc.budget == 1 { // room for the staging turn's message, not for a neighbour
-				cfg.RetrievalMax = tokens.Estimate.Count(facts[0]) + core.MessageOverhead
+				cfg.RetrievalMax = core.MemoryFrameTokens(tokens.Estimate.Count) + core.ArtifactTokens(facts[0], tokens.Estimate.Count)
 			}
 			r := openRuntime(t, cfg)
 			defer r.Close()

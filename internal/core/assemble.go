@@ -15,7 +15,7 @@ type Budget struct {
 	ContextLimit    int `json:"context_limit"`    // the model's context window
 	ResponseReserve int `json:"response_reserve"` // the step's max output tokens
 	SafetyMargin    int `json:"safety_margin"`    // kept free for estimation error
-	RetrievalMax    int `json:"retrieval_max"`    // at most this many tokens of retrieved memory
+	RetrievalMax    int `json:"retrieval_max"`    // at most this many tokens of retrieved memory, its fences and preamble included
 	ChunkMax        int `json:"chunk_max"`        // a retrieved chunk above this is sent as its summary when shrinking
 }
 
@@ -24,6 +24,20 @@ func (b Budget) Input() int { return b.ContextLimit - b.ResponseReserve - b.Safe
 
 // Counter counts the tokens of a text; it must be deterministic.
 type Counter func(text string) int
+
+// ArtifactTokens is what a retrieved excerpt of text costs in a context:
+// its text fenced as the adapters send it (messages.MemoryArtifact),
+// counted with count.
+func ArtifactTokens(text string, count Counter) int {
+	return count(messages.MemoryArtifact(messages.RetrievedChunk{Text: text}))
+}
+
+// MemoryFrameTokens is what retrieved memory costs beyond its artifacts
+// (messages.MemoryText): the preamble, the end line, and the blank line
+// before the user's words, counted with count.
+func MemoryFrameTokens(count Counter) int {
+	return count(messages.MemoryPreamble) + count("\n"+messages.MemoryEnd+"\n\n")
+}
 
 // MessageOverhead is the tokens counted per message for its framing
 // (role, separators), on top of its text.
@@ -140,7 +154,8 @@ func (r AssemblyReport) Error() string {
 // (SRD §5.9, §7): sections in fixed order — system instructions, pinned
 // facts (always, verbatim), the head summary, the verbatim window,
 // pending turns in order, retrieved memory (at most RetrievalMax tokens,
-// best score first), the user message and the tool-loop continuation.
+// best score first, each chunk counted as the adapters send it: fenced,
+// after the memory's preamble, MemoryFrameTokens and ArtifactTokens), the user message and the tool-loop continuation.
 // When the result is over budget it shrinks, in the SRD's order, logging
 // each step: drop retrieved chunks, lowest score first (keeping the best
 // one for the next step); replace oversized chunks by their summaries;
@@ -170,12 +185,13 @@ func Assemble(in AssembleInput, budget Budget, count Counter) (messages.Assemble
 		summary bool
 	}
 	var chunks []chosen
-	retrieval := 0
+	frame := MemoryFrameTokens(count)
+	retrieval := frame
 	for _, c := range cands {
-		n := count(c.Chunk.Text) + MessageOverhead
+		n := ArtifactTokens(c.Chunk.Text, count)
 		if budget.RetrievalMax > 0 && retrieval+n > budget.RetrievalMax {
-			if s := c.Summary; s != "" && retrieval+count(s)+MessageOverhead <= budget.RetrievalMax {
-				n = count(s) + MessageOverhead
+			if s := c.Summary; s != "" && retrieval+ArtifactTokens(s, count) <= budget.RetrievalMax {
+				n = ArtifactTokens(s, count)
 				chunks = append(chunks, chosen{c, n, true})
 				retrieval += n
 			}
@@ -183,6 +199,18 @@ func Assemble(in AssembleInput, budget Budget, count Counter) (messages.Assemble
 		}
 		chunks = append(chunks, chosen{c, n, false})
 		retrieval += n
+	}
+	// memoryTokens is what the retrieved memory costs with chunks in it:
+	// their artifacts and, when there is one, the frame.
+	memoryTokens := func() int {
+		if len(chunks) == 0 {
+			return 0
+		}
+		t := frame
+		for _, c := range chunks {
+			t += c.tokens
+		}
+		return t
 	}
 
 	pending := slices.Clone(in.Pending)
@@ -209,10 +237,7 @@ func Assemble(in AssembleInput, budget Budget, count Counter) (messages.Assemble
 		for _, p := range pending {
 			t += pendingTokens(p)
 		}
-		for _, c := range chunks {
-			t += c.tokens
-		}
-		return t
+		return t + memoryTokens()
 	}
 	limit := budget.Input()
 	// 1. Drop retrieved chunks, lowest score first, keeping the best.
@@ -228,7 +253,7 @@ func Assemble(in AssembleInput, budget Budget, count Counter) (messages.Assemble
 		if total() <= limit || c.summary || c.c.Summary == "" || (budget.ChunkMax > 0 && c.tokens <= budget.ChunkMax) {
 			continue
 		}
-		n := count(c.c.Summary) + MessageOverhead
+		n := ArtifactTokens(c.c.Summary, count)
 		if n < c.tokens {
 			rep.Shrink = append(rep.Shrink, ShrinkStep{Step: StepChunkSummary, Saved: c.tokens - n,
 				Detail: fmt.Sprintf("chunk %s: %d tokens sent as a %d-token summary", c.c.Chunk.Chunk, c.tokens, n)})
@@ -267,7 +292,7 @@ func Assemble(in AssembleInput, budget Budget, count Counter) (messages.Assemble
 		Tools:              slices.Clone(in.Tools),
 		ToolMode:           in.ToolMode,
 	}
-	pinnedTokens, windowTokens, pendingTotal, pendingMsgs, retrievedTokens := 0, 0, 0, 0, 0
+	pinnedTokens, windowTokens, pendingTotal, pendingMsgs, retrievedTokens := 0, 0, 0, 0, memoryTokens()
 	for _, p := range in.Pinned {
 		pinnedTokens += count(p) + 1
 	}
@@ -285,7 +310,6 @@ func Assemble(in AssembleInput, budget Budget, count Counter) (messages.Assemble
 			rc.Text = c.c.Summary
 		}
 		ac.Retrieved = append(ac.Retrieved, rc)
-		retrievedTokens += c.tokens
 		rep.Chunks = append(rep.Chunks, ChunkUse{Chunk: rc.Chunk, Score: rc.Score, Tokens: c.tokens, Summary: c.summary})
 	}
 	userTokens := msgTokens(in.User)

@@ -138,6 +138,9 @@ func TestAssembleProperty(t *testing.T) {
 			ac.User.RenderedText != in.User.RenderedText {
 			fail("a section that is always kept was changed")
 		}
+		if sent := words(messages.MemoryText(ac.Retrieved)); rep.Sections[5].Tokens != sent {
+			fail("retrieved memory counted as %d tokens, sent as %d", rep.Sections[5].Tokens, sent)
+		}
 		if rep.Sections[5].Tokens > budget.RetrievalMax && budget.RetrievalMax > 0 {
 			fail("retrieval %d tokens over its cap %d", rep.Sections[5].Tokens, budget.RetrievalMax)
 		}
