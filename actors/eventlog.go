@@ -192,7 +192,7 @@ func (c *branchCore) txFor(ev messages.BranchEvent) *persistence.Tx {
 	if e, ok := ev.(messages.TurnIndexed); ok {
 		if t, ok := c.b.Turn(e.Turn); ok {
 			if rows, err := c.rows.TurnRows(context.Background(), c.id, t.Seq, 1); err == nil && len(rows) == 1 {
-				stored.StateSeq = rows[0].StateSeq
+				stored.StateSeq, stored.SummarizeMicros = rows[0].StateSeq, rows[0].SummarizeMicros
 			}
 		}
 	}

@@ -163,9 +163,12 @@ func (f *folder) commit(ctx actor.Context, m *summaryDone) {
 		f.retries.foldSoon(ctx)
 		return
 	}
-	c.persistAll(ctx, evs)
-	for _, t := range m.turns {
-		c.rt.latency.summarized(t, m.took)
+	for _, ev := range evs {
+		tx := c.txFor(ev)
+		for i := range tx.Turns { // the folded turns' rows: the call's time is theirs
+			tx.Turns[i].SummarizeMicros = micros(m.took)
+		}
+		c.persist(ctx, ev, tx)
 	}
 	if f.manual && f.summarizing == 0 {
 		f.again(ctx) // a manual fold goes on until nothing is pending

@@ -103,7 +103,6 @@ func (x *indexJobs) finished(ctx actor.Context, m *indexDone) {
 	}
 	x.retries.lost = 0
 	defer x.retries.retryNow(ctx)
-	c.rt.latency.indexed(m.turn, m.took)
 	evs, err := c.b.MarkIndexed(m.turn, len(m.rows), c.now())
 	if err != nil {
 		c.rt.log.Warn().Err(err).Str("branch", c.id.String()).Msg("mark indexed")
@@ -111,6 +110,11 @@ func (x *indexJobs) finished(ctx actor.Context, m *indexDone) {
 	}
 	for i, ev := range evs {
 		tx := c.txFor(ev)
+		for j := range tx.Turns {
+			if tx.Turns[j].ID == m.turn {
+				tx.Turns[j].IndexMicros = micros(m.took)
+			}
+		}
 		if i == 0 {
 			tx.Chunks = m.rows // inserted unless present: indexing twice adds nothing
 			tx.Vectors = m.vecs

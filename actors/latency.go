@@ -2,7 +2,6 @@ package actors
 
 import (
 	"context"
-	"sync"
 	"time"
 
 	"github.com/contextinfinity/ctxinf/messages"
@@ -15,65 +14,39 @@ import (
 // and embedding that indexed it. Zero is unknown: the context's parts
 // come from the step's recipe (none in recipes written before they were
 // recorded, nor for a recorded or imported turn), Summarize and Index
-// from this runtime's memory of its last turns (MaxLatencyTurns: a
-// restart forgets them).
+// from the turn's row on the branch, where the fold and the index
+// record them (none before they happen, nor for a turn folded or
+// indexed before they were recorded, or whose summary came with an
+// imported session).
 type TurnLatency struct {
 	Embed, Search, Assemble time.Duration
 	Stream                  time.Duration
 	Summarize, Index        time.Duration
 }
 
-// MaxLatencyTurns is how many turns' summarize and index latency a
-// runtime keeps in memory.
-const MaxLatencyTurns = 1 << 16
-
-// turnLatencies is the summarize and index latency of the last
-// MaxLatencyTurns turns, the oldest forgotten first.
-type turnLatencies struct {
-	mu    sync.Mutex
-	turns map[messages.TurnID]*TurnLatency
-	order []messages.TurnID // a ring: next is the slot written next
-	next  int
-}
-
-func (l *turnLatencies) get(turn messages.TurnID) *TurnLatency {
-	if l.turns == nil {
-		l.turns = map[messages.TurnID]*TurnLatency{}
+// micros is d in whole microseconds for a turn row, at least 1 when d
+// is not zero (0 is unknown).
+func micros(d time.Duration) int64 {
+	if d <= 0 {
+		return 0
 	}
-	if t, ok := l.turns[turn]; ok {
-		return t
+	return max(d.Microseconds(), 1)
+}
+
+// TurnLatency returns where the time of turn, on branch's transcript,
+// went (see TurnLatency; its row is TurnRow's). A turn not on the
+// transcript is persistence.ErrNodeNotFound.
+func (r *Runtime) TurnLatency(ctx context.Context, branch messages.BranchID, turn messages.TurnID) (TurnLatency, error) {
+	row, err := r.TurnRow(ctx, branch, turn)
+	if err != nil {
+		return TurnLatency{}, err
 	}
-	t := &TurnLatency{}
-	if len(l.order) < MaxLatencyTurns {
-		l.order = append(l.order, turn)
-	} else {
-		delete(l.turns, l.order[l.next])
-		l.order[l.next] = turn
-		l.next = (l.next + 1) % MaxLatencyTurns
-	}
-	l.turns[turn] = t
-	return t
-}
-
-func (l *turnLatencies) summarized(turn messages.TurnID, took time.Duration) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.get(turn).Summarize = took
-}
-
-func (l *turnLatencies) indexed(turn messages.TurnID, took time.Duration) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.get(turn).Index = took
-}
-
-// TurnLatency returns where turn's time went (see TurnLatency).
-func (r *Runtime) TurnLatency(ctx context.Context, turn messages.TurnID) (TurnLatency, error) {
 	steps, err := r.db.Steps(ctx, turn)
 	if err != nil {
 		return TurnLatency{}, err
 	}
-	var out TurnLatency
+	out := TurnLatency{Summarize: time.Duration(row.SummarizeMicros) * time.Microsecond,
+		Index: time.Duration(row.IndexMicros) * time.Microsecond}
 	for i, s := range steps {
 		if i == 0 && s.Context != nil && s.Context.Latency != nil {
 			lat := s.Context.Latency
@@ -85,10 +58,5 @@ func (r *Runtime) TurnLatency(ctx context.Context, turn messages.TurnID) (TurnLa
 			out.Stream += s.Ended.Sub(s.Started)
 		}
 	}
-	r.latency.mu.Lock()
-	if t, ok := r.latency.turns[turn]; ok {
-		out.Summarize, out.Index = t.Summarize, t.Index
-	}
-	r.latency.mu.Unlock()
 	return out, nil
 }

@@ -100,8 +100,6 @@ type Runtime struct {
 	dropSummaries, dropIndexes                                  atomic.Int32
 	// jobs are the requests sent to a worker that it has not finished.
 	jobs heldJobs
-	// latency holds the summarize and index latency of recent turns.
-	latency turnLatencies
 	// manualFolds holds the branches whose commit (CommitPending) is
 	// not finished: an instance that replaces one that stopped or failed
 	// goes on with it.

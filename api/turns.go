@@ -177,9 +177,9 @@ type History struct {
 // steps from start to end, the summarizer's call that folded it and the
 // chunking and embedding that indexed it. A part not known is left out:
 // the context's parts of a turn recorded or imported rather than run;
-// summarize and index before the turn is folded and indexed, or when the
-// runtime that did it has restarted since (it keeps them in memory, for
-// its last 65,536 turns).
+// summarize and index before the turn is folded and indexed (or for a
+// turn folded or indexed before they were stored with its row, or
+// whose summary came with an imported session).
 type TurnLatency struct {
 	EmbedMs     float64 `json:"embed_ms,omitempty"`
 	SearchMs    float64 `json:"search_ms,omitempty"`

@@ -112,7 +112,13 @@ type TurnRow struct {
 	Reason     string             `json:"reason,omitempty"`
 	StateAfter messages.StateID   `json:"state_after,omitempty"`
 	StateSeq   uint64             `json:"state_seq,omitempty"`
-	Updated    time.Time          `json:"updated"`
+	// SummarizeMicros is how long the summarizer's call that folded the
+	// turn took, IndexMicros the chunking and embedding that indexed it
+	// (SRD §15.1); 0 before (or a turn folded or indexed by a runtime
+	// that did not record them).
+	SummarizeMicros int64     `json:"summarize_us,omitempty"`
+	IndexMicros     int64     `json:"index_us,omitempty"`
+	Updated         time.Time `json:"updated"`
 }
 
 // StateRow is a committed state checkpoint (SRD §5.5); (Branch, Seq) is

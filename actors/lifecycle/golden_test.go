@@ -44,7 +44,7 @@ var t0 = time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
 //	fail T CODE REASON…
 //	commit T… [state=St] [summary="…"]      (the next state, at the branch's epoch)
 //	shrink [state=St] [summary="…"]          (a shrunk head summary: folds no turn)
-//	index T [state_seq=N]                    (N: the state_seq the store holds for T's row)
+//	index T [state_seq=N] [summarize_us=M]   (N, M: the state_seq and summarize latency the store holds for T's row)
 //	pin FACT…
 //	unpin ID
 //	edit ID FACT…
@@ -145,6 +145,7 @@ func (s *script) exec(line string) ([]string, error) {
 	case "index":
 		if err = need(1); err == nil {
 			stored.StateSeq, _ = strconv.ParseUint(args["state_seq"], 10, 64)
+			stored.SummarizeMicros, _ = strconv.ParseInt(args["summarize_us"], 10, 64)
 			evs, err = s.b.MarkIndexed(turn(1), 1, now)
 		}
 	case "pin":

@@ -22,6 +22,9 @@ type Stored struct {
 	// turn's row: the seq of the state that folded it (the branch
 	// keeps only that state's id).
 	StateSeq uint64
+	// SummarizeMicros is, for a TurnIndexed, the summarize latency the
+	// turn's row holds (the branch actor records it with the fold).
+	SummarizeMicros int64
 }
 
 // Tx returns the rows and jobs that go with ev on branch b, b as it is
@@ -100,7 +103,7 @@ func Tx(b *core.Branch, ev messages.BranchEvent, now time.Time, stored Stored) *
 		if t, ok := b.Turn(e.Turn); ok {
 			t.Phase = messages.PhaseDone
 			r := row(t)
-			r.StateSeq = stored.StateSeq
+			r.StateSeq, r.SummarizeMicros = stored.StateSeq, stored.SummarizeMicros
 			tx.Turns = []persistence.TurnRow{r}
 		}
 		tx.DoneJobs = []persistence.JobKey{{Type: persistence.JobIndex, Turn: e.Turn}}

@@ -412,7 +412,7 @@ func TurnInfo(ctx context.Context, rt *actors.Runtime, branch messages.BranchID,
 	if ok {
 		out.Partial = partialOutput(&rec)
 	}
-	lat, err := rt.TurnLatency(ctx, turn)
+	lat, err := rt.TurnLatency(ctx, branch, turn)
 	if err != nil {
 		return api.TurnInfo{}, err
 	}

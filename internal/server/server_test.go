@@ -78,7 +78,7 @@ func TestOpenAPISchemasMatchTypes(t *testing.T) {
 	types := map[string]reflect.Type{
 		"Session": reflect.TypeFor[client.Session](), "Branch": reflect.TypeFor[client.Branch](),
 		"BranchInfo": reflect.TypeFor[client.BranchInfo](), "TurnResult": reflect.TypeFor[client.TurnResult](),
-		"HistoryEntry": reflect.TypeFor[client.HistoryEntry](), "TurnRow": reflect.TypeFor[persistence.TurnRow](),
+		"HistoryEntry": reflect.TypeFor[client.HistoryEntry](), "TurnRow": reflect.TypeFor[client.Turn](), // a turn row as the API writes it (wire.Turn)
 		"TurnInfo": reflect.TypeFor[client.TurnInfo](), "StepInfo": reflect.TypeFor[client.StepInfo](),
 		"PendingTurn": reflect.TypeFor[client.PendingTurn](), "Imported": reflect.TypeFor[client.Imported](),
 		"Hit": reflect.TypeFor[client.Hit](), "Chunk": reflect.TypeFor[persistence.ChunkRow](), "ChunkInfo": reflect.TypeFor[client.ChunkInfo](),
