@@ -42,7 +42,7 @@ test: postgres frameworks mcpjs ## vet, run every test with -race, run every ben
 	$(GO) test -run='^$$' -bench=. -benchtime=1x -count=1 $(PKGS)
 
 # The framework tests (tests/frameworks_test.go) run agent frameworks from
-# npm (LangGraph, LangChain, the Vercel AI SDK, the OpenAI SDK) against the
+# npm (LangGraph, LangChain, the Vercel AI SDK, the OpenAI and Anthropic SDKs) against the
 # binary; their packages are pinned in tests/frameworks/package-lock.json
 # and installed into tests/frameworks/node_modules, once: again only when
 # the lock file changes (the stamp file below). Without npm the tests skip.

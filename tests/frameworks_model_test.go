@@ -27,6 +27,11 @@ import (
 //     function's arguments.
 //   - "call tick <n> times": a call of tick ({"n": k}) while fewer than n
 //     results came back, then "Ticked <n> times.".
+//   - "Recall the <what>, …": a call of search_memory ({"query": what})
+//     when the request offers it and no search result came back; then,
+//     if the message asks for the "weather in <City>" too, a call of
+//     get_weather as below; then "The <what> is <x>." with x what the
+//     search results say ("<what> is x"), or "nothing", and the weather.
 //   - "weather in <City>": a call of get_weather ({"city": City}) when the
 //     request offers it and no result came back, then "The weather in
 //     <City>: <result>.".
@@ -253,6 +258,7 @@ var (
 	modelReport  = regexp.MustCompile(`(\p{Lu}\p{L}+), (-?\d+) degrees`)
 	modelTicks   = regexp.MustCompile(`call tick (\d+) times`)
 	modelWeather = regexp.MustCompile(`(?i)weather in (\p{Lu}\p{L}+)`)
+	modelRecall  = regexp.MustCompile(`Recall the ([a-z ]+?),`)
 )
 
 // modelAnswer is the scripted model's answer to req, the n-th request
@@ -290,6 +296,35 @@ func modelAnswer(req modelRequest, n int) fakeapi.Reply {
 			call("tick", map[string]any{"n": len(results) + 1})
 		} else {
 			text = fmt.Sprintf("Ticked %d times.", want)
+		}
+	case modelRecall.MatchString(user):
+		what := modelRecall.FindStringSubmatch(user)[1]
+		var recalled, others []string
+		for _, r := range results {
+			if strings.Contains(r, "<memory_artifact") || strings.HasPrefix(r, "No memory matches") {
+				recalled = append(recalled, r)
+			} else {
+				others = append(others, r)
+			}
+		}
+		city := ""
+		if m := modelWeather.FindStringSubmatch(user); m != nil {
+			city = m[1]
+		}
+		switch {
+		case recalled == nil && req.Offers("search_memory"):
+			call("search_memory", map[string]string{"query": what})
+		case city != "" && others == nil && req.Offers("get_weather"):
+			call("get_weather", map[string]string{"city": city})
+		default:
+			fact := "nothing"
+			if m := regexp.MustCompile(regexp.QuoteMeta(what) + ` is ([\w-]+)`).FindStringSubmatch(strings.Join(recalled, "\n")); m != nil {
+				fact = m[1]
+			}
+			text = fmt.Sprintf("The %s is %s.", what, fact)
+			if city != "" {
+				text += fmt.Sprintf(" The weather in %s: %s.", city, strings.Join(others, "; "))
+			}
 		}
 	case modelWeather.MatchString(user):
 		city := modelWeather.FindStringSubmatch(user)[1]

@@ -497,6 +497,70 @@ func clientToolLoop(t *testing.T, f *frameworkRun) {
 	f.oneSession(t, 1)
 }
 
+// memoryToolsConfig offers the server's model (gpt) the memory tools,
+// per model, and folds (then indexes) every turn at once.
+var memoryToolsConfig = []string{"CTX_MEMORY_TOOLS_MODELS=gpt", "CTX_CONTEXT_WINDOW_MESSAGES=0", "CTX_CONTEXT_OVERFLOW_MESSAGES=0"}
+
+// memoryTools runs memory.mjs's mode (the OpenAI SDK's Chat Completions
+// or the Anthropic SDK's Messages, streamed or not): the model searches
+// its memory for a fact the user stated a turn before, then calls the
+// client's get_weather, then answers with both. The client gets the
+// get_weather call and the answer, and nothing of search_memory in any
+// byte it receives; the upstream is offered both tools and gets the
+// search's hits, the fact among them.
+func memoryTools(mode string) func(t *testing.T, f *frameworkRun) {
+	return func(t *testing.T, f *frameworkRun) {
+		var out struct {
+			Answers []struct {
+				Finish, Text string
+				Calls        []struct{ ID, Name, Args string }
+			}
+			Received []string
+		}
+		f.script(t, &out, "memory", []string{mode})
+		toolsFinish, stop := "tool_calls", "stop"
+		if strings.HasPrefix(mode, "messages") {
+			toolsFinish, stop = "tool_use", "end_turn"
+		}
+		var got []string
+		for _, a := range out.Answers {
+			s := a.Finish
+			for _, c := range a.Calls {
+				s += " " + c.Name + c.Args
+			}
+			if a.Text != "" {
+				s += " " + a.Text
+			}
+			got = append(got, s)
+		}
+		want(t, "answers", got, []string{stop + " Noted: Note: the deploy target is eu-west-1.",
+			toolsFinish + ` get_weather{"city":"Paris"}`,
+			stop + " The deploy target is eu-west-1. The weather in Paris: 18C, sunny."})
+		if len(out.Received) != 3 {
+			t.Errorf("%d answer bodies received, want 3", len(out.Received))
+		}
+		for i, body := range out.Received {
+			for _, hidden := range []string{"search_memory", "pin_fact", "memory_artifact"} {
+				if strings.Contains(body, hidden) {
+					t.Errorf("answer %d shows the client %q:\n%s", i, hidden, body)
+				}
+			}
+		}
+		reqs := f.upstream(t)
+		if len(reqs) != 4 {
+			t.Fatalf("%d upstream requests, want 4 (the note; the search, get_weather and the answer)", len(reqs))
+		}
+		if !reqs[1].Offers("search_memory") || !reqs[1].Offers("get_weather") {
+			t.Errorf("the question's first upstream request offers %v, want search_memory and get_weather", reqs[1].Tools)
+		}
+		if _, results := reqs[2].Turn(); len(results) != 1 || !strings.Contains(results[0], "<memory_artifact") ||
+			!strings.Contains(results[0], "eu-west-1") {
+			t.Errorf("the step after the search got %q, want the hits with the note", results)
+		}
+		f.oneSession(t, 2)
+	}
+}
+
 // identity runs identity.mjs's mode (an agent whose system prompt
 // changes each request, or one that trims its history to a window) and
 // checks that it stays one conversation with every system prompt sent.
@@ -541,4 +605,8 @@ var frameworkScenarios = []frameworkScenario{
 	{name: "openai-sdk/client-tool-loop", config: []string{"CTX_TOOLS_MODE=disabled"}, run: clientToolLoop},
 	{name: "agent/changing-system-prompt", run: identity("timestamp", 4)},
 	{name: "agent/trimmed-history", run: identity("window", 8)},
+	{name: "memory-tools/openai-chat", config: memoryToolsConfig, run: memoryTools("chat")},
+	{name: "memory-tools/openai-chat-stream", config: memoryToolsConfig, run: memoryTools("chat-stream")},
+	{name: "memory-tools/anthropic-messages", config: memoryToolsConfig, run: memoryTools("messages")},
+	{name: "memory-tools/anthropic-messages-stream", config: memoryToolsConfig, run: memoryTools("messages-stream")},
 }
