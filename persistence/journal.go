@@ -16,6 +16,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/contextinfinity/ctxinf/messages"
@@ -275,10 +276,14 @@ func (j *Journal) AppendText(eventType string, payload json.RawMessage, text str
 		return j.counters, fmt.Errorf("journal %s: append seq %d: %w: payload is not valid JSON", j.step, j.seq+1, ErrInvalidArgument)
 	}
 	t := j.now()
+	if j.buf == nil {
+		j.buf = getJournalBuf()
+	}
 	start := len(j.buf)
-	j.buf = append(j.buf, `{"ts":`...)
-	j.buf = strconv.AppendQuote(j.buf, t.UTC().Format(time.RFC3339Nano))
-	j.buf = append(j.buf, `,"provider":`...)
+	// RFC 3339 holds nothing JSON escapes.
+	j.buf = append(j.buf, `{"ts":"`...)
+	j.buf = t.UTC().AppendFormat(j.buf, time.RFC3339Nano)
+	j.buf = append(j.buf, `","provider":`...)
 	j.buf = appendJSONString(j.buf, j.provider)
 	j.buf = append(j.buf, `,"event_type":`...)
 	j.buf = appendJSONString(j.buf, eventType)
@@ -354,7 +359,33 @@ func (j *Journal) Close() error {
 	if cerr := j.sink.Close(); err == nil && cerr != nil {
 		err = fmt.Errorf("journal %s: close: %w", j.step, cerr)
 	}
+	putJournalBuf(j.buf)
+	j.buf = nil
 	return err
+}
+
+// journalBufs holds the buffers of closed journals for new ones: a
+// journal's buffer grows to FlushBytes and more, and a step's journal
+// lives for one step.
+var journalBufs sync.Pool
+
+// journalBufSize is the capacity of a new journal's buffer: the default
+// FlushBytes (8 KiB) and a line past it.
+const journalBufSize = 16 << 10
+
+func getJournalBuf() []byte {
+	if b, ok := journalBufs.Get().(*[]byte); ok {
+		return (*b)[:0]
+	}
+	return make([]byte, 0, journalBufSize)
+}
+
+// putJournalBuf keeps b for another journal, unless it grew large.
+func putJournalBuf(b []byte) {
+	if b == nil || cap(b) > 1<<20 {
+		return
+	}
+	journalBufs.Put(&b)
 }
 
 // CloseDeferred is Close, or with fsync false Close without the fsync,
@@ -378,6 +409,7 @@ func (j *Journal) CloseDeferred(fsync bool) (finish func() error, err error) {
 	j.buf = nil
 	if j.err != nil {
 		sink.Close()
+		putJournalBuf(buf)
 		return nil, j.err
 	}
 	unsynced := fsync && (j.written > j.counters.Durable || len(buf) > 0)
@@ -393,6 +425,7 @@ func (j *Journal) CloseDeferred(fsync bool) (finish func() error, err error) {
 				err = fmt.Errorf("journal %s: write: %w", j.step, err)
 			}
 		}
+		putJournalBuf(buf) // the sink keeps no part of it
 		if err == nil && unsynced {
 			if err = sink.Sync(); err != nil {
 				err = fmt.Errorf("journal %s: fsync: %w", j.step, err)

@@ -666,7 +666,6 @@ type segSink struct {
 	wrote   bool // a record is in a segment
 	closed  bool
 	pending []segMark // what was appended since the last good Sync
-	rec     []byte
 }
 
 // segMark is the end of a sink's appends in a segment.
@@ -693,7 +692,9 @@ func (k *segSink) Write(p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
-	rec := k.rec[:0]
+	// Each line takes its step id and separator; a part without its
+	// newline takes one more byte.
+	rec := slices.Grow(getJournalBuf(), len(p)+(bytes.Count(p, []byte{'\n'})+1)*(stepIDLen+2))
 	for rest := p; len(rest) > 0; {
 		rec = append(rec, k.id[:]...)
 		if nl := bytes.IndexByte(rest, '\n'); nl >= 0 {
@@ -707,11 +708,9 @@ func (k *segSink) Write(p []byte) (int, error) {
 			rest = nil
 		}
 	}
-	k.rec = rec
-	if cap(k.rec) > 1<<20 {
-		k.rec = nil
-	}
-	if err := k.appendRec(rec); err != nil {
+	err := k.appendRec(rec)
+	putJournalBuf(rec)
+	if err != nil {
 		return 0, err
 	}
 	return len(p), nil
@@ -750,7 +749,6 @@ func (k *segSink) Close() error {
 		return nil
 	}
 	k.closed = true
-	k.rec = nil
 	if !k.created || k.wrote {
 		return nil
 	}
