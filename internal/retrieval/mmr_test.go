@@ -126,3 +126,24 @@ func BenchmarkMMR(b *testing.B) {
 		})
 	}
 }
+
+// cosine's four lanes sum what one running sum does, to rounding, at
+// every length (the lanes' tail included).
+func TestCosineLanes(t *testing.T) {
+	t.Parallel()
+	r := rand.New(rand.NewPCG(3, 4))
+	for n := range 40 {
+		a, b := make([]float32, n), make([]float32, n)
+		var want float64
+		for i := range a {
+			a[i], b[i] = float32(r.NormFloat64()), float32(r.NormFloat64())
+			want += float64(a[i]) * float64(b[i])
+		}
+		if got := cosine(a, b); math.Abs(got-want) > 1e-9*(1+math.Abs(want)) {
+			t.Errorf("cosine(%d dims) = %v, want %v", n, got, want)
+		}
+	}
+	if got := cosine([]float32{1, 2}, []float32{1}); got != 0 {
+		t.Errorf("cosine of different lengths = %v, want 0", got)
+	}
+}
