@@ -41,7 +41,12 @@ type turnLoop struct {
 	// prepare leaves the turn's acceptance held; unacked while it is
 	// held after (SubmitDeferred), until this actor's next write.
 	deferring, unacked bool
-	counters           streamCounters // of the turn's finished steps
+	// journalWaits is the finished step's stepDone.committed while
+	// finishStep runs: closed by the first write of the branch (the one
+	// the step leads to), before that write's effects run, else when
+	// finishStep returns.
+	journalWaits chan struct{}
+	counters     streamCounters // of the turn's finished steps
 	// usage and lastModel are the tokens used by the provider steps run
 	// for the turn's current stream (since its acceptance, or since
 	// SubmitToolResults) and the model id of the last one (Update.Usage,
@@ -121,10 +126,26 @@ func (l *turnLoop) interrupt() {
 }
 
 // committed is called after every write of the branch, which commits a
-// deferred acceptance and its idempotency key.
+// deferred acceptance and its idempotency key, and what a finished step
+// led to: its journal's fsync may go. That is let go here, before the
+// write's effects run, not once they have: the goroutine that writes the
+// journal is woken before the reader of the turn's stream, which the
+// effects (the turn's end) wake, rather than after it, which would put
+// the journal's write ahead of the stream's reader on this CPU (the Go
+// scheduler runs the goroutine woken last first).
 func (l *turnLoop) committed() {
 	l.unacked = false
 	clear(l.keys)
+	l.releaseJournal()
+}
+
+// releaseJournal lets the journal of the finished step go to its fsync,
+// if it waits.
+func (l *turnLoop) releaseJournal() {
+	if l.journalWaits != nil {
+		close(l.journalWaits)
+		l.journalWaits = nil
+	}
 }
 
 // The texts of the error outputs that answer tool calls that did not run.
@@ -166,8 +187,11 @@ var ErrNoTurnInFlight = errors.New("actors: no turn in flight")
 func (l *turnLoop) finishStep(ctx actor.Context, m *stepDone) {
 	if m.committed != nil {
 		// Whatever the step leads to is committed below (or it is
-		// stale): its journal's fsync may go now.
-		defer close(m.committed)
+		// stale): its journal's fsync may go once that is written
+		// (committed), or once this returns.
+		l.releaseJournal()
+		l.journalWaits = m.committed
+		defer l.releaseJournal()
 	}
 	if m.step != l.step {
 		return
