@@ -1,7 +1,8 @@
 package api
 
 // The list routes (GET /v1/sessions, /v1/sessions/{session}/branches,
-// /v1/branches/{branch}/pins, /v1/inspect) answer a page at a time:
+// /v1/branches/{branch}/pins, /v1/branches/{branch}/pending, /v1/inspect)
+// answer a page at a time:
 // ?limit=N (DefaultListLimit when absent, 1 to MaxListLimit) rows, and
 // Next, an opaque cursor, when there are more; ?cursor=NEXT asks for the
 // page after it. A cursor is valid only for the listing that gave it.
@@ -30,4 +31,12 @@ type BranchList struct {
 type PinList struct {
 	Pins []Pin  `json:"pins"`
 	Next string `json:"next,omitempty"`
+}
+
+// PendingList is the answer to GET /v1/branches/{branch}/pending: a page
+// of the branch's pending turns (finalized, not folded into its summary
+// yet), oldest first.
+type PendingList struct {
+	Pending []PendingTurn `json:"pending"`
+	Next    string        `json:"next,omitempty"`
 }

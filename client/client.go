@@ -51,10 +51,12 @@ type (
 	Retention     = api.Retention
 	// Report is what `ctxinf inspect` prints (Inspect).
 	Report = api.Report
-	// SessionList, BranchList and PinList are pages of the list routes.
+	// SessionList, BranchList, PinList and PendingList are pages of the
+	// list routes.
 	SessionList = api.SessionList
 	BranchList  = api.BranchList
 	PinList     = api.PinList
+	PendingList = api.PendingList
 	// ContextDebug is what Context, ContextOfTurn and NextContext
 	// answer, decoded.
 	ContextDebug = api.ContextDebug
@@ -533,11 +535,26 @@ func (c *Client) Turn(ctx context.Context, branch messages.BranchID, turn messag
 	return out, err
 }
 
-// Pending returns the branch's pending turns, oldest first.
+// Pending returns the branch's pending turns, oldest first, reading
+// every page (PendingPage reads one).
 func (c *Client) Pending(ctx context.Context, branch messages.BranchID) ([]PendingTurn, error) {
-	var out struct{ Pending []PendingTurn }
-	err := c.do(ctx, "GET", "/v1/branches/"+branch.String()+"/pending", nil, &out)
-	return out.Pending, err
+	var all []PendingTurn
+	p := Page{Limit: api.MaxListLimit}
+	for {
+		out, err := c.PendingPage(ctx, branch, p)
+		all = append(all, out.Pending...)
+		if err != nil || out.Next == "" {
+			return all, err
+		}
+		p.Cursor = out.Next
+	}
+}
+
+// PendingPage lists one page of a branch's pending turns, oldest first.
+func (c *Client) PendingPage(ctx context.Context, branch messages.BranchID, p Page) (PendingList, error) {
+	var out PendingList
+	err := c.do(ctx, "GET", "/v1/branches/"+branch.String()+"/pending"+p.query(nil), nil, &out)
+	return out, err
 }
 
 // Export writes the session's export to w: JSON lines (format 2, see

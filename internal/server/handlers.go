@@ -557,15 +557,30 @@ func (s *Server) pending(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	p, err := pageOf(r, listPending, 8, false)
+	if err != nil {
+		return err
+	}
 	info, err := s.rt.Inspect(r.Context(), id)
 	if err != nil {
 		return err
 	}
-	out := []api.PendingTurn{}
-	for _, t := range info.PendingTurns() {
-		out = append(out, api.PendingTurn{Turn: t.Turn, Seq: t.Seq, Phase: messages.PhaseResponseFinalized, Reply: t.Reply})
+	var after uint64
+	if p.after != nil {
+		after = binary.BigEndian.Uint64(p.after)
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"pending": out})
+	out := api.PendingList{Pending: []api.PendingTurn{}}
+	for _, t := range info.PendingTurns() { // oldest first, by seq
+		if p.after != nil && t.Seq <= after {
+			continue
+		}
+		if len(out.Pending) == p.limit {
+			out.Next = p.next(listPending, binary.BigEndian.AppendUint64(nil, out.Pending[p.limit-1].Seq))
+			break
+		}
+		out.Pending = append(out.Pending, api.PendingTurn{Turn: t.Turn, Seq: t.Seq, Phase: messages.PhaseResponseFinalized, Reply: t.Reply})
+	}
+	writeJSON(w, http.StatusOK, out)
 	return nil
 }
 

@@ -10,13 +10,14 @@ import (
 
 // A list route's cursor is opaque to clients: base64url of the listing's
 // mark (a byte), its order (a byte: 0 oldest first, 1 newest first) and
-// the key of the last row of the page before (a 16-byte id, or a pin's
-// 8-byte id).
+// the key of the last row of the page before (a 16-byte id, a pin's
+// 8-byte id, or a pending turn's 8-byte seq).
 const (
 	listSessions byte = 's'
 	listBranches byte = 'b'
 	listPins     byte = 'p'
 	listInspect  byte = 'i'
+	listPending  byte = 't'
 )
 
 // page is a list request's paging: how many rows, and after which.

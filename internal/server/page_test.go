@@ -9,8 +9,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/contextinfinity/ctxinf/actors"
 	"github.com/contextinfinity/ctxinf/api"
 	"github.com/contextinfinity/ctxinf/client"
+	"github.com/contextinfinity/ctxinf/internal/core"
 	"github.com/contextinfinity/ctxinf/messages"
 )
 
@@ -109,6 +111,8 @@ func TestListPages(t *testing.T) {
 		t.Fatalf("PinPage(3, after 2) = %+v, %v", l, err)
 	}
 
+	pinsPage, _ := c.PinPage(ctx, all[0].ActiveBranch, client.Page{Limit: 1})
+
 	// Inspect's pages are of sessions, with their branches.
 	rep, err := c.InspectPage(ctx, 0, client.Page{Limit: 4})
 	if err != nil || len(rep.Sessions) != 4 || rep.Next == "" || len(rep.Sessions[0].Branches) != 5 {
@@ -126,6 +130,8 @@ func TestListPages(t *testing.T) {
 		{"/v1/sessions/" + acme[0].String() + "/branches?limit=x", "limit: \"x\", want an integer from 1 to 1000"},
 		{"/v1/branches/" + all[0].ActiveBranch.String() + "/pins?limit=5000", "limit: \"5000\", want an integer from 1 to 1000"},
 		{"/v1/inspect?limit=-1", "limit: \"-1\", want an integer from 1 to 1000"},
+		{"/v1/branches/" + all[0].ActiveBranch.String() + "/pending?limit=1001", "limit: \"1001\", want an integer from 1 to 1000"},
+		{"/v1/branches/" + all[0].ActiveBranch.String() + "/pending?cursor=" + url.QueryEscape(pinsPage.Next), "cursor: "},
 	}
 	first, _ := c.SessionPage(ctx, client.Page{Limit: 1})
 	bad = append(bad,
@@ -140,6 +146,45 @@ func TestListPages(t *testing.T) {
 		if st != 400 || e.Error.Code != api.CodeInvalid || !strings.Contains(e.Error.Message, b.want) {
 			t.Errorf("GET %s = %d %s, want 400 naming %q", b.path, st, body, b.want)
 		}
+	}
+}
+
+// A branch's pending turns page oldest first, by seq, each once.
+func TestPendingPages(t *testing.T) {
+	t.Parallel()
+	ts := newTestServerWith(t, Options{}, 0, func(c *actors.Config) { c.Fold = &core.Policy{K: 1000, B: 1000} })
+	ctx := context.Background()
+	c := client.New(ts.URL)
+	_, b, err := c.CreateSession(ctx, "pending")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 {
+		if _, err := c.Record(ctx, b.ID, fmt.Sprint("question ", i), "answer"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var seqs []uint64
+	for p := (client.Page{Limit: 2}); ; {
+		l, err := c.PendingPage(ctx, b.ID, p)
+		if err != nil || len(l.Pending) > 2 || len(seqs) > 5 {
+			t.Fatalf("PendingPage(%+v) = %+v, %v", p, l, err)
+		}
+		for _, pt := range l.Pending {
+			seqs = append(seqs, pt.Seq)
+		}
+		if p.Cursor = l.Next; p.Cursor == "" {
+			break
+		}
+	}
+	if want := []uint64{1, 2, 3, 4, 5}; !slices.Equal(seqs, want) {
+		t.Fatalf("pending by 2 = seqs %v, want %v", seqs, want)
+	}
+	if l, err := c.PendingPage(ctx, b.ID, client.Page{Limit: 5}); err != nil || len(l.Pending) != 5 || l.Next != "" {
+		t.Fatalf("PendingPage(5) = %+v, %v; want the 5 and no next", l, err)
+	}
+	if ps, err := c.Pending(ctx, b.ID); err != nil || len(ps) != 5 {
+		t.Fatalf("Pending() = %+v, %v; want the 5", ps, err)
 	}
 }
 
