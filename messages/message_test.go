@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestNewMessage(t *testing.T) {
@@ -36,6 +37,10 @@ func TestMessageRoundTrip(t *testing.T) {
 			`{"role":"assistant","blocks":[],"rendered_text":""}`},
 		{Message{Role: RoleAssistant, Blocks: Blocks{Unknown{Provider: "anthropic", Raw: raw(`{"type":"redacted_thinking","data":"Emw"}`)}}, RenderedText: "kept as stored"},
 			`{"role":"assistant","blocks":[{"type":"unknown","provider":"anthropic","raw":{"type":"redacted_thinking","data":"Emw"}}],"rendered_text":"kept as stored"}`},
+		{Message{Role: RoleUser, RenderedText: "hi", Speaker: "Caroline", Time: time.Date(2023, 5, 8, 13, 56, 0, 0, time.UTC)},
+			`{"role":"user","blocks":[],"rendered_text":"hi","speaker":"Caroline","time":"2023-05-08T13:56:00Z"}`},
+		{Message{Role: RoleUser, Time: time.Date(2023, 5, 8, 13, 56, 0, 500, time.UTC)},
+			`{"role":"user","blocks":[],"rendered_text":"","time":"2023-05-08T13:56:00.0000005Z"}`},
 	}
 	for _, tc := range tests {
 		got, err := tc.msg.MarshalJSON()
@@ -47,6 +52,21 @@ func TestMessageRoundTrip(t *testing.T) {
 		if err := json.Unmarshal(got, &back); err != nil || !reflect.DeepEqual(back, tc.msg) {
 			t.Errorf("json.Unmarshal(%s) = %#v, %v, want %#v", got, back, err, tc.msg)
 		}
+	}
+}
+
+// A time keeps its offset through a round trip, byte for byte.
+func TestMessageTimeOffset(t *testing.T) {
+	in := `{"role":"user","blocks":[],"rendered_text":"","time":"2023-05-08T13:56:00+02:00"}`
+	var m Message
+	if err := json.Unmarshal([]byte(in), &m); err != nil {
+		t.Fatal(err)
+	}
+	if want := time.Date(2023, 5, 8, 11, 56, 0, 0, time.UTC); !m.Time.Equal(want) {
+		t.Errorf("time = %v, want %v", m.Time, want)
+	}
+	if out, err := m.MarshalJSON(); err != nil || string(out) != in {
+		t.Errorf("MarshalJSON = %s, %v, want %s", out, err, in)
 	}
 }
 
@@ -89,6 +109,10 @@ func TestMessageErrors(t *testing.T) {
 		{`{"role":"user","blocks":[{"type":"tool_use"}]}`, `field "blocks" is invalid: block 0: messages: invalid content block: tool_use: field "tool_use_id" is required`, ErrInvalidBlock},
 		{`{"role":"user","rendered_text":1}`, `field "rendered_text" is invalid`, ErrInvalidMessage},
 		{`[]`, `not a JSON object`, ErrInvalidMessage},
+		{`{"role":"user","time":"8 May 2023"}`, `field "time" is invalid: "8 May 2023" is not an RFC 3339 time`, ErrInvalidMessage},
+		{`{"role":"user","time":7}`, `field "time" is invalid`, ErrInvalidMessage},
+		{`{"role":"user","speaker":"a\nb"}`, `field "speaker" is invalid: holds control character U+000A`, ErrInvalidMessage},
+		{`{"role":"user","speaker":"` + strings.Repeat("x", MaxSpeakerBytes+1) + `"}`, `field "speaker" is invalid: 257 bytes, limit 256`, ErrInvalidMessage},
 	}
 	for _, tc := range tests {
 		var m Message
@@ -97,7 +121,8 @@ func TestMessageErrors(t *testing.T) {
 			t.Errorf("UnmarshalJSON(%s) = %v, want error containing %q", tc.in, err, tc.want)
 		}
 	}
-	for _, m := range []Message{{}, {Role: RoleUser, Blocks: Blocks{Image{}}}} {
+	for _, m := range []Message{{}, {Role: RoleUser, Blocks: Blocks{Image{}}}, {Role: RoleUser, Speaker: "\x00"},
+		{Role: RoleUser, Time: time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)}} {
 		if got, err := m.MarshalJSON(); !errors.Is(err, ErrInvalidMessage) {
 			t.Errorf("MarshalJSON(%#v) = %s, %v, want ErrInvalidMessage", m, got, err)
 		}
