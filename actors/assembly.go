@@ -10,6 +10,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/contextinfinity/ctxinf/internal/core"
+	"github.com/contextinfinity/ctxinf/internal/retrieval"
 	"github.com/contextinfinity/ctxinf/messages"
 	"github.com/contextinfinity/ctxinf/persistence"
 )
@@ -239,7 +240,7 @@ func (a *branchActor) retrieve(user messages.Message, recipe *persistence.Contex
 	}
 	t0 := markNow()
 	var took searchTook
-	hits, err := a.rt.mem.search(ctx, a.id, user.RenderedText, a.rt.mem.opts, verbatim, &took)
+	hits, err := a.rt.mem.search(ctx, a.id, user.RenderedText, a.rt.mem.opts, retrieval.Filter{}, verbatim, &took)
 	recipe.Latency.EmbedMicros, recipe.Latency.SearchMicros = took.embed.Microseconds(), took.search.Microseconds()
 	if obs := a.rt.cfg.ObserveRetrieval; obs != nil {
 		obs(a.id, len(hits), t0.elapsed(), err)

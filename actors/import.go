@@ -494,7 +494,11 @@ func (r *Runtime) dropCutImports(ctx context.Context) error {
 }
 
 // Exchange is a finished exchange to import: a user message and the
-// assistant's reply (which may be empty).
+// assistant's reply (which may be empty). Either message may say who
+// said it and when (messages.Message's Speaker and Time: an imported
+// conversation's participant and date); its chunks carry them, for
+// retrieval to find a speaker's or a time's turns. Without them, the
+// turn's role and time stand for them.
 type Exchange struct {
 	User  messages.Message
 	Reply messages.Message
@@ -539,6 +543,15 @@ func (r *Runtime) ImportWith(ctx context.Context, branch messages.BranchID, exch
 			return nil, fmt.Errorf("%w: exchanges[%d].user: role %s, want user", persistence.ErrInvalidArgument, i, x.User.Role)
 		case x.Reply.Role != messages.RoleAssistant:
 			return nil, fmt.Errorf("%w: exchanges[%d].reply: role %s, want assistant", persistence.ErrInvalidArgument, i, x.Reply.Role)
+		}
+		for j, m := range [2]messages.Message{x.User, x.Reply} {
+			field := [2]string{"user", "reply"}[j]
+			if err := messages.CheckSpeaker(m.Speaker); err != nil {
+				return nil, fmt.Errorf("%w: exchanges[%d].%s.speaker: %w", persistence.ErrInvalidArgument, i, field, err)
+			}
+			if err := messages.CheckTime(m.Time); err != nil {
+				return nil, fmt.Errorf("%w: exchanges[%d].%s.time: %w", persistence.ErrInvalidArgument, i, field, err)
+			}
 		}
 	}
 	if k := o.Key; k != nil {

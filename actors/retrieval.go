@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -182,7 +183,8 @@ func (m *memory) partition(ctx context.Context, branch messages.BranchID, wait b
 func (m *memory) load(branch messages.BranchID, pt *partition) {
 	defer m.loads.Done()
 	err := m.db.BranchChunkVectors(m.stop, m.ns, branch, func(d persistence.ChunkDoc, vec []float32) error {
-		pt.p.Add(retrieval.Doc{ID: d.Chunk, Seq: d.Seq, Terms: d.Terms, Len: d.TermCount, Vector: vec})
+		pt.p.Add(retrieval.Doc{ID: d.Chunk, Seq: d.Seq, Terms: d.Terms, Len: d.TermCount, Vector: vec,
+			Time: d.Meta.Time, Role: d.Meta.Role, Speaker: d.Meta.Speaker})
 		pt.read.Add(1)
 		return m.stop.Err()
 	})
@@ -227,7 +229,9 @@ func (m *memory) added(rows []persistence.ChunkRow, vecs []persistence.VectorRow
 	defer m.mu.Unlock()
 	for _, c := range rows {
 		if pt, ok := m.parts[c.Branch]; ok {
-			pt.p.Add(retrieval.Doc{ID: c.ID, Seq: c.Seq, Terms: c.Terms, Len: c.TermCount, Vector: byChunk[c.ID]})
+			m := persistence.MetaOf(c)
+			pt.p.Add(retrieval.Doc{ID: c.ID, Seq: c.Seq, Terms: c.Terms, Len: c.TermCount, Vector: byChunk[c.ID],
+				Time: m.Time, Role: m.Role, Speaker: m.Speaker})
 		}
 	}
 	for _, u := range ups {
@@ -309,9 +313,11 @@ func (m *memory) scopes(ctx context.Context, branch messages.BranchID, wait bool
 // source turn exclude holds (they are in the prompt verbatim), and
 // returns the hits with their chunk rows.
 //
+// filter keeps only the chunks it accepts, as the search looks.
+//
 // took, if not nil, gets the time spent embedding text and searching.
 func (m *memory) search(ctx context.Context, branch messages.BranchID, text string, opts retrieval.RankOptions,
-	exclude map[messages.TurnID]bool, took *searchTook) ([]Hit, error) {
+	filter retrieval.Filter, exclude map[messages.TurnID]bool, took *searchTook) ([]Hit, error) {
 	scopes, err := m.scopes(ctx, branch, false)
 	if err != nil {
 		return nil, err
@@ -325,7 +331,7 @@ func (m *memory) search(ctx context.Context, branch messages.BranchID, text stri
 	if err != nil {
 		return nil, fmt.Errorf("embed the query with %s: %w", m.ns, err)
 	}
-	q := retrieval.Query{Text: text, Scopes: scopes}
+	q := retrieval.Query{Text: text, Scopes: scopes, Filter: filter}
 	if len(vecs) == 1 {
 		q.Vector = vecs[0]
 	}
@@ -396,8 +402,18 @@ func (m *memory) chunksOf(ctx context.Context, turn messages.TurnID) ([]messages
 // chunks of the branch's own turns and of its ancestors' up to the fork
 // points, best first, at most opts.TopK (zero opts: the runtime's).
 func (r *Runtime) Search(ctx context.Context, branch messages.BranchID, query string, opts *retrieval.RankOptions) ([]Hit, error) {
+	return r.SearchWith(ctx, branch, query, opts, retrieval.Filter{})
+}
+
+// SearchWith is Search of the chunks filter keeps only: said by a role
+// or a participant, within a time (retrieval.Filter). The filter applies
+// as the search looks, so that it returns up to opts' count of those.
+func (r *Runtime) SearchWith(ctx context.Context, branch messages.BranchID, query string, opts *retrieval.RankOptions, filter retrieval.Filter) ([]Hit, error) {
 	if query == "" {
 		return nil, fmt.Errorf("%w: query is empty", persistence.ErrInvalidArgument)
+	}
+	if err := CheckFilter(filter); err != nil {
+		return nil, err
 	}
 	if _, err := r.db.BranchRow(ctx, branch); err != nil {
 		return nil, err
@@ -412,12 +428,56 @@ func (r *Runtime) Search(ctx context.Context, branch messages.BranchID, query st
 	// The indexes searched are loaded first, within the caller's time
 	// (a large branch's from the store takes seconds): the search's own
 	// budget starts once they are.
-	if _, err := r.mem.scopes(ctx, branch, true); err != nil {
+	scopes, err := r.mem.scopes(ctx, branch, true)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkSpeakerIn(filter.Speaker, scopes); err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	return r.mem.search(ctx, branch, query, o, nil, nil)
+	return r.mem.search(ctx, branch, query, o, filter, nil, nil)
+}
+
+// checkSpeakerIn refuses a filter's speaker that is neither a role nor
+// a participant the scopes' chunks name, naming those it could be.
+func checkSpeakerIn(speaker string, scopes []retrieval.Scope) error {
+	switch speaker {
+	case "", retrieval.RoleUser, retrieval.RoleAssistant, retrieval.RoleTool:
+		return nil
+	}
+	var names []string
+	for _, s := range scopes {
+		for _, n := range s.Part.Speakers() {
+			if strings.EqualFold(n, speaker) {
+				return nil
+			}
+			if !slices.Contains(names, n) {
+				names = append(names, n)
+			}
+		}
+	}
+	known := "its turns name none"
+	if len(names) > 0 {
+		known = strings.Join(names, ", ")
+	}
+	return fmt.Errorf("%w: speaker: %q, want user, assistant, tool or a participant of the branch's turns (%s)",
+		persistence.ErrInvalidArgument, speaker, known)
+}
+
+// CheckFilter reports what is wrong with f as a search's filter, naming
+// the field: a speaker that is no name (messages.CheckSpeaker), a time
+// range that ends before it starts.
+func CheckFilter(f retrieval.Filter) error {
+	if err := messages.CheckSpeaker(f.Speaker); err != nil {
+		return fmt.Errorf("%w: speaker: %w", persistence.ErrInvalidArgument, err)
+	}
+	if !f.From.IsZero() && !f.To.IsZero() && !f.From.Before(f.To) {
+		return fmt.Errorf("%w: from: %s is not before to: %s", persistence.ErrInvalidArgument,
+			f.From.Format(time.RFC3339), f.To.Format(time.RFC3339))
+	}
+	return nil
 }
 
 // SearchAndForce is Search for query (none when it is empty) and then,
@@ -425,12 +485,12 @@ func (r *Runtime) Search(ctx context.Context, branch messages.BranchID, query st
 // search` and the HTTP API's search do. It returns the hits and how many
 // chunks were forced.
 func (r *Runtime) SearchAndForce(ctx context.Context, branch messages.BranchID, query string, opts *retrieval.RankOptions,
-	force bool, chunks []messages.ChunkID) ([]Hit, int, error) {
+	filter retrieval.Filter, force bool, chunks []messages.ChunkID) ([]Hit, int, error) {
 	var hits []Hit
 	var ids []messages.ChunkID
 	if query != "" {
 		var err error
-		if hits, err = r.Search(ctx, branch, query, opts); err != nil {
+		if hits, err = r.SearchWith(ctx, branch, query, opts, filter); err != nil {
 			return nil, 0, err
 		}
 		for _, h := range hits {

@@ -418,15 +418,15 @@ func TestSearchAndForce(t *testing.T) {
 	t.Parallel()
 	r, f, ev, b := memoryRuntime(t, facts[:4])
 	waitIndexed(t, r, b.ID, ev, 3) // Settle indexes the last one
-	hits, forced, err := r.SearchAndForce(bg, b.ID, "release train Tuesday", nil, false, nil)
+	hits, forced, err := r.SearchAndForce(bg, b.ID, "release train Tuesday", nil, retrieval.Filter{}, false, nil)
 	if err != nil || len(hits) == 0 || forced != 0 {
 		t.Fatalf("search without force: %d hits, %d forced, %v", len(hits), forced, err)
 	}
 	named := hits[len(hits)-1].Chunk.ID
-	if _, forced, err = r.SearchAndForce(bg, b.ID, "", nil, true, []messages.ChunkID{named}); err != nil || forced != 1 {
+	if _, forced, err = r.SearchAndForce(bg, b.ID, "", nil, retrieval.Filter{}, true, []messages.ChunkID{named}); err != nil || forced != 1 {
 		t.Fatalf("force one named chunk: %d forced, %v", forced, err)
 	}
-	got, forced, err := r.SearchAndForce(bg, b.ID, "release train Tuesday", nil, true, []messages.ChunkID{named})
+	got, forced, err := r.SearchAndForce(bg, b.ID, "release train Tuesday", nil, retrieval.Filter{}, true, []messages.ChunkID{named})
 	if err != nil || forced != len(got)+1 {
 		t.Fatalf("search and force: %d hits, %d forced, %v", len(got), forced, err)
 	}
@@ -437,7 +437,7 @@ func TestSearchAndForce(t *testing.T) {
 			t.Errorf("chunk %s was not sent forced: %+v", id, sent.Retrieved)
 		}
 	}
-	if _, _, err := r.SearchAndForce(bg, b.ID, "", nil, true, []messages.ChunkID{{1}}); !errors.Is(err, persistence.ErrNotFound) {
+	if _, _, err := r.SearchAndForce(bg, b.ID, "", nil, retrieval.Filter{}, true, []messages.ChunkID{{1}}); !errors.Is(err, persistence.ErrNotFound) {
 		t.Errorf("forcing an unknown chunk: %v", err)
 	}
 }

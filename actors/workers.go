@@ -586,7 +586,7 @@ func (ix *indexer) chunkRows(m *indexReq) ([]persistence.ChunkRow, []persistence
 				ID: ChunkIDFor(m.turn, c.Type, hash), Session: m.session, Branch: m.branch,
 				SourceTurn: m.turn, Seq: m.seq, Node: node, Start: start, End: end,
 				Type: c.Type, Text: c.Text, Summary: firstSentence(c.Text),
-				TokenEst: c.TokenEst, Hash: hash, Created: now, Terms: terms, TermCount: n,
+				TokenEst: c.TokenEst, Hash: hash, Created: now, Speaker: msg.Speaker, Time: msg.Time, Terms: terms, TermCount: n,
 			})
 		}
 	}

@@ -27,6 +27,11 @@ type Chunk struct {
 	TokenEst int                `json:"token_est"`
 	Hash     [32]byte           `json:"hash"` // the BLAKE3-256 digest of its text, as 32 numbers
 	Created  time.Time          `json:"created"`
+	// Speaker and Time are who said it and when, when its message says
+	// (an imported conversation's participant and date); absent
+	// otherwise.
+	Speaker string    `json:"speaker,omitempty"`
+	Time    time.Time `json:"time,omitzero"`
 }
 
 // Hit is a chunk retrieval found, with its scores.
@@ -44,12 +49,18 @@ type Hit struct {
 // SearchRequest is the body of POST /v1/branches/{id}/search: K hits
 // (0: the server's default) for Query; with Force the hits, or the
 // Chunks named by their ids (with no query), go into the branch's next
-// turn.
+// turn. Speaker, From and To keep only what a speaker said ("user",
+// "assistant", "tool", or a participant's name as its turns give it) and
+// what was said from From until To (RFC 3339 times), as the search looks:
+// it returns up to K of those.
 type SearchRequest struct {
-	Query  string   `json:"query"`
-	K      int      `json:"k"`
-	Force  bool     `json:"force"`
-	Chunks []string `json:"chunks,omitempty"`
+	Query   string   `json:"query"`
+	K       int      `json:"k"`
+	Force   bool     `json:"force"`
+	Chunks  []string `json:"chunks,omitempty"`
+	Speaker string   `json:"speaker,omitempty"`
+	From    string   `json:"from,omitempty"`
+	To      string   `json:"to,omitempty"`
 }
 
 // SearchResult is the answer to a search: the hits, and how many chunks

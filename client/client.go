@@ -700,17 +700,23 @@ func (c *Client) Search(ctx context.Context, branch messages.BranchID, query str
 
 // SearchOptions are the ways of SearchWith: K hits (0: the server's
 // default); with Force the hits, or the chunks named (with no query), go
-// into the branch's next turn.
+// into the branch's next turn. Speaker, From and To keep only what a
+// speaker said ("user", "assistant", "tool" or a participant's name) and
+// what was said from From until To (RFC 3339), as the search looks (it
+// returns up to K of those).
 type SearchOptions struct {
-	K      int
-	Force  bool
-	Chunks []messages.ChunkID
+	K       int
+	Force   bool
+	Chunks  []messages.ChunkID
+	Speaker string
+	From    string
+	To      string
 }
 
 // SearchWith is Search with options; it also returns how many chunks were
 // forced into the next turn.
 func (c *Client) SearchWith(ctx context.Context, branch messages.BranchID, query string, o SearchOptions) ([]Hit, int, error) {
-	in := api.SearchRequest{Query: query, K: o.K, Force: o.Force}
+	in := api.SearchRequest{Query: query, K: o.K, Force: o.Force, Speaker: o.Speaker, From: o.From, To: o.To}
 	for _, id := range o.Chunks {
 		in.Chunks = append(in.Chunks, id.String())
 	}

@@ -45,9 +45,11 @@ func TestReaderReadsWhatWriterWrites(t *testing.T) {
 	main, fork := messages.BranchID{1}, messages.BranchID{2}
 	user := messages.NewMessage(messages.RoleUser, messages.Text{Text: "q"})
 	reply := messages.NewMessage(messages.RoleAssistant, messages.Text{Text: "a"})
+	said := user // who said it and when: an imported conversation's
+	said.Speaker, said.Time = "Caroline", time.Date(2023, 5, 8, 13, 56, 0, 0, time.UTC)
 	items := []Item{
 		{Branch: &Branch{ID: main, Label: "main", Created: at, Parent: -1}},
-		{Turn: &Turn{Seq: 1, User: user, Reply: reply}},
+		{Turn: &Turn{Seq: 1, User: said, Reply: reply}},
 		{Turn: &Turn{Seq: 2, User: user, Failed: true, Code: "cancelled", Reason: "stop"}},
 		{State: &State{Seq: 1, Summary: "s", Pinned: []string{"p"}, Turns: []uint64{1}}},
 		{Head: &Head{Pinned: []string{"p"}, Model: "m"}},
@@ -156,6 +158,10 @@ func TestReaderRefusesBadExports(t *testing.T) {
 			"line 3: a turn has a reply or failed, one of them"},
 		{"unknown type", withEnd(sessionLine+branchLine+`{"type":"note"}`+"\n", 1, 0, 0), `line 3: type "note": want branch, turn, state, head or end`},
 		{"after the end", withEnd(good, 1, 2, 0) + headLine, "line 7: a line after the end line"},
+		{"time", withEnd(sessionLine+branchLine+strings.Replace(turnLine(1, "q", "a"), `"rendered_text":"q"`, `"rendered_text":"q","time":"8 May 2023"`, 1)+headLine, 1, 1, 0),
+			`line 3: turn: messages: invalid message: field "time" is invalid: "8 May 2023" is not an RFC 3339 time`},
+		{"speaker", withEnd(sessionLine+branchLine+strings.Replace(turnLine(1, "q", "a"), `"rendered_text":"a"`, `"rendered_text":"a","speaker":"`+strings.Repeat("x", 300)+`"`, 1)+headLine, 1, 1, 0),
+			`line 3: turn: messages: invalid message: field "speaker" is invalid: 300 bytes, limit 256`},
 	} {
 		_, _, _, err := readAll([]byte(c.body), o)
 		var bad *InvalidError

@@ -189,12 +189,43 @@ type ChunkRow struct {
 	TokenEst int                `json:"token_est"`
 	Hash     Hash               `json:"hash"`
 	Created  time.Time          `json:"created"`
+	// Speaker is the participant who said the text and Time when, when
+	// its message says (messages.Message's Speaker and Time: an
+	// imported conversation's); otherwise its role (Role) and its
+	// transcript node's time (Said) stand for them.
+	Speaker string    `json:"speaker,omitempty"`
+	Time    time.Time `json:"time,omitzero"`
 	// Terms are the full-text index terms of the chunk with their
 	// weights (its text's counts, plus its neighbour turns' at lower
 	// weights) and TermCount their sum; they are stored in the branch's
 	// partition row (BranchChunks), not in the chunk row.
 	Terms     map[string]float32 `json:"-"`
 	TermCount float32            `json:"-"`
+}
+
+// Said is when c's text was said: Time, or the time of its transcript
+// node's id (the user message's acceptance, the reply's end; its source
+// turn's for a row without a node).
+func (c ChunkRow) Said() time.Time {
+	switch {
+	case !c.Time.IsZero():
+		return c.Time
+	case !c.Node.IsZero():
+		return c.Node.Time()
+	}
+	return c.SourceTurn.Time()
+}
+
+// Role is who said c's text by role: "tool" for a tool's result, "user"
+// for the text of its turn's user message, else "assistant".
+func (c ChunkRow) Role() string {
+	switch {
+	case c.Type == messages.ChunkToolResult:
+		return "tool"
+	case c.Node.IsZero() || c.Node == c.SourceTurn:
+		return "user"
+	}
+	return "assistant"
 }
 
 // StepRow is a provider step of a turn (SRD §5.7): what was sent, what

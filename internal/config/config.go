@@ -162,6 +162,12 @@ type RetrievalConfig struct {
 	// order of the conversation) come with it into a context, merged
 	// with it into one excerpt.
 	Neighbours int `mapstructure:"neighbours"`
+	// TimeBoost is added to the score of a chunk said within a time
+	// the query names ("in May", "last week", "7 May 2023"), SpeakerBoost
+	// to that of a chunk said by a participant it names (or by the user
+	// on "I", the assistant on "you"); 0 to 1, 0 for none.
+	TimeBoost    float64 `mapstructure:"time_boost"`
+	SpeakerBoost float64 `mapstructure:"speaker_boost"`
 }
 
 // ContextConfig is the bounded working context: the summary-as-state
@@ -481,6 +487,8 @@ func Default() Config {
 			TopK:                 4,
 			MaxK:                 24,
 			Neighbours:           1,
+			TimeBoost:            0,
+			SpeakerBoost:         0,
 		},
 		Server: ServerConfig{
 			Addr:              "127.0.0.1:8080",

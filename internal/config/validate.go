@@ -86,7 +86,7 @@ func (r RetrievalConfig) validate(p *problems, prefix string) {
 		key string
 		v   float64
 	}{{"vector_weight", r.VectorWeight}, {"text_weight", r.TextWeight}, {"recency_weight", r.RecencyWeight},
-		{"threshold", r.Threshold}, {"mmr_lambda", r.MMRLambda}} {
+		{"threshold", r.Threshold}, {"mmr_lambda", r.MMRLambda}, {"time_boost", r.TimeBoost}, {"speaker_boost", r.SpeakerBoost}} {
 		if !(f.v >= 0 && f.v <= 1) {
 			p.addf("%s%s: %v is out of range [0, 1]", prefix, f.key, f.v)
 		}

@@ -168,6 +168,8 @@ func TestValidateRetrieval(t *testing.T) {
 		{func(r *RetrievalConfig) { r.Embedder = "bert" }, `retrieval.embedder: "bert"`},
 		{func(r *RetrievalConfig) { r.VectorWeight = 0.9 }, "retrieval.vector_weight + retrieval.text_weight: 1.6, want 1"},
 		{func(r *RetrievalConfig) { r.MMRLambda = -1 }, "retrieval.mmr_lambda: -1 is out of range [0, 1]"},
+		{func(r *RetrievalConfig) { r.TimeBoost = 2 }, "retrieval.time_boost: 2 is out of range [0, 1]"},
+		{func(r *RetrievalConfig) { r.SpeakerBoost = -1 }, "retrieval.speaker_boost: -1 is out of range [0, 1]"},
 		{func(r *RetrievalConfig) { r.TopK = 60 }, "retrieval.top_k: 60 is out of range [1, 48]"},
 		{func(r *RetrievalConfig) { r.MaxK = 2 }, "retrieval.max_k: 2 is out of range [4, 48]"},
 		{func(r *RetrievalConfig) { r.Embedder, r.VectorsPath = EmbedderStatic, "" }, "retrieval.vectors_path: required with embedder static"},

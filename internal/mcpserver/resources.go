@@ -110,7 +110,7 @@ func (s *Server) updated(ctx context.Context, branch messages.BranchID, what str
 const promptText = `You have a long-term memory through the ctxinf tools.%s
 
 - Before you answer, call get_context with the user's message: it returns the budgeted context (pinned facts, the summary of earlier turns, recent messages and memory retrieved for the message) as text to read before the message.
-- To recall something specific (a name, a number, a decision), call search_memory with a short query; filter by speaker ("user", "assistant", "tool") or time when it helps. Cite what you use by its turn, and call get_turn to see a turn whole.
+- To recall something specific (a name, a number, a decision), call search_memory with a short query; filter by speaker ("user", "assistant", "tool", or a participant's name) or time when it helps. Cite what you use by its turn, and call get_turn to see a turn whole.
 - After you answer, call record_exchange with the user's message and your reply, and an idempotency_key (any unique string) so that a retry is safe.
 - When the user states a lasting fact or preference ("always answer in French", "the deploy target is eu-west-1"), call pin_fact; list_facts, edit_fact and unpin_fact keep the facts true.
 - To explore an alternative without disturbing the conversation, fork the branch at a turn and continue on the new branch.

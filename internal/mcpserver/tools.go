@@ -82,18 +82,19 @@ type searchIn struct {
 	Branch  string `json:"branch,omitempty" jsonschema:"search this branch and what it was forked from"`
 	Session string `json:"session,omitempty" jsonschema:"or every branch of this session"`
 	K       int    `json:"k,omitempty" jsonschema:"hits to return, 1 to 50 (default 8)"`
-	Speaker string `json:"speaker,omitempty" jsonschema:"only what user, assistant or tool said"`
-	After   string `json:"after,omitempty" jsonschema:"only memory recorded at or after this RFC 3339 time"`
-	Before  string `json:"before,omitempty" jsonschema:"only memory recorded before this RFC 3339 time"`
+	Speaker string `json:"speaker,omitempty" jsonschema:"only what this speaker said: user, assistant, tool, or a participant's name as the conversation gives it"`
+	After   string `json:"after,omitempty" jsonschema:"only what was said at or after this RFC 3339 time"`
+	Before  string `json:"before,omitempty" jsonschema:"only what was said before this RFC 3339 time"`
 }
 
 type hitOut struct {
 	Text    string  `json:"text"`
-	Speaker string  `json:"speaker" jsonschema:"user, assistant or tool"`
+	Speaker string  `json:"speaker" jsonschema:"the participant who said it when the conversation names one, else user, assistant or tool"`
 	Branch  string  `json:"branch" jsonschema:"the branch that recorded it"`
 	Turn    string  `json:"turn" jsonschema:"the turn it is from (get_turn shows it whole)"`
 	Seq     uint64  `json:"seq" jsonschema:"that turn's number on its branch"`
-	Created string  `json:"created"`
+	Time    string  `json:"time" jsonschema:"when it was said"`
+	Created string  `json:"created" jsonschema:"when it was recorded"`
 	Score   float64 `json:"score"`
 	Chunk   string  `json:"chunk"`
 }
@@ -377,21 +378,9 @@ func (s *Server) searchMemory(ctx context.Context, req *mcp.CallToolRequest, in 
 	if err := checkRange("k", k, 1, MaxSearchK); err != nil {
 		return nil, out, err
 	}
-	switch in.Speaker {
-	case "", "user", "assistant", "tool":
-	default:
-		return nil, out, fmt.Errorf("speaker: %q, want user, assistant or tool", in.Speaker)
-	}
-	var after, before time.Time
-	var err error
-	if in.After != "" {
-		if after, err = time.Parse(time.RFC3339, in.After); err != nil {
-			return nil, out, fmt.Errorf("after: %q is not an RFC 3339 time (2026-11-29T10:00:00Z)", in.After)
-		}
-	}
-	if in.Before != "" {
-		if before, err = time.Parse(time.RFC3339, in.Before); err != nil {
-			return nil, out, fmt.Errorf("before: %q is not an RFC 3339 time (2026-11-29T10:00:00Z)", in.Before)
+	for _, t := range []struct{ field, v string }{{"after", in.After}, {"before", in.Before}} {
+		if _, err := time.Parse(time.RFC3339, t.v); t.v != "" && err != nil {
+			return nil, out, fmt.Errorf("%s: %q is not an RFC 3339 time (2026-11-29T10:00:00Z)", t.field, t.v)
 		}
 	}
 	var branches []messages.BranchID
@@ -417,15 +406,12 @@ func (s *Server) searchMemory(ctx context.Context, req *mcp.CallToolRequest, in 
 			branches = append(branches, b.ID)
 		}
 	}
-	// The filters apply to the hits: with one, more are asked for.
-	ask := k
-	if in.Speaker != "" || in.After != "" || in.Before != "" {
-		ask = min(4*k, 100)
-	}
+	// The filters apply as each branch's search looks: up to k of what
+	// they keep.
 	seen := map[messages.ChunkID]bool{}
 	var hits []client.Hit
 	for _, b := range branches {
-		hs, err := c.Search(ctx, b, in.Query, ask, false)
+		hs, _, err := c.SearchWith(ctx, b, in.Query, client.SearchOptions{K: k, Speaker: in.Speaker, From: in.After, To: in.Before})
 		if err != nil {
 			return nil, out, toolError(err)
 		}
@@ -438,15 +424,8 @@ func (s *Server) searchMemory(ctx context.Context, req *mcp.CallToolRequest, in 
 	}
 	slices.SortStableFunc(hits, func(a, b client.Hit) int { return cmp.Compare(b.Score, a.Score) })
 	for _, h := range hits {
-		sp := speaker(h.Chunk)
-		switch {
-		case in.Speaker != "" && sp != in.Speaker,
-			!after.IsZero() && h.Chunk.Created.Before(after),
-			!before.IsZero() && !h.Chunk.Created.Before(before):
-			continue
-		}
-		out.Hits = append(out.Hits, hitOut{Text: h.Chunk.Text, Speaker: sp, Branch: h.Chunk.Branch.String(), Turn: h.Chunk.SourceTurn.String(),
-			Seq: h.Chunk.Seq, Created: timeText(h.Chunk.Created), Score: h.Score, Chunk: h.Chunk.ID.String()})
+		out.Hits = append(out.Hits, hitOut{Text: h.Chunk.Text, Speaker: speaker(h.Chunk), Branch: h.Chunk.Branch.String(), Turn: h.Chunk.SourceTurn.String(),
+			Seq: h.Chunk.Seq, Time: timeText(said(h.Chunk)), Created: timeText(h.Chunk.Created), Score: h.Score, Chunk: h.Chunk.ID.String()})
 		if len(out.Hits) == k {
 			break
 		}
@@ -454,16 +433,31 @@ func (s *Server) searchMemory(ctx context.Context, req *mcp.CallToolRequest, in 
 	return nil, out, nil
 }
 
-// speaker is who said a chunk's text: the user (the turn's own message),
-// a tool (a tool's result) or the assistant.
+// speaker is who said a chunk's text: the participant its turn names,
+// else the user (the turn's own message), a tool (a tool's result) or
+// the assistant.
 func speaker(c api.Chunk) string {
 	switch {
+	case c.Speaker != "":
+		return c.Speaker
 	case c.Type == messages.ChunkToolResult:
 		return "tool"
 	case c.Node.IsZero() || c.Node == c.SourceTurn:
 		return "user"
 	}
 	return "assistant"
+}
+
+// said is when a chunk's text was said: its time, when its turn gives
+// one, else its message's (its transcript node's id's time).
+func said(c api.Chunk) time.Time {
+	switch {
+	case !c.Time.IsZero():
+		return c.Time
+	case !c.Node.IsZero():
+		return c.Node.Time()
+	}
+	return c.SourceTurn.Time()
 }
 
 func (s *Server) getContext(ctx context.Context, req *mcp.CallToolRequest, in contextIn) (*mcp.CallToolResult, contextOut, error) {

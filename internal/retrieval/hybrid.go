@@ -37,6 +37,14 @@ type RankOptions struct {
 	Overfetch int
 	TopK      int
 	MaxK      int
+	// TimeBoost is added to the score of a candidate said within the
+	// time the query names (ParseWhen, against the newest chunk's time
+	// searched); SpeakerBoost to that of a candidate said by a
+	// participant the query names (one its chunks name: Doc.Speaker),
+	// or, when it names none, by the user when it speaks of "I" and by
+	// the assistant when it speaks of "you" (addressedRole). 0: none.
+	TimeBoost    float64
+	SpeakerBoost float64
 	// Neighbours is how many chunks before and after each result, in
 	// the order of the conversation, the runtime adds to the retrieved
 	// memory it offers a context (not Search), while they fit in its
@@ -78,6 +86,10 @@ func (o RankOptions) Validate() error {
 		return fmt.Errorf("retrieval: overfetch: %d, want 1 to 1000", o.Overfetch)
 	case o.TopK < 1 || o.TopK > o.Overfetch:
 		return fmt.Errorf("retrieval: top_k: %d, want 1 to overfetch (%d)", o.TopK, o.Overfetch)
+	case o.TimeBoost < 0 || o.TimeBoost > 1:
+		return fmt.Errorf("retrieval: time_boost: %g, want 0 to 1", o.TimeBoost)
+	case o.SpeakerBoost < 0 || o.SpeakerBoost > 1:
+		return fmt.Errorf("retrieval: speaker_boost: %g, want 0 to 1", o.SpeakerBoost)
 	case o.Neighbours < 0 || o.Neighbours > MaxNeighbours:
 		return fmt.Errorf("retrieval: neighbours: %d, want 0 to %d", o.Neighbours, MaxNeighbours)
 	case o.MaxK != 0 && (o.MaxK < o.TopK || o.MaxK > o.Overfetch):
@@ -103,6 +115,14 @@ type Doc struct {
 	Terms  map[string]float32 // TermFreqs of its text, plus its neighbours' context
 	Len    float32            // the sum of Terms
 	Vector []float32          // its embedding; nil if it has none
+	// Time is when its text was said, in Unix milliseconds (0: not
+	// known, when its id's time stands for it); Role the role of the
+	// message it is from (RoleUser, RoleAssistant, RoleTool; "" not
+	// known); Speaker the participant who said it, when its
+	// conversation names one.
+	Time    int64
+	Role    string
+	Speaker string
 }
 
 // Partition is the in-memory index of one branch's chunks: full text
@@ -114,11 +134,20 @@ type Partition struct {
 	seq    map[DocID]uint64
 	bySeq  map[uint64][]DocID // the chunks of each turn
 	newest uint64
+	// Who said each chunk and when (meta.go): the names of the
+	// participants its chunks name, the newest time of each turn and of
+	// all.
+	meta       map[DocID]docMeta
+	names      []string
+	nameIdx    map[string]uint32
+	seqTime    map[uint64]int64
+	newestTime int64
 }
 
 // NewPartition returns an empty partition for dim-dimensional vectors.
 func NewPartition(dim int) *Partition {
-	return &Partition{text: NewFullText(), vec: NewVectors(dim), seq: map[DocID]uint64{}, bySeq: map[uint64][]DocID{}}
+	return &Partition{text: NewFullText(), vec: NewVectors(dim), seq: map[DocID]uint64{}, bySeq: map[uint64][]DocID{},
+		meta: map[DocID]docMeta{}, nameIdx: map[string]uint32{}, seqTime: map[uint64]int64{}}
 }
 
 // Add indexes d; a chunk present already is left as it is (false),
@@ -136,6 +165,7 @@ func (p *Partition) Add(d Doc) bool {
 	p.seq[d.ID] = d.Seq
 	p.bySeq[d.Seq] = append(p.bySeq[d.Seq], d.ID)
 	p.newest = max(p.newest, d.Seq)
+	p.addMeta(d)
 	p.text.Add(d.ID, d.Terms, d.Len)
 	if d.Vector != nil {
 		p.vec.Add(d.ID, d.Vector)
@@ -188,6 +218,9 @@ type Query struct {
 	Scopes []Scope
 	// Exclude leaves chunks out (those already in the prompt verbatim).
 	Exclude func(DocID) bool
+	// Filter keeps only the chunks it accepts, as the searches look:
+	// they return up to their count of those.
+	Filter Filter
 }
 
 // parallelSearchDocs is the number of chunks in a query's scopes from
@@ -208,6 +241,7 @@ func Search(ctx context.Context, q Query, o RankOptions) ([]Ranked, error) {
 		text, vec []Hit
 		seq       map[DocID]uint64
 		vectors   map[DocID][]float32
+		boost     map[DocID]float64
 		newest    uint64
 	}
 	res := make([]found, len(q.Scopes))
@@ -217,6 +251,7 @@ func Search(ctx context.Context, q Query, o RankOptions) ([]Ranked, error) {
 		s.Part.mu.RLock()
 		s.Part.text.AddStats(&stats, terms)
 	}
+	b := boostsOf(q, o)
 	// The full-text and vector searches of each scope run side by side
 	// when there is enough to search (about 80 ns a chunk); below that a
 	// goroutine's wait for a CPU costs more than it saves.
@@ -229,9 +264,14 @@ func Search(ctx context.Context, q Query, o RankOptions) ([]Ranked, error) {
 	if docs >= parallelSearchDocs {
 		run = wg.Go
 	}
+	// A time the query names: its chunks are candidates too, found by
+	// searches of that time alone (they need not be among the best of
+	// the whole conversation to be boosted).
+	timed := make([]found, len(q.Scopes))
 	for i, s := range q.Scopes {
+		filter := q.Filter.keeps(s.Part)
 		keep := func(id DocID) bool {
-			return s.Part.seq[id] <= s.MaxSeq && (q.Exclude == nil || !q.Exclude(id))
+			return s.Part.seq[id] <= s.MaxSeq && (q.Exclude == nil || !q.Exclude(id)) && (filter == nil || filter(id))
 		}
 		run(func() {
 			res[i].text = s.Part.text.SearchTerms(terms, stats, o.Overfetch, keep)
@@ -241,15 +281,34 @@ func Search(ctx context.Context, q Query, o RankOptions) ([]Ranked, error) {
 				res[i].vec = s.Part.vec.Search(q.Vector, o.Overfetch, keep)
 			}
 		})
+		if b.timed {
+			inTime := func(id DocID) bool { return keep(id) && b.inTime(s.Part.meta[id]) }
+			run(func() {
+				timed[i].text = s.Part.text.SearchTerms(terms, stats, o.Overfetch, inTime)
+			})
+			run(func() {
+				if q.Vector != nil && o.VectorWeight > 0 {
+					timed[i].vec = s.Part.vec.Search(q.Vector, o.Overfetch, inTime)
+				}
+			})
+		}
 	}
 	wg.Wait()
 	for i, s := range q.Scopes {
 		r := &res[i]
+		r.text, r.vec = append(r.text, timed[i].text...), append(r.vec, timed[i].vec...)
 		n := len(r.text) + len(r.vec)
 		r.seq, r.vectors = make(map[DocID]uint64, n), make(map[DocID][]float32, n)
+		var named map[uint32]bool
+		if b.any() {
+			r.boost, named = make(map[DocID]float64, n), b.speakersIn(s.Part)
+		}
 		for _, h := range slices.Concat(r.text, r.vec) {
 			r.seq[h.Doc] = s.Part.seq[h.Doc]
 			r.vectors[h.Doc] = s.Part.vec.Vector(h.Doc)
+			if r.boost != nil {
+				r.boost[h.Doc] = b.of(named, s.Part.meta[h.Doc])
+			}
 		}
 		r.newest = min(s.Part.newest, s.MaxSeq)
 		s.Part.mu.RUnlock()
@@ -263,6 +322,7 @@ func Search(ctx context.Context, q Query, o RankOptions) ([]Ranked, error) {
 	}
 	cands := make(map[DocID]*Ranked, n)
 	vectors := make(map[DocID][]float32, n)
+	boosts := make(map[DocID]float64)
 	var newest uint64
 	add := func(hits []Hit, r *found, vector bool) {
 		for _, h := range hits {
@@ -271,6 +331,9 @@ func Search(ctx context.Context, q Query, o RankOptions) ([]Ranked, error) {
 				c = &Ranked{Doc: h.Doc, Seq: r.seq[h.Doc], Vector: math.NaN(), Text: math.NaN()}
 				cands[h.Doc] = c
 				vectors[h.Doc] = r.vectors[h.Doc]
+				if x := r.boost[h.Doc]; x != 0 {
+					boosts[h.Doc] = x
+				}
 			}
 			if vector {
 				c.Vector = math.Max(nanTo(c.Vector, -2), h.Score)
@@ -296,7 +359,7 @@ func Search(ctx context.Context, q Query, o RankOptions) ([]Ranked, error) {
 		if q.Vector == nil || o.VectorWeight == 0 {
 			c.Relevance = c.Text
 		}
-		c.Score = c.Relevance
+		c.Score = c.Relevance + boosts[c.Doc]
 		if o.RecencyWeight > 0 {
 			age := float64(newest - min(c.Seq, newest))
 			c.Score += o.RecencyWeight * math.Exp2(-age/o.RecencyHalfLife)

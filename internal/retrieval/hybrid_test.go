@@ -147,6 +147,8 @@ func TestRankOptionsValidate(t *testing.T) {
 		{func(o *RankOptions) { o.Neighbours = 9 }, "neighbours: 9, want 0 to 8"},
 		{func(o *RankOptions) { o.Overfetch = 0 }, "overfetch: 0, want 1 to 1000"},
 		{func(o *RankOptions) { o.RecencyWeight, o.RecencyHalfLife = 0.1, 0 }, "recency_half_life"},
+		{func(o *RankOptions) { o.TimeBoost = 1.5 }, "time_boost: 1.5, want 0 to 1"},
+		{func(o *RankOptions) { o.SpeakerBoost = -0.1 }, "speaker_boost: -0.1, want 0 to 1"},
 	} {
 		o := testRank()
 		tc.edit(&o)

@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/contextinfinity/ctxinf/actors"
 	"github.com/contextinfinity/ctxinf/api"
@@ -630,6 +631,12 @@ func (s *Server) search(w http.ResponseWriter, r *http.Request) error {
 		return invalid("k: %d, want 0 (the default) to %d", in.K, MaxSearchK)
 	case len(in.Chunks) > 0 && !in.Force:
 		return invalid("chunks: only with force")
+	case (in.Speaker != "" || in.From != "" || in.To != "") && in.Query == "":
+		return invalid("speaker, from and to: only with a query")
+	}
+	filter, err := SearchFilter(in.Speaker, "from", in.From, "to", in.To)
+	if err != nil {
+		return err
 	}
 	opts := SearchK(s.rt, in.K)
 	var chunks []messages.ChunkID
@@ -640,12 +647,39 @@ func (s *Server) search(w http.ResponseWriter, r *http.Request) error {
 		}
 		chunks = append(chunks, cid)
 	}
-	hits, forced, err := s.rt.SearchAndForce(r.Context(), id, in.Query, opts, in.Force, chunks)
+	hits, forced, err := s.rt.SearchAndForce(r.Context(), id, in.Query, opts, filter, in.Force, chunks)
 	if err != nil {
 		return err
 	}
 	writeJSON(w, http.StatusOK, api.SearchResult{Hits: Hits(hits), Forced: forced})
 	return nil
+}
+
+// SearchFilter is the filter of a search for what speaker said (a
+// role or a participant's name) from the RFC 3339 time from until to,
+// each optional; its errors name the fields (fromField, toField).
+func SearchFilter(speaker, fromField, from, toField, to string) (retrieval.Filter, error) {
+	f := retrieval.Filter{Speaker: speaker}
+	for _, t := range []struct {
+		field, v string
+		into     *time.Time
+	}{{fromField, from, &f.From}, {toField, to, &f.To}} {
+		if t.v == "" {
+			continue
+		}
+		at, err := time.Parse(time.RFC3339, t.v)
+		if err != nil {
+			return f, invalid("%s: %q is not an RFC 3339 time (2026-11-29T10:00:00Z)", t.field, t.v)
+		}
+		*t.into = at
+	}
+	if err := messages.CheckSpeaker(speaker); err != nil {
+		return f, invalid("speaker: %v", err)
+	}
+	if !f.From.IsZero() && !f.To.IsZero() && !f.From.Before(f.To) {
+		return f, invalid("%s: %s is not before %s: %s", fromField, from, toField, to)
+	}
+	return f, nil
 }
 
 // SearchK is the ranking of a search for k hits on rt (nil, the

@@ -43,7 +43,7 @@ func Turn(row persistence.TurnRow) api.Turn {
 func Chunk(row persistence.ChunkRow) api.Chunk {
 	return api.Chunk{ID: row.ID, Session: row.Session, Branch: row.Branch, SourceTurn: row.SourceTurn, Seq: row.Seq,
 		Node: row.Node, Start: row.Start, End: row.End, Type: row.Type, Text: row.Text, Summary: row.Summary,
-		TokenEst: row.TokenEst, Hash: row.Hash, Created: row.Created}
+		TokenEst: row.TokenEst, Hash: row.Hash, Created: row.Created, Speaker: row.Speaker, Time: row.Time}
 }
 
 // Hit is a search hit as the API answers it.

@@ -49,7 +49,7 @@ func wireValues() []wireValue {
 		OutputTokens: 20, CacheReadTokens: 50, CacheWriteTokens: 10, Displayed: 30, Durable: 29, Interrupted: true}
 	chunkRow := persistence.ChunkRow{ID: chunk, Session: sid, Branch: bid, SourceTurn: tid, Seq: 2, Node: tid, Start: 1, End: 5,
 		Type: messages.ChunkType(1), Text: "text", Summary: "sum", TokenEst: 3, Hash: persistence.Hash{1, 2, 3}, Created: at,
-		Terms: map[string]float32{"x": 1}, TermCount: 1}
+		Speaker: "Caroline", Time: time.Date(2023, 5, 8, 13, 56, 0, 0, time.UTC), Terms: map[string]float32{"x": 1}, TermCount: 1}
 	job := persistence.Job{Type: persistence.JobIndex, Branch: bid, Turn: tid, Attempts: 2, Created: at}
 	return []wireValue{
 		{"Session", client.Session{}, session},
@@ -72,7 +72,8 @@ func wireValues() []wireValue {
 		{"PendingTurn", client.PendingTurn{Phase: messages.PhaseAccepted}, client.PendingTurn{Turn: tid, Seq: 2, Phase: messages.PhaseResponseFinalized,
 			Reply: messages.NodeID(id(8))}},
 		{"HistoryEntry", client.HistoryEntry{Message: messages.Message{Role: messages.RoleUser}}, client.HistoryEntry{Node: tid, Depth: 3,
-			Message: messages.Message{Role: messages.RoleUser, RenderedText: "hi"}, PartialReply: partial}},
+			Message:      messages.Message{Role: messages.RoleUser, RenderedText: "hi", Speaker: "Caroline", Time: time.Date(2023, 5, 8, 13, 56, 0, 0, time.UTC)},
+			PartialReply: partial}},
 		{"Pin", client.Pin{}, client.Pin{ID: 1, Fact: "f", Seq: 2, At: at}},
 		{"Chunk", Chunk(persistence.ChunkRow{Type: messages.ChunkType(1)}), Chunk(chunkRow)},
 		{"Hit", Hit(actors.Hit{Chunk: persistence.ChunkRow{Type: messages.ChunkType(1)}}), Hit(actors.Hit{Chunk: chunkRow, Score: 0.5, Vector: 0.25, Text: 0.125, Relevance: 0.75})},

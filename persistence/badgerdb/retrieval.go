@@ -53,7 +53,7 @@ func (g *group) putChunk(c persistence.ChunkRow, res *persistence.TxResult) erro
 	if ok, err := g.rowExists(mk); err != nil || ok {
 		return err // in the partition already, maybe with later context: kept
 	}
-	g.setRow(mk, persistence.EncodeDoc(c.Terms, c.TermCount)) // later updates in this group read it
+	g.setRow(mk, persistence.EncodeDoc(c.Terms, c.TermCount, persistence.MetaOf(c))) // later updates in this group read it
 	return nil
 }
 
@@ -91,14 +91,14 @@ func (g *group) addTerms(u persistence.TermUpdate) error {
 			return err
 		}
 	}
-	terms, n, err := persistence.DecodeDoc(cur)
+	terms, n, meta, err := persistence.DecodeDoc(cur)
 	if err != nil {
 		return fmt.Errorf("%w: partition entry %x: %v", persistence.ErrCorrupt, k, err)
 	}
 	for t, w := range u.Add {
 		terms[t] += w
 	}
-	g.setRow(k, persistence.EncodeDoc(terms, n+u.Count))
+	g.setRow(k, persistence.EncodeDoc(terms, n+u.Count, meta))
 	return nil
 }
 
@@ -143,7 +143,7 @@ func (d *DB) branchChunks(ctx context.Context, branch messages.BranchID, ns stri
 			copy(doc.Chunk[:], k[25:])
 			err := it.Item().Value(func(b []byte) error {
 				var err error
-				doc.Terms, doc.TermCount, err = persistence.DecodeDoc(b)
+				doc.Terms, doc.TermCount, doc.Meta, err = persistence.DecodeDoc(b)
 				return err
 			})
 			if err != nil {

@@ -270,7 +270,7 @@ func (g *pgGroup) applyRetrieval(tx *persistence.Tx, rows *pgRows, own *pgExtra,
 			return err
 		}
 		if !doc.ok { // in the partition already, maybe with later context: kept
-			own.members[mk] = persistence.EncodeDoc(c.Terms, c.TermCount)
+			own.members[mk] = persistence.EncodeDoc(c.Terms, c.TermCount, persistence.MetaOf(c))
 		}
 	}
 	for _, v := range tx.Vectors {
@@ -299,14 +299,14 @@ func (g *pgGroup) applyRetrieval(tx *persistence.Tx, rows *pgRows, own *pgExtra,
 		if !doc.ok {
 			continue
 		}
-		terms, n, err := persistence.DecodeDoc(doc.data)
+		terms, n, meta, err := persistence.DecodeDoc(doc.data)
 		if err != nil {
 			return fmt.Errorf("%w: partition entry %x/%d/%x: %v", persistence.ErrCorrupt, k.branch, k.seq, k.chunk, err)
 		}
 		for t, w := range u.Add {
 			terms[t] += w
 		}
-		own.members[k] = persistence.EncodeDoc(terms, n+u.Count)
+		own.members[k] = persistence.EncodeDoc(terms, n+u.Count, meta)
 	}
 	return nil
 }
@@ -597,7 +597,7 @@ func (d *PGDB) branchChunks(ctx context.Context, branch messages.BranchID, ns st
 				return fmt.Errorf("%w: %s: chunk id of %d bytes", persistence.ErrCorrupt, what, len(chunk))
 			}
 			copy(e.doc.Chunk[:], chunk)
-			if e.doc.Terms, e.doc.TermCount, err = persistence.DecodeDoc(data); err != nil {
+			if e.doc.Terms, e.doc.TermCount, e.doc.Meta, err = persistence.DecodeDoc(data); err != nil {
 				rows.Close()
 				return fmt.Errorf("%w: partition entry %d/%s of branch %s: %v", persistence.ErrCorrupt, e.doc.Seq, e.doc.Chunk, branch, err)
 			}

@@ -323,7 +323,9 @@ func testRetrievalTables(t *testing.T, d DB) {
 	turn := messages.NewID[messages.TurnID](now)
 	chunk := persistence.ChunkRow{ID: messages.NewID[messages.ChunkID](now), Branch: parent, SourceTurn: turn, Seq: 7, Type: messages.ChunkUserContext,
 		Text: "deploy to eu-west-1", Hash: persistence.HashOf([]byte("deploy to eu-west-1")),
-		Terms: map[string]float32{"deploy": 1, "eu": 1, "west": 1, "1": 1}, TermCount: 4}
+		Terms: map[string]float32{"deploy": 1, "eu": 1, "west": 1, "1": 1}, TermCount: 4,
+		Speaker: "Caroline", Time: time.Date(2023, 5, 8, 13, 56, 0, 0, time.UTC)}
+	meta := persistence.DocMeta{Time: chunk.Time.UnixMilli(), Role: "user", Speaker: "Caroline"}
 	vec := persistence.VectorRow{Namespace: "hash-4", Chunk: chunk.ID, Vector: []float32{0.5, -0.5, 0.5, -0.5}}
 	if _, err := d.Commit(bg, &persistence.Tx{Chunks: []persistence.ChunkRow{chunk}, Vectors: []persistence.VectorRow{vec}}); err != nil {
 		t.Fatal(err)
@@ -340,8 +342,9 @@ func testRetrievalTables(t *testing.T, d DB) {
 		if err := d.BranchChunks(bg, b, func(c persistence.ChunkDoc) error { docs = append(docs, c); return nil }); err != nil {
 			t.Fatal(err)
 		}
-		if len(docs) != 1 || docs[0].Chunk != chunk.ID || docs[0].Seq != 7 || docs[0].TermCount != 4 || docs[0].Terms["deploy"] != 1 {
-			t.Errorf("partition of %s = %+v", b, docs)
+		if len(docs) != 1 || docs[0].Chunk != chunk.ID || docs[0].Seq != 7 || docs[0].TermCount != 4 || docs[0].Terms["deploy"] != 1 ||
+			docs[0].Meta != meta {
+			t.Errorf("partition of %s = %+v, want its meta %+v", b, docs, meta)
 		}
 	}
 	// A later turn's text is added to the parent's entry only.
@@ -351,14 +354,14 @@ func testRetrievalTables(t *testing.T, d DB) {
 	}
 	for b, want := range map[messages.BranchID][2]float32{parent: {1.5, 5}, fork: {1, 4}} {
 		_ = d.BranchChunks(bg, b, func(c persistence.ChunkDoc) error {
-			if c.Terms["deploy"] != want[0] || c.TermCount != want[1] || (b == parent) != (c.Terms["friday"] == 0.5) {
+			if c.Terms["deploy"] != want[0] || c.TermCount != want[1] || (b == parent) != (c.Terms["friday"] == 0.5) || c.Meta != meta {
 				t.Errorf("entry of %s after the update: %+v", b, c)
 			}
 			return nil
 		})
 	}
 	row, err := d.ChunkByID(bg, chunk.ID)
-	if err != nil || row.Text != chunk.Text || row.Seq != 7 {
+	if err != nil || row.Text != chunk.Text || row.Seq != 7 || row.Speaker != chunk.Speaker || !row.Time.Equal(chunk.Time) {
 		t.Errorf("ChunkByID = %+v, %v", row, err)
 	}
 	if _, err := d.ChunkByID(bg, again.ID); !errors.Is(err, persistence.ErrNotFound) {

@@ -29,9 +29,10 @@ import (
 // stdin and stdout, through the product's own paths. Each conversation
 // is a session; each appended utterance a turn on its branch (imported:
 // the user message is the utterance, rendered with its speaker and date,
-// the reply empty); flush folds and indexes everything (Runtime.Settle);
-// query runs the hybrid retrieval and answers with the source turns'
-// ids; fork forks the branch at a turn.
+// and carrying them as its Speaker and Time; the reply empty); flush
+// folds and indexes everything (Runtime.Settle); query runs the hybrid
+// retrieval and answers with the source turns' ids; fork forks the
+// branch at a turn.
 func Serve(e *cli.Env, args []string) error {
 	fs := flag.NewFlagSet("eval serve", flag.ContinueOnError)
 	fs.SetOutput(e.Stderr)
@@ -192,10 +193,16 @@ func (s *evalServer) handle(ctx context.Context, req evalRequest) (any, error) {
 		if _, dup := c.turnOf[req.ID]; dup || slices.Contains(c.ids, req.ID) {
 			return nil, fmt.Errorf("append: id %q is appended already", req.ID)
 		}
-		text := renderUtterance(req)
-		c.pending = append(c.pending, actors.Exchange{
-			User:  messages.NewMessage(messages.RoleUser, messages.Text{Text: text}),
-			Reply: messages.NewMessage(messages.RoleAssistant)})
+		user := messages.NewMessage(messages.RoleUser, messages.Text{Text: renderUtterance(req)})
+		// Who said it and when, as the import format carries them: the
+		// protocol's speaker and ts (its session's time, for LoCoMo).
+		user.Speaker = req.Speaker
+		if req.TS != "" {
+			if user.Time, err = time.Parse(time.RFC3339, req.TS); err != nil {
+				return nil, fmt.Errorf("append: ts: %q is not an RFC 3339 time", req.TS)
+			}
+		}
+		c.pending = append(c.pending, actors.Exchange{User: user, Reply: messages.NewMessage(messages.RoleAssistant)})
 		c.ids = append(c.ids, req.ID)
 		if len(c.pending) >= s.batch {
 			if err := s.importPending(ctx, c); err != nil {

@@ -110,8 +110,10 @@ var curveKeys = map[string]func(*config.Config, string) error{
 	"retrieval.vector_weight": floatKey(func(c *config.Config, v float64) {
 		c.Retrieval.VectorWeight, c.Retrieval.TextWeight = v, 1-v
 	}),
-	"retrieval.mmr_lambda": floatKey(func(c *config.Config, v float64) { c.Retrieval.MMRLambda = v }),
-	"retrieval.threshold":  floatKey(func(c *config.Config, v float64) { c.Retrieval.Threshold = v }),
+	"retrieval.mmr_lambda":    floatKey(func(c *config.Config, v float64) { c.Retrieval.MMRLambda = v }),
+	"retrieval.time_boost":    floatKey(func(c *config.Config, v float64) { c.Retrieval.TimeBoost = v }),
+	"retrieval.speaker_boost": floatKey(func(c *config.Config, v float64) { c.Retrieval.SpeakerBoost = v }),
+	"retrieval.threshold":     floatKey(func(c *config.Config, v float64) { c.Retrieval.Threshold = v }),
 }
 
 func intKey(field func(*config.Config) *int) func(*config.Config, string) error {
@@ -201,8 +203,9 @@ func recallRun(e *cli.Env, convs []*locomoConv, outPath string) (recallResult, e
 	}
 	enc := json.NewEncoder(out)
 	r := s.opts
-	res.Settings = fmt.Sprintf("vector %.2f / text %.2f, mmr %.2f, threshold %.2f, overfetch %d, top_k %d, max_k %d, neighbours %d, retrieval_max_tokens %d, window %d",
-		r.VectorWeight, r.TextWeight, r.MMRLambda, r.Threshold, r.Overfetch, r.TopK, r.MaxK, r.Neighbours, e.Config.Context.RetrievalMaxTokens, e.Config.Context.WindowMessages)
+	res.Settings = fmt.Sprintf("vector %.2f / text %.2f, mmr %.2f, threshold %.2f, overfetch %d, top_k %d, max_k %d, neighbours %d, time boost %.2f, speaker boost %.2f, retrieval_max_tokens %d, window %d",
+		r.VectorWeight, r.TextWeight, r.MMRLambda, r.Threshold, r.Overfetch, r.TopK, r.MaxK, r.Neighbours, r.TimeBoost, r.SpeakerBoost,
+		e.Config.Context.RetrievalMaxTokens, e.Config.Context.WindowMessages)
 	ctx := context.Background()
 	var results []questionResult
 	var searchLat, assembleLat []time.Duration

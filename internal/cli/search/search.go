@@ -19,9 +19,11 @@ import (
 	"github.com/contextinfinity/ctxinf/messages"
 )
 
-// Run is `ctxinf search --branch B [--k N] [--json] [--force] QUERY`:
-// the hybrid retrieval of a branch, with scores and source turns; with
-// --force, the hits are forced into the branch's next turn.
+// Run is `ctxinf search --branch B [--k N] [--json] [--force]
+// [--speaker S] [--from T] [--to T] QUERY`: the hybrid retrieval of a
+// branch, with scores and source turns, of what a speaker said within a
+// time if asked; with --force, the hits are forced into the branch's
+// next turn.
 func Run(e *cli.Env, args []string) error {
 	fs := flag.NewFlagSet("search", flag.ContinueOnError)
 	fs.SetOutput(e.Stderr)
@@ -30,6 +32,9 @@ func Run(e *cli.Env, args []string) error {
 	asJSON := fs.Bool("json", false, "print the hits as JSON")
 	force := fs.Bool("force", false, "force the hits into the branch's next turn")
 	chunkFlag := fs.String("chunks", "", "with --force and no query: these chunk ids (comma-separated)")
+	speaker := fs.String("speaker", "", "only what this speaker said: user, assistant, tool, or a participant's name")
+	from := fs.String("from", "", "only what was said at or after this RFC 3339 time")
+	to := fs.String("to", "", "only what was said before this RFC 3339 time")
 	serverURL := fs.String("server", "", "ask the ctxinf serve at this URL (default: the data directory's, when one runs on it)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -44,6 +49,13 @@ func Run(e *cli.Env, args []string) error {
 	query := strings.Join(fs.Args(), " ")
 	if query == "" && (*chunkFlag == "" || !*force) {
 		return errors.New("search: a query is required (or --force --chunks ID,...)")
+	}
+	filter, err := server.SearchFilter(*speaker, "--from", *from, "--to", *to)
+	if err != nil {
+		return err
+	}
+	if !filter.IsZero() && query == "" {
+		return errors.New("search: --speaker, --from and --to need a query")
 	}
 	opts := wiring.RankOptions(e.Config.Retrieval)
 	if *k > 0 {
@@ -69,14 +81,15 @@ func Run(e *cli.Env, args []string) error {
 	if rt != nil {
 		defer rt.Close()
 		var local []actors.Hit
-		local, forced, err = rt.SearchAndForce(ctx, branch, query, &opts, *force, chunks)
+		local, forced, err = rt.SearchAndForce(ctx, branch, query, &opts, filter, *force, chunks)
 		hits = server.Hits(local)
 	} else {
 		c, rerr := e.Remote(*serverURL, err)
 		if rerr != nil {
 			return rerr
 		}
-		hits, forced, err = c.SearchWith(ctx, branch, query, client.SearchOptions{K: *k, Force: *force, Chunks: chunks})
+		hits, forced, err = c.SearchWith(ctx, branch, query, client.SearchOptions{K: *k, Force: *force, Chunks: chunks,
+			Speaker: *speaker, From: *from, To: *to})
 	}
 	if err != nil {
 		return err
