@@ -109,11 +109,13 @@ func (q branchQueries) forkBase(at messages.NodeID) (messages.BranchCreated, err
 		}
 		ev.Tip, ev.State, ev.TurnSeq = q.c.b.Tip, q.c.b.State, q.c.b.TurnSeq
 		ev.Pending = pendingUpTo(messages.TurnID{})
+		ev.Window = slices.Clone(q.c.b.Window)
 		ev.ForkAt = q.c.b.Tip
 		return ev, nil
 	}
 	if t, ok := q.c.b.Turn(at); ok && t.Phase == messages.PhaseResponseFinalized {
 		ev.Tip, ev.State, ev.TurnSeq, ev.Pending = t.Reply, q.c.b.State, t.Seq, pendingUpTo(at)
+		ev.Window = slices.Clone(q.c.b.Window) // committed before every pending turn
 		return ev, nil
 	}
 	row, err := q.turnRow(at)
@@ -132,6 +134,7 @@ func (q branchQueries) forkBase(at messages.NodeID) (messages.BranchCreated, err
 	i := slices.Index(st.Turns, at)
 	if i == len(st.Turns)-1 {
 		ev.State = messages.StateCheckpoint{ID: st.ID, Seq: st.Seq, Summary: st.Summary, Pinned: st.Pinned}
+		ev.Window = windowAt(ctx, q.c.rows, q.c.id, st.Seq)
 		return ev, nil
 	}
 	// The commit that folded at also folded later turns: start from the
@@ -141,6 +144,7 @@ func (q branchQueries) forkBase(at messages.NodeID) (messages.BranchCreated, err
 		return ev, err
 	}
 	ev.State = messages.StateCheckpoint{ID: prev.ID, Seq: prev.Seq, Summary: prev.Summary, Pinned: prev.Pinned}
+	ev.Window = windowAt(ctx, q.c.rows, q.c.id, prev.Seq)
 	for _, id := range st.Turns[:i+1] {
 		r, err := q.turnRow(id)
 		if err != nil {
@@ -149,6 +153,94 @@ func (q branchQueries) forkBase(at messages.NodeID) (messages.BranchCreated, err
 		ev.Pending = append(ev.Pending, messages.PendingTurn{Turn: r.ID, Seq: r.Seq, Reply: r.Reply})
 	}
 	return ev, nil
+}
+
+// windowRows are the rows windowAt reads.
+type windowRows interface {
+	BranchRow(ctx context.Context, id messages.BranchID) (persistence.BranchRow, error)
+	StateRow(ctx context.Context, branch messages.BranchID, seq uint64) (persistence.StateRow, error)
+	TurnRow(ctx context.Context, branch messages.BranchID, turn messages.TurnID) (persistence.TurnRow, error)
+}
+
+// windowAt returns the verbatim window of a fork of branch whose base is
+// its state seq: the transcript nodes (user message, reply) of the last
+// turns folded into that state and the states before it, oldest first,
+// at most core.WindowMax, as the branch's own Window held them when the
+// state was its head. A state or turn a fork inherited is its parent's
+// row (state seqs go on from the fork's base, and the fork's own row of
+// its base state lists no turns), so those are read from the ancestors.
+// It stops at the first row it cannot read, with the window found so
+// far: the turns left out are in the summary and retrieval, as ones
+// older than the window are.
+func windowAt(ctx context.Context, rows windowRows, branch messages.BranchID, seq uint64) []messages.NodeID {
+	lineage := []messages.BranchID{branch} // branch, then its ancestors as they are needed
+	// find calls read with the branches of the lineage, nearest first,
+	// until it returns other than ErrNotFound.
+	find := func(read func(messages.BranchID) error) error {
+		for i := 0; ; i++ {
+			if i == len(lineage) {
+				b, err := rows.BranchRow(ctx, lineage[i-1])
+				if err != nil {
+					return err
+				}
+				if b.Parent.IsZero() {
+					return persistence.ErrNotFound
+				}
+				lineage = append(lineage, b.Parent)
+			}
+			if err := read(lineage[i]); !errors.Is(err, persistence.ErrNotFound) {
+				return err
+			}
+		}
+	}
+	// state reads the state at seq, from the row of the nearest branch
+	// that lists its turns (a state that folded none, a shrunk summary,
+	// is the nearest row).
+	state := func(seq uint64) (st persistence.StateRow, ok bool) {
+		_ = find(func(b messages.BranchID) error { // ok says whether it found one
+			r, err := rows.StateRow(ctx, b, seq)
+			if err != nil || (ok && r.ID != st.ID) {
+				return err // nil for another state: keep the one found
+			}
+			st, ok = r, true
+			if len(r.Turns) == 0 {
+				return persistence.ErrNotFound // a fork's row of its base: look further up
+			}
+			return nil
+		})
+		return st, ok
+	}
+	var newest []messages.NodeID // reply, turn, reply, turn, … from the newest
+	for ; len(newest) < core.WindowMax; seq-- {
+		st, ok := state(seq)
+		if !ok {
+			break
+		}
+		for j := len(st.Turns) - 1; j >= 0 && len(newest) < core.WindowMax; j-- {
+			var r persistence.TurnRow
+			err := find(func(b messages.BranchID) (err error) {
+				r, err = rows.TurnRow(ctx, b, st.Turns[j])
+				return err
+			})
+			if err != nil || r.Reply.IsZero() {
+				return reversed(newest)
+			}
+			newest = append(newest, r.Reply, r.ID)
+		}
+		if seq == 0 {
+			break
+		}
+	}
+	return reversed(newest)
+}
+
+// reversed returns s reversed, nil when empty.
+func reversed(s []messages.NodeID) []messages.NodeID {
+	if len(s) == 0 {
+		return nil
+	}
+	slices.Reverse(s)
+	return s
 }
 
 // turnRow finds the lifecycle row of turn id on this branch.

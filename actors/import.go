@@ -341,6 +341,7 @@ func (im *SessionImport) forkPoint(ctx context.Context, ev *messages.BranchCreat
 		return fmt.Errorf("%w: base state %d: its summary differs from branch %d's state %d", ErrImport, eb.Base.Seq, eb.Parent, st.Seq)
 	}
 	ev.State.ID = st.ID
+	ev.Window = windowAt(ctx, db, parent, st.Seq)
 	for _, seq := range eb.Carried {
 		rows, err := db.TurnRows(ctx, parent, seq, 1)
 		if err != nil {

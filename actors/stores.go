@@ -26,6 +26,7 @@ type messageReader interface {
 // its log (branchLog, and the persistence provider the root gives it).
 type branchRows interface {
 	messageReader
+	BranchRow(ctx context.Context, id messages.BranchID) (persistence.BranchRow, error)
 	TurnRows(ctx context.Context, branch messages.BranchID, fromSeq uint64, limit int) ([]persistence.TurnRow, error)
 	TurnRow(ctx context.Context, branch messages.BranchID, turn messages.TurnID) (persistence.TurnRow, error)
 	StateRow(ctx context.Context, branch messages.BranchID, seq uint64) (persistence.StateRow, error)

@@ -65,7 +65,11 @@ type PendingTurn struct {
 // fork of Parent at turn ForkAt. Tip is the transcript node the branch
 // starts at (zero for an empty branch), State its base state, Pending the
 // finalized turns of the parent not folded into State, in order, and
-// TurnSeq the turn_seq at the fork point. Pins, if any, are the pinned
+// TurnSeq the turn_seq at the fork point. Window is the verbatim window
+// at the fork point (the transcript nodes of the parent's last committed
+// turns, user message and reply, oldest first), which the fork's next
+// contexts show as the parent's would; a branch created without one (as
+// logs written before forks carried it) starts with none. Pins, if any, are the pinned
 // facts of State.Pinned with their ids, as they stood at the fork point;
 // a branch created without them (as logs written before pins had ids)
 // numbers State.Pinned 1, 2, … in order.
@@ -81,6 +85,7 @@ type BranchCreated struct {
 	State   StateCheckpoint
 	Pins    []PinnedFact
 	Pending []PendingTurn
+	Window  []NodeID
 	TurnSeq uint64
 	At      time.Time
 }
@@ -319,6 +324,9 @@ func MarshalBranchEvent(ev BranchEvent) ([]byte, error) {
 		if len(ev.Pending) > 0 {
 			w.value("pending", ev.Pending)
 		}
+		if len(ev.Window) > 0 {
+			w.value("window", ev.Window)
+		}
 		w.value("turn_seq", ev.TurnSeq)
 		w.time("at", ev.At)
 	case TurnAccepted:
@@ -465,6 +473,9 @@ func UnmarshalBranchEvent(data []byte) (BranchEvent, error) {
 		}
 		if r.decode("pending", &e.Pending) && len(e.Pending) == 0 {
 			e.Pending = nil
+		}
+		if r.decode("window", &e.Window) && len(e.Window) == 0 {
+			e.Window = nil
 		}
 		r.decode("turn_seq", &e.TurnSeq)
 		e.At = r.time("at")

@@ -57,11 +57,13 @@ var eventCases = []struct {
 		BranchCreated{Session: evSession, Branch: evBranch, Parent: evParent, ForkAt: evTurn2, Tip: evReply2,
 			State:   StateCheckpoint{ID: evState, Seq: 4, Summary: "if a < b && c > d", Pinned: []string{"use tabs", "é"}},
 			Pending: []PendingTurn{{Turn: evTurn, Seq: 6, Reply: evReply}, {Turn: evTurn2, Seq: 7, Reply: evReply2}},
+			Window:  []NodeID{evTurn, evReply},
 			TurnSeq: 7, At: evAt},
 		`{"type":"branch_created","session":` + jSession + `,"branch":` + jBranch + `,"parent":` + jParent +
 			`,"fork_at":` + jTurn2 + `,"tip":` + jReply2 +
 			`,"state":{"id":` + jState + `,"seq":4,"summary":"if a < b && c > d","pinned":["use tabs","é"]}` +
 			`,"pending":[{"turn":` + jTurn + `,"seq":6,"reply":` + jReply + `},{"turn":` + jTurn2 + `,"seq":7,"reply":` + jReply2 + `}]` +
+			`,"window":[` + jTurn + `,` + jReply + `]` +
 			`,"turn_seq":7,"at":` + jAt + `}`},
 	{"turn_accepted",
 		TurnAccepted{Turn: evTurn, Seq: 1, StateBefore: evState, At: evAt},

@@ -273,6 +273,7 @@ func (b *Branch) Apply(ev messages.BranchEvent) ([]Effect, error) {
 	case messages.BranchCreated:
 		b.ID, b.Session, b.Parent, b.Created = ev.Branch, ev.Session, ev.Parent, true
 		b.Tip, b.State, b.TurnSeq = ev.Tip, cloneState(ev.State), ev.TurnSeq
+		b.Window = cloneList(ev.Window)
 		b.createPins(ev)
 		for _, p := range ev.Pending {
 			b.Turns = append(b.Turns, Turn{ID: p.Turn, Seq: p.Seq, Phase: messages.PhaseResponseFinalized,
@@ -663,6 +664,19 @@ func (b *Branch) checkCreated(ev messages.BranchCreated) error {
 			return invalid("pending[%d].turn: %s is listed twice", i, p.Turn)
 		}
 		prev = p.Seq
+	}
+	switch {
+	case len(ev.Window) > WindowMax:
+		return invalid("window: %d nodes, want at most %d", len(ev.Window), WindowMax)
+	case len(ev.Window)%2 != 0:
+		return invalid("window: %d nodes, want pairs of a user message and its reply", len(ev.Window))
+	case ev.Tip.IsZero() && len(ev.Window) > 0:
+		return invalid("window: %d nodes on a branch with no tip", len(ev.Window))
+	}
+	for i, n := range ev.Window {
+		if n.IsZero() {
+			return invalid("window[%d]: required", i)
+		}
 	}
 	return checkCreatedPins(ev)
 }

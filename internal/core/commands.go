@@ -31,6 +31,7 @@ func (b *Branch) Create(ev messages.BranchCreated) ([]messages.BranchEvent, erro
 	ev.State = cloneState(ev.State)
 	ev.Pending = cloneList(ev.Pending)
 	ev.Pins = cloneList(ev.Pins)
+	ev.Window = cloneList(ev.Window)
 	ev.At = ev.At.UTC()
 	return b.decide(ev)
 }

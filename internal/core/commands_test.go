@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -94,9 +95,10 @@ func TestCreate(t *testing.T) {
 	fresh := messages.BranchCreated{Session: Se1, Branch: B1, At: now}
 	fork := messages.BranchCreated{Session: Se1, Branch: B1, Parent: B0, ForkAt: T2, Tip: R2,
 		State:   messages.StateCheckpoint{ID: St1, Seq: 1, Summary: "s", Pinned: []string{"p"}},
-		Pending: []messages.PendingTurn{{Turn: T2, Seq: 2, Reply: R2}}, TurnSeq: 2, At: now}
+		Pending: []messages.PendingTurn{{Turn: T2, Seq: 2, Reply: R2}}, Window: []messages.NodeID{T1, R1}, TurnSeq: 2, At: now}
 	with := func(ev messages.BranchCreated, f func(*messages.BranchCreated)) messages.BranchCreated {
 		ev.Pending = append([]messages.PendingTurn(nil), ev.Pending...)
+		ev.Window = append([]messages.NodeID(nil), ev.Window...)
 		f(&ev)
 		return ev
 	}
@@ -108,7 +110,7 @@ func TestCreate(t *testing.T) {
 		{nil, "Create(new, local time)", create(with(fresh, func(e *messages.BranchCreated) { e.At = local })), events(fresh), nil, ""},
 		{nil, "Create(fork)", create(fork), events(fork), nil, ""},
 		{nil, "Create(empty lists)", create(with(fresh, func(e *messages.BranchCreated) {
-			e.Pending, e.State.Pinned = []messages.PendingTurn{}, []string{}
+			e.Pending, e.State.Pinned, e.Window = []messages.PendingTurn{}, []string{}, []messages.NodeID{}
 		})), events(fresh), nil, ""},
 		{created, "Create(again)", create(fresh), nil, ErrExists, "core: branch exists: branch B1"},
 		{nil, "Create(no branch)", create(with(fresh, func(e *messages.BranchCreated) { e.Branch = messages.BranchID{} })), nil, ErrInvalid, "branch: required"},
@@ -119,6 +121,12 @@ func TestCreate(t *testing.T) {
 		{nil, "Create(pending without reply)", create(with(fork, func(e *messages.BranchCreated) { e.Pending[0].Reply = messages.NodeID{} })), nil, ErrInvalid, "pending[0].reply"},
 		{nil, "Create(pending seq 0)", create(with(fork, func(e *messages.BranchCreated) { e.Pending[0].Seq = 0 })), nil, ErrInvalid, "pending[0].seq: 0"},
 		{nil, "Create(pending past turn_seq)", create(with(fork, func(e *messages.BranchCreated) { e.TurnSeq = 1 })), nil, ErrInvalid, "after the fork point's turn_seq 1"},
+		{nil, "Create(window of an odd count)", create(with(fork, func(e *messages.BranchCreated) { e.Window = e.Window[:1] })), nil, ErrInvalid, "window: 1 nodes, want pairs"},
+		{nil, "Create(window too long)", create(with(fork, func(e *messages.BranchCreated) {
+			e.Window = slices.Repeat(e.Window, WindowMax/2+1)
+		})), nil, ErrInvalid, "window: 14 nodes, want at most 12"},
+		{nil, "Create(window with a zero node)", create(with(fork, func(e *messages.BranchCreated) { e.Window[1] = messages.NodeID{} })), nil, ErrInvalid, "window[1]: required"},
+		{nil, "Create(window without a tip)", create(with(fresh, func(e *messages.BranchCreated) { e.Window = []messages.NodeID{T1, R1} })), nil, ErrInvalid, "no tip"},
 		{nil, "Create(pending twice)", create(with(fork, func(e *messages.BranchCreated) {
 			e.Pending = append(e.Pending, messages.PendingTurn{Turn: T2, Seq: 3, Reply: R1})
 			e.TurnSeq = 3

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -197,6 +198,39 @@ func TestExportRoundTrip(t *testing.T) {
 	bs, err := dst.rt.DB().Branches(ctx, imp.Session.ID)
 	if err != nil || len(bs) != 4 {
 		t.Fatalf("imported branches: %v %v", bs, err)
+	}
+	// Each imported branch's next context holds what the exported one's
+	// does: a fork's verbatim window is its parent's at the fork point.
+	srcs, err := rt.DB().Branches(ctx, sess.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := func(r *actors.Runtime, b messages.BranchID) (window, pending []string) {
+		d, err := r.DebugNextContext(ctx, b, "next?")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range d.Context.Window {
+			window = append(window, m.RenderedText)
+		}
+		for _, m := range d.Context.Pending {
+			pending = append(pending, m.RenderedText)
+		}
+		return window, pending
+	}
+	for _, b := range bs {
+		i := slices.IndexFunc(srcs, func(s persistence.BranchRow) bool { return s.Label == b.Label })
+		if i < 0 {
+			t.Fatalf("imported branch %q is not in the source", b.Label)
+		}
+		sw, sp := next(rt, srcs[i].ID)
+		dw, dp := next(dst.rt, b.ID)
+		if !slices.Equal(sw, dw) || !slices.Equal(sp, dp) {
+			t.Errorf("branch %q: imported window %q, pending %q; exported %q, %q", b.Label, dw, dp, sw, sp)
+		}
+		if !b.Parent.IsZero() && len(dw) == 0 {
+			t.Errorf("fork %q: no verbatim window", b.Label)
+		}
 	}
 	for _, b := range bs {
 		if last := send(t, dst.rt, b.ID, "and now?"); last.Phase != messages.PhaseResponseFinalized {
