@@ -487,8 +487,8 @@ func Default() Config {
 			TopK:                 4,
 			MaxK:                 24,
 			Neighbours:           1,
-			TimeBoost:            0,
-			SpeakerBoost:         0,
+			TimeBoost:            0.1,
+			SpeakerBoost:         0.4,
 		},
 		Server: ServerConfig{
 			Addr:              "127.0.0.1:8080",

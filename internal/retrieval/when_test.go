@@ -77,3 +77,16 @@ func TestParseWhen(t *testing.T) {
 		t.Errorf("yesterday in Tokyo at %v: from %v", now.In(tokyo), from)
 	}
 }
+
+// What reading a query's time costs a search.
+func BenchmarkParseWhen(b *testing.B) {
+	now := time.Date(2023, 10, 25, 15, 4, 0, 0, time.UTC)
+	for _, q := range []string{"What did Melanie paint on 13 October, 2023 after the trip?", "which host runs the staging database"} {
+		b.Run("q="+q[:10], func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				ParseWhen(q, now)
+			}
+		})
+	}
+}
