@@ -1,8 +1,8 @@
 package api
 
 // The list routes (GET /v1/sessions, /v1/sessions/{session}/branches,
-// /v1/branches/{branch}/pins, /v1/branches/{branch}/pending, /v1/inspect)
-// answer a page at a time:
+// /v1/branches/{branch}/pins, /v1/branches/{branch}/pending, /v1/inspect,
+// /v1/models) answer a page at a time:
 // ?limit=N (DefaultListLimit when absent, 1 to MaxListLimit) rows, and
 // Next, an opaque cursor, when there are more; ?cursor=NEXT asks for the
 // page after it. A cursor is valid only for the listing that gave it.
@@ -39,4 +39,13 @@ type PinList struct {
 type PendingList struct {
 	Pending []PendingTurn `json:"pending"`
 	Next    string        `json:"next,omitempty"`
+}
+
+// ModelList is the answer to GET /v1/models in the OpenAI API's shape: a
+// page of the models a branch can select, "default" first, then the
+// configured ones by name.
+type ModelList struct {
+	Object string  `json:"object"` // "list"
+	Data   []Model `json:"data"`
+	Next   string  `json:"next,omitempty"`
 }

@@ -51,12 +51,13 @@ type (
 	Retention     = api.Retention
 	// Report is what `ctxinf inspect` prints (Inspect).
 	Report = api.Report
-	// SessionList, BranchList, PinList and PendingList are pages of the
-	// list routes.
+	// SessionList, BranchList, PinList, PendingList and ModelList are
+	// pages of the list routes.
 	SessionList = api.SessionList
 	BranchList  = api.BranchList
 	PinList     = api.PinList
 	PendingList = api.PendingList
+	ModelList   = api.ModelList
 	// ContextDebug is what Context, ContextOfTurn and NextContext
 	// answer, decoded.
 	ContextDebug = api.ContextDebug
@@ -744,11 +745,25 @@ func (c *Client) NextContext(ctx context.Context, branch messages.BranchID, text
 func (c *Client) URL() string { return c.base }
 
 // Models lists the models a branch can select: "default" first, then
-// each configured model.
+// each configured model, reading every page (ModelPage reads one).
 func (c *Client) Models(ctx context.Context) ([]Model, error) {
-	var out struct{ Data []Model }
-	err := c.do(ctx, "GET", "/v1/models", nil, &out)
-	return out.Data, err
+	var all []Model
+	p := Page{Limit: api.MaxListLimit}
+	for {
+		out, err := c.ModelPage(ctx, p)
+		all = append(all, out.Data...)
+		if err != nil || out.Next == "" {
+			return all, err
+		}
+		p.Cursor = out.Next
+	}
+}
+
+// ModelPage lists one page of the models a branch can select.
+func (c *Client) ModelPage(ctx context.Context, p Page) (ModelList, error) {
+	var out ModelList
+	err := c.do(ctx, "GET", "/v1/models"+p.query(nil), nil, &out)
+	return out, err
 }
 
 // TurnNumber is Turn for the branch's turn number seq (1, 2, …).

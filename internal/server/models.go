@@ -6,7 +6,10 @@ import (
 )
 
 // The models a branch can select (PUT .../model, a proxied request's
-// model): GET /v1/models lists them, GET /v1/models/{model} answers one.
+// model): GET /v1/models lists them, a page at a time as the other lists
+// (?limit, ?cursor; next when more follow; in Anthropic's shape also its
+// after_id, has_more, first_id and last_id), GET /v1/models/{model}
+// answers one.
 // The branches' default comes first, as "default" (the model a branch
 // that selected none uses), then each configured model by its name. A
 // request of Anthropic's SDKs (it carries anthropic-version or
@@ -62,21 +65,70 @@ func anthropicSDK(r *http.Request) bool {
 }
 
 func (s *Server) models(w http.ResponseWriter, r *http.Request) error {
+	p, err := pageOf(r, listModels, anyKeyLen, false)
+	if err != nil {
+		return err
+	}
+	anthropic := anthropicSDK(r)
+	q := r.URL.Query()
+	if q.Has("before_id") {
+		return invalid("before_id: not taken; page forward with after_id or cursor")
+	}
+	if a := q.Get("after_id"); a != "" { // Anthropic's own paging: after the model with that id
+		if p.after != nil {
+			return invalid("after_id and cursor: send one of them")
+		}
+		p.after = []byte(a)
+	}
 	ms := s.apiModels()
-	if anthropicSDK(r) {
-		out := make([]anthropicModel, len(ms))
-		for i, m := range ms {
+	if p.after != nil {
+		ms = ms[modelsAfter(ms, string(p.after)):]
+	}
+	page, more := ms[:min(len(ms), p.limit)], len(ms) > p.limit
+	next := ""
+	if more {
+		next = p.next(listModels, []byte(page[len(page)-1].name))
+	}
+	if anthropic {
+		out := make([]anthropicModel, len(page))
+		for i, m := range page {
 			out[i] = m.anthropic()
 		}
-		writeJSON(w, http.StatusOK, map[string]any{"data": out, "has_more": false, "first_id": out[0].ID, "last_id": out[len(out)-1].ID})
+		body := map[string]any{"data": out, "has_more": more, "first_id": nil, "last_id": nil}
+		if len(out) > 0 {
+			body["first_id"], body["last_id"] = out[0].ID, out[len(out)-1].ID
+		}
+		if more {
+			body["next"] = next
+		}
+		writeJSON(w, http.StatusOK, body)
 		return nil
 	}
-	out := make([]openAIModel, len(ms))
-	for i, m := range ms {
+	out := make([]openAIModel, len(page))
+	for i, m := range page {
 		out[i] = m.openAI()
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": out})
+	body := map[string]any{"object": "list", "data": out}
+	if more {
+		body["next"] = next
+	}
+	writeJSON(w, http.StatusOK, body)
 	return nil
+}
+
+// modelsAfter is the index in ms (apiModels: "default", then the
+// configured names in order) of the first model after the one named
+// name, whether or not it is still configured.
+func modelsAfter(ms []apiModel, name string) int {
+	if name == "default" {
+		return 1
+	}
+	for i, m := range ms {
+		if i > 0 && m.name > name {
+			return i
+		}
+	}
+	return len(ms)
 }
 
 // getModel is GET /v1/models/{model}: one of the models, by the name

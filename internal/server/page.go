@@ -18,6 +18,14 @@ const (
 	listPins     byte = 'p'
 	listInspect  byte = 'i'
 	listPending  byte = 't'
+	listModels   byte = 'm'
+)
+
+// maxVarKey bounds the key of a listing whose keys vary in length (a
+// model's name): pageOf's keyLen anyKeyLen.
+const (
+	anyKeyLen = -1
+	maxVarKey = 256
 )
 
 // page is a list request's paging: how many rows, and after which.
@@ -28,8 +36,9 @@ type page struct {
 }
 
 // pageOf reads r's ?limit, ?cursor and (when ordered) ?order for the
-// listing marked list, whose keys are keyLen bytes; a bad value is
-// refused naming its parameter and what it wants.
+// listing marked list, whose keys are keyLen bytes (anyKeyLen: 1 to
+// maxVarKey); a bad value is refused naming its parameter and what it
+// wants.
 func pageOf(r *http.Request, list byte, keyLen int, ordered bool) (page, error) {
 	var p page
 	limit, err := queryInt(r, "limit", api.DefaultListLimit, 1, api.MaxListLimit)
@@ -53,7 +62,11 @@ func pageOf(r *http.Request, list byte, keyLen int, ordered bool) (page, error) 
 		return p, nil
 	}
 	b, err := base64.RawURLEncoding.DecodeString(c)
-	if err != nil || len(b) != 2+keyLen || b[0] != list || b[1] > 1 {
+	badLen := len(b) != 2+keyLen
+	if keyLen == anyKeyLen {
+		badLen = len(b) < 3 || len(b) > 2+maxVarKey
+	}
+	if err != nil || badLen || b[0] != list || b[1] > 1 {
 		return p, invalid("cursor: %q is not a cursor of this listing (pass the next of its previous page)", c)
 	}
 	if newest := b[1] == 1; order != "" && newest != p.newest {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -16,8 +17,11 @@ import (
 	aoption "github.com/anthropics/anthropic-sdk-go/option"
 	oai "github.com/openai/openai-go/v3"
 
+	"github.com/contextinfinity/ctxinf/actors"
 	"github.com/contextinfinity/ctxinf/api"
+	"github.com/contextinfinity/ctxinf/client"
 	"github.com/contextinfinity/ctxinf/messages"
+	"github.com/contextinfinity/ctxinf/providers/local"
 )
 
 // The routes clients probe besides the model calls: the models, one by
@@ -253,5 +257,66 @@ func TestEmbeddingsDimensions(t *testing.T) {
 	}
 	if st, h, _ := post(`{"input":"x","dimensions":` + strconv.Itoa(dim) + `}`); st != 200 || h.Get(EmbedderHeader) != name {
 		t.Errorf("dimensions %d (the embedder's): %d, %s %q", dim, st, EmbedderHeader, h.Get(EmbedderHeader))
+	}
+}
+
+// GET /v1/models pages as the other lists do (?limit, ?cursor, next),
+// and in Anthropic's shape as Anthropic's API does (after_id, has_more,
+// last_id): its SDK's auto-pager reads every model once.
+func TestModelPages(t *testing.T) {
+	ts := newTestServerWith(t, Options{}, 0, func(c *actors.Config) {
+		c.Models = map[string]actors.Model{}
+		for _, n := range []string{"c", "a", "b"} {
+			c.Models[n] = actors.Model{Provider: local.New(local.Options{}), ID: "local-" + n}
+		}
+	})
+	ctx := context.Background()
+	c := client.New(ts.URL)
+	var names []string
+	for p := (client.Page{Limit: 3}); ; {
+		l, err := c.ModelPage(ctx, p)
+		if err != nil || len(l.Data) > 3 || len(names) > 4 {
+			t.Fatalf("ModelPage(%+v) = %+v, %v", p, l, err)
+		}
+		for _, m := range l.Data {
+			names = append(names, m.ID)
+		}
+		if p.Cursor = l.Next; p.Cursor == "" {
+			break
+		}
+	}
+	if want := []string{"default", "a", "b", "c"}; !slices.Equal(names, want) {
+		t.Fatalf("models by 3 = %v, want %v", names, want)
+	}
+	if all, err := c.Models(ctx); err != nil || len(all) != 4 {
+		t.Fatalf("Models() = %+v, %v; want 4", all, err)
+	}
+
+	ac, _ := anthropicClient(t, ts.URL)
+	names = nil
+	it := ac.Models.ListAutoPaging(ctx, anthropic.ModelListParams{Limit: anthropic.Int(2)})
+	for it.Next() && len(names) <= 4 {
+		names = append(names, it.Current().ID)
+	}
+	if err := it.Err(); err != nil || !slices.Equal(names, []string{"default", "a", "b", "c"}) {
+		t.Fatalf("Anthropic SDK's pages by 2 = %v, %v; want default, a, b, c", names, err)
+	}
+	page, err := ac.Models.List(ctx, anthropic.ModelListParams{Limit: anthropic.Int(2), AfterID: anthropic.String("c")})
+	if err != nil || len(page.Data) != 0 || page.HasMore {
+		t.Fatalf("Anthropic SDK after the last = %+v, %v; want an empty last page", page, err)
+	}
+
+	first, _ := c.ModelPage(ctx, client.Page{Limit: 1})
+	for _, b := range []struct{ query, want string }{
+		{"limit=0", `limit: \"0\", want an integer from 1 to 1000`},
+		{"limit=1001", `limit: \"1001\", want an integer from 1 to 1000`},
+		{"cursor=zz", `cursor: \"zz\" is not a cursor of this listing`},
+		{"before_id=b", "before_id: not taken"},
+		{"after_id=a&cursor=" + url.QueryEscape(first.Next), "after_id and cursor: send one of them"},
+	} {
+		st, body, _ := ts.send(t, "", "GET", "/v1/models?"+b.query, "")
+		if st != 400 || !strings.Contains(body, b.want) {
+			t.Errorf("GET /v1/models?%s = %d %s, want 400 naming %q", b.query, st, body, b.want)
+		}
 	}
 }
