@@ -59,9 +59,10 @@ func (p *Provider) streamChat(ctx context.Context, req providers.Request, emit f
 	// The SDK makes the request (auth, retries, errors); its events are
 	// decoded here as chatChunk (see there).
 	var res *http.Response
-	call := p.client.Chat.Completions.NewStreaming(ctx, oai.ChatCompletionNewParams{}, option.WithRequestBody("application/json", body),
+	reqCtx, cancel := context.WithCancel(ctx) // see heldBody.release
+	call := p.client.Chat.Completions.NewStreaming(reqCtx, oai.ChatCompletionNewParams{}, option.WithRequestBody("application/json", body),
 		option.WithMiddleware(capture.Middleware), option.WithResponseInto(&res))
-	stream, ended, release := redecode[chatChunk](call, res)
+	stream, ended, release := redecode[chatChunk](call, res, cancel)
 	defer release()
 	for stream.Next() {
 		if err := s.chunk(stream.Current()); err != nil {
@@ -89,11 +90,12 @@ func (p *Provider) streamChat(ctx context.Context, req providers.Request, emit f
 // decoded as T rather than as the SDK's type. The stream does not close
 // the body: the caller calls ended once the stream has ended cleanly,
 // and release (deferred) in any case, which closes it (see heldBody).
-func redecode[T, S any](call *ssestream.Stream[S], res *http.Response) (stream *ssestream.Stream[T], ended, release func()) {
+// cancel cancels the request's context; release calls it last.
+func redecode[T, S any](call *ssestream.Stream[S], res *http.Response, cancel context.CancelFunc) (stream *ssestream.Stream[T], ended, release func()) {
 	if call.Err() != nil || res == nil {
-		return ssestream.NewStream[T](nil, call.Err()), func() {}, func() { _ = call.Close() }
+		return ssestream.NewStream[T](nil, call.Err()), func() {}, func() { _ = call.Close(); cancel() }
 	}
-	b := &heldBody{body: res.Body}
+	b := &heldBody{body: res.Body, cancel: cancel}
 	return ssestream.NewStream[T](ssestream.NewDecoder(&http.Response{Header: res.Header, Body: b}), nil),
 		func() { b.ended = true }, b.release
 }
@@ -106,32 +108,39 @@ func redecode[T, S any](call *ssestream.Stream[S], res *http.Response) (stream *
 // (over TLS, with a new handshake). The provider releases the body
 // instead, once done with the stream.
 type heldBody struct {
-	body  io.ReadCloser
-	ended bool // the stream ended cleanly
+	body   io.ReadCloser
+	cancel context.CancelFunc // the request's context
+	ended  bool               // the stream ended cleanly
 }
 
 func (b *heldBody) Read(p []byte) (int, error) { return b.body.Read(p) }
 
 func (*heldBody) Close() error { return nil }
 
-// The most a drain reads, and for how long, before the body is closed
-// unread: an upstream that goes on sending after the end of its stream,
-// or holds the response open, loses its connection, and costs its turn
-// drainFor at most.
-const (
-	drainMax = 64 << 10
-	drainFor = 20 * time.Millisecond
-)
+// The most a drain reads, and for how long, before the request is given
+// up: an upstream that goes on sending after the end of its stream, or
+// holds the response open, loses its connection, and costs its turn
+// drainFor at most. drainFor is a variable for the tests, which set it
+// before any request.
+const drainMax = 64 << 10
+
+var drainFor = 20 * time.Millisecond
 
 // release closes the body, after reading it to its end if its stream
 // ended cleanly (at most drainMax bytes, for at most drainFor): the end
 // of the chunked body follows the last event at once, and the connection
-// goes back to the client's pool.
+// goes back to the client's pool. A drain that takes too long is cut by
+// cancelling the request's context, not by closing the body while it is
+// read: since Go 1.27 the transport drains a body closed early itself,
+// and a read that reaches the end meanwhile waits for a signal its
+// connection's reader no longer sends, for as long as the connection
+// lives.
 func (b *heldBody) release() {
 	if b.ended {
-		t := time.AfterFunc(drainFor, func() { _ = b.body.Close() })
+		t := time.AfterFunc(drainFor, b.cancel)
 		_, _ = io.CopyN(io.Discard, b.body, drainMax)
 		t.Stop()
 	}
 	_ = b.body.Close()
+	b.cancel()
 }

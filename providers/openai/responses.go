@@ -65,9 +65,10 @@ func (p *Provider) streamResponses(ctx context.Context, req providers.Request, e
 	// The SDK makes the request (auth, retries, errors); its events are
 	// decoded here as responsesEvent (see there).
 	var res *http.Response
-	call := p.client.Responses.NewStreaming(ctx, responses.ResponseNewParams{}, option.WithRequestBody("application/json", body),
+	reqCtx, cancel := context.WithCancel(ctx) // see heldBody.release
+	call := p.client.Responses.NewStreaming(reqCtx, responses.ResponseNewParams{}, option.WithRequestBody("application/json", body),
 		option.WithMiddleware(capture.Middleware), option.WithResponseInto(&res))
-	stream, ended, release := redecode[responsesEvent](call, res)
+	stream, ended, release := redecode[responsesEvent](call, res, cancel)
 	defer release()
 	for stream.Next() {
 		end, err := s.event(stream.Current())
