@@ -16,8 +16,8 @@ var ErrInvalidEvent = errors.New("messages: invalid branch event")
 // BranchEvent is a fact recorded in a branch's log: BranchCreated,
 // TurnAccepted, ResponseStarted, ToolCallsIssued, ToolResultsRecorded,
 // ResponseFinalized, TurnFailed, StateCommitted, TurnIndexed, FactPinned,
-// FactUnpinned, FactEdited, ModelSelected, StepRetried, TurnRecorded or
-// ChunksForced. The set is closed. Events are
+// FactUnpinned, FactEdited, ModelSelected, MemoryToolsSelected,
+// StepRetried, TurnRecorded or ChunksForced. The set is closed. Events are
 // persisted, then applied in order by the branch state machine; replaying
 // the log rebuilds the branch.
 //
@@ -72,22 +72,25 @@ type PendingTurn struct {
 // logs written before forks carried it) starts with none. Pins, if any, are the pinned
 // facts of State.Pinned with their ids, as they stood at the fork point;
 // a branch created without them (as logs written before pins had ids)
-// numbers State.Pinned 1, 2, … in order.
+// numbers State.Pinned 1, 2, … in order. MemoryTools is the branch's
+// memory tools setting (a fork's is its parent's), written only when it
+// is not the default, so that an event without it reads as the default.
 //
 //	{"type":"branch_created","session":"…","branch":"…","parent":"","fork_at":"","tip":"",
 //	 "state":{…},"pins":[{"id":1,"fact":"…","seq":2,"at":"…"}],"turn_seq":0,"at":"2025-01-02T03:04:05Z"}
 type BranchCreated struct {
-	Session SessionID
-	Branch  BranchID
-	Parent  BranchID
-	ForkAt  NodeID
-	Tip     NodeID
-	State   StateCheckpoint
-	Pins    []PinnedFact
-	Pending []PendingTurn
-	Window  []NodeID
-	TurnSeq uint64
-	At      time.Time
+	Session     SessionID
+	Branch      BranchID
+	Parent      BranchID
+	ForkAt      NodeID
+	Tip         NodeID
+	State       StateCheckpoint
+	Pins        []PinnedFact
+	Pending     []PendingTurn
+	Window      []NodeID
+	TurnSeq     uint64
+	MemoryTools MemoryTools
+	At          time.Time
 }
 
 // TurnAccepted records a user message accepted as turn Seq (TX-0). Turn is
@@ -172,6 +175,16 @@ type StepRetried struct {
 type ModelSelected struct {
 	Model string
 	At    time.Time
+}
+
+// MemoryToolsSelected records the branch's memory tools setting for its
+// next turns: on, off, or the runtime's config's (default). A turn
+// accepted before keeps the setting it was accepted with.
+//
+//	{"type":"memory_tools_selected","memory_tools":"on","at":"…"}
+type MemoryToolsSelected struct {
+	Setting MemoryTools
+	At      time.Time
 }
 
 // ResponseFinalized records the final assistant message of Turn (TX-A, the
@@ -273,6 +286,7 @@ func (FactEdited) branchEvent()          {}
 func (ToolCallsIssued) branchEvent()     {}
 func (ToolResultsRecorded) branchEvent() {}
 func (ModelSelected) branchEvent()       {}
+func (MemoryToolsSelected) branchEvent() {}
 func (StepRetried) branchEvent()         {}
 func (TurnRecorded) branchEvent()        {}
 func (ChunksForced) branchEvent()        {}
@@ -303,7 +317,9 @@ type TurnRecorded struct {
 // "branch_created", "turn_accepted", "response_started",
 // "tool_calls_issued", "tool_results_recorded", "step_retried", "response_finalized",
 // "turn_failed", "state_committed", "turn_indexed", "fact_pinned",
-// "fact_unpinned", "fact_edited", "model_selected", "turn_recorded" or "chunks_forced". Every field is written, except empty lists. Zero IDs
+// "fact_unpinned", "fact_edited", "model_selected", "memory_tools_selected",
+// "turn_recorded" or "chunks_forced". Every field is written, except empty
+// lists and a BranchCreated's default memory tools setting. Zero IDs
 // are written as "". It fails with ErrInvalidEvent when a required field
 // is zero (the ids naming what the event is about, a finalized outcome) or
 // a time lies outside years 0–9999.
@@ -328,6 +344,9 @@ func MarshalBranchEvent(ev BranchEvent) ([]byte, error) {
 			w.value("window", ev.Window)
 		}
 		w.value("turn_seq", ev.TurnSeq)
+		if ev.MemoryTools != MemoryToolsDefault {
+			writeMemoryTools(w, ev.MemoryTools)
+		}
 		w.time("at", ev.At)
 	case TurnAccepted:
 		w = newWriter(scope{ErrInvalidEvent, "turn_accepted"})
@@ -384,6 +403,10 @@ func MarshalBranchEvent(ev BranchEvent) ([]byte, error) {
 	case ModelSelected:
 		w = newWriter(scope{ErrInvalidEvent, "model_selected"})
 		w.str("model", ev.Model)
+		w.time("at", ev.At)
+	case MemoryToolsSelected:
+		w = newWriter(scope{ErrInvalidEvent, "memory_tools_selected"})
+		writeMemoryTools(w, ev.Setting)
 		w.time("at", ev.At)
 	case ResponseFinalized:
 		w = newWriter(scope{ErrInvalidEvent, "response_finalized"})
@@ -478,6 +501,9 @@ func UnmarshalBranchEvent(data []byte) (BranchEvent, error) {
 			e.Window = nil
 		}
 		r.decode("turn_seq", &e.TurnSeq)
+		if _, ok := r.fields["memory_tools"]; ok {
+			e.MemoryTools = readMemoryTools(r)
+		}
 		e.At = r.time("at")
 		ev = e
 	case "turn_accepted":
@@ -536,6 +562,11 @@ func UnmarshalBranchEvent(data []byte) (BranchEvent, error) {
 	case "model_selected":
 		var e ModelSelected
 		e.Model = r.str("model")
+		e.At = r.time("at")
+		ev = e
+	case "memory_tools_selected":
+		var e MemoryToolsSelected
+		e.Setting = readMemoryTools(r)
 		e.At = r.time("at")
 		ev = e
 	case "response_finalized":
@@ -660,6 +691,29 @@ func writePin(w *writer, id uint64) {
 		w.err = w.errorf("pin", "is required")
 	}
 	w.value("pin", id)
+}
+
+// writeMemoryTools writes setting m as field "memory_tools"; it must be
+// one of the three.
+func writeMemoryTools(w *writer, m MemoryTools) {
+	if !m.Valid() && w.err == nil {
+		w.err = w.errorf("memory_tools", "is invalid: %q, want default, on or off", string(m))
+	}
+	w.str("memory_tools", m.String())
+}
+
+// readMemoryTools returns the setting in field "memory_tools", which must
+// be present and name one: "default", "on" or "off".
+func readMemoryTools(r *reader) MemoryTools {
+	s := r.required("memory_tools")
+	if r.err != nil {
+		return MemoryToolsDefault
+	}
+	m, err := ParseMemoryTools(s)
+	if err != nil {
+		r.err = r.errorf("memory_tools", "is invalid: %w", err)
+	}
+	return m
 }
 
 // readPin returns the pin id in field "pin", which must be present and

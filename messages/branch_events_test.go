@@ -147,6 +147,19 @@ var eventCases = []struct {
 	{"model_selected",
 		ModelSelected{Model: "claude", At: evAt},
 		`{"type":"model_selected","model":"claude","at":` + jAt + `}`},
+	{"memory_tools_selected/on",
+		MemoryToolsSelected{Setting: MemoryToolsOn, At: evAt},
+		`{"type":"memory_tools_selected","memory_tools":"on","at":` + jAt + `}`},
+	{"memory_tools_selected/off",
+		MemoryToolsSelected{Setting: MemoryToolsOff, At: evAt},
+		`{"type":"memory_tools_selected","memory_tools":"off","at":` + jAt + `}`},
+	{"memory_tools_selected/default",
+		MemoryToolsSelected{At: evAt},
+		`{"type":"memory_tools_selected","memory_tools":"default","at":` + jAt + `}`},
+	{"branch_created/memory_tools",
+		BranchCreated{Session: evSession, Branch: evBranch, Parent: evParent, ForkAt: evTurn, TurnSeq: 1, MemoryTools: MemoryToolsOff, At: evAt},
+		`{"type":"branch_created","session":` + jSession + `,"branch":` + jBranch + `,"parent":` + jParent + `,"fork_at":` + jTurn + `,"tip":"",` +
+			`"state":{"id":"","seq":0,"summary":""},"turn_seq":1,"memory_tools":"off","at":` + jAt + `}`},
 	{"fact_pinned",
 		FactPinned{Fact: "answer in \"French\"\n& be brief", At: evAt},
 		`{"type":"fact_pinned","fact":"answer in \"French\"\n& be brief","at":` + jAt + `}`},
@@ -238,6 +251,12 @@ func TestBranchEventDecodeErrors(t *testing.T) {
 		{`{"type":"fact_unpinned","at":` + jAt + `}`, ErrInvalidEvent, `fact_unpinned: field "pin" is required`},
 		{`{"type":"fact_edited","pin":0,"fact":"x"}`, ErrInvalidEvent, `fact_edited: field "pin" is required`},
 		{`{"type":"fact_edited","pin":-1,"fact":"x"}`, ErrInvalidEvent, `fact_edited: field "pin" is invalid`},
+		{`{"type":"memory_tools_selected","at":` + jAt + `}`, ErrInvalidEvent, `memory_tools_selected: field "memory_tools" is required`},
+		{`{"type":"memory_tools_selected","memory_tools":"maybe"}`, ErrUnknownValue,
+			`memory_tools_selected: field "memory_tools" is invalid: messages: unknown value: memory tools setting "maybe"`},
+		{`{"type":"memory_tools_selected","memory_tools":true}`, ErrInvalidEvent, `memory_tools_selected: field "memory_tools" is invalid`},
+		{`{"type":"branch_created","session":` + jSession + `,"branch":` + jBranch + `,"memory_tools":"ON"}`, ErrUnknownValue,
+			`branch_created: field "memory_tools" is invalid`},
 	}
 	for _, tc := range tests {
 		got, err := UnmarshalBranchEvent([]byte(tc.json))
@@ -261,6 +280,8 @@ func TestBranchEventEncodeErrors(t *testing.T) {
 		{FactPinned{At: time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)}, `messages: invalid branch event: fact_pinned: field "at" is invalid`},
 		{FactUnpinned{}, `messages: invalid branch event: fact_unpinned: field "pin" is required`},
 		{FactEdited{Fact: "x"}, `messages: invalid branch event: fact_edited: field "pin" is required`},
+		{MemoryToolsSelected{Setting: "yes"}, `messages: invalid branch event: memory_tools_selected: field "memory_tools" is invalid: "yes"`},
+		{BranchCreated{Session: evSession, Branch: evBranch, MemoryTools: "1"}, `messages: invalid branch event: branch_created: field "memory_tools" is invalid`},
 	}
 	for _, tc := range tests {
 		got, err := MarshalBranchEvent(tc.ev)
@@ -315,4 +336,27 @@ func FuzzBranchEventRoundTrip(f *testing.F) {
 			t.Fatalf("MarshalBranchEvent(%#v) = %s, %v, want %s", ev2, z, err, y)
 		}
 	})
+}
+
+func TestParseMemoryTools(t *testing.T) {
+	t.Parallel()
+	for _, m := range []MemoryTools{MemoryToolsDefault, MemoryToolsOn, MemoryToolsOff} {
+		got, err := ParseMemoryTools(m.String())
+		if err != nil || got != m {
+			t.Errorf("ParseMemoryTools(%q) = %q, %v, want %q", m.String(), got, err, m)
+		}
+	}
+	for _, s := range []string{"", "On", "true", "1", "none"} {
+		if _, err := ParseMemoryTools(s); !errors.Is(err, ErrUnknownValue) || !strings.Contains(err.Error(), "want default, on or off") {
+			t.Errorf("ParseMemoryTools(%q) = %v, want ErrUnknownValue", s, err)
+		}
+	}
+	for _, tc := range []struct {
+		m        MemoryTools
+		def, out bool
+	}{{MemoryToolsDefault, true, true}, {MemoryToolsDefault, false, false}, {MemoryToolsOn, false, true}, {MemoryToolsOff, true, false}} {
+		if got := tc.m.Resolve(tc.def); got != tc.out {
+			t.Errorf("%s.Resolve(%v) = %v, want %v", tc.m, tc.def, got, tc.out)
+		}
+	}
 }

@@ -60,6 +60,11 @@ type Turn struct {
 	Tools      []messages.Tool     `json:"tools,omitempty"`
 	ToolChoice messages.ToolChoice `json:"tool_choice,omitzero"`
 	Params     messages.GenParams  `json:"params,omitzero"`
+	// MemoryTools is the branch's memory tools setting when the turn was
+	// accepted: every step of the turn, one resumed after a restart
+	// too, is offered the tools it says, whatever the branch selects
+	// after.
+	MemoryTools messages.MemoryTools `json:"memory_tools,omitempty"`
 	// Reason is why the turn failed. Apply stops tracking a failed turn as
 	// it reports it (TurnDone), so a tracked turn has none yet.
 	Reason string    `json:"reason"`
@@ -107,6 +112,9 @@ type Branch struct {
 	// Model is the name in config of the model the branch's turns use;
 	// "" is the runtime's default.
 	Model string `json:"model,omitempty"`
+	// MemoryTools is the branch's memory tools setting for its next
+	// turns (MemoryToolsSelected); a fork starts with its parent's.
+	MemoryTools messages.MemoryTools `json:"memory_tools,omitempty"`
 	// Forced are retrieval chunks chosen for the next turn's first
 	// context (ChunksForced), cleared when its first step starts.
 	Forced []messages.ChunkID `json:"forced,omitempty"`
@@ -272,7 +280,7 @@ func (b *Branch) Apply(ev messages.BranchEvent) ([]Effect, error) {
 	switch ev := ev.(type) {
 	case messages.BranchCreated:
 		b.ID, b.Session, b.Parent, b.Created = ev.Branch, ev.Session, ev.Parent, true
-		b.Tip, b.State, b.TurnSeq = ev.Tip, cloneState(ev.State), ev.TurnSeq
+		b.Tip, b.State, b.TurnSeq, b.MemoryTools = ev.Tip, cloneState(ev.State), ev.TurnSeq, ev.MemoryTools
 		b.Window = cloneList(ev.Window)
 		b.createPins(ev)
 		for _, p := range ev.Pending {
@@ -283,7 +291,7 @@ func (b *Branch) Apply(ev messages.BranchEvent) ([]Effect, error) {
 	case messages.TurnAccepted:
 		b.Turns = append(b.Turns, Turn{ID: ev.Turn, Seq: ev.Seq, Phase: messages.PhaseAccepted,
 			StateBefore: ev.StateBefore, System: ev.System, Tools: cloneTools(ev.Tools), ToolChoice: ev.ToolChoice,
-			Params: ev.Params.Clone(), At: ev.At.UTC()})
+			Params: ev.Params.Clone(), MemoryTools: b.MemoryTools, At: ev.At.UTC()})
 		b.TurnSeq, b.Tip = ev.Seq, ev.Turn
 		return []Effect{PrepareContext{Turn: ev.Turn}}, nil
 	case messages.TurnRecorded:
@@ -324,6 +332,9 @@ func (b *Branch) Apply(ev messages.BranchEvent) ([]Effect, error) {
 		return []Effect{ContinueLoop{Turn: ev.Turn, Step: ev.Next}}, nil
 	case messages.ModelSelected:
 		b.Model = ev.Model
+		return nil, nil
+	case messages.MemoryToolsSelected:
+		b.MemoryTools = ev.Setting
 		return nil, nil
 	case messages.ChunksForced:
 		b.Forced = append(slices.Clone(b.Forced), ev.Chunks...)
@@ -493,6 +504,10 @@ func (b *Branch) check(ev messages.BranchEvent) error {
 		if len(ev.Model) > ModelNameMax {
 			return invalid("model: %d bytes, limit %d", len(ev.Model), ModelNameMax)
 		}
+	case messages.MemoryToolsSelected:
+		if !ev.Setting.Valid() {
+			return invalid("memory_tools: %s, want default, on or off", ev.Setting)
+		}
 	case messages.TurnFailed:
 		i, err := b.lookup(ev.Turn)
 		if err != nil {
@@ -648,6 +663,8 @@ func (b *Branch) checkCreated(ev messages.BranchCreated) error {
 		return invalid("session: required")
 	case ev.Parent.IsZero() != ev.ForkAt.IsZero():
 		return invalid("parent and fork_at: set both for a fork, neither for a new branch")
+	case !ev.MemoryTools.Valid():
+		return invalid("memory_tools: %s, want default, on or off", ev.MemoryTools)
 	}
 	var prev uint64
 	for i, p := range ev.Pending {

@@ -141,6 +141,20 @@ func (b *Branch) SelectModel(model string, now time.Time) ([]messages.BranchEven
 	return b.decide(messages.ModelSelected{Model: model, At: now.UTC()})
 }
 
+// SelectMemoryTools records m, the memory tools setting of the branch's
+// next turns (a turn in flight keeps the one it was accepted with).
+// Selecting the current setting records nothing; a value that is not a
+// setting is ErrInvalid.
+func (b *Branch) SelectMemoryTools(m messages.MemoryTools, now time.Time) ([]messages.BranchEvent, error) {
+	if !b.Created {
+		return nil, ErrNotCreated
+	}
+	if m == b.MemoryTools {
+		return nil, nil
+	}
+	return b.decide(messages.MemoryToolsSelected{Setting: m, At: now.UTC()})
+}
+
 // Fail records that the turn in flight failed for reason, which must not
 // be empty; code is why (one of messages' Fail* codes). A turn finalized
 // or failed already cannot fail: ErrInvalid.

@@ -666,6 +666,31 @@ func TestSelectModel(t *testing.T) {
 	}
 }
 
+func TestSelectMemoryTools(t *testing.T) {
+	t.Parallel()
+	s := newScript(t).run(created...)
+	evs, err := s.b.SelectMemoryTools(messages.MemoryToolsOff, local)
+	if want := []messages.BranchEvent{messages.MemoryToolsSelected{Setting: messages.MemoryToolsOff, At: now}}; err != nil || !reflect.DeepEqual(evs, want) {
+		t.Fatalf("SelectMemoryTools = %v, %v, want %v", evs, err, want)
+	}
+	if _, err := s.b.Apply(evs[0]); err != nil || s.b.MemoryTools != messages.MemoryToolsOff {
+		t.Fatalf("Apply = %v, memory tools %q", err, s.b.MemoryTools)
+	}
+	if evs, err := s.b.SelectMemoryTools(messages.MemoryToolsOff, now); err != nil || evs != nil {
+		t.Errorf("selecting the current setting = %v, %v, want nothing", evs, err)
+	}
+	if _, err := s.b.SelectMemoryTools("yes", now); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "memory_tools") {
+		t.Errorf("a setting that is none: %v", err)
+	}
+	if _, err := s.b.Apply(messages.MemoryToolsSelected{Setting: "yes", At: now}); !errors.Is(err, ErrInvalid) || s.b.MemoryTools != messages.MemoryToolsOff {
+		t.Errorf("applying a setting that is none: %v, memory tools %q", err, s.b.MemoryTools)
+	}
+	var zero Branch
+	if _, err := zero.SelectMemoryTools(messages.MemoryToolsOn, now); !errors.Is(err, ErrNotCreated) {
+		t.Errorf("uncreated branch: %v", err)
+	}
+}
+
 func TestRetryStep(t *testing.T) {
 	t.Parallel()
 	s := newScript(t).run(responding...)

@@ -39,6 +39,7 @@ import (
 //	pin "fact" | pin bytes=N      (a fact of N bytes) [max_pins=N] [max_bytes=N]
 //	unpin ID
 //	edit ID "fact" [max_bytes=N]
+//	memory_tools default|on|off   (the branch's memory tools setting; create takes memory_tools= too)
 //	pins_at SEQ                   (prints PinsAt(SEQ); no events)
 //	recover                       (Recover, then apply its events)
 //	crash                         (a restart: replay the log on a fresh branch)
@@ -273,6 +274,9 @@ func (s *script) decide(cmd string, words []string, args map[string]string) ([]m
 				ev.Pending = append(ev.Pending, messages.PendingTurn{Turn: id[messages.NodeID](f[0]), Seq: seq, Reply: id[messages.NodeID](f[1])})
 			}
 		}
+		if v, ok := args["memory_tools"]; ok {
+			ev.MemoryTools = messages.MemoryTools(v) // as given: the branch checks it
+		}
 		return b.Create(ev)
 	case "submit":
 		if err := need(1); err != nil {
@@ -359,6 +363,15 @@ func (s *script) decide(cmd string, words []string, args map[string]string) ([]m
 			return nil, err
 		}
 		return b.MarkIndexed(id[messages.TurnID](words[0]), int(num("chunks", 1)), now)
+	case "memory_tools":
+		if err := need(1); err != nil {
+			return nil, err
+		}
+		m := messages.MemoryTools(words[0])
+		if words[0] == "default" {
+			m = messages.MemoryToolsDefault
+		}
+		return b.SelectMemoryTools(m, now)
 	case "pin":
 		fact := strings.Join(words, " ")
 		if _, ok := args["bytes"]; ok {
@@ -579,6 +592,9 @@ func formatEvent(ev messages.BranchEvent) string {
 			}
 			s += " pending=" + strings.Join(ps, ",")
 		}
+		if e.MemoryTools != messages.MemoryToolsDefault {
+			s += " memory_tools=" + e.MemoryTools.String()
+		}
 		return s + " at=" + at(e.At)
 	case messages.TurnAccepted:
 		return fmt.Sprintf("turn_accepted %s seq=%d state_before=%s at=%s", name(e.Turn), e.Seq, name(e.StateBefore), at(e.At))
@@ -603,6 +619,8 @@ func formatEvent(ev messages.BranchEvent) string {
 		return fmt.Sprintf("tool_results_recorded %s outputs=%s next=%s at=%s", name(e.Turn), formatCalls(e.Outputs), name(e.Next), at(e.At))
 	case messages.StepRetried:
 		return fmt.Sprintf("step_retried %s step=%s next=%s at=%s", name(e.Turn), name(e.Step), name(e.Next), at(e.At))
+	case messages.MemoryToolsSelected:
+		return fmt.Sprintf("memory_tools_selected %s at=%s", e.Setting, at(e.At))
 	case messages.FactPinned:
 		return fmt.Sprintf("fact_pinned %s at=%s", short(e.Fact), at(e.At))
 	case messages.FactUnpinned:
@@ -723,6 +741,9 @@ func formatBranch(b *Branch) []string {
 			if !t.StateAfter.IsZero() {
 				s += " after=" + name(t.StateAfter)
 			}
+			if t.MemoryTools != messages.MemoryToolsDefault {
+				s += " memory_tools=" + t.MemoryTools.String()
+			}
 			ts = append(ts, s)
 		}
 		out = append(out, "  turns: "+strings.Join(ts, ", "))
@@ -740,6 +761,9 @@ func formatBranch(b *Branch) []string {
 			ps = append(ps, s)
 		}
 		out = append(out, fmt.Sprintf("  pins: pin_seq=%d %s", b.PinSeq, strings.Join(ps, " ")))
+	}
+	if b.MemoryTools != messages.MemoryToolsDefault {
+		out = append(out, "  memory_tools: "+b.MemoryTools.String())
 	}
 	return out
 }
