@@ -31,6 +31,11 @@ type BranchInfo struct {
 	InFlight  *core.Turn
 	Events    uint64
 	Model     string // the selected model's name; "" is the default
+	// MemoryTools is the branch's memory tools setting for its next
+	// turns; MemoryToolsOn whether, under it, they are offered the
+	// memory tools (on the branch's model, with the runtime's config).
+	MemoryTools   messages.MemoryTools
+	MemoryToolsOn bool
 }
 
 // PendingTurns are the branch's pending turns (finalized, not yet folded
@@ -52,7 +57,8 @@ type branchQueries struct{ c *branchCore }
 func (q branchQueries) info() BranchInfo {
 	bi := BranchInfo{Branch: q.c.id, Session: q.c.b.Session, Parent: q.c.b.Parent, Tip: q.c.b.Tip, State: q.c.b.State,
 		Epoch: q.c.b.Epoch, TurnSeq: q.c.b.TurnSeq, Committed: q.c.b.Committed, Failed: q.c.b.Failed, Indexed: q.c.b.Indexed,
-		Turns: slices.Clone(q.c.b.Turns), Pending: len(q.c.b.Pending()), Events: q.c.b.Events, Model: q.c.b.Model}
+		Turns: slices.Clone(q.c.b.Turns), Pending: len(q.c.b.Pending()), Events: q.c.b.Events, Model: q.c.b.Model,
+		MemoryTools: q.c.b.MemoryTools, MemoryToolsOn: q.c.rt.memoryToolsOn(q.c.b.Model, q.c.b.MemoryTools)}
 	if t, ok := q.c.b.InFlight(); ok {
 		bi.InFlight = &t
 	}
@@ -86,7 +92,7 @@ func (q branchQueries) forkPoint(at messages.NodeID) (messages.BranchCreated, er
 // forkBase is forkPoint but for the pins: the state it finds holds the
 // pins of its row, or the head's.
 func (q branchQueries) forkBase(at messages.NodeID) (messages.BranchCreated, error) {
-	ev := messages.BranchCreated{Session: q.c.b.Session, Parent: q.c.id, ForkAt: at}
+	ev := messages.BranchCreated{Session: q.c.b.Session, Parent: q.c.id, ForkAt: at, MemoryTools: q.c.b.MemoryTools}
 	if !q.c.b.Created {
 		return ev, core.ErrNotCreated
 	}
@@ -379,6 +385,12 @@ type SubmitOptions struct {
 	// acceptance, and a turn the branch refuses (another one is in
 	// flight) leaves the branch's model as it was.
 	Model string
+	// MemoryTools, if not nil, is selected on the branch first, as
+	// SelectMemoryTools does, in the same request to the branch and
+	// committed with the turn's acceptance: the turn and the ones after
+	// it are offered the memory tools as it says. A turn the branch
+	// refuses leaves the branch's setting as it was.
+	MemoryTools *messages.MemoryTools
 	// Key, if not "", is an idempotency key (1 to 255 printable ASCII
 	// bytes), committed with the turn's acceptance: a turn sent again
 	// under the same key, with the same text and model, is not stored
@@ -488,8 +500,11 @@ func (r *Runtime) SubmitWith(ctx context.Context, branch messages.BranchID, text
 	}
 	// The turn id is chosen here, so that sending the request again (after
 	// the branch actor stopped with it unread) cannot make a second turn.
+	if o.MemoryTools != nil && !o.MemoryTools.Valid() {
+		return nil, fmt.Errorf("%w: memory_tools: %s, want default, on or off", persistence.ErrInvalidArgument, *o.MemoryTools)
+	}
 	req := &submitReq{msg: msg, turn: messages.NewID[messages.TurnID](r.cfg.Now()), within: o.Within, model: o.Model,
-		key: o.Key, hash: hash, client: client}
+		memoryTools: o.MemoryTools, key: o.Key, hash: hash, client: client}
 	res, err := r.ask(ctx, branch, req)
 	var te *TimeoutError
 	if errors.As(err, &te) {
@@ -537,6 +552,20 @@ func (r *Runtime) Cancel(ctx context.Context, branch messages.BranchID) error {
 // conversation. A name not configured is an error naming the known ones.
 func (r *Runtime) SelectModel(ctx context.Context, branch messages.BranchID, name string) error {
 	_, err := r.ask(ctx, branch, &modelReq{name: name})
+	return err
+}
+
+// SelectMemoryTools sets whether branch's next turns are offered the
+// memory tools (search_memory, pin_fact, unpin_fact): on, off, or as
+// the runtime's config says for the branch's model (MemoryToolsDefault).
+// A turn in flight keeps the setting it was accepted with; a fork
+// starts with its parent's. A value that is not a setting is
+// persistence.ErrInvalidArgument naming memory_tools.
+func (r *Runtime) SelectMemoryTools(ctx context.Context, branch messages.BranchID, m messages.MemoryTools) error {
+	if !m.Valid() {
+		return fmt.Errorf("%w: memory_tools: %s, want default, on or off", persistence.ErrInvalidArgument, m)
+	}
+	_, err := r.ask(ctx, branch, &memoryToolsReq{setting: m})
 	return err
 }
 

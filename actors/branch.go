@@ -49,8 +49,11 @@ type (
 		// within, if positive, defers the commit of the turn's
 		// acceptance (Runtime.SubmitDeferred).
 		within time.Duration
-		model  string      // selected first, unless "" (SubmitOptions.Model)
-		client core.Client // what an API client sent with the turn (SubmitOptions.Client)
+		model  string // selected first, unless "" (SubmitOptions.Model)
+		// memoryTools, if not nil, is selected first too
+		// (SubmitOptions.MemoryTools).
+		memoryTools *messages.MemoryTools
+		client      core.Client // what an API client sent with the turn (SubmitOptions.Client)
 	}
 	// pinReq pins fact (op pinAdd), unpins pin id (pinRemove), edits pin
 	// id to fact (pinEdit), or lists the pins (pinList).
@@ -68,7 +71,9 @@ type (
 	}
 	cancelReq struct{}              // cancel the turn in flight
 	modelReq  struct{ name string } // select a model for the next turns
-	killReq   struct{}              // chaos: panic now
+	// memoryToolsReq selects the memory tools setting of the next turns.
+	memoryToolsReq struct{ setting messages.MemoryTools }
+	killReq        struct{} // chaos: panic now
 )
 
 // Messages from the actors a branch works with.
@@ -261,6 +266,8 @@ func (a *branchActor) Receive(ctx actor.Context) {
 		respond(answer(a.debugNext(m.text)))
 	case *modelReq:
 		respond(errOrOK(a.loop.selectModel(ctx, m.name)))
+	case *memoryToolsReq:
+		respond(errOrOK(a.loop.selectMemoryTools(ctx, m.setting)))
 	case *importReq:
 		respond(answer(a.imports.exchanges(ctx, m.exchanges, m.key)))
 	case *importItemsReq:
@@ -306,7 +313,8 @@ func (a *branchActor) Receive(ctx actor.Context) {
 // left to time out.
 func answeredOnFailure(msg any) bool {
 	switch msg.(type) {
-	case *createReq, *submitReq, *pinReq, *commitReq, *inspectReq, *forkReq, *wakeReq, *cancelReq, *modelReq, *debugReq, *resultsReq:
+	case *createReq, *submitReq, *pinReq, *commitReq, *inspectReq, *forkReq, *wakeReq, *cancelReq, *modelReq, *memoryToolsReq,
+		*debugReq, *resultsReq:
 		return true
 	}
 	return false
@@ -327,8 +335,8 @@ func timerCheck(msg any) bool {
 // of what the actor holds: a deferred acceptance is committed first.
 func toldAfterFlush(msg any) bool {
 	switch msg.(type) {
-	case *createReq, *pinReq, *commitReq, *inspectReq, *forkReq, *wakeReq, *cancelReq, *modelReq, *debugReq, *importReq, *forceReq,
-		*importItemsReq, *importDoneReq, *resultsReq:
+	case *createReq, *pinReq, *commitReq, *inspectReq, *forkReq, *wakeReq, *cancelReq, *modelReq, *memoryToolsReq, *debugReq,
+		*importReq, *forceReq, *importItemsReq, *importDoneReq, *resultsReq:
 		return true
 	}
 	return false

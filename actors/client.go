@@ -141,16 +141,17 @@ func clientHash(c *ClientTurn) string {
 // offeredTools are the tools a step of turn t of a branch on model
 // offers the model, with the tool mode and choice: the runtime's tools
 // when its tools mode is not disabled, the memory tools when they are
-// on (memory_tools.go; the mode is then enabled), then the client's,
+// on for t (its setting, t.MemoryTools: memory_tools.go; the mode is
+// then enabled), then the client's,
 // which are offered whatever that mode (enabled when it is disabled);
 // and the client's tool choice.
 func (r *Runtime) offeredTools(t core.Turn, model string) ([]messages.Tool, messages.ToolMode, messages.ToolChoice) {
 	var tools []messages.Tool
-	mode := r.toolMode(model)
+	mode := r.toolMode(model, t.MemoryTools)
 	if r.cfg.ToolMode != messages.ToolsDisabled {
 		tools = r.cfg.Tools.Definitions()
 	}
-	tools = append(tools, r.offeredMemoryTools(model, t.Tools)...)
+	tools = append(tools, r.offeredMemoryTools(model, t.MemoryTools, t.Tools)...)
 	if len(t.Tools) > 0 {
 		tools = append(slices.Clone(tools), t.Tools...)
 		if mode == messages.ToolsDisabled {

@@ -66,7 +66,7 @@ func (a *branchActor) debugNext(text string) (ContextDebug, error) {
 	}
 	m := a.rt.model(a.b.Model)
 	hash := contextHash(ac)
-	ac.Tools, ac.ToolMode, ac.ToolChoice = a.rt.offeredTools(core.Turn{}, a.b.Model)
+	ac.Tools, ac.ToolMode, ac.ToolChoice = a.rt.offeredTools(core.Turn{MemoryTools: a.b.MemoryTools}, a.b.Model)
 	return ContextDebug{Provider: m.Provider.Name(), Model: m.ID, Context: ac, Report: rep, RebuiltHash: hash, Matches: true,
 		Retrieved: recipe.Retrieved, RetrievalError: recipe.RetrievalError}, nil
 }

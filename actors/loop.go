@@ -227,7 +227,7 @@ func (l *turnLoop) finishStep(ctx actor.Context, m *stepDone) {
 // it failed with, if any, and row its record, written with what it leads
 // to.
 func (l *turnLoop) endStep(ctx actor.Context, end core.StepEnd, items messages.Items, pe *providers.Error, row persistence.StepRow) {
-	switch e := l.b.EndStep(end, l.rt.toolMode(l.b.Model)).(type) {
+	switch e := l.b.EndStep(end, l.rt.toolMode(l.b.Model, l.memoryTools(end.Turn))).(type) {
 	case core.RetryForSize:
 		if !l.retryForSize(ctx, e, pe, row) {
 			end.SizeRetries = core.MaxSizeRetries // fail it as it failed
@@ -469,7 +469,7 @@ func (l *turnLoop) runTools(ctx actor.Context, e core.RunTools) {
 			s.push(Update{Item: c}.withCounters(l.counters))
 		}
 	}
-	switch d := l.b.RunCalls(e, l.rt.toolMode(l.b.Model), l.rt.cfg.MaxToolSteps).(type) {
+	switch d := l.b.RunCalls(e, l.rt.toolMode(l.b.Model, l.memoryTools(e.Turn)), l.rt.cfg.MaxToolSteps).(type) {
 	case core.Abandon:
 		l.abandon(ctx, d.Turn, d.Reason, d.Text, nil)
 		return
@@ -487,8 +487,8 @@ func (l *turnLoop) runTools(ctx actor.Context, e core.RunTools) {
 	tctx, cancel := context.WithCancel(withBranch(context.Background(), l.id))
 	l.tools, l.cancelStep = e.Step, cancel
 	self, root := ctx.Self(), ctx.ActorSystem().Root
-	rt, model := l.rt, l.b.Model
-	reg := func(name string) (Tool, bool) { return rt.lookupTool(model, name) }
+	rt, model, memory := l.rt, l.b.Model, l.memoryTools(e.Turn)
+	reg := func(name string) (Tool, bool) { return rt.lookupTool(model, memory, name) }
 	calls, parallel, timeout := e.Calls, l.rt.cfg.ParallelToolCalls, l.rt.cfg.ToolTimeout
 	go func() {
 		outs := runTools(tctx, reg, calls, parallel, timeout)
@@ -617,6 +617,27 @@ func (l *turnLoop) cancel(ctx actor.Context) error {
 // selectModel records the model the branch's next turns use.
 func (l *turnLoop) selectModel(ctx actor.Context, name string) error {
 	evs, err := l.modelEvents(name)
+	if err == nil {
+		l.persistAll(ctx, evs)
+	}
+	return err
+}
+
+// memoryTools is the memory tools setting of turn: the one it was
+// accepted with (core.Turn.MemoryTools), so that each of its steps, one
+// resumed after a restart too, is offered the same tools; the branch's
+// for a turn it no longer tracks.
+func (l *turnLoop) memoryTools(turn messages.TurnID) messages.MemoryTools {
+	if t, ok := l.b.Turn(turn); ok {
+		return t.MemoryTools
+	}
+	return l.b.MemoryTools
+}
+
+// selectMemoryTools records the memory tools setting of the branch's
+// next turns.
+func (l *turnLoop) selectMemoryTools(ctx actor.Context, m messages.MemoryTools) error {
+	evs, err := l.b.SelectMemoryTools(m, l.now())
 	if err == nil {
 		l.persistAll(ctx, evs)
 	}

@@ -45,40 +45,44 @@ const (
 	maxMemoryQueryBytes  = 8 << 10
 )
 
-// memoryToolsOn reports whether a branch on model name is offered the
-// memory tools: its model's setting (Model.MemoryTools) if it has one,
-// else Config.MemoryTools; never in tools mode parse_only.
-func (r *Runtime) memoryToolsOn(model string) bool {
+// memoryToolsOn reports whether a turn of a branch on model name is
+// offered the memory tools under set, the turn's setting (the branch's
+// when it was accepted, core.Turn.MemoryTools): on or off as set says,
+// else (the default) its model's setting (Model.MemoryTools) if it has
+// one, else Config.MemoryTools; never in tools mode parse_only.
+func (r *Runtime) memoryToolsOn(model string, set messages.MemoryTools) bool {
 	if r.cfg.ToolMode == messages.ToolsParseOnly {
 		return false
 	}
+	def := r.cfg.MemoryTools
 	if m, ok := r.cfg.Models[model]; ok && model != "" && m.MemoryTools != nil {
-		return *m.MemoryTools
+		def = *m.MemoryTools
 	}
-	return r.cfg.MemoryTools
+	return set.Resolve(def)
 }
 
-// toolMode is the tools mode the core applies to the steps of a branch
-// on model: the configured one, but enabled in mode disabled when the
-// memory tools are offered (they must run).
-func (r *Runtime) toolMode(model string) messages.ToolMode {
-	if r.cfg.ToolMode == messages.ToolsDisabled && r.memoryToolsOn(model) {
+// toolMode is the tools mode the core applies to the steps of a turn
+// on model under memory tools setting set: the configured one, but
+// enabled in mode disabled when the memory tools are offered (they must
+// run).
+func (r *Runtime) toolMode(model string, set messages.MemoryTools) messages.ToolMode {
+	if r.cfg.ToolMode == messages.ToolsDisabled && r.memoryToolsOn(model, set) {
 		return messages.ToolsEnabled
 	}
 	return r.cfg.ToolMode
 }
 
 // lookupTool returns the tool of the runtime's named name that a turn
-// of a branch on model runs: one of Config.Tools in mode enabled (a
-// tool registered there wins over a memory tool of its name), else a
-// memory tool when they are offered.
-func (r *Runtime) lookupTool(model, name string) (Tool, bool) {
+// of a branch on model, under memory tools setting set, runs: one of
+// Config.Tools in mode enabled (a tool registered there wins over a
+// memory tool of its name), else a memory tool when they are offered.
+func (r *Runtime) lookupTool(model string, set messages.MemoryTools, name string) (Tool, bool) {
 	if r.cfg.ToolMode == messages.ToolsEnabled {
 		if t, ok := r.cfg.Tools.Lookup(name); ok {
 			return t, true
 		}
 	}
-	if r.memoryToolsOn(model) {
+	if r.memoryToolsOn(model, set) {
 		return r.memTools.Lookup(name)
 	}
 	return nil, false
@@ -260,11 +264,12 @@ func (r *Runtime) unpinFactTool(ctx context.Context, args json.RawMessage) (stri
 	return fmt.Sprintf("unpinned id %d", in.ID), nil
 }
 
-// offeredMemoryTools are the memory tools a turn of a branch on model
-// offers beside client's tools: none when they are off, and none named
-// as one of client's or, in mode enabled, of Config.Tools (those win).
-func (r *Runtime) offeredMemoryTools(model string, client []messages.Tool) []messages.Tool {
-	if !r.memoryToolsOn(model) {
+// offeredMemoryTools are the memory tools a turn of a branch on model,
+// under memory tools setting set, offers beside client's tools: none
+// when they are off, and none named as one of client's or, in mode
+// enabled, of Config.Tools (those win).
+func (r *Runtime) offeredMemoryTools(model string, set messages.MemoryTools, client []messages.Tool) []messages.Tool {
+	if !r.memoryToolsOn(model, set) {
 		return nil
 	}
 	defs := r.memTools.Definitions()

@@ -48,6 +48,15 @@ func (l *turnLoop) submit(ctx actor.Context, m *submitReq) (*TurnStream, error) 
 			return nil, err
 		}
 	}
+	if m.memoryTools != nil {
+		// Decided on the branch as it is: the model selected above
+		// does not change the setting.
+		evs, err := l.b.SelectMemoryTools(*m.memoryTools, now)
+		if err != nil {
+			return nil, err
+		}
+		sel = append(sel, evs...)
+	}
 	if model == "" {
 		model = l.b.Model
 	}

@@ -43,6 +43,14 @@ type SelectModelRequest struct {
 	Model string `json:"model"`
 }
 
+// SelectMemoryToolsRequest is the body of PUT
+// /v1/branches/{id}/memory_tools: "on" or "off" (the branch's next turns
+// are offered the memory tools or not, whatever the server's config
+// says), or "default" (as its config says for the branch's model).
+type SelectMemoryToolsRequest struct {
+	MemoryTools string `json:"memory_tools"`
+}
+
 // RetentionRequest is the body of PUT /v1/sessions/{id}/retention: the
 // session's own retention ("30d", "36h", "0": kept forever); null
 // returns it to its tenant's.

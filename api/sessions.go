@@ -59,6 +59,12 @@ type BranchInfo struct {
 	Pending   int                      `json:"pending"`
 	InFlight  *messages.TurnID         `json:"in_flight,omitempty"`
 	Model     string                   `json:"model,omitempty"`
+	// MemoryTools is the branch's memory tools setting for its next
+	// turns ("default": the server's config's for its model, "on",
+	// "off"); MemoryToolsOn is whether, under it, they are offered the
+	// memory tools.
+	MemoryTools   messages.MemoryTools `json:"memory_tools"`
+	MemoryToolsOn bool                 `json:"memory_tools_on"`
 }
 
 // Imported is a session made from an export (POST /v1/sessions/import).

@@ -822,6 +822,15 @@ func (c *Client) SelectModel(ctx context.Context, branch messages.BranchID, mode
 	return c.do(ctx, "PUT", "/v1/branches/"+branch.String()+"/model", api.SelectModelRequest{Model: model}, nil)
 }
 
+// SelectMemoryTools sets whether the branch's next turns are offered the
+// server's memory tools: messages.MemoryToolsOn or MemoryToolsOff
+// whatever the server's config says, MemoryToolsDefault as it says. A
+// turn in flight keeps its setting; a fork starts with its parent's.
+// BranchInfo shows the setting and whether it turns them on.
+func (c *Client) SelectMemoryTools(ctx context.Context, branch messages.BranchID, m messages.MemoryTools) error {
+	return c.do(ctx, "PUT", "/v1/branches/"+branch.String()+"/memory_tools", api.SelectMemoryToolsRequest{MemoryTools: m.String()}, nil)
+}
+
 // Retention returns session id's retention and last activity.
 func (c *Client) Retention(ctx context.Context, id messages.SessionID) (Retention, error) {
 	var out Retention

@@ -519,6 +519,9 @@ func (s *Server) anthropicMessages(w http.ResponseWriter, r *http.Request) error
 	if err := s.checkParams(req.Model, t.client.Params, t.paramSrc); err != nil {
 		return err
 	}
+	if _, err := proxyMemoryTools(r); err != nil {
+		return err
+	}
 	if err := s.checkAnthropicTurn(t, len(req.Messages)); err != nil {
 		return err
 	}
@@ -767,7 +770,11 @@ func (s *Server) anthropicSubmit(r *http.Request, req *anthropicRequest, t *anth
 		if strings.TrimSpace(text) == "" {
 			text = anthropicPlaceholder(client.Content)
 		}
-		o := actors.SubmitOptions{Within: s.opts.ProxyCommitWithin, Model: s.proxyModel(req.Model), Key: conv.Key, Client: &client}
+		mt, err := proxyMemoryTools(r)
+		if err != nil {
+			return nil, nil, err
+		}
+		o := actors.SubmitOptions{Within: s.opts.ProxyCommitWithin, Model: s.proxyModel(req.Model), MemoryTools: mt, Key: conv.Key, Client: &client}
 		submit = func(ctx context.Context) (*actors.TurnStream, error) {
 			return s.rt.SubmitWith(ctx, conv.Branch, text, o)
 		}

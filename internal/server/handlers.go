@@ -752,6 +752,36 @@ func (s *Server) selectModel(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
+func (s *Server) selectMemoryTools(w http.ResponseWriter, r *http.Request) error {
+	id, _, err := s.branch(r)
+	if err != nil {
+		return err
+	}
+	var in api.SelectMemoryToolsRequest
+	if err := decode(r, &in); err != nil {
+		return err
+	}
+	m, err := parseMemoryTools("memory_tools", in.MemoryTools)
+	if err != nil {
+		return err
+	}
+	if err := s.rt.SelectMemoryTools(r.Context(), id, m); err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]messages.MemoryTools{"memory_tools": m})
+	return nil
+}
+
+// parseMemoryTools reads a memory tools setting given as field (a body
+// field or a header): "default", "on" or "off".
+func parseMemoryTools(field, text string) (messages.MemoryTools, error) {
+	m, err := messages.ParseMemoryTools(text)
+	if err != nil {
+		return m, invalid("%s: %q is not a memory tools setting: want default, on or off", field, text)
+	}
+	return m, nil
+}
+
 // inspect is what `ctxinf inspect` prints, read from the store this
 // server owns: every session and branch of the request's tenant, the
 // last turns (turns=, default 5, at most MaxHistory) and their pending

@@ -274,6 +274,9 @@ func (s *Server) proxyStart(r *http.Request, pc *proxyCall) (*actors.TurnStream,
 	if err := s.checkParams(pc.model, pc.params, pc.paramSrc); err != nil {
 		return nil, nil, conversation{}, err
 	}
+	if _, err := proxyMemoryTools(r); err != nil {
+		return nil, nil, conversation{}, err
+	}
 	if err := s.checkProxyCall(pc); err != nil {
 		return nil, nil, conversation{}, err
 	}
@@ -364,7 +367,11 @@ func (s *Server) proxySubmitCall(r *http.Request, pc *proxyCall, conv conversati
 		}
 		return st, leave, err
 	default: // a user message (checkProxyCall)
-		o := actors.SubmitOptions{Within: s.opts.ProxyCommitWithin, Model: s.proxyModel(pc.model), Key: conv.Key,
+		mt, err := proxyMemoryTools(r)
+		if err != nil {
+			return nil, nil, err
+		}
+		o := actors.SubmitOptions{Within: s.opts.ProxyCommitWithin, Model: s.proxyModel(pc.model), MemoryTools: mt, Key: conv.Key,
 			Client: pc.client(pc.content[last])}
 		st, leave, err := s.proxyRun(r, b, func(ctx context.Context) (*actors.TurnStream, error) {
 			return s.rt.SubmitWith(ctx, b, m.Text, o)

@@ -177,6 +177,7 @@ var routes = []route{
 	{"POST", "/v1/branches/{branch}/search", (*Server).search},
 	{"GET", "/v1/branches/{branch}/context", (*Server).contextDebug},
 	{"PUT", "/v1/branches/{branch}/model", (*Server).selectModel},
+	{"PUT", "/v1/branches/{branch}/memory_tools", (*Server).selectMemoryTools},
 	{"GET", "/v1/inspect", (*Server).inspect},
 	{"GET", "/v1/models", (*Server).models},
 	{"GET", "/v1/models/{model}", (*Server).getModel},

@@ -147,6 +147,7 @@ var tenantBodies = map[string]string{
 	"PUT /v1/branches/{branch}/pins/{pin}":   `{"fact":"edited by beta"}`,
 	"POST /v1/branches/{branch}/search":      `{"query":"vault code"}`,
 	"PUT /v1/branches/{branch}/model":        `{"model":"other"}`,
+	"PUT /v1/branches/{branch}/memory_tools": `{"memory_tools":"on"}`,
 	"PUT /v1/sessions/{session}/retention":   `{"idle":"1d"}`,
 	"POST /v1/sessions":                      `{"title":"beta's"}`,
 	"POST /v1/embeddings":                    `{"input":"hello","model":"local"}`,

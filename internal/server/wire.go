@@ -123,7 +123,8 @@ func assemblyReport(r core.AssemblyReport) api.AssemblyReport {
 // answers it (and the TUI on the embedded runtime shows it).
 func BranchInfo(row persistence.BranchRow, info actors.BranchInfo) api.BranchInfo {
 	out := api.BranchInfo{Branch: Branch(row), Tip: info.Tip, State: info.State, Epoch: info.Epoch, TurnSeq: info.TurnSeq,
-		Committed: info.Committed, Failed: info.Failed, Indexed: info.Indexed, Pending: info.Pending, Model: info.Model}
+		Committed: info.Committed, Failed: info.Failed, Indexed: info.Indexed, Pending: info.Pending, Model: info.Model,
+		MemoryTools: info.MemoryTools, MemoryToolsOn: info.MemoryToolsOn}
 	if info.InFlight != nil {
 		id := info.InFlight.ID
 		out.InFlight = &id

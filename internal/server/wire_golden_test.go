@@ -242,6 +242,7 @@ func TestWireGolden(t *testing.T) {
 	w.do("GET", b+"/history?limit=0", "")
 	w.do("DELETE", b+"/pins/99", "")
 	w.do("PUT", b+"/model", `{"model":"nope"}`)
+	w.do("PUT", b+"/memory_tools", `{"memory_tools":"maybe"}`)
 	w.do("GET", b+"/turns/99", "")
 	w.do("PATCH", b, "")
 	w.do("GET", "/v1/nowhere", "")
