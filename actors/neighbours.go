@@ -127,32 +127,33 @@ func (t *turnChunks) step(ctx context.Context, p chunkPlace, dir int) (persisten
 	return rows[i], chunkPlace{seq: seq, idx: i, n: len(rows)}, true, nil
 }
 
-// around is excerpts with the runtime's retrieval.neighbours, on branch,
-// within budget tokens (0: no limit) counted with count.
+// around is excerpts with the runtime's retrieval.neighbours and
+// neighbours_before, on branch, within budget tokens (0: no limit)
+// counted with count.
 func (m *memory) around(ctx context.Context, branch messages.BranchID, hits []Hit, exclude map[messages.TurnID]bool,
 	budget int, count core.Counter) ([]excerpt, error) {
-	if m.opts.Neighbours == 0 {
-		return m.excerpts(ctx, nil, hits, 0, exclude, budget, count)
+	if m.opts.Neighbours == 0 && m.opts.NeighboursBefore == 0 {
+		return m.excerpts(ctx, nil, hits, 0, 0, exclude, budget, count)
 	}
 	scopes, err := m.scopes(ctx, branch, false) // as the search found the hits: loaded so far
 	if err != nil {
 		return nil, err
 	}
-	return m.excerpts(ctx, scopes, hits, m.opts.Neighbours, exclude, budget, count)
+	return m.excerpts(ctx, scopes, hits, m.opts.Neighbours, m.opts.NeighboursBefore, exclude, budget, count)
 }
 
 // excerpts turns hits (best first) into the excerpts a context is
 // offered, within budget tokens (0: no limit; each excerpt costs its
 // text fenced, as the assembler counts it): first the hits,
 // best first, each that fits; then, for each of those in the same
-// order, up to n chunks before and after it in the conversation while
-// they fit (none of a turn in exclude: those are in the prompt
-// verbatim). Chunks that touch are merged into one excerpt, named by
-// its best hit and scored with its score; the excerpts come best first.
-// With n = 0 each hit is an excerpt of its own.
-func (m *memory) excerpts(ctx context.Context, scopes []retrieval.Scope, hits []Hit, n int,
+// order, up to after chunks after it and before chunks before it in the
+// conversation while they fit (none of a turn in exclude: those are in
+// the prompt verbatim). Chunks that touch are merged into one excerpt,
+// named by its best hit and scored with its score; the excerpts come
+// best first. With no neighbours each hit is an excerpt of its own.
+func (m *memory) excerpts(ctx context.Context, scopes []retrieval.Scope, hits []Hit, after, before int,
 	exclude map[messages.TurnID]bool, budget int, count core.Counter) ([]excerpt, error) {
-	if n == 0 {
+	if after == 0 && before == 0 {
 		out := make([]excerpt, len(hits))
 		for i, h := range hits {
 			out[i] = excerpt{best: h.Chunk, score: h.Score, rows: []persistence.ChunkRow{h.Chunk}}
@@ -198,9 +199,9 @@ func (m *memory) excerpts(ctx context.Context, scopes []retrieval.Scope, hits []
 		members = append(members, member{h.Chunk, p, i})
 	}
 	for _, hm := range slices.Clone(members) {
-		for _, dir := range []int{-1, 1} {
-			at := hm.place
-			for range n {
+		for _, side := range [2]struct{ dir, n int }{{1, after}, {-1, before}} {
+			dir, at := side.dir, hm.place
+			for range side.n {
 				row, next, ok, err := tc.step(ctx, at, dir)
 				if err != nil {
 					return nil, err

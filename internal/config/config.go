@@ -158,10 +158,11 @@ type RetrievalConfig struct {
 	Overfetch            int     `mapstructure:"overfetch"`
 	TopK                 int     `mapstructure:"top_k"`
 	MaxK                 int     `mapstructure:"max_k"`
-	// Neighbours is how many chunks before and after each hit (in the
-	// order of the conversation) come with it into a context, merged
-	// with it into one excerpt.
-	Neighbours int `mapstructure:"neighbours"`
+	// Neighbours is how many chunks after each hit (in the order of the
+	// conversation) come with it into a context, and NeighboursBefore
+	// how many before it, merged with it into one excerpt.
+	Neighbours       int `mapstructure:"neighbours"`
+	NeighboursBefore int `mapstructure:"neighbours_before"`
 	// TimeBoost is added to the score of a chunk said within a time
 	// the query names ("in May", "last week", "7 May 2023"), SpeakerBoost
 	// to that of a chunk said by a participant it names (or by the user
@@ -461,7 +462,7 @@ func Default() Config {
 			SummarizeEveryTurns: 10,
 			SummarizeAtFraction: 0.70,
 			SafetyMarginTokens:  0,
-			RetrievalMaxTokens:  1800,
+			RetrievalMaxTokens:  1900,
 			ChunkMaxTokens:      800,
 			MaxPins:             64,
 			MaxPinBytes:         2048,
@@ -481,12 +482,13 @@ func Default() Config {
 			TextWeight:           0.7,
 			RecencyWeight:        0,
 			RecencyHalfLifeTurns: 500,
-			Threshold:            0.3,
+			Threshold:            0.35,
 			MMRLambda:            0.9,
 			Overfetch:            48,
-			TopK:                 4,
+			TopK:                 6,
 			MaxK:                 24,
-			Neighbours:           1,
+			Neighbours:           2,
+			NeighboursBefore:     0,
 			TimeBoost:            0.1,
 			SpeakerBoost:         0.4,
 		},

@@ -100,6 +100,7 @@ func (r RetrievalConfig) validate(p *problems, prefix string) {
 	p.inRange(prefix+"overfetch", int64(r.Overfetch), 1, 1000)
 	p.inRange(prefix+"top_k", int64(r.TopK), 1, int64(max(r.Overfetch, 1)))
 	p.inRange(prefix+"neighbours", int64(r.Neighbours), 0, 8)
+	p.inRange(prefix+"neighbours_before", int64(r.NeighboursBefore), 0, 8)
 	p.inRange(prefix+"max_k", int64(r.MaxK), int64(max(r.TopK, 1)), int64(max(r.Overfetch, 1)))
 }
 

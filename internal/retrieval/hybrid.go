@@ -45,15 +45,16 @@ type RankOptions struct {
 	// the assistant when it speaks of "you" (addressedRole). 0: none.
 	TimeBoost    float64
 	SpeakerBoost float64
-	// Neighbours is how many chunks before and after each result, in
-	// the order of the conversation, the runtime adds to the retrieved
-	// memory it offers a context (not Search), while they fit in its
-	// budget: a question's answer, an answer's question. Chunks that
-	// touch are merged into one excerpt.
-	Neighbours int
+	// Neighbours is how many chunks after each result, in the order of
+	// the conversation, the runtime adds to the retrieved memory it
+	// offers a context (not Search), while they fit in its budget (a
+	// question's answer), and NeighboursBefore how many before it (an
+	// answer's question). Chunks that touch are merged into one excerpt.
+	Neighbours       int
+	NeighboursBefore int
 }
 
-// MaxNeighbours bounds RankOptions.Neighbours.
+// MaxNeighbours bounds RankOptions.Neighbours and NeighboursBefore.
 const MaxNeighbours = 8
 
 // Max is the most results o picks: MaxK, or TopK when MaxK is 0.
@@ -92,6 +93,8 @@ func (o RankOptions) Validate() error {
 		return fmt.Errorf("retrieval: speaker_boost: %g, want 0 to 1", o.SpeakerBoost)
 	case o.Neighbours < 0 || o.Neighbours > MaxNeighbours:
 		return fmt.Errorf("retrieval: neighbours: %d, want 0 to %d", o.Neighbours, MaxNeighbours)
+	case o.NeighboursBefore < 0 || o.NeighboursBefore > MaxNeighbours:
+		return fmt.Errorf("retrieval: neighbours_before: %d, want 0 to %d", o.NeighboursBefore, MaxNeighbours)
 	case o.MaxK != 0 && (o.MaxK < o.TopK || o.MaxK > o.Overfetch):
 		return fmt.Errorf("retrieval: max_k: %d, want top_k (%d) to overfetch (%d)", o.MaxK, o.TopK, o.Overfetch)
 	}

@@ -61,6 +61,7 @@ func Embedder(c config.Config, env Env) (retrieval.Embedder, error) {
 func RankOptions(r config.RetrievalConfig) retrieval.RankOptions {
 	return retrieval.RankOptions{VectorWeight: r.VectorWeight, TextWeight: r.TextWeight, RecencyWeight: r.RecencyWeight,
 		RecencyHalfLife: r.RecencyHalfLifeTurns, Threshold: r.Threshold, MMRLambda: r.MMRLambda,
-		Overfetch: r.Overfetch, TopK: r.TopK, MaxK: r.MaxK, Neighbours: r.Neighbours,
+		Overfetch: r.Overfetch, TopK: r.TopK, MaxK: r.MaxK,
+		Neighbours: r.Neighbours, NeighboursBefore: r.NeighboursBefore,
 		TimeBoost: r.TimeBoost, SpeakerBoost: r.SpeakerBoost}
 }

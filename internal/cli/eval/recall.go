@@ -104,6 +104,7 @@ var curveKeys = map[string]func(*config.Config, string) error{
 	},
 	"retrieval.max_k":              intKey(func(c *config.Config) *int { return &c.Retrieval.MaxK }),
 	"retrieval.neighbours":         intKey(func(c *config.Config) *int { return &c.Retrieval.Neighbours }),
+	"retrieval.neighbours_before":  intKey(func(c *config.Config) *int { return &c.Retrieval.NeighboursBefore }),
 	"retrieval.overfetch":          intKey(func(c *config.Config) *int { return &c.Retrieval.Overfetch }),
 	"context.retrieval_max_tokens": intKey(func(c *config.Config) *int { return &c.Context.RetrievalMaxTokens }),
 	"context.window_messages":      intKey(func(c *config.Config) *int { return &c.Context.WindowMessages }),
@@ -203,8 +204,8 @@ func recallRun(e *cli.Env, convs []*locomoConv, outPath string) (recallResult, e
 	}
 	enc := json.NewEncoder(out)
 	r := s.opts
-	res.Settings = fmt.Sprintf("vector %.2f / text %.2f, mmr %.2f, threshold %.2f, overfetch %d, top_k %d, max_k %d, neighbours %d, time boost %.2f, speaker boost %.2f, retrieval_max_tokens %d, window %d",
-		r.VectorWeight, r.TextWeight, r.MMRLambda, r.Threshold, r.Overfetch, r.TopK, r.MaxK, r.Neighbours, r.TimeBoost, r.SpeakerBoost,
+	res.Settings = fmt.Sprintf("vector %.2f / text %.2f, mmr %.2f, threshold %.2f, overfetch %d, top_k %d, max_k %d, neighbours %d after and %d before, time boost %.2f, speaker boost %.2f, retrieval_max_tokens %d, window %d",
+		r.VectorWeight, r.TextWeight, r.MMRLambda, r.Threshold, r.Overfetch, r.TopK, r.MaxK, r.Neighbours, r.NeighboursBefore, r.TimeBoost, r.SpeakerBoost,
 		e.Config.Context.RetrievalMaxTokens, e.Config.Context.WindowMessages)
 	ctx := context.Background()
 	var results []questionResult
