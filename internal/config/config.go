@@ -462,7 +462,7 @@ func Default() Config {
 			SummarizeEveryTurns: 10,
 			SummarizeAtFraction: 0.70,
 			SafetyMarginTokens:  0,
-			RetrievalMaxTokens:  1900,
+			RetrievalMaxTokens:  1800,
 			ChunkMaxTokens:      800,
 			MaxPins:             64,
 			MaxPinBytes:         2048,
