@@ -32,6 +32,12 @@ type memory struct {
 
 	mu    sync.Mutex
 	parts map[messages.BranchID]*partition
+	// A branch searched is a user of its lineage's indexes (its own and
+	// its ancestors', which its searches load) until its actor stops
+	// (drop): lineage holds each user's lineage, refs how many users
+	// each index has. An index goes with its last user.
+	lineage map[messages.BranchID][]messages.BranchID
+	refs    map[messages.BranchID]int
 	// Loads run in the background (load); stop ends them when the
 	// runtime closes, and loads says when they have.
 	stop      context.Context
@@ -80,7 +86,8 @@ type chunkRows interface {
 
 func newMemory(db chunkRows, embed retrieval.Embedder, opts retrieval.RankOptions) *memory {
 	m := &memory{db: db, embed: embed, ns: retrieval.Namespace(embed), opts: opts,
-		parts: map[messages.BranchID]*partition{}, rows: genCache[messages.ChunkID, persistence.ChunkRow]{limit: maxCachedRows}}
+		parts: map[messages.BranchID]*partition{}, lineage: map[messages.BranchID][]messages.BranchID{},
+		refs: map[messages.BranchID]int{}, rows: genCache[messages.ChunkID, persistence.ChunkRow]{limit: maxCachedRows}}
 	m.stop, m.stopLoads = context.WithCancel(context.Background())
 	return m
 }
@@ -107,13 +114,41 @@ func (m *memory) fresh(branch messages.BranchID) {
 	}
 }
 
-// drop frees branch's loaded index: its actor stopped (passivated, or
-// the runtime closing). The next search of the branch, or of a fork of
-// it, loads it from the store again.
+// drop frees branch's loaded index, and its ancestors' that no other
+// branch searched since its actor started uses: its actor stopped
+// (passivated, or the runtime closing). The next search of the branch,
+// or of a fork of it, loads them from the store again.
 func (m *memory) drop(branch messages.BranchID) {
 	m.mu.Lock()
-	delete(m.parts, branch)
-	m.mu.Unlock()
+	defer m.mu.Unlock()
+	m.use(branch, nil)
+	if m.refs[branch] == 0 {
+		delete(m.parts, branch)
+	}
+}
+
+// use records lineage (branch, then its ancestors) as what branch's
+// searches use; nil ends branch's use. An index no branch uses any more
+// is freed. The caller holds m.mu.
+func (m *memory) use(branch messages.BranchID, lineage []messages.BranchID) {
+	old := m.lineage[branch]
+	if slices.Equal(old, lineage) {
+		return
+	}
+	for _, b := range lineage {
+		m.refs[b]++
+	}
+	if lineage == nil {
+		delete(m.lineage, branch)
+	} else {
+		m.lineage[branch] = lineage
+	}
+	for _, b := range old {
+		if m.refs[b]--; m.refs[b] <= 0 {
+			delete(m.refs, b)
+			delete(m.parts, b)
+		}
+	}
 }
 
 // chunk returns the row of chunk id.
@@ -282,6 +317,7 @@ type Hit struct {
 func (m *memory) scopes(ctx context.Context, branch messages.BranchID, wait bool) ([]retrieval.Scope, error) {
 	var out []retrieval.Scope
 	maxSeq := uint64(math.MaxUint64)
+	lineage := []messages.BranchID{branch}
 	for b, depth := branch, 0; !b.IsZero(); depth++ {
 		if depth > 1000 {
 			return nil, fmt.Errorf("branch %s: more than 1000 ancestors", branch)
@@ -304,7 +340,11 @@ func (m *memory) scopes(ctx context.Context, branch messages.BranchID, wait bool
 			break
 		}
 		b, maxSeq = fp.parent, min(maxSeq, fp.seq)
+		lineage = append(lineage, b)
 	}
+	m.mu.Lock()
+	m.use(branch, lineage)
+	m.mu.Unlock()
 	return out, nil
 }
 

@@ -619,3 +619,48 @@ func TestPassivationFreesTheIndex(t *testing.T) {
 		t.Fatalf("Search() after the reload = %v, %v; want %v", sourceChunks(after), err, sourceChunks(before))
 	}
 }
+
+// An ancestor's index that a fork's searches loaded stays while a branch
+// searched since its actor started uses it, and goes with the last one.
+func TestPassivationFreesAncestorIndexes(t *testing.T) {
+	t.Parallel()
+	r, _, ev, b := memoryRuntime(t, facts)
+	waitIndexed(t, r, b.ID, ev, len(facts)-1)
+	fork, err := r.Fork(bg, b.ID, messages.NodeID{}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	loaded := func(id messages.BranchID) bool {
+		r.mem.mu.Lock()
+		defer r.mem.mu.Unlock()
+		_, ok := r.mem.parts[id]
+		return ok
+	}
+	stop := func(id messages.BranchID) {
+		t.Helper()
+		pid, err := r.pid(bg, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Stop(bg, id); err != nil {
+			t.Fatal(err)
+		}
+		<-r.goneChan(pid)
+	}
+	before, err := r.Search(bg, fork.ID, "staging database host", nil)
+	if err != nil || len(before) == 0 || !loaded(fork.ID) || !loaded(b.ID) {
+		t.Fatalf("Search(fork) = %d hits, %v; loaded: fork %v, parent %v", len(before), err, loaded(fork.ID), loaded(b.ID))
+	}
+	stop(b.ID)
+	if !loaded(b.ID) {
+		t.Fatal("the parent's index went with its actor while its fork's searches use it")
+	}
+	stop(fork.ID)
+	if loaded(b.ID) || loaded(fork.ID) {
+		t.Fatalf("after both actors stopped: parent's index loaded %v, fork's %v", loaded(b.ID), loaded(fork.ID))
+	}
+	after, err := r.Search(bg, fork.ID, "staging database host", nil)
+	if err != nil || !slices.Equal(sourceChunks(after), sourceChunks(before)) {
+		t.Fatalf("Search(fork) after the reload = %v, %v; want %v", sourceChunks(after), err, sourceChunks(before))
+	}
+}
