@@ -7,8 +7,8 @@ import (
 	"os"
 )
 
-// fdatasync is an fsync where there is no fdatasync.
-func fdatasync(f *os.File) error { return f.Sync() }
+// Fdatasync is an fsync where there is no fdatasync.
+func Fdatasync(f *os.File) error { return f.Sync() }
 
 // punchHole is errors.ErrUnsupported where there is no fallocate: the
 // caller writes zeros.

@@ -342,7 +342,7 @@ func (s *SegmentJournals) retire(g *segment) {
 		return
 	}
 	if g.synced < g.written && g.err == nil {
-		if err := fdatasync(g.f); err != nil {
+		if err := Fdatasync(g.f); err != nil {
 			g.err = err
 		} else {
 			g.synced = g.written
@@ -371,7 +371,7 @@ func (g *segment) syncThrough(end int64) error {
 		g.busy = true
 		target, f := g.written, g.f
 		g.mu.Unlock()
-		err := fdatasync(f)
+		err := Fdatasync(f)
 		g.mu.Lock()
 		g.busy = false
 		g.cond.Broadcast()

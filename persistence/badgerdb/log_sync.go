@@ -105,7 +105,7 @@ func (t *logTail) sync() error {
 			return err
 		}
 		if t.f != nil {
-			err := fdatasync(t.f)
+			err := persistence.Fdatasync(t.f)
 			t.f.Close()
 			if err != nil {
 				next.Close()
@@ -122,7 +122,7 @@ func (t *logTail) sync() error {
 	if t.f == nil {
 		return nil
 	}
-	return fdatasync(t.f)
+	return persistence.Fdatasync(t.f)
 }
 
 func (t *logTail) close() {
@@ -150,8 +150,3 @@ func (t *logTail) syncAll() error {
 
 // openLog opens a log file to sync it (Windows wants write access for that).
 func openLog(path string) (*os.File, error) { return os.OpenFile(path, os.O_RDWR, 0) }
-
-// Fdatasync flushes f's data and the metadata needed to read it back, as
-// the store does (fdatasync on Linux, fsync elsewhere): for the floors
-// the benchmarks measure beside the store.
-func Fdatasync(f *os.File) error { return fdatasync(f) }

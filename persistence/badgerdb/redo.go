@@ -383,6 +383,6 @@ func (l *redoLog) append(ts uint64, entries []entry) error {
 }
 
 // sync makes the records written so far durable.
-func (l *redoLog) sync() error { return fdatasync(l.f) }
+func (l *redoLog) sync() error { return persistence.Fdatasync(l.f) }
 
 func (l *redoLog) close() error { return l.f.Close() }

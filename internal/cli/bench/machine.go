@@ -11,7 +11,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/contextinfinity/ctxinf/persistence/badgerdb"
+	"github.com/contextinfinity/ctxinf/persistence"
 )
 
 // The machine's own scheduling, timed alongside the server's figures:
@@ -96,7 +96,7 @@ func floorProxy(upstream, dir string) (url string, stop func(), err error) {
 			return err
 		}
 		off += int64(len(rec))
-		return badgerdb.Fdatasync(log)
+		return persistence.Fdatasync(log)
 	}
 	hc := &http.Client{}
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

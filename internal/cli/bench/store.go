@@ -182,7 +182,7 @@ func syncLatencies(dir string, buf []byte, n int, overwrite bool) ([]time.Durati
 		if err := fillZeros(file, n*len(buf)); err != nil {
 			return nil, err
 		}
-		sync = func() error { return badgerdb.Fdatasync(file) }
+		sync = func() error { return persistence.Fdatasync(file) }
 	}
 	lat := make([]time.Duration, 0, n)
 	for i := range n {
