@@ -485,11 +485,14 @@ func (r *Runtime) SubmitWith(ctx context.Context, branch messages.BranchID, text
 		if err := checkKey(o.Key); err != nil {
 			return nil, err
 		}
+		parts := []string{"turn", text, o.Model}
 		if isClient {
-			hash = keyHash("turn", text, o.Model, clientHash(o.Client))
-		} else {
-			hash = keyHash("turn", text, o.Model)
+			parts = append(parts, clientHash(o.Client))
 		}
+		if o.MemoryTools != nil { // only when set: a key's hash without it is as it was
+			parts = append(parts, "memory_tools="+string(*o.MemoryTools))
+		}
+		hash = keyHash(parts...)
 	}
 	if err := r.db.CheckSpace(); err != nil { // new work waits for free space
 		// A repeat of a turn already accepted is not new work: it gets

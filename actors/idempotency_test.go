@@ -42,6 +42,10 @@ func TestSubmitByIdempotencyKey(t *testing.T) {
 	if _, err := send("hello, other text", "k1", 0); !errors.Is(err, ErrKeyReused) {
 		t.Fatalf("the key with another text = %v, want ErrKeyReused", err)
 	}
+	on := messages.MemoryToolsOn
+	if _, err := r.SubmitWith(bg, b.ID, "hello", SubmitOptions{Key: "k1", MemoryTools: &on}); !errors.Is(err, ErrKeyReused) {
+		t.Fatalf("the key with a memory tools setting = %v, want ErrKeyReused", err)
+	}
 	close(block)
 	for i, s := range []*TurnStream{first, again} {
 		if text, last := s.Wait(nil); text != "the answer" || last.Phase != messages.PhaseResponseFinalized {
