@@ -203,30 +203,13 @@ type ChunkRow struct {
 	TermCount float32            `json:"-"`
 }
 
-// Said is when c's text was said: Time, or the time of its transcript
-// node's id (the user message's acceptance, the reply's end; its source
-// turn's for a row without a node).
-func (c ChunkRow) Said() time.Time {
-	switch {
-	case !c.Time.IsZero():
-		return c.Time
-	case !c.Node.IsZero():
-		return c.Node.Time()
-	}
-	return c.SourceTurn.Time()
-}
+// Said is when c's text was said (messages.ChunkSaid): Time, or the
+// time of its transcript node's id.
+func (c ChunkRow) Said() time.Time { return messages.ChunkSaid(c.Time, c.Node, c.SourceTurn) }
 
-// Role is who said c's text by role: "tool" for a tool's result, "user"
-// for the text of its turn's user message, else "assistant".
-func (c ChunkRow) Role() string {
-	switch {
-	case c.Type == messages.ChunkToolResult:
-		return "tool"
-	case c.Node.IsZero() || c.Node == c.SourceTurn:
-		return "user"
-	}
-	return "assistant"
-}
+// Role is who said c's text by role (messages.ChunkRole): "tool",
+// "user" or "assistant".
+func (c ChunkRow) Role() string { return messages.ChunkRole(c.Type, c.Node, c.SourceTurn) }
 
 // StepRow is a provider step of a turn (SRD §5.7): what was sent, what
 // came back, normalized, and how it ended. (Turn, Index) is unique; a

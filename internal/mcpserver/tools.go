@@ -425,7 +425,7 @@ func (s *Server) searchMemory(ctx context.Context, req *mcp.CallToolRequest, in 
 	slices.SortStableFunc(hits, func(a, b client.Hit) int { return cmp.Compare(b.Score, a.Score) })
 	for _, h := range hits {
 		out.Hits = append(out.Hits, hitOut{Text: h.Chunk.Text, Speaker: speaker(h.Chunk), Branch: h.Chunk.Branch.String(), Turn: h.Chunk.SourceTurn.String(),
-			Seq: h.Chunk.Seq, Time: timeText(said(h.Chunk)), Created: timeText(h.Chunk.Created), Score: h.Score, Chunk: h.Chunk.ID.String()})
+			Seq: h.Chunk.Seq, Time: timeText(messages.ChunkSaid(h.Chunk.Time, h.Chunk.Node, h.Chunk.SourceTurn)), Created: timeText(h.Chunk.Created), Score: h.Score, Chunk: h.Chunk.ID.String()})
 		if len(out.Hits) == k {
 			break
 		}
@@ -434,30 +434,12 @@ func (s *Server) searchMemory(ctx context.Context, req *mcp.CallToolRequest, in 
 }
 
 // speaker is who said a chunk's text: the participant its turn names,
-// else the user (the turn's own message), a tool (a tool's result) or
-// the assistant.
+// else its role (messages.ChunkRole).
 func speaker(c api.Chunk) string {
-	switch {
-	case c.Speaker != "":
+	if c.Speaker != "" {
 		return c.Speaker
-	case c.Type == messages.ChunkToolResult:
-		return "tool"
-	case c.Node.IsZero() || c.Node == c.SourceTurn:
-		return "user"
 	}
-	return "assistant"
-}
-
-// said is when a chunk's text was said: its time, when its turn gives
-// one, else its message's (its transcript node's id's time).
-func said(c api.Chunk) time.Time {
-	switch {
-	case !c.Time.IsZero():
-		return c.Time
-	case !c.Node.IsZero():
-		return c.Node.Time()
-	}
-	return c.SourceTurn.Time()
+	return messages.ChunkRole(c.Type, c.Node, c.SourceTurn)
 }
 
 func (s *Server) getContext(ctx context.Context, req *mcp.CallToolRequest, in contextIn) (*mcp.CallToolResult, contextOut, error) {
