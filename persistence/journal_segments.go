@@ -531,20 +531,13 @@ func (s *SegmentJournals) Remove(ctx context.Context, steps []messages.StepID) (
 		dirty = true
 	}
 	n := 0
-	for _, step := range steps {
-		if err := ctx.Err(); err != nil {
-			return n, err
-		}
-		err := os.Remove(JournalPath(s.dir, step))
-		switch {
-		case err == nil:
-			dirty = true
-			n++
-		case !errors.Is(err, fs.ErrNotExist):
-			return n, fmt.Errorf("remove the stream journal of step %s: %w", step, err)
-		case had[step]:
+	if err := removeJournalFiles(ctx, s.dir, steps, func(step messages.StepID, removed bool) {
+		dirty = dirty || removed
+		if removed || had[step] {
 			n++
 		}
+	}); err != nil {
+		return n, err
 	}
 	if dirty {
 		if err := syncDir(s.dir); err != nil {

@@ -83,17 +83,12 @@ func (s fileJournals) List(context.Context) ([]messages.StepID, error) { return 
 // Remove removes the files and then, if it removed any, fsyncs dir.
 func (s fileJournals) Remove(ctx context.Context, steps []messages.StepID) (int, error) {
 	n := 0
-	for _, step := range steps {
-		if err := ctx.Err(); err != nil {
-			return n, err
-		}
-		err := os.Remove(JournalPath(s.dir, step))
-		switch {
-		case err == nil:
+	if err := removeJournalFiles(ctx, s.dir, steps, func(_ messages.StepID, removed bool) {
+		if removed {
 			n++
-		case !errors.Is(err, fs.ErrNotExist):
-			return n, fmt.Errorf("remove the stream journal of step %s: %w", step, err)
 		}
+	}); err != nil {
+		return n, err
 	}
 	if n > 0 {
 		if err := syncDir(s.dir); err != nil {
@@ -101,6 +96,24 @@ func (s fileJournals) Remove(ctx context.Context, steps []messages.StepID) (int,
 		}
 	}
 	return n, nil
+}
+
+// removeJournalFiles removes the files of steps' journals in dir, one by
+// one, and calls done with each step it got through and whether its file
+// was there; it does not fsync dir. It stops at ctx's end or at the first
+// file it could not remove.
+func removeJournalFiles(ctx context.Context, dir string, steps []messages.StepID, done func(step messages.StepID, removed bool)) error {
+	for _, step := range steps {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		err := os.Remove(JournalPath(dir, step))
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("remove the stream journal of step %s: %w", step, err)
+		}
+		done(step, err == nil)
+	}
+	return nil
 }
 
 // fileSink is the file of one journal.
