@@ -139,6 +139,7 @@ func (ro *root) Receive(ctx actor.Context) {
 		if p := ro.spawned[m.Who.Id]; p != nil {
 			delete(ro.spawned, m.Who.Id)
 			ro.rt.gone.terminated(p)
+			ro.rt.pids.CompareAndDelete(id, p)
 		}
 		if pid, live := ro.live[id]; live && pid.Equal(m.Who) {
 			delete(ro.live, id) // stopped by supervision

@@ -67,7 +67,9 @@ type Runtime struct {
 	gone terminations // per live branch actor, closed when it terminates
 	// pids holds the branch actors root has activated (BranchID to
 	// *actor.PID), so that asking a live one takes no round trip
-	// through root; an entry whose gone channel is closed is stale.
+	// through root. Root removes an actor's entry when it terminates:
+	// a PID caches its process, which holds the actor, so an entry left
+	// behind would keep a passivated branch's whole actor in memory.
 	pids sync.Map
 	// sessionOf remembers each branch's session (BranchID to
 	// messages.SessionID) for Placement: a branch never changes session.

@@ -1,8 +1,12 @@
 package actors
 
 import (
+	"runtime"
 	"testing"
 	"time"
+	"weak"
+
+	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/contextinfinity/ctxinf/persistence"
 	"github.com/contextinfinity/ctxinf/providers/fake"
@@ -124,4 +128,63 @@ func TestPassivationNeverInterruptsAcceptedWork(t *testing.T) {
 	if _, last, _ := runTurn(t, r, b, "third"); last.Err != "" {
 		t.Fatalf("a turn after passivation ended %+v", last)
 	}
+}
+
+// A stopped branch actor is garbage: nothing the runtime keeps (its
+// cache of live actors' PIDs, which hold their process) keeps it in
+// memory, so a passivated branch costs its rows and nothing else. The
+// last actor stopped is left out: root's mailbox may still hold the
+// message of its end until the next one.
+func TestStoppedBranchActorsAreCollected(t *testing.T) {
+	t.Parallel()
+	cfg := testConfig(t, t.TempDir(), newEvents())
+	cfg.IdleAfter = time.Hour
+	r := openRuntime(t, cfg)
+	t.Cleanup(func() { r.Close() })
+	const n = 20
+	procs := make([]weak.Pointer[actor.ActorProcess], n)
+	for i := range n {
+		procs[i] = stoppedProcess(t, r)
+	}
+	stoppedProcess(t, r)
+	// An actor's mailbox goroutine may still be on its way out after
+	// root saw it terminate: look again for a while.
+	live := n
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		runtime.GC()
+		live = 0
+		for _, p := range procs {
+			if p.Value() != nil {
+				live++
+			}
+		}
+		if live == 0 {
+			return
+		}
+	}
+	t.Fatalf("%d of %d stopped branch actors are still in memory", live, n)
+}
+
+// stoppedProcess activates a new session's branch, stops it, waits for
+// its actor to terminate and returns a weak pointer to its process.
+func stoppedProcess(t *testing.T, r *Runtime) weak.Pointer[actor.ActorProcess] {
+	t.Helper()
+	_, b, err := r.CreateSession(bg, "stopped")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := r.pid(bg, b.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, ok := r.sys.ProcessRegistry.Get(pid)
+	ap, isActor := p.(*actor.ActorProcess)
+	if !ok || !isActor {
+		t.Fatalf("branch %s has no actor process (%T)", b.ID, p)
+	}
+	if err := r.Stop(bg, b.ID); err != nil {
+		t.Fatal(err)
+	}
+	<-r.goneChan(pid)
+	return weak.Make(ap)
 }
