@@ -208,7 +208,7 @@ func (r *Runtime) exportBranch(ctx context.Context, b persistence.BranchRow, ind
 	} else if ok {
 		return fmt.Errorf("%w: state %d folds turns past the branch's last", persistence.ErrCorrupt, states[0].Seq)
 	}
-	return fn(ExportItem{Head: &ExportHead{Pinned: info.State.Pinned, Model: info.Model}})
+	return fn(ExportItem{Head: &ExportHead{Pinned: info.State.Pinned, Model: info.Model, MemoryTools: info.MemoryTools}})
 }
 
 // SessionImport builds a session from an export's parts, hidden until

@@ -83,20 +83,36 @@ func (imp *importer) items(ctx actor.Context, items []ExportItem) error {
 		case it.State != nil:
 			err = imp.state(ctx, *it.State, now)
 		case it.Head != nil:
-			if err = imp.pins(ctx, it.Head.Pinned, now); err == nil && it.Head.Model != imp.c.b.Model {
-				var evs []messages.BranchEvent
-				if evs, err = imp.modelEvents(it.Head.Model); err == nil {
-					for _, ev := range evs {
-						imp.c.persistHeld(ctx, ev, imp.c.txFor(ev))
-					}
-				}
-			}
+			err = imp.head(ctx, *it.Head, now)
 		default:
 			err = fmt.Errorf("%w: an empty item", ErrImport)
 		}
 		if err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// head selects the branch's pins, model and memory tools setting as its
+// export's head line gives them.
+func (imp *importer) head(ctx actor.Context, h ExportHead, now time.Time) error {
+	if err := imp.pins(ctx, h.Pinned, now); err != nil {
+		return err
+	}
+	var evs []messages.BranchEvent
+	if h.Model != imp.c.b.Model {
+		var err error
+		if evs, err = imp.modelEvents(h.Model); err != nil {
+			return err
+		}
+	}
+	tools, err := imp.c.b.SelectMemoryTools(h.MemoryTools, now)
+	if err != nil {
+		return err
+	}
+	for _, ev := range append(evs, tools...) {
+		imp.c.persistHeld(ctx, ev, imp.c.txFor(ev))
 	}
 	return nil
 }

@@ -17,7 +17,7 @@ import (
 //	  {"type":"turn","seq":…,"user":{message},"reply":{message}}
 //	  {"type":"turn","seq":…,"user":{message},"failed":{"code":…,"reason":…}}
 //	  {"type":"state","seq":…,"summary":…,"pinned":[…],"turns":[seq…]}
-//	  {"type":"head","pinned":[…],"model":…}
+//	  {"type":"head","pinned":[…],"model":…,"memory_tools":…}
 //	{"type":"end","branches":…,"turns":…,"states":…,"active_branch":index,"sha256":…}
 //
 // Positions stand for ids (turn and state seqs, transcript depths, branch
@@ -79,6 +79,9 @@ type (
 		Type   string   `json:"type"` // "head"
 		Pinned []string `json:"pinned,omitempty"`
 		Model  string   `json:"model,omitempty"`
+		// MemoryTools is the branch's memory tools setting, "on" or
+		// "off"; absent for the default (its model's, or the config's).
+		MemoryTools messages.MemoryTools `json:"memory_tools,omitempty"`
 	}
 	// EndLine is the last line: the counts, the index of the session's
 	// active branch, and the SHA-256 of every byte before it.

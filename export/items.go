@@ -49,8 +49,9 @@ type State struct {
 // Head is the end of a branch: its head's pinned facts (newer than its
 // last state's when facts were pinned since) and its model.
 type Head struct {
-	Pinned []string
-	Model  string
+	Pinned      []string
+	Model       string
+	MemoryTools messages.MemoryTools
 }
 
 // Item is one part of an export: exactly one field is set.

@@ -253,7 +253,7 @@ func (x *Reader) nextV2() (Item, error) {
 				return Item{}, err
 			}
 			x.headDone = true
-			return x.item(Item{Head: &Head{Pinned: l.Pinned, Model: l.Model}}, len(line))
+			return x.item(Item{Head: &Head{Pinned: l.Pinned, Model: l.Model, MemoryTools: l.MemoryTools}}, len(line))
 		case "end":
 			var l EndLine
 			if err := strict(&l); err != nil {

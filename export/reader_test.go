@@ -152,6 +152,8 @@ func TestReaderRefusesBadExports(t *testing.T) {
 			"line 2: label: 12 bytes, limit 8"},
 		{"pin", withEnd(sessionLine+branchLine+`{"type":"head","pinned":["a fact too long to pin"]}`+"\n", 1, 0, 0),
 			"line 3: pinned[0]: 22 bytes, limit 16"},
+		{"memory tools", withEnd(sessionLine+branchLine+`{"type":"head","memory_tools":"always"}`+"\n", 1, 0, 0),
+			`line 3: head: messages: unknown value: memory tools setting "always", want default, on or off`},
 		{"unknown field", withEnd(sessionLine+branchLine+`{"type":"head","colour":"red"}`+"\n", 1, 0, 0),
 			`line 3: head: json: unknown field "colour"`},
 		{"reply and failed", withEnd(sessionLine+branchLine+strings.Replace(turnLine(1, "q", "a"), `"reply"`, `"failed":{"reason":"r"},"reply"`, 1)+headLine, 1, 1, 0),

@@ -70,7 +70,7 @@ func (x *Writer) Write(it Item) error {
 		x.end.States++
 		return x.enc.Encode(StateLine{Type: "state", StateFields: FromState(*it.State)})
 	case it.Head != nil:
-		return x.enc.Encode(HeadLine{Type: "head", Pinned: it.Head.Pinned, Model: it.Head.Model})
+		return x.enc.Encode(HeadLine{Type: "head", Pinned: it.Head.Pinned, Model: it.Head.Model, MemoryTools: it.Head.MemoryTools})
 	}
 	return nil
 }

@@ -31,7 +31,7 @@ func TestWriter(t *testing.T) {
 		{Turn: &Turn{Seq: 1, User: user, Reply: reply}},
 		{Turn: &Turn{Seq: 2, User: user, Failed: true, Code: "cancelled", Reason: "stop"}},
 		{State: &State{Seq: 1, Summary: "s", Turns: []uint64{1}}},
-		{Head: &Head{Pinned: []string{"p"}, Model: "m"}},
+		{Head: &Head{Pinned: []string{"p"}, Model: "m", MemoryTools: messages.MemoryToolsOn}},
 		{Branch: &Branch{ID: fork, Label: "alt", Created: at, Parent: 0, ForkAtDepth: 2, TipDepth: 2, ForkSeq: 1,
 			Base: State{Seq: 1, Summary: "s"}, Carried: []uint64{2}}},
 		{Head: &Head{}},
@@ -51,7 +51,7 @@ func TestWriter(t *testing.T) {
 {"type":"turn","seq":1,"user":{"role":"user","blocks":[{"type":"text","text":"q"}],"rendered_text":"q"},"reply":{"role":"assistant","blocks":[{"type":"text","text":"a"}],"rendered_text":"a"}}
 {"type":"turn","seq":2,"user":{"role":"user","blocks":[{"type":"text","text":"q"}],"rendered_text":"q"},"failed":{"code":"cancelled","reason":"stop"}}
 {"type":"state","seq":1,"summary":"s","turns":[1]}
-{"type":"head","pinned":["p"],"model":"m"}
+{"type":"head","pinned":["p"],"model":"m","memory_tools":"on"}
 {"type":"branch","label":"alt","created":"2025-01-02T03:04:05Z","parent":0,"fork_at_depth":2,"tip_depth":2,"fork_seq":1,"base":{"seq":1,"summary":"s"},"carried":[2]}
 {"type":"head"}
 {"type":"end","branches":2,"turns":2,"states":1,"active_branch":1,"sha256":"` + hex.EncodeToString(sum[:]) + `"}

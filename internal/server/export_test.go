@@ -131,6 +131,10 @@ func TestExportRoundTrip(t *testing.T) {
 	if _, err := rt.Pin(ctx, main.ID, "fact A"); err != nil {
 		t.Fatal(err)
 	}
+	// Memory tools on for main and so its forks, which then set their own.
+	if err := rt.SelectMemoryTools(ctx, main.ID, messages.MemoryToolsOn); err != nil {
+		t.Fatal(err)
+	}
 	fold(t, rt, main.ID) // state 1 folds turns 1 to 3, pinned A
 	if last := send(t, rt, main.ID, strings.Repeat("huge ", 4000)); last.Phase != messages.PhaseFailed {
 		t.Fatalf("the huge turn ended %s, want failed", last.Phase)
@@ -149,6 +153,11 @@ func TestExportRoundTrip(t *testing.T) {
 	f2, err := rt.Fork(ctx, main.ID, messages.NodeID{}, "at head")
 	if err != nil {
 		t.Fatal(err)
+	}
+	for b, m := range map[messages.BranchID]messages.MemoryTools{f1.ID: messages.MemoryToolsDefault, f2.ID: messages.MemoryToolsOff} {
+		if err := rt.SelectMemoryTools(ctx, b, m); err != nil {
+			t.Fatal(err)
+		}
 	}
 	send(t, rt, f1.ID, "fork one three")
 	fold(t, rt, f1.ID)
@@ -177,7 +186,7 @@ func TestExportRoundTrip(t *testing.T) {
 
 	before := src.export(t, sess.ID)
 	for _, want := range []string{`"type":"branch"`, `"carried":[1,2]`, `"carried":[5,6]`, `"failed":{"code":"context_too_large"`,
-		`"pinned":["fact A","fact B"]`, `{"type":"head","pinned":["fact C"]}`, `"label":"fork of a fork"`, `"pinned":["fact A, edited","fact B"]`, `"pinned":["fact A"]`} {
+		`"pinned":["fact A","fact B"]`, `{"type":"head","pinned":["fact C"]}`, `"label":"fork of a fork"`, `"pinned":["fact A, edited","fact B"]`, `"pinned":["fact A"]`, `"memory_tools":"on"}`, `"memory_tools":"off"}`} {
 		if !bytes.Contains(before, []byte(want)) {
 			t.Errorf("the export has no %s:\n%s", want, before)
 		}
