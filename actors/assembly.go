@@ -223,7 +223,7 @@ func (a *branchActor) retrieve(user messages.Message, recipe *persistence.Contex
 	defer cancel()
 	budget -= core.MemoryFrameTokens(count) // the memory's preamble and end, once
 	for _, id := range a.b.Forced {
-		c, err := a.rt.mem.chunk(ctx, id)
+		c, err := a.rt.mem.chunk(ctx, nil, id)
 		if err != nil {
 			a.rt.log.Warn().Err(err).Str("branch", a.id.String()).Msg("forced chunk not found")
 			continue

@@ -48,12 +48,14 @@ func (c *genCache[K, V]) update(k K, f func(V, bool) V) {
 }
 
 func (c *genCache[K, V]) putLocked(k K, v V) {
-	limit := c.limit
+	limit, hint := c.limit, 0
 	if limit <= 0 {
-		limit = maxCached
+		// A large cache starts at a size it soon reaches; a small one
+		// (one a branch's index holds) at the size of what it holds.
+		limit, hint = maxCached, 1024
 	}
 	if c.cur == nil || len(c.cur) >= limit {
-		c.old, c.cur = c.cur, make(map[K]V, 1024)
+		c.old, c.cur = c.cur, make(map[K]V, hint)
 	}
 	c.cur[k] = v
 }

@@ -269,8 +269,10 @@ func (m *memory) forget(branches []messages.BranchID) {
 	for _, b := range branches {
 		delete(m.parts, b)
 	}
+	for _, pt := range m.parts {
+		pt.rows.clear()
+	}
 	m.mu.Unlock()
-	m.rows.clear()
 	m.turnChunks.clear()
 	m.parents.clear()
 }

@@ -54,6 +54,7 @@ func (a chunkPlace) follows(b chunkPlace) bool {
 type turnChunks struct {
 	m      *memory
 	scopes []retrieval.Scope
+	parts  []*partition // the scopes' indexes (memory.scopesWith)
 	turns  map[uint64][]persistence.ChunkRow
 }
 
@@ -62,13 +63,13 @@ func (t *turnChunks) at(ctx context.Context, seq uint64) ([]persistence.ChunkRow
 		return rows, nil
 	}
 	var rows []persistence.ChunkRow
-	for _, s := range t.scopes {
+	for i, s := range t.scopes {
 		if seq > s.MaxSeq {
 			continue
 		}
 		ids := s.Part.AtSeq(seq)
 		for _, id := range ids {
-			row, err := t.m.chunk(ctx, id)
+			row, err := t.m.chunk(ctx, t.parts[i], id)
 			if errors.Is(err, persistence.ErrNotFound) {
 				continue
 			}
@@ -133,13 +134,13 @@ func (t *turnChunks) step(ctx context.Context, p chunkPlace, dir int) (persisten
 func (m *memory) around(ctx context.Context, branch messages.BranchID, hits []Hit, exclude map[messages.TurnID]bool,
 	budget int, count core.Counter) ([]excerpt, error) {
 	if m.opts.Neighbours == 0 && m.opts.NeighboursBefore == 0 {
-		return m.excerpts(ctx, nil, hits, 0, 0, exclude, budget, count)
+		return m.excerpts(ctx, nil, nil, hits, 0, 0, exclude, budget, count)
 	}
-	scopes, err := m.scopes(ctx, branch, false) // as the search found the hits: loaded so far
+	scopes, parts, err := m.scopesWith(ctx, branch, false) // as the search found the hits: loaded so far
 	if err != nil {
 		return nil, err
 	}
-	return m.excerpts(ctx, scopes, hits, m.opts.Neighbours, m.opts.NeighboursBefore, exclude, budget, count)
+	return m.excerpts(ctx, scopes, parts, hits, m.opts.Neighbours, m.opts.NeighboursBefore, exclude, budget, count)
 }
 
 // excerpts turns hits (best first) into the excerpts a context is
@@ -151,7 +152,7 @@ func (m *memory) around(ctx context.Context, branch messages.BranchID, hits []Hi
 // the prompt verbatim). Chunks that touch are merged into one excerpt,
 // named by its best hit and scored with its score; the excerpts come
 // best first. With no neighbours each hit is an excerpt of its own.
-func (m *memory) excerpts(ctx context.Context, scopes []retrieval.Scope, hits []Hit, after, before int,
+func (m *memory) excerpts(ctx context.Context, scopes []retrieval.Scope, parts []*partition, hits []Hit, after, before int,
 	exclude map[messages.TurnID]bool, budget int, count core.Counter) ([]excerpt, error) {
 	if after == 0 && before == 0 {
 		out := make([]excerpt, len(hits))
@@ -182,7 +183,7 @@ func (m *memory) excerpts(ctx context.Context, scopes []retrieval.Scope, hits []
 		used += cost
 		return true
 	}
-	tc := &turnChunks{m: m, scopes: scopes, turns: map[uint64][]persistence.ChunkRow{}}
+	tc := &turnChunks{m: m, scopes: scopes, parts: parts, turns: map[uint64][]persistence.ChunkRow{}}
 	seen := map[messages.ChunkID]bool{}
 	for i, h := range hits {
 		if seen[h.Chunk.ID] {

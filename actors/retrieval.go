@@ -49,15 +49,12 @@ type memory struct {
 	// additions, which added merges in.
 	parents    genCache[messages.BranchID, forkPoint]
 	turnChunks genCache[messages.TurnID, []messages.ChunkID]
-	// Chunk rows are written once and never change: a search's hits
-	// are read from the store (two reads and a JSON decoding each) the
-	// first time only.
-	rows genCache[messages.ChunkID, persistence.ChunkRow]
 }
 
-// maxCachedRows bounds each generation of the chunk rows' cache (rows
-// hold their text: a few KB each at most).
-const maxCachedRows = 4096
+// maxPartitionRows bounds each generation of a partition's cache of
+// chunk rows (partition.rows; rows hold their text: a few KB each at
+// most).
+const maxPartitionRows = 512
 
 // forkPoint is where a branch was forked: its parent (zero for a root)
 // and the parent's seq it was forked at.
@@ -73,6 +70,17 @@ type partition struct {
 	err   error        // set before ready closes
 	read  atomic.Int64 // chunks read from the store so far
 	start mark
+	// rows are the rows of the partition's chunks that searches found
+	// (hits, and their neighbours), each read from the store (two reads
+	// and a JSON decoding) the first time only: chunk rows are written
+	// once and never change. They go with the index (drop), so that
+	// what a branch holds follows its data and passivation frees it.
+	rows genCache[messages.ChunkID, persistence.ChunkRow]
+}
+
+func newPartition(dim int) *partition {
+	return &partition{p: retrieval.NewPartition(dim), ready: make(chan struct{}),
+		rows: genCache[messages.ChunkID, persistence.ChunkRow]{limit: maxPartitionRows}}
 }
 
 // chunkRows is what retrieval reads of the store: the chunk rows, with
@@ -87,7 +95,7 @@ type chunkRows interface {
 func newMemory(db chunkRows, embed retrieval.Embedder, opts retrieval.RankOptions) *memory {
 	m := &memory{db: db, embed: embed, ns: retrieval.Namespace(embed), opts: opts,
 		parts: map[messages.BranchID]*partition{}, lineage: map[messages.BranchID][]messages.BranchID{},
-		refs: map[messages.BranchID]int{}, rows: genCache[messages.ChunkID, persistence.ChunkRow]{limit: maxCachedRows}}
+		refs: map[messages.BranchID]int{}}
 	m.stop, m.stopLoads = context.WithCancel(context.Background())
 	return m
 }
@@ -108,7 +116,7 @@ func (m *memory) fresh(branch messages.BranchID) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if _, ok := m.parts[branch]; !ok {
-		pt := &partition{p: retrieval.NewPartition(m.embed.Dim()), ready: make(chan struct{})}
+		pt := newPartition(m.embed.Dim())
 		close(pt.ready)
 		m.parts[branch] = pt
 	}
@@ -151,14 +159,17 @@ func (m *memory) use(branch messages.BranchID, lineage []messages.BranchID) {
 	}
 }
 
-// chunk returns the row of chunk id.
-func (m *memory) chunk(ctx context.Context, id messages.ChunkID) (persistence.ChunkRow, error) {
-	if row, ok := m.rows.get(id); ok {
-		return row, nil
+// chunk returns the row of chunk id, a chunk of pt's index (nil: not
+// known), from pt's cache of rows when it holds it.
+func (m *memory) chunk(ctx context.Context, pt *partition, id messages.ChunkID) (persistence.ChunkRow, error) {
+	if pt != nil {
+		if row, ok := pt.rows.get(id); ok {
+			return row, nil
+		}
 	}
 	row, err := m.db.ChunkByID(ctx, id)
-	if err == nil {
-		m.rows.put(id, row)
+	if err == nil && pt != nil {
+		pt.rows.put(id, row)
 	}
 	return row, err
 }
@@ -184,10 +195,21 @@ func ChunkIDFor(turn messages.TurnID, typ messages.ChunkType, hash persistence.H
 // (a turn's search takes it so rather than stall on a large branch's
 // load, or fail). A load that failed is started again by the next call.
 func (m *memory) partition(ctx context.Context, branch messages.BranchID, wait bool) (*retrieval.Partition, error) {
+	pt, err := m.index(ctx, branch, wait)
+	if pt == nil {
+		return nil, err
+	}
+	return pt.p, err
+}
+
+// index is partition, returning the branch's index with its cache of
+// rows.
+func (m *memory) index(ctx context.Context, branch messages.BranchID, wait bool) (*partition, error) {
 	m.mu.Lock()
 	pt, ok := m.parts[branch]
 	if !ok {
-		pt = &partition{p: retrieval.NewPartition(m.embed.Dim()), ready: make(chan struct{}), start: markNow()}
+		pt = newPartition(m.embed.Dim())
+		pt.start = markNow()
 		m.parts[branch] = pt
 		m.loads.Add(1)
 		go m.load(branch, pt)
@@ -196,14 +218,14 @@ func (m *memory) partition(ctx context.Context, branch messages.BranchID, wait b
 	if !wait {
 		select {
 		case <-pt.ready:
-			return pt.p, pt.err
+			return pt, pt.err
 		default:
-			return pt.p, nil
+			return pt, nil
 		}
 	}
 	select {
 	case <-pt.ready:
-		return pt.p, pt.err
+		return pt, pt.err
 	case <-ctx.Done():
 		return nil, fmt.Errorf("still loading from the store: %d chunks read in %s: %w",
 			pt.read.Load(), pt.start.elapsed().Round(time.Millisecond), ctx.Err())
@@ -315,23 +337,31 @@ type Hit struct {
 // each ancestor's up to the seq it was forked at; with wait, once each is
 // loaded whole (partition).
 func (m *memory) scopes(ctx context.Context, branch messages.BranchID, wait bool) ([]retrieval.Scope, error) {
+	out, _, err := m.scopesWith(ctx, branch, wait)
+	return out, err
+}
+
+// scopesWith is scopes, with the index of each scope (parts[i] is
+// scopes[i]'s).
+func (m *memory) scopesWith(ctx context.Context, branch messages.BranchID, wait bool) (scopes []retrieval.Scope, parts []*partition, err error) {
 	var out []retrieval.Scope
 	maxSeq := uint64(math.MaxUint64)
 	lineage := []messages.BranchID{branch}
 	for b, depth := branch, 0; !b.IsZero(); depth++ {
 		if depth > 1000 {
-			return nil, fmt.Errorf("branch %s: more than 1000 ancestors", branch)
+			return nil, nil, fmt.Errorf("branch %s: more than 1000 ancestors", branch)
 		}
-		p, err := m.partition(ctx, b, wait)
+		pt, err := m.index(ctx, b, wait)
 		if err != nil {
-			return nil, fmt.Errorf("load the index of branch %s: %w", b, err)
+			return nil, nil, fmt.Errorf("load the index of branch %s: %w", b, err)
 		}
-		out = append(out, retrieval.Scope{Part: p, MaxSeq: maxSeq})
+		out = append(out, retrieval.Scope{Part: pt.p, MaxSeq: maxSeq})
+		parts = append(parts, pt)
 		fp, ok := m.parents.get(b)
 		if !ok {
 			row, err := m.db.BranchRow(ctx, b)
 			if err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 			fp = forkPoint{parent: row.Parent, seq: row.ForkSeq}
 			m.parents.put(b, fp)
@@ -345,7 +375,18 @@ func (m *memory) scopes(ctx context.Context, branch messages.BranchID, wait bool
 	m.mu.Lock()
 	m.use(branch, lineage)
 	m.mu.Unlock()
-	return out, nil
+	return out, parts, nil
+}
+
+// holding returns the index of the scope that holds chunk id within its
+// seq, if any.
+func holding(scopes []retrieval.Scope, parts []*partition, id messages.ChunkID) *partition {
+	for i, s := range scopes {
+		if seq, ok := s.Part.Seq(id); ok && seq <= s.MaxSeq {
+			return parts[i]
+		}
+	}
+	return nil
 }
 
 // search runs the hybrid search for text on branch (its partition and
@@ -358,7 +399,7 @@ func (m *memory) scopes(ctx context.Context, branch messages.BranchID, wait bool
 // took, if not nil, gets the time spent embedding text and searching.
 func (m *memory) search(ctx context.Context, branch messages.BranchID, text string, opts retrieval.RankOptions,
 	filter retrieval.Filter, exclude map[messages.TurnID]bool, took *searchTook) ([]Hit, error) {
-	scopes, err := m.scopes(ctx, branch, false)
+	scopes, parts, err := m.scopesWith(ctx, branch, false)
 	if err != nil {
 		return nil, err
 	}
@@ -397,7 +438,7 @@ func (m *memory) search(ctx context.Context, branch messages.BranchID, text stri
 	}
 	out := make([]Hit, 0, len(ranked))
 	for _, r := range ranked {
-		row, err := m.chunk(ctx, r.Doc)
+		row, err := m.chunk(ctx, holding(scopes, parts, r.Doc), r.Doc)
 		if errors.Is(err, persistence.ErrNotFound) {
 			continue // indexed but its row is gone: not expected; skip it
 		}
