@@ -169,29 +169,9 @@ var cueWords = []string{"decid", "decision", "chose", "agreed", "settled on", "o
 	"no more than", "no later than", "forbidden", "prohibited", "do not", "don't", "avoid", "only"}
 
 // mayDecide is a cheap necessary condition for decisionRE or
-// constraintRE to match text: false only for ASCII text holding none of
-// cueWords in any case (non-ASCII text may match through Unicode case
-// folding or typographic apostrophes: always true).
-func mayDecide(text string) bool {
-	lower := make([]byte, len(text))
-	for i := 0; i < len(text); i++ {
-		c := text[i]
-		if c >= utf8.RuneSelf {
-			return true
-		}
-		if 'A' <= c && c <= 'Z' {
-			c += 'a' - 'A'
-		}
-		lower[i] = c
-	}
-	s := string(lower)
-	for _, w := range cueWords {
-		if strings.Contains(s, w) {
-			return true
-		}
-	}
-	return false
-}
+// constraintRE to match strings.ToLower(text): false only when text
+// holds none of cueWords (cueFold).
+func mayDecide(text string) bool { return hasCue(cueFold(text), cueWords) }
 
 // located is an entity found in a text, with the index of the sentence
 // it came from (counted across one extractor's texts).
@@ -444,14 +424,50 @@ func classifyStatement(s string) EntityKind {
 func splitSentences(line string) []string {
 	var out []string
 	start := 0
-	for _, m := range sentenceEndRE.FindAllStringIndex(line, -1) {
-		if s := strings.TrimSpace(line[start:m[1]]); s != "" {
+	for _, end := range sentenceEnds(line) {
+		if s := strings.TrimSpace(line[start:end]); s != "" {
 			out = append(out, s)
 		}
-		start = m[1]
+		start = end
 	}
 	if s := strings.TrimSpace(line[start:]); s != "" {
 		out = append(out, s)
+	}
+	return out
+}
+
+// sentenceEnds returns the end of each match of sentenceEndRE in line,
+// in order, as FindAllStringIndex finds them, without running it: a
+// match is a run of closing punctuation, any closing quotes or brackets
+// after it, and the white space after those, which it needs; the
+// expression is kept as the definition.
+func sentenceEnds(line string) []int {
+	var out []int
+	for i := 0; i < len(line); {
+		if c := line[i]; c != '.' && c != '!' && c != '?' {
+			i++
+			continue
+		}
+		for i < len(line) && (line[i] == '.' || line[i] == '!' || line[i] == '?') {
+			i++
+		}
+		for i < len(line) {
+			if c := line[i]; c == '"' || c == '\'' || c == ')' || c == ']' {
+				i++
+			} else if strings.HasPrefix(line[i:], "”") || strings.HasPrefix(line[i:], "’") {
+				i += len("”")
+			} else {
+				break
+			}
+		}
+		end := i
+		for end < len(line) && isCueSpace(line[end]) {
+			end++
+		}
+		if end > i {
+			out = append(out, end)
+		}
+		i = end
 	}
 	return out
 }
@@ -527,6 +543,13 @@ func classifyArtifact(m string) (EntityKind, string) {
 // wholeArtifact returns the kind of s when s is one artifact (not a
 // quote or code span) from end to end, else 0.
 func wholeArtifact(s string) (EntityKind, string) {
+	// No match of artifactRE holds more than one white space character
+	// (\s, the one between a number and its unit): a quote of words is
+	// none, and the expression need not run.
+	if spaces := strings.Count(s, " ") + strings.Count(s, "\t") + strings.Count(s, "\n") +
+		strings.Count(s, "\f") + strings.Count(s, "\r"); spaces > 1 {
+		return 0, ""
+	}
 	loc := artifactRE.FindStringIndex(s)
 	if loc == nil || loc[0] != 0 || loc[1] != len(s) || s[0] == '"' || s[0] == '`' || strings.HasPrefix(s, "“") {
 		return 0, ""

@@ -267,3 +267,27 @@ func BenchmarkFallbackSummary(b *testing.B) {
 		FallbackSummary(previous, ex)
 	}
 }
+
+// localExchange is turn n of a branch as `ctxinf bench turns` drives it:
+// a short user message and the local provider's report of its context.
+func localExchange(n int) Exchange {
+	user := fmt.Sprintf("turn %d of a load test", n)
+	return Exchange{User: user, Assistant: fmt.Sprintf("[local] I received your message (6 words): %q. "+
+		"Context: 0 pinned facts, summary of %d tokens, %d window messages, 2 pending turns, 0 retrieved chunks. "+
+		"Pending turns: #1 \"turn %d of a load test\" #2 \"turn %d of a load test\".", user, 40+9*n, 2*min(n, 4), n+1, n+2)}
+}
+
+// BenchmarkFallbackSummaryLocal folds the 20 turns of a branch of
+// `ctxinf bench turns` one at a time, as its librarian does: the time
+// and allocations per op are a branch's.
+func BenchmarkFallbackSummaryLocal(b *testing.B) {
+	b.ReportAllocs()
+	var summary string
+	for b.Loop() {
+		summary = ""
+		for n := range 20 {
+			summary = FallbackSummary(summary, []Exchange{localExchange(n)})
+		}
+	}
+	b.ReportMetric(float64(len(summary)), "summary-bytes")
+}

@@ -120,8 +120,7 @@ func newSummaryBuilder(previous string, exchanges []Exchange) *summaryBuilder {
 	// can replace one, and without one the extractor need not run.
 	revised := false
 	for _, ex := range exchanges {
-		revised = revised || revisionRE.MatchString(strings.ToLower(ex.User)) ||
-			revisionRE.MatchString(strings.ToLower(ex.Assistant))
+		revised = revised || isRevision(ex.User) || isRevision(ex.Assistant)
 	}
 	if !revised {
 		return s
@@ -284,13 +283,24 @@ var (
 	// openRE marks a commitment or something left to do.
 	openRE = regexp.MustCompile(`(?i)^(?:i|we)(?:'ll| will| am going to|'m going to| are going to| shall)\b|` +
 		`\b(?:todo|to-do|next step|follow up|follow-up|remind me|still need to|not done yet|left to do)\b`)
+
+	// The expressions above with their cues (cued): every match holds
+	// one of them, in the text as cueFold folds it.
+	factCues = cued{factRE, []string{"i ", "i'", "my ", "we ", "we'", "our "}}
+	nameCues = cued{nameRE, []string{"i'm ", "i am ", "my name is"}}
+	goalCues = cued{goalRE, []string{"want", "wanna", "like", "love", "need to", "prefer", "hope", "hoping", "plan",
+		"intend", "aim", "trying", "going to", "enjoy", "hate", "can't stand", "my ", "the goal is"}}
+	openCues = cued{openRE, []string{"'ll", " will", "going to", " shall", "todo", "to-do", "next step", "follow up",
+		"follow-up", "remind me", "still need to", "not done yet", "left to do"}}
 )
 
 // readText reads the sentences of one side of an exchange: statements,
 // facts and goals of the user (restated as who), commitments, and the
 // artifacts of every sentence.
 func (s *summaryBuilder) readText(text, who string, user bool) {
-	text = escapedBreakRE.ReplaceAllString(text, " ")
+	if strings.Contains(text, `\`) {
+		text = escapedBreakRE.ReplaceAllString(text, " ")
+	}
 	fence := false
 	for _, line := range strings.Split(text, "\n") {
 		trimmed := strings.TrimSpace(line)
@@ -319,25 +329,26 @@ func (s *summaryBuilder) readText(text, who string, user bool) {
 func (s *summaryBuilder) sentence(sentence, who string, user bool) {
 	question := strings.HasSuffix(strings.TrimRight(sentence, `"'”’)] `), "?")
 	entities := ExtractEntities(sentence)
-	if k := statementKind(sentence); k != 0 {
+	folded := cueFold(sentence)
+	if k := statementKind(sentence, folded); k != 0 {
 		s.statement(k, sentence)
 	} else if !question {
 		switch {
-		case user && goalRE.MatchString(sentence):
+		case user && goalCues.match(sentence, folded):
 			s.add(secGoals, thirdPerson(sentence, who))
-		case user && (factRE.MatchString(sentence) || nameRE.MatchString(sentence)):
+		case user && (factCues.match(sentence, folded) || nameCues.match(sentence, folded)):
 			s.add(secFacts, thirdPerson(sentence, who))
 		case user && len(strings.Fields(sentence)) >= 4 && namesExact(entities, false):
 			// A statement of the user's that names something exact
 			// ("The deploy target is eu-west-1.") is a fact as said.
 			s.add(secFacts, thirdPerson(sentence, who))
-		case !user && len(strings.Fields(sentence)) >= 5 && !speakerRE.MatchString(sentence) &&
-			!strings.ContainsAny(sentence, "\"“") && namesExact(entities, true):
+		case !user && len(strings.Fields(sentence)) >= 5 && !strings.ContainsAny(sentence, "\"“") &&
+			namesExact(entities, true) && !speakerRE.MatchString(sentence):
 			// The assistant stating something exact about the world
 			// ("The staging database listens on port 5433."), not about
 			// itself or the user, nor quoting.
 			s.add(secFacts, sentence)
-		case openRE.MatchString(sentence) && len(strings.Fields(sentence)) >= 4:
+		case openCues.match(sentence, folded) && len(strings.Fields(sentence)) >= 4:
 			s.add(secOpen, thirdPerson(sentence, who))
 		}
 	}
@@ -556,9 +567,10 @@ func clip(s string, n int) string {
 	return s[:n] + "…"
 }
 
-// statementKind is classifyStatement behind its cheap filter.
-func statementKind(s string) EntityKind {
-	if !mayDecide(s) {
+// statementKind is classifyStatement behind its cheap filter (mayDecide;
+// folded is cueFold(s)).
+func statementKind(s, folded string) EntityKind {
+	if !hasCue(folded, cueWords) {
 		return 0
 	}
 	return classifyStatement(s)
