@@ -11,6 +11,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"syscall"
 )
 
@@ -282,7 +283,10 @@ func redoBytes(p []byte) (b, rest []byte, err error) {
 
 // encode builds a record of the lap in l.buf.
 func (l *redoLog) encode(ts uint64, entries []entry) []byte {
-	b := append(l.buf[:0], make([]byte, redoHeader)...)
+	// The buffers are sized for the record at once: grown by append, a
+	// group of a few MB allocated five times its size.
+	n := int(recordMax(entries))
+	b := append(slices.Grow(l.buf[:0], n), make([]byte, redoHeader)...)
 	binary.LittleEndian.PutUint64(b[12:], l.lap)
 	binary.LittleEndian.PutUint64(b[20:], ts)
 	magic := redoMagic
@@ -291,7 +295,7 @@ func (l *redoLog) encode(ts uint64, entries []entry) []byte {
 	} else {
 		var ad [16]byte
 		copy(ad[:], b[12:redoHeader])
-		l.plain = appendRedoEntries(l.plain[:0], entries)
+		l.plain = appendRedoEntries(slices.Grow(l.plain[:0], n), entries)
 		b = l.c.Seal(b, l.aead, l.plain, ad[:])
 		magic = redoMagicSealed
 	}
