@@ -166,7 +166,9 @@ func (m *memory) excerpts(ctx context.Context, scopes []retrieval.Scope, parts [
 		place chunkPlace
 		hit   int // the index of the hit it came with (its own if a hit)
 	}
-	var members []member
+	// At most each hit with its neighbours: sized once (a member holds
+	// its row).
+	members := make([]member, 0, len(hits)*(1+after+before))
 	// A chunk costs its text fenced (core.ArtifactTokens) when it starts
 	// an excerpt, and its text and the line break before it when it
 	// joins one (a neighbour always does; a hit when it touches a chunk
@@ -199,7 +201,7 @@ func (m *memory) excerpts(ctx context.Context, scopes []retrieval.Scope, parts [
 		seen[h.Chunk.ID] = true
 		members = append(members, member{h.Chunk, p, i})
 	}
-	for _, hm := range slices.Clone(members) {
+	for _, hm := range members { // the hits (range reads the length once): neighbours are appended
 		for _, side := range [2]struct{ dir, n int }{{1, after}, {-1, before}} {
 			dir, at := side.dir, hm.place
 			for range side.n {
@@ -226,20 +228,24 @@ func (m *memory) excerpts(ctx context.Context, scopes []retrieval.Scope, parts [
 		return cmp.Or(cmp.Compare(a.place.seq, b.place.seq), cmp.Compare(a.place.idx, b.place.idx))
 	})
 	var out []excerpt
+	// The excerpts are runs of members: their rows share one array.
+	rows := make([]persistence.ChunkRow, len(members))
 	best := -1 // the best hit of the excerpt being built
 	done := func() {
 		if best >= 0 {
 			out[len(out)-1].best, out[len(out)-1].score = hits[best].Chunk, hits[best].Score
 		}
 	}
+	start := 0 // where the excerpt being built starts in members
 	for i, mb := range members {
 		if i == 0 || !members[i-1].place.follows(mb.place) {
 			done()
 			out = append(out, excerpt{})
-			best = -1
+			best, start = -1, i
 		}
 		e := &out[len(out)-1]
-		e.rows = append(e.rows, mb.row)
+		rows[i] = mb.row
+		e.rows = rows[start : i+1 : i+1]
 		if mb.row.ID == hits[mb.hit].Chunk.ID && (best < 0 || mb.hit < best) {
 			best = mb.hit
 		}

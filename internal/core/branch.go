@@ -201,7 +201,16 @@ func inFlight(p messages.TurnPhase) bool {
 // into a state, in order (SRD §6.2): they go into the next assembled
 // context verbatim.
 func (b *Branch) Pending() []Turn {
-	var ts []Turn
+	n := 0
+	for _, t := range b.Turns {
+		if t.Phase == messages.PhaseResponseFinalized {
+			n++
+		}
+	}
+	if n == 0 {
+		return nil
+	}
+	ts := make([]Turn, 0, n) // sized once: a Turn is large
 	for _, t := range b.Turns {
 		if t.Phase == messages.PhaseResponseFinalized {
 			ts = append(ts, t)
