@@ -164,9 +164,10 @@ type RetrievalConfig struct {
 	Neighbours       int `mapstructure:"neighbours"`
 	NeighboursBefore int `mapstructure:"neighbours_before"`
 	// TimeBoost is added to the score of a chunk said within a time
-	// the query names ("in May", "last week", "7 May 2023"), SpeakerBoost
-	// to that of a chunk said by a participant it names (or by the user
-	// on "I", the assistant on "you"); 0 to 1, 0 for none.
+	// the query names ("in May", "last week", "7 May 2023"); a chunk said
+	// by a participant it names (or by the user on "I", the assistant on
+	// "you") scores its relevance times 1 + SpeakerBoost; 0 to 1, 0 for
+	// none.
 	TimeBoost    float64 `mapstructure:"time_boost"`
 	SpeakerBoost float64 `mapstructure:"speaker_boost"`
 }
@@ -490,7 +491,7 @@ func Default() Config {
 			Neighbours:           2,
 			NeighboursBefore:     0,
 			TimeBoost:            0.1,
-			SpeakerBoost:         0.4,
+			SpeakerBoost:         0.8,
 		},
 		Server: ServerConfig{
 			Addr:              "127.0.0.1:8080",

@@ -39,10 +39,13 @@ type RankOptions struct {
 	MaxK      int
 	// TimeBoost is added to the score of a candidate said within the
 	// time the query names (ParseWhen, against the newest chunk's time
-	// searched); SpeakerBoost to that of a candidate said by a
-	// participant the query names (one its chunks name: Doc.Speaker),
-	// or, when it names none, by the user when it speaks of "I" and by
-	// the assistant when it speaks of "you" (addressedRole). 0: none.
+	// searched). A candidate said by a participant the query names (one
+	// its chunks name: Doc.Speaker), or, when it names none, by the user
+	// when it speaks of "I" and by the assistant when it speaks of "you"
+	// (addressedRole), scores its relevance times 1 + SpeakerBoost: a
+	// share of what it is worth, so that the named participant's weak
+	// candidates do not pass the other's strong ones (a question may
+	// name one participant and be answered by the other). 0: none.
 	TimeBoost    float64
 	SpeakerBoost float64
 	// Neighbours is how many chunks after each result, in the order of
@@ -105,7 +108,7 @@ func (o RankOptions) Validate() error {
 type Ranked struct {
 	Doc   DocID
 	Seq   uint64  // the turn seq of the chunk's source
-	Score float64 // final: combined relevance plus the recency boost
+	Score float64 // final: relevance with its boosts (who said it, when, recency)
 	// Vector and Text are the normalized scores combined (0 when that
 	// search did not find the chunk); Relevance their weighted sum.
 	Vector, Text, Relevance float64
@@ -244,7 +247,7 @@ func Search(ctx context.Context, q Query, o RankOptions) ([]Ranked, error) {
 		text, vec []Hit
 		seq       map[DocID]uint64
 		vectors   map[DocID][]float32
-		boost     map[DocID]float64
+		boost     map[DocID]gain
 		newest    uint64
 	}
 	res := make([]found, len(q.Scopes))
@@ -304,7 +307,7 @@ func Search(ctx context.Context, q Query, o RankOptions) ([]Ranked, error) {
 		r.seq, r.vectors = make(map[DocID]uint64, n), make(map[DocID][]float32, n)
 		var named map[uint32]bool
 		if b.any() {
-			r.boost, named = make(map[DocID]float64, n), b.speakersIn(s.Part)
+			r.boost, named = make(map[DocID]gain, n), b.speakersIn(s.Part)
 		}
 		for _, h := range slices.Concat(r.text, r.vec) {
 			r.seq[h.Doc] = s.Part.seq[h.Doc]
@@ -325,7 +328,7 @@ func Search(ctx context.Context, q Query, o RankOptions) ([]Ranked, error) {
 	}
 	cands := make(map[DocID]*Ranked, n)
 	vectors := make(map[DocID][]float32, n)
-	boosts := make(map[DocID]float64)
+	boosts := make(map[DocID]gain)
 	var newest uint64
 	add := func(hits []Hit, r *found, vector bool) {
 		for _, h := range hits {
@@ -334,7 +337,7 @@ func Search(ctx context.Context, q Query, o RankOptions) ([]Ranked, error) {
 				c = &Ranked{Doc: h.Doc, Seq: r.seq[h.Doc], Vector: math.NaN(), Text: math.NaN()}
 				cands[h.Doc] = c
 				vectors[h.Doc] = r.vectors[h.Doc]
-				if x := r.boost[h.Doc]; x != 0 {
+				if x := r.boost[h.Doc]; x != (gain{}) {
 					boosts[h.Doc] = x
 				}
 			}
@@ -362,7 +365,7 @@ func Search(ctx context.Context, q Query, o RankOptions) ([]Ranked, error) {
 		if q.Vector == nil || o.VectorWeight == 0 {
 			c.Relevance = c.Text
 		}
-		c.Score = c.Relevance + boosts[c.Doc]
+		c.Score = boosts[c.Doc].score(c.Relevance)
 		if o.RecencyWeight > 0 {
 			age := float64(newest - min(c.Seq, newest))
 			c.Score += o.RecencyWeight * math.Exp2(-age/o.RecencyHalfLife)

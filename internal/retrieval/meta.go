@@ -294,18 +294,25 @@ func (b boosts) any() bool { return b.time > 0 || b.speaker > 0 }
 // names.
 func (b boosts) inTime(m docMeta) bool { return b.timed && m.time >= b.from && m.time < b.to }
 
+// gain is what a chunk gains by who said it and when: its relevance
+// is multiplied by 1 + speaker, then time is added.
+type gain struct{ time, speaker float64 }
+
 // of is what a chunk gains, named the speakers of its partition (as
 // speakersIn returns them).
-func (b boosts) of(named map[uint32]bool, m docMeta) float64 {
-	var x float64
+func (b boosts) of(named map[uint32]bool, m docMeta) gain {
+	var g gain
 	if b.inTime(m) {
-		x += b.time
+		g.time = b.time
 	}
 	switch {
 	case named[m.speaker]:
-		x += b.speaker
+		g.speaker = b.speaker
 	case b.role != 0 && m.role == b.role && m.speaker == 0:
-		x += b.speaker
+		g.speaker = b.speaker
 	}
-	return x
+	return g
 }
+
+// score is the score of a candidate of relevance rel that gains g.
+func (g gain) score(rel float64) float64 { return rel*(1+g.speaker) + g.time }

@@ -118,6 +118,54 @@ func TestSearchBoosts(t *testing.T) {
 	}
 }
 
+// The speaker boost multiplies relevance: the named participant's chunk
+// comes first among chunks about as relevant, but a weak match of theirs
+// does not pass the other participant's strong one (a question may name
+// one participant and be answered by the other). Added, the same boost
+// would put it first.
+func TestSpeakerBoostScalesRelevance(t *testing.T) {
+	t.Parallel()
+	p := NewPartition(2)
+	for i, d := range []struct{ speaker, text string }{
+		{"Ann", "the lamp"},
+		{"Bob", "the lighthouse keeper mended the lamp"},
+		{"Ann", "the lighthouse keeper mended the lamp"},
+		{"Bob", "the lighthouse keeper mended the lamp"},
+		{"Ann", "about the weather"},
+		{"Bob", "about the harbour"},
+	} {
+		tf, n := TermFreqs(d.text)
+		p.Add(Doc{ID: doc(byte(i + 1)), Seq: uint64(i + 1), Terms: tf, Len: n, Role: RoleUser, Speaker: d.speaker})
+	}
+	o := testRank()
+	o.TopK, o.MMRLambda, o.SpeakerBoost = 6, 1, 0.8
+	search := func(q string) []Ranked {
+		got, err := Search(context.Background(), Query{Text: q, Scopes: []Scope{{Part: p, MaxSeq: math.MaxUint64}}}, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	got := search("what did Ann say about the lighthouse keeper's lamp")
+	if first := ids(got)[0]; first != 3 {
+		t.Errorf("equal matches: %v, want Ann's (3) first", ids(got))
+	}
+	pos := func(rs []Ranked, i int) int { return slices.Index(ids(rs), i) }
+	if pos(got, 1) < pos(got, 4) || pos(got, 1) < pos(got, 2) {
+		t.Errorf("Ann's weak match (1) passes Bob's strong ones (2, 4): %v", ids(got))
+	}
+	for _, r := range got {
+		if r.Doc[15]%2 == 1 && math.Abs(r.Score-1.8*r.Relevance) > 1e-9 {
+			t.Errorf("Ann's %d: score %g, want 1.8 × relevance %g", r.Doc[15], r.Score, r.Relevance)
+		}
+	}
+	// Added rather than multiplied, 0.8 would lift the weak match over
+	// the strong ones: its relevance is under 1 − 0.8 short of theirs.
+	if w, s := got[pos(got, 1)].Relevance, got[pos(got, 2)].Relevance; w+0.8 <= s {
+		t.Errorf("relevance %g (weak) and %g (strong): the test does not tell adding from multiplying", w, s)
+	}
+}
+
 // "I" and "you": the user's turns, the assistant's.
 func TestSearchBoostsRoles(t *testing.T) {
 	t.Parallel()
