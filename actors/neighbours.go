@@ -68,6 +68,7 @@ func (t *turnChunks) at(ctx context.Context, seq uint64) ([]persistence.ChunkRow
 			continue
 		}
 		ids := s.Part.AtSeq(seq)
+		rows = slices.Grow(rows, len(ids))
 		for _, id := range ids {
 			row, err := t.m.chunk(ctx, t.parts[i], id)
 			if errors.Is(err, persistence.ErrNotFound) {
@@ -104,28 +105,28 @@ func (t *turnChunks) place(ctx context.Context, row persistence.ChunkRow) (chunk
 
 // step returns the chunk dir (-1 or 1) places from p, if there is one:
 // within p's turn, else the last (or first) chunk of the turn before
-// (after).
-func (t *turnChunks) step(ctx context.Context, p chunkPlace, dir int) (persistence.ChunkRow, chunkPlace, bool, error) {
+// (after). The row is t's, not a copy.
+func (t *turnChunks) step(ctx context.Context, p chunkPlace, dir int) (*persistence.ChunkRow, chunkPlace, bool, error) {
 	if i := p.idx + dir; i >= 0 && i < p.n {
 		rows, err := t.at(ctx, p.seq)
 		if err != nil || i >= len(rows) {
-			return persistence.ChunkRow{}, chunkPlace{}, false, err
+			return nil, chunkPlace{}, false, err
 		}
-		return rows[i], chunkPlace{seq: p.seq, idx: i, n: p.n}, true, nil
+		return &rows[i], chunkPlace{seq: p.seq, idx: i, n: p.n}, true, nil
 	}
 	if dir < 0 && p.seq == 0 {
-		return persistence.ChunkRow{}, chunkPlace{}, false, nil
+		return nil, chunkPlace{}, false, nil
 	}
 	seq := uint64(int64(p.seq) + int64(dir))
 	rows, err := t.at(ctx, seq)
 	if err != nil || len(rows) == 0 {
-		return persistence.ChunkRow{}, chunkPlace{}, false, err
+		return nil, chunkPlace{}, false, err
 	}
 	i := 0
 	if dir < 0 {
 		i = len(rows) - 1
 	}
-	return rows[i], chunkPlace{seq: seq, idx: i, n: len(rows)}, true, nil
+	return &rows[i], chunkPlace{seq: seq, idx: i, n: len(rows)}, true, nil
 }
 
 // around is excerpts with the runtime's retrieval.neighbours and
@@ -162,19 +163,18 @@ func (m *memory) excerpts(ctx context.Context, scopes []retrieval.Scope, parts [
 		return out, nil
 	}
 	type member struct {
-		row   persistence.ChunkRow
+		row   *persistence.ChunkRow // a hit's, or tc's
 		place chunkPlace
 		hit   int // the index of the hit it came with (its own if a hit)
 	}
-	// At most each hit with its neighbours: sized once (a member holds
-	// its row).
+	// At most each hit with its neighbours: sized once.
 	members := make([]member, 0, len(hits)*(1+after+before))
 	// A chunk costs its text fenced (core.ArtifactTokens) when it starts
 	// an excerpt, and its text and the line break before it when it
 	// joins one (a neighbour always does; a hit when it touches a chunk
 	// already taken).
 	used := 0
-	fits := func(row persistence.ChunkRow, p chunkPlace, joins bool) bool {
+	fits := func(row *persistence.ChunkRow, p chunkPlace, joins bool) bool {
 		cost := count(row.Text) + 1
 		if !joins && !slices.ContainsFunc(members, func(m member) bool { return m.place.follows(p) || p.follows(m.place) }) {
 			cost = core.ArtifactTokens(row.Text, count)
@@ -187,7 +187,8 @@ func (m *memory) excerpts(ctx context.Context, scopes []retrieval.Scope, parts [
 	}
 	tc := &turnChunks{m: m, scopes: scopes, parts: parts, turns: map[uint64][]persistence.ChunkRow{}}
 	seen := map[messages.ChunkID]bool{}
-	for i, h := range hits {
+	for i := range hits {
+		h := &hits[i]
 		if seen[h.Chunk.ID] {
 			continue
 		}
@@ -195,11 +196,11 @@ func (m *memory) excerpts(ctx context.Context, scopes []retrieval.Scope, parts [
 		if err != nil {
 			return nil, err
 		}
-		if !fits(h.Chunk, p, false) {
+		if !fits(&h.Chunk, p, false) {
 			continue
 		}
 		seen[h.Chunk.ID] = true
-		members = append(members, member{h.Chunk, p, i})
+		members = append(members, member{&h.Chunk, p, i})
 	}
 	for _, hm := range members { // the hits (range reads the length once): neighbours are appended
 		for _, side := range [2]struct{ dir, n int }{{1, after}, {-1, before}} {
@@ -244,7 +245,7 @@ func (m *memory) excerpts(ctx context.Context, scopes []retrieval.Scope, parts [
 			best, start = -1, i
 		}
 		e := &out[len(out)-1]
-		rows[i] = mb.row
+		rows[i] = *mb.row
 		e.rows = rows[start : i+1 : i+1]
 		if mb.row.ID == hits[mb.hit].Chunk.ID && (best < 0 || mb.hit < best) {
 			best = mb.hit
