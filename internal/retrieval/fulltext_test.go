@@ -5,7 +5,10 @@ import (
 	"math/rand/v2"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
+
+	"github.com/kljensen/snowball/english"
 )
 
 // AddTerms to the recent documents (a turn's neighbour context) keeps
@@ -61,5 +64,44 @@ func TestAddTermsKeepsPostingsInOrder(t *testing.T) {
 		if got, want := live.Search(q, 20, nil), whole.Search(q, 20, nil); !reflect.DeepEqual(got, want) {
 			t.Errorf("Search(%q) after AddTerms = %v, want %v (the terms added with the documents)", q, got, want)
 		}
+	}
+}
+
+// The memo of stems gives what the stemmer gives, the first time and
+// after, and holds at most two generations of maxStems words.
+func TestStemCacheIsTheStemmer(t *testing.T) {
+	t.Parallel()
+	var c stemCache
+	words := strings.Fields("deploying deployed deploys running ran runs generously generous happily caresses " +
+		"ponies cats sky skies dying lying news proceed exceeded succeeding national nationality")
+	r := rand.New(rand.NewPCG(1, 2))
+	for range 3 * maxStems {
+		b := make([]byte, 3+r.IntN(8))
+		for i := range b {
+			b[i] = byte('a' + r.IntN(26))
+		}
+		words = append(words, string(b)+[]string{"", "ing", "ed", "s", "ly", "ness"}[r.IntN(6)])
+	}
+	for round := range 2 {
+		for _, w := range words {
+			if got, want := c.stem(w), english.Stem(w, true); got != want {
+				t.Fatalf("round %d: stem(%q) = %q, want %q", round, w, got, want)
+			}
+		}
+	}
+	if n := len(c.cur) + len(c.old); n > 2*maxStems {
+		t.Errorf("the memo holds %d words, want at most %d", n, 2*maxStems)
+	}
+}
+
+// BenchmarkTermFreqs indexes a turn's text as bench turns writes it (a
+// user message and the local provider's report), its words seen before.
+func BenchmarkTermFreqs(b *testing.B) {
+	text := `turn 7 of a load test [local] I received your message (6 words): "turn 7 of a load test". ` +
+		`Context: 0 pinned facts, summary of 103 tokens, 8 window messages, 2 pending turns, 0 retrieved chunks. ` +
+		`Pending turns: #1 "turn 8 of a load test" #2 "turn 9 of a load test".`
+	b.ReportAllocs()
+	for b.Loop() {
+		TermFreqs(text)
 	}
 }
