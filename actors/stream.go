@@ -97,6 +97,9 @@ func (s *TurnStream) push(u Update) {
 		s.mu.Unlock()
 		return
 	}
+	if s.queue == nil {
+		s.queue = reusedQueue()
+	}
 	s.queue = append(s.queue, u)
 	s.done = u.Done
 	s.record(u)
@@ -238,5 +241,33 @@ func (s *TurnStream) Wait(stop <-chan struct{}) (string, Update) {
 				last = u
 			}
 		}
+		recycleQueue(us) // read: no one else holds it
 	}
+}
+
+// queues are queues of updates read to their end (by Wait) for the next
+// streams to push to: a turn's stream queues tens of updates of 240
+// bytes, and a queue grown by append from nothing allocated about twice
+// what it held (9 % of the bytes a bench turns load allocated).
+var queues sync.Pool
+
+// maxReusedQueue bounds the queues kept for reuse.
+const maxReusedQueue = 1024
+
+// reusedQueue returns an empty queue to push to, nil if none is kept.
+func reusedQueue() []Update {
+	if q, ok := queues.Get().(*[]Update); ok {
+		return (*q)[:0]
+	}
+	return nil
+}
+
+// recycleQueue keeps q, read and held by no one, for reuse.
+func recycleQueue(q []Update) {
+	if cap(q) > maxReusedQueue {
+		return
+	}
+	clear(q) // the updates' texts and items go
+	q = q[:0]
+	queues.Put(&q)
 }
