@@ -234,8 +234,8 @@ func TestBenchTurnsSmall(t *testing.T) {
 		t.Fatalf("bench turns exited %d: %s", code, errOut.String())
 	}
 	var f map[string]float64
-	if err := json.Unmarshal(out.Bytes(), &f); err != nil || len(f) != 6 {
-		t.Fatalf("bench turns --json = %q (%v), want six keys", out.String(), err)
+	if err := json.Unmarshal(out.Bytes(), &f); err != nil || len(f) != 8 {
+		t.Fatalf("bench turns --json = %q (%v), want eight keys", out.String(), err)
 	}
 	for _, k := range []string{"turns_per_s", "overhead_p50_us", "overhead_p99_us", "peak_rss_mb", "replay_1000_events_ms"} {
 		if f[k] <= 0 {
