@@ -13,6 +13,8 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"syscall"
@@ -68,6 +70,7 @@ func Import(e *cli.Env, args []string) error {
 	dir := fs.String("dir", "", "data directory (default: a temporary one, removed afterwards)")
 	asJSON := fs.Bool("json", false, "print one JSON object per size")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the last run's import (until it answers) to this file")
+	memProfile := fs.String("memprofile", "", "write a heap profile of the last run, taken when its import answers, to this file")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -95,9 +98,9 @@ func Import(e *cli.Env, args []string) error {
 		f := importFigures{Turns: n, Format: *format, Runs: *runs}
 		var imp, first, searchable, backlog, disk []time.Duration
 		for run := range *runs {
-			prof := ""
+			var prof profiles
 			if run == *runs-1 {
-				prof = *cpuProfile
+				prof = profiles{*cpuProfile, *memProfile}
 			}
 			r, err := benchImportRun(e, filepath.Join(path, fmt.Sprintf("n%d-r%d", n, run)), n, *format, *foldEvery, prof)
 			if err != nil {
@@ -145,8 +148,8 @@ type importRun struct {
 
 // benchImportRun serves a runtime on dir and imports a generated session
 // of n turns into it.
-func benchImportRun(e *cli.Env, dir string, n, format, foldEvery int, cpuProfile string) (importRun, error) {
-	r, err := benchImportServe(e, dir, n, format, foldEvery, cpuProfile)
+func benchImportRun(e *cli.Env, dir string, n, format, foldEvery int, prof profiles) (importRun, error) {
+	r, err := benchImportServe(e, dir, n, format, foldEvery, prof)
 	if err != nil {
 		return r, err
 	}
@@ -161,7 +164,7 @@ func benchImportRun(e *cli.Env, dir string, n, format, foldEvery int, cpuProfile
 	return r, nil
 }
 
-func benchImportServe(e *cli.Env, dir string, n, format, foldEvery int, cpuProfile string) (importRun, error) {
+func benchImportServe(e *cli.Env, dir string, n, format, foldEvery int, prof profiles) (importRun, error) {
 	var r importRun
 	ctx := context.Background()
 	e.Config.DataDir = dir
@@ -200,8 +203,8 @@ func benchImportServe(e *cli.Env, dir string, n, format, foldEvery int, cpuProfi
 	pr, pw := io.Pipe()
 	go func() { pw.CloseWithError(writeExport(pw, n, format, foldEvery)) }()
 	stop := func() {}
-	if cpuProfile != "" {
-		if stop, err = cli.StartCPUProfile(cpuProfile); err != nil {
+	if prof.cpu != "" {
+		if stop, err = cli.StartCPUProfile(prof.cpu); err != nil {
 			return r, err
 		}
 	}
@@ -212,6 +215,11 @@ func benchImportServe(e *cli.Env, dir string, n, format, foldEvery int, cpuProfi
 	pr.Close()
 	if err != nil {
 		return r, fmt.Errorf("import of %d turns: %w", n, err)
+	}
+	if prof.mem != "" {
+		if err := writeHeapProfile(prof.mem); err != nil {
+			return r, err
+		}
 	}
 	b := imp.Branch.ID
 	info, err := rt.Inspect(ctx, b)
@@ -323,4 +331,19 @@ func clipSummary(s string) string {
 		s = s[i+1:]
 	}
 	return s
+}
+
+// writeHeapProfile writes a heap profile to path, after a collection, so
+// that it shows what is live.
+func writeHeapProfile(path string) error {
+	fh, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	runtime.GC()
+	err = pprof.Lookup("heap").WriteTo(fh, 0)
+	if cerr := fh.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
