@@ -52,7 +52,9 @@ import (
 // each in the same directory, are read, listed and removed as before.
 //
 // The index of which steps have records in which segment, and where, is
-// kept in memory, read from the segments at first use: the directory is
+// kept in memory, read at first use from the sealed segments' own
+// indexes (journal_segment_index.go) and from the segments that have
+// none (the one being written when the process died): the directory is
 // one process's (its data directory's lock), and a store that another
 // store of the same directory writes to meanwhile sees only the records
 // that were there when it read them. Close closes the segment being
@@ -67,6 +69,9 @@ type SegmentJournals struct {
 	active *segment // nil until the first append, and after a failed one
 	next   uint64   // the number of the next segment to create
 	closed bool
+	// scanned counts the segments load read record by record, having
+	// no index to trust.
+	scanned int
 
 	removeMu sync.Mutex // one Remove at a time: each rewrites ranges it read
 }
@@ -104,6 +109,9 @@ type segment struct {
 	num   uint64
 	path  string
 	steps map[messages.StepID]struct{} // the steps with records here; under SegmentJournals.mu
+	// erasing is set while Remove erases records here (under
+	// SegmentJournals.mu): the index is written after, not meanwhile.
+	erasing bool
 
 	mu      sync.Mutex
 	cond    *sync.Cond
@@ -112,6 +120,7 @@ type segment struct {
 	synced  int64    // bytes known durable
 	busy    bool     // an fdatasync is under way
 	err     error    // a failed fdatasync: nothing unsynced is trusted
+	torn    bool     // a write failed: its last record may be cut short (no index)
 }
 
 func newSegment(num uint64, path string) *segment {
@@ -154,8 +163,11 @@ func (s *SegmentJournals) load() error {
 			continue
 		}
 		g := newSegment(num, filepath.Join(s.dir, de.Name()))
-		if err := s.scan(g); err != nil {
-			return fmt.Errorf("read stream journal segment %s: %w", g.path, err)
+		if !s.loadIndexed(g) {
+			s.scanned++
+			if err := s.scan(g); err != nil {
+				return fmt.Errorf("read stream journal segment %s: %w", g.path, err)
+			}
 		}
 		s.segs[num] = g
 		s.next = max(s.next, num+1)
@@ -272,6 +284,9 @@ func (s *SegmentJournals) append(step messages.StepID, rec []byte) (*segment, in
 		// segment's last bytes, a torn final line. Appends go on in a
 		// new segment.
 		s.active = nil
+		g.mu.Lock()
+		g.torn = true
+		g.mu.Unlock()
 		s.retire(g)
 		if n > 0 {
 			s.addPart(step, g, from, from+int64(n))
@@ -298,6 +313,9 @@ func (s *SegmentJournals) activeFor(n int64) (*segment, error) {
 		}
 		s.active = nil
 		s.retire(g)
+		if !g.erasing {
+			s.writeIndex(g)
+		}
 	}
 	// Journals hold conversation content: owner-only permissions.
 	if err := os.MkdirAll(s.dir, 0o700); err != nil {
@@ -505,15 +523,31 @@ func (s *SegmentJournals) Remove(ctx context.Context, steps []messages.StepID) (
 			erase[p.seg] = append(erase[p.seg], p)
 		}
 	}
+	var kept []*segment
 	for g := range erase {
 		if len(g.steps) == 0 && g != s.active {
 			delete(erase, g)
 			delete(s.segs, g.num)
 			drop = append(drop, g)
+		} else {
+			g.erasing = true
+			kept = append(kept, g)
 		}
 	}
 	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		for _, g := range kept {
+			g.erasing = false
+		}
+		s.mu.Unlock()
+	}()
 
+	// An index lists the steps it was written with: it goes, durably,
+	// before their records do, and is written again after.
+	if err := s.removeIndexes(append(kept, drop...)); err != nil {
+		return 0, fmt.Errorf("remove stream journals: %w", err)
+	}
 	for g, parts := range erase {
 		if err := ctx.Err(); err != nil {
 			return 0, err
@@ -521,6 +555,11 @@ func (s *SegmentJournals) Remove(ctx context.Context, steps []messages.StepID) (
 		if err := eraseRecords(g.path, parts, steps); err != nil {
 			return 0, fmt.Errorf("remove stream journals from segment %s: %w", g.path, err)
 		}
+		s.mu.Lock()
+		if g != s.active {
+			s.writeIndex(g)
+		}
+		s.mu.Unlock()
 	}
 	dirty := false
 	for _, g := range drop {
@@ -626,9 +665,10 @@ func zeroRange(f *os.File, from, to int64) error {
 	return nil
 }
 
-// Close closes the segment being written (its unsynced bytes stay with
-// the OS, as a file's do when it is closed); the store takes no more
-// appends.
+// Close fdatasyncs and closes the segment being written, and writes its
+// index (the next store appends to a new segment); the store takes no
+// more appends. A failed fdatasync leaves the segment without an index,
+// its unsynced bytes with the OS (as a file's are when it is closed).
 func (s *SegmentJournals) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -642,9 +682,19 @@ func (s *SegmentJournals) Close() error {
 		for g.busy {
 			g.cond.Wait()
 		}
+		if g.synced < g.written && g.err == nil {
+			if err := Fdatasync(g.f); err != nil {
+				g.err = err
+			} else {
+				g.synced = g.written
+			}
+		}
 		err := g.f.Close()
 		g.f = nil
 		g.mu.Unlock()
+		if err == nil && !g.erasing {
+			s.writeIndex(g)
+		}
 		return err
 	}
 	return nil
