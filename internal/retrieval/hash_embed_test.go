@@ -1,6 +1,7 @@
 package retrieval
 
 import (
+	"context"
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
@@ -127,5 +128,18 @@ func TestHashEmbedderStable(t *testing.T) {
 func BenchmarkHashEmbed(b *testing.B) {
 	for _, h := range []HashEmbedder{{Dims: 256}, {Dims: 512}, {Dims: 512, NoTrigrams: true}, {Dims: 1024}} {
 		b.Run("model="+h.Name(), func(b *testing.B) { benchEmbed(b, h) })
+	}
+}
+
+// BenchmarkHashEmbedQuery embeds one text per call, as a turn's search
+// embeds its query: the scratch of earlier calls is reused.
+func BenchmarkHashEmbedQuery(b *testing.B) {
+	text := `[local] I received your message (6 words): "turn 7 of a load test". Context: 0 pinned facts, ` +
+		`summary of 103 tokens, 8 window messages, 2 pending turns, 0 retrieved chunks.`
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := (HashEmbedder{}).Embed(context.Background(), []string{text}); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
