@@ -60,7 +60,7 @@ func (c messageCache) prune(b *core.Branch, keep messages.TurnID) {
 	for _, n := range b.Window {
 		live[n] = true
 	}
-	for _, p := range b.Pending() {
+	for _, p := range b.PendingRefs() {
 		live[p.ID], live[p.Reply] = true, true
 	}
 	live[keep] = true
@@ -117,7 +117,7 @@ func (a *branchActor) assembleFor(userNode messages.NodeID, user messages.Messag
 	t0 := markNow()
 	recipe := &persistence.ContextRecipe{State: a.b.State.ID, Pinned: slices.Clone(a.b.State.Pinned), User: userNode,
 		Latency: &persistence.ContextLatency{}}
-	pending := a.b.Pending()
+	pending := a.b.PendingRefs()
 	if need := a.b.Policy.K - 2*len(pending); need > 0 {
 		recipe.Window = slices.Clone(a.b.Window[max(len(a.b.Window)-need, 0):])
 	}

@@ -219,6 +219,25 @@ func (b *Branch) Pending() []Turn {
 	return ts
 }
 
+// PendingRef names a pending turn as an assembled context does: its id
+// (its user message's node) and its reply's node.
+type PendingRef struct {
+	ID    messages.TurnID
+	Reply messages.NodeID
+}
+
+// PendingRefs returns the turns Pending returns, in order, by their
+// PendingRef: without copying the turns, for each context assembled.
+func (b *Branch) PendingRefs() []PendingRef {
+	var out []PendingRef
+	for _, t := range b.Turns {
+		if t.Phase == messages.PhaseResponseFinalized {
+			out = append(out, PendingRef{t.ID, t.Reply})
+		}
+	}
+	return out
+}
+
 // InFlight returns the turn awaiting its response (Accepted or
 // Responding), if any. There is at most one.
 func (b *Branch) InFlight() (Turn, bool) {
