@@ -88,18 +88,18 @@ func (r *Runtime) placed(ctx context.Context, branch messages.BranchID, session 
 		return nil
 	}
 	if session.IsZero() {
-		if v, ok := r.sessionOf.Load(branch); ok {
-			session = v.(messages.SessionID)
+		if v, ok := r.sessionOf.get(branch); ok {
+			session = v
 		} else {
 			row, err := r.db.BranchRow(ctx, branch)
 			if err != nil {
 				return nil // not found (or unreadable): the request says so
 			}
 			session = row.Session
-			r.sessionOf.Store(branch, session)
+			r.sessionOf.put(branch, session)
 		}
 	} else {
-		r.sessionOf.Store(branch, session)
+		r.sessionOf.put(branch, session)
 	}
 	return r.sessionPlaced(session)
 }

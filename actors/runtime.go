@@ -71,9 +71,11 @@ type Runtime struct {
 	// a PID caches its process, which holds the actor, so an entry left
 	// behind would keep a passivated branch's whole actor in memory.
 	pids sync.Map
-	// sessionOf remembers each branch's session (BranchID to
-	// messages.SessionID) for Placement: a branch never changes session.
-	sessionOf sync.Map
+	// sessionOf remembers the sessions of the branches asked for lately,
+	// for Placement (a branch never changes session); bounded, so that a
+	// long-running member does not keep an entry for every branch it was
+	// ever asked about.
+	sessionOf genCache[messages.BranchID, messages.SessionID]
 
 	mem *memory // retrieval: the embedder and the branches' indexes
 	// memTools are the memory tools (memory_tools.go).
