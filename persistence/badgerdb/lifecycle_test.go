@@ -3,6 +3,7 @@ package badgerdb
 import (
 	"encoding/json"
 	"errors"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -128,4 +129,37 @@ func TestTenantSessionIndexBackfill(t *testing.T) {
 		}
 		d.Close()
 	}
+}
+
+// A store whose tables were written zstd-compressed (the setting before
+// S2) reads them after it opens with S2, beside the tables it writes
+// then: each table records its own compression.
+func TestTableCompressionChange(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	opts := TestOptions(dir)
+	opts.TableCompression = persistence.CompressZstd
+	d, err := Open(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, _ := storetest.WriteRowsByID(t, d)
+	d.Close() // the memtables go into tables
+	ssts, err := filepath.Glob(filepath.Join(dir, "*.sst"))
+	if err != nil || len(ssts) == 0 {
+		t.Fatalf("tables after close: %v, %v; want some", ssts, err)
+	}
+	opts.TableCompression = persistence.CompressS2
+	if d, err = Open(opts); err != nil {
+		t.Fatal(err)
+	}
+	before(d)
+	after, _ := storetest.WriteRowsByID(t, d)
+	d.Close()
+	if d, err = Open(opts); err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	before(d)
+	after(d)
 }

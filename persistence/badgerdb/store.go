@@ -28,6 +28,14 @@ type Options struct {
 	Durability persistence.Durability
 	Limits     persistence.Limits
 	Compress   persistence.Compression
+	// TableCompression is how Badger compresses the blocks of the
+	// tables it writes (each table records its own: a store keeps
+	// reading the tables an earlier setting wrote). S2 (Badger's
+	// Snappy): table building, in flushes and compactions, is most of
+	// the CPU of a long write (an import) once the data outgrows the
+	// memtables, and S2 costs a fraction of zstd's for about a fifth
+	// more disk (docs/BENCHMARKS.md, "Imports").
+	TableCompression persistence.Compression
 	// GroupCommitMax bounds the writes in one group commit.
 	GroupCommitMax int
 	// ValueThreshold: values at least this long go to Badger's value log,
@@ -75,6 +83,7 @@ func DefaultOptions(dir string) Options {
 		Durability:       persistence.DurabilitySync,
 		Limits:           persistence.Limits{MaxPayloadBytes: persistence.DefaultMaxPayloadBytes},
 		Compress:         persistence.CompressZstd,
+		TableCompression: persistence.CompressS2,
 		GroupCommitMax:   512,
 		ValueThreshold:   64 << 10,
 		MemTableSize:     32 << 20,
@@ -209,7 +218,7 @@ func openBadger(opts Options) (*badgerStore, error) {
 		WithMemTableSize(opts.MemTableSize).
 		WithBlockCacheSize(opts.BlockCacheSize).
 		WithValueLogFileSize(opts.ValueLogFileSize).
-		WithCompression(options.ZSTD).
+		WithCompression(tableCompression(opts.TableCompression)).
 		WithNumVersionsToKeep(1).
 		WithMetricsEnabled(false).
 		WithNumCompactors(2).
@@ -912,4 +921,16 @@ func (b badgerLogger) Warningf(f string, a ...any) {
 func (b badgerLogger) Infof(f string, a ...any) { b.l.Debug().Str("component", "badger").Msgf(f, a...) }
 func (b badgerLogger) Debugf(f string, a ...any) {
 	b.l.Trace().Str("component", "badger").Msgf(f, a...)
+}
+
+// tableCompression is Badger's name of c.
+func tableCompression(c persistence.Compression) options.CompressionType {
+	switch c {
+	case persistence.CompressNone:
+		return options.None
+	case persistence.CompressS2:
+		return options.Snappy
+	default:
+		return options.ZSTD
+	}
 }
