@@ -82,7 +82,9 @@ func Main(program, version, usage string, commands []Command, args []string, std
 		return 2
 	}
 	if n := cfg.Runtime.MemoryLimitBytes; n > 0 && os.Getenv("GOMEMLIMIT") == "" {
-		debug.SetMemoryLimit(n)
+		lim := &memoryLimit{configured: n, set: debug.SetMemoryLimit, live: liveHeap}
+		lim.watch()
+		defer lim.stop()
 	}
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(cfg.Runtime.GCPercent)

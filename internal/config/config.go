@@ -318,7 +318,8 @@ type RuntimeConfig struct {
 	MaxOutputTokens int           `mapstructure:"max_output_tokens"` // bound sent with every provider step
 	ProviderTimeout time.Duration `mapstructure:"provider_timeout"`  // bound on one provider step, streaming included
 	// MemoryLimitBytes is the ctxinf binary's soft memory limit (Go's
-	// GOMEMLIMIT, which wins when set); 0 disables it.
+	// GOMEMLIMIT, which wins when set), raised to one and a half times
+	// the live heap when that is more (cli's memoryLimit); 0 disables it.
 	MemoryLimitBytes int64 `mapstructure:"memory_limit_bytes"`
 	// GCPercent is the ctxinf binary's GOGC (the environment's GOGC wins):
 	// how far the heap grows past what the last collection kept before
