@@ -35,6 +35,19 @@ func indexedConfig(t *testing.T, ev *events) Config {
 	return cfg
 }
 
+// reopenIndexed closes r and opens a runtime of indexedConfig on its
+// data directory (a restart), closed when the test ends.
+func reopenIndexed(t *testing.T, r *Runtime) *Runtime {
+	t.Helper()
+	dir := r.cfg.DataDir
+	r.Close()
+	cfg := indexedConfig(t, newEvents())
+	cfg.DataDir = dir
+	r2 := openRuntime(t, cfg)
+	t.Cleanup(func() { r2.Close() })
+	return r2
+}
+
 // waitIndexed waits until n turns are indexed and searchable on b.
 func waitIndexed(t *testing.T, r *Runtime, b messages.BranchID, ev *events, n int) {
 	t.Helper()
@@ -105,12 +118,7 @@ func TestRetrievalIsForkAware(t *testing.T) {
 	}
 
 	// The same after a restart: the indexes are rebuilt from the store.
-	dir := r.cfg.DataDir
-	r.Close()
-	cfg := indexedConfig(t, newEvents())
-	cfg.DataDir = dir
-	r2 := openRuntime(t, cfg)
-	defer r2.Close()
+	r2 := reopenIndexed(t, r)
 	hits, _ = r2.Search(bg, fork.ID, "where are invoices archived", nil)
 	if slices.Contains(sourceTurns(hits), mainAfter[0].ID) {
 		t.Errorf("after a restart the fork retrieved the parent's later turn: %+v", hits)
@@ -326,12 +334,7 @@ func TestImport(t *testing.T) {
 	if _, err := r.Import(bg, b.ID, nil); !errors.Is(err, persistence.ErrInvalidArgument) {
 		t.Errorf("importing nothing: %v", err)
 	}
-	dir := r.cfg.DataDir
-	r.Close()
-	cfg2 := indexedConfig(t, newEvents())
-	cfg2.DataDir = dir
-	r2 := openRuntime(t, cfg2)
-	defer r2.Close()
+	r2 := reopenIndexed(t, r)
 	info, err := r2.Inspect(bg, b.ID)
 	if err != nil || info.TurnSeq != 7 {
 		t.Errorf("after a restart: %+v, %v", info, err)

@@ -92,11 +92,6 @@ func TestImportedSpeakerAndTimeReachTheChunks(t *testing.T) {
 		}
 	}
 	// The index loaded from the store holds them too.
-	dir := r.cfg.DataDir
-	r.Close()
-	cfg2 := indexedConfig(t, newEvents())
-	cfg2.DataDir = dir
-	r2 := openRuntime(t, cfg2)
-	defer r2.Close()
+	r2 := reopenIndexed(t, r)
 	check(r2)
 }
